@@ -1,0 +1,426 @@
+"""Vectorized, additive decoding: a batch of payloads becomes (support counts, n).
+
+Each mechanism of ``client_sdk.mechanisms`` has a codec here that works on whole
+batches with numpy. A codec
+
+* ``parse``s payloads into columns, validating every one as strictly as the SDK's
+  ``check_payload`` (which produces the error message for the first bad payload);
+* ``count``s the support vector C(v) of a parsed batch. Counts of batches add up, so a
+  stream is decoded batch by batch in O(k + batch) memory;
+* ``encode``s true values into perturbed columns with a numpy generator, for simulation
+  and load generation only (a numpy generator is not a CSPRNG: devices use the SDK);
+* ``sample_support_counts`` draws the support vector of a whole population from its
+  true-value counts without materialising reports: exactly for rr, grr, sue, oue and
+  hr; per value (the marginals exactly, not their joint law) for olh and ss.
+
+The math (p*, q*, hash family, code sets) comes from the mechanism objects themselves.
+"""
+
+from __future__ import annotations
+
+import binascii
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from client_sdk.mechanisms import (
+    FrequencyOracle,
+    GeneralizedRR,
+    HadamardResponse,
+    LocalHashing,
+    PayloadError,
+    SubsetSelection,
+)
+from client_sdk.mechanisms.unary import UnaryEncoding
+
+__all__ = [
+    "Batch",
+    "Codec",
+    "Counts",
+    "PayloadError",
+    "codec_for",
+    "count_payloads",
+    "fwht",
+]
+
+IntArray = npt.NDArray[np.int64]
+
+CHUNK_CELLS = 1 << 22
+"""Work arrays are cut to about 4 M cells (32 MiB of int64) so decoding stays in
+O(k + batch) memory however many reports a batch holds."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """Sufficient statistics of a set of reports: n and the support count of each value."""
+
+    n: int
+    support: IntArray
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(self.n + other.n, self.support + other.support)
+
+    @classmethod
+    def zeros(cls, k: int) -> Counts:
+        """No reports yet."""
+        return cls(0, np.zeros(k, dtype=np.int64))
+
+
+@dataclass
+class Batch:
+    """Parsed reports of one mechanism: named numpy columns of equal length ``n``."""
+
+    n: int
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Codec:
+    """Batch operations for one mechanism object."""
+
+    def __init__(self, mechanism: FrequencyOracle) -> None:
+        self.m = mechanism
+        self.k = mechanism.domain_size
+
+    # -- parsing ----------------------------------------------------------------------
+    def parse(self, payloads: Sequence[Any]) -> Batch:
+        """Validate and columnize payloads.
+
+        Raises:
+            PayloadError: naming the index and the problem of the first bad payload.
+        """
+        try:
+            batch = self._parse_fast(payloads)
+        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, binascii.Error):
+            batch = None
+        if batch is None:
+            self._raise_first_error(payloads)
+        assert batch is not None
+        return batch
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        raise NotImplementedError
+
+    def _raise_first_error(self, payloads: Sequence[Any]) -> None:
+        for i, payload in enumerate(payloads):
+            try:
+                self.m.check_payload(payload)
+            except PayloadError as exc:
+                raise PayloadError(f"payload #{i}: {exc}") from None
+        raise AssertionError("fast parser rejected a batch the reference checker accepts")
+
+    def _int_columns(self, payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
+        """Columns of int fields, each within [low, high); None if anything is off."""
+        names = tuple(bounds)
+        width = len(names)
+        if not all(type(p) is dict and len(p) == width for p in payloads):
+            return None
+        columns: dict[str, np.ndarray] = {}
+        for name in names:
+            values = [p[name] for p in payloads]
+            if not all(type(x) is int for x in values):
+                return None
+            col = np.array(values, dtype=np.int64)
+            low, high = bounds[name]
+            if col.size and (col.min() < low or col.max() >= high):
+                return None
+            columns[name] = col
+        return Batch(len(payloads), columns)
+
+    # -- decoding ---------------------------------------------------------------------
+    def count(self, batch: Batch) -> IntArray:
+        """Support counts C(v), v in 0..k-1, of a parsed batch."""
+        raise NotImplementedError
+
+    def decode(self, payloads: Sequence[Any]) -> Counts:
+        """parse + count."""
+        batch = self.parse(payloads)
+        return Counts(batch.n, self.count(batch))
+
+    # -- simulation -------------------------------------------------------------------
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:
+        """Perturb true values in bulk with a numpy generator (simulation only)."""
+        raise NotImplementedError
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
+        """Payload dicts of a batch, as the SDK would have produced them."""
+        names = list(batch.columns)
+        cols = [batch.columns[name].tolist() for name in names]
+        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
+
+    exact_joint = True
+    """Whether :meth:`sample_support_counts` samples the joint law of all k counts."""
+
+    def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
+        """Support counts of a population with these true-value counts, without reports.
+
+        The default samples each C(v) ~ Bin(n_v, p*) + Bin(n − n_v, q*): exact for each
+        value's marginal law (so for each estimate's error and interval), not for the
+        dependence between values.
+        """
+        n = int(true_counts.sum())
+        inside = gen.binomial(true_counts, self.m.p)
+        outside = gen.binomial(n - true_counts, self.m.q)
+        return np.asarray(inside + outside, dtype=np.int64)
+
+
+class RRCodec(Codec):
+    """rr and grr: payload ``{"v": value}``."""
+
+    m: GeneralizedRR
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        return self._int_columns(payloads, {"v": (0, self.k)})
+
+    def count(self, batch: Batch) -> IntArray:  # noqa: D102
+        return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        n = len(values)
+        keep = gen.random(n) < self.m.p
+        other = gen.integers(0, self.k - 1, n)
+        other += other >= values
+        return Batch(n, {"v": np.where(keep, values, other).astype(np.int64)})
+
+    def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
+        """Exact: kept reports stay, the others spread uniformly over the other k−1 values."""
+        k = self.k
+        kept = gen.binomial(true_counts, self.m.p)
+        moved = true_counts - kept
+        support = kept.astype(np.int64)
+        uniform = np.full(k - 1, 1.0 / (k - 1))
+        for v in np.flatnonzero(moved):
+            spread = gen.multinomial(int(moved[v]), uniform)
+            support[:v] += spread[:v]
+            support[v + 1 :] += spread[v:]
+        return support
+
+
+_BIT_TABLE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).astype(np.int64)
+"""Row b: the 8 bits of byte b, most significant first (the SDK's bit order)."""
+
+
+class UnaryCodec(Codec):
+    """sue and oue: payload ``{"b": base64 of k packed bits}``; columns: one uint8 row each."""
+
+    m: UnaryEncoding
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        nbytes, width = self.m.nbytes, 4 * ((self.m.nbytes + 2) // 3)
+        strings = [p["b"] if type(p) is dict and len(p) == 1 else None for p in payloads]
+        if not all(type(s) is str and len(s) == width for s in strings):
+            return None
+        a2b = binascii.a2b_base64
+        raw = b"".join([a2b(s, strict_mode=True) for s in strings])  # type: ignore[arg-type]
+        if len(raw) != nbytes * len(strings):
+            return None
+        rows = np.frombuffer(raw, dtype=np.uint8).reshape(len(strings), nbytes)
+        pad = 8 * nbytes - self.k
+        if pad and rows.size and np.any(rows[:, -1] & ((1 << pad) - 1)):
+            return None
+        return Batch(len(strings), {"bits": rows})
+
+    def count(self, batch: Batch) -> IntArray:
+        """Histogram the bytes of each column, then expand byte values into bit counts."""
+        rows: np.ndarray = batch.columns["bits"]
+        nbytes = self.m.nbytes
+        total = np.zeros((nbytes, 256), dtype=np.int64)
+        offsets = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
+        step = max(1, CHUNK_CELLS // max(1, nbytes))
+        for start in range(0, batch.n, step):
+            chunk = rows[start : start + step].astype(np.int64) + offsets
+            total += np.bincount(chunk.ravel(), minlength=256 * nbytes).reshape(nbytes, 256)
+        bits = total @ _BIT_TABLE  # (nbytes, 8): count of 1s at each bit position
+        return np.asarray(bits.ravel()[: self.k], dtype=np.int64)
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        n, k = len(values), self.k
+        out = np.empty((n, self.m.nbytes), dtype=np.uint8)
+        step = max(1, CHUNK_CELLS // k)
+        for start in range(0, n, step):
+            v = values[start : start + step]
+            bits = gen.random((len(v), k)) < self.m.q
+            bits[np.arange(len(v)), v] = gen.random(len(v)) < self.m.p
+            out[start : start + step] = np.packbits(bits, axis=1)
+        return Batch(n, {"bits": out})
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:  # noqa: D102
+        b2a = binascii.b2a_base64
+        return [{"b": b2a(row.tobytes(), newline=False).decode("ascii")} for row in batch.columns["bits"]]
+
+    def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
+        """Exact: bits are independent given the true value."""
+        return super().sample_support_counts(true_counts, gen)
+
+
+@lru_cache(maxsize=32)
+def _inverses(prime: int) -> IntArray:
+    """inv[a] = a⁻¹ mod prime for a in 1..prime-1 (inv[0] = 0)."""
+    inv = np.zeros(prime, dtype=np.int64)
+    inv[1:] = [pow(a, -1, prime) for a in range(1, prime)]
+    return inv
+
+
+class LocalHashCodec(Codec):
+    """olh and blh: payload ``{"a", "b", "y"}``."""
+
+    m: LocalHashing
+    exact_joint = False
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        P = self.m.prime
+        return self._int_columns(payloads, {"a": (1, P), "b": (0, P), "y": (0, self.m.g)})
+
+    def count(self, batch: Batch) -> IntArray:
+        """For each report enumerate u = a⁻¹(z − b) mod P over z ≡ y (mod g), z < P."""
+        P, g, k = self.m.prime, self.m.g, self.k
+        inv = _inverses(P)
+        width = -(-P // g)  # ceil(P / g) candidates z per report
+        support = np.zeros(P + 1, dtype=np.int64)
+        step = max(1, CHUNK_CELLS // width)
+        cols = batch.columns
+        for start in range(0, batch.n, step):
+            a = cols["a"][start : start + step]
+            b = cols["b"][start : start + step]
+            y = cols["y"][start : start + step]
+            ainv = inv[a]
+            u = (ainv * ((y - b) % P)) % P  # candidate z = y
+            stride = (ainv * g) % P  # z += g moves u by a⁻¹·g
+            grid = np.empty((width, len(a)), dtype=np.int64)
+            for j in range(width):
+                grid[j] = u
+                u = u + stride
+                u = np.where(u >= P, u - P, u)
+            grid[width - 1][y + (width - 1) * g >= P] = P  # z beyond P: no candidate
+            support += np.bincount(grid.ravel(), minlength=P + 1)
+        return support[:k]
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        n, P, g = len(values), self.m.prime, self.m.g
+        a = gen.integers(1, P, n)
+        b = gen.integers(0, P, n)
+        x = ((a * values + b) % P) % g
+        keep = gen.random(n) < self.m.p
+        other = gen.integers(0, g - 1, n)
+        other += other >= x
+        return Batch(n, {"a": a, "b": b, "y": np.where(keep, x, other).astype(np.int64)})
+
+
+def fwht(a: IntArray) -> IntArray:
+    """Fast Walsh–Hadamard transform: H·a with H[r, j] = (−1)^popcount(r & j), exact in int64."""
+    size = len(a)
+    out = np.array(a, dtype=np.int64)
+    h = 1
+    while h < size:
+        blocks = out.reshape(-1, 2, h)
+        top, bottom = blocks[:, 0, :].copy(), blocks[:, 1, :]
+        blocks[:, 0, :] += bottom
+        blocks[:, 1, :] = top - bottom
+        h *= 2
+    return out
+
+
+class HadamardCodec(Codec):
+    """hr: payload ``{"j": index}``; one bincount, then one transform per batch."""
+
+    m: HadamardResponse
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        return self._int_columns(payloads, {"j": (0, self.m.order)})
+
+    def count(self, batch: Batch) -> IntArray:  # noqa: D102
+        return self.count_from_histogram(np.bincount(batch.columns["j"], minlength=self.m.order))
+
+    def count_from_histogram(self, histogram: IntArray) -> IntArray:
+        """C(v) = #{reports with j in C_v} = (n + (H·hist)[v+1]) / 2."""
+        transformed = fwht(histogram)
+        n = int(histogram.sum())
+        return np.asarray((n + transformed[1 : self.k + 1]) // 2, dtype=np.int64)
+
+    def _in_code(self, values: IntArray, index: IntArray) -> np.ndarray:
+        return np.asarray(np.bitwise_count((values + 1) & index) % 2 == 0)
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        n = len(values)
+        j = gen.integers(0, self.m.order, n)
+        want = gen.random(n) < self.m.p
+        row = values + 1
+        j = np.where(self._in_code(values, j) != want, j ^ (row & -row), j)
+        return Batch(n, {"j": j.astype(np.int64)})
+
+    def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
+        """Exact: the histogram of j is a sum of multinomials over each C_v and its complement."""
+        K = self.m.order
+        index = np.arange(K)
+        histogram = np.zeros(K, dtype=np.int64)
+        inside = gen.binomial(true_counts, self.m.p)
+        for v in np.flatnonzero(true_counts):
+            code = self._in_code(np.full(K, v), index)
+            half = np.full(K // 2, 2.0 / K)
+            histogram[code] += gen.multinomial(int(inside[v]), half)
+            histogram[~code] += gen.multinomial(int(true_counts[v] - inside[v]), half)
+        return self.count_from_histogram(histogram)
+
+
+class SubsetCodec(Codec):
+    """ss: payload ``{"v": [s increasing values]}``; columns: an (n, s) matrix."""
+
+    m: SubsetSelection
+    exact_joint = False
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        s = self.m.s
+        lists = [p["v"] if type(p) is dict and len(p) == 1 else None for p in payloads]
+        if not all(type(x) is list and len(x) == s for x in lists):
+            return None
+        if not all(type(x) is int for row in lists for x in row):  # type: ignore[union-attr]
+            return None
+        matrix = np.array(lists, dtype=np.int64).reshape(len(lists), s)
+        if matrix.size and (matrix.min() < 0 or matrix.max() >= self.k):
+            return None
+        if s > 1 and np.any(np.diff(matrix, axis=1) <= 0):
+            return None
+        return Batch(len(lists), {"v": matrix})
+
+    def count(self, batch: Batch) -> IntArray:  # noqa: D102
+        return np.bincount(batch.columns["v"].ravel(), minlength=self.k).astype(np.int64)
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        n, k, s = len(values), self.k, self.m.s
+        out = np.empty((n, s), dtype=np.int64)
+        step = max(1, CHUNK_CELLS // k)
+        for start in range(0, n, step):
+            v = values[start : start + step]
+            rows = len(v)
+            include = gen.random(rows) < self.m.p
+            # s smallest of k−1 uniform keys = a uniform s-subset of the other values
+            picks = np.argpartition(gen.random((rows, k - 1)), s - 1, axis=1)[:, :s]
+            picks += picks >= v[:, None]
+            picks[include, s - 1] = v[include]  # s−1 others plus the true value
+            out[start : start + step] = np.sort(picks, axis=1)
+        return Batch(n, {"v": out})
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:  # noqa: D102
+        return [{"v": row} for row in batch.columns["v"].tolist()]
+
+
+def codec_for(mechanism: FrequencyOracle) -> Codec:
+    """The batch codec of a mechanism object."""
+    for kind, codec in (
+        (GeneralizedRR, RRCodec),
+        (UnaryEncoding, UnaryCodec),
+        (LocalHashing, LocalHashCodec),
+        (HadamardResponse, HadamardCodec),
+        (SubsetSelection, SubsetCodec),
+    ):
+        if isinstance(mechanism, kind):
+            return codec(mechanism)
+    raise TypeError(f"no decoder for {type(mechanism).__name__}")
+
+
+def count_payloads(mechanism: FrequencyOracle, payloads: Sequence[Any]) -> Counts:
+    """Validate and decode a batch of payloads into additive :class:`Counts`."""
+    return codec_for(mechanism).decode(payloads)

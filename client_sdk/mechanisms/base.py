@@ -1,0 +1,247 @@
+"""The shape every frequency oracle shares: parameters, p*/q*, variance, debiasing.
+
+A *pure* frequency oracle (Wang, Blocki, Li, Jha 2017) is summarised by two numbers:
+p* = Pr[a report supports v | the true value is v] and q* = Pr[it supports v | the
+true value is not v]. Every mechanism here states its p* and q* exactly, for the very
+probabilities its ``perturb`` samples with, and the server decodes all of them with the
+same two formulas below, written once.
+
+References:
+    T. Wang, J. Blocki, N. Li, S. Jha. "Locally Differentially Private Protocols for
+    Frequency Estimation". USENIX Security 2017, eqs. (1)-(2) and Theorem 2.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from typing import Any, ClassVar
+
+from client_sdk.mechanisms._random import RandomSource, default_rng
+
+__all__ = [
+    "MAX_DOMAIN_SIZE",
+    "MAX_EPSILON",
+    "MIN_EPSILON",
+    "FrequencyOracle",
+    "PayloadError",
+    "exp_epsilon",
+]
+
+MIN_EPSILON = 1e-4
+"""Below this, p* − q* is within a few thousand ulps of 0 and no population is large
+enough to estimate anything (Var* ≈ 4/ε² ≥ 4·10⁸ per report)."""
+
+MAX_EPSILON = 20.0
+"""Above this the noise is gone in all but name (q* < 2·10⁻⁹ at k = 2): refuse rather
+than pretend."""
+
+MAX_DOMAIN_SIZE = 65_536
+"""Unary reports are k bits (8 KiB at this size on the wire) and a subset-selection
+report lists up to k/2 values; larger domains belong in a hierarchy or a sketch."""
+
+_SAFETY = 1.0 - 1e-12
+"""Sampling probabilities are built from e^ε·(1 − 10⁻¹²) so that float rounding can never
+push the realised likelihood ratio above e^ε; the cost in variance is 10⁻¹² relative."""
+
+
+class PayloadError(ValueError):
+    """A report payload that does not fit the mechanism's wire format."""
+
+
+def exp_epsilon(epsilon: float) -> float:
+    """e^ε shaded down by 10⁻¹², the base every mechanism builds its probabilities on."""
+    return math.exp(epsilon) * _SAFETY
+
+
+def _exp_upper_bound_check(epsilon: float) -> Fraction:
+    """A rational number that is certainly ≤ the true e^ε (libm's exp is within 1 ulp)."""
+    return Fraction(math.nextafter(math.nextafter(math.exp(epsilon), 0.0), 0.0))
+
+
+@dataclass(frozen=True)
+class FrequencyOracle:
+    """Base of the pure frequency oracles: validated parameters and the shared decoding.
+
+    Args:
+        epsilon: the privacy parameter of one report, ``MIN_EPSILON <= ε <= MAX_EPSILON``.
+        domain_size: k, the number of possible values ``0..k-1``,
+            ``2 <= k <= MAX_DOMAIN_SIZE``.
+
+    Raises:
+        ValueError: a parameter outside its range (the message gives the range).
+    """
+
+    epsilon: float
+    domain_size: int
+
+    name: ClassVar[str] = ""
+    server_cost: ClassVar[str] = ""
+    """Server work per report and per batch, for people and for ``auto``'s tie-break."""
+    server_cost_rank: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        eps = self.epsilon
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+            raise ValueError(f"epsilon must be a number, got {eps!r}")
+        if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
+            raise ValueError(
+                f"epsilon must be finite and in [{MIN_EPSILON}, {MAX_EPSILON}], got {eps!r}"
+            )
+        object.__setattr__(self, "epsilon", float(eps))
+        k = self.domain_size
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise ValueError(f"domain_size must be an integer, got {k!r}")
+        if not 2 <= k <= MAX_DOMAIN_SIZE:
+            raise ValueError(f"domain_size must be in [2, {MAX_DOMAIN_SIZE}], got {k}")
+        self._validate()
+        ratio = self.privacy_ratio()
+        if ratio > _exp_upper_bound_check(self.epsilon):  # pragma: no cover - a bug guard
+            raise AssertionError(f"{self!r} would realise ε = {math.log(ratio)} > {eps}")
+
+    # -- per-mechanism hooks -------------------------------------------------------
+    def _validate(self) -> None:
+        """Check mechanism-specific parameters (override)."""
+
+    @property
+    def p(self) -> float:
+        """p* = Pr[report supports v | true value v]."""
+        raise NotImplementedError
+
+    @property
+    def q(self) -> float:
+        """q* = Pr[report supports v | true value ≠ v]."""
+        raise NotImplementedError
+
+    def privacy_ratio(self) -> Fraction:
+        """The exact worst-case likelihood ratio max Pr[y|x]/Pr[y|x'] of ``perturb``.
+
+        Computed in rational arithmetic from the float probabilities ``perturb``
+        actually samples with; construction fails if it exceeded e^ε.
+        """
+        raise NotImplementedError
+
+    def perturb(self, value: int, rng: RandomSource | None = None) -> dict[str, Any]:
+        """Randomize one true value on the device.
+
+        Args:
+            value: the true value, an int in ``range(domain_size)``.
+            rng: a ``random.Random``-like source; default: the process CSPRNG.
+
+        Returns:
+            The JSON-serializable payload of one report.
+
+        Raises:
+            ValueError: ``value`` is not an int in ``range(domain_size)``.
+        """
+        return self._perturb(self.check_value(value), rng or default_rng())
+
+    def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def check_payload(self, payload: object) -> dict[str, Any]:
+        """Validate one payload strictly and return it in canonical form.
+
+        Raises:
+            PayloadError: wrong type, missing or extra fields, out-of-range values.
+        """
+        raise NotImplementedError
+
+    def support(self, payload: dict[str, Any]) -> list[int]:
+        """The values a (valid) report supports: the reference per-report decoder."""
+        raise NotImplementedError
+
+    def max_payload(self) -> dict[str, Any]:
+        """A largest possible payload, to size the wire format."""
+        raise NotImplementedError
+
+    def options(self) -> dict[str, Any]:
+        """Mechanism-specific parameters beyond ε and k (all that ``create`` accepts)."""
+        return {}
+
+    # -- shared ------------------------------------------------------------------------
+    @property
+    def realized_epsilon(self) -> float:
+        """ln of :meth:`privacy_ratio`: the ε ``perturb`` actually realises (≤ ``epsilon``)."""
+        return math.log(self.privacy_ratio())
+
+    @cached_property
+    def wire_bytes(self) -> int:
+        """Bytes of the largest payload as compact JSON: the report's size on the wire."""
+        return len(json.dumps(self.max_payload(), separators=(",", ":")))
+
+    def params(self) -> dict[str, Any]:
+        """Everything needed to rebuild this mechanism with :func:`create`."""
+        return {
+            "mechanism": self.name,
+            "epsilon": self.epsilon,
+            "domain_size": self.domain_size,
+            **self.options(),
+        }
+
+    def check_value(self, value: object) -> int:
+        """Return ``value`` as an int in ``range(k)`` or raise ``ValueError``."""
+        if isinstance(value, bool):
+            raise ValueError(f"value must be an int in range(0, {self.domain_size}), got a bool")
+        try:
+            v = operator.index(value)  # type: ignore[arg-type]
+        except TypeError:
+            raise ValueError(
+                f"value must be an int in range(0, {self.domain_size}), "
+                f"got {type(value).__name__} {value!r}"
+            ) from None
+        if not 0 <= v < self.domain_size:
+            raise ValueError(f"value {v} is outside range(0, {self.domain_size})")
+        return v
+
+    def debias(self, support_count: Any, n: Any) -> Any:
+        """f̂ = (C/n − q*)/(p* − q*): unbiased frequency from support counts.
+
+        Works on floats and on numpy arrays alike.
+        """
+        return (support_count / n - self.q) / (self.p - self.q)
+
+    def variance(self, n: Any, frequency: Any = 0.0) -> Any:
+        """Variance of one frequency estimate from ``n`` reports.
+
+        ``variance(n)`` is the usual theoretical variance (true frequency ≈ 0);
+        ``variance(n, f)`` is the exact variance at true frequency ``f``:
+        q*(1−q*)/(n(p*−q*)²) + f(1−p*−q*)/(n(p*−q*)). Floats or numpy arrays.
+        """
+        p, q = self.p, self.q
+        return q * (1 - q) / (n * (p - q) ** 2) + frequency * (1 - p - q) / (n * (p - q))
+
+    def variance_star(self) -> float:
+        """n·Var[f̂] at f ≈ 0, the per-report variance used to compare mechanisms."""
+        return float(self.variance(1))
+
+    def _reject(self, payload: object, problem: str) -> PayloadError:
+        shown = repr(payload)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        return PayloadError(f"{self.name} payload {shown}: {problem}")
+
+    def _fields(self, payload: object, names: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(payload, dict):
+            raise self._reject(payload, f"must be an object with fields {list(names)}")
+        keys = set(payload)
+        if keys != set(names):
+            missing = sorted(set(names) - keys)
+            extra = sorted(str(x) for x in keys - set(names))
+            parts = ([f"missing {missing}"] if missing else []) + (
+                [f"unknown {extra}"] if extra else []
+            )
+            raise self._reject(payload, "; ".join(parts) + f" (expected {list(names)})")
+        return payload
+
+    def _int_field(self, payload: dict[str, Any], field: str, upper: int) -> int:
+        x = payload[field]
+        if type(x) is not int:
+            raise self._reject(payload, f"{field!r} must be an integer, got {type(x).__name__}")
+        if not 0 <= x < upper:
+            raise self._reject(payload, f"{field!r} = {x} is outside range(0, {upper})")
+        return x

@@ -1,0 +1,102 @@
+"""Subset selection: report a random s-subset that contains the true value more often.
+
+With probability p = s·e^ε/(s·e^ε + k − s) the subset is the true value plus s−1 other
+values chosen uniformly; otherwise s values chosen uniformly among the other k−1.
+Payload: ``{"v": [s distinct ints, increasing]}``.
+
+References:
+    M. Ye, A. Barg. "Optimal Schemes for Discrete Distribution Estimation under Locally
+    Differential Privacy". IEEE Trans. Inf. Theory 64(8), 2018.
+    S. Wang et al. "Mutual Information Optimally Local Private Discrete Distribution
+    Estimation". arXiv:1607.08025, 2016 (s = k/(e^ε + 1)).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from typing import Any
+
+from client_sdk.mechanisms._random import RandomSource, bernoulli
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+
+__all__ = ["SubsetSelection"]
+
+
+@dataclass(frozen=True)
+class SubsetSelection(FrequencyOracle):
+    """Subset selection (SS); ``s`` defaults to max(1, round(k/(e^ε+1)))."""
+
+    s: int = 0
+    """Subset size; 0 means the default max(1, round(k/(e^ε + 1)))."""
+
+    name = "ss"
+    server_cost = "O(s) per report (bincount of the listed values)"
+    server_cost_rank = 2
+
+    def _validate(self) -> None:
+        s, k = self.s, self.domain_size
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"s must be an integer, got {s!r}")
+        if s == 0:
+            object.__setattr__(self, "s", max(1, round(k / (math.exp(self.epsilon) + 1))))
+        elif not 1 <= s <= k - 1:
+            raise ValueError(f"s must be in [1, {k - 1}] for domain_size {k}, got {s}")
+
+    @property
+    def keep(self) -> float:
+        """Probability that the subset contains the true value (= p*)."""
+        se = self.s * exp_epsilon(self.epsilon)
+        return se / (se + self.domain_size - self.s)
+
+    @property
+    def p(self) -> float:  # noqa: D102
+        return self.keep
+
+    @cached_property
+    def q(self) -> float:  # noqa: D102
+        keep, k, s = Fraction(self.keep), self.domain_size, self.s
+        return float((keep * (s - 1) + (1 - keep) * s) / (k - 1))
+
+    def privacy_ratio(self) -> Fraction:  # noqa: D102
+        # Pr[S | v] = keep / C(k−1, s−1) if v ∈ S, else (1 − keep) / C(k−1, s).
+        keep, k, s = Fraction(self.keep), self.domain_size, self.s
+        return keep / (1 - keep) * Fraction(k - s, s)
+
+    def options(self) -> dict[str, Any]:  # noqa: D102
+        return {"s": self.s}
+
+    def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
+        include = bernoulli(rng, self.keep)
+        others = rng.sample(range(self.domain_size - 1), self.s - 1 if include else self.s)
+        picked = [u + (u >= value) for u in others]
+        if include:
+            picked.append(value)
+        picked.sort()
+        return {"v": picked}
+
+    def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
+        fields = self._fields(payload, ("v",))
+        v = fields["v"]
+        if not isinstance(v, list):
+            raise self._reject(payload, f"'v' must be a list of {self.s} integers")
+        if len(v) != self.s:
+            raise self._reject(payload, f"'v' must list exactly {self.s} values, got {len(v)}")
+        previous = -1
+        for x in v:
+            if type(x) is not int:
+                raise self._reject(payload, f"'v' must hold integers, got {type(x).__name__}")
+            if not 0 <= x < self.domain_size:
+                raise self._reject(payload, f"'v' holds {x}, outside range(0, {self.domain_size})")
+            if x <= previous:
+                raise self._reject(payload, "'v' must be strictly increasing (distinct, sorted)")
+            previous = x
+        return {"v": list(v)}
+
+    def support(self, payload: dict[str, Any]) -> list[int]:  # noqa: D102
+        return list(payload["v"])
+
+    def max_payload(self) -> dict[str, Any]:  # noqa: D102
+        return {"v": list(range(self.domain_size - self.s, self.domain_size))}

@@ -1,0 +1,120 @@
+"""Unary encodings: symmetric (SUE, basic one-time RAPPOR) and optimized (OUE).
+
+The true value is one-hot encoded in k bits; bit v is reported as 1 with probability
+p, every other bit with probability q. Payload: ``{"b": base64(bits)}``, the k bits
+packed big-endian (value v is bit 7 − v mod 8 of byte v // 8), padding bits zero.
+
+References:
+    Ú. Erlingsson, V. Pihur, A. Korolova. "RAPPOR". CCS 2014 (SUE = one-time RAPPOR).
+    Wang et al., USENIX Security 2017, §4.3 (OUE: p = 1/2, q = 1/(e^ε+1)).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from client_sdk.mechanisms._random import RandomSource, bernoulli, bernoulli_lanes
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+
+__all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
+
+
+@dataclass(frozen=True)
+class UnaryEncoding(FrequencyOracle):
+    """Shared encoding, sampling and decoding of the unary mechanisms."""
+
+    server_cost = "O(k/8) per report (byte histogram of the packed bits)"
+    server_cost_rank = 3
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the packed bit vector."""
+        return (self.domain_size + 7) // 8
+
+    @property
+    def _pad(self) -> int:
+        return 8 * self.nbytes - self.domain_size
+
+    def privacy_ratio(self) -> Fraction:  # noqa: D102
+        p, q = Fraction(self.p), Fraction(self.q)
+        # Moving the true value from v to v' changes bits v and v' only.
+        return (p * (1 - q)) / (q * (1 - p))
+
+    def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
+        k = self.domain_size
+        bits = bernoulli_lanes(rng, self.q, k) << self._pad
+        position = 1 << (8 * self.nbytes - 1 - value)
+        if bernoulli(rng, self.p):
+            bits |= position
+        else:
+            bits &= ~position
+        return {"b": base64.b64encode(bits.to_bytes(self.nbytes, "big")).decode("ascii")}
+
+    def decode_bits(self, payload: dict[str, Any]) -> bytes:
+        """The packed bit vector of a valid payload."""
+        return base64.b64decode(payload["b"])
+
+    def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
+        fields = self._fields(payload, ("b",))
+        b = fields["b"]
+        if not isinstance(b, str):
+            raise self._reject(payload, f"'b' must be a base64 string, got {type(b).__name__}")
+        expected = 4 * ((self.nbytes + 2) // 3)
+        if len(b) != expected:
+            raise self._reject(
+                payload,
+                f"'b' must be {expected} base64 characters ({self.domain_size} bits), "
+                f"got {len(b)}",
+            )
+        try:
+            raw = binascii.a2b_base64(b.encode("ascii"), strict_mode=True)
+        except (binascii.Error, UnicodeEncodeError) as exc:
+            raise self._reject(payload, f"'b' is not valid base64 ({exc})") from None
+        if len(raw) != self.nbytes:  # pragma: no cover - implied by the length check
+            raise self._reject(payload, f"'b' decodes to {len(raw)} bytes, not {self.nbytes}")
+        if self._pad and raw[-1] & ((1 << self._pad) - 1):
+            raise self._reject(payload, f"bits beyond the {self.domain_size} values must be 0")
+        return {"b": b}
+
+    def support(self, payload: dict[str, Any]) -> list[int]:  # noqa: D102
+        bits = int.from_bytes(self.decode_bits(payload), "big")
+        top = 8 * self.nbytes - 1
+        return [v for v in range(self.domain_size) if bits >> (top - v) & 1]
+
+    def max_payload(self) -> dict[str, Any]:  # noqa: D102
+        return {"b": "A" * (4 * ((self.nbytes + 2) // 3))}
+
+
+@dataclass(frozen=True)
+class SymmetricUnaryEncoding(UnaryEncoding):
+    """SUE (basic one-time RAPPOR): p = e^{ε/2}/(e^{ε/2}+1), q = 1 − p."""
+
+    name = "sue"
+
+    @property
+    def p(self) -> float:  # noqa: D102
+        e = exp_epsilon(self.epsilon / 2)
+        return e / (e + 1)
+
+    @property
+    def q(self) -> float:  # noqa: D102
+        return 1 / (exp_epsilon(self.epsilon / 2) + 1)
+
+
+@dataclass(frozen=True)
+class OptimizedUnaryEncoding(UnaryEncoding):
+    """OUE: p = 1/2, q = 1/(e^ε+1); the lowest variance of the unary encodings."""
+
+    name = "oue"
+
+    @property
+    def p(self) -> float:  # noqa: D102
+        return 0.5
+
+    @property
+    def q(self) -> float:  # noqa: D102
+        return 1 / (exp_epsilon(self.epsilon) + 1)
