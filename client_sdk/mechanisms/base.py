@@ -155,6 +155,10 @@ class FrequencyOracle:
         """The values a (valid) report supports: the reference per-report decoder."""
         raise NotImplementedError
 
+    def supports(self, payload: dict[str, Any], value: int) -> bool:
+        """Whether a (valid) report supports ``value``; override when cheaper than ``support``."""
+        return value in self.support(payload)
+
     def max_payload(self) -> dict[str, Any]:
         """A largest possible payload, to size the wire format."""
         raise NotImplementedError

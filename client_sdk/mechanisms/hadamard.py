@@ -72,5 +72,8 @@ class HadamardResponse(FrequencyOracle):
         j = payload["j"]
         return [v for v in range(self.domain_size) if self.in_code(v, j)]
 
+    def supports(self, payload: dict[str, Any], value: int) -> bool:  # noqa: D102
+        return self.in_code(value, payload["j"])
+
     def max_payload(self) -> dict[str, Any]:  # noqa: D102
         return {"j": self.order - 1}

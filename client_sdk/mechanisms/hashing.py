@@ -139,6 +139,9 @@ class LocalHashing(FrequencyOracle):
         a, b, y = payload["a"], payload["b"], payload["y"]
         return [u for u in range(self.domain_size) if self.hash(a, b, u) == y]
 
+    def supports(self, payload: dict[str, Any], value: int) -> bool:  # noqa: D102
+        return self.hash(payload["a"], payload["b"], value) == payload["y"]
+
     def max_payload(self) -> dict[str, Any]:  # noqa: D102
         return {"a": self.prime - 1, "b": self.prime - 1, "y": self.g - 1}
 

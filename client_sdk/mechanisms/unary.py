@@ -85,6 +85,9 @@ class UnaryEncoding(FrequencyOracle):
         top = 8 * self.nbytes - 1
         return [v for v in range(self.domain_size) if bits >> (top - v) & 1]
 
+    def supports(self, payload: dict[str, Any], value: int) -> bool:  # noqa: D102
+        return bool(self.decode_bits(payload)[value // 8] >> (7 - value % 8) & 1)
+
     def max_payload(self) -> dict[str, Any]:  # noqa: D102
         return {"b": "A" * (4 * ((self.nbytes + 2) // 3))}
 

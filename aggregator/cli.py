@@ -1,0 +1,206 @@
+"""The ``ldp`` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from client_sdk import mechanisms
+
+__all__ = ["main"]
+
+err = Console(stderr=True)
+out = Console()
+
+
+@contextmanager
+def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Any]:
+    """A rich progress bar on stderr; yields an ``advance(n)`` callable."""
+    if not enabled:
+        yield lambda n: None
+        return
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def build_mechanism(name: str, epsilon: float, domain_size: int) -> mechanisms.FrequencyOracle:
+    """``mechanisms.create`` with errors turned into CLI usage errors."""
+    try:
+        return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+MECHANISM = click.option(
+    "--mechanism", "-m", required=True, type=click.Choice(list(mechanisms.NAMES)), help="Mechanism."
+)
+EPSILON = click.option("--epsilon", "-e", required=True, type=float, help="ε per report.")
+DOMAIN = click.option("--domain-size", "-k", required=True, type=int, help="k, number of values.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="ldp-telemetry")
+def main() -> None:
+    """ldp-telemetry: usage telemetry under local differential privacy."""
+
+
+@main.command()
+@MECHANISM
+@EPSILON
+@DOMAIN
+@click.option("--users", "-n", required=True, type=click.IntRange(min=1), help="Users per population.")
+@click.option("--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations.")
+@click.option(
+    "--distribution", "-d", "dist", default="zipf", show_default=True,
+    type=click.Choice(["zipf", "uniform", "geometric", "two-point", "point"]),
+    help="Distribution of the users' true values.",
+)
+@click.option(
+    "--method", default="counts", show_default=True, type=click.Choice(["counts", "reports"]),
+    help="counts: sample sufficient statistics; reports: perturb and decode every report.",
+)
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def simulate(
+    mechanism: str, epsilon: float, domain_size: int, users: int, reps: int, dist: str,
+    method: str, confidence: float, seed: int | None, as_json: bool,
+) -> None:
+    """Simulate populations: MSE against the exact variance, and interval coverage.
+
+    A simulation (numpy's PCG64 generator, not a CSPRNG): devices use the SDK.
+    """
+    from aggregator.simulation import simulate as run
+
+    m = build_mechanism(mechanism, epsilon, domain_size)
+    with progress_bar(f"simulating {m.name}", reps, enabled=not as_json) as advance:
+        result = run(m, users, reps, dist, seed, confidence, method, progress=advance)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    table = Table(title=f"{m.name} ε={m.epsilon:g} k={m.domain_size}, {users:,} users, {dist}, "
+                  f"method={method} (simulation: numpy PCG64)")
+    for col in ("run", "MSE", "expected MSE", "ratio", "covered", "norm-sub MSE"):
+        table.add_column(col, justify="right")
+    for r in result.runs:
+        table.add_row(
+            str(r.run), f"{r.mse:.4e}", f"{r.expected_mse:.4e}", f"{r.mse_ratio:.3f}",
+            f"{r.covered}/{r.intervals}",
+            "—" if r.norm_sub_mse is None else f"{r.norm_sub_mse:.4e}",
+        )
+    out.print(table)
+    out.print(
+        f"MSE / exact expected MSE: [bold]{result.mse_ratio:.3f}[/]   "
+        f"coverage of {confidence:.0%} intervals: [bold]{result.coverage:.2%}[/] "
+        f"of {result.intervals:,}"
+    )
+    gain = result.norm_sub_gain()
+    if gain is not None:
+        out.print(f"Norm-Sub (post-processed) MSE is {1 / gain:.3f}× the raw MSE")
+    elif m.name in ("olh", "ss"):
+        out.print(f"{m.name}: per-value counts sampled exactly; their joint law is not "
+                  "(use --method reports for Norm-Sub)")
+
+
+@main.command()
+@EPSILON
+@DOMAIN
+@click.option("--users", "-n", type=click.IntRange(min=1), help="Users: print the half-width they buy.")
+@click.option("--width", "-w", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              help="Target half-width (0.01 = ±1 point): print the users needed.")
+@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plan(epsilon: float, domain_size: int, users: int | None, width: float | None,
+         confidence: float, as_json: bool) -> None:
+    """Interval half-width N users buy, or N needed for a half-width, per mechanism."""
+    from aggregator.planning import plan as make_plan
+
+    if (users is None) == (width is None):
+        raise click.UsageError("give exactly one of --users and --width")
+    try:
+        rows = make_plan(epsilon, domain_size, users=users, width=width, confidence=confidence)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+        return
+    what = f"{users:,} users" if users else f"half-width ±{width:g}"
+    table = Table(title=f"ε={epsilon:g}, k={domain_size}: {what}, {confidence:.0%} intervals near f = 0")
+    for col in ("mechanism", "Var*", "report bytes", "± half-width", "users"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            r.name + (" (auto)" if r.auto else ""),
+            "—" if r.variance_star is None else f"{r.variance_star:.4g}",
+            "—" if r.wire_bytes is None else str(r.wire_bytes),
+            f"{r.half_width:.4%}",
+            f"{r.users:,}",
+        )
+    out.print(table)
+    out.print("central laplace: the trusted-curator alternative (the server sees true values)")
+    out.print(mechanisms.choose(epsilon, domain_size).reason)
+
+
+@main.command()
+@MECHANISM
+@EPSILON
+@DOMAIN
+@click.option("--trials", "-t", default=200_000, show_default=True, type=click.IntRange(min=100),
+              help="Perturbations per input.")
+@click.option("--confidence", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def audit(mechanism: str, epsilon: float, domain_size: int, trials: int, confidence: float,
+          as_json: bool) -> None:
+    """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε."""
+    from aggregator.audit import audit as run_audit
+
+    m = build_mechanism(mechanism, epsilon, domain_size)
+    with progress_bar(f"auditing {m.name}", 2 * trials, enabled=not as_json) as advance:
+        result = run_audit(m, trials=trials, confidence=confidence, progress=advance)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        verdict = "[green]PASS[/]" if result.passed else "[red bold]FAIL[/]"
+        out.print(f"{verdict} {m.name} ε={m.epsilon:g} k={m.domain_size}: empirical ε ≥ "
+                  f"[bold]{result.epsilon_lower_bound:.4f}[/] with {confidence:.0%} confidence "
+                  f"(declared {result.declared_epsilon:g})")
+        out.print(f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
+                  f"of {result.trials:,} each")
+    if not result.passed:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--domain-size", "-k", default=64, show_default=True, type=click.IntRange(2, mechanisms.MAX_DOMAIN_SIZE))
+@click.option("--reps", default=20, show_default=True, type=click.IntRange(min=2), help="Simulated populations per point.")
+@click.option("--seed", default=2017, show_default=True, type=int)
+def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
+    """Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace."""
+    from aggregator.tradeoff import run_tradeoff
+
+    with progress_bar("sweeping", 1, enabled=True) as advance:
+        written = run_tradeoff(out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance)
+    for path in written:
+        out.print(f"wrote {path}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,80 @@
+"""Sample-size planning: what N users buy, and what a target width costs.
+
+Half-width of a level-c interval on one frequency near 0 from n reports:
+w = z·√(Var*/n), so n = z²·Var*/w². The trusted-curator reference is the central
+Laplace mechanism on counts, Lap(1/ε) per count: the frequency's standard deviation is
+√2/(nε), so w = z·√2/(nε) and n = z·√2/(wε).
+
+References:
+    FORMULAS.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
+    K. Nissim, A. Smith. "Calibrating Noise to Sensitivity". TCC 2006.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from aggregator.estimate import z_value
+from client_sdk import mechanisms
+
+__all__ = ["PlanRow", "central_laplace_std", "plan"]
+
+PLANNED = ("grr", "sue", "oue", "olh", "hr", "ss")
+
+
+def central_laplace_std(n: float, epsilon: float) -> float:
+    """Standard deviation of a frequency from a Lap(1/ε)-noised count over n users."""
+    return math.sqrt(2.0) / (n * epsilon)
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One mechanism's (or central Laplace's) answer."""
+
+    name: str
+    variance_star: float | None
+    wire_bytes: int | None
+    half_width: float
+    users: int
+    auto: bool = False
+
+
+def plan(
+    epsilon: float,
+    domain_size: int,
+    users: int | None = None,
+    width: float | None = None,
+    confidence: float = 0.95,
+) -> list[PlanRow]:
+    """Half-width for ``users`` users, or users for a half-width ``width``, per mechanism.
+
+    Exactly one of ``users`` and ``width`` is given. Rows: every frequency oracle for
+    (ε, k), best first, ``auto``'s choice marked, then central Laplace.
+    """
+    if (users is None) == (width is None):
+        raise ValueError("give exactly one of users and width")
+    if users is not None and users < 1:
+        raise ValueError(f"users must be at least 1, got {users}")
+    if width is not None and not 0.0 < width < 1.0:
+        raise ValueError(f"width must be in (0, 1), got {width}")
+    z = z_value(confidence)
+    chosen = mechanisms.choose(epsilon, domain_size).mechanism
+    rows: list[PlanRow] = []
+    for name in PLANNED:
+        m = mechanisms.create(name, epsilon=epsilon, domain_size=domain_size)
+        var = m.variance_star()
+        if users is not None:
+            n, w = users, z * math.sqrt(var / users)
+        else:
+            assert width is not None
+            n, w = math.ceil(z * z * var / width**2), width
+        rows.append(PlanRow(name, var, m.wire_bytes, w, n, auto=m == chosen))
+    rows.sort(key=lambda r: r.users if width is not None else r.half_width)
+    if users is not None:
+        rows.append(PlanRow("central laplace", None, None, z * central_laplace_std(users, epsilon), users))
+    else:
+        assert width is not None
+        n_central = math.ceil(z * math.sqrt(2.0) / (width * epsilon))
+        rows.append(PlanRow("central laplace", None, None, width, n_central))
+    return rows
