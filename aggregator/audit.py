@@ -39,7 +39,11 @@ CLASSES = ("supports x only", "supports both", "supports neither", "supports x' 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
     """Exact two-sided binomial interval at level 1 − alpha."""
     lo = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    hi = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    hi = (
+        1.0
+        if successes == trials
+        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    )
     return lo, hi
 
 
@@ -75,8 +79,15 @@ class AuditResult:
         }
 
 
-def _classify(m: FrequencyOracle, value: int, x: int, xp: int, trials: int, rng: RandomSource | None,
-              progress: Callable[[int], None] | None) -> np.ndarray:
+def _classify(
+    m: FrequencyOracle,
+    value: int,
+    x: int,
+    xp: int,
+    trials: int,
+    rng: RandomSource | None,
+    progress: Callable[[int], None] | None,
+) -> np.ndarray:
     classes = np.zeros(trials, dtype=np.int8)
     for i in range(trials):
         payload = m.perturb(value, rng)
@@ -123,8 +134,14 @@ def audit(
     under_x = _classify(mechanism, x, x, xp, trials, rng, progress)
     under_xp = _classify(mechanism, xp, x, xp, trials, rng, progress)
     half = trials // 2
-    sel_x, sel_xp = np.bincount(under_x[:half], minlength=4), np.bincount(under_xp[:half], minlength=4)
-    ev_x, ev_xp = np.bincount(under_x[half:], minlength=4), np.bincount(under_xp[half:], minlength=4)
+    sel_x, sel_xp = (
+        np.bincount(under_x[:half], minlength=4),
+        np.bincount(under_xp[:half], minlength=4),
+    )
+    ev_x, ev_xp = (
+        np.bincount(under_x[half:], minlength=4),
+        np.bincount(under_xp[half:], minlength=4),
+    )
     n_eval = trials - half
     best: tuple[float, tuple[int, ...], bool] = (-math.inf, (0,), False)
     for size in range(1, 4):

@@ -22,6 +22,8 @@ import binascii
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
+from operator import countOf
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,10 @@ IntArray = npt.NDArray[np.int64]
 CHUNK_CELLS = 1 << 22
 """Work arrays are cut to about 4 M cells (32 MiB of int64) so decoding stays in
 O(k + batch) memory however many reports a batch holds."""
+
+UNPACK_CELLS = 1 << 20
+"""Unpacked unary bits per chunk: 1 MiB of uint8, small enough to stay in a core's L2 cache
+while it is summed."""
 
 
 @dataclass(frozen=True)
@@ -112,7 +118,9 @@ class Codec:
                 raise PayloadError(f"payload #{i}: {exc}") from None
         raise AssertionError("fast parser rejected a batch the reference checker accepts")
 
-    def _int_columns(self, payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
+    def _int_columns(
+        self, payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]
+    ) -> Batch | None:
         """Columns of int fields, each within [low, high); None if anything is off."""
         names = tuple(bounds)
         width = len(names)
@@ -224,9 +232,15 @@ class UnaryCodec(Codec):
         return Batch(len(strings), {"bits": rows})
 
     def count(self, batch: Batch) -> IntArray:
-        """Histogram the bytes of each column, then expand byte values into bit counts."""
+        """Support counts: sum unpacked bits from 8 bytes (k ≥ 57) up, else byte histograms.
+
+        Measured at n = 10⁶: the byte histogram costs ~5 ns per byte, unpacking and
+        summing bits ~1.5 ns per byte; the histogram's fixed cost wins below 8 bytes.
+        """
         rows: np.ndarray = batch.columns["bits"]
         nbytes = self.m.nbytes
+        if nbytes >= 8:
+            return self._count_by_bits(rows)
         total = np.zeros((nbytes, 256), dtype=np.int64)
         offsets = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
         step = max(1, CHUNK_CELLS // max(1, nbytes))
@@ -235,6 +249,20 @@ class UnaryCodec(Codec):
             total += np.bincount(chunk.ravel(), minlength=256 * nbytes).reshape(nbytes, 256)
         bits = total @ _BIT_TABLE  # (nbytes, 8): count of 1s at each bit position
         return np.asarray(bits.ravel()[: self.k], dtype=np.int64)
+
+    def _count_by_bits(self, rows: np.ndarray) -> IntArray:
+        """Unpack chunks of rows into bits and add them up column by column.
+
+        A chunk has at most 65 535 rows, so its column sums fit the uint16 accumulator
+        (half the memory traffic of wider ones), and about :data:`UNPACK_CELLS` bits.
+        """
+        nbytes = self.m.nbytes
+        total = np.zeros(8 * nbytes, dtype=np.int64)
+        step = max(1, min(UNPACK_CELLS // (8 * nbytes), np.iinfo(np.uint16).max))
+        for start in range(0, len(rows), step):
+            bits = np.unpackbits(rows[start : start + step], axis=1)
+            total += np.add.reduce(bits, axis=0, dtype=np.uint16)
+        return total[: self.k]
 
     def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
         n, k = len(values), self.k
@@ -249,7 +277,10 @@ class UnaryCodec(Codec):
 
     def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:  # noqa: D102
         b2a = binascii.b2a_base64
-        return [{"b": b2a(row.tobytes(), newline=False).decode("ascii")} for row in batch.columns["bits"]]
+        return [
+            {"b": b2a(row.tobytes(), newline=False).decode("ascii")}
+            for row in batch.columns["bits"]
+        ]
 
     def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
         """Exact: bits are independent given the true value."""
@@ -275,6 +306,63 @@ class LocalHashCodec(Codec):
         return self._int_columns(payloads, {"a": (1, P), "b": (0, P), "y": (0, self.m.g)})
 
     def count(self, batch: Batch) -> IntArray:
+        """Support counts, by whichever of two exact methods does less work for this batch.
+
+        :meth:`_count_by_multiplier` costs O(n + P·(2P + k)) and wins on large batches
+        (0.1 µs per report at k = 1024, n = 10⁶); :meth:`_count_by_grid` costs O(n·P/g)
+        and wins on small ones (a few thousand reports at k = 1024). Both equal the sum
+        of ``m.support(payload)`` over the reports.
+        """
+        P, g, n = self.m.prime, self.m.g, batch.n
+        table = (P - 1) * (self._row_width() + self.k)
+        passes = -(-table // CHUNK_CELLS)  # one pass over the reports per block of rows
+        if table + 8 * n * passes < n * -(-P // g):
+            return self._count_by_multiplier(batch)
+        return self._count_by_grid(batch)
+
+    def _row_width(self) -> int:
+        """Cells per multiplier row: the unwrapped w < 2P + g − 1, rounded up to a multiple of g."""
+        g = self.m.g
+        return g * -(-(2 * self.m.prime + g - 1) // g)
+
+    def _count_by_multiplier(self, batch: Batch) -> IntArray:
+        """Histogram the supported w = a·u mod P per multiplier a, then read C(u) off it.
+
+        A report (a, b, y) supports u iff w = a·u mod P lies in {(y − b + g·j) mod P :
+        0 ≤ j < L_y}, L_y = ⌈(P − y)/g⌉: an arithmetic progression of step g starting at
+        s = (y − b) mod P, which unwrapped stays below 2P. For each a, a difference array
+        gets +1 at s and −1 at s + g·L_y; a cumulative sum along each residue class mod g
+        turns it into the count of reports whose progression contains each unwrapped w,
+        and folding [P, 2P) onto [0, P) gives H_a[w]. Then C(u) = Σ_a H_a[a·u mod P].
+        Exact integer arithmetic throughout; rows of a are done in blocks of at most
+        :data:`CHUNK_CELLS` cells.
+        """
+        P, g, k = self.m.prime, self.m.g, self.k
+        width = self._row_width()
+        rows_per_block = max(1, CHUNK_CELLS // max(width, k))
+        a, b, y = (batch.columns[name] for name in ("a", "b", "y"))
+        first = (y - b) % P
+        stop = first + g * ((P - y + g - 1) // g)  # one step past the last supported w
+        values = np.arange(k, dtype=np.int64)
+        support = np.zeros(k, dtype=np.int64)
+        for r0 in range(1, P, rows_per_block):
+            r1 = min(P, r0 + rows_per_block)
+            rows, cells = r1 - r0, (r1 - r0) * width
+            if rows == P - 1:
+                aa, s, e = a, first, stop
+            else:
+                pick = (a >= r0) & (a < r1)
+                aa, s, e = a[pick], first[pick], stop[pick]
+            base = (aa - r0) * width
+            diff = np.bincount(base + s, minlength=cells)
+            diff -= np.bincount(base + e, minlength=cells)
+            runs = diff.reshape(rows, width // g, g).cumsum(axis=1).reshape(rows, width)
+            hist = runs[:, :P] + runs[:, P : 2 * P]
+            where = (np.arange(r0, r1, dtype=np.int64)[:, None] * values) % P
+            support += np.take_along_axis(hist, where, axis=1).sum(axis=0)
+        return support
+
+    def _count_by_grid(self, batch: Batch) -> IntArray:
         """For each report enumerate u = a⁻¹(z − b) mod P over z ≡ y (mod g), z < P."""
         P, g, k = self.m.prime, self.m.g, self.k
         inv = _inverses(P)
@@ -376,7 +464,8 @@ class SubsetCodec(Codec):
         lists = [p["v"] if type(p) is dict and len(p) == 1 else None for p in payloads]
         if not all(type(x) is list and len(x) == s for x in lists):
             return None
-        if not all(type(x) is int for row in lists for x in row):  # type: ignore[union-attr]
+        values = chain.from_iterable(lists)  # type: ignore[arg-type]
+        if countOf(map(type, values), int) != len(lists) * s:  # ints, not bools: at C speed
             return None
         matrix = np.array(lists, dtype=np.int64).reshape(len(lists), s)
         if matrix.size and (matrix.min() < 0 or matrix.max() >= self.k):

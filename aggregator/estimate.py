@@ -67,7 +67,9 @@ class FrequencyEstimate:
         """Domain size."""
         return self.mechanism.domain_size
 
-    def conf_int(self, alpha: float = 0.05, simultaneous: bool = False) -> tuple[FloatArray, FloatArray]:
+    def conf_int(
+        self, alpha: float = 0.05, simultaneous: bool = False
+    ) -> tuple[FloatArray, FloatArray]:
         """Intervals at level 1 − alpha (optionally simultaneous over the k values)."""
         z = z_value(1.0 - alpha, self.k if simultaneous else 1)
         return self.frequencies - z * self.std_errors, self.frequencies + z * self.std_errors

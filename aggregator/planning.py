@@ -72,7 +72,9 @@ def plan(
         rows.append(PlanRow(name, var, m.wire_bytes, w, n, auto=m == chosen))
     rows.sort(key=lambda r: r.users if width is not None else r.half_width)
     if users is not None:
-        rows.append(PlanRow("central laplace", None, None, z * central_laplace_std(users, epsilon), users))
+        rows.append(
+            PlanRow("central laplace", None, None, z * central_laplace_std(users, epsilon), users)
+        )
     else:
         assert width is not None
         n_central = math.ceil(z * math.sqrt(2.0) / (width * epsilon))

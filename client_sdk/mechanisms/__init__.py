@@ -196,7 +196,7 @@ def _create_rr(epsilon: float | None, domain_size: int | None, options: dict[str
         if epsilon is None:
             raise ValueError("rr needs epsilon, or one of " + ", ".join(sorted(forms)))
         return BinaryRR(epsilon=epsilon)
-    (form, value), = options.items()
+    ((form, value),) = options.items()
     built = {
         "keep_probability": BinaryRR.from_keep_probability,
         "flip_probability": BinaryRR.from_flip_probability,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -30,6 +31,7 @@ __all__ = [
     "FrequencyOracle",
     "PayloadError",
     "exp_epsilon",
+    "shade_down",
 ]
 
 MIN_EPSILON = 1e-4
@@ -61,6 +63,19 @@ def exp_epsilon(epsilon: float) -> float:
 def _exp_upper_bound_check(epsilon: float) -> Fraction:
     """A rational number that is certainly ≤ the true e^ε (libm's exp is within 1 ulp)."""
     return Fraction(math.nextafter(math.nextafter(math.exp(epsilon), 0.0), 0.0))
+
+
+def shade_down(prob: float, ratio: Callable[[Fraction], Fraction], epsilon: float) -> float:
+    """Lower a sampling probability ulp by ulp until its exact likelihood ratio is ≤ e^ε.
+
+    Near 1 a float probability has an absolute resolution of 2⁻⁵³, so 1 − p (and with it
+    the ratio) can be off by 2⁻⁵³/(1 − p) relative: 5·10⁻⁸ at ε = 20. ``ratio`` must be
+    increasing in ``prob``; the loop ends after a few steps.
+    """
+    bound = _exp_upper_bound_check(epsilon)
+    while ratio(Fraction(prob)) > bound:
+        prob = math.nextafter(prob, 0.0)
+    return prob
 
 
 @dataclass(frozen=True)

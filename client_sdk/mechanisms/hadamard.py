@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli
-from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["HadamardResponse"]
 
@@ -38,10 +39,10 @@ class HadamardResponse(FrequencyOracle):
         """K, the size of the Hadamard code (a power of two > k)."""
         return 1 << self.domain_size.bit_length()
 
-    @property
+    @cached_property
     def p(self) -> float:  # noqa: D102
         e = exp_epsilon(self.epsilon)
-        return e / (e + 1)
+        return shade_down(e / (e + 1), lambda f: f / (1 - f), self.epsilon)
 
     @property
     def q(self) -> float:  # noqa: D102

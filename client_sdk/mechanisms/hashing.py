@@ -26,7 +26,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli
-from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["BinaryLocalHashing", "LocalHashing", "smallest_prime_at_least"]
 
@@ -81,11 +81,11 @@ class LocalHashing(FrequencyOracle):
         """P, the modulus of the hash family."""
         return smallest_prime_at_least(max(self.domain_size, self.g))
 
-    @property
+    @cached_property
     def keep(self) -> float:
         """p' = Pr[y = h(v)] = p*."""
-        e = exp_epsilon(self.epsilon)
-        return e / (e + self.g - 1)
+        e, g = exp_epsilon(self.epsilon), self.g
+        return shade_down(e / (e + g - 1), lambda f: f * (g - 1) / (1 - f), self.epsilon)
 
     @cached_property
     def collision(self) -> Fraction:

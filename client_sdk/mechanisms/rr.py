@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli
@@ -21,6 +22,7 @@ from client_sdk.mechanisms.base import (
     FrequencyOracle,
     _exp_upper_bound_check,
     exp_epsilon,
+    shade_down,
 )
 
 __all__ = ["BinaryRR", "GeneralizedRR"]
@@ -38,17 +40,17 @@ class GeneralizedRR(FrequencyOracle):
     server_cost = "O(1) per report (one bincount)"
     server_cost_rank = 0
 
-    @property
+    @cached_property
     def keep(self) -> float:
         """Probability of reporting the true value (= p*)."""
-        e = exp_epsilon(self.epsilon)
-        return e / (e + self.domain_size - 1)
+        e, k = exp_epsilon(self.epsilon), self.domain_size
+        return shade_down(e / (e + k - 1), lambda f: f * (k - 1) / (1 - f), self.epsilon)
 
     @property
     def p(self) -> float:  # noqa: D102
         return self.keep
 
-    @property
+    @cached_property
     def q(self) -> float:  # noqa: D102
         return float((1 - Fraction(self.keep)) / (self.domain_size - 1))
 
@@ -102,7 +104,7 @@ class BinaryRR(GeneralizedRR):
         if kp is not None and not (isinstance(kp, float) and 0.5 < kp < 1.0):
             raise ValueError(f"keep_probability must be a float in (0.5, 1), got {kp!r}")
 
-    @property
+    @cached_property
     def keep(self) -> float:  # noqa: D102
         if self.keep_probability is not None:
             return self.keep_probability
@@ -152,7 +154,7 @@ class BinaryRR(GeneralizedRR):
 
     @classmethod
     def coin_flip(cls) -> BinaryRR:
-        """"Flip a coin; tails: answer truthfully; heads: flip again for yes/no".
+        """ "Flip a coin; tails: answer truthfully; heads: flip again for yes/no".
 
         Keeps the truth with probability 3/4, so ε = ln 3.
         """

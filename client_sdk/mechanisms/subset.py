@@ -19,8 +19,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli
-from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+from client_sdk.mechanisms._random import RandomSource, bernoulli, marked, subset_marks
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["SubsetSelection"]
 
@@ -45,11 +45,14 @@ class SubsetSelection(FrequencyOracle):
         elif not 1 <= s <= k - 1:
             raise ValueError(f"s must be in [1, {k - 1}] for domain_size {k}, got {s}")
 
-    @property
+    @cached_property
     def keep(self) -> float:
         """Probability that the subset contains the true value (= p*)."""
-        se = self.s * exp_epsilon(self.epsilon)
-        return se / (se + self.domain_size - self.s)
+        k, s = self.domain_size, self.s
+        se = s * exp_epsilon(self.epsilon)
+        return shade_down(
+            se / (se + k - s), lambda f: f / (1 - f) * Fraction(k - s, s), self.epsilon
+        )
 
     @property
     def p(self) -> float:  # noqa: D102
@@ -70,12 +73,11 @@ class SubsetSelection(FrequencyOracle):
 
     def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
         include = bernoulli(rng, self.keep)
-        others = rng.sample(range(self.domain_size - 1), self.s - 1 if include else self.s)
-        picked = [u + (u >= value) for u in others]
-        if include:
-            picked.append(value)
-        picked.sort()
-        return {"v": picked}
+        # A uniform subset of the k − 1 other values, as marks; the true value's own mark
+        # goes in at its place, and the marked positions are the sorted subset.
+        marks = subset_marks(rng, self.domain_size - 1, self.s - 1 if include else self.s)
+        marks.insert(value, include)
+        return {"v": marked(marks)}
 
     def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
         fields = self._fields(payload, ("v",))

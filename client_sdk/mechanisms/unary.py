@@ -15,10 +15,11 @@ import base64
 import binascii
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cached_property
 from typing import Any
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli, bernoulli_lanes
-from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
 
@@ -27,15 +28,15 @@ __all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
 class UnaryEncoding(FrequencyOracle):
     """Shared encoding, sampling and decoding of the unary mechanisms."""
 
-    server_cost = "O(k/8) per report (byte histogram of the packed bits)"
+    server_cost = "O(k/8) per report (column sums of the packed bits)"
     server_cost_rank = 3
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         """Bytes of the packed bit vector."""
         return (self.domain_size + 7) // 8
 
-    @property
+    @cached_property
     def _pad(self) -> int:
         return 8 * self.nbytes - self.domain_size
 
@@ -67,14 +68,13 @@ class UnaryEncoding(FrequencyOracle):
         if len(b) != expected:
             raise self._reject(
                 payload,
-                f"'b' must be {expected} base64 characters ({self.domain_size} bits), "
-                f"got {len(b)}",
+                f"'b' must be {expected} base64 characters ({self.domain_size} bits), got {len(b)}",
             )
         try:
             raw = binascii.a2b_base64(b.encode("ascii"), strict_mode=True)
         except (binascii.Error, UnicodeEncodeError) as exc:
             raise self._reject(payload, f"'b' is not valid base64 ({exc})") from None
-        if len(raw) != self.nbytes:  # pragma: no cover - implied by the length check
+        if len(raw) != self.nbytes:
             raise self._reject(payload, f"'b' decodes to {len(raw)} bytes, not {self.nbytes}")
         if self._pad and raw[-1] & ((1 << self._pad) - 1):
             raise self._reject(payload, f"bits beyond the {self.domain_size} values must be 0")
@@ -98,14 +98,14 @@ class SymmetricUnaryEncoding(UnaryEncoding):
 
     name = "sue"
 
-    @property
-    def p(self) -> float:  # noqa: D102
-        e = exp_epsilon(self.epsilon / 2)
-        return e / (e + 1)
-
-    @property
+    @cached_property
     def q(self) -> float:  # noqa: D102
         return 1 / (exp_epsilon(self.epsilon / 2) + 1)
+
+    @cached_property
+    def p(self) -> float:  # noqa: D102
+        e, q = exp_epsilon(self.epsilon / 2), Fraction(self.q)
+        return shade_down(e / (e + 1), lambda f: f * (1 - q) / (q * (1 - f)), self.epsilon)
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,8 @@ class OptimizedUnaryEncoding(UnaryEncoding):
     def p(self) -> float:  # noqa: D102
         return 0.5
 
-    @property
+    @cached_property
     def q(self) -> float:  # noqa: D102
-        return 1 / (exp_epsilon(self.epsilon) + 1)
+        # (1 − q)/q is decreasing in q: shading q *up* lowers the ratio.
+        q = 1 / (exp_epsilon(self.epsilon) + 1)
+        return 1 - shade_down(1 - q, lambda f: f / (1 - f), self.epsilon)

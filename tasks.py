@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""One entry point for a fresh machine with only Python: set up, test, run.
+
+    python3 tasks.py test            # venv + install + ruff + mypy + the whole test suite
+    python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
+
+The virtual environment lives in ``.venv`` and is reinstalled only when
+``pyproject.toml`` changes. Standard library only: this runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _run(*cmd: str | os.PathLike[str]) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    code = subprocess.call([str(c) for c in cmd], cwd=ROOT)
+    if code:
+        sys.exit(code)
+
+
+def ensure_venv(extra: str = "dev") -> None:
+    """Create .venv and install the project with ``extra`` unless already current."""
+    stamp_key = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extra.encode()).hexdigest()
+    stamp = VENV / f".installed-{stamp_key[:16]}"
+    if stamp.exists():
+        return
+    if not (BIN / "python").exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=False).create(VENV)
+    _run(BIN / "python", "-m", "pip", "install", "--upgrade", "--quiet", "pip")
+    _run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", f".[{extra}]")
+    for old in VENV.glob(".installed-*"):
+        old.unlink()
+    stamp.touch()
+
+
+def test(args: list[str]) -> None:
+    """Lint, type-check and run every test."""
+    ensure_venv("dev")
+    _run(BIN / "ruff", "check", ".")
+    _run(BIN / "mypy")
+    _run(BIN / "python", "-m", "pytest", "-n", "auto", "--durations=15", *args)
+
+
+def ldp(args: list[str]) -> None:
+    """Run the ``ldp`` command line inside the project's environment."""
+    ensure_venv("dev")
+    os.execv(str(BIN / "ldp"), [str(BIN / "ldp"), *args])
+
+
+def main() -> None:
+    """Dispatch ``python3 tasks.py {test,ldp,setup} ...``."""
+    commands = {"test": test, "ldp": ldp, "setup": lambda _args: ensure_venv("dev")}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        print(__doc__)
+        sys.exit(2)
+    commands[sys.argv[1]](sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
