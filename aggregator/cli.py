@@ -4,40 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from aggregator.cli_server import register
+from aggregator.console import err, out, progress_bar
 from client_sdk import mechanisms
 
-__all__ = ["main"]
-
-err = Console(stderr=True)
-out = Console()
-
-
-@contextmanager
-def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Any]:
-    """A rich progress bar on stderr; yields an ``advance(n)`` callable."""
-    if not enabled:
-        yield lambda n: None
-        return
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+__all__ = ["err", "main", "out", "progress_bar"]
 
 
 def build_mechanism(name: str, epsilon: float, domain_size: int) -> mechanisms.FrequencyOracle:
@@ -65,23 +40,47 @@ def main() -> None:
 @MECHANISM
 @EPSILON
 @DOMAIN
-@click.option("--users", "-n", required=True, type=click.IntRange(min=1), help="Users per population.")
-@click.option("--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations.")
 @click.option(
-    "--distribution", "-d", "dist", default="zipf", show_default=True,
+    "--users", "-n", required=True, type=click.IntRange(min=1), help="Users per population."
+)
+@click.option(
+    "--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations."
+)
+@click.option(
+    "--distribution",
+    "-d",
+    "dist",
+    default="zipf",
+    show_default=True,
     type=click.Choice(["zipf", "uniform", "geometric", "two-point", "point"]),
     help="Distribution of the users' true values.",
 )
 @click.option(
-    "--method", default="counts", show_default=True, type=click.Choice(["counts", "reports"]),
+    "--method",
+    default="counts",
+    show_default=True,
+    type=click.Choice(["counts", "reports"]),
     help="counts: sample sufficient statistics; reports: perturb and decode every report.",
 )
-@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+)
 @click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def simulate(
-    mechanism: str, epsilon: float, domain_size: int, users: int, reps: int, dist: str,
-    method: str, confidence: float, seed: int | None, as_json: bool,
+    mechanism: str,
+    epsilon: float,
+    domain_size: int,
+    users: int,
+    reps: int,
+    dist: str,
+    method: str,
+    confidence: float,
+    seed: int | None,
+    as_json: bool,
 ) -> None:
     """Simulate populations: MSE against the exact variance, and interval coverage.
 
@@ -95,13 +94,18 @@ def simulate(
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
-    table = Table(title=f"{m.name} ε={m.epsilon:g} k={m.domain_size}, {users:,} users, {dist}, "
-                  f"method={method} (simulation: numpy PCG64)")
+    table = Table(
+        title=f"{m.name} ε={m.epsilon:g} k={m.domain_size}, {users:,} users, {dist}, "
+        f"method={method} (simulation: numpy PCG64)"
+    )
     for col in ("run", "MSE", "expected MSE", "ratio", "covered", "norm-sub MSE"):
         table.add_column(col, justify="right")
     for r in result.runs:
         table.add_row(
-            str(r.run), f"{r.mse:.4e}", f"{r.expected_mse:.4e}", f"{r.mse_ratio:.3f}",
+            str(r.run),
+            f"{r.mse:.4e}",
+            f"{r.expected_mse:.4e}",
+            f"{r.mse_ratio:.3f}",
             f"{r.covered}/{r.intervals}",
             "—" if r.norm_sub_mse is None else f"{r.norm_sub_mse:.4e}",
         )
@@ -115,20 +119,39 @@ def simulate(
     if gain is not None:
         out.print(f"Norm-Sub (post-processed) MSE is {1 / gain:.3f}× the raw MSE")
     elif m.name in ("olh", "ss"):
-        out.print(f"{m.name}: per-value counts sampled exactly; their joint law is not "
-                  "(use --method reports for Norm-Sub)")
+        out.print(
+            f"{m.name}: per-value counts sampled exactly; their joint law is not "
+            "(use --method reports for Norm-Sub)"
+        )
 
 
 @main.command()
 @EPSILON
 @DOMAIN
-@click.option("--users", "-n", type=click.IntRange(min=1), help="Users: print the half-width they buy.")
-@click.option("--width", "-w", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Target half-width (0.01 = ±1 point): print the users needed.")
-@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option(
+    "--users", "-n", type=click.IntRange(min=1), help="Users: print the half-width they buy."
+)
+@click.option(
+    "--width",
+    "-w",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Target half-width (0.01 = ±1 point): print the users needed.",
+)
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def plan(epsilon: float, domain_size: int, users: int | None, width: float | None,
-         confidence: float, as_json: bool) -> None:
+def plan(
+    epsilon: float,
+    domain_size: int,
+    users: int | None,
+    width: float | None,
+    confidence: float,
+    as_json: bool,
+) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism."""
     from aggregator.planning import plan as make_plan
 
@@ -142,7 +165,9 @@ def plan(epsilon: float, domain_size: int, users: int | None, width: float | Non
         click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
         return
     what = f"{users:,} users" if users else f"half-width ±{width:g}"
-    table = Table(title=f"ε={epsilon:g}, k={domain_size}: {what}, {confidence:.0%} intervals near f = 0")
+    table = Table(
+        title=f"ε={epsilon:g}, k={domain_size}: {what}, {confidence:.0%} intervals near f = 0"
+    )
     for col in ("mechanism", "Var*", "report bytes", "± half-width", "users"):
         table.add_column(col, justify="right")
     for r in rows:
@@ -162,12 +187,24 @@ def plan(epsilon: float, domain_size: int, users: int | None, width: float | Non
 @MECHANISM
 @EPSILON
 @DOMAIN
-@click.option("--trials", "-t", default=200_000, show_default=True, type=click.IntRange(min=100),
-              help="Perturbations per input.")
-@click.option("--confidence", default=0.99, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option(
+    "--trials",
+    "-t",
+    default=200_000,
+    show_default=True,
+    type=click.IntRange(min=100),
+    help="Perturbations per input.",
+)
+@click.option(
+    "--confidence",
+    default=0.99,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def audit(mechanism: str, epsilon: float, domain_size: int, trials: int, confidence: float,
-          as_json: bool) -> None:
+def audit(
+    mechanism: str, epsilon: float, domain_size: int, trials: int, confidence: float, as_json: bool
+) -> None:
     """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε."""
     from aggregator.audit import audit as run_audit
 
@@ -178,29 +215,152 @@ def audit(mechanism: str, epsilon: float, domain_size: int, trials: int, confide
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:
         verdict = "[green]PASS[/]" if result.passed else "[red bold]FAIL[/]"
-        out.print(f"{verdict} {m.name} ε={m.epsilon:g} k={m.domain_size}: empirical ε ≥ "
-                  f"[bold]{result.epsilon_lower_bound:.4f}[/] with {confidence:.0%} confidence "
-                  f"(declared {result.declared_epsilon:g})")
-        out.print(f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
-                  f"of {result.trials:,} each")
+        out.print(
+            f"{verdict} {m.name} ε={m.epsilon:g} k={m.domain_size}: empirical ε ≥ "
+            f"[bold]{result.epsilon_lower_bound:.4f}[/] with {confidence:.0%} confidence "
+            f"(declared {result.declared_epsilon:g})"
+        )
+        out.print(
+            f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
+            f"of {result.trials:,} each"
+        )
     if not result.passed:
         sys.exit(1)
 
 
 @main.command()
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
-@click.option("--domain-size", "-k", default=64, show_default=True, type=click.IntRange(2, mechanisms.MAX_DOMAIN_SIZE))
-@click.option("--reps", default=20, show_default=True, type=click.IntRange(min=2), help="Simulated populations per point.")
-@click.option("--seed", default=2017, show_default=True, type=int)
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder."
+)
+@click.option(
+    "--domain-size",
+    "-k",
+    default=64,
+    show_default=True,
+    type=click.IntRange(2, mechanisms.MAX_DOMAIN_SIZE),
+    help="k of the k-ary mechanisms.",
+)
+@click.option(
+    "--reps",
+    default=20,
+    show_default=True,
+    type=click.IntRange(min=2),
+    help="Simulated populations per point (binary RR: 10× as many).",
+)
+@click.option(
+    "--seed",
+    default=2017,
+    show_default=True,
+    type=int,
+    help="Seed of the simulation generator (numpy PCG64).",
+)
 def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
-    """Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace."""
-    from aggregator.tradeoff import run_tradeoff
+    """Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace.
 
-    with progress_bar("sweeping", 1, enabled=True) as advance:
-        written = run_tradeoff(out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance)
+    Theory is the exact variance; the markers are a simulation (numpy PCG64, not a CSPRNG).
+    """
+    from aggregator.tradeoff import run_tradeoff, total_points
+
+    with progress_bar("sweeping ε × N × mechanism", total_points()) as advance:
+        written = run_tradeoff(
+            out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance
+        )
     for path in written:
         out.print(f"wrote {path}")
 
+
+# -- ldp aggregate: the stream worker alone ------------------------------------------------
+
+
+@main.command()
+@click.option("--once", is_flag=True, help="Burst mode: drain what is pending and new, then exit.")
+@click.option(
+    "--redis-url",
+    envvar=["REDIS_URL", "LDP_REDIS_URL"],
+    default=None,
+    help="Redis holding the streams (default: $REDIS_URL, then $LDP_REDIS_URL).",
+)
+@click.option(
+    "--name",
+    default="worker-1",
+    show_default=True,
+    help="Consumer name. Keep it stable: a restarted worker resumes its pending entries.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 50_000),
+    default=None,
+    help="Entries per read [default: 10000].",
+)
+@click.option(
+    "--block-ms",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Longest wait for new entries per idle read [default: 1000].",
+)
+@click.option(
+    "--claim-idle-ms",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Take over other workers' entries idle this long [default: 60000].",
+)
+def aggregate(
+    once: bool,
+    redis_url: str | None,
+    name: str,
+    batch_size: int | None,
+    block_ms: int | None,
+    claim_idle_ms: int | None,
+) -> None:
+    """Run the aggregator worker: count every report in the streams exactly once.
+
+    The first SIGTERM or Ctrl-C finishes the current batch and exits; a second stops at
+    once (nothing is lost: uncommitted entries stay pending under --name).
+    """
+    import logging
+
+    import redis
+
+    from aggregator import worker as stream_worker
+
+    if not redis_url:
+        raise click.UsageError("no Redis to consume: pass --redis-url or set REDIS_URL")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    try:
+        w = stream_worker.Worker(
+            redis.Redis.from_url(redis_url),
+            name=name,
+            batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
+            block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
+            claim_idle_ms=(
+                stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
+            ),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    code = 0
+    try:
+        w.run(once=once)
+    except stream_worker.WorkerAborted as exc:
+        err.print(f"[yellow]{exc}[/]")
+        code = 128 + exc.signum
+    except redis.ConnectionError as exc:
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    finally:
+        s = w.stats
+        click.echo(
+            f"aggregate {name}: counted={s.counted} dead_lettered={s.dead_lettered} "
+            f"claimed={s.claimed} recounted={s.recounted} already_counted={s.already_counted} "
+            f"batches={s.batches} "
+            f"streams={s.streams}"
+        )
+    sys.exit(code)
+
+
+register(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

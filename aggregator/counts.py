@@ -1,0 +1,118 @@
+"""The read side of the counts the worker commits: sums over shards, windows, lag.
+
+Pure reads (a few HGETALL/ZRANGE/XLEN calls): the estimates API and the operators'
+dashboard call these, and feed the result to :func:`aggregator.estimate_from_counts`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+import redis
+
+from aggregator.decoding import Counts
+from client_sdk.wire import MetricDefinition
+from collector import keys
+
+__all__ = ["SHARDS", "Lag", "lag", "lag_details", "list_windows", "read_counts"]
+
+SHARDS = 1
+"""Stream shards per metric version. One for now; every reader loops over shards so a hot
+metric can be split across cluster slots later without touching the callers."""
+
+
+def _text(x: bytes | str) -> str:
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def read_counts(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all", shards: int = SHARDS
+) -> Counts:
+    """The committed support counts of a metric version in a window, summed over shards.
+
+    Args:
+        client: a redis-py client.
+        definition: the metric version.
+        window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
+        shards: how many shards to sum.
+
+    Returns:
+        n and C(v) for v in 0..k-1 (zeros for a window without reports).
+
+    Raises:
+        ValueError: a count field naming a value outside the domain (corrupt counts).
+    """
+    k = definition.k
+    n = 0
+    support = np.zeros(k, dtype=np.int64)
+    for shard in range(shards):
+        key = keys.counts_key(definition.name, definition.version, window, shard)
+        fields = client.hgetall(key)
+        for raw_field, raw_value in fields.items():
+            name, value = _text(raw_field), int(raw_value)
+            if name == "n":
+                n += value
+            elif name.startswith("c:"):
+                v = int(name[2:])
+                if not 0 <= v < k:
+                    raise ValueError(f"{key}: count of value {v} outside the domain 0..{k - 1}")
+                support[v] += value
+    return Counts(n, support)
+
+
+def list_windows(
+    client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS
+) -> list[str]:
+    """Windows that have counts, newest first (``all`` last).
+
+    Windows starting at the same time (a day and its first hour) come day first.
+    """
+    starts: dict[str, float] = {}
+    for shard in range(shards):
+        key = keys.windows_key(definition.name, definition.version, shard)
+        members = cast(list[tuple[bytes | str, float]], client.zrange(key, 0, -1, withscores=True))
+        for member, score in members:
+            name = _text(member)
+            starts[name] = max(score, starts.get(name, score))
+    return sorted(starts, key=lambda name: (-starts[name], name))
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far the aggregators are behind on a metric version, for operators.
+
+    ``length`` counts the entries still in the stream. The worker trims what it has
+    committed, so these are the reports not yet counted: never delivered, or delivered and
+    not yet committed. ``pending`` counts the latter (they are part of ``length``): a
+    pending figure that stays high means a worker is stuck or dead, and XAUTOCLAIM will
+    hand its entries to another.
+    """
+
+    length: int
+    pending: int
+
+
+def lag_details(client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS) -> Lag:
+    """Stream length and pending entries of a metric version, summed over shards."""
+    length = pending = 0
+    for shard in range(shards):
+        key = keys.stream_key(definition.name, definition.version, shard)
+        length += client.xlen(key)
+        try:
+            summary = client.xpending(key, keys.GROUP)
+        except redis.ResponseError as exc:  # no stream or no group yet: nothing pending
+            if "NOGROUP" not in str(exc):
+                raise
+            continue
+        pending += int(cast(dict[str, int], summary)["pending"])
+    return Lag(length, pending)
+
+
+def lag(client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS) -> int:
+    """Reports of a metric version not yet counted: the stream length (pending included).
+
+    See :func:`lag_details` for the pending part on its own.
+    """
+    return lag_details(client, definition, shards).length

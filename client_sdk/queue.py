@@ -1,0 +1,194 @@
+"""The upload queue: perturbed reports waiting to be sent, bounded by count and bytes.
+
+Items are reports already perturbed and serialized (compact JSON bytes), so a queue never
+holds a true value, and a batch body is the items joined with commas. The worker peeks
+the oldest items, sends them, and acks them once the answer is processed: a report
+leaves the queue only when the collector took it, or said it never will.
+
+:class:`ReportQueue` is the interface; :class:`MemoryQueue` keeps items in memory. A
+durable implementation (a small SQLite file, so reports made offline survive a restart)
+plugs in through ``Client(queue=...)``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_COUNT",
+    "Entry",
+    "MemoryQueue",
+    "QueueFull",
+    "ReportQueue",
+]
+
+DEFAULT_MAX_COUNT = 10_000
+"""Reports kept at most by default: a day of a busy app's telemetry while offline."""
+
+DEFAULT_MAX_BYTES = 8 * 1024 * 1024
+"""Bytes kept at most by default: memory an app can spare. 10 000 reports of a unary
+metric at k = 1024 (about 265 bytes each) take 2.6 MiB; the rest is room for bigger ones."""
+
+
+class Entry(NamedTuple):
+    """One queued report: a key to ack it by and its serialized bytes."""
+
+    key: int
+    data: bytes
+
+
+class QueueFull(Exception):
+    """An item larger than the queue's whole byte quota (it could never be kept)."""
+
+
+class ReportQueue(Protocol):
+    """What the client and its worker need from a queue. Implementations are thread-safe.
+
+    Quotas drop the *oldest* items first (Glean's pending-ping quotas), and count them.
+    """
+
+    durable: bool
+    """Whether items survive the process (then shutdown keeps them instead of dropping)."""
+
+    def put(self, item: bytes) -> int:
+        """Append an item, dropping the oldest ones beyond the quotas.
+
+        Returns:
+            The number of items queued after the put.
+
+        Raises:
+            QueueFull: the item alone exceeds the byte quota.
+        """
+        ...
+
+    def peek(self, max_count: int, max_bytes: int) -> list[Entry]:
+        """The oldest items, at most ``max_count``, joined by commas at most ``max_bytes``.
+
+        Always at least one item when the queue is not empty, however large it is.
+        """
+        ...
+
+    def ack(self, keys: Iterable[int]) -> None:
+        """Remove the items with these keys (keys no longer queued are ignored)."""
+        ...
+
+    def clear(self) -> int:
+        """Remove every item; return how many there were."""
+        ...
+
+    def __len__(self) -> int:
+        """The number of queued items."""
+        ...
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of all queued items."""
+        ...
+
+    @property
+    def evicted(self) -> int:
+        """Items dropped so far to respect the quotas."""
+        ...
+
+    def after_fork_in_child(self) -> None:
+        """Make the queue usable in a forked child (fresh locks; the child owns no items)."""
+        ...
+
+
+class MemoryQueue:
+    """An in-memory :class:`ReportQueue`.
+
+    Args:
+        max_count: most items kept.
+        max_bytes: most bytes kept (sum of the items' lengths).
+
+    Raises:
+        ValueError: a quota below 1.
+    """
+
+    durable = False
+
+    def __init__(
+        self, max_count: int = DEFAULT_MAX_COUNT, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        for name, value in (("max_count", max_count), ("max_bytes", max_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._items: deque[Entry] = deque()
+        self._bytes = 0
+        self._next_key = 0
+        self._evicted = 0
+
+    def put(self, item: bytes) -> int:  # noqa: D102
+        size = len(item)
+        if size > self.max_bytes:
+            raise QueueFull(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
+        with self._lock:
+            items = self._items
+            items.append(Entry(self._next_key, item))
+            self._next_key += 1
+            self._bytes += size
+            while len(items) > self.max_count or self._bytes > self.max_bytes:
+                self._bytes -= len(items.popleft().data)
+                self._evicted += 1
+            return len(items)
+
+    def peek(self, max_count: int, max_bytes: int) -> list[Entry]:  # noqa: D102
+        batch: list[Entry] = []
+        total = -1  # n items joined by n - 1 commas
+        with self._lock:
+            for entry in self._items:
+                total += len(entry.data) + 1
+                if batch and (len(batch) >= max_count or total > max_bytes):
+                    break
+                batch.append(entry)
+        return batch
+
+    def ack(self, keys: Iterable[int]) -> None:  # noqa: D102
+        done = set(keys)
+        if not done:
+            return
+        with self._lock:
+            items = self._items
+            while items and items[0].key in done:
+                done.discard(items[0].key)
+                self._bytes -= len(items.popleft().data)
+            # Keys grow with every put, so keys below the head's were evicted meanwhile.
+            head = items[0].key if items else self._next_key
+            done = {key for key in done if key > head}
+            if done:  # acked out of order: rare, so a linear pass is fine
+                kept = deque(e for e in items if e.key not in done)
+                self._bytes = sum(len(e.data) for e in kept)
+                self._items = kept
+
+    def clear(self) -> int:  # noqa: D102
+        with self._lock:
+            n = len(self._items)
+            self._items.clear()
+            self._bytes = 0
+            return n
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def nbytes(self) -> int:  # noqa: D102
+        return self._bytes
+
+    @property
+    def evicted(self) -> int:  # noqa: D102
+        return self._evicted
+
+    def after_fork_in_child(self) -> None:
+        """Fresh lock, no items: the parent still holds and delivers what it queued."""
+        self._lock = threading.Lock()
+        self._items = deque()
+        self._bytes = 0
+        self._evicted = 0

@@ -1,0 +1,459 @@
+"""The upload worker: one daemon thread that batches queued reports and delivers them.
+
+Every outcome of an upload is classified in one place, :func:`classify`:
+
+* ``ok``    — 2xx: the batch is done; indices the collector rejected in a 202 are
+  dropped (counted as ``rejected``);
+* ``retry`` — no answer (network error), 408, 429 and 5xx but 501: the batch stays
+  queued and is retried after a capped exponential backoff with full jitter (1 s → 30 s,
+  ×2) that honours ``Retry-After``; after every :data:`FAILURES_PER_RUN` failures in a
+  row the worker pauses for :data:`RETRY_CAP` instead of spinning;
+* ``drop``  — any other status: the batch will never be valid, it is dropped and
+  counted (a 413 first halves the batch size, and drops only a single report).
+
+The thread starts on the first report, never at construction, and the host app never
+sees its exceptions. A forked child gets a new worker (see ``client.py``).
+
+References:
+    Janus (IETF DAP) upload retries; Glean's upload policy (delete on 4xx, at most three
+    recoverable failures per upload window); "Exponential Backoff And Jitter", AWS
+    Architecture Blog, 2015 (full jitter).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC
+from typing import Any, Literal
+
+from client_sdk.mechanisms import default_rng
+from client_sdk.queue import Entry, ReportQueue
+from client_sdk.transport import Response, Transport
+
+__all__ = [
+    "COUNTERS",
+    "DROP_REASONS",
+    "FAILURES_PER_RUN",
+    "REPORTS_PATH",
+    "RETRY_AFTER_CAP",
+    "RETRY_BASE",
+    "RETRY_CAP",
+    "Outcome",
+    "Stats",
+    "Worker",
+    "backoff_delay",
+    "classify",
+    "parse_retry_after",
+]
+
+logger = logging.getLogger("client_sdk")
+
+REPORTS_PATH = "/v1/reports"
+
+RETRY_BASE = 1.0
+"""Ceiling of the first backoff, in seconds (Janus: 1 s)."""
+
+RETRY_CAP = 30.0
+"""Largest backoff ceiling, and the pause after a run of failures (Janus: 30 s)."""
+
+RETRY_FACTOR = 2.0
+"""Growth of the backoff ceiling per failure."""
+
+FAILURES_PER_RUN = 3
+"""Recoverable failures in a row before the worker pauses for :data:`RETRY_CAP` (Glean
+allows three recoverable failures per upload window)."""
+
+RETRY_AFTER_CAP = 600.0
+"""Longest ``Retry-After`` obeyed: a misconfigured header must not silence an app for its
+whole session; 10 minutes is when Janus stops retrying an upload."""
+
+_MAX_EXPONENT = 16
+"""The ceiling reaches :data:`RETRY_CAP` long before 2¹⁶; bounding it avoids overflow."""
+
+Outcome = Literal["ok", "retry", "drop"]
+
+DROP_REASONS = (
+    "unknown_metric",
+    "invalid_value",
+    "unreachable",
+    "queue_full",
+    "rejected",
+    "too_large",
+    "shutdown",
+    "internal_error",
+)
+"""Why a report was dropped; ``client.stats()["dropped"]`` counts each."""
+
+COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")
+"""reported: enqueued by ``report()``; sent: delivered in a 2xx (rejected ones excluded);
+accepted / duplicates: as the collector counted them; batches: 2xx uploads; retries:
+uploads that failed and will be retried."""
+
+
+def classify(status: int | None, error: BaseException | None) -> Outcome:
+    """Decide what an upload's outcome means for its batch: the one place that does.
+
+    Args:
+        status: the HTTP status, or None when no answer came.
+        error: the exception raised instead of an answer, if any.
+
+    Returns:
+        ``"ok"`` (2xx), ``"retry"`` (no answer, 408, 429, 5xx except 501) or ``"drop"``.
+    """
+    if error is not None or status is None:
+        return "retry"
+    if 200 <= status < 300:
+        return "ok"
+    if status in (408, 429) or (500 <= status < 600 and status != 501):
+        return "retry"
+    return "drop"
+
+
+_SECONDS = re.compile(r"[0-9]+")
+
+
+def parse_retry_after(value: str | None, now: float) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP date).
+
+    Args:
+        value: the header's value, or None.
+        now: the current Unix time, to turn a date into a delay.
+
+    Returns:
+        A non-negative delay, or None when the header is absent or malformed.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if _SECONDS.fullmatch(value):
+        return float(int(value))
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, when.timestamp() - now)
+
+
+def backoff_delay(
+    failures: int, retry_after: float | None, rng: random.Random
+) -> tuple[float, bool]:
+    """The wait before the next attempt after ``failures`` recoverable failures in a row.
+
+    Full jitter: uniform in [0, min(cap, base·2^(failures−1))]; every
+    :data:`FAILURES_PER_RUN`-th failure pauses for :data:`RETRY_CAP` instead. A
+    ``Retry-After`` (at most :data:`RETRY_AFTER_CAP`) is a lower bound.
+
+    Returns:
+        (delay in seconds, whether this is a pause of at least :data:`RETRY_CAP`).
+    """
+    if failures % FAILURES_PER_RUN == 0:
+        delay = RETRY_CAP
+    else:
+        exponent = min(failures - 1, _MAX_EXPONENT)
+        delay = rng.random() * min(RETRY_CAP, RETRY_BASE * RETRY_FACTOR**exponent)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, RETRY_AFTER_CAP))
+    return delay, delay >= RETRY_CAP
+
+
+class Stats:
+    """Thread-safe counters of what happened to reports."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(COUNTERS, 0)
+        self._dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._last_error: str | None = None
+
+    def add(self, name: str, n: int = 1) -> None:
+        """Add ``n`` to a counter of :data:`COUNTERS`."""
+        with self._lock:
+            self._counts[name] += n
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        """Count ``n`` reports dropped for ``reason`` (one of :data:`DROP_REASONS`)."""
+        with self._lock:
+            self._dropped[reason] += n
+
+    def error(self, what: str) -> None:
+        """Remember the last error: an exception class name or ``HTTP <status>``."""
+        self._last_error = what
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters, the drops by reason and the last error."""
+        with self._lock:
+            return {**self._counts, "dropped": dict(self._dropped), "last_error": self._last_error}
+
+
+class Worker:
+    """Sends queued reports in batches from a lazily started daemon thread.
+
+    Args:
+        queue: where the reports wait.
+        transport: how they are sent.
+        stats: where outcomes are counted.
+        flush_at: queued reports that trigger an upload.
+        flush_interval: seconds after which queued reports are sent anyway.
+        max_batch_reports: most reports per request.
+        max_batch_bytes: most bytes per request body.
+        on_rejected: called with the names of metrics the collector rejected reports of
+            (so their definitions are fetched again).
+        sleep: called with each backoff delay; default: an interruptible wait.
+        clock: monotonic seconds, for the flush interval.
+        wallclock: Unix time, for ``Retry-After`` dates.
+    """
+
+    def __init__(
+        self,
+        queue: ReportQueue,
+        transport: Transport,
+        stats: Stats,
+        *,
+        flush_at: int,
+        flush_interval: float,
+        max_batch_reports: int,
+        max_batch_bytes: int,
+        on_rejected: Callable[[set[str]], None],
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wallclock: Callable[[], float] = time.time,
+    ) -> None:
+        self._queue = queue
+        self._transport = transport
+        self._stats = stats
+        self._flush_at = flush_at
+        self._flush_interval = flush_interval
+        self._batch_limit = max_batch_reports
+        self._body_limit = max_batch_bytes - len(b'{"reports":[]}')
+        self._on_rejected = on_rejected
+        self._sleep = sleep
+        self._clock = clock
+        self._wallclock = wallclock
+        self._rng = default_rng()  # jitter needs no secrecy, but this generator is at hand
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._flush_requested = False
+        self._pending_since: float | None = None
+        self._failures = 0
+        self._pauses = 0  # pauses begun so far
+        self._paused = False  # waiting out a pause now
+
+    # -- called from app threads ------------------------------------------------------
+    def notify(self, queued: int) -> None:
+        """Tell the worker a report was queued (``queued`` = the queue's new length)."""
+        if self._thread is None:
+            self.ensure_started()
+        if queued == 1 or queued >= self._flush_at:
+            with self._cond:
+                self._cond.notify_all()
+
+    def ensure_started(self) -> None:
+        """Start the thread unless it runs or the worker was stopped."""
+        if self._thread is not None:
+            return
+        with self._cond:
+            if self._thread is None and not self._stopping:
+                thread = threading.Thread(
+                    target=self._run, name="ldp-telemetry-upload", daemon=True
+                )
+                thread.start()
+                self._thread = thread
+
+    @property
+    def alive(self) -> bool:
+        """Whether the thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Ask for everything queued to be sent now and wait for an empty queue.
+
+        Args:
+            timeout: seconds to wait at most; None waits until the queue is empty or the
+                worker pauses after a run of failures.
+
+        Returns:
+            Whether the queue is empty.
+        """
+        if not len(self._queue):
+            return True
+        self.ensure_started()
+        deadline = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        with self._cond:
+            self._flush_requested = True
+            pauses = self._pauses
+            self._cond.notify_all()
+            while len(self._queue):
+                if not self.alive:
+                    return False
+                if timeout is None and (self._paused or self._pauses != pauses):
+                    return False
+                wait = 0.1  # re-check liveness now and then
+                if deadline is not None:
+                    wait = min(wait, deadline - time.monotonic())
+                    if wait <= 0:
+                        return False
+                self._cond.wait(wait)
+            return True
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop the thread (after its current request) and wait for it at most ``timeout``."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    # -- the thread -------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._wait_until_due():
+                    return
+            try:
+                self._drain()
+            except Exception as exc:  # a bug must not kill uploads, nor reach the app
+                logger.error("upload worker error (%s); pausing", type(exc).__name__)
+                self._stats.error(type(exc).__name__)
+                self._wait(RETRY_CAP)
+
+    def _wait_until_due(self) -> bool:
+        """With the condition held: wait until a batch is due; False when stopping."""
+        while not self._stopping:
+            queued = len(self._queue)
+            if not queued:
+                self._pending_since = None
+                self._flush_requested = False
+                self._cond.notify_all()
+                self._cond.wait()
+                continue
+            now = self._clock()
+            if self._pending_since is None:
+                self._pending_since = now
+            if queued >= self._flush_at or self._flush_requested:
+                return True
+            remaining = self._pending_since + self._flush_interval - now
+            if remaining <= 0:
+                return True
+            self._cond.wait(remaining)
+        return False
+
+    def _drain(self) -> None:
+        while not self._stopping:
+            entries = self._queue.peek(self._batch_limit, self._body_limit)
+            if not entries:
+                return
+            delay = self._attempt(entries)
+            with self._cond:
+                self._pending_since = None
+                self._cond.notify_all()
+            if delay is not None:
+                self._wait(delay)
+                with self._cond:
+                    self._paused = False
+
+    def _wait(self, delay: float) -> None:
+        if self._sleep is not None:
+            self._sleep(delay)
+            return
+        with self._cond:
+            self._cond.wait_for(lambda: self._stopping, timeout=delay)
+
+    def _attempt(self, entries: list[Entry]) -> float | None:
+        """Send one batch and act on the outcome; return the delay before the next try."""
+        body = b'{"reports":[' + b",".join(e.data for e in entries) + b"]}"
+        response: Response | None = None
+        error: Exception | None = None
+        try:
+            response = self._transport.post(REPORTS_PATH, body)
+        except Exception as exc:
+            error = exc
+        status = None if response is None else response.status
+        outcome = classify(status, error)
+        if outcome == "ok":
+            assert response is not None
+            self._failures = 0
+            self._delivered(entries, response)
+            return None
+        if outcome == "drop":
+            assert status is not None
+            self._failures = 0
+            self._stats.error(f"HTTP {status}")
+            if status == 413 and len(entries) > 1:
+                self._batch_limit = max(1, len(entries) // 2)
+                logger.info(
+                    "collector refused a batch as too large; batches of %d now", len(entries) // 2
+                )
+                return None
+            reason = "too_large" if status == 413 else "rejected"
+            self._stats.drop(reason, len(entries))
+            logger.warning("collector refused %d reports (HTTP %d); dropped", len(entries), status)
+            if status != 413:
+                self._on_rejected(_metrics(entries))
+            self._queue.ack(e.key for e in entries)
+            return None
+        self._failures += 1
+        self._stats.add("retries")
+        self._stats.error(type(error).__name__ if error is not None else f"HTTP {status}")
+        retry_after = None
+        if response is not None:
+            retry_after = parse_retry_after(response.headers.get("retry-after"), self._wallclock())
+        delay, paused = backoff_delay(self._failures, retry_after, self._rng)
+        if paused:
+            with self._cond:
+                self._pauses += 1
+                self._paused = True
+                self._cond.notify_all()
+        logger.info(
+            "upload of %d reports failed (%s); retry in %.1f s",
+            len(entries),
+            type(error).__name__ if error is not None else f"HTTP {status}",
+            delay,
+        )
+        return delay
+
+    def _delivered(self, entries: list[Entry], response: Response) -> None:
+        answer = response.json()
+        if not isinstance(answer, dict):
+            answer = {}
+        rejected: set[int] = set()
+        items = answer.get("rejected")
+        for item in items if isinstance(items, list) else ():
+            index = item.get("index") if isinstance(item, dict) else None
+            if type(index) is int and 0 <= index < len(entries):
+                rejected.add(index)
+        delivered = len(entries) - len(rejected)
+        accepted, duplicates = answer.get("accepted"), answer.get("duplicates")
+        self._stats.add("batches")
+        self._stats.add("sent", delivered)
+        self._stats.add("accepted", accepted if type(accepted) is int else delivered)
+        self._stats.add("duplicates", duplicates if type(duplicates) is int else 0)
+        if rejected:
+            self._stats.drop("rejected", len(rejected))
+            logger.warning(
+                "collector rejected %d of %d reports; dropped", len(rejected), len(entries)
+            )
+            self._on_rejected(_metrics(entries[i] for i in rejected))
+        self._queue.ack(e.key for e in entries)
+
+
+def _metrics(entries: Iterable[Entry]) -> set[str]:
+    names: set[str] = set()
+    for entry in entries:
+        try:
+            name = json.loads(entry.data).get("metric")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(name, str):
+            names.add(name)
+    return names

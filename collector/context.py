@@ -1,0 +1,35 @@
+"""What every request of one app shares, attached once as ``app.extensions["ldp"]``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from flask import current_app
+
+from collector.ingest import Appender
+from collector.registry import Registry
+from collector.telemetry import Telemetry
+
+__all__ = ["Services", "services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """The app's Redis client, metric registry, stream appender and metrics.
+
+    The aggregator's blueprints, mounted on the same app by ``ldp serve``, read
+    ``redis`` and ``registry`` from here too.
+    """
+
+    redis: redis.Redis
+    registry: Registry
+    appender: Appender
+    telemetry: Telemetry
+
+
+def services() -> Services:
+    """The current app's :class:`Services`."""
+    found = current_app.extensions["ldp"]
+    assert isinstance(found, Services)
+    return found

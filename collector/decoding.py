@@ -1,0 +1,136 @@
+"""Strict decoding of request bodies: JSON as RFC 8259 defines it, nothing more.
+
+Python's ``json`` module is lenient where a collector must not be: it accepts ``NaN``
+and ``Infinity``, turns ``1e400`` into ``inf`` and parses integers of thousands of
+digits. Here those are errors with a message, as is a body that is not UTF-8, not
+``application/json``, or larger than the configured limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from flask import Request
+
+from collector.errors import ApiError, clip
+
+__all__ = ["MAX_INT_DIGITS", "parse_json", "read_json"]
+
+MAX_INT_DIGITS = 100
+"""No field of the API holds an integer anywhere near 10¹⁰⁰ (versions and payload values
+are far below 2⁶³); longer literals are refused before Python spends quadratic time
+converting them (and before its 4300-digit limit raises somewhere less helpful)."""
+
+
+class _Rejected(ValueError):
+    """A literal the strict parser refuses."""
+
+
+def _no_constants(name: str) -> Any:
+    raise _Rejected(f"{name} is not valid JSON (numbers must be finite)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Rejected(f"number {clip(text, 40)} is out of range (numbers must be finite)")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _Rejected(f"integer with {len(text)} digits is out of range")
+    return int(text)
+
+
+def parse_json(raw: bytes) -> Any:
+    """Decode a UTF-8 JSON document strictly.
+
+    Duplicate object keys are allowed; the last one wins (as in most parsers).
+
+    Args:
+        raw: the request body.
+
+    Returns:
+        The decoded value.
+
+    Raises:
+        ApiError: 400 for an empty body, invalid UTF-8, malformed JSON, NaN or
+            Infinity, non-finite or overlong numbers, or nesting too deep to parse.
+    """
+    if not raw.strip():
+        raise ApiError(400, "the request body is empty; send a JSON object")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400,
+            "the request body is not valid UTF-8",
+            [f"invalid byte at offset {exc.start}: {exc.reason}"],
+        ) from None
+    try:
+        return json.loads(
+            text,
+            parse_constant=_no_constants,
+            parse_float=_finite_float,
+            parse_int=_bounded_int,
+        )
+    except _Rejected as exc:
+        raise ApiError(400, "malformed JSON", [str(exc)]) from None
+    except json.JSONDecodeError as exc:
+        raise ApiError(
+            400, "malformed JSON", [f"{exc.msg} at line {exc.lineno} column {exc.colno}"]
+        ) from None
+    except RecursionError:
+        raise ApiError(400, "malformed JSON", ["nesting is too deep"]) from None
+    except ValueError as exc:  # e.g. an integer over Python's digit limit
+        raise ApiError(400, "malformed JSON", [clip(str(exc))]) from None
+
+
+def read_json(request: Request, max_bytes: int) -> Any:
+    """The JSON body of ``request``, after checking its type and size.
+
+    Args:
+        request: the current request.
+        max_bytes: the largest body accepted.
+
+    Returns:
+        The decoded body.
+
+    Raises:
+        ApiError: 415 if it is not ``application/json`` (UTF-8) or is compressed,
+            413 if it is larger than ``max_bytes``, 400 if it is not strict JSON.
+    """
+    if request.mimetype != "application/json":
+        shown = request.content_type or "none"
+        raise ApiError(
+            415,
+            "the request body must be JSON",
+            [f"Content-Type is {clip(shown, 100)!r}; send 'application/json'"],
+        )
+    charset = request.mimetype_params.get("charset", "utf-8").lower()
+    if charset not in ("utf-8", "utf8"):
+        raise ApiError(415, "JSON must be UTF-8", [f"charset {clip(charset, 40)!r} is not"])
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise ApiError(
+            415, "compressed bodies are not accepted", [f"Content-Encoding {clip(encoding, 40)!r}"]
+        )
+    if request.content_length is not None and request.content_length > max_bytes:
+        raise _too_large(request.content_length, max_bytes)
+    # A chunked body has no Content-Length: Werkzeug stops reading it at the app's
+    # MAX_CONTENT_LENGTH (set to max_bytes + 1 by create_app), so an overflow shows here.
+    raw = request.get_data(cache=False)
+    if len(raw) > max_bytes:
+        raise _too_large(len(raw), max_bytes)
+    return parse_json(raw)
+
+
+def _too_large(size: int, max_bytes: int) -> ApiError:
+    return ApiError(
+        413,
+        "the request body is too large",
+        [f"{size} bytes; at most {max_bytes} are accepted: send smaller batches"],
+    )

@@ -1,0 +1,137 @@
+"""Every error the collector answers, mapped to JSON in this one place.
+
+Clients always get ``{"error": "...", "details": [...]}``: a 4xx for anything they sent
+(they should drop it, not retry), a 503 with ``Retry-After`` for storage trouble (they
+should retry), and a 500 only for a bug of ours, which is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import redis
+from flask import Flask, Response, current_app, jsonify
+from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
+
+__all__ = ["MAX_DETAIL_CHARS", "ApiError", "Unavailable", "register_error_handlers"]
+
+log = logging.getLogger(__name__)
+
+MAX_DETAIL_CHARS = 500
+"""A detail names one problem; a client's megabyte of bad input is not echoed back."""
+
+
+def clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
+    """``text``, cut to ``limit`` characters with a visible ellipsis."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class ApiError(Exception):
+    """An answer other than success, raised anywhere below a view.
+
+    Args:
+        status: the HTTP status.
+        error: one sentence for people.
+        details: every individual problem, e.g. one per rejected report.
+        headers: extra response headers.
+        extra: more top-level fields of the JSON body (e.g. ``rejected``).
+    """
+
+    def __init__(
+        self,
+        status: int,
+        error: str,
+        details: Sequence[str] = (),
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
+        self.details = [clip(d) for d in details]
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+
+class Unavailable(ApiError):
+    """Storage cannot take writes now (Redis down, out of memory, backlog): retry later.
+
+    Args:
+        error: what is wrong, for people.
+        reason: a short category for the ``ldp_collector_unavailable_total`` counter.
+    """
+
+    def __init__(self, error: str, reason: str) -> None:
+        super().__init__(503, error)
+        self.reason = reason
+
+
+_GENERIC: dict[int, tuple[str, list[str]]] = {
+    404: ("no such endpoint", ["GET /openapi.json describes the API"]),
+    405: ("method not allowed", []),
+    413: ("the request body is too large", []),
+}
+
+
+def _json(status: int, error: str, details: Sequence[str] = (), **extra: Any) -> Response:
+    response = jsonify({"error": error, "details": list(details), **extra})
+    response.status_code = status
+    return response
+
+
+def _api_error(exc: ApiError) -> Response:
+    if isinstance(exc, Unavailable):
+        return _unavailable(exc)
+    response = _json(exc.status, exc.error, exc.details, **exc.extra)
+    response.headers.update(exc.headers)
+    return response
+
+
+def _unavailable(exc: Unavailable) -> Response:
+    retry_after = int(current_app.config["RETRY_AFTER"])
+    telemetry = current_app.extensions["ldp"].telemetry
+    telemetry.unavailable.labels(reason=exc.reason).inc()
+    response = _json(
+        503, exc.error, exc.details or [f"retry after {retry_after} s; nothing was lost"]
+    )
+    response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
+def _redis_error(exc: redis.RedisError) -> Response:
+    # The message names our own Redis (host, port), never the client: log it for
+    # operators, do not send it to clients.
+    log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
+    # Redis 7 answers OOM to the script call; 6.2 wraps it in "Error running script".
+    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "-OOM " in str(exc):
+        return _unavailable(Unavailable("storage is out of memory", "oom"))
+    return _unavailable(Unavailable("storage is unavailable", "redis"))
+
+
+def _http_error(exc: HTTPException) -> Response:
+    if isinstance(exc, InternalServerError):
+        original = getattr(exc, "original_exception", None)
+        if isinstance(original, redis.RedisError):
+            return _redis_error(original)
+        return _json(500, "internal error (logged; please report it)")
+    status = exc.code or 500
+    error = exc.description or exc.name
+    details: list[str] = []
+    if error == type(exc).description:  # Werkzeug's generic text: say something useful
+        error, details = _GENERIC.get(status, (exc.name.lower(), []))
+        if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
+            details = [f"allowed: {', '.join(sorted(exc.valid_methods))}"]
+    response = _json(status, clip(error), details)
+    for name, value in exc.get_headers():
+        if name.lower() != "content-type":
+            response.headers[name] = value
+    return response
+
+
+def register_error_handlers(app: Flask) -> None:
+    """Map ``ApiError``, Werkzeug's HTTP errors and Redis errors to JSON responses."""
+    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(redis.RedisError, _redis_error)
+    app.register_error_handler(HTTPException, _http_error)

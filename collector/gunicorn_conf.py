@@ -1,0 +1,86 @@
+"""Gunicorn settings for the collector.
+
+Run: ``gunicorn -c collector/gunicorn_conf.py 'collector:create_app()'``.
+
+Environment:
+
+| variable | default | meaning |
+|---|---|---|
+| ``LDP_BIND`` | ``127.0.0.1:8000`` | address to listen on (else ``0.0.0.0:$PORT`` if set) |
+| ``LDP_WEB_WORKERS`` | ``2 × CPUs + 1``, at most 8 | worker processes |
+| ``LDP_ACCESS_LOG`` | ``-`` (stdout) | access log file; ``off`` for none |
+| ``LDP_ERROR_LOG`` | ``-`` (stderr) | error log file |
+| ``LDP_LOG_LEVEL`` | ``info`` | gunicorn's log level |
+
+The access log holds method, path, status, size and duration, nothing else: no client
+address (``%(h)s``), time (``%(t)s``), user agent (``%(a)s``), referer or query string,
+and :class:`~collector.gunicorn_logging.PrivateGunicornLogger` blanks those atoms even
+if this format is changed. Proxy headers are not trusted (``forwarded_allow_ips`` and
+``proxy_allow_ips`` empty), and the app strips them from every request anyway.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from collector.gunicorn_logging import PrivateGunicornLogger
+
+MAX_DEFAULT_WORKERS = 8
+"""Sync workers are cheap but each holds a Redis connection pool; past 8 per machine,
+run more machines behind the load balancer (collectors are stateless)."""
+
+TIMEOUT_SECONDS = 30
+"""A request validates at most MAX_REPORTS reports and runs a few Lua scripts: far under
+a second. A worker silent for 30 s is stuck (e.g. on a dead Redis) and is restarted."""
+
+GRACEFUL_TIMEOUT_SECONDS = 20
+"""On SIGTERM, workers finish the requests they have (each answers only after Redis
+confirmed the append) within this time."""
+
+
+def _bind() -> list[str]:
+    if os.environ.get("LDP_BIND"):
+        return [os.environ["LDP_BIND"]]
+    if os.environ.get("PORT"):
+        return [f"0.0.0.0:{os.environ['PORT']}"]
+    return ["127.0.0.1:8000"]
+
+
+def _workers() -> int:
+    raw = os.environ.get("LDP_WEB_WORKERS")
+    if raw:
+        return int(raw)
+    return min(2 * (os.cpu_count() or 1) + 1, MAX_DEFAULT_WORKERS)
+
+
+bind = _bind()
+workers = _workers()
+worker_class = "sync"
+timeout = TIMEOUT_SECONDS
+graceful_timeout = GRACEFUL_TIMEOUT_SECONDS
+
+logger_class = PrivateGunicornLogger
+_access = os.environ.get("LDP_ACCESS_LOG", "-")
+accesslog = None if _access == "off" else _access
+access_log_format = '"%(m)s %(U)s" %(s)s %(b)s %(M)sms'
+errorlog = os.environ.get("LDP_ERROR_LOG", "-")
+loglevel = os.environ.get("LDP_LOG_LEVEL", "info")
+
+# gunicorn ≥ 27 opens a control socket at one per-user path: several collectors (or test
+# servers) on a machine would fight over it, and nothing here uses it. Older versions
+# ignore the unknown setting.
+control_socket_disable = True
+
+# Never take a client address from proxy headers or the PROXY protocol.
+forwarded_allow_ips = ""
+proxy_allow_ips = ""
+proxy_protocol = False
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """Let prometheus-client's multiprocess mode forget a dead worker's live gauges."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess  # noqa: PLC0415
+
+        multiprocess.mark_process_dead(worker.pid)

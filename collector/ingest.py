@@ -1,0 +1,292 @@
+"""Ingest: validate a batch of reports strictly, then append the valid ones exactly once.
+
+Valid reports are grouped by metric version; each group is appended by ONE Lua script
+call on keys that share the version's hash tag (so it runs unchanged on a Redis
+Cluster): the stream and the replay sets of today and yesterday (UTC). The script
+
+1. answers "backlog" without writing if the stream already holds ``MAX_BACKLOG`` entries;
+2. for each report, appends ``XADD stream * p <payload JSON>`` only if its 16-byte id is
+   in neither replay set, adding it to today's set (which expires two days later);
+3. returns how many it appended and how many were replays.
+
+Nothing else is stored: no report id in the stream, no time but the entry id, no
+client metadata. A client that gets a 503 re-sends the whole batch; the replay guard
+turns what was already appended into duplicates, so a retry is harmless. Streams are
+never capped with ``MAXLEN`` here: that would silently drop unaggregated reports.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import redis
+
+from client_sdk.wire import REPORT_FIELDS, MetricDefinition, ReportError, check_report
+from collector import keys
+from collector.errors import ApiError, Unavailable, clip
+
+if TYPE_CHECKING:
+    from collector.context import Services
+
+__all__ = [
+    "APPEND_SCRIPT",
+    "SEEN_TTL_SECONDS",
+    "Appender",
+    "Batch",
+    "IngestResult",
+    "Rejection",
+    "ingest",
+    "reports_of",
+    "validate",
+]
+
+log = logging.getLogger(__name__)
+
+SEEN_TTL_SECONDS = 2 * 86_400
+"""A replay set lives two days after its last write: a report id is checked against
+today's and yesterday's sets, so replays are caught for at least 24 hours (Mozilla's
+document-id dedup horizon), and the sets cost memory for no longer than that."""
+
+APPEND_SCRIPT = """
+-- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
+-- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then
+  return {0, 0, 1}
+end
+local added, duplicates = 0, 0
+for i = 3, #ARGV, 2 do
+  if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0
+      and redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
+    added = added + 1
+  else
+    duplicates = duplicates + 1
+  end
+end
+if added > 0 then
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+return {added, duplicates, 0}
+"""
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""Payloads are stored as compact JSON; one encoder (stateless, thread-safe) serves all,
+as ``json.dumps`` with options would build a new one per report."""
+
+Item = tuple[bytes, str]
+"""One report as stored: (16-byte id, payload as compact JSON)."""
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A report that will never be valid: where it was, what is wrong, which category."""
+
+    index: int
+    error: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form in the response's ``rejected`` list."""
+        return {"index": self.index, "error": self.error}
+
+
+@dataclass
+class Batch:
+    """A validated request: the valid reports grouped by (metric, version), the rest."""
+
+    groups: dict[tuple[str, int], list[Item]] = field(default_factory=dict)
+    rejected: list[Rejection] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What happened to a request's reports."""
+
+    accepted: int
+    duplicates: int
+    rejected: list[Rejection]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The 202 response body."""
+        return {
+            "accepted": self.accepted,
+            "duplicates": self.duplicates,
+            "rejected": [r.to_dict() for r in self.rejected],
+        }
+
+
+def reports_of(body: object, max_reports: int) -> list[Any]:
+    """The ``reports`` list of a request body, checked for shape and count.
+
+    Raises:
+        ApiError: 400 if the body is not ``{"reports": [...]}`` with at least one
+            report, 413 if it holds more than ``max_reports``.
+    """
+    if not isinstance(body, dict):
+        raise ApiError(400, 'the body must be a JSON object {"reports": [...]}')
+    if set(body) != {"reports"}:
+        extra = sorted(set(body) - {"reports"})
+        problem = f"unknown fields {clip(str(extra), 200)}" if extra else "missing 'reports'"
+        raise ApiError(400, 'the body must be exactly {"reports": [...]}', [problem])
+    reports = body["reports"]
+    if not isinstance(reports, list):
+        raise ApiError(400, "'reports' must be a list of reports")
+    if not reports:
+        raise ApiError(400, "'reports' is empty; send at least one report")
+    if len(reports) > max_reports:
+        raise ApiError(
+            413,
+            "too many reports in one request",
+            [f"{len(reports)} reports; at most {max_reports} per request: split the batch"],
+        )
+    return reports
+
+
+def _category(report: object, error: str) -> str:
+    """The rejection category of a report ``check_report`` refused with ``error``."""
+    if not isinstance(report, dict) or set(report) != set(REPORT_FIELDS):
+        return "shape"
+    if error.startswith("unknown metric"):
+        return "unknown_metric"
+    if error.startswith("'"):  # 'metric', 'version' or 'id' is malformed
+        return "field"
+    return "payload"
+
+
+def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]) -> Batch:
+    """Check every report; group the valid ones, list the others with their reasons.
+
+    Args:
+        reports: the decoded ``reports`` list.
+        lookup: the registry's (name, version) → definition, or None if unknown.
+
+    Returns:
+        The valid reports as storable items, by (metric, version), and the rejections.
+    """
+    found: dict[tuple[str, int], MetricDefinition | None] = {}
+
+    def cached(name: str, version: int) -> MetricDefinition | None:
+        # One registry look-up per distinct (name, version) of the request, also for
+        # unknown ones (a batch of a thousand bogus versions costs one round trip each).
+        key = (name, version)
+        if key not in found:
+            found[key] = lookup(name, version)
+        return found[key]
+
+    batch = Batch()
+    for index, report in enumerate(reports):
+        try:
+            definition, rid, payload = check_report(report, cached)
+        except ReportError as exc:
+            error = clip(str(exc))
+            batch.rejected.append(Rejection(index, error, _category(report, error)))
+            continue
+        item = (bytes.fromhex(rid), _COMPACT.encode(payload))
+        batch.groups.setdefault((definition.name, definition.version), []).append(item)
+    return batch
+
+
+class Appender:
+    """Appends groups of reports to their stream through the registered Lua script.
+
+    Args:
+        client: the Redis client (redis-py reloads the script after a restart).
+        max_backlog: stream length at or above which appends are refused.
+    """
+
+    def __init__(self, client: redis.Redis, max_backlog: int) -> None:
+        self.max_backlog = max_backlog
+        self._script = client.register_script(APPEND_SCRIPT)
+
+    def append(self, name: str, version: int, items: list[Item], now: datetime) -> tuple[int, int]:
+        """Append one metric version's reports, skipping replays.
+
+        Args:
+            name: the metric.
+            version: its version.
+            items: (16-byte id, payload JSON) pairs.
+            now: the current time (UTC), which picks the replay sets.
+
+        Returns:
+            (appended, duplicates).
+
+        Raises:
+            Unavailable: the stream's backlog is at ``max_backlog``.
+            redis.RedisError: Redis is down or refused the write (e.g. OOM).
+        """
+        today = now.astimezone(UTC).date()
+        script_keys = [
+            keys.stream_key(name, version),
+            keys.seen_key(name, version, today.isoformat()),
+            keys.seen_key(name, version, (today - timedelta(days=1)).isoformat()),
+        ]
+        args: list[Any] = [self.max_backlog, SEEN_TTL_SECONDS]
+        for rid, payload in items:
+            args += [rid, payload]
+        added, duplicates, backlogged = self._script(keys=script_keys, args=args)
+        if backlogged:
+            raise Unavailable(
+                f"metric {name!r} version {version} has a backlog of at least "
+                f"{self.max_backlog} reports; retry later",
+                "backlog",
+            )
+        return int(added), int(duplicates)
+
+
+def ingest(
+    body: object, ctx: Services, max_reports: int, now: datetime | None = None
+) -> IngestResult:
+    """Validate a ``POST /v1/reports`` body and append its valid reports.
+
+    Args:
+        body: the decoded request body.
+        ctx: the app's services (registry, appender, telemetry).
+        max_reports: the most reports one request may hold.
+        now: the time that picks the replay sets; default: the current UTC time.
+
+    Returns:
+        Counts of appended and replayed reports, and every rejection.
+
+    Raises:
+        ApiError: 400/413 for a body of the wrong shape or size, 400 if no report is
+            valid (with every rejection).
+        Unavailable: a stream's backlog is full.
+        redis.RedisError: Redis is unavailable; the client should retry the batch.
+    """
+    reports = reports_of(body, max_reports)
+    batch = validate(reports, ctx.registry.lookup)
+    telemetry = ctx.telemetry
+    for reason, count in Counter(r.reason for r in batch.rejected).items():
+        telemetry.rejected.labels(reason=reason).inc(count)
+    if batch.rejected:
+        log.info(
+            "rejected %d of %d reports: %s",
+            len(batch.rejected),
+            len(reports),
+            dict(Counter(r.reason for r in batch.rejected)),
+        )
+    if not batch.groups:
+        raise ApiError(
+            400,
+            "no valid report in the request",
+            [f"reports[{r.index}]: {r.error}" for r in batch.rejected],
+            extra={"rejected": [r.to_dict() for r in batch.rejected]},
+        )
+    when = now or datetime.now(UTC)
+    accepted = duplicates = 0
+    for (name, version), items in sorted(batch.groups.items()):
+        added, replayed = ctx.appender.append(name, version, items, when)
+        accepted += added
+        duplicates += replayed
+        if added:
+            telemetry.accepted.labels(metric=name).inc(added)
+        if replayed:
+            telemetry.duplicates.labels(metric=name).inc(replayed)
+    log.debug("appended %d reports, %d replays", accepted, duplicates)
+    return IngestResult(accepted, duplicates, batch.rejected)

@@ -1,0 +1,72 @@
+"""Redis key schema: every key of one metric version (and shard) shares a hash slot.
+
+The hash tag ``{m:<name>:<version>:<shard>}`` keeps a stream, its counts, its dead
+letters and its replay sets in one slot, so a Lua script may touch them together on a
+Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
+
+| key | type | what |
+|---|---|---|
+| ``ldp:metrics`` | set | names of all metrics |
+| ``ldp:metric:{<name>}`` | hash | ``current`` → version, ``v<N>`` → definition JSON |
+| ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
+| ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
+| ``ldp:{m:…}:seen:<day>`` | set | 16-byte report ids seen that UTC day (replay guard) |
+| ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
+| ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
+| ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
+| ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "GROUP",
+    "METRICS_SET",
+    "counts_key",
+    "dead_key",
+    "metric_key",
+    "seen_key",
+    "stream_key",
+    "tag",
+    "windows_key",
+]
+
+PREFIX = "ldp"
+METRICS_SET = f"{PREFIX}:metrics"
+GROUP = "aggregators"
+"""The one consumer group every aggregator worker joins."""
+
+
+def metric_key(name: str) -> str:
+    """The registry hash of one metric (all its versions)."""
+    return f"{PREFIX}:metric:{{{name}}}"
+
+
+def tag(name: str, version: int, shard: int = 0) -> str:
+    """The hash tag shared by all keys of one metric version and shard."""
+    return f"{{m:{name}:{version}:{shard}}}"
+
+
+def stream_key(name: str, version: int, shard: int = 0) -> str:
+    """The stream of accepted reports."""
+    return f"{PREFIX}:{tag(name, version, shard)}:reports"
+
+
+def dead_key(name: str, version: int, shard: int = 0) -> str:
+    """The dead-letter stream."""
+    return f"{PREFIX}:{tag(name, version, shard)}:dead"
+
+
+def seen_key(name: str, version: int, day: str, shard: int = 0) -> str:
+    """The set of report ids seen on ``day`` (YYYY-MM-DD, UTC)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:seen:{day}"
+
+
+def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
+    """Support counts for a window: "all", "hour:YYYY-MM-DDTHH" or "day:YYYY-MM-DD"."""
+    return f"{PREFIX}:{tag(name, version, shard)}:counts:{window}"
+
+
+def windows_key(name: str, version: int, shard: int = 0) -> str:
+    """Sorted set of the windows that have counts."""
+    return f"{PREFIX}:{tag(name, version, shard)}:windows"

@@ -1,0 +1,161 @@
+"""The metric registry: definitions by name and version, in Redis.
+
+Versions are immutable. Creating a metric makes version 1; changing its ε, domain or
+mechanism makes version N+1 (a description-only change keeps the version). Reports
+name their version, so old reports are always decoded with the old parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import redis
+
+from client_sdk.wire import DefinitionError, MetricDefinition, check_name, parse_spec
+from collector import keys
+
+__all__ = ["Registry", "RegistryChange"]
+
+CURRENT_TTL = 1.0
+"""Seconds a process trusts its cached "current version" of a metric. Versions
+themselves never change, so they are cached without expiry (up to CACHE_SIZE)."""
+
+CACHE_SIZE = 4096
+"""Definitions kept per process: far more than the metrics anyone defines."""
+
+
+class RegistryChange:
+    """The outcome of a put: the definition now current, and whether it is new."""
+
+    def __init__(self, definition: MetricDefinition, created: bool, changed: bool) -> None:
+        self.definition = definition
+        self.created = created
+        self.changed = changed
+
+
+class Registry:
+    """Read and write metric definitions; reads are cached per process."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.redis = client
+        self._lock = threading.Lock()
+        self._versions: OrderedDict[tuple[str, int], MetricDefinition] = OrderedDict()
+        self._current: dict[str, tuple[float, int | None]] = {}
+
+    # -- reads ---------------------------------------------------------------------------
+    def names(self) -> list[str]:
+        """All metric names, sorted."""
+        return sorted(x.decode() for x in self.redis.smembers(keys.METRICS_SET))  # type: ignore[union-attr]
+
+    def current_version(self, name: str) -> int | None:
+        """The current version of ``name`` (cached for CURRENT_TTL), or None."""
+        now = time.monotonic()
+        cached = self._current.get(name)
+        if cached and now - cached[0] < CURRENT_TTL:
+            return cached[1]
+        raw = self.redis.hget(keys.metric_key(name), "current")
+        version = int(raw) if raw is not None else None
+        self._current[name] = (now, version)
+        return version
+
+    def get(self, name: str, version: int | None = None) -> MetricDefinition | None:
+        """A definition by name and version (default: current), or None if unknown."""
+        try:
+            check_name(name)
+        except ValueError:
+            return None
+        if version is None:
+            version = self.current_version(name)
+            if version is None:
+                return None
+        key = (name, version)
+        with self._lock:
+            found = self._versions.get(key)
+            if found is not None:
+                self._versions.move_to_end(key)
+                return found
+        raw = self.redis.hget(keys.metric_key(name), f"v{version}")
+        if raw is None:
+            return None
+        definition = MetricDefinition.from_dict(json.loads(raw))
+        with self._lock:
+            self._versions[key] = definition
+            while len(self._versions) > CACHE_SIZE:
+                self._versions.popitem(last=False)
+        return definition
+
+    def lookup(self, name: str, version: int) -> MetricDefinition | None:
+        """``get`` with an explicit version (the signature ``check_report`` wants)."""
+        return self.get(name, version)
+
+    def versions(self, name: str) -> list[int]:
+        """Every version of ``name``, ascending."""
+        fields = self.redis.hkeys(keys.metric_key(name))
+        return sorted(int(f[1:]) for f in (x.decode() for x in fields) if f.startswith("v"))  # type: ignore[union-attr]
+
+    def all_current(self) -> list[MetricDefinition]:
+        """The current definition of every metric."""
+        found = (self.get(name) for name in self.names())
+        return [d for d in found if d is not None]
+
+    # -- writes --------------------------------------------------------------------------
+    def put(self, name: str, spec: Any) -> RegistryChange:
+        """Create or change a metric from an operator's spec.
+
+        Raises:
+            DefinitionError: the spec is invalid (every problem listed).
+        """
+        proposed = parse_spec(name, spec)  # validates before touching Redis
+        key = keys.metric_key(name)
+        with self.redis.pipeline() as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    raw_current = pipe.hget(key, "current")
+                    current = None
+                    if raw_current is not None:
+                        version = int(raw_current)
+                        current = MetricDefinition.from_dict(
+                            json.loads(pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
+                        )
+                    if current is not None and current.same_parameters(proposed):
+                        definition = MetricDefinition(
+                            name=name,
+                            version=current.version,
+                            domain=current.domain,
+                            mechanism=current.mechanism,
+                            description=proposed.description,
+                            mechanism_reason=current.mechanism_reason,
+                        )
+                        changed = definition.description != current.description
+                        created = False
+                    else:
+                        version = 1 if current is None else current.version + 1
+                        definition = MetricDefinition(
+                            name=name,
+                            version=version,
+                            domain=proposed.domain,
+                            mechanism=proposed.mechanism,
+                            description=proposed.description,
+                            mechanism_reason=proposed.mechanism_reason,
+                        )
+                        changed = created = True
+                    pipe.multi()
+                    pipe.hset(key, f"v{definition.version}", json.dumps(definition.to_dict()))
+                    pipe.hset(key, "current", definition.version)
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue
+        self.redis.sadd(keys.METRICS_SET, name)
+        with self._lock:
+            self._versions.pop((name, definition.version), None)
+        self._current.pop(name, None)
+        return RegistryChange(definition, created, changed)
+
+
+__all__ += ["DefinitionError"]

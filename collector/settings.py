@@ -1,0 +1,93 @@
+"""The collector's configuration: defaults, environment, validation.
+
+Every setting is a Flask config key; in the environment it carries the ``LDP_`` prefix
+(``LDP_MAX_REPORTS=500``), except the Redis URL, which is also read from the plain
+``REDIS_URL`` that hosting platforms set. See ``docs/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "DEFAULTS",
+    "MAX_BACKLOG",
+    "MAX_BODY_BYTES",
+    "MAX_REPORTS",
+    "RETRY_AFTER",
+    "ConfigError",
+    "validate",
+]
+
+MAX_BODY_BYTES = 1 << 20
+"""1 MiB: 1000 reports of the largest common kind (OUE at k = 1024, about 240 bytes each)
+fit three times over; anything bigger is a bug or an attack, not a batch."""
+
+MAX_REPORTS = 1000
+"""Reports per request: the SDK sends batches of a few hundred; a cap bounds the work one
+request can ask for (validation, one Lua script per metric version)."""
+
+MAX_BACKLOG = 5_000_000
+"""Stream length (reports not yet aggregated and trimmed) above which ingest answers 503.
+At a few hundred bytes per entry this is a few GB of Redis memory: answering 503 early
+leaves room for the aggregator to drain instead of Redis refusing every write."""
+
+RETRY_AFTER = 5
+"""Seconds a client waits after a 503 before retrying: long enough for a Redis restart
+or failover to finish, short enough that on-device queues do not fill."""
+
+DEFAULTS: dict[str, Any] = {
+    "REDIS_URL": None,
+    "ADMIN_TOKEN": None,
+    "MAX_BODY_BYTES": MAX_BODY_BYTES,
+    "MAX_REPORTS": MAX_REPORTS,
+    "MAX_BACKLOG": MAX_BACKLOG,
+    "RETRY_AFTER": RETRY_AFTER,
+}
+
+_POSITIVE_INTS = ("MAX_BODY_BYTES", "MAX_REPORTS", "MAX_BACKLOG", "RETRY_AFTER")
+
+
+class ConfigError(ValueError):
+    """The collector is misconfigured; raised by ``create_app``, never per request."""
+
+
+def redis_url_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The plain ``REDIS_URL`` of the environment, if set (``LDP_REDIS_URL`` wins later)."""
+    env = os.environ if environ is None else environ
+    return env.get("REDIS_URL") or None
+
+
+def validate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Check and normalise the collector's settings.
+
+    Args:
+        config: the app's config (or any mapping with the keys of :data:`DEFAULTS`).
+
+    Returns:
+        The normalised settings: ints as ints, an empty admin token as None.
+
+    Raises:
+        ConfigError: a setting is missing or out of range, with what was found.
+    """
+    out: dict[str, Any] = {}
+    url = config.get("REDIS_URL")
+    if not isinstance(url, str) or not url:
+        raise ConfigError(
+            "REDIS_URL is not set: point REDIS_URL (or LDP_REDIS_URL) at a Redis server, "
+            "or start everything with `ldp serve`, which runs an embedded one"
+        )
+    out["REDIS_URL"] = url
+    for key in _POSITIVE_INTS:
+        value = config.get(key, DEFAULTS[key])
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+        out[key] = value
+    token = config.get("ADMIN_TOKEN")
+    # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
+    out["ADMIN_TOKEN"] = None if token is None or token == "" else str(token)
+    return out

@@ -1,0 +1,107 @@
+"""The collector's own Prometheus metrics, one registry per app.
+
+Counters of reports accepted (by metric), rejected (by reason category) and replayed,
+a latency histogram and counts of responses and of 503s. Labels never carry anything
+about a client: metric names come from the registry, endpoints from the URL rules.
+
+Under gunicorn each worker counts for itself; set ``PROMETHEUS_MULTIPROC_DIR`` (an empty
+directory) to have ``/metrics`` add up all workers (prometheus-client's multiprocess mode).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flask import Flask, Response, g, request
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+__all__ = ["REJECTION_CATEGORIES", "Telemetry"]
+
+REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload")
+"""Why a report was rejected: not an object with exactly the report fields; a bad
+metric, version or id field; a metric version the registry does not know; a payload
+that does not fit the mechanism (wrong bit length, out-of-range index, ...)."""
+
+_UNMATCHED = "<unmatched>"
+"""The endpoint label of requests that matched no route (404/405): any path a client
+invents must not become a label value."""
+
+
+class Telemetry:
+    """Metrics of one app, in a registry of its own (tests create many apps)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.accepted = Counter(
+            "ldp_collector_reports_accepted",
+            "Reports appended to a stream.",
+            ["metric"],
+            registry=self.registry,
+        )
+        self.duplicates = Counter(
+            "ldp_collector_reports_duplicate",
+            "Reports discarded because their id was seen before (replays, client retries).",
+            ["metric"],
+            registry=self.registry,
+        )
+        self.rejected = Counter(
+            "ldp_collector_reports_rejected",
+            "Reports that failed validation, by reason category.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.unavailable = Counter(
+            "ldp_collector_unavailable",
+            "503 answers: storage down, out of memory, or backlog over MAX_BACKLOG.",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.responses = Counter(
+            "ldp_collector_responses",
+            "HTTP responses by endpoint and status.",
+            ["endpoint", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "ldp_collector_request_duration_seconds",
+            "Time from request start to response, by endpoint and method.",
+            ["endpoint", "method"],
+            registry=self.registry,
+        )
+        for reason in REJECTION_CATEGORIES:  # export zeros, so rate() works from the start
+            self.rejected.labels(reason=reason)
+
+    def install(self, app: Flask) -> None:
+        """Time every request of ``app`` and count its responses."""
+        app.before_request(self._start)
+        app.after_request(self._finish)
+
+    @staticmethod
+    def _start() -> None:
+        g.ldp_started = time.perf_counter()
+
+    def _finish(self, response: Response) -> Response:
+        started = g.pop("ldp_started", None)
+        endpoint = request.url_rule.rule if request.url_rule is not None else _UNMATCHED
+        if started is not None:
+            self.latency.labels(endpoint=endpoint, method=request.method).observe(
+                time.perf_counter() - started
+            )
+        self.responses.labels(endpoint=endpoint, status=str(response.status_code)).inc()
+        return response
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text exposition format and its content type."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            merged = CollectorRegistry()
+            multiprocess.MultiProcessCollector(merged)
+            return generate_latest(merged), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

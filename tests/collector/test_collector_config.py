@@ -1,0 +1,75 @@
+"""``create_app``: defaults, the environment, the test mapping, and refusing bad settings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from collector_helpers import THEME_SPEC, TOKEN
+
+from collector import create_app, settings
+from collector.context import Services
+from collector.settings import ConfigError
+
+ENV = ("REDIS_URL", "LDP_REDIS_URL", "LDP_ADMIN_TOKEN", "LDP_MAX_REPORTS", "LDP_MAX_BACKLOG")
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_defaults(redis_db: Any) -> None:
+    app = create_app({"REDIS_URL": redis_db.url})
+    assert app.config["MAX_BODY_BYTES"] == settings.MAX_BODY_BYTES == 1 << 20
+    assert app.config["MAX_REPORTS"] == 1000
+    assert app.config["MAX_BACKLOG"] == 5_000_000
+    assert app.config["RETRY_AFTER"] == 5
+    assert app.config["ADMIN_TOKEN"] is None
+    ext = app.extensions["ldp"]
+    assert isinstance(ext, Services)
+    assert ext.registry.redis is ext.redis  # one client, shared
+
+
+def test_environment(monkeypatch: pytest.MonkeyPatch, redis_db: Any) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    monkeypatch.setenv("LDP_REDIS_URL", redis_db.url)  # the prefixed one wins
+    monkeypatch.setenv("LDP_ADMIN_TOKEN", "12345")  # JSON-looking: still a string
+    monkeypatch.setenv("LDP_MAX_REPORTS", "7")
+    app = create_app()
+    assert app.config["REDIS_URL"] == redis_db.url
+    assert app.config["ADMIN_TOKEN"] == "12345"
+    assert app.config["MAX_REPORTS"] == 7
+    client = app.test_client()
+    response = client.put(
+        "/v1/metrics/app.theme", json=THEME_SPEC, headers={"Authorization": "Bearer 12345"}
+    )
+    assert response.status_code == 201
+
+
+def test_plain_redis_url(monkeypatch: pytest.MonkeyPatch, redis_db: Any) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_db.url)
+    assert create_app().test_client().get("/readyz").status_code == 200
+
+
+def test_the_test_mapping_ignores_the_environment(
+    monkeypatch: pytest.MonkeyPatch, redis_db: Any
+) -> None:
+    monkeypatch.setenv("LDP_ADMIN_TOKEN", "from-env")
+    app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN})
+    assert app.config["ADMIN_TOKEN"] == TOKEN
+
+
+def test_a_missing_redis_url_is_refused_at_construction() -> None:
+    with pytest.raises(ConfigError, match="REDIS_URL is not set"):
+        create_app({})
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("MAX_REPORTS", 0), ("MAX_BODY_BYTES", -1), ("MAX_BACKLOG", "many"), ("RETRY_AFTER", 1.5)],
+)
+def test_bad_limits_are_refused_at_construction(redis_db: Any, key: str, value: Any) -> None:
+    with pytest.raises(ConfigError, match=key):
+        create_app({"REDIS_URL": redis_db.url, key: value})

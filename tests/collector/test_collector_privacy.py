@@ -1,0 +1,329 @@
+"""Nothing about a client is stored or logged: no address, user agent or client time.
+
+Requests carry marker values in every header that identifies or times a client; then
+every Redis key and value (all types) and every log line is searched for them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from collector_helpers import ADMIN, PAGES_SPEC, THEME_SPEC, TOKEN, make_app, reports, scan_redis
+from flask import Flask, request
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from aggregator.embedded_redis import free_port
+from client_sdk.wire import MetricDefinition
+from collector.logs import PrivateRequestHandler
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MARKERS = {
+    "X-Forwarded-For": "198.51.100.71, 203.0.113.72",
+    "X-Real-IP": "198.51.100.73",
+    "Forwarded": "for=198.51.100.74;proto=https",
+    "True-Client-IP": "198.51.100.75",
+    "User-Agent": "ZqMarkerAgent/7.7 (device zq-5521)",
+    "Referer": "https://zq-referer.example/page",
+    "Date": "Tue, 15 Nov 1994 08:12:31 GMT",
+    "Cookie": "session=zq-cookie-6613",
+}
+PEER = "192.0.2.99"
+"""A peer address for the test client (besides its default 127.0.0.1)."""
+
+NEEDLES = [
+    "198.51.100.",
+    "203.0.113.",
+    "ZqMarkerAgent",
+    "zq-5521",
+    "zq-referer",
+    "zq-cookie",
+    "1994",
+    "08:12:31",
+    PEER,
+    "127.0.0.1",
+]
+
+
+def found_in(text: str | bytes, needles: list[str] = NEEDLES) -> list[str]:
+    raw = text if isinstance(text, bytes) else text.encode("utf-8", "replace")
+    return [n for n in needles if n.encode() in raw]
+
+
+class Capture(logging.Handler):
+    """Collects formatted records, attached directly to a logger."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = self.format(record)
+        self.lines.append(f"{record.name} {text} {record.args!r} {record.__dict__!r}")
+
+
+@pytest.fixture
+def captured() -> Iterator[Capture]:
+    handler = Capture()
+    loggers = [logging.getLogger(n) for n in ("", "collector", "werkzeug", "flask.app")]
+    levels = [x.level for x in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    yield handler
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def exercise(app: Flask, peer: str) -> list[bytes]:
+    """Every kind of request, from ``peer`` with all the markers; the response bodies."""
+    client = app.test_client()
+    kw: dict[str, Any] = {"headers": MARKERS, "environ_base": {"REMOTE_ADDR": peer}}
+    bodies = []
+
+    def send(method: str, path: str, **more: Any) -> Any:
+        headers = {**MARKERS, **more.pop("headers", {})}
+        response = client.open(path, method=method, **{**kw, "headers": headers}, **more)
+        assert response.status_code < 500, response.data
+        bodies.append(response.data)
+        return response
+
+    theme = MetricDefinition.from_dict(
+        send("PUT", "/v1/metrics/app.theme", json=THEME_SPEC, headers=ADMIN).json
+    )
+    pages = MetricDefinition.from_dict(
+        send("PUT", "/v1/metrics/app.pages", json=PAGES_SPEC, headers=ADMIN).json
+    )
+    batch = reports(theme, 20) + reports(pages, 20)
+    assert send("POST", "/v1/reports", json={"reports": batch}).status_code == 202
+    assert send("POST", "/v1/reports", json={"reports": batch[:5]}).json["duplicates"] == 5
+    mixed = [*reports(theme, 2), {"metric": "app.theme"}, {**batch[0], "payload": {"v": 9}}]
+    assert send("POST", "/v1/reports", json={"reports": mixed}).status_code == 202
+    send("POST", "/v1/reports", data=b'{"reports": [NaN', content_type="application/json")
+    send("POST", "/v1/reports", data=b"\xff", content_type="application/json")
+    send("PUT", "/v1/metrics/app.theme", json=THEME_SPEC, headers={"Authorization": "Bearer no"})
+    for path in ("/v1/metrics", "/v1/metrics/app.theme", "/v1/metrics/zz", "/readyz", "/healthz"):
+        send("GET", path)
+    send("GET", "/metrics")
+    send("GET", "/nowhere")
+    send("DELETE", "/v1/reports")
+    return bodies
+
+
+@pytest.mark.parametrize("peer", ["127.0.0.1", PEER])
+def test_nothing_identifying_reaches_redis_logs_or_responses(
+    redis_db: Any,
+    captured: Capture,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+    peer: str,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    app = make_app(redis_db.url)
+    app.logger.info("collector test app started")  # the app logger is captured too
+    bodies = exercise(app, peer)
+
+    stored = scan_redis(redis_db)
+    assert any(b":reports" in key for key, _ in stored)  # the scan saw the streams
+    for key, values in stored:
+        assert not found_in(key), key
+        for value in values:
+            assert not found_in(value), (key, value)
+        if key.endswith(b":reports"):
+            assert all(v == b"p" or v.startswith(b"{") or b"-" in v for v in values)
+
+    assert any("rejected" in line for line in captured.lines)  # logs were written
+    assert any("collector test app started" in line for line in captured.lines)
+    logs = "\n".join([*captured.lines, caplog.text, *map(repr, caplog.records)])
+    assert not found_in(logs), found_in(logs)
+    out, err = capfd.readouterr()
+    assert not found_in(out + err), found_in(out + err)
+    for body in bodies:
+        assert not found_in(body), body
+
+
+def test_the_app_never_sees_client_metadata(redis_db: Any) -> None:
+    app = make_app(redis_db.url)
+    seen: dict[str, Any] = {}
+
+    @app.get("/_echo")
+    def echo() -> dict[str, Any]:
+        seen.update(
+            remote_addr=request.remote_addr,
+            access_route=list(request.access_route),
+            user_agent=request.user_agent.string,
+            headers=dict(request.headers),
+            environ={k: str(v) for k, v in request.environ.items()},
+        )
+        return {}
+
+    app.test_client().get("/_echo", headers=MARKERS, environ_base={"REMOTE_ADDR": PEER})
+    assert seen["remote_addr"] is None and seen["access_route"] == []
+    assert seen["user_agent"] == ""
+    assert not found_in(json.dumps(seen)), found_in(json.dumps(seen))
+
+
+def test_werkzeug_request_lines_are_dropped_and_addresses_stripped(
+    redis_db: Any, captured: Capture
+) -> None:
+    make_app(redis_db.url)  # installs the filter
+    log = logging.getLogger("werkzeug")
+    log.info('198.51.100.71 - - [15/Nov/1994 08:12:31] "POST /v1/reports HTTP/1.1" 202 -')
+    log.error("198.51.100.71 - - [15/Nov/1994 08:12:31] code 400, message Bad request syntax")
+    log.info("Press CTRL+C to quit")
+    text = "\n".join(captured.lines)
+    assert "Bad request syntax" in text and "Press CTRL+C" in text
+    assert not found_in(text, ["198.51.100.", "1994"])
+
+
+@pytest.mark.parametrize("handler", [WSGIRequestHandler, PrivateRequestHandler])
+def test_werkzeug_dev_server_logs_no_address(
+    redis_db: Any, captured: Capture, handler: type[WSGIRequestHandler]
+) -> None:
+    """``ldp serve``-style development serving: Werkzeug's own handler (with the filter
+    ``create_app`` installs) and :class:`PrivateRequestHandler` both log no address."""
+    app = make_app(redis_db.url)
+    server = make_server("127.0.0.1", free_port(), app, request_handler=handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        assert _request(url + "/healthz") == 200
+        assert _request(url + "/v1/reports", "POST", {"reports": []}) == 400
+        with socket.create_connection(("127.0.0.1", server.server_port)) as sock:
+            sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")  # Werkzeug logs "code 400"
+            sock.recv(1000)
+    finally:
+        server.shutdown()
+        thread.join(5)
+        server.server_close()
+    text = "\n".join(captured.lines)
+    assert "werkzeug" in text  # the malformed request was logged, without its address
+    assert not found_in(text), found_in(text)
+
+
+# -- the production server --------------------------------------------------------------
+
+
+def _request(url: str, method: str = "GET", body: Any = None, headers: Any = None) -> int:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    for name, value in {**MARKERS, "Content-Type": "application/json", **(headers or {})}.items():
+        req.add_header(name, value)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+@pytest.fixture
+def gunicorn(redis_db: Any, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The collector under gunicorn with ``collector/gunicorn_conf.py``, logs in tmp_path."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    env.update(
+        REDIS_URL=redis_db.url,
+        LDP_ADMIN_TOKEN=TOKEN,
+        LDP_BIND=f"127.0.0.1:{port}",
+        LDP_WEB_WORKERS="1",
+        LDP_ACCESS_LOG=str(tmp_path / "access.log"),
+        LDP_ERROR_LOG=str(tmp_path / "error.log"),
+        LDP_LOG_LEVEL="debug",
+    )
+    output = open(tmp_path / "output.log", "wb")  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            str(ROOT / "collector" / "gunicorn_conf.py"),
+            "collector:create_app()",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, (tmp_path / "output.log").read_text()
+            try:
+                if _request(url + "/readyz") == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "gunicorn did not become ready"
+            time.sleep(0.1)
+        yield url, tmp_path
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        output.close()
+
+
+def test_gunicorn_logs_carry_no_client_metadata(gunicorn: tuple[str, Path], redis_db: Any) -> None:
+    url, logs = gunicorn
+    spec_status = _request(url + "/v1/metrics/app.theme", "PUT", THEME_SPEC, ADMIN)
+    assert spec_status == 201
+    with urllib.request.urlopen(url + "/v1/metrics/app.theme") as response:
+        theme = MetricDefinition.from_dict(json.load(response))
+    batch = reports(theme, 50)
+    assert _request(url + "/v1/reports", "POST", {"reports": batch}) == 202
+    assert _request(url + "/v1/reports", "POST", {"reports": batch[:3]}) == 202
+    assert _request(url + "/v1/reports", "POST", {"reports": [{"x": 1}]}) == 400
+    assert _request(url + "/v1/reports?src=zq-query", "POST", {"reports": []}) == 400
+    assert _request(url + "/nowhere") == 404
+    # A request gunicorn itself rejects: it logs "Invalid request from ip=..." by default.
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
+        sock.sendall(b"BOGUS\x01 / HTTP/1.1\r\nUser-Agent: ZqMarkerAgent/7.7\r\n\r\n")
+        sock.recv(1000)
+    time.sleep(0.3)  # the worker writes its log lines after answering
+
+    access = (logs / "access.log").read_text()
+    lines = access.splitlines()
+    assert len(lines) >= 7, access
+    line_format = re.compile(r'"(GET|PUT|POST|BOGUS\S*|-) (/\S*|-)" \d{3} (\d+|-) \d+ms')
+    assert all(line_format.fullmatch(line) for line in lines), lines
+    assert '"POST /v1/reports" 202' in access
+    assert not found_in(access, [*NEEDLES, "zq-query"]), found_in(access)
+
+    errors = (logs / "error.log").read_text() + (logs / "output.log").read_text()
+    assert "Booting worker" in errors  # the error log is written
+    assert not found_in(errors, NEEDLES[:-1]), found_in(errors, NEEDLES[:-1])
+    assert not re.search(r"ip=(?!-)", errors), errors
+    for key, values in scan_redis(redis_db):
+        assert not found_in(key) and not any(found_in(v) for v in values), key
+
+
+def test_gunicorn_conf_has_no_client_atoms() -> None:
+    text = (ROOT / "collector" / "gunicorn_conf.py").read_text()
+    fmt = re.search(r"^access_log_format = (.+)$", text, re.M)
+    assert fmt is not None
+    for atom in ("h", "a", "t", "f", "u", "r", "q", "l"):
+        assert f"%({atom})s" not in fmt.group(1)
+    assert "{" not in fmt.group(1)  # no header or environ atoms either
