@@ -2,20 +2,25 @@
 
 >>> from aggregator import estimate
 >>> est = estimate(mechanism, payloads, confidence=0.95)
+>>> mean = estimate_mean(definition, stats, confidence=0.95)   # a numeric metric's mean
 """
 
 from __future__ import annotations
 
 from aggregator.decoding import Counts, codec_for, count_payloads
 from aggregator.estimate import FrequencyEstimate, estimate, estimate_from_counts
+from aggregator.numeric import NumericEstimate, NumericStats, estimate_mean
 from aggregator.postprocess import norm_sub
 
 __all__ = [
     "Counts",
     "FrequencyEstimate",
+    "NumericEstimate",
+    "NumericStats",
     "codec_for",
     "count_payloads",
     "estimate",
     "estimate_from_counts",
+    "estimate_mean",
     "norm_sub",
 ]

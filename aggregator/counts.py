@@ -13,10 +13,11 @@ import numpy as np
 import redis
 
 from aggregator.decoding import Counts
+from aggregator.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from collector import keys
 
-__all__ = ["SHARDS", "Lag", "lag", "lag_details", "list_windows", "read_counts"]
+__all__ = ["SHARDS", "Lag", "lag", "lag_details", "list_windows", "read_counts", "read_numeric"]
 
 SHARDS = 1
 """Stream shards per metric version. One for now; every reader loops over shards so a hot
@@ -60,6 +61,31 @@ def read_counts(
                     raise ValueError(f"{key}: count of value {v} outside the domain 0..{k - 1}")
                 support[v] += value
     return Counts(n, support)
+
+
+def read_numeric(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all", shards: int = SHARDS
+) -> NumericStats:
+    """The committed sums of a numeric metric version in a window, summed over shards.
+
+    Args:
+        client: a redis-py client.
+        definition: the (numeric) metric version.
+        window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
+        shards: how many shards to sum.
+
+    Returns:
+        n, Σy and Σy² in units (zeros for a window without reports).
+
+    Raises:
+        ValueError: a field that numeric counts do not hold (corrupt counts).
+    """
+    stats = NumericStats.zeros()
+    for shard in range(shards):
+        key = keys.counts_key(definition.name, definition.version, window, shard)
+        fields = cast(dict[bytes, bytes], client.hgetall(key))
+        stats += NumericStats.from_fields(fields)
+    return stats
 
 
 def list_windows(

@@ -192,6 +192,6 @@ def estimates_for(
 ) -> dict[str, FrequencyEstimate]:
     """Current estimates of each metric."""
     return {
-        d.name: estimate_from_counts(d.mechanism, read_counts(client, d), labels=d.domain)
+        d.name: estimate_from_counts(d.oracle, read_counts(client, d), labels=d.domain)
         for d in definitions
     }

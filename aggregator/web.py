@@ -9,6 +9,15 @@
 ``frequency`` is the unbiased estimate; ``norm_sub`` is the separately labelled
 post-processed one (projected onto the probability simplex: biased, for display).
 ``GET /v1/estimates/<name>/trend?granularity=hour|day`` gives one estimate per window.
+
+A numeric metric's estimate is its mean, in the metric's units::
+
+    {"metric", "version", "kind": "numeric", "mechanism", "epsilon", "n", "confidence",
+     "window", "mean", "std_error", "ci_low", "ci_high", "range",
+     "std_error_worst_case", "mean_clipped", "mechanism_params", "post_processing"}
+
+``mean`` is unbiased; ``mean_clipped`` (clipped into the range) is post-processed. Its
+trend has one ``{"window", "n", "mean", "std_error", "ci_low", "ci_high"}`` per window.
 The API keeps no state: every answer is computed from the counts in Redis.
 """
 
@@ -24,12 +33,13 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
-from aggregator.counts import list_windows, read_counts
+from aggregator.counts import list_windows, read_counts, read_numeric
 from aggregator.estimate import FrequencyEstimate, estimate_from_counts
+from aggregator.numeric import NumericEstimate, estimate_mean
 from client_sdk.wire import MetricDefinition
 from collector.registry import Registry
 
-__all__ = ["bp", "estimate_payload"]
+__all__ = ["bp", "estimate_payload", "numeric_payload"]
 
 bp = Blueprint("estimates", __name__)
 
@@ -42,6 +52,14 @@ POST_PROCESSING_NOTE = (
     "norm_sub: the estimates projected onto the probability simplex (Norm-Sub); "
     "post-processed and biased, for display. frequency: unbiased."
 )
+
+NUMERIC_POST_PROCESSING_NOTE = (
+    "mean_clipped: the mean clipped into the metric's range; post-processed and biased, "
+    "for display. mean: unbiased (it can leave the range when n is small)."
+)
+
+NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high")
+"""A numeric estimate's fields per trend window and per CSV row."""
 
 
 def _services() -> tuple[redis.Redis, Registry]:
@@ -112,6 +130,36 @@ def estimate_payload(
     }
 
 
+def numeric_payload(
+    definition: MetricDefinition, est: NumericEstimate, window: str
+) -> dict[str, Any]:
+    """The JSON answer for one numeric metric's mean."""
+    m = definition.mechanism
+    body = est.to_dict()
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "kind": "numeric",
+        "mechanism": m.name,
+        "epsilon": m.epsilon,
+        "mechanism_params": m.params(),
+        "n": est.n,
+        "confidence": est.confidence,
+        "window": window,
+        "range": body["range"],
+        **{name: body[name] for name in NUMERIC_FIELDS},
+        "std_error_worst_case": body["std_error_worst_case"],
+        "mean_clipped": body["mean_clipped"],
+        "post_processing": NUMERIC_POST_PROCESSING_NOTE,
+    }
+
+
+def _mean(
+    client: redis.Redis, definition: MetricDefinition, window: str, confidence: float
+) -> NumericEstimate:
+    return estimate_mean(definition, read_numeric(client, definition, window), confidence)
+
+
 def _estimate(
     client: redis.Redis,
     definition: MetricDefinition,
@@ -121,7 +169,7 @@ def _estimate(
 ) -> FrequencyEstimate:
     counts = read_counts(client, definition, window)
     return estimate_from_counts(
-        definition.mechanism,
+        definition.oracle,
         counts,
         confidence=confidence,
         simultaneous=simultaneous,
@@ -147,6 +195,24 @@ def _csv(body: dict[str, Any]) -> Response:
     )
 
 
+def _numeric_csv(body: dict[str, Any]) -> Response:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    head = ["metric", "version", "window", "n", "confidence", "range_low", "range_high"]
+    writer.writerow([*head, *NUMERIC_FIELDS])
+    writer.writerow(
+        [body["metric"], body["version"], body["window"], body["n"], body["confidence"]]
+        + body["range"]
+        + ["" if body[c] is None else body[c] for c in NUMERIC_FIELDS]
+    )
+    filename = f"{body['metric']}-v{body['version']}-{body['window'].replace(':', '_')}.csv"
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 @bp.get("/v1/estimates/<name>")
 def get_estimates(name: str) -> Any:
     """Estimates of one metric version and window, as JSON or CSV."""
@@ -161,6 +227,9 @@ def get_estimates(name: str) -> Any:
     fmt = request.args.get("format", "json")
     if fmt not in ("json", "csv"):
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
+    if definition.kind == "numeric":
+        numeric = numeric_payload(definition, _mean(client, definition, window, confidence), window)
+        return _numeric_csv(numeric) if fmt == "csv" else numeric
     est = _estimate(client, definition, window, confidence, simultaneous)
     body = estimate_payload(definition, est, window)
     return _csv(body) if fmt == "csv" else body
@@ -179,6 +248,14 @@ def get_trend(name: str) -> Any:
     windows = sorted(windows[:MAX_TREND_WINDOWS])
     points = []
     for window in windows:
+        if definition.kind == "numeric":
+            mean = numeric_payload(
+                definition, _mean(client, definition, window, confidence), window
+            )
+            points.append(
+                {"window": window, "n": mean["n"], **{f: mean[f] for f in NUMERIC_FIELDS}}
+            )
+            continue
         est = _estimate(client, definition, window, confidence, simultaneous)
         body = estimate_payload(definition, est, window)
         points.append({"window": window, "n": body["n"], "estimates": body["estimates"]})

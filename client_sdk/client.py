@@ -12,6 +12,11 @@ queue, a log line or the network. It returns False instead of raising, and count
 Uploads happen on a daemon thread started by the first report (``worker.py``). After
 ``os.fork()`` the child starts with an empty queue, fresh locks and its own worker; the
 parent keeps delivering what it queued.
+
+With ``storage_dir`` every report is committed to a SQLite store (``store.py``) before
+``report()`` returns True, and reports made offline or before a crash are delivered after
+the app restarts; the privacy ledger (``ledger.py``) and the opt-out live there too, and
+survive restarts. Without it, the queue and the ledger are this process's memory.
 """
 
 from __future__ import annotations
@@ -26,9 +31,20 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
+from client_sdk.ledger import (
+    BudgetExhausted,
+    Charge,
+    Charger,
+    LedgerState,
+    MemoryLedger,
+    ReportingDisabled,
+    day_of,
+    summarize,
+    window_start,
+)
 from client_sdk.mechanisms._random import RandomSource
 from client_sdk.queue import (
     DEFAULT_MAX_BYTES,
@@ -36,6 +52,7 @@ from client_sdk.queue import (
     MemoryQueue,
     QueueFull,
     ReportQueue,
+    StoreError,
 )
 from client_sdk.transport import HTTPTransport, Transport
 from client_sdk.worker import (
@@ -47,6 +64,9 @@ from client_sdk.worker import (
     classify,
     parse_retry_after,
 )
+
+if TYPE_CHECKING:
+    from client_sdk.store import Store
 
 __all__ = [
     "ATEXIT_TIMEOUT",
@@ -119,6 +139,10 @@ class Client:
         clock: monotonic seconds, for definition TTLs and the flush interval.
         queue: where reports wait; default a :class:`~client_sdk.queue.MemoryQueue`
             with the quotas above (a durable queue can be given instead).
+        storage_dir: a directory for the durable store (queue, ledger, opt-out, device
+            secret); it may be shared by several processes. None keeps all of it in
+            memory, for this process only.
+        wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
 
     Raises:
         ValueError: an invalid URL or setting (the only errors this class raises outside
@@ -142,6 +166,8 @@ class Client:
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         queue: ReportQueue | None = None,
+        storage_dir: str | os.PathLike[str] | None = None,
+        wallclock: Callable[[], float] = time.time,
     ) -> None:
         for name, value, low in (
             ("flush_at", flush_at, 1),
@@ -162,16 +188,32 @@ class Client:
             if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
                 bound = "> 0" if positive else ">= 0"
                 raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
-        for name, fn in (("sleep", sleep), ("clock", clock)):
+        for name, fn in (("sleep", sleep), ("clock", clock), ("wallclock", wallclock)):
             if fn is not None and not callable(fn):
                 raise ValueError(f"{name} must be callable")
+        if storage_dir is not None and not isinstance(storage_dir, (str, os.PathLike)):
+            raise ValueError(f"storage_dir must be a path, got {type(storage_dir).__name__}")
+        if storage_dir is not None and queue is not None:
+            raise ValueError("give storage_dir or queue, not both")
         self.url = url
         self._transport: Transport = (
             transport if transport is not None else HTTPTransport(url, timeout)
         )
-        self._queue: ReportQueue = (
-            queue if queue is not None else MemoryQueue(max_queue, max_queue_bytes)
-        )
+        self._durable: Store | None = None
+        self._memory_ledger: MemoryLedger | None = None
+        self._ledger: LedgerState
+        if storage_dir is not None:
+            from client_sdk.store import Store  # sqlite3 only for apps that use it
+
+            self._durable = Store(storage_dir, max_queue, max_queue_bytes, wallclock)
+            self._queue: ReportQueue = self._durable
+            self._ledger = self._durable
+        else:
+            self._queue = queue if queue is not None else MemoryQueue(max_queue, max_queue_bytes)
+            self._ledger = self._memory_ledger = MemoryLedger()
+        self._wallclock = wallclock
+        self._charger = Charger()
+        self._opted_out = False  # disable() was called but could not be persisted
         self._flush_at = flush_at
         self._flush_interval = float(flush_interval)
         self._max_batch_reports = max_batch_reports
@@ -188,6 +230,8 @@ class Client:
         self._stats = Stats()
         self._worker = self._new_worker()
         _live.add(self)
+        if self._durable is not None:  # deliver what an earlier run left, even if the
+            self._worker.ensure_started()  # app reports nothing now (the thread opens it)
 
     def _new_worker(self) -> Worker:
         return Worker(
@@ -201,6 +245,7 @@ class Client:
             on_rejected=self._invalidate,
             sleep=self._sleep,
             clock=self._clock,
+            wallclock=self._wallclock,
         )
 
     # -- definitions ------------------------------------------------------------------
@@ -238,11 +283,11 @@ class Client:
                 if cached.definition is None:
                     raise UnknownMetricError(cached.problem)
                 return cached.definition
-            stale = cached.definition if cached is not None else None
             try:
                 wire.check_name(metric)
             except ValueError as exc:
                 raise UnknownMetricError(str(exc)) from None
+            stale = cached.definition if cached is not None else self._saved(metric, now)
             if now < self._unreachable_until:
                 if stale is not None:
                     return stale
@@ -273,7 +318,26 @@ class Client:
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
         self._fetch_failures = 0
         self._cache[metric] = _Cached(definition, now + self._ttl)
+        if self._durable is not None:
+            try:
+                self._durable.save_definition(metric, json.dumps(data))
+            except StoreError:
+                pass  # only an offline start would miss it
         return definition
+
+    def _saved(self, metric: str, now: float) -> wire.MetricDefinition | None:
+        """The definition an earlier run kept in the store (so an offline start reports)."""
+        if self._durable is None:
+            return None
+        try:
+            text = self._durable.load_definition(metric)
+            definition = None if text is None else wire.MetricDefinition.from_dict(json.loads(text))
+        except (StoreError, ValueError):
+            return None
+        if definition is not None and definition.name == metric:
+            self._cache[metric] = _Cached(definition, now)  # stale at once: fetched first
+            return definition
+        return None
 
     def _unknown(self, metric: str, now: float, problem: str) -> NoReturn:
         """Remember for a while that ``metric`` cannot be reported, and raise."""
@@ -303,54 +367,77 @@ class Client:
             self._cache.pop(metric, None)
 
     # -- reporting --------------------------------------------------------------------
-    def build_report(self, metric: str, value: str | int) -> dict[str, Any]:
+    def build_report(self, metric: str, value: str | float) -> dict[str, Any]:
         """Perturb ``value`` and return the exact JSON object that would be sent.
+
+        Nothing is queued or charged to the ledger.
 
         Args:
             metric: the metric's name.
-            value: a label of its domain, or its index.
+            value: a label of its domain, or its index; for a numeric metric, a number.
 
         Raises:
             ValueError: unknown metric (:class:`UnknownMetricError`) or value.
             MetricsUnavailableError: the definition could not be fetched.
+            ReportingDisabled: a longitudinal metric after an opt-out (no device secret).
+            StoreError: a longitudinal metric whose device secret could not be read.
         """
-        return wire.build_report(self.definition(metric), value, self._rng)
+        definition = self.definition(metric)
+        secret = self._ledger.device_secret() if definition.longitudinal else None
+        return wire.build_report(definition, value, self._rng, secret)
 
-    def report(self, metric: str, value: str | int) -> bool:
+    def report(self, metric: str, value: str | float) -> bool:
         """Perturb ``value`` now and queue the perturbed report for upload.
 
         Never raises. The value itself is neither kept nor logged. The first report of a
         metric fetches its definition (one request of at most ``timeout`` seconds, on the
-        calling thread); later ones only perturb, serialize and enqueue.
+        calling thread); later ones only perturb, serialize and enqueue — with a
+        ``storage_dir``, in one SQLite commit together with the ledger charge.
 
         Args:
             metric: the metric's name.
-            value: a label of its domain, or its index.
+            value: a label of its domain, or its index; for a numeric metric, a number
+                in its range. A longitudinal (memoized) metric uses the device secret.
 
         Returns:
-            True when the report was queued; False when it was dropped (unknown metric,
-            invalid value, definition unreachable, queue full or client shut down), each
-            counted in ``stats()["dropped"]``.
+            True when the report was queued (and charged to the privacy ledger); False
+            when it was dropped, counted in ``stats()["dropped"]`` by reason: unknown
+            metric, invalid value, definition unreachable, ``budget`` (the metric's
+            budget for this period is spent), ``disabled`` (the user opted out),
+            ``storage_error`` (the store failed), queue full, or client shut down.
         """
         try:
             if self._closed:
                 return self._drop("shutdown")
+            if self._opted_out or self._ledger.is_disabled():
+                return self._drop("disabled")
             try:
                 definition = self.definition(metric)
             except UnknownMetricError:
                 return self._drop("unknown_metric")
             except MetricsUnavailableError:
                 return self._drop("unreachable")
+            charge = self._charger.charge(definition, self._wallclock())
             try:
-                # Issue 4's privacy-budget ledger charges definition.mechanism.epsilon here.
-                report = wire.build_report(definition, value, self._rng)
+                secret = self._ledger.device_secret() if definition.longitudinal else None
+                report = wire.build_report(definition, value, self._rng, secret)
             except ValueError:
                 return self._drop("invalid_value")
+            except ReportingDisabled:
+                return self._drop("disabled")
+            except StoreError:
+                return self._drop("storage_error")
             data = _ENCODER.encode(report).encode()
             try:
-                queued = self._queue.put(data)
+                queued = self._enqueue(data, charge)
+            except BudgetExhausted:
+                return self._drop("budget")
+            except ReportingDisabled:
+                return self._drop("disabled")
             except QueueFull:
                 return self._drop("queue_full")
+            except StoreError:
+                return self._drop("storage_error")
             self._stats.add("reported")
             self._worker.notify(queued)
             return True
@@ -358,6 +445,13 @@ class Client:
             logger.error("report dropped: internal error (%s)", type(exc).__name__)
             self._stats.error(type(exc).__name__)
             return self._drop("internal_error")
+
+    def _enqueue(self, data: bytes, charge: Charge) -> int:
+        """Queue a report and charge the ledger, atomically (raises why it could not)."""
+        if self._durable is not None:
+            return self._durable.put(data, charge)
+        assert self._memory_ledger is not None
+        return self._memory_ledger.enqueue(self._queue, data, charge)
 
     def _drop(self, reason: str) -> bool:
         self._stats.drop(reason)
@@ -400,11 +494,103 @@ class Client:
             "worker_alive": self._worker.alive,
         }
 
+    # -- privacy --------------------------------------------------------------------------
+    def privacy(self) -> dict[str, Any]:
+        """The privacy ledger: ε spent per metric today, this period and over the lifetime.
+
+        Never raises. Each number comes with the guarantee it stands for (sequential
+        composition: m reports at ε each are together (m·ε)-LDP); reports still queued
+        count as spent. See :func:`client_sdk.ledger.summarize` for the structure.
+
+        Returns:
+            ``enabled``, ``ledger``, ``accounting``, ``days``, ``today``, ``metrics``
+            (per metric: ``epsilon_per_report``, ``bounds``, ``budget`` with
+            ``remaining_reports``, and ``today``/``period``/``lifetime``, each with
+            ``reports``, ``epsilon``, ``since`` and ``guarantee``) and ``total``; plus
+            ``error`` when the store could not be read.
+        """
+        enabled = not self._opted_out
+        try:
+            enabled = enabled and not self._ledger.is_disabled()
+            today = day_of(self._wallclock())
+            rows, lifetime = self._ledger.ledger(window_start(today).isoformat())
+            definitions = {
+                name: cached.definition
+                for name, cached in list(self._cache.items())
+                if cached.definition is not None
+            }
+            for metric in lifetime:
+                if metric not in definitions:
+                    saved = self._saved(metric, self._clock())
+                    if saved is not None:
+                        definitions[metric] = saved
+            return summarize(
+                rows,
+                lifetime,
+                definitions,
+                today,
+                enabled=enabled,
+                persistent=self._ledger.persistent,
+            )
+        except Exception as exc:
+            logger.warning("privacy ledger unavailable (%s)", type(exc).__name__)
+            return {"enabled": enabled, "error": f"the ledger could not be read ({exc})"}
+
+    def disable(self) -> bool:
+        """Opt out: stop reporting and wipe what is kept for reporting.
+
+        Wipes the queued reports (refunding the ledger charges of those never sent: the
+        ledger's pending state) and the device secret, so memoized responses cannot be
+        derived again. With a ``storage_dir`` the opt-out is persisted: it survives
+        restarts and applies to every process using the directory. Later reports return
+        False (``disabled``). Never raises.
+
+        Returns:
+            Whether everything was wiped and persisted (reporting stops in this process
+            even when not).
+        """
+        self._opted_out = True  # stop now; kept only if the opt-out cannot be persisted
+        try:
+            wiped = self._ledger.disable()
+            if self._durable is None:
+                wiped = self._queue.clear()
+            self._stats.drop("disabled", wiped)
+            self._opted_out = False  # the ledger's flag rules (shared, persisted)
+            return True
+        except Exception as exc:
+            logger.error("opt-out not persisted (%s)", type(exc).__name__)
+            self._stats.error(type(exc).__name__)
+            return False
+
+    def enable(self) -> bool:
+        """Opt back in after :meth:`disable`. Never raises.
+
+        Returns:
+            Whether reporting is on again (persisted with a ``storage_dir``).
+        """
+        try:
+            self._ledger.enable()
+        except Exception as exc:
+            logger.error("opt-in not persisted (%s)", type(exc).__name__)
+            self._stats.error(type(exc).__name__)
+            return False
+        self._opted_out = False
+        return True
+
+    def _device_secret(self) -> bytes:
+        """The device secret of memoized responses (made on first use; wiped by disable).
+
+        Raises:
+            ReportingDisabled: after an opt-out.
+            StoreError: the store failed.
+        """
+        return self._ledger.device_secret()
+
     def shutdown(self, timeout: float | None = 5.0) -> bool:
         """Deliver what is queued (for at most ``timeout`` seconds), then stop.
 
         Later reports are dropped (``shutdown``); so are reports still queued in memory
-        when the time is up.
+        when the time is up (a durable store keeps them for the next run).
 
         Returns:
             Whether everything queued was delivered.
@@ -416,6 +602,8 @@ class Client:
         self._worker.stop(remaining)
         if not delivered and not self._queue.durable:
             self._stats.drop("shutdown", self._queue.clear())
+        if self._durable is not None:
+            self._durable.close()
         try:
             self._transport.close()
         except Exception as exc:
@@ -433,6 +621,8 @@ class Client:
         """The child owns nothing queued, shares no lock and starts its own worker lazily."""
         self._fetch_lock = threading.Lock()
         self._queue.after_fork_in_child()
+        if self._memory_ledger is not None:
+            self._memory_ledger.after_fork_in_child()
         self._stats = Stats()
         self._worker = self._new_worker()
 

@@ -5,9 +5,9 @@ holds a true value, and a batch body is the items joined with commas. The worker
 the oldest items, sends them, and acks them once the answer is processed: a report
 leaves the queue only when the collector took it, or said it never will.
 
-:class:`ReportQueue` is the interface; :class:`MemoryQueue` keeps items in memory. A
-durable implementation (a small SQLite file, so reports made offline survive a restart)
-plugs in through ``Client(queue=...)``.
+:class:`ReportQueue` is the interface; :class:`MemoryQueue` keeps items in memory.
+:class:`client_sdk.store.Store` is the durable one (a small SQLite file, so reports made
+offline or before a crash survive a restart): ``Client(url, storage_dir=...)``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ __all__ = [
     "MemoryQueue",
     "QueueFull",
     "ReportQueue",
+    "StoreError",
 ]
 
 DEFAULT_MAX_COUNT = 10_000
@@ -43,6 +44,10 @@ class Entry(NamedTuple):
 
 class QueueFull(Exception):
     """An item larger than the queue's whole byte quota (it could never be kept)."""
+
+
+class StoreError(Exception):
+    """A durable queue could not be read or written (locked, full, read-only, corrupt)."""
 
 
 class ReportQueue(Protocol):

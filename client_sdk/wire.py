@@ -10,6 +10,12 @@ A *metric definition* (what ``GET /v1/metrics/<name>`` returns)::
      "mechanism": {"mechanism": "grr", "epsilon": 1.0, "domain_size": 3},
      "mechanism_reason": "..."}
 
+or, for a numeric metric (a mean is estimated; values are scaled from the range to
+[−1, 1] on the device, then perturbed)::
+
+    {"name": "session.minutes", "version": 1, "kind": "numeric", "range": [0.0, 120.0],
+     "mechanism": {"mechanism": "hybrid", "epsilon": 1.0}, ...}
+
 A *report* (one item of ``POST /v1/reports``'s ``{"reports": [...]}``)::
 
     {"metric": "app.theme", "version": 3, "id": "<32 hex digits>", "payload": {...}}
@@ -21,6 +27,7 @@ operating system's CSPRNG, used only to discard replays.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
@@ -28,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client_sdk import mechanisms
-from client_sdk.mechanisms import FrequencyOracle, PayloadError
+from client_sdk.mechanisms import FrequencyOracle, NumericMechanism, PayloadError
 from client_sdk.mechanisms._random import RandomSource
+from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -124,7 +132,92 @@ def _check_epsilon(epsilon: object, problems: list[str]) -> float | None:
     return float(epsilon)
 
 
-SPEC_FIELDS = {"domain", "epsilon", "mechanism", "options", "description"}
+def _check_longitudinal(longitudinal: object, problems: list[str]) -> float | None:
+    """ε∞ of a spec's ``"longitudinal": {"permanent_epsilon": ε∞}``, None when absent."""
+    if longitudinal is None:
+        return None
+    if not isinstance(longitudinal, dict) or set(longitudinal) != {"permanent_epsilon"}:
+        problems.append('longitudinal must be {"permanent_epsilon": ε∞}')
+        return None
+    pe = longitudinal["permanent_epsilon"]
+    if isinstance(pe, bool) or not isinstance(pe, (int, float)) or not math.isfinite(pe):
+        problems.append("longitudinal.permanent_epsilon must be a finite number")
+        return None
+    return float(pe)
+
+
+def _memoized(name: str, options: dict[str, Any], permanent: float) -> tuple[str, dict[str, Any]]:
+    """The memoized form of an explicitly named mechanism, with ε∞ among its options."""
+    memo = mechanisms.MEMOIZED_OF.get(name)
+    if memo is None:
+        raise ValueError(
+            f"{name} has no memoized form; a longitudinal metric uses auto or one of "
+            f"{', '.join(mechanisms.MEMOIZED_OF)}"
+        )
+    if options.get("permanent_epsilon", permanent) != permanent:
+        raise ValueError("options.permanent_epsilon differs from longitudinal.permanent_epsilon")
+    return memo, {**options, "permanent_epsilon": permanent}
+
+
+SPEC_FIELDS = {
+    "kind",
+    "domain",
+    "epsilon",
+    "mechanism",
+    "options",
+    "description",
+    "longitudinal",
+    "budget",
+}
+"""``longitudinal``: ``{"permanent_epsilon": ε∞}`` makes a metric memoized (RAPPOR's
+permanent randomized response): each report is ε-LDP, and a device's reports of an
+unchanged value are together ε∞-LDP however many there are."""
+
+
+BUDGET_PERIODS = ("day", "week", "month")
+"""Budget periods: UTC calendar days, ISO weeks (from Monday), calendar months."""
+
+MAX_REPORTS_PER_PERIOD = 1_000_000
+"""Most reports a budget may allow per period: one every 3 s for a month. A larger
+number is a typo, or no budget at all (then leave ``budget`` out)."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A device-side privacy budget: at most ``reports_per_period`` reports per period.
+
+    Enforced by the SDK's ledger (sequential composition: at most
+    ``reports_per_period × ε`` per period per device). It does not change how reports
+    are decoded, so changing it keeps the metric's version.
+    """
+
+    reports_per_period: int
+    period: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form, as in a spec: ``{"reports_per_period": r, "period": "day"}``."""
+        return {"reports_per_period": self.reports_per_period, "period": self.period}
+
+
+def _check_budget(budget: object, problems: list[str]) -> Budget | None:
+    """The :class:`Budget` of a spec's or definition's ``budget`` (None when absent)."""
+    if budget is None:
+        return None
+    if not isinstance(budget, dict) or set(budget) != {"reports_per_period", "period"}:
+        problems.append('budget must be {"reports_per_period": r, "period": "day"|"week"|"month"}')
+        return None
+    reports, period = budget["reports_per_period"], budget["period"]
+    ok = True
+    if type(reports) is not int or not 1 <= reports <= MAX_REPORTS_PER_PERIOD:
+        problems.append(
+            f"budget.reports_per_period must be an integer in [1, {MAX_REPORTS_PER_PERIOD}], "
+            f"got {reports!r}"
+        )
+        ok = False
+    if period not in BUDGET_PERIODS:
+        problems.append(f"budget.period must be one of {', '.join(BUDGET_PERIODS)}, got {period!r}")
+        ok = False
+    return Budget(reports, period) if ok else None
 
 
 @dataclass(frozen=True)
@@ -138,10 +231,14 @@ class MetricDefinition:
     name: str
     version: int
     domain: tuple[str, ...]
-    mechanism: FrequencyOracle
+    mechanism: FrequencyOracle | NumericMechanism
     description: str = ""
     mechanism_reason: str = ""
     kind: str = "categorical"
+    value_range: tuple[float, float] | None = None
+    """[lo, hi] of a numeric metric (``kind == "numeric"``, no domain); None otherwise."""
+    budget: Budget | None = None
+    """The device-side budget: not a decoding parameter (see :meth:`same_parameters`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -152,7 +249,81 @@ class MetricDefinition:
         """Domain size."""
         return len(self.domain)
 
-    def index(self, value: str | int) -> int:
+    @property
+    def oracle(self) -> FrequencyOracle:
+        """The frequency oracle of a categorical metric.
+
+        Raises:
+            TypeError: the metric is numeric.
+        """
+        if not isinstance(self.mechanism, FrequencyOracle):
+            raise TypeError(f"metric {self.name!r} is numeric: it has no frequency oracle")
+        return self.mechanism
+
+    @property
+    def numeric(self) -> NumericMechanism:
+        """The mechanism of a numeric metric.
+
+        Raises:
+            TypeError: the metric is categorical.
+        """
+        if not isinstance(self.mechanism, NumericMechanism):
+            raise TypeError(f"metric {self.name!r} is categorical, not numeric")
+        return self.mechanism
+
+    def scaled(self, value: object) -> float:
+        """A numeric metric's value, checked against its range and scaled to [−1, 1].
+
+        Raises:
+            ValueError: not a finite number within the range, or a categorical metric.
+        """
+        if self.value_range is None:
+            raise ValueError(f"metric {self.name!r} is categorical: values are labels")
+        low, high = self.value_range
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(
+                f"a value of numeric metric {self.name!r} must be a number, "
+                f"got {type(value).__name__}"
+            )
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond any float: outside every range
+            x = math.inf
+        if not low <= x <= high:  # NaN fails too
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            raise ValueError(
+                f"value {shown} is outside the range [{_number(low)}, {_number(high)}] "
+                f"of metric {self.name!r}"
+            )
+        return scale(x, low, high)
+
+    @property
+    def longitudinal(self) -> bool:
+        """Whether reports are memoized (then :func:`build_report` needs the device secret)."""
+        return isinstance(self.mechanism, mechanisms.Memoized)
+
+    def privacy_bounds(self) -> dict[str, Any]:
+        """The privacy guarantees of this metric's reports, for the ledger and for people.
+
+        Returns:
+            ``per_report``: ε of one report; ``unlimited_same_value``: ε of any number of
+            reports of one unchanged value (ε∞ for a longitudinal metric, else None: m
+            reports cost m·ε); ``memoized``; ``explanation`` in words, with the trade-off.
+        """
+        if isinstance(self.mechanism, mechanisms.Memoized):
+            return self.mechanism.privacy_bounds()
+        eps = self.mechanism.epsilon
+        return {
+            "per_report": eps,
+            "unlimited_same_value": None,
+            "memoized": False,
+            "explanation": (
+                f"One report is {eps:g}-LDP; m reports cost m·{eps:g} (sequential "
+                "composition), whether or not the value changes: there is no cap."
+            ),
+        }
+
+    def index(self, value: str | float) -> int:
         """The index of a value given as a label or an index.
 
         Raises:
@@ -163,19 +334,24 @@ class MetricDefinition:
                 return self._index[value]
             except KeyError:
                 raise ValueError(f"{value!r} is not a value of metric {self.name!r}") from None
-        return self.mechanism.check_value(value)
+        return self.oracle.check_value(value)
 
     def same_parameters(self, other: MetricDefinition) -> bool:
-        """Whether two definitions decode reports identically (so share a version)."""
+        """Whether two definitions decode reports identically (so share a version).
+
+        The budget is left out: it is a rule for devices, not a decoding parameter, so a
+        budget change updates the current version like a description change does.
+        """
         return (
             self.domain == other.domain
             and self.mechanism.params() == other.mechanism.params()
             and self.kind == other.kind
+            and self.value_range == other.value_range
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form served to apps and stored in the registry."""
-        return {
+        data = {
             "name": self.name,
             "version": self.version,
             "kind": self.kind,
@@ -183,7 +359,12 @@ class MetricDefinition:
             "description": self.description,
             "mechanism": self.mechanism.params(),
             "mechanism_reason": self.mechanism_reason,
+            "budget": None if self.budget is None else self.budget.to_dict(),
         }
+        if self.value_range is not None:  # numeric: a range instead of a domain
+            del data["domain"]
+            data["range"] = list(self.value_range)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetricDefinition:
@@ -201,19 +382,27 @@ class MetricDefinition:
         version = data.get("version")
         if type(version) is not int or version < 1:
             problems.append("version must be a positive integer")
-        domain = _check_domain(data.get("domain"), problems)
-        if data.get("kind", "categorical") != "categorical":
-            problems.append(f"unknown metric kind {data.get('kind')!r}")
+        kind = data.get("kind", "categorical")
+        numeric = kind == "numeric"
+        value_range = _check_range(data.get("range"), problems) if numeric else None
+        if numeric and "domain" in data:
+            problems.append("a numeric metric has a range, not a domain")
+        domain = () if numeric else _check_domain(data.get("domain"), problems)
+        budget = _check_budget(data.get("budget"), problems)
+        if kind not in KINDS:
+            problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
         params = data.get("mechanism")
-        mech: FrequencyOracle | None = None
+        mech: FrequencyOracle | NumericMechanism | None = None
         if not isinstance(params, dict):
             problems.append("mechanism must be an object of mechanism parameters")
         else:
             try:
-                mech = mechanisms.from_params(params)
+                mech = (mechanisms.numeric_from_params if numeric else mechanisms.from_params)(
+                    params
+                )
             except (ValueError, TypeError) as exc:
                 problems.append(f"mechanism: {exc}")
-        if mech is not None and domain and mech.domain_size != len(domain):
+        if isinstance(mech, FrequencyOracle) and domain and mech.domain_size != len(domain):
             problems.append(
                 f"mechanism domain_size {mech.domain_size} does not match {len(domain)} labels"
             )
@@ -227,7 +416,89 @@ class MetricDefinition:
             mechanism=mech,
             description=str(data.get("description", "")),
             mechanism_reason=str(data.get("mechanism_reason", "")),
+            budget=budget,
+            kind=str(kind),
+            value_range=value_range,
         )
+
+
+KINDS = ("categorical", "numeric")
+"""Metric kinds: frequencies of labels, or the mean of a number within a range."""
+
+NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "budget"}
+"""What a numeric metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
+"epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
+
+
+def _number(x: float) -> str:
+    """A range end as people write it: 100.0 → '100', 0.25 → '0.25'."""
+    return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
+
+
+def _check_range(value_range: object, problems: list[str]) -> tuple[float, float] | None:
+    """A numeric metric's [lo, hi]: two finite numbers, lo < hi, within ±MAX_RANGE_MAGNITUDE."""
+    if not isinstance(value_range, list | tuple) or len(value_range) != 2:
+        problems.append("range must be a list [lo, hi] of two numbers")
+        return None
+    low, high = value_range
+    if any(isinstance(x, bool) or not isinstance(x, int | float) for x in (low, high)):
+        problems.append(f"range must be a list [lo, hi] of two numbers, got {value_range!r}")
+        return None
+    limit = MAX_RANGE_MAGNITUDE
+    if not all(-limit <= x <= limit for x in (low, high)):  # refuses NaN and infinities
+        problems.append(f"range ends must be finite numbers within ±{limit:g}, got {value_range!r}")
+        return None
+    if not low < high:
+        problems.append(f"range must have lo < hi, got [{low!r}, {high!r}]")
+        return None
+    return float(low), float(high)
+
+
+def _parse_numeric_spec(
+    name: str, spec: dict[str, Any], version: int, problems: list[str]
+) -> MetricDefinition:
+    """:func:`parse_spec` for ``"kind": "numeric"`` (``problems`` so far: the name's)."""
+    kind = spec.get("kind")
+    if kind not in KINDS:
+        raise DefinitionError([*problems, f"kind must be one of {', '.join(KINDS)}, got {kind!r}"])
+    unknown = sorted(set(spec) - NUMERIC_SPEC_FIELDS)
+    if unknown:
+        problems.append(
+            f"unknown fields {unknown} for a numeric metric; allowed: {sorted(NUMERIC_SPEC_FIELDS)}"
+        )
+    value_range = _check_range(spec.get("range"), problems)
+    epsilon = _check_epsilon(spec.get("epsilon"), problems)
+    mech_name = spec.get("mechanism", "auto")
+    if not isinstance(mech_name, str) or mech_name not in mechanisms.NUMERIC_NAMES:
+        problems.append(
+            f"mechanism of a numeric metric must be one of {', '.join(mechanisms.NUMERIC_NAMES)}, "
+            f"got {mech_name!r}"
+        )
+    budget = _check_budget(spec.get("budget"), problems)
+    description = spec.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
+        problems.append(
+            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
+        )
+    if problems or epsilon is None or value_range is None:
+        raise DefinitionError(problems)
+    reason = ""
+    if mech_name == "auto":
+        choice = mechanisms.choose_numeric(epsilon)
+        mech, reason = choice.mechanism, choice.reason
+    else:
+        mech = mechanisms.create_numeric(mech_name, epsilon)
+    return MetricDefinition(
+        name=name,
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=description,
+        mechanism_reason=reason,
+        budget=budget,
+        kind="numeric",
+        value_range=value_range,
+    )
 
 
 def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
@@ -235,7 +506,12 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
 
     ``spec`` is ``{"domain": [...], "epsilon": 1.0, "mechanism": "auto",
     "options": {...}, "description": "..."}``; ``mechanism`` defaults to ``auto``,
-    which is resolved here and stored resolved, with the reason.
+    which is resolved here and stored resolved, with the reason. ``"longitudinal":
+    {"permanent_epsilon": ε∞}`` resolves to the memoized form (``grr`` → ``memo-grr``,
+    ``auto`` → the best of the memo-* mechanisms); naming a memo-* mechanism with the
+    option ``permanent_epsilon`` does the same. A numeric metric's spec is
+    ``{"kind": "numeric", "range": [lo, hi], "epsilon": 1.0, "mechanism": "auto"}``
+    (``auto``, ``duchi``, ``pm`` or ``hybrid``; see :data:`NUMERIC_SPEC_FIELDS`).
 
     Raises:
         DefinitionError: listing every problem found.
@@ -247,11 +523,14 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         problems.append(str(exc))
     if not isinstance(spec, dict):
         raise DefinitionError([*problems, "the body must be a JSON object"])
+    if spec.get("kind", "categorical") != "categorical":
+        return _parse_numeric_spec(name, spec, version, problems)
     unknown = sorted(set(spec) - SPEC_FIELDS)
     if unknown:
         problems.append(f"unknown fields {unknown}; allowed: {sorted(SPEC_FIELDS)}")
     domain = _check_domain(spec.get("domain"), problems)
     epsilon = _check_epsilon(spec.get("epsilon"), problems)
+    permanent = _check_longitudinal(spec.get("longitudinal"), problems)
     mech_name = spec.get("mechanism", "auto")
     if not isinstance(mech_name, str) or mech_name not in mechanisms.NAMES:
         problems.append(
@@ -260,6 +539,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     options = spec.get("options", {})
     if not isinstance(options, dict):
         problems.append("options must be an object")
+    budget = _check_budget(spec.get("budget"), problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
@@ -272,9 +552,11 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         if mech_name == "auto":
             if options:
                 raise ValueError("auto takes no options")
-            choice = mechanisms.choose(epsilon, len(domain))
+            choice = mechanisms.choose(epsilon, len(domain), permanent)
             mech, reason = choice.mechanism, choice.reason
         else:
+            if permanent is not None:
+                mech_name, options = _memoized(mech_name, options, permanent)
             mech = mechanisms.create(mech_name, epsilon=epsilon, domain_size=len(domain), **options)
     except (ValueError, TypeError) as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
@@ -285,6 +567,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         mechanism=mech,
         description=description,
         mechanism_reason=reason,
+        budget=budget,
     )
 
 
@@ -294,18 +577,46 @@ def new_report_id() -> str:
 
 
 def build_report(
-    definition: MetricDefinition, value: str | int, rng: RandomSource | None = None
+    definition: MetricDefinition,
+    value: str | float,
+    rng: RandomSource | None = None,
+    secret: bytes | None = None,
 ) -> dict[str, Any]:
     """Perturb ``value`` and wrap it as the exact JSON object sent in ``{"reports": [...]}``.
 
+    Args:
+        definition: the metric version.
+        value: a label of its domain, or its index; for a numeric metric, a number
+            within its range (scaled to [−1, 1] here, then perturbed).
+        rng: the perturbation's randomness; default: the CSPRNG.
+        secret: the device's secret (``mechanisms.new_secret()``, kept on the device).
+            Required for a longitudinal metric: its permanent response is derived from
+            it and (metric, version, value); ignored otherwise.
+
     Raises:
-        ValueError: ``value`` is not in the metric's domain.
+        ValueError: ``value`` is not in the metric's domain (numeric: "outside the
+            range [lo, hi]"), or a longitudinal metric
+            without (or with an invalid) ``secret``.
     """
+    if isinstance(definition.mechanism, NumericMechanism):
+        return {
+            "metric": definition.name,
+            "version": definition.version,
+            "id": new_report_id(),
+            "payload": definition.mechanism.perturb(definition.scaled(value), rng),
+        }
+    mech, index = definition.mechanism, definition.index(value)
+    if isinstance(mech, mechanisms.Memoized):
+        if secret is None:
+            raise ValueError(f"metric {definition.name!r} is longitudinal: it needs the secret")
+        payload = mech.perturb_memoized(index, secret, definition.name, definition.version, rng)
+    else:
+        payload = mech.perturb(index, rng)
     return {
         "metric": definition.name,
         "version": definition.version,
         "id": new_report_id(),
-        "payload": definition.mechanism.perturb(definition.index(value), rng),
+        "payload": payload,
     }
 
 

@@ -11,8 +11,13 @@ Every outcome of an upload is classified in one place, :func:`classify`:
 * ``drop``  — any other status: the batch will never be valid, it is dropped and
   counted (a 413 first halves the batch size, and drops only a single report).
 
-The thread starts on the first report, never at construction, and the host app never
-sees its exceptions. A forked child gets a new worker (see ``client.py``).
+A report leaves the queue only through an ``ok`` or a ``drop`` (``queue.ack``): with the
+durable store (``store.py``) it stays on disk through any number of ``retry`` outcomes,
+restarts included, until one of those two.
+
+The thread starts on the first report (with a durable store: with the client, to send
+what an earlier run left), and the host app never sees its exceptions. A forked child
+gets a new worker (see ``client.py``).
 
 References:
     Janus (IETF DAP) upload retries; Glean's upload policy (delete on 4xx, at most three
@@ -74,6 +79,10 @@ RETRY_AFTER_CAP = 600.0
 """Longest ``Retry-After`` obeyed: a misconfigured header must not silence an app for its
 whole session; 10 minutes is when Janus stops retrying an upload."""
 
+LEASED_POLL = 1.0
+"""Seconds between looks at a queue whose reports are all being sent by another process
+(a durable store shared by several processes)."""
+
 _MAX_EXPONENT = 16
 """The ceiling reaches :data:`RETRY_CAP` long before 2¹⁶; bounding it avoids overflow."""
 
@@ -88,8 +97,13 @@ DROP_REASONS = (
     "too_large",
     "shutdown",
     "internal_error",
+    "budget",
+    "disabled",
+    "storage_error",
 )
-"""Why a report was dropped; ``client.stats()["dropped"]`` counts each."""
+"""Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
+metric's privacy budget for the period is spent; ``disabled``: the user opted out (and
+reports wiped by the opt-out); ``storage_error``: the durable store failed."""
 
 COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")
 """reported: enqueued by ``report()``; sent: delivered in a 2xx (rejected ones excluded);
@@ -256,6 +270,11 @@ class Worker:
         if queued == 1 or queued >= self._flush_at:
             with self._cond:
                 self._cond.notify_all()
+        if queued >= self._flush_at:
+            # A burst beyond flush_at: hand the GIL to the upload thread at once, instead
+            # of after the interpreter's 5 ms switch interval, so a tight loop of reports
+            # shares the process with the uploads rather than overflowing the queue.
+            time.sleep(0)
 
     def ensure_started(self) -> None:
         """Start the thread unless it runs or the worker was stopped."""
@@ -352,6 +371,9 @@ class Worker:
         while not self._stopping:
             entries = self._queue.peek(self._batch_limit, self._body_limit)
             if not entries:
+                if len(self._queue):  # leased by another process: look again later
+                    with self._cond:
+                        self._cond.wait_for(lambda: self._stopping, timeout=LEASED_POLL)
                 return
             delay = self._attempt(entries)
             with self._cond:

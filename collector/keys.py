@@ -3,6 +3,8 @@
 The hash tag ``{m:<name>:<version>:<shard>}`` keeps a stream, its counts, its dead
 letters and its replay sets in one slot, so a Lua script may touch them together on a
 Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
+A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
+Σy² instead of ``c:<v>`` (see :mod:`aggregator.numeric`).
 
 | key | type | what |
 |---|---|---|

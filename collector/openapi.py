@@ -52,9 +52,12 @@ _SCHEMAS: dict[str, Any] = {
     "Mechanism": {
         "type": "object",
         "description": "The mechanism's parameters, enough to rebuild it exactly.",
-        "required": ["mechanism", "epsilon", "domain_size"],
+        "required": ["mechanism", "epsilon"],
         "properties": {
-            "mechanism": {"type": "string", "enum": list(mechanisms.MECHANISMS)},
+            "mechanism": {
+                "type": "string",
+                "enum": [*mechanisms.MECHANISMS, *mechanisms.NUMERIC_MECHANISMS],
+            },
             "epsilon": {"type": "number"},
             "domain_size": {"type": "integer"},
         },
@@ -62,12 +65,23 @@ _SCHEMAS: dict[str, Any] = {
     },
     "MetricDefinition": {
         "type": "object",
-        "required": ["name", "version", "kind", "domain", "mechanism"],
+        "required": ["name", "version", "kind", "mechanism"],
         "properties": {
             "name": {"type": "string"},
             "version": {"type": "integer", "minimum": 1},
-            "kind": {"type": "string", "enum": ["categorical"]},
-            "domain": {"type": "array", "items": {"type": "string"}},
+            "kind": {"type": "string", "enum": ["categorical", "numeric"]},
+            "domain": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "A categorical metric's values.",
+            },
+            "range": {
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "A numeric metric's [lo, hi] (it has no domain).",
+            },
             "description": {"type": "string"},
             "mechanism": _ref("Mechanism"),
             "mechanism_reason": {"type": "string"},
@@ -77,9 +91,23 @@ _SCHEMAS: dict[str, Any] = {
         "type": "object",
         "description": "What an operator sends; changing ε, domain or mechanism makes a new "
         "version, a description-only change keeps it.",
-        "required": ["domain", "epsilon"],
+        "required": ["epsilon"],
         "additionalProperties": False,
         "properties": {
+            "kind": {
+                "type": "string",
+                "enum": ["categorical", "numeric"],
+                "default": "categorical",
+                "description": "numeric: the mean of a number in 'range' (then no domain, "
+                "no options; mechanism auto, duchi, pm or hybrid).",
+            },
+            "range": {
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": 2,
+                "maxItems": 2,
+                "description": "[lo, hi] of a numeric metric, lo < hi.",
+            },
             "domain": {
                 "type": "array",
                 "minItems": 2,
@@ -92,9 +120,31 @@ _SCHEMAS: dict[str, Any] = {
                 "minimum": mechanisms.MIN_EPSILON,
                 "maximum": mechanisms.MAX_EPSILON,
             },
-            "mechanism": {"type": "string", "enum": list(mechanisms.NAMES), "default": "auto"},
+            "mechanism": {
+                "type": "string",
+                "enum": [*mechanisms.NAMES, *mechanisms.NUMERIC_MECHANISMS],
+                "default": "auto",
+            },
             "options": {"type": "object"},
             "description": {"type": "string", "maxLength": MAX_DESCRIPTION_LENGTH},
+            "longitudinal": {
+                "type": "object",
+                "description": "Memoized responses for values reported again and again: "
+                "permanent_epsilon bounds what unlimited reports of one value reveal.",
+                "properties": {"permanent_epsilon": {"type": "number"}},
+                "required": ["permanent_epsilon"],
+                "additionalProperties": False,
+            },
+            "budget": {
+                "type": "object",
+                "description": "Device-side limit: at most reports_per_period reports per period.",
+                "properties": {
+                    "reports_per_period": {"type": "integer", "minimum": 1},
+                    "period": {"type": "string", "enum": ["day", "week", "month"]},
+                },
+                "required": ["reports_per_period", "period"],
+                "additionalProperties": False,
+            },
         },
     },
     "Report": {

@@ -1,7 +1,8 @@
 """The metric registry: definitions by name and version, in Redis.
 
 Versions are immutable. Creating a metric makes version 1; changing its ε, domain or
-mechanism makes version N+1 (a description-only change keeps the version). Reports
+mechanism makes version N+1 (a change of description or device budget only updates the
+current version: neither changes how reports decode). Reports
 name their version, so old reports are always decoded with the old parameters.
 """
 
@@ -130,8 +131,14 @@ class Registry:
                             mechanism=current.mechanism,
                             description=proposed.description,
                             mechanism_reason=current.mechanism_reason,
+                            kind=current.kind,
+                            value_range=current.value_range,
+                            budget=proposed.budget,  # a device rule: no new version
                         )
-                        changed = definition.description != current.description
+                        changed = (definition.description, definition.budget) != (
+                            current.description,
+                            current.budget,
+                        )
                         created = False
                     else:
                         version = 1 if current is None else current.version + 1
@@ -142,6 +149,9 @@ class Registry:
                             mechanism=proposed.mechanism,
                             description=proposed.description,
                             mechanism_reason=proposed.mechanism_reason,
+                            kind=proposed.kind,
+                            value_range=proposed.value_range,
+                            budget=proposed.budget,
                         )
                         changed = created = True
                     pipe.multi()

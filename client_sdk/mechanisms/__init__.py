@@ -8,6 +8,14 @@ collector validates with them and the aggregator decodes with them.
 >>> payload = m.perturb(7)        # JSON-serializable; default randomness: a CSPRNG
 >>> round(m.variance(10_000), 6)  # variance of one frequency estimate from 10⁴ reports
 0.000368
+
+Memoized mechanisms (``memo-grr``, ``memo-sue``, ``memo-oue``; RAPPOR's permanent
+randomized response) take ``permanent_epsilon`` (ε∞) besides ``epsilon`` (ε₁, one report)
+and derive each device's permanent response from its secret:
+
+>>> m = mechanisms.create("memo-oue", epsilon=1.0, domain_size=32, permanent_epsilon=4.0)
+>>> secret = mechanisms.new_secret()  # kept on the device
+>>> payload = m.perturb_memoized(7, secret, metric="app.page", version=1)
 """
 
 from __future__ import annotations
@@ -26,6 +34,26 @@ from client_sdk.mechanisms.base import (
 )
 from client_sdk.mechanisms.hadamard import HadamardResponse
 from client_sdk.mechanisms.hashing import BinaryLocalHashing, LocalHashing
+from client_sdk.mechanisms.memoized import (
+    HmacShakeRandom,
+    Memoized,
+    MemoizedGRR,
+    MemoizedOUE,
+    MemoizedSUE,
+    new_secret,
+)
+from client_sdk.mechanisms.numeric import (
+    NUMERIC_MECHANISMS,
+    NUMERIC_NAMES,
+    DuchiMechanism,
+    HybridMechanism,
+    NumericChoice,
+    NumericMechanism,
+    PiecewiseMechanism,
+    choose_numeric,
+    create_numeric,
+    numeric_from_params,
+)
 from client_sdk.mechanisms.rr import BinaryRR, GeneralizedRR
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
@@ -34,6 +62,7 @@ __all__ = [
     "MAX_DOMAIN_SIZE",
     "MAX_EPSILON",
     "MECHANISMS",
+    "MEMOIZED_OF",
     "MIN_EPSILON",
     "NAMES",
     "AutoChoice",
@@ -42,7 +71,12 @@ __all__ = [
     "FrequencyOracle",
     "GeneralizedRR",
     "HadamardResponse",
+    "HmacShakeRandom",
     "LocalHashing",
+    "Memoized",
+    "MemoizedGRR",
+    "MemoizedOUE",
+    "MemoizedSUE",
     "OptimizedUnaryEncoding",
     "PayloadError",
     "SecureRandom",
@@ -52,6 +86,7 @@ __all__ = [
     "create",
     "default_rng",
     "from_params",
+    "new_secret",
 ]
 
 MECHANISMS: dict[str, type[FrequencyOracle]] = {
@@ -65,14 +100,29 @@ MECHANISMS: dict[str, type[FrequencyOracle]] = {
         BinaryLocalHashing,
         HadamardResponse,
         SubsetSelection,
+        MemoizedGRR,
+        MemoizedSUE,
+        MemoizedOUE,
     )
 }
 """Every concrete mechanism by its wire name."""
+
+MEMOIZED_OF: dict[str, str] = {
+    "rr": "memo-grr",
+    "grr": "memo-grr",
+    "sue": "memo-sue",
+    "oue": "memo-oue",
+    **{name: name for name in ("memo-grr", "memo-sue", "memo-oue")},
+}
+"""The memoized form of each mechanism that has one (for metrics marked longitudinal)."""
 
 NAMES: tuple[str, ...] = (*MECHANISMS, "auto")
 
 AUTO_CANDIDATES = ("grr", "oue", "olh", "hr", "ss", "sue")
 """What ``auto`` chooses among: rr is grr at k = 2, blh is olh with a worse g."""
+
+MEMOIZED_AUTO_CANDIDATES = ("memo-grr", "memo-oue", "memo-sue")
+"""What ``auto`` chooses among given ``permanent_epsilon``: the mechanisms with a memoized form."""
 
 VARIANCE_TIE = 0.05
 """``auto`` treats variances within 5 % of the lowest as tied: 5 % of variance is 2.5 %
@@ -105,16 +155,27 @@ class AutoChoice:
         ]
 
 
-def choose(epsilon: float, domain_size: int) -> AutoChoice:
+def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = None) -> AutoChoice:
     """Pick the mechanism with the lowest variance for (ε, k); break ties by size, then cost.
 
     Variances within :data:`VARIANCE_TIE` of the lowest count as tied; among them the
-    smallest report on the wire wins, then the cheapest to decode.
+    smallest report on the wire wins, then the cheapest to decode. Given
+    ``permanent_epsilon`` (ε∞), the choice is among the memoized mechanisms.
 
     Raises:
-        ValueError: ε or k out of range.
+        ValueError: ε, ε∞ or k out of range.
     """
-    built = [MECHANISMS[name](epsilon=epsilon, domain_size=domain_size) for name in AUTO_CANDIDATES]
+    if permanent_epsilon is None:
+        built = [
+            MECHANISMS[name](epsilon=epsilon, domain_size=domain_size) for name in AUTO_CANDIDATES
+        ]
+    else:
+        built = [
+            MECHANISMS[name](  # type: ignore[call-arg]
+                epsilon=epsilon, domain_size=domain_size, permanent_epsilon=permanent_epsilon
+            )
+            for name in MEMOIZED_AUTO_CANDIDATES
+        ]
     ranked = tuple(sorted(built, key=lambda m: m.variance_star()))
     best = ranked[0].variance_star()
     tied = [m for m in ranked if m.variance_star() <= best * (1 + VARIANCE_TIE)]
@@ -133,10 +194,11 @@ def choose(epsilon: float, domain_size: int) -> AutoChoice:
         listed = ", ".join(f"{m.name} {m.variance_star():.4g}/{m.wire_bytes} B" for m in others)
         why += f"; tied with {listed} (Var*/report size), it has the smallest report"
     why += f" ({chosen.wire_bytes} bytes; server: {chosen.server_cost})"
-    if chosen.name != "grr":
-        grr = next(m for m in ranked if m.name == "grr")
+    grr_name = "grr" if permanent_epsilon is None else "memo-grr"
+    if chosen.name != grr_name:
+        grr = next(m for m in ranked if m.name == grr_name)
         threshold = 3 * math.exp(eps) + 2
-        why += f"; grr would have Var* = {grr.variance_star():.4g}" + (
+        why += f"; {grr_name} would have Var* = {grr.variance_star():.4g}" + (
             f" since k = {k} ≥ 3e^ε + 2 = {threshold:.3g}" if k >= threshold else ""
         )
     return AutoChoice(mechanism=chosen, reason=f"ε = {eps:g}, k = {k}: {why}", candidates=ranked)
@@ -148,7 +210,8 @@ def create(
     domain_size: int | None = None,
     **options: Any,
 ) -> FrequencyOracle:
-    """Build a mechanism by name: rr, grr, sue, oue, olh, blh, hr, ss or auto.
+    """Build a mechanism by name: rr, grr, sue, oue, olh, blh, hr, ss, memo-grr, memo-sue,
+    memo-oue or auto.
 
     Args:
         name: the mechanism's wire name; ``auto`` returns what :func:`choose` picks.
@@ -156,22 +219,25 @@ def create(
             ``flip_probability``, ``truth_bias`` or ``keep_probability`` is given.
         domain_size: k (``rr``: 2, the default).
         **options: ``g`` (olh), ``s`` (ss), ``keep_probability`` / ``flip_probability`` /
-            ``truth_bias`` (rr).
+            ``truth_bias`` (rr), ``permanent_epsilon`` (ε∞: required by memo-*; given to
+            ``auto``, it chooses a memoized mechanism).
 
     Raises:
         ValueError: unknown name, unknown option, or a parameter out of range.
     """
     if name == "auto":
+        permanent = options.pop("permanent_epsilon", None)
         if options:
-            raise ValueError(f"auto takes no options, got {sorted(options)}")
+            raise ValueError(f"auto takes no options but permanent_epsilon, got {sorted(options)}")
         if epsilon is None or domain_size is None:
             raise ValueError("auto needs epsilon and domain_size")
-        return choose(epsilon, domain_size).mechanism
+        return choose(epsilon, domain_size, permanent).mechanism
     if name not in MECHANISMS:
         raise ValueError(f"unknown mechanism {name!r}; choose one of {', '.join(NAMES)}")
     if name == "rr":
         return _create_rr(epsilon, domain_size, options)
-    allowed = {"olh": {"g"}, "ss": {"s"}}.get(name, set())
+    memoized = issubclass(MECHANISMS[name], Memoized)
+    allowed = {"olh": {"g"}, "ss": {"s"}}.get(name, {"permanent_epsilon"} if memoized else set())
     unknown = set(options) - allowed
     if unknown:
         raise ValueError(
@@ -180,6 +246,8 @@ def create(
         )
     if epsilon is None or domain_size is None:
         raise ValueError(f"{name} needs epsilon and domain_size")
+    if memoized and "permanent_epsilon" not in options:
+        raise ValueError(f"{name} needs permanent_epsilon (ε∞, the bound for repeated reports)")
     return MECHANISMS[name](epsilon=epsilon, domain_size=domain_size, **options)
 
 
@@ -224,3 +292,18 @@ def from_params(params: dict[str, Any]) -> FrequencyOracle:
             raise ValueError(f"rr takes no option {sorted(rest)}")
         return BinaryRR(epsilon=epsilon, domain_size=domain_size, keep_probability=keep)
     return create(name, epsilon=epsilon, domain_size=domain_size, **rest)
+
+
+# Numeric metrics (kind "numeric"): mean estimation, a registry of their own (see numeric.py).
+__all__ += [
+    "NUMERIC_MECHANISMS",
+    "NUMERIC_NAMES",
+    "DuchiMechanism",
+    "HybridMechanism",
+    "NumericChoice",
+    "NumericMechanism",
+    "PiecewiseMechanism",
+    "choose_numeric",
+    "create_numeric",
+    "numeric_from_params",
+]

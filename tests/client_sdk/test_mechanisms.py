@@ -7,7 +7,7 @@ import math
 import random
 
 import pytest
-from conftest import ALL, ZERO, ScriptedRandom
+from scripted import ALL, ZERO, ScriptedRandom
 
 from client_sdk import mechanisms
 from client_sdk.mechanisms import (

@@ -1,0 +1,402 @@
+"""The device's privacy ledger: ε charged per metric and day, budgets enforced per period.
+
+Sequential composition: m reports at ε each are together (m·ε)-LDP. So the ledger adds
+up the ε of every report a device makes, per metric and UTC day, and ``Client.report()``
+refuses a report that would exceed the metric's budget (``reports_per_period`` reports,
+so ``reports_per_period × ε``, per UTC day, ISO week or calendar month).
+
+A charge is made when a report is queued, atomically with queuing it. It stays charged
+once the report has been handed to the network (even if the upload failed: the collector
+may have received it). A queued report deleted before any upload attempt — wiped by
+``Client.disable()``, or evicted by the queue quota — never left the device, and its
+charge is refunded: that is the ledger's *pending* state.
+
+With a ``storage_dir`` the ledger lives in the store's SQLite file (``store.py``), shared by
+every process using that directory, and survives restarts. Without one,
+:class:`MemoryLedger` keeps it for this process only.
+
+References:
+    C. Dwork, A. Roth. "The Algorithmic Foundations of Differential Privacy" (2014),
+    Theorem 3.14 (basic sequential composition).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Protocol
+
+from client_sdk import wire
+
+if TYPE_CHECKING:
+    from client_sdk.queue import ReportQueue
+
+__all__ = [
+    "ACCOUNTING",
+    "EPSILON_SLACK",
+    "BudgetExhausted",
+    "Charge",
+    "Charger",
+    "LedgerState",
+    "MemoryLedger",
+    "ReportingDisabled",
+    "Tally",
+    "day_of",
+    "period_start",
+    "summarize",
+    "window_start",
+]
+
+EPSILON_SLACK = 1e-9
+"""Relative slack of the ε comparison: a budget of 3 reports at ε = 0.1 must allow the
+third report although 0.1 + 0.1 + 0.1 > 0.3 in floating point."""
+
+ACCOUNTING = (
+    "Sequential composition: m reports at ε each are together (m·ε)-LDP. Each 'epsilon' "
+    "below bounds how much the reports it counts reveal together about this device's "
+    "values; across metrics the totals add up the same way."
+)
+
+DAYS = "UTC calendar days; weeks start on Monday (ISO 8601); months on the 1st."
+
+SECRET_BYTES = 32
+"""The device secret of memoized responses: 256 bits, the HMAC-SHA256 key size."""
+
+
+class BudgetExhausted(Exception):
+    """The metric's budget for the current period is spent: the report is refused."""
+
+
+class ReportingDisabled(Exception):
+    """The user opted out (``Client.disable()``): nothing is reported."""
+
+
+def day_of(timestamp: float) -> date:
+    """The UTC calendar day of a Unix time."""
+    return datetime.fromtimestamp(timestamp, UTC).date()
+
+
+def period_start(day: date, period: str) -> date:
+    """The first day of the budget period (``day``/``week``/``month``) containing ``day``.
+
+    Raises:
+        ValueError: an unknown period.
+    """
+    if period == "day":
+        return day
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    if period == "month":
+        return day.replace(day=1)
+    raise ValueError(f"unknown budget period {period!r}")
+
+
+def window_start(day: date) -> date:
+    """The earliest day any budget period containing ``day`` starts on."""
+    return min(period_start(day, "week"), period_start(day, "month"))
+
+
+@dataclass(frozen=True)
+class Charge:
+    """What one report costs, and what its metric's budget allows.
+
+    Attributes:
+        metric: the metric's name.
+        epsilon: ε of the report.
+        day: the UTC day it is made on (ISO ``YYYY-MM-DD``, so strings sort as days).
+        since: the first day of its budget period (``day`` without a budget).
+        limit: reports allowed in the period, or None without a budget.
+    """
+
+    metric: str
+    epsilon: float
+    day: str
+    since: str
+    limit: int | None = None
+
+
+class Charger:
+    """Makes the :class:`Charge` of a report; caches the day computations (hot path)."""
+
+    def __init__(self) -> None:
+        self._day_number = -1
+        self._day = date(1970, 1, 1)
+        self._starts: dict[str, str] = {}
+
+    def charge(self, definition: wire.MetricDefinition, timestamp: float) -> Charge:
+        """The charge of one report of ``definition`` made at Unix time ``timestamp``."""
+        number = int(timestamp // 86_400)
+        if number != self._day_number:
+            self._day = day_of(timestamp)
+            self._starts = {p: period_start(self._day, p).isoformat() for p in wire.BUDGET_PERIODS}
+            self._starts[""] = self._day.isoformat()
+            self._day_number = number
+        budget = definition.budget
+        starts = self._starts
+        if budget is None:
+            return Charge(definition.name, definition.mechanism.epsilon, starts[""], starts[""])
+        return Charge(
+            definition.name,
+            definition.mechanism.epsilon,
+            starts[""],
+            starts[budget.period],
+            budget.reports_per_period,
+        )
+
+
+class Tally:
+    """Reports and ε charged, per metric and day (recent days) and over the lifetime."""
+
+    def __init__(self) -> None:
+        self._days: dict[str, dict[str, list[float]]] = {}
+        self._lifetime: dict[str, list[Any]] = {}
+
+    def spent(self, metric: str, since: str, until: str) -> tuple[int, float]:
+        """Reports and ε charged for ``metric`` from day ``since`` to ``until``, inclusive."""
+        reports, epsilon = 0, 0.0
+        for day, (n, eps) in self._days.get(metric, {}).items():
+            if since <= day <= until:
+                reports += int(n)
+                epsilon += eps
+        return reports, epsilon
+
+    def check(self, charge: Charge) -> None:
+        """Raise :class:`BudgetExhausted` if ``charge`` would exceed its budget.
+
+        The budget allows ``limit`` reports and ``limit × ε`` per period: with one ε for
+        the whole period both say the same; after an ε change mid-period the stricter
+        one applies.
+        """
+        if charge.limit is None:
+            return
+        reports, epsilon = self.spent(charge.metric, charge.since, charge.day)
+        allowed = charge.limit * charge.epsilon * (1.0 + EPSILON_SLACK)
+        if reports + 1 > charge.limit or epsilon + charge.epsilon > allowed:
+            raise BudgetExhausted(charge.metric)
+
+    def add(self, metric: str, day: str, reports: int, epsilon: float) -> None:
+        """Add (or, with negative numbers, refund) a charge."""
+        counts = self._days.setdefault(metric, {}).setdefault(day, [0, 0.0])
+        counts[0] += reports
+        counts[1] += epsilon
+        life = self._lifetime.setdefault(metric, [0, 0.0, day])
+        life[0] += reports
+        life[1] += epsilon
+        life[2] = min(life[2], day)
+
+    def prune(self, before: str) -> None:
+        """Forget the days before ``before`` (the lifetime sums stay)."""
+        for days in self._days.values():
+            for day in [d for d in days if d < before]:
+                del days[day]
+
+    def rows(self) -> list[tuple[str, str, int, float]]:
+        """(metric, day, reports, ε) of the days kept."""
+        return [
+            (metric, day, int(n), eps)
+            for metric, days in self._days.items()
+            for day, (n, eps) in days.items()
+        ]
+
+    def lifetime(self) -> dict[str, tuple[int, float, str]]:
+        """metric → (reports, ε, first day) over everything added."""
+        return {m: (int(n), eps, first) for m, (n, eps, first) in self._lifetime.items()}
+
+
+class LedgerState(Protocol):
+    """The ledger's state as the client reads and changes it (memory or SQLite)."""
+
+    persistent: bool
+    """Whether the ledger survives the process (and is shared by a storage dir's users)."""
+
+    def is_disabled(self) -> bool:
+        """Whether the user opted out. Never raises."""
+        ...
+
+    def disable(self) -> int:
+        """Opt out: persist it, wipe queued reports (refunding those never sent) and the
+        device secret. Returns the reports wiped (0 where the client clears the queue)."""
+        ...
+
+    def enable(self) -> None:
+        """Opt back in."""
+        ...
+
+    def device_secret(self) -> bytes:
+        """The device secret of memoized responses, made (CSPRNG) on first use."""
+        ...
+
+    def ledger(self, since: str) -> tuple[list[tuple[str, str, int, float]], dict[str, Any]]:
+        """(metric, day, reports, ε) rows from day ``since``, and per metric the lifetime
+        (reports, ε, first day)."""
+        ...
+
+
+class MemoryLedger:
+    """The ledger of a client without a storage dir: this process only, lost at exit.
+
+    ``disable()`` cannot refund the charges of wiped reports (the memory queue does not
+    keep them): they stay charged, which overstates, never understates, what was spent.
+    """
+
+    persistent = False
+    KEEP_DAYS = 62
+    """Days of detail kept: every day of the longest period (a month, or a week reaching
+    back into the previous month) with room to spare; older days live on in the
+    lifetime sums."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tally = Tally()
+        self._disabled = False
+        self._secret: bytes | None = None
+        self._pruned = ""
+
+    def enqueue(self, queue: ReportQueue, item: bytes, charge: Charge) -> int:
+        """Check ``charge`` against its budget, queue ``item``, then record the charge.
+
+        Raises:
+            ReportingDisabled: the user opted out.
+            BudgetExhausted: over budget (nothing queued).
+            QueueFull: from the queue (nothing charged).
+        """
+        with self._lock:
+            if self._disabled:
+                raise ReportingDisabled()
+            self._tally.check(charge)
+            queued = queue.put(item)
+            self._tally.add(charge.metric, charge.day, 1, charge.epsilon)
+            if charge.day != self._pruned:  # once a day
+                cutoff = date.fromisoformat(charge.day) - timedelta(days=self.KEEP_DAYS)
+                self._tally.prune(cutoff.isoformat())
+                self._pruned = charge.day
+            return queued
+
+    def is_disabled(self) -> bool:  # noqa: D102
+        return self._disabled
+
+    def disable(self) -> int:  # noqa: D102
+        with self._lock:
+            self._disabled = True
+            self._secret = None
+        return 0
+
+    def enable(self) -> None:  # noqa: D102
+        with self._lock:
+            self._disabled = False
+
+    def device_secret(self) -> bytes:  # noqa: D102
+        with self._lock:
+            if self._disabled:
+                raise ReportingDisabled()
+            if self._secret is None:
+                self._secret = secrets.token_bytes(SECRET_BYTES)
+            return self._secret
+
+    def ledger(self, since: str) -> tuple[list[tuple[str, str, int, float]], dict[str, Any]]:  # noqa: D102
+        with self._lock:
+            rows = [r for r in self._tally.rows() if r[1] >= since]
+            return rows, self._tally.lifetime()
+
+    def after_fork_in_child(self) -> None:
+        """A fresh lock; the child starts from the parent's numbers (its own from now on)."""
+        self._lock = threading.Lock()
+
+
+def _window(metric: str, reports: int, epsilon: float, since: str, what: str) -> dict[str, Any]:
+    epsilon = round(epsilon, 12)  # hide float noise such as 0.30000000000000004
+    return {
+        "reports": reports,
+        "epsilon": epsilon,
+        "since": since,
+        "guarantee": (
+            f"The {reports} report(s) of {metric} made {what} are together {epsilon:g}-LDP "
+            "about this device's values (sequential composition: m reports at ε each "
+            "cost m·ε)."
+        ),
+    }
+
+
+def summarize(
+    rows: Sequence[tuple[str, str, int, float]],
+    lifetime: Mapping[str, tuple[int, float, str]],
+    definitions: Mapping[str, wire.MetricDefinition],
+    today: date,
+    *,
+    enabled: bool,
+    persistent: bool,
+) -> dict[str, Any]:
+    """What ``Client.privacy()`` returns: ε spent per metric today, this period, lifetime.
+
+    Args:
+        rows: (metric, day, reports, ε) charged, at least from :func:`window_start`.
+        lifetime: per metric, (reports, ε, first day) over the device's lifetime.
+        definitions: the metrics' current definitions (for ε per report and budgets).
+        today: the current UTC day.
+        enabled: whether reporting is on.
+        persistent: whether the ledger survives restarts.
+
+    Returns:
+        ``enabled``, ``ledger`` (where it lives), ``accounting`` (the composition rule),
+        ``days`` (how periods are counted), ``today``, ``metrics`` (per metric:
+        ``epsilon_per_report``, ``bounds`` from the definition, ``budget`` with
+        ``remaining_reports``, and ``today``/``period``/``lifetime`` windows, each with
+        ``reports``, ``epsilon``, ``since`` and the ``guarantee`` in words) and
+        ``total`` (all metrics, today and lifetime).
+    """
+    day = today.isoformat()
+    by_metric: dict[str, dict[str, tuple[int, float]]] = {}
+    for metric, d, n, eps in rows:
+        by_metric.setdefault(metric, {})[d] = (n, eps)
+
+    def spent(metric: str, since: str) -> tuple[int, float]:
+        days = by_metric.get(metric, {})
+        found = [v for d, v in days.items() if since <= d <= day]
+        return sum(n for n, _ in found), sum(e for _, e in found)
+
+    metrics: dict[str, Any] = {}
+    n_all_today, e_all_today, n_all, e_all, first_all = 0, 0.0, 0, 0.0, day
+    for metric in sorted(set(lifetime) | set(definitions)):
+        definition = definitions.get(metric)
+        n_today, e_today = spent(metric, day)
+        n_life, e_life, first = lifetime.get(metric, (0, 0.0, day))
+        entry: dict[str, Any] = {
+            "epsilon_per_report": None if definition is None else definition.mechanism.epsilon,
+            "bounds": None if definition is None else definition.privacy_bounds(),
+            "budget": None,
+            "today": _window(metric, n_today, e_today, day, f"today ({day}, UTC)"),
+            "period": None,
+            "lifetime": _window(metric, n_life, e_life, first, f"since {first} (lifetime)"),
+        }
+        budget = None if definition is None else definition.budget
+        if definition is not None and budget is not None:
+            since = period_start(today, budget.period).isoformat()
+            n_period, e_period = spent(metric, since)
+            entry["budget"] = {
+                **budget.to_dict(),
+                "epsilon_per_period": round(
+                    budget.reports_per_period * definition.mechanism.epsilon, 12
+                ),
+                "remaining_reports": max(0, budget.reports_per_period - n_period),
+            }
+            entry["period"] = _window(
+                metric, n_period, e_period, since, f"this {budget.period} (since {since}, UTC)"
+            )
+        metrics[metric] = entry
+        n_all_today, e_all_today = n_all_today + n_today, e_all_today + e_today
+        n_all, e_all, first_all = n_all + n_life, e_all + e_life, min(first_all, first)
+    return {
+        "enabled": enabled,
+        "ledger": "persistent (the storage dir)" if persistent else "in memory (this process)",
+        "accounting": ACCOUNTING,
+        "days": DAYS,
+        "today": day,
+        "metrics": metrics,
+        "total": {
+            "today": _window("all metrics", n_all_today, e_all_today, day, "today"),
+            "lifetime": _window("all metrics", n_all, e_all, first_all, "over its lifetime"),
+        },
+    }
