@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """One entry point for a fresh machine with only Python: set up, test, run.
 
-    python3 tasks.py test            # venv + install + ruff + mypy + the whole test suite
+    python3 tasks.py test            # venv + install (+ Debian's chromium, as root)
+                                     # + ruff + mypy + the whole test suite
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
 The virtual environment lives in ``.venv`` and is reinstalled only when
@@ -45,9 +46,37 @@ def ensure_venv(extra: str = "dev") -> None:
     stamp.touch()
 
 
+CHROMIUM = Path("/usr/bin/chromium")
+"""Debian's Chromium, which the browser tests drive (``playwright install`` cannot
+download browsers on these machines)."""
+
+
+def ensure_chromium() -> None:
+    """Install Debian's ``chromium`` for the browser tests when it is missing.
+
+    Only as root with apt-get; otherwise the browser tests skip and say why.
+    """
+    if CHROMIUM.exists():
+        return
+    if os.name != "posix" or os.geteuid() != 0 or not Path("/usr/bin/apt-get").exists():
+        print(
+            f"note: {CHROMIUM} is missing and this is not root with apt-get: "
+            "the browser tests (tests/browser) will be skipped",
+            flush=True,
+        )
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+        print("+", " ".join(cmd), flush=True)
+        if subprocess.call(cmd, env=env) != 0:
+            print("note: installing chromium failed: the browser tests will be skipped", flush=True)
+            return
+
+
 def test(args: list[str]) -> None:
     """Lint, type-check and run every test."""
     ensure_venv("dev")
+    ensure_chromium()
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "mypy")
     _run(BIN / "python", "-m", "pytest", "-n", "auto", "--durations=15", *args)

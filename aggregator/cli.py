@@ -14,11 +14,20 @@ from client_sdk import mechanisms
 
 __all__ = ["err", "main", "out", "progress_bar"]
 
+MAX_USERS = 2**62
+"""Populations are drawn with numpy's int64 multinomial: 4.6·10¹⁸ users is beyond any use."""
 
-def build_mechanism(name: str, epsilon: float, domain_size: int) -> mechanisms.FrequencyOracle:
+MIN_WIDTH = 1e-9
+"""A half-width of 10⁻⁹ already needs ~10¹⁸ users; smaller ones only underflow."""
+
+
+def build_mechanism(
+    name: str, epsilon: float, domain_size: int, permanent_epsilon: float | None = None
+) -> mechanisms.FrequencyOracle:
     """``mechanisms.create`` with errors turned into CLI usage errors."""
+    options = {} if permanent_epsilon is None else {"permanent_epsilon": permanent_epsilon}
     try:
-        return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size)
+        return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
 
@@ -41,7 +50,11 @@ def main() -> None:
 @EPSILON
 @DOMAIN
 @click.option(
-    "--users", "-n", required=True, type=click.IntRange(min=1), help="Users per population."
+    "--users",
+    "-n",
+    required=True,
+    type=click.IntRange(1, MAX_USERS),
+    help="Users per population.",
 )
 @click.option(
     "--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations."
@@ -129,12 +142,15 @@ def simulate(
 @EPSILON
 @DOMAIN
 @click.option(
-    "--users", "-n", type=click.IntRange(min=1), help="Users: print the half-width they buy."
+    "--users",
+    "-n",
+    type=click.IntRange(1, MAX_USERS),
+    help="Users: print the half-width they buy.",
 )
 @click.option(
     "--width",
     "-w",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=click.FloatRange(MIN_WIDTH, 1, max_open=True),
     help="Target half-width (0.01 = ±1 point): print the users needed.",
 )
 @click.option(
@@ -201,14 +217,26 @@ def plan(
     show_default=True,
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
 )
+@click.option(
+    "--permanent-epsilon",
+    type=float,
+    default=None,
+    help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue); each trial is a new device.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def audit(
-    mechanism: str, epsilon: float, domain_size: int, trials: int, confidence: float, as_json: bool
+    mechanism: str,
+    epsilon: float,
+    domain_size: int,
+    trials: int,
+    confidence: float,
+    permanent_epsilon: float | None,
+    as_json: bool,
 ) -> None:
     """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε."""
     from aggregator.audit import audit as run_audit
 
-    m = build_mechanism(mechanism, epsilon, domain_size)
+    m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"auditing {m.name}", 2 * trials, enabled=not as_json) as advance:
         result = run_audit(m, trials=trials, confidence=confidence, progress=advance)
     if as_json:
@@ -262,9 +290,12 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
     from aggregator.tradeoff import run_tradeoff, total_points
 
     with progress_bar("sweeping ε × N × mechanism", total_points()) as advance:
-        written = run_tradeoff(
-            out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance
-        )
+        try:
+            written = run_tradeoff(
+                out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance
+            )
+        except OSError as exc:
+            raise click.ClickException(f"cannot write to {out_dir}: {exc}") from None
     for path in written:
         out.print(f"wrote {path}")
 

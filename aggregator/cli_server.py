@@ -264,6 +264,8 @@ def _print_estimates(result: Any, fresh: bool) -> None:
 
 
 def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     req.add_header("Accept", "application/json")
@@ -287,6 +289,8 @@ def _request(url: str, method: str = "GET", body: Any = None, token: str | None 
         ) from None
     except urllib.error.URLError as exc:
         raise click.ClickException(f"cannot reach {url}: {exc.reason}") from None
+    except (ValueError, OSError) as exc:  # e.g. a URL without http://
+        raise click.ClickException(f"cannot reach {url}: {exc}") from None
 
 
 URL_OPTION = click.option(
@@ -321,7 +325,7 @@ def metrics_list(url: str, as_json: bool) -> None:
             str(m["version"]),
             m["mechanism"]["mechanism"],
             f"{m['mechanism']['epsilon']:g}",
-            str(len(m["domain"])),
+            str(len(m["domain"])) if "domain" in m else "range [{:g}, {:g}]".format(*m["range"]),
         )
     out.print(table)
 

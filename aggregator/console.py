@@ -16,8 +16,8 @@ from rich.progress import (
 
 __all__ = ["err", "out", "progress_bar"]
 
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)  # long URLs and messages stay on one line in logs and pipes
 
 
 @contextmanager

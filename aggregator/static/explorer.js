@@ -1,0 +1,169 @@
+/* The privacy–utility–N explorer: pick ε, see the half-width against N per mechanism and
+ * for central Laplace, and how many users a target half-width needs. The numbers come
+ * from /v1/plan and /v1/plan/curve (the aggregator's own formulas); this only plots. */
+(function () {
+  "use strict";
+  const L = window.LDP;
+  const page = L.page;
+  const root = document.getElementById("explorer");
+  if (!root) return;
+  const $ = (id) => document.getElementById(id);
+  const inputs = { eps: $("epsilon-input"), range: $("epsilon-range"), k: $("k-input"), n: $("n-input"), width: $("width-input") };
+  const metric = page.metric;
+  let current = null; // the metric's n, from the estimates API
+  let nEdited = false;
+  let seq = 0;
+
+  const NAMES = { grr: "GRR", sue: "SUE", oue: "OUE", olh: "OLH", blh: "BLH", hr: "HR", ss: "SS", rr: "RR", "central laplace": "Central Laplace" };
+  const nameOf = (m) => NAMES[m] || m;
+  const tagOf = (row) => [
+    row.mechanism === page.mechanism ? "this metric" : "",
+    row.auto ? "auto's pick" : "",
+    row.mechanism === "central laplace" ? "trusted curator: sees raw values" : "",
+  ].filter(Boolean).join(", ");
+  const pp = (x) => "±" + L.points(x) + " %";
+
+  function read() {
+    const eps = Number(inputs.eps.value);
+    const k = Math.round(Number(inputs.k.value));
+    const n = Math.max(1, Math.round(Number(inputs.n.value)));
+    const width = Number(inputs.width.value) / 100;
+    return { eps, k, n, width };
+  }
+
+  function valid(p) {
+    return p.eps >= 1e-4 && p.eps <= 20 && p.k >= 2 && p.k <= 65536 && p.n >= 1 && p.width > 0 && p.width < 1;
+  }
+
+  function renderChart(curve, atN, p) {
+    if (!L.hasPlotly()) return;
+    const focus = page.mechanism || atN.auto;
+    const traces = curve.curves.map((c) => {
+      const isFocus = c.mechanism === focus;
+      const label = nameOf(c.mechanism) + (c.current ? " · this metric" : c.auto ? " · auto's pick" : "");
+      return {
+        type: "scatter", mode: "lines", name: label, meta: c.mechanism, x: curve.n, y: c.half_width,
+        line: c.central
+          ? { color: L.colors.central, dash: "dash", width: 2.5 }
+          : { width: isFocus ? 3.5 : 1.8, color: isFocus ? L.colors.raw : undefined },
+        opacity: c.central || isFocus ? 1 : 0.8,
+        hovertemplate: label + "<br>N = %{x:,.0f}<br>±%{y:.3~p}<extra></extra>",
+      };
+    });
+    const focusRow = atN.rows.find((r) => r.mechanism === focus);
+    if (focusRow) {
+      traces.push({
+        type: "scatter", mode: "markers+text", name: "N now", meta: "now", showlegend: false,
+        x: [p.n], y: [focusRow.half_width], text: [pp(focusRow.half_width)], textposition: "top right",
+        marker: { size: 12, color: L.colors.raw, line: { color: "#fff", width: 2 } },
+        hovertemplate: "N = %{x:,.0f}<br>" + nameOf(focus) + " ±%{y:.3~p}<extra></extra>",
+      });
+    }
+    const layout = L.layout({
+      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power" },
+      yaxis: { type: "log", title: { text: "95 % half-width" }, tickformat: ".1~p", gridcolor: "#eef2f7", automargin: true },
+      shapes: [
+        { type: "line", xref: "x", yref: "paper", x0: p.n, x1: p.n, y0: 0, y1: 1, line: { color: "#1d4ed8", width: 1.5, dash: "dot" } },
+        { type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: p.width, y1: p.width, line: { color: "#dc2626", width: 1.2, dash: "dot" } },
+      ],
+      annotations: [
+        { xref: "x", yref: "paper", x: Math.log10(p.n), y: 0.02, yanchor: "bottom", xanchor: "left", showarrow: false, bgcolor: "rgba(255,255,255,0.85)", text: (current !== null && p.n === current ? "N now = " : "N = ") + L.int(p.n), font: { color: "#1d4ed8", size: 11 } },
+        { xref: "paper", yref: "y", x: 1, y: Math.log10(p.width), xanchor: "right", yanchor: "bottom", showarrow: false, text: "target ±" + L.points(p.width) + " %", font: { color: "#dc2626", size: 11 } },
+      ],
+      margin: { l: 64, r: 16, t: 16, b: 48 },
+    });
+    window.Plotly.react($("curve-chart"), traces, layout, L.plotConfig);
+  }
+
+  function renderText(atN, forWidth, p) {
+    const focus = page.mechanism || atN.auto;
+    const best = atN.rows.find((r) => r.mechanism !== "central laplace");
+    const central = atN.rows.find((r) => r.mechanism === "central laplace");
+    const mine = atN.rows.find((r) => r.mechanism === focus) || best;
+    const who = page.mechanism ? nameOf(focus) + " (this metric's mechanism)" : nameOf(focus) + " (auto's pick)";
+    const hw = $("hw-now");
+    hw.dataset.halfWidth = String(mine.half_width);
+    hw.dataset.mechanism = mine.mechanism;
+    hw.dataset.n = String(p.n);
+    hw.replaceChildren(
+      "At ε = " + p.eps + " with N = " + L.int(p.n) + " users, " + who + " gives ",
+      L.el("strong", { textContent: pp(mine.half_width) }),
+      best.mechanism !== mine.mechanism ? "; the best local mechanism, " + nameOf(best.mechanism) + ", " + pp(best.half_width) : "",
+      "; central Laplace " + pp(central.half_width) + ".",
+    );
+    const needRows = forWidth.rows;
+    const need = needRows.find((r) => r.mechanism === focus) || needRows[0];
+    const bestNeed = needRows.find((r) => r.mechanism !== "central laplace");
+    const centralNeed = needRows.find((r) => r.mechanism === "central laplace");
+    document.querySelectorAll('[data-field="target"]').forEach((e) => { e.textContent = "±" + L.points(p.width) + " %"; });
+    const answer = $("plan-answer");
+    answer.dataset.users = String(need.users);
+    answer.dataset.mechanism = need.mechanism;
+    answer.replaceChildren(
+      nameOf(need.mechanism) + " needs ",
+      L.el("strong", { textContent: L.int(need.users) + " users" }),
+      bestNeed.mechanism !== need.mechanism ? " (" + nameOf(bestNeed.mechanism) + ": " + L.int(bestNeed.users) + ")" : "",
+      "; central Laplace " + L.int(centralNeed.users) + ".",
+      current !== null && current > 0 ? " So far: " + L.int(current) + " reports (" + Math.min(100, (100 * current) / need.users).toFixed(0) + " % of the way)." : "",
+    );
+  }
+
+  function renderTable(atN, forWidth) {
+    const needed = Object.fromEntries(forWidth.rows.map((r) => [r.mechanism, r.users]));
+    const body = $("plan-table").querySelector("tbody");
+    body.replaceChildren(...atN.rows.map((r) => L.el("tr", { className: r.mechanism === page.mechanism ? "current" : "", dataset: { mechanism: r.mechanism } }, [
+      L.el("td", { textContent: nameOf(r.mechanism), attrs: { "data-label": "mechanism" } }),
+      L.el("td", { className: "num", textContent: pp(r.half_width), dataset: { value: String(r.half_width) }, attrs: { "data-label": "± at N" } }),
+      L.el("td", { className: "num", textContent: L.int(needed[r.mechanism]), dataset: { value: String(needed[r.mechanism]) }, attrs: { "data-label": "users for target" } }),
+      L.el("td", { className: "num", textContent: r.variance_star === null ? "—" : L.num(r.variance_star, 4), attrs: { "data-label": "Var*" } }),
+      L.el("td", { className: "num", textContent: r.wire_bytes === null ? "—" : r.wire_bytes + " B", attrs: { "data-label": "report size" } }),
+      L.el("td", { className: "small muted", textContent: tagOf(r), attrs: { "data-label": "note" } }),
+    ])));
+  }
+
+  async function update() {
+    const p = read();
+    if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target in (0, 100) %", "error"); return; }
+    const mine = ++seq;
+    root.dataset.state = "loading";
+    const common = { epsilon: p.eps, k: p.k };
+    const [curve, atN, forWidth] = await Promise.all([
+      L.getJSON(L.url(page.api.curve, { ...common, mechanism: page.mechanism })),
+      L.getJSON(L.url(page.api.plan, { ...common, users: p.n })),
+      L.getJSON(L.url(page.api.plan, { ...common, width: p.width })),
+    ]);
+    if (mine !== seq) return; // a newer request is on its way
+    renderChart(curve, atN, p);
+    renderText(atN, forWidth, p);
+    renderTable(atN, forWidth);
+    root.dataset.epsilon = String(atN.epsilon);
+    root.dataset.k = String(atN.k);
+    root.dataset.n = String(atN.users);
+    root.dataset.state = "ready";
+  }
+
+  let timer = null;
+  function soon() {
+    clearTimeout(timer);
+    timer = setTimeout(() => update().catch((e) => L.status("could not update: " + e.message, "error")), 120);
+  }
+
+  inputs.range.addEventListener("input", () => { inputs.eps.value = inputs.range.value; soon(); });
+  inputs.eps.addEventListener("input", () => { inputs.range.value = inputs.eps.value; soon(); });
+  inputs.k.addEventListener("input", soon);
+  inputs.width.addEventListener("input", soon);
+  inputs.n.addEventListener("input", () => { nEdited = true; soon(); });
+  $("explorer-form").addEventListener("submit", (e) => { e.preventDefault(); soon(); });
+
+  async function poll() {
+    if (page.api.estimates) {
+      const est = await L.getJSON(page.api.estimates);
+      const changed = est.n !== current;
+      current = est.n;
+      if (!nEdited && current > 0 && String(current) !== inputs.n.value) inputs.n.value = String(current);
+      if (!changed && root.dataset.state === "ready") return;
+    }
+    await update();
+  }
+  L.poll(poll, page.api.estimates ? page.refresh : 0);
+})();

@@ -1,0 +1,154 @@
+/* Shared helpers of the dashboard's pages: the page's settings, JSON reads, number
+ * formats, the refresh loop and Plotly defaults. The pages keep no state of their own:
+ * everything shown comes from the JSON APIs of the same origin. */
+(function () {
+  "use strict";
+  const LDP = (window.LDP = {});
+  const node = document.getElementById("ldp-page");
+  LDP.page = node ? JSON.parse(node.textContent) : {};
+
+  LDP.colors = {
+    raw: "#2563eb", rawFaint: "#a9c1f5", normSub: "#f59e0b", central: "#475569",
+    series: ["#2563eb", "#dc2626", "#059669", "#7c3aed", "#d97706", "#0891b2", "#db2777", "#65a30d"],
+  };
+
+  /** GET a JSON document of this origin; throws an Error carrying the API's message. */
+  LDP.getJSON = async function (url) {
+    const response = await fetch(url, { headers: { Accept: "application/json" }, cache: "no-store" });
+    if (!response.ok) {
+      let message = response.statusText;
+      try { message = (await response.json()).error || message; } catch (e) { /* not JSON */ }
+      throw new Error(response.status + " " + message);
+    }
+    return response.json();
+  };
+
+  /** A URL of this origin with query parameters set (null/undefined ones dropped). */
+  LDP.url = function (path, params) {
+    const u = new URL(path, window.location.origin);
+    for (const [key, value] of Object.entries(params || {})) {
+      if (value === null || value === undefined) u.searchParams.delete(key);
+      else u.searchParams.set(key, String(value));
+    }
+    return u.pathname + u.search;
+  };
+
+  const missing = "—";
+  /** 0.1234 → "12.34%". */
+  LDP.pct = (x, digits = 2) => (x === null || x === undefined ? missing : (x * 100).toFixed(digits) + "%");
+  /** A half-width in percentage points, enough digits to see it: 0.00123 → "0.12". */
+  LDP.points = function (x) {
+    if (x === null || x === undefined) return missing;
+    const p = x * 100;
+    return p >= 10 ? p.toFixed(1) : p >= 0.1 ? p.toFixed(2) : p.toPrecision(2);
+  };
+  LDP.int = (n) => (n === null || n === undefined ? missing : Math.round(n).toLocaleString("en-US"));
+  LDP.num = (x, digits = 4) => (x === null || x === undefined ? missing : Number(x).toPrecision(digits));
+
+  /** "hour:2026-11-25T23" → its start in ms since the epoch (UTC); null for "all". */
+  LDP.windowTime = function (window) {
+    const [kind, start] = String(window).split(/:(.*)/s);
+    if (kind === "hour") return Date.parse(start + ":00:00Z");
+    if (kind === "day") return Date.parse(start + "T00:00:00Z");
+    return null;
+  };
+  /** ms since the epoch → "2026-11-25 23:00", the UTC wall time Plotly's date axes take. */
+  LDP.plotlyDate = (ms) => new Date(ms).toISOString().slice(0, 16).replace("T", " ");
+  /** How long ago a window started, in words: "this hour", "3 h ago", "today". */
+  LDP.windowAgo = function (window) {
+    if (!window) return "no reports yet";
+    const t = LDP.windowTime(window);
+    if (t === null) return String(window);
+    const day = String(window).startsWith("day:");
+    const elapsed = Math.floor((Date.now() - t) / (day ? 86400e3 : 3600e3));
+    if (day) return elapsed <= 0 ? "today (UTC)" : elapsed === 1 ? "yesterday (UTC)" : elapsed + " days ago";
+    return elapsed <= 0 ? "this hour" : elapsed === 1 ? "the hour before" : elapsed + " h ago";
+  };
+  /** "hour:2026-11-25T23" → "2026-11-25 23:00 UTC"; "day:2026-11-25" → "2026-11-25 (UTC day)". */
+  LDP.windowAt = function (window) {
+    if (!window) return "";
+    const [kind, start] = String(window).split(/:(.*)/s);
+    if (kind === "hour") return start.replace("T", " ") + ":00 UTC";
+    if (kind === "day") return start + " (UTC day)";
+    return String(window);
+  };
+  /** A window for a menu: "this hour · 2026-11-25 23:00 UTC". */
+  LDP.windowLabel = (window) => (window ? LDP.windowAgo(window) + " · " + LDP.windowAt(window) : "no reports yet");
+
+  /** Show what the refresh loop is doing in the top bar. */
+  LDP.status = function (text, state) {
+    const el = document.getElementById("refresh-status");
+    if (!el) return;
+    el.textContent = text;
+    el.className = "status" + (state ? " " + state : "");
+  };
+
+  /**
+   * Run `fn` now and then every `seconds` while the page is visible (0: once).
+   * A hidden tab stops polling; it refreshes at once when it is shown again.
+   * Returns {now()} to refresh on demand (e.g. after a control changed).
+   */
+  LDP.poll = function (fn, seconds) {
+    let timer = null;
+    let running = false;
+    let again = false;
+    async function tick() {
+      clearTimeout(timer);
+      if (running) { again = true; return; }
+      running = true;
+      try {
+        await fn();
+        const time = new Date().toLocaleTimeString("en-GB");
+        LDP.status(seconds > 0 ? "live · updated " + time : "updated " + time, seconds > 0 ? "live" : "");
+      } catch (error) {
+        LDP.status("could not refresh: " + error.message, "error");
+      } finally {
+        running = false;
+        if (again) { again = false; tick(); } else schedule();
+      }
+    }
+    function schedule() {
+      clearTimeout(timer);
+      if (seconds > 0 && !document.hidden) timer = setTimeout(tick, seconds * 1000);
+    }
+    document.addEventListener("visibilitychange", function () {
+      if (document.hidden) { clearTimeout(timer); LDP.status("paused while hidden", ""); }
+      else tick();
+    });
+    tick();
+    return { now: tick };
+  };
+
+  /** Plotly's config for every chart: responsive, no logo, no cloud links. */
+  LDP.plotConfig = {
+    responsive: true, displaylogo: false, showLink: false, showSendToCloud: false, showEditInChartStudio: false,
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
+  };
+
+  /** A layout with the dashboard's fonts and margins, merged with `extra`. */
+  LDP.layout = function (extra) {
+    const base = {
+      font: { family: "system-ui, -apple-system, Segoe UI, Roboto, sans-serif", size: 12, color: "#17202b" },
+      margin: { l: 56, r: 16, t: 16, b: 56 },
+      paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#fff",
+      hoverlabel: { font: { size: 12 } },
+      legend: { orientation: "h", x: 0, y: 1.02, yanchor: "bottom" },
+    };
+    return Object.assign(base, extra || {});
+  };
+
+  /** Whether plotly.js loaded (a page still shows its tables without it). */
+  LDP.hasPlotly = () => typeof window.Plotly === "object" && window.Plotly !== null;
+
+  /** Element helper: el("td", {className: "num", textContent: "1"}). */
+  LDP.el = function (tag, props, children) {
+    const e = document.createElement(tag);
+    for (const [key, value] of Object.entries(props || {})) {
+      if (key === "dataset") Object.assign(e.dataset, value);
+      else if (key === "attrs") for (const [a, v] of Object.entries(value)) e.setAttribute(a, v);
+      else e[key] = value;
+    }
+    for (const child of children || []) e.append(child);
+    return e;
+  };
+})();

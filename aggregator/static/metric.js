@@ -1,0 +1,243 @@
+/* A metric's page: estimates with intervals (raw and Norm-Sub), the table, the trend.
+ * Every number comes from /v1/estimates/<name> and /v1/estimates/<name>/trend. */
+(function () {
+  "use strict";
+  const L = window.LDP;
+  const page = L.page;
+  const TOP = 40; // bars a chart shows by default: more are unreadable on a laptop
+  const TREND_SERIES = 6; // lines a trend shows: the values with the largest estimates
+  const state = { window: "all", granularity: "hour", showAll: false };
+  const $ = (id) => document.getElementById(id);
+
+  const pick = (w, key) => {
+    if (w[key] !== undefined) return w[key];
+    if (w.estimate && w.estimate[key] !== undefined) return w.estimate[key];
+    if (w.estimates && !Array.isArray(w.estimates) && w.estimates[key] !== undefined) return w.estimates[key];
+    return null;
+  };
+  const level = (body) => Math.round((body.confidence || 0.95) * 100) + " %";
+
+  function showKind(kind) {
+    const numeric = kind === "numeric";
+    $("categorical-view").hidden = numeric;
+    $("numeric-view").hidden = !numeric;
+  }
+
+  function setLinks() {
+    const w = state.window === "all" ? null : state.window;
+    $("csv-link").href = L.url(page.csv, { window: w });
+    $("json-link").href = L.url(page.api.estimates, { window: w });
+  }
+
+  /* -- categorical ------------------------------------------------------------------ */
+
+  function chosenIndices(est) {
+    const all = est.estimates.map((_, i) => i);
+    if (state.showAll || all.length <= TOP) return all;
+    return all
+      .slice()
+      .sort((a, b) => (est.estimates[b].frequency ?? 0) - (est.estimates[a].frequency ?? 0))
+      .slice(0, TOP);
+  }
+
+  function renderTopNote(est) {
+    const note = $("top-note");
+    const k = est.estimates.length;
+    if (k <= TOP) { note.hidden = true; return; }
+    note.hidden = false;
+    note.replaceChildren(
+      state.showAll ? "Showing all " + k + " values. " : "Showing the " + TOP + " largest of " + k + " estimates. ",
+      L.el("button", {
+        type: "button", className: "linkish", textContent: state.showAll ? "Show the largest only" : "Show all",
+        onclick: () => { state.showAll = !state.showAll; refresher.now(); },
+      }),
+    );
+  }
+
+  function renderBars(est) {
+    const chart = $("freq-chart");
+    if (!L.hasPlotly()) { chart.textContent = "The chart library did not load; the table below has every number."; return; }
+    const idx = chosenIndices(est);
+    const rows = idx.map((i) => est.estimates[i]);
+    const labels = rows.map((r) => r.value);
+    const zero = rows.map((r) => r.distinguishable_from_zero === false);
+    const f = rows.map((r) => r.frequency);
+    const note = (r) => (r.distinguishable_from_zero === false ? "not distinguishable from zero" : "");
+    const raw = {
+      type: "bar", meta: "raw", uid: "raw", name: "Unbiased estimate (raw) ± " + level(est) + " CI",
+      x: labels, y: f,
+      error_y: {
+        type: "data", symmetric: false, visible: true, color: "#1e293b", thickness: 1.3, width: 3,
+        array: rows.map((r) => (r.ci_high === null ? null : r.ci_high - r.frequency)),
+        arrayminus: rows.map((r) => (r.ci_low === null ? null : r.frequency - r.ci_low)),
+      },
+      marker: {
+        color: zero.map((z) => (z ? L.colors.rawFaint : L.colors.raw)),
+        pattern: { shape: zero.map((z) => (z ? "/" : "")), fgcolor: "#1d4ed8", size: 6, solidity: 0.25 },
+      },
+      customdata: rows.map((r) => [r.ci_low, r.ci_high, note(r)]),
+      hovertemplate: "<b>%{x}</b><br>unbiased %{y:.2%}<br>CI [%{customdata[0]:.2%}, %{customdata[1]:.2%}]" +
+        "<br>%{customdata[2]}<extra>raw</extra>",
+    };
+    const normSub = {
+      type: "bar", meta: "norm_sub", uid: "norm_sub", name: "Norm-Sub (post-processed, biased)",
+      x: labels, y: rows.map((r) => r.norm_sub),
+      marker: { color: L.colors.normSub },
+      hovertemplate: "<b>%{x}</b><br>Norm-Sub %{y:.2%}<extra>post-processed</extra>",
+    };
+    const many = labels.length > 12;
+    const layout = L.layout({
+      barmode: "group", bargap: 0.25, bargroupgap: 0.05,
+      xaxis: { type: "category", automargin: true, tickangle: many ? -50 : 0, tickfont: { size: many ? 10 : 12 } },
+      yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true },
+      annotations: est.n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#64748b" } }] : [],
+    });
+    window.Plotly.react(chart, [raw, normSub], layout, L.plotConfig);
+  }
+
+  function renderTable(est) {
+    const body = $("estimates-table").querySelector("tbody");
+    const rows = est.estimates.map((r) => {
+      const zero = r.distinguishable_from_zero === false;
+      const half = r.ci_high === null ? null : r.ci_high - r.frequency;
+      const interval = r.ci_low === null ? "—" : "[" + L.pct(r.ci_low) + ", " + L.pct(r.ci_high) + "]";
+      const cell = (label, text, value, cls) =>
+        L.el("td", { className: cls || "num", textContent: text, dataset: { label, value: value === null ? "" : String(value) }, attrs: { "data-label": label } });
+      return L.el("tr", { className: zero ? "zero" : "", dataset: { value: r.value } }, [
+        L.el("td", { textContent: r.value, attrs: { "data-label": "value" } }),
+        cell("unbiased estimate", L.pct(r.frequency), r.frequency),
+        cell("± half-width", half === null ? "—" : "±" + L.points(half) + " pp", half),
+        cell("interval", interval, r.ci_low === null ? null : r.ci_low + "," + r.ci_high),
+        cell("Norm-Sub", L.pct(r.norm_sub), r.norm_sub),
+        cell("support count", L.int(r.support_count), r.support_count),
+        L.el("td", { className: "note", textContent: zero ? "not distinguishable from zero" : "", attrs: { "data-label": "note" } }),
+      ]);
+    });
+    body.replaceChildren(...rows);
+  }
+
+  /* -- numeric ---------------------------------------------------------------------- */
+
+  function renderNumeric(est) {
+    const mean = pick(est, "mean");
+    const lo = pick(est, "ci_low");
+    const hi = pick(est, "ci_high");
+    const se = pick(est, "std_error");
+    const shown = $("numeric-mean");
+    shown.textContent = mean === null ? "no reports yet" : L.num(mean) + (hi === null ? "" : " ± " + L.num(hi - mean, 3));
+    Object.assign(shown.dataset, { mean: String(mean), ciLow: String(lo), ciHigh: String(hi) });
+    const range = Array.isArray(est.range) ? " · range [" + est.range.join(", ") + "]" : "";
+    $("numeric-detail").textContent = mean === null ? "" :
+      level(est) + " interval [" + L.num(lo) + ", " + L.num(hi) + "] · standard error " + L.num(se, 3) + " · n = " + L.int(est.n) + range;
+  }
+
+  /* -- trend ------------------------------------------------------------------------ */
+
+  function renderTrend(est, trend) {
+    const chart = $("trend-chart");
+    if (!L.hasPlotly()) return;
+    const windows = trend.windows || [];
+    const period = trend.granularity === "day" ? 86400e3 : 3600e3;
+    const times = windows.map((w) => L.windowTime(w.window));
+    // Each window is drawn at its middle; its bar of n covers it.
+    const x = times.map((t) => L.plotlyDate(t + period / 2));
+    const text = windows.map((w) => L.windowAt(w.window));
+    // A fixed range of whole windows: with one or two windows Plotly would zoom to
+    // milliseconds around them.
+    const range = times.length ? [L.plotlyDate(Math.min(...times) - period / 2), L.plotlyDate(Math.max(...times) + period * 1.5)] : undefined;
+    const traces = [];
+    if (est.kind === "numeric") {
+      const mean = windows.map((w) => pick(w, "mean"));
+      traces.push({
+        type: "scatter", mode: "lines+markers", name: "mean ± " + level(trend) + " CI", meta: "mean", x, y: mean,
+        line: { color: L.colors.raw }, marker: { size: 7 }, text,
+        hovertemplate: "%{text}<br>mean %{y:.4g}<extra></extra>",
+        error_y: {
+          type: "data", symmetric: false, color: L.colors.raw,
+          array: windows.map((w, i) => (pick(w, "ci_high") === null ? null : pick(w, "ci_high") - mean[i])),
+          arrayminus: windows.map((w, i) => (pick(w, "ci_low") === null ? null : mean[i] - pick(w, "ci_low"))),
+        },
+      });
+    } else {
+      const order = est.estimates.map((_, i) => i)
+        .sort((a, b) => (est.estimates[b].frequency ?? 0) - (est.estimates[a].frequency ?? 0))
+        .slice(0, TREND_SERIES);
+      order.forEach((i, s) => {
+        const color = L.colors.series[s % L.colors.series.length];
+        const f = windows.map((w) => w.estimates[i].frequency);
+        traces.push({
+          type: "scatter", mode: "lines+markers", name: est.estimates[i].value, meta: est.estimates[i].value, x, y: f,
+          line: { color, width: 2 }, marker: { color, size: 7 },
+          error_y: {
+            type: "data", symmetric: false, color, thickness: 1, width: 2,
+            array: windows.map((w, j) => (w.estimates[i].ci_high === null ? null : w.estimates[i].ci_high - f[j])),
+            arrayminus: windows.map((w, j) => (w.estimates[i].ci_low === null ? null : f[j] - w.estimates[i].ci_low)),
+          },
+          text, hovertemplate: "%{text}<br>" + est.estimates[i].value + ": %{y:.2%}<extra></extra>",
+        });
+      });
+    }
+    traces.push({
+      type: "bar", name: "reports in the window (n)", meta: "n", x, y: windows.map((w) => w.n), yaxis: "y2", width: 0.8 * period,
+      text, textposition: "none", marker: { color: "rgba(100,116,139,0.16)" }, hovertemplate: "%{text}<br>n = %{y:,}<extra></extra>",
+    });
+    const numeric = est.kind === "numeric";
+    const layout = L.layout({
+      xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true },
+      yaxis: { title: { text: numeric ? "mean" : "share of users" }, tickformat: numeric ? "" : ".0%", gridcolor: "#eef2f7", automargin: true },
+      yaxis2: { overlaying: "y", side: "right", showgrid: false, rangemode: "tozero", title: { text: "n" }, automargin: true },
+      margin: { l: 56, r: 56, t: 16, b: 56 },
+      annotations: windows.length ? [] : [{ text: "no windows with reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 15, color: "#64748b" } }],
+    });
+    window.Plotly.react(chart, traces, layout, L.plotConfig);
+  }
+
+  function renderWindows(trend) {
+    const select = $("window-select");
+    const wanted = ["all", ...(trend.windows || []).map((w) => w.window).reverse()];
+    if (state.window !== "all" && !wanted.includes(state.window)) wanted.push(state.window);
+    const have = Array.from(select.options).map((o) => o.value);
+    if (have.join() === wanted.join()) return;
+    select.replaceChildren(...wanted.map((w) =>
+      L.el("option", { value: w, textContent: w === "all" ? "all time" : L.windowLabel(w), selected: w === state.window })));
+  }
+
+  /* -- the loop --------------------------------------------------------------------- */
+
+  async function refresh() {
+    const [est, trend] = await Promise.all([
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity })),
+    ]);
+    const kind = est.kind || "categorical";
+    showKind(kind);
+    $("fact-n").textContent = L.int(est.n);
+    if (kind === "numeric") {
+      renderNumeric(est);
+    } else {
+      document.querySelectorAll('[data-field="confidence"]').forEach((e) => { e.textContent = level(est); });
+      renderTopNote(est);
+      renderBars(est);
+      renderTable(est);
+    }
+    renderWindows(trend);
+    renderTrend(est, trend);
+    const root = document.querySelector("main");
+    root.dataset.state = "ready";
+    root.dataset.n = String(est.n);
+    root.dataset.kind = kind;
+    root.dataset.window = state.window;
+    root.dataset.granularity = state.granularity;
+  }
+
+  $("window-select").addEventListener("change", (e) => { state.window = e.target.value; setLinks(); refresher.now(); });
+  document.querySelectorAll("[data-granularity]").forEach((button) => {
+    button.addEventListener("click", () => {
+      state.granularity = button.dataset.granularity;
+      document.querySelectorAll("[data-granularity]").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+      refresher.now();
+    });
+  });
+  setLinks();
+  const refresher = L.poll(refresh, page.refresh);
+})();

@@ -1,0 +1,34 @@
+/* Overview: refresh n, last update and lag of every metric from /v1/overview. */
+(function () {
+  "use strict";
+  const { page, getJSON, int } = window.LDP;
+  const table = document.getElementById("overview-table");
+
+  function shown() {
+    return Array.from(table.querySelectorAll("tbody tr")).map((tr) => tr.dataset.metric + ":" + tr.dataset.version);
+  }
+
+  async function refresh() {
+    const body = await getJSON(page.api.overview);
+    const latest = body.metrics.map((m) => m.name + ":" + m.version);
+    if (latest.join(",") !== shown().join(",")) {
+      window.location.reload(); // a metric was added or got a new version: render it anew
+      return;
+    }
+    for (const m of body.metrics) {
+      const tr = table.querySelector('tr[data-metric="' + CSS.escape(m.name) + '"]');
+      tr.querySelector('[data-field="n"]').textContent = int(m.n);
+      const last = tr.querySelector('[data-field="last_window"]');
+      last.dataset.window = m.last_window || "";
+      last.replaceChildren(
+        window.LDP.el("span", { className: "when", textContent: window.LDP.windowAgo(m.last_window) }),
+        window.LDP.el("div", { className: "small muted", textContent: window.LDP.windowAt(m.last_window) }),
+      );
+      const lag = m.lag.length.toLocaleString("en-US") + " waiting" +
+        (m.lag.pending ? ", " + m.lag.pending.toLocaleString("en-US") + " in progress" : "");
+      tr.querySelector('[data-field="lag"]').textContent = lag;
+    }
+  }
+
+  window.LDP.poll(refresh, page.refresh);
+})();

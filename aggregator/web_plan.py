@@ -1,0 +1,195 @@
+"""The planning API behind the dashboard's tradeoff explorer: what N users buy at ε.
+
+``GET /v1/plan?epsilon=E&k=K&users=N`` (or ``&width=W``) answers :func:`plan`'s table:
+the 95 % half-width every mechanism gives N users, or the users each needs for a
+half-width W, with central Laplace as the trusted-curator reference::
+
+    {"epsilon", "k", "confidence", "users" | "width", "auto",
+     "rows": [{"mechanism", "variance_star", "wire_bytes", "half_width", "users", "auto"}]}
+
+``GET /v1/plan/curve?epsilon=E&k=K`` gives the half-width as a function of N on a
+logarithmic grid, per mechanism (``&mechanism=NAME`` marks, and adds if needed, the one a
+metric uses)::
+
+    {"epsilon", "k", "confidence", "n": [...],
+     "curves": [{"mechanism", "half_width": [...], "auto", "current", "central"}]}
+
+The numbers come from the mechanisms' own ``variance`` (the SDK's objects, as the
+aggregator's intervals do) and :mod:`aggregator.planning`; the browser only plots them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from flask import Blueprint, request
+from werkzeug.exceptions import BadRequest
+
+from aggregator.estimate import z_value
+from aggregator.planning import PLANNED, central_laplace_std, plan
+from client_sdk import mechanisms
+
+__all__ = ["bp", "half_width_curves"]
+
+bp = Blueprint("plan", __name__)
+
+CENTRAL = "central laplace"
+
+MAX_POINTS = 400
+"""Points of a curve: a chart a few hundred pixels wide shows no more."""
+
+MIN_N, MAX_N = 1.0, 1e12
+"""The N axis: from one report to far more than any population."""
+
+DEFAULT_GRID = (1e2, 1e8, 61)
+"""10² to 10⁸ users, ten points per decade: smooth on a log axis."""
+
+
+def _number(name: str, default: float | None = None) -> float:
+    raw = request.args.get(name)
+    if raw is None:
+        if default is None:
+            raise BadRequest(f"{name} is required")
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not math.isfinite(value):
+        raise BadRequest(f"{name} must be finite, got {raw[:40]!r}")
+    return value
+
+
+def _common() -> tuple[float, int, float]:
+    epsilon = _number("epsilon")
+    if not mechanisms.MIN_EPSILON <= epsilon <= mechanisms.MAX_EPSILON:
+        raise BadRequest(
+            f"epsilon must be in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}], "
+            f"got {epsilon:g}"
+        )
+    k = _number("k")
+    if k != int(k) or not 2 <= k <= mechanisms.MAX_DOMAIN_SIZE:
+        raise BadRequest(f"k must be an integer in [2, {mechanisms.MAX_DOMAIN_SIZE}], got {k:g}")
+    confidence = _number("confidence", 0.95)
+    if not 0.0 < confidence < 1.0:
+        raise BadRequest(f"confidence must be in (0, 1), got {confidence:g}")
+    return epsilon, int(k), confidence
+
+
+@bp.get("/v1/plan")
+def get_plan() -> dict[str, Any]:
+    """Half-widths for ``users`` users, or users for a half-width ``width``."""
+    epsilon, k, confidence = _common()
+    has_users, has_width = "users" in request.args, "width" in request.args
+    if has_users == has_width:
+        raise BadRequest("give exactly one of users and width")
+    users: int | None = None
+    width: float | None = None
+    if has_users:
+        value = _number("users")
+        if value != int(value) or not MIN_N <= value <= MAX_N:
+            raise BadRequest(f"users must be an integer in [1, {MAX_N:.0e}], got {value:g}")
+        users = int(value)
+    else:
+        width = _number("width")
+        if not 0.0 < width < 1.0:
+            raise BadRequest(f"width must be in (0, 1) (a fraction: 0.01 is ±1 %), got {width:g}")
+    rows = plan(epsilon, k, users=users, width=width, confidence=confidence)
+    body: dict[str, Any] = {"epsilon": epsilon, "k": k, "confidence": confidence}
+    body.update({"users": users} if users is not None else {"width": width})
+    body["auto"] = next((r.name for r in rows if r.auto), None)
+    body["rows"] = [
+        {
+            "mechanism": r.name,
+            "variance_star": r.variance_star,
+            "wire_bytes": r.wire_bytes,
+            "half_width": r.half_width,
+            "users": r.users,
+            "auto": r.auto,
+        }
+        for r in rows
+    ]
+    return body
+
+
+def half_width_curves(
+    epsilon: float,
+    k: int,
+    n: np.ndarray,
+    confidence: float = 0.95,
+    current: str | None = None,
+) -> list[dict[str, Any]]:
+    """Half-width z·√Var(n) over the grid ``n`` for every planned mechanism, then central.
+
+    Args:
+        epsilon: ε per report.
+        k: domain size.
+        n: report counts (floats are fine: the formulas are smooth in n).
+        confidence: the interval's level.
+        current: a mechanism name to mark (a metric's own); added if not planned.
+
+    Returns:
+        One dict per curve: ``mechanism``, ``half_width`` (a list), ``auto``,
+        ``current``, ``central``.
+
+    Raises:
+        ValueError: ε, k or ``current`` rejected by the mechanisms.
+    """
+    z = z_value(confidence)
+    chosen = mechanisms.choose(epsilon, k).mechanism
+    names = list(PLANNED)
+    if current is not None and current not in names:
+        names.append(current)
+    curves: list[dict[str, Any]] = []
+    for name in names:
+        m = mechanisms.create(name, epsilon=epsilon, domain_size=k)
+        width = z * np.sqrt(m.variance(n))
+        curves.append(
+            {
+                "mechanism": name,
+                "half_width": [float(x) for x in width],
+                "auto": m == chosen,
+                "current": name == current,
+                "central": False,
+            }
+        )
+    curves.append(
+        {
+            "mechanism": CENTRAL,
+            "half_width": [z * central_laplace_std(float(x), epsilon) for x in n],
+            "auto": False,
+            "current": False,
+            "central": True,
+        }
+    )
+    return curves
+
+
+@bp.get("/v1/plan/curve")
+def get_curve() -> dict[str, Any]:
+    """The half-width against N on a log grid, per mechanism and for central Laplace."""
+    epsilon, k, confidence = _common()
+    lo, hi, default_points = DEFAULT_GRID
+    n_min, n_max = _number("n_min", lo), _number("n_max", hi)
+    if not MIN_N <= n_min < n_max <= MAX_N:
+        raise BadRequest(f"need 1 ≤ n_min < n_max ≤ {MAX_N:.0e}, got {n_min:g} and {n_max:g}")
+    points = _number("points", default_points)
+    if points != int(points) or not 2 <= points <= MAX_POINTS:
+        raise BadRequest(f"points must be an integer in [2, {MAX_POINTS}], got {points:g}")
+    current = request.args.get("mechanism") or None
+    if current is not None and current not in mechanisms.MECHANISMS:
+        raise BadRequest(f"mechanism must be one of {', '.join(mechanisms.MECHANISMS)}")
+    n = np.geomspace(n_min, n_max, int(points))
+    try:
+        curves = half_width_curves(epsilon, k, n, confidence, current)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {
+        "epsilon": epsilon,
+        "k": k,
+        "confidence": confidence,
+        "n": [float(x) for x in n],
+        "curves": curves,
+    }

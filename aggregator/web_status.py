@@ -1,0 +1,116 @@
+"""``GET /v1/overview``: every metric at a glance, for the dashboard's first page.
+
+One row per metric's current version: what it is (kind, mechanism, ε per report and,
+where the definition carries a device budget, per period), how many reports are
+counted, the newest window with counts (the last update), and the aggregator's lag::
+
+    {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
+                  "k", "range", "budget", "epsilon_per_period", "period",
+                  "longitudinal", "permanent_epsilon", "n", "last_window",
+                  "lag": {"length", "pending"}}]}
+
+Definitions are read through ``to_dict()`` with ``.get``: optional fields (``budget``,
+``longitudinal``, numeric metrics' ``range``) show when a definition has them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from flask import Blueprint, current_app
+
+from aggregator.counts import SHARDS, lag_details, list_windows
+from client_sdk.wire import MetricDefinition
+from collector import keys
+from collector.registry import Registry
+
+__all__ = ["bp", "describe", "overview_rows", "reports_counted"]
+
+bp = Blueprint("status", __name__)
+
+
+def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
+    """n of a metric version over all time (the ``n`` field of its counts, every shard).
+
+    Read on its own rather than through :func:`aggregator.counts.read_counts`: n is
+    what every kind of metric counts, whatever else its counts hold.
+    """
+    total = 0
+    for shard in range(SHARDS):
+        raw = client.hget(keys.counts_key(definition.name, definition.version, "all", shard), "n")
+        total += int(raw) if raw is not None else 0
+    return total
+
+
+def describe(definition: MetricDefinition) -> dict[str, Any]:
+    """What the dashboard shows of a definition, from its JSON form.
+
+    ``epsilon_per_period`` is ``budget.reports_per_period × ε``: the most a device spends
+    on the metric in one period (sequential composition). A longitudinal (memoized)
+    metric also shows ``permanent_epsilon``, ε∞: what a device ever reveals about one
+    unchanged value, however many reports it sends.
+    """
+    d = definition.to_dict()
+    params = d.get("mechanism")
+    params = params if isinstance(params, dict) else {}
+    epsilon = params.get("epsilon")
+    domain = d.get("domain")
+    budget = d.get("budget") if isinstance(d.get("budget"), dict) else None
+    per_period: float | None = None
+    period: Any = None
+    if budget is not None:
+        reports = budget.get("reports_per_period")
+        period = budget.get("period")
+        if isinstance(reports, (int, float)) and isinstance(epsilon, (int, float)):
+            per_period = float(reports) * float(epsilon)
+    longitudinal = d.get("longitudinal")
+    permanent = longitudinal.get("permanent_epsilon") if isinstance(longitudinal, dict) else None
+    if permanent is None:  # a memoized mechanism carries ε∞ among its parameters
+        permanent = params.get("permanent_epsilon")
+    if not isinstance(permanent, (int, float)) or isinstance(permanent, bool):
+        permanent = None
+    return {
+        "name": d.get("name", definition.name),
+        "version": d.get("version", definition.version),
+        "kind": d.get("kind") or "categorical",
+        "description": d.get("description") or "",
+        "mechanism": params.get("mechanism"),
+        "mechanism_params": params,
+        "mechanism_reason": d.get("mechanism_reason") or "",
+        "epsilon": epsilon,
+        "k": len(domain) if isinstance(domain, list) and domain else None,
+        "range": d.get("range"),
+        "budget": budget,
+        "epsilon_per_period": per_period,
+        "period": period,
+        "longitudinal": bool(longitudinal) or permanent is not None,
+        "permanent_epsilon": permanent,
+    }
+
+
+def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any]]:
+    """One row per metric (current version): the definition, n, newest window, lag."""
+    rows = []
+    for definition in registry.all_current():
+        row = describe(definition)
+        windows = list_windows(client, definition)  # newest first
+        hours = [w for w in windows if w.startswith("hour:")]
+        days = [w for w in windows if w.startswith("day:")]
+        details = lag_details(client, definition)
+        row.update(
+            {
+                "n": reports_counted(client, definition),
+                "last_window": hours[0] if hours else days[0] if days else None,
+                "lag": {"length": details.length, "pending": details.pending},
+            }
+        )
+        rows.append(row)
+    return rows
+
+
+@bp.get("/v1/overview")
+def get_overview() -> dict[str, Any]:
+    """Every metric's current version with n so far, last update and aggregator lag."""
+    ext = current_app.extensions["ldp"]
+    return {"metrics": overview_rows(ext.redis, ext.registry)}

@@ -1,0 +1,311 @@
+"""The dashboard's server side without a browser: read-token protection, the planning
+API against :mod:`aggregator.planning`, the overview API, and the offline plotly.js.
+
+On a real Redis (the session's, emptied per test), through Flask's test client.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from aggregator import dashboard
+from aggregator.estimate import z_value
+from aggregator.planning import plan
+from aggregator.serve import create_server_app
+from aggregator.web_status import describe
+from aggregator.worker import Worker
+from client_sdk import mechanisms
+from client_sdk.wire import MetricDefinition, build_report
+
+ADMIN_TOKEN = "admin-5510"
+READ_TOKEN = "read-2291"
+THEME = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
+
+PAGES = ["/", "/ui/metric/app.theme", "/ui/metric/app.theme/explorer", "/ui/explorer?k=8"]
+APIS = [
+    "/v1/estimates/app.theme",
+    "/v1/estimates/app.theme?format=csv",
+    "/v1/estimates/app.theme/trend",
+    "/v1/overview",
+    "/v1/plan?epsilon=1&k=3&users=1000",
+    "/v1/plan/curve?epsilon=1&k=3",
+]
+OPEN = ["/v1/metrics", "/v1/metrics/app.theme", "/healthz", "/ui/static/dashboard.css"]
+
+
+def make(redis_url: str, **config: Any) -> Flask:
+    """The app ``ldp serve`` runs, on the test's Redis."""
+    return create_server_app(
+        {"REDIS_URL": redis_url, "ADMIN_TOKEN": ADMIN_TOKEN, "TESTING": True, **config}
+    )
+
+
+def basic(password: str, user: str = "operator") -> dict[str, str]:
+    """An HTTP Basic header, as a browser sends it."""
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+def bearer(token: str) -> dict[str, str]:
+    """A bearer header, as API clients send it."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def define(client: FlaskClient, name: str = "app.theme", spec: Any = None) -> MetricDefinition:
+    """Create a metric with the admin token."""
+    response = client.put(f"/v1/metrics/{name}", json=spec or THEME, headers=bearer(ADMIN_TOKEN))
+    assert response.status_code in (200, 201), response.json
+    return MetricDefinition.from_dict(response.json)
+
+
+@pytest.fixture
+def guarded(redis_db: Any) -> FlaskClient:
+    """The app with a read token, and app.theme defined."""
+    client = make(redis_db.url, READ_TOKEN=READ_TOKEN).test_client()
+    define(client)
+    return client
+
+
+# -- read token ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_ask_for_the_read_token_as_a_basic_password(guarded: FlaskClient, path: str) -> None:
+    refused = guarded.get(path)
+    assert refused.status_code == 401
+    assert refused.headers["WWW-Authenticate"].startswith('Basic realm="ldp-telemetry"')
+    assert refused.mimetype == "text/html" and "Read token required" in refused.text
+    assert guarded.get(path, headers=basic("wrong")).status_code == 401
+    assert guarded.get(path, headers=basic(READ_TOKEN)).status_code == 200
+    assert guarded.get(path, headers=basic(READ_TOKEN, user="")).status_code == 200
+    assert guarded.get(path, headers=bearer(READ_TOKEN)).status_code == 200
+
+
+@pytest.mark.parametrize("path", APIS)
+def test_read_apis_want_a_bearer_token(guarded: FlaskClient, path: str) -> None:
+    refused = guarded.get(path)
+    assert refused.status_code == 401
+    assert refused.json == {
+        "error": "a read token is required",
+        "details": ["send 'Authorization: Bearer <LDP_READ_TOKEN>'"],
+    }
+    challenges = refused.headers.getlist("WWW-Authenticate")
+    assert challenges[0] == 'Bearer realm="ldp-telemetry"'
+    assert challenges[1].startswith('Basic realm="ldp-telemetry"')  # a page's fetch retries
+    for headers in (
+        bearer("wrong"),
+        bearer(READ_TOKEN + "x"),
+        basic("wrong"),
+        {"Authorization": "Basic !!"},
+    ):
+        assert guarded.get(path, headers=headers).status_code == 401
+    for headers in (bearer(READ_TOKEN), basic(READ_TOKEN), bearer(ADMIN_TOKEN)):
+        assert guarded.get(path, headers=headers).status_code == 200, headers
+
+
+@pytest.mark.parametrize("path", [*OPEN, "/ui/vendor/plotly.min.js"])
+def test_what_apps_and_browsers_need_stays_open(guarded: FlaskClient, path: str) -> None:
+    assert guarded.get(path).status_code == 200
+
+
+def test_reports_stay_open_and_changes_still_need_the_admin_token(guarded: FlaskClient) -> None:
+    definition = MetricDefinition.from_dict(guarded.get("/v1/metrics/app.theme").json)
+    body = {"reports": [build_report(definition, "dark", random.Random(1))]}
+    assert guarded.post("/v1/reports", json=body).status_code == 202
+    change = {**THEME, "epsilon": 2.0}
+    for headers in ({}, bearer(READ_TOKEN), basic(READ_TOKEN)):
+        response = guarded.put("/v1/metrics/app.theme", json=change, headers=headers)
+        assert response.status_code in (401, 403)
+    assert guarded.get("/v1/metrics/app.theme").json["version"] == 1
+
+
+def test_without_a_read_token_everything_reads_openly(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    define(client)
+    for path in PAGES + APIS:
+        assert client.get(path).status_code == 200, path
+
+
+def test_a_numeric_read_token_from_the_environment_works(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # from_prefixed_env parses values as JSON: LDP_READ_TOKEN=12345 arrives as an int.
+    monkeypatch.setenv("LDP_READ_TOKEN", "12345")
+    monkeypatch.setenv("LDP_REDIS_URL", redis_db.url)
+    app = create_server_app()
+    assert app.config["READ_TOKEN"] == 12345
+    client = app.test_client()
+    assert client.get("/v1/overview").status_code == 401
+    assert client.get("/v1/overview", headers=bearer("12345")).status_code == 200
+
+
+# -- planning API -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("epsilon", "k"), [(1.0, 3), (0.5, 32), (4.0, 1024)])
+def test_plan_api_answers_what_the_planner_computes(redis_db: Any, epsilon: float, k: int) -> None:
+    client = make(redis_db.url).test_client()
+    body = client.get(f"/v1/plan?epsilon={epsilon}&k={k}&users=12345").json
+    rows = plan(epsilon, k, users=12345)
+    assert [r["mechanism"] for r in body["rows"]] == [r.name for r in rows]
+    assert [r["half_width"] for r in body["rows"]] == [r.half_width for r in rows]
+    assert body["auto"] == mechanisms.choose(epsilon, k).mechanism.name
+    need = client.get(f"/v1/plan?epsilon={epsilon}&k={k}&width=0.01").json
+    assert [r["users"] for r in need["rows"]] == [r.users for r in plan(epsilon, k, width=0.01)]
+
+
+def test_curve_api_is_the_mechanisms_variance_on_a_log_grid(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    body = client.get("/v1/plan/curve?epsilon=2&k=16&mechanism=blh&points=31").json
+    n = np.array(body["n"])
+    assert len(n) == 31 and n[0] == pytest.approx(100) and n[-1] == pytest.approx(1e8)
+    z = z_value(0.95)
+    curves = {c["mechanism"]: c for c in body["curves"]}
+    assert set(curves) == {"grr", "sue", "oue", "olh", "hr", "ss", "blh", "central laplace"}
+    for name in ("grr", "oue", "blh"):
+        m = mechanisms.create(name, epsilon=2.0, domain_size=16)
+        np.testing.assert_allclose(curves[name]["half_width"], z * np.sqrt(m.variance(n)))
+    assert curves["blh"]["current"] and not curves["oue"]["current"]
+    np.testing.assert_allclose(
+        curves["central laplace"]["half_width"], z * math.sqrt(2) / (n * 2.0)
+    )
+    # The curve at N and the planner at N agree.
+    at = client.get("/v1/plan?epsilon=2&k=16&users=100").json
+    for row in at["rows"]:
+        assert curves[row["mechanism"]]["half_width"][0] == pytest.approx(row["half_width"])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "epsilon=1&k=3",  # neither users nor width
+        "epsilon=1&k=3&users=10&width=0.1",
+        "k=3&users=10",
+        "epsilon=0&k=3&users=10",
+        "epsilon=nan&k=3&users=10",
+        "epsilon=1&k=1&users=10",
+        "epsilon=1&k=2.5&users=10",
+        "epsilon=1&k=3&users=0",
+        "epsilon=1&k=3&width=1",
+        "epsilon=1&k=3&users=10&confidence=1",
+    ],
+)
+def test_plan_api_rejects_bad_parameters_with_json(redis_db: Any, query: str) -> None:
+    response = make(redis_db.url).test_client().get(f"/v1/plan?{query}")
+    assert response.status_code == 400 and response.json["error"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["epsilon=1&k=3&points=1", "epsilon=1&k=3&n_min=10&n_max=5", "epsilon=1&k=3&mechanism=x"],
+)
+def test_curve_api_rejects_bad_parameters_with_json(redis_db: Any, query: str) -> None:
+    response = make(redis_db.url).test_client().get(f"/v1/plan/curve?{query}")
+    assert response.status_code == 400 and response.json["error"]
+
+
+# -- overview API and pages ---------------------------------------------------------------
+
+
+def test_overview_has_n_last_window_and_lag(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    definition = define(client)
+    rng = random.Random(3)
+    body = {"reports": [build_report(definition, rng.randrange(3), rng) for _ in range(40)]}
+    assert client.post("/v1/reports", json=body).status_code == 202
+    (row,) = client.get("/v1/overview").json["metrics"]
+    assert (row["name"], row["version"], row["mechanism"], row["epsilon"], row["k"]) == (
+        "app.theme", 1, "grr", 1.0, 3,
+    )  # fmt: skip
+    assert row["n"] == 0 and row["last_window"] is None
+    assert row["lag"]["length"] == 40
+    Worker(redis_db.client(), handle_signals=False).run(once=True)
+    (row,) = client.get("/v1/overview").json["metrics"]
+    assert row["n"] == 40 and row["lag"] == {"length": 0, "pending": 0}
+    assert row["last_window"].startswith("hour:")
+    page = client.get("/").text
+    assert "app.theme" in page and ">40<" in page
+
+
+class _Definition:
+    """What describe() reads of a definition: its name, version and to_dict()."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.name, self.version, self._data = data["name"], data["version"], data
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._data
+
+
+def test_describe_shows_budget_and_memoization_when_a_definition_has_them() -> None:
+    base = {
+        "name": "app.theme",
+        "version": 2,
+        "kind": "categorical",
+        "domain": ["a", "b"],
+        "mechanism": {"mechanism": "grr", "epsilon": 0.5, "domain_size": 2},
+    }
+    plain = describe(_Definition(base))  # type: ignore[arg-type]
+    assert plain["epsilon_per_period"] is None and plain["budget"] is None
+    rich = describe(
+        _Definition(  # type: ignore[arg-type]
+            {
+                **base,
+                "budget": {"reports_per_period": 4, "period": "day"},
+                "longitudinal": {"permanent_epsilon": 3.0},
+            }
+        )
+    )
+    assert rich["epsilon_per_period"] == 2.0 and rich["period"] == "day"
+    assert rich["permanent_epsilon"] == 3.0
+    numeric = describe(
+        _Definition(  # type: ignore[arg-type]
+            {
+                "name": "session.minutes",
+                "version": 1,
+                "kind": "numeric",
+                "range": [0.0, 120.0],
+                "mechanism": {"mechanism": "duchi", "epsilon": 1.0},
+            }
+        )
+    )
+    assert numeric["kind"] == "numeric" and numeric["k"] is None
+    assert numeric["range"] == [0.0, 120.0]
+
+
+def test_pages_are_html_with_a_strict_content_security_policy(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    define(client)
+    for path in PAGES:
+        response = client.get(path)
+        assert response.status_code == 200 and response.mimetype == "text/html"
+        csp = response.headers["Content-Security-Policy"]
+        assert "default-src 'self'" in csp and "script-src 'self'" in csp
+        assert "<script>" not in response.text  # no inline code: CSP would refuse it
+    missing = client.get("/ui/metric/nope")
+    assert missing.status_code == 404 and "No metric nope" in missing.text
+
+
+def test_plotly_is_served_from_the_installed_wheel(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    path = dashboard.plotly_js_path()
+    assert path is not None, "the plotly wheel is part of the server extra"
+    plain = client.get("/ui/vendor/plotly.min.js")
+    assert plain.data == path.read_bytes() and plain.mimetype == "text/javascript"
+    assert plain.data.startswith(b"/**\n* plotly.js v")
+    zipped = client.get("/ui/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip, br"})
+    assert zipped.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(zipped.data) == plain.data
+    again = client.get(
+        "/ui/vendor/plotly.min.js",
+        headers={"Accept-Encoding": "gzip", "If-None-Match": zipped.headers["ETag"]},
+    )
+    assert again.status_code == 304

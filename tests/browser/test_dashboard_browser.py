@@ -1,0 +1,437 @@
+"""The operators' dashboard in a real Chromium, on the real system.
+
+``aggregator.serve.Server`` runs gunicorn, an aggregator worker and an embedded Redis;
+the SDK's ``Client`` sends perturbed reports over HTTP; the worker counts them. Then
+Chromium (Debian's, driven by Playwright) opens the pages, and the tests read what the
+page drew — Plotly's own graph data and the SVG it rendered — against the JSON APIs.
+Every page is also checked for console errors and page errors (a Content-Security-Policy
+violation is one) and for requests to anything but the server's origin.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import chromium_missing, launch
+
+_missing = chromium_missing()
+if _missing:
+    pytest.skip(_missing, allow_module_level=True)
+
+from playwright.sync_api import Browser, Page, Route, sync_playwright  # noqa: E402
+from playwright.sync_api import Error as PlaywrightError  # noqa: E402
+
+from aggregator.serve import Server  # noqa: E402
+from client_sdk import Client  # noqa: E402
+
+METRICS: dict[str, dict[str, Any]] = {
+    "app.theme": {
+        "domain": ["light", "dark", "auto", "high-contrast"],
+        "epsilon": 1.0,
+        "mechanism": "grr",
+        "description": "The colour theme the app runs in.",
+    },
+    "app.screen": {
+        "domain": [f"screen-{i}" for i in range(12)],
+        "epsilon": 2.0,
+        "mechanism": "oue",
+    },
+    "app.live": {"domain": ["on", "off"], "epsilon": 1.0},
+}
+SHARES = {
+    "app.theme": [0.55, 0.33, 0.12, 0.0],  # nobody uses high-contrast: not distinguishable
+    "app.screen": [1 / (i + 1) for i in range(12)],
+    "app.live": [0.7, 0.3],
+}
+USERS = 2000
+NUMERIC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
+"""A numeric metric, defined where the server's wire format knows the kind."""
+TOL = 1e-9
+
+
+# -- the system ---------------------------------------------------------------------------
+
+
+def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read().decode()
+        return json.loads(text) if r.headers.get_content_type() == "application/json" else text
+
+
+def send(url: str, metric: str, users: int, seed: int) -> None:
+    """``users`` devices report one value of ``metric`` through the SDK over HTTP."""
+    client = Client(url, flush_at=500, rng=random.Random(seed))
+    picker = random.Random(seed + 1)
+    domain = METRICS[metric]["domain"]
+    for _ in range(users):
+        assert client.report(metric, picker.choices(domain, SHARES[metric])[0])
+    assert client.flush(timeout=60)
+    client.shutdown()
+
+
+def wait_counted(url: str, metric: str, n: int, timeout: float = 60) -> dict[str, Any]:
+    """The metric's estimates once the aggregator has counted ``n`` reports."""
+    deadline = time.monotonic() + timeout
+    while True:
+        body: dict[str, Any] = _request(f"{url}/v1/estimates/{metric}")
+        if body["n"] >= n or time.monotonic() > deadline:
+            assert body["n"] == n, f"{metric}: counted {body['n']}, expected {n}"
+            return body
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The real system with the metrics defined and USERS devices' reports counted."""
+    data = tmp_path_factory.mktemp("dashboard")
+    with Server(port=0, data_dir=data, web_workers=2, aggregators=1, quiet=True) as s:
+        for name, spec in METRICS.items():
+            _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+        for i, name in enumerate(METRICS):
+            send(s.url, name, USERS, seed=11 + 10 * i)
+        try:
+            _request(f"{s.url}/v1/metrics/session.minutes", "PUT", NUMERIC, s.admin_token)
+            client = Client(s.url, flush_at=500, rng=random.Random(3))
+            picker = random.Random(4)
+            for _ in range(USERS):
+                assert client.report("session.minutes", min(120.0, picker.expovariate(1 / 20)))
+            assert client.flush(timeout=60)
+            client.shutdown()
+            wait_counted(s.url, "session.minutes", USERS)
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 400  # no numeric metrics in this version
+        for name in METRICS:
+            wait_counted(s.url, name, USERS)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """One headless Chromium for the module."""
+    with sync_playwright() as pw:
+        b = launch(pw)
+        yield b
+        b.close()
+
+
+@dataclass
+class Watched:
+    """A page with everything it logged and requested."""
+
+    page: Page
+    origin: str
+    errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """No console or page errors; no request left the server's origin."""
+        assert self.errors == [], self.errors
+        foreign = [u for u in self.requests if not u.startswith(self.origin + "/")]
+        assert foreign == [], foreign
+        assert self.requests, "the page made no requests at all?"
+
+
+def watch(page: Page, origin: str) -> Watched:
+    """Record the page's console errors, uncaught exceptions and requests."""
+    w = Watched(page, origin)
+    page.on(
+        "console", lambda m: w.errors.append(f"console: {m.text}") if m.type == "error" else None
+    )
+    page.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
+    page.on("request", lambda r: w.requests.append(r.url))
+    return w
+
+
+@pytest.fixture
+def watched(browser: Browser, server: Server) -> Iterator[Watched]:
+    """A fresh laptop-sized page (own context: no cache shared between tests)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(20_000)
+    w = watch(context.new_page(), server.url)
+    yield w
+    context.close()
+
+
+def graph(page: Page, div: str) -> list[dict[str, Any]]:
+    """The traces Plotly holds for a chart div (what it drew from)."""
+    return page.evaluate(  # type: ignore[no-any-return]
+        """(id) => document.getElementById(id).data.map((t) => ({
+            meta: t.meta, name: t.name, type: t.type, x: t.x, y: t.y,
+            err: t.error_y ? {array: t.error_y.array, minus: t.error_y.arrayminus} : null,
+        }))""",
+        div,
+    )
+
+
+def points(x: float) -> str:
+    """A half-width in percentage points as the pages print it (LDP.points)."""
+    p = x * 100
+    return f"{p:.1f}" if p >= 10 else f"{p:.2f}" if p >= 0.1 else f"{p:.2g}"
+
+
+def close(got: list[float | None], want: list[float | None]) -> bool:
+    """Equal lists of numbers (None where the API has none)."""
+    return len(got) == len(want) and all(
+        (g is None and w is None) or (g is not None and w is not None and abs(g - w) <= TOL)
+        for g, w in zip(got, want, strict=True)
+    )
+
+
+# -- the tests ----------------------------------------------------------------------------
+
+
+def test_overview_lists_every_metric_with_n_and_lag(watched: Watched, server: Server) -> None:
+    page = watched.page
+    overview = _request(f"{server.url}/v1/overview")
+    page.goto(server.url + "/")
+    page.wait_for_selector("#refresh-status.live")
+    rows = page.locator("#overview-table tbody tr")
+    assert rows.count() == len(overview["metrics"]) >= len(METRICS)
+    for m in overview["metrics"]:
+        row = page.locator(f'#overview-table tr[data-metric="{m["name"]}"]')
+        assert row.locator('[data-field="n"]').inner_text() == f"{m['n']:,}"
+        assert "waiting" in row.locator('[data-field="lag"]').inner_text()
+        when = row.locator('[data-field="last_window"] .when').inner_text()
+        assert when in ("this hour", "the hour before")  # the hour may just have turned
+        assert m["mechanism"] in row.inner_text()
+    watched.check()
+
+
+def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, server: Server) -> None:
+    page, name = watched.page, "app.theme"
+    api = _request(f"{server.url}/v1/estimates/{name}")
+    rows, k = api["estimates"], len(METRICS[name]["domain"])
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector(f"main[data-state='ready'][data-n='{api['n']}']")
+
+    traces = {t["meta"]: t for t in graph(page, "freq-chart")}
+    assert set(traces) == {"raw", "norm_sub"}
+    raw, norm_sub = traces["raw"], traces["norm_sub"]
+    assert raw["x"] == norm_sub["x"] == METRICS[name]["domain"]
+    assert close(raw["y"], [r["frequency"] for r in rows])
+    assert close(raw["err"]["array"], [r["ci_high"] - r["frequency"] for r in rows])
+    assert close(raw["err"]["minus"], [r["frequency"] - r["ci_low"] for r in rows])
+    assert close(norm_sub["y"], [r["norm_sub"] for r in rows])
+    assert norm_sub["err"] is None
+    assert "Unbiased" in raw["name"] and "raw" in raw["name"]
+    assert "Norm-Sub" in norm_sub["name"] and "post-processed" in norm_sub["name"]
+    # What Plotly rendered: k bars per trace, k error bars, both labelled in the legend.
+    bars = page.locator("#freq-chart .barlayer .trace")
+    assert bars.count() == 2
+    assert bars.nth(0).locator(".point").count() == k
+    assert bars.nth(1).locator(".point").count() == k
+    assert page.locator("#freq-chart g.errorbar").count() == k
+    legend = page.locator("#freq-chart .legendtext").all_text_contents()
+    assert legend == [raw["name"], norm_sub["name"]]
+
+    table = page.locator("#estimates-table tbody tr")
+    assert table.count() == k
+    for i, r in enumerate(rows):
+        cells = table.nth(i).locator("td")
+        assert cells.nth(0).inner_text() == r["value"]
+        assert cells.nth(1).inner_text() == f"{r['frequency'] * 100:.2f}%"
+        assert float(cells.nth(1).get_attribute("data-value") or "nan") == r["frequency"]
+        assert float(cells.nth(4).get_attribute("data-value") or "nan") == r["norm_sub"]
+        assert cells.nth(3).inner_text() == f"[{r['ci_low'] * 100:.2f}%, {r['ci_high'] * 100:.2f}%]"
+        assert int(cells.nth(5).get_attribute("data-value") or -1) == r["support_count"]
+        note = cells.nth(6).inner_text()
+        expected = "" if r["distinguishable_from_zero"] else "not distinguishable from zero"
+        assert note == expected
+    assert any(not r["distinguishable_from_zero"] for r in rows), "seed gave no zero value"
+
+    csv_href = page.locator("#csv-link").get_attribute("href") or ""
+    csv = _request(server.url + csv_href)
+    assert csv.splitlines()[0].startswith("metric,version,window,n,confidence,value,frequency")
+    assert len(csv.splitlines()) == k + 1
+    trend = {t["meta"]: t for t in graph(page, "trend-chart")}
+    assert trend["n"]["y"] == [
+        w["n"] for w in _request(f"{server.url}/v1/estimates/{name}/trend")["windows"]
+    ]
+    watched.check()
+
+
+def test_explorer_follows_epsilon_with_the_planners_numbers(
+    watched: Watched, server: Server
+) -> None:
+    page, name = watched.page, "app.theme"
+    n, k = USERS, len(METRICS[name]["domain"])
+    page.goto(f"{server.url}/ui/metric/{name}/explorer")
+    root = "#explorer[data-state='ready']"
+    page.wait_for_selector(f"{root}[data-epsilon='1'][data-n='{n}']")
+
+    def check(epsilon: float, width: float = 0.01) -> float:
+        at_n = _request(f"{server.url}/v1/plan?epsilon={epsilon}&k={k}&users={n}")
+        need = _request(f"{server.url}/v1/plan?epsilon={epsilon}&k={k}&width={width}")
+        curve = _request(f"{server.url}/v1/plan/curve?epsilon={epsilon}&k={k}&mechanism=grr")
+        grr = next(r for r in at_n["rows"] if r["mechanism"] == "grr")
+        shown = page.locator("#hw-now")
+        assert shown.get_attribute("data-mechanism") == "grr"
+        half_width = float(shown.get_attribute("data-half-width") or "nan")
+        assert half_width == pytest.approx(grr["half_width"], rel=1e-12)
+        assert f"±{points(grr['half_width'])} %" in shown.inner_text()
+        traces = {t["meta"]: t for t in graph(page, "curve-chart")}
+        for c in curve["curves"]:
+            assert close(traces[c["mechanism"]]["y"], c["half_width"]), c["mechanism"]
+            assert close(traces[c["mechanism"]]["x"], curve["n"])
+        assert "central laplace" in traces and traces["now"]["x"] == [n]
+        answer = page.locator("#plan-answer")
+        grr_need = next(r for r in need["rows"] if r["mechanism"] == "grr")
+        assert int(answer.get_attribute("data-users") or -1) == grr_need["users"]
+        assert f"{grr_need['users']:,} users" in answer.inner_text()
+        table = page.locator("#plan-table tbody tr")
+        assert table.count() == len(at_n["rows"])
+        return half_width
+
+    at_1 = check(1.0)
+    page.fill("#epsilon-input", "2")  # typing a value
+    page.wait_for_selector(f"{root}[data-epsilon='2']")
+    at_2 = check(2.0)
+    assert at_2 < at_1
+    slider = page.locator("#epsilon-range")  # dragging the slider
+    slider.evaluate(
+        "(e) => { e.value = '0.5'; e.dispatchEvent(new Event('input', {bubbles: true})); }"
+    )
+    page.wait_for_selector(f"{root}[data-epsilon='0.5']")
+    assert page.input_value("#epsilon-input") == "0.5"
+    assert check(0.5) > at_1
+    page.fill("#width-input", "0.5")  # the planner: users for ±0.5 %
+    page.wait_for_function(
+        "() => document.querySelector('[data-field=target]').textContent === '±0.50 %'"
+    )
+    page.wait_for_selector(root)
+    check(0.5, width=0.005)
+    watched.check()
+
+
+def test_metric_page_refreshes_while_reports_arrive(watched: Watched, server: Server) -> None:
+    page, name = watched.page, "app.live"
+    before = _request(f"{server.url}/v1/estimates/{name}")["n"]
+    page.goto(f"{server.url}/ui/metric/{name}?refresh=1")
+    page.wait_for_selector(f"main[data-state='ready'][data-n='{before}']")
+    send(server.url, name, 400, seed=99)
+    after = wait_counted(server.url, name, before + 400)
+    page.wait_for_selector(f"main[data-n='{after['n']}']", timeout=15_000)  # no reload
+    raw = next(t for t in graph(page, "freq-chart") if t["meta"] == "raw")
+    assert close(raw["y"], [r["frequency"] for r in after["estimates"]])
+    assert page.locator("#fact-n").inner_text() == f"{after['n']:,}"
+    watched.check()
+
+
+def test_numeric_metric_shows_its_mean_over_time(watched: Watched, server: Server) -> None:
+    """The page draws by the API's ``kind``: numeric answers (as aggregator.web gives
+    them for numeric metrics) are fulfilled here for a categorical metric's URLs."""
+    page, name = watched.page, "app.screen"
+    mean = {
+        "metric": name, "version": 1, "kind": "numeric", "mechanism": "duchi", "epsilon": 1.0,
+        "n": 1200, "confidence": 0.95, "window": "all", "mean": 31.5, "std_error": 1.25,
+        "ci_low": 29.05, "ci_high": 33.95, "range": [0, 120],
+    }  # fmt: skip
+    windows = [
+        {"window": "hour:2026-11-25T10", "n": 500, "mean": 30.0, "std_error": 2.0,
+         "ci_low": 26.08, "ci_high": 33.92},
+        {"window": "hour:2026-11-25T11", "n": 700, "mean": 32.6, "std_error": 1.7,
+         "ci_low": 29.27, "ci_high": 35.93},
+    ]  # fmt: skip
+    trend = {"metric": name, "version": 1, "granularity": "hour", "confidence": 0.95,
+             "windows": windows}  # fmt: skip
+
+    def fulfil(route: Route) -> None:
+        body = trend if "/trend" in route.request.url else mean
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    page.route(f"{server.url}/v1/estimates/{name}**", fulfil)
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-kind='numeric']")
+    assert page.locator("#categorical-view").is_hidden()
+    assert page.locator("#numeric-mean").inner_text() == "31.50 ± 2.45"
+    assert "[29.05, 33.95]" in page.locator("#numeric-detail").inner_text()
+    traces = {t["meta"]: t for t in graph(page, "trend-chart")}
+    assert traces["mean"]["y"] == [30.0, 32.6]
+    assert close(traces["mean"]["err"]["array"], [3.92, 3.33])
+    watched.check()
+
+
+def test_a_real_numeric_metric_shows_the_apis_mean(watched: Watched, server: Server) -> None:
+    page, name = watched.page, "session.minutes"
+    try:
+        _request(f"{server.url}/v1/metrics/{name}")
+    except urllib.error.HTTPError:
+        pytest.skip("this version has no numeric metrics")
+    api = wait_counted(server.url, name, USERS)
+    assert api["kind"] == "numeric"
+    trend = _request(f"{server.url}/v1/estimates/{name}/trend")
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector(f"main[data-state='ready'][data-kind='numeric'][data-n='{USERS}']")
+    shown = page.locator("#numeric-mean")
+    for key in ("mean", "ci_low", "ci_high"):
+        assert float(shown.get_attribute(f"data-{key.replace('_', '-')}") or "nan") == api[key]
+    assert page.locator("#categorical-view").is_hidden()
+    traces = {t["meta"]: t for t in graph(page, "trend-chart")}
+    assert close(traces["mean"]["y"], [w["mean"] for w in trend["windows"]])
+    assert close(
+        traces["mean"]["err"]["array"], [w["ci_high"] - w["mean"] for w in trend["windows"]]
+    )
+    watched.check()
+
+
+def test_pages_fit_a_phone_screen(browser: Browser, server: Server) -> None:
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, is_mobile=True, device_scale_factor=2
+    )
+    w = watch(context.new_page(), server.url)
+    for path, ready in [
+        ("/", "#refresh-status.live"),
+        ("/ui/metric/app.screen/explorer", "#explorer[data-state='ready']"),
+    ]:
+        w.page.goto(server.url + path)
+        w.page.wait_for_selector(ready)
+        width = w.page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, f"{path} is {width} px wide on a 390 px screen"
+    w.check()
+    context.close()
+
+
+def test_read_token_guards_pages_and_the_apis_fetches(browser: Browser, tmp_path: Path) -> None:
+    """With LDP_READ_TOKEN set, the browser signs in (HTTP Basic, the token as the
+    password) and the page's own fetches to the estimates API are let through."""
+    os.environ["LDP_READ_TOKEN"] = "read-me-7741"
+    try:
+        s = Server(port=0, data_dir=tmp_path, web_workers=1, aggregators=0, quiet=True).start()
+    finally:
+        del os.environ["LDP_READ_TOKEN"]
+    try:
+        _request(f"{s.url}/v1/metrics/app.theme", "PUT", METRICS["app.theme"], s.admin_token)
+        stranger = browser.new_context()  # no password: Chromium gives up on the challenge
+        with pytest.raises(PlaywrightError, match="ERR_INVALID_AUTH_CREDENTIALS"):
+            stranger.new_page().goto(s.url + "/ui/metric/app.theme")
+        stranger.close()
+        wrong = browser.new_context(http_credentials={"username": "x", "password": "wrong"})
+        response = wrong.new_page().goto(s.url + "/ui/metric/app.theme")
+        assert response is not None and response.status == 401
+        assert "Read token required" in response.text()
+        wrong.close()
+        context = browser.new_context(
+            http_credentials={"username": "operator", "password": "read-me-7741"}
+        )
+        w = watch(context.new_page(), s.url)
+        w.page.goto(s.url + "/ui/metric/app.theme")
+        w.page.wait_for_selector("main[data-state='ready'][data-n='0']")
+        w.check()
+        context.close()
+    finally:
+        s.stop()
