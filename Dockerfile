@@ -1,0 +1,30 @@
+# ldp-telemetry: one image for the collector, the aggregator workers and the dashboard.
+# Build the load-test image (Locust) with: docker build --build-arg EXTRAS=load .
+FROM python:3.11-slim
+
+ARG EXTRAS=server
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends curl \
+    && rm -rf /var/lib/apt/lists/* \
+    && useradd --create-home --uid 10001 --shell /usr/sbin/nologin ldp
+
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY client_sdk ./client_sdk
+COPY collector ./collector
+COPY aggregator ./aggregator
+COPY loadtests ./loadtests
+RUN pip install ".[${EXTRAS}]"
+
+USER ldp
+# Listen on all interfaces inside the container; compose publishes or scales it.
+ENV LDP_BIND=0.0.0.0:8000
+EXPOSE 8000
+
+CMD ["gunicorn", "-c", "collector/gunicorn_conf.py", "aggregator.serve:create_server_app()"]

@@ -1,0 +1,1 @@
+"""Load tests: Locust users that act as real apps, and the one command that runs them."""

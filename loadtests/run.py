@@ -1,0 +1,324 @@
+"""One command: a local ``ldp serve``, a headless Locust load of simulated apps, and checks.
+
+Run: ``python -m loadtests.run`` (1,000,000 devices), or quickly
+``python -m loadtests.run --devices 20000 --users 20 --time 60s``.
+
+What it does:
+
+1. starts :class:`aggregator.serve.Server` (gunicorn web service, aggregator workers,
+   an embedded Redis in a temporary data dir) on a free port;
+2. creates the demo metrics (:func:`aggregator.demo.define_metrics`);
+3. runs ``locust -f loadtests/locustfile.py --headless -u U -r R -t T`` with CSV stats
+   and the HTML report written to ``--out``;
+4. checks, each setting the exit code:
+
+   * Locust's own exit code (failure ratio ≤ ``--max-failure-ratio``, p95 ≤
+     ``--max-p95-ms``; see the locustfile's ``quitting`` listener);
+   * the aggregator's ``n`` of every metric equals the reports the collector accepted,
+     exactly (after waiting for the workers to drain the streams);
+   * the estimates match the simulated truth: the share of 95 % intervals that miss the
+     true share is reported, and the run fails if the number of misses is improbably
+     high for a miss rate of 5 % (binomial tail probability below ``--miss-alpha``).
+
+Devices: each Locust user simulates ``ceil(devices / users)`` fresh devices, in batches
+of ``--devices-per-batch`` devices (one request each, one report per metric per device),
+then stops; the run ends when every user has stopped, or at ``--time``. So the target
+``devices = users × iterations × devices per batch`` (rounded up to a multiple of
+``users``); a run cut short by ``--time`` reports how many devices it reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LoadResult", "main", "miss_bound", "run"]
+
+HERE = Path(__file__).resolve().parent
+
+NOMINAL_MISS_RATE = 0.05
+"""The intervals are 95 % intervals: about 5 % of them should miss the truth."""
+
+DEFAULT_MISS_ALPHA = 1e-3
+"""Fail only if that many misses (or more) had probability < 0.1 % at a 5 % miss rate:
+a correct system fails this check once in a thousand runs."""
+
+DRAIN_TIMEOUT = 600.0
+"""Seconds to wait for the aggregator to count every accepted report."""
+
+
+@dataclass
+class LoadResult:
+    """The figures of one run and the checks' verdicts."""
+
+    devices_target: int
+    devices: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    requests: int = 0
+    failures: int = 0
+    p50_ms: float = 0.0
+    p95_ms: float = 0.0
+    p99_ms: float = 0.0
+    requests_per_s: float = 0.0
+    reports_per_s: float = 0.0
+    load_seconds: float = 0.0
+    drain_seconds: float = 0.0
+    counted: dict[str, int] = field(default_factory=dict)
+    misses: int = 0
+    intervals: int = 0
+    miss_limit: int = 0
+    locust_exit_code: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``summary.json``)."""
+        return dict(self.__dict__)
+
+
+def miss_bound(intervals: int, alpha: float = DEFAULT_MISS_ALPHA) -> int:
+    """The most misses a run may have: the smallest m with P(X > m) < alpha, X ~ Bin(n, 5 %).
+
+    The intervals of one metric are not independent, so this is a guide, not an exact
+    test; with a few hundred intervals it separates "about 5 %" from "broken" clearly.
+    """
+    from scipy.stats import binom  # noqa: PLC0415 - scipy is heavy; only needed at the end
+
+    return int(binom.isf(alpha, intervals, NOMINAL_MISS_RATE))
+
+
+def _read_truth(folder: Path) -> dict[str, Any]:
+    total: dict[str, Any] = {"counts": {}, "devices": 0, "accepted": 0}
+    total.update(duplicates=0, rejected=0, batches=0)
+    for path in sorted(folder.glob("truth-*.json")):
+        data = json.loads(path.read_text())
+        for key in ("devices", "accepted", "duplicates", "rejected", "batches"):
+            total[key] += int(data[key])
+        for name, counts in data["counts"].items():
+            mine = total["counts"].setdefault(name, [0] * len(counts))
+            for i, c in enumerate(counts):
+                mine[i] += int(c)
+    return total
+
+
+def _read_stats(prefix: str) -> dict[str, str]:
+    """The ``Aggregated`` row of Locust's ``<prefix>_stats.csv`` (the batch endpoint)."""
+    path = Path(prefix + "_stats.csv")
+    if not path.exists():
+        return {}
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row.get("Name") == "POST /v1/reports":
+            return row
+    return next((r for r in rows if r.get("Name") == "Aggregated"), {})
+
+
+def _float(row: dict[str, str], key: str) -> float:
+    try:
+        return float(row.get(key) or 0)
+    except ValueError:
+        return 0.0
+
+
+def run(args: argparse.Namespace) -> LoadResult:
+    """Start the server, run Locust, check; returns the figures and failed checks."""
+    import redis  # noqa: PLC0415 - server-side imports kept out of --help
+
+    from aggregator.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
+    from aggregator.embedded_redis import free_port  # noqa: PLC0415
+    from aggregator.serve import Server  # noqa: PLC0415
+    from collector.registry import Registry  # noqa: PLC0415
+
+    out = Path(args.out or tempfile.mkdtemp(prefix="ldp-load-")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    truth_dir = out / "truth"
+    truth_dir.mkdir(exist_ok=True)
+    for stale in [*truth_dir.glob("truth-*.json"), truth_dir / "stats.json"]:
+        stale.unlink(missing_ok=True)
+    per_user = math.ceil(args.devices / args.users)
+    result = LoadResult(devices_target=per_user * args.users)
+    print(f"output: {out}")
+    print(
+        f"target: {result.devices_target:,} devices = {args.users} users × "
+        f"{math.ceil(per_user / args.devices_per_batch)} iterations × "
+        f"≤ {args.devices_per_batch} devices per batch"
+    )
+    with tempfile.TemporaryDirectory(prefix="ldp-load-data-") as data_dir:
+        server = Server(
+            port=free_port(),
+            data_dir=data_dir,
+            web_workers=args.web_workers,
+            aggregators=args.aggregators,
+            quiet=True,
+        )
+        with server:
+            assert server.redis_url is not None
+            client = redis.Redis.from_url(server.redis_url)
+            definitions = define_metrics(Registry(client))
+            print(f"server: {server.url} ({args.web_workers} web workers, "
+                  f"{args.aggregators} aggregators); metrics: "
+                  + ", ".join(f"{d.name} ({d.oracle.__class__.__name__}, k={d.k})"
+                              for d in definitions))  # fmt: skip
+            csv_prefix = str(out / "locust")
+            command = [
+                sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"),
+                "--headless", "-u", str(args.users), "-r", str(args.spawn_rate or args.users),
+                "-t", args.time, "--host", server.url, "--csv", csv_prefix,
+                "--html", str(out / "locust.html"), "--only-summary", "--stop-timeout", "30",
+            ]  # fmt: skip
+            if args.processes != 1:
+                command += ["--processes", str(args.processes)]
+            env = dict(os.environ)
+            env.update(
+                LDP_DEVICES_PER_USER=str(per_user),
+                LDP_DEVICES_PER_BATCH=str(args.devices_per_batch),
+                LDP_DISTRIBUTION=args.distribution,
+                LDP_TRUTH_DIR=str(truth_dir),
+                LDP_MAX_FAILURE_RATIO=str(args.max_failure_ratio),
+                LDP_MAX_P95_MS=str(args.max_p95_ms),
+            )
+            print("load: " + " ".join(command[2:]))
+            start = time.perf_counter()
+            with (out / "locust.log").open("wb") as log:
+                done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+            result.load_seconds = time.perf_counter() - start
+            result.locust_exit_code = done.returncode
+            if done.returncode != 0:
+                result.failed.append(
+                    f"locust exited with {done.returncode} (thresholds: failure ratio "
+                    f"≤ {args.max_failure_ratio}, p95 ≤ {args.max_p95_ms:.0f} ms; see locust.log)"
+                )
+            if server.check() is not None:
+                result.failed.append(f"server: {server.check()}")
+
+            truth = _read_truth(truth_dir)
+            stats = _read_stats(csv_prefix)
+            result.devices = truth["devices"]
+            result.accepted = truth["accepted"]
+            result.duplicates = truth["duplicates"]
+            result.rejected = truth["rejected"]
+            exact = truth_dir / "stats.json"
+            if exact.exists():  # the locustfile's final figures; the CSV may lag by 1 s
+                final = json.loads(exact.read_text())
+                result.requests, result.failures = final["requests"], final["failures"]
+                result.p50_ms, result.p95_ms = final["p50_ms"], final["p95_ms"]
+                result.p99_ms = final["p99_ms"]
+            else:
+                result.requests = int(_float(stats, "Request Count"))
+                result.failures = int(_float(stats, "Failure Count"))
+                result.p50_ms = _float(stats, "50%")
+                result.p95_ms = _float(stats, "95%")
+                result.p99_ms = _float(stats, "99%")
+            result.requests_per_s = result.requests / max(result.load_seconds, 1e-9)
+            result.reports_per_s = result.accepted / max(result.load_seconds, 1e-9)
+            if result.devices < result.devices_target:
+                print(f"note: --time ended the run at {result.devices:,} of "
+                      f"{result.devices_target:,} devices")  # fmt: skip
+
+            expected = {name: sum(c) for name, c in truth["counts"].items()}
+            if sum(expected.values()) != result.accepted + result.duplicates:
+                result.failed.append(
+                    f"truth holds {sum(expected.values())} reports, the collector "
+                    f"accepted {result.accepted} (+{result.duplicates} duplicates)"
+                )
+            try:
+                result.drain_seconds = wait_for_counts(
+                    client, definitions, expected, timeout=args.drain_timeout
+                )
+            except TimeoutError as exc:
+                result.failed.append(f"aggregator did not drain: {exc}")
+            time.sleep(1.0)  # anything counted late would show up as n > accepted
+            from aggregator.counts import read_counts  # noqa: PLC0415
+
+            result.counted = {d.name: read_counts(client, d).n for d in definitions}
+            for name, n in expected.items():
+                if result.counted.get(name) != n:
+                    result.failed.append(
+                        f"{name}: aggregator n = {result.counted.get(name)}, accepted {n}"
+                    )
+
+            estimates = estimates_for(client, definitions)
+            for d in definitions:
+                counts = truth["counts"].get(d.name)
+                if not counts or sum(counts) == 0:
+                    continue
+                est = estimates[d.name]
+                share = [c / sum(counts) for c in counts]
+                for i, s in enumerate(share):
+                    result.intervals += 1
+                    if not (float(est.ci_low[i]) <= s <= float(est.ci_high[i])):
+                        result.misses += 1
+            if result.intervals:
+                result.miss_limit = miss_bound(result.intervals, args.miss_alpha)
+                if result.misses > result.miss_limit:
+                    result.failed.append(
+                        f"{result.misses} of {result.intervals} intervals missed the truth "
+                        f"(> {result.miss_limit}: P < {args.miss_alpha} at a 5 % miss rate)"
+                    )
+            else:
+                result.failed.append("no estimates to check: nothing was accepted")
+    (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return result
+
+
+def _print(result: LoadResult) -> None:
+    r = result
+    rate = r.misses / r.intervals if r.intervals else float("nan")
+    lines = [
+        f"devices          {r.devices:,} of {r.devices_target:,}",
+        f"requests         {r.requests:,} ({r.failures} failed), {r.requests_per_s:,.1f}/s",
+        f"accepted reports {r.accepted:,} ({r.duplicates} duplicates, {r.rejected} rejected), "
+        f"{r.reports_per_s:,.0f}/s over {r.load_seconds:.1f} s",
+        f"latency          p50 {r.p50_ms:.0f} ms, p95 {r.p95_ms:.0f} ms, p99 {r.p99_ms:.0f} ms",
+        f"aggregator n     {sum(r.counted.values()):,} "
+        f"(drained {r.drain_seconds:.1f} s after the load)",
+        f"interval misses  {r.misses} of {r.intervals} ({rate:.1%}; limit {r.miss_limit})",
+    ]
+    print("\n".join(lines))
+    if r.failed:
+        print("FAILED:\n  " + "\n  ".join(r.failed))
+    else:
+        print("PASSED")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the options, run, print the figures; 0 if every check passed."""
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtests.run", description=__doc__.split("\n\n")[0] if __doc__ else ""
+    )
+    parser.add_argument("--devices", type=int, default=1_000_000, help="distinct devices")
+    parser.add_argument("--users", "-u", type=int, default=50, help="Locust users")
+    parser.add_argument("--spawn-rate", "-r", type=float, default=0, help="default: users")
+    parser.add_argument("--time", "-t", default="30m", help="Locust's run-time limit")
+    parser.add_argument("--devices-per-batch", type=int, default=100, help="× metrics reports")
+    parser.add_argument("--processes", type=int, default=1, help="Locust processes (-1: CPUs)")
+    parser.add_argument("--distribution", default="zipf", choices=["zipf", "uniform", "demo"])
+    parser.add_argument("--web-workers", type=int, default=max(2, os.cpu_count() or 1))
+    parser.add_argument("--aggregators", type=int, default=1)
+    parser.add_argument("--max-failure-ratio", type=float, default=0.0)
+    parser.add_argument("--max-p95-ms", type=float, default=2000.0)
+    parser.add_argument("--miss-alpha", type=float, default=DEFAULT_MISS_ALPHA)
+    parser.add_argument("--drain-timeout", type=float, default=DRAIN_TIMEOUT)
+    parser.add_argument("--out", default=None, help="output dir [default: a new temp dir]")
+    args = parser.parse_args(argv)
+    if args.devices < 1 or args.users < 1 or args.devices_per_batch < 1:
+        parser.error("--devices, --users and --devices-per-batch must be positive")
+    result = run(args)
+    _print(result)
+    return 1 if result.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
