@@ -156,7 +156,8 @@ def run_population(
             truth[name] += np.array(counts, dtype=np.int64)
         accepted += int(r.stats.get("accepted", 0)) + int(r.stats.get("duplicates", 0))
         for reason, n in r.stats.get("dropped", {}).items():
-            dropped[reason] = dropped.get(reason, 0) + int(n)
+            if n:  # stats list every reason, most of them at 0
+                dropped[reason] = dropped.get(reason, 0) + int(n)
     return truth, accepted, dropped, seconds
 
 
