@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 from rich.table import Table
@@ -30,6 +31,17 @@ def build_mechanism(
         return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def confidence_option(default: float) -> Any:
+    """``--confidence``, a level in (0, 1)."""
+    return click.option(
+        "--confidence",
+        default=default,
+        show_default=True,
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        help="Level of the intervals.",
+    )
 
 
 MECHANISM = click.option(
@@ -75,12 +87,7 @@ def main() -> None:
     type=click.Choice(["counts", "reports"]),
     help="counts: sample sufficient statistics; reports: perturb and decode every report.",
 )
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-)
+@confidence_option(0.95)
 @click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def simulate(
@@ -153,12 +160,7 @@ def simulate(
     type=click.FloatRange(MIN_WIDTH, 1, max_open=True),
     help="Target half-width (0.01 = ±1 point): print the users needed.",
 )
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-)
+@confidence_option(0.95)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plan(
     epsilon: float,
@@ -211,12 +213,7 @@ def plan(
     type=click.IntRange(min=100),
     help="Perturbations per input.",
 )
-@click.option(
-    "--confidence",
-    default=0.99,
-    show_default=True,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-)
+@confidence_option(0.99)
 @click.option(
     "--permanent-epsilon",
     type=float,

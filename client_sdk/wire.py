@@ -37,6 +37,7 @@ from typing import Any
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism, PayloadError
 from client_sdk.mechanisms._random import RandomSource
+from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
 
 __all__ = [
@@ -118,18 +119,11 @@ def _check_domain(domain: object, problems: list[str]) -> tuple[str, ...]:
 
 
 def _check_epsilon(epsilon: object, problems: list[str]) -> float | None:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
-        problems.append("epsilon must be a number")
+    try:
+        return check_epsilon(epsilon)
+    except ValueError as exc:
+        problems.append(str(exc))
         return None
-    if not math.isfinite(epsilon) or not (
-        mechanisms.MIN_EPSILON <= epsilon <= mechanisms.MAX_EPSILON
-    ):
-        problems.append(
-            f"epsilon must be finite and in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}], "
-            f"got {epsilon!r}"
-        )
-        return None
-    return float(epsilon)
 
 
 def _check_longitudinal(longitudinal: object, problems: list[str]) -> float | None:

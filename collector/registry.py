@@ -12,6 +12,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -124,35 +125,14 @@ class Registry:
                             json.loads(pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
                         )
                     if current is not None and current.same_parameters(proposed):
-                        definition = MetricDefinition(
-                            name=name,
-                            version=current.version,
-                            domain=current.domain,
-                            mechanism=current.mechanism,
-                            description=proposed.description,
-                            mechanism_reason=current.mechanism_reason,
-                            kind=current.kind,
-                            value_range=current.value_range,
-                            budget=proposed.budget,  # a device rule: no new version
+                        # description and budget are not decoding parameters: same version
+                        definition = replace(
+                            current, description=proposed.description, budget=proposed.budget
                         )
-                        changed = (definition.description, definition.budget) != (
-                            current.description,
-                            current.budget,
-                        )
-                        created = False
+                        changed, created = definition != current, False
                     else:
                         version = 1 if current is None else current.version + 1
-                        definition = MetricDefinition(
-                            name=name,
-                            version=version,
-                            domain=proposed.domain,
-                            mechanism=proposed.mechanism,
-                            description=proposed.description,
-                            mechanism_reason=proposed.mechanism_reason,
-                            kind=proposed.kind,
-                            value_range=proposed.value_range,
-                            budget=proposed.budget,
-                        )
+                        definition = replace(proposed, version=version)
                         changed = created = True
                     pipe.multi()
                     pipe.hset(key, f"v{definition.version}", json.dumps(definition.to_dict()))

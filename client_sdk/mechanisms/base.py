@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DOMAIN_SIZE",
     "MAX_EPSILON",
     "MIN_EPSILON",
+    "check_epsilon",
     "FrequencyOracle",
     "PayloadError",
     "exp_epsilon",
@@ -53,6 +54,20 @@ push the realised likelihood ratio above e^ε; the cost in variance is 10⁻¹²
 
 class PayloadError(ValueError):
     """A report payload that does not fit the mechanism's wire format."""
+
+
+def check_epsilon(epsilon: object) -> float:
+    """Return ε as a float, or raise ``ValueError`` giving the valid range.
+
+    The one ε check of every mechanism, categorical or numeric, and of metric specs.
+    """
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+        raise ValueError(f"epsilon must be a number, got {epsilon!r}")
+    if not math.isfinite(epsilon) or not MIN_EPSILON <= epsilon <= MAX_EPSILON:
+        raise ValueError(
+            f"epsilon must be finite and in [{MIN_EPSILON}, {MAX_EPSILON}], got {epsilon!r}"
+        )
+    return float(epsilon)
 
 
 def exp_epsilon(epsilon: float) -> float:
@@ -101,13 +116,7 @@ class FrequencyOracle:
 
     def __post_init__(self) -> None:
         eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-            raise ValueError(f"epsilon must be a number, got {eps!r}")
-        if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
-            raise ValueError(
-                f"epsilon must be finite and in [{MIN_EPSILON}, {MAX_EPSILON}], got {eps!r}"
-            )
-        object.__setattr__(self, "epsilon", float(eps))
+        object.__setattr__(self, "epsilon", check_epsilon(eps))
         k = self.domain_size
         if isinstance(k, bool) or not isinstance(k, int):
             raise ValueError(f"domain_size must be an integer, got {k!r}")

@@ -61,10 +61,9 @@ from typing import Any, ClassVar, NamedTuple
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli, default_rng
 from client_sdk.mechanisms.base import (
-    MAX_EPSILON,
-    MIN_EPSILON,
     PayloadError,
     _exp_upper_bound_check,
+    check_epsilon,
 )
 
 __all__ = [
@@ -149,13 +148,7 @@ class NumericMechanism:
 
     def __post_init__(self) -> None:
         eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-            raise ValueError(f"epsilon must be a number, got {eps!r}")
-        if not math.isfinite(eps) or not MIN_EPSILON <= eps <= MAX_EPSILON:
-            raise ValueError(
-                f"epsilon must be finite and in [{MIN_EPSILON}, {MAX_EPSILON}], got {eps!r}"
-            )
-        object.__setattr__(self, "epsilon", float(eps))
+        object.__setattr__(self, "epsilon", check_epsilon(eps))
         if self.privacy_ratio() > _exp_upper_bound_check(self.epsilon):  # pragma: no cover
             raise AssertionError(f"{self!r} would realise more than ε = {eps}")
 
