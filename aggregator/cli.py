@@ -350,6 +350,7 @@ def aggregate(
     import redis
 
     from aggregator import worker as stream_worker
+    from collector.connection import connect
 
     if not redis_url:
         raise click.UsageError("no Redis to consume: pass --redis-url or set REDIS_URL")
@@ -359,7 +360,7 @@ def aggregate(
         )
     try:
         w = stream_worker.Worker(
-            redis.Redis.from_url(redis_url),
+            connect(redis_url),  # a server or a Redis Cluster
             name=name,
             batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
             block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
@@ -369,6 +370,8 @@ def aggregate(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    except redis.RedisError as exc:  # an explicit cluster URL whose seed is down
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
     code = 0
     try:
         w.run(once=once)

@@ -17,6 +17,7 @@ import click
 from rich.table import Table
 
 from aggregator.console import err, out, progress_bar
+from client_sdk.wire import MAX_SHARDS
 
 __all__ = ["demo", "metrics", "serve"]
 
@@ -136,9 +137,9 @@ def serve(
     server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
     try:
         if specs:
-            import redis  # noqa: PLC0415
+            from collector.connection import connect  # noqa: PLC0415
 
-            registry = Registry(redis.Redis.from_url(server.redis_url))
+            registry = Registry(connect(server.redis_url))
             for name, spec in specs.items():
                 try:
                     change = registry.put(name, spec)
@@ -193,15 +194,14 @@ def demo(
     keep_serving: bool,
 ) -> None:
     """Serve, define demo metrics, simulate users through real HTTP, compare with the truth."""
-    import redis  # noqa: PLC0415
-
     from aggregator import demo as d  # noqa: PLC0415
+    from collector.connection import connect  # noqa: PLC0415
     from collector.registry import Registry  # noqa: PLC0415
 
     started = time.perf_counter()
     server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
     try:
-        client = redis.Redis.from_url(server.redis_url)
+        client = connect(server.redis_url)
         definitions = d.define_metrics(Registry(client))
         before = {x.name: d.read_counts(client, x).n for x in definitions}
         _print_urls(server)
@@ -347,6 +347,13 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
 @click.option("--epsilon", "-e", required=True, type=float)
 @click.option("--mechanism", "-m", default="auto", show_default=True)
 @click.option("--description", default="")
+@click.option(
+    "--shards",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, MAX_SHARDS),
+    help="Streams to spread a hot metric over (hash slots of a Redis Cluster).",
+)
 @click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
 def metrics_create(
     url: str,
@@ -355,9 +362,10 @@ def metrics_create(
     epsilon: float,
     mechanism: str,
     description: str,
+    shards: int,
     token: str | None,
 ) -> None:
-    """Create a metric, or change it (a new version if ε, domain or mechanism change)."""
+    """Create a metric, or change it (a new version if ε, domain, mechanism or shards change)."""
     if not token:
         raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
     if domain.startswith("@"):
@@ -373,6 +381,8 @@ def metrics_create(
         "mechanism": mechanism,
         "description": description,
     }
+    if shards != 1:  # 1 is the default: leave it out, as a spec written by hand would
+        spec["shards"] = shards
     body = _request(f"{url}/v1/metrics/{name}", "PUT", spec, token)
     out.print(
         f"{body['name']} v{body['version']}: {body['mechanism']['mechanism']} "

@@ -2,12 +2,15 @@
 
 Pure reads (a few HGETALL/ZRANGE/XLEN calls): the estimates API and the operators'
 dashboard call these, and feed the result to :func:`aggregator.estimate_from_counts`.
+A version's ``definition.shards`` shards are read in one pipeline (on a Redis Cluster,
+one round trip per node holding some of them) and summed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import redis
@@ -17,27 +20,39 @@ from aggregator.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from collector import keys
 
-__all__ = ["SHARDS", "Lag", "lag", "lag_details", "list_windows", "read_counts", "read_numeric"]
-
-SHARDS = 1
-"""Stream shards per metric version. One for now; every reader loops over shards so a hot
-metric can be split across cluster slots later without touching the callers."""
+__all__ = ["Lag", "lag", "lag_details", "list_windows", "per_shard", "read_counts", "read_numeric"]
 
 
 def _text(x: bytes | str) -> str:
     return x.decode() if isinstance(x, bytes) else x
 
 
-def read_counts(
-    client: redis.Redis, definition: MetricDefinition, window: str = "all", shards: int = SHARDS
-) -> Counts:
+def per_shard(
+    client: redis.Redis, definition: MetricDefinition, command: Callable[[Any, int], object]
+) -> list[Any]:
+    """``command(client_or_pipeline, shard)`` for every shard of a metric version.
+
+    One shard is read directly; several go through one non-transactional pipeline, which
+    redis-py's cluster client splits by node (no multi-slot command is ever sent).
+
+    Returns:
+        The replies, by shard.
+    """
+    if definition.shards == 1:
+        return [command(client, 0)]
+    with client.pipeline(transaction=False) as pipe:
+        for shard in range(definition.shards):
+            command(pipe, shard)
+        return list(pipe.execute())
+
+
+def read_counts(client: redis.Redis, definition: MetricDefinition, window: str = "all") -> Counts:
     """The committed support counts of a metric version in a window, summed over shards.
 
     Args:
         client: a redis-py client.
         definition: the metric version.
         window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
-        shards: how many shards to sum.
 
     Returns:
         n and C(v) for v in 0..k-1 (zeros for a window without reports).
@@ -48,9 +63,12 @@ def read_counts(
     k = definition.k
     n = 0
     support = np.zeros(k, dtype=np.int64)
-    for shard in range(shards):
-        key = keys.counts_key(definition.name, definition.version, window, shard)
-        fields = client.hgetall(key)
+    name_, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.counts_key(name_, version, window, s))
+    )
+    for shard, fields in enumerate(replies):
+        key = keys.counts_key(name_, version, window, shard)
         for raw_field, raw_value in fields.items():
             name, value = _text(raw_field), int(raw_value)
             if name == "n":
@@ -64,7 +82,7 @@ def read_counts(
 
 
 def read_numeric(
-    client: redis.Redis, definition: MetricDefinition, window: str = "all", shards: int = SHARDS
+    client: redis.Redis, definition: MetricDefinition, window: str = "all"
 ) -> NumericStats:
     """The committed sums of a numeric metric version in a window, summed over shards.
 
@@ -72,7 +90,6 @@ def read_numeric(
         client: a redis-py client.
         definition: the (numeric) metric version.
         window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
-        shards: how many shards to sum.
 
     Returns:
         n, Σy and Σy² in units (zeros for a window without reports).
@@ -81,25 +98,29 @@ def read_numeric(
         ValueError: a field that numeric counts do not hold (corrupt counts).
     """
     stats = NumericStats.zeros()
-    for shard in range(shards):
-        key = keys.counts_key(definition.name, definition.version, window, shard)
-        fields = cast(dict[bytes, bytes], client.hgetall(key))
-        stats += NumericStats.from_fields(fields)
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
+    )
+    for fields in replies:
+        stats += NumericStats.from_fields(cast(dict[bytes, bytes], fields))
     return stats
 
 
-def list_windows(
-    client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS
-) -> list[str]:
+def list_windows(client: redis.Redis, definition: MetricDefinition) -> list[str]:
     """Windows that have counts, newest first (``all`` last).
 
     Windows starting at the same time (a day and its first hour) come day first.
     """
     starts: dict[str, float] = {}
-    for shard in range(shards):
-        key = keys.windows_key(definition.name, definition.version, shard)
-        members = cast(list[tuple[bytes | str, float]], client.zrange(key, 0, -1, withscores=True))
-        for member, score in members:
+    name_, version = definition.name, definition.version
+    replies = per_shard(
+        client,
+        definition,
+        lambda c, s: c.zrange(keys.windows_key(name_, version, s), 0, -1, withscores=True),
+    )
+    for members in replies:
+        for member, score in cast(list[tuple[bytes | str, float]], members):
             name = _text(member)
             starts[name] = max(score, starts.get(name, score))
     return sorted(starts, key=lambda name: (-starts[name], name))
@@ -120,10 +141,10 @@ class Lag:
     pending: int
 
 
-def lag_details(client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS) -> Lag:
+def lag_details(client: redis.Redis, definition: MetricDefinition) -> Lag:
     """Stream length and pending entries of a metric version, summed over shards."""
     length = pending = 0
-    for shard in range(shards):
+    for shard in range(definition.shards):
         key = keys.stream_key(definition.name, definition.version, shard)
         length += client.xlen(key)
         try:
@@ -136,9 +157,9 @@ def lag_details(client: redis.Redis, definition: MetricDefinition, shards: int =
     return Lag(length, pending)
 
 
-def lag(client: redis.Redis, definition: MetricDefinition, shards: int = SHARDS) -> int:
+def lag(client: redis.Redis, definition: MetricDefinition) -> int:
     """Reports of a metric version not yet counted: the stream length (pending included).
 
     See :func:`lag_details` for the pending part on its own.
     """
-    return lag_details(client, definition, shards).length
+    return lag_details(client, definition).length

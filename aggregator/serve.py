@@ -34,6 +34,7 @@ import redis
 from flask import Flask
 
 from aggregator.embedded_redis import EmbeddedRedis, die_with_parent, free_port
+from collector.connection import connect
 
 __all__ = ["Server", "create_server_app", "load_metrics_file"]
 
@@ -171,7 +172,7 @@ class Server:
                 ) from None
         if self.redis_url is not None:
             try:
-                redis.Redis.from_url(self.redis_url, socket_timeout=3).ping()
+                connect(self.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
             except (ValueError, redis.RedisError) as exc:
                 raise RuntimeError(f"cannot use Redis at {self.redis_url}: {exc}") from None
 

@@ -20,7 +20,7 @@ from typing import Any
 import redis
 from flask import Blueprint, current_app
 
-from aggregator.counts import SHARDS, lag_details, list_windows
+from aggregator.counts import lag_details, list_windows, per_shard
 from client_sdk.wire import MetricDefinition
 from collector import keys
 from collector.registry import Registry
@@ -36,11 +36,11 @@ def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
     Read on its own rather than through :func:`aggregator.counts.read_counts`: n is
     what every kind of metric counts, whatever else its counts hold.
     """
-    total = 0
-    for shard in range(SHARDS):
-        raw = client.hget(keys.counts_key(definition.name, definition.version, "all", shard), "n")
-        total += int(raw) if raw is not None else 0
-    return total
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hget(keys.counts_key(name, version, "all", s), "n")
+    )
+    return sum(int(raw) for raw in replies if raw is not None)
 
 
 def describe(definition: MetricDefinition) -> dict[str, Any]:

@@ -5,7 +5,7 @@ is a consumer with a *stable* name, so a restarted worker finds its own pending 
 The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
 
     own pending (XREADGROUP … 0) until empty ─► XAUTOCLAIM a dead worker's entries ─►
-    new entries (XREADGROUP … >) ─► decode ─► Lua: XACK-check + HINCRBY ─► XTRIM MINID
+    fence + new entries (XREADGROUP … >) ─► decode ─► Lua: XACK-check + HINCRBY ─► XTRIM MINID
 
 **Exactly once.** The pending list is the idempotency set. The commit script acknowledges
 the batch's ids one XACK at a time: each reply (1: it was still pending) says exactly
@@ -19,9 +19,27 @@ workers may race on a stream. (Checking first with ``XCLAIM <ids> JUSTID``, whic
 the same question, costs about 19 µs per id against 2 µs for XACK here: XCLAIM
 propagates a 14-argument command per id to the AOF and replicas.)
 
+**The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
+consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an
+idle entry) or a history read (``XREADGROUP … 0``, which a second process running under
+the same consumer name would also make), and both bump a per-stream counter, the *claim
+fence*. The worker reads the fence in the same round trip as, and before, a fresh read;
+if the fence has not moved at commit time, every id is still pending and still ours, so
+the script acknowledges them a thousand per XACK (about 1 µs per id in Redis instead of
+2.4) and checks that XACK acknowledged all of them. If the fence moved, it checks id by
+id as above. Only a client acknowledging entries by hand could make the bulk check fail:
+the script then counts nothing and raises :class:`FenceBroken`. Fresh entries are read
+with a plain XREADGROUP whose reply hiredis parses, not through a script: Redis spends a
+third less per entry when it need not turn entries into Lua tables and back.
+
 **Numeric metrics** commit the same way: their increments are ``n`` and the base-2³²
 limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.numeric`), exact integers
 added with the same HINCRBY in the same script.
+
+**Shards.** A version with ``shards`` N has N streams (:func:`collector.keys.stream_key`
+with shard 0..N−1, each in its own hash slot, so on a Redis Cluster they spread over the
+nodes); each is consumed like any other stream, with its own counts hashes, which the
+readers (:mod:`aggregator.counts`) sum.
 
 **Windows.** Counts go to the hashes ``counts:all``, ``counts:hour:<YYYY-MM-DDTHH>`` and
 ``counts:day:<YYYY-MM-DD>`` of the entries' arrival time (the entry id's milliseconds,
@@ -62,6 +80,7 @@ from aggregator.numeric import NumericCodec
 from client_sdk.mechanisms import NumericMechanism
 from client_sdk.wire import DefinitionError, MetricDefinition
 from collector import keys
+from collector.connection import is_cluster
 from collector.registry import Registry
 
 __all__ = [
@@ -69,6 +88,7 @@ __all__ = [
     "DEFAULT_BLOCK_MS",
     "DEFAULT_CLAIM_IDLE_MS",
     "DEFAULT_NAME",
+    "FenceBroken",
     "MAX_BATCH_SIZE",
     "MAX_DELIVERIES",
     "Worker",
@@ -113,6 +133,10 @@ MIN_CLAIM_INTERVAL = 0.05
 ``claim_idle_ms / 2``: no entry waits much beyond its idle time, and with a tiny idle time
 (tests) a pass still does not run between every two batches."""
 
+CLUSTER_POLL_MIN = 0.01
+"""Seconds of the first idle pause on a Redis Cluster (see ``Worker._wait_for_entries``):
+short enough that a burst after a quiet moment starts within milliseconds."""
+
 DISCOVER_INTERVAL = 5.0
 """Seconds between registry scans for new metrics or versions: new metrics start being
 counted within seconds, at the cost of a few cheap reads."""
@@ -134,6 +158,16 @@ ONCE_RECONNECT_ATTEMPTS = 5
 
 _HOUR_MS = 3_600_000
 _DAY_MS = 86_400_000
+
+_UNAVAILABLE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.RedisClusterException,
+)
+"""Errors after which the worker waits and retries: Redis (or a cluster slot's node, during
+a failover or resharding) is unreachable for now; uncommitted entries stay pending."""
 
 # -- Lua -------------------------------------------------------------------------------------
 # Every script touches only keys of one metric version and shard, which share a hash tag.
@@ -182,11 +216,13 @@ end
 
 _LUA_READ = (
     """
--- KEYS[1] stream; ARGV: group, consumer, count, mode ('>', a history cursor, or 'claim'),
--- min idle ms and start id (claim only).
--- Returns {cursor, ids, sizes, payloads, deliveries}, each comma-joined; size -1: entry
--- deleted, -2: no field p (payload '' for both). One reply of five strings
--- instead of thousands of nested arrays keeps the client's parsing off the hot path.
+-- KEYS[1] stream, KEYS[2] claim fence; ARGV: group, consumer, count, mode ('>', a history
+-- cursor, or 'claim'), min idle ms and start id (claim only).
+-- Returns {cursor, ids, sizes, payloads, deliveries, fence}, each comma-joined; size -1:
+-- entry deleted, -2: no field p (payload '' for both). One reply of a few strings
+-- instead of thousands of nested arrays keeps the client's parsing cheap.
+-- A claim or a history read may hand out entries another batch in flight holds (another
+-- worker's, or a process running under the same consumer name), so both bump the fence.
 local stream, group, me, count, mode = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local entries, cursor = {}, ''
 if mode == 'claim' then
@@ -196,6 +232,7 @@ if mode == 'claim' then
                          'JUSTID')
   cursor = res[1]  -- res[3] (7.0+: ids of deleted entries) is already out of the PEL
   local ids = res[2]
+  if #ids > 0 or (res[3] and #res[3] > 0) then redis.call('INCR', KEYS[2]) end
   for i = 1, #ids, """
     + str(ID_CHUNK)
     + """ do
@@ -215,6 +252,7 @@ else
   local res = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', count,
                          'STREAMS', stream, mode)
   if res and res[1] then entries = res[1][2] end
+  if mode ~= '>' and #entries > 0 then redis.call('INCR', KEYS[2]) end
 end
 local ids, sizes, payloads, deliveries = {}, {}, {}, {}
 for i, e in ipairs(entries) do
@@ -236,26 +274,46 @@ if mode ~= '>' and #ids > 0 then
   for i, id in ipairs(ids) do deliveries[i] = seen[id] or 0 end
 end
 return {cursor, table.concat(ids, ','), table.concat(sizes, ','),
-        table.concat(payloads, ','), table.concat(deliveries, ',')}
+        table.concat(payloads, ','), table.concat(deliveries, ','),
+        redis.call('GET', KEYS[2]) or '0'}
 """
 )
 
 _LUA_COMMIT = (
     _LUA_TRIM
     + """
--- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows
+-- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence
 -- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
+--       the fence read before the ids were delivered ('' if not a fresh delivery),
 --       then field/increment pairs ('n' first).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ids = {}
 for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
--- XACK one id at a time: each reply (1 = it was pending) says exactly which ids no
--- other worker has acknowledged.
 local pending = {}
-for i = 1, #ids do
-  if redis.call('XACK', stream, group, ids[i]) == 1 then pending[#pending + 1] = ids[i] end
+if ARGV[8] ~= '' and (redis.call('GET', KEYS[6]) or '0') == ARGV[8] then
+  -- Fresh entries, and no claim or history read since: they are still ours, all
+  -- pending. XACK them by the thousand.
+  local acked = 0
+  for i = 1, #ids, """
+    + str(ID_CHUNK)
+    + """ do
+    acked = acked + redis.call('XACK', stream, group, unpack(ids, i, math.min(#ids, i + """
+    + str(ID_CHUNK - 1)
+    + """)))
+  end
+  if acked ~= #ids then
+    return redis.error_reply('FENCE ' .. (#ids - acked) .. ' of ' .. #ids ..
+      ' fresh entries were acknowledged outside the workers; they are not counted')
+  end
+  pending = ids
+else
+  -- XACK one id at a time: each reply (1 = it was pending) says exactly which ids no
+  -- other worker has acknowledged.
+  for i = 1, #ids do
+    if redis.call('XACK', stream, group, ids[i]) == 1 then pending[#pending + 1] = ids[i] end
+  end
 end
 if #pending < #ids then
   -- Some were counted elsewhere: put ours back, pending and owned by us, count nothing.
@@ -270,10 +328,11 @@ if #pending < #ids then
     args[#args + 1] = 'JUSTID'
     redis.call('XCLAIM', unpack(args))
   end
+  redis.call('INCR', KEYS[6])  -- owners changed: no batch in flight may take the fast path
   return pending
 end
 for w = 2, 4 do
-  for f = 8, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
+  for f = 9, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
 end
 redis.call('ZADD', KEYS[5], 0, 'all', ARGV[5], ARGV[4], ARGV[7], ARGV[6])
 trim(stream)
@@ -302,6 +361,17 @@ return moved
 
 
 # -- values --------------------------------------------------------------------------------
+
+
+class FenceBroken(Exception):
+    """A fresh batch's commit found entries acknowledged by something other than a worker.
+
+    The fast commit path acknowledges a fresh batch in bulk, which is exact as long as the
+    entries change hands only through this module's claims and history reads (they bump
+    the claim fence). A client that XACKs or XCLAIMs entries of the group by hand breaks
+    that: the script then counts nothing and says so, and the batch's other entries,
+    acknowledged by then, stay uncounted. Never raised in normal operation.
+    """
 
 
 class WorkerAborted(Exception):
@@ -335,6 +405,9 @@ class WorkerStats:
     """Commits retried with a smaller subset because another worker had acked some ids."""
     already_counted: int = 0
     """Entries this worker decoded but another committed first (a race, harmless)."""
+    fence_broken: int = 0
+    """Fresh entries left uncounted because something outside the workers acknowledged
+    entries of the batch (see :class:`FenceBroken`); zero unless Redis is tampered with."""
     streams: int = 0
     """Streams being consumed."""
 
@@ -352,6 +425,9 @@ class _Stream:
     key: str
     dead: str
     windows: str
+    claims: str
+    shard: int = 0
+    """Which of the version's ``definition.shards`` streams this is."""
     pending_cursor: str | None = "0"
     """Next history read position in our own pending list; None once drained."""
     claim_cursor: str = "0-0"
@@ -371,10 +447,14 @@ class _Delivery:
     cursor: str = ""
     joined_ids: bytes = b""
     """``ids`` comma-joined, as the commit script takes them."""
+    fence: bytes = b""
+    """The claim fence read before a fresh (``>``) read; empty for any other delivery,
+    whose commit must check its ids one by one."""
 
     @classmethod
     def from_reply(cls, reply: Sequence[bytes]) -> _Delivery:
-        cursor, ids, sizes, blob, deliveries = reply
+        """From the read script's packed reply (own pending entries, claimed entries)."""
+        cursor, ids, sizes, blob, deliveries, _fence = reply
         if not ids:
             return cls([], [], b"", None, cursor.decode())
         return cls(
@@ -387,15 +467,36 @@ class _Delivery:
         )
 
     @classmethod
-    def from_entries(cls, entries: Sequence[tuple[bytes, dict[bytes, bytes] | None]]) -> _Delivery:
-        """From redis-py's parsed XREADGROUP entries (the blocking read's few entries)."""
-        ids, sizes, payloads = [], [], []
-        for entry_id, fields in entries:
-            payload = None if fields is None else fields.get(b"p")
-            ids.append(entry_id)
-            sizes.append(-1 if fields is None else -2 if payload is None else len(payload))
+    def from_entries(cls, entries: Sequence[Sequence[Any]], fence: bytes = b"") -> _Delivery:
+        """From XREADGROUP entries (fresh entries, never delivered before).
+
+        Args:
+            entries: ``[id, fields]`` pairs, the fields a flat ``[name, value, …]`` list
+                (the raw reply) or a dict (redis-py's parsed reply), None if deleted.
+            fence: the claim fence read just before the read, if it was.
+        """
+        ids = [entry[0] for entry in entries]
+        fields = [entry[1] for entry in entries]
+        try:  # the usual raw entry: exactly [b"p", payload]
+            if set(map(len, fields)) == {2} and [f[0] for f in fields].count(b"p") == len(ids):
+                payloads = [f[1] for f in fields]
+                sizes = list(map(len, payloads))
+                return cls(
+                    ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence
+                )
+        except (TypeError, KeyError):  # a deleted entry (None), or parsed dicts
+            pass
+        sizes, payloads = [], []
+        for entry_fields in fields:
+            if entry_fields is None:
+                payload = None
+            elif isinstance(entry_fields, dict):
+                payload = entry_fields.get(b"p")
+            else:
+                payload = dict(zip(entry_fields[::2], entry_fields[1::2], strict=True)).get(b"p")
+            sizes.append(-1 if entry_fields is None else -2 if payload is None else len(payload))
             payloads.append(payload or b"")
-        return cls(ids, sizes, b",".join(payloads), None)
+        return cls(ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence)
 
     def raw(self) -> Iterator[bytes]:
         """Each entry's payload bytes (empty for a deleted entry or one without ``p``)."""
@@ -409,6 +510,33 @@ class _Delivery:
 # -- pure helpers --------------------------------------------------------------------------
 
 _DECODER = json.JSONDecoder()
+
+
+def _raw_reader(client: Any) -> Any:
+    """A client on ``client``'s connections whose XREADGROUP replies stay as parsed by hiredis.
+
+    redis-py turns every entry into a tuple and a dict in Python, about 2 µs per entry,
+    as much as the rest of the worker's work; :meth:`_Delivery.from_entries` reads the raw
+    lists directly. A cluster client keeps its own callbacks (its replies are parsed).
+    """
+    if not isinstance(client, redis.Redis):
+        return client
+    raw = redis.Redis(connection_pool=client.connection_pool)
+    raw.set_response_callback("XREADGROUP", lambda response, **options: response)
+    return raw
+
+
+def _stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
+    """One stream's entries in an XREAD(GROUP) reply, whatever its shape.
+
+    Raw RESP3 and redis-py's parsed reply are ``{stream: entries}``; RESP2 and redis-py's
+    legacy form are ``[[stream, entries]]``.
+    """
+    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
+    for name, entries in pairs:
+        if (name.decode() if isinstance(name, bytes) else name) == key:
+            return list(entries)
+    return []
 
 
 def _ms(entry_id: bytes) -> int:
@@ -664,10 +792,17 @@ class Worker:
         self.handle_signals = handle_signals
         self.stats = WorkerStats()
         self.registry = Registry(client)
+        self._reader = _raw_reader(client)
         self._read = client.register_script(_LUA_READ)
         self._commit = client.register_script(_LUA_COMMIT)
         self._dead = client.register_script(_LUA_DEAD)
         self._streams: dict[str, _Stream] = {}
+        self._known: set[tuple[str, int]] = set()
+        """Metric versions whose every shard is joined."""
+        self._cluster = is_cluster(client)
+        self._idle_wait = 0.0
+        """The cluster's idle poll interval, doubling up to block_ms (see
+        :meth:`_wait_for_entries`); 0 after a round that handled entries."""
         self._next_discovery = 0.0
         self._stopping = False
         self._blocking = False
@@ -711,8 +846,7 @@ class Worker:
         added = []
         for name in self.registry.names():
             for version in self.registry.versions(name):
-                key = keys.stream_key(name, version)
-                if key in self._streams:
+                if (name, version) in self._known:
                     continue
                 try:
                     definition = self.registry.get(name, version)
@@ -721,16 +855,24 @@ class Worker:
                     continue
                 if definition is None:
                     continue
-                ensure_group(self.redis, key)
-                self._streams[key] = _Stream(
-                    definition=definition,
-                    codec=_codec(definition),
-                    key=key,
-                    dead=keys.dead_key(name, version),
-                    windows=keys.windows_key(name, version),
-                )
-                added.append(key)
-                log.info("consuming %s (%s)", key, definition.mechanism.name)
+                codec = _codec(definition)
+                for shard in range(definition.shards):  # each shard: its own stream and slot
+                    key = keys.stream_key(name, version, shard)
+                    if key in self._streams:  # joined before a failure on a later shard
+                        continue
+                    ensure_group(self.redis, key)
+                    self._streams[key] = _Stream(
+                        definition=definition,
+                        codec=codec,
+                        key=key,
+                        dead=keys.dead_key(name, version, shard),
+                        windows=keys.windows_key(name, version, shard),
+                        claims=keys.claims_key(name, version, shard),
+                        shard=shard,
+                    )
+                    added.append(key)
+                    log.info("consuming %s (%s)", key, definition.mechanism.name)
+                self._known.add((name, version))
         self.stats.streams = len(self._streams)
         self._next_discovery = time.monotonic() + self.discover_interval
         return added
@@ -758,7 +900,7 @@ class Worker:
                     if self._round(once):
                         break
                     failures = 0
-                except (redis.ConnectionError, redis.TimeoutError) as exc:
+                except _UNAVAILABLE as exc:
                     failures += 1
                     if once and failures >= ONCE_RECONNECT_ATTEMPTS:
                         raise
@@ -790,6 +932,7 @@ class Worker:
                 ensure_group(self.redis, stream.key)
                 stream.pending_cursor, stream.claim_cursor = "0", "0-0"
         if handled:
+            self._idle_wait = 0.0
             return False
         if once:
             return all(s.pending_cursor is None and s.claim_passes for s in self._streams.values())
@@ -821,17 +964,51 @@ class Worker:
         return [keys.GROUP, self.name, self.batch_size, mode, self.claim_idle_ms, start]
 
     def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> _Delivery:
-        reply = self._read(keys=[s.key], args=self._read_args(mode, start))
+        if mode == ">":
+            return self._fetch_new(s)
+        reply = self._read(keys=[s.key, s.claims], args=self._read_args(mode, start))
         return _Delivery.from_reply(reply)
+
+    def _fetch_new(self, s: _Stream) -> _Delivery:
+        """Read fresh entries with a plain XREADGROUP, after reading the claim fence.
+
+        Fresh entries skip the read script: Redis spends about a third less per entry
+        when it need not turn them into Lua tables and back, and the worker has time to
+        spare for redis-py's parsing. The fence, read first in the same round trip, lets
+        the commit acknowledge them in bulk (see :data:`_LUA_COMMIT`).
+        """
+        pipe = self._reader.pipeline(transaction=False)
+        pipe.get(s.claims)
+        pipe.xreadgroup(keys.GROUP, self.name, {s.key: ">"}, count=self.batch_size)
+        fence, reply = pipe.execute()
+        entries = _stream_entries(reply, s.key)
+        return (
+            _Delivery.from_entries(entries, fence or b"0")
+            if entries
+            else _Delivery([], [], b"", None)
+        )
 
     def _wait_for_entries(self) -> None:
         """Block until some stream has new entries (or ``block_ms`` passes), then handle them.
 
         One blocking read over every stream; only the few entries it returns go through
         redis-py's reply parser, the rest are read in packed batches.
+
+        On a Redis Cluster that read would be a multi-key command across hash slots
+        (CROSSSLOT), and a blocking read can only wait on the streams of one slot, so
+        waiting on all of them would take a connection (and a thread) per stream. Instead
+        an idle worker polls: it sleeps, then the next round reads every stream once
+        (one cheap script call each). The pause starts at ``CLUSTER_POLL_MIN`` and
+        doubles while rounds find nothing, up to ``block_ms``: a new entry waits at most
+        ``block_ms``, a burst after a quiet moment is picked up within milliseconds, and
+        an idle worker costs the cluster about one call per stream per ``block_ms``.
         """
         if not self._streams:
             self._sleep(self.block_ms / 1000)
+            return
+        if self._cluster:
+            self._idle_wait = min(self.block_ms / 1000, max(CLUSTER_POLL_MIN, 2 * self._idle_wait))
+            self._sleep(self._idle_wait)
             return
         self._blocking = True
         try:
@@ -849,9 +1026,10 @@ class Worker:
             )
         finally:
             self._blocking = False
-        for key, entries in reply or []:
-            stream = self._streams[key.decode()]
-            self._handle(stream, _Delivery.from_entries(entries))
+        for key, stream in self._streams.items():
+            entries = _stream_entries(reply, key)
+            if entries:
+                self._handle(stream, _Delivery.from_entries(entries))
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -879,31 +1057,40 @@ class Worker:
             bad += rejected
             if batch.n:
                 if len(index) == len(delivery.ids):
-                    self._count(s, delivery.ids, batch, delivery.joined_ids)
+                    self._count(s, delivery.ids, batch, delivery.joined_ids, delivery.fence)
                 else:
-                    self._count(s, [delivery.ids[i] for i in index], batch)
+                    self._count(s, [delivery.ids[i] for i in index], batch, fence=delivery.fence)
         if bad:
             self._dead_letter(s, delivery, bad)
         return len(delivery.ids)
 
-    def _count(self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"") -> None:
+    def _count(
+        self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
+    ) -> None:
         """Commit a parsed batch, one script call per hour window it spans."""
         first, last = _ms(ids[0]) // _HOUR_MS, _ms(ids[-1]) // _HOUR_MS
         if first == last:
-            self._commit_all(s, ids, batch, joined)
+            self._commit_all(s, ids, batch, joined, fence)
             return
         runs: dict[int, list[int]] = {}
         for row, entry_id in enumerate(ids):
             runs.setdefault(_ms(entry_id) // _HOUR_MS, []).append(row)
         for rows in runs.values():
             picked = np.asarray(rows, dtype=np.int64)
-            self._commit_all(s, [ids[r] for r in rows], _take(batch, picked))
+            self._commit_all(s, [ids[r] for r in rows], _take(batch, picked), fence=fence)
 
-    def _commit_all(self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"") -> None:
+    def _commit_all(
+        self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
+    ) -> None:
         """Commit until done: recount exactly the subset still pending after a race."""
         while ids:
-            counted, pending = self.commit(s.definition, ids, batch, joined)
-            joined = b""
+            try:
+                counted, pending = self.commit(s.definition, ids, batch, joined, s.shard, fence)
+            except FenceBroken as exc:
+                self.stats.fence_broken += len(ids)
+                log.error("%s: %s", s.key, exc)
+                return
+            joined, fence = b"", b""
             if counted:
                 return
             self.stats.already_counted += len(ids) - len(pending)
@@ -921,6 +1108,8 @@ class Worker:
         ids: Sequence[bytes | str],
         batch: Batch,
         joined: bytes = b"",
+        shard: int = 0,
+        fence: bytes = b"",
     ) -> tuple[int, list[bytes]]:
         """Run the commit script once: count ``batch`` and ack ``ids`` if all are pending.
 
@@ -929,6 +1118,9 @@ class Worker:
             ids: the entry ids, all of one hour, in the rows' order of ``batch``.
             batch: their parsed payloads.
             joined: ``ids`` already comma-joined, if at hand.
+            shard: the shard of the stream the ids are from.
+            fence: the claim fence read before ``ids`` were freshly delivered to this
+                worker (``>``), or empty: then every id is checked one by one.
 
         Returns:
             ``(len(ids), [])`` when every id was pending and is now counted and acked;
@@ -937,6 +1129,8 @@ class Worker:
 
         Raises:
             ValueError: ids of different hours, or not one per row of ``batch``.
+            FenceBroken: ``fence`` was given and some id had been acknowledged by a client
+                other than the workers; nothing was counted.
         """
         raw = [x.encode() if isinstance(x, str) else x for x in ids] if not joined else ids
         raw = cast(list[bytes], raw)
@@ -947,29 +1141,36 @@ class Worker:
         ms = _ms(raw[0])
         if _ms(raw[-1]) // _HOUR_MS != ms // _HOUR_MS:
             raise ValueError("a commit covers one hour window; split the batch")
-        stream = self._streams.get(keys.stream_key(definition.name, definition.version))
+        stream = self._streams.get(keys.stream_key(definition.name, definition.version, shard))
         codec = stream.codec if stream is not None else _codec(definition)
         hour, hour_start, day, day_start = window_names(ms)
         name, version = definition.name, definition.version
-        reply = self._commit(
-            keys=[
-                keys.stream_key(name, version),
-                keys.counts_key(name, version, "all"),
-                keys.counts_key(name, version, hour),
-                keys.counts_key(name, version, day),
-                keys.windows_key(name, version),
-            ],
-            args=[
-                keys.GROUP,
-                self.name,
-                joined or b",".join(raw),
-                hour,
-                hour_start,
-                day,
-                day_start,
-                *_increments(codec, batch),
-            ],
-        )
+        try:
+            reply = self._commit(
+                keys=[
+                    keys.stream_key(name, version, shard),
+                    keys.counts_key(name, version, "all", shard),
+                    keys.counts_key(name, version, hour, shard),
+                    keys.counts_key(name, version, day, shard),
+                    keys.windows_key(name, version, shard),
+                    keys.claims_key(name, version, shard),
+                ],
+                args=[
+                    keys.GROUP,
+                    self.name,
+                    joined or b",".join(raw),
+                    hour,
+                    hour_start,
+                    day,
+                    day_start,
+                    fence,
+                    *_increments(codec, batch),
+                ],
+            )
+        except redis.ResponseError as exc:
+            if "FENCE" not in str(exc):
+                raise
+            raise FenceBroken(str(exc)) from None
         if isinstance(reply, int):
             self.stats.counted += reply
             return reply, []

@@ -1,15 +1,35 @@
-"""Collector throughput under gunicorn: accepted reports/s and request latency.
+"""Collector throughput under gunicorn, beside the machine's own limits measured in the same run.
 
     python benchmarks/bench_collector.py --reports 200000 --batch 500 --clients 4
-    python benchmarks/bench_collector.py --mechanism oue -k 64 --web-workers 2
+    python benchmarks/bench_collector.py --mechanism oue -k 64 --web-workers 2 --rounds 3
 
-Starts the web service exactly as ``ldp serve`` does (gunicorn with
-``collector/gunicorn_conf.py``, an embedded redis-server with AOF), creates one metric,
-pre-builds the reports with the real SDK (``client_sdk.wire.build_report``, fresh ids),
-then posts them in SDK-sized batches from several client processes over keep-alive
-HTTP. Prints accepted reports/s and p50/p95/p99 of the request latency. The clients run
-on the same 2 cores as the server: the figure is a lower bound of what the collector
-does on a machine of its own.
+One run measures three targets with the same load generator (``--clients`` processes
+sending ``--batch``-report requests) against the same embedded redis-server (AOF on, as
+``ldp serve`` runs it):
+
+* **collector** — the web service exactly as ``ldp serve`` starts it (gunicorn with
+  ``collector/gunicorn_conf.py``, ``aggregator.serve:create_server_app()``): strict JSON,
+  validation with the SDK's wire code, the replay guard and backlog check in one Lua script;
+* **bare** — ``benchmarks/bare_flask_app.py`` under the same gunicorn settings (same
+  config file, worker count and class, bind style, access log): parse the JSON body,
+  ``XADD`` each payload to one stream in one pipeline, nothing else;
+* **raw** — no HTTP at all: the same number of client processes send the same payloads
+  (compact JSON, as the collector stores them) as pipelined ``XADD``, one pipeline of
+  ``--batch`` per round trip, straight to Redis.
+
+The reports are built once with the real SDK (``client_sdk.wire.build_report``, fresh ids
+for every round: the collector's replay guard would otherwise turn a second round into
+duplicates). The targets take turns, ``--rounds`` times; streams and replay sets are
+deleted and Redis's background saves finish before each phase. For each phase it prints
+accepted reports/s (all reports over the time from the clients' common start to the last
+reply), p50/p99 of the request (or pipeline) latency and the CPU µs per report of the
+clients, the gunicorn workers and redis-server (from ``/proc``), then collector ÷ bare and
+collector ÷ raw per round and their medians, by throughput and by total CPU per report.
+The clients run on the same cores as the servers: compare the ratios, not the absolute
+figures, across runs.
+
+No aggregator runs by default (``--aggregators``): it would compete for the CPUs during
+the collector's phase only.
 """
 
 from __future__ import annotations
@@ -18,25 +38,77 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
+from bare_flask_app import STREAM as BARE_STREAM  # noqa: E402  (beside this script)
 
+from aggregator.embedded_redis import EmbeddedRedis, die_with_parent, free_port  # noqa: E402
 from aggregator.serve import Server  # noqa: E402
 from client_sdk.transport import HTTPTransport  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from collector.registry import Registry  # noqa: E402
 
+METRIC = "bench.metric"
+RAW_STREAM = "bench:raw:reports"
+BARE_APP = "bare_flask_app:create_app()"
+CONF = ROOT / "collector" / "gunicorn_conf.py"
+READY_TIMEOUT = 30.0
+"""Seconds for a gunicorn to answer /readyz (the collector imports numpy and scipy)."""
 
-def _post_all(args: tuple[str, list[bytes]]) -> tuple[int, list[float]]:
-    url, bodies = args
+CLIENT_TIMEOUT = 600.0
+"""Seconds the parent waits for one client's result: a bound, so a stuck phase ends."""
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+WARMUP_BATCHES = 2
+"""Requests per client before the first timed phase of each target (imports, pools)."""
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One target's figures in one round."""
+
+    target: str
+    accepted: int
+    seconds: float
+    latencies: list[float]
+    cpu: dict[str, float]
+    """CPU seconds of the phase: "clients", "web" (gunicorn workers), "redis"."""
+
+    @property
+    def rate(self) -> float:
+        """Accepted reports per second."""
+        return self.accepted / self.seconds
+
+    def pct(self, q: int) -> float:
+        """The q-th percentile of the latencies, in ms."""
+        return statistics.quantiles(self.latencies, n=100)[q - 1] * 1000
+
+    def cpu_us(self, part: str) -> float:
+        """CPU µs per accepted report spent in ``part``, or in all of them ("total")."""
+        spent = sum(self.cpu.values()) if part == "total" else self.cpu[part]
+        return spent / self.accepted * 1e6
+
+
+# -- the load generator: one process per client, a common start ----------------------------
+
+
+def _http_client(url: str, bodies: list[bytes]) -> tuple[int, list[float]]:
     transport = HTTPTransport(url, timeout=30)
     accepted, latencies = 0, []
     for body in bodies:
@@ -44,73 +116,352 @@ def _post_all(args: tuple[str, list[bytes]]) -> tuple[int, list[float]]:
         response = transport.post("/v1/reports", body)
         latencies.append(time.perf_counter() - start)
         if response.status != 202:
-            raise SystemExit(f"unexpected {response.status}: {response.body[:200]!r}")
+            raise RuntimeError(f"unexpected {response.status}: {response.body[:200]!r}")
         accepted += response.json()["accepted"]
+    transport.close()
     return accepted, latencies
+
+
+def _raw_client(url: str, batches: list[list[bytes]]) -> tuple[int, list[float]]:
+    client = redis.Redis.from_url(url)
+    client.ping()  # connect before the clock starts, as the HTTP clients' first request does
+    accepted, latencies = 0, []
+    for batch in batches:
+        start = time.perf_counter()
+        pipe = client.pipeline(transaction=False)
+        for payload in batch:
+            pipe.xadd(RAW_STREAM, {"p": payload})
+        accepted += len(pipe.execute())
+        latencies.append(time.perf_counter() - start)
+    client.close()
+    return accepted, latencies
+
+
+def _client(
+    work: Callable[[], tuple[int, list[float]]], barrier: Any, results: Any
+) -> None:  # pragma: no cover - runs in a child
+    try:
+        barrier.wait(60)
+        start, before = time.monotonic(), os.times()
+        accepted, latencies = work()
+        end, after = time.monotonic(), os.times()
+        cpu = after.user - before.user + after.system - before.system
+        results.put((accepted, latencies, start, end, cpu, None))
+    except Exception as exc:  # report it to the parent instead of hanging it
+        results.put((0, [], 0.0, 0.0, 0.0, f"{type(exc).__name__}: {exc}"))
+
+
+def _cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """utime + stime of each live process (all its threads), from /proc (Linux)."""
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone (a worker restarted): its share is lost, not invented
+        out[pid] = (int(fields[11]) + int(fields[12])) / _TICKS
+    return out
+
+
+def _workers_of(master: int) -> list[int]:
+    """The child processes (gunicorn workers) of ``master``."""
+    try:
+        return [int(x) for x in Path(f"/proc/{master}/task/{master}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def run_phase(
+    target: str,
+    work: list[Callable[[], tuple[int, list[float]]]],
+    web_master: int | None,
+    redis_pid: int,
+) -> Phase:
+    """Run one callable per client process, all started together; collect the figures.
+
+    Besides throughput and latency, the CPU time of the phase: the clients' own, the web
+    service's workers' (children of ``web_master``; none for raw) and redis-server's.
+    """
+    web = _workers_of(web_master) if web_master is not None else []
+    before = _cpu_seconds([*web, redis_pid])
+    ctx = multiprocessing.get_context("fork")
+    barrier = ctx.Barrier(len(work))
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_client, args=(w, barrier, results)) for w in work]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=CLIENT_TIMEOUT) for _ in procs]
+    for p in procs:
+        p.join()
+    after = _cpu_seconds([*web, redis_pid])
+    errors = [g[5] for g in got if g[5]]
+    if errors:
+        raise SystemExit(f"{target}: a client failed: {errors[0]}")
+    spent = {pid: after[pid] - before[pid] for pid in after if pid in before}
+    return Phase(
+        target,
+        accepted=sum(g[0] for g in got),
+        seconds=max(g[3] for g in got) - min(g[2] for g in got),
+        latencies=sorted(x for g in got for x in g[1]),
+        cpu={
+            "clients": sum(g[4] for g in got),
+            "web": sum(v for pid, v in spent.items() if pid != redis_pid),
+            "redis": spent.get(redis_pid, 0.0),
+        },
+    )
+
+
+# -- servers and Redis state ---------------------------------------------------------------
+
+
+def _wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"gunicorn for {url} exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not become ready within {READY_TIMEOUT:.0f} s")
+
+
+def start_bare(redis_url: str, workers: int, log_dir: Path, stack: ExitStack) -> tuple[str, int]:
+    """gunicorn with the collector's config file and environment, serving the bare app."""
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        {
+            "LDP_REDIS_URL": redis_url,
+            "REDIS_URL": redis_url,
+            "LDP_BIND": f"127.0.0.1:{port}",
+            "LDP_WEB_WORKERS": str(workers),
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT / "benchmarks"), str(ROOT), env.get("PYTHONPATH", "")]
+            ).rstrip(os.pathsep),
+        }
+    )
+    log = stack.enter_context(open(log_dir / "bare-web.log", "ab"))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(CONF), BARE_APP],
+        env=env,
+        stdout=log,
+        stderr=log,
+        cwd=ROOT,
+        preexec_fn=die_with_parent,
+    )
+
+    def stop() -> None:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    stack.callback(stop)
+    url = f"http://127.0.0.1:{port}"
+    _wait_ready(url, process)
+    return url, process.pid
+
+
+def quiesce(client: redis.Redis, streams: list[str]) -> None:
+    """Delete the benchmark's streams and replay sets; wait out Redis's background saves."""
+    doomed = set(streams)
+    for pattern in (f"ldp:{{m:{METRIC}:*}}:reports", f"ldp:{{m:{METRIC}:*}}:seen:*"):
+        doomed.update(client.scan_iter(match=pattern, count=1000))  # every shard's keys
+    if doomed:
+        client.unlink(*doomed)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        info = client.info("persistence")
+        busy = info.get("rdb_bgsave_in_progress") or info.get("aof_rewrite_in_progress")
+        if not busy and not info.get("aof_rewrite_scheduled"):
+            break
+        time.sleep(0.2)
+    time.sleep(0.5)  # let lazy frees and the AOF flush settle
+
+
+# -- main --------------------------------------------------------------------------------
 
 
 def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reports", type=int, default=200_000)
+    parser.add_argument("--reports", type=int, default=200_000, help="per target and round")
     parser.add_argument("--batch", type=int, default=500, help="reports per request (SDK default)")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--aggregators", type=int, default=0, help="aggregator workers (0)")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of the three targets")
+    parser.add_argument(
+        "--targets", default="collector,bare,raw", help="comma-separated subset, in turn order"
+    )
     parser.add_argument("--mechanism", default="grr")
     parser.add_argument("-k", type=int, default=16)
     parser.add_argument("--epsilon", type=float, default=1.0)
     args = parser.parse_args()
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    if not targets or set(targets) - {"collector", "bare", "raw"}:
+        parser.error("--targets takes collector, bare and raw")
 
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        Server(
-            port=0, data_dir=tmp, web_workers=args.web_workers, aggregators=1, quiet=True
-        ) as server,
-    ):
+    print(
+        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
+        f"{os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        embedded = stack.enter_context(EmbeddedRedis(Path(tmp) / "redis"))
+        redis_url = embedded.url
+        admin = redis.Redis.from_url(redis_url)
+        server = stack.enter_context(
+            Server(
+                port=0,
+                redis_url=redis_url,
+                data_dir=Path(tmp) / "collector",
+                web_workers=args.web_workers,
+                aggregators=args.aggregators,
+                quiet=True,
+            )
+        )
+        bare_url, bare_master = start_bare(redis_url, args.web_workers, Path(tmp), stack)
+        assert server.web is not None and embedded.process is not None
+        masters = {"collector": server.web.pid, "bare": bare_master, "raw": None}
+        redis_pid = embedded.process.pid
+
         spec = {
             "domain": [f"v{i}" for i in range(args.k)],
             "epsilon": args.epsilon,
             "mechanism": args.mechanism,
         }
-        transport = HTTPTransport(server.url)
-
-        definition = (
-            Registry(redis.Redis.from_url(server.redis_url or ""))
-            .put("bench.metric", spec)
-            .definition
-        )
+        definition = Registry(admin).put(METRIC, spec).definition
         assert isinstance(definition, MetricDefinition)
+        streams = [BARE_STREAM, RAW_STREAM]  # quiesce finds the collector's (every shard)
+
+        # Fresh reports (ids) for every round of the collector, plus its warm-up.
+        warmup = WARMUP_BATCHES * args.clients * args.batch
         start = time.perf_counter()
-        reports = [build_report(definition, i % args.k) for i in range(args.reports)]
-        bodies = [
-            json.dumps({"reports": reports[i : i + args.batch]}, separators=(",", ":")).encode()
-            for i in range(0, len(reports), args.batch)
+        reports = [
+            build_report(definition, i % args.k) for i in range(warmup + args.rounds * args.reports)
         ]
         built = time.perf_counter() - start
-        shards = [(server.url, bodies[i :: args.clients]) for i in range(args.clients)]
-        start = time.perf_counter()
-        with multiprocessing.get_context("fork").Pool(args.clients) as pool:
-            results = pool.map(_post_all, shards)
-        seconds = time.perf_counter() - start
-        transport.close()
-    accepted = sum(r[0] for r in results)
-    latencies = sorted(x for r in results for x in r[1])
-    pct = statistics.quantiles(latencies, n=100)
-    print(f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}")
-    print(
-        f"{args.mechanism} k={args.k}: {len(reports):,} reports built with the SDK "
-        f"in {built:.1f} s "
-        f"({len(bodies[0])} bytes per {args.batch}-report body)"
-    )
-    print(
-        f"collector (gunicorn, {args.web_workers} workers, AOF on), {args.clients} client "
-        f"processes, batches of {args.batch}: {accepted:,} accepted in {seconds:.2f} s = "
-        f"{accepted / seconds:,.0f} reports/s"
-    )
-    print(
-        f"request latency: p50 {pct[49] * 1000:.1f} ms, p95 {pct[94] * 1000:.1f} ms, "
-        f"p99 {pct[98] * 1000:.1f} ms ({len(latencies)} requests)"
-    )
+        encode = json.JSONEncoder(separators=(",", ":")).encode
+
+        def bodies(chunk: list[dict[str, Any]]) -> list[bytes]:
+            return [
+                encode({"reports": chunk[i : i + args.batch]}).encode()
+                for i in range(0, len(chunk), args.batch)
+            ]
+
+        def payloads(chunk: list[dict[str, Any]]) -> list[list[bytes]]:
+            return [
+                [encode(r["payload"]).encode() for r in chunk[i : i + args.batch]]
+                for i in range(0, len(chunk), args.batch)
+            ]
+
+        def work(target: str, chunk: list[dict[str, Any]]) -> list[Callable[[], Any]]:
+            """One callable per client: its share of the chunk's requests."""
+            if target == "raw":
+                batches = payloads(chunk)
+                return [
+                    (lambda b=batches[i :: args.clients]: _raw_client(redis_url, b))
+                    for i in range(args.clients)
+                ]
+            url = server.url if target == "collector" else bare_url
+            requests = bodies(chunk)
+            return [
+                (lambda b=requests[i :: args.clients], u=url: _http_client(u, b))
+                for i in range(args.clients)
+            ]
+
+        body_bytes = len(bodies(reports[: args.batch])[0])
+        print(
+            f"{args.mechanism} k={args.k} ε={args.epsilon:g}: {len(reports):,} reports built "
+            f"with the SDK in {built:.1f} s ({body_bytes:,} bytes per {args.batch}-report body); "
+            f"redis-server {embedded.version()} (AOF everysec)"
+        )
+        print(
+            f"gunicorn ({CONF.name}): {args.web_workers} sync workers each for collector and "
+            f"bare; {args.clients} client processes; {args.aggregators} aggregator(s); "
+            f"{args.reports:,} reports per phase\n"
+        )
+
+        for target in targets:  # warm up each target once (not timed)
+            quiesce(admin, streams)
+            run_phase(target, work(target, reports[:warmup]), masters[target], redis_pid)
+
+        phases: list[dict[str, Phase]] = []
+        print(
+            f"{'round':>5}  {'target':<9} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'seconds':>7}   CPU µs/report: {'clients':>7} {'web':>6} {'redis':>6} {'total':>6}"
+        )
+        for r in range(args.rounds):
+            chunk = reports[warmup + r * args.reports : warmup + (r + 1) * args.reports]
+            found: dict[str, Phase] = {}
+            turn = r % len(targets)  # rotate the order: no target always runs first
+            for target in targets[turn:] + targets[:turn]:
+                quiesce(admin, streams)
+                phase = run_phase(target, work(target, chunk), masters[target], redis_pid)
+                if phase.accepted != len(chunk):
+                    raise SystemExit(f"{target}: accepted {phase.accepted} of {len(chunk)}")
+                found[target] = phase
+                print(
+                    f"{r + 1:>5}  {target:<9} {phase.rate:>10,.0f} {phase.pct(50):>8.1f} "
+                    f"{phase.pct(99):>8.1f} {phase.seconds:>7.2f}   {'':14} "
+                    + " ".join(
+                        f"{phase.cpu_us(part):>{w}.1f}"
+                        for part, w in (("clients", 7), ("web", 6), ("redis", 6), ("total", 6))
+                    )
+                )
+            phases.append(found)
+            ratios = _ratios(found)
+            if ratios:
+                print("       " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+
+    print(f"\nmedian over {args.rounds} round(s):")
+    for target in targets:
+        rates = [p[target].rate for p in phases]
+        p50 = [p[target].pct(50) for p in phases]
+        p99 = [p[target].pct(99) for p in phases]
+        print(
+            f"  {target:<9} {statistics.median(rates):>10,.0f} reports/s "
+            f"(rounds {min(rates):,.0f}–{max(rates):,.0f}), p50 {statistics.median(p50):.1f} ms, "
+            f"p99 {statistics.median(p99):.1f} ms; CPU µs/report "
+            + ", ".join(
+                f"{part} {statistics.median(p[target].cpu_us(part) for p in phases):.1f}"
+                for part in ("clients", "web", "redis", "total")
+            )
+        )
+    per_round = [_ratios(p) for p in phases]
+    for key in per_round[0]:
+        values = [x[key] for x in per_round]
+        print(
+            f"  {key}: median {statistics.median(values):.2f} "
+            f"(rounds {', '.join(f'{v:.2f}' for v in values)})"
+        )
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+def _ratios(found: dict[str, Phase]) -> dict[str, float]:
+    """collector ÷ bare and collector ÷ raw, where both were measured.
+
+    By throughput (reports/s), and by CPU (the other's total CPU µs/report ÷ the
+    collector's: the throughput ratio the 2 cores would allow if nothing else ran on them).
+    """
+    out = {}
+    if "collector" in found:
+        collector = found["collector"]
+        for other in ("bare", "raw"):
+            if other in found:
+                out[f"collector/{other}"] = collector.rate / found[other].rate
+        for other in ("bare", "raw"):
+            if other in found:
+                out[f"collector/{other} by CPU"] = found[other].cpu_us("total") / collector.cpu_us(
+                    "total"
+                )
+    return out
 
 
 if __name__ == "__main__":

@@ -8,22 +8,27 @@ The peers are not project dependencies; they live in a throwaway virtualenv::
     # packages hash str with xxhash, which xxhash >= 3 refuses ("Strings must be encoded
     # before hashing"); neither pins it:
     /tmp/peers-venv/bin/pip install scikit-learn statsmodels "xxhash<3"
-    /tmp/peers-venv/bin/python benchmarks/bench_peers.py            # ~25 s
-    /tmp/peers-venv/bin/python benchmarks/bench_peers.py --quick
+    PYTHONPATH=. /tmp/peers-venv/bin/python benchmarks/bench_peers.py          # ~2 min
+    PYTHONPATH=. /tmp/peers-venv/bin/python benchmarks/bench_peers.py --quick  # ~15 s
 
-Measured in one run, so that the ratios hold however fast the shared machine is:
+(numpy is all of ours it needs; the peers pull it in.) Measured in one run, so that the
+ratios hold however fast the shared machine is, for every mechanism both we and a peer
+implement — GRR, OUE, OLH (both peers), SS (multi-freq-ldpy) — at k = 1024, ε = 1:
 
-* OLH decode at k = 1024, ε = 1: ours is ``codec_for(m).decode(payloads)`` (validate,
-  columnize, count) at 10⁶ reports and, for a like-for-like batch, at the peers' size;
-  pure-LDP is ``LHServer.aggregate_all`` + ``estimate_all``; multi-freq-ldpy is
-  ``LH_Aggregator_MI``. Both peers evaluate an xxhash per report and per value in a Python
-  loop, O(n·k) with no fixed cost, so their µs/report does not depend on n: they are timed
-  on ``--peer-reports`` reports (default 3000; 10⁶ would take ~15 minutes each) and the
-  10⁶ figure is that rate × 10⁶.
-* OUE perturb at k = 1024, ε = 1: ours with the default CSPRNG and exact sampling, and with
-  ``random.Random`` (Mersenne Twister, like the peers' generators); pure-LDP's
-  ``UEClient.privatise`` (numpy global generator, returns a numpy vector) and
-  multi-freq-ldpy's numba-compiled ``UE_Client`` (compiled before timing).
+* perturb, µs/report over 2000 values: ours with the default CSPRNG and exact sampling,
+  and with ``random.Random`` (Mersenne Twister, like the peers' generators); pure-LDP's
+  ``<M>Client.privatise`` (numpy's global generator or ``random``; returns a numpy vector
+  for OUE) and multi-freq-ldpy's ``<M>_Client`` (numba-compiled for GRR, OUE and SS:
+  compiled before timing).
+* decode, µs/report: ours is ``codec_for(m).decode(payloads)`` (validate, columnize,
+  count) at 10⁶ reports (SS: 10⁵) and, like for like, at the peers' batch size; pure-LDP
+  is ``<M>Server.aggregate_all`` + ``estimate_all``, multi-freq-ldpy ``<M>_Aggregator_MI``.
+  Both peers loop in Python over the reports (and for OLH over every value of the domain,
+  evaluating an xxhash each time: O(n·k)), with no fixed cost, so their µs/report does not
+  depend on n: they are timed on :data:`PEER_DECODE_REPORTS` (OLH: 3000; 10⁶ would take
+  ~15 minutes each).
+
+The last table gives every ratio, peer ÷ ours (best of the repeats of each).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,12 +79,28 @@ def versions() -> dict[str, str]:
     return out
 
 
-# -- OLH decode ---------------------------------------------------------------------------
+MECHANISMS = ("grr", "oue", "olh", "ss")
+PURE_LDP = ("grr", "oue", "olh")
+MFL = ("grr", "oue", "olh", "ss")
+"""Ours that a peer implements too: GRR (pure-LDP's "direct encoding"), OUE, OLH (both),
+SS (multi-freq-ldpy only). At k = 1024, ε = 1 SS reports 275 values (both libraries)."""
+
+OUR_DECODE_REPORTS = {"grr": 1_000_000, "oue": 1_000_000, "olh": 1_000_000, "ss": 100_000}
+"""Our decode batch per mechanism (ss reports are 275 values each: 10⁵ is 2.75·10⁷)."""
+
+PEER_DECODE_REPORTS = {"grr": 100_000, "oue": 20_000, "olh": 3_000, "ss": 10_000}
+"""The peers' decode batch: they loop in Python per report (OLH: per report and value),
+so their µs/report does not depend on n; sized to take a few seconds each."""
+
+PERTURB_REPORTS = 2000
 
 
-def ours_olh_decode(n: int, repeat: int) -> tuple[float, float]:
-    """Our validate + count of n OLH payloads, µs/report."""
-    m = mechanisms.create("olh", epsilon=EPSILON, domain_size=K)
+# -- ours --------------------------------------------------------------------------------
+
+
+def ours_decode(name: str, n: int, repeat: int) -> tuple[float, float]:
+    """Our validate + count (``codec.decode``) of n payloads, µs/report."""
+    m = mechanisms.create(name, epsilon=EPSILON, domain_size=K)
     codec = codec_for(m)
     gen = np.random.default_rng(1)
     payloads = codec.to_payloads(codec.encode(gen.integers(0, K, n), gen))
@@ -86,38 +108,9 @@ def ours_olh_decode(n: int, repeat: int) -> tuple[float, float]:
     return per_report(lambda: codec.decode(payloads), n, repeat)
 
 
-def pure_ldp_olh_decode(n: int, repeat: int) -> tuple[float, float]:
-    """pure-LDP: LHServer.aggregate_all + estimate_all over the whole domain, µs/report."""
-    from pure_ldp.frequency_oracles.local_hashing import LHClient, LHServer
-
-    client = LHClient(EPSILON, K, use_olh=True)
-    rnd = random.Random(2)
-    reports = [client.privatise(rnd.randint(1, K)) for _ in range(n)]  # data are 1..d
-
-    def run() -> None:
-        server = LHServer(EPSILON, K, use_olh=True)
-        server.aggregate_all(reports)
-        server.estimate_all(range(1, K + 1), suppress_warnings=True)
-
-    return per_report(run, n, repeat)
-
-
-def mfl_olh_decode(n: int, repeat: int) -> tuple[float, float]:
-    """multi-freq-ldpy: LH_Aggregator_MI (count + estimate + normalise), µs/report."""
-    from multi_freq_ldpy.pure_frequency_oracles.LH import LH_Aggregator_MI, LH_Client
-
-    np.random.seed(3)
-    rnd = random.Random(3)
-    reports = [LH_Client(rnd.randrange(K), K, EPSILON, True) for _ in range(n)]
-    return per_report(lambda: LH_Aggregator_MI(reports, K, EPSILON, True), n, repeat)
-
-
-# -- OUE perturb --------------------------------------------------------------------------
-
-
-def ours_oue_perturb(reports: int, repeat: int, seeded: bool) -> tuple[float, float]:
-    """Our OUE perturb, default CSPRNG or a ``random.Random``, µs/report."""
-    m = mechanisms.create("oue", epsilon=EPSILON, domain_size=K)
+def ours_perturb(name: str, reports: int, repeat: int, seeded: bool) -> tuple[float, float]:
+    """Our ``m.perturb``, default CSPRNG or a ``random.Random``, µs/report."""
+    m = mechanisms.create(name, epsilon=EPSILON, domain_size=K)
     rnd = random.Random(4)
     values = [rnd.randrange(K) for _ in range(reports)]
     rng = random.Random(5) if seeded else None
@@ -130,11 +123,27 @@ def ours_oue_perturb(reports: int, repeat: int, seeded: bool) -> tuple[float, fl
     return per_report(run, reports, repeat)
 
 
-def pure_ldp_oue_perturb(reports: int, repeat: int) -> tuple[float, float]:
-    """pure-LDP: UEClient(use_oue=True).privatise, µs/report."""
-    from pure_ldp.frequency_oracles.unary_encoding import UEClient
+# -- pure-LDP (data are 1..d: its default index_mapper is x - 1) ----------------------------
 
-    client = UEClient(EPSILON, K, use_oue=True)
+
+def _pure_ldp(name: str) -> tuple[Any, Any]:
+    """pure-LDP's (client, server factory) for one of our mechanism names."""
+    from pure_ldp.frequency_oracles.direct_encoding import DEClient, DEServer
+    from pure_ldp.frequency_oracles.local_hashing import LHClient, LHServer
+    from pure_ldp.frequency_oracles.unary_encoding import UEClient, UEServer
+
+    if name == "grr":
+        return DEClient(EPSILON, K), lambda: DEServer(EPSILON, K)
+    if name == "oue":
+        return UEClient(EPSILON, K, use_oue=True), lambda: UEServer(EPSILON, K, use_oue=True)
+    if name == "olh":
+        return LHClient(EPSILON, K, use_olh=True), lambda: LHServer(EPSILON, K, use_olh=True)
+    raise LookupError(f"pure-LDP has no {name}")
+
+
+def pure_ldp_perturb(name: str, reports: int, repeat: int) -> tuple[float, float]:
+    """pure-LDP: ``<Mechanism>Client.privatise``, µs/report."""
+    client, _ = _pure_ldp(name)
     rnd = random.Random(6)
     values = [rnd.randint(1, K) for _ in range(reports)]
 
@@ -146,30 +155,83 @@ def pure_ldp_oue_perturb(reports: int, repeat: int) -> tuple[float, float]:
     return per_report(run, reports, repeat)
 
 
-def mfl_oue_perturb(reports: int, repeat: int) -> tuple[float, float]:
-    """multi-freq-ldpy: UE_Client(optimal=True), numba-compiled before timing, µs/report."""
-    from multi_freq_ldpy.pure_frequency_oracles.UE import UE_Client
+def pure_ldp_decode(name: str, n: int, repeat: int) -> tuple[float, float]:
+    """pure-LDP: ``aggregate_all`` + ``estimate_all`` over the whole domain, µs/report."""
+    client, server_for = _pure_ldp(name)
+    rnd = random.Random(2)
+    reports = [client.privatise(rnd.randint(1, K)) for _ in range(n)]
 
+    def run() -> None:
+        server = server_for()
+        server.aggregate_all(reports)
+        server.estimate_all(range(1, K + 1), suppress_warnings=True)
+
+    return per_report(run, n, repeat)
+
+
+# -- multi-freq-ldpy ---------------------------------------------------------------------
+
+
+def _mfl(name: str) -> tuple[Callable[[int], Any], Callable[[list[Any]], Any]]:
+    """multi-freq-ldpy's (client, aggregator) for one of our mechanism names."""
+    from multi_freq_ldpy.pure_frequency_oracles import GRR, LH, SS, UE
+
+    if name == "grr":
+        return (lambda v: GRR.GRR_Client(v, K, EPSILON)), (
+            lambda r: GRR.GRR_Aggregator_MI(r, K, EPSILON)
+        )
+    if name == "oue":
+        return (lambda v: UE.UE_Client(v, K, EPSILON, True)), (
+            lambda r: UE.UE_Aggregator_MI(r, EPSILON, True)
+        )
+    if name == "olh":
+        return (lambda v: LH.LH_Client(v, K, EPSILON, True)), (
+            lambda r: LH.LH_Aggregator_MI(r, K, EPSILON, True)
+        )
+    if name == "ss":
+        return (lambda v: SS.SS_Client(v, K, EPSILON)), (
+            lambda r: SS.SS_Aggregator_MI(r, K, EPSILON)
+        )
+    raise LookupError(f"multi-freq-ldpy has no {name}")
+
+
+def mfl_perturb(name: str, reports: int, repeat: int) -> tuple[float, float]:
+    """multi-freq-ldpy: ``<M>_Client`` (numba-compiled ones compiled before timing)."""
+    client, _ = _mfl(name)
     start = time.perf_counter()
-    UE_Client(0, K, EPSILON, True)
-    print(f"    (multi-freq-ldpy UE_Client numba compile: {time.perf_counter() - start:.2f} s)")
+    client(0)
+    print(
+        f"    (multi-freq-ldpy {name} client, first call (numba compile, if jitted): "
+        f"{time.perf_counter() - start:.2f} s)"
+    )
     rnd = random.Random(7)
     values = [rnd.randrange(K) for _ in range(reports)]
 
     def run() -> None:
         for v in values:
-            UE_Client(v, K, EPSILON, True)
+            client(v)
 
     run()
     return per_report(run, reports, repeat)
 
 
-def attempt(label: str, fn: Callable[[], tuple[float, float]]) -> tuple[float, float] | None:
+def mfl_decode(name: str, n: int, repeat: int) -> tuple[float, float]:
+    """multi-freq-ldpy: ``<M>_Aggregator_MI`` (count + estimate + normalise), µs/report."""
+    client, aggregate = _mfl(name)
+    np.random.seed(3)
+    rnd = random.Random(3)
+    reports = [client(rnd.randrange(K)) for _ in range(n)]
+    return per_report(lambda: aggregate(reports), n, repeat)
+
+
+def attempt(
+    label: str, fn: Callable[..., tuple[float, float]], *args: Any
+) -> tuple[float, float] | None:
     """Run one measurement; on failure print exactly why and go on."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return fn()
+            return fn(*args)
     except Exception as exc:  # a peer failing is a result to report
         last = traceback.extract_tb(exc.__traceback__)[-1]
         print(
@@ -189,17 +251,23 @@ def row(label: str, result: tuple[float, float] | None, ours: float | None, n: s
     print(f"  {label:44} {n:>9} {best:11.3f} {median:11.3f} {ratio}")
 
 
+def ratio(peer: tuple[float, float] | None, ours: float) -> str:
+    """peer ÷ ours (best/best), or "–" where the peer has no such mechanism or failed."""
+    return f"{peer[0] / ours:,.1f}×" if peer else "–"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Time the peers and ours in one run and print µs/report and ratios."""
+    """Time the peers and ours in one run and print µs/report and ratios per mechanism."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer reports and repeats")
-    parser.add_argument("--reports", type=int, help="our OLH decode batch (default 10⁶)")
-    parser.add_argument("--peer-reports", type=int, help="peers' OLH decode reports (3000)")
+    parser.add_argument("--quick", action="store_true", help="10× fewer reports, fewer repeats")
+    parser.add_argument("--mechanisms", default=",".join(MECHANISMS), help="comma-separated subset")
+    parser.add_argument("--reports", type=int, help="our decode batch (default per mechanism)")
+    parser.add_argument("--peer-reports", type=int, help="peers' decode batch (per mechanism)")
     args = parser.parse_args(argv)
-    n = args.reports or (100_000 if args.quick else 1_000_000)
-    peer_n = args.peer_reports or (300 if args.quick else 3000)
+    names = [x for x in args.mechanisms.split(",") if x]
+    scale = 10 if args.quick else 1
     repeat = 2 if args.quick else 3
-    perturb_reports = 300 if args.quick else 2000
+    perturb_reports = PERTURB_REPORTS // scale
 
     info = versions()
     print(
@@ -208,48 +276,72 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print("  " + ", ".join(f"{key} {value}" for key, value in info.items()))
     header = f"  {'':44} {'reports':>9} {'best µs':>11} {'median µs':>11} {'÷ ours':>11}"
+    summary: list[tuple[str, ...]] = []
+    for name in names:
+        n = args.reports or OUR_DECODE_REPORTS[name] // scale
+        peer_n = args.peer_reports or PEER_DECODE_REPORTS[name] // scale
+        print(
+            f"\n{name.upper()} perturb, k = {K}, ε = {EPSILON:g} (µs/report; peer ÷ ours, CSPRNG)"
+        )
+        print(header)
+        csprng = ours_perturb(name, perturb_reports, repeat + 2, seeded=False)
+        mt = ours_perturb(name, perturb_reports, repeat + 2, seeded=True)
+        pl_p = mf_p = pl_d = mf_d = None
+        if name in PURE_LDP:
+            pl_p = attempt("pure-LDP", pure_ldp_perturb, name, perturb_reports, repeat + 2)
+        if name in MFL:
+            mf_p = attempt("multi-freq-ldpy", mfl_perturb, name, perturb_reports, repeat + 2)
+        row("ours: perturb(v), CSPRNG (os.urandom)", csprng, None, f"{perturb_reports}")
+        row("ours: perturb(v, random.Random(seed))", mt, None, f"{perturb_reports}")
+        if name in PURE_LDP:
+            row("pure-LDP <M>Client.privatise", pl_p, csprng[0], f"{perturb_reports}")
+        if name in MFL:
+            row("multi-freq-ldpy <M>_Client", mf_p, csprng[0], f"{perturb_reports}")
 
-    print(f"\nOLH decode, k = {K}, ε = {EPSILON:g} (µs/report; ratio: peer ÷ ours at {n})")
-    print(header)
-    ours = ours_olh_decode(n, repeat)
-    ours_small = ours_olh_decode(peer_n, repeat)
-    row("ours: codec.decode (parse + count)", ours, None, f"{n}")
-    row("ours, same batch as the peers", ours_small, None, f"{peer_n}")
-    base = ours[0]
-    row(
-        "pure-LDP LHServer aggregate_all + estimate_all",
-        attempt("pure-LDP", lambda: pure_ldp_olh_decode(peer_n, 1 if args.quick else 2)),
-        base,
-        f"{peer_n}",
-    )
-    row(
-        "multi-freq-ldpy LH_Aggregator_MI",
-        attempt("multi-freq-ldpy", lambda: mfl_olh_decode(peer_n, 1 if args.quick else 2)),
-        base,
-        f"{peer_n}",
-    )
-    print(f"  (same-batch ratios: divide by ours at {peer_n}, {ours_small[0]:.3f} µs)")
+        print(f"{name.upper()} decode (µs/report; peer ÷ ours at {n})")
+        print(header)
+        ours = ours_decode(name, n, repeat)
+        small = ours_decode(name, peer_n, repeat)
+        slow = 1 if args.quick else 2
+        if name in PURE_LDP:
+            pl_d = attempt("pure-LDP", pure_ldp_decode, name, peer_n, slow)
+        if name in MFL:
+            mf_d = attempt("multi-freq-ldpy", mfl_decode, name, peer_n, slow)
+        row("ours: codec.decode (validate + count)", ours, None, f"{n}")
+        row("ours, same batch as the peers", small, None, f"{peer_n}")
+        if name in PURE_LDP:
+            row("pure-LDP aggregate_all + estimate_all", pl_d, ours[0], f"{peer_n}")
+        if name in MFL:
+            row("multi-freq-ldpy <M>_Aggregator_MI", mf_d, ours[0], f"{peer_n}")
+        summary.append(
+            (
+                name,
+                f"{csprng[0]:.2f}",
+                f"{ratio(pl_p, csprng[0])} / {ratio(mf_p, csprng[0])}",
+                f"{ratio(pl_p, mt[0])} / {ratio(mf_p, mt[0])}",
+                f"{ours[0]:.3f}",
+                f"{ratio(pl_d, ours[0])} / {ratio(mf_d, ours[0])}",
+                f"{ratio(pl_d, small[0])} / {ratio(mf_d, small[0])}",
+            )
+        )
 
+    print(f"\nratios, peer ÷ ours (best of each; > 1: ours is faster), k = {K}, ε = {EPSILON:g}")
     print(
-        f"\nOUE perturb, k = {K}, ε = {EPSILON:g} (µs/report; ratio: peer ÷ ours with the CSPRNG)"
+        "  (perturb: ÷ ours with the CSPRNG, and ÷ ours with random.Random like the peers; "
+        "decode: ÷ ours at our batch, and at the peers' batch)"
     )
-    print(header)
-    ours_csprng = ours_oue_perturb(perturb_reports, repeat + 2, seeded=False)
-    ours_mt = ours_oue_perturb(perturb_reports, repeat + 2, seeded=True)
-    row("ours: perturb(v), CSPRNG (os.urandom)", ours_csprng, None, f"{perturb_reports}")
-    row("ours: perturb(v, random.Random(seed))", ours_mt, None, f"{perturb_reports}")
-    row(
-        "pure-LDP UEClient(use_oue=True).privatise",
-        attempt("pure-LDP", lambda: pure_ldp_oue_perturb(perturb_reports, repeat + 2)),
-        ours_csprng[0],
-        f"{perturb_reports}",
+    cols = (
+        "mechanism",
+        "ours perturb µs",
+        "perturb pure-LDP / mfl ÷",
+        "same RNG: pure-LDP / mfl ÷",
+        "ours decode µs",
+        "decode pure-LDP / mfl ÷",
+        "same n: pure-LDP / mfl ÷",
     )
-    row(
-        "multi-freq-ldpy UE_Client (numba)",
-        attempt("multi-freq-ldpy", lambda: mfl_oue_perturb(perturb_reports, repeat + 2)),
-        ours_csprng[0],
-        f"{perturb_reports}",
-    )
+    print("  " + " | ".join(cols))
+    for line in summary:
+        print("  " + " | ".join(cell.rjust(len(col)) for cell, col in zip(line, cols, strict=True)))
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -44,6 +44,7 @@ __all__ = [
     "MAX_DESCRIPTION_LENGTH",
     "MAX_LABEL_LENGTH",
     "MAX_NAME_LENGTH",
+    "MAX_SHARDS",
     "REPORT_FIELDS",
     "DefinitionError",
     "MetricDefinition",
@@ -61,6 +62,12 @@ MAX_LABEL_LENGTH = 128
 
 MAX_DESCRIPTION_LENGTH = 1000
 """Enough for a paragraph of what the metric measures and why."""
+
+MAX_SHARDS = 64
+"""Most stream shards of one metric version. One shard (a stream and its replay sets, one
+hash slot) takes tens of thousands of reports per second; 64 spread a hot metric over
+every node of any cluster this system would run on, while a read of its counts still sums
+only 64 small hashes."""
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 
@@ -162,6 +169,7 @@ SPEC_FIELDS = {
     "description",
     "longitudinal",
     "budget",
+    "shards",
 }
 """``longitudinal``: ``{"permanent_epsilon": ε∞}`` makes a metric memoized (RAPPOR's
 permanent randomized response): each report is ε-LDP, and a device's reports of an
@@ -174,6 +182,16 @@ BUDGET_PERIODS = ("day", "week", "month")
 MAX_REPORTS_PER_PERIOD = 1_000_000
 """Most reports a budget may allow per period: one every 3 s for a month. A larger
 number is a typo, or no budget at all (then leave ``budget`` out)."""
+
+
+def _check_shards(shards: object, problems: list[str]) -> int:
+    """A spec's or definition's ``shards``: an int in [1, MAX_SHARDS]; absent means 1."""
+    if shards is None:
+        return 1
+    if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
+        problems.append(f"shards must be an integer in [1, {MAX_SHARDS}], got {shards!r}")
+        return 1
+    return shards
 
 
 @dataclass(frozen=True)
@@ -233,6 +251,10 @@ class MetricDefinition:
     """[lo, hi] of a numeric metric (``kind == "numeric"``, no domain); None otherwise."""
     budget: Budget | None = None
     """The device-side budget: not a decoding parameter (see :meth:`same_parameters`)."""
+    shards: int = 1
+    """Stream shards of this version (1..MAX_SHARDS): the collector sends a report to
+    shard ``int(id) % shards``, so a hot metric spreads over several hash slots of a
+    Redis Cluster. Part of the version: a replay must reach the same shard's replay set."""
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -341,6 +363,7 @@ class MetricDefinition:
             and self.mechanism.params() == other.mechanism.params()
             and self.kind == other.kind
             and self.value_range == other.value_range
+            and self.shards == other.shards
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -354,6 +377,7 @@ class MetricDefinition:
             "mechanism": self.mechanism.params(),
             "mechanism_reason": self.mechanism_reason,
             "budget": None if self.budget is None else self.budget.to_dict(),
+            "shards": self.shards,
         }
         if self.value_range is not None:  # numeric: a range instead of a domain
             del data["domain"]
@@ -383,6 +407,7 @@ class MetricDefinition:
             problems.append("a numeric metric has a range, not a domain")
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         budget = _check_budget(data.get("budget"), problems)
+        shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
         if kind not in KINDS:
             problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
         params = data.get("mechanism")
@@ -413,13 +438,14 @@ class MetricDefinition:
             budget=budget,
             kind=str(kind),
             value_range=value_range,
+            shards=shards,
         )
 
 
 KINDS = ("categorical", "numeric")
 """Metric kinds: frequencies of labels, or the mean of a number within a range."""
 
-NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "budget"}
+NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "budget", "shards"}
 """What a numeric metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
 "epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
 
@@ -469,6 +495,7 @@ def _parse_numeric_spec(
             f"got {mech_name!r}"
         )
     budget = _check_budget(spec.get("budget"), problems)
+    shards = _check_shards(spec.get("shards"), problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
@@ -492,6 +519,7 @@ def _parse_numeric_spec(
         budget=budget,
         kind="numeric",
         value_range=value_range,
+        shards=shards,
     )
 
 
@@ -506,6 +534,8 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     option ``permanent_epsilon`` does the same. A numeric metric's spec is
     ``{"kind": "numeric", "range": [lo, hi], "epsilon": 1.0, "mechanism": "auto"}``
     (``auto``, ``duchi``, ``pm`` or ``hybrid``; see :data:`NUMERIC_SPEC_FIELDS`).
+    Either kind takes ``"shards": N`` (1..:data:`MAX_SHARDS`, default 1): how many
+    streams the version's reports spread over (a hot metric on a Redis Cluster).
 
     Raises:
         DefinitionError: listing every problem found.
@@ -534,6 +564,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     if not isinstance(options, dict):
         problems.append("options must be an object")
     budget = _check_budget(spec.get("budget"), problems)
+    shards = _check_shards(spec.get("shards"), problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
@@ -562,6 +593,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         description=description,
         mechanism_reason=reason,
         budget=budget,
+        shards=shards,
     )
 
 

@@ -14,10 +14,8 @@ from typing import Any
 
 import redis
 from flask import Flask
-from redis.backoff import ExponentialWithJitterBackoff
-from redis.retry import Retry
 
-from collector import api_metrics, api_ops, api_reports, settings
+from collector import api_metrics, api_ops, api_reports, connection, settings
 from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
@@ -42,13 +40,13 @@ fraction of a second. Re-running the append script is harmless: replays are skip
 
 
 def connect(url: str) -> redis.Redis:
-    """A Redis client for the collector, with the timeouts and retries above."""
-    retry = Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), REDIS_RETRIES)
-    return redis.Redis.from_url(
+    """A Redis (or Redis Cluster) client for the collector, with the timeouts and retries
+    above: see :func:`collector.connection.connect` for how a cluster is recognised."""
+    return connection.connect(
         url,
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
-        retry=retry,
+        retries=REDIS_RETRIES,
     )
 
 

@@ -24,6 +24,13 @@ are far below 2⁶³); longer literals are refused before Python spends quadrati
 converting them (and before its 4300-digit limit raises somewhere less helpful)."""
 
 
+_DIGIT_RUNS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+"""``bytes.translate`` table: ASCII digits become "0", every other byte a space."""
+
+_LONG_RUN = b"0" * (MAX_INT_DIGITS + 1)
+"""A run of digits too long for an integer we accept, in a body translated as above."""
+
+
 class _Rejected(ValueError):
     """A literal the strict parser refuses."""
 
@@ -70,12 +77,18 @@ def parse_json(raw: bytes) -> Any:
             "the request body is not valid UTF-8",
             [f"invalid byte at offset {exc.start}: {exc.reason}"],
         ) from None
+    # An integer literal longer than MAX_INT_DIGITS is a run of more than that many ASCII
+    # digits in the body (UTF-8 uses bytes 0x30-0x39 for nothing else). A body without
+    # such a run, i.e. every real batch, cannot hold one: one C-speed scan of the body
+    # (~0.3 µs a report) then spares json a Python call per integer (0.4-2.4 µs a report
+    # for SDK batches, by mechanism).
+    long_run = _LONG_RUN in raw.translate(_DIGIT_RUNS)
     try:
         return json.loads(
             text,
             parse_constant=_no_constants,
             parse_float=_finite_float,
-            parse_int=_bounded_int,
+            parse_int=_bounded_int if long_run else None,
         )
     except _Rejected as exc:
         raise ApiError(400, "malformed JSON", [str(exc)]) from None

@@ -100,7 +100,12 @@ def _unavailable(exc: Unavailable) -> Response:
     return response
 
 
-def _redis_error(exc: redis.RedisError) -> Response:
+_STORAGE_ERRORS = (redis.RedisError, redis.exceptions.RedisClusterException)
+"""What a storage outage raises: redis-py's cluster client raises RedisClusterException
+(not a RedisError) when no node of a slot answers, e.g. during a failover."""
+
+
+def _redis_error(exc: Exception) -> Response:
     # The message names our own Redis (host, port), never the client: log it for
     # operators, do not send it to clients.
     log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
@@ -113,7 +118,7 @@ def _redis_error(exc: redis.RedisError) -> Response:
 def _http_error(exc: HTTPException) -> Response:
     if isinstance(exc, InternalServerError):
         original = getattr(exc, "original_exception", None)
-        if isinstance(original, redis.RedisError):
+        if isinstance(original, _STORAGE_ERRORS):
             return _redis_error(original)
         return _json(500, "internal error (logged; please report it)")
     status = exc.code or 500
@@ -133,5 +138,6 @@ def _http_error(exc: HTTPException) -> Response:
 def register_error_handlers(app: Flask) -> None:
     """Map ``ApiError``, Werkzeug's HTTP errors and Redis errors to JSON responses."""
     app.register_error_handler(ApiError, _api_error)
-    app.register_error_handler(redis.RedisError, _redis_error)
+    for error in _STORAGE_ERRORS:
+        app.register_error_handler(error, _redis_error)
     app.register_error_handler(HTTPException, _http_error)

@@ -1,8 +1,10 @@
 """Ingest: validate a batch of reports strictly, then append the valid ones exactly once.
 
-Valid reports are grouped by metric version; each group is appended by ONE Lua script
-call on keys that share the version's hash tag (so it runs unchanged on a Redis
-Cluster): the stream and the replay sets of today and yesterday (UTC). The script
+Valid reports are grouped by metric version (and, for a version with ``shards`` > 1, by
+the shard :func:`collector.keys.shard_of` their id picks); each group is appended by ONE
+Lua script call on keys that share the version's (and shard's) hash tag, so it runs
+unchanged on a Redis Cluster: the stream and the replay sets of today and yesterday
+(UTC). The script
 
 1. answers "backlog" without writing if the stream already holds ``MAX_BACKLOG`` entries;
 2. for each report, appends ``XADD stream * p <payload JSON>`` only if its 16-byte id is
@@ -102,6 +104,8 @@ class Batch:
 
     groups: dict[tuple[str, int], list[Item]] = field(default_factory=dict)
     rejected: list[Rejection] = field(default_factory=list)
+    shards: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Each group's ``definition.shards`` (its reports spread over that many streams)."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +193,9 @@ def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition |
             continue
         item = (bytes.fromhex(rid), _COMPACT.encode(payload))
         batch.groups.setdefault((definition.name, definition.version), []).append(item)
+    for key in batch.groups:
+        known = found.get(key)
+        batch.shards[key] = known.shards if known is not None else 1
     return batch
 
 
@@ -204,14 +211,22 @@ class Appender:
         self.max_backlog = max_backlog
         self._script = client.register_script(APPEND_SCRIPT)
 
-    def append(self, name: str, version: int, items: list[Item], now: datetime) -> tuple[int, int]:
+    def append(
+        self, name: str, version: int, items: list[Item], now: datetime, shards: int = 1
+    ) -> tuple[int, int]:
         """Append one metric version's reports, skipping replays.
+
+        With ``shards`` > 1 the reports are split by :func:`collector.keys.shard_of`
+        their id and each shard's part is appended by its own script call (one hash slot
+        each). A full shard refuses the request after the others appended: the client's
+        retry finds those as replays.
 
         Args:
             name: the metric.
             version: its version.
             items: (16-byte id, payload JSON) pairs.
             now: the current time (UTC), which picks the replay sets.
+            shards: the version's ``definition.shards``.
 
         Returns:
             (appended, duplicates).
@@ -221,22 +236,33 @@ class Appender:
             redis.RedisError: Redis is down or refused the write (e.g. OOM).
         """
         today = now.astimezone(UTC).date()
-        script_keys = [
-            keys.stream_key(name, version),
-            keys.seen_key(name, version, today.isoformat()),
-            keys.seen_key(name, version, (today - timedelta(days=1)).isoformat()),
-        ]
-        args: list[Any] = [self.max_backlog, SEEN_TTL_SECONDS]
-        for rid, payload in items:
-            args += [rid, payload]
-        added, duplicates, backlogged = self._script(keys=script_keys, args=args)
-        if backlogged:
+        days = today.isoformat(), (today - timedelta(days=1)).isoformat()
+        parts: dict[int, list[Item]] = {0: items}
+        if shards > 1:
+            parts = {}
+            for item in items:
+                parts.setdefault(keys.shard_of(item[0], shards), []).append(item)
+        added = duplicates = 0
+        full = False
+        for shard, part in sorted(parts.items()):
+            script_keys = [
+                keys.stream_key(name, version, shard),
+                keys.seen_key(name, version, days[0], shard),
+                keys.seen_key(name, version, days[1], shard),
+            ]
+            args: list[Any] = [self.max_backlog, SEEN_TTL_SECONDS]
+            for rid, payload in part:
+                args += [rid, payload]
+            got, replayed, backlogged = self._script(keys=script_keys, args=args)
+            added, duplicates = added + int(got), duplicates + int(replayed)
+            full = full or bool(backlogged)
+        if full:
             raise Unavailable(
                 f"metric {name!r} version {version} has a backlog of at least "
                 f"{self.max_backlog} reports; retry later",
                 "backlog",
             )
-        return int(added), int(duplicates)
+        return added, duplicates
 
 
 def ingest(
@@ -281,7 +307,8 @@ def ingest(
     when = now or datetime.now(UTC)
     accepted = duplicates = 0
     for (name, version), items in sorted(batch.groups.items()):
-        added, replayed = ctx.appender.append(name, version, items, when)
+        shards = batch.shards.get((name, version), 1)
+        added, replayed = ctx.appender.append(name, version, items, when, shards)
         accepted += added
         duplicates += replayed
         if added:

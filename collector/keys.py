@@ -3,12 +3,14 @@
 The hash tag ``{m:<name>:<version>:<shard>}`` keeps a stream, its counts, its dead
 letters and its replay sets in one slot, so a Lua script may touch them together on a
 Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
+A version with ``shards`` N > 1 has N such sets of keys, shards 0..N−1, each its own slot
+(a report goes to :func:`shard_of` its id); readers sum them.
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
 Σy² instead of ``c:<v>`` (see :mod:`aggregator.numeric`).
 
 | key | type | what |
 |---|---|---|
-| ``ldp:metrics`` | set | names of all metrics |
+| ``ldp:metrics`` | set | names of all metrics (written before the metric's hash) |
 | ``ldp:metric:{<name>}`` | hash | ``current`` → version, ``v<N>`` → definition JSON |
 | ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
 | ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
@@ -17,6 +19,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
+| ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from __future__ import annotations
 __all__ = [
     "GROUP",
     "METRICS_SET",
+    "claims_key",
     "counts_key",
     "dead_key",
     "metric_key",
     "seen_key",
+    "shard_of",
     "stream_key",
     "tag",
     "windows_key",
@@ -72,3 +77,17 @@ def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> 
 def windows_key(name: str, version: int, shard: int = 0) -> str:
     """Sorted set of the windows that have counts."""
     return f"{PREFIX}:{tag(name, version, shard)}:windows"
+
+
+def shard_of(report_id: bytes, shards: int) -> int:
+    """The shard of a report: its 16-byte id (uniform, from a CSPRNG) modulo ``shards``.
+
+    Deterministic, so a replayed report meets its first copy in the same shard's replay
+    set. A client that picks ids to crowd one shard only slows its own reports down.
+    """
+    return int.from_bytes(report_id, "big") % shards if shards > 1 else 0
+
+
+def claims_key(name: str, version: int, shard: int = 0) -> str:
+    """The claim fence: a counter the worker bumps whenever entries may change owner."""
+    return f"{PREFIX}:{tag(name, version, shard)}:claims"

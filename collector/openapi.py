@@ -10,7 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from client_sdk import mechanisms
-from client_sdk.wire import MAX_DESCRIPTION_LENGTH, MAX_LABEL_LENGTH, MAX_NAME_LENGTH
+from client_sdk.wire import (
+    MAX_DESCRIPTION_LENGTH,
+    MAX_LABEL_LENGTH,
+    MAX_NAME_LENGTH,
+    MAX_SHARDS,
+)
 from collector import settings
 
 __all__ = ["OPENAPI"]
@@ -85,12 +90,19 @@ _SCHEMAS: dict[str, Any] = {
             "description": {"type": "string"},
             "mechanism": _ref("Mechanism"),
             "mechanism_reason": {"type": "string"},
+            "shards": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_SHARDS,
+                "default": 1,
+                "description": "Streams this version's reports spread over (absent: 1).",
+            },
         },
     },
     "MetricSpec": {
         "type": "object",
-        "description": "What an operator sends; changing ε, domain or mechanism makes a new "
-        "version, a description-only change keeps it.",
+        "description": "What an operator sends; changing ε, domain, mechanism or shards "
+        "makes a new version, a description-only change keeps it.",
         "required": ["epsilon"],
         "additionalProperties": False,
         "properties": {
@@ -144,6 +156,15 @@ _SCHEMAS: dict[str, Any] = {
                 },
                 "required": ["reports_per_period", "period"],
                 "additionalProperties": False,
+            },
+            "shards": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": MAX_SHARDS,
+                "default": 1,
+                "description": "Streams to spread a hot metric over (each its own hash slot "
+                "on a Redis Cluster); a report's shard follows from its id. Changing it "
+                "makes a new version, so a replay always meets its first copy.",
             },
         },
     },

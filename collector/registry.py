@@ -1,9 +1,16 @@
 """The metric registry: definitions by name and version, in Redis.
 
-Versions are immutable. Creating a metric makes version 1; changing its ε, domain or
-mechanism makes version N+1 (a change of description or device budget only updates the
-current version: neither changes how reports decode). Reports
-name their version, so old reports are always decoded with the old parameters.
+Versions are immutable. Creating a metric makes version 1; changing its ε, domain,
+mechanism or shards makes version N+1 (a change of description or device budget only
+updates the current version: neither changes how reports decode). Reports name their
+version, so old reports are always decoded with the old parameters.
+
+On a Redis Cluster the name set ``ldp:metrics`` and a metric's hash live in different
+hash slots, so a put cannot write both atomically. It adds the name first, then writes
+the hash (one key: WATCH/MULTI/EXEC on one slot). A crash between the two leaves a listed
+name without a definition, which every reader skips (``get`` answers None, ``versions``
+is empty) until the put is retried; the other order could leave a definition the
+collector accepts reports for but that no worker discovers.
 """
 
 from __future__ import annotations
@@ -113,7 +120,9 @@ class Registry:
         """
         proposed = parse_spec(name, spec)  # validates before touching Redis
         key = keys.metric_key(name)
-        with self.redis.pipeline() as pipe:
+        self.redis.sadd(keys.METRICS_SET, name)  # first: see the module's docstring
+        # transaction=True: redis-py's cluster pipeline WATCHes only in a transaction
+        with self.redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(key)
@@ -141,7 +150,6 @@ class Registry:
                     break
                 except redis.WatchError:
                     continue
-        self.redis.sadd(keys.METRICS_SET, name)
         with self._lock:
             self._versions.pop((name, definition.version), None)
         self._current.pop(name, None)

@@ -134,11 +134,11 @@ def _float(row: dict[str, str], key: str) -> float:
 
 def run(args: argparse.Namespace) -> LoadResult:
     """Start the server, run Locust, check; returns the figures and failed checks."""
-    import redis  # noqa: PLC0415 - server-side imports kept out of --help
-
+    # server-side imports kept out of --help
     from aggregator.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
     from aggregator.embedded_redis import free_port  # noqa: PLC0415
     from aggregator.serve import Server  # noqa: PLC0415
+    from collector.connection import connect  # noqa: PLC0415
     from collector.registry import Registry  # noqa: PLC0415
 
     out = Path(args.out or tempfile.mkdtemp(prefix="ldp-load-")).resolve()
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> LoadResult:
         )
         with server:
             assert server.redis_url is not None
-            client = redis.Redis.from_url(server.redis_url)
+            client = connect(server.redis_url)  # a server or a Redis Cluster
             definitions = define_metrics(Registry(client))
             print(f"server: {server.url} ({args.web_workers} web workers, "
                   f"{args.aggregators} aggregators); metrics: "

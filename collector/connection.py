@@ -1,0 +1,112 @@
+"""One Redis client factory for every process of the system: a server or a Redis Cluster.
+
+``REDIS_URL`` may name either, and nothing else changes:
+
+* ``redis://`` and ``rediss://`` URLs are probed once with ``INFO cluster`` on the named
+  (seed) node. ``cluster_enabled:1`` gives redis-py's :class:`redis.cluster.RedisCluster`,
+  which learns the other nodes and the slot map from the seed and follows ``MOVED`` and
+  ``ASK`` redirections; anything else gives a plain :class:`redis.Redis`. A seed that
+  cannot be reached gives a plain client too (a single server down at start-up, which the
+  collector answers with 503 until it is back).
+* ``redis+cluster://`` and ``rediss+cluster://`` ask for a cluster explicitly: no probe,
+  and a process whose seed is down at start fails there instead of later treating one
+  node of a cluster as the whole database. Use them in deployments that are always a
+  cluster.
+* ``unix://`` is always a single server.
+
+Everything the system does is cluster-safe: every multi-key command and Lua script
+touches keys of one hash slot (:mod:`collector.keys`), the registry's two keys are
+written in a crash-safe order (:mod:`collector.registry`), nothing SCANs, and the
+aggregator does not block on several streams at once on a cluster
+(:meth:`aggregator.worker.Worker._wait_for_entries`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
+from redis.retry import Retry
+
+__all__ = ["CLUSTER_SCHEMES", "PROBE_TIMEOUT", "connect", "is_cluster"]
+
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+"""URL schemes that ask for a cluster client without probing, and the scheme redis-py
+gets."""
+
+PROBE_TIMEOUT = 2.0
+"""Seconds the ``INFO cluster`` probe may take: on a LAN a reply takes milliseconds."""
+
+
+def _cluster_enabled(url: str, timeout: float) -> bool:
+    """Whether the server at ``url`` runs in cluster mode (False if unreachable)."""
+    probe = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+    try:
+        info = probe.info("cluster")
+    except redis.RedisError:  # unreachable, auth trouble, INFO renamed: a single server
+        return False
+    finally:
+        probe.close()
+    return bool(int(info.get("cluster_enabled", 0)))
+
+
+def connect(
+    url: str,
+    *,
+    socket_connect_timeout: float | None = None,
+    socket_timeout: float | None = None,
+    retries: int | None = None,
+    probe_timeout: float = PROBE_TIMEOUT,
+) -> redis.Redis:
+    """A client for the Redis server or Redis Cluster at ``url``.
+
+    Args:
+        url: ``redis://``, ``rediss://``, ``unix://``, or ``redis+cluster://`` /
+            ``rediss+cluster://`` for a cluster without probing.
+        socket_connect_timeout: seconds to wait for a TCP connection (None: no limit).
+        socket_timeout: seconds to wait for a reply (None: no limit; the aggregator's
+            blocking reads need more than their ``block_ms``).
+        retries: retries of a command after a connection error, with jittered
+            exponential backoff from 10 ms to 100 ms (a cluster client also retries
+            through failovers this many times); None: redis-py's default.
+        probe_timeout: seconds the ``INFO cluster`` probe of a plain URL may take.
+
+    Returns:
+        A :class:`redis.Redis`, or a :class:`redis.cluster.RedisCluster` (typed as
+        ``redis.Redis``: it has the same commands, and the code uses only those that
+        keep to one hash slot; :func:`is_cluster` tells them apart).
+
+    Raises:
+        ValueError: the URL cannot name a cluster (a database other than 0, a socket
+            path), or the cluster's slot map could not be read.
+        redis.RedisError: an explicit cluster URL whose seed node is unreachable.
+    """
+    options: dict[str, Any] = {
+        "socket_connect_timeout": socket_connect_timeout,
+        "socket_timeout": socket_timeout,
+    }
+    if retries is not None:
+        options["retry"] = Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in CLUSTER_SCHEMES:
+        url = urlunsplit(parts._replace(scheme=CLUSTER_SCHEMES[scheme]))
+        cluster = True
+    else:
+        cluster = scheme in ("redis", "rediss") and _cluster_enabled(url, probe_timeout)
+    if not cluster:
+        return redis.Redis.from_url(url, **options)
+    try:
+        client = RedisCluster.from_url(url, **options)
+    except RedisClusterException as exc:
+        raise ValueError(f"cannot use the Redis Cluster at {url}: {exc}") from None
+    return cast(redis.Redis, client)
+
+
+def is_cluster(client: object) -> bool:
+    """Whether ``client`` talks to a Redis Cluster (a :class:`RedisCluster`)."""
+    return isinstance(client, RedisCluster)
