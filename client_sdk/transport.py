@@ -12,15 +12,16 @@ device: the collector must learn nothing but the perturbed reports.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import threading
-import urllib.parse
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import http.client
 
 __all__ = [
     "MAX_IDLE_CONNECTIONS",
@@ -40,8 +41,7 @@ MAX_IDLE_CONNECTIONS = 2
 fetch made by an app thread at the same time."""
 
 _STALE_CONNECTION_ERRORS = (
-    http.client.RemoteDisconnected,
-    ConnectionResetError,
+    ConnectionResetError,  # including http.client.RemoteDisconnected, a subclass
     ConnectionAbortedError,
     BrokenPipeError,
 )
@@ -107,6 +107,8 @@ class HTTPTransport:
     """
 
     def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+        import urllib.parse  # here: an app that never builds a transport never loads it
+
         if not isinstance(base_url, str):
             raise ValueError(f"url must be a string, got {type(base_url).__name__}")
         parts = urllib.parse.urlsplit(base_url)
@@ -151,6 +153,10 @@ class HTTPTransport:
             conn.close()
 
     def _connect(self) -> http.client.HTTPConnection:
+        # Imported on the first connection (by the worker thread, usually), not with the
+        # SDK: http.client and the email package it loads take ~20 ms to import.
+        import http.client
+
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         self.connections_opened += 1
         return cls(self._host, self._port, timeout=self.timeout)
@@ -194,6 +200,8 @@ class HTTPTransport:
         answer = conn.getresponse()
         data = answer.read(MAX_RESPONSE_BYTES + 1)
         if len(data) > MAX_RESPONSE_BYTES:
+            import http.client  # loaded already: by _connect
+
             raise http.client.HTTPException(f"response larger than {MAX_RESPONSE_BYTES} bytes")
         headers_in = {name.lower(): value for name, value in answer.getheaders()}
         keep = not answer.will_close and answer.isclosed()

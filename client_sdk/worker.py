@@ -27,7 +27,6 @@ References:
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 import random
@@ -148,6 +147,8 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
     value = value.strip()
     if _SECONDS.fullmatch(value):
         return float(int(value))
+    import email.utils  # an HTTP date is rare: not worth ~8 ms of every app's start
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -25,6 +25,12 @@ of ``--devices-per-batch`` devices (one request each, one report per metric per 
 then stops; the run ends when every user has stopped, or at ``--time``. So the target
 ``devices = users × iterations × devices per batch`` (rounded up to a multiple of
 ``users``); a run cut short by ``--time`` reports how many devices it reached.
+
+Users are concurrent requests, not devices: every user sends its next batch as soon as
+the last one is answered, so past the few that keep the web workers busy, more users only
+queue (latency ≈ users ÷ requests per second, Little's law) without adding throughput.
+The default, :data:`DEFAULT_USERS`, keeps two web workers saturated with room for the
+p95 threshold; raise it with the web workers (``--web-workers``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ HERE = Path(__file__).resolve().parent
 
 NOMINAL_MISS_RATE = 0.05
 """The intervals are 95 % intervals: about 5 % of them should miss the truth."""
+
+DEFAULT_USERS = 12
+"""Concurrent Locust users: 6 per default web worker, enough to keep them busy while one
+request is in flight and the next is being encoded, few enough that queueing stays well
+under the p95 threshold on a 2-core machine."""
 
 DEFAULT_MISS_ALPHA = 1e-3
 """Fail only if that many misses (or more) had probability < 0.1 % at a 5 % miss rate:
@@ -299,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m loadtests.run", description=__doc__.split("\n\n")[0] if __doc__ else ""
     )
     parser.add_argument("--devices", type=int, default=1_000_000, help="distinct devices")
-    parser.add_argument("--users", "-u", type=int, default=50, help="Locust users")
+    parser.add_argument(
+        "--users", "-u", type=int, default=DEFAULT_USERS, help="Locust users (concurrency)"
+    )
     parser.add_argument("--spawn-rate", "-r", type=float, default=0, help="default: users")
     parser.add_argument("--time", "-t", default="30m", help="Locust's run-time limit")
     parser.add_argument("--devices-per-batch", type=int, default=100, help="× metrics reports")

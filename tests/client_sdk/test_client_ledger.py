@@ -150,6 +150,17 @@ def test_a_charge_carries_the_metric_epsilon_day_and_budget_period() -> None:
     assert charger.charge(MONTHLY, at(2027, 2, 1, 0)).since == "2027-02-01"
 
 
+def test_a_cached_charge_is_reused_within_its_day_only() -> None:
+    charger = Charger()
+    first = charger.charge(WEEKLY, at(2027, 1, 13))
+    assert charger.charge(WEEKLY, at(2027, 1, 13, 23)) is first  # built once a day
+    next_day = charger.charge(WEEKLY, at(2027, 1, 14))
+    assert (next_day.day, next_day.since) == ("2027-01-14", "2027-01-11")
+    assert charger.charge(WEEKLY, at(2027, 1, 13)).day == "2027-01-13"  # a clock set back
+    refetched = wire.MetricDefinition.from_dict(WEEKLY.to_dict())  # a new object: own entry
+    assert charger.charge(refetched, at(2027, 1, 13)) == first
+
+
 def test_the_budget_check_allows_exactly_r_reports_despite_float_sums() -> None:
     tally = Tally()
     charge = Charge("m", 0.1, "2027-01-13", "2027-01-01", 3)

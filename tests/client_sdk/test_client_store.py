@@ -23,8 +23,7 @@ from typing import Any
 import pytest
 from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server
 
-from client_sdk import Client
-from client_sdk import store as store_module
+from client_sdk import Client, store_sqlite
 from client_sdk.ledger import Charge
 from client_sdk.store import FILENAME, Store
 from client_sdk.worker import FAILURES_PER_RUN, RETRY_CAP
@@ -465,7 +464,7 @@ def test_every_upload_is_preceded_by_an_fsync_of_the_store(
         events.append("fsync")
         real_fsync(fd)
 
-    monkeypatch.setattr(store_module.os, "fsync", fsync)
+    monkeypatch.setattr(store_sqlite.os, "fsync", fsync)
     original = collector.on_post
 
     def on_post(handler: _Handler, body: bytes) -> None:
@@ -486,10 +485,36 @@ def test_every_upload_is_preceded_by_an_fsync_of_the_store(
 def test_the_wal_is_checkpointed_and_stays_small(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "CHECKPOINT_EVERY", 10)
+    monkeypatch.setattr(store_sqlite, "CHECKPOINT_BACKSTOP", 10)  # no worker checkpoints
     store = Store(tmp_path, max_count=10**6, max_bytes=10**9)
     for i in range(500):
         store.put(b"r%d" % i, CHARGE)
     wal = tmp_path / (FILENAME + "-wal")
-    assert wal.stat().st_size < 100 * 4096  # 500 commits of a page each would be 2 MB
+    assert wal.stat().st_size < 100 * 1024  # 500 commits of a page each would be 500 KiB
     assert len(store) == 500
+
+
+def test_reports_never_checkpoint_the_worker_does_on_its_own_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_sqlite, "CHECKPOINT_EVERY", 10)
+    store = Store(tmp_path, max_count=10**6, max_bytes=10**9)
+    store.put(b"first", CHARGE)
+    assert store._conn is not None
+    statements: list[str] = []
+    store._conn.set_trace_callback(statements.append)
+    for i in range(100):
+        store.put(b"r%d" % i, CHARGE)
+    assert not [s for s in statements if "checkpoint" in s.lower()]  # no fsync in report()
+    assert store.checkpoint_due
+    wal = tmp_path / (FILENAME + "-wal")
+    grown = wal.stat().st_size
+    assert len(store.peek(10, 10**6)) == 10  # the worker's call checkpoints first
+    assert not store.checkpoint_due
+    assert not [s for s in statements if "checkpoint" in s.lower()]  # not on this connection
+    for i in range(50):  # the WAL was copied into the database: writes restart at its start
+        store.put(b"s%d" % i, CHARGE)
+    assert wal.stat().st_size == grown and len(store) == 151
+    store.close()
+    with sqlite3.connect(tmp_path / FILENAME) as conn:
+        assert conn.execute("SELECT count(*) FROM reports").fetchone() == (151,)
