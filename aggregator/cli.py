@@ -310,27 +310,33 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
 )
 @click.option(
     "--name",
+    envvar="LDP_WORKER_NAME",
     default="worker-1",
     show_default=True,
-    help="Consumer name. Keep it stable: a restarted worker resumes its pending entries.",
+    help="Consumer name (or $LDP_WORKER_NAME). Keep it stable: a restarted worker resumes "
+    "its pending entries.",
 )
 @click.option(
     "--batch-size",
+    envvar="LDP_BATCH_SIZE",
     type=click.IntRange(1, 50_000),
     default=None,
-    help="Entries per read [default: 10000].",
+    help="Entries per read (or $LDP_BATCH_SIZE) [default: 10000].",
 )
 @click.option(
     "--block-ms",
+    envvar="LDP_BLOCK_MS",
     type=click.IntRange(min=1),
     default=None,
-    help="Longest wait for new entries per idle read [default: 1000].",
+    help="Longest wait for new entries per idle read (or $LDP_BLOCK_MS) [default: 1000].",
 )
 @click.option(
     "--claim-idle-ms",
+    envvar="LDP_CLAIM_IDLE_MS",
     type=click.IntRange(min=0),
     default=None,
-    help="Take over other workers' entries idle this long [default: 60000].",
+    help="Take over other workers' entries idle this long (or $LDP_CLAIM_IDLE_MS) "
+    "[default: 60000].",
 )
 def aggregate(
     once: bool,
