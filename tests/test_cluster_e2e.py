@@ -14,7 +14,6 @@ import random
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -41,6 +40,7 @@ from collector import keys
 from collector.connection import connect, is_cluster
 from collector.ingest import Appender
 from collector.registry import Registry
+from tests.aggregator.test_worker import restart_once, start_worker, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cluster-admin-token"
@@ -76,14 +76,6 @@ def put(app: Flask, name: str, spec: dict[str, Any]) -> MetricDefinition:
 def node_of(client: Any, key: str) -> int:
     """The port of the primary that holds ``key``'s slot."""
     return int(client.get_node_from_key(key).port)
-
-
-def wait_until(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 class Uploader:
@@ -278,13 +270,6 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait()
 
 
-def start_worker(url: str, name: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
-    """``ldp aggregate`` as a real process, given nothing but the seed node's URL."""
-    cmd = [sys.executable, "-m", "aggregator.cli", "aggregate", "--redis-url", url, "--name", name]
-    with log.open("ab") as out:
-        return subprocess.Popen([*cmd, *options], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-
-
 def test_kill_9_a_worker_on_a_cluster_then_restart_counts_exactly(
     cluster_db: Any, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
@@ -320,16 +305,7 @@ def test_kill_9_a_worker_on_a_cluster_then_restart_counts_exactly(
     wait_until(lambda: counted() + lag_details(client, d).pending >= len(payloads), 60, "b")
     b.send_signal(signal.SIGTERM)
     assert b.wait(20) == 0, (tmp_path / "b.log").read_text()
-    restart = subprocess.run(
-        [sys.executable, "-m", "aggregator.cli", "aggregate", "--once"]
-        + ["--redis-url", cluster_db.url, "--name", "a"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert restart.returncode == 0, restart.stdout + restart.stderr
-    assert "dead_lettered=0" in restart.stdout
+    restart_once(cluster_db.url, "a")
     counts = read_counts(client, d)
     assert counts.n == len(payloads)
     want = np.zeros(d.k, dtype=np.int64)

@@ -120,6 +120,20 @@ def start_worker(url: str, name: str, log: Path, *options: str) -> subprocess.Po
         return subprocess.Popen([*cmd, *options], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 
+def restart_once(url: str, name: str) -> None:
+    """Restart a killed worker in burst mode, as a real process: it must drain cleanly."""
+    restart = subprocess.run(
+        [sys.executable, "-m", "aggregator.cli", "aggregate", "--once"]
+        + ["--redis-url", url, "--name", name],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    assert "dead_lettered=0" in restart.stdout
+
+
 def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -473,16 +487,7 @@ def test_kill_9_midway_then_restart_counts_exactly(
         proc.wait()
         done = counted(client, oue) + counted(client, grr)
         assert 0 < done < total, "killed too late to test anything"
-    restart = subprocess.run(
-        [sys.executable, "-m", "aggregator.cli", "aggregate", "--once"]
-        + ["--redis-url", redis_db.url, "--name", "w1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert restart.returncode == 0, restart.stdout + restart.stderr
-    assert "dead_lettered=0" in restart.stdout
+    restart_once(redis_db.url, "w1")
     assert_counts(client, oue, offline(oue, p_oue))
     assert_counts(client, grr, offline(grr, p_grr))
     assert_drained(client, oue)
