@@ -4,6 +4,14 @@ With probability p = s·e^ε/(s·e^ε + k − s) the subset is the true value pl
 values chosen uniformly; otherwise s values chosen uniformly among the other k−1.
 Payload: ``{"v": [s distinct ints, increasing]}``.
 
+Sampling is exact, in O(s) Python steps at most: one exact Bernoulli(p) decides whether
+the true value is in; the uniform subset of the others comes, for a sparse subset
+(s < k/10), from exactly uniform integer draws with rejection of repeats and of the true
+value, then a sort; for a dense one, from independent marks, one random byte per value
+compared at C speed, fixed up to the exact size by about √s uniformly chosen flips
+(:func:`~client_sdk.mechanisms._random.subset_marks`), then the marked positions in
+order, also at C speed.
+
 References:
     M. Ye, A. Barg. "Optimal Schemes for Discrete Distribution Estimation under Locally
     Differential Privacy". IEEE Trans. Inf. Theory 64(8), 2018.
@@ -19,10 +27,22 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli, marked, subset_marks
+from client_sdk.mechanisms._random import (
+    RandomSource,
+    bernoulli,
+    marked,
+    subset_marks,
+    uniform_indices,
+)
 from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["SubsetSelection"]
+
+DENSE_FRACTION = 0.1
+"""From this s/k on, the subset is sampled as marks over the whole domain (O(k) at C
+speed, ~25 ns a value); below it, by rejection of repeats (O(s) in Python, ~250 ns a
+value). The crossover measured with the CSPRNG lies between 0.1 and 0.15 at k = 256 to
+16,384; at k = 64 both cost about the same (~7 µs) up to s/k ≈ 0.25."""
 
 
 @dataclass(frozen=True)
@@ -71,13 +91,32 @@ class SubsetSelection(FrequencyOracle):
     def options(self) -> dict[str, Any]:  # noqa: D102
         return {"s": self.s}
 
+    @cached_property
+    def dense(self) -> bool:
+        """Whether ``perturb`` samples by marks (s/k ≥ :data:`DENSE_FRACTION`)."""
+        return self.s >= DENSE_FRACTION * self.domain_size
+
     def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
         include = bernoulli(rng, self.keep)
-        # A uniform subset of the k − 1 other values, as marks; the true value's own mark
-        # goes in at its place, and the marked positions are the sorted subset.
-        marks = subset_marks(rng, self.domain_size - 1, self.s - 1 if include else self.s)
-        marks.insert(value, include)
-        return {"v": marked(marks)}
+        others = self.s - 1 if include else self.s  # how many of the other k − 1 values
+        if self.dense:
+            # A uniform subset of the k − 1 other values, as marks; the true value's own
+            # mark goes in at its place, and the marked positions are the sorted subset.
+            marks = subset_marks(rng, self.domain_size - 1, others)
+            marks.insert(value, include)
+            return {"v": marked(marks)}
+        # The first ``others`` distinct values other than ``value`` of an i.i.d. uniform
+        # sequence: a uniform subset of the others (each new one uniform on the rest).
+        picked = {value}
+        if others:
+            # Expected draws: others·(1 + others/k) at most, and s/k < DENSE_FRACTION.
+            for u in uniform_indices(rng, self.domain_size, others + others // 8):
+                picked.add(u)
+                if len(picked) > others:
+                    break
+        if not include:
+            picked.discard(value)
+        return {"v": sorted(picked)}
 
     def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
         fields = self._fields(payload, ("v",))

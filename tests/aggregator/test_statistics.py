@@ -107,10 +107,12 @@ PER_REPORT = [
     ("hr", 16, 1.0, 2_000, 200),
     ("ss", 16, 1.0, 2_000, 200),
     # Large domains take other sampling paths: unary bits one random byte per lane
-    # (k > 64), and dense subsets by independent marks plus a uniform fix-up (s > 20).
+    # (k > 64); subsets by independent marks plus a uniform fix-up when s ≥ k/10 (and at
+    # k = 16 above), by rejection of repeats below (s = 12 of 256 at ε = 3).
     ("oue", 128, 1.0, 2_000, 50),
     ("sue", 100, 2.0, 2_000, 40),
     ("ss", 256, 0.5, 1_000, 20),
+    ("ss", 256, 3.0, 1_000, 20),
 ]
 
 

@@ -376,13 +376,42 @@ def test_golden_hr() -> None:
     assert m.perturb(9, rng) == {"j": 0} and rng.done()
 
 
-def test_golden_ss() -> None:
+def _le(values: list[int], width: int) -> int:
+    """The int whose little-endian ``width``-byte words are ``values`` (random_bytes' order)."""
+    return sum(x << (8 * width * i) for i, x in enumerate(values))
+
+
+def test_golden_ss_dense() -> None:
     m = create("ss", epsilon=1.0, domain_size=10)
-    assert m.s == 3
-    rng = ScriptedRandom([ZERO, [2, 7]])  # include the true value 3; others 2, 7 → 2, 8
+    assert m.s == 3 and m.dense
+    # Include the true value 3: 2 of the 9 others, marked by a byte below t = 57. Bytes 0
+    # at 2 and 7 mark exactly 2: no fix-up; others 2, 7 → values 2, 8.
+    marks = _le([255, 255, 0, 255, 255, 255, 255, 0, 255], 1)
+    rng = ScriptedRandom([ZERO, marks])
     assert m.perturb(3, rng) == {"v": [2, 3, 8]} and rng.done()
-    rng = ScriptedRandom([ALL, [8, 0, 3]])  # exclude; others 8, 0, 3 → 9, 0, 4
+    # Exclude: 3 of the 9 (t = 85). Four marked (0, 3, 5, 8): one uniform removal, from
+    # 16-bit words masked to 4 bits: 9 (≥ 9) and 1 (unmarked) are rejected, 5 is removed.
+    # 18 bytes: (1 removal · 16/4 candidates) · 5/4 + 4 = 9 words. Others 0, 3, 8 → 0, 4, 9.
+    marks = _le([0, 255, 255, 84, 255, 0, 255, 255, 0], 1)
+    rng = ScriptedRandom([ALL, marks, _le([9, 1, 5], 2)])
     assert m.perturb(3, rng) == {"v": [0, 4, 9]} and rng.done()
+    assert rng.calls[1:] == ["getrandbits(72)", "getrandbits(144)"]  # after the Bernoulli
+    # Include, one marked (4): one uniform addition; 4 (marked already) is rejected, 0 added.
+    marks = _le([255, 255, 255, 255, 56, 255, 255, 255, 255], 1)
+    rng = ScriptedRandom([ZERO, marks, _le([4, 0], 2)])
+    assert m.perturb(3, rng) == {"v": [0, 3, 5]} and rng.done()
+
+
+def test_golden_ss_sparse() -> None:
+    m = create("ss", epsilon=1.0, domain_size=12, s=1)
+    assert not m.dense
+    # Exclude the true value 5: draw uniform values of range(12) (4-bit words, 5 words a
+    # batch) until one is new: 13 is rejected (≥ 12), 5 is the true value, 7 is taken.
+    rng = ScriptedRandom([ALL, _le([13, 5, 7], 2)])
+    assert m.perturb(5, rng) == {"v": [7]} and rng.done()
+    assert rng.calls[1:] == ["getrandbits(80)"]
+    rng = ScriptedRandom([ZERO])  # include: s − 1 = 0 others, no draw
+    assert m.perturb(5, rng) == {"v": [5]} and rng.done()
 
 
 # Regression vectors: a seeded random.Random, outputs recorded once, so any change to the
@@ -396,7 +425,9 @@ REGRESSION = {
     "olh": [{"a": 5, "b": 5, "y": 3}, {"a": 8, "b": 3, "y": 3}, {"a": 2, "b": 10, "y": 1}],
     "blh": [{"a": 5, "b": 5, "y": 1}, {"a": 8, "b": 3, "y": 0}, {"a": 6, "b": 7, "y": 1}],
     "hr": [{"j": 8}, {"j": 11}, {"j": 3}],
-    "ss": [{"v": [5, 6, 8]}, {"v": [1, 4, 8]}, {"v": [1, 4, 6]}],
+    # ss re-recorded when the sampler changed (marks + a uniform fix-up instead of one
+    # rng.sample); its exact distribution is checked in test_privacy.py.
+    "ss": [{"v": [1, 5, 8]}, {"v": [0, 1, 3]}, {"v": [0, 4, 8]}],
 }
 
 

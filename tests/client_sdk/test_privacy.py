@@ -12,6 +12,7 @@ import math
 import os
 import random
 import zlib
+from collections import Counter
 from fractions import Fraction
 from math import comb
 
@@ -19,8 +20,13 @@ import pytest
 from scipy.stats import chisquare
 from scripted import ALL, ScriptedRandom
 
-from client_sdk.mechanisms import SecureRandom, create
-from client_sdk.mechanisms._random import bernoulli, bernoulli_lanes
+from client_sdk.mechanisms import SecureRandom, create, subset
+from client_sdk.mechanisms._random import (
+    bernoulli,
+    bernoulli_lanes,
+    subset_marks,
+    uniform_indices,
+)
 
 Output = tuple[int, ...]
 
@@ -254,23 +260,135 @@ def test_byte_lanes_are_exact_at_the_digit_boundary(p: float) -> None:
     assert abs(total - n * p) < 4.5 * math.sqrt(n * p * (1 - p))
 
 
-def test_dense_subset_selection_is_uniform_over_the_other_values() -> None:
-    """s = 20 of k = 40 takes the dense path (independent marks, then a uniform fix-up)."""
-    m = create("ss", epsilon=1.0, domain_size=40, s=20)
+# -- subset selection: both samplers ----------------------------------------------------------
+
+SS_PATHS = {"dense": 0.0, "sparse": 2.0}
+"""``subset.DENSE_FRACTION`` forcing each sampler (s ≥ 0·k always; s < 2·k always)."""
+
+
+@pytest.mark.parametrize("path", SS_PATHS)
+@pytest.mark.parametrize(
+    ("k", "eps", "s"),
+    [(6, 1.0, 0), (7, 0.5, 0), (8, 1.0, 1), (6, 0.5, 4)],  # s = 2, 3, 1 (no other), 4 of 6
+)
+def test_subset_selection_samplers_realise_the_declared_distribution(
+    monkeypatch: pytest.MonkeyPatch, path: str, k: int, eps: float, s: int
+) -> None:
+    """Each sampler's outputs against the exact pmf: every s-subset, sizes, marginals."""
+    monkeypatch.setattr(subset, "DENSE_FRACTION", SS_PATHS[path])
+    m = create("ss", epsilon=eps, domain_size=k, s=s)
+    assert m.dense == (path == "dense")
+    rng = random.Random(zlib.crc32(f"ss-{path}-{k}-{eps}-{s}".encode()))  # fixed across runs
+    v, n = 2, 30_000
+    dist = pmf(m, v)
+    observed: Counter[Output] = Counter(tuple(m.perturb(v, rng)["v"]) for _ in range(n))
+    # Only sorted s-subsets come out: every output is a key of the exact pmf.
+    assert set(observed) <= set(dist)
+    outputs = list(dist)
+    expected = [float(dist[y]) * n for y in outputs]
+    assert chisquare([observed[y] for y in outputs], expected).pvalue > 1e-4
+    # Marginals: the true value is in with probability p*, every other value with q*.
+    for u in range(k):
+        hits = sum(c for y, c in observed.items() if u in y)
+        prob = m.p if u == v else m.q
+        assert abs(hits - n * prob) < 4.5 * math.sqrt(n * prob * (1 - prob))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 12, 1023, 1024, 1025, 65535, 65536])
+def test_uniform_indices_are_exactly_uniform(n: int) -> None:
+    """Exhaustive: fed every 16-bit word once, each value of range(n) comes out equally often."""
+
+    class EveryWordOnce(random.Random):
+        """getrandbits serves the words 0, 1, …, 65535 in order (2 bytes each, little-endian),
+        then raises :class:`LookupError`."""
+
+        def __init__(self) -> None:
+            self.next_word = 0
+            super().__init__(0)
+
+        def getrandbits(self, k: int, /) -> int:
+            assert k % 16 == 0
+            words = range(self.next_word, self.next_word + k // 16)
+            if words.stop > 65536:
+                raise LookupError("every word served")
+            self.next_word = words.stop
+            return int.from_bytes(b"".join(w.to_bytes(2, "little") for w in words), "little")
+
+    # A batch size whose draws (batch·2^b/n + 4 words) divide 2^16: the stream then ends
+    # exactly after the last word, and every word has been looked at once.
+    span = 1 << (n - 1).bit_length()
+    batch = next(b for b in range(1, 70_000) if 65536 % (b * span // n + 4) == 0)
+    source, values = EveryWordOnce(), []
+    with pytest.raises(LookupError):
+        values.extend(uniform_indices(source, n, batch))
+    assert source.next_word == 65536
+    assert Counter(values) == dict.fromkeys(range(n), 65536 // span)  # 2^16/2^b words each
+    with pytest.raises(ValueError):
+        next(uniform_indices(random.Random(0), 65537, 1))
+
+
+class FirstDrawScripted(random.Random):
+    """Its first ``getrandbits`` returns a scripted value, every later one is seeded."""
+
+    def __init__(self, first: int, seed: int) -> None:
+        self.first: int | None = first
+        super().__init__(seed)
+
+    def getrandbits(self, k: int, /) -> int:  # noqa: D102
+        if self.first is not None:
+            x, self.first = self.first, None
+            return x
+        return super().getrandbits(k)
+
+
+@pytest.mark.parametrize(
+    ("start", "fixed", "pool", "pick"),
+    [([0, 1, 2, 3, 4], [], [0, 1, 2, 3, 4], 3), ([0], [0], [1, 2, 3, 4, 5], 2)],
+)
+def test_subset_marks_fix_up_picks_uniformly(
+    start: list[int], fixed: list[int], pool: list[int], pick: int
+) -> None:
+    """Given any first marking, the fix-up removes (adds) a uniform set of marks.
+
+    Population 6, size 3, threshold t = 128: bytes 0 mark, bytes 255 do not. From five
+    marks, two uniformly chosen ones go: the result is uniform over the 3-subsets of the
+    five. From {0}, two uniformly chosen unmarked ones come: {0} and a uniform pair of the
+    other five.
+    """
+    first = sum((0 if i in start else 255) << (8 * i) for i in range(6))
+    rng = random.Random(23)
+    n = 20_000
+    counts: Counter[tuple[int, ...]] = Counter()
+    for _ in range(n):
+        marks = subset_marks(FirstDrawScripted(first, rng.getrandbits(64)), 6, 3)
+        assert marks.count(1) == 3 and set(marks) <= {0, 1}
+        counts[tuple(i for i in range(6) if marks[i])] += 1
+    subsets = [tuple(sorted(fixed + list(c))) for c in itertools.combinations(pool, pick)]
+    assert set(counts) == set(subsets)
+    assert chisquare([counts[y] for y in subsets]).pvalue > 1e-4
+
+
+@pytest.mark.parametrize(("k", "s"), [(40, 20), (300, 8)])  # dense (marks), sparse (draws)
+def test_subset_selection_is_uniform_over_the_other_values(k: int, s: int) -> None:
+    """Larger domains: marginals and pairs of the other values, on the default path."""
+    m = create("ss", epsilon=1.0, domain_size=k, s=s)
+    assert m.dense == (s == 20)
     rng = random.Random(17)
     n, v = 20_000, 0
-    counts = [0] * 40
+    counts = [0] * k
     pairs = 0
     for _ in range(n):
         chosen = m.perturb(v, rng)["v"]
-        assert len(chosen) == 20 and len(set(chosen)) == 20
+        assert len(chosen) == s and chosen == sorted(set(chosen))
         for u in chosen:
             counts[u] += 1
         pairs += 1 in chosen and 2 in chosen
     # The true value is in with probability p*, each other value with probability q*.
     assert abs(counts[0] - n * m.p) < 4.5 * math.sqrt(n * m.p * (1 - m.p))
     assert chisquare(counts[1:]).pvalue > 1e-4
-    assert abs(sum(counts[1:]) / (39 * n) - m.q) < 4.5 * math.sqrt(m.q * (1 - m.q) / (39 * n))
-    # Two given other values both picked: 19 (or 20) uniform picks among the 39 others.
-    both = m.p * (19 * 18) / (39 * 38) + (1 - m.p) * (20 * 19) / (39 * 38)
+    others = (k - 1) * n
+    assert abs(sum(counts[1:]) / others - m.q) < 4.5 * math.sqrt(m.q * (1 - m.q) / others)
+    # Two given other values both picked: s − 1 (or s) uniform picks among the k − 1 others.
+    pair_ways = (k - 1) * (k - 2)
+    both = m.p * (s - 1) * (s - 2) / pair_ways + (1 - m.p) * s * (s - 1) / pair_ways
     assert abs(pairs - n * both) < 4.5 * math.sqrt(n * both * (1 - both))
