@@ -23,14 +23,17 @@ propagates a 14-argument command per id to the AOF and replicas.)
 consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an
 idle entry) or a history read (``XREADGROUP … 0``, which a second process running under
 the same consumer name would also make), and both bump a per-stream counter, the *claim
-fence*. The worker reads the fence in the same round trip as, and before, a fresh read;
-if the fence has not moved at commit time, every id is still pending and still ours, so
-the script acknowledges them a thousand per XACK (about 1 µs per id in Redis instead of
-2.4) and checks that XACK acknowledged all of them. If the fence moved, it checks id by
-id as above. Only a client acknowledging entries by hand could make the bulk check fail:
-the script then counts nothing and raises :class:`FenceBroken`. Fresh entries are read
-with a plain XREADGROUP whose reply hiredis parses, not through a script: Redis spends a
-third less per entry when it need not turn entries into Lua tables and back.
+fence*. In the round trip of a fresh read the worker reads the fence before it and its
+own pending count (XPENDING's summary) after it. If at commit time the fence has not
+moved and the pending count is the same, nothing has taken or acknowledged any of the
+batch's entries (a worker of another version, which does not bump the fence, changes the
+count), so the script acknowledges them a thousand per XACK (about 1 µs per id in Redis
+instead of 2.4) and checks that XACK acknowledged all of them. Otherwise it checks id by
+id as above. Only a client that both acknowledges and claims entries by hand, keeping the
+count, could fail the bulk check: the script then raises :class:`FenceBroken`. Fresh
+entries are read with a plain XREADGROUP whose reply hiredis parses, not through a
+script: Redis spends a third less per entry when it need not turn entries into Lua
+tables and back.
 
 **Numeric metrics** commit the same way: their increments are ``n`` and the base-2³²
 limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.numeric`), exact integers
@@ -164,7 +167,7 @@ _UNAVAILABLE = (
     redis.TimeoutError,
     redis.exceptions.ClusterDownError,
     redis.exceptions.TryAgainError,
-    redis.exceptions.RedisClusterException,
+    redis.exceptions.SlotNotCoveredError,
 )
 """Errors after which the worker waits and retries: Redis (or a cluster slot's node, during
 a failover or resharding) is unreachable for now; uncommitted entries stay pending."""
@@ -284,17 +287,31 @@ _LUA_COMMIT = (
     + """
 -- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence
 -- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
---       the fence read before the ids were delivered ('' if not a fresh delivery),
---       then field/increment pairs ('n' first).
+--       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
+--       any other), then field/increment pairs ('n' first).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ids = {}
 for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
+-- The fast path holds when no claim or history read bumped the fence since the fresh
+-- read, and this consumer still has exactly as many entries pending as right after it:
+-- then nothing has taken or acknowledged any of them, and they are all still ours.
+local function untouched(token)
+  local fence, own = string.match(token, '^(%d+):(%d+)$')
+  if not fence or (redis.call('GET', KEYS[6]) or '0') ~= fence then return false end
+  local consumers = redis.call('XPENDING', stream, group)[4]
+  local mine = 0
+  if consumers then
+    for _, c in ipairs(consumers) do
+      if c[1] == me then mine = tonumber(c[2]) end
+    end
+  end
+  return mine == tonumber(own)
+end
 local pending = {}
-if ARGV[8] ~= '' and (redis.call('GET', KEYS[6]) or '0') == ARGV[8] then
-  -- Fresh entries, and no claim or history read since: they are still ours, all
-  -- pending. XACK them by the thousand.
+if untouched(ARGV[8]) then
+  -- XACK them by the thousand.
   local acked = 0
   for i = 1, #ids, """
     + str(ID_CHUNK)
@@ -303,9 +320,11 @@ if ARGV[8] ~= '' and (redis.call('GET', KEYS[6]) or '0') == ARGV[8] then
     + str(ID_CHUNK - 1)
     + """)))
   end
+  if acked == 0 then return {} end  -- all acknowledged before: nothing to count
   if acked ~= #ids then
     return redis.error_reply('FENCE ' .. (#ids - acked) .. ' of ' .. #ids ..
-      ' fresh entries were acknowledged outside the workers; they are not counted')
+      ' fresh entries were acknowledged outside the workers; ' .. acked ..
+      ' acknowledged now are not counted')
   end
   pending = ids
 else
@@ -364,13 +383,13 @@ return moved
 
 
 class FenceBroken(Exception):
-    """A fresh batch's commit found entries acknowledged by something other than a worker.
+    """A fresh batch's bulk commit found some entries acknowledged by someone else.
 
-    The fast commit path acknowledges a fresh batch in bulk, which is exact as long as the
-    entries change hands only through this module's claims and history reads (they bump
-    the claim fence). A client that XACKs or XCLAIMs entries of the group by hand breaks
-    that: the script then counts nothing and says so, and the batch's other entries,
-    acknowledged by then, stay uncounted. Never raised in normal operation.
+    The fast commit path acknowledges a fresh batch in bulk when the claim fence has not
+    moved and this consumer's pending count is unchanged since the read. Workers (of any
+    version) cannot get past both checks; a client that by hand acknowledges some of the
+    batch's entries *and* claims as many others into this consumer can. The script then
+    counts nothing and says so, and the entries it acknowledged stay uncounted.
     """
 
 
@@ -448,8 +467,8 @@ class _Delivery:
     joined_ids: bytes = b""
     """``ids`` comma-joined, as the commit script takes them."""
     fence: bytes = b""
-    """The claim fence read before a fresh (``>``) read; empty for any other delivery,
-    whose commit must check its ids one by one."""
+    """The fast-path token of a fresh (``>``) read, ``b"<fence>:<own pending>"``; empty for
+    any other delivery, whose commit must check its ids one by one."""
 
     @classmethod
     def from_reply(cls, reply: Sequence[bytes]) -> _Delivery:
@@ -473,7 +492,7 @@ class _Delivery:
         Args:
             entries: ``[id, fields]`` pairs, the fields a flat ``[name, value, …]`` list
                 (the raw reply) or a dict (redis-py's parsed reply), None if deleted.
-            fence: the claim fence read just before the read, if it was.
+            fence: the fast-path token read with them, if they are a fresh read.
         """
         ids = [entry[0] for entry in entries]
         fields = [entry[1] for entry in entries]
@@ -537,6 +556,10 @@ def _stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
         if (name.decode() if isinstance(name, bytes) else name) == key:
             return list(entries)
     return []
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _ms(entry_id: bytes) -> int:
@@ -970,23 +993,26 @@ class Worker:
         return _Delivery.from_reply(reply)
 
     def _fetch_new(self, s: _Stream) -> _Delivery:
-        """Read fresh entries with a plain XREADGROUP, after reading the claim fence.
+        """Read fresh entries with a plain XREADGROUP, between the fence and our pending count.
 
         Fresh entries skip the read script: Redis spends about a third less per entry
         when it need not turn them into Lua tables and back, and the worker has time to
-        spare for redis-py's parsing. The fence, read first in the same round trip, lets
-        the commit acknowledge them in bulk (see :data:`_LUA_COMMIT`).
+        spare for redis-py's parsing. The claim fence, read first in the same round trip,
+        and this consumer's pending count, read right after, make the fast-path token
+        that lets the commit acknowledge the batch in bulk (see :data:`_LUA_COMMIT`).
         """
         pipe = self._reader.pipeline(transaction=False)
         pipe.get(s.claims)
         pipe.xreadgroup(keys.GROUP, self.name, {s.key: ">"}, count=self.batch_size)
-        fence, reply = pipe.execute()
+        pipe.xpending(s.key, keys.GROUP)
+        fence, reply, summary = pipe.execute()
         entries = _stream_entries(reply, s.key)
-        return (
-            _Delivery.from_entries(entries, fence or b"0")
-            if entries
-            else _Delivery([], [], b"", None)
+        if not entries:
+            return _Delivery([], [], b"", None)
+        own = next(
+            (int(c["pending"]) for c in summary["consumers"] if _text(c["name"]) == self.name), 0
         )
+        return _Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
 
     def _wait_for_entries(self) -> None:
         """Block until some stream has new entries (or ``block_ms`` passes), then handle them.
@@ -1024,6 +1050,10 @@ class Worker:
                     block=self.block_ms,
                 ),
             )
+        except redis.ResponseError as exc:
+            if "NOGROUP" not in str(exc):
+                raise
+            return  # a stream was deleted: the next round's per-stream read recreates it
         finally:
             self._blocking = False
         for key, stream in self._streams.items():
@@ -1077,7 +1107,8 @@ class Worker:
             runs.setdefault(_ms(entry_id) // _HOUR_MS, []).append(row)
         for rows in runs.values():
             picked = np.asarray(rows, dtype=np.int64)
-            self._commit_all(s, [ids[r] for r in rows], _take(batch, picked), fence=fence)
+            # No fast path: the first part's commit changes our pending count.
+            self._commit_all(s, [ids[r] for r in rows], _take(batch, picked))
 
     def _commit_all(
         self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
@@ -1119,8 +1150,8 @@ class Worker:
             batch: their parsed payloads.
             joined: ``ids`` already comma-joined, if at hand.
             shard: the shard of the stream the ids are from.
-            fence: the claim fence read before ``ids`` were freshly delivered to this
-                worker (``>``), or empty: then every id is checked one by one.
+            fence: the fast-path token read with a fresh (``>``) delivery of ``ids``, or
+                empty: then every id is checked one by one.
 
         Returns:
             ``(len(ids), [])`` when every id was pending and is now counted and acked;
@@ -1129,8 +1160,8 @@ class Worker:
 
         Raises:
             ValueError: ids of different hours, or not one per row of ``batch``.
-            FenceBroken: ``fence`` was given and some id had been acknowledged by a client
-                other than the workers; nothing was counted.
+            FenceBroken: ``fence`` was given and some ids had been acknowledged by hand
+                (see :class:`FenceBroken`); nothing was counted.
         """
         raw = [x.encode() if isinstance(x, str) else x for x in ids] if not joined else ids
         raw = cast(list[bytes], raw)

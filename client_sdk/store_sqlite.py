@@ -222,6 +222,8 @@ class SQLiteFile:
         if not self.checkpoint_due or self._closed:
             return
         with self._checkpoint_lock:
+            if self._closed:  # closed while we waited for the lock
+                return
             try:
                 if self._checkpointer is None:
                     self._checkpointer = sqlite3.connect(

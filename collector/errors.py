@@ -100,9 +100,10 @@ def _unavailable(exc: Unavailable) -> Response:
     return response
 
 
-_STORAGE_ERRORS = (redis.RedisError, redis.exceptions.RedisClusterException)
-"""What a storage outage raises: redis-py's cluster client raises RedisClusterException
-(not a RedisError) when no node of a slot answers, e.g. during a failover."""
+_STORAGE_ERRORS = (redis.RedisError, redis.exceptions.SlotNotCoveredError)
+"""What a storage outage raises: redis-py's cluster client raises SlotNotCoveredError (a
+RedisClusterException, not a RedisError) when no node serves a slot, e.g. during a
+failover. Other RedisClusterExceptions (cross-slot keys, say) are bugs: they stay 500s."""
 
 
 def _redis_error(exc: Exception) -> Response:

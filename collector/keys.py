@@ -83,7 +83,9 @@ def shard_of(report_id: bytes, shards: int) -> int:
     """The shard of a report: its 16-byte id (uniform, from a CSPRNG) modulo ``shards``.
 
     Deterministic, so a replayed report meets its first copy in the same shard's replay
-    set. A client that picks ids to crowd one shard only slows its own reports down.
+    set. Ids come from the device's CSPRNG, so shards fill evenly; a client that picks ids
+    to crowd one shard can fill its backlog, and then requests touching that shard get 503
+    until the workers catch up (the same as flooding an unsharded metric).
     """
     return int.from_bytes(report_id, "big") % shards if shards > 1 else 0
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import redis
 
+from aggregator.counts import lag_details, read_counts
 from aggregator.worker import FenceBroken, Worker, ensure_group
 from collector import keys
 from tests.aggregator.test_worker import (
@@ -114,27 +115,72 @@ def test_two_processes_under_one_name_count_each_entry_once(any_redis: Any) -> N
     assert_drained(client, d)
 
 
-def test_an_ack_from_outside_the_workers_is_refused_loudly(any_redis: Any) -> None:
+def test_a_worker_that_does_not_bump_the_fence_is_caught_by_the_pending_count(
+    any_redis: Any,
+) -> None:
+    """A worker of an older version claims and counts part of a batch in flight, leaving
+    the fence alone (a rolling upgrade): the pending count has moved, so every id is
+    checked and the rest is counted, nothing twice, nothing lost."""
     client = any_redis.client()
-    d = make_metric(client, "app.tamper", "grr", k=4)
+    d = make_metric(client, "app.mixed", "grr", k=4)
     payloads = perturbed(d, [0, 1, 2, 3] * 10, seed=15)
     ids = append_ids(client, d, payloads)
     w = worker(client, name="w")
     s, delivery = fresh(w, client, stream(d))
-    client.xack(stream(d), GROUP, ids[7])  # by hand: no worker would do this
+    client.xclaim(stream(d), GROUP, "old", 0, ids[:7])  # no fence bump, as before
+    old = worker(client, name="old")
+    old.discover()
+    assert old.commit(d, ids[:7], s.codec.parse([json.loads(p) for p in payloads[:7]])) == (7, [])
+    client.xack(stream(d), GROUP, ids[7])  # and an ack by hand, for good measure
     w._handle(s, delivery)
-    assert w.stats.counted == 0
-    assert w.stats.fence_broken == 40
-    assert int(client.hget(keys.counts_key(d.name, d.version), "n") or 0) == 0  # type: ignore[arg-type]
-    # The commit itself raises, and changes no count.
-    more = perturbed(d, [3, 2, 1], seed=17)
-    more_ids = append_ids(client, d, more)
+    assert w.stats.counted == 32 and w.stats.already_counted == 8 and w.stats.fence_broken == 0
+    assert read_counts(client, d).n == 39
+    assert lag_details(client, d).pending == 0
+
+
+def test_a_retried_commit_after_a_lost_reply_counts_nothing_more(any_redis: Any) -> None:
+    """redis-py resends a script whose reply was lost (cluster clients always do): the
+    second run finds every id acknowledged by the first, and says so without alarm."""
+    client = any_redis.client()
+    d = make_metric(client, "app.retry", "oue", k=8)
+    payloads = perturbed(d, list(range(8)) * 5, seed=18)
+    append(client, d, payloads)
+    w = worker(client, name="w")
     s, delivery = fresh(w, client, stream(d))
+    batch = s.codec.parse([json.loads(p) for p in payloads])
+    assert w.commit(d, delivery.ids, batch, fence=delivery.fence) == (40, [])
+    assert w.commit(d, delivery.ids, batch, fence=delivery.fence) == (0, [])
+    assert_counts(client, d, offline(d, payloads))
+
+
+def test_only_compensating_tampering_breaks_the_fence_and_it_says_so(any_redis: Any) -> None:
+    """By hand, one entry of the batch is acknowledged and another entry claimed into the
+    worker's name: fence and count both look untouched. The bulk check catches it."""
+    client = any_redis.client()
+    d = make_metric(client, "app.tamper", "grr", k=4)
+    first = perturbed(d, [0, 1, 2], seed=17)
+    first_ids = append_ids(client, d, first)
+    client.xgroup_create(stream(d), GROUP, id="0", mkstream=True)
+    client.xreadgroup(GROUP, "someone", {stream(d): ">"}, count=3)
+    more = perturbed(d, [3, 2, 1], seed=19)
+    more_ids = append_ids(client, d, more)
+    w = worker(client, name="w")
+    s, delivery = fresh(w, client, stream(d))
+    assert delivery.ids == more_ids
     client.xack(stream(d), GROUP, more_ids[0])
+    client.xclaim(stream(d), GROUP, "w", 0, first_ids[:1])
     batch = s.codec.parse([json.loads(p) for p in more])
     with pytest.raises(FenceBroken, match="1 of 3"):
         w.commit(d, delivery.ids, batch, fence=delivery.fence)
-    assert int(client.hget(keys.counts_key(d.name, d.version), "n") or 0) == 0  # type: ignore[arg-type]
+    assert read_counts(client, d).n == 0
+    # Through the worker's own path it is logged and counted in the stats, not raised.
+    again = perturbed(d, [1, 1], seed=20)
+    again_ids = append_ids(client, d, again)
+    s, delivery = fresh(w, client, stream(d))
+    client.xack(stream(d), GROUP, again_ids[0])
+    client.xclaim(stream(d), GROUP, "w", 0, first_ids[1:2])
+    w._handle(s, delivery)
+    assert w.stats.fence_broken == 2 and w.stats.counted == 0
 
 
 def test_the_blocking_read_commits_one_by_one(redis_db: Any) -> None:
@@ -147,5 +193,19 @@ def test_the_blocking_read_commits_one_by_one(redis_db: Any) -> None:
     append(client, d, payloads)
     w._wait_for_entries()
     assert w.stats.counted == 1  # the blocking read takes one entry
+    w.run(once=True)
+    assert_counts(client, d, offline(d, payloads))
+
+
+def test_a_stream_deleted_under_the_blocking_read_is_recreated(redis_db: Any) -> None:
+    client = redis_db.client()
+    d = make_metric(client, "app.gone", "grr", k=4)
+    w = worker(client, name="w", block_ms=50)
+    w.discover()
+    client.delete(stream(d))  # an operator deletes the stream: its group goes with it
+    w._wait_for_entries()  # NOGROUP: returns, the next round recreates the group
+    payloads = perturbed(d, [0, 3], seed=21)
+    w.run(once=True)
+    append(client, d, payloads)
     w.run(once=True)
     assert_counts(client, d, offline(d, payloads))
