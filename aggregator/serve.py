@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,6 +144,16 @@ class Server:
         )
         return env
 
+    def _prometheus_dir(self) -> str:
+        """An empty folder for prometheus-client's multiprocess mode: ``/metrics`` then adds
+        up every gunicorn worker's counters instead of answering with one worker's."""
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return os.environ["PROMETHEUS_MULTIPROC_DIR"]
+        folder = self.data_dir / "prometheus"
+        shutil.rmtree(folder, ignore_errors=True)  # last run's counters are not this run's
+        folder.mkdir(parents=True)
+        return str(folder)
+
     def _output(self, name: str) -> Any:
         if not self.quiet:
             return None
@@ -206,7 +217,7 @@ class Server:
                 str(conf),
                 "aggregator.serve:create_server_app()",
             ],
-            env=env,
+            env={**env, "PROMETHEUS_MULTIPROC_DIR": self._prometheus_dir()},
             stdout=out,
             stderr=out,
             preexec_fn=_child_setup,

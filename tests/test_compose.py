@@ -156,3 +156,14 @@ def test_dockerfile_installs_the_project() -> None:
     for package in ("client_sdk", "collector", "aggregator"):
         assert re.search(rf"^COPY {package}\b", text, re.M), package
     assert "gunicorn_conf.py" in text
+
+
+def test_gunicorn_services_add_up_their_workers_metrics(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Each gunicorn worker counts for itself: /metrics must add them up
+    (prometheus-client's multiprocess mode, in a folder that is empty at each start)."""
+    for name in ("collector", "dashboard"):
+        service = services[name]
+        folder = service["environment"]["PROMETHEUS_MULTIPROC_DIR"]
+        assert folder in service.get("tmpfs", []), name

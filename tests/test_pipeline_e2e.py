@@ -12,6 +12,7 @@ import random
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.counts import read_counts
 from aggregator.embedded_redis import EmbeddedRedis
@@ -176,6 +178,20 @@ def test_end_to_end_20000_reports_exact_counts_and_nominal_coverage(server: Serv
 def test_every_upload_sent_twice_counts_once(server: Server) -> None:
     recorder, truth, _ = simulate(server.url, users=1500, seed=9, twice=True)
     check_exact(server, recorder, truth)
+    # /metrics adds up both gunicorn workers: every scrape, whichever worker answers it,
+    # gives the reports accepted and the replays refused in all.
+    by_metric = Counter(report["metric"] for report in recorder.sent.values())
+    for _ in range(6):
+        with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        found = {
+            (s.name, s.labels.get("metric")): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+        for metric, sent in by_metric.items():
+            assert found[("ldp_collector_reports_accepted_total", metric)] == sent
+            assert found[("ldp_collector_reports_duplicate_total", metric)] == sent
 
 
 def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
