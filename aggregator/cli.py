@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import math
 import sys
 from typing import Any
 
@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from aggregator.cli_server import register
-from aggregator.console import err, out, progress_bar
+from aggregator.console import echo_json, err, out, progress_bar
 from client_sdk import mechanisms
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -26,11 +26,44 @@ def build_mechanism(
     name: str, epsilon: float, domain_size: int, permanent_epsilon: float | None = None
 ) -> mechanisms.FrequencyOracle:
     """``mechanisms.create`` with errors turned into CLI usage errors."""
+    memoized = name in MEMOIZED
+    if memoized and permanent_epsilon is None:
+        raise click.UsageError(
+            f"{name} needs --permanent-epsilon (ε∞, the bound for repeated reports; "
+            "--epsilon is ε₁, one report's)"
+        )
+    if permanent_epsilon is not None and not memoized and name != "auto":
+        raise click.UsageError(
+            f"--permanent-epsilon is for the memoized mechanisms ({', '.join(MEMOIZED)}), "
+            f"not {name}"
+        )
     options = {} if permanent_epsilon is None else {"permanent_epsilon": permanent_epsilon}
     try:
         return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+MEMOIZED = tuple(n for n in mechanisms.NAMES if n.startswith("memo-"))
+"""Mechanisms that take ``--permanent-epsilon``."""
+
+
+def users_option(help: str, required: bool) -> Any:
+    """``--users``, 1 to MAX_USERS; the max is checked, not shown (nobody needs to read it)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value > MAX_USERS:
+            raise click.BadParameter(f"{value} is more than {MAX_USERS:.1e} users", ctx, param)
+        return value
+
+    return click.option(
+        "--users",
+        "-n",
+        required=required,
+        type=click.IntRange(min=1),
+        callback=check,
+        help=help,
+    )
 
 
 def confidence_option(default: float) -> Any:
@@ -45,9 +78,27 @@ def confidence_option(default: float) -> Any:
 
 
 MECHANISM = click.option(
-    "--mechanism", "-m", required=True, type=click.Choice(list(mechanisms.NAMES)), help="Mechanism."
+    "--mechanism",
+    "-m",
+    required=True,
+    type=click.Choice(list(mechanisms.NAMES)),
+    help="Frequency oracle the devices use; auto: the least variance for this ε and k; "
+    "memo-*: memoized (RAPPOR-style), needing --permanent-epsilon.",
 )
-EPSILON = click.option("--epsilon", "-e", required=True, type=float, help="ε per report.")
+EPSILON = click.option(
+    "--epsilon",
+    "-e",
+    required=True,
+    type=float,
+    help="ε of one report: the privacy each report keeps (smaller: more private, noisier).",
+)
+PERMANENT_EPSILON = click.option(
+    "--permanent-epsilon",
+    type=float,
+    default=None,
+    help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue): the bound however many "
+    "times a device reports; required by them.",
+)
 DOMAIN = click.option("--domain-size", "-k", required=True, type=int, help="k, number of values.")
 
 
@@ -61,13 +112,7 @@ def main() -> None:
 @MECHANISM
 @EPSILON
 @DOMAIN
-@click.option(
-    "--users",
-    "-n",
-    required=True,
-    type=click.IntRange(1, MAX_USERS),
-    help="Users per population.",
-)
+@users_option("Users per population.", required=True)
 @click.option(
     "--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations."
 )
@@ -89,6 +134,7 @@ def main() -> None:
 )
 @confidence_option(0.95)
 @click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@PERMANENT_EPSILON
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def simulate(
     mechanism: str,
@@ -100,19 +146,21 @@ def simulate(
     method: str,
     confidence: float,
     seed: int | None,
+    permanent_epsilon: float | None,
     as_json: bool,
 ) -> None:
     """Simulate populations: MSE against the exact variance, and interval coverage.
 
-    A simulation (numpy's PCG64 generator, not a CSPRNG): devices use the SDK.
+    A simulation (numpy's PCG64 generator, not a CSPRNG): devices use the SDK. Each user
+    reports once, so a memoized mechanism is simulated as one report of each device.
     """
     from aggregator.simulation import simulate as run
 
-    m = build_mechanism(mechanism, epsilon, domain_size)
+    m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"simulating {m.name}", reps, enabled=not as_json) as advance:
         result = run(m, users, reps, dist, seed, confidence, method, progress=advance)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        echo_json(result.to_dict())
         return
     table = Table(
         title=f"{m.name} ε={m.epsilon:g} k={m.domain_size}, {users:,} users, {dist}, "
@@ -148,12 +196,7 @@ def simulate(
 @main.command()
 @EPSILON
 @DOMAIN
-@click.option(
-    "--users",
-    "-n",
-    type=click.IntRange(1, MAX_USERS),
-    help="Users: print the half-width they buy.",
-)
+@users_option("Users: print the half-width they buy.", required=False)
 @click.option(
     "--width",
     "-w",
@@ -180,7 +223,7 @@ def plan(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
-        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+        echo_json([r.__dict__ for r in rows])
         return
     what = f"{users:,} users" if users else f"half-width ±{width:g}"
     table = Table(
@@ -214,12 +257,7 @@ def plan(
     help="Perturbations per input.",
 )
 @confidence_option(0.99)
-@click.option(
-    "--permanent-epsilon",
-    type=float,
-    default=None,
-    help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue); each trial is a new device.",
-)
+@PERMANENT_EPSILON
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def audit(
     mechanism: str,
@@ -230,14 +268,17 @@ def audit(
     permanent_epsilon: float | None,
     as_json: bool,
 ) -> None:
-    """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε."""
+    """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε.
+
+    A memoized mechanism is audited one report per device (each trial is a new device).
+    """
     from aggregator.audit import audit as run_audit
 
     m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"auditing {m.name}", 2 * trials, enabled=not as_json) as advance:
         result = run_audit(m, trials=trials, confidence=confidence, progress=advance)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        echo_json(result.to_dict())
     else:
         verdict = "[green]PASS[/]" if result.passed else "[red bold]FAIL[/]"
         out.print(
@@ -249,6 +290,10 @@ def audit(
             f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
             f"of {result.trials:,} each"
         )
+    if result.passed:
+        warning = inconclusive(result, trials)
+        if warning:
+            err.print(f"[yellow bold]warning:[/] {warning}")
     if not result.passed:
         sys.exit(1)
 
@@ -295,6 +340,46 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
             raise click.ClickException(f"cannot write to {out_dir}: {exc}") from None
     for path in written:
         out.print(f"wrote {path}")
+
+
+AUDIT_SUGGESTED_TRIALS = 200_000
+"""The audit's default: at ε ≈ 1 its bound then lands within about 5 % of the declared ε."""
+
+
+def inconclusive(result: Any, trials: int) -> str | None:
+    """Why a PASS says nothing about the mechanism, or None if the bound means something.
+
+    A PASS is only a check if the audit could have failed. With n evaluation trials per
+    input the highest ε any mechanism can show is that of the most extreme outcome (every
+    trial in the event under x, none under x'): ln(TPR_lower / FPR_upper) of the same
+    Clopper–Pearson bounds the audit uses. If that is not above the declared ε, no broken
+    mechanism could fail; and a lower bound of 0 means the trials showed nothing either way.
+
+    Args:
+        result: an :class:`aggregator.audit.AuditResult`.
+        trials: the ``--trials`` given (perturbations per input, both halves).
+
+    Returns:
+        The warning to print, or None.
+    """
+    from aggregator.audit import clopper_pearson
+
+    n, alpha = result.trials, 1.0 - result.confidence
+    best_tpr = clopper_pearson(n, n, alpha)[0]
+    best_fpr = clopper_pearson(0, n, alpha)[1]
+    ceiling = math.log(best_tpr / best_fpr)
+    more = f"rerun with more trials, e.g. --trials {max(10 * trials, AUDIT_SUGGESTED_TRIALS):,}"
+    if ceiling <= result.declared_epsilon:
+        return (
+            f"inconclusive: with {n:,} evaluation trials per input the bound cannot exceed "
+            f"{ceiling:.3f}, so this audit could not fail at ε={result.declared_epsilon:g}; " + more
+        )
+    if result.epsilon_lower_bound <= 0.0:
+        return (
+            f"inconclusive: {trials:,} trials are too few for the bound to show any ε "
+            f"(ε ≥ 0 holds for every mechanism), so PASS says nothing here; " + more
+        )
+    return None
 
 
 # -- ldp aggregate: the stream worker alone ------------------------------------------------

@@ -8,7 +8,9 @@ import signal
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -16,8 +18,9 @@ from typing import Any
 import click
 from rich.table import Table
 
-from aggregator.console import err, out, progress_bar
-from client_sdk.wire import MAX_SHARDS
+from aggregator.console import echo_json, err, out, progress_bar
+from client_sdk import mechanisms
+from client_sdk.wire import MAX_SHARDS, check_name
 
 __all__ = ["demo", "metrics", "serve"]
 
@@ -29,6 +32,9 @@ def _print_urls(server: Any) -> None:
     out.print(f"  reports          POST {server.url}/v1/reports")
     out.print(f"  estimates        {server.url}/v1/estimates/<metric>")
     out.print(f"  health           {server.url}/healthz  {server.url}/readyz  {server.url}/metrics")
+    if os.environ.get("LDP_ADMIN_TOKEN"):  # what Server uses when given no token
+        out.print("  admin token      taken from LDP_ADMIN_TOKEN")
+        return
     token_file = Path(server.data_dir) / "admin-token"
     where = f" (in {token_file})" if token_file.exists() else ""
     out.print(f"  admin token{where}: set LDP_ADMIN_TOKEN to choose your own")
@@ -51,38 +57,60 @@ def _wait_until_stopped(server: Any) -> None:
     err.print("stopping: aggregator workers finish their batch, then the web service and Redis")
 
 
-SERVER_OPTIONS = [
-    click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on."),
-    click.option(
-        "--port",
-        default=8000,
-        show_default=True,
-        type=click.IntRange(0, 65535),
-        help="0: a free port.",
-    ),
-    click.option(
-        "--redis-url",
-        envvar="REDIS_URL",
-        default=None,
-        help="Use this Redis (or REDIS_URL); default: start an embedded redis-server.",
-    ),
-    click.option(
-        "--data-dir",
-        default="ldp-data",
-        show_default=True,
-        type=click.Path(file_okay=False),
-        help="Where the embedded Redis keeps its AOF and snapshots.",
-    ),
-    click.option("--web-workers", default=2, show_default=True, type=click.IntRange(1, 64)),
-    click.option("--aggregators", default=1, show_default=True, type=click.IntRange(1, 64)),
-]
+def _server_option_list(data_dir: str) -> list[Any]:
+    return [
+        click.option(
+            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+        ),
+        click.option(
+            "--port",
+            default=8000,
+            show_default=True,
+            type=click.IntRange(0, 65535),
+            help="0: a free port.",
+        ),
+        click.option(
+            "--redis-url",
+            envvar="REDIS_URL",
+            default=None,
+            help="Use this Redis (or REDIS_URL); default: start an embedded redis-server.",
+        ),
+        click.option(
+            "--data-dir",
+            default=data_dir,
+            show_default=True,
+            type=click.Path(file_okay=False),
+            help="Kept here: the embedded Redis's AOF and snapshots (redis/), the generated admin "
+            "token (admin-token, unless LDP_ADMIN_TOKEN is set) and the services' logs "
+            "(web.log, aggregator-N.log, redis/redis.log).",
+        ),
+        click.option(
+            "--web-workers",
+            default=2,
+            show_default=True,
+            type=click.IntRange(1, 64),
+            help="Gunicorn worker processes of the web service (collector, API and dashboard).",
+        ),
+        click.option(
+            "--aggregators",
+            default=1,
+            show_default=True,
+            type=click.IntRange(1, 64),
+            help="Aggregator worker processes counting the report streams (as `ldp aggregate`).",
+        ),
+    ]
 
 
-def server_options(f: Any) -> Any:
-    """Apply the options ``serve`` and ``demo`` share."""
-    for option in reversed(SERVER_OPTIONS):
-        f = option(f)
-    return f
+def server_options(data_dir: str) -> Callable[[Any], Any]:
+    """The options ``serve`` and ``demo`` share, with their own default data folder (the
+    demo's metrics and counts must not land in the folder ``ldp serve`` keeps)."""
+
+    def apply(f: Any) -> Any:
+        for option in reversed(_server_option_list(data_dir)):
+            f = option(f)
+        return f
+
+    return apply
 
 
 def _start(
@@ -107,7 +135,7 @@ def _start(
 
 
 @click.command()
-@server_options
+@server_options("ldp-data")
 @click.option(
     "--metrics",
     "metrics_file",
@@ -156,7 +184,7 @@ def serve(
 
 
 @click.command()
-@server_options
+@server_options("ldp-demo-data")
 @click.option(
     "--users",
     "-n",
@@ -264,6 +292,14 @@ def _print_estimates(result: Any, fresh: bool) -> None:
 
 
 def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
+    """The JSON body of a request to the collector; errors become ``ClickException``."""
+    return _exchange(url, method, body, token)[1]
+
+
+def _exchange(
+    url: str, method: str = "GET", body: Any = None, token: str | None = None
+) -> tuple[int, Any]:
+    """A request's status and JSON body; HTTP and network errors become ``ClickException``."""
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
     data = None if body is None else json.dumps(body).encode()
@@ -275,7 +311,7 @@ def _request(url: str, method: str = "GET", body: Any = None, token: str | None 
         req.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
-            return json.loads(r.read() or b"null")
+            return r.status, json.loads(r.read() or b"null")
     except urllib.error.HTTPError as exc:
         try:
             payload = json.loads(exc.read())
@@ -292,6 +328,21 @@ def _request(url: str, method: str = "GET", body: Any = None, token: str | None 
     except (ValueError, OSError) as exc:  # e.g. a URL without http://
         raise click.ClickException(f"cannot reach {url}: {exc}") from None
 
+
+def _metric_url(url: str, name: str, query: str = "") -> str:
+    """``<url>/v1/metrics/<name>``, the name quoted as one path segment."""
+    return f"{url.rstrip('/')}/v1/metrics/{urllib.parse.quote(name, safe='')}{query}"
+
+
+def _check_name(ctx: click.Context, param: click.Parameter, name: str) -> str:
+    """The NAME argument, checked with the server's own rule before any request."""
+    try:
+        return check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+NAME_ARGUMENT = click.argument("name", callback=_check_name)
 
 URL_OPTION = click.option(
     "--url",
@@ -312,9 +363,9 @@ def metrics() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def metrics_list(url: str, as_json: bool) -> None:
     """List every metric's current definition."""
-    body = _request(f"{url}/v1/metrics")
+    body = _request(f"{url.rstrip('/')}/v1/metrics")
     if as_json:
-        click.echo(json.dumps(body, indent=2))
+        echo_json(body)
         return
     table = Table()
     for col in ("metric", "version", "mechanism", "ε", "values"):
@@ -332,21 +383,39 @@ def metrics_list(url: str, as_json: bool) -> None:
 
 @metrics.command("show")
 @URL_OPTION
-@click.argument("name")
+@NAME_ARGUMENT
 @click.option("--version", type=click.IntRange(min=1), help="A specific version.")
 def metrics_show(url: str, name: str, version: int | None) -> None:
     """Show one metric's definition as JSON."""
     suffix = f"?version={version}" if version else ""
-    click.echo(json.dumps(_request(f"{url}/v1/metrics/{name}{suffix}"), indent=2))
+    echo_json(_request(_metric_url(url, name, suffix)))
 
 
 @metrics.command("create")
 @URL_OPTION
-@click.argument("name")
+@NAME_ARGUMENT
 @click.option("--domain", "-d", required=True, help="Comma-separated labels, or @file.json.")
-@click.option("--epsilon", "-e", required=True, type=float)
-@click.option("--mechanism", "-m", default="auto", show_default=True)
-@click.option("--description", default="")
+@click.option(
+    "--epsilon",
+    "-e",
+    required=True,
+    type=float,
+    help="ε of one report: the privacy each report keeps (smaller: more private, noisier).",
+)
+@click.option(
+    "--mechanism",
+    "-m",
+    default="auto",
+    show_default=True,
+    help="Frequency oracle: auto (least variance for this ε and k) or one of "
+    + ", ".join(n for n in mechanisms.NAMES if n != "auto")
+    + ".",
+)
+@click.option(
+    "--description",
+    default="",
+    help="What the metric measures (changing only this keeps the version).",
+)
 @click.option(
     "--shards",
     default=1,
@@ -383,13 +452,23 @@ def metrics_create(
     }
     if shards != 1:  # 1 is the default: leave it out, as a spec written by hand would
         spec["shards"] = shards
-    body = _request(f"{url}/v1/metrics/{name}", "PUT", spec, token)
+    status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
+    version = body["version"]
     out.print(
-        f"{body['name']} v{body['version']}: {body['mechanism']['mechanism']} "
+        f"{body['name']} v{version}: {body['mechanism']['mechanism']} "
         f"ε={body['mechanism']['epsilon']:g}, k={len(body['domain'])}"
+        + ("" if status == 201 else " (unchanged version: same ε, domain, mechanism and shards)")
     )
     if body.get("mechanism_reason"):
         out.print(body["mechanism_reason"])
+    if status == 201 and version > 1:  # 201: a new version; 200: the current one kept
+        estimates = f"{url.rstrip('/')}/v1/estimates/{urllib.parse.quote(name, safe='')}"
+        out.print(
+            f"[yellow]note:[/] {name} now has version {version} (its parameters differ from "
+            f"v{version - 1}'s). Reports are counted per version: counts start at zero for "
+            f"v{version}. v{version - 1}'s estimates stay readable: {estimates}"
+            f"?version={version - 1}"
+        )
 
 
 def register(group: click.Group) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -14,10 +18,26 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["err", "out", "progress_bar"]
+__all__ = ["echo_json", "err", "out", "progress_bar"]
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)  # long URLs and messages stay on one line in logs and pipes
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as indented JSON on stdout, with ε and labels as themselves.
+
+    Non-ASCII characters are written as they are (``ε``, not ``\\u03b5``) when stdout can
+    encode them, and as JSON escapes otherwise (a pipe or terminal in ASCII or Latin-1),
+    so the output is valid JSON either way.
+    """
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        text = json.dumps(data, indent=2)
+    click.echo(text)
 
 
 @contextmanager

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, current_app
 
 from collector.context import services
-from collector.openapi import OPENAPI
+from collector.openapi import document
 
 __all__ = ["bp"]
 
@@ -36,5 +36,5 @@ def prometheus() -> Response:
 
 @bp.get("/openapi.json")
 def openapi() -> dict[str, Any]:
-    """The OpenAPI 3.1 description of this API."""
-    return OPENAPI
+    """The OpenAPI 3.1 description of this app's API (the read APIs too, on ``ldp serve``)."""
+    return document(current_app)

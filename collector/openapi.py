@@ -1,49 +1,43 @@
-"""The OpenAPI 3.1 description of the collector's HTTP API, served at ``/openapi.json``.
+"""The OpenAPI 3.1 description of the HTTP API, served at ``/openapi.json``.
 
-Written by hand next to the views it describes; ``tests/collector`` checks that every
-URL rule of the app is documented with its methods and every documented path exists.
-Limits are taken from the code that enforces them, so they cannot drift.
+Written by hand next to the views it describes. One catalogue covers every route of
+``ldp serve`` (:func:`aggregator.serve.create_server_app`): the collector's (metric
+definitions, reports, health, Prometheus) and the read APIs the aggregator mounts on it
+(estimates, trends, overview, planning). :func:`document` serves the part an app routes,
+so the collector alone describes only its own routes. The dashboard's HTML pages and
+their assets (``/``, ``/ui/…``) are pages, not API, and are not described.
+
+``tests/collector`` checks that every URL rule of both apps is documented with its
+methods, that nothing else is, and that the read APIs' real answers match their schemas.
+Collector limits are taken from the code that enforces them; the aggregator's are
+repeated below (importing it would load numpy and scipy into the collector) and pinned
+to its constants by those tests.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from flask import Flask
 
 from client_sdk import mechanisms
 from client_sdk.wire import (
     MAX_DESCRIPTION_LENGTH,
     MAX_LABEL_LENGTH,
-    MAX_NAME_LENGTH,
     MAX_SHARDS,
 )
 from collector import settings
+from collector.openapi_base import NAME_PARAMETER as _NAME
+from collector.openapi_base import UNAVAILABLE as _UNAVAILABLE
+from collector.openapi_base import error as _error
+from collector.openapi_base import json_body as _json
+from collector.openapi_base import ref as _ref
+from collector.openapi_read import READ_LIMITS
+from collector.openapi_read import READ_PATHS as _READ_PATHS
+from collector.openapi_read import READ_SCHEMAS as _READ_SCHEMAS
 
-__all__ = ["OPENAPI"]
-
-
-def _ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _error(description: str) -> dict[str, Any]:
-    return _json(_ref("Error"), description)
-
-
-_UNAVAILABLE = {
-    **_error("Storage is unavailable or the backlog is full; retry after Retry-After seconds."),
-    "headers": {"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}},
-}
-
-_NAME = {
-    "name": "name",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "maxLength": MAX_NAME_LENGTH, "pattern": "^[a-z0-9][a-z0-9_.-]*$"},
-}
+__all__ = ["OPENAPI", "READ_LIMITS", "app_paths", "document"]
 
 _SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -331,19 +325,113 @@ _PATHS: dict[str, Any] = {
     },
 }
 
+_SECURITY_SCHEMES = {
+    "adminToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "LDP_ADMIN_TOKEN: metric changes. It also grants reads.",
+    },
+    "readToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "LDP_READ_TOKEN (or the admin token): asked for only when "
+        "LDP_READ_TOKEN is set; without it the read APIs are open.",
+    },
+    "readTokenBasic": {
+        "type": "http",
+        "scheme": "basic",
+        "description": "The same token as the password, any user name (what the "
+        "dashboard's pages send).",
+    },
+}
+
+_VERBS = frozenset({"get", "put", "post", "delete", "patch", "head", "options", "trace"})
+
 OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
-        "title": "ldp-telemetry collector",
+        "title": "ldp-telemetry",
         "version": "1",
-        "description": "Ingestion of locally differentially private reports. Errors are "
+        "description": "Ingestion of locally differentially private reports and, on "
+        "`ldp serve`, the estimates computed from them. Errors are "
         '{"error": "...", "details": [...]}: 4xx means the request will never be '
         "valid, 503 (with Retry-After) means retry later.",
     },
-    "paths": _PATHS,
+    "paths": {**_PATHS, **_READ_PATHS},
     "components": {
-        "schemas": _SCHEMAS,
-        "securitySchemes": {"adminToken": {"type": "http", "scheme": "bearer"}},
+        "schemas": {**_SCHEMAS, **_READ_SCHEMAS},
+        "securitySchemes": _SECURITY_SCHEMES,
     },
 }
-"""The document itself (a plain dict, served as JSON)."""
+"""Every route of ``ldp serve`` (a plain dict); an app serves :func:`document`."""
+
+_RULE_VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
+
+
+def app_paths(app: Flask) -> dict[str, set[str]]:
+    """Every URL rule of ``app`` as an OpenAPI path, with its methods (lower case).
+
+    HEAD and OPTIONS, which Flask adds to every rule, are left out.
+    """
+    found: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        path = _RULE_VARIABLE.sub(r"{\1}", rule.rule)
+        found.setdefault(path, set()).update(m.lower() for m in rule.methods or ())
+    return {path: methods - {"head", "options"} for path, methods in found.items()}
+
+
+def _used(node: Any, schemas: dict[str, Any], seen: set[str]) -> set[str]:
+    """Names of the component schemas ``node`` refers to, transitively."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+            name = ref.rsplit("/", 1)[1]
+            if name not in seen:
+                seen.add(name)
+                _used(schemas[name], schemas, seen)
+        for value in node.values():
+            _used(value, schemas, seen)
+    elif isinstance(node, list):
+        for value in node:
+            _used(value, schemas, seen)
+    return seen
+
+
+def document(app: Flask) -> dict[str, Any]:
+    """The part of :data:`OPENAPI` that ``app`` serves: its routes, the schemas and
+    security schemes those use.
+
+    Args:
+        app: the collector alone, or the app of ``ldp serve``.
+
+    Returns:
+        A new OpenAPI document (the catalogue is not changed).
+    """
+    routed = app_paths(app)
+    paths = {
+        path: {
+            key: value for key, value in item.items() if key not in _VERBS or key in routed[path]
+        }
+        for path, item in OPENAPI["paths"].items()
+        if path in routed
+    }
+    schemas = OPENAPI["components"]["schemas"]
+    used = _used(paths, schemas, set())
+    schemes = {
+        name
+        for item in paths.values()
+        for key, operation in item.items()
+        if key in _VERBS
+        for requirement in operation.get("security", [])
+        for name in requirement
+    }
+    return {
+        **OPENAPI,
+        "paths": paths,
+        "components": {
+            "schemas": {name: schema for name, schema in schemas.items() if name in used},
+            "securitySchemes": {
+                name: scheme for name, scheme in _SECURITY_SCHEMES.items() if name in schemes
+            },
+        },
+    }

@@ -143,6 +143,11 @@ def _float(row: dict[str, str], key: str) -> float:
         return 0.0
 
 
+def _plural(n: int, noun: str) -> str:
+    """``1 aggregator``, ``2 aggregators``."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def run(args: argparse.Namespace) -> LoadResult:
     """Start the server, run Locust, check; returns the figures and failed checks."""
     # server-side imports kept out of --help
@@ -178,9 +183,9 @@ def run(args: argparse.Namespace) -> LoadResult:
             assert server.redis_url is not None
             client = connect(server.redis_url)  # a server or a Redis Cluster
             definitions = define_metrics(Registry(client))
-            print(f"server: {server.url} ({args.web_workers} web workers, "
-                  f"{args.aggregators} aggregators); metrics: "
-                  + ", ".join(f"{d.name} ({d.oracle.__class__.__name__}, k={d.k})"
+            print(f"server: {server.url} ({_plural(args.web_workers, 'web worker')}, "
+                  f"{_plural(args.aggregators, 'aggregator')}); metrics: "
+                  + ", ".join(f"{d.name} ({d.oracle.name}, k={d.k})"
                               for d in definitions))  # fmt: skip
             csv_prefix = str(out / "locust")
             command = [
@@ -307,24 +312,57 @@ def _print(result: LoadResult) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse the options, run, print the figures; 0 if every check passed."""
     parser = argparse.ArgumentParser(
-        prog="python -m loadtests.run", description=__doc__.split("\n\n")[0] if __doc__ else ""
+        prog="python -m loadtests.run",
+        description=__doc__.split("\n\n")[0] if __doc__ else "",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,  # "(default: …)" on each
     )
     parser.add_argument("--devices", type=int, default=1_000_000, help="distinct devices")
     parser.add_argument(
         "--users", "-u", type=int, default=DEFAULT_USERS, help="Locust users (concurrency)"
     )
-    parser.add_argument("--spawn-rate", "-r", type=float, default=0, help="default: users")
+    parser.add_argument(
+        "--spawn-rate", "-r", type=float, default=0, help="users started per second (0: all)"
+    )
     parser.add_argument("--time", "-t", default="30m", help="Locust's run-time limit")
-    parser.add_argument("--devices-per-batch", type=int, default=100, help="× metrics reports")
+    parser.add_argument(
+        "--devices-per-batch",
+        type=int,
+        default=100,
+        help="devices per request (each sends one report per metric)",
+    )
     parser.add_argument("--processes", type=int, default=1, help="Locust processes (-1: CPUs)")
-    parser.add_argument("--distribution", default="zipf", choices=["zipf", "uniform", "demo"])
-    parser.add_argument("--web-workers", type=int, default=max(2, os.cpu_count() or 1))
-    parser.add_argument("--aggregators", type=int, default=1)
-    parser.add_argument("--max-failure-ratio", type=float, default=0.0)
-    parser.add_argument("--max-p95-ms", type=float, default=2000.0)
-    parser.add_argument("--miss-alpha", type=float, default=DEFAULT_MISS_ALPHA)
-    parser.add_argument("--drain-timeout", type=float, default=DRAIN_TIMEOUT)
-    parser.add_argument("--out", default=None, help="output dir [default: a new temp dir]")
+    parser.add_argument(
+        "--distribution",
+        default="zipf",
+        choices=["zipf", "uniform", "demo"],
+        help="the devices' true values",
+    )
+    parser.add_argument(
+        "--web-workers",
+        type=int,
+        default=max(2, os.cpu_count() or 1),
+        help="gunicorn workers of the web service (CPUs here, at least 2)",
+    )
+    parser.add_argument("--aggregators", type=int, default=1, help="aggregator worker processes")
+    parser.add_argument(
+        "--max-failure-ratio", type=float, default=0.0, help="fail above this failed-request share"
+    )
+    parser.add_argument(
+        "--max-p95-ms", type=float, default=2000.0, help="fail above this p95 latency (ms)"
+    )
+    parser.add_argument(
+        "--miss-alpha",
+        type=float,
+        default=DEFAULT_MISS_ALPHA,
+        help="fail if the interval misses are less probable than this at a 5 %% miss rate",
+    )
+    parser.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=DRAIN_TIMEOUT,
+        help="seconds to wait for the aggregator to count every accepted report",
+    )
+    parser.add_argument("--out", default=None, help="output dir; if not given, a new temp dir")
     args = parser.parse_args(argv)
     if args.devices < 1 or args.users < 1 or args.devices_per_batch < 1:
         parser.error("--devices, --users and --devices-per-batch must be positive")

@@ -1,18 +1,14 @@
-"""Health, readiness, Prometheus metrics and the OpenAPI document (kept in sync)."""
+"""Health, readiness, Prometheus metrics (the OpenAPI document: test_collector_openapi)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
-from flask import Flask
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from client_sdk.wire import MetricDefinition
-from collector.openapi import OPENAPI
 
 
 def samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -69,56 +65,6 @@ def test_each_app_has_its_own_metrics(redis_db: Any) -> None:
     key = ("ldp_collector_reports_accepted_total", (("metric", "app.theme"),))
     assert samples(first)[key] == 3
     assert key not in samples(second)
-
-
-# -- OpenAPI ------------------------------------------------------------------------------
-
-IGNORED_METHODS = {"HEAD", "OPTIONS"}  # Flask adds these to every rule
-
-
-def routes(app: Flask) -> dict[str, set[str]]:
-    """Every URL rule of ``app`` as an OpenAPI path, with its methods."""
-    found: dict[str, set[str]] = {}
-    for rule in app.url_map.iter_rules():
-        path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
-        found.setdefault(path, set()).update(m.lower() for m in rule.methods or ())
-    return {path: methods - {m.lower() for m in IGNORED_METHODS} for path, methods in found.items()}
-
-
-def documented() -> dict[str, set[str]]:
-    verbs = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
-    return {path: set(item) & verbs for path, item in OPENAPI["paths"].items()}
-
-
-def test_openapi_documents_every_route_with_its_methods(app: Flask) -> None:
-    assert routes(app) == documented()
-
-
-def test_openapi_is_served_and_well_formed(client: FlaskClient) -> None:
-    doc = client.get("/openapi.json").json
-    assert doc == OPENAPI
-    assert doc["openapi"].startswith("3.1")
-    refs = re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', str(doc).replace("'", '"'))
-    assert refs and set(refs) <= set(doc["components"]["schemas"])
-    for path, item in doc["paths"].items():
-        params = {p["name"] for p in item.get("parameters", [])}
-        assert set(re.findall(r"{([^}]+)}", path)) <= params, path
-        for verb, operation in item.items():
-            if verb == "parameters":
-                continue
-            assert operation["responses"], (path, verb)
-            for status in operation["responses"]:
-                assert re.fullmatch(r"[1-5]\d\d", status), (path, verb, status)
-
-
-@pytest.mark.parametrize("path", sorted(OPENAPI["paths"]))
-def test_every_documented_path_exists(client: FlaskClient, path: str) -> None:
-    concrete = path.replace("{name}", "app.none")
-    for verb in documented()[path]:
-        response = client.open(concrete, method=verb.upper())
-        assert response.status_code not in (404, 405) or response.json.get("error", "").startswith(
-            "unknown metric"
-        ), (path, verb, response.status_code)
 
 
 def test_a_bug_of_ours_is_a_json_500(redis_db: Any) -> None:

@@ -1,0 +1,173 @@
+"""What a new user meets first: ``ldp metrics``, ``serve``'s token line, help, audit warnings."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from werkzeug.serving import make_server
+
+from aggregator import cli_server
+from aggregator.cli import main
+from aggregator.embedded_redis import free_port
+from collector import create_app
+from loadtests import run as loadrun
+
+TOKEN = "test-admin-token"
+
+
+def invoke(*args: str, charset: str = "utf-8") -> tuple[int, str]:
+    result = CliRunner(charset=charset).invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def collector_url(redis_db: Any) -> Iterator[str]:
+    """A real collector (PUT/GET /v1/metrics) on a free port, on the session's Redis."""
+    app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    server = make_server("127.0.0.1", free_port(), app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(5)
+        server.server_close()
+
+
+def create(url: str, name: str, *options: str) -> tuple[int, str]:
+    return invoke("metrics", "create", name, "--url", url, "--token", TOKEN, *options)
+
+
+# -- 1. metric names are checked with the server's rule, before any request ---------------
+
+
+@pytest.mark.parametrize("name", ["bad name!", "bad name", "thé.me", "a/b", "Upper", "x" * 65])
+def test_bad_metric_names_are_usage_errors_not_tracebacks(name: str) -> None:
+    # an unreachable URL: the name must be refused before anything is sent
+    url = "http://127.0.0.1:9"
+    for args in (
+        ("metrics", "create", name, "--url", url, "--token", TOKEN, "-d", "a,b", "-e", "1"),
+        ("metrics", "show", name, "--url", url),
+    ):
+        code, out = invoke(*args)
+        assert code == 2, out
+        assert "Invalid value for 'NAME'" in out and "metric name" in out
+        assert "Traceback" not in out and "cannot reach" not in out and "404" not in out
+
+
+def test_metric_urls_quote_the_name() -> None:
+    url = cli_server._metric_url("http://h:1/", "a/b c", "?version=2")
+    assert url == "http://h:1/v1/metrics/a%2Fb%20c?version=2"
+
+
+# -- 2. a new version is announced, with where the old estimates are ----------------------
+
+
+def test_create_announces_a_new_version(collector_url: str) -> None:
+    code, out = create(collector_url, "app.theme", "-d", "light,dark", "-e", "1", "-m", "grr")
+    assert code == 0, out
+    assert "app.theme v1: grr" in out and "note:" not in out and "unchanged" not in out
+
+    code, out = create(collector_url, "app.theme", "-d", "light,dark", "-e", "1", "-m", "grr")
+    assert code == 0, out
+    assert "app.theme v1: grr" in out and "unchanged" in out and "note:" not in out
+
+    code, out = create(collector_url, "app.theme", "-d", "light,dark,auto", "-e", "1")
+    assert code == 0, out
+    assert "app.theme v2:" in out
+    assert "now has version 2" in out and "counts start at zero for v2" in out
+    assert f"{collector_url}/v1/estimates/app.theme?version=1" in " ".join(out.split())
+
+
+# -- 3. JSON shows ε as ε, and stays valid JSON on a stdout that cannot encode it ---------
+
+
+def test_metrics_show_prints_unicode(collector_url: str) -> None:
+    assert create(collector_url, "app.theme", "-d", "a,b", "-e", "1")[0] == 0
+    code, out = invoke("metrics", "show", "app.theme", "--url", collector_url)
+    assert code == 0, out
+    assert "\\u03b5" not in out and "ε" in out
+    assert json.loads(out)["name"] == "app.theme"
+    code, out = invoke("metrics", "show", "app.theme", "--url", collector_url, charset="ascii")
+    assert code == 0, out
+    assert "\\u03b5" in out and json.loads(out)["name"] == "app.theme"
+
+
+# -- 4. serve says where the admin token comes from ----------------------------------------
+
+
+def test_admin_token_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
+    server = SimpleNamespace(redis_url="redis://x", url="http://h:1", data_dir=str(tmp_path))
+    monkeypatch.setenv("LDP_ADMIN_TOKEN", "chosen")
+    cli_server._print_urls(server)
+    assert "taken from LDP_ADMIN_TOKEN" in capsys.readouterr().out
+    monkeypatch.delenv("LDP_ADMIN_TOKEN")
+    cli_server._print_urls(server)
+    assert "set LDP_ADMIN_TOKEN to choose your own" in capsys.readouterr().out
+
+
+# -- 5. memoized mechanisms take --permanent-epsilon in simulate, and audit points to it ---
+
+
+def test_simulate_memoized_with_permanent_epsilon() -> None:
+    base = ("simulate", "-m", "memo-grr", "-e", "1", "-k", "8", "-n", "20000", "--seed", "3")
+    code, out = invoke(*base, "--permanent-epsilon", "4", "--json")
+    assert code == 0, out
+    assert json.loads(out)["mechanism"]["mechanism"] == "memo-grr"
+    for command in (base, ("audit", "-m", "memo-oue", "-e", "1", "-k", "8", "-t", "100")):
+        code, out = invoke(*command)
+        assert code == 2 and "needs --permanent-epsilon" in out, out
+    code, out = invoke("audit", "-m", "grr", "-e", "1", "-k", "8", "--permanent-epsilon", "4")
+    assert code == 2 and "--permanent-epsilon is for the memoized" in out, out
+
+
+# -- 6. too few audit trials: PASS, with a warning that it means nothing -------------------
+
+
+def test_audit_with_too_few_trials_warns() -> None:
+    code, out = invoke("audit", "-m", "grr", "-e", "1", "-k", "8", "-t", "100")
+    assert code == 0 and "PASS" in out
+    assert "inconclusive" in out and "--trials" in out
+    # 50 evaluation trials at 99 %: no outcome can show ε above ≈ 2.19, so ε = 8 cannot fail
+    code, out = invoke("audit", "-m", "grr", "-e", "8", "-k", "8", "-t", "100")
+    assert code == 0 and "could not fail" in out
+    code, out = invoke("audit", "-m", "grr", "-e", "1", "-k", "4", "-t", "20000")
+    assert code == 0 and "PASS" in out and "inconclusive" not in out
+
+
+# -- 7. help texts -------------------------------------------------------------------------
+
+
+def test_help_texts() -> None:
+    code, out = invoke("simulate", "--help")
+    assert code == 0 and "4611686018427387904" not in out and "x>=1" in out
+    assert "memoized" in out and "--permanent-epsilon" in out
+    code, out = invoke("simulate", "-m", "oue", "-e", "1", "-k", "8", "-n", str(2**63))
+    assert code == 2 and "more than" in out
+    code, out = invoke("metrics", "create", "--help")
+    for text in ("ε of one report", "auto (least variance", "oue"):
+        assert text in out
+    code, out = invoke("serve", "--help")
+    flat = " ".join(out.split())
+    for text in ("admin token", "logs", "Gunicorn worker processes", "Aggregator worker"):
+        assert text in flat
+
+
+# -- 8. the load test's help and wording -----------------------------------------------------
+
+
+def test_loadtest_help_shows_defaults(capsys: Any) -> None:
+    with pytest.raises(SystemExit):
+        loadrun.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 1000000)" in out and "(default: 12)" in out
+    assert loadrun._plural(1, "aggregator") == "1 aggregator"
+    assert loadrun._plural(2, "web worker") == "2 web workers"
