@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,3 +96,14 @@ def redis62_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     cluster = LocalCluster(tmp_path_factory.mktemp("cluster62"), binary=binary).start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Worker processes a test starts; any still running at the end are killed."""
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

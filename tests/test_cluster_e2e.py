@@ -17,7 +17,6 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
@@ -257,17 +256,6 @@ def read_counts_shard(client: Any, d: MetricDefinition, shard: int) -> int:
 
 
 # -- crash safety: kill -9 a worker process mid-backlog ------------------------------------
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Worker processes a test starts; any still running at the end are killed."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
 
 
 def test_kill_9_a_worker_on_a_cluster_then_restart_counts_exactly(

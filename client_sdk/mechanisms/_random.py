@@ -25,7 +25,7 @@ import sys
 import threading
 import weakref
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from itertools import compress
 from typing import Any, Protocol
 
@@ -34,6 +34,7 @@ __all__ = [
     "SecureRandom",
     "bernoulli",
     "bernoulli_lanes",
+    "bits_from",
     "default_rng",
     "marked",
     "random_bytes",
@@ -130,12 +131,7 @@ class SecureRandom(random.Random):
 
     def getrandbits(self, k: int, /) -> int:
         """Return a non-negative int with ``k`` uniformly random bits."""
-        if k <= 0:
-            if k:
-                raise ValueError("number of bits must be non-negative")
-            return 0
-        nbytes = (k + 7) >> 3
-        return int.from_bytes(self.randbytes(nbytes)) >> ((nbytes << 3) - k)
+        return bits_from(self.randbytes, k)
 
     def random(self) -> float:
         """Return a float in [0, 1) with 53 random bits."""
@@ -162,6 +158,17 @@ def _dyadic(p: float) -> tuple[int, int]:
     """Write the float ``p`` in (0, 1) exactly as ``num / 2**t``."""
     num, den = p.as_integer_ratio()
     return num, den.bit_length() - 1
+
+
+def bits_from(take: Callable[[int], bytes], k: int) -> int:
+    """``getrandbits(k)`` from a source of bytes: the first ``k`` bits of ``⌈k/8⌉`` bytes,
+    big-endian (the stream's first byte is the most significant)."""
+    if k <= 0:
+        if k:
+            raise ValueError("number of bits must be non-negative")
+        return 0
+    nbytes = (k + 7) >> 3
+    return int.from_bytes(take(nbytes), "big") >> ((nbytes << 3) - k)
 
 
 def bernoulli(rng: RandomSource, p: float) -> bool:

@@ -73,6 +73,7 @@ from client_sdk.mechanisms._random import (
     RandomSource,
     bernoulli,
     bernoulli_lanes,
+    bits_from,
     default_rng,
 )
 from client_sdk.mechanisms.base import (
@@ -200,12 +201,7 @@ class HmacShakeRandom:
 
     def getrandbits(self, k: int, /) -> int:
         """A non-negative int of ``k`` bits from the stream."""
-        if k <= 0:
-            if k:
-                raise ValueError("number of bits must be non-negative")
-            return 0
-        nbytes = (k + 7) >> 3
-        return int.from_bytes(self._take(nbytes), "big") >> ((nbytes << 3) - k)
+        return bits_from(self._take, k)
 
     def randrange(self, start: int, stop: int | None = None, step: int = 1, /) -> int:
         """A uniform element of ``range(start, stop, step)``, by rejection sampling."""

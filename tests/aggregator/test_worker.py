@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,17 +140,6 @@ def wait_until(condition: Any, timeout: float = 30.0, what: str = "condition") -
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Worker processes a test starts; any still running at the end are killed."""
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
 
 
 # -- (1) burst mode: exact counts for every mechanism, on Redis 7 and 6.2 -----------------
