@@ -958,9 +958,29 @@ class Worker:
             self._idle_wait = 0.0
             return False
         if once:
-            return all(s.pending_cursor is None and s.claim_passes for s in self._streams.values())
+            if not all(s.pending_cursor is None and s.claim_passes for s in self._streams.values()):
+                return False
+            return not self._reread_own_pending()
         self._wait_for_entries()
         return False
+
+    def _reread_own_pending(self) -> bool:
+        """Before a burst ends: whether any stream still has entries pending under our name.
+
+        A read whose reply was lost and that redis-py then retried (a cluster client
+        retries) leaves the first reply's entries pending under our name; so would a
+        twin process under the same name. They are reread here (history reads, so each
+        id is checked, and a poison entry is dead-lettered after ``max_deliveries``) instead
+        of waiting for the next run or another worker's claim.
+        """
+        again = False
+        for s in self._streams.values():
+            summary = self.redis.xpending(s.key, keys.GROUP)
+            if any(
+                _text(c["name"]) == self.name and int(c["pending"]) for c in summary["consumers"]
+            ):
+                s.pending_cursor, again = "0", True
+        return again
 
     def _step(self, s: _Stream) -> int:
         """Handle at most one batch of one stream; returns the entries handled."""

@@ -209,3 +209,19 @@ def test_a_stream_deleted_under_the_blocking_read_is_recreated(redis_db: Any) ->
     append(client, d, payloads)
     w.run(once=True)
     assert_counts(client, d, offline(d, payloads))
+
+
+def test_a_burst_rereads_entries_left_pending_under_its_name(any_redis: Any) -> None:
+    """A fresh read whose reply was lost (and which redis-py retried) leaves entries
+    pending under the worker's name: the burst rereads them before it ends."""
+    client = any_redis.client()
+    d = make_metric(client, "app.lost", "oue", k=16)
+    w = worker(client, name="w")
+    w.run(once=True)  # joined, nothing to do
+    payloads = pooled(d, 300, seed=22, pool=100)
+    append(client, d, payloads)
+    fresh(w, client, stream(d))  # delivered, then the reply is "lost"
+    assert lag_details(client, d).pending == 300
+    w.run(once=True)
+    assert_counts(client, d, offline(d, payloads))
+    assert_drained(client, d)
