@@ -107,9 +107,10 @@ def _refuse_page() -> Response:
 
 
 def _refuse_api() -> Response:
+    sent = bool(request.authorization or request.headers.get("Authorization"))
     response = jsonify(
         {
-            "error": "a read token is required",
+            "error": "the read token is not valid" if sent else "a read token is required",
             "details": ["send 'Authorization: Bearer <LDP_READ_TOKEN>'"],
         }
     )

@@ -191,8 +191,10 @@ def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = N
         )
     others = [m for m in tied if m is not chosen]
     if others:
-        listed = ", ".join(f"{m.name} {m.variance_star():.4g}/{m.wire_bytes} B" for m in others)
-        why += f"; tied with {listed} (Var*/report size), it has the smallest report"
+        listed = ", ".join(
+            f"{m.name} (Var* = {m.variance_star():.4g}, {m.wire_bytes} bytes)" for m in others
+        )
+        why += f"; tied with {listed}, it has the smallest report"
     why += f" ({chosen.wire_bytes} bytes; server: {chosen.server_cost})"
     grr_name = "grr" if permanent_epsilon is None else "memo-grr"
     if chosen.name != grr_name:

@@ -99,6 +99,8 @@ def test_read_apis_want_a_bearer_token(guarded: FlaskClient, path: str) -> None:
     }
     challenges = refused.headers.getlist("WWW-Authenticate")
     assert challenges[0] == 'Bearer realm="ldp-telemetry"'
+    wrong = guarded.get(path, headers={"Authorization": "Bearer not-the-token"})
+    assert wrong.status_code == 401 and wrong.json["error"] == "the read token is not valid"
     assert challenges[1].startswith('Basic realm="ldp-telemetry"')  # a page's fetch retries
     for headers in (
         bearer("wrong"),
