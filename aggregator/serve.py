@@ -39,6 +39,9 @@ from collector.connection import connect
 
 __all__ = ["Server", "create_server_app", "load_metrics_file"]
 
+PROMETHEUS_FOLDER = ".prometheus-multiproc"
+"""prometheus-client's per-process files of the web workers, in the data dir."""
+
 READY_TIMEOUT = 30.0
 """Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask)."""
 
@@ -146,12 +149,23 @@ class Server:
 
     def _prometheus_dir(self) -> str:
         """An empty folder for prometheus-client's multiprocess mode: ``/metrics`` then adds
-        up every gunicorn worker's counters instead of answering with one worker's."""
+        up every gunicorn worker's counters instead of answering with one worker's.
+
+        ``PROMETHEUS_MULTIPROC_DIR`` if set (created if missing; its contents are the
+        operator's to manage), else :data:`PROMETHEUS_FOLDER` in the data dir, a name only
+        this program uses: the data dir's lock makes it ours, and it is emptied at each
+        start (last run's counters are not this run's).
+        """
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-            return os.environ["PROMETHEUS_MULTIPROC_DIR"]
-        folder = self.data_dir / "prometheus"
-        shutil.rmtree(folder, ignore_errors=True)  # last run's counters are not this run's
-        folder.mkdir(parents=True)
+            folder = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
+            folder.mkdir(parents=True, exist_ok=True)
+            return str(folder)
+        folder = self.data_dir / PROMETHEUS_FOLDER
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder)
+        elif folder.exists() or folder.is_symlink():
+            folder.unlink()
+        folder.mkdir()
         return str(folder)
 
     def _output(self, name: str) -> Any:

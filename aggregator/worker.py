@@ -77,13 +77,14 @@ from typing import Any, cast
 
 import numpy as np
 import redis
+from redis.exceptions import RedisClusterException
 
 from aggregator.decoding import Batch, Codec, PayloadError, codec_for
 from aggregator.numeric import NumericCodec
 from client_sdk.mechanisms import NumericMechanism
 from client_sdk.wire import DefinitionError, MetricDefinition
 from collector import keys
-from collector.connection import is_cluster
+from collector.connection import is_cluster, unavailable
 from collector.registry import Registry
 
 __all__ = [
@@ -161,16 +162,6 @@ ONCE_RECONNECT_ATTEMPTS = 5
 
 _HOUR_MS = 3_600_000
 _DAY_MS = 86_400_000
-
-_UNAVAILABLE = (
-    redis.ConnectionError,
-    redis.TimeoutError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
-    redis.exceptions.SlotNotCoveredError,
-)
-"""Errors after which the worker waits and retries: Redis (or a cluster slot's node, during
-a failover or resharding) is unreachable for now; uncommitted entries stay pending."""
 
 # -- Lua -------------------------------------------------------------------------------------
 # Every script touches only keys of one metric version and shard, which share a hash tag.
@@ -320,7 +311,9 @@ if untouched(ARGV[8]) then
     + str(ID_CHUNK - 1)
     + """)))
   end
-  if acked == 0 then return {} end  -- all acknowledged before: nothing to count
+  -- None acknowledged now: all were before (only by hand, past both checks), so nothing
+  -- was lost here and nothing is left to count.
+  if acked == 0 then return {} end
   if acked ~= #ids then
     return redis.error_reply('FENCE ' .. (#ids - acked) .. ' of ' .. #ids ..
       ' fresh entries were acknowledged outside the workers; ' .. acked ..
@@ -556,10 +549,6 @@ def _stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
         if (name.decode() if isinstance(name, bytes) else name) == key:
             return list(entries)
     return []
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def _ms(entry_id: bytes) -> int:
@@ -823,6 +812,8 @@ class Worker:
         self._known: set[tuple[str, int]] = set()
         """Metric versions whose every shard is joined."""
         self._cluster = is_cluster(client)
+        self._name_bytes = name.encode()
+        self._reread_done = False
         self._idle_wait = 0.0
         """The cluster's idle poll interval, doubling up to block_ms (see
         :meth:`_wait_for_entries`); 0 after a round that handled entries."""
@@ -906,7 +897,8 @@ class Worker:
 
         Burst mode (``once=True``) drains this worker's own pending entries, makes one
         full XAUTOCLAIM pass over the other consumers' entries idle longer than
-        ``claim_idle_ms``, and reads new entries until there are none, then returns.
+        ``claim_idle_ms``, and reads new entries until there are none; then it rereads
+        anything still pending under its name once more, and returns.
 
         Returns:
             The statistics of this run.
@@ -917,13 +909,17 @@ class Worker:
         """
         restore = self._install_signals()
         failures = 0
+        self._reread_done = False
         try:
             while not self._stopping:
                 try:
                     if self._round(once):
                         break
                     failures = 0
-                except _UNAVAILABLE as exc:
+                except (redis.RedisError, RedisClusterException) as exc:
+                    if not unavailable(exc):
+                        raise
+                    # Redis is out of reach for now: wait, retry; nothing is lost.
                     failures += 1
                     if once and failures >= ONCE_RECONNECT_ATTEMPTS:
                         raise
@@ -965,22 +961,35 @@ class Worker:
         return False
 
     def _reread_own_pending(self) -> bool:
-        """Before a burst ends: whether any stream still has entries pending under our name.
+        """Before a burst ends, once: whether any stream still has entries pending under our
+        name (then they are reread first).
 
         A read whose reply was lost and that redis-py then retried (a cluster client
-        retries) leaves the first reply's entries pending under our name; so would a
-        twin process under the same name. They are reread here (history reads, so each
-        id is checked, and a poison entry is dead-lettered after ``max_deliveries``) instead
-        of waiting for the next run or another worker's claim.
+        retries) leaves the first reply's entries pending under our name. They are reread
+        here (history reads: each id is checked, a poison entry is dead-lettered after
+        ``max_deliveries``) instead of waiting for the next run or another worker's claim.
+        Once per run: a process serving under the same name keeps adding entries, and a
+        burst must end.
         """
+        if self._reread_done:
+            return False
+        self._reread_done = True
         again = False
         for s in self._streams.values():
-            summary = self.redis.xpending(s.key, keys.GROUP)
-            if any(
-                _text(c["name"]) == self.name and int(c["pending"]) for c in summary["consumers"]
-            ):
+            try:
+                summary = self.redis.xpending(s.key, keys.GROUP)
+            except redis.ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                continue  # deleted meanwhile: nothing of ours is pending there
+            if any(self._is_me(c["name"]) and int(c["pending"]) for c in summary["consumers"]):
                 s.pending_cursor, again = "0", True
         return again
+
+    def _is_me(self, consumer: bytes | str) -> bool:
+        """Whether a consumer name from a reply is ours (names of other tools' consumers
+        need not be UTF-8)."""
+        return consumer in (self.name, self._name_bytes)
 
     def _step(self, s: _Stream) -> int:
         """Handle at most one batch of one stream; returns the entries handled."""
@@ -1029,9 +1038,7 @@ class Worker:
         entries = _stream_entries(reply, s.key)
         if not entries:
             return _Delivery([], [], b"", None)
-        own = next(
-            (int(c["pending"]) for c in summary["consumers"] if _text(c["name"]) == self.name), 0
-        )
+        own = next((int(c["pending"]) for c in summary["consumers"] if self._is_me(c["name"])), 0)
         return _Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
 
     def _wait_for_entries(self) -> None:

@@ -32,7 +32,14 @@ from redis.cluster import RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
-__all__ = ["CLUSTER_SCHEMES", "PROBE_TIMEOUT", "connect", "is_cluster"]
+__all__ = [
+    "CLUSTER_SCHEMES",
+    "PROBE_TIMEOUT",
+    "UNAVAILABLE",
+    "connect",
+    "is_cluster",
+    "unavailable",
+]
 
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 """URL schemes that ask for a cluster client without probing, and the scheme redis-py
@@ -105,6 +112,32 @@ def connect(
     except RedisClusterException as exc:
         raise ValueError(f"cannot use the Redis Cluster at {url}: {exc}") from None
     return cast(redis.Redis, client)
+
+
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
+)
+"""Errors that mean Redis (or a cluster slot's node, in a failover or resharding) cannot
+be reached for now: retry later, nothing is lost."""
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis is out of reach for now, not that a command is wrong.
+
+    redis-py's cluster client wraps a lost cluster (no node answers) in a plain
+    RedisClusterException raised from the ConnectionError; other RedisClusterExceptions
+    (keys of several slots in one command, say) are bugs and must not be retried forever.
+    """
+    if isinstance(exc, UNAVAILABLE):
+        return True
+    if isinstance(exc, RedisClusterException):
+        cause = exc.__cause__ or exc.__context__
+        return cause is not None and unavailable(cause) or "cannot be connected" in str(exc)
+    return False
 
 
 def is_cluster(client: object) -> bool:

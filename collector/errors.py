@@ -15,6 +15,8 @@ import redis
 from flask import Flask, Response, current_app, jsonify
 from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
 
+from collector.connection import unavailable
+
 __all__ = ["MAX_DETAIL_CHARS", "ApiError", "Unavailable", "register_error_handlers"]
 
 log = logging.getLogger(__name__)
@@ -100,13 +102,16 @@ def _unavailable(exc: Unavailable) -> Response:
     return response
 
 
-_STORAGE_ERRORS = (redis.RedisError, redis.exceptions.SlotNotCoveredError)
-"""What a storage outage raises: redis-py's cluster client raises SlotNotCoveredError (a
-RedisClusterException, not a RedisError) when no node serves a slot, e.g. during a
-failover. Other RedisClusterExceptions (cross-slot keys, say) are bugs: they stay 500s."""
+_STORAGE_ERRORS = (redis.RedisError, redis.exceptions.RedisClusterException)
+"""What storage raises. redis-py's cluster client raises RedisClusterException (not a
+RedisError) when no node answers; :func:`collector.connection.unavailable` tells such an
+outage (503) from a bug (cross-slot keys, say: 500)."""
 
 
 def _redis_error(exc: Exception) -> Response:
+    if isinstance(exc, redis.exceptions.RedisClusterException) and not unavailable(exc):
+        log.error("storage misuse (a bug): %s: %s", type(exc).__name__, exc)
+        return _json(500, "internal error (logged; please report it)")
     # The message names our own Redis (host, port), never the client: log it for
     # operators, do not send it to clients.
     log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)

@@ -321,3 +321,48 @@ def test_a_redis_62_cluster_counts_a_sharded_metric(redis62_cluster: Any) -> Non
     counts = read_counts(client, hot)
     assert counts.n == 800 and counts.support.tolist() == offline_support(hot, batch)
     assert lag_details(client, hot) == Lag(0, 0)
+
+
+def test_a_lost_cluster_is_an_outage_not_a_crash(tmp_path: Path) -> None:
+    """Every node gone: the collector answers 503 (the SDK keeps the reports), a running
+    worker waits and retries instead of dying; a command that is wrong stays an error."""
+    from redis.exceptions import RedisClusterException  # noqa: PLC0415
+
+    from collector.connection import unavailable  # noqa: PLC0415
+    from tests.cluster_helpers import LocalCluster  # noqa: PLC0415
+
+    cluster = LocalCluster(tmp_path / "cluster").start()
+    try:
+        url = cluster.url.replace("redis://", "redis+cluster://")
+        app = make_app(url)
+        hot = put(app, "app.hot", METRICS["app.hot"])
+        rng = random.Random(8)
+        batch = [build_report(hot, rng.choice(hot.domain), rng) for _ in range(50)]
+        assert app.test_client().post("/v1/reports", json={"reports": batch}).status_code == 202
+        client = connect(url)
+        with pytest.raises(RedisClusterException) as wrong:
+            client.mget("{a}x", "{b}y")  # keys of two slots: a bug, not an outage
+        assert not unavailable(wrong.value)
+        worker = Worker(client, block_ms=50, handle_signals=False)
+        worker.run(once=True)
+        assert read_counts(client, hot).n == 50
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                worker.run()
+            except BaseException as exc:  # noqa: BLE001 - the test reports it
+                failed.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        cluster.stop()
+        refused = app.test_client().post("/v1/reports", json={"reports": batch[:5]})
+        assert refused.status_code == 503 and refused.headers["Retry-After"]
+        time.sleep(1.5)  # several failed rounds
+        assert thread.is_alive() and not failed, failed
+        worker.stop()
+        thread.join(15)
+        assert not thread.is_alive() and not failed, failed
+    finally:
+        cluster.stop()

@@ -225,3 +225,15 @@ def test_a_burst_rereads_entries_left_pending_under_its_name(any_redis: Any) -> 
     w.run(once=True)
     assert_counts(client, d, offline(d, payloads))
     assert_drained(client, d)
+
+
+def test_another_tools_consumer_name_need_not_be_utf8(any_redis: Any) -> None:
+    client = any_redis.client()
+    d = make_metric(client, "app.bytes", "grr", k=4)
+    payloads = perturbed(d, [0, 1, 2, 3] * 5, seed=23)
+    append(client, d, payloads)
+    ensure_group(client, stream(d))
+    client.xreadgroup(GROUP, b"\xff\xfe", {stream(d): ">"}, count=5)  # by another tool
+    w = worker(client, name="w", claim_idle_ms=0)
+    w.run(once=True)
+    assert_counts(client, d, offline(d, payloads))
