@@ -50,6 +50,10 @@ a millisecond (checkpoints, made every :data:`CHECKPOINT_EVERY` commits, do not 
 a store locked for a second is stuck, and ``report()`` returns False rather than block
 the app longer."""
 
+OPEN_TIMEOUT = 5.0
+"""Seconds the first use of a store waits while other processes create or convert the same
+file (each attempt waits BUSY_TIMEOUT for the lock). Once per process."""
+
 REOPEN_DELAY = 5.0
 """Seconds between attempts to open a store that failed: a broken disk costs one attempt
 per 5 s, not one per report."""
@@ -149,12 +153,31 @@ class SQLiteFile:
         try:
             self._conn = self._open()
         except (sqlite3.Error, OSError, StoreError) as exc:
-            self._retry_open_at = time.monotonic() + REOPEN_DELAY
+            # Locked: another process is creating or converting the file right now; the
+            # next call tries again. Anything else waits REOPEN_DELAY.
+            if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
+                self._retry_open_at = time.monotonic() + REOPEN_DELAY
             logger.warning("cannot open the report store (%s)", type(exc).__name__)
             raise StoreError(f"cannot open {self.path}: {exc}") from None
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
+        """Open (creating if need be) the file, retrying while another process holds it.
+
+        Several processes may create or convert the same new file at once; one holds the
+        write lock meanwhile, which on a loaded machine can outlast BUSY_TIMEOUT. Opening
+        happens once per process, so it waits up to :data:`OPEN_TIMEOUT` for them.
+        """
+        deadline = time.monotonic() + OPEN_TIMEOUT
+        while True:
+            try:
+                return self._open_once()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.02)
+
+    def _open_once(self) -> sqlite3.Connection:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         new = not self.path.exists()
         conn = sqlite3.connect(

@@ -345,7 +345,7 @@ def test_two_processes_on_one_directory_deliver_everything_exactly_once(
     ]
     results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    assert [r["ok"] for r in results] == [300, 300]
+    assert [r["ok"] for r in results] == [300, 300], [r["stats"] for r in results]
     for r in results:
         assert sum(r["stats"]["dropped"].values()) == 0
     Client(collector.url, storage_dir=storage).flush(timeout=10)  # anything left over
