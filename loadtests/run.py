@@ -55,10 +55,11 @@ HERE = Path(__file__).resolve().parent
 NOMINAL_MISS_RATE = 0.05
 """The intervals are 95 % intervals: about 5 % of them should miss the truth."""
 
-DEFAULT_USERS = 12
-"""Concurrent Locust users: 6 per default web worker, enough to keep them busy while one
+DEFAULT_USERS = 16
+"""Concurrent Locust users: 8 per default web worker, enough to keep them busy while one
 request is in flight and the next is being encoded, few enough that queueing stays well
-under the p95 threshold on a 2-core machine."""
+under the p95 threshold on a 2-core machine; and 16 × 625 batches × 100 devices is
+exactly the default 1,000,000 devices."""
 
 DEFAULT_MISS_ALPHA = 1e-3
 """Fail only if that many misses (or more) had probability < 0.1 % at a 5 % miss rate:
