@@ -168,6 +168,6 @@ def test_loadtest_help_shows_defaults(capsys: Any) -> None:
     with pytest.raises(SystemExit):
         loadrun.main(["--help"])
     out = " ".join(capsys.readouterr().out.split())
-    assert "(default: 1000000)" in out and "(default: 12)" in out
+    assert "(default: 1000000)" in out and f"(default: {loadrun.DEFAULT_USERS})" in out
     assert loadrun._plural(1, "aggregator") == "1 aggregator"
     assert loadrun._plural(2, "web worker") == "2 web workers"
