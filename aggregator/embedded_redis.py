@@ -19,10 +19,11 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import redis
 
-__all__ = ["EmbeddedRedis", "die_with_parent", "find_redis_server", "free_port"]
+__all__ = ["EmbeddedRedis", "Service", "die_with_parent", "find_redis_server", "free_port"]
 
 START_TIMEOUT = 15.0
 """Seconds to wait for the server to answer PING: loading a large AOF takes a while."""
@@ -76,7 +77,29 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class EmbeddedRedis:
+class Service:
+    """``with`` support for what starts and stops: ``__enter__`` is ``start()`` (which
+    returns the service), ``__exit__`` is ``stop()``."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class EmbeddedRedis(Service):
     """A ``redis-server`` child process with persistence in ``data_dir``.
 
     Args:
@@ -206,14 +229,3 @@ class EmbeddedRedis:
     def _close(self) -> None:
         if self.process and self.process.stderr:
             self.process.stderr.close()
-
-    def __enter__(self) -> EmbeddedRedis:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.decoding import Batch, PayloadError
+from aggregator.decoding import Batch, raise_first_error
 from aggregator.estimate import z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
@@ -224,12 +224,7 @@ class NumericCodec:
         """
         batch = self._parse_fast(payloads)
         if batch is None:
-            for i, payload in enumerate(payloads):
-                try:
-                    self.m.check_payload(payload)
-                except PayloadError as exc:
-                    raise PayloadError(f"payload #{i}: {exc}") from None
-            raise AssertionError("fast parser rejected a batch the reference checker accepts")
+            raise_first_error(self.m, payloads)
         return batch
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:

@@ -28,13 +28,12 @@ import time
 import tomllib
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import redis
 from flask import Flask
 
-from aggregator.embedded_redis import EmbeddedRedis, die_with_parent, free_port
+from aggregator.embedded_redis import EmbeddedRedis, Service, die_with_parent, free_port
 from collector.connection import connect
 
 __all__ = ["Server", "create_server_app", "load_metrics_file"]
@@ -90,7 +89,7 @@ def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return metrics
 
 
-class Server:
+class Server(Service):
     """Start Redis (unless given), the web service and the workers; stop them in order.
 
     Args:
@@ -312,14 +311,3 @@ class Server:
         if self._lock is not None:
             self._lock.close()  # closing the file releases the flock
             self._lock = None
-
-    def __enter__(self) -> Server:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_COUNT",
     "Entry",
     "MemoryQueue",
+    "Quotas",
     "QueueFull",
     "ReportQueue",
     "StoreError",
@@ -104,7 +105,37 @@ class ReportQueue(Protocol):
         ...
 
 
-class MemoryQueue:
+class Quotas:
+    """What both queues share: their quotas, checked once, and the totals they report.
+
+    Args:
+        max_count: most items kept.
+        max_bytes: most bytes kept (sum of the items' lengths).
+
+    Raises:
+        ValueError: a quota below 1.
+    """
+
+    _bytes: int
+    _evicted: int
+
+    def __init__(self, max_count: int, max_bytes: int) -> None:
+        for name, value in (("max_count", max_count), ("max_bytes", max_bytes)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.max_count = max_count
+        self.max_bytes = max_bytes
+
+    @property
+    def nbytes(self) -> int:  # noqa: D102
+        return self._bytes
+
+    @property
+    def evicted(self) -> int:  # noqa: D102
+        return self._evicted
+
+
+class MemoryQueue(Quotas):
     """An in-memory :class:`ReportQueue`.
 
     Args:
@@ -120,11 +151,7 @@ class MemoryQueue:
     def __init__(
         self, max_count: int = DEFAULT_MAX_COUNT, max_bytes: int = DEFAULT_MAX_BYTES
     ) -> None:
-        for name, value in (("max_count", max_count), ("max_bytes", max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.max_count = max_count
-        self.max_bytes = max_bytes
+        super().__init__(max_count, max_bytes)
         self._lock = threading.Lock()
         self._items: deque[Entry] = deque()
         self._bytes = 0
@@ -182,14 +209,6 @@ class MemoryQueue:
 
     def __len__(self) -> int:
         return len(self._items)
-
-    @property
-    def nbytes(self) -> int:  # noqa: D102
-        return self._bytes
-
-    @property
-    def evicted(self) -> int:  # noqa: D102
-        return self._evicted
 
     def after_fork_in_child(self) -> None:
         """Fresh lock, no items: the parent still holds and delivers what it queued."""

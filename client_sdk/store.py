@@ -39,7 +39,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from client_sdk.ledger import Charge, ReportingDisabled
-from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, Entry, QueueFull, StoreError
+from client_sdk.queue import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_COUNT,
+    Entry,
+    QueueFull,
+    Quotas,
+    StoreError,
+)
 from client_sdk.store_sqlite import (
     BUSY_TIMEOUT,
     FILENAME,
@@ -70,7 +77,7 @@ _INSERT = "INSERT INTO reports (data, metric, day, epsilon) VALUES (?, ?, ?, ?)"
 _ROW = "SELECT id, length(data), metric, day, epsilon, tries FROM reports"
 
 
-class Store(StoreState):
+class Store(StoreState, Quotas):
     """A :class:`~client_sdk.queue.ReportQueue` on SQLite, with the privacy ledger.
 
     Args:
@@ -92,12 +99,8 @@ class Store(StoreState):
         max_bytes: int = DEFAULT_MAX_BYTES,
         wallclock: Callable[[], float] = time.time,
     ) -> None:
-        for name, value in (("max_count", max_count), ("max_bytes", max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.max_count = max_count
-        self.max_bytes = max_bytes
-        super().__init__(directory, wallclock)
+        Quotas.__init__(self, max_count, max_bytes)
+        StoreState.__init__(self, directory, wallclock)
 
     # -- the app's side -----------------------------------------------------------------
     def put(self, item: bytes, charge: Charge | None = None) -> int:

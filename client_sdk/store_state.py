@@ -84,14 +84,6 @@ class StoreState(SQLiteFile):
                 pass
             return self._count
 
-    @property
-    def nbytes(self) -> int:  # noqa: D102
-        return self._bytes
-
-    @property
-    def evicted(self) -> int:  # noqa: D102
-        return self._evicted
-
     def clear(self) -> int:
         """Delete every queued report (refunding those never sent); return how many."""
         with self._lock, self._transaction() as conn:

@@ -13,13 +13,12 @@ import random
 import socket
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
-from aggregator.embedded_redis import EmbeddedRedis
+from aggregator.embedded_redis import EmbeddedRedis, Service
 
 SLOTS = 16384
 ADDSLOTS_CHUNK = 1000
@@ -51,7 +50,7 @@ def cluster_port() -> int:
     raise RuntimeError("no free port pair for a cluster node")
 
 
-class LocalCluster:
+class LocalCluster(Service):
     """A Redis Cluster of ``nodes`` primaries on 127.0.0.1, in ``base``.
 
     Args:
@@ -155,14 +154,3 @@ class LocalCluster:
         """Stop every node (SIGTERM, then SIGKILL if need be)."""
         for server in self.servers:
             server.stop()
-
-    def __enter__(self) -> LocalCluster:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -29,6 +29,7 @@ from client_sdk.mechanisms.base import (
     MAX_DOMAIN_SIZE,
     MAX_EPSILON,
     MIN_EPSILON,
+    Choice,
     FrequencyOracle,
     PayloadError,
 )
@@ -131,28 +132,11 @@ reports differ in size by up to 100×."""
 
 
 @dataclass(frozen=True)
-class AutoChoice:
-    """What ``auto`` picked for (ε, k), and why."""
+class AutoChoice(Choice[FrequencyOracle]):
+    """What ``auto`` picked for (ε, k), and why; its table adds wire bytes and server cost."""
 
-    mechanism: FrequencyOracle
-    reason: str
-    candidates: tuple[FrequencyOracle, ...]
-    """Every candidate, lowest variance first."""
-
-    def table(self) -> list[dict[str, Any]]:
-        """One row per candidate: name, Var*, variance relative to the best, wire bytes."""
-        best = self.candidates[0].variance_star()
-        return [
-            {
-                "mechanism": m.name,
-                "variance_star": m.variance_star(),
-                "relative_variance": m.variance_star() / best,
-                "wire_bytes": m.wire_bytes,
-                "server_cost": m.server_cost,
-                "chosen": m == self.mechanism,
-            }
-            for m in self.candidates
-        ]
+    def _columns(self, m: FrequencyOracle) -> dict[str, Any]:
+        return {"wire_bytes": m.wire_bytes, "server_cost": m.server_cost}
 
 
 def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = None) -> AutoChoice:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from client_sdk.mechanisms._random import RandomSource, default_rng
 
@@ -273,3 +273,42 @@ class FrequencyOracle:
         if not 0 <= x < upper:
             raise self._reject(payload, f"{field!r} = {x} is outside range(0, {upper})")
         return x
+
+
+class _Rated(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def variance_star(self) -> float: ...
+
+
+_M = TypeVar("_M", bound=_Rated)
+
+
+@dataclass(frozen=True)
+class Choice(Generic[_M]):
+    """What ``auto`` picked among candidates, and why (a frequency oracle or a numeric
+    mechanism; see ``mechanisms.choose`` and ``numeric.choose_numeric``)."""
+
+    mechanism: _M
+    reason: str
+    candidates: tuple[_M, ...]
+    """Every candidate, lowest variance first."""
+
+    def table(self) -> list[dict[str, Any]]:
+        """One row per candidate: name, Var*, variance relative to the best, the kind's own
+        columns, chosen."""
+        best = self.candidates[0].variance_star()
+        return [
+            {
+                "mechanism": m.name,
+                "variance_star": m.variance_star(),
+                "relative_variance": m.variance_star() / best,
+                **self._columns(m),
+                "chosen": m == self.mechanism,
+            }
+            for m in self.candidates
+        ]
+
+    def _columns(self, m: _M) -> dict[str, Any]:
+        return {}

@@ -61,6 +61,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from client_sdk.mechanisms._random import RandomSource, bernoulli, default_rng
 from client_sdk.mechanisms.base import (
+    Choice,
     PayloadError,
     _exp_upper_bound_check,
     check_epsilon,
@@ -559,26 +560,9 @@ VARIANCE_EQUAL = 1e-12
 
 
 @dataclass(frozen=True)
-class NumericChoice:
-    """What ``auto`` picked for ε among the numeric mechanisms, and why."""
-
-    mechanism: NumericMechanism
-    reason: str
-    candidates: tuple[NumericMechanism, ...]
-    """Every candidate, lowest worst-case variance first."""
-
-    def table(self) -> list[dict[str, Any]]:
-        """One row per candidate: name, worst-case variance, relative to the best, chosen."""
-        best = self.candidates[0].variance_star()
-        return [
-            {
-                "mechanism": m.name,
-                "variance_star": m.variance_star(),
-                "relative_variance": m.variance_star() / best,
-                "chosen": m == self.mechanism,
-            }
-            for m in self.candidates
-        ]
+class NumericChoice(Choice[NumericMechanism]):
+    """What ``auto`` picked for ε among the numeric mechanisms, and why (candidates by
+    worst-case variance)."""
 
 
 def choose_numeric(epsilon: float) -> NumericChoice:
