@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -331,6 +332,13 @@ def test_disable_wipes_the_queue_refunds_unsent_reports_and_stops_reporting(
 ) -> None:
     client = make_client()
     assert client.report("app.free", 0) and client.flush(timeout=5)  # one sent
+    # flush() returns once the queue is empty; the upload thread may still be in its
+    # drain loop and would take a report queued now. Wait until it is idle again, so the
+    # next four wait for flush_interval (an hour) and are provably never sent.
+    deadline = time.monotonic() + 5
+    while client._worker._flush_requested and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert not client._worker._flush_requested
     for _ in range(4):
         assert client.report("app.free", 1)  # four waiting
     assert client.disable() is True
