@@ -27,4 +27,4 @@ USER ldp
 ENV LDP_BIND=0.0.0.0:8000
 EXPOSE 8000
 
-CMD ["gunicorn", "-c", "collector/gunicorn_conf.py", "aggregator.serve:create_server_app()"]
+CMD ["gunicorn", "-c", "collector/gunicorn_conf.py", "aggregator.service.app:create_server_app()"]

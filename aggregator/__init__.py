@@ -7,10 +7,10 @@
 
 from __future__ import annotations
 
-from aggregator.decoding import Counts, codec_for, count_payloads
-from aggregator.estimate import FrequencyEstimate, estimate, estimate_from_counts
-from aggregator.numeric import NumericEstimate, NumericStats, estimate_mean
-from aggregator.postprocess import norm_sub
+from aggregator.stats.codecs import Counts, codec_for, count_payloads
+from aggregator.stats.frequency import FrequencyEstimate, estimate, estimate_from_counts
+from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
+from aggregator.stats.postprocess import norm_sub
 
 __all__ = [
     "Counts",

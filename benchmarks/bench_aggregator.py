@@ -34,10 +34,10 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.counts import read_counts  # noqa: E402
-from aggregator.embedded_redis import EmbeddedRedis  # noqa: E402
-from collector import keys  # noqa: E402
-from collector.registry import Registry  # noqa: E402
+from aggregator.stream.counts import read_counts  # noqa: E402
+from ldp_store import keys  # noqa: E402
+from ldp_store.embedded import EmbeddedRedis  # noqa: E402
+from ldp_store.registry import Registry  # noqa: E402
 
 POOL = 10_000
 """Distinct SDK payloads per run: enough variety, cheap to make (SDK perturb is ~15 µs)."""

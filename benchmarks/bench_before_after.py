@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_before_after.py            # against 745b56c
     .venv/bin/python benchmarks/bench_before_after.py --rev HEAD~1 --quick
 
-The earlier ``client_sdk/mechanisms/_random.py`` and ``aggregator/decoding.py`` are read
+The earlier ``client_sdk/mechanisms/_random.py`` and ``aggregator/stats/codecs.py`` are read
 with ``git show REV:path`` and loaded as separate modules beside the current ones; both
 versions run on the same payloads, alternately, and the best of several rounds is kept,
 so the ratio holds however fast the shared machine is at the moment. The old OUE sampler
@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.decoding import codec_for  # noqa: E402
+from aggregator.stats.codecs import codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.mechanisms import unary  # noqa: E402
 
@@ -77,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     scale = 10 if args.quick else 1
 
     old_random = load_old(args.rev, "client_sdk/mechanisms/_random.py", "old_random")
-    old_decoding = load_old(args.rev, "aggregator/decoding.py", "old_decoding")
+    old_decoding = load_old(args.rev, "aggregator/stats/codecs.py", "old_decoding")
     print(f"before = {args.rev}, after = the work tree; µs per report, best of {rounds}")
     print(f"  {'':44} {'before':>10} {'after':>10} {'speed-up':>9}")
 

@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.decoding import Codec, codec_for  # noqa: E402
+from aggregator.stats.codecs import Codec, codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.mechanisms import FrequencyOracle  # noqa: E402
 

@@ -15,13 +15,14 @@ from typing import Any
 import redis
 from flask import Flask
 
-from collector import api_metrics, api_ops, api_reports, connection, settings
+from collector import api_metrics, api_ops, api_reports, settings
 from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
-from collector.registry import Registry
 from collector.telemetry import Telemetry
+from ldp_store import connection
+from ldp_store.registry import Registry
 
 __all__ = ["connect", "create_app"]
 
@@ -41,7 +42,7 @@ fraction of a second. Re-running the append script is harmless: replays are skip
 
 def connect(url: str) -> redis.Redis:
     """A Redis (or Redis Cluster) client for the collector, with the timeouts and retries
-    above: see :func:`collector.connection.connect` for how a cluster is recognised."""
+    above: see :func:`ldp_store.connection.connect` for how a cluster is recognised."""
     return connection.connect(
         url,
         socket_connect_timeout=CONNECT_TIMEOUT,

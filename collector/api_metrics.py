@@ -8,8 +8,8 @@ from typing import Any
 from flask import Blueprint, current_app, request
 
 from client_sdk.wire import DefinitionError
+from collector.body import read_json
 from collector.context import services
-from collector.decoding import read_json
 from collector.errors import ApiError, clip
 
 __all__ = ["bp", "require_admin"]

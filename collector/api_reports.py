@@ -6,8 +6,8 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
+from collector.body import read_json
 from collector.context import services
-from collector.decoding import read_json
 from collector.ingest import ingest
 
 __all__ = ["bp"]

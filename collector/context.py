@@ -8,8 +8,8 @@ import redis
 from flask import current_app
 
 from collector.ingest import Appender
-from collector.registry import Registry
 from collector.telemetry import Telemetry
+from ldp_store.registry import Registry
 
 __all__ = ["Services", "services"]
 

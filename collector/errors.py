@@ -15,7 +15,7 @@ import redis
 from flask import Flask, Response, current_app, jsonify
 from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
 
-from collector.connection import unavailable
+from ldp_store.connection import unavailable
 
 __all__ = ["MAX_DETAIL_CHARS", "ApiError", "Unavailable", "register_error_handlers"]
 
@@ -104,7 +104,7 @@ def _unavailable(exc: Unavailable) -> Response:
 
 _STORAGE_ERRORS = (redis.RedisError, redis.exceptions.RedisClusterException)
 """What storage raises. redis-py's cluster client raises RedisClusterException (not a
-RedisError) when no node answers; :func:`collector.connection.unavailable` tells such an
+RedisError) when no node answers; :func:`ldp_store.connection.unavailable` tells such an
 outage (503) from a bug (cross-slot keys, say: 500)."""
 
 

@@ -1,7 +1,7 @@
 """Ingest: validate a batch of reports strictly, then append the valid ones exactly once.
 
 Valid reports are grouped by metric version (and, for a version with ``shards`` > 1, by
-the shard :func:`collector.keys.shard_of` their id picks); each group is appended by ONE
+the shard :func:`ldp_store.keys.shard_of` their id picks); each group is appended by ONE
 Lua script call on keys that share the version's (and shard's) hash tag, so it runs
 unchanged on a Redis Cluster: the stream and the replay sets of today and yesterday
 (UTC). The script
@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 import redis
 
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, ReportError, check_report
-from collector import keys
 from collector.errors import ApiError, Unavailable, clip
+from ldp_store import keys
 
 if TYPE_CHECKING:
     from collector.context import Services
@@ -216,7 +216,7 @@ class Appender:
     ) -> tuple[int, int]:
         """Append one metric version's reports, skipping replays.
 
-        With ``shards`` > 1 the reports are split by :func:`collector.keys.shard_of`
+        With ``shards`` > 1 the reports are split by :func:`ldp_store.keys.shard_of`
         their id and each shard's part is appended by its own script call (one hash slot
         each). A full shard refuses the request after the others appended: the client's
         retry finds those as replays.

@@ -1,7 +1,7 @@
 """The OpenAPI 3.1 description of the HTTP API, served at ``/openapi.json``.
 
 Written by hand next to the views it describes. One catalogue covers every route of
-``ldp serve`` (:func:`aggregator.serve.create_server_app`): the collector's (metric
+``ldp serve`` (:func:`aggregator.service.app.create_server_app`): the collector's (metric
 definitions, reports, health, Prometheus) and the read APIs the aggregator mounts on it
 (estimates, trends, overview, planning). :func:`document` serves the part an app routes,
 so the collector alone describes only its own routes. The dashboard's HTML pages and

@@ -1,9 +1,9 @@
 """The OpenAPI description of the read APIs ``ldp serve`` mounts on the collector.
 
-Estimates, trends, overview and planning (:mod:`aggregator.web`, :mod:`aggregator.web_status`,
-:mod:`aggregator.web_plan`). Their limits are repeated in :data:`READ_LIMITS` (importing
-the aggregator would load numpy and scipy into the collector) and pinned to its
-constants by ``tests/collector``.
+Estimates, trends, overview and planning (:mod:`aggregator.web.estimates`,
+:mod:`aggregator.web.status`, :mod:`aggregator.web.plan`). Their limits are repeated in
+:data:`READ_LIMITS` (importing the aggregator would load numpy and scipy into the
+collector) and pinned to its constants by ``tests/collector``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ READ_LIMITS: dict[str, Any] = {
     "max_n": 1e12,
     "default_grid": (1e2, 1e8, 61),
 }
-"""The aggregator's own limits (``aggregator.web``, ``aggregator.web_plan``), as documented."""
+"""The aggregator's own limits (``aggregator.web.estimates``, ``aggregator.web.plan``), as
+documented."""
 
 
 def _nullable(kind: str, **more: Any) -> dict[str, Any]:

@@ -5,10 +5,10 @@
 
 What it does:
 
-1. creates the metric through the real registry (:class:`collector.registry.Registry`);
+1. creates the metric through the real registry (:class:`ldp_store.registry.Registry`);
 2. draws N true values from ``--distribution`` (zipf by default) and perturbs them in
    chunks, vectorized, with the aggregator's batch codec
-   (:meth:`aggregator.decoding.Codec.encode`), which samples with the mechanism object's
+   (:meth:`aggregator.stats.codecs.Codec.encode`), which samples with the mechanism object's
    own probabilities (``m.p``, ``m.q``, its hash family, its code sets);
 3. renders each chunk as the exact bytes the collector stores for those payloads:
    compact JSON with the SDK's keys, key order and encodings (base64 bit vectors for the
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aggregator.decoding import Batch, Codec, SubsetCodec, UnaryCodec, codec_for
+from aggregator.stats.codecs import Batch, Codec, SubsetCodec, UnaryCodec, codec_for
 
 if TYPE_CHECKING:
     import redis
@@ -368,7 +368,7 @@ def load(
     Raises:
         RuntimeError: Redis appended a different number of entries than sent.
     """
-    from collector import keys  # noqa: PLC0415
+    from ldp_store import keys  # noqa: PLC0415
 
     codec = codec_for(definition.oracle)
     streams = [
@@ -439,9 +439,9 @@ def check(
     client: redis.Redis, definition: MetricDefinition, truth: np.ndarray, result: FirehoseResult
 ) -> None:
     """Compare what the aggregator committed with what was loaded; failures go to ``result``."""
-    from aggregator.counts import lag_details, read_counts  # noqa: PLC0415
-    from aggregator.estimate import estimate_from_counts  # noqa: PLC0415
-    from collector import keys  # noqa: PLC0415
+    from aggregator.stats.frequency import estimate_from_counts  # noqa: PLC0415
+    from aggregator.stream.counts import lag_details, read_counts  # noqa: PLC0415
+    from ldp_store import keys  # noqa: PLC0415
     from loadtests.run import miss_bound  # noqa: PLC0415
 
     counts = read_counts(client, definition)
@@ -484,10 +484,10 @@ def run(args: argparse.Namespace, url: str | None = None) -> FirehoseResult:
     """
     import redis  # noqa: PLC0415
 
-    from aggregator.console import progress_bar  # noqa: PLC0415
-    from aggregator.embedded_redis import EmbeddedRedis  # noqa: PLC0415
-    from aggregator.simulation import distribution  # noqa: PLC0415
-    from collector.registry import Registry  # noqa: PLC0415
+    from aggregator.analysis.simulation import distribution  # noqa: PLC0415
+    from aggregator.cli.console import progress_bar  # noqa: PLC0415
+    from ldp_store.embedded import EmbeddedRedis  # noqa: PLC0415
+    from ldp_store.registry import Registry  # noqa: PLC0415
 
     result = FirehoseResult(
         mechanism=args.mechanism,
@@ -583,7 +583,7 @@ def _print(result: FirehoseResult, args: argparse.Namespace) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line."""
-    from aggregator.simulation import DISTRIBUTIONS  # noqa: PLC0415
+    from aggregator.analysis.simulation import DISTRIBUTIONS  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(
         prog="python -m loadtests.firehose",

@@ -92,7 +92,7 @@ def _weights(definition: MetricDefinition) -> list[float]:
     if kind == "uniform":
         return [1.0] * k
     if kind == "demo":
-        from aggregator.demo import DEMO_METRICS  # noqa: PLC0415 - only for this mode
+        from aggregator.service.demo import DEMO_METRICS  # noqa: PLC0415 - only for this mode
 
         entry = DEMO_METRICS.get(definition.name)
         if entry is not None and len(entry["shares"]) == k:

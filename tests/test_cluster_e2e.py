@@ -26,19 +26,19 @@ import numpy as np
 import pytest
 from flask import Flask
 
-from aggregator.counts import Lag, lag_details, read_counts, read_numeric
-from aggregator.embedded_redis import free_port
-from aggregator.numeric import NumericStats
-from aggregator.serve import create_server_app
-from aggregator.worker import Worker
+from aggregator.service.app import create_server_app
+from aggregator.stats.numeric import NumericStats
+from aggregator.stream.counts import Lag, lag_details, read_counts, read_numeric
+from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.transport import CallableTransport, Response
 from client_sdk.wire import MetricDefinition, build_report
-from collector import keys
-from collector.connection import connect, is_cluster
 from collector.ingest import Appender
-from collector.registry import Registry
+from ldp_store import keys
+from ldp_store.connection import connect, is_cluster
+from ldp_store.embedded import free_port
+from ldp_store.registry import Registry
 from tests.aggregator.test_worker import restart_once, start_worker, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -328,7 +328,7 @@ def test_a_lost_cluster_is_an_outage_not_a_crash(tmp_path: Path) -> None:
     worker waits and retries instead of dying; a command that is wrong stays an error."""
     from redis.exceptions import RedisClusterException  # noqa: PLC0415
 
-    from collector.connection import unavailable  # noqa: PLC0415
+    from ldp_store.connection import unavailable  # noqa: PLC0415
     from tests.cluster_helpers import LocalCluster  # noqa: PLC0415
 
     cluster = LocalCluster(tmp_path / "cluster").start()

@@ -27,13 +27,13 @@ import pytest
 import redis
 from scipy.stats import chisquare
 
-from aggregator.counts import read_counts
-from aggregator.decoding import codec_for
-from aggregator.estimate import estimate_from_counts
+from aggregator.stats.codecs import codec_for
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stream.counts import read_counts
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 from client_sdk.wire import MetricDefinition, check_report, new_report_id
-from collector.registry import Registry
+from ldp_store.registry import Registry
 from loadtests import firehose
 
 # (mechanism, k): several k per unary encoding, for each base64 padding (k/8 mod 3).
@@ -219,7 +219,7 @@ def test_no_drain_leaves_the_reports_in_the_stream(redis_db: Any) -> None:
     client = redis.Redis.from_url(redis_db.url)
     definition = Registry(client).get("fh.nodrain")
     assert definition is not None
-    from collector import keys
+    from ldp_store import keys
 
     assert client.xlen(keys.stream_key("fh.nodrain", definition.version)) == 1234
     assert read_counts(client, definition).n == 0
@@ -231,7 +231,7 @@ def test_reports_spread_over_every_shard_and_all_are_counted(redis_db: Any) -> N
     argv = ["--reports", "9000", "--mechanism", "grr", "-k", "8", "--seed", "1", "--shards", "3"]
     argv += ["--redis-url", redis_db.url, "--metric", "fh.sharded", "--quiet", "--workers", "2"]
     client = redis.Redis.from_url(redis_db.url)
-    from collector import keys
+    from ldp_store import keys
 
     loaded = firehose.run(firehose.parser().parse_args([*argv, "--no-drain"]))
     definition = Registry(client).get("fh.sharded")

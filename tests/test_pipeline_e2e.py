@@ -22,14 +22,14 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.counts import read_counts
-from aggregator.embedded_redis import EmbeddedRedis
-from aggregator.estimate import estimate_from_counts
-from aggregator.serve import Server
+from aggregator.service.serve import Server
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
 from client_sdk.wire import MetricDefinition
-from collector.registry import Registry
+from ldp_store.embedded import EmbeddedRedis
+from ldp_store.registry import Registry
 
 METRICS = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},  # grr

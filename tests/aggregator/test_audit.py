@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from aggregator.audit import audit, clopper_pearson
+from aggregator.analysis.audit import audit, clopper_pearson
 from client_sdk.mechanisms import OptimizedUnaryEncoding, create
 from client_sdk.mechanisms._random import bernoulli, bernoulli_lanes
 

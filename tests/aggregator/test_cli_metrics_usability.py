@@ -13,10 +13,11 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
-from aggregator import cli_server
 from aggregator.cli import main
-from aggregator.embedded_redis import free_port
+from aggregator.cli import metrics as cli_metrics
+from aggregator.cli import server as cli_server
 from collector import create_app
+from ldp_store.embedded import free_port
 from loadtests import run as loadrun
 
 TOKEN = "test-admin-token"
@@ -64,7 +65,7 @@ def test_bad_metric_names_are_usage_errors_not_tracebacks(name: str) -> None:
 
 
 def test_metric_urls_quote_the_name() -> None:
-    url = cli_server._metric_url("http://h:1/", "a/b c", "?version=2")
+    url = cli_metrics._metric_url("http://h:1/", "a/b c", "?version=2")
     assert url == "http://h:1/v1/metrics/a%2Fb%20c?version=2"
 
 

@@ -1,5 +1,5 @@
 """The dashboard's server side without a browser: read-token protection, the planning
-API against :mod:`aggregator.planning`, the overview API, and the offline plotly.js.
+API against :mod:`aggregator.analysis.planning`, the overview API, and the offline plotly.js.
 
 On a real Redis (the session's, emptied per test), through Flask's test client.
 """
@@ -17,12 +17,12 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from aggregator import dashboard
-from aggregator.estimate import z_value
-from aggregator.planning import plan
-from aggregator.serve import create_server_app
-from aggregator.web_status import describe
-from aggregator.worker import Worker
+from aggregator.analysis.planning import plan
+from aggregator.service.app import create_server_app
+from aggregator.stats.frequency import z_value
+from aggregator.stream.worker import Worker
+from aggregator.web import dashboard
+from aggregator.web.status import describe
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, build_report
 

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from aggregator.decoding import Counts, codec_for, count_payloads, fwht
+from aggregator.stats.codecs import Counts, codec_for, count_payloads, fwht
 from client_sdk.mechanisms import PayloadError, create
 
 CONFIGS = [

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from aggregator import Counts, estimate, estimate_from_counts, norm_sub
-from aggregator.estimate import z_value
-from aggregator.postprocess import norm_sub_iterative
+from aggregator.stats.frequency import z_value
+from aggregator.stats.postprocess import norm_sub_iterative
 from client_sdk.mechanisms import create
 
 

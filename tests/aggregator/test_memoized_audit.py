@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aggregator.audit import audit
+from aggregator.analysis.audit import audit
 from client_sdk.mechanisms import MemoizedGRR, MemoizedOUE, create
 from client_sdk.mechanisms._random import RandomSource
 

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from aggregator import estimate
-from aggregator.decoding import RRCodec, UnaryCodec, codec_for
-from aggregator.estimate import estimate_from_counts, z_value
-from aggregator.simulation import distribution, simulate_counts
+from aggregator.analysis.simulation import distribution, simulate_counts
+from aggregator.stats.codecs import RRCodec, UnaryCodec, codec_for
+from aggregator.stats.frequency import estimate_from_counts, z_value
 from client_sdk.mechanisms import Memoized, create
 
 SECRET_BITS = 256

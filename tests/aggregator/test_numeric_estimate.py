@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from aggregator.numeric import (
+from aggregator.stats.numeric import (
     LIMB_BITS,
     NumericCodec,
     NumericEstimate,

@@ -20,14 +20,14 @@ import numpy as np
 import pytest
 import redis
 
-from aggregator.counts import lag_details, list_windows, read_counts, read_numeric
-from aggregator.numeric import NumericCodec, NumericStats, estimate_mean
-from aggregator.serve import create_server_app
-from aggregator.worker import Worker, _take, ensure_group, window_names
+from aggregator.service.app import create_server_app
+from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
+from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
+from aggregator.stream.worker import Worker, _take, ensure_group, window_names
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition
-from collector import keys
-from collector.registry import Registry
+from ldp_store import keys
+from ldp_store.registry import Registry
 
 GROUP = keys.GROUP
 

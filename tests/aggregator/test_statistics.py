@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from aggregator import estimate
-from aggregator.decoding import codec_for
-from aggregator.estimate import estimate_from_counts
-from aggregator.simulation import distribution, simulate, simulate_counts
+from aggregator.analysis.simulation import distribution, simulate, simulate_counts
+from aggregator.stats.codecs import codec_for
+from aggregator.stats.frequency import estimate_from_counts
 from client_sdk.mechanisms import create
 
 

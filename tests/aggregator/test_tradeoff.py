@@ -27,9 +27,10 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aggregator import cli, tradeoff
-from aggregator.planning import central_laplace_std
-from aggregator.simulation import distribution
+from aggregator import cli
+from aggregator.analysis import tradeoff
+from aggregator.analysis.planning import central_laplace_std
+from aggregator.analysis.simulation import distribution
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
 
@@ -200,7 +201,7 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         totals.append(total)
         yield advanced.append
 
-    monkeypatch.setattr(cli, "progress_bar", recording_bar)
+    monkeypatch.setattr(cli.study, "progress_bar", recording_bar)
     out = tmp_path / "slides"
     result = CliRunner().invoke(cli.main, ["tradeoff", "--out", str(out), "--reps", "2"])
     assert result.exit_code == 0, result.output

@@ -25,13 +25,13 @@ import redis
 from click.testing import CliRunner
 
 from aggregator.cli import main
-from aggregator.counts import lag, lag_details, list_windows, read_counts
-from aggregator.decoding import Counts, codec_for
-from aggregator.estimate import estimate_from_counts
-from aggregator.worker import Worker, _bulk_json, _take, ensure_group, window_names
+from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stream.counts import lag, lag_details, list_windows, read_counts
+from aggregator.stream.worker import Worker, _bulk_json, _take, ensure_group, window_names
 from client_sdk.wire import MetricDefinition
-from collector import keys
-from collector.registry import Registry
+from ldp_store import keys
+from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = keys.GROUP

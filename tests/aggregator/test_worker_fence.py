@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import redis
 
-from aggregator.counts import lag_details, read_counts
-from aggregator.worker import FenceBroken, Worker, ensure_group
-from collector import keys
+from aggregator.stream.counts import lag_details, read_counts
+from aggregator.stream.worker import FenceBroken, Worker, ensure_group
+from ldp_store import keys
 from tests.aggregator.test_worker import (
     GROUP,
     append,

@@ -1,6 +1,6 @@
 """The operators' dashboard in a real Chromium, on the real system.
 
-``aggregator.serve.Server`` runs gunicorn, an aggregator worker and an embedded Redis;
+``aggregator.service.serve.Server`` runs gunicorn, an aggregator worker and an embedded Redis;
 the SDK's ``Client`` sends perturbed reports over HTTP; the worker counts them. Then
 Chromium (Debian's, driven by Playwright) opens the pages, and the tests read what the
 page drew — Plotly's own graph data and the SVG it rendered — against the JSON APIs.
@@ -31,7 +31,7 @@ if _missing:
 from playwright.sync_api import Browser, Page, Route, sync_playwright  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
-from aggregator.serve import Server  # noqa: E402
+from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {
@@ -333,7 +333,7 @@ def test_metric_page_refreshes_while_reports_arrive(watched: Watched, server: Se
 
 
 def test_numeric_metric_shows_its_mean_over_time(watched: Watched, server: Server) -> None:
-    """The page draws by the API's ``kind``: numeric answers (as aggregator.web gives
+    """The page draws by the API's ``kind``: numeric answers (as aggregator.web.estimates gives
     them for numeric metrics) are fulfilled here for a categorical metric's URLs."""
     page, name = watched.page, "app.screen"
     mean = {

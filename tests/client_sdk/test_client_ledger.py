@@ -36,7 +36,7 @@ from client_sdk.ledger import (
 from client_sdk.queue import MemoryQueue
 from client_sdk.store import FILENAME
 from client_sdk.worker import RETRY_CAP
-from collector.registry import Registry
+from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,8 +11,8 @@ from collector_helpers import PAGES_SPEC, THEME_SPEC, define, make_app
 from flask import Flask
 from flask.testing import FlaskClient
 
-from aggregator.embedded_redis import EmbeddedRedis
 from client_sdk.wire import MetricDefinition
+from ldp_store.embedded import EmbeddedRedis
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 from client_sdk.wire import MetricDefinition
-from collector import keys, settings
+from collector import settings
+from ldp_store import keys
 
 JSON = "application/json"
 

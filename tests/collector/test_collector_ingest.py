@@ -10,8 +10,8 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition
-from collector import keys
 from collector.ingest import SEEN_TTL_SECONDS, Appender
+from ldp_store import keys
 
 
 def stream(server: Any, definition: MetricDefinition) -> list[dict[bytes, bytes]]:

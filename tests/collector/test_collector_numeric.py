@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition, build_report
-from collector import keys
+from ldp_store import keys
 
 SPEC: dict[str, Any] = {
     "kind": "numeric",

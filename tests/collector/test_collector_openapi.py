@@ -1,7 +1,7 @@
 """The OpenAPI document in sync with the apps that serve it, and with their answers.
 
 Both apps are checked: the collector alone (``collector:create_app``) and ``ldp serve``'s
-(``aggregator.serve:create_server_app``, the collector plus the read APIs and the
+(``aggregator.service.app:create_server_app``, the collector plus the read APIs and the
 dashboard). Every URL rule must be documented with its methods and nothing else may be,
 except the dashboard blueprint's: its HTML pages (``/``, ``/ui/…``), its static files
 and the vendored plotly.js are pages, not API. The read APIs' real answers are then
@@ -21,9 +21,10 @@ from collector_helpers import ADMIN, THEME_SPEC, define, make_app, reports
 from flask import Flask
 from flask.testing import FlaskClient
 
-from aggregator import web, web_plan
-from aggregator.serve import create_server_app
-from aggregator.worker import Worker
+from aggregator.service.app import create_server_app
+from aggregator.stream.worker import Worker
+from aggregator.web import estimates as web
+from aggregator.web import plan as web_plan
 from client_sdk.wire import build_report
 from collector.openapi import OPENAPI, READ_LIMITS, app_paths, document
 

@@ -12,9 +12,9 @@ import pytest
 from collector_helpers import PAGES_SPEC, THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
-from aggregator.embedded_redis import EmbeddedRedis
 from client_sdk.wire import MetricDefinition
-from collector import keys
+from ldp_store import keys
+from ldp_store.embedded import EmbeddedRedis
 
 RETRY_AFTER = 7
 

@@ -27,9 +27,9 @@ from collector_helpers import ADMIN, PAGES_SPEC, THEME_SPEC, TOKEN, make_app, re
 from flask import Flask, request
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from aggregator.embedded_redis import free_port
 from client_sdk.wire import MetricDefinition
 from collector.logs import PrivateRequestHandler
+from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

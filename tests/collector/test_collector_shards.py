@@ -19,10 +19,9 @@ from flask.testing import FlaskClient
 from werkzeug.serving import make_server
 
 from aggregator.cli import main
-from aggregator.counts import lag_details, list_windows, read_counts, read_numeric
-from aggregator.embedded_redis import free_port
-from aggregator.serve import create_server_app
-from aggregator.worker import Worker
+from aggregator.service.app import create_server_app
+from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
+from aggregator.stream.worker import Worker
 from client_sdk.wire import (
     MAX_SHARDS,
     DefinitionError,
@@ -30,7 +29,8 @@ from client_sdk.wire import (
     build_report,
     parse_spec,
 )
-from collector import keys
+from ldp_store import keys
+from ldp_store.embedded import free_port
 
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}
 

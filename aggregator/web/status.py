@@ -20,10 +20,10 @@ from typing import Any
 import redis
 from flask import Blueprint, current_app
 
-from aggregator.counts import lag_details, list_windows, per_shard
+from aggregator.stream.counts import lag_details, list_windows, per_shard
 from client_sdk.wire import MetricDefinition
-from collector import keys
-from collector.registry import Registry
+from ldp_store import keys
+from ldp_store.registry import Registry
 
 __all__ = ["bp", "describe", "overview_rows", "reports_counted"]
 
@@ -33,7 +33,7 @@ bp = Blueprint("status", __name__)
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
     """n of a metric version over all time (the ``n`` field of its counts, every shard).
 
-    Read on its own rather than through :func:`aggregator.counts.read_counts`: n is
+    Read on its own rather than through :func:`aggregator.stream.counts.read_counts`: n is
     what every kind of metric counts, whatever else its counts hold.
     """
     name, version = definition.name, definition.version

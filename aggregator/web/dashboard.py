@@ -16,7 +16,7 @@ browser fetches what it *says* from ``/v1/estimates/…``, ``/v1/overview`` and
 ``/v1/plan…`` and draws it with plotly.js — the file the ``plotly`` wheel ships, served
 from here, so nothing is loaded from another origin. Pages refresh every few seconds
 while visible (``?refresh=SECONDS``, 0 for never). With ``LDP_READ_TOKEN`` set, see
-:mod:`aggregator.access`.
+:mod:`aggregator.web.access`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
-from aggregator.web_status import describe, overview_rows
+from aggregator.web.status import describe, overview_rows
 from client_sdk import mechanisms
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]

@@ -15,10 +15,10 @@ from typing import Any, cast
 import numpy as np
 import redis
 
-from aggregator.decoding import Counts
-from aggregator.numeric import NumericStats
+from aggregator.stats.codecs import Counts
+from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
-from collector import keys
+from ldp_store import keys
 
 __all__ = ["Lag", "lag", "lag_details", "list_windows", "per_shard", "read_counts", "read_numeric"]
 

@@ -1,6 +1,6 @@
 """The stream worker: turns every report in the streams into support counts, exactly once.
 
-One consumer group (:data:`collector.keys.GROUP`) per metric-version stream; each worker
+One consumer group (:data:`ldp_store.keys.GROUP`) per metric-version stream; each worker
 is a consumer with a *stable* name, so a restarted worker finds its own pending entries.
 The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
 
@@ -36,13 +36,13 @@ script: Redis spends a third less per entry when it need not turn entries into L
 tables and back.
 
 **Numeric metrics** commit the same way: their increments are ``n`` and the base-2³²
-limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.numeric`), exact integers
+limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.stats.numeric`), exact integers
 added with the same HINCRBY in the same script.
 
-**Shards.** A version with ``shards`` N has N streams (:func:`collector.keys.stream_key`
+**Shards.** A version with ``shards`` N has N streams (:func:`ldp_store.keys.stream_key`
 with shard 0..N−1, each in its own hash slot, so on a Redis Cluster they spread over the
 nodes); each is consumed like any other stream, with its own counts hashes, which the
-readers (:mod:`aggregator.counts`) sum.
+readers (:mod:`aggregator.stream.counts`) sum.
 
 **Windows.** Counts go to the hashes ``counts:all``, ``counts:hour:<YYYY-MM-DDTHH>`` and
 ``counts:day:<YYYY-MM-DD>`` of the entries' arrival time (the entry id's milliseconds,
@@ -79,13 +79,13 @@ import numpy as np
 import redis
 from redis.exceptions import RedisClusterException
 
-from aggregator.decoding import Batch, Codec, PayloadError, codec_for
-from aggregator.numeric import NumericCodec
+from aggregator.stats.codecs import Batch, Codec, PayloadError, codec_for
+from aggregator.stats.numeric import NumericCodec
 from client_sdk.mechanisms import NumericMechanism
 from client_sdk.wire import DefinitionError, MetricDefinition
-from collector import keys
-from collector.connection import is_cluster, unavailable
-from collector.registry import Registry
+from ldp_store import keys
+from ldp_store.connection import is_cluster, unavailable
+from ldp_store.registry import Registry
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",

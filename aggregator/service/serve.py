@@ -3,10 +3,10 @@
 One supervisor process starts and watches:
 
 * Redis — the server at ``--redis-url``/``REDIS_URL``, or an embedded real
-  ``redis-server`` with AOF and RDB in ``--data-dir`` (see :mod:`aggregator.embedded_redis`);
+  ``redis-server`` with AOF and RDB in ``--data-dir`` (see :mod:`ldp_store.embedded`);
 * the web service under gunicorn: the collector's API (``/v1/metrics``, ``/v1/reports``,
   health, Prometheus) and the aggregator's estimates API and dashboard, in one WSGI app
-  (:func:`create_server_app`);
+  (:func:`aggregator.service.app.create_server_app`);
 * one or more aggregator workers (``ldp aggregate`` processes).
 
 Ctrl-C (or SIGTERM) stops the workers after their current batch, then gunicorn, then
@@ -31,12 +31,11 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from flask import Flask
 
-from aggregator.embedded_redis import EmbeddedRedis, Service, die_with_parent, free_port
-from collector.connection import connect
+from ldp_store.connection import connect
+from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port
 
-__all__ = ["Server", "create_server_app", "load_metrics_file"]
+__all__ = ["Server", "load_metrics_file"]
 
 PROMETHEUS_FOLDER = ".prometheus-multiproc"
 """prometheus-client's per-process files of the web workers, in the data dir."""
@@ -52,23 +51,6 @@ def _child_setup() -> None:
     """Children of the supervisor die with it (Linux), so none outlives a SIGKILL."""
     if sys.platform == "linux":
         die_with_parent()
-
-
-def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
-    """The collector app with the estimates API, planning API and the dashboard mounted.
-
-    With ``READ_TOKEN`` (``LDP_READ_TOKEN``) set, those need it: see :mod:`aggregator.access`.
-    """
-    from aggregator import access, dashboard, web, web_plan, web_status  # noqa: PLC0415
-    from collector import create_app  # noqa: PLC0415
-
-    app = create_app(test_config)
-    app.register_blueprint(web.bp)
-    app.register_blueprint(web_status.bp)
-    app.register_blueprint(web_plan.bp)
-    app.register_blueprint(dashboard.bp)
-    access.install(app)
-    return app
 
 
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -219,7 +201,7 @@ class Server(Service):
             self.redis = EmbeddedRedis(self.data_dir / "redis").start()
             self.redis_url = self.redis.url
         env = self._env()
-        conf = Path(__file__).resolve().parents[1] / "collector" / "gunicorn_conf.py"
+        conf = Path(__file__).resolve().parents[2] / "collector" / "gunicorn_conf.py"
         out = self._output("web")
         self.web = subprocess.Popen(
             [
@@ -228,7 +210,7 @@ class Server(Service):
                 "gunicorn",
                 "-c",
                 str(conf),
-                "aggregator.serve:create_server_app()",
+                "aggregator.service.app:create_server_app()",
             ],
             env={**env, "PROMETHEUS_MULTIPROC_DIR": self._prometheus_dir()},
             stdout=out,

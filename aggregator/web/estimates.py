@@ -33,11 +33,11 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
-from aggregator.counts import list_windows, read_counts, read_numeric
-from aggregator.estimate import FrequencyEstimate, estimate_from_counts
-from aggregator.numeric import NumericEstimate, estimate_mean
+from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from aggregator.stats.numeric import NumericEstimate, estimate_mean
+from aggregator.stream.counts import list_windows, read_counts, read_numeric
 from client_sdk.wire import MetricDefinition
-from collector.registry import Registry
+from ldp_store.registry import Registry
 
 __all__ = ["bp", "estimate_payload", "numeric_payload"]
 

@@ -46,8 +46,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.decoding import Batch, raise_first_error
-from aggregator.estimate import z_value
+from aggregator.stats.codecs import Batch, raise_first_error
+from aggregator.stats.frequency import z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
     HybridMechanism,
@@ -209,7 +209,7 @@ def _encode(m: NumericMechanism, x: FloatArray, gen: np.random.Generator) -> Int
 class NumericCodec:
     """Batch operations for one numeric mechanism: the numeric twin of ``decoding.Codec``.
 
-    A parsed :class:`~aggregator.decoding.Batch` has one int64 column ``y``: the reports
+    A parsed :class:`~aggregator.stats.codecs.Batch` has one int64 column ``y``: the reports
     in units (|y| < 2⁴⁶, exact).
     """
 

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.decoding import Counts, count_payloads
-from aggregator.postprocess import norm_sub
+from aggregator.stats.codecs import Counts, count_payloads
+from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms import FrequencyOracle
 
 __all__ = ["FrequencyEstimate", "estimate", "estimate_from_counts", "z_value"]

@@ -15,7 +15,7 @@ metric uses)::
      "curves": [{"mechanism", "half_width": [...], "auto", "current", "central"}]}
 
 The numbers come from the mechanisms' own ``variance`` (the SDK's objects, as the
-aggregator's intervals do) and :mod:`aggregator.planning`; the browser only plots them.
+aggregator's intervals do) and :mod:`aggregator.analysis.planning`; the browser only plots them.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import numpy as np
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.estimate import z_value
-from aggregator.planning import PLANNED, central_laplace_std, plan
+from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
+from aggregator.stats.frequency import z_value
 from client_sdk import mechanisms
 
 __all__ = ["bp", "half_width_curves"]

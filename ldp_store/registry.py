@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from client_sdk.wire import DefinitionError, MetricDefinition, check_name, parse_spec
-from collector import keys
+from ldp_store import keys
 
 __all__ = ["Registry", "RegistryChange"]
 

@@ -6,7 +6,7 @@ The sweep crosses ε × N × mechanism and, for every point, puts two figures si
   √(mean_v Var[f̂(v)]), with the *exact* variance of each value at the population's true
   frequency (``mechanism.variance(n, f)``: both terms of FORMULAS.md's formula);
 * **simulation**: the RMSE of the unbiased estimates over ``reps`` simulated populations
-  (``aggregator.simulation.simulate`` with ``method="counts"``). SIMULATION ONLY: numpy's
+  (``aggregator.analysis.simulation.simulate`` with ``method="counts"``). SIMULATION ONLY: numpy's
   PCG64 generator with a fixed seed per point, not a CSPRNG.
 
 Every row also carries the trusted-curator reference, central Laplace's √2/(nε). The
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from aggregator.planning import central_laplace_std, plan
-from aggregator.simulation import distribution, simulate
+from aggregator.analysis.planning import central_laplace_std, plan
+from aggregator.analysis.simulation import distribution, simulate
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR, FrequencyOracle
 
@@ -243,7 +243,7 @@ def sweep(
         seed: master seed; point i simulates with a seed mixed from (seed, i).
         epsilons: ε grid.
         users: N grid.
-        dist: population distribution, a name from ``aggregator.simulation.DISTRIBUTIONS``.
+        dist: population distribution, a name from ``aggregator.analysis.simulation.DISTRIBUTIONS``.
         progress: called with the number of points just finished (1, after each point).
 
     Returns:
@@ -693,7 +693,7 @@ def users_needed_grid(
 ) -> tuple[Any, list[list[str]]]:
     """N for a ±1 pp 95 % half-width with ``auto``'s mechanism, over (k, ε); and its names.
 
-    From :func:`aggregator.planning.plan` (variance at f ≈ 0).
+    From :func:`aggregator.analysis.planning.plan` (variance at f ≈ 0).
     """
     needed = np.zeros((len(domains), len(epsilons)))
     names: list[list[str]] = []
@@ -742,7 +742,8 @@ def plot_users_needed(path: Path, epsilons: Sequence[float]) -> Path:
             fig,
             ax,
             "Users needed for a ±1 percentage-point 95% interval",
-            "mechanism: what auto picks for (ε, k); a frequency near 0; from aggregator.planning",
+            "mechanism: what auto picks for (ε, k); a frequency near 0; "
+            "from aggregator.analysis.planning",
         )
         bar = fig.colorbar(mesh, ax=ax, pad=0.02)
         bar.set_label("users N (log scale)")

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import redis
 
-from aggregator.counts import read_counts
-from aggregator.estimate import FrequencyEstimate, estimate_from_counts
+from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition
-from collector.registry import Registry
+from ldp_store.registry import Registry
 
 __all__ = ["DEMO_METRICS", "DemoResult", "define_metrics", "run_population", "wait_for_counts"]
 

@@ -15,10 +15,10 @@
 * ``unix://`` is always a single server.
 
 Everything the system does is cluster-safe: every multi-key command and Lua script
-touches keys of one hash slot (:mod:`collector.keys`), the registry's two keys are
-written in a crash-safe order (:mod:`collector.registry`), nothing SCANs, and the
+touches keys of one hash slot (:mod:`ldp_store.keys`), the registry's two keys are
+written in a crash-safe order (:mod:`ldp_store.registry`), nothing SCANs, and the
 aggregator does not block on several streams at once on a cluster
-(:meth:`aggregator.worker.Worker._wait_for_entries`).
+(:meth:`aggregator.stream.worker.Worker._wait_for_entries`).
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.decoding import Counts, codec_for
-from aggregator.estimate import estimate_from_counts
+from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.frequency import estimate_from_counts
 from client_sdk.mechanisms import FrequencyOracle
 
 __all__ = [

@@ -1,4 +1,8 @@
-"""The ``ldp`` command line."""
+"""``ldp simulate``, ``plan``, ``audit`` and ``tradeoff``: the offline study commands.
+
+Each parses its options, calls one function of :mod:`aggregator.analysis` (imported when
+the command runs, so ``ldp --help`` stays fast), and prints a table or JSON.
+"""
 
 from __future__ import annotations
 
@@ -9,106 +13,23 @@ from typing import Any
 import click
 from rich.table import Table
 
-from aggregator.cli_server import register
-from aggregator.console import echo_json, err, out, progress_bar
+from aggregator.cli.console import echo_json, err, out, progress_bar
+from aggregator.cli.options import (
+    DOMAIN,
+    EPSILON,
+    MECHANISM,
+    MIN_WIDTH,
+    PERMANENT_EPSILON,
+    build_mechanism,
+    confidence_option,
+    users_option,
+)
 from client_sdk import mechanisms
 
-__all__ = ["err", "main", "out", "progress_bar"]
-
-MAX_USERS = 2**62
-"""Populations are drawn with numpy's int64 multinomial: 4.6·10¹⁸ users is beyond any use."""
-
-MIN_WIDTH = 1e-9
-"""A half-width of 10⁻⁹ already needs ~10¹⁸ users; smaller ones only underflow."""
+__all__ = ["COMMANDS", "audit", "inconclusive", "plan", "simulate", "tradeoff"]
 
 
-def build_mechanism(
-    name: str, epsilon: float, domain_size: int, permanent_epsilon: float | None = None
-) -> mechanisms.FrequencyOracle:
-    """``mechanisms.create`` with errors turned into CLI usage errors."""
-    memoized = name in MEMOIZED
-    if memoized and permanent_epsilon is None:
-        raise click.UsageError(
-            f"{name} needs --permanent-epsilon (ε∞, the bound for repeated reports; "
-            "--epsilon is ε₁, one report's)"
-        )
-    if permanent_epsilon is not None and not memoized and name != "auto":
-        raise click.UsageError(
-            f"--permanent-epsilon is for the memoized mechanisms ({', '.join(MEMOIZED)}), "
-            f"not {name}"
-        )
-    options = {} if permanent_epsilon is None else {"permanent_epsilon": permanent_epsilon}
-    try:
-        return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-
-
-MEMOIZED = tuple(n for n in mechanisms.NAMES if n.startswith("memo-"))
-"""Mechanisms that take ``--permanent-epsilon``."""
-
-
-def users_option(help: str, required: bool) -> Any:
-    """``--users``, 1 to MAX_USERS; the max is checked, not shown (nobody needs to read it)."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
-        if value is not None and value > MAX_USERS:
-            raise click.BadParameter(f"{value} is more than {MAX_USERS:.1e} users", ctx, param)
-        return value
-
-    return click.option(
-        "--users",
-        "-n",
-        required=required,
-        type=click.IntRange(min=1),
-        callback=check,
-        help=help,
-    )
-
-
-def confidence_option(default: float) -> Any:
-    """``--confidence``, a level in (0, 1)."""
-    return click.option(
-        "--confidence",
-        default=default,
-        show_default=True,
-        type=click.FloatRange(0, 1, min_open=True, max_open=True),
-        help="Level of the intervals.",
-    )
-
-
-MECHANISM = click.option(
-    "--mechanism",
-    "-m",
-    required=True,
-    type=click.Choice(list(mechanisms.NAMES)),
-    help="Frequency oracle the devices use; auto: the least variance for this ε and k; "
-    "memo-*: memoized (RAPPOR-style), needing --permanent-epsilon.",
-)
-EPSILON = click.option(
-    "--epsilon",
-    "-e",
-    required=True,
-    type=float,
-    help="ε of one report: the privacy each report keeps (smaller: more private, noisier).",
-)
-PERMANENT_EPSILON = click.option(
-    "--permanent-epsilon",
-    type=float,
-    default=None,
-    help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue): the bound however many "
-    "times a device reports; required by them.",
-)
-DOMAIN = click.option("--domain-size", "-k", required=True, type=int, help="k, number of values.")
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="ldp-telemetry")
-def main() -> None:
-    """ldp-telemetry: usage telemetry under local differential privacy."""
-
-
-@main.command()
+@click.command()
 @MECHANISM
 @EPSILON
 @DOMAIN
@@ -154,7 +75,7 @@ def simulate(
     A simulation (numpy's PCG64 generator, not a CSPRNG): devices use the SDK. Each user
     reports once, so a memoized mechanism is simulated as one report of each device.
     """
-    from aggregator.simulation import simulate as run
+    from aggregator.analysis.simulation import simulate as run
 
     m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"simulating {m.name}", reps, enabled=not as_json) as advance:
@@ -193,7 +114,7 @@ def simulate(
         )
 
 
-@main.command()
+@click.command()
 @EPSILON
 @DOMAIN
 @users_option("Users: print the half-width they buy.", required=False)
@@ -214,7 +135,7 @@ def plan(
     as_json: bool,
 ) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism."""
-    from aggregator.planning import plan as make_plan
+    from aggregator.analysis.planning import plan as make_plan
 
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
@@ -244,7 +165,7 @@ def plan(
     out.print(mechanisms.choose(epsilon, domain_size).reason)
 
 
-@main.command()
+@click.command()
 @MECHANISM
 @EPSILON
 @DOMAIN
@@ -272,7 +193,7 @@ def audit(
 
     A memoized mechanism is audited one report per device (each trial is a new device).
     """
-    from aggregator.audit import audit as run_audit
+    from aggregator.analysis.audit import audit as run_audit
 
     m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"auditing {m.name}", 2 * trials, enabled=not as_json) as advance:
@@ -298,7 +219,7 @@ def audit(
         sys.exit(1)
 
 
-@main.command()
+@click.command()
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder."
 )
@@ -329,7 +250,7 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
 
     Theory is the exact variance; the markers are a simulation (numpy PCG64, not a CSPRNG).
     """
-    from aggregator.tradeoff import run_tradeoff, total_points
+    from aggregator.analysis.tradeoff import run_tradeoff, total_points
 
     with progress_bar("sweeping ε × N × mechanism", total_points()) as advance:
         try:
@@ -356,13 +277,13 @@ def inconclusive(result: Any, trials: int) -> str | None:
     mechanism could fail; and a lower bound of 0 means the trials showed nothing either way.
 
     Args:
-        result: an :class:`aggregator.audit.AuditResult`.
+        result: an :class:`aggregator.analysis.audit.AuditResult`.
         trials: the ``--trials`` given (perturbations per input, both halves).
 
     Returns:
         The warning to print, or None.
     """
-    from aggregator.audit import clopper_pearson
+    from aggregator.analysis.audit import clopper_pearson
 
     n, alpha = result.trials, 1.0 - result.confidence
     best_tpr = clopper_pearson(n, n, alpha)[0]
@@ -382,107 +303,4 @@ def inconclusive(result: Any, trials: int) -> str | None:
     return None
 
 
-# -- ldp aggregate: the stream worker alone ------------------------------------------------
-
-
-@main.command()
-@click.option("--once", is_flag=True, help="Burst mode: drain what is pending and new, then exit.")
-@click.option(
-    "--redis-url",
-    envvar=["REDIS_URL", "LDP_REDIS_URL"],
-    default=None,
-    help="Redis holding the streams (default: $REDIS_URL, then $LDP_REDIS_URL).",
-)
-@click.option(
-    "--name",
-    envvar="LDP_WORKER_NAME",
-    default="worker-1",
-    show_default=True,
-    help="Consumer name (or $LDP_WORKER_NAME). Keep it stable: a restarted worker resumes "
-    "its pending entries.",
-)
-@click.option(
-    "--batch-size",
-    envvar="LDP_BATCH_SIZE",
-    type=click.IntRange(1, 50_000),
-    default=None,
-    help="Entries per read (or $LDP_BATCH_SIZE) [default: 10000].",
-)
-@click.option(
-    "--block-ms",
-    envvar="LDP_BLOCK_MS",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Longest wait for new entries per idle read (or $LDP_BLOCK_MS) [default: 1000].",
-)
-@click.option(
-    "--claim-idle-ms",
-    envvar="LDP_CLAIM_IDLE_MS",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Take over other workers' entries idle this long (or $LDP_CLAIM_IDLE_MS) "
-    "[default: 60000].",
-)
-def aggregate(
-    once: bool,
-    redis_url: str | None,
-    name: str,
-    batch_size: int | None,
-    block_ms: int | None,
-    claim_idle_ms: int | None,
-) -> None:
-    """Run the aggregator worker: count every report in the streams exactly once.
-
-    The first SIGTERM or Ctrl-C finishes the current batch and exits; a second stops at
-    once (nothing is lost: uncommitted entries stay pending under --name).
-    """
-    import logging
-
-    import redis
-
-    from aggregator import worker as stream_worker
-    from collector.connection import connect
-
-    if not redis_url:
-        raise click.UsageError("no Redis to consume: pass --redis-url or set REDIS_URL")
-    if not logging.getLogger().handlers:
-        logging.basicConfig(
-            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
-    try:
-        w = stream_worker.Worker(
-            connect(redis_url),  # a server or a Redis Cluster
-            name=name,
-            batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
-            block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
-            claim_idle_ms=(
-                stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
-            ),
-        )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    except redis.RedisError as exc:  # an explicit cluster URL whose seed is down
-        raise click.ClickException(f"Redis is unreachable: {exc}") from None
-    code = 0
-    try:
-        w.run(once=once)
-    except stream_worker.WorkerAborted as exc:
-        err.print(f"[yellow]{exc}[/]")
-        code = 128 + exc.signum
-    except redis.ConnectionError as exc:
-        raise click.ClickException(f"Redis is unreachable: {exc}") from None
-    finally:
-        s = w.stats
-        click.echo(
-            f"aggregate {name}: counted={s.counted} dead_lettered={s.dead_lettered} "
-            f"claimed={s.claimed} recounted={s.recounted} already_counted={s.already_counted} "
-            f"batches={s.batches} "
-            f"streams={s.streams}"
-        )
-    sys.exit(code)
-
-
-register(main)
-
-if __name__ == "__main__":  # pragma: no cover
-    main()
+COMMANDS = (simulate, plan, audit, tradeoff)

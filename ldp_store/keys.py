@@ -6,7 +6,7 @@ Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
 A version with ``shards`` N > 1 has N such sets of keys, shards 0..N−1, each its own slot
 (a report goes to :func:`shard_of` its id); readers sum them.
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
-Σy² instead of ``c:<v>`` (see :mod:`aggregator.numeric`).
+Σy² instead of ``c:<v>`` (see :mod:`aggregator.stats.numeric`).
 
 | key | type | what |
 |---|---|---|

@@ -1,0 +1,15 @@
+"""The offline study tools: planning, simulation, ε audits, the tradeoff sweep and plots.
+
+Run from the ``ldp`` command line (``plan``, ``simulate``, ``audit``, ``tradeoff``) and,
+for planning, from the dashboard's explorer. numpy and scipy; matplotlib is imported
+only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
+
+* :mod:`~aggregator.analysis.planning`: interval half-width for N users, or N for a
+  half-width; central Laplace beside
+* :mod:`~aggregator.analysis.simulation`: seeded whole-population runs: MSE against the
+  exact variance, interval coverage
+* :mod:`~aggregator.analysis.audit`: an empirical lower bound on the realised ε
+  (Clopper–Pearson)
+* :mod:`~aggregator.analysis.tradeoff`: the ε × N × mechanism sweep and its CSV
+* :mod:`~aggregator.analysis.plots`: the sweep's figures (matplotlib)
+"""

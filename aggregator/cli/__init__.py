@@ -1,0 +1,31 @@
+"""The ``ldp`` command line: one module per command group (as ``rq/cli/``).
+
+* :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
+* :mod:`~aggregator.cli.server`: ``serve``, ``demo``
+* :mod:`~aggregator.cli.metrics`: ``metrics list|show|create``
+* :mod:`~aggregator.cli.aggregate`: ``aggregate``
+* :mod:`~aggregator.cli.options`: options the study commands share
+* :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
+
+Each command imports what its job needs when it runs, so ``ldp --help`` loads neither
+numpy nor Redis.
+"""
+
+from __future__ import annotations
+
+import click
+
+from aggregator.cli import aggregate, metrics, server, study
+from aggregator.cli.console import err, out, progress_bar
+
+__all__ = ["err", "main", "out", "progress_bar"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="ldp-telemetry")
+def main() -> None:
+    """ldp-telemetry: usage telemetry under local differential privacy."""
+
+
+for _command in (*study.COMMANDS, server.serve, server.demo, metrics.metrics, aggregate.aggregate):
+    main.add_command(_command)

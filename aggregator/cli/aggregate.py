@@ -1,0 +1,108 @@
+"""``ldp aggregate``: the stream worker alone (what ``ldp serve`` runs ``--aggregators`` of)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from aggregator.cli.console import err
+
+__all__ = ["aggregate"]
+
+
+@click.command()
+@click.option("--once", is_flag=True, help="Burst mode: drain what is pending and new, then exit.")
+@click.option(
+    "--redis-url",
+    envvar=["REDIS_URL", "LDP_REDIS_URL"],
+    default=None,
+    help="Redis holding the streams (default: $REDIS_URL, then $LDP_REDIS_URL).",
+)
+@click.option(
+    "--name",
+    envvar="LDP_WORKER_NAME",
+    default="worker-1",
+    show_default=True,
+    help="Consumer name (or $LDP_WORKER_NAME). Keep it stable: a restarted worker resumes "
+    "its pending entries.",
+)
+@click.option(
+    "--batch-size",
+    envvar="LDP_BATCH_SIZE",
+    type=click.IntRange(1, 50_000),
+    default=None,
+    help="Entries per read (or $LDP_BATCH_SIZE) [default: 10000].",
+)
+@click.option(
+    "--block-ms",
+    envvar="LDP_BLOCK_MS",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Longest wait for new entries per idle read (or $LDP_BLOCK_MS) [default: 1000].",
+)
+@click.option(
+    "--claim-idle-ms",
+    envvar="LDP_CLAIM_IDLE_MS",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Take over other workers' entries idle this long (or $LDP_CLAIM_IDLE_MS) "
+    "[default: 60000].",
+)
+def aggregate(
+    once: bool,
+    redis_url: str | None,
+    name: str,
+    batch_size: int | None,
+    block_ms: int | None,
+    claim_idle_ms: int | None,
+) -> None:
+    """Run the aggregator worker: count every report in the streams exactly once.
+
+    The first SIGTERM or Ctrl-C finishes the current batch and exits; a second stops at
+    once (nothing is lost: uncommitted entries stay pending under --name).
+    """
+    import logging
+
+    import redis
+
+    from aggregator.stream import worker as stream_worker
+    from ldp_store.connection import connect
+
+    if not redis_url:
+        raise click.UsageError("no Redis to consume: pass --redis-url or set REDIS_URL")
+    if not logging.getLogger().handlers:
+        logging.basicConfig(
+            level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
+    try:
+        w = stream_worker.Worker(
+            connect(redis_url),  # a server or a Redis Cluster
+            name=name,
+            batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
+            block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
+            claim_idle_ms=(
+                stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
+            ),
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    except redis.RedisError as exc:  # an explicit cluster URL whose seed is down
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    code = 0
+    try:
+        w.run(once=once)
+    except stream_worker.WorkerAborted as exc:
+        err.print(f"[yellow]{exc}[/]")
+        code = 128 + exc.signum
+    except redis.ConnectionError as exc:
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    finally:
+        s = w.stats
+        click.echo(
+            f"aggregate {name}: counted={s.counted} dead_lettered={s.dead_lettered} "
+            f"claimed={s.claimed} recounted={s.recounted} already_counted={s.already_counted} "
+            f"batches={s.batches} "
+            f"streams={s.streams}"
+        )
+    sys.exit(code)

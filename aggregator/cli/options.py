@@ -1,0 +1,108 @@
+"""Options shared by the ``ldp`` study commands: mechanism, ε, k, users, confidence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from client_sdk import mechanisms
+
+__all__ = [
+    "DOMAIN",
+    "EPSILON",
+    "MAX_USERS",
+    "MECHANISM",
+    "MEMOIZED",
+    "MIN_WIDTH",
+    "PERMANENT_EPSILON",
+    "build_mechanism",
+    "confidence_option",
+    "users_option",
+]
+
+MAX_USERS = 2**62
+"""Populations are drawn with numpy's int64 multinomial: 4.6·10¹⁸ users is beyond any use."""
+
+MIN_WIDTH = 1e-9
+"""A half-width of 10⁻⁹ already needs ~10¹⁸ users; smaller ones only underflow."""
+
+
+def build_mechanism(
+    name: str, epsilon: float, domain_size: int, permanent_epsilon: float | None = None
+) -> mechanisms.FrequencyOracle:
+    """``mechanisms.create`` with errors turned into CLI usage errors."""
+    memoized = name in MEMOIZED
+    if memoized and permanent_epsilon is None:
+        raise click.UsageError(
+            f"{name} needs --permanent-epsilon (ε∞, the bound for repeated reports; "
+            "--epsilon is ε₁, one report's)"
+        )
+    if permanent_epsilon is not None and not memoized and name != "auto":
+        raise click.UsageError(
+            f"--permanent-epsilon is for the memoized mechanisms ({', '.join(MEMOIZED)}), "
+            f"not {name}"
+        )
+    options = {} if permanent_epsilon is None else {"permanent_epsilon": permanent_epsilon}
+    try:
+        return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+MEMOIZED = tuple(n for n in mechanisms.NAMES if n.startswith("memo-"))
+"""Mechanisms that take ``--permanent-epsilon``."""
+
+
+def users_option(help: str, required: bool) -> Any:
+    """``--users``, 1 to MAX_USERS; the max is checked, not shown (nobody needs to read it)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+        if value is not None and value > MAX_USERS:
+            raise click.BadParameter(f"{value} is more than {MAX_USERS:.1e} users", ctx, param)
+        return value
+
+    return click.option(
+        "--users",
+        "-n",
+        required=required,
+        type=click.IntRange(min=1),
+        callback=check,
+        help=help,
+    )
+
+
+def confidence_option(default: float) -> Any:
+    """``--confidence``, a level in (0, 1)."""
+    return click.option(
+        "--confidence",
+        default=default,
+        show_default=True,
+        type=click.FloatRange(0, 1, min_open=True, max_open=True),
+        help="Level of the intervals.",
+    )
+
+
+MECHANISM = click.option(
+    "--mechanism",
+    "-m",
+    required=True,
+    type=click.Choice(list(mechanisms.NAMES)),
+    help="Frequency oracle the devices use; auto: the least variance for this ε and k; "
+    "memo-*: memoized (RAPPOR-style), needing --permanent-epsilon.",
+)
+EPSILON = click.option(
+    "--epsilon",
+    "-e",
+    required=True,
+    type=float,
+    help="ε of one report: the privacy each report keeps (smaller: more private, noisier).",
+)
+PERMANENT_EPSILON = click.option(
+    "--permanent-epsilon",
+    type=float,
+    default=None,
+    help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue): the bound however many "
+    "times a device reports; required by them.",
+)
+DOMAIN = click.option("--domain-size", "-k", required=True, type=int, help="k, number of values.")

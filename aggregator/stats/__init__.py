@@ -1,0 +1,11 @@
+"""The statistics: pure functions over arrays, no I/O (numpy; no Redis, no Flask).
+
+* :mod:`~aggregator.stats.codecs`: the codec protocol; vectorized, additive batch decoders
+  of every mechanism's reports into support counts
+* :mod:`~aggregator.stats.frequency`: unbiased frequency estimates, standard errors,
+  intervals (:func:`estimate`, :func:`estimate_from_counts`)
+* :mod:`~aggregator.stats.numeric`: numeric metrics: exact sums, means with intervals
+  (:func:`estimate_mean`)
+* :mod:`~aggregator.stats.postprocess`: Norm-Sub, the labelled post-processing onto the
+  simplex
+"""

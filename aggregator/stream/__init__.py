@@ -1,0 +1,13 @@
+"""The stream runtime: the exactly-once consumer of the report streams, and the counts it keeps.
+
+Redis and numpy only: a worker process loads neither Flask nor matplotlib nor scipy
+(``tests/test_architecture.py``).
+
+* :mod:`~aggregator.stream.worker`: the consumer loop: discover streams, read, claim,
+  commit, dead-letter, trim
+* :mod:`~aggregator.stream.entries`: stream replies → payload batches (bulk JSON parsing)
+* :mod:`~aggregator.stream.counts`: reads the counts hashes back: support counts and numeric
+  sums per window
+
+The keys, the Lua scripts and the counts schema they rely on are :mod:`ldp_store`'s.
+"""
