@@ -31,13 +31,12 @@ import redis
 
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, ReportError, check_report
 from collector.errors import ApiError, Unavailable, clip
-from ldp_store import keys
+from ldp_store import keys, scripts
 
 if TYPE_CHECKING:
     from collector.context import Services
 
 __all__ = [
-    "APPEND_SCRIPT",
     "SEEN_TTL_SECONDS",
     "Appender",
     "Batch",
@@ -54,28 +53,6 @@ SEEN_TTL_SECONDS = 2 * 86_400
 """A replay set lives two days after its last write: a report id is checked against
 today's and yesterday's sets, so replays are caught for at least 24 hours (Mozilla's
 document-id dedup horizon), and the sets cost memory for no longer than that."""
-
-APPEND_SCRIPT = """
--- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
--- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then
-  return {0, 0, 1}
-end
-local added, duplicates = 0, 0
-for i = 3, #ARGV, 2 do
-  if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0
-      and redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
-    added = added + 1
-  else
-    duplicates = duplicates + 1
-  end
-end
-if added > 0 then
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
-end
-return {added, duplicates, 0}
-"""
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """Payloads are stored as compact JSON; one encoder (stateless, thread-safe) serves all,
@@ -209,7 +186,7 @@ class Appender:
 
     def __init__(self, client: redis.Redis, max_backlog: int) -> None:
         self.max_backlog = max_backlog
-        self._script = client.register_script(APPEND_SCRIPT)
+        self._script = client.register_script(scripts.APPEND)
 
     def append(
         self, name: str, version: int, items: list[Item], now: datetime, shards: int = 1

@@ -17,11 +17,12 @@ from collector.openapi_base import UNAVAILABLE as _UNAVAILABLE
 from collector.openapi_base import error as _error
 from collector.openapi_base import json_body as _json
 from collector.openapi_base import ref as _ref
+from ldp_store import schema
 
 __all__ = ["READ_LIMITS", "READ_PATHS", "READ_SCHEMAS"]
 
 READ_LIMITS: dict[str, Any] = {
-    "window_pattern": r"all|hour:\d{4}-\d{2}-\d{2}T\d{2}|day:\d{4}-\d{2}-\d{2}",
+    "window_pattern": schema.WINDOW_REGEX,
     "max_trend_windows": 24 * 14,
     "max_points": 400,
     "min_n": 1.0,

@@ -8,8 +8,9 @@ worker's commit script adds them with ``HINCRBY`` exactly as it adds support cou
 
 **Storage.** A Redis hash field holds a signed 64-bit integer, but Σy² of one batch can
 reach 2¹⁰⁷ (|y| < 2⁴⁶ units at the smallest ε). So each sum is split into base-2³²
-limbs: field ``s:<i>`` (``s2:<i>``) holds limb i of Σy (Σy²), weight 2^{32i}, next to
-``n`` in the same ``counts:<window>`` hashes the categorical metrics use. A batch's total
+limbs (:func:`ldp_store.schema.limbs`): field ``s:<i>`` (``s2:<i>``) holds limb i of Σy
+(Σy²), weight 2^{32i}, next to ``n`` in the same ``counts:<window>`` hashes the
+categorical metrics use. A batch's total
 T is cut into non-negative 32-bit low limbs and a signed top limb in [−2³¹, 2³¹); every
 commit adds less than 2³² in magnitude to each field, so a field cannot overflow before
 2³¹ commits, whatever the reports. Reading sums the limbs back exactly (Python ints).
@@ -56,40 +57,17 @@ from client_sdk.mechanisms import (
 )
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition
+from ldp_store import schema
 
 __all__ = [
-    "LIMB_BITS",
     "NumericCodec",
     "NumericEstimate",
     "NumericStats",
     "estimate_mean",
-    "limbs",
 ]
-
-LIMB_BITS = 32
-"""Bits per stored limb of Σy and Σy²: a commit adds less than 2³² in magnitude to each
-field, so Redis's signed 64-bit fields hold 2³¹ (2·10⁹) commits at the least, whatever
-the reports, while a batch's Σy² (< 2¹⁰⁷) takes at most four fields."""
-
-_LIMB = 1 << LIMB_BITS
-_HALF_LIMB = 1 << (LIMB_BITS - 1)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
-
-
-def limbs(total: int) -> list[int]:
-    """Split an integer into base-2³² limbs: low ones in [0, 2³²), the top one signed.
-
-    ``sum(limb << (32 * i) for i, limb in enumerate(limbs(t))) == t`` for every int t; the
-    top limb lies in [−2³¹, 2³¹), so every limb is below 2³² in magnitude.
-    """
-    out: list[int] = []
-    while not -_HALF_LIMB <= total < _HALF_LIMB:
-        out.append(total & (_LIMB - 1))
-        total >>= LIMB_BITS  # floor division: exact for negative totals too
-    out.append(total)
-    return out
 
 
 @dataclass(frozen=True)
@@ -123,12 +101,7 @@ class NumericStats:
 
     def increments(self) -> list[str | int]:
         """``HINCRBY`` field/increment pairs: ``n``, then the nonzero limbs of Σy and Σy²."""
-        pairs: list[str | int] = ["n", self.n]
-        for prefix, total in (("s", self.total), ("s2", self.total_sq)):
-            for i, limb in enumerate(limbs(total)):
-                if limb:
-                    pairs += [f"{prefix}:{i}", limb]
-        return pairs
+        return schema.numeric_increments(self.n, self.total, self.total_sq)
 
     @classmethod
     def from_fields(cls, fields: Mapping[bytes, bytes] | Mapping[str, str | int]) -> NumericStats:
@@ -137,22 +110,7 @@ class NumericStats:
         Raises:
             ValueError: a field that a numeric counts hash does not hold (corrupt counts).
         """
-        n = total = total_sq = 0
-        for raw_name, raw_value in fields.items():
-            name = raw_name.decode() if isinstance(raw_name, bytes) else raw_name
-            value = int(raw_value)
-            prefix, _, index = name.partition(":")
-            if name == "n":
-                n += value
-            elif prefix in ("s", "s2") and index.isdigit():
-                shifted = value << (LIMB_BITS * int(index))
-                if prefix == "s":
-                    total += shifted
-                else:
-                    total_sq += shifted
-            else:
-                raise ValueError(f"field {name!r} does not belong to numeric counts")
-        return cls(n, total, total_sq)
+        return cls(*schema.numeric_fields(fields))
 
     @property
     def mean(self) -> float:

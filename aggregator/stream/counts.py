@@ -18,7 +18,7 @@ import redis
 from aggregator.stats.codecs import Counts
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
-from ldp_store import keys
+from ldp_store import keys, schema
 
 __all__ = ["Lag", "lag", "lag_details", "list_windows", "per_shard", "read_counts", "read_numeric"]
 
@@ -70,14 +70,13 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
     for shard, fields in enumerate(replies):
         key = keys.counts_key(name_, version, window, shard)
         for raw_field, raw_value in fields.items():
-            name, value = _text(raw_field), int(raw_value)
-            if name == "n":
-                n += value
-            elif name.startswith("c:"):
-                v = int(name[2:])
+            kind, v = schema.parse_field(raw_field)
+            if kind == "n":
+                n += int(raw_value)
+            elif kind == "c":
                 if not 0 <= v < k:
                     raise ValueError(f"{key}: count of value {v} outside the domain 0..{k - 1}")
-                support[v] += value
+                support[v] += int(raw_value)
     return Counts(n, support)
 
 

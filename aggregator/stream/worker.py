@@ -7,33 +7,11 @@ The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
     own pending (XREADGROUP … 0) until empty ─► XAUTOCLAIM a dead worker's entries ─►
     fence + new entries (XREADGROUP … >) ─► decode ─► Lua: XACK-check + HINCRBY ─► XTRIM MINID
 
-**Exactly once.** The pending list is the idempotency set. The commit script acknowledges
-the batch's ids one XACK at a time: each reply (1: it was still pending) says exactly
-which ids no other worker has acknowledged. If every id was, it applies the batch's
-support counts in the same script; if only some were, it puts those back into the
-pending list (``XCLAIM … FORCE JUSTID``, now owned by this worker), changes nothing else
-and returns them, and the worker counts exactly that subset and commits again. A script
-runs atomically and reaches the AOF as one transaction, so a crash anywhere neither loses
-a report (it stays pending until its counts land) nor counts one twice, and any number of
-workers may race on a stream. (Checking first with ``XCLAIM <ids> JUSTID``, which answers
-the same question, costs about 19 µs per id against 2 µs for XACK here: XCLAIM
-propagates a 14-argument command per id to the AOF and replicas.)
-
-**The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
-consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an
-idle entry) or a history read (``XREADGROUP … 0``, which a second process running under
-the same consumer name would also make), and both bump a per-stream counter, the *claim
-fence*. In the round trip of a fresh read the worker reads the fence before it and its
-own pending count (XPENDING's summary) after it. If at commit time the fence has not
-moved and the pending count is the same, nothing has taken or acknowledged any of the
-batch's entries (a worker of another version, which does not bump the fence, changes the
-count), so the script acknowledges them a thousand per XACK (about 1 µs per id in Redis
-instead of 2.4) and checks that XACK acknowledged all of them. Otherwise it checks id by
-id as above. Only a client that both acknowledges and claims entries by hand, keeping the
-count, could fail the bulk check: the script then raises :class:`FenceBroken`. Fresh
-entries are read with a plain XREADGROUP whose reply hiredis parses, not through a
-script: Redis spends a third less per entry when it need not turn entries into Lua
-tables and back.
+**Exactly once.** A batch is acknowledged and counted by one script,
+:data:`ldp_store.scripts.COMMIT`, which makes the pending list the idempotency set: its
+docstring holds the argument, and the fast path that acknowledges fresh batches in bulk
+behind the *claim fence*. This module keeps the loop: what to read when, what to do with
+the script's answers (recount the subset it returns; raise :class:`FenceBroken`).
 
 **Numeric metrics** commit the same way: their increments are ``n`` and the base-2³²
 limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.stats.numeric`), exact integers
@@ -46,17 +24,16 @@ readers (:mod:`aggregator.stream.counts`) sum.
 
 **Windows.** Counts go to the hashes ``counts:all``, ``counts:hour:<YYYY-MM-DDTHH>`` and
 ``counts:day:<YYYY-MM-DD>`` of the entries' arrival time (the entry id's milliseconds,
-UTC); a batch spanning an hour boundary is committed per hour.
+UTC; :func:`ldp_store.schema.window_names`); a batch spanning an hour boundary is
+committed per hour.
 
 **Dead letters.** An entry that cannot be decoded (invalid JSON, a payload the mechanism
 rejects, no ``p`` field, deleted from the stream) or that was delivered more than
 ``max_deliveries`` times is moved to the dead-letter stream with its payload and the
 reason, and acknowledged, in one script: a bad entry never stops the worker.
 
-**Trimming.** After each commit the same script trims the stream with ``XTRIM MINID``
-below the oldest pending entry of every group (or just past a group's last-delivered id
-when nothing is pending): an entry id is an arrival time, kept no longer than needed, and
-nothing unacknowledged is ever trimmed.
+**Trimming** happens inside the commit and dead-letter scripts (``XTRIM MINID`` below
+what every group still needs, never ``MAXLEN``).
 
 **Signals.** The first SIGTERM/SIGINT finishes the current batch and returns; a second
 stops at once (which is safe: whatever was not committed is still pending).
@@ -71,7 +48,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import FrameType
 from typing import Any, cast
 
@@ -83,7 +59,7 @@ from aggregator.stats.codecs import Batch, Codec, PayloadError, codec_for
 from aggregator.stats.numeric import NumericCodec
 from client_sdk.mechanisms import NumericMechanism
 from client_sdk.wire import DefinitionError, MetricDefinition
-from ldp_store import keys
+from ldp_store import keys, schema, scripts
 from ldp_store.connection import is_cluster, unavailable
 from ldp_store.registry import Registry
 
@@ -99,7 +75,6 @@ __all__ = [
     "WorkerAborted",
     "WorkerStats",
     "ensure_group",
-    "window_names",
 ]
 
 log = logging.getLogger("ldp.aggregator.worker")
@@ -150,226 +125,12 @@ DEAD_MAXLEN = 100_000
 never reports still to be counted; the cap bounds the memory a systematic failure (a bug
 dead-lettering everything) can take."""
 
-ID_CHUNK = 1_000
-"""Ids per command inside a script: Lua's ``unpack`` fails beyond about 8,000 values."""
-
 RECONNECT_MAX_WAIT = 10.0
 """Longest pause between attempts while Redis is unreachable (the pause doubles from
 0.1 s); nothing is lost meanwhile: uncommitted entries stay pending."""
 
 ONCE_RECONNECT_ATTEMPTS = 5
 """In burst mode, give up after this many consecutive connection failures."""
-
-_HOUR_MS = 3_600_000
-_DAY_MS = 86_400_000
-
-# -- Lua -------------------------------------------------------------------------------------
-# Every script touches only keys of one metric version and shard, which share a hash tag.
-
-_LUA_TRIM = """
--- Compare two entry ids exactly: digit strings without leading zeros order by length,
--- then lexically (no float rounding, whatever their size).
-local function digits_less(a, b)
-  if #a ~= #b then return #a < #b end
-  return a < b
-end
-
-local function id_less(a, b)
-  local am, as = string.match(a, '^(%d+)%-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
-  if am ~= bm then return digits_less(am, bm) end
-  return digits_less(as, bs)
-end
-
--- The id just after `id`: the trim floor of a group with nothing pending.
-local function id_after(id)
-  local ms, text = string.match(id, '^(%d+)%-(%d+)$')
-  if #text >= 15 then return id end  -- beyond exact doubles: keep one entry, harmlessly
-  return ms .. '-' .. string.format('%.0f', tonumber(text) + 1)
-end
-
--- XTRIM MINID below what every group still needs; returns the entries removed.
-local function trim(stream)
-  local groups = redis.call('XINFO', 'GROUPS', stream)
-  if #groups == 0 then return 0 end
-  local floor = nil
-  for _, g in ipairs(groups) do
-    local info = {}
-    for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
-    local candidate
-    if tonumber(info['pending']) > 0 then
-      candidate = redis.call('XPENDING', stream, info['name'])[2]
-    else
-      candidate = id_after(info['last-delivered-id'])
-    end
-    if floor == nil or id_less(candidate, floor) then floor = candidate end
-  end
-  return redis.call('XTRIM', stream, 'MINID', floor)
-end
-"""
-
-_LUA_READ = (
-    """
--- KEYS[1] stream, KEYS[2] claim fence; ARGV: group, consumer, count, mode ('>', a history
--- cursor, or 'claim'), min idle ms and start id (claim only).
--- Returns {cursor, ids, sizes, payloads, deliveries, fence}, each comma-joined; size -1:
--- entry deleted, -2: no field p (payload '' for both). One reply of a few strings
--- instead of thousands of nested arrays keeps the client's parsing cheap.
--- A claim or a history read may hand out entries another batch in flight holds (another
--- worker's, or a process running under the same consumer name), so both bump the fence.
-local stream, group, me, count, mode = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local entries, cursor = {}, ''
-if mode == 'claim' then
-  -- JUSTID first (Redis 6.2 returns a deleted entry's content as nil, without its id),
-  -- then XCLAIM the ids for their content, which also counts a delivery.
-  local res = redis.call('XAUTOCLAIM', stream, group, me, ARGV[5], ARGV[6], 'COUNT', count,
-                         'JUSTID')
-  cursor = res[1]  -- res[3] (7.0+: ids of deleted entries) is already out of the PEL
-  local ids = res[2]
-  if #ids > 0 or (res[3] and #res[3] > 0) then redis.call('INCR', KEYS[2]) end
-  for i = 1, #ids, """
-    + str(ID_CHUNK)
-    + """ do
-    local j = math.min(#ids, i + """
-    + str(ID_CHUNK - 1)
-    + """)
-    local got = redis.call('XCLAIM', stream, group, me, 0, unpack(ids, i, j))
-    local byid = {}
-    for _, e in ipairs(got) do
-      if e then byid[e[1]] = e end
-    end
-    for n = i, j do
-      entries[#entries + 1] = byid[ids[n]] or {ids[n], false}
-    end
-  end
-else
-  local res = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', count,
-                         'STREAMS', stream, mode)
-  if res and res[1] then entries = res[1][2] end
-  if mode ~= '>' and #entries > 0 then redis.call('INCR', KEYS[2]) end
-end
-local ids, sizes, payloads, deliveries = {}, {}, {}, {}
-for i, e in ipairs(entries) do
-  ids[i] = e[1]
-  local fields, payload, size = e[2], '', -1
-  if fields then
-    size = -2
-    for f = 1, #fields, 2 do
-      if fields[f] == 'p' then payload = fields[f + 1]; size = #payload; break end
-    end
-  end
-  payloads[i] = payload
-  sizes[i] = size
-end
-if mode ~= '>' and #ids > 0 then
-  local seen = {}
-  local pel = redis.call('XPENDING', stream, group, ids[1], ids[#ids], 2 * #ids, me)
-  for _, p in ipairs(pel) do seen[p[1]] = p[4] end
-  for i, id in ipairs(ids) do deliveries[i] = seen[id] or 0 end
-end
-return {cursor, table.concat(ids, ','), table.concat(sizes, ','),
-        table.concat(payloads, ','), table.concat(deliveries, ','),
-        redis.call('GET', KEYS[2]) or '0'}
-"""
-)
-
-_LUA_COMMIT = (
-    _LUA_TRIM
-    + """
--- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence
--- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
---       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
---       any other), then field/increment pairs ('n' first).
--- Returns the number of entries counted when every id was still pending; otherwise
--- changes nothing and returns the ids that are (the caller recounts exactly those).
-local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
-local ids = {}
-for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
--- The fast path holds when no claim or history read bumped the fence since the fresh
--- read, and this consumer still has exactly as many entries pending as right after it:
--- then nothing has taken or acknowledged any of them, and they are all still ours.
-local function untouched(token)
-  local fence, own = string.match(token, '^(%d+):(%d+)$')
-  if not fence or (redis.call('GET', KEYS[6]) or '0') ~= fence then return false end
-  local consumers = redis.call('XPENDING', stream, group)[4]
-  local mine = 0
-  if consumers then
-    for _, c in ipairs(consumers) do
-      if c[1] == me then mine = tonumber(c[2]) end
-    end
-  end
-  return mine == tonumber(own)
-end
-local pending = {}
-if untouched(ARGV[8]) then
-  -- XACK them by the thousand.
-  local acked = 0
-  for i = 1, #ids, """
-    + str(ID_CHUNK)
-    + """ do
-    acked = acked + redis.call('XACK', stream, group, unpack(ids, i, math.min(#ids, i + """
-    + str(ID_CHUNK - 1)
-    + """)))
-  end
-  -- None acknowledged now: all were before (only by hand, past both checks), so nothing
-  -- was lost here and nothing is left to count.
-  if acked == 0 then return {} end
-  if acked ~= #ids then
-    return redis.error_reply('FENCE ' .. (#ids - acked) .. ' of ' .. #ids ..
-      ' fresh entries were acknowledged outside the workers; ' .. acked ..
-      ' acknowledged now are not counted')
-  end
-  pending = ids
-else
-  -- XACK one id at a time: each reply (1 = it was pending) says exactly which ids no
-  -- other worker has acknowledged.
-  for i = 1, #ids do
-    if redis.call('XACK', stream, group, ids[i]) == 1 then pending[#pending + 1] = ids[i] end
-  end
-end
-if #pending < #ids then
-  -- Some were counted elsewhere: put ours back, pending and owned by us, count nothing.
-  for i = 1, #pending, """
-    + str(ID_CHUNK)
-    + """ do
-    local args = {stream, group, me, 0}
-    for n = i, math.min(#pending, i + """
-    + str(ID_CHUNK - 1)
-    + """) do args[#args + 1] = pending[n] end
-    args[#args + 1] = 'FORCE'
-    args[#args + 1] = 'JUSTID'
-    redis.call('XCLAIM', unpack(args))
-  end
-  redis.call('INCR', KEYS[6])  -- owners changed: no batch in flight may take the fast path
-  return pending
-end
-for w = 2, 4 do
-  for f = 9, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
-end
-redis.call('ZADD', KEYS[5], 0, 'all', ARGV[5], ARGV[4], ARGV[7], ARGV[6])
-trim(stream)
-return #ids
-"""
-)
-
-_LUA_DEAD = (
-    _LUA_TRIM
-    + """
--- KEYS: stream, dead; ARGV: group, maxlen, then id/reason/payload triples.
--- An entry is dead-lettered only if this call acknowledged it (XACK returned 1), so a
--- bad entry lands in the dead-letter stream once however many workers saw it.
-local moved = 0
-for i = 3, #ARGV, 3 do
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*',
-               'p', ARGV[i + 2], 'reason', ARGV[i + 1])
-    moved = moved + 1
-  end
-end
-trim(KEYS[1])
-return moved
-"""
-)
 
 
 # -- values --------------------------------------------------------------------------------
@@ -553,22 +314,6 @@ def _stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
 
 def _ms(entry_id: bytes) -> int:
     return int(entry_id.split(b"-", 1)[0])
-
-
-def window_names(ms: int) -> tuple[str, int, str, int]:
-    """The hour and day windows of an arrival time.
-
-    Args:
-        ms: milliseconds since the epoch (an entry id's first part).
-
-    Returns:
-        (hour name, hour start, day name, day start), starts in seconds since the epoch,
-        names as ``hour:YYYY-MM-DDTHH`` and ``day:YYYY-MM-DD`` (UTC).
-    """
-    hour_start = ms // _HOUR_MS * 3600
-    day_start = ms // _DAY_MS * 86400
-    hour = datetime.fromtimestamp(hour_start, tz=UTC)
-    return f"hour:{hour:%Y-%m-%dT%H}", hour_start, f"day:{hour:%Y-%m-%d}", day_start
 
 
 _BRACKETS = np.zeros(256, dtype=np.int8)
@@ -805,9 +550,9 @@ class Worker:
         self.stats = WorkerStats()
         self.registry = Registry(client)
         self._reader = _raw_reader(client)
-        self._read = client.register_script(_LUA_READ)
-        self._commit = client.register_script(_LUA_COMMIT)
-        self._dead = client.register_script(_LUA_DEAD)
+        self._read = client.register_script(scripts.READ)
+        self._commit = client.register_script(scripts.COMMIT)
+        self._dead = client.register_script(scripts.DEAD)
         self._streams: dict[str, _Stream] = {}
         self._known: set[tuple[str, int]] = set()
         """Metric versions whose every shard is joined."""
@@ -1028,7 +773,7 @@ class Worker:
         when it need not turn them into Lua tables and back, and the worker has time to
         spare for redis-py's parsing. The claim fence, read first in the same round trip,
         and this consumer's pending count, read right after, make the fast-path token
-        that lets the commit acknowledge the batch in bulk (see :data:`_LUA_COMMIT`).
+        that lets the commit acknowledge the batch in bulk (see :data:`ldp_store.scripts.COMMIT`).
         """
         pipe = self._reader.pipeline(transaction=False)
         pipe.get(s.claims)
@@ -1125,13 +870,13 @@ class Worker:
         self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
     ) -> None:
         """Commit a parsed batch, one script call per hour window it spans."""
-        first, last = _ms(ids[0]) // _HOUR_MS, _ms(ids[-1]) // _HOUR_MS
+        first, last = _ms(ids[0]) // schema.HOUR_MS, _ms(ids[-1]) // schema.HOUR_MS
         if first == last:
             self._commit_all(s, ids, batch, joined, fence)
             return
         runs: dict[int, list[int]] = {}
         for row, entry_id in enumerate(ids):
-            runs.setdefault(_ms(entry_id) // _HOUR_MS, []).append(row)
+            runs.setdefault(_ms(entry_id) // schema.HOUR_MS, []).append(row)
         for rows in runs.values():
             picked = np.asarray(rows, dtype=np.int64)
             # No fast path: the first part's commit changes our pending count.
@@ -1197,11 +942,11 @@ class Worker:
         if not raw:
             return 0, []
         ms = _ms(raw[0])
-        if _ms(raw[-1]) // _HOUR_MS != ms // _HOUR_MS:
+        if _ms(raw[-1]) // schema.HOUR_MS != ms // schema.HOUR_MS:
             raise ValueError("a commit covers one hour window; split the batch")
         stream = self._streams.get(keys.stream_key(definition.name, definition.version, shard))
         codec = stream.codec if stream is not None else _codec(definition)
-        hour, hour_start, day, day_start = window_names(ms)
+        hour, hour_start, day, day_start = schema.window_names(ms)
         name, version = definition.name, definition.version
         try:
             reply = self._commit(

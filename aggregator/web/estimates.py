@@ -26,7 +26,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import re
 from typing import Any
 
 import redis
@@ -37,13 +36,12 @@ from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
 from aggregator.stream.counts import list_windows, read_counts, read_numeric
 from client_sdk.wire import MetricDefinition
+from ldp_store import schema
 from ldp_store.registry import Registry
 
 __all__ = ["bp", "estimate_payload", "numeric_payload"]
 
 bp = Blueprint("estimates", __name__)
-
-WINDOW_PATTERN = re.compile(r"all|hour:\d{4}-\d{2}-\d{2}T\d{2}|day:\d{4}-\d{2}-\d{2}")
 
 MAX_TREND_WINDOWS = 24 * 14
 """A trend returns at most two weeks of hourly windows: a chart shows no more."""
@@ -219,7 +217,7 @@ def get_estimates(name: str) -> Any:
     client, registry = _services()
     definition = _definition(registry, name)
     window = request.args.get("window", "all")
-    if not WINDOW_PATTERN.fullmatch(window):
+    if not schema.WINDOW_PATTERN.fullmatch(window):
         raise BadRequest(
             f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD', got {window!r}"
         )

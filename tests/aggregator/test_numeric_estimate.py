@@ -11,16 +11,15 @@ import pytest
 from scipy.stats import chisquare
 
 from aggregator.stats.numeric import (
-    LIMB_BITS,
     NumericCodec,
     NumericEstimate,
     NumericStats,
     estimate_mean,
-    limbs,
 )
 from client_sdk import mechanisms
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition, parse_spec
+from ldp_store.schema import LIMB_BITS, limbs
 
 NAMES = ["duchi", "pm", "hybrid"]
 

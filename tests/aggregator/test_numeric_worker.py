@@ -23,11 +23,12 @@ import redis
 from aggregator.service.app import create_server_app
 from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
-from aggregator.stream.worker import Worker, _take, ensure_group, window_names
+from aggregator.stream.worker import Worker, _take, ensure_group
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.schema import window_names
 
 GROUP = keys.GROUP
 

@@ -28,10 +28,11 @@ from aggregator.cli import main
 from aggregator.stats.codecs import Counts, codec_for
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import lag, lag_details, list_windows, read_counts
-from aggregator.stream.worker import Worker, _bulk_json, _take, ensure_group, window_names
+from aggregator.stream.worker import Worker, _bulk_json, _take, ensure_group
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.schema import window_names
 
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = keys.GROUP

@@ -27,6 +27,7 @@ from aggregator.web import estimates as web
 from aggregator.web import plan as web_plan
 from client_sdk.wire import build_report
 from collector.openapi import OPENAPI, READ_LIMITS, app_paths, document
+from ldp_store import schema
 
 VERBS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 PAGES_BLUEPRINT = "dashboard"
@@ -123,7 +124,7 @@ def test_every_documented_path_exists(any_app: Flask) -> None:
 
 def test_read_limits_are_the_aggregators() -> None:
     assert READ_LIMITS == {
-        "window_pattern": web.WINDOW_PATTERN.pattern,
+        "window_pattern": schema.WINDOW_PATTERN.pattern,
         "max_trend_windows": web.MAX_TREND_WINDOWS,
         "max_points": web_plan.MAX_POINTS,
         "min_n": web_plan.MIN_N,

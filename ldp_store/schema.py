@@ -1,0 +1,176 @@
+"""The schema of the counts hashes and of window names: what the worker writes, readers read.
+
+A counts hash (:func:`ldp_store.keys.counts_key`) of one metric version, shard and window
+holds ``HINCRBY`` fields only, so commits add up and shards sum:
+
+| field | metric kind | what |
+|---|---|---|
+| ``n`` | every kind | reports counted |
+| ``c:<v>`` | frequency | C(v), the reports supporting value v (absent: 0) |
+| ``s:<i>`` | numeric | limb i of Σy, y a report in units (:func:`limbs`) |
+| ``s2:<i>`` | numeric | limb i of Σy² |
+
+Windows are ``all``, ``hour:<YYYY-MM-DDTHH>`` and ``day:<YYYY-MM-DD>`` of the entries'
+arrival time (UTC): :func:`window_names` names them, :data:`WINDOW_PATTERN` recognises
+them, and the windows sorted set (:func:`ldp_store.keys.windows_key`) scores each by its
+start in seconds.
+
+Standard library only: the writers (the worker's commit script) and the readers
+(:mod:`aggregator.stream.counts`, the numeric statistics) share these definitions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Literal
+
+__all__ = [
+    "ALL",
+    "COUNT_PREFIX",
+    "DAY_MS",
+    "HOUR_MS",
+    "LIMB_BITS",
+    "N",
+    "SUM_PREFIX",
+    "SUM_SQ_PREFIX",
+    "WINDOW_PATTERN",
+    "WINDOW_REGEX",
+    "Field",
+    "count_field",
+    "frequency_increments",
+    "limbs",
+    "numeric_fields",
+    "numeric_increments",
+    "parse_field",
+    "window_names",
+]
+
+N = "n"
+"""Reports counted, in every counts hash."""
+
+COUNT_PREFIX = "c"
+"""``c:<v>``: the support count of value v (frequency metrics)."""
+
+SUM_PREFIX = "s"
+"""``s:<i>``: limb i of Σy (numeric metrics)."""
+
+SUM_SQ_PREFIX = "s2"
+"""``s2:<i>``: limb i of Σy² (numeric metrics)."""
+
+ALL = "all"
+"""The window over all time."""
+
+HOUR_MS = 3_600_000
+DAY_MS = 86_400_000
+
+WINDOW_REGEX = r"all|hour:\d{4}-\d{2}-\d{2}T\d{2}|day:\d{4}-\d{2}-\d{2}"
+"""A window name, as the read APIs accept it (and the OpenAPI document states it)."""
+
+WINDOW_PATTERN = re.compile(WINDOW_REGEX)
+
+LIMB_BITS = 32
+"""Bits per stored limb of Σy and Σy²: a commit adds less than 2³² in magnitude to each
+field, so Redis's signed 64-bit fields hold 2³¹ (2·10⁹) commits at the least, whatever
+the reports, while a batch's Σy² (< 2¹⁰⁷) takes at most four fields."""
+
+_LIMB = 1 << LIMB_BITS
+_HALF_LIMB = 1 << (LIMB_BITS - 1)
+
+Field = tuple[Literal["n", "c", "s", "s2"], int]
+"""A parsed field name: its kind and its index (0 for ``n``)."""
+
+
+def count_field(value: int) -> str:
+    """The field of C(value)."""
+    return f"{COUNT_PREFIX}:{value}"
+
+
+def parse_field(name: bytes | str) -> Field:
+    """The kind and index of a counts hash field.
+
+    Raises:
+        ValueError: a name that no counts hash holds (corrupt counts).
+    """
+    text = name.decode() if isinstance(name, bytes) else name
+    if text == N:
+        return "n", 0
+    prefix, _, index = text.partition(":")
+    if prefix in (COUNT_PREFIX, SUM_PREFIX, SUM_SQ_PREFIX) and index.isdigit():
+        return prefix, int(index)  # type: ignore[return-value]  # checked just above
+    raise ValueError(f"field {text!r} does not belong to a counts hash")
+
+
+def frequency_increments(n: int, support: Iterable[tuple[int, int]]) -> list[str | int]:
+    """``HINCRBY`` field/increment pairs of a frequency batch.
+
+    Args:
+        n: reports in the batch.
+        support: (value, C(value)) for the nonzero counts.
+    """
+    pairs: list[str | int] = [N, n]
+    for value, count in support:
+        pairs += [count_field(value), count]
+    return pairs
+
+
+def limbs(total: int) -> list[int]:
+    """Split an integer into base-2³² limbs: low ones in [0, 2³²), the top one signed.
+
+    ``sum(limb << (32 * i) for i, limb in enumerate(limbs(t))) == t`` for every int t; the
+    top limb lies in [−2³¹, 2³¹), so every limb is below 2³² in magnitude.
+    """
+    out: list[int] = []
+    while not -_HALF_LIMB <= total < _HALF_LIMB:
+        out.append(total & (_LIMB - 1))
+        total >>= LIMB_BITS  # floor division: exact for negative totals too
+    out.append(total)
+    return out
+
+
+def numeric_increments(n: int, total: int, total_sq: int) -> list[str | int]:
+    """``HINCRBY`` field/increment pairs of a numeric batch: ``n``, then nonzero limbs."""
+    pairs: list[str | int] = [N, n]
+    for prefix, value in ((SUM_PREFIX, total), (SUM_SQ_PREFIX, total_sq)):
+        for i, limb in enumerate(limbs(value)):
+            if limb:
+                pairs += [f"{prefix}:{i}", limb]
+    return pairs
+
+
+def numeric_fields(fields: Mapping[bytes, bytes] | Mapping[str, str | int]) -> tuple[int, int, int]:
+    """(n, Σy, Σy²) of a numeric counts hash, the limbs put back together.
+
+    Raises:
+        ValueError: a field that a numeric counts hash does not hold (corrupt counts).
+    """
+    n = total = total_sq = 0
+    for raw_name, raw_value in fields.items():
+        kind, index = parse_field(raw_name)
+        value = int(raw_value)
+        if kind == "n":
+            n += value
+        elif kind == SUM_PREFIX:
+            total += value << (LIMB_BITS * index)
+        elif kind == SUM_SQ_PREFIX:
+            total_sq += value << (LIMB_BITS * index)
+        else:
+            raise ValueError(f"field {raw_name!r} does not belong to numeric counts")
+    return n, total, total_sq
+
+
+def window_names(ms: int) -> tuple[str, int, str, int]:
+    """The hour and day windows of an arrival time.
+
+    Args:
+        ms: milliseconds since the epoch (an entry id's first part).
+
+    Returns:
+        (hour name, hour start, day name, day start), starts in seconds since the epoch,
+        names as ``hour:YYYY-MM-DDTHH`` and ``day:YYYY-MM-DD`` (UTC).
+    """
+    hour_start = ms // HOUR_MS * 3600
+    day_start = ms // DAY_MS * 86400
+    hour = datetime.fromtimestamp(hour_start, tz=UTC)
+    return f"hour:{hour:%Y-%m-%dT%H}", hour_start, f"day:{hour:%Y-%m-%d}", day_start

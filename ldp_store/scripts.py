@@ -1,0 +1,299 @@
+"""Every Lua script of the storage contract, in one module (as rq keeps ``rq/scripts.py``).
+
+Each script touches only keys of one metric version and shard, which share a hash tag
+(:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster. Callers
+load them with redis-py's ``register_script``, which reloads a script after a restart
+(``NOSCRIPT``).
+
+| script | caller | what |
+|---|---|---|
+| :data:`APPEND` | the collector's ingest | replay guard + ``XADD``, or "backlog" |
+| :data:`READ` | the stream worker | fresh, history or claim reads as one packed reply |
+| :data:`COMMIT` | the stream worker | acknowledge + count, exactly once; trim |
+| :data:`DEAD` | the stream worker | dead-letter undecodable entries once; trim |
+"""
+
+from __future__ import annotations
+
+__all__ = ["APPEND", "COMMIT", "DEAD", "ID_CHUNK", "READ"]
+
+ID_CHUNK = 1_000
+"""Ids per command inside a script: Lua's ``unpack`` fails beyond about 8,000 values."""
+
+_TRIM = """
+-- Compare two entry ids exactly: digit strings without leading zeros order by length,
+-- then lexically (no float rounding, whatever their size).
+local function digits_less(a, b)
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+
+local function id_less(a, b)
+  local am, as = string.match(a, '^(%d+)%-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)%-(%d+)$')
+  if am ~= bm then return digits_less(am, bm) end
+  return digits_less(as, bs)
+end
+
+-- The id just after `id`: the trim floor of a group with nothing pending.
+local function id_after(id)
+  local ms, text = string.match(id, '^(%d+)%-(%d+)$')
+  if #text >= 15 then return id end  -- beyond exact doubles: keep one entry, harmlessly
+  return ms .. '-' .. string.format('%.0f', tonumber(text) + 1)
+end
+
+-- XTRIM MINID below what every group still needs; returns the entries removed.
+local function trim(stream)
+  local groups = redis.call('XINFO', 'GROUPS', stream)
+  if #groups == 0 then return 0 end
+  local floor = nil
+  for _, g in ipairs(groups) do
+    local info = {}
+    for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
+    local candidate
+    if tonumber(info['pending']) > 0 then
+      candidate = redis.call('XPENDING', stream, info['name'])[2]
+    else
+      candidate = id_after(info['last-delivered-id'])
+    end
+    if floor == nil or id_less(candidate, floor) then floor = candidate end
+  end
+  return redis.call('XTRIM', stream, 'MINID', floor)
+end
+"""
+"""Lua functions the scripts below share: exact entry-id order and ``trim(stream)``."""
+
+
+READ = (
+    """
+-- KEYS[1] stream, KEYS[2] claim fence; ARGV: group, consumer, count, mode ('>', a history
+-- cursor, or 'claim'), min idle ms and start id (claim only).
+-- Returns {cursor, ids, sizes, payloads, deliveries, fence}, each comma-joined; size -1:
+-- entry deleted, -2: no field p (payload '' for both). One reply of a few strings
+-- instead of thousands of nested arrays keeps the client's parsing cheap.
+-- A claim or a history read may hand out entries another batch in flight holds (another
+-- worker's, or a process running under the same consumer name), so both bump the fence.
+local stream, group, me, count, mode = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local entries, cursor = {}, ''
+if mode == 'claim' then
+  -- JUSTID first (Redis 6.2 returns a deleted entry's content as nil, without its id),
+  -- then XCLAIM the ids for their content, which also counts a delivery.
+  local res = redis.call('XAUTOCLAIM', stream, group, me, ARGV[5], ARGV[6], 'COUNT', count,
+                         'JUSTID')
+  cursor = res[1]  -- res[3] (7.0+: ids of deleted entries) is already out of the PEL
+  local ids = res[2]
+  if #ids > 0 or (res[3] and #res[3] > 0) then redis.call('INCR', KEYS[2]) end
+  for i = 1, #ids, """
+    + str(ID_CHUNK)
+    + """ do
+    local j = math.min(#ids, i + """
+    + str(ID_CHUNK - 1)
+    + """)
+    local got = redis.call('XCLAIM', stream, group, me, 0, unpack(ids, i, j))
+    local byid = {}
+    for _, e in ipairs(got) do
+      if e then byid[e[1]] = e end
+    end
+    for n = i, j do
+      entries[#entries + 1] = byid[ids[n]] or {ids[n], false}
+    end
+  end
+else
+  local res = redis.call('XREADGROUP', 'GROUP', group, me, 'COUNT', count,
+                         'STREAMS', stream, mode)
+  if res and res[1] then entries = res[1][2] end
+  if mode ~= '>' and #entries > 0 then redis.call('INCR', KEYS[2]) end
+end
+local ids, sizes, payloads, deliveries = {}, {}, {}, {}
+for i, e in ipairs(entries) do
+  ids[i] = e[1]
+  local fields, payload, size = e[2], '', -1
+  if fields then
+    size = -2
+    for f = 1, #fields, 2 do
+      if fields[f] == 'p' then payload = fields[f + 1]; size = #payload; break end
+    end
+  end
+  payloads[i] = payload
+  sizes[i] = size
+end
+if mode ~= '>' and #ids > 0 then
+  local seen = {}
+  local pel = redis.call('XPENDING', stream, group, ids[1], ids[#ids], 2 * #ids, me)
+  for _, p in ipairs(pel) do seen[p[1]] = p[4] end
+  for i, id in ipairs(ids) do deliveries[i] = seen[id] or 0 end
+end
+return {cursor, table.concat(ids, ','), table.concat(sizes, ','),
+        table.concat(payloads, ','), table.concat(deliveries, ','),
+        redis.call('GET', KEYS[2]) or '0'}
+"""
+)
+"""A worker's read: fresh entries (``>``), its own history (a cursor), or a claim of
+idle entries (XAUTOCLAIM, then XCLAIM for content and delivery counts). The reply packs
+ids, sizes, payloads and delivery counts into comma-joined strings, and ends with the
+claim fence's value (see :data:`COMMIT`)."""
+
+COMMIT = (
+    _TRIM
+    + """
+-- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence
+-- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
+--       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
+--       any other), then field/increment pairs ('n' first).
+-- Returns the number of entries counted when every id was still pending; otherwise
+-- changes nothing and returns the ids that are (the caller recounts exactly those).
+local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
+local ids = {}
+for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
+-- The fast path holds when no claim or history read bumped the fence since the fresh
+-- read, and this consumer still has exactly as many entries pending as right after it:
+-- then nothing has taken or acknowledged any of them, and they are all still ours.
+local function untouched(token)
+  local fence, own = string.match(token, '^(%d+):(%d+)$')
+  if not fence or (redis.call('GET', KEYS[6]) or '0') ~= fence then return false end
+  local consumers = redis.call('XPENDING', stream, group)[4]
+  local mine = 0
+  if consumers then
+    for _, c in ipairs(consumers) do
+      if c[1] == me then mine = tonumber(c[2]) end
+    end
+  end
+  return mine == tonumber(own)
+end
+local pending = {}
+if untouched(ARGV[8]) then
+  -- XACK them by the thousand.
+  local acked = 0
+  for i = 1, #ids, """
+    + str(ID_CHUNK)
+    + """ do
+    acked = acked + redis.call('XACK', stream, group, unpack(ids, i, math.min(#ids, i + """
+    + str(ID_CHUNK - 1)
+    + """)))
+  end
+  -- None acknowledged now: all were before (only by hand, past both checks), so nothing
+  -- was lost here and nothing is left to count.
+  if acked == 0 then return {} end
+  if acked ~= #ids then
+    return redis.error_reply('FENCE ' .. (#ids - acked) .. ' of ' .. #ids ..
+      ' fresh entries were acknowledged outside the workers; ' .. acked ..
+      ' acknowledged now are not counted')
+  end
+  pending = ids
+else
+  -- XACK one id at a time: each reply (1 = it was pending) says exactly which ids no
+  -- other worker has acknowledged.
+  for i = 1, #ids do
+    if redis.call('XACK', stream, group, ids[i]) == 1 then pending[#pending + 1] = ids[i] end
+  end
+end
+if #pending < #ids then
+  -- Some were counted elsewhere: put ours back, pending and owned by us, count nothing.
+  for i = 1, #pending, """
+    + str(ID_CHUNK)
+    + """ do
+    local args = {stream, group, me, 0}
+    for n = i, math.min(#pending, i + """
+    + str(ID_CHUNK - 1)
+    + """) do args[#args + 1] = pending[n] end
+    args[#args + 1] = 'FORCE'
+    args[#args + 1] = 'JUSTID'
+    redis.call('XCLAIM', unpack(args))
+  end
+  redis.call('INCR', KEYS[6])  -- owners changed: no batch in flight may take the fast path
+  return pending
+end
+for w = 2, 4 do
+  for f = 9, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
+end
+redis.call('ZADD', KEYS[5], 0, 'all', ARGV[5], ARGV[4], ARGV[7], ARGV[6])
+trim(stream)
+return #ids
+"""
+)
+"""Acknowledge a batch and add its counts, exactly once.
+
+**Exactly once.** The pending list is the idempotency set. The script acknowledges the
+batch's ids one XACK at a time: each reply (1: it was still pending) says exactly which
+ids no other worker has acknowledged. If every id was, it applies the batch's increments
+(``HINCRBY`` on the ``all``, hour and day counts hashes; fields in
+:mod:`ldp_store.schema`) in the same script; if only some were, it puts those back into
+the pending list (``XCLAIM … FORCE JUSTID``, now owned by this worker), changes nothing
+else and returns them, and the worker counts exactly that subset and commits again. A
+script runs atomically and reaches the AOF as one transaction, so a crash anywhere neither
+loses a report (it stays pending until its counts land) nor counts one twice, and any
+number of workers may race on a stream. (Checking first with ``XCLAIM <ids> JUSTID``,
+which answers the same question, costs about 19 µs per id against 2 µs for XACK: XCLAIM
+propagates a 14-argument command per id to the AOF and replicas.)
+
+**The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
+consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an
+idle entry) or a history read (``XREADGROUP … 0``, which a second process running under
+the same consumer name would also make), and both bump a per-stream counter, the *claim
+fence* (:func:`ldp_store.keys.claims_key`; :data:`READ` bumps it). In the round trip of a
+fresh read the worker reads the fence before it and its own pending count (XPENDING's
+summary) after it, and passes both as the token. If at commit time the fence has not
+moved and the pending count is the same, nothing has taken or acknowledged any of the
+batch's entries (a worker of another version, which does not bump the fence, changes the
+count), so the script acknowledges them a thousand per XACK (about 1 µs per id in Redis
+instead of 2.4) and checks that XACK acknowledged all of them. Otherwise it checks id by
+id as above. Only a client that both acknowledges and claims entries by hand, keeping the
+count, could fail the bulk check: the script then answers an error starting ``FENCE``,
+which the worker raises as ``FenceBroken``.
+
+**Trimming.** After the counts land, the script trims the stream with ``XTRIM MINID``
+below the oldest pending entry of every group (or just past a group's last-delivered id
+when nothing is pending): an entry id is an arrival time, kept no longer than needed, and
+nothing unacknowledged is ever trimmed.
+"""
+
+DEAD = (
+    _TRIM
+    + """
+-- KEYS: stream, dead; ARGV: group, maxlen, then id/reason/payload triples.
+-- An entry is dead-lettered only if this call acknowledged it (XACK returned 1), so a
+-- bad entry lands in the dead-letter stream once however many workers saw it.
+local moved = 0
+for i = 3, #ARGV, 3 do
+  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*',
+               'p', ARGV[i + 2], 'reason', ARGV[i + 1])
+    moved = moved + 1
+  end
+end
+trim(KEYS[1])
+return moved
+"""
+)
+"""Move undecodable entries to the dead-letter stream (capped, approximately) with their
+payload and reason. An entry moves only if this call acknowledged it (XACK returned 1), so
+a bad entry lands there once however many workers saw it; then the stream is trimmed as
+after a commit."""
+
+
+APPEND = """
+-- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
+-- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
+if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then
+  return {0, 0, 1}
+end
+local added, duplicates = 0, 0
+for i = 3, #ARGV, 2 do
+  if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0
+      and redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
+    added = added + 1
+  else
+    duplicates = duplicates + 1
+  end
+end
+if added > 0 then
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+return {added, duplicates, 0}
+"""
+"""The collector's append of one group of reports (one metric version and shard): answers
+"backlog" without writing when the stream holds ``max backlog`` entries; otherwise appends
+``XADD stream * p <payload>`` for each report whose 16-byte id is in neither the day's
+nor the previous day's replay set, adding it to the day's set (its TTL renewed). Returns
+{appended, duplicates, backlog flag}."""
