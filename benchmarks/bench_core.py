@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.stats.codecs import Codec, codec_for  # noqa: E402
+from aggregator.stats.codecs import FrequencyCodec, codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.mechanisms import FrequencyOracle  # noqa: E402
 
@@ -142,7 +142,7 @@ def bench_perturb(m: FrequencyOracle, reports: int, repeat: int) -> Timing:
     return timing(samples)
 
 
-def payload_batches(codec: Codec, n: int, batch_size: int, seed: int) -> list[list[Any]]:
+def payload_batches(codec: FrequencyCodec, n: int, batch_size: int, seed: int) -> list[list[Any]]:
     """``n`` payloads of uniformly distributed true values, in batches, made vectorized."""
     gen = np.random.default_rng(seed)
     out = []
@@ -153,7 +153,7 @@ def payload_batches(codec: Codec, n: int, batch_size: int, seed: int) -> list[li
     return out
 
 
-def bench_decode(codec: Codec, batches: list[list[Any]], repeat: int) -> dict[str, Timing]:
+def bench_decode(codec: FrequencyCodec, batches: list[list[Any]], repeat: int) -> dict[str, Timing]:
     """µs per report of parse, count and decode (= parse + count) over all batches."""
     n = sum(len(b) for b in batches)
     parsed = [codec.parse(b) for b in batches]  # warm-up, and the batches for count

@@ -39,9 +39,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
-    "Batch",
     "IngestResult",
     "Rejection",
+    "Validated",
     "ingest",
     "reports_of",
     "validate",
@@ -76,7 +76,7 @@ class Rejection:
 
 
 @dataclass
-class Batch:
+class Validated:
     """A validated request: the valid reports grouped by (metric, version), the rest."""
 
     groups: dict[tuple[str, int], list[Item]] = field(default_factory=dict)
@@ -140,7 +140,7 @@ def _category(report: object, error: str) -> str:
     return "payload"
 
 
-def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]) -> Batch:
+def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]) -> Validated:
     """Check every report; group the valid ones, list the others with their reasons.
 
     Args:
@@ -160,7 +160,7 @@ def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition |
             found[key] = lookup(name, version)
         return found[key]
 
-    batch = Batch()
+    batch = Validated()
     for index, report in enumerate(reports):
         try:
             definition, rid, payload = check_report(report, cached)

@@ -8,7 +8,7 @@ What it does:
 1. creates the metric through the real registry (:class:`ldp_store.registry.Registry`);
 2. draws N true values from ``--distribution`` (zipf by default) and perturbs them in
    chunks, vectorized, with the aggregator's batch codec
-   (:meth:`aggregator.stats.codecs.Codec.encode`), which samples with the mechanism object's
+   (:meth:`aggregator.stats.batch.Codec.encode`), which samples with the mechanism object's
    own probabilities (``m.p``, ``m.q``, its hash family, its code sets);
 3. renders each chunk as the exact bytes the collector stores for those payloads:
    compact JSON with the SDK's keys, key order and encodings (base64 bit vectors for the
@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aggregator.stats.codecs import Batch, Codec, SubsetCodec, UnaryCodec, codec_for
+from aggregator.stats.batch import Batch
+from aggregator.stats.codecs import FrequencyCodec, codec_for
 
 if TYPE_CHECKING:
     import redis
@@ -119,7 +120,7 @@ def true_values(gen: np.random.Generator, shares: np.ndarray, n: int) -> np.ndar
     return np.asarray(gen.choice(len(shares), size=n, p=shares), dtype=np.int64)
 
 
-def perturb(codec: Codec, values: np.ndarray, gen: np.random.Generator) -> Batch:
+def perturb(codec: FrequencyCodec, values: np.ndarray, gen: np.random.Generator) -> Batch:
     """Perturb true values in bulk: the codec samples with the mechanism's own p*, q*, etc.
 
     Not for devices: ``gen`` is a seeded numpy generator (see the module docstring).
@@ -166,13 +167,18 @@ def _base64(rows: np.ndarray) -> Part:
     return cells, None
 
 
-def _fields(codec: Codec, batch: Batch) -> list[Part]:
-    """The parts of ``{"key":value,...}`` for a batch, in the SDK payload's key order."""
+def _fields(batch: Batch) -> list[Part]:
+    """The parts of ``{"key":value,...}`` for a batch, in the SDK payload's key order.
+
+    The columns say the layout (every codec columnizes its payload's keys in order):
+    unary encodings' packed ``bits`` are base64 text under ``b``; a 2-D ``v`` is subset
+    selection's list; any other column is one integer field.
+    """
     n = batch.n
-    if isinstance(codec, UnaryCodec):  # {"b":"<base64 of the packed bits>"}
+    if "bits" in batch.columns:  # {"b":"<base64 of the packed bits>"}
         return [_const('{"b":"', n), _base64(batch.columns["bits"]), _const('"}', n)]
-    if isinstance(codec, SubsetCodec):  # {"v":[v1,...,vs]}
-        matrix = batch.columns["v"]
+    matrix = batch.columns.get("v")
+    if matrix is not None and matrix.ndim == 2:  # {"v":[v1,...,vs]}
         parts = [_const('{"v":[', n)]
         for i in range(matrix.shape[1]):
             if i:
@@ -187,7 +193,7 @@ def _fields(codec: Codec, batch: Batch) -> list[Part]:
     return [*parts, _const("}", n)]
 
 
-def render(codec: Codec, batch: Batch) -> bytes:
+def render(batch: Batch) -> bytes:
     """The payloads of a batch as compact JSON, each followed by a newline.
 
     Byte for byte what the collector stores in the stream's ``p`` field for the same
@@ -195,7 +201,7 @@ def render(codec: Codec, batch: Batch) -> bytes:
     output; ``tests/test_firehose.py`` checks it against the SDK for every mechanism).
     Compact JSON of these payloads never contains a newline, so it separates them.
     """
-    parts = [*_fields(codec, batch), _const("\n", batch.n)]
+    parts = [*_fields(batch), _const("\n", batch.n)]
     cells = np.concatenate([c for c, _ in parts], axis=1)
     if all(m is None for _, m in parts):
         return cells.tobytes()
@@ -253,14 +259,18 @@ class FirehoseResult:
 
 
 def _blobs(
-    codec: Codec, shares: np.ndarray, reports: int, gen: np.random.Generator, truth: np.ndarray
+    codec: FrequencyCodec,
+    shares: np.ndarray,
+    reports: int,
+    gen: np.random.Generator,
+    truth: np.ndarray,
 ) -> Iterator[list[bytes]]:
     """Per chunk: the rendered blobs of its loader calls; adds the true values to ``truth``."""
     for start in range(0, reports, CHUNK):
         values = true_values(gen, shares, min(CHUNK, reports - start))
         truth += np.bincount(values, minlength=len(truth))
         batch = perturb(codec, values, gen)
-        yield [render(codec, part) for part in _slices(batch, SCRIPT_BATCH)]
+        yield [render(part) for part in _slices(batch, SCRIPT_BATCH)]
 
 
 def _ahead(source: Iterator[list[bytes]], depth: int) -> Iterator[list[bytes]]:

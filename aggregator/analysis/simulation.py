@@ -6,7 +6,7 @@ CSPRNG. Devices perturb with ``client_sdk`` and its CSPRNG.
 Two ways to simulate a population of N users:
 
 * ``method="counts"`` (default) samples the support counts from the true-value counts
-  directly (``Codec.sample_support_counts``): exactly for rr, grr, sue, oue and hr; for
+  directly (``FrequencyCodec.sample_support_counts``): exactly for rr, grr, sue, oue and hr; for
   olh and ss each value's count has exactly its true law but the dependence between
   values is not reproduced (it matters only to Norm-Sub, whose figure is then omitted).
   O(k) to O(k²) work whatever N is.

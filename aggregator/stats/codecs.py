@@ -1,14 +1,12 @@
-"""Vectorized, additive decoding: a batch of payloads becomes (support counts, n).
+"""The frequency oracles' codecs: a batch of payloads becomes (support counts, n).
 
-Each mechanism of ``client_sdk.mechanisms`` has a codec here that works on whole
-batches with numpy. A codec
+Each frequency oracle of ``client_sdk.mechanisms`` has a codec here, an implementation of
+the :class:`~aggregator.stats.batch.Codec` protocol that works on whole batches with
+numpy; :func:`codec_for` picks it (and a numeric mechanism's
+:class:`~aggregator.stats.numeric.NumericCodec`). Beyond the protocol, a frequency codec
 
-* ``parse``s payloads into columns, validating every one as strictly as the SDK's
-  ``check_payload`` (which produces the error message for the first bad payload);
 * ``count``s the support vector C(v) of a parsed batch. Counts of batches add up, so a
   stream is decoded batch by batch in O(k + batch) memory;
-* ``encode``s true values into perturbed columns with a numpy generator, for simulation
-  and load generation only (a numpy generator is not a CSPRNG: devices use the SDK);
 * ``sample_support_counts`` draws the support vector of a whole population from its
   true-value counts without materialising reports: exactly for rr, grr, sue, oue and
   hr; per value (the marginals exactly, not their joint law) for olh and ss.
@@ -20,29 +18,32 @@ from __future__ import annotations
 
 import binascii
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from operator import countOf
-from typing import Any, NoReturn
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.numeric import NumericCodec
 from client_sdk.mechanisms import (
     FrequencyOracle,
     GeneralizedRR,
     HadamardResponse,
     LocalHashing,
+    NumericMechanism,
     PayloadError,
     SubsetSelection,
 )
 from client_sdk.mechanisms.unary import UnaryEncoding
+from ldp_store import schema
 
 __all__ = [
-    "Batch",
-    "Codec",
     "Counts",
+    "FrequencyCodec",
     "PayloadError",
     "codec_for",
     "count_payloads",
@@ -76,32 +77,8 @@ class Counts:
         return cls(0, np.zeros(k, dtype=np.int64))
 
 
-@dataclass
-class Batch:
-    """Parsed reports of one mechanism: named numpy columns of equal length ``n``."""
-
-    n: int
-    columns: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-def raise_first_error(m: Any, payloads: Sequence[Any]) -> NoReturn:
-    """After a fast parser refused a batch: raise the reference checker's error for the
-    first bad payload, naming its index (a fast parser stricter than it is a bug).
-
-    Raises:
-        PayloadError: always, unless ``m.check_payload`` accepts every payload.
-        AssertionError: then.
-    """
-    for i, payload in enumerate(payloads):
-        try:
-            m.check_payload(payload)
-        except PayloadError as exc:
-            raise PayloadError(f"payload #{i}: {exc}") from None
-    raise AssertionError("fast parser rejected a batch the reference checker accepts")
-
-
-class Codec:
-    """Batch operations for one mechanism object."""
+class FrequencyCodec:
+    """The :class:`~aggregator.stats.batch.Codec` of a frequency oracle: support counts."""
 
     def __init__(self, mechanism: FrequencyOracle) -> None:
         self.m = mechanism
@@ -156,6 +133,12 @@ class Codec:
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
 
+    def increments(self, batch: Batch) -> list[str | int]:
+        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<v>`` for nonzero C(v)."""
+        support = self.count(batch)
+        nonzero = np.flatnonzero(support).tolist()
+        return schema.frequency_increments(batch.n, ((v, int(support[v])) for v in nonzero))
+
     # -- simulation -------------------------------------------------------------------
     def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:
         """Perturb true values in bulk with a numpy generator (simulation only)."""
@@ -183,7 +166,7 @@ class Codec:
         return np.asarray(inside + outside, dtype=np.int64)
 
 
-class RRCodec(Codec):
+class RRCodec(FrequencyCodec):
     """rr and grr: payload ``{"v": value}``."""
 
     m: GeneralizedRR
@@ -219,7 +202,7 @@ _BIT_TABLE = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1).asty
 """Row b: the 8 bits of byte b, most significant first (the SDK's bit order)."""
 
 
-class UnaryCodec(Codec):
+class UnaryCodec(FrequencyCodec):
     """sue and oue: payload ``{"b": base64 of k packed bits}``; columns: one uint8 row each."""
 
     m: UnaryEncoding
@@ -303,7 +286,7 @@ def _inverses(prime: int) -> IntArray:
     return inv
 
 
-class LocalHashCodec(Codec):
+class LocalHashCodec(FrequencyCodec):
     """olh and blh: payload ``{"a", "b", "y"}``."""
 
     m: LocalHashing
@@ -419,7 +402,7 @@ def fwht(a: IntArray) -> IntArray:
     return out
 
 
-class HadamardCodec(Codec):
+class HadamardCodec(FrequencyCodec):
     """hr: payload ``{"j": index}``; one bincount, then one transform per batch."""
 
     m: HadamardResponse
@@ -461,7 +444,7 @@ class HadamardCodec(Codec):
         return self.count_from_histogram(histogram)
 
 
-class SubsetCodec(Codec):
+class SubsetCodec(FrequencyCodec):
     """ss: payload ``{"v": [s increasing values]}``; columns: an (n, s) matrix."""
 
     m: SubsetSelection
@@ -504,8 +487,18 @@ class SubsetCodec(Codec):
         return [{"v": row} for row in batch.columns["v"].tolist()]
 
 
-def codec_for(mechanism: FrequencyOracle) -> Codec:
-    """The batch codec of a mechanism object."""
+@overload
+def codec_for(mechanism: FrequencyOracle) -> FrequencyCodec: ...
+@overload
+def codec_for(mechanism: NumericMechanism) -> NumericCodec: ...
+def codec_for(mechanism: FrequencyOracle | NumericMechanism) -> FrequencyCodec | NumericCodec:
+    """The batch codec of a mechanism object: a frequency oracle's or a numeric one's.
+
+    Raises:
+        TypeError: a mechanism without a codec.
+    """
+    if isinstance(mechanism, NumericMechanism):
+        return NumericCodec(mechanism)
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),

@@ -8,30 +8,21 @@ References:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.codecs import Counts, count_payloads
+from aggregator.stats.intervals import json_float, z_value
 from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms import FrequencyOracle
 
-__all__ = ["FrequencyEstimate", "estimate", "estimate_from_counts", "z_value"]
+__all__ = ["FrequencyEstimate", "estimate", "estimate_from_counts"]
 
 FloatArray = npt.NDArray[np.float64]
-
-
-def z_value(confidence: float, comparisons: int = 1) -> float:
-    """Two-sided normal quantile for ``confidence``, Bonferroni-corrected over ``comparisons``."""
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    alpha = (1.0 - confidence) / comparisons
-    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
 
 
 def _frozen(a: npt.ArrayLike, dtype: Any = np.float64) -> np.ndarray:
@@ -80,10 +71,7 @@ class FrequencyEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN, for n = 0, becomes None)."""
-
-        def num(x: float) -> float | None:
-            return None if math.isnan(x) else float(x)
-
+        num = json_float
         return {
             "mechanism": self.mechanism.params(),
             "n": self.n,

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.codecs import Batch, raise_first_error
-from aggregator.stats.frequency import z_value
+from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.intervals import json_float, z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
     HybridMechanism,
@@ -165,9 +165,9 @@ def _encode(m: NumericMechanism, x: FloatArray, gen: np.random.Generator) -> Int
 
 
 class NumericCodec:
-    """Batch operations for one numeric mechanism: the numeric twin of ``decoding.Codec``.
+    """The :class:`~aggregator.stats.batch.Codec` of a numeric mechanism: exact sums.
 
-    A parsed :class:`~aggregator.stats.codecs.Batch` has one int64 column ``y``: the reports
+    A parsed :class:`~aggregator.stats.batch.Batch` has one int64 column ``y``: the reports
     in units (|y| < 2⁴⁶, exact).
     """
 
@@ -229,10 +229,6 @@ class NumericCodec:
         return [{"y": int(u) / SCALE} for u in batch.columns["y"].tolist()]
 
 
-def _number(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
-
-
 @dataclass(frozen=True)
 class NumericEstimate:
     """The mean of a numeric metric from n reports, in its own units, with its uncertainty.
@@ -273,12 +269,12 @@ class NumericEstimate:
             "n": self.n,
             "confidence": self.confidence,
             "range": list(self.value_range),
-            "mean": _number(self.mean),
-            "std_error": _number(self.std_error),
-            "std_error_worst_case": _number(self.std_error_worst_case),
-            "ci_low": _number(self.ci_low),
-            "ci_high": _number(self.ci_high),
-            "mean_clipped": _number(self.mean_clipped),
+            "mean": json_float(self.mean),
+            "std_error": json_float(self.std_error),
+            "std_error_worst_case": json_float(self.std_error_worst_case),
+            "ci_low": json_float(self.ci_low),
+            "ci_high": json_float(self.ci_high),
+            "mean_clipped": json_float(self.mean_clipped),
         }
 
     def to_json(self) -> str:

@@ -41,12 +41,11 @@ stops at once (which is safe: whatever was not committed is still pending).
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any, cast
@@ -55,9 +54,16 @@ import numpy as np
 import redis
 from redis.exceptions import RedisClusterException
 
-from aggregator.stats.codecs import Batch, Codec, PayloadError, codec_for
-from aggregator.stats.numeric import NumericCodec
-from client_sdk.mechanisms import NumericMechanism
+from aggregator.stats.batch import Batch, Codec
+from aggregator.stats.codecs import codec_for
+from aggregator.stream.entries import (
+    Delivery,
+    decode_json,
+    entry_ms,
+    parse_payloads,
+    raw_reader,
+    stream_entries,
+)
 from client_sdk.wire import DefinitionError, MetricDefinition
 from ldp_store import keys, schema, scripts
 from ldp_store.connection import is_cluster, unavailable
@@ -194,7 +200,7 @@ class _Stream:
     """One metric version's stream and where this worker stands on it."""
 
     definition: MetricDefinition
-    codec: Codec | NumericCodec
+    codec: Codec[Any]
     key: str
     dead: str
     windows: str
@@ -206,279 +212,6 @@ class _Stream:
     claim_cursor: str = "0-0"
     next_claim: float = 0.0
     claim_passes: int = 0
-
-
-@dataclass
-class _Delivery:
-    """A batch as the read script returns it: packed, not yet decoded."""
-
-    ids: list[bytes]
-    sizes: list[int]
-    blob: bytes
-    """The payloads, comma-joined (sizes say where each is)."""
-    deliveries: list[int] | None
-    cursor: str = ""
-    joined_ids: bytes = b""
-    """``ids`` comma-joined, as the commit script takes them."""
-    fence: bytes = b""
-    """The fast-path token of a fresh (``>``) read, ``b"<fence>:<own pending>"``; empty for
-    any other delivery, whose commit must check its ids one by one."""
-
-    @classmethod
-    def from_reply(cls, reply: Sequence[bytes]) -> _Delivery:
-        """From the read script's packed reply (own pending entries, claimed entries)."""
-        cursor, ids, sizes, blob, deliveries, _fence = reply
-        if not ids:
-            return cls([], [], b"", None, cursor.decode())
-        return cls(
-            ids=ids.split(b","),
-            sizes=list(map(int, sizes.split(b","))),
-            blob=blob,
-            deliveries=list(map(int, deliveries.split(b","))) if deliveries else None,
-            cursor=cursor.decode(),
-            joined_ids=ids,
-        )
-
-    @classmethod
-    def from_entries(cls, entries: Sequence[Sequence[Any]], fence: bytes = b"") -> _Delivery:
-        """From XREADGROUP entries (fresh entries, never delivered before).
-
-        Args:
-            entries: ``[id, fields]`` pairs, the fields a flat ``[name, value, …]`` list
-                (the raw reply) or a dict (redis-py's parsed reply), None if deleted.
-            fence: the fast-path token read with them, if they are a fresh read.
-        """
-        ids = [entry[0] for entry in entries]
-        fields = [entry[1] for entry in entries]
-        try:  # the usual raw entry: exactly [b"p", payload]
-            if set(map(len, fields)) == {2} and [f[0] for f in fields].count(b"p") == len(ids):
-                payloads = [f[1] for f in fields]
-                sizes = list(map(len, payloads))
-                return cls(
-                    ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence
-                )
-        except (TypeError, KeyError):  # a deleted entry (None), or parsed dicts
-            pass
-        sizes, payloads = [], []
-        for entry_fields in fields:
-            if entry_fields is None:
-                payload = None
-            elif isinstance(entry_fields, dict):
-                payload = entry_fields.get(b"p")
-            else:
-                payload = dict(zip(entry_fields[::2], entry_fields[1::2], strict=True)).get(b"p")
-            sizes.append(-1 if entry_fields is None else -2 if payload is None else len(payload))
-            payloads.append(payload or b"")
-        return cls(ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence)
-
-    def raw(self) -> Iterator[bytes]:
-        """Each entry's payload bytes (empty for a deleted entry or one without ``p``)."""
-        offset = 0
-        for size in self.sizes:
-            length = max(size, 0)
-            yield self.blob[offset : offset + length]
-            offset += length + 1
-
-
-# -- pure helpers --------------------------------------------------------------------------
-
-_DECODER = json.JSONDecoder()
-
-
-def _raw_reader(client: Any) -> Any:
-    """A client on ``client``'s connections whose XREADGROUP replies stay as parsed by hiredis.
-
-    redis-py turns every entry into a tuple and a dict in Python, about 2 µs per entry,
-    as much as the rest of the worker's work; :meth:`_Delivery.from_entries` reads the raw
-    lists directly. A cluster client keeps its own callbacks (its replies are parsed).
-    """
-    if not isinstance(client, redis.Redis):
-        return client
-    raw = redis.Redis(connection_pool=client.connection_pool)
-    raw.set_response_callback("XREADGROUP", lambda response, **options: response)
-    return raw
-
-
-def _stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
-    """One stream's entries in an XREAD(GROUP) reply, whatever its shape.
-
-    Raw RESP3 and redis-py's parsed reply are ``{stream: entries}``; RESP2 and redis-py's
-    legacy form are ``[[stream, entries]]``.
-    """
-    pairs = reply.items() if isinstance(reply, dict) else (reply or [])
-    for name, entries in pairs:
-        if (name.decode() if isinstance(name, bytes) else name) == key:
-            return list(entries)
-    return []
-
-
-def _ms(entry_id: bytes) -> int:
-    return int(entry_id.split(b"-", 1)[0])
-
-
-_BRACKETS = np.zeros(256, dtype=np.int8)
-_BRACKETS[[ord("{"), ord("[")]] = 1
-_BRACKETS[[ord("}"), ord("]")]] = -1
-
-
-def _bulk_json(blob: bytes, sizes: list[int]) -> list[Any] | None:
-    """Every payload in one ``json.loads``, when that provably equals parsing each alone.
-
-    ``blob`` is the payloads joined by commas, so ``[blob]`` parses as one array. That is
-    the per-entry parse only if every joining comma separates top-level elements; a crafted
-    pair such as ``{"v":[1`` and ``2]}`` would otherwise merge into one valid payload.
-    Without backslashes, a byte lies outside every string exactly when an even number of
-    quotes precede it, so numpy checks, from the positions of quotes and brackets only,
-    that each joining comma is outside any string at bracket depth 0. Then the n − 1
-    joining commas are top-level separators; an array of exactly n elements has no others,
-    so element i is entry i's text, which ``json.loads`` alone would accept with the same
-    value.
-
-    Returns:
-        The n objects, or None: use the per-entry parse.
-    """
-    if b"\\" in blob:
-        return None
-    try:
-        objects = json.loads(b"[" + blob + b"]")
-    except ValueError:
-        return None
-    if len(objects) != len(sizes):
-        return None
-    if len(sizes) > 1:
-        buf = np.frombuffer(blob, dtype=np.uint8)
-        quotes = np.flatnonzero(buf == ord('"'))
-        kinds = _BRACKETS[buf]
-        where = np.flatnonzero(kinds)
-        outside = (np.searchsorted(quotes, where) & 1) == 0
-        depth = np.concatenate(([0], np.cumsum(kinds[where] * outside, dtype=np.int64)))
-        commas = np.cumsum(np.asarray(sizes[:-1], dtype=np.int64) + 1) - 1
-        if depth[np.searchsorted(where, commas)].any():
-            return None
-        if (np.searchsorted(quotes, commas) & 1).any():
-            return None
-    return objects
-
-
-def _decode_json(
-    delivery: _Delivery, skip: dict[int, str]
-) -> tuple[list[Any], list[int], list[tuple[int, str]]]:
-    """Parse every payload exactly as ``json.loads`` of that payload alone would.
-
-    Whole batches go through :func:`_bulk_json`. Otherwise the packed payloads are decoded
-    once and each is scanned in place from its offset; one whose scan does not end exactly
-    at its length (whitespace around it, say) falls back to ``json.loads`` of its bytes.
-
-    Args:
-        delivery: the packed batch.
-        skip: entries already rejected (index → reason), not parsed.
-
-    Returns:
-        (objects, their indices in the batch, [(index, reason)] of every bad entry).
-    """
-    sizes, blob = delivery.sizes, delivery.blob
-    if not skip and sizes and min(sizes) >= 0:
-        bulk = _bulk_json(blob, sizes)
-        if bulk is not None:
-            return bulk, list(range(len(sizes))), []
-    objects: list[Any] = []
-    good: list[int] = []
-    bad: list[tuple[int, str]] = list(skip.items())
-    try:
-        text = blob.decode("utf-8")
-    except UnicodeDecodeError:
-        text = ""
-    fast = len(text) == len(blob)  # ASCII only: character offsets are byte offsets
-    scan = _DECODER.scan_once  # type: ignore[attr-defined]  # the C scanner json.loads uses
-    offset = 0
-    for i, size in enumerate(sizes):
-        start, offset = offset, offset + max(size, 0) + 1
-        if i in skip:
-            continue
-        if size < 0:
-            bad.append((i, "entry deleted from the stream" if size == -1 else "no field 'p'"))
-            continue
-        end = -1
-        if fast:
-            try:
-                obj, end = scan(text, start)
-            except (StopIteration, ValueError):
-                end = -1
-        if end != start + size:
-            try:
-                obj = json.loads(blob[start : start + size])
-            except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-                bad.append((i, f"invalid JSON: {exc}"))
-                continue
-        objects.append(obj)
-        good.append(i)
-    return objects, good, bad
-
-
-def _parse_payloads(
-    codec: Codec | NumericCodec, payloads: list[Any], index: list[int]
-) -> tuple[Batch, list[int], list[tuple[int, str]]]:
-    """``codec.parse``, separating the payloads it rejects.
-
-    Returns:
-        (the batch of good payloads, their batch indices, [(index, reason)] rejected).
-    """
-    try:
-        return codec.parse(payloads), index, []
-    except (PayloadError, AssertionError):
-        pass
-    bad: list[tuple[int, str]] = []
-    kept: list[Any] = []
-    kept_index: list[int] = []
-    for payload, i in zip(payloads, index, strict=True):
-        try:
-            codec.m.check_payload(payload)
-        except PayloadError as exc:
-            bad.append((i, str(exc)))
-            continue
-        kept.append(payload)
-        kept_index.append(i)
-    try:
-        return codec.parse(kept), kept_index, bad
-    except (PayloadError, AssertionError):
-        pass
-    # The batch codec is stricter than the reference checker on some payload: one by one.
-    final: list[Any] = []
-    final_index: list[int] = []
-    for payload, i in zip(kept, kept_index, strict=True):
-        try:
-            codec.parse([payload])
-        except (PayloadError, AssertionError) as exc:
-            bad.append((i, f"rejected by the decoder: {exc}"))
-            continue
-        final.append(payload)
-        final_index.append(i)
-    return codec.parse(final), final_index, bad
-
-
-def _take(batch: Batch, rows: np.ndarray) -> Batch:
-    """The rows ``rows`` of a parsed batch."""
-    return Batch(len(rows), {name: col[rows] for name, col in batch.columns.items()})
-
-
-def _codec(definition: MetricDefinition) -> Codec | NumericCodec:
-    """The batch codec of a metric version's mechanism (frequency oracle or numeric)."""
-    m = definition.mechanism
-    return NumericCodec(m) if isinstance(m, NumericMechanism) else codec_for(m)
-
-
-def _increments(codec: Codec | NumericCodec, batch: Batch) -> list[str | int]:
-    """HINCRBY field/increment pairs of a batch: ``n``, then ``c:<v>`` for nonzero C(v).
-
-    A numeric batch gives ``n`` and the limbs of Σy and Σy² instead.
-    """
-    if isinstance(codec, NumericCodec):
-        return codec.increments(batch)
-    support = codec.count(batch)
-    pairs: list[str | int] = ["n", batch.n]
-    for v in np.flatnonzero(support).tolist():
-        pairs += [f"c:{v}", int(support[v])]
-    return pairs
 
 
 def ensure_group(client: redis.Redis, stream: str) -> bool:
@@ -549,7 +282,7 @@ class Worker:
         self.handle_signals = handle_signals
         self.stats = WorkerStats()
         self.registry = Registry(client)
-        self._reader = _raw_reader(client)
+        self._reader = raw_reader(client)
         self._read = client.register_script(scripts.READ)
         self._commit = client.register_script(scripts.COMMIT)
         self._dead = client.register_script(scripts.DEAD)
@@ -614,7 +347,7 @@ class Worker:
                     continue
                 if definition is None:
                     continue
-                codec = _codec(definition)
+                codec = codec_for(definition.mechanism)
                 for shard in range(definition.shards):  # each shard: its own stream and slot
                     key = keys.stream_key(name, version, shard)
                     if key in self._streams:  # joined before a failure on a later shard
@@ -760,13 +493,13 @@ class Worker:
     def _read_args(self, mode: str, start: str) -> list[str | int]:
         return [keys.GROUP, self.name, self.batch_size, mode, self.claim_idle_ms, start]
 
-    def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> _Delivery:
+    def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> Delivery:
         if mode == ">":
             return self._fetch_new(s)
         reply = self._read(keys=[s.key, s.claims], args=self._read_args(mode, start))
-        return _Delivery.from_reply(reply)
+        return Delivery.from_reply(reply)
 
-    def _fetch_new(self, s: _Stream) -> _Delivery:
+    def _fetch_new(self, s: _Stream) -> Delivery:
         """Read fresh entries with a plain XREADGROUP, between the fence and our pending count.
 
         Fresh entries skip the read script: Redis spends about a third less per entry
@@ -780,11 +513,11 @@ class Worker:
         pipe.xreadgroup(keys.GROUP, self.name, {s.key: ">"}, count=self.batch_size)
         pipe.xpending(s.key, keys.GROUP)
         fence, reply, summary = pipe.execute()
-        entries = _stream_entries(reply, s.key)
+        entries = stream_entries(reply, s.key)
         if not entries:
-            return _Delivery([], [], b"", None)
+            return Delivery([], [], b"", None)
         own = next((int(c["pending"]) for c in summary["consumers"] if self._is_me(c["name"])), 0)
-        return _Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
+        return Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
 
     def _wait_for_entries(self) -> None:
         """Block until some stream has new entries (or ``block_ms`` passes), then handle them.
@@ -829,9 +562,9 @@ class Worker:
         finally:
             self._blocking = False
         for key, stream in self._streams.items():
-            entries = _stream_entries(reply, key)
+            entries = stream_entries(reply, key)
             if entries:
-                self._handle(stream, _Delivery.from_entries(entries))
+                self._handle(stream, Delivery.from_entries(entries))
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -839,7 +572,7 @@ class Worker:
             time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
     # -- one batch ----------------------------------------------------------------------
-    def _handle(self, s: _Stream, delivery: _Delivery) -> int:
+    def _handle(self, s: _Stream, delivery: Delivery) -> int:
         """Decode, count and commit one batch; dead-letter what cannot be counted.
 
         Returns:
@@ -853,9 +586,9 @@ class Worker:
                 for i, d in enumerate(delivery.deliveries)
                 if d > self.max_deliveries
             }
-        payloads, index, bad = _decode_json(delivery, skip)
+        payloads, index, bad = decode_json(delivery, skip)
         if payloads:
-            batch, index, rejected = _parse_payloads(s.codec, payloads, index)
+            batch, index, rejected = parse_payloads(s.codec, payloads, index)
             bad += rejected
             if batch.n:
                 if len(index) == len(delivery.ids):
@@ -870,17 +603,17 @@ class Worker:
         self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
     ) -> None:
         """Commit a parsed batch, one script call per hour window it spans."""
-        first, last = _ms(ids[0]) // schema.HOUR_MS, _ms(ids[-1]) // schema.HOUR_MS
+        first, last = entry_ms(ids[0]) // schema.HOUR_MS, entry_ms(ids[-1]) // schema.HOUR_MS
         if first == last:
             self._commit_all(s, ids, batch, joined, fence)
             return
         runs: dict[int, list[int]] = {}
         for row, entry_id in enumerate(ids):
-            runs.setdefault(_ms(entry_id) // schema.HOUR_MS, []).append(row)
+            runs.setdefault(entry_ms(entry_id) // schema.HOUR_MS, []).append(row)
         for rows in runs.values():
             picked = np.asarray(rows, dtype=np.int64)
             # No fast path: the first part's commit changes our pending count.
-            self._commit_all(s, [ids[r] for r in rows], _take(batch, picked))
+            self._commit_all(s, [ids[r] for r in rows], Batch.take(batch, picked))
 
     def _commit_all(
         self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
@@ -903,7 +636,7 @@ class Worker:
             still = set(pending)
             rows = [i for i, entry_id in enumerate(ids) if entry_id in still]
             ids = [ids[i] for i in rows]
-            batch = _take(batch, np.asarray(rows, dtype=np.int64))
+            batch = Batch.take(batch, np.asarray(rows, dtype=np.int64))
 
     def commit(
         self,
@@ -941,11 +674,11 @@ class Worker:
             raise ValueError(f"{len(raw)} ids for a batch of {batch.n}")
         if not raw:
             return 0, []
-        ms = _ms(raw[0])
-        if _ms(raw[-1]) // schema.HOUR_MS != ms // schema.HOUR_MS:
+        ms = entry_ms(raw[0])
+        if entry_ms(raw[-1]) // schema.HOUR_MS != ms // schema.HOUR_MS:
             raise ValueError("a commit covers one hour window; split the batch")
         stream = self._streams.get(keys.stream_key(definition.name, definition.version, shard))
-        codec = stream.codec if stream is not None else _codec(definition)
+        codec = stream.codec if stream is not None else codec_for(definition.mechanism)
         hour, hour_start, day, day_start = schema.window_names(ms)
         name, version = definition.name, definition.version
         try:
@@ -967,7 +700,7 @@ class Worker:
                     day,
                     day_start,
                     fence,
-                    *_increments(codec, batch),
+                    *codec.increments(batch),
                 ],
             )
         except redis.ResponseError as exc:
@@ -979,7 +712,7 @@ class Worker:
             return reply, []
         return 0, list(reply)
 
-    def _dead_letter(self, s: _Stream, delivery: _Delivery, bad: list[tuple[int, str]]) -> None:
+    def _dead_letter(self, s: _Stream, delivery: Delivery, bad: list[tuple[int, str]]) -> None:
         """Move bad entries to the dead-letter stream, acking each, in one script."""
         raws = list(delivery.raw())
         args: list[str | int | bytes] = [keys.GROUP, DEAD_MAXLEN]

@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from aggregator.analysis.planning import plan
 from aggregator.service.app import create_server_app
-from aggregator.stats.frequency import z_value
+from aggregator.stats.intervals import z_value
 from aggregator.stream.worker import Worker
 from aggregator.web import dashboard
 from aggregator.web.status import describe

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from aggregator import Counts, estimate, estimate_from_counts, norm_sub
-from aggregator.stats.frequency import z_value
+from aggregator.stats.intervals import z_value
 from aggregator.stats.postprocess import norm_sub_iterative
 from client_sdk.mechanisms import create
 

@@ -22,7 +22,8 @@ import pytest
 from aggregator import estimate
 from aggregator.analysis.simulation import distribution, simulate_counts
 from aggregator.stats.codecs import RRCodec, UnaryCodec, codec_for
-from aggregator.stats.frequency import estimate_from_counts, z_value
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.intervals import z_value
 from client_sdk.mechanisms import Memoized, create
 
 SECRET_BITS = 256

@@ -23,7 +23,7 @@ import redis
 from aggregator.service.app import create_server_app
 from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
-from aggregator.stream.worker import Worker, _take, ensure_group
+from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys
@@ -150,7 +150,7 @@ def test_the_commit_script_adds_numeric_sums_once(any_redis: Any) -> None:
     client.xack(stream(d), GROUP, ids[0])  # another worker counted the first one
     assert w.commit(d, ids, batch) == (0, ids[1:])
     assert read_numeric(client, d) == NumericStats.zeros()
-    rest = _take(batch, np.arange(1, 5))
+    rest = batch.take(np.arange(1, 5))
     assert w.commit(d, ids[1:], rest) == (4, [])
     assert read_numeric(client, d) == offline(payloads[1:])
     before = client.hgetall(keys.counts_key(d.name, d.version))

@@ -28,7 +28,8 @@ from aggregator.cli import main
 from aggregator.stats.codecs import Counts, codec_for
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import lag, lag_details, list_windows, read_counts
-from aggregator.stream.worker import Worker, _bulk_json, _take, ensure_group
+from aggregator.stream.entries import bulk_json
+from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.registry import Registry
@@ -245,12 +246,12 @@ def test_the_commit_script_counts_each_entry_once(any_redis: Any) -> None:
     assert {c["name"]: c["pending"] for c in client.xpending(stream(d), GROUP)["consumers"]} == {
         b"w": 4
     }
-    assert w.commit(d, ids[1:], _take(batch, rows)) == (4, [])
+    assert w.commit(d, ids[1:], batch.take(rows)) == (4, [])
     assert_counts(client, d, offline(d, payloads[1:]))
     before = client.hgetall(keys.counts_key(d.name, d.version))
     # Re-running the script for entries already acked changes nothing, however often.
     for _ in range(3):
-        assert w.commit(d, ids[1:], _take(batch, rows)) == (0, [])
+        assert w.commit(d, ids[1:], batch.take(rows)) == (0, [])
     assert client.hgetall(keys.counts_key(d.name, d.version)) == before
     assert client.xlen(stream(d)) == 0  # all acked: trimmed
 
@@ -325,10 +326,10 @@ def test_bulk_parse_is_exactly_the_per_entry_parse() -> None:
     pair = ['{"v":[1', "2]}", '{"v":3},{"v":4}']
     blob = ",".join(pair).encode()
     assert json.loads(b"[" + blob + b"]") == [{"v": [1, 2]}, {"v": 3}, {"v": 4}]  # fooled
-    assert _bulk_json(blob, [len(p) for p in pair]) is None  # not us
+    assert bulk_json(blob, [len(p) for p in pair]) is None  # not us
     ok = ['{"b":"x,{]"}', '{"v":[1,2]}', " 3 "]
-    assert _bulk_json(",".join(ok).encode(), [len(p) for p in ok]) == [json.loads(p) for p in ok]
-    assert _bulk_json(b'{"a":"\\""}', [10]) is None  # backslashes: per-entry parse
+    assert bulk_json(",".join(ok).encode(), [len(p) for p in ok]) == [json.loads(p) for p in ok]
+    assert bulk_json(b'{"a":"\\""}', [10]) is None  # backslashes: per-entry parse
 
 
 def test_bulk_parse_never_merges_entries_fuzz() -> None:
@@ -355,7 +356,7 @@ def test_bulk_parse_never_merges_entries_fuzz() -> None:
         parts = [p[1:] if i and p.startswith(",") else p for i, p in enumerate(parts)]
         if not all(parts):
             continue
-        out = _bulk_json(",".join(parts).encode(), [len(p) for p in parts])
+        out = bulk_json(",".join(parts).encode(), [len(p) for p in parts])
         if out is not None:
             accepted += 1
             assert out == [json.loads(p) for p in parts], parts

@@ -1,0 +1,96 @@
+"""The codec protocol: how every metric kind's reports plug into the worker and the tools.
+
+A *codec* works on whole batches of one mechanism's payloads with numpy. The stream
+worker (:mod:`aggregator.stream.worker`), the firehose, the simulations and the
+estimators see every metric kind — frequency oracles (:mod:`aggregator.stats.codecs`),
+numeric means (:mod:`aggregator.stats.numeric`), and any kind added later — through the
+same four steps:
+
+* :meth:`Codec.parse`: payloads → a :class:`Batch` of numpy columns, every payload checked
+  as strictly as the SDK's ``check_payload`` (which words the error of the first bad one);
+* :meth:`Codec.decode`: payloads → the kind's additive statistic (support
+  :class:`~aggregator.stats.codecs.Counts`, or :class:`~aggregator.stats.numeric.NumericStats`);
+* :meth:`Codec.increments`: a parsed batch → the ``HINCRBY`` field/increment pairs the
+  commit script adds to the counts hashes (fields: :mod:`ldp_store.schema`);
+* :meth:`Codec.encode` / :meth:`Codec.to_payloads`: true values → perturbed columns with a
+  numpy generator, and back to payload dicts (simulation and load generation only: a numpy
+  generator is not a CSPRNG; devices use the SDK).
+
+:func:`aggregator.stats.codecs.codec_for` picks the codec of any mechanism object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+from client_sdk.mechanisms import PayloadError
+
+__all__ = ["Batch", "Codec", "raise_first_error"]
+
+S_co = TypeVar("S_co", covariant=True)
+
+
+@dataclass
+class Batch:
+    """Parsed reports of one mechanism: named numpy columns of equal length ``n``."""
+
+    n: int
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def take(self, rows: np.ndarray) -> Batch:
+        """The rows ``rows`` of this batch."""
+        return Batch(len(rows), {name: col[rows] for name, col in self.columns.items()})
+
+
+@runtime_checkable
+class Codec(Protocol[S_co]):
+    """Batch operations for one mechanism object; ``S_co`` is its additive statistic."""
+
+    @property
+    def m(self) -> Any:
+        """The mechanism object: its ``check_payload`` is the reference checker."""
+        ...
+
+    def parse(self, payloads: Sequence[Any]) -> Batch:
+        """Validate and columnize payloads.
+
+        Raises:
+            PayloadError: naming the index and the problem of the first bad payload.
+        """
+        ...
+
+    def decode(self, payloads: Sequence[Any]) -> S_co:
+        """parse, then the batch's additive statistic."""
+        ...
+
+    def increments(self, batch: Batch) -> list[str | int]:
+        """The commit script's ``HINCRBY`` field/increment pairs of a parsed batch."""
+        ...
+
+    def encode(self, values: Any, gen: np.random.Generator) -> Batch:
+        """Perturb true values in bulk with a numpy generator (simulation only)."""
+        ...
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
+        """Payload dicts of a batch, as the SDK would have produced them."""
+        ...
+
+
+def raise_first_error(m: Any, payloads: Sequence[Any]) -> NoReturn:
+    """After a fast parser refused a batch: raise the reference checker's error for the
+    first bad payload, naming its index (a fast parser stricter than it is a bug).
+
+    Raises:
+        PayloadError: always, unless ``m.check_payload`` accepts every payload.
+        AssertionError: then.
+    """
+    for i, payload in enumerate(payloads):
+        try:
+            m.check_payload(payload)
+        except PayloadError as exc:
+            raise PayloadError(f"payload #{i}: {exc}") from None
+    raise AssertionError("fast parser rejected a batch the reference checker accepts")
