@@ -140,7 +140,9 @@ def _category(report: object, error: str) -> str:
     return "payload"
 
 
-def validate(reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]) -> Validated:
+def validate(
+    reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]
+) -> Validated:
     """Check every report; group the valid ones, list the others with their reasons.
 
     Args:
