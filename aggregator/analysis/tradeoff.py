@@ -12,8 +12,8 @@ The sweep crosses ε × N × mechanism and, for every point, puts two figures si
 Every row also carries the trusted-curator reference, central Laplace's √2/(nε). The
 mechanism math (p*, q*, e^ε) is the SDK's alone; nothing here re-derives it.
 
-Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, drawn with
-matplotlib's Agg canvas (no display, no pyplot global state).
+Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, drawn by
+:mod:`aggregator.analysis.plots` (the one module that imports matplotlib).
 
 References:
     FORMULAS.md, "Mechanisms", "Sample size" and "Central DP for comparison";
@@ -27,7 +27,6 @@ import csv
 import json
 import math
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -71,84 +70,15 @@ SLIDE_USERS = 10**5
 SLIDE_EPSILON = 1.0
 """ε of the error-vs-N plot (the nearest swept ε when it is not swept)."""
 
-SURVEY_USERS: tuple[int, ...] = (10**3, 10**5)
-"""N of the binary-RR plot: a survey-sized population and a deployment-sized one."""
-
-FLIP_PROBABILITIES: tuple[float, ...] = (0.45, 0.4, 0.25, 0.1, 0.01, 0.001)
-"""Ticks of the binary-RR plot's flip-probability axis (the seeds' other form)."""
-
 TARGET_HALF_WIDTH = 0.01
 TARGET_CONFIDENCE = 0.95
 """The users-needed map asks for ±1 percentage point at 95 %: a typical dashboard need."""
-
-HEATMAP_DOMAINS: tuple[int, ...] = tuple(2**j for j in range(1, 13))
-"""k of the users-needed map: powers of two, 2 to 4096 (a flag to a large enum)."""
-
-THEORY_CURVE_POINTS = 60
-"""Points of the dense theory curves (the sweep's ε grid is too coarse for a smooth line)."""
-
-COLORS: dict[str, str] = {
-    "grr": "#1f77b4",
-    "sue": "#ff7f0e",
-    "oue": "#2ca02c",
-    "olh": "#d62728",
-    "hr": "#9467bd",
-    "ss": "#8c564b",
-    "rr": "#17becf",
-    "central": "#222222",
-}
-"""One color per mechanism in every plot (matplotlib's tab10), central Laplace near-black."""
-
-MARKERS: dict[str, str] = {
-    "grr": "o",
-    "sue": "s",
-    "oue": "^",
-    "olh": "v",
-    "hr": "D",
-    "ss": "P",
-    "rr": "o",
-}
-
-MARKER_SIZES: dict[str, float] = {
-    "grr": 10,
-    "sue": 7,
-    "oue": 9.5,
-    "olh": 6.5,
-    "hr": 7,
-    "ss": 6.5,
-    "rr": 7,
-}
-"""Mechanisms whose points coincide (oue/olh; grr/ss at large ε, where ss has s = 1) get
-a large and a small marker: the later, smaller one sits inside the earlier one."""
 
 BINARY_REPS_FACTOR = 10
 """Binary RR runs this many times ``reps`` populations per point: its two estimates are
 f̂ and 1 − f̂, one independent error per population against about k for the k-ary
 mechanisms, so its simulated RMSE would scatter √k times more (±1/√(2·reps) relative).
 k = 2 makes a population cheap; 10× keeps the whole sweep within seconds."""
-
-LINESTYLES: dict[str, Any] = {"olh": (0, (6, 2))}
-"""olh's theory line is dashed-short so it stays visible where it coincides with oue's."""
-
-DPI = 150
-
-SLIDE_RC: dict[str, Any] = {
-    "font.size": 12,
-    "axes.titlesize": 15,
-    "axes.labelsize": 13,
-    "xtick.labelsize": 11,
-    "ytick.labelsize": 11,
-    "legend.fontsize": 10.5,
-    "figure.titlesize": 16,
-    "axes.grid": True,
-    "grid.alpha": 0.35,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "savefig.dpi": DPI,
-}
-
-PP = 100.0
-"""Plots show errors in percentage points of the population (1 pp = 0.01)."""
 
 SIMULATION = "numpy PCG64, method=counts (not a CSPRNG)"
 
@@ -299,395 +229,6 @@ def write_csv(points: Sequence[TradeoffPoint], path: Path) -> Path:
     return path
 
 
-# -- plots ---------------------------------------------------------------------------------
-
-
-def _nearest(grid: Sequence[float], target: float) -> float:
-    """The grid value closest to ``target`` on a log scale."""
-    return min(grid, key=lambda x: abs(math.log(x / target)))
-
-
-def _round2(x: float) -> str:
-    """Two significant digits without an exponent: 447.3 → "450", 0.0412 → "0.041"."""
-    return f"{float(f'{x:.2g}'):,g}"
-
-
-def _fmt_users(n: float, exact_below: float = 1e4) -> str:
-    """Compact user counts: 2,901 → "2,901"; 28,123 → "28k"; 2.5·10⁶ → "2.5M"."""
-    for size, suffix in ((1e9, "G"), (1e6, "M"), (exact_below, "k")):
-        if n >= size:
-            scale = 1e3 if suffix == "k" else size
-            return f"{_round2(n / scale)}{suffix}"
-    return f"{n:,.0f}"
-
-
-def _slide_style(overrides: dict[str, Any] | None = None) -> AbstractContextManager[Any]:
-    """:data:`SLIDE_RC` (plus ``overrides``) for the figures drawn inside the ``with``."""
-    import matplotlib
-
-    rc: Any = {**SLIDE_RC, **(overrides or {})}
-    return matplotlib.rc_context(rc)
-
-
-def _new_figure(width: float = 12.0, height: float = 6.6) -> Any:
-    """A Figure on an Agg canvas: no pyplot, no display, no global backend switch."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _titles(fig: Any, ax: Any, message: str, setting: str) -> None:
-    """The slide's message as the figure title, the experimental setting under it."""
-    fig.suptitle(message, fontsize=15, fontweight="bold")
-    ax.set_title(setting, fontsize=11.5, color="0.3")
-
-
-def _log_axes(ax: Any, xticks: Sequence[float], xlabels: Sequence[str]) -> None:
-    """Log-log axes; x ticks at the swept values; y in percentage points (0.01, 0.1, 1)."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xticks(list(xticks), list(xlabels))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_major_locator(LogLocator(base=10))
-    ax.yaxis.set_major_formatter(
-        FuncFormatter(lambda y, _pos: np.format_float_positional(y, precision=6, trim="-"))
-    )
-    ax.grid(True, which="major", alpha=0.35)
-    ax.grid(True, which="minor", axis="y", alpha=0.1)
-
-
-def _legend(ax: Any, handles: list[Any]) -> None:
-    """Legend outside the axes on the right, so it never hides a line."""
-    ax.legend(
-        handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        borderaxespad=0.0,
-        framealpha=0.95,
-    )
-
-
-def _style_handles(reps: int) -> list[Any]:
-    """Legend entries explaining lines (theory) and markers (simulation)."""
-    from matplotlib.lines import Line2D
-
-    return [
-        Line2D([], [], color="0.45", lw=2, label="line: theory (exact variance)"),
-        Line2D(
-            [],
-            [],
-            color="0.45",
-            marker="o",
-            ls="none",
-            markersize=7,
-            label=f"marker: simulation\n({reps} populations per point)",
-        ),
-    ]
-
-
-def _mechanism_handles(names: Sequence[str]) -> list[Any]:
-    """Legend entries: one per mechanism (its color, marker and line), then central Laplace."""
-    from matplotlib.lines import Line2D
-
-    labels = {"olh": "OLH (same Var as OUE)", "ss": "SS (= GRR when s = 1)"}
-    return [
-        Line2D(
-            [],
-            [],
-            color=COLORS[n],
-            marker=MARKERS[n],
-            markersize=MARKER_SIZES[n] - 1,
-            ls=LINESTYLES.get(n, "-"),
-            lw=2,
-            label=labels.get(n, n.upper()),
-        )
-        for n in names
-    ] + [
-        Line2D(
-            [],
-            [],
-            color=COLORS["central"],
-            ls="--",
-            lw=2,
-            label="central Laplace √2/(Nε)\n(trusted curator)",
-        )
-    ]
-
-
-def _markers(ax: Any, name: str, x: Sequence[float], se: Sequence[float], **kw: Any) -> None:
-    """Simulated points of one mechanism, in percentage points."""
-    style: dict[str, Any] = {
-        "ls": "none",
-        "marker": MARKERS.get(name, "o"),
-        "color": COLORS.get(name),
-        "markersize": MARKER_SIZES.get(name, 7),
-        "markeredgecolor": "white",
-        "markeredgewidth": 0.8,
-        "zorder": 3,
-    }
-    ax.plot(list(x), [PP * v for v in se], **{**style, **kw})
-
-
-def _theory_se(name: str, domain_size: int, users: int, eps: Any, dist: str) -> list[float]:
-    """√(theory variance) of ``name`` at each ε (dense curves for the plots)."""
-    return [
-        math.sqrt(
-            theory_variance(
-                mechanisms.create(name, epsilon=float(e), domain_size=domain_size), users, dist
-            )
-        )
-        for e in eps
-    ]
-
-
-def _rows(points: Sequence[TradeoffPoint], name: str, **match: Any) -> list[TradeoffPoint]:
-    """The ``form="epsilon"`` points of ``name`` matching ``match``, by ε then N."""
-    found = [
-        p
-        for p in points
-        if p.mechanism == name
-        and p.form == "epsilon"
-        and all(getattr(p, key) == value for key, value in match.items())
-    ]
-    return sorted(found, key=lambda p: (p.epsilon, p.users))
-
-
-def plot_error_vs_epsilon(
-    points: Sequence[TradeoffPoint], path: Path, domain_size: int, users: int
-) -> Path:
-    """Plot 1: standard error vs ε at fixed N, theory lines and simulated markers."""
-    eps_grid = sorted({p.epsilon for p in _rows(points, MECHANISMS[0])})
-    dense = np.geomspace(eps_grid[0], eps_grid[-1], THEORY_CURVE_POINTS)
-    dist = points[0].distribution
-    reps = _rows(points, MECHANISMS[0])[0].simulated_reps
-    gaps = [
-        min(
-            p.theory_se
-            for p in points
-            if p.form == "epsilon"
-            and p.mechanism in MECHANISMS
-            and p.epsilon == e
-            and p.users == users
-        )
-        / central_laplace_std(users, e)
-        for e in eps_grid
-    ]
-    with _slide_style():
-        fig = _new_figure()
-        ax = fig.add_subplot()
-        for name in MECHANISMS:
-            ax.plot(
-                dense,
-                [PP * v for v in _theory_se(name, domain_size, users, dense, dist)],
-                color=COLORS[name],
-                lw=2,
-                ls=LINESTYLES.get(name, "-"),
-                zorder=2,
-            )
-            sim = _rows(points, name, users=users)
-            _markers(ax, name, [p.epsilon for p in sim], [p.simulated_rmse for p in sim])
-        ax.plot(
-            dense,
-            [PP * central_laplace_std(users, float(e)) for e in dense],
-            color=COLORS["central"],
-            ls="--",
-            lw=2,
-        )
-        _log_axes(ax, eps_grid, [f"{e:g}" for e in eps_grid])
-        ax.set_xlabel("privacy parameter ε per report (log scale; smaller = more private)")
-        ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
-        _titles(
-            fig,
-            ax,
-            f"Local DP: {_round2(min(gaps))}–{_round2(max(gaps))}× the error of a trusted "
-            f"curator at N = {users:,}",
-            f"N = {users:,} users, k = {domain_size} values, {dist} population; "
-            "simulation: numpy PCG64, seeded",
-        )
-        _legend(ax, _mechanism_handles(MECHANISMS) + _style_handles(reps))
-        fig.savefig(path, dpi=DPI)
-    return path
-
-
-def plot_error_vs_users(
-    points: Sequence[TradeoffPoint], path: Path, domain_size: int, epsilon: float
-) -> Path:
-    """Plot 2: standard error vs N at fixed ε, theory lines and simulated markers."""
-    dist = points[0].distribution
-    users = sorted({p.users for p in _rows(points, MECHANISMS[0])})
-    reps = _rows(points, MECHANISMS[0])[0].simulated_reps
-    best = [
-        min(
-            p.theory_se
-            for p in points
-            if p.form == "epsilon"
-            and p.mechanism in MECHANISMS
-            and p.epsilon == epsilon
-            and p.users == n
-        )
-        / central_laplace_std(n, epsilon)
-        for n in (users[0], users[-1])
-    ]
-    with _slide_style():
-        fig = _new_figure()
-        ax = fig.add_subplot()
-        for name in MECHANISMS:
-            row = _rows(points, name, epsilon=epsilon)
-            ax.plot(
-                [p.users for p in row],
-                [PP * p.theory_se for p in row],
-                color=COLORS[name],
-                lw=2,
-                ls=LINESTYLES.get(name, "-"),
-                zorder=2,
-            )
-            _markers(ax, name, [p.users for p in row], [p.simulated_rmse for p in row])
-        ax.plot(
-            users,
-            [PP * central_laplace_std(n, epsilon) for n in users],
-            color=COLORS["central"],
-            ls="--",
-            lw=2,
-        )
-        _log_axes(ax, users, [_fmt_users(n, exact_below=1e3) for n in users])
-        ax.set_xlabel("users N (log scale)")
-        ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
-        _titles(
-            fig,
-            ax,
-            "Local error falls as 1/√N, central as 1/N: the gap grows from "
-            f"{_round2(best[0])}× ({_fmt_users(users[0], 1e3)} users) to "
-            f"{_round2(best[1])}× ({_fmt_users(users[-1], 1e3)})",
-            f"ε = {epsilon:g} per report, k = {domain_size} values, {dist} population; "
-            "simulation: numpy PCG64, seeded",
-        )
-        _legend(ax, _mechanism_handles(MECHANISMS) + _style_handles(reps))
-        fig.savefig(path, dpi=DPI)
-    return path
-
-
-def plot_binary_rr(points: Sequence[TradeoffPoint], path: Path) -> Path:
-    """Plot 3: the seeds' binary randomized response vs central Laplace, by ε.
-
-    Marks the coin-flip design (keep 3/4, ε = ln 3) and labels a top axis with the flip
-    probability p of the seeds' "flip with probability p" form (ε = ln((1−p)/p), computed
-    by ``BinaryRR.from_flip_probability``).
-    """
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import NullLocator
-
-    rr_points = _rows(points, BINARY)
-    eps_grid = sorted({p.epsilon for p in rr_points})
-    swept = sorted({p.users for p in rr_points})
-    survey = [n for n in SURVEY_USERS if n in swept] or sorted({swept[0], swept[-1]})
-    dense = np.geomspace(eps_grid[0], eps_grid[-1], THEORY_CURVE_POINTS)
-    dist = rr_points[0].distribution
-    coin = BinaryRR.coin_flip()
-    shades = ("#0b7285", "#e8590c", "#5f3dc4")
-    with _slide_style():
-        fig = _new_figure()
-        ax = fig.add_subplot()
-        handles: list[Any] = []
-        for n, shade in zip(survey, shades, strict=False):
-            ax.plot(
-                dense, [PP * v for v in _theory_se(BINARY, 2, n, dense, dist)], color=shade, lw=2.2
-            )
-            sim = _rows(points, BINARY, users=n)
-            _markers(
-                ax, BINARY, [p.epsilon for p in sim], [p.simulated_rmse for p in sim], color=shade
-            )
-            ax.plot(
-                dense,
-                [PP * central_laplace_std(n, float(e)) for e in dense],
-                color=shade,
-                ls="--",
-                lw=2,
-            )
-            (cf,) = [p for p in points if p.form == COIN_FLIP and p.users == n]
-            ax.plot(
-                [cf.epsilon],
-                [PP * cf.theory_se],
-                marker="*",
-                markersize=18,
-                color=shade,
-                markeredgecolor="black",
-                markeredgewidth=0.8,
-                ls="none",
-                zorder=4,
-            )
-            ax.annotate(
-                f"95%: ±{_round2(PP * 1.96 * cf.theory_se)} pp\n"
-                f"central: ±{_round2(PP * 1.96 * cf.central_laplace_se)} pp",
-                xy=(cf.epsilon, PP * cf.theory_se),
-                xytext=(14, 6),
-                textcoords="offset points",
-                fontsize=10.5,
-                color=shade,
-                va="bottom",
-                fontweight="bold",
-            )
-            handles += [
-                Line2D([], [], color=shade, lw=2.2, marker="o", label=f"binary RR, N = {n:,}"),
-                Line2D([], [], color=shade, lw=2, ls="--", label=f"central Laplace, N = {n:,}"),
-            ]
-        ax.axvline(coin.epsilon, color="0.3", ls=":", lw=1.5, zorder=1)
-        ax.text(
-            coin.epsilon * 1.04,
-            0.02,
-            f"seeds' coin flip:\nkeep the truth w.p. 3/4,\nε = ln 3 ≈ {coin.epsilon:.3g}",
-            transform=ax.get_xaxis_transform(),
-            fontsize=10.5,
-            color="0.25",
-            va="bottom",
-        )
-        handles += [
-            Line2D(
-                [],
-                [],
-                color="0.5",
-                marker="*",
-                markersize=14,
-                ls="none",
-                markeredgecolor="black",
-                label="seeds' coin-flip design",
-            ),
-            *_style_handles(rr_points[0].simulated_reps),
-        ]
-        _log_axes(ax, eps_grid, [f"{e:g}" for e in eps_grid])
-        xlim = (eps_grid[0] * 0.9, eps_grid[-1] * 1.1)
-        ax.set_xlim(*xlim)
-        ax.set_xlabel("privacy parameter ε per answer (log scale)")
-        ax.set_ylabel('standard error of the "yes" share\n(percentage points, log scale)')
-        top = ax.twiny()
-        top.set_xscale("log")
-        top.set_xlim(*xlim)
-        flips = [(BinaryRR.from_flip_probability(p).epsilon, p) for p in FLIP_PROBABILITIES]
-        flips = [(e, p) for e, p in flips if xlim[0] <= e <= xlim[1]]
-        top.set_xticks([e for e, _ in flips], [f"{p:g}" for _, p in flips])
-        top.xaxis.set_minor_locator(NullLocator())
-        top.grid(False)
-        top.spines["top"].set_visible(True)
-        top.set_xlabel(
-            "the same design as a flip probability p   (ε = ln((1 − p)/p))",
-            fontsize=11.5,
-            labelpad=6,
-        )
-        _titles(
-            fig,
-            ax,
-            "Warner's randomized response vs a trusted curator",
-            f"one yes/no question, {dist} population; simulation: numpy PCG64, seeded",
-        )
-        _legend(ax, handles)
-        fig.savefig(path, dpi=DPI)
-    return path
-
-
 def users_needed_grid(
     epsilons: Sequence[float], domains: Sequence[int]
 ) -> tuple[Any, list[list[str]]]:
@@ -705,50 +246,6 @@ def users_needed_grid(
             needed[i, j] = auto.users
             names[i].append(auto.name)
     return needed, names
-
-
-def plot_users_needed(path: Path, epsilons: Sequence[float]) -> Path:
-    """Plot 4: heatmap of the users ``auto``'s mechanism needs for ±1 pp at 95 %, by (ε, k)."""
-    from matplotlib.colors import LogNorm
-
-    domains = HEATMAP_DOMAINS
-    needed, names = users_needed_grid(epsilons, domains)
-    with _slide_style({"axes.grid": False}):
-        fig = _new_figure(10.0, 7.0)
-        ax = fig.add_subplot()
-        norm = LogNorm(vmin=needed.min(), vmax=needed.max())
-        mesh = ax.imshow(needed, norm=norm, cmap="viridis_r", aspect="auto", origin="lower")
-        cmap = mesh.get_cmap()
-        for i in range(len(domains)):
-            for j in range(len(epsilons)):
-                r, g, b, _ = cmap(norm(needed[i, j]))
-                ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
-                ax.text(
-                    j,
-                    i + 0.14,
-                    _fmt_users(needed[i, j]),
-                    ha="center",
-                    va="center",
-                    fontsize=9.5,
-                    fontweight="bold",
-                    color=ink,
-                )
-                ax.text(j, i - 0.2, names[i][j], ha="center", va="center", fontsize=8.5, color=ink)
-        ax.set_xticks(range(len(epsilons)), [f"{e:g}" for e in epsilons])
-        ax.set_yticks(range(len(domains)), [f"{k:,}" for k in domains])
-        ax.set_xlabel("privacy parameter ε per report")
-        ax.set_ylabel("domain size k (number of values)")
-        _titles(
-            fig,
-            ax,
-            "Users needed for a ±1 percentage-point 95% interval",
-            "mechanism: what auto picks for (ε, k); a frequency near 0; "
-            "from aggregator.analysis.planning",
-        )
-        bar = fig.colorbar(mesh, ax=ax, pad=0.02)
-        bar.set_label("users N (log scale)")
-        fig.savefig(path, dpi=DPI)
-    return path
 
 
 def run_tradeoff(
@@ -781,6 +278,8 @@ def run_tradeoff(
     Raises:
         ValueError: a parameter out of range.
     """
+    from aggregator.analysis import plots  # noqa: PLC0415  # loads matplotlib: only to draw
+
     if not epsilons or not users:
         raise ValueError("epsilons and users must not be empty")
     epsilons = sorted(float(e) for e in epsilons)
@@ -792,14 +291,13 @@ def run_tradeoff(
     )
     # The sweep's ε are the SDK's floats; look the slide's ε up among them.
     swept_eps = sorted({p.epsilon for p in points if p.mechanism in MECHANISMS})
+    users_at = int(plots.nearest(users, SLIDE_USERS))
+    eps_at = plots.nearest(swept_eps, SLIDE_EPSILON)
+
     return [
         write_csv(points, out / "tradeoff.csv"),
-        plot_error_vs_epsilon(
-            points, out / "error_vs_epsilon.png", domain_size, int(_nearest(users, SLIDE_USERS))
-        ),
-        plot_error_vs_users(
-            points, out / "error_vs_users.png", domain_size, _nearest(swept_eps, SLIDE_EPSILON)
-        ),
-        plot_binary_rr(points, out / "binary_rr_vs_central.png"),
-        plot_users_needed(out / "users_needed.png", epsilons),
+        plots.plot_error_vs_epsilon(points, out / "error_vs_epsilon.png", domain_size, users_at),
+        plots.plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
+        plots.plot_binary_rr(points, out / "binary_rr_vs_central.png"),
+        plots.plot_users_needed(out / "users_needed.png", epsilons),
     ]
