@@ -24,7 +24,7 @@ from collector.telemetry import Telemetry
 from ldp_store import connection
 from ldp_store.registry import Registry
 
-__all__ = ["connect", "create_app"]
+__all__ = ["create_app", "open_redis"]
 
 CONNECT_TIMEOUT = 2.0
 """Seconds to wait for a TCP connection to Redis: on a LAN it takes milliseconds, so a
@@ -40,7 +40,7 @@ connections a Redis restart left dead, few enough that an outage answers 503 wit
 fraction of a second. Re-running the append script is harmless: replays are skipped."""
 
 
-def connect(url: str) -> redis.Redis:
+def open_redis(url: str) -> redis.Redis:
     """A Redis (or Redis Cluster) client for the collector, with the timeouts and retries
     above: see :func:`ldp_store.connection.connect` for how a cluster is recognised."""
     return connection.connect(
@@ -74,14 +74,14 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_prefixed_env("LDP")
     else:
         app.config.from_mapping(test_config)
-    app.config.update(settings.validate(app.config))
+    app.config.update(settings.checked(app.config))
     # Werkzeug refuses a longer Content-Length with 413, but cuts a chunked body off at
     # exactly this many bytes without an error: one byte more than we accept lets
     # read_json see the overflow and answer 413 instead of parsing a truncated body.
     app.config["MAX_CONTENT_LENGTH"] = app.config["MAX_BODY_BYTES"] + 1
     app.json.sort_keys = False  # type: ignore[attr-defined]  # definitions read in order
 
-    client = connect(app.config["REDIS_URL"])
+    client = open_redis(app.config["REDIS_URL"])
     telemetry = Telemetry()
     app.extensions["ldp"] = Services(
         redis=client,

@@ -18,7 +18,7 @@ __all__ = [
     "MAX_REPORTS",
     "RETRY_AFTER",
     "ConfigError",
-    "validate",
+    "checked",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -60,7 +60,7 @@ def redis_url_from_env(environ: Mapping[str, str] | None = None) -> str | None:
     return env.get("REDIS_URL") or None
 
 
-def validate(config: Mapping[str, Any]) -> dict[str, Any]:
+def checked(config: Mapping[str, Any]) -> dict[str, Any]:
     """Check and normalise the collector's settings.
 
     Args:
