@@ -13,7 +13,7 @@ Uploads happen on a daemon thread started by the first report (``worker.py``). A
 ``os.fork()`` the child starts with an empty queue, fresh locks and its own worker; the
 parent keeps delivering what it queued.
 
-With ``storage_dir`` every report is committed to a SQLite store (``store.py``) before
+With ``storage_dir`` every report is committed to a SQLite store (``store/``) before
 ``report()`` returns True, and reports made offline or before a crash are delivered after
 the app restarts; the privacy ledger (``ledger.py``) and the opt-out live there too, and
 survive restarts. Without it, the queue and the ledger are this process's memory.

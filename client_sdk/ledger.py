@@ -11,7 +11,7 @@ may have received it). A queued report deleted before any upload attempt — wip
 ``Client.disable()``, or evicted by the queue quota — never left the device, and its
 charge is refunded: that is the ledger's *pending* state.
 
-With a ``storage_dir`` the ledger lives in the store's SQLite file (``store.py``), shared by
+With a ``storage_dir`` the ledger lives in the store's SQLite file (``store/``), shared by
 every process using that directory, and survives restarts. Without one,
 :class:`MemoryLedger` keeps it for this process only.
 

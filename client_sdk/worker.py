@@ -12,7 +12,7 @@ Every outcome of an upload is classified in one place, :func:`classify`:
   counted (a 413 first halves the batch size, and drops only a single report).
 
 A report leaves the queue only through an ``ok`` or a ``drop`` (``queue.ack``): with the
-durable store (``store.py``) it stays on disk through any number of ``retry`` outcomes,
+durable store (``store/``) it stays on disk through any number of ``retry`` outcomes,
 restarts included, until one of those two.
 
 The thread starts on the first report (with a durable store: with the client, to send

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server
 
-from client_sdk import Client, store_sqlite
+from client_sdk import Client
 from client_sdk.ledger import Charge
 from client_sdk.store import FILENAME, Store
+from client_sdk.store import sqlite as store_sqlite
 from client_sdk.worker import FAILURES_PER_RUN, RETRY_CAP
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,8 @@
 failure, abandoned, never closed, in a forked child), turns every SQLite failure into
 :class:`~client_sdk.queue.StoreError`, counts commits so that the upload worker
 checkpoints the WAL (off the ``report()`` path), and fsyncs the WAL before an upload.
-:class:`~client_sdk.store.Store` builds the queue and the ledger on it; ``store.py``
+:class:`~client_sdk.store.state.StoreState` and :class:`~client_sdk.store.Store` build the
+ledger and the queue on it; the package docstring (``client_sdk/store/__init__.py``)
 explains the durability this gives.
 """
 

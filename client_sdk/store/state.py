@@ -5,8 +5,8 @@ count and bytes, the ledger's recent charges (a :class:`~client_sdk.ledger.Tally
 opt-out flag — and reloads it whenever ``PRAGMA data_version`` shows that another
 connection (another process sharing the directory) changed the file. It also reads and
 changes the privacy state kept there: the opt-out, the device secret, the ledger's rows
-and the metric definitions kept for offline starts. :class:`~client_sdk.store.Store` adds
-the queue itself.
+and the metric definitions kept for offline starts. :class:`~client_sdk.store.Store`
+(``reports.py``) adds the queue itself.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from client_sdk.ledger import SECRET_BYTES, ReportingDisabled, Tally, day_of, window_start
 from client_sdk.queue import StoreError
-from client_sdk.store_sqlite import SQLiteFile, Transaction, spend
+from client_sdk.store.sqlite import SQLiteFile, Transaction, spend
 
 __all__ = ["StoreState"]
 
