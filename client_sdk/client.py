@@ -45,7 +45,7 @@ from client_sdk.ledger import (
     summarize,
     window_start,
 )
-from client_sdk.mechanisms._random import RandomSource
+from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.queue import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_COUNT,

@@ -36,9 +36,9 @@ from typing import Any
 
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism, PayloadError
-from client_sdk.mechanisms._random import RandomSource
 from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
+from client_sdk.mechanisms.randomness import RandomSource
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",

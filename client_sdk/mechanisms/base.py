@@ -22,7 +22,7 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from client_sdk.mechanisms._random import RandomSource, default_rng
+from client_sdk.mechanisms.randomness import RandomSource, default_rng
 
 __all__ = [
     "MAX_DOMAIN_SIZE",

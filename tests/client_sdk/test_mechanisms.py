@@ -294,7 +294,7 @@ def test_perturb_payloads_are_json_and_valid(name: str, k: int) -> None:
 
 @pytest.mark.parametrize("name", CONCRETE)
 def test_default_randomness_is_the_csprng(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import client_sdk.mechanisms._random as r
+    import client_sdk.mechanisms.randomness as r
 
     calls = []
     real = r.SecureRandom.getrandbits
