@@ -153,7 +153,7 @@ def serve(
 ) -> None:
     """Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url."""
     from aggregator.serve import load_metrics_file  # noqa: PLC0415
-    from client_sdk.wire import DefinitionError  # noqa: PLC0415
+    from client_sdk.errors import DefinitionError  # noqa: PLC0415
     from collector.registry import Registry  # noqa: PLC0415
 
     specs = {}

@@ -29,12 +29,12 @@ from typing import Any, NoReturn
 import numpy as np
 import numpy.typing as npt
 
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
     FrequencyOracle,
     GeneralizedRR,
     HadamardResponse,
     LocalHashing,
-    PayloadError,
     SubsetSelection,
 )
 from client_sdk.mechanisms.unary import UnaryEncoding

@@ -79,10 +79,11 @@ import numpy as np
 import redis
 from redis.exceptions import RedisClusterException
 
-from aggregator.decoding import Batch, Codec, PayloadError, codec_for
+from aggregator.decoding import Batch, Codec, codec_for
 from aggregator.numeric import NumericCodec
+from client_sdk.errors import DefinitionError, PayloadError
 from client_sdk.mechanisms import NumericMechanism
-from client_sdk.wire import DefinitionError, MetricDefinition
+from client_sdk.wire import MetricDefinition
 from collector import keys
 from collector.connection import is_cluster, unavailable
 from collector.registry import Registry

@@ -34,26 +34,26 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
+from client_sdk.errors import (
+    BudgetExhaustedError,
+    DefinitionError,
+    MetricsUnavailableError,
+    QueueFullError,
+    ReportingDisabledError,
+    StoreError,
+    UnknownMetricError,
+)
 from client_sdk.ledger import (
-    BudgetExhausted,
     Charge,
     Charger,
     LedgerState,
     MemoryLedger,
-    ReportingDisabled,
     day_of,
     summarize,
     window_start,
 )
 from client_sdk.mechanisms.randomness import RandomSource
-from client_sdk.queue import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_COUNT,
-    MemoryQueue,
-    QueueFull,
-    ReportQueue,
-    StoreError,
-)
+from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryQueue, ReportQueue
 from client_sdk.transport import HTTPTransport, Transport
 from client_sdk.worker import (
     RETRY_AFTER_CAP,
@@ -74,8 +74,6 @@ __all__ = [
     "MIN_BATCH_BYTES",
     "UNKNOWN_METRIC_TTL",
     "Client",
-    "MetricsUnavailableError",
-    "UnknownMetricError",
 ]
 
 logger = logging.getLogger("client_sdk")
@@ -98,14 +96,6 @@ envelope is about 90 bytes. A report larger than the limit is still sent, alone.
 ATEXIT_TIMEOUT = 2.0
 """Seconds a normal interpreter exit waits to deliver what is queued (sentry-python's
 default): long enough for one upload, short enough not to hold an app's exit hostage."""
-
-
-class UnknownMetricError(ValueError):
-    """The collector has no (usable) definition of this metric."""
-
-
-class MetricsUnavailableError(ConnectionError):
-    """The metric's definition could not be fetched (network error or server trouble)."""
 
 
 @dataclass(frozen=True)
@@ -309,11 +299,11 @@ class Client:
     def _store(self, metric: str, data: Any, now: float) -> wire.MetricDefinition:
         try:
             if not isinstance(data, dict):
-                raise wire.DefinitionError(["the answer is not a JSON object"])
+                raise DefinitionError(["the answer is not a JSON object"])
             definition = wire.MetricDefinition.from_dict(data)
             if definition.name != metric:
-                raise wire.DefinitionError([f"the answer defines {definition.name!r}"])
-        except wire.DefinitionError as exc:
+                raise DefinitionError([f"the answer defines {definition.name!r}"])
+        except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
         self._fetch_failures = 0
@@ -377,9 +367,9 @@ class Client:
             value: a label of its domain, or its index; for a numeric metric, a number.
 
         Raises:
-            ValueError: unknown metric (:class:`UnknownMetricError`) or value.
+            ValueError: unknown metric (:class:`~client_sdk.errors.UnknownMetricError`) or value.
             MetricsUnavailableError: the definition could not be fetched.
-            ReportingDisabled: a longitudinal metric after an opt-out (no device secret).
+            ReportingDisabledError: a longitudinal metric after an opt-out (no device secret).
             StoreError: a longitudinal metric whose device secret could not be read.
         """
         definition = self.definition(metric)
@@ -423,18 +413,18 @@ class Client:
                 report = wire.build_report(definition, value, self._rng, secret)
             except ValueError:
                 return self._drop("invalid_value")
-            except ReportingDisabled:
+            except ReportingDisabledError:
                 return self._drop("disabled")
             except StoreError:
                 return self._drop("storage_error")
             data = _ENCODER.encode(report).encode()
             try:
                 queued = self._enqueue(data, charge)
-            except BudgetExhausted:
+            except BudgetExhaustedError:
                 return self._drop("budget")
-            except ReportingDisabled:
+            except ReportingDisabledError:
                 return self._drop("disabled")
-            except QueueFull:
+            except QueueFullError:
                 return self._drop("queue_full")
             except StoreError:
                 return self._drop("storage_error")
@@ -581,7 +571,7 @@ class Client:
         """The device secret of memoized responses (made on first use; wiped by disable).
 
         Raises:
-            ReportingDisabled: after an opt-out.
+            ReportingDisabledError: after an opt-out.
             StoreError: the store failed.
         """
         return self._ledger.device_secret()

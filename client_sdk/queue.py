@@ -17,15 +17,15 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
+from client_sdk.errors import QueueFullError
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_COUNT",
     "Entry",
     "MemoryQueue",
     "Quotas",
-    "QueueFull",
     "ReportQueue",
-    "StoreError",
 ]
 
 DEFAULT_MAX_COUNT = 10_000
@@ -41,14 +41,6 @@ class Entry(NamedTuple):
 
     key: int
     data: bytes
-
-
-class QueueFull(Exception):
-    """An item larger than the queue's whole byte quota (it could never be kept)."""
-
-
-class StoreError(Exception):
-    """A durable queue could not be read or written (locked, full, read-only, corrupt)."""
 
 
 class ReportQueue(Protocol):
@@ -67,7 +59,7 @@ class ReportQueue(Protocol):
             The number of items queued after the put.
 
         Raises:
-            QueueFull: the item alone exceeds the byte quota.
+            QueueFullError: the item alone exceeds the byte quota.
         """
         ...
 
@@ -161,7 +153,7 @@ class MemoryQueue(Quotas):
     def put(self, item: bytes) -> int:  # noqa: D102
         size = len(item)
         if size > self.max_bytes:
-            raise QueueFull(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
+            raise QueueFullError(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
         with self._lock:
             items = self._items
             items.append(Entry(self._next_key, item))

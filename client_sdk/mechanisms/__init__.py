@@ -28,13 +28,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from client_sdk.errors import PayloadError  # re-exported: the aggregator imports it from here
 from client_sdk.mechanisms.base import (
     MAX_DOMAIN_SIZE,
     MAX_EPSILON,
     MIN_EPSILON,
     Choice,
     FrequencyOracle,
-    PayloadError,
 )
 from client_sdk.mechanisms.hadamard import HadamardResponse
 from client_sdk.mechanisms.hashing import BinaryLocalHashing, LocalHashing

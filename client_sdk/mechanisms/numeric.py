@@ -59,12 +59,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
-from client_sdk.mechanisms.base import (
-    Choice,
-    PayloadError,
-    _exp_upper_bound_check,
-    check_epsilon,
-)
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms.base import Choice, _exp_upper_bound_check, check_epsilon
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
 
 __all__ = [

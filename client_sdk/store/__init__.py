@@ -30,7 +30,7 @@ process keeps its caches coherent with ``PRAGMA data_version``; the leases of
 
 A forked child never touches its parent's connection: it opens its own. Every SQLite
 failure (a locked, full, read-only or corrupt database) surfaces as
-:class:`~client_sdk.queue.StoreError`, which the client turns into a dropped report
+:class:`~client_sdk.errors.StoreError`, which the client turns into a dropped report
 (``storage_error``), never an exception.
 """
 

@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from client_sdk.ledger import Charge, ReportingDisabled
-from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, Entry, QueueFull, Quotas
+from client_sdk.errors import QueueFullError, ReportingDisabledError
+from client_sdk.ledger import Charge
+from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, Entry, Quotas
 from client_sdk.store.sqlite import Transaction, alive, chunks, marks, spend
 from client_sdk.store.state import StoreState
 
@@ -50,7 +51,7 @@ class Store(StoreState, Quotas):
         wallclock: Unix time (ledger days, lease expiry); injected by tests.
 
     No I/O happens here: the database is opened on first use, so a broken disk never
-    raises into the app (calls raise :class:`~client_sdk.queue.StoreError` instead).
+    raises into the app (calls raise :class:`~client_sdk.errors.StoreError` instead).
     """
 
     durable = True
@@ -73,21 +74,21 @@ class Store(StoreState, Quotas):
             The number of reports queued.
 
         Raises:
-            QueueFull: the item alone exceeds the byte quota.
-            ReportingDisabled: the user opted out.
-            BudgetExhausted: the charge would exceed the metric's budget.
+            QueueFullError: the item alone exceeds the byte quota.
+            ReportingDisabledError: the user opted out.
+            BudgetExhaustedError: the charge would exceed the metric's budget.
             StoreError: the database failed.
         """
         size = len(item)
         if size > self.max_bytes:
-            raise QueueFull(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
+            raise QueueFullError(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
         metric, day, eps = (
             ("", "", 0.0) if charge is None else (charge.metric, charge.day, charge.epsilon)
         )
         with self._lock, self._transaction() as conn:
             self._refresh(conn, None if charge is None else charge.since)
             if self._disabled:
-                raise ReportingDisabled()
+                raise ReportingDisabledError()
             if charge is not None:
                 self._tally.check(charge)
             conn.execute(_INSERT, (item, metric, day, eps))

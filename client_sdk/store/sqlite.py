@@ -3,7 +3,7 @@
 :class:`SQLiteFile` owns the connection of one process to ``ldp-telemetry.sqlite3``
 (opened on first use, reopened at most every :data:`REOPEN_DELAY` seconds after a
 failure, abandoned, never closed, in a forked child), turns every SQLite failure into
-:class:`~client_sdk.queue.StoreError`, counts commits so that the upload worker
+:class:`~client_sdk.errors.StoreError`, counts commits so that the upload worker
 checkpoints the WAL (off the ``report()`` path), and fsyncs the WAL before an upload.
 :class:`~client_sdk.store.state.StoreState` and :class:`~client_sdk.store.Store` build the
 ledger and the queue on it; the package docstring (``client_sdk/store/__init__.py``)
@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from client_sdk.queue import StoreError
+from client_sdk.errors import StoreError
 
 __all__ = [
     "BUSY_TIMEOUT",

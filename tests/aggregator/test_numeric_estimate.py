@@ -19,6 +19,7 @@ from aggregator.numeric import (
     limbs,
 )
 from client_sdk import mechanisms
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition, parse_spec
 
@@ -126,9 +127,9 @@ def test_codec_parses_exactly_what_check_payload_accepts(name: str) -> None:
         [1.0],
         {"y": 2.0**-31},
     ):
-        with pytest.raises(mechanisms.PayloadError, match=r"payload #2: .* payload"):
+        with pytest.raises(PayloadError, match=r"payload #2: .* payload"):
             codec.parse([payloads[0], payloads[1], bad, payloads[3]])
-        with pytest.raises(mechanisms.PayloadError):
+        with pytest.raises(PayloadError):
             m.check_payload(bad)
 
 

@@ -26,8 +26,9 @@ from typing import Any
 import pytest
 
 from client_sdk import Client, wire
+from client_sdk.errors import ReportError
 from client_sdk.transport import HTTPTransport
-from client_sdk.wire import MetricDefinition, ReportError, parse_spec
+from client_sdk.wire import MetricDefinition, parse_spec
 from client_sdk.worker import RETRY_CAP
 
 THEME_LABELS = ["sunlit-meadow", "midnight-ocean", "auto-tangerine"]

@@ -10,12 +10,8 @@ import pytest
 from scripted import ALL, ZERO, ScriptedRandom
 
 from client_sdk import mechanisms
-from client_sdk.mechanisms import (
-    MAX_DOMAIN_SIZE,
-    BinaryRR,
-    PayloadError,
-    create,
-)
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms import MAX_DOMAIN_SIZE, BinaryRR, create
 
 CONCRETE = ["rr", "grr", "sue", "oue", "olh", "blh", "hr", "ss"]
 

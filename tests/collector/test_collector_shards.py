@@ -23,13 +23,8 @@ from aggregator.counts import lag_details, list_windows, read_counts, read_numer
 from aggregator.embedded_redis import free_port
 from aggregator.serve import create_server_app
 from aggregator.worker import Worker
-from client_sdk.wire import (
-    MAX_SHARDS,
-    DefinitionError,
-    MetricDefinition,
-    build_report,
-    parse_spec,
-)
+from client_sdk.errors import DefinitionError
+from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec
 from collector import keys
 
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}
