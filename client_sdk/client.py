@@ -9,8 +9,8 @@ only the perturbed report is queued, retried and sent; the true value never reac
 queue, a log line or the network. It returns False instead of raising, and counts why
 (``stats()["dropped"]``). Only configuration errors raise, at construction.
 
-Uploads happen on a daemon thread started by the first report (``worker.py``). After
-``os.fork()`` the child starts with an empty queue, fresh locks and its own worker; the
+Uploads happen on a daemon thread started by the first report (``uploader.py``). After
+``os.fork()`` the child starts with an empty queue, fresh locks and its own uploader; the
 parent keeps delivering what it queued.
 
 With ``storage_dir`` every report is committed to a SQLite store (``store/``) before
@@ -55,12 +55,12 @@ from client_sdk.ledger import (
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryQueue, ReportQueue
 from client_sdk.transport import HTTPTransport, Transport
-from client_sdk.worker import (
+from client_sdk.uploader import (
     RETRY_AFTER_CAP,
     RETRY_BASE,
     RETRY_CAP,
     Stats,
-    Worker,
+    Uploader,
     classify,
     parse_retry_after,
 )
@@ -218,13 +218,13 @@ class Client:
         self._unreachable_until = float("-inf")
         self._closed = False
         self._stats = Stats()
-        self._worker = self._new_worker()
+        self._uploader = self._new_uploader()
         _live.add(self)
         if self._durable is not None:  # deliver what an earlier run left, even if the
-            self._worker.ensure_started()  # app reports nothing now (the thread opens it)
+            self._uploader.ensure_started()  # app reports nothing now (the thread opens it)
 
-    def _new_worker(self) -> Worker:
-        return Worker(
+    def _new_uploader(self) -> Uploader:
+        return Uploader(
             self._queue,
             self._transport,
             self._stats,
@@ -429,7 +429,7 @@ class Client:
             except StoreError:
                 return self._drop("storage_error")
             self._stats.add("reported")
-            self._worker.notify(queued)
+            self._uploader.notify(queued)
             return True
         except Exception as exc:  # a bug here must not break the app
             logger.error("report dropped: internal error (%s)", type(exc).__name__)
@@ -460,7 +460,7 @@ class Client:
             Whether the queue is empty.
         """
         try:
-            return self._worker.flush(timeout)
+            return self._uploader.flush(timeout)
         except Exception as exc:
             logger.error("flush failed: %s", type(exc).__name__)
             return False
@@ -473,7 +473,7 @@ class Client:
             :meth:`report`), ``sent`` (delivered), ``accepted`` and ``duplicates`` (as the
             collector counted them), ``batches``, ``retries`` (failed uploads retried),
             ``dropped`` (by reason), ``last_error`` (an exception class or ``HTTP <status>``,
-            never a message) and ``worker_alive``.
+            never a message) and ``worker_alive`` (whether the upload thread runs).
         """
         snapshot = self._stats.snapshot()
         snapshot["dropped"]["queue_full"] += self._queue.evicted
@@ -481,7 +481,7 @@ class Client:
             "queued": len(self._queue),
             "queued_bytes": self._queue.nbytes,
             **snapshot,
-            "worker_alive": self._worker.alive,
+            "worker_alive": self._uploader.alive,
         }
 
     # -- privacy --------------------------------------------------------------------------
@@ -589,7 +589,7 @@ class Client:
         start = time.monotonic()
         delivered = self.flush(timeout)
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-        self._worker.stop(remaining)
+        self._uploader.stop(remaining)
         if not delivered and not self._queue.durable:
             self._stats.drop("shutdown", self._queue.clear())
         if self._durable is not None:
@@ -608,13 +608,13 @@ class Client:
         self.shutdown()
 
     def _after_fork_in_child(self) -> None:
-        """The child owns nothing queued, shares no lock and starts its own worker lazily."""
+        """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
         self._fetch_lock = threading.Lock()
         self._queue.after_fork_in_child()
         if self._memory_ledger is not None:
             self._memory_ledger.after_fork_in_child()
         self._stats = Stats()
-        self._worker = self._new_worker()
+        self._uploader = self._new_uploader()
 
 
 def _after_fork_in_child() -> None:

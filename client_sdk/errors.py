@@ -79,7 +79,7 @@ class StoreError(Exception):
     """A durable queue could not be read or written (locked, full, read-only, corrupt).
 
     Raised by every SQLite or fsync failure of ``client_sdk.store``; ``report()`` counts it
-    as ``storage_error``, the upload worker pauses and tries again. Reaches the host app
+    as ``storage_error``, the uploader pauses and tries again. Reaches the host app
     only from ``Client.build_report()`` of a longitudinal metric whose device secret could
     not be read.
     """

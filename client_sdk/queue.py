@@ -1,7 +1,7 @@
 """The upload queue: perturbed reports waiting to be sent, bounded by count and bytes.
 
 Items are reports already perturbed and serialized (compact JSON bytes), so a queue never
-holds a true value, and a batch body is the items joined with commas. The worker peeks
+holds a true value, and a batch body is the items joined with commas. The uploader peeks
 the oldest items, sends them, and acks them once the answer is processed: a report
 leaves the queue only when the collector took it, or said it never will.
 
@@ -44,7 +44,7 @@ class Entry(NamedTuple):
 
 
 class ReportQueue(Protocol):
-    """What the client and its worker need from a queue. Implementations are thread-safe.
+    """What the client and its uploader need from a queue. Implementations are thread-safe.
 
     Quotas drop the *oldest* items first (Glean's pending-ping quotas), and count them.
     """

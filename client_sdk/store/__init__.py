@@ -17,12 +17,12 @@ The database runs in WAL mode with ``synchronous=NORMAL``: a commit is a write t
 WAL file without an fsync, so it survives the app crashing or being killed (the bytes
 are in the operating system's cache), and costs tens of µs instead of milliseconds. A
 power cut or an operating system crash may lose the last commits — but never one that
-was sent: before each upload the worker claims its batch, commits the claim, and fsyncs
+was sent: before each upload the uploader claims its batch, commits the claim, and fsyncs
 the WAL file (what ``synchronous=FULL`` does at a commit, done here without holding the
 store's lock, so ``report()`` never waits for a disk flush), which makes the whole WAL
 up to the claim durable: every report, and every ledger charge, is on stable storage
 before it leaves the device. A report is deleted only after the collector took it (2xx)
-or rejected it as invalid (the worker's ``classify``).
+or rejected it as invalid (the uploader's ``classify``).
 
 Several processes may share a directory: SQLite's locks serialise writers, and each
 process keeps its caches coherent with ``PRAGMA data_version``; the leases of

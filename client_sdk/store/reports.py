@@ -9,7 +9,7 @@ batch to send, commits the claim and fsyncs the WAL before returning it (so noth
 that a power cut could un-write); :meth:`Store.ack` deletes what the collector took or
 refused for good, turning the charges of reports ever sent into spent ones.
 
-Several processes may share a directory. The upload worker *leases* the batch it sends (owner,
+Several processes may share a directory. The uploader *leases* the batch it sends (owner,
 expiry), so two processes do not send the same reports; a lease of a process that died is
 released at once (POSIX), others expire after :data:`LEASE_SECONDS`. Should a report still
 be sent twice (a lease expired mid-upload, a response lost), the collector discards the
@@ -136,13 +136,13 @@ class Store(StoreState, Quotas):
             conn.execute(f"DELETE FROM reports WHERE id IN ({marks(chunk)})", chunk)
         return refunds
 
-    # -- the worker's side --------------------------------------------------------------
+    # -- the uploader's side ----------------------------------------------------------
     def peek(self, max_count: int, max_bytes: int) -> list[Entry]:
         """Claim (lease) and return the oldest reports not leased by another process.
 
         The claim is committed, then the WAL fsynced, before the batch is returned: every
         earlier commit is then durable, so nothing is sent that a power cut could un-write.
-        The WAL is checkpointed here first when due (the worker's thread, not the app's).
+        The WAL is checkpointed here first when due (the upload thread, not the app's).
         """
         self.checkpoint()
         batch = self._claim(max_count, max_bytes)

@@ -35,7 +35,7 @@ from client_sdk.ledger import (
 )
 from client_sdk.queue import MemoryQueue
 from client_sdk.store import FILENAME
-from client_sdk.worker import RETRY_CAP
+from client_sdk.uploader import RETRY_CAP
 from collector.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -336,9 +336,9 @@ def test_disable_wipes_the_queue_refunds_unsent_reports_and_stops_reporting(
     # drain loop and would take a report queued now. Wait until it is idle again, so the
     # next four wait for flush_interval (an hour) and are provably never sent.
     deadline = time.monotonic() + 5
-    while client._worker._flush_requested and time.monotonic() < deadline:
+    while client._uploader._flush_requested and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert not client._worker._flush_requested
+    assert not client._uploader._flush_requested
     for _ in range(4):
         assert client.report("app.free", 1)  # four waiting
     assert client.disable() is True
