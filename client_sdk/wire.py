@@ -298,10 +298,8 @@ class MetricDefinition:
             x = math.inf
         if not low <= x <= high:  # NaN fails too
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise ValueError(
-                f"value {shown} is outside the range [{_number(low)}, {_number(high)}] "
-                f"of metric {self.name!r}"
-            )
+            bounds = f"[{_format_range_end(low)}, {_format_range_end(high)}]"
+            raise ValueError(f"value {shown} is outside the range {bounds} of metric {self.name!r}")
         return scale(x, low, high)
 
     @property
@@ -441,7 +439,7 @@ NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "
 "epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
 
 
-def _number(x: float) -> str:
+def _format_range_end(x: float) -> str:
     """A range end as people write it: 100.0 → '100', 0.25 → '0.25'."""
     return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
 
