@@ -5,9 +5,14 @@ holds a true value, and a batch body is the items joined with commas. The upload
 the oldest items, sends them, and acks them once the answer is processed: a report
 leaves the queue only when the collector took it, or said it never will.
 
-:class:`ReportQueue` is the interface; :class:`MemoryQueue` keeps items in memory.
-:class:`client_sdk.store.Store` is the durable one (a small SQLite file, so reports made
-offline or before a crash survive a restart): ``Client(url, storage_dir=...)``.
+This module is the queue's contract and the in-memory queue. :class:`ReportQueue` (with
+:class:`Entry` and the default quotas) is what the client and its uploader need;
+:class:`Quotas` is what both kinds of queue share (the quota checks, ``nbytes``,
+``evicted``); :class:`MemoryQueue` keeps items in memory. The durable queue,
+:class:`client_sdk.store.Store` (a small SQLite file, so reports made offline or before a
+crash survive a restart: ``Client(url, storage_dir=...)``), implements the same contract
+and imports it from here. The arrow points from ``store/`` to this module, never back,
+so a client without a ``storage_dir`` never loads the store or ``sqlite3``.
 """
 
 from __future__ import annotations
