@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -53,6 +52,7 @@ from client_sdk.ledger import (
     window_start,
 )
 from client_sdk.mechanisms.randomness import RandomSource
+from client_sdk.options import ClientOptions
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryQueue, ReportQueue
 from client_sdk.transport import HTTPTransport, Transport
 from client_sdk.uploader import (
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
 __all__ = [
     "ATEXIT_TIMEOUT",
     "METRICS_PATH",
-    "MIN_BATCH_BYTES",
     "UNKNOWN_METRIC_TTL",
     "Client",
 ]
@@ -88,10 +87,6 @@ UNKNOWN_METRIC_TTL = 60.0
 """Seconds an unknown metric stays unknown (at most ``metrics_ttl``): an app that reports
 a metric before the operator creates it starts delivering within a minute, without a
 request per ``report()`` meanwhile."""
-
-MIN_BATCH_BYTES = 128
-"""Smallest ``max_batch_bytes``: a compact report of the smallest mechanism with its
-envelope is about 90 bytes. A report larger than the limit is still sent, alone."""
 
 ATEXIT_TIMEOUT = 2.0
 """Seconds a normal interpreter exit waits to deliver what is queued (sentry-python's
@@ -120,7 +115,8 @@ class Client:
             ``queue_full``).
         max_queue_bytes: most bytes queued, likewise.
         max_batch_reports: most reports per upload.
-        max_batch_bytes: most bytes per upload body (at least :data:`MIN_BATCH_BYTES`).
+        max_batch_bytes: most bytes per upload body (at least
+            :data:`~client_sdk.options.MIN_BATCH_BYTES`).
         metrics_ttl: seconds a fetched definition is used before it is fetched again.
         timeout: seconds to connect and to wait for each answer.
         rng: perturbation randomness (tests); default: the process CSPRNG.
@@ -135,8 +131,9 @@ class Client:
         wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
 
     Raises:
-        ValueError: an invalid URL or setting (the only errors this class raises outside
-            the explicit :meth:`definition` and :meth:`build_report`).
+        ValueError: an invalid URL or setting, the message giving the valid range (see
+            :class:`~client_sdk.options.ClientOptions`; the only errors this class raises
+            outside the explicit :meth:`definition` and :meth:`build_report`).
     """
 
     def __init__(
@@ -159,59 +156,55 @@ class Client:
         storage_dir: str | os.PathLike[str] | None = None,
         wallclock: Callable[[], float] = time.time,
     ) -> None:
-        for name, value, low in (
-            ("flush_at", flush_at, 1),
-            ("max_queue", max_queue, 1),
-            ("max_queue_bytes", max_queue_bytes, 1),
-            ("max_batch_reports", max_batch_reports, 1),
-            ("max_batch_bytes", max_batch_bytes, MIN_BATCH_BYTES),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name, number, positive in (
-            ("flush_interval", flush_interval, True),
-            ("metrics_ttl", metrics_ttl, False),
-            ("timeout", timeout, True),
-        ):
-            if isinstance(number, bool) or not isinstance(number, (int, float)):
-                raise ValueError(f"{name} must be a number of seconds, got {number!r}")
-            if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
-                bound = "> 0" if positive else ">= 0"
-                raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
-        for name, fn in (("sleep", sleep), ("clock", clock), ("wallclock", wallclock)):
-            if fn is not None and not callable(fn):
-                raise ValueError(f"{name} must be callable")
-        if storage_dir is not None and not isinstance(storage_dir, (str, os.PathLike)):
-            raise ValueError(f"storage_dir must be a path, got {type(storage_dir).__name__}")
-        if storage_dir is not None and queue is not None:
-            raise ValueError("give storage_dir or queue, not both")
+        options = ClientOptions(
+            transport=transport,
+            flush_at=flush_at,
+            flush_interval=flush_interval,
+            max_queue=max_queue,
+            max_queue_bytes=max_queue_bytes,
+            max_batch_reports=max_batch_reports,
+            max_batch_bytes=max_batch_bytes,
+            metrics_ttl=metrics_ttl,
+            timeout=timeout,
+            rng=rng,
+            sleep=sleep,
+            clock=clock,
+            queue=queue,
+            storage_dir=storage_dir,
+            wallclock=wallclock,
+        )
         self.url = url
+        self._options = options
         self._transport: Transport = (
-            transport if transport is not None else HTTPTransport(url, timeout)
+            options.transport
+            if options.transport is not None
+            else HTTPTransport(url, options.timeout)
         )
         self._durable: Store | None = None
         self._memory_ledger: MemoryLedger | None = None
         self._ledger: LedgerState
-        if storage_dir is not None:
+        if options.storage_dir is not None:
             from client_sdk.store import Store  # sqlite3 only for apps that use it
 
-            self._durable = Store(storage_dir, max_queue, max_queue_bytes, wallclock)
+            self._durable = Store(
+                options.storage_dir, options.max_queue, options.max_queue_bytes, options.wallclock
+            )
             self._queue: ReportQueue = self._durable
             self._ledger = self._durable
         else:
-            self._queue = queue if queue is not None else MemoryQueue(max_queue, max_queue_bytes)
+            self._queue = (
+                options.queue
+                if options.queue is not None
+                else MemoryQueue(options.max_queue, options.max_queue_bytes)
+            )
             self._ledger = self._memory_ledger = MemoryLedger()
-        self._wallclock = wallclock
         self._charger = Charger()
         self._opted_out = False  # disable() was called but could not be persisted
-        self._flush_at = flush_at
-        self._flush_interval = float(flush_interval)
-        self._max_batch_reports = max_batch_reports
-        self._max_batch_bytes = max_batch_bytes
-        self._ttl = float(metrics_ttl)
-        self._rng = rng
-        self._sleep = sleep
-        self._clock = clock
+        # Read on every report(): one attribute lookup each, not two.
+        self._wallclock = options.wallclock
+        self._clock = options.clock
+        self._rng = options.rng
+        self._ttl = options.metrics_ttl
         self._cache: dict[str, _Cached] = {}
         self._fetch_lock = threading.Lock()
         self._fetch_failures = 0
@@ -224,18 +217,19 @@ class Client:
             self._uploader.ensure_started()  # app reports nothing now (the thread opens it)
 
     def _new_uploader(self) -> Uploader:
+        options = self._options
         return Uploader(
             self._queue,
             self._transport,
             self._stats,
-            flush_at=self._flush_at,
-            flush_interval=self._flush_interval,
-            max_batch_reports=self._max_batch_reports,
-            max_batch_bytes=self._max_batch_bytes,
+            flush_at=options.flush_at,
+            flush_interval=options.flush_interval,
+            max_batch_reports=options.max_batch_reports,
+            max_batch_bytes=options.max_batch_bytes,
             on_rejected=self._invalidate,
-            sleep=self._sleep,
-            clock=self._clock,
-            wallclock=self._wallclock,
+            sleep=options.sleep,
+            clock=options.clock,
+            wallclock=options.wallclock,
         )
 
     # -- definitions ------------------------------------------------------------------
