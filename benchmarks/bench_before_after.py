@@ -3,8 +3,10 @@
     .venv/bin/python benchmarks/bench_before_after.py            # against 745b56c
     .venv/bin/python benchmarks/bench_before_after.py --rev HEAD~1 --quick
 
-The earlier ``client_sdk/mechanisms/_random.py`` and ``aggregator/stats/codecs.py`` are read
-with ``git show REV:path`` and loaded as separate modules beside the current ones; both
+The earlier randomness module (``client_sdk/mechanisms/randomness.py``, ``_random.py`` in
+revisions before its rename) and frequency codecs (``aggregator/stats/codecs.py``,
+``aggregator/decoding.py`` before the aggregator was split by job) are read with
+``git show REV:path`` and loaded as separate modules beside the current ones; both
 versions run on the same payloads, alternately, and the best of several rounds is kept,
 so the ratio holds however fast the shared machine is at the moment. The old OUE sampler
 runs inside the current ``OptimizedUnaryEncoding`` (only ``bernoulli_lanes`` and the
@@ -29,7 +31,19 @@ sys.path.insert(0, str(ROOT))
 
 from aggregator.stats.codecs import codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
-from client_sdk.mechanisms import unary  # noqa: E402
+from client_sdk.mechanisms import randomness, unary  # noqa: E402
+
+RANDOMNESS = "client_sdk/mechanisms/randomness.py"
+"""Where the randomness module lives now."""
+
+OLD_RANDOMNESS = "client_sdk/mechanisms/_random.py"
+"""Where it lived in revisions before its rename (745b56c, the default ``--rev``, among them)."""
+
+CODECS = "aggregator/stats/codecs.py"
+"""Where the frequency codecs live now."""
+
+OLD_CODECS = "aggregator/decoding.py"
+"""Where they lived before the aggregator was split by job."""
 
 
 def load_old(rev: str, path: str, name: str) -> types.ModuleType:
@@ -42,6 +56,14 @@ def load_old(rev: str, path: str, name: str) -> types.ModuleType:
     sys.modules[name] = module  # dataclasses look their module up while decorating
     exec(compile(source, module.__file__, "exec"), module.__dict__)
     return module
+
+
+def path_at(rev: str, path: str, old_path: str) -> str:
+    """``path`` if revision ``rev`` has it, else ``old_path`` (where it was before a move)."""
+    found = subprocess.run(
+        ["git", "cat-file", "-e", f"{rev}:{path}"], cwd=ROOT, capture_output=True
+    )
+    return path if found.returncode == 0 else old_path
 
 
 def ab(
@@ -76,8 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rounds = 3 if args.quick else 7
     scale = 10 if args.quick else 1
 
-    old_random = load_old(args.rev, "client_sdk/mechanisms/_random.py", "old_random")
-    old_decoding = load_old(args.rev, "aggregator/stats/codecs.py", "old_decoding")
+    old_random = load_old(args.rev, path_at(args.rev, RANDOMNESS, OLD_RANDOMNESS), "old_random")
+    old_decoding = load_old(args.rev, path_at(args.rev, CODECS, OLD_CODECS), "old_decoding")
     print(f"before = {args.rev}, after = the work tree; µs per report, best of {rounds}")
     print(f"  {'':44} {'before':>10} {'after':>10} {'speed-up':>9}")
 
@@ -85,7 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     oue = mechanisms.create("oue", epsilon=1.0, domain_size=1024)
     values = list(np.random.default_rng(0).integers(0, 1024, 2000 // scale).tolist())
     old_rng = old_random.SecureRandom()
-    new_lanes = unary.bernoulli_lanes
+    new_lanes = randomness.bernoulli_lanes  # what unary.py imported
+    assert unary.bernoulli_lanes is new_lanes
 
     def oue_old() -> None:
         unary.bernoulli_lanes = old_random.bernoulli_lanes

@@ -9,11 +9,11 @@ only the perturbed report is queued, retried and sent; the true value never reac
 queue, a log line or the network. It returns False instead of raising, and counts why
 (``stats()["dropped"]``). Only configuration errors raise, at construction.
 
-Uploads happen on a daemon thread started by the first report (``worker.py``). After
-``os.fork()`` the child starts with an empty queue, fresh locks and its own worker; the
+Uploads happen on a daemon thread started by the first report (``uploader.py``). After
+``os.fork()`` the child starts with an empty queue, fresh locks and its own uploader; the
 parent keeps delivering what it queued.
 
-With ``storage_dir`` every report is committed to a SQLite store (``store.py``) before
+With ``storage_dir`` every report is committed to a SQLite store (``store/``) before
 ``report()`` returns True, and reports made offline or before a crash are delivered after
 the app restarts; the privacy ledger (``ledger.py``) and the opt-out live there too, and
 survive restarts. Without it, the queue and the ledger are this process's memory.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import atexit
 import json
 import logging
-import math
 import os
 import threading
 import time
@@ -34,33 +33,34 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
+from client_sdk.errors import (
+    BudgetExhaustedError,
+    DefinitionError,
+    MetricsUnavailableError,
+    QueueFullError,
+    ReportingDisabledError,
+    StoreError,
+    UnknownMetricError,
+)
 from client_sdk.ledger import (
-    BudgetExhausted,
     Charge,
     Charger,
     LedgerState,
     MemoryLedger,
-    ReportingDisabled,
     day_of,
     summarize,
     window_start,
 )
-from client_sdk.mechanisms._random import RandomSource
-from client_sdk.queue import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_COUNT,
-    MemoryQueue,
-    QueueFull,
-    ReportQueue,
-    StoreError,
-)
+from client_sdk.mechanisms.randomness import RandomSource
+from client_sdk.options import ClientOptions
+from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryQueue, ReportQueue
 from client_sdk.transport import HTTPTransport, Transport
-from client_sdk.worker import (
+from client_sdk.uploader import (
     RETRY_AFTER_CAP,
     RETRY_BASE,
     RETRY_CAP,
     Stats,
-    Worker,
+    Uploader,
     classify,
     parse_retry_after,
 )
@@ -71,11 +71,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ATEXIT_TIMEOUT",
     "METRICS_PATH",
-    "MIN_BATCH_BYTES",
     "UNKNOWN_METRIC_TTL",
     "Client",
-    "MetricsUnavailableError",
-    "UnknownMetricError",
 ]
 
 logger = logging.getLogger("client_sdk")
@@ -91,21 +88,9 @@ UNKNOWN_METRIC_TTL = 60.0
 a metric before the operator creates it starts delivering within a minute, without a
 request per ``report()`` meanwhile."""
 
-MIN_BATCH_BYTES = 128
-"""Smallest ``max_batch_bytes``: a compact report of the smallest mechanism with its
-envelope is about 90 bytes. A report larger than the limit is still sent, alone."""
-
 ATEXIT_TIMEOUT = 2.0
 """Seconds a normal interpreter exit waits to deliver what is queued (sentry-python's
 default): long enough for one upload, short enough not to hold an app's exit hostage."""
-
-
-class UnknownMetricError(ValueError):
-    """The collector has no (usable) definition of this metric."""
-
-
-class MetricsUnavailableError(ConnectionError):
-    """The metric's definition could not be fetched (network error or server trouble)."""
 
 
 @dataclass(frozen=True)
@@ -130,7 +115,8 @@ class Client:
             ``queue_full``).
         max_queue_bytes: most bytes queued, likewise.
         max_batch_reports: most reports per upload.
-        max_batch_bytes: most bytes per upload body (at least :data:`MIN_BATCH_BYTES`).
+        max_batch_bytes: most bytes per upload body (at least
+            :data:`~client_sdk.options.MIN_BATCH_BYTES`).
         metrics_ttl: seconds a fetched definition is used before it is fetched again.
         timeout: seconds to connect and to wait for each answer.
         rng: perturbation randomness (tests); default: the process CSPRNG.
@@ -145,8 +131,9 @@ class Client:
         wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
 
     Raises:
-        ValueError: an invalid URL or setting (the only errors this class raises outside
-            the explicit :meth:`definition` and :meth:`build_report`).
+        ValueError: an invalid URL or setting, the message giving the valid range (see
+            :class:`~client_sdk.options.ClientOptions`; the only errors this class raises
+            outside the explicit :meth:`definition` and :meth:`build_report`).
     """
 
     def __init__(
@@ -169,83 +156,80 @@ class Client:
         storage_dir: str | os.PathLike[str] | None = None,
         wallclock: Callable[[], float] = time.time,
     ) -> None:
-        for name, value, low in (
-            ("flush_at", flush_at, 1),
-            ("max_queue", max_queue, 1),
-            ("max_queue_bytes", max_queue_bytes, 1),
-            ("max_batch_reports", max_batch_reports, 1),
-            ("max_batch_bytes", max_batch_bytes, MIN_BATCH_BYTES),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name, number, positive in (
-            ("flush_interval", flush_interval, True),
-            ("metrics_ttl", metrics_ttl, False),
-            ("timeout", timeout, True),
-        ):
-            if isinstance(number, bool) or not isinstance(number, (int, float)):
-                raise ValueError(f"{name} must be a number of seconds, got {number!r}")
-            if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
-                bound = "> 0" if positive else ">= 0"
-                raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
-        for name, fn in (("sleep", sleep), ("clock", clock), ("wallclock", wallclock)):
-            if fn is not None and not callable(fn):
-                raise ValueError(f"{name} must be callable")
-        if storage_dir is not None and not isinstance(storage_dir, (str, os.PathLike)):
-            raise ValueError(f"storage_dir must be a path, got {type(storage_dir).__name__}")
-        if storage_dir is not None and queue is not None:
-            raise ValueError("give storage_dir or queue, not both")
+        options = ClientOptions(
+            transport=transport,
+            flush_at=flush_at,
+            flush_interval=flush_interval,
+            max_queue=max_queue,
+            max_queue_bytes=max_queue_bytes,
+            max_batch_reports=max_batch_reports,
+            max_batch_bytes=max_batch_bytes,
+            metrics_ttl=metrics_ttl,
+            timeout=timeout,
+            rng=rng,
+            sleep=sleep,
+            clock=clock,
+            queue=queue,
+            storage_dir=storage_dir,
+            wallclock=wallclock,
+        )
         self.url = url
+        self._options = options
         self._transport: Transport = (
-            transport if transport is not None else HTTPTransport(url, timeout)
+            options.transport
+            if options.transport is not None
+            else HTTPTransport(url, options.timeout)
         )
         self._durable: Store | None = None
         self._memory_ledger: MemoryLedger | None = None
         self._ledger: LedgerState
-        if storage_dir is not None:
+        if options.storage_dir is not None:
             from client_sdk.store import Store  # sqlite3 only for apps that use it
 
-            self._durable = Store(storage_dir, max_queue, max_queue_bytes, wallclock)
+            self._durable = Store(
+                options.storage_dir, options.max_queue, options.max_queue_bytes, options.wallclock
+            )
             self._queue: ReportQueue = self._durable
             self._ledger = self._durable
         else:
-            self._queue = queue if queue is not None else MemoryQueue(max_queue, max_queue_bytes)
+            self._queue = (
+                options.queue
+                if options.queue is not None
+                else MemoryQueue(options.max_queue, options.max_queue_bytes)
+            )
             self._ledger = self._memory_ledger = MemoryLedger()
-        self._wallclock = wallclock
         self._charger = Charger()
         self._opted_out = False  # disable() was called but could not be persisted
-        self._flush_at = flush_at
-        self._flush_interval = float(flush_interval)
-        self._max_batch_reports = max_batch_reports
-        self._max_batch_bytes = max_batch_bytes
-        self._ttl = float(metrics_ttl)
-        self._rng = rng
-        self._sleep = sleep
-        self._clock = clock
+        # Read on every report(): one attribute lookup each, not two.
+        self._wallclock = options.wallclock
+        self._clock = options.clock
+        self._rng = options.rng
+        self._ttl = options.metrics_ttl
         self._cache: dict[str, _Cached] = {}
         self._fetch_lock = threading.Lock()
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
         self._closed = False
         self._stats = Stats()
-        self._worker = self._new_worker()
+        self._uploader = self._new_uploader()
         _live.add(self)
         if self._durable is not None:  # deliver what an earlier run left, even if the
-            self._worker.ensure_started()  # app reports nothing now (the thread opens it)
+            self._uploader.ensure_started()  # app reports nothing now (the thread opens it)
 
-    def _new_worker(self) -> Worker:
-        return Worker(
+    def _new_uploader(self) -> Uploader:
+        options = self._options
+        return Uploader(
             self._queue,
             self._transport,
             self._stats,
-            flush_at=self._flush_at,
-            flush_interval=self._flush_interval,
-            max_batch_reports=self._max_batch_reports,
-            max_batch_bytes=self._max_batch_bytes,
+            flush_at=options.flush_at,
+            flush_interval=options.flush_interval,
+            max_batch_reports=options.max_batch_reports,
+            max_batch_bytes=options.max_batch_bytes,
             on_rejected=self._invalidate,
-            sleep=self._sleep,
-            clock=self._clock,
-            wallclock=self._wallclock,
+            sleep=options.sleep,
+            clock=options.clock,
+            wallclock=options.wallclock,
         )
 
     # -- definitions ------------------------------------------------------------------
@@ -309,11 +293,11 @@ class Client:
     def _store(self, metric: str, data: Any, now: float) -> wire.MetricDefinition:
         try:
             if not isinstance(data, dict):
-                raise wire.DefinitionError(["the answer is not a JSON object"])
+                raise DefinitionError(["the answer is not a JSON object"])
             definition = wire.MetricDefinition.from_dict(data)
             if definition.name != metric:
-                raise wire.DefinitionError([f"the answer defines {definition.name!r}"])
-        except wire.DefinitionError as exc:
+                raise DefinitionError([f"the answer defines {definition.name!r}"])
+        except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
         self._fetch_failures = 0
@@ -377,9 +361,9 @@ class Client:
             value: a label of its domain, or its index; for a numeric metric, a number.
 
         Raises:
-            ValueError: unknown metric (:class:`UnknownMetricError`) or value.
+            ValueError: unknown metric (:class:`~client_sdk.errors.UnknownMetricError`) or value.
             MetricsUnavailableError: the definition could not be fetched.
-            ReportingDisabled: a longitudinal metric after an opt-out (no device secret).
+            ReportingDisabledError: a longitudinal metric after an opt-out (no device secret).
             StoreError: a longitudinal metric whose device secret could not be read.
         """
         definition = self.definition(metric)
@@ -423,23 +407,23 @@ class Client:
                 report = wire.build_report(definition, value, self._rng, secret)
             except ValueError:
                 return self._drop("invalid_value")
-            except ReportingDisabled:
+            except ReportingDisabledError:
                 return self._drop("disabled")
             except StoreError:
                 return self._drop("storage_error")
             data = _ENCODER.encode(report).encode()
             try:
                 queued = self._enqueue(data, charge)
-            except BudgetExhausted:
+            except BudgetExhaustedError:
                 return self._drop("budget")
-            except ReportingDisabled:
+            except ReportingDisabledError:
                 return self._drop("disabled")
-            except QueueFull:
+            except QueueFullError:
                 return self._drop("queue_full")
             except StoreError:
                 return self._drop("storage_error")
             self._stats.add("reported")
-            self._worker.notify(queued)
+            self._uploader.notify(queued)
             return True
         except Exception as exc:  # a bug here must not break the app
             logger.error("report dropped: internal error (%s)", type(exc).__name__)
@@ -470,7 +454,7 @@ class Client:
             Whether the queue is empty.
         """
         try:
-            return self._worker.flush(timeout)
+            return self._uploader.flush(timeout)
         except Exception as exc:
             logger.error("flush failed: %s", type(exc).__name__)
             return False
@@ -483,7 +467,7 @@ class Client:
             :meth:`report`), ``sent`` (delivered), ``accepted`` and ``duplicates`` (as the
             collector counted them), ``batches``, ``retries`` (failed uploads retried),
             ``dropped`` (by reason), ``last_error`` (an exception class or ``HTTP <status>``,
-            never a message) and ``worker_alive``.
+            never a message) and ``worker_alive`` (whether the upload thread runs).
         """
         snapshot = self._stats.snapshot()
         snapshot["dropped"]["queue_full"] += self._queue.evicted
@@ -491,7 +475,7 @@ class Client:
             "queued": len(self._queue),
             "queued_bytes": self._queue.nbytes,
             **snapshot,
-            "worker_alive": self._worker.alive,
+            "worker_alive": self._uploader.alive,
         }
 
     # -- privacy --------------------------------------------------------------------------
@@ -581,7 +565,7 @@ class Client:
         """The device secret of memoized responses (made on first use; wiped by disable).
 
         Raises:
-            ReportingDisabled: after an opt-out.
+            ReportingDisabledError: after an opt-out.
             StoreError: the store failed.
         """
         return self._ledger.device_secret()
@@ -599,7 +583,7 @@ class Client:
         start = time.monotonic()
         delivered = self.flush(timeout)
         remaining = None if timeout is None else max(0.0, timeout - (time.monotonic() - start))
-        self._worker.stop(remaining)
+        self._uploader.stop(remaining)
         if not delivered and not self._queue.durable:
             self._stats.drop("shutdown", self._queue.clear())
         if self._durable is not None:
@@ -618,13 +602,13 @@ class Client:
         self.shutdown()
 
     def _after_fork_in_child(self) -> None:
-        """The child owns nothing queued, shares no lock and starts its own worker lazily."""
+        """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
         self._fetch_lock = threading.Lock()
         self._queue.after_fork_in_child()
         if self._memory_ledger is not None:
             self._memory_ledger.after_fork_in_child()
         self._stats = Stats()
-        self._worker = self._new_worker()
+        self._uploader = self._new_uploader()
 
 
 def _after_fork_in_child() -> None:

@@ -11,7 +11,7 @@ may have received it). A queued report deleted before any upload attempt — wip
 ``Client.disable()``, or evicted by the queue quota — never left the device, and its
 charge is refunded: that is the ledger's *pending* state.
 
-With a ``storage_dir`` the ledger lives in the store's SQLite file (``store.py``), shared by
+With a ``storage_dir`` the ledger lives in the store's SQLite file (``store/``), shared by
 every process using that directory, and survives restarts. Without one,
 :class:`MemoryLedger` keeps it for this process only.
 
@@ -30,6 +30,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from client_sdk import wire
+from client_sdk.errors import BudgetExhaustedError, ReportingDisabledError
 
 if TYPE_CHECKING:
     from client_sdk.queue import ReportQueue
@@ -37,12 +38,10 @@ if TYPE_CHECKING:
 __all__ = [
     "ACCOUNTING",
     "EPSILON_SLACK",
-    "BudgetExhausted",
     "Charge",
     "Charger",
     "LedgerState",
     "MemoryLedger",
-    "ReportingDisabled",
     "Tally",
     "day_of",
     "period_start",
@@ -64,14 +63,6 @@ DAYS = "UTC calendar days; weeks start on Monday (ISO 8601); months on the 1st."
 
 SECRET_BYTES = 32
 """The device secret of memoized responses: 256 bits, the HMAC-SHA256 key size."""
-
-
-class BudgetExhausted(Exception):
-    """The metric's budget for the current period is spent: the report is refused."""
-
-
-class ReportingDisabled(Exception):
-    """The user opted out (``Client.disable()``): nothing is reported."""
 
 
 def day_of(timestamp: float) -> date:
@@ -178,7 +169,8 @@ class Tally:
         return reports, epsilon
 
     def check(self, charge: Charge) -> None:
-        """Raise :class:`BudgetExhausted` if ``charge`` would exceed its budget.
+        """Raise :class:`~client_sdk.errors.BudgetExhaustedError` if ``charge`` would exceed
+        its budget.
 
         The budget allows ``limit`` reports and ``limit × ε`` per period: with one ε for
         the whole period both say the same; after an ε change mid-period the stricter
@@ -189,7 +181,7 @@ class Tally:
         reports, epsilon = self.spent(charge.metric, charge.since, charge.day)
         allowed = charge.limit * charge.epsilon * (1.0 + EPSILON_SLACK)
         if reports + 1 > charge.limit or epsilon + charge.epsilon > allowed:
-            raise BudgetExhausted(charge.metric)
+            raise BudgetExhaustedError(charge.metric)
 
     def add(self, metric: str, day: str, reports: int, epsilon: float) -> None:
         """Add (or, with negative numbers, refund) a charge."""
@@ -273,13 +265,13 @@ class MemoryLedger:
         """Check ``charge`` against its budget, queue ``item``, then record the charge.
 
         Raises:
-            ReportingDisabled: the user opted out.
-            BudgetExhausted: over budget (nothing queued).
-            QueueFull: from the queue (nothing charged).
+            ReportingDisabledError: the user opted out.
+            BudgetExhaustedError: over budget (nothing queued).
+            QueueFullError: from the queue (nothing charged).
         """
         with self._lock:
             if self._disabled:
-                raise ReportingDisabled()
+                raise ReportingDisabledError()
             self._tally.check(charge)
             queued = queue.put(item)
             self._tally.add(charge.metric, charge.day, 1, charge.epsilon)
@@ -305,7 +297,7 @@ class MemoryLedger:
     def device_secret(self) -> bytes:  # noqa: D102
         with self._lock:
             if self._disabled:
-                raise ReportingDisabled()
+                raise ReportingDisabledError()
             if self._secret is None:
                 self._secret = secrets.token_bytes(SECRET_BYTES)
             return self._secret

@@ -1,13 +1,18 @@
 """The upload queue: perturbed reports waiting to be sent, bounded by count and bytes.
 
 Items are reports already perturbed and serialized (compact JSON bytes), so a queue never
-holds a true value, and a batch body is the items joined with commas. The worker peeks
+holds a true value, and a batch body is the items joined with commas. The uploader peeks
 the oldest items, sends them, and acks them once the answer is processed: a report
 leaves the queue only when the collector took it, or said it never will.
 
-:class:`ReportQueue` is the interface; :class:`MemoryQueue` keeps items in memory.
-:class:`client_sdk.store.Store` is the durable one (a small SQLite file, so reports made
-offline or before a crash survive a restart): ``Client(url, storage_dir=...)``.
+This module is the queue's contract and the in-memory queue. :class:`ReportQueue` (with
+:class:`Entry` and the default quotas) is what the client and its uploader need;
+:class:`Quotas` is what both kinds of queue share (the quota checks, ``nbytes``,
+``evicted``); :class:`MemoryQueue` keeps items in memory. The durable queue,
+:class:`client_sdk.store.Store` (a small SQLite file, so reports made offline or before a
+crash survive a restart: ``Client(url, storage_dir=...)``), implements the same contract
+and imports it from here. The arrow points from ``store/`` to this module, never back,
+so a client without a ``storage_dir`` never loads the store or ``sqlite3``.
 """
 
 from __future__ import annotations
@@ -17,15 +22,15 @@ from collections import deque
 from collections.abc import Iterable
 from typing import NamedTuple, Protocol
 
+from client_sdk.errors import QueueFullError
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_COUNT",
     "Entry",
     "MemoryQueue",
     "Quotas",
-    "QueueFull",
     "ReportQueue",
-    "StoreError",
 ]
 
 DEFAULT_MAX_COUNT = 10_000
@@ -43,16 +48,8 @@ class Entry(NamedTuple):
     data: bytes
 
 
-class QueueFull(Exception):
-    """An item larger than the queue's whole byte quota (it could never be kept)."""
-
-
-class StoreError(Exception):
-    """A durable queue could not be read or written (locked, full, read-only, corrupt)."""
-
-
 class ReportQueue(Protocol):
-    """What the client and its worker need from a queue. Implementations are thread-safe.
+    """What the client and its uploader need from a queue. Implementations are thread-safe.
 
     Quotas drop the *oldest* items first (Glean's pending-ping quotas), and count them.
     """
@@ -67,7 +64,7 @@ class ReportQueue(Protocol):
             The number of items queued after the put.
 
         Raises:
-            QueueFull: the item alone exceeds the byte quota.
+            QueueFullError: the item alone exceeds the byte quota.
         """
         ...
 
@@ -161,7 +158,7 @@ class MemoryQueue(Quotas):
     def put(self, item: bytes) -> int:  # noqa: D102
         size = len(item)
         if size > self.max_bytes:
-            raise QueueFull(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
+            raise QueueFullError(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
         with self._lock:
             items = self._items
             items.append(Entry(self._next_key, item))

@@ -1,6 +1,6 @@
 """How the SDK talks to the collector: a small protocol and two implementations.
 
-:class:`Transport` is all the client and its worker need: ``get(path)`` and
+:class:`Transport` is all the client and its uploader need: ``get(path)`` and
 ``post(path, body)`` returning a :class:`Response`, raising ``OSError`` (or
 ``http.client.HTTPException``) when no answer came. :class:`HTTPTransport` speaks
 HTTP/1.1 with keep-alive over ``http.client``; :class:`CallableTransport` hands requests to
@@ -37,7 +37,7 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 characters, JSON-escaped) is about 9 MiB; anything beyond is not a collector speaking."""
 
 MAX_IDLE_CONNECTIONS = 2
-"""Kept-alive connections per transport: one for the worker's uploads, one for a definition
+"""Kept-alive connections per transport: one for the uploader's batches, one for a definition
 fetch made by an app thread at the same time."""
 
 _STALE_CONNECTION_ERRORS = (
@@ -94,7 +94,7 @@ class HTTPTransport:
     """HTTP/1.1 over ``http.client`` with kept-alive connections, safe across threads and forks.
 
     Connections are pooled (at most :data:`MAX_IDLE_CONNECTIONS` idle), so an app thread
-    fetching a definition never waits for the worker's upload. A connection that fails is
+    fetching a definition never waits for the uploader's upload. A connection that fails is
     closed; one the server closed while idle is retried once on a fresh connection. A
     forked child never uses its parent's sockets.
 
@@ -153,7 +153,7 @@ class HTTPTransport:
             conn.close()
 
     def _connect(self) -> http.client.HTTPConnection:
-        # Imported on the first connection (by the worker thread, usually), not with the
+        # Imported on the first connection (by the upload thread, usually), not with the
         # SDK: http.client and the email package it loads take ~20 ms to import.
         import http.client
 

@@ -30,15 +30,16 @@ import math
 import numbers
 import re
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from client_sdk import mechanisms
-from client_sdk.mechanisms import FrequencyOracle, NumericMechanism, PayloadError
-from client_sdk.mechanisms._random import RandomSource
+from client_sdk.errors import DefinitionError, PayloadError, ReportError
+from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
+from client_sdk.mechanisms.randomness import RandomSource
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -46,9 +47,11 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_SHARDS",
     "REPORT_FIELDS",
+    # Defined in client_sdk.errors; re-exported because the collector and the aggregator
+    # import them from here.
     "DefinitionError",
-    "MetricDefinition",
     "ReportError",
+    "MetricDefinition",
     "build_report",
     "check_report",
     "parse_spec",
@@ -74,18 +77,6 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 REPORT_FIELDS = ("metric", "version", "id", "payload")
 
 _ID_PATTERN = re.compile(r"[0-9a-f]{32}")
-
-
-class DefinitionError(ValueError):
-    """A metric definition or specification with problems, all of them listed."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = list(problems)
-
-
-class ReportError(ValueError):
-    """A report that will never be valid (the client should drop it, not retry)."""
 
 
 def check_name(name: object) -> str:
@@ -307,10 +298,8 @@ class MetricDefinition:
             x = math.inf
         if not low <= x <= high:  # NaN fails too
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-            raise ValueError(
-                f"value {shown} is outside the range [{_number(low)}, {_number(high)}] "
-                f"of metric {self.name!r}"
-            )
+            bounds = f"[{_format_range_end(low)}, {_format_range_end(high)}]"
+            raise ValueError(f"value {shown} is outside the range {bounds} of metric {self.name!r}")
         return scale(x, low, high)
 
     @property
@@ -450,7 +439,7 @@ NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "
 "epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
 
 
-def _number(x: float) -> str:
+def _format_range_end(x: float) -> str:
     """A range end as people write it: 100.0 → '100', 0.25 → '0.25'."""
     return str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
-from client_sdk.wire import DefinitionError
+from client_sdk.errors import DefinitionError
 from collector.body import read_json
 from collector.context import services
 from collector.errors import ApiError, clip

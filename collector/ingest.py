@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
-from client_sdk.wire import REPORT_FIELDS, MetricDefinition, ReportError, check_report
+from client_sdk.errors import ReportError
+from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from ldp_store import keys, scripts
 

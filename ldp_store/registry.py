@@ -24,7 +24,8 @@ from typing import Any
 
 import redis
 
-from client_sdk.wire import DefinitionError, MetricDefinition, check_name, parse_spec
+from client_sdk.errors import DefinitionError
+from client_sdk.wire import MetricDefinition, check_name, parse_spec
 from ldp_store import keys
 
 __all__ = ["Registry", "RegistryChange"]

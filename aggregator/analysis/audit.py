@@ -28,7 +28,7 @@ import numpy as np
 from scipy.stats import beta
 
 from client_sdk.mechanisms import FrequencyOracle
-from client_sdk.mechanisms._random import RandomSource
+from client_sdk.mechanisms.randomness import RandomSource
 
 __all__ = ["AuditResult", "audit", "clopper_pearson"]
 

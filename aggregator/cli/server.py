@@ -146,7 +146,7 @@ def serve(
 ) -> None:
     """Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url."""
     from aggregator.service.serve import load_metrics_file  # noqa: PLC0415
-    from client_sdk.wire import DefinitionError  # noqa: PLC0415
+    from client_sdk.errors import DefinitionError  # noqa: PLC0415
     from ldp_store.registry import Registry  # noqa: PLC0415
 
     specs = {}

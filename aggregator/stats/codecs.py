@@ -29,13 +29,13 @@ import numpy.typing as npt
 
 from aggregator.stats.batch import Batch, raise_first_error
 from aggregator.stats.numeric import NumericCodec
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
     FrequencyOracle,
     GeneralizedRR,
     HadamardResponse,
     LocalHashing,
     NumericMechanism,
-    PayloadError,
     SubsetSelection,
 )
 from client_sdk.mechanisms.unary import UnaryEncoding

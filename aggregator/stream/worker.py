@@ -64,7 +64,8 @@ from aggregator.stream.entries import (
     raw_reader,
     stream_entries,
 )
-from client_sdk.wire import DefinitionError, MetricDefinition
+from client_sdk.errors import DefinitionError
+from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
 from ldp_store.connection import is_cluster, unavailable
 from ldp_store.registry import Registry

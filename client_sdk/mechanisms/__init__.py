@@ -16,6 +16,10 @@ and derive each device's permanent response from its secret:
 >>> m = mechanisms.create("memo-oue", epsilon=1.0, domain_size=32, permanent_epsilon=4.0)
 >>> secret = mechanisms.new_secret()  # kept on the device
 >>> payload = m.perturb_memoized(7, secret, metric="app.page", version=1)
+
+Every mechanism draws its randomness through :mod:`client_sdk.mechanisms.randomness`:
+the operating system's CSPRNG by default, any ``random.Random``-like object when given
+(:class:`~client_sdk.mechanisms.randomness.RandomSource`; tests pass a seeded one).
 """
 
 from __future__ import annotations
@@ -24,14 +28,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from client_sdk.mechanisms._random import SecureRandom, default_rng
+from client_sdk.errors import PayloadError  # re-exported: the aggregator imports it from here
 from client_sdk.mechanisms.base import (
     MAX_DOMAIN_SIZE,
     MAX_EPSILON,
     MIN_EPSILON,
     Choice,
     FrequencyOracle,
-    PayloadError,
 )
 from client_sdk.mechanisms.hadamard import HadamardResponse
 from client_sdk.mechanisms.hashing import BinaryLocalHashing, LocalHashing
@@ -55,6 +58,7 @@ from client_sdk.mechanisms.numeric import (
     create_numeric,
     numeric_from_params,
 )
+from client_sdk.mechanisms.randomness import SecureRandom, default_rng
 from client_sdk.mechanisms.rr import BinaryRR, GeneralizedRR
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding

@@ -22,7 +22,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
-from client_sdk.mechanisms._random import RandomSource, default_rng
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms.randomness import RandomSource, default_rng
 
 __all__ = [
     "MAX_DOMAIN_SIZE",
@@ -30,7 +31,6 @@ __all__ = [
     "MIN_EPSILON",
     "check_epsilon",
     "FrequencyOracle",
-    "PayloadError",
     "exp_epsilon",
     "shade_down",
 ]
@@ -50,10 +50,6 @@ report lists up to k/2 values; larger domains belong in a hierarchy or a sketch.
 _SAFETY = 1.0 - 1e-12
 """Sampling probabilities are built from e^ε·(1 − 10⁻¹²) so that float rounding can never
 push the realised likelihood ratio above e^ε; the cost in variance is 10⁻¹² relative."""
-
-
-class PayloadError(ValueError):
-    """A report payload that does not fit the mechanism's wire format."""
 
 
 def check_epsilon(epsilon: object) -> float:

@@ -20,8 +20,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli
 from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
+from client_sdk.mechanisms.randomness import RandomSource, bernoulli
 
 __all__ = ["HadamardResponse"]
 

@@ -69,19 +69,19 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar
 
-from client_sdk.mechanisms._random import (
-    RandomSource,
-    bernoulli,
-    bernoulli_lanes,
-    bits_from,
-    default_rng,
-)
 from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
     FrequencyOracle,
     exp_epsilon,
     shade_down,
+)
+from client_sdk.mechanisms.randomness import (
+    RandomSource,
+    bernoulli,
+    bernoulli_lanes,
+    bits_from,
+    default_rng,
 )
 from client_sdk.mechanisms.rr import GeneralizedRR
 from client_sdk.mechanisms.unary import (

@@ -59,13 +59,9 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any, ClassVar, NamedTuple
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli, default_rng
-from client_sdk.mechanisms.base import (
-    Choice,
-    PayloadError,
-    _exp_upper_bound_check,
-    check_epsilon,
-)
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms.base import Choice, _exp_upper_bound_check, check_epsilon
+from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
 
 __all__ = [
     "EPSILON_STAR",

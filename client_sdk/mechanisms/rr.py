@@ -15,7 +15,6 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli
 from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
@@ -24,6 +23,7 @@ from client_sdk.mechanisms.base import (
     exp_epsilon,
     shade_down,
 )
+from client_sdk.mechanisms.randomness import RandomSource, bernoulli
 
 __all__ = ["BinaryRR", "GeneralizedRR"]
 

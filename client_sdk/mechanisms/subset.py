@@ -9,7 +9,7 @@ the true value is in; the uniform subset of the others comes, for a sparse subse
 (s < k/10), from exactly uniform integer draws with rejection of repeats and of the true
 value, then a sort; for a dense one, from independent marks, one random byte per value
 compared at C speed, fixed up to the exact size by about √s uniformly chosen flips
-(:func:`~client_sdk.mechanisms._random.subset_marks`), then the marked positions in
+(:func:`~client_sdk.mechanisms.randomness.subset_marks`), then the marked positions in
 order, also at C speed.
 
 References:
@@ -27,14 +27,14 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import (
+from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
+from client_sdk.mechanisms.randomness import (
     RandomSource,
     bernoulli,
     marked,
     subset_marks,
     uniform_indices,
 )
-from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
 
 __all__ = ["SubsetSelection"]
 

@@ -18,8 +18,8 @@ from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
-from client_sdk.mechanisms._random import RandomSource, bernoulli, bernoulli_lanes
 from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
+from client_sdk.mechanisms.randomness import RandomSource, bernoulli, bernoulli_lanes
 
 __all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
 

@@ -10,7 +10,7 @@ import pytest
 
 from aggregator.analysis.audit import audit, clopper_pearson
 from client_sdk.mechanisms import OptimizedUnaryEncoding, create
-from client_sdk.mechanisms._random import bernoulli, bernoulli_lanes
+from client_sdk.mechanisms.randomness import bernoulli, bernoulli_lanes
 
 
 @pytest.mark.parametrize("name", ["rr", "grr", "sue", "oue", "olh", "blh", "hr", "ss"])

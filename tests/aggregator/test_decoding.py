@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from aggregator.stats.codecs import Counts, codec_for, count_payloads, fwht
-from client_sdk.mechanisms import PayloadError, create
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms import create
 
 CONFIGS = [
     ("rr", 2, 1.0, {}),

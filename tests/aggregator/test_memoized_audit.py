@@ -14,7 +14,7 @@ import pytest
 
 from aggregator.analysis.audit import audit
 from client_sdk.mechanisms import MemoizedGRR, MemoizedOUE, create
-from client_sdk.mechanisms._random import RandomSource
+from client_sdk.mechanisms.randomness import RandomSource
 
 
 @pytest.mark.parametrize("name", ["memo-grr", "memo-sue", "memo-oue"])

@@ -17,6 +17,7 @@ from aggregator.stats.numeric import (
     estimate_mean,
 )
 from client_sdk import mechanisms
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition, parse_spec
 from ldp_store.schema import LIMB_BITS, limbs
@@ -125,9 +126,9 @@ def test_codec_parses_exactly_what_check_payload_accepts(name: str) -> None:
         [1.0],
         {"y": 2.0**-31},
     ):
-        with pytest.raises(mechanisms.PayloadError, match=r"payload #2: .* payload"):
+        with pytest.raises(PayloadError, match=r"payload #2: .* payload"):
             codec.parse([payloads[0], payloads[1], bad, payloads[3]])
-        with pytest.raises(mechanisms.PayloadError):
+        with pytest.raises(PayloadError):
             m.check_payload(bad)
 
 

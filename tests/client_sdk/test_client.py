@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from client_sdk import Client, wire
+from client_sdk.errors import ReportError
 from client_sdk.transport import HTTPTransport
-from client_sdk.wire import MetricDefinition, ReportError, parse_spec
-from client_sdk.worker import RETRY_CAP
+from client_sdk.uploader import RETRY_CAP
+from client_sdk.wire import MetricDefinition, parse_spec
 
 THEME_LABELS = ["sunlit-meadow", "midnight-ocean", "auto-tangerine"]
 THEME = parse_spec("app.theme", {"domain": THEME_LABELS, "epsilon": 1.0, "mechanism": "grr"})
@@ -482,7 +483,7 @@ def test_flush_interval_triggers_an_upload(
     assert wait_until(lambda: len(collector.delivered) == 1)
 
 
-def test_the_worker_starts_lazily_on_the_first_report(
+def test_the_uploader_starts_lazily_on_the_first_report(
     make_client: Callable[..., Client],
 ) -> None:
     client = make_client()
@@ -788,7 +789,7 @@ def test_a_forked_child_reports_and_flushes_its_own_reports(
     collector: Collector, make_client: Callable[..., Client]
 ) -> None:
     client = make_client(clock=time.monotonic)
-    assert client.report("app.theme", 0)  # parent: definition cached, worker running
+    assert client.report("app.theme", 0)  # parent: definition cached, uploader running
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never return into pytest
@@ -813,7 +814,7 @@ def test_a_forked_child_reports_and_flushes_its_own_reports(
     assert result["reported"] == [True, True] and result["flushed"] is True
     assert result["after"]["sent"] == 2 and result["after"]["reported"] == 2
     assert len(collector.delivered) == 2
-    # The parent is unaffected: its report is still queued, its worker still runs.
+    # The parent is unaffected: its report is still queued, its uploader still runs.
     stats = client.stats()
     assert stats["queued"] == 1 and stats["reported"] == 1 and stats["worker_alive"]
     assert client.flush(timeout=5)

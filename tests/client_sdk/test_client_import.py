@@ -31,7 +31,7 @@ def test_the_deferred_modules_load_when_used() -> None:
         "import json, sys, tempfile\n"
         "from client_sdk import Client\n"
         "from client_sdk.transport import HTTPTransport\n"
-        "from client_sdk.worker import parse_retry_after\n"
+        "from client_sdk.uploader import parse_retry_after\n"
         "assert parse_retry_after('Wed, 21 Oct 2015 07:28:00 GMT', 0.0) is not None\n"
         "transport = HTTPTransport('http://127.0.0.1:9')\n"
         "try:\n"

@@ -23,11 +23,11 @@ from test_client import Answer, Collector
 from test_client_store import stored
 
 from client_sdk import Client, wire
+from client_sdk.errors import DefinitionError, ReportingDisabledError
 from client_sdk.ledger import (
     Charge,
     Charger,
     MemoryLedger,
-    ReportingDisabled,
     Tally,
     day_of,
     period_start,
@@ -35,7 +35,7 @@ from client_sdk.ledger import (
 )
 from client_sdk.queue import MemoryQueue
 from client_sdk.store import FILENAME
-from client_sdk.worker import RETRY_CAP
+from client_sdk.uploader import RETRY_CAP
 from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -336,9 +336,9 @@ def test_disable_wipes_the_queue_refunds_unsent_reports_and_stops_reporting(
     # drain loop and would take a report queued now. Wait until it is idle again, so the
     # next four wait for flush_interval (an hour) and are provably never sent.
     deadline = time.monotonic() + 5
-    while client._worker._flush_requested and time.monotonic() < deadline:
+    while client._uploader._flush_requested and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert not client._worker._flush_requested
+    assert not client._uploader._flush_requested
     for _ in range(4):
         assert client.report("app.free", 1)  # four waiting
     assert client.disable() is True
@@ -387,7 +387,7 @@ def test_disable_deletes_the_device_secret_and_is_remembered_after_a_restart(
     assert len(secret) == 32 and client._device_secret() == secret
     assert client.report("app.theme", 0)
     assert client.disable()
-    with pytest.raises(ReportingDisabled):
+    with pytest.raises(ReportingDisabledError):
         client._device_secret()
     if mode == "durable":
         with sqlite3.connect(tmp_path / "store" / FILENAME) as conn:
@@ -449,10 +449,10 @@ def test_the_memory_ledger_charges_only_what_was_queued() -> None:
 )
 def test_an_invalid_budget_is_a_clear_problem(budget: Any, problem: str) -> None:
     spec = {"domain": ["a", "b"], "epsilon": 1.0, "budget": budget}
-    with pytest.raises(wire.DefinitionError, match=problem):
+    with pytest.raises(DefinitionError, match=problem):
         wire.parse_spec("app.x", spec)
     data = {**FREE.to_dict(), "budget": budget}
-    with pytest.raises(wire.DefinitionError, match=problem):
+    with pytest.raises(DefinitionError, match=problem):
         wire.MetricDefinition.from_dict(data)
 
 

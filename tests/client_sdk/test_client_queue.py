@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from client_sdk.queue import MemoryQueue, QueueFull, ReportQueue
+from client_sdk.errors import QueueFullError
+from client_sdk.queue import MemoryQueue, ReportQueue
 
 
 def items(queue: MemoryQueue) -> list[bytes]:
@@ -40,7 +41,7 @@ def test_the_byte_quota_drops_the_oldest_and_counts_them() -> None:
 def test_an_item_larger_than_the_byte_quota_is_refused() -> None:
     queue = MemoryQueue(max_bytes=3)
     queue.put(b"ok")
-    with pytest.raises(QueueFull):
+    with pytest.raises(QueueFullError):
         queue.put(b"toolong")
     assert items(queue) == [b"ok"] and queue.evicted == 0
 

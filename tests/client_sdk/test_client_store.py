@@ -23,10 +23,11 @@ from typing import Any
 import pytest
 from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server
 
-from client_sdk import Client, store_sqlite
+from client_sdk import Client
 from client_sdk.ledger import Charge
 from client_sdk.store import FILENAME, Store
-from client_sdk.worker import FAILURES_PER_RUN, RETRY_CAP
+from client_sdk.store import sqlite as store_sqlite
+from client_sdk.uploader import FAILURES_PER_RUN, RETRY_CAP
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -166,7 +167,7 @@ def test_a_batch_stops_after_a_bounded_number_of_failures_per_window(
     resume = threading.Event()
 
     def sleep(delay: float) -> None:
-        if delay >= RETRY_CAP:  # the worker waits for the next upload window
+        if delay >= RETRY_CAP:  # the uploader waits for the next upload window
             windows.append(delay)
             resume.wait(10)
 
@@ -220,7 +221,7 @@ def test_the_backlog_of_an_earlier_run_is_sent_without_new_reports(
         assert first.report("app.theme", i)
     first.shutdown(timeout=0.2)
     back = collector.restarted()
-    second = make_client(flush_interval=0.05)  # the worker starts with the client
+    second = make_client(flush_interval=0.05)  # the uploader starts with the client
     deadline = time.monotonic() + 5
     while len(back.delivered) < 3 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -485,7 +486,7 @@ def test_every_upload_is_preceded_by_an_fsync_of_the_store(
 def test_the_wal_is_checkpointed_and_stays_small(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_sqlite, "CHECKPOINT_BACKSTOP", 10)  # no worker checkpoints
+    monkeypatch.setattr(store_sqlite, "CHECKPOINT_BACKSTOP", 10)  # no uploader checkpoints
     store = Store(tmp_path, max_count=10**6, max_bytes=10**9)
     for i in range(500):
         store.put(b"r%d" % i, CHARGE)
@@ -494,7 +495,7 @@ def test_the_wal_is_checkpointed_and_stays_small(
     assert len(store) == 500
 
 
-def test_reports_never_checkpoint_the_worker_does_on_its_own_connection(
+def test_reports_never_checkpoint_the_uploader_does_on_its_own_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store_sqlite, "CHECKPOINT_EVERY", 10)
@@ -509,7 +510,7 @@ def test_reports_never_checkpoint_the_worker_does_on_its_own_connection(
     assert store.checkpoint_due
     wal = tmp_path / (FILENAME + "-wal")
     grown = wal.stat().st_size
-    assert len(store.peek(10, 10**6)) == 10  # the worker's call checkpoints first
+    assert len(store.peek(10, 10**6)) == 10  # the uploader's call checkpoints first
     assert not store.checkpoint_due
     assert not [s for s in statements if "checkpoint" in s.lower()]  # not on this connection
     for i in range(50):  # the WAL was copied into the database: writes restart at its start

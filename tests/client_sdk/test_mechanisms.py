@@ -10,12 +10,8 @@ import pytest
 from scripted import ALL, ZERO, ScriptedRandom
 
 from client_sdk import mechanisms
-from client_sdk.mechanisms import (
-    MAX_DOMAIN_SIZE,
-    BinaryRR,
-    PayloadError,
-    create,
-)
+from client_sdk.errors import PayloadError
+from client_sdk.mechanisms import MAX_DOMAIN_SIZE, BinaryRR, create
 
 CONCRETE = ["rr", "grr", "sue", "oue", "olh", "blh", "hr", "ss"]
 
@@ -294,7 +290,7 @@ def test_perturb_payloads_are_json_and_valid(name: str, k: int) -> None:
 
 @pytest.mark.parametrize("name", CONCRETE)
 def test_default_randomness_is_the_csprng(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import client_sdk.mechanisms._random as r
+    import client_sdk.mechanisms.randomness as r
 
     calls = []
     real = r.SecureRandom.getrandbits

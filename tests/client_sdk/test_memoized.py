@@ -23,6 +23,7 @@ from scipy.stats import chisquare
 from scripted import ScriptedRandom
 
 from client_sdk import mechanisms, wire
+from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms import (
     GeneralizedRR,
     HmacShakeRandom,
@@ -487,7 +488,7 @@ def test_spec_memo_mechanism_with_option_is_the_same_metric() -> None:
     ],
 )
 def test_spec_longitudinal_errors(extra: dict[str, object], message: str) -> None:
-    with pytest.raises(wire.DefinitionError, match=message):
+    with pytest.raises(DefinitionError, match=message):
         wire.parse_spec("m", {"domain": DOMAIN, "epsilon": 1.0, **extra})
 
 

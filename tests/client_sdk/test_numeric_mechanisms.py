@@ -19,6 +19,7 @@ from scipy.stats import binomtest, chisquare
 from scripted import ALL, ZERO, ScriptedRandom
 
 from client_sdk import mechanisms
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
     NUMERIC_MECHANISMS,
     DuchiMechanism,
@@ -448,14 +449,14 @@ def test_check_payload_refuses_anything_else(name: str) -> None:
     if name == "duchi":
         bad.append({"y": _pm_point(PiecewiseMechanism(1.5))})  # not ±C
     for payload in bad:
-        with pytest.raises(mechanisms.PayloadError, match=f"^{name} payload"):
+        with pytest.raises(PayloadError, match=f"^{name} payload"):
             m.check_payload(payload)
 
 
 def test_the_hybrid_below_epsilon_star_is_duchis_and_refuses_pm_reports() -> None:
     m = HybridMechanism(0.5)
     assert m.alpha == 0 and m.bound == DuchiMechanism(0.5).bound
-    with pytest.raises(mechanisms.PayloadError):
+    with pytest.raises(PayloadError):
         m.check_payload({"y": _pm_point(m)})
     assert HybridMechanism(2.0).check_payload({"y": _pm_point(HybridMechanism(2.0))})
 

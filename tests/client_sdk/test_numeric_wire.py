@@ -10,14 +10,8 @@ from typing import Any
 import pytest
 
 from client_sdk import mechanisms
-from client_sdk.wire import (
-    DefinitionError,
-    MetricDefinition,
-    ReportError,
-    build_report,
-    check_report,
-    parse_spec,
-)
+from client_sdk.errors import DefinitionError, ReportError
+from client_sdk.wire import MetricDefinition, build_report, check_report, parse_spec
 
 SPEC: dict[str, Any] = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
 

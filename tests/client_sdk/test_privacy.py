@@ -21,7 +21,7 @@ from scipy.stats import chisquare
 from scripted import ALL, ScriptedRandom
 
 from client_sdk.mechanisms import SecureRandom, create, subset
-from client_sdk.mechanisms._random import (
+from client_sdk.mechanisms.randomness import (
     bernoulli,
     bernoulli_lanes,
     subset_marks,

@@ -22,13 +22,8 @@ from aggregator.cli import main
 from aggregator.service.app import create_server_app
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker
-from client_sdk.wire import (
-    MAX_SHARDS,
-    DefinitionError,
-    MetricDefinition,
-    build_report,
-    parse_spec,
-)
+from client_sdk.errors import DefinitionError
+from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec
 from ldp_store import keys
 from ldp_store.embedded import free_port
 

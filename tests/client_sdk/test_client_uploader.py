@@ -14,7 +14,7 @@ import pytest
 from client_sdk import Client, wire
 from client_sdk.queue import MemoryQueue
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
-from client_sdk.worker import (
+from client_sdk.uploader import (
     FAILURES_PER_RUN,
     RETRY_AFTER_CAP,
     RETRY_CAP,

@@ -5,8 +5,8 @@ count and bytes, the ledger's recent charges (a :class:`~client_sdk.ledger.Tally
 opt-out flag — and reloads it whenever ``PRAGMA data_version`` shows that another
 connection (another process sharing the directory) changed the file. It also reads and
 changes the privacy state kept there: the opt-out, the device secret, the ledger's rows
-and the metric definitions kept for offline starts. :class:`~client_sdk.store.Store` adds
-the queue itself.
+and the metric definitions kept for offline starts. :class:`~client_sdk.store.Store`
+(``reports.py``) adds the queue itself.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from client_sdk.ledger import SECRET_BYTES, ReportingDisabled, Tally, day_of, window_start
-from client_sdk.queue import StoreError
-from client_sdk.store_sqlite import SQLiteFile, Transaction, spend
+from client_sdk.errors import ReportingDisabledError, StoreError
+from client_sdk.ledger import SECRET_BYTES, Tally, day_of, window_start
+from client_sdk.store.sqlite import SQLiteFile, Transaction, spend
 
 __all__ = ["StoreState"]
 
@@ -137,7 +137,7 @@ class StoreState(SQLiteFile):
         """The device secret of memoized responses: 32 CSPRNG bytes made on first use.
 
         Raises:
-            ReportingDisabled: after an opt-out (a new secret is made after ``enable()``).
+            ReportingDisabledError: after an opt-out (a new secret is made after ``enable()``).
             StoreError: the database failed.
         """
         with self._lock:
@@ -154,7 +154,7 @@ class StoreState(SQLiteFile):
         with self._transaction() as conn:
             self._refresh(conn)
             if self._disabled:
-                raise ReportingDisabled()
+                raise ReportingDisabledError()
             if self._secret is None:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'device_secret'").fetchone()
                 if row is None:

@@ -1,4 +1,4 @@
-"""The upload worker: one daemon thread that batches queued reports and delivers them.
+"""The uploader: one daemon thread that batches queued reports and delivers them.
 
 Every outcome of an upload is classified in one place, :func:`classify`:
 
@@ -7,17 +7,17 @@ Every outcome of an upload is classified in one place, :func:`classify`:
 * ``retry`` — no answer (network error), 408, 429 and 5xx but 501: the batch stays
   queued and is retried after a capped exponential backoff with full jitter (1 s → 30 s,
   ×2) that honours ``Retry-After``; after every :data:`FAILURES_PER_RUN` failures in a
-  row the worker pauses for :data:`RETRY_CAP` instead of spinning;
+  row the uploader pauses for :data:`RETRY_CAP` instead of spinning;
 * ``drop``  — any other status: the batch will never be valid, it is dropped and
   counted (a 413 first halves the batch size, and drops only a single report).
 
 A report leaves the queue only through an ``ok`` or a ``drop`` (``queue.ack``): with the
-durable store (``store.py``) it stays on disk through any number of ``retry`` outcomes,
+durable store (``store/``) it stays on disk through any number of ``retry`` outcomes,
 restarts included, until one of those two.
 
 The thread starts on the first report (with a durable store: with the client, to send
 what an earlier run left), and the host app never sees its exceptions. A forked child
-gets a new worker (see ``client.py``).
+gets a new uploader (see ``client.py``).
 
 References:
     Janus (IETF DAP) upload retries; Glean's upload policy (delete on 4xx, at most three
@@ -51,7 +51,7 @@ __all__ = [
     "RETRY_CAP",
     "Outcome",
     "Stats",
-    "Worker",
+    "Uploader",
     "backoff_delay",
     "classify",
     "parse_retry_after",
@@ -71,7 +71,7 @@ RETRY_FACTOR = 2.0
 """Growth of the backoff ceiling per failure."""
 
 FAILURES_PER_RUN = 3
-"""Recoverable failures in a row before the worker pauses for :data:`RETRY_CAP` (Glean
+"""Recoverable failures in a row before the uploader pauses for :data:`RETRY_CAP` (Glean
 allows three recoverable failures per upload window)."""
 
 RETRY_AFTER_CAP = 600.0
@@ -209,7 +209,7 @@ class Stats:
             return {**self._counts, "dropped": dict(self._dropped), "last_error": self._last_error}
 
 
-class Worker:
+class Uploader:
     """Sends queued reports in batches from a lazily started daemon thread.
 
     Args:
@@ -265,7 +265,7 @@ class Worker:
 
     # -- called from app threads ------------------------------------------------------
     def notify(self, queued: int) -> None:
-        """Tell the worker a report was queued (``queued`` = the queue's new length)."""
+        """Tell the uploader a report was queued (``queued`` = the queue's new length)."""
         if self._thread is None:
             self.ensure_started()
         if queued == 1 or queued >= self._flush_at:
@@ -278,7 +278,7 @@ class Worker:
             time.sleep(0)
 
     def ensure_started(self) -> None:
-        """Start the thread unless it runs or the worker was stopped."""
+        """Start the thread unless it runs or the uploader was stopped."""
         if self._thread is not None:
             return
         with self._cond:
@@ -299,7 +299,7 @@ class Worker:
 
         Args:
             timeout: seconds to wait at most; None waits until the queue is empty or the
-                worker pauses after a run of failures.
+                uploader pauses after a run of failures.
 
         Returns:
             Whether the queue is empty.

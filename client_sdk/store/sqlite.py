@@ -3,9 +3,10 @@
 :class:`SQLiteFile` owns the connection of one process to ``ldp-telemetry.sqlite3``
 (opened on first use, reopened at most every :data:`REOPEN_DELAY` seconds after a
 failure, abandoned, never closed, in a forked child), turns every SQLite failure into
-:class:`~client_sdk.queue.StoreError`, counts commits so that the upload worker
+:class:`~client_sdk.errors.StoreError`, counts commits so that the uploader
 checkpoints the WAL (off the ``report()`` path), and fsyncs the WAL before an upload.
-:class:`~client_sdk.store.Store` builds the queue and the ledger on it; ``store.py``
+:class:`~client_sdk.store.state.StoreState` and :class:`~client_sdk.store.Store` build the
+ledger and the queue on it; the package docstring (``client_sdk/store/__init__.py``)
 explains the durability this gives.
 """
 
@@ -21,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from client_sdk.queue import StoreError
+from client_sdk.errors import StoreError
 
 __all__ = [
     "BUSY_TIMEOUT",
@@ -60,13 +61,13 @@ per 5 s, not one per report."""
 
 CHECKPOINT_EVERY = 1000
 """Commits (about 1 MB of WAL at 1 KiB pages, 4 MB in a file an earlier SDK made with
-4 KiB pages) between checkpoints, made by the upload worker on a connection of its own
+4 KiB pages) between checkpoints, made by the uploader on a connection of its own
 (:meth:`SQLiteFile.checkpoint`) instead of SQLite's automatic ones: a checkpoint fsyncs
 twice (10–40 ms on the benchmark machine), which must not land inside ``report()``."""
 
 CHECKPOINT_BACKSTOP = 10 * CHECKPOINT_EVERY
 """Commits after which a write checkpoints itself, in the caller's thread: only when no
-worker has checkpointed for that long (a worker that is stopped or never due); bounds the
+uploader has checkpointed for that long (one that is stopped or never due); bounds the
 WAL at ~10 MB (1 KiB pages)."""
 
 PAGE_SIZE = 1024
@@ -238,7 +239,7 @@ class SQLiteFile:
         """Copy the WAL into the database file once :data:`CHECKPOINT_EVERY` commits were
         made (else do nothing). Never raises.
 
-        Called by the upload worker. It runs on a connection of its own and without the
+        Called by the uploader. It runs on a connection of its own and without the
         store's lock, so ``report()`` on another thread neither waits for its fsyncs nor
         stops appending to the WAL meanwhile (a PASSIVE checkpoint lets writers go on).
         """

@@ -1,34 +1,20 @@
-"""The durable store: queued reports, the privacy ledger and the device secret, in SQLite.
+"""The durable queue: reports put, claimed (leased) for upload and acked, in SQLite.
 
-One file, ``ldp-telemetry.sqlite3``, in a directory the app chooses
-(``Client(url, storage_dir=...)``); standard library ``sqlite3`` only. Three layers:
-``store_sqlite.py`` (the connection, transactions, fsync, fork safety),
-``store_state.py`` (cached totals, the opt-out, the device secret, the ledger's rows)
-and this module (the queue: put, claim, ack).
+:class:`Store` is the :class:`~client_sdk.queue.ReportQueue` of a client with a
+``storage_dir``. It adds the ``reports`` table's side to :class:`~.state.StoreState`
+(cached totals, the ledger, the opt-out, the device secret): :meth:`Store.put` commits a
+report together with its ledger charge (one row holds both: a report is queued if and only
+if it was charged) and evicts the oldest beyond the quotas; :meth:`Store.peek` claims the
+batch to send, commits the claim and fsyncs the WAL before returning it (so nothing is sent
+that a power cut could un-write); :meth:`Store.ack` deletes what the collector took or
+refused for good, turning the charges of reports ever sent into spent ones.
 
-Durability. Every report is committed *before* ``report()`` returns True, together with
-its ledger charge (one row holds both: a report is queued if and only if it was charged).
-The database runs in WAL mode with ``synchronous=NORMAL``: a commit is a write to the
-WAL file without an fsync, so it survives the app crashing or being killed (the bytes
-are in the operating system's cache), and costs tens of µs instead of milliseconds. A
-power cut or an operating system crash may lose the last commits — but never one that
-was sent: before each upload the worker claims its batch, commits the claim, and fsyncs
-the WAL file (what ``synchronous=FULL`` does at a commit, done here without holding the
-store's lock, so ``report()`` never waits for a disk flush), which makes the whole WAL
-up to the claim durable: every report, and every ledger charge, is on stable storage
-before it leaves the device. A report is deleted only after the collector took it (2xx)
-or rejected it as invalid (the worker's ``classify``).
-
-Several processes may share a directory: SQLite's locks serialise writers, and each
-process keeps its caches coherent with ``PRAGMA data_version``. The worker *leases* the
-batch it sends (owner, expiry), so two processes do not send the same reports; a lease
-of a process that died is released at once (POSIX), others expire after
-:data:`LEASE_SECONDS`. Should a report still be sent twice (a lease expired mid-upload,
-a response lost), the collector discards the replay by its id.
-
-A forked child never touches its parent's connection: it opens its own. Every SQLite
-failure (a locked, full, read-only or corrupt database) surfaces as :class:`StoreError`,
-which the client turns into a dropped report (``storage_error``), never an exception.
+Several processes may share a directory. The uploader *leases* the batch it sends (owner,
+expiry), so two processes do not send the same reports; a lease of a process that died is
+released at once (POSIX), others expire after :data:`LEASE_SECONDS`. Should a report still
+be sent twice (a lease expired mid-upload, a response lost), the collector discards the
+replay by its id. The package docstring (``client_sdk/store/__init__.py``) explains the
+durability all this gives.
 """
 
 from __future__ import annotations
@@ -38,35 +24,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from client_sdk.ledger import Charge, ReportingDisabled
-from client_sdk.queue import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_COUNT,
-    Entry,
-    QueueFull,
-    Quotas,
-    StoreError,
-)
-from client_sdk.store_sqlite import (
-    BUSY_TIMEOUT,
-    FILENAME,
-    SCHEMA_VERSION,
-    Transaction,
-    alive,
-    chunks,
-    marks,
-    spend,
-)
-from client_sdk.store_state import StoreState
+from client_sdk.errors import QueueFullError, ReportingDisabledError
+from client_sdk.ledger import Charge
+from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, Entry, Quotas
+from client_sdk.store.sqlite import Transaction, alive, chunks, marks, spend
+from client_sdk.store.state import StoreState
 
-__all__ = [
-    "BUSY_TIMEOUT",
-    "FILENAME",
-    "LEASE_SECONDS",
-    "SCHEMA_VERSION",
-    "Store",
-    "StoreError",
-]
+__all__ = ["LEASE_SECONDS", "Store"]
 
 LEASE_SECONDS = 300.0
 """How long a batch claimed for upload is reserved for its process: longer than any
@@ -87,7 +51,7 @@ class Store(StoreState, Quotas):
         wallclock: Unix time (ledger days, lease expiry); injected by tests.
 
     No I/O happens here: the database is opened on first use, so a broken disk never
-    raises into the app (calls raise :class:`StoreError` instead).
+    raises into the app (calls raise :class:`~client_sdk.errors.StoreError` instead).
     """
 
     durable = True
@@ -110,21 +74,21 @@ class Store(StoreState, Quotas):
             The number of reports queued.
 
         Raises:
-            QueueFull: the item alone exceeds the byte quota.
-            ReportingDisabled: the user opted out.
-            BudgetExhausted: the charge would exceed the metric's budget.
+            QueueFullError: the item alone exceeds the byte quota.
+            ReportingDisabledError: the user opted out.
+            BudgetExhaustedError: the charge would exceed the metric's budget.
             StoreError: the database failed.
         """
         size = len(item)
         if size > self.max_bytes:
-            raise QueueFull(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
+            raise QueueFullError(f"a {size}-byte item exceeds the queue's {self.max_bytes} bytes")
         metric, day, eps = (
             ("", "", 0.0) if charge is None else (charge.metric, charge.day, charge.epsilon)
         )
         with self._lock, self._transaction() as conn:
             self._refresh(conn, None if charge is None else charge.since)
             if self._disabled:
-                raise ReportingDisabled()
+                raise ReportingDisabledError()
             if charge is not None:
                 self._tally.check(charge)
             conn.execute(_INSERT, (item, metric, day, eps))
@@ -172,13 +136,13 @@ class Store(StoreState, Quotas):
             conn.execute(f"DELETE FROM reports WHERE id IN ({marks(chunk)})", chunk)
         return refunds
 
-    # -- the worker's side --------------------------------------------------------------
+    # -- the uploader's side ----------------------------------------------------------
     def peek(self, max_count: int, max_bytes: int) -> list[Entry]:
         """Claim (lease) and return the oldest reports not leased by another process.
 
         The claim is committed, then the WAL fsynced, before the batch is returned: every
         earlier commit is then durable, so nothing is sent that a power cut could un-write.
-        The WAL is checkpointed here first when due (the worker's thread, not the app's).
+        The WAL is checkpointed here first when due (the upload thread, not the app's).
         """
         self.checkpoint()
         batch = self._claim(max_count, max_bytes)

@@ -1,0 +1,131 @@
+"""The client's settings, checked once: :class:`ClientOptions`.
+
+``Client(url, **settings)`` builds a :class:`ClientOptions` from its keyword arguments
+before it does anything else, so a bad setting raises ``ValueError`` at construction —
+the only time the SDK raises into the host app at all — and the message gives the valid
+range (as sentry-python's ``ClientConstructor`` and OpenDP's constructors do). The
+options are frozen: a running client's settings cannot drift from the ones checked.
+
+>>> ClientOptions(flush_at=0)
+Traceback (most recent call last):
+    ...
+ValueError: flush_at must be an integer >= 1, got 0
+
+The URL is checked by the transport that uses it
+(:class:`~client_sdk.transport.HTTPTransport`), the quotas again by the queue.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
+
+if TYPE_CHECKING:
+    from client_sdk.mechanisms.randomness import RandomSource
+    from client_sdk.queue import ReportQueue
+    from client_sdk.transport import Transport
+
+__all__ = ["MIN_BATCH_BYTES", "ClientOptions"]
+
+MIN_BATCH_BYTES = 128
+"""Smallest ``max_batch_bytes``: a compact report of the smallest mechanism with its
+envelope is about 90 bytes. A report larger than the limit is still sent, alone."""
+
+_COUNTS = (
+    ("flush_at", 1),
+    ("max_queue", 1),
+    ("max_queue_bytes", 1),
+    ("max_batch_reports", 1),
+    ("max_batch_bytes", MIN_BATCH_BYTES),
+)
+"""Integer settings and their least valid value."""
+
+_SECONDS = (("flush_interval", True), ("metrics_ttl", False), ("timeout", True))
+"""Durations, and whether they must be positive: a ``metrics_ttl`` of 0 is valid (fetch
+the definition before every report), a ``timeout`` of 0 would make every socket
+non-blocking."""
+
+_CALLABLES = (("sleep", " or None"), ("clock", ""), ("wallclock", ""))
+"""Injected functions, and whether None (the default) is a documented value."""
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """Every setting of a :class:`~client_sdk.client.Client` but its URL, validated.
+
+    The defaults and meanings are :class:`~client_sdk.client.Client`'s keyword arguments
+    (one test keeps the two signatures equal); the valid ranges are checked here.
+
+    Attributes:
+        transport: how to reach the collector; None for an HTTP transport to the URL.
+        flush_at: queued reports that trigger an upload; an integer >= 1.
+        flush_interval: seconds after which queued reports are uploaded anyway;
+            finite and > 0 (kept as a float).
+        max_queue: most reports queued; an integer >= 1.
+        max_queue_bytes: most bytes queued; an integer >= 1.
+        max_batch_reports: most reports per upload; an integer >= 1.
+        max_batch_bytes: most bytes per upload body; an integer >= :data:`MIN_BATCH_BYTES`.
+        metrics_ttl: seconds a fetched definition is used; finite and >= 0 (a float).
+        timeout: seconds to connect and to wait for each answer; finite and > 0 (a float).
+        rng: perturbation randomness; None for the process CSPRNG.
+        sleep: called with each upload backoff delay; callable, or None for a wait that
+            ``shutdown`` interrupts.
+        clock: monotonic seconds; callable.
+        queue: where reports wait; None for a memory queue with the quotas above.
+        storage_dir: a directory for the durable store, a ``str`` or ``os.PathLike``;
+            None keeps everything in memory. Not together with ``queue``.
+        wallclock: Unix time; callable.
+
+    Raises:
+        ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``.
+    """
+
+    transport: Transport | None = None
+    flush_at: int = 100
+    flush_interval: float = 5.0
+    max_queue: int = DEFAULT_MAX_COUNT
+    max_queue_bytes: int = DEFAULT_MAX_BYTES
+    max_batch_reports: int = 500
+    max_batch_bytes: int = 512 * 1024
+    metrics_ttl: float = 300.0
+    timeout: float = 10.0
+    rng: RandomSource | None = None
+    sleep: Callable[[float], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    queue: ReportQueue | None = None
+    storage_dir: str | os.PathLike[str] | None = None
+    wallclock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        for name, low in _COUNTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name, positive in _SECONDS:
+            number = getattr(self, name)
+            bound = "> 0" if positive else ">= 0"
+            if isinstance(number, bool) or not isinstance(number, (int, float)):
+                raise ValueError(
+                    f"{name} must be a number of seconds (finite and {bound}), got {number!r}"
+                )
+            if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
+                raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
+            object.__setattr__(self, name, float(number))
+        for name, or_none in _CALLABLES:
+            fn = getattr(self, name)
+            if fn is not None and not callable(fn):
+                raise ValueError(f"{name} must be callable{or_none}, got {type(fn).__name__}")
+        storage_dir = self.storage_dir
+        if storage_dir is not None and not isinstance(storage_dir, (str, os.PathLike)):
+            raise ValueError(
+                "storage_dir must be a path (str or os.PathLike) or None, "
+                f"got {type(storage_dir).__name__}"
+            )
+        if storage_dir is not None and self.queue is not None:
+            raise ValueError("give storage_dir or queue, not both")
