@@ -321,3 +321,29 @@ def test_the_errors_module_imports_nothing_from_the_sdk() -> None:
             assert top in sys.stdlib_module_names or top == "__future__", (
                 f"errors.py imports {name}"
             )
+
+
+def test_the_maps_name_only_paths_that_exist() -> None:
+    """README's Layout and docs/pipeline.md send a newcomer to a file: it must be there.
+
+    A bare file name in a row (``status.py``) belongs to the folder named before it in
+    the same cell or row.
+    """
+    missing = []
+    for doc in ("README.md", "docs/pipeline.md"):
+        for line in (ROOT / doc).read_text().splitlines():
+            if not line.startswith("|"):
+                continue
+            folder = ROOT
+            for token in re.findall(r"`([\w./-]+)`", line):
+                if not token.endswith((".py", "/")):
+                    continue
+                top = token.split("/")[0]
+                if "/" in token and (ROOT / top).is_dir():
+                    path = ROOT / token  # from the top: it sets the row's folder
+                    folder = path if token.endswith("/") else path.parent
+                else:
+                    path = folder / token  # a bare name, or a sub-path of the row's folder
+                if not path.exists():
+                    missing.append(f"{doc}: {token}")
+    assert not missing, "\n".join(missing)
