@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aggregator.stats.frequency import z_value
+from aggregator.stats.intervals import z_value
 from client_sdk import mechanisms
 
 __all__ = ["PlanRow", "central_laplace_std", "plan"]

@@ -1,5 +1,10 @@
 """Unbiased frequency estimates with standard errors and confidence intervals.
 
+The interval of each value is a score interval with the mechanism's exact variance, or
+an exact (Clopper–Pearson) one when counts are small; "distinguishable from zero" flags
+control the false discovery rate over the k values; see :mod:`aggregator.stats.intervals`.
+A memoized metric's pools hold up to r reports per device: pass ``reports_per_device``.
+
 References:
     Wang, Blocki, Li, Jha. USENIX Security 2017, eq. (2) and Theorem 2 (the estimator
     and its variance); ``client_sdk.mechanisms.base`` holds both formulas.
@@ -8,6 +13,7 @@ References:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +22,14 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.codecs import Counts, count_payloads
-from aggregator.stats.intervals import json_float, z_value
+from aggregator.stats.intervals import (
+    benjamini_hochberg,
+    frequency_intervals,
+    json_float,
+    zero_p_values,
+)
 from aggregator.stats.postprocess import norm_sub
-from client_sdk.mechanisms import FrequencyOracle
+from client_sdk.mechanisms import FrequencyOracle, Memoized
 
 __all__ = ["FrequencyEstimate", "estimate", "estimate_from_counts"]
 
@@ -37,8 +48,11 @@ class FrequencyEstimate:
 
     ``frequencies`` are unbiased (they can be negative and need not sum to 1);
     ``norm_sub`` is the separately labelled post-processed estimate (on the simplex,
-    biased). Intervals are f̂ ± z·se with the plug-in variance; with
-    ``simultaneous=True`` z is Bonferroni-corrected so all k intervals hold together.
+    biased). ``std_errors`` are √V(f̂) with the exact variance at the estimate; the
+    intervals are ``interval`` ("score" or "exact": :mod:`aggregator.stats.intervals`),
+    each at ``confidence``, or all k together with ``simultaneous=True`` (Bonferroni).
+    ``distinguishable`` flags the values whose frequency is above zero with the false
+    discovery rate controlled at 1 − confidence (Benjamini–Hochberg on ``p_values``).
     """
 
     mechanism: FrequencyOracle
@@ -52,6 +66,14 @@ class FrequencyEstimate:
     confidence: float
     simultaneous: bool
     labels: tuple[str, ...]
+    interval: str = "score"
+    """How the intervals were built: "score" or "exact" (small counts)."""
+    reports_per_device: float = 1
+    """The most reports of one device the pool may hold (memoized metrics), as assumed."""
+    p_values: FloatArray | None = None
+    """One-sided p-values of f(v) = 0, one per value."""
+    distinguishable: np.ndarray | None = None
+    """Values flagged above zero, false discovery rate ≤ 1 − confidence."""
 
     @property
     def k(self) -> int:
@@ -61,13 +83,26 @@ class FrequencyEstimate:
     def conf_int(
         self, alpha: float = 0.05, simultaneous: bool = False
     ) -> tuple[FloatArray, FloatArray]:
-        """Intervals at level 1 − alpha (optionally simultaneous over the k values)."""
-        z = z_value(1.0 - alpha, self.k if simultaneous else 1)
-        return self.frequencies - z * self.std_errors, self.frequencies + z * self.std_errors
+        """Intervals at level 1 − alpha (optionally simultaneous over the k values), built
+        as the estimate's own (:attr:`interval`)."""
+        if self.n == 0:
+            nan = np.full(self.k, np.nan)
+            return nan, nan
+        low, high, _ = frequency_intervals(
+            self.mechanism,
+            self.n,
+            self.support_counts,
+            1.0 - alpha,
+            self.k if simultaneous else 1,
+            self.reports_per_device,
+        )
+        return low, high
 
     def indistinguishable_from_zero(self) -> np.ndarray:
-        """Values whose interval contains 0."""
-        return np.asarray((self.ci_low <= 0.0) & (self.ci_high >= 0.0))
+        """Values not flagged :attr:`distinguishable` (the false-discovery-rate test)."""
+        if self.distinguishable is None:
+            return np.ones(self.k, dtype=bool)
+        return ~self.distinguishable
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN, for n = 0, becomes None)."""
@@ -77,6 +112,8 @@ class FrequencyEstimate:
             "n": self.n,
             "confidence": self.confidence,
             "simultaneous": self.simultaneous,
+            "interval": self.interval,
+            "reports_per_device": self.reports_per_device,
             "estimates": [
                 {
                     "value": label,
@@ -86,8 +123,9 @@ class FrequencyEstimate:
                     "ci_low": num(lo),
                     "ci_high": num(hi),
                     "norm_sub": num(ns),
+                    "distinguishable_from_zero": None if self.n == 0 else not bool(zero),
                 }
-                for label, c, f, se, lo, hi, ns in zip(
+                for label, c, f, se, lo, hi, ns, zero in zip(
                     self.labels,
                     self.support_counts,
                     self.frequencies,
@@ -95,6 +133,7 @@ class FrequencyEstimate:
                     self.ci_low,
                     self.ci_high,
                     self.norm_sub,
+                    self.indistinguishable_from_zero(),
                     strict=True,
                 )
             ],
@@ -108,6 +147,9 @@ class FrequencyEstimate:
         """A readable table: value, unbiased estimate ± half-width, interval, Norm-Sub."""
         m = self.mechanism
         level = f"{self.confidence:.0%}" + (" simultaneous" if self.simultaneous else "")
+        level += f" {self.interval}"
+        if self.reports_per_device != 1:
+            level += f", ≤ {self.reports_per_device:g} reports per device"
         lines = [
             f"{m.name} ε={m.epsilon:g} k={m.domain_size}  n={self.n:,}  {level} intervals",
             f"{'value':>16} {'estimate':>10} {'± half':>9} {'low':>9} {'high':>9} "
@@ -124,8 +166,9 @@ class FrequencyEstimate:
         if self.k > limit:
             lines.append(f"{'':>16} … {self.k - limit} more values")
         lines.append(
-            "estimate: unbiased; ~0: interval contains 0; *norm-sub: projected onto the "
-            "simplex (post-processed, biased)"
+            "estimate: unbiased; ~0: not distinguishable from zero (false discovery rate "
+            f"{1 - self.confidence:.0%}); *norm-sub: projected onto the simplex "
+            "(post-processed, biased)"
         )
         return "\n".join(lines)
 
@@ -136,18 +179,27 @@ def estimate_from_counts(
     confidence: float = 0.95,
     simultaneous: bool = False,
     labels: Sequence[str] | None = None,
+    *,
+    reports_per_device: float = 1,
 ) -> FrequencyEstimate:
     """Estimate frequencies from additive sufficient statistics (n, support counts).
 
     Args:
         mechanism: the mechanism object every report was made with.
         counts: n and C(v) as summed over any number of batches.
-        confidence: the intervals' level, in (0, 1).
-        simultaneous: Bonferroni-correct over the k values.
+        confidence: the intervals' level, in (0, 1); also 1 − the false discovery rate of
+            the "distinguishable from zero" flags.
+        simultaneous: Bonferroni-correct the intervals over the k values.
         labels: names of the k values (default "0".."k-1").
+        reports_per_device: the most reports one device can have in the pool. Reports of
+            a memoized mechanism share the device's permanent response, so r of them vary
+            more than r devices' would (``mechanism.variance(..., reports_per_device=r)``);
+            a metric's budget bounds r (reports per period × periods in the window).
+            Ignored by mechanisms whose reports carry fresh noise only.
 
     Raises:
-        ValueError: counts of the wrong length, negative, or above n; a bad confidence.
+        ValueError: counts of the wrong length, negative, or above n; a bad confidence;
+            ``reports_per_device`` < 1.
     """
     k = mechanism.domain_size
     support = np.asarray(counts.support, dtype=np.int64)
@@ -159,16 +211,24 @@ def estimate_from_counts(
     names = tuple(str(x) for x in labels) if labels is not None else tuple(map(str, range(k)))
     if len(names) != k:
         raise ValueError(f"need {k} labels, got {len(names)}")
-    z = z_value(confidence, k if simultaneous else 1)
+    r = _reports_per_device(mechanism, reports_per_device)
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    method = "score"
     if n == 0:
         nan = np.full(k, np.nan)
-        f = se = lo = hi = ns = nan
+        f = se = lo = hi = ns = pv = nan
+        flags = np.zeros(k, dtype=bool)
     else:
         f = mechanism.debias(support.astype(np.float64), n)
         plug_in = np.clip(f, 0.0, 1.0)
-        se = np.sqrt(mechanism.variance(n, plug_in))
-        lo, hi = f - z * se, f + z * se
+        se = np.sqrt(_variance(mechanism, n, plug_in, r))
+        lo, hi, method = frequency_intervals(
+            mechanism, n, support, confidence, k if simultaneous else 1, r
+        )
         ns = norm_sub(f)
+        pv = zero_p_values(mechanism, n, support, r)
+        flags = benjamini_hochberg(pv, 1.0 - confidence)
     return FrequencyEstimate(
         mechanism=mechanism,
         n=n,
@@ -181,7 +241,25 @@ def estimate_from_counts(
         confidence=confidence,
         simultaneous=simultaneous,
         labels=names,
+        interval=method,
+        reports_per_device=r,
+        p_values=_frozen(pv),
+        distinguishable=_frozen(flags, bool),
     )
+
+
+def _reports_per_device(mechanism: FrequencyOracle, r: float) -> float:
+    """``r`` checked (a number ≥ 1); 1 for mechanisms without memoization."""
+    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 1 <= r < math.inf:
+        raise ValueError(f"reports_per_device must be a number ≥ 1, got {r!r}")
+    return float(r) if isinstance(mechanism, Memoized) else 1.0
+
+
+def _variance(mechanism: FrequencyOracle, n: int, f: Any, r: float) -> Any:
+    if r == 1:
+        return mechanism.variance(n, f)
+    assert isinstance(mechanism, Memoized)
+    return mechanism.variance(n, f, reports_per_device=r)
 
 
 def estimate(
@@ -190,6 +268,8 @@ def estimate(
     confidence: float = 0.95,
     simultaneous: bool = False,
     labels: Sequence[str] | None = None,
+    *,
+    reports_per_device: float = 1,
 ) -> FrequencyEstimate:
     """Validate, decode and estimate a batch of payloads (see :func:`estimate_from_counts`).
 
@@ -202,4 +282,5 @@ def estimate(
         confidence=confidence,
         simultaneous=simultaneous,
         labels=labels,
+        reports_per_device=reports_per_device,
     )

@@ -28,7 +28,7 @@ from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
 from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
-from aggregator.stats.frequency import z_value
+from aggregator.stats.intervals import z_value
 from client_sdk import mechanisms
 
 __all__ = ["bp", "half_width_curves"]

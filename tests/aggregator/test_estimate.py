@@ -28,9 +28,17 @@ def test_fields_follow_the_formulas() -> None:
         1000 * (m.p - m.q)
     )
     np.testing.assert_allclose(est.std_errors, np.sqrt(var), rtol=1e-12)
+    # The score interval: the f whose own exact variance A + B·f explains f̂ at z,
+    # (f̂ − f)² = z²(A + B f), solved by hand here.
     z = 1.959963984540054
-    np.testing.assert_allclose(est.ci_low, f - z * np.sqrt(var), rtol=1e-12)
-    np.testing.assert_allclose(est.ci_high, f + z * np.sqrt(var), rtol=1e-12)
+    a_, b_ = m.q * (1 - m.q) / (1000 * (m.p - m.q) ** 2), (1 - m.p - m.q) / (1000 * (m.p - m.q))
+    half = np.sqrt((2 * f + z * z * b_) ** 2 - 4 * (f * f - z * z * a_)) / 2
+    centre = f + z * z * b_ / 2
+    assert est.interval == "score"
+    np.testing.assert_allclose(est.ci_low, centre - half, rtol=1e-12)
+    np.testing.assert_allclose(est.ci_high, centre + half, rtol=1e-12)
+    for bound in (est.ci_low, est.ci_high):
+        np.testing.assert_allclose((f - bound) ** 2, z * z * m.variance(1000, bound), rtol=1e-9)
     assert est.n == 1000 and est.support_counts.tolist() == support.tolist()
     assert est.k == 4 and est.confidence == 0.95 and not est.simultaneous
     with pytest.raises(ValueError):
@@ -42,9 +50,13 @@ def test_simultaneous_band_uses_bonferroni() -> None:
     counts = Counts(5000, np.full(10, 500))
     single = estimate_from_counts(m, counts)
     band = estimate_from_counts(m, counts, simultaneous=True)
-    ratio = (band.ci_high - band.frequencies) / (single.ci_high - single.frequencies)
-    np.testing.assert_allclose(ratio, z_value(0.95, 10) / z_value(0.95), rtol=1e-12)
     assert z_value(0.95, 10) == pytest.approx(2.8070337683438, rel=1e-9)
+    for est, z in ((single, z_value(0.95)), (band, z_value(0.95, 10))):
+        for bound in (est.ci_low, est.ci_high):  # score bounds at the Bonferroni z
+            np.testing.assert_allclose(
+                (est.frequencies - bound) ** 2, z * z * m.variance(5000, bound), rtol=1e-9
+            )
+    assert np.all(band.ci_high - band.ci_low > single.ci_high - single.ci_low)
     lo, hi = single.conf_int(alpha=0.05, simultaneous=True)
     np.testing.assert_allclose(lo, band.ci_low)
 
