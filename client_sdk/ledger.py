@@ -26,11 +26,12 @@ import secrets
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from client_sdk import wire
 from client_sdk.errors import BudgetExhaustedError, ReportingDisabledError
+from client_sdk.wire import day_of, period_start
 
 if TYPE_CHECKING:
     from client_sdk.queue import ReportQueue
@@ -63,26 +64,6 @@ DAYS = "UTC calendar days; weeks start on Monday (ISO 8601); months on the 1st."
 
 SECRET_BYTES = 32
 """The device secret of memoized responses: 256 bits, the HMAC-SHA256 key size."""
-
-
-def day_of(timestamp: float) -> date:
-    """The UTC calendar day of a Unix time."""
-    return datetime.fromtimestamp(timestamp, UTC).date()
-
-
-def period_start(day: date, period: str) -> date:
-    """The first day of the budget period (``day``/``week``/``month``) containing ``day``.
-
-    Raises:
-        ValueError: an unknown period.
-    """
-    if period == "day":
-        return day
-    if period == "week":
-        return day - timedelta(days=day.weekday())
-    if period == "month":
-        return day.replace(day=1)
-    raise ValueError(f"unknown budget period {period!r}")
 
 
 def window_start(day: date) -> date:

@@ -32,6 +32,7 @@ import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from client_sdk import mechanisms
@@ -185,13 +186,40 @@ def _check_shards(shards: object, problems: list[str]) -> int:
     return shards
 
 
+def day_of(timestamp: float) -> date:
+    """The UTC calendar day of a Unix time."""
+    return datetime.fromtimestamp(timestamp, UTC).date()
+
+
+def period_start(day: date, period: str) -> date:
+    """The first day of the budget period (``day``/``week``/``month``) containing ``day``.
+
+    Raises:
+        ValueError: an unknown period.
+    """
+    if period == "day":
+        return day
+    if period == "week":
+        return day - timedelta(days=day.weekday())
+    if period == "month":
+        return day.replace(day=1)
+    raise ValueError(f"unknown budget period {period!r}")
+
+
+CLOCK_SKEW = timedelta(days=1)
+"""How far a device's clock may be from the server's when it charges a report to a
+period: the bound on reports per device counts the periods of this margin on both sides."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """A device-side privacy budget: at most ``reports_per_period`` reports per period.
 
     Enforced by the SDK's ledger (sequential composition: at most
     ``reports_per_period × ε`` per period per device). It does not change how reports
-    are decoded, so changing it keeps the metric's version.
+    are decoded; for a memoized metric it bounds how many reports of one device a pool
+    holds (:meth:`max_reports`), which its intervals need, so there a change makes a new
+    version.
     """
 
     reports_per_period: int
@@ -200,6 +228,24 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form, as in a spec: ``{"reports_per_period": r, "period": "day"}``."""
         return {"reports_per_period": self.reports_per_period, "period": self.period}
+
+    def periods(self, start: float, end: float) -> int:
+        """Budget periods that overlap [start − skew, end + skew] (Unix times, UTC)."""
+        first = period_start(day_of(start - CLOCK_SKEW.total_seconds()), self.period)
+        last = period_start(day_of(end + CLOCK_SKEW.total_seconds()), self.period)
+        if self.period == "month":
+            return (last.year - first.year) * 12 + last.month - first.month + 1
+        return (last - first).days // (7 if self.period == "week" else 1) + 1
+
+    def max_reports(self, start: float, end: float) -> int:
+        """The most reports one device can have made between two times under this budget.
+
+        Reports are charged to the device's UTC day (its own clock: :data:`CLOCK_SKEW` of
+        margin); when they *arrive* is another matter (an offline device delivers days of
+        reports at once), so bound a window of arrivals with ``start`` = when the metric
+        version was created and ``end`` = the window's end.
+        """
+        return self.reports_per_period * self.periods(start, end)
 
 
 def _check_budget(budget: object, problems: list[str]) -> Budget | None:
@@ -345,10 +391,13 @@ class MetricDefinition:
         """Whether two definitions decode reports identically (so share a version).
 
         The budget is left out: it is a rule for devices, not a decoding parameter, so a
-        budget change updates the current version like a description change does.
+        budget change updates the current version like a description change does —
+        except for a memoized metric, whose intervals rest on its budget (the most reports
+        one device adds to a pool: :meth:`Budget.max_reports`).
         """
         return (
-            self.domain == other.domain
+            (not self.longitudinal or self.budget == other.budget)
+            and self.domain == other.domain
             and self.mechanism.params() == other.mechanism.params()
             and self.kind == other.kind
             and self.value_range == other.value_range
@@ -574,6 +623,15 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
             mech = mechanisms.create(mech_name, epsilon=epsilon, domain_size=len(domain), **options)
     except (ValueError, TypeError) as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
+    if isinstance(mech, mechanisms.Memoized) and budget is None:
+        raise DefinitionError(
+            [
+                "a memoized (longitudinal) metric needs a budget, e.g. "
+                '"budget": {"reports_per_period": 1, "period": "day"}: a device\'s repeated '
+                "reports share one permanent response, and the intervals need to know how "
+                "many of them one device can send"
+            ]
+        )
     return MetricDefinition(
         name=name,
         version=version,

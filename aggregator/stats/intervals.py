@@ -214,8 +214,8 @@ def zero_p_values(
 
     deff = design_effect(mechanism, r)
     m, c = n / deff, counts / deff
-    q = float(mechanism.q)
-    tail = np.where(c > 0, betainc(np.maximum(c, 1e-12), m - c + 1, q), 1.0)
+    rate = float(mechanism.q)  # the support rate of every report when f(v) = 0
+    tail = np.where(c > 0, betainc(np.maximum(c, 1e-12), m - c + 1, rate), 1.0)
     return np.asarray(tail, dtype=np.float64)
 
 
@@ -224,12 +224,12 @@ def benjamini_hochberg(p_values: npt.ArrayLike, alpha: float) -> np.ndarray:
 
     Reject the i smallest p-values, i the largest with p₍ᵢ₎ ≤ i·α/m.
     """
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
+    values = np.asarray(p_values, dtype=np.float64)
+    m = values.size
     if m == 0:
         return np.zeros(0, dtype=bool)
-    order = np.argsort(p, kind="stable")
-    passed = p[order] <= alpha * np.arange(1, m + 1) / m
+    order = np.argsort(values, kind="stable")
+    passed = values[order] <= alpha * np.arange(1, m + 1) / m
     reject = np.zeros(m, dtype=bool)
     if passed.any():
         last = int(np.flatnonzero(passed)[-1])

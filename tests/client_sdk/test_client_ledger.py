@@ -491,6 +491,7 @@ def test_the_device_secret_survives_restarts_and_memoized_reports_use_it(
             "epsilon": 1.0,
             "mechanism": "grr",
             "longitudinal": {"permanent_epsilon": 3.0},
+            "budget": {"reports_per_period": 5, "period": "day"},
         },
     )
     collector.publish(longitudinal)

@@ -42,6 +42,8 @@ from client_sdk.mechanisms.memoized import MIN_SECRET_BYTES, prr_info
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = bytes(range(32))
 MEMO = ["memo-grr", "memo-sue", "memo-oue"]
+BUDGET = {"reports_per_period": 2, "period": "day"}
+"""Memoized metrics need one: their intervals rest on the reports per device it bounds."""
 
 
 def build(name: str, eps: float = 1.0, k: int = 6, permanent: float = 3.0) -> Memoized:
@@ -435,6 +437,7 @@ def test_spec_longitudinal_resolves_to_the_memoized_mechanism(
         "epsilon": 1.0,
         "mechanism": mechanism,
         "longitudinal": {"permanent_epsilon": 3},
+        "budget": BUDGET,
     }
     d = wire.parse_spec("app.mode", spec, version=4)
     assert d.mechanism.name == expected and d.longitudinal
@@ -452,6 +455,7 @@ def test_spec_memo_mechanism_with_option_is_the_same_metric() -> None:
             "epsilon": 1.0,
             "mechanism": "memo-grr",
             "options": {"permanent_epsilon": 3},
+            "budget": BUDGET,
         },
     )
     by_flag = wire.parse_spec(
@@ -461,6 +465,7 @@ def test_spec_memo_mechanism_with_option_is_the_same_metric() -> None:
             "epsilon": 1.0,
             "mechanism": "grr",
             "longitudinal": {"permanent_epsilon": 3},
+            "budget": BUDGET,
         },
     )
     assert by_option.same_parameters(by_flag)
@@ -485,6 +490,8 @@ def test_spec_memo_mechanism_with_option_is_the_same_metric() -> None:
             "differs",
         ),
         ({"mechanism": "memo-grr"}, "needs permanent_epsilon"),
+        ({"longitudinal": {"permanent_epsilon": 3}}, "needs a budget"),
+        ({"mechanism": "memo-oue", "options": {"permanent_epsilon": 3}}, "needs a budget"),
     ],
 )
 def test_spec_longitudinal_errors(extra: dict[str, object], message: str) -> None:
@@ -494,7 +501,13 @@ def test_spec_longitudinal_errors(extra: dict[str, object], message: str) -> Non
 
 def test_build_report_needs_the_secret_for_a_longitudinal_metric() -> None:
     d = wire.parse_spec(
-        "app.mode", {"domain": DOMAIN, "epsilon": 1.0, "longitudinal": {"permanent_epsilon": 4}}
+        "app.mode",
+        {
+            "domain": DOMAIN,
+            "epsilon": 1.0,
+            "longitudinal": {"permanent_epsilon": 4},
+            "budget": BUDGET,
+        },
     )
     with pytest.raises(ValueError, match="longitudinal"):
         wire.build_report(d, "v2")
@@ -518,3 +531,39 @@ def test_build_report_needs_the_secret_for_a_longitudinal_metric() -> None:
     )
     bounds = plain.privacy_bounds()
     assert bounds["per_report"] == 1.0 and bounds["unlimited_same_value"] is None
+
+
+def test_a_memoized_metrics_budget_is_part_of_its_version() -> None:
+    """Its intervals rest on the budget, so a budget change makes a new version; a plain
+    metric's budget is a device rule only and keeps the version."""
+    spec = {"domain": DOMAIN, "epsilon": 1.0, "longitudinal": {"permanent_epsilon": 3}}
+    one = wire.parse_spec("m", {**spec, "budget": BUDGET})
+    two = wire.parse_spec("m", {**spec, "budget": {"reports_per_period": 3, "period": "day"}})
+    assert not one.same_parameters(two)
+    plain = {"domain": DOMAIN, "epsilon": 1.0}
+    assert wire.parse_spec("m", {**plain, "budget": BUDGET}).same_parameters(
+        wire.parse_spec("m", plain)
+    )
+
+
+@pytest.mark.parametrize(
+    ("period", "start", "end", "periods"),
+    [
+        # UTC; one day of clock skew on each side counts the neighbouring periods too.
+        ("day", "2026-11-25T10:00", "2026-11-25T11:00", 3),
+        ("day", "2026-11-20T00:00", "2026-11-25T23:59", 8),
+        ("week", "2026-11-25T10:00", "2026-11-25T11:00", 1),  # a Wednesday
+        ("week", "2026-11-23T00:30", "2026-11-29T23:00", 3),  # Monday to Sunday
+        ("month", "2026-11-15T00:00", "2026-11-16T00:00", 1),
+        ("month", "2026-11-01T12:00", "2027-01-31T12:00", 5),
+    ],
+)
+def test_budget_bounds_the_reports_one_device_can_send(
+    period: str, start: str, end: str, periods: int
+) -> None:
+    from datetime import UTC, datetime
+
+    budget = wire.Budget(3, period)
+    t0, t1 = (datetime.fromisoformat(x).replace(tzinfo=UTC).timestamp() for x in (start, end))
+    assert budget.periods(t0, t1) == periods
+    assert budget.max_reports(t0, t1) == 3 * periods
