@@ -11,7 +11,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | key | type | what |
 |---|---|---|
 | ``ldp:metrics`` | set | names of all metrics (written before the metric's hash) |
-| ``ldp:metric:{<name>}`` | hash | ``current`` → version, ``v<N>`` → definition JSON |
+| ``ldp:metric:{<name>}`` | hash | ``current``: version; ``v<N>``: definition; ``t<N>``: created |
 | ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
 | ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
 | ``ldp:{m:…}:seen:<day>`` | set | 16-byte report ids seen that UTC day (replay guard) |

@@ -19,6 +19,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -50,8 +51,9 @@ class RegistryChange:
 class Registry:
     """Read and write metric definitions; reads are cached per process."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: redis.Redis, clock: Callable[[], float] = time.time) -> None:
         self.redis = client
+        self._clock = clock
         self._lock = threading.Lock()
         self._versions: OrderedDict[tuple[str, int], MetricDefinition] = OrderedDict()
         self._current: dict[str, tuple[float, int | None]] = {}
@@ -102,6 +104,16 @@ class Registry:
         """``get`` with an explicit version (the signature ``check_report`` wants)."""
         return self.get(name, version)
 
+    def created(self, name: str, version: int) -> float | None:
+        """When ``version`` of ``name`` was created (Unix seconds, the server's clock).
+
+        None for an unknown version, or one written before creation times were kept.
+        What a memoized metric's intervals need: no device can have reported a version
+        before it existed (see ``Budget.max_reports``).
+        """
+        raw = self.redis.hget(keys.metric_key(name), f"t{version}")
+        return None if raw is None else float(raw)
+
     def versions(self, name: str) -> list[int]:
         """Every version of ``name``, ascending."""
         fields = self.redis.hkeys(keys.metric_key(name))
@@ -146,6 +158,8 @@ class Registry:
                         changed = created = True
                     pipe.multi()
                     pipe.hset(key, f"v{definition.version}", json.dumps(definition.to_dict()))
+                    if created:
+                        pipe.hset(key, f"t{definition.version}", int(self._clock()))
                     pipe.hset(key, "current", definition.version)
                     pipe.execute()
                     break
