@@ -206,11 +206,6 @@ def period_start(day: date, period: str) -> date:
     raise ValueError(f"unknown budget period {period!r}")
 
 
-CLOCK_SKEW = timedelta(days=1)
-"""How far a device's clock may be from the server's when it charges a report to a
-period: the bound on reports per device counts the periods of this margin on both sides."""
-
-
 @dataclass(frozen=True)
 class Budget:
     """A device-side privacy budget: at most ``reports_per_period`` reports per period.
@@ -230,20 +225,25 @@ class Budget:
         return {"reports_per_period": self.reports_per_period, "period": self.period}
 
     def periods(self, start: float, end: float) -> int:
-        """Budget periods that overlap [start − skew, end + skew] (Unix times, UTC)."""
-        first = period_start(day_of(start - CLOCK_SKEW.total_seconds()), self.period)
-        last = period_start(day_of(end + CLOCK_SKEW.total_seconds()), self.period)
+        """Budget periods (UTC) that [start, end] overlaps, plus one for clock skew.
+
+        A device charges reports to periods of its own clock; a clock off by less than a
+        period shifts the span it sees, which then overlaps at most one more period.
+        """
+        first = period_start(day_of(start), self.period)
+        last = period_start(day_of(end), self.period)
         if self.period == "month":
-            return (last.year - first.year) * 12 + last.month - first.month + 1
-        return (last - first).days // (7 if self.period == "week" else 1) + 1
+            overlapped = (last.year - first.year) * 12 + last.month - first.month + 1
+        else:
+            overlapped = (last - first).days // (7 if self.period == "week" else 1) + 1
+        return overlapped + 1
 
     def max_reports(self, start: float, end: float) -> int:
         """The most reports one device can have made between two times under this budget.
 
-        Reports are charged to the device's UTC day (its own clock: :data:`CLOCK_SKEW` of
-        margin); when they *arrive* is another matter (an offline device delivers days of
-        reports at once), so bound a window of arrivals with ``start`` = when the metric
-        version was created and ``end`` = the window's end.
+        When reports *arrive* is another matter than when they were made (an offline
+        device delivers days of them at once): bound a window of arrivals with ``start`` =
+        when the metric version was created and ``end`` = the window's end.
         """
         return self.reports_per_period * self.periods(start, end)
 

@@ -45,6 +45,7 @@ __all__ = [
     "numeric_increments",
     "parse_field",
     "window_names",
+    "window_span",
 ]
 
 N = "n"
@@ -174,3 +175,21 @@ def window_names(ms: int) -> tuple[str, int, str, int]:
     day_start = ms // DAY_MS * 86400
     hour = datetime.fromtimestamp(hour_start, tz=UTC)
     return f"hour:{hour:%Y-%m-%dT%H}", hour_start, f"day:{hour:%Y-%m-%d}", day_start
+
+
+def window_span(window: str) -> tuple[float, float] | None:
+    """(start, end) of an hour or day window in Unix seconds; None for ``all``.
+
+    Raises:
+        ValueError: not a window name (see :data:`WINDOW_PATTERN`).
+    """
+    if not WINDOW_PATTERN.fullmatch(window):
+        raise ValueError(f"not a window name: {window!r}")
+    if window == ALL:
+        return None
+    kind, _, when = window.partition(":")
+    if kind == "hour":
+        start = datetime.strptime(when, "%Y-%m-%dT%H").replace(tzinfo=UTC).timestamp()
+        return start, start + HOUR_MS / 1000
+    start = datetime.strptime(when, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+    return start, start + DAY_MS / 1000

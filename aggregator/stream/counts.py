@@ -20,7 +20,17 @@ from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema
 
-__all__ = ["Lag", "lag", "lag_details", "list_windows", "per_shard", "read_counts", "read_numeric"]
+__all__ = [
+    "Lag",
+    "ReportsPerDevice",
+    "lag",
+    "lag_details",
+    "list_windows",
+    "per_shard",
+    "read_counts",
+    "read_numeric",
+    "reports_per_device",
+]
 
 
 def _text(x: bytes | str) -> str:
@@ -162,3 +172,51 @@ def lag(client: redis.Redis, definition: MetricDefinition) -> int:
     See :func:`lag_details` for the pending part on its own.
     """
     return lag_details(client, definition).length
+
+
+@dataclass(frozen=True)
+class ReportsPerDevice:
+    """The most reports of one device a window's counts can hold, and why."""
+
+    bound: int
+    """r: what a memoized metric's intervals assume (1 for other metrics)."""
+    reason: str
+    """One sentence for the page and the API."""
+
+
+def reports_per_device(
+    definition: MetricDefinition, created: float | None, window: str, now: float
+) -> ReportsPerDevice:
+    """How many reports one device may have in ``window`` of a metric version.
+
+    Reports of a memoized metric share the device's permanent response, so their
+    intervals need r (``estimate_from_counts(..., reports_per_device=r)``). The budget
+    caps reports per period on the device's clock, but a window holds reports by
+    *arrival*, and an offline device delivers days of them at once: so r is the budget
+    over every period from the version's creation to the window's end (or now).
+
+    Args:
+        definition: the metric version.
+        created: its creation time (``Registry.created``), None if not recorded.
+        window: ``all``, ``hour:…`` or ``day:…``.
+        now: the current time (Unix seconds).
+    """
+    if not definition.longitudinal:
+        return ReportsPerDevice(1, "one report is independent of the others (fresh noise)")
+    budget = definition.budget
+    if budget is None or created is None:
+        return ReportsPerDevice(
+            1,
+            "this version predates budgets for memoized metrics (or its creation time): "
+            "the intervals assume one report per device and may be too narrow",
+        )
+    span = schema.window_span(window)
+    end = now if span is None else min(now, span[1])
+    periods = budget.periods(created, max(end, created))
+    bound = budget.reports_per_period * periods
+    return ReportsPerDevice(
+        bound,
+        f"a device sends at most {budget.reports_per_period} per {budget.period}; "
+        f"{periods} {budget.period}s (one for clock skew) since this version was created "
+        f"allow {bound} reports of one device here, and the intervals assume that many",
+    )

@@ -549,13 +549,13 @@ def test_a_memoized_metrics_budget_is_part_of_its_version() -> None:
 @pytest.mark.parametrize(
     ("period", "start", "end", "periods"),
     [
-        # UTC; one day of clock skew on each side counts the neighbouring periods too.
-        ("day", "2026-11-25T10:00", "2026-11-25T11:00", 3),
-        ("day", "2026-11-20T00:00", "2026-11-25T23:59", 8),
-        ("week", "2026-11-25T10:00", "2026-11-25T11:00", 1),  # a Wednesday
-        ("week", "2026-11-23T00:30", "2026-11-29T23:00", 3),  # Monday to Sunday
-        ("month", "2026-11-15T00:00", "2026-11-16T00:00", 1),
-        ("month", "2026-11-01T12:00", "2027-01-31T12:00", 5),
+        # UTC periods overlapped, plus one for a device clock off by less than a period.
+        ("day", "2026-11-25T10:00", "2026-11-25T11:00", 2),
+        ("day", "2026-11-20T00:00", "2026-11-25T23:59", 7),
+        ("week", "2026-11-25T10:00", "2026-11-25T11:00", 2),  # a Wednesday
+        ("week", "2026-11-23T00:30", "2026-11-30T00:10", 3),  # Monday to next Monday
+        ("month", "2026-11-15T00:00", "2026-11-16T00:00", 2),
+        ("month", "2026-11-01T12:00", "2027-01-31T12:00", 4),
     ],
 )
 def test_budget_bounds_the_reports_one_device_can_send(
