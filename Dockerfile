@@ -17,6 +17,8 @@ RUN apt-get update \
 WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY client_sdk ./client_sdk
+COPY ldp_store ./ldp_store
+COPY ldp_api ./ldp_api
 COPY collector ./collector
 COPY aggregator ./aggregator
 COPY loadtests ./loadtests

@@ -48,6 +48,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "MAX_SHARDS",
     "REPORT_FIELDS",
+    "REPORT_ID_PATTERN",
     # Defined in client_sdk.errors; re-exported because the collector and the aggregator
     # import them from here.
     "DefinitionError",
@@ -77,7 +78,8 @@ NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9_.-]*")
 
 REPORT_FIELDS = ("metric", "version", "id", "payload")
 
-_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+REPORT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+"""A report id: 16 random bytes as lowercase hex (the collector's replay guard keys)."""
 
 
 def check_name(name: object) -> str:
@@ -723,7 +725,7 @@ def check_report(
         raise ReportError("'metric' must be a metric name")
     if type(version) is not int or version < 1:
         raise ReportError("'version' must be a positive integer")
-    if not isinstance(rid, str) or not _ID_PATTERN.fullmatch(rid):
+    if not isinstance(rid, str) or not REPORT_ID_PATTERN.fullmatch(rid):
         raise ReportError("'id' must be 32 lowercase hex digits (16 random bytes)")
     definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
     if definition is None:

@@ -11,22 +11,45 @@ from client_sdk.errors import DefinitionError
 from collector.body import read_json
 from collector.context import services
 from collector.errors import ApiError, clip
+from collector.models import MAX_VERSION_DIGITS, Metric, MetricList, MetricSpec, VersionQuery
+from ldp_api.models import Error, MetricPath, answer
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 
-__all__ = ["bp", "require_admin"]
+__all__ = ["ADMIN_TOKEN", "bp", "require_admin"]
 
 bp = Blueprint("metrics", __name__)
 
-MAX_VERSION_DIGITS = 18
-"""A version fits in a signed 64-bit integer; longer query values are not versions."""
+_LOCATION = {"Location": Header("The version's URL: /v1/metrics/<name>?version=<version>.")}
+
+ADMIN_TOKEN = Scheme(
+    "adminToken", "bearer", "LDP_ADMIN_TOKEN: metric changes. It also grants reads."
+)
+"""What ``PUT /v1/metrics/<name>`` wants (:func:`require_admin`)."""
 
 
 @bp.get("/v1/metrics")
+@documented(
+    "The current definition of every metric.",
+    {200: Reply("The metrics.", MetricList), 503: UNAVAILABLE},
+)
 def list_metrics() -> dict[str, Any]:
     """The current definition of every metric."""
-    return {"metrics": [d.to_dict() for d in services().registry.all_current()]}
+    metrics = [Metric.of(d) for d in services().registry.all_current()]
+    return answer(MetricList(metrics=metrics))
 
 
 @bp.get("/v1/metrics/<name>")
+@documented(
+    "One metric's current definition, or a given version.",
+    {
+        200: Reply("The definition.", Metric),
+        400: Reply("The version is not a positive integer.", Error),
+        404: Reply("No such metric or version.", Error),
+        503: UNAVAILABLE,
+    },
+    path=MetricPath,
+    query=VersionQuery,
+)
 def get_metric(name: str) -> dict[str, Any]:
     """One metric's current definition, or version ``?version=N``."""
     version = _version_arg()
@@ -34,10 +57,26 @@ def get_metric(name: str) -> dict[str, Any]:
     if definition is None:
         which = f"metric {clip(name, 80)!r}" + (f" version {version}" if version else "")
         raise ApiError(404, f"unknown {which}", ["GET /v1/metrics lists the metrics"])
-    return definition.to_dict()
+    return answer(Metric.of(definition))
 
 
 @bp.put("/v1/metrics/<name>")
+@documented(
+    "Create or change a metric (operators only).",
+    {
+        200: Reply("Unchanged version (description or budget only).", Metric, _LOCATION),
+        201: Reply("A new version was created.", Metric, _LOCATION),
+        400: Reply("Invalid definition; every problem is in details.", Error),
+        401: Reply("No bearer token.", Error, {"WWW-Authenticate": Header("Bearer.")}),
+        403: Reply("Wrong token, or metric changes are disabled.", Error),
+        413: Reply("The body is too large.", Error),
+        415: Reply("The body is not UTF-8 JSON.", Error),
+        503: UNAVAILABLE,
+    },
+    path=MetricPath,
+    body=MetricSpec,
+    security=[ADMIN_TOKEN],
+)
 def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
     """Create or change a metric: 201 with a new version, 200 if the version is unchanged."""
     require_admin()
@@ -48,7 +87,7 @@ def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
         raise ApiError(400, "invalid metric definition", exc.problems) from None
     definition = change.definition
     location = f"/v1/metrics/{definition.name}?version={definition.version}"
-    return definition.to_dict(), 201 if change.created else 200, {"Location": location}
+    return answer(Metric.of(definition)), 201 if change.created else 200, {"Location": location}
 
 
 def _version_arg() -> int | None:

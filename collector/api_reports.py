@@ -9,6 +9,9 @@ from flask import Blueprint, current_app, request
 from collector.body import read_json
 from collector.context import services
 from collector.ingest import ingest
+from collector.models import IngestError, IngestResult, ReportBatch
+from ldp_api.models import Error, answer
+from ldp_api.openapi import UNAVAILABLE, Reply, documented
 
 __all__ = ["bp"]
 
@@ -16,8 +19,22 @@ bp = Blueprint("reports", __name__)
 
 
 @bp.post("/v1/reports")
+@documented(
+    "Append a batch of perturbed reports.",
+    {
+        202: Reply("Stored (the valid reports).", IngestResult),
+        400: Reply("Malformed, or no valid report (then each is in rejected).", IngestError),
+        413: Reply("Too many reports or too many bytes.", Error),
+        415: Reply("The body is not UTF-8 JSON.", Error),
+        503: UNAVAILABLE,
+    },
+    description="Each report is validated strictly against its metric version; valid ones "
+    "are appended (once: replayed ids count as duplicates), invalid ones are listed by "
+    "index. 4xx: drop the batch; 503: retry it.",
+    body=ReportBatch,
+)
 def post_reports() -> tuple[dict[str, Any], int]:
     """Validate and append ``{"reports": [...]}``; 202 once Redis has them."""
     body = read_json(request, current_app.config["MAX_BODY_BYTES"])
     result = ingest(body, services(), current_app.config["MAX_REPORTS"])
-    return result.to_dict(), 202
+    return answer(result), 202

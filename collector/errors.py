@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import redis
 from flask import Flask, Response, current_app, jsonify
 from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
 
+from ldp_api.models import Error, answer
 from ldp_store.connection import unavailable
 
 __all__ = ["MAX_DETAIL_CHARS", "ApiError", "Unavailable", "register_error_handlers"]
@@ -38,7 +38,6 @@ class ApiError(Exception):
         error: one sentence for people.
         details: every individual problem, e.g. one per rejected report.
         headers: extra response headers.
-        extra: more top-level fields of the JSON body (e.g. ``rejected``).
     """
 
     def __init__(
@@ -47,14 +46,16 @@ class ApiError(Exception):
         error: str,
         details: Sequence[str] = (),
         headers: Mapping[str, str] | None = None,
-        extra: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(error)
         self.status = status
         self.error = error
         self.details = [clip(d) for d in details]
         self.headers = dict(headers or {})
-        self.extra = dict(extra or {})
+
+    def body(self) -> Error:
+        """The JSON body (a subclass may answer a richer :class:`Error`)."""
+        return Error(error=self.error, details=self.details)
 
 
 class Unavailable(ApiError):
@@ -77,16 +78,20 @@ _GENERIC: dict[int, tuple[str, list[str]]] = {
 }
 
 
-def _json(status: int, error: str, details: Sequence[str] = (), **extra: Any) -> Response:
-    response = jsonify({"error": error, "details": list(details), **extra})
+def _json(status: int, body: Error) -> Response:
+    response = jsonify(answer(body))
     response.status_code = status
     return response
+
+
+def _error(status: int, error: str, details: Sequence[str] = ()) -> Response:
+    return _json(status, Error(error=error, details=list(details)))
 
 
 def _api_error(exc: ApiError) -> Response:
     if isinstance(exc, Unavailable):
         return _unavailable(exc)
-    response = _json(exc.status, exc.error, exc.details, **exc.extra)
+    response = _json(exc.status, exc.body())
     response.headers.update(exc.headers)
     return response
 
@@ -95,7 +100,7 @@ def _unavailable(exc: Unavailable) -> Response:
     retry_after = int(current_app.config["RETRY_AFTER"])
     telemetry = current_app.extensions["ldp"].telemetry
     telemetry.unavailable.labels(reason=exc.reason).inc()
-    response = _json(
+    response = _error(
         503, exc.error, exc.details or [f"retry after {retry_after} s; nothing was lost"]
     )
     response.headers["Retry-After"] = str(retry_after)
@@ -111,7 +116,7 @@ outage (503) from a bug (cross-slot keys, say: 500)."""
 def _redis_error(exc: Exception) -> Response:
     if isinstance(exc, redis.exceptions.RedisClusterException) and not unavailable(exc):
         log.error("storage misuse (a bug): %s: %s", type(exc).__name__, exc)
-        return _json(500, "internal error (logged; please report it)")
+        return _error(500, "internal error (logged; please report it)")
     # The message names our own Redis (host, port), never the client: log it for
     # operators, do not send it to clients.
     log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
@@ -126,7 +131,7 @@ def _http_error(exc: HTTPException) -> Response:
         original = getattr(exc, "original_exception", None)
         if isinstance(original, _STORAGE_ERRORS):
             return _redis_error(original)
-        return _json(500, "internal error (logged; please report it)")
+        return _error(500, "internal error (logged; please report it)")
     status = exc.code or 500
     error = exc.description or exc.name
     details: list[str] = []
@@ -134,7 +139,7 @@ def _http_error(exc: HTTPException) -> Response:
         error, details = _GENERIC.get(status, (exc.name.lower(), []))
         if isinstance(exc, MethodNotAllowed) and exc.valid_methods:
             details = [f"allowed: {', '.join(sorted(exc.valid_methods))}"]
-    response = _json(status, clip(error), details)
+    response = _error(status, clip(error), details)
     for name, value in exc.get_headers():
         if name.lower() != "content-type":
             response.headers[name] = value

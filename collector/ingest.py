@@ -32,6 +32,7 @@ import redis
 from client_sdk.errors import ReportError
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
+from collector.models import IngestError, IngestResult, Rejection
 from ldp_store import keys, scripts
 
 if TYPE_CHECKING:
@@ -40,8 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
-    "IngestResult",
-    "Rejection",
+    "NoValidReport",
     "Validated",
     "ingest",
     "reports_of",
@@ -63,19 +63,6 @@ Item = tuple[bytes, str]
 """One report as stored: (16-byte id, payload as compact JSON)."""
 
 
-@dataclass(frozen=True)
-class Rejection:
-    """A report that will never be valid: where it was, what is wrong, which category."""
-
-    index: int
-    error: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON form in the response's ``rejected`` list."""
-        return {"index": self.index, "error": self.error}
-
-
 @dataclass
 class Validated:
     """A validated request: the valid reports grouped by (metric, version), the rest."""
@@ -86,21 +73,17 @@ class Validated:
     """Each group's ``definition.shards`` (its reports spread over that many streams)."""
 
 
-@dataclass(frozen=True)
-class IngestResult:
-    """What happened to a request's reports."""
+class NoValidReport(ApiError):
+    """A 400 for a request none of whose reports is valid, listing each in ``rejected``."""
 
-    accepted: int
-    duplicates: int
-    rejected: list[Rejection]
+    def __init__(self, rejected: list[Rejection]) -> None:
+        details = [f"reports[{r.index}]: {r.error}" for r in rejected]
+        super().__init__(400, "no valid report in the request", details)
+        self.rejected = rejected
 
-    def to_dict(self) -> dict[str, Any]:
-        """The 202 response body."""
-        return {
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "rejected": [r.to_dict() for r in self.rejected],
-        }
+    def body(self) -> IngestError:
+        """The JSON body: the error, its details and the rejections."""
+        return IngestError(error=self.error, details=self.details, rejected=self.rejected)
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
@@ -169,7 +152,9 @@ def validate(
             definition, rid, payload = check_report(report, cached)
         except ReportError as exc:
             error = clip(str(exc))
-            batch.rejected.append(Rejection(index, error, _category(report, error)))
+            batch.rejected.append(
+                Rejection(index=index, error=error, reason=_category(report, error))
+            )
             continue
         item = (bytes.fromhex(rid), _COMPACT.encode(payload))
         batch.groups.setdefault((definition.name, definition.version), []).append(item)
@@ -278,12 +263,7 @@ def ingest(
             dict(Counter(r.reason for r in batch.rejected)),
         )
     if not batch.groups:
-        raise ApiError(
-            400,
-            "no valid report in the request",
-            [f"reports[{r.index}]: {r.error}" for r in batch.rejected],
-            extra={"rejected": [r.to_dict() for r in batch.rejected]},
-        )
+        raise NoValidReport(batch.rejected)
     when = now or datetime.now(UTC)
     accepted = duplicates = 0
     for (name, version), items in sorted(batch.groups.items()):
@@ -296,4 +276,4 @@ def ingest(
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
-    return IngestResult(accepted, duplicates, batch.rejected)
+    return IngestResult(accepted=accepted, duplicates=duplicates, rejected=batch.rejected)

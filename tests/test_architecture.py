@@ -84,9 +84,38 @@ def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-PACKAGES = ("client_sdk", "ldp_store", "collector", "aggregator")
+PACKAGES = ("client_sdk", "ldp_store", "ldp_api", "collector", "aggregator")
+
+MAY_IMPORT = {
+    "client_sdk": {"client_sdk"},
+    "ldp_store": {"client_sdk", "ldp_store"},
+    "ldp_api": {"client_sdk", "ldp_api"},
+    "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
+    "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
+}
+"""DESIGN.md's arrows: the services are peers over the shared rooms (the SDK's protocol,
+the Redis contract, the HTTP contract), and the shared rooms import no service."""
+
 COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
-"""The one module of aggregator/ that may import collector."""
+"""The one module that composes both services (``ldp serve``'s app)."""
+
+
+def test_the_packages_import_only_along_the_arrows() -> None:
+    offenders = []
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            allowed = MAY_IMPORT[package] | ({"collector"} if path == COMPOSITION else set())
+            for node in ast.walk(ast.parse(path.read_text())):
+                names: list[str] = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in PACKAGES and top not in allowed:
+                        offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, "\n".join(offenders)
 
 
 def imports(path: Path) -> Iterator[tuple[str, bool]]:

@@ -9,6 +9,7 @@ the ``load`` profile holds only Locust, and scalable services publish no fixed h
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,11 @@ def test_dockerfile_installs_the_project() -> None:
     assert re.search(r"^ARG EXTRAS=server$", text, re.M)
     users = re.findall(r"^USER\s+(\S+)", text, re.M)
     assert users and users[-1] not in ("root", "0"), "the image must run as a non-root user"
-    for package in ("client_sdk", "collector", "aggregator"):
+    # Every package the project installs (pyproject's packages.find), none forgotten.
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = [pattern.rstrip("*") for pattern in include["packages"]["find"]["include"]]
+    assert "collector" in packages and "aggregator" in packages
+    for package in packages:
         assert re.search(rf"^COPY {package}\b", text, re.M), package
     assert "gunicorn_conf.py" in text
 

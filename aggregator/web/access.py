@@ -30,10 +30,15 @@ from collections.abc import Collection
 
 from flask import Flask, Response, current_app, jsonify, render_template, request
 
+from ldp_api.models import Error, answer
+from ldp_api.openapi import Header, Reply, Scheme
+
 __all__ = [
     "PROTECTED_BLUEPRINTS",
     "PUBLIC_ENDPOINTS",
+    "READ_TOKEN",
     "REALM",
+    "UNAUTHORIZED",
     "authorized",
     "install",
     "read_token",
@@ -47,6 +52,33 @@ PROTECTED_BLUEPRINTS = frozenset({"estimates", "dashboard", "plan", "status"})
 
 PUBLIC_ENDPOINTS = frozenset({"dashboard.static", "dashboard.plotly_js"})
 """The dashboard's own CSS/JS and the charting library: public code, no data."""
+
+READ_TOKEN = (
+    Scheme(
+        "readToken",
+        "bearer",
+        "LDP_READ_TOKEN (or the admin token): asked for only when LDP_READ_TOKEN is set; "
+        "without it the read APIs are open.",
+    ),
+    Scheme(
+        "readTokenBasic",
+        "basic",
+        "The same token as the password, any user name (what the dashboard's pages send).",
+    ),
+)
+"""How a read API's view documents its access: either scheme is accepted."""
+
+UNAUTHORIZED = Reply(
+    "LDP_READ_TOKEN is set and no valid read (or admin) token was sent.",
+    Error,
+    {
+        "WWW-Authenticate": Header(
+            f'Bearer realm="{REALM}", then a Basic challenge of the same realm (for the '
+            "dashboard's pages)."
+        )
+    },
+)
+"""The 401 every read API's view documents (:func:`_refuse_api` answers it)."""
 
 
 def read_token(app: Flask | None = None) -> str | None:
@@ -108,11 +140,9 @@ def _refuse_page() -> Response:
 
 def _refuse_api() -> Response:
     sent = bool(request.authorization or request.headers.get("Authorization"))
+    error = "the read token is not valid" if sent else "a read token is required"
     response = jsonify(
-        {
-            "error": "the read token is not valid" if sent else "a read token is required",
-            "details": ["send 'Authorization: Bearer <LDP_READ_TOKEN>'"],
-        }
+        answer(Error(error=error, details=["send 'Authorization: Bearer <LDP_READ_TOKEN>'"]))
     )
     response.status_code = 401
     response.headers["WWW-Authenticate"] = f'Bearer realm="{REALM}"'

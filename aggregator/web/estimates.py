@@ -35,16 +35,30 @@ from werkzeug.exceptions import BadRequest, NotFound
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
 from aggregator.stream.counts import list_windows, read_counts, read_numeric
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.models import (
+    DEFAULT_CONFIDENCE,
+    FORMATS,
+    GRANULARITIES,
+    MAX_TREND_WINDOWS,
+    EstimateRow,
+    Estimates,
+    EstimatesQuery,
+    MeanEstimate,
+    MeanTrendPoint,
+    Trend,
+    TrendPoint,
+    TrendQuery,
+)
 from client_sdk.wire import MetricDefinition
+from ldp_api.models import Error, Mechanism, MetricPath, answer
+from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
 from ldp_store.registry import Registry
 
 __all__ = ["bp", "estimate_payload", "numeric_payload"]
 
 bp = Blueprint("estimates", __name__)
-
-MAX_TREND_WINDOWS = 24 * 14
-"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
 
 POST_PROCESSING_NOTE = (
     "norm_sub: the estimates projected onto the probability simplex (Norm-Sub); "
@@ -58,6 +72,18 @@ NUMERIC_POST_PROCESSING_NOTE = (
 
 NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high")
 """A numeric estimate's fields per trend window and per CSV row."""
+
+ROW_FIELDS = ("value", "frequency", "std_error", "ci_low", "ci_high", "norm_sub", "support_count")
+"""A categorical estimate's CSV columns per value."""
+
+_NOT_FOUND = Reply("No such metric or version.", Error)
+
+_CSV = Media(
+    "With format=csv: one row per value (categorical: metric, version, window, n, "
+    f"confidence, {', '.join(ROW_FIELDS)}) or a single row (numeric: metric, version, "
+    f"window, n, confidence, range_low, range_high, {', '.join(NUMERIC_FIELDS)}); empty "
+    "cells for null."
+)
 
 
 def _services() -> tuple[redis.Redis, Registry]:
@@ -80,7 +106,7 @@ def _definition(registry: Registry, name: str) -> MetricDefinition:
 
 
 def _confidence() -> tuple[float, bool]:
-    raw = request.args.get("confidence", "0.95")
+    raw = request.args.get("confidence", str(DEFAULT_CONFIDENCE))
     try:
         confidence = float(raw)
     except ValueError:
@@ -97,59 +123,59 @@ def _number(x: float) -> float | None:
 
 def estimate_payload(
     definition: MetricDefinition, est: FrequencyEstimate, window: str
-) -> dict[str, Any]:
-    """The JSON answer for one estimate."""
+) -> Estimates:
+    """The answer for one estimate."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
-    return {
-        "metric": definition.name,
-        "version": definition.version,
-        "mechanism": m.name,
-        "epsilon": m.epsilon,
-        "mechanism_params": m.params(),
-        "n": est.n,
-        "confidence": est.confidence,
-        "simultaneous": est.simultaneous,
-        "window": window,
-        "post_processing": POST_PROCESSING_NOTE,
-        "estimates": [
-            {
-                "value": label,
-                "frequency": _number(est.frequencies[i]),
-                "std_error": _number(est.std_errors[i]),
-                "ci_low": _number(est.ci_low[i]),
-                "ci_high": _number(est.ci_high[i]),
-                "norm_sub": _number(est.norm_sub[i]),
-                "support_count": int(est.support_counts[i]),
-                "distinguishable_from_zero": None if est.n == 0 else not bool(zero[i]),
-            }
+    return Estimates(
+        metric=definition.name,
+        version=definition.version,
+        mechanism=m.name,
+        epsilon=m.epsilon,
+        mechanism_params=Mechanism.model_validate(m.params()),
+        n=est.n,
+        confidence=est.confidence,
+        simultaneous=est.simultaneous,
+        window=window,
+        post_processing=POST_PROCESSING_NOTE,
+        estimates=[
+            EstimateRow(
+                value=label,
+                frequency=_number(est.frequencies[i]),
+                std_error=_number(est.std_errors[i]),
+                ci_low=_number(est.ci_low[i]),
+                ci_high=_number(est.ci_high[i]),
+                norm_sub=_number(est.norm_sub[i]),
+                support_count=int(est.support_counts[i]),
+                distinguishable_from_zero=None if est.n == 0 else not bool(zero[i]),
+            )
             for i, label in enumerate(definition.domain)
         ],
-    }
+    )
 
 
 def numeric_payload(
     definition: MetricDefinition, est: NumericEstimate, window: str
-) -> dict[str, Any]:
-    """The JSON answer for one numeric metric's mean."""
+) -> MeanEstimate:
+    """The answer for one numeric metric's mean."""
     m = definition.mechanism
     body = est.to_dict()
-    return {
-        "metric": definition.name,
-        "version": definition.version,
-        "kind": "numeric",
-        "mechanism": m.name,
-        "epsilon": m.epsilon,
-        "mechanism_params": m.params(),
-        "n": est.n,
-        "confidence": est.confidence,
-        "window": window,
-        "range": body["range"],
+    return MeanEstimate(
+        metric=definition.name,
+        version=definition.version,
+        kind="numeric",
+        mechanism=m.name,
+        epsilon=m.epsilon,
+        mechanism_params=Mechanism.model_validate(m.params()),
+        n=est.n,
+        confidence=est.confidence,
+        window=window,
+        range=body["range"],
         **{name: body[name] for name in NUMERIC_FIELDS},
-        "std_error_worst_case": body["std_error_worst_case"],
-        "mean_clipped": body["mean_clipped"],
-        "post_processing": NUMERIC_POST_PROCESSING_NOTE,
-    }
+        std_error_worst_case=body["std_error_worst_case"],
+        mean_clipped=body["mean_clipped"],
+        post_processing=NUMERIC_POST_PROCESSING_NOTE,
+    )
 
 
 def _mean(
@@ -175,17 +201,17 @@ def _estimate(
     )
 
 
-def _csv(body: dict[str, Any]) -> Response:
+def _csv(body: Estimates) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
-    columns = ["value", "frequency", "std_error", "ci_low", "ci_high", "norm_sub", "support_count"]
-    writer.writerow(["metric", "version", "window", "n", "confidence", *columns])
-    for row in body["estimates"]:
+    writer.writerow(["metric", "version", "window", "n", "confidence", *ROW_FIELDS])
+    for row in body.estimates:
+        cells = answer(row)
         writer.writerow(
-            [body["metric"], body["version"], body["window"], body["n"], body["confidence"]]
-            + ["" if row[c] is None else row[c] for c in columns]
+            [body.metric, body.version, body.window, body.n, body.confidence]
+            + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
         )
-    filename = f"{body['metric']}-v{body['version']}-{body['window'].replace(':', '_')}.csv"
+    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
     return Response(
         out.getvalue(),
         mimetype="text/csv",
@@ -193,17 +219,18 @@ def _csv(body: dict[str, Any]) -> Response:
     )
 
 
-def _numeric_csv(body: dict[str, Any]) -> Response:
+def _numeric_csv(body: MeanEstimate) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
     head = ["metric", "version", "window", "n", "confidence", "range_low", "range_high"]
     writer.writerow([*head, *NUMERIC_FIELDS])
+    cells = answer(body)
     writer.writerow(
-        [body["metric"], body["version"], body["window"], body["n"], body["confidence"]]
-        + body["range"]
-        + ["" if body[c] is None else body[c] for c in NUMERIC_FIELDS]
+        [body.metric, body.version, body.window, body.n, body.confidence]
+        + body.range
+        + ["" if cells[c] is None else cells[c] for c in NUMERIC_FIELDS]
     )
-    filename = f"{body['metric']}-v{body['version']}-{body['window'].replace(':', '_')}.csv"
+    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
     return Response(
         out.getvalue(),
         mimetype="text/csv",
@@ -212,6 +239,30 @@ def _numeric_csv(body: dict[str, Any]) -> Response:
 
 
 @bp.get("/v1/estimates/<name>")
+@documented(
+    "A metric's estimates with intervals in one window, as JSON or CSV.",
+    {
+        200: Reply(
+            "The estimates.",
+            (Estimates, MeanEstimate),
+            {
+                "Content-Disposition": Header(
+                    'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
+                )
+            },
+            {"text/csv": _CSV},
+        ),
+        400: Reply("A bad version, window, confidence or format.", Error),
+        401: UNAUTHORIZED,
+        404: _NOT_FOUND,
+        503: UNAVAILABLE,
+    },
+    description="Computed from the counts in Redis on each request. Categorical metrics "
+    "answer Estimates, numeric ones MeanEstimate (its kind is numeric).",
+    path=MetricPath,
+    query=EstimatesQuery,
+    security=READ_TOKEN,
+)
 def get_estimates(name: str) -> Any:
     """Estimates of one metric version and window, as JSON or CSV."""
     client, registry = _services()
@@ -222,45 +273,66 @@ def get_estimates(name: str) -> Any:
             f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD', got {window!r}"
         )
     confidence, simultaneous = _confidence()
-    fmt = request.args.get("format", "json")
-    if fmt not in ("json", "csv"):
+    fmt = request.args.get("format", FORMATS[0])
+    if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
     if definition.kind == "numeric":
         numeric = numeric_payload(definition, _mean(client, definition, window, confidence), window)
-        return _numeric_csv(numeric) if fmt == "csv" else numeric
+        return _numeric_csv(numeric) if fmt == "csv" else answer(numeric)
     est = _estimate(client, definition, window, confidence, simultaneous)
     body = estimate_payload(definition, est, window)
-    return _csv(body) if fmt == "csv" else body
+    return _csv(body) if fmt == "csv" else answer(body)
 
 
 @bp.get("/v1/estimates/<name>/trend")
-def get_trend(name: str) -> Any:
+@documented(
+    "One estimate per hour or day window, oldest first.",
+    {
+        200: Reply("The windows.", Trend),
+        400: Reply("A bad version, granularity or confidence.", Error),
+        401: UNAUTHORIZED,
+        404: _NOT_FOUND,
+        503: UNAVAILABLE,
+    },
+    path=MetricPath,
+    query=TrendQuery,
+    security=READ_TOKEN,
+)
+def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""
     client, registry = _services()
     definition = _definition(registry, name)
-    granularity = request.args.get("granularity", "hour")
-    if granularity not in ("hour", "day"):
+    granularity = request.args.get("granularity", GRANULARITIES[0])
+    if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
     confidence, simultaneous = _confidence()
     windows = [w for w in list_windows(client, definition) if w.startswith(granularity + ":")]
     windows = sorted(windows[:MAX_TREND_WINDOWS])
-    points = []
+    points: list[TrendPoint | MeanTrendPoint] = []
     for window in windows:
         if definition.kind == "numeric":
             mean = numeric_payload(
                 definition, _mean(client, definition, window, confidence), window
             )
             points.append(
-                {"window": window, "n": mean["n"], **{f: mean[f] for f in NUMERIC_FIELDS}}
+                MeanTrendPoint(
+                    window=window,
+                    n=mean.n,
+                    mean=mean.mean,
+                    std_error=mean.std_error,
+                    ci_low=mean.ci_low,
+                    ci_high=mean.ci_high,
+                )
             )
             continue
         est = _estimate(client, definition, window, confidence, simultaneous)
         body = estimate_payload(definition, est, window)
-        points.append({"window": window, "n": body["n"], "estimates": body["estimates"]})
-    return {
-        "metric": definition.name,
-        "version": definition.version,
-        "granularity": granularity,
-        "confidence": confidence,
-        "windows": points,
-    }
+        points.append(TrendPoint(window=window, n=body.n, estimates=body.estimates))
+    trend = Trend(
+        metric=definition.name,
+        version=definition.version,
+        granularity=granularity,
+        confidence=confidence,
+        windows=points,
+    )
+    return answer(trend)

@@ -29,22 +29,29 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
 from aggregator.stats.intervals import z_value
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.models import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_GRID,
+    MAX_N,
+    MAX_POINTS,
+    MIN_N,
+    Curve,
+    CurveQuery,
+    Curves,
+    Plan,
+    PlannedMechanism,
+    PlanQuery,
+)
 from client_sdk import mechanisms
+from ldp_api.models import Error, answer
+from ldp_api.openapi import Reply, documented
 
 __all__ = ["bp", "half_width_curves"]
 
 bp = Blueprint("plan", __name__)
 
 CENTRAL = "central laplace"
-
-MAX_POINTS = 400
-"""Points of a curve: a chart a few hundred pixels wide shows no more."""
-
-MIN_N, MAX_N = 1.0, 1e12
-"""The N axis: from one report to far more than any population."""
-
-DEFAULT_GRID = (1e2, 1e8, 61)
-"""10² to 10⁸ users, ten points per decade: smooth on a log axis."""
 
 
 def _number(name: str, default: float | None = None) -> float:
@@ -72,13 +79,25 @@ def _common() -> tuple[float, int, float]:
     k = _number("k")
     if k != int(k) or not 2 <= k <= mechanisms.MAX_DOMAIN_SIZE:
         raise BadRequest(f"k must be an integer in [2, {mechanisms.MAX_DOMAIN_SIZE}], got {k:g}")
-    confidence = _number("confidence", 0.95)
+    confidence = _number("confidence", DEFAULT_CONFIDENCE)
     if not 0.0 < confidence < 1.0:
         raise BadRequest(f"confidence must be in (0, 1), got {confidence:g}")
     return epsilon, int(k), confidence
 
 
 @bp.get("/v1/plan")
+@documented(
+    "The half-width each mechanism gives N users, or the users each needs for a "
+    "half-width; central Laplace as the trusted-curator reference.",
+    {
+        200: Reply("One row per mechanism.", Plan),
+        400: Reply("A missing or bad parameter, or both or neither of users/width.", Error),
+        401: UNAUTHORIZED,
+    },
+    description="Give exactly one of users and width.",
+    query=PlanQuery,
+    security=READ_TOKEN,
+)
 def get_plan() -> dict[str, Any]:
     """Half-widths for ``users`` users, or users for a half-width ``width``."""
     epsilon, k, confidence = _common()
@@ -97,21 +116,26 @@ def get_plan() -> dict[str, Any]:
         if not 0.0 < width < 1.0:
             raise BadRequest(f"width must be in (0, 1) (a fraction: 0.01 is ±1 %), got {width:g}")
     rows = plan(epsilon, k, users=users, width=width, confidence=confidence)
-    body: dict[str, Any] = {"epsilon": epsilon, "k": k, "confidence": confidence}
-    body.update({"users": users} if users is not None else {"width": width})
-    body["auto"] = next((r.name for r in rows if r.auto), None)
-    body["rows"] = [
-        {
-            "mechanism": r.name,
-            "variance_star": r.variance_star,
-            "wire_bytes": r.wire_bytes,
-            "half_width": r.half_width,
-            "users": r.users,
-            "auto": r.auto,
-        }
-        for r in rows
-    ]
-    return body
+    asked: dict[str, Any] = {"users": users} if users is not None else {"width": width}
+    body = Plan(
+        epsilon=epsilon,
+        k=k,
+        confidence=confidence,
+        **asked,
+        auto=next((r.name for r in rows if r.auto), None),
+        rows=[
+            PlannedMechanism(
+                mechanism=r.name,
+                variance_star=r.variance_star,
+                wire_bytes=r.wire_bytes,
+                half_width=r.half_width,
+                users=r.users,
+                auto=r.auto,
+            )
+            for r in rows
+        ],
+    )
+    return answer(body)
 
 
 def half_width_curves(
@@ -120,7 +144,7 @@ def half_width_curves(
     n: np.ndarray,
     confidence: float = 0.95,
     current: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Curve]:
     """Half-width z·√Var(n) over the grid ``n`` for every planned mechanism, then central.
 
     Args:
@@ -131,8 +155,7 @@ def half_width_curves(
         current: a mechanism name to mark (a metric's own); added if not planned.
 
     Returns:
-        One dict per curve: ``mechanism``, ``half_width`` (a list), ``auto``,
-        ``current``, ``central``.
+        One curve per mechanism, then central Laplace.
 
     Raises:
         ValueError: ε, k or ``current`` rejected by the mechanisms.
@@ -142,32 +165,42 @@ def half_width_curves(
     names = list(PLANNED)
     if current is not None and current not in names:
         names.append(current)
-    curves: list[dict[str, Any]] = []
+    curves: list[Curve] = []
     for name in names:
         m = mechanisms.create(name, epsilon=epsilon, domain_size=k)
         width = z * np.sqrt(m.variance(n))
         curves.append(
-            {
-                "mechanism": name,
-                "half_width": [float(x) for x in width],
-                "auto": m == chosen,
-                "current": name == current,
-                "central": False,
-            }
+            Curve(
+                mechanism=name,
+                half_width=[float(x) for x in width],
+                auto=m == chosen,
+                current=name == current,
+                central=False,
+            )
         )
     curves.append(
-        {
-            "mechanism": CENTRAL,
-            "half_width": [z * central_laplace_std(float(x), epsilon) for x in n],
-            "auto": False,
-            "current": False,
-            "central": True,
-        }
+        Curve(
+            mechanism=CENTRAL,
+            half_width=[z * central_laplace_std(float(x), epsilon) for x in n],
+            auto=False,
+            current=False,
+            central=True,
+        )
     )
     return curves
 
 
 @bp.get("/v1/plan/curve")
+@documented(
+    "The half-width against N on a log grid, per mechanism and for central Laplace.",
+    {
+        200: Reply("One curve per mechanism, then central Laplace.", Curves),
+        400: Reply("A missing or bad parameter.", Error),
+        401: UNAUTHORIZED,
+    },
+    query=CurveQuery,
+    security=READ_TOKEN,
+)
 def get_curve() -> dict[str, Any]:
     """The half-width against N on a log grid, per mechanism and for central Laplace."""
     epsilon, k, confidence = _common()
@@ -186,10 +219,7 @@ def get_curve() -> dict[str, Any]:
         curves = half_width_curves(epsilon, k, n, confidence, current)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    return {
-        "epsilon": epsilon,
-        "k": k,
-        "confidence": confidence,
-        "n": [float(x) for x in n],
-        "curves": curves,
-    }
+    body = Curves(
+        epsilon=epsilon, k=k, confidence=confidence, n=[float(x) for x in n], curves=curves
+    )
+    return answer(body)

@@ -21,7 +21,11 @@ import redis
 from flask import Blueprint, current_app
 
 from aggregator.stream.counts import lag_details, list_windows, per_shard
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.models import Overview
 from client_sdk.wire import MetricDefinition
+from ldp_api.models import answer
+from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store import keys
 from ldp_store.registry import Registry
 
@@ -110,7 +114,16 @@ def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any
 
 
 @bp.get("/v1/overview")
+@documented(
+    "Every metric's current version: definition, n, last window, lag.",
+    {
+        200: Reply("One row per metric.", Overview),
+        401: UNAUTHORIZED,
+        503: UNAVAILABLE,
+    },
+    security=READ_TOKEN,
+)
 def get_overview() -> dict[str, Any]:
     """Every metric's current version with n so far, last update and aggregator lag."""
     ext = current_app.extensions["ldp"]
-    return {"metrics": overview_rows(ext.redis, ext.registry)}
+    return answer(Overview.model_validate({"metrics": overview_rows(ext.redis, ext.registry)}))

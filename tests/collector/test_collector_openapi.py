@@ -2,16 +2,16 @@
 
 Both apps are checked: the collector alone (``collector:create_app``) and ``ldp serve``'s
 (``aggregator.service.app:create_server_app``, the collector plus the read APIs and the
-dashboard). Every URL rule must be documented with its methods and nothing else may be,
-except the dashboard blueprint's: its HTML pages (``/``, ``/ui/…``), its static files
-and the vendored plotly.js are pages, not API. The read APIs' real answers are then
-checked against their documented schemas with a small validator (the project has no
-JSON-schema dependency): the keywords the document uses, nothing more.
+dashboard). The document is generated from the routes' own models (:mod:`ldp_api.openapi`);
+these tests hold it to what the apps do: every URL rule is documented with its methods and
+nothing else is, except the dashboard blueprint's HTML pages and assets (``/``, ``/ui/…``);
+it is a valid OpenAPI 3.1 document; its limits are the constants the code enforces, and
+the code refuses what lies beyond them; and real answers of every API, errors included,
+match their documented schemas (checked with ``jsonschema``, Draft 2020-12).
 """
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from typing import Any
@@ -20,18 +20,24 @@ import pytest
 from collector_helpers import ADMIN, THEME_SPEC, define, make_app, reports
 from flask import Flask
 from flask.testing import FlaskClient
+from jsonschema import Draft202012Validator
+from openapi_spec_validator import validate as validate_openapi
 
 from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
-from aggregator.web import estimates as web
-from aggregator.web import plan as web_plan
+from aggregator.web import models as read_models
+from client_sdk import mechanisms, wire
 from client_sdk.wire import build_report
-from collector.openapi import OPENAPI, READ_LIMITS, app_paths, document
+from collector import models as collector_models
+from collector import settings
 from ldp_store import schema
+from ldp_store.embedded import free_port
 
 VERBS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 PAGES_BLUEPRINT = "dashboard"
 """Not described: HTML pages and their assets, under ``/`` and ``/ui/``."""
+
+READ_PREFIXES = ("/v1/estimates", "/v1/overview", "/v1/plan")
 
 NUMERIC_SPEC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
 BUDGET_SPEC = {
@@ -39,6 +45,14 @@ BUDGET_SPEC = {
     "epsilon": 0.5,
     "mechanism": "oue",
     "budget": {"reports_per_period": 4, "period": "day"},
+}
+LONGITUDINAL_SPEC = {
+    "domain": ["a", "b", "c"],
+    "epsilon": 1.0,
+    "longitudinal": {"permanent_epsilon": 3.0},
+    "budget": {"reports_per_period": 2, "period": "day"},
+    "description": "memoized",
+    "shards": 2,
 }
 
 
@@ -58,15 +72,21 @@ def server_app(redis_url: str, **config: Any) -> Flask:
     )
 
 
+def openapi_path(rule: str) -> str:
+    return re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule)
+
+
 def api_routes(app: Flask) -> dict[str, set[str]]:
-    """The app's routes that the document must describe: all but the dashboard's."""
-    pages = {
-        re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
-        for rule in app.url_map.iter_rules()
-        if rule.endpoint.startswith(PAGES_BLUEPRINT + ".")
-    }
-    assert all(p == "/" or p.startswith("/ui/") for p in pages), pages
-    return {path: m for path, m in app_paths(app).items() if path not in pages}
+    """The app's routes that the document must describe, with their methods: all but the
+    dashboard's (HEAD and OPTIONS, which Flask adds to every rule, left out)."""
+    found: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        path = openapi_path(rule.rule)
+        if rule.endpoint.startswith(PAGES_BLUEPRINT + "."):
+            assert path == "/" or path.startswith("/ui/"), path
+            continue
+        found.setdefault(path, set()).update(m.lower() for m in rule.methods or ())
+    return {path: methods - {"head", "options"} for path, methods in found.items()}
 
 
 def documented(doc: dict[str, Any]) -> dict[str, set[str]]:
@@ -78,32 +98,43 @@ def test_openapi_documents_every_route_with_its_methods_and_no_other(any_app: Fl
     assert documented(served) == api_routes(any_app)
 
 
-def test_ldp_serve_serves_the_whole_catalogue_and_the_collector_its_part(
-    redis_db: Any,
-) -> None:
-    assert server_app(redis_db.url).test_client().get("/openapi.json").json == OPENAPI
-    collector = make_app(redis_db.url)
-    served = collector.test_client().get("/openapi.json").json
-    assert served == document(collector)
-    assert not any(
-        path.startswith(("/v1/estimates", "/v1/overview", "/v1/plan")) for path in served["paths"]
-    )
-    assert set(served["components"]["securitySchemes"]) == {"adminToken"}
+def test_each_app_documents_what_it_mounts(redis_db: Any) -> None:
+    whole = server_app(redis_db.url).test_client().get("/openapi.json").json
+    collector = make_app(redis_db.url).test_client().get("/openapi.json").json
+    # The collector's routes are documented alike alone and within ldp serve's app.
+    assert collector["paths"] == {p: whole["paths"][p] for p in collector["paths"]}
+    assert not any(path.startswith(READ_PREFIXES) for path in collector["paths"])
+    assert {p for p in whole["paths"] if p.startswith(READ_PREFIXES)} == {
+        "/v1/estimates/{name}",
+        "/v1/estimates/{name}/trend",
+        "/v1/overview",
+        "/v1/plan",
+        "/v1/plan/curve",
+    }
+    assert set(collector["components"]["securitySchemes"]) == {"adminToken"}
+    assert set(whole["components"]["securitySchemes"]) == {
+        "adminToken",
+        "readToken",
+        "readTokenBasic",
+    }
+    # Only the schemas an app's routes use; the same schema wherever both have it.
+    assert "Estimates" not in collector["components"]["schemas"]
+    for name, component in collector["components"]["schemas"].items():
+        assert whole["components"]["schemas"][name] == component, name
 
 
 def test_openapi_is_well_formed(any_app: Flask) -> None:
     doc = any_app.test_client().get("/openapi.json").json
-    assert doc["openapi"].startswith("3.1")
-    refs = re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', str(doc).replace("'", '"'))
-    assert refs and set(refs) <= set(doc["components"]["schemas"])
+    validate_openapi(doc)  # the OpenAPI 3.1 specification's own schema
+    assert doc["openapi"] == "3.1.0"
+    refs = set(re.findall(r"#/components/schemas/([^'\"]+)", str(doc)))
+    assert refs and refs <= set(doc["components"]["schemas"])
     schemes = doc["components"]["securitySchemes"]
     for path, item in doc["paths"].items():
-        params = {p["name"] for p in item.get("parameters", [])}
-        assert set(re.findall(r"{([^}]+)}", path)) <= params, path
         for verb, operation in item.items():
-            if verb == "parameters":
-                continue
-            assert operation["responses"], (path, verb)
+            params = {p["name"] for p in operation.get("parameters", []) if p["in"] == "path"}
+            assert set(re.findall(r"{([^}]+)}", path)) == params, (path, verb)
+            assert operation["summary"] and operation["responses"], (path, verb)
             for status in operation["responses"]:
                 assert re.fullmatch(r"[1-5]\d\d", status), (path, verb, status)
             for requirement in operation.get("security", []):
@@ -122,84 +153,138 @@ def test_every_documented_path_exists(any_app: Flask) -> None:
             ).startswith("unknown metric"), (path, verb, response.status_code)
 
 
-def test_read_limits_are_the_aggregators() -> None:
-    assert READ_LIMITS == {
-        "window_pattern": schema.WINDOW_PATTERN.pattern,
-        "max_trend_windows": web.MAX_TREND_WINDOWS,
-        "max_points": web_plan.MAX_POINTS,
-        "min_n": web_plan.MIN_N,
-        "max_n": web_plan.MAX_N,
-        "default_grid": web_plan.DEFAULT_GRID,
-    }
+# -- limits: the enforcing constants, and enforced ------------------------------------------
+
+
+def parameter(doc: dict[str, Any], path: str, name: str, verb: str = "get") -> dict[str, Any]:
+    """The schema of a documented parameter."""
+    found = [p for p in doc["paths"][path][verb].get("parameters", []) if p["name"] == name]
+    assert len(found) == 1, (path, name)
+    return dict(found[0]["schema"])
+
+
+def component(doc: dict[str, Any], name: str, *fields: str) -> dict[str, Any]:
+    """A component schema, or the schema of a property (of a property...) of it."""
+    node = doc["components"]["schemas"][name]
+    for field in fields:
+        node = node["items"] if field == "[]" else node["properties"][field]
+    return dict(node)
+
+
+def test_the_documents_limits_are_the_enforcing_constants(redis_db: Any) -> None:
+    doc = server_app(redis_db.url).test_client().get("/openapi.json").json
+    name = parameter(doc, "/v1/estimates/{name}", "name")
+    assert name["maxLength"] == wire.MAX_NAME_LENGTH
+    assert name["pattern"] == f"^(?:{wire.NAME_PATTERN.pattern})$"
+    for path in ("/v1/metrics/{name}", "/v1/estimates/{name}/trend"):
+        assert parameter(doc, path, "name") == name
+    assert parameter(doc, "/v1/metrics/{name}", "version")["maximum"] == (
+        10**collector_models.MAX_VERSION_DIGITS - 1
+    )
+    window = parameter(doc, "/v1/estimates/{name}", "window")
+    assert window["pattern"] == f"^(?:{schema.WINDOW_REGEX})$"
+    assert window["default"] == schema.ALL
+    assert component(doc, "Trend", "windows")["maxItems"] == read_models.MAX_TREND_WINDOWS
+    assert component(doc, "Curves", "n")["maxItems"] == read_models.MAX_POINTS
+    lo, hi, points = read_models.DEFAULT_GRID
+    curve = "/v1/plan/curve"
+    assert parameter(doc, curve, "points")["maximum"] == read_models.MAX_POINTS
+    assert parameter(doc, curve, "points")["default"] == points
+    assert parameter(doc, curve, "n_min") == {"type": "number", "minimum": 1.0, "default": lo}
+    assert parameter(doc, curve, "n_max")["maximum"] == read_models.MAX_N
+    assert parameter(doc, curve, "n_max")["default"] == hi
+    users = parameter(doc, "/v1/plan", "users")
+    assert (users["minimum"], users["maximum"]) == (read_models.MIN_N, read_models.MAX_N)
+    for path in ("/v1/plan", curve):
+        epsilon = parameter(doc, path, "epsilon")
+        assert (epsilon["minimum"], epsilon["maximum"]) == (
+            mechanisms.MIN_EPSILON,
+            mechanisms.MAX_EPSILON,
+        )
+        assert parameter(doc, path, "k")["maximum"] == mechanisms.MAX_DOMAIN_SIZE
+        assert parameter(doc, path, "confidence")["default"] == read_models.DEFAULT_CONFIDENCE
+    assert parameter(doc, curve, "mechanism")["enum"] == list(mechanisms.MECHANISMS)
+    assert component(doc, "ReportBatch", "reports")["maxItems"] == settings.MAX_REPORTS
+    assert component(doc, "Report", "id")["pattern"] == f"^{wire.REPORT_ID_PATTERN.pattern}$"
+    spec = component(doc, "MetricSpec")
+    assert spec["properties"]["domain"]["maxItems"] == mechanisms.MAX_DOMAIN_SIZE
+    assert spec["properties"]["domain"]["items"]["maxLength"] == wire.MAX_LABEL_LENGTH
+    assert spec["properties"]["description"]["maxLength"] == wire.MAX_DESCRIPTION_LENGTH
+    assert spec["properties"]["shards"]["maximum"] == wire.MAX_SHARDS
+    assert spec["properties"]["kind"]["enum"] == list(wire.KINDS)
+    budget = component(doc, "DeviceBudget", "reports_per_period")
+    assert budget["maximum"] == wire.MAX_REPORTS_PER_PERIOD
+    assert component(doc, "DeviceBudget", "period")["enum"] == list(wire.BUDGET_PERIODS)
+
+
+def beyond(limit: float, kind: str, up: bool) -> str:
+    """The smallest step past ``limit`` that a query can express."""
+    if kind == "integer":
+        return str(int(limit) + (1 if up else -1))
+    return repr(limit * (1 + 1e-9) if up else limit * (1 - 1e-9))
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "base"),
+    [
+        ("/v1/plan", "epsilon", "k=3&users=100"),
+        ("/v1/plan", "k", "epsilon=1&users=100"),
+        ("/v1/plan", "users", "epsilon=1&k=3"),
+        ("/v1/plan", "width", "epsilon=1&k=3"),
+        ("/v1/plan", "confidence", "epsilon=1&k=3&users=100"),
+        ("/v1/plan/curve", "points", "epsilon=1&k=3"),
+        ("/v1/plan/curve", "n_min", "epsilon=1&k=3"),
+        ("/v1/plan/curve", "n_max", "epsilon=1&k=3"),
+        ("/v1/estimates/{name}", "confidence", ""),
+        ("/v1/estimates/{name}", "version", ""),
+        ("/v1/metrics/{name}", "version", ""),
+    ],
+)
+def test_documented_limits_are_enforced(redis_db: Any, path: str, name: str, base: str) -> None:
+    """At each documented bound the API answers; one step beyond it refuses with a 400."""
+    client = server_app(redis_db.url).test_client()
+    define(client, "app.theme", THEME_SPEC)
+    doc = client.get("/openapi.json").json
+    limits = parameter(doc, path, name)
+    url = path.replace("{name}", "app.theme") + "?" + (base + "&" if base else "")
+    checked = 0
+    for keyword, up, inclusive in [
+        ("minimum", False, True),
+        ("maximum", True, True),
+        ("exclusiveMinimum", False, False),
+        ("exclusiveMaximum", True, False),
+    ]:
+        if keyword not in limits:
+            continue
+        bound = limits[keyword]
+        if inclusive and not (name == "version" and up):  # no version 10¹⁸ to find
+            inside = bound if limits["type"] == "number" else int(bound)
+            assert client.get(f"{url}{name}={inside}").status_code == 200, (keyword, bound)
+        outside = beyond(bound, limits["type"], up) if inclusive else str(bound)
+        response = client.get(f"{url}{name}={outside}")
+        assert response.status_code == 400, (keyword, outside, response.json)
+        checked += 1
+    assert checked, limits
+
+
+def test_the_request_models_have_the_wire_codes_fields() -> None:
+    spec = collector_models.MetricSpec.model_fields
+    assert set(spec) == wire.SPEC_FIELDS | wire.NUMERIC_SPEC_FIELDS
+    assert tuple(collector_models.Report.model_fields) == wire.REPORT_FIELDS
 
 
 # -- answers against the documented schemas -----------------------------------------------
 
-_TYPES: dict[str, Any] = {
-    "object": lambda x: isinstance(x, dict),
-    "array": lambda x: isinstance(x, list),
-    "string": lambda x: isinstance(x, str),
-    "boolean": lambda x: isinstance(x, bool),
-    "integer": lambda x: isinstance(x, int) and not isinstance(x, bool),
-    "number": lambda x: isinstance(x, (int, float)) and not isinstance(x, bool),
-    "null": lambda x: x is None,
-}
+
+def problems(value: Any, schema: dict[str, Any], doc: dict[str, Any]) -> list[str]:
+    """Where ``value`` breaks ``schema`` (references resolved in ``doc``); [] if nowhere."""
+    validator = Draft202012Validator({**schema, "components": doc["components"]})
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(value)]
 
 
-def problems(value: Any, schema: dict[str, Any], doc: dict[str, Any], at: str = "$") -> list[str]:
-    """Where ``value`` breaks ``schema`` (resolving ``$ref`` in ``doc``); [] if nowhere."""
-    if "$ref" in schema:
-        name = schema["$ref"].removeprefix("#/components/schemas/")
-        return problems(value, doc["components"]["schemas"][name], doc, at)
-    found: list[str] = []
-    kinds = schema.get("type")
-    if kinds is not None:
-        kinds = [kinds] if isinstance(kinds, str) else kinds
-        if not any(_TYPES[k](value) for k in kinds):
-            return [f"{at}: {value!r} is not {'/'.join(kinds)}"]
-    if "const" in schema and value != schema["const"]:
-        found.append(f"{at}: {value!r} is not {schema['const']!r}")
-    if "enum" in schema and value not in schema["enum"]:
-        found.append(f"{at}: {value!r} not in {schema['enum']}")
-    for sub in schema.get("allOf", []):
-        found += problems(value, sub, doc, at)
-    if "anyOf" in schema and all(problems(value, s, doc, at) for s in schema["anyOf"]):
-        found.append(f"{at}: matches none of anyOf")
-    if "oneOf" in schema:
-        matches = sum(not problems(value, s, doc, at) for s in schema["oneOf"])
-        if matches != 1:
-            found.append(f"{at}: matches {matches} of oneOf, not one")
-    if isinstance(value, dict):
-        for key in schema.get("required", []):
-            if key not in value:
-                found.append(f"{at}: {key} is missing")
-        properties = schema.get("properties", {})
-        for key, item in value.items():
-            if key in properties:
-                found += problems(item, properties[key], doc, f"{at}.{key}")
-            elif schema.get("additionalProperties") is False:
-                found.append(f"{at}: {key} is not allowed")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            found.append(f"{at}: fewer than {schema['minItems']} items")
-        if len(value) > schema.get("maxItems", math.inf):
-            found.append(f"{at}: more than {schema['maxItems']} items")
-        if "items" in schema:
-            for i, item in enumerate(value):
-                found += problems(item, schema["items"], doc, f"{at}[{i}]")
-    if _TYPES["number"](value):
-        if value < schema.get("minimum", -math.inf) or value > schema.get("maximum", math.inf):
-            found.append(f"{at}: {value} out of bounds")
-        low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-        if (low is not None and value <= low) or (high is not None and value >= high):
-            found.append(f"{at}: {value} out of bounds")
-    if isinstance(value, str) and "pattern" in schema and not re.search(schema["pattern"], value):
-        found.append(f"{at}: {value!r} does not match {schema['pattern']}")
-    return found
-
-
-def test_the_validator_catches_what_it_should() -> None:
-    row = {"$ref": "#/components/schemas/PlanRow"}
+def test_the_validator_catches_what_it_should(redis_db: Any) -> None:
+    doc = server_app(redis_db.url).test_client().get("/openapi.json").json
+    row = {"$ref": "#/components/schemas/PlannedMechanism"}
     good = {
         "mechanism": "grr",
         "variance_star": 1.0,
@@ -208,20 +293,111 @@ def test_the_validator_catches_what_it_should() -> None:
         "users": 3,
         "auto": False,
     }
-    assert problems(good, row, OPENAPI) == []
-    assert problems({**good, "users": True}, row, OPENAPI)
-    assert problems({**good, "users": 0}, row, OPENAPI)
-    assert problems({k: v for k, v in good.items() if k != "auto"}, row, OPENAPI)
-    assert problems({**good, "wire_bytes": "8"}, row, OPENAPI)
+    assert problems(good, row, doc) == []
+    assert problems({**good, "users": True}, row, doc)
+    assert problems({**good, "users": 0}, row, doc)
+    assert problems({k: v for k, v in good.items() if k != "auto"}, row, doc)
+    assert problems({**good, "wire_bytes": "8"}, row, doc)
+    report = {"$ref": "#/components/schemas/Report"}
+    sent = {"metric": "app.theme", "version": 1, "id": "0" * 32, "payload": {}}
+    assert problems(sent, report, doc) == []
+    assert problems({**sent, "device": "x"}, report, doc)  # requests are closed
+    assert problems({**sent, "id": "0" * 31}, report, doc)
 
 
-def operation_for(doc: dict[str, Any], url: str) -> tuple[str, dict[str, Any]]:
-    """The documented path and GET operation that ``url`` (with a query) falls under."""
+def operation_for(doc: dict[str, Any], url: str, verb: str = "get") -> tuple[str, dict[str, Any]]:
+    """The documented path and operation that ``url`` (with a query) falls under."""
     route = url.split("?")[0]
     for path, item in doc["paths"].items():
         if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), route):
-            return path, item["get"]
+            return path, item[verb]
     raise AssertionError(f"{url} is not documented")
+
+
+def check_answer(doc: dict[str, Any], verb: str, url: str, response: Any) -> dict[str, Any]:
+    """Assert that ``response`` is a documented answer of its operation; return that."""
+    _, operation = operation_for(doc, url, verb)
+    documented_reply = operation["responses"].get(str(response.status_code))
+    assert documented_reply is not None, (verb, url, response.status_code)
+    assert set(documented_reply.get("headers", {})) <= set(response.headers.keys()) or (
+        "text/csv" in documented_reply["content"]  # Content-Disposition: CSV only
+    )
+    schema = documented_reply["content"]["application/json"]["schema"]
+    assert problems(response.json, schema, doc) == [], (verb, url, response.json)
+    return dict(documented_reply)
+
+
+def test_collector_answers_match_their_documented_schemas(redis_db: Any) -> None:
+    app = make_app(redis_db.url)
+    client = app.test_client()
+    doc = client.get("/openapi.json").json
+    statuses: set[tuple[str, str, int]] = set()
+
+    def call(verb: str, url: str, **kwargs: Any) -> Any:
+        response = client.open(url, method=verb.upper(), **kwargs)
+        check_answer(doc, verb, url, response)
+        statuses.add((operation_for(doc, url, verb)[0], verb, response.status_code))
+        return response
+
+    # The specs are valid MetricSpecs; the definitions they make are valid Metrics.
+    for name, spec in [
+        ("app.theme", THEME_SPEC),
+        ("session.minutes", NUMERIC_SPEC),
+        ("app.tier", BUDGET_SPEC),
+        ("app.seen", LONGITUDINAL_SPEC),
+    ]:
+        assert problems(spec, {"$ref": "#/components/schemas/MetricSpec"}, doc) == []
+        assert call("put", f"/v1/metrics/{name}", json=spec, headers=ADMIN).status_code == 201
+    assert call("put", "/v1/metrics/app.tier", json=BUDGET_SPEC, headers=ADMIN).status_code == 200
+    call("put", "/v1/metrics/app.bad", json={"domain": ["a"], "epsilon": 99}, headers=ADMIN)
+    call("put", "/v1/metrics/app.bad", json=THEME_SPEC)
+    call("put", "/v1/metrics/app.bad", json=THEME_SPEC, headers={"Authorization": "Bearer x"})
+    call("put", "/v1/metrics/app.bad", data="{}", headers={**ADMIN, "Content-Type": "text/x"})
+    too_big = "x" * (settings.MAX_BODY_BYTES + 1)
+    call(
+        "put",
+        "/v1/metrics/app.bad",
+        data=too_big,
+        headers={**ADMIN, "Content-Type": "application/json"},
+    )
+    for url in ["/v1/metrics", "/v1/metrics/app.theme", "/v1/metrics/session.minutes?version=1"]:
+        assert call("get", url).status_code == 200
+    call("get", "/v1/metrics/app.theme?version=0")
+    call("get", "/v1/metrics/app.nope")
+    for url in ["/healthz", "/readyz"]:
+        call("get", url)
+
+    theme = define(client, "app.theme", THEME_SPEC)
+    minutes = define(client, "session.minutes", NUMERIC_SPEC)
+    rng = random.Random(3)
+    batch = reports(theme, 20) + [build_report(minutes, rng.uniform(0, 120), rng) for _ in range(5)]
+    assert problems({"reports": batch}, {"$ref": "#/components/schemas/ReportBatch"}, doc) == []
+    assert call("post", "/v1/reports", json={"reports": batch}).json["accepted"] == 25
+    mixed = call("post", "/v1/reports", json={"reports": [*batch[:2], {"metric": "x"}]})
+    assert mixed.json["duplicates"] == 2 and mixed.json["rejected"][0]["index"] == 2
+    refused = call("post", "/v1/reports", json={"reports": [{"metric": "x"}, 7]})
+    assert len(refused.json["rejected"]) == 2
+    call("post", "/v1/reports", data="{oops", headers={"Content-Type": "application/json"})
+    call("post", "/v1/reports", data="{}", headers={"Content-Type": "text/plain"})
+    call("post", "/v1/reports", json={"reports": batch[:1] * (settings.MAX_REPORTS + 1)})
+
+    # Storage down: 503 with Retry-After, as documented.
+    down = make_app(f"redis://127.0.0.1:{free_port()}/0").test_client()
+    for verb, url, kwargs in [
+        ("get", "/v1/metrics", {}),
+        ("get", "/readyz", {}),
+        ("post", "/v1/reports", {"json": {"reports": batch[:1]}}),
+    ]:
+        response = down.open(url, method=verb.upper(), **kwargs)
+        assert response.status_code == 503
+        check_answer(doc, verb, url, response)
+        statuses.add((url, verb, 503))
+
+    assert statuses >= {
+        ("/v1/metrics/{name}", "put", status) for status in (200, 201, 400, 401, 403, 413, 415)
+    } | {("/v1/metrics/{name}", "get", status) for status in (200, 400, 404)} | {
+        ("/v1/reports", "post", status) for status in (202, 400, 413, 415, 503)
+    }
 
 
 @pytest.fixture
@@ -272,16 +448,12 @@ def test_read_api_answers_match_their_documented_schemas(server: FlaskClient) ->
     for url in urls:
         response = server.get(url)
         assert response.status_code == 200, (url, response.json)
-        path, operation = operation_for(doc, url)
-        schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
-        assert problems(response.json, schema, doc) == [], url
+        check_answer(doc, "get", url, response)
         kinds.add(response.json.get("kind", "categorical") if "estimates/" in url else "")
     assert {"categorical", "numeric"} <= kinds
     # Every read path was exercised; the document's nulls were met (the empty metric).
     exercised = {operation_for(doc, url)[0] for url in urls}
-    assert exercised == {
-        p for p in doc["paths"] if p.startswith(("/v1/estimates", "/v1/overview", "/v1/plan"))
-    }
+    assert exercised == {p for p in doc["paths"] if p.startswith(READ_PREFIXES)}
     empty = server.get("/v1/estimates/app.empty").json
     assert empty["n"] == 0 and empty["estimates"][0]["frequency"] is None
 
@@ -296,7 +468,8 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
     assert response.mimetype in ok["content"]
     assert set(ok["headers"]) <= set(response.headers.keys())
     columns = response.text.splitlines()[0].split(",")
-    assert all(column in ok["content"]["text/csv"]["description"] for column in columns)
+    description = ok["content"]["text/csv"]["schema"]["description"]
+    assert all(column in description for column in columns)
 
 
 @pytest.mark.parametrize(
@@ -318,25 +491,31 @@ def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: i
     doc = server.get("/openapi.json").json
     response = server.get(url)
     assert response.status_code == status
-    _, operation = operation_for(doc, url)
-    schema = operation["responses"][str(status)]["content"]["application/json"]["schema"]
-    assert problems(response.json, schema, doc) == []
+    check_answer(doc, "get", url, response)
 
 
 def test_the_read_token_is_documented(redis_db: Any) -> None:
     client = server_app(redis_db.url, READ_TOKEN="read-77").test_client()
     define(client, "app.theme", THEME_SPEC)
     doc = client.get("/openapi.json").json  # the document itself stays open
+    read_operations = [
+        (path, item["get"]) for path, item in doc["paths"].items() if path.startswith(READ_PREFIXES)
+    ]
+    assert len(read_operations) == 5
+    for path, operation in read_operations:  # every read API says so
+        assert operation["security"] == [{"readToken": []}, {"readTokenBasic": []}], path
+        assert "401" in operation["responses"], path
     for url in ["/v1/estimates/app.theme", "/v1/overview", "/v1/plan?epsilon=1&k=3&users=9"]:
         response = client.get(url)
         assert response.status_code == 401
-        _, operation = operation_for(doc, url)
-        assert {"readToken", "readTokenBasic"} <= {n for r in operation["security"] for n in r}
-        refused = operation["responses"]["401"]
+        refused = check_answer(doc, "get", url, response)
         assert set(refused["headers"]) <= set(response.headers.keys())
-        assert problems(response.json, refused["content"]["application/json"]["schema"], doc) == []
         authorized = client.get(url, headers={"Authorization": "Bearer read-77"})
         assert authorized.status_code == 200
     schemes = doc["components"]["securitySchemes"]
     assert schemes["readToken"] == {**schemes["readToken"], "type": "http", "scheme": "bearer"}
+    assert schemes["readTokenBasic"]["scheme"] == "basic"
     assert doc["paths"]["/v1/metrics/{name}"]["put"]["security"] == [{"adminToken": []}]
+    for path, item in doc["paths"].items():  # the apps' own endpoints stay open
+        if not path.startswith(READ_PREFIXES):
+            assert all("security" not in op for verb, op in item.items() if verb != "put"), path

@@ -1,0 +1,334 @@
+"""The read APIs' answers and query parameters, as typed models, with their limits.
+
+:mod:`~aggregator.web.estimates`, :mod:`~aggregator.web.status` and
+:mod:`~aggregator.web.plan` build their JSON from these classes (through
+:func:`ldp_api.models.answer`) and document themselves with them, so ``/openapi.json``
+shows what they send. The query models state the limits the views enforce, which are
+defined here, once: a view refuses what its query model documents as out of range.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field
+
+from client_sdk import mechanisms
+from client_sdk.wire import BUDGET_PERIODS, KINDS
+from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf
+from ldp_store import schema
+
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DEFAULT_GRID",
+    "FORMATS",
+    "GRANULARITIES",
+    "MAX_N",
+    "MAX_POINTS",
+    "MAX_TREND_WINDOWS",
+    "MIN_N",
+    "Curve",
+    "CurveQuery",
+    "Curves",
+    "EstimateRow",
+    "Estimates",
+    "EstimatesQuery",
+    "Backlog",
+    "MeanEstimate",
+    "MeanTrendPoint",
+    "Overview",
+    "OverviewRow",
+    "Plan",
+    "PlanQuery",
+    "PlannedMechanism",
+    "Trend",
+    "TrendPoint",
+    "TrendQuery",
+]
+
+GRANULARITIES = ("hour", "day")
+"""The windows a trend can follow."""
+
+FORMATS = ("json", "csv")
+"""What ``GET /v1/estimates/<name>`` answers in."""
+
+DEFAULT_CONFIDENCE = 0.95
+"""The intervals' level unless a request asks for another: the convention of reports."""
+
+MAX_TREND_WINDOWS = 24 * 14
+"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
+
+MAX_POINTS = 400
+"""Points of a curve: a chart a few hundred pixels wide shows no more."""
+
+MIN_N, MAX_N = 1.0, 1e12
+"""The N axis: from one report to far more than any population."""
+
+DEFAULT_GRID = (1e2, 1e8, 61)
+"""10² to 10⁸ users, ten points per decade: smooth on a log axis."""
+
+Number = float | None
+"""A statistic; null when n is 0 (no estimate)."""
+
+Confidence = Annotated[float, Field(gt=0, lt=1)]
+Version = Annotated[int, Field(ge=1)]
+Epsilon = Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+DomainSize = Annotated[int, Field(ge=2, le=mechanisms.MAX_DOMAIN_SIZE)]
+
+
+# -- /v1/estimates/<name> and …/trend -------------------------------------------------------
+
+
+class EstimatesQuery(Model):
+    """The query of ``GET /v1/estimates/<name>``."""
+
+    version: Version | Absent = None
+    """A version of the metric (default: the current one)."""
+    window: Annotated[str, Field(pattern=f"^(?:{schema.WINDOW_REGEX})$")] = schema.ALL
+    """all, an hour (hour:YYYY-MM-DDTHH) or a day (day:YYYY-MM-DD), UTC."""
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    """The intervals' level."""
+    simultaneous: str = "false"
+    """Intervals that hold for every value at once (Bonferroni): 1, true or yes (any
+    case) mean true, anything else false. Ignored for numeric metrics."""
+    format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
+
+
+class TrendQuery(Model):
+    """The query of ``GET /v1/estimates/<name>/trend``."""
+
+    version: Version | Absent = None
+    """A version of the metric (default: the current one)."""
+    granularity: Annotated[str, OneOf(GRANULARITIES)] = GRANULARITIES[0]
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    """The intervals' level."""
+    simultaneous: str = "false"
+    """As for the estimates: 1, true or yes (any case) mean true."""
+
+
+class EstimateRow(Model):
+    """One value of the domain."""
+
+    value: str
+    frequency: Number
+    """Unbiased (it can leave [0, 1]); null when n is 0."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    norm_sub: Number
+    """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
+    display."""
+    support_count: Annotated[int, Field(ge=0)]
+    distinguishable_from_zero: bool | None
+    """Whether the interval excludes 0; null when n is 0."""
+
+
+class Estimates(Model):
+    """A categorical metric's frequencies in one window."""
+
+    metric: str
+    version: Version
+    mechanism: Annotated[str, OneOf(mechanisms.MECHANISMS)]
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    """Reports counted."""
+    confidence: float
+    simultaneous: bool
+    window: str
+    post_processing: str
+    estimates: list[EstimateRow]
+    """One row per domain value, in the domain's order."""
+
+
+class MeanEstimate(Model):
+    """A numeric metric's mean in one window, in the metric's units."""
+
+    metric: str
+    version: Version
+    kind: Literal["numeric"]
+    mechanism: Annotated[str, OneOf(mechanisms.NUMERIC_MECHANISMS)]
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    confidence: float
+    window: str
+    range: Annotated[list[float], Field(min_length=2, max_length=2)]
+    mean: Number
+    """Unbiased (it can leave the range); null when n is 0."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    std_error_worst_case: Number
+    mean_clipped: Number
+    """The mean clipped into the range: post-processed, biased."""
+    post_processing: str
+
+
+class TrendPoint(Model):
+    """A categorical metric's estimates in one window."""
+
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    estimates: list[EstimateRow]
+
+
+class MeanTrendPoint(Model):
+    """A numeric metric's mean in one window."""
+
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    mean: Number
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+
+
+class Trend(Model):
+    """One estimate per window, oldest first."""
+
+    metric: str
+    version: Version
+    granularity: Annotated[str, OneOf(GRANULARITIES)]
+    confidence: float
+    windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
+    """The newest windows with counts (at most two weeks of hours), oldest first."""
+
+
+# -- /v1/overview ---------------------------------------------------------------------------
+
+
+class Backlog(Model):
+    """What the aggregator has yet to count."""
+
+    length: Annotated[int, Field(ge=0)]
+    """Reports in the streams, not yet counted."""
+    pending: Annotated[int, Field(ge=0)]
+    """Of those, read by a worker but not yet acked."""
+
+
+class OverviewRow(Model):
+    """A metric's current version at a glance."""
+
+    name: str
+    version: Version
+    kind: Annotated[str, OneOf(KINDS)]
+    description: str
+    mechanism: str | None
+    mechanism_params: Mechanism
+    mechanism_reason: str
+    epsilon: float | None
+    """ε per report."""
+    k: int | None
+    """Domain size; null for numeric metrics."""
+    range: list[float] | None
+    """A numeric metric's [lo, hi]; null for categorical ones."""
+    budget: DeviceBudget | None
+    epsilon_per_period: float | None
+    """reports_per_period × ε, when there is a budget."""
+    period: Annotated[str, OneOf(BUDGET_PERIODS)] | None
+    longitudinal: bool
+    """Memoized responses."""
+    permanent_epsilon: float | None
+    """ε∞: what a device ever reveals about one value."""
+    n: Annotated[int, Field(ge=0)]
+    """Reports counted, all time."""
+    last_window: str | None
+    """The newest hour (else day) window with counts."""
+    lag: Backlog
+
+
+class Overview(Model):
+    """Every metric's current version."""
+
+    metrics: list[OverviewRow]
+
+
+# -- /v1/plan and /v1/plan/curve ------------------------------------------------------------
+
+
+class PlanQuery(Model):
+    """The query of ``GET /v1/plan``: exactly one of users and width."""
+
+    epsilon: Epsilon
+    """ε per report."""
+    k: DomainSize
+    """The domain size."""
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    """The half-widths' level."""
+    users: Annotated[int, Field(ge=MIN_N, le=MAX_N)] | Absent = None
+    width: Annotated[float, Field(gt=0, lt=1)] | Absent = None
+    """A target half-width, as a fraction (0.01 is ±1 %)."""
+
+
+class PlannedMechanism(Model):
+    """One mechanism's line of a plan (central Laplace last, as a reference)."""
+
+    mechanism: str
+    variance_star: float | None
+    """null for central Laplace."""
+    wire_bytes: int | None
+    """null for central Laplace."""
+    half_width: float
+    users: Annotated[int, Field(ge=1)]
+    auto: bool
+
+
+class Plan(Model):
+    """Either users (then rows give half-widths) or width (then rows give the users each
+    mechanism needs)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["users"]}, {"required": ["width"]}]}
+    )
+
+    epsilon: float
+    k: int
+    confidence: float
+    users: int | Absent = None
+    width: float | Absent = None
+    auto: str | None
+    """The mechanism 'auto' picks."""
+    rows: list[PlannedMechanism]
+    """Every mechanism, best first, then central Laplace."""
+
+
+class CurveQuery(Model):
+    """The query of ``GET /v1/plan/curve``."""
+
+    epsilon: Epsilon
+    """ε per report."""
+    k: DomainSize
+    """The domain size."""
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    """The half-widths' level."""
+    n_min: Annotated[float, Field(ge=MIN_N)] = DEFAULT_GRID[0]
+    """Needs n_min < n_max."""
+    n_max: Annotated[float, Field(le=MAX_N)] = DEFAULT_GRID[1]
+    points: Annotated[int, Field(ge=2, le=MAX_POINTS)] = DEFAULT_GRID[2]
+    mechanism: Annotated[str, OneOf(mechanisms.MECHANISMS)] | Absent = None
+    """Mark this curve as current (added if not planned)."""
+
+
+class Curve(Model):
+    """One mechanism's half-width against N."""
+
+    mechanism: str
+    half_width: list[float]
+    """The half-width at each N."""
+    auto: bool
+    current: bool
+    """The mechanism asked for."""
+    central: bool
+    """Central Laplace (a reference)."""
+
+
+class Curves(Model):
+    """The half-width against N, per mechanism, then central Laplace."""
+
+    epsilon: float
+    k: int
+    confidence: float
+    n: Annotated[list[float], Field(min_length=2, max_length=MAX_POINTS)]
+    """The N axis: a geometric grid from n_min to n_max."""
+    curves: list[Curve]

@@ -1,0 +1,198 @@
+"""The collector's request and response bodies, as typed models.
+
+The views build their answers from these classes (through :func:`ldp_api.models.answer`)
+and document themselves with them (:func:`ldp_api.openapi.documented`), so
+``/openapi.json`` shows what the collector really sends. Request bodies are validated by
+the SDK's wire code (:func:`client_sdk.wire.parse_spec`, :func:`~client_sdk.wire.check_report`),
+which keeps its own error messages and its speed; their models state the same limits,
+from the same constants, and ``tests/collector/test_collector_openapi.py`` keeps their
+fields those of the wire code.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from client_sdk import mechanisms
+from client_sdk.wire import (
+    KINDS,
+    MAX_DESCRIPTION_LENGTH,
+    MAX_LABEL_LENGTH,
+    MAX_SHARDS,
+    REPORT_ID_PATTERN,
+    MetricDefinition,
+)
+from collector import settings
+from ldp_api.models import (
+    Absent,
+    DeviceBudget,
+    Error,
+    Mechanism,
+    MetricName,
+    Model,
+    OneOf,
+)
+
+__all__ = [
+    "IngestError",
+    "IngestResult",
+    "Longitudinal",
+    "Metric",
+    "MetricList",
+    "MetricSpec",
+    "Rejection",
+    "Report",
+    "ReportBatch",
+    "Status",
+    "VersionQuery",
+]
+
+MAX_VERSION_DIGITS = 18
+"""A version fits in a signed 64-bit integer; longer query values are not versions."""
+
+Shards = Annotated[int, Field(ge=1, le=MAX_SHARDS)]
+Range = Annotated[list[float], Field(min_length=2, max_length=2)]
+Kind = Annotated[str, OneOf(KINDS)]
+
+
+class Metric(Model):
+    """One version of a metric, as apps read it (``MetricDefinition.to_dict()``)."""
+
+    name: MetricName
+    version: Annotated[int, Field(ge=1)]
+    kind: Kind
+    domain: list[str] | Absent = None
+    """A categorical metric's values (a numeric one has a range instead)."""
+    description: str
+    mechanism: Mechanism
+    mechanism_reason: str
+    """Why ``auto`` chose this mechanism; empty when it was named."""
+    budget: DeviceBudget | None
+    """The device-side budget, if the metric has one."""
+    shards: Shards
+    """Streams this version's reports spread over."""
+    range: Range | Absent = None
+    """A numeric metric's [lo, hi] (it has no domain)."""
+
+    @classmethod
+    def of(cls, definition: MetricDefinition) -> Metric:
+        """The model of ``definition``'s JSON form."""
+        return cls.model_validate(definition.to_dict())
+
+
+class MetricList(Model):
+    """Every metric's current version."""
+
+    metrics: list[Metric]
+
+
+class VersionQuery(Model):
+    """``?version=N`` of ``GET /v1/metrics/<name>``."""
+
+    version: Annotated[int, Field(ge=1, le=10**MAX_VERSION_DIGITS - 1)] | Absent = None
+    """A version of the metric (default: the current one)."""
+
+
+class Longitudinal(Model):
+    """Memoized responses for values reported again and again."""
+
+    closed = True
+
+    permanent_epsilon: float
+    """ε∞: what unlimited reports of one unchanged value reveal at most."""
+
+
+class MetricSpec(Model):
+    """What an operator sends. Changing ε, domain, mechanism or shards makes a new
+    version; a description- or budget-only change keeps it."""
+
+    closed = True
+
+    kind: Kind = "categorical"
+    """numeric: the mean of a number in ``range`` (then no domain, no options; mechanism
+    auto, duchi, pm or hybrid)."""
+    range: Range | Absent = None
+    """[lo, hi] of a numeric metric, lo < hi."""
+    domain: (
+        Annotated[
+            list[Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]],
+            Field(
+                min_length=2,
+                max_length=mechanisms.MAX_DOMAIN_SIZE,
+                json_schema_extra={"uniqueItems": True},
+            ),
+        ]
+        | Absent
+    ) = None
+    """A categorical metric's values: distinct labels."""
+    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    """ε per report."""
+    mechanism: Annotated[
+        str, OneOf(dict.fromkeys([*mechanisms.NAMES, *mechanisms.NUMERIC_NAMES]))
+    ] = "auto"
+    options: dict[str, Any] | Absent = None
+    """A categorical mechanism's options (e.g. olh's g)."""
+    description: Annotated[str, Field(max_length=MAX_DESCRIPTION_LENGTH)] = ""
+    longitudinal: Longitudinal | Absent = None
+    budget: DeviceBudget | Absent = None
+    """A device-side limit: at most reports_per_period reports per period."""
+    shards: Shards = 1
+    """Streams to spread a hot metric over (each its own hash slot on a Redis Cluster);
+    a report's shard follows from its id. Changing it makes a new version, so a replay
+    always meets its first copy."""
+
+
+class Report(Model):
+    """One perturbed report; nothing else (no device id, no time)."""
+
+    closed = True
+
+    metric: MetricName
+    version: Annotated[int, Field(ge=1)]
+    id: Annotated[str, Field(pattern=f"^{REPORT_ID_PATTERN.pattern}$")]
+    """16 random bytes, used only to discard replays."""
+    payload: dict[str, Any]
+    """The mechanism's wire format."""
+
+
+class ReportBatch(Model):
+    """The body of ``POST /v1/reports``."""
+
+    closed = True
+
+    reports: Annotated[list[Report], Field(min_length=1, max_length=settings.MAX_REPORTS)]
+    """At most MAX_REPORTS reports (the default is shown) and MAX_BODY_BYTES bytes."""
+
+
+class Rejection(Model):
+    """A report that will never be valid: where it was and what is wrong."""
+
+    index: int
+    """Its place in ``reports``."""
+    error: str
+    reason: str = Field(exclude=True)
+    """The category counted by ``ldp_collector_rejected_total`` (not sent)."""
+
+
+class IngestResult(Model):
+    """What happened to a request's reports (the 202 body)."""
+
+    accepted: int
+    """Reports appended now."""
+    duplicates: int
+    """Replays of known ids (already appended)."""
+    rejected: list[Rejection]
+
+
+class IngestError(Error):
+    """A 400 of ``POST /v1/reports``; ``rejected`` lists every report when none was valid."""
+
+    rejected: list[Rejection] | Absent = None
+
+
+class Status(Model):
+    """Health and readiness."""
+
+    status: str

@@ -1,0 +1,123 @@
+"""Typed JSON shared by both services' answers; the base of every API model.
+
+Every request and response body of the HTTP API is a pydantic model beside the view that
+takes or answers it (``collector/models.py``, ``aggregator/web/models.py``). Views build
+their answers from these models (:func:`answer`), and :mod:`ldp_api.openapi` generates
+the document's schemas from the same classes, so the two cannot disagree. A field's
+docstring is its description in the document; limits are the constants the code
+enforces, imported, never repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic.json_schema import SkipJsonSchema
+from pydantic_core import CoreSchema, core_schema
+
+from client_sdk import mechanisms
+from client_sdk.wire import BUDGET_PERIODS, MAX_NAME_LENGTH, MAX_REPORTS_PER_PERIOD, NAME_PATTERN
+
+__all__ = [
+    "Absent",
+    "DeviceBudget",
+    "Error",
+    "Mechanism",
+    "MetricName",
+    "MetricPath",
+    "Model",
+    "OneOf",
+    "answer",
+]
+
+
+class Model(BaseModel):
+    """The base of the API's models: immutable, no unknown fields, docstrings documented.
+
+    An answer's fields are all required unless typed ``X | Absent`` with the default
+    None: such a field is left out of the JSON when not given (see :func:`answer`) and
+    is documented as optional, not as nullable. Unknown fields are refused when a model
+    is built, so a view cannot send what its model does not say.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    closed: ClassVar[bool] = False
+    """Whether the service refuses unknown fields in this object when a client sends it
+    (documented as ``additionalProperties: false``). Answers stay open: fields may be
+    added, and clients should ignore the ones they do not know."""
+
+
+Absent = SkipJsonSchema[None]
+"""``int | Absent = None``: a field an answer may leave out (never sent as null)."""
+
+
+class OneOf:
+    """``Annotated[str, OneOf(names)]``: one of ``names``, checked and documented as an enum.
+
+    For choices that the code keeps in a collection (mechanism names, budget periods),
+    which ``Literal`` cannot take.
+    """
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = tuple(values)
+
+    def __get_pydantic_core_schema__(
+        self, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        return core_schema.literal_schema(list(self.values))
+
+
+def answer(model: BaseModel) -> dict[str, Any]:
+    """The JSON body of ``model``: its fields in declaration order, absent ones left out."""
+    return model.model_dump(mode="json", exclude_unset=True)
+
+
+MetricName = Annotated[
+    str, Field(max_length=MAX_NAME_LENGTH, pattern=f"^(?:{NAME_PATTERN.pattern})$")
+]
+"""A metric's name (:func:`client_sdk.wire.check_name`)."""
+
+
+class MetricPath(Model):
+    """The ``<name>`` of a metric's URL."""
+
+    name: MetricName
+    """A metric name: a-z, 0-9, '_', '.', '-', starting with a letter or digit."""
+
+
+class Error(Model):
+    """Every error answer: 4xx means the request will never succeed, 503 retry later."""
+
+    error: str
+    """One sentence for people."""
+    details: list[str]
+    """Every individual problem (e.g. one per rejected report); may be empty."""
+
+
+class Mechanism(Model):
+    """A mechanism's parameters (``params()``), enough to rebuild it exactly.
+
+    Mechanisms with options add them (``g`` of olh, ``s`` of ss, ``permanent_epsilon``
+    of the memoized ones).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    mechanism: Annotated[str, OneOf([*mechanisms.MECHANISMS, *mechanisms.NUMERIC_MECHANISMS])]
+    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    """ε per report."""
+    domain_size: int | Absent = None
+    """k, for a categorical metric's mechanism."""
+
+
+class DeviceBudget(Model):
+    """A device-side limit: at most ``reports_per_period`` reports per period."""
+
+    closed = True
+
+    reports_per_period: Annotated[int, Field(ge=1, le=MAX_REPORTS_PER_PERIOD)]
+    period: Annotated[str, OneOf(BUDGET_PERIODS)]
+    """UTC calendar days, ISO weeks (from Monday) or calendar months."""
