@@ -26,6 +26,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import time
 from typing import Any
 
 import redis
@@ -33,8 +34,15 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
-from aggregator.stream.counts import list_windows, read_counts, read_numeric
+from aggregator.stream.counts import (
+    ReportsPerDevice,
+    list_windows,
+    read_counts,
+    read_numeric,
+    reports_per_device,
+)
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
@@ -73,14 +81,27 @@ NUMERIC_POST_PROCESSING_NOTE = (
 NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high")
 """A numeric estimate's fields per trend window and per CSV row."""
 
-ROW_FIELDS = ("value", "frequency", "std_error", "ci_low", "ci_high", "norm_sub", "support_count")
+ROW_FIELDS = (
+    "value",
+    "frequency",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "norm_sub",
+    "support_count",
+    "p_value",
+    "distinguishable_from_zero",
+)
 """A categorical estimate's CSV columns per value."""
 
 _NOT_FOUND = Reply("No such metric or version.", Error)
 
+CSV_HEAD = ("metric", "version", "window", "n", "confidence", "interval", "reports_per_device")
+"""A categorical estimate's CSV columns before the per-value ones."""
+
 _CSV = Media(
-    "With format=csv: one row per value (categorical: metric, version, window, n, "
-    f"confidence, {', '.join(ROW_FIELDS)}) or a single row (numeric: metric, version, "
+    "With format=csv: one row per value (categorical: "
+    f"{', '.join(CSV_HEAD)}, {', '.join(ROW_FIELDS)}) or a single row (numeric: metric, version, "
     f"window, n, confidence, range_low, range_high, {', '.join(NUMERIC_FIELDS)}); empty "
     "cells for null."
 )
@@ -117,16 +138,33 @@ def _confidence() -> tuple[float, bool]:
     return confidence, simultaneous
 
 
-def _number(x: float) -> float | None:
-    return None if math.isnan(x) else float(x)
+def intervals_note(est: FrequencyEstimate) -> str:
+    """One sentence on what the intervals and the flags promise."""
+    level = f"{est.confidence:.0%}"
+    which = (
+        f"all {est.k} intervals hold together with {level} confidence (Bonferroni)"
+        if est.simultaneous
+        else f"each interval holds the true share with {level} confidence"
+    )
+    how = "exact (few reports)" if est.interval == "exact" else "score"
+    return (
+        f"{which} ({how} intervals, fixed n: valid for one look); "
+        f"'distinguishable from zero' flags are wrong for at most {1 - est.confidence:.0%} "
+        "of the flagged values on average (Benjamini–Hochberg false discovery rate)"
+    )
 
 
 def estimate_payload(
-    definition: MetricDefinition, est: FrequencyEstimate, window: str
+    definition: MetricDefinition,
+    est: FrequencyEstimate,
+    window: str,
+    per_device: ReportsPerDevice | None = None,
 ) -> Estimates:
     """The answer for one estimate."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
+    p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
+    per_device = per_device or ReportsPerDevice(1, "one report per device assumed")
     return Estimates(
         metric=definition.name,
         version=definition.version,
@@ -137,16 +175,21 @@ def estimate_payload(
         confidence=est.confidence,
         simultaneous=est.simultaneous,
         window=window,
+        interval=est.interval,
+        intervals_note=intervals_note(est),
+        reports_per_device=per_device.bound,
+        reports_per_device_note=per_device.reason,
         post_processing=POST_PROCESSING_NOTE,
         estimates=[
             EstimateRow(
                 value=label,
-                frequency=_number(est.frequencies[i]),
-                std_error=_number(est.std_errors[i]),
-                ci_low=_number(est.ci_low[i]),
-                ci_high=_number(est.ci_high[i]),
-                norm_sub=_number(est.norm_sub[i]),
+                frequency=json_float(est.frequencies[i]),
+                std_error=json_float(est.std_errors[i]),
+                ci_low=json_float(est.ci_low[i]),
+                ci_high=json_float(est.ci_high[i]),
+                norm_sub=json_float(est.norm_sub[i]),
                 support_count=int(est.support_counts[i]),
+                p_value=json_float(p_values[i]),
                 distinguishable_from_zero=None if est.n == 0 else not bool(zero[i]),
             )
             for i, label in enumerate(definition.domain)
@@ -186,29 +229,39 @@ def _mean(
 
 def _estimate(
     client: redis.Redis,
+    registry: Registry,
     definition: MetricDefinition,
     window: str,
     confidence: float,
     simultaneous: bool,
-) -> FrequencyEstimate:
-    counts = read_counts(client, definition, window)
-    return estimate_from_counts(
+) -> Estimates:
+    """Read, estimate, answer: with the reports-per-device bound of a memoized version."""
+    per_device = reports_per_device(
+        definition,
+        registry.created(definition.name, definition.version),
+        window,
+        time.time(),
+    )
+    est = estimate_from_counts(
         definition.oracle,
-        counts,
+        read_counts(client, definition, window),
         confidence=confidence,
         simultaneous=simultaneous,
         labels=definition.domain,
+        reports_per_device=per_device.bound,
     )
+    return estimate_payload(definition, est, window, per_device)
 
 
 def _csv(body: Estimates) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["metric", "version", "window", "n", "confidence", *ROW_FIELDS])
+    writer.writerow([*CSV_HEAD, *ROW_FIELDS])
     for row in body.estimates:
         cells = answer(row)
         writer.writerow(
             [body.metric, body.version, body.window, body.n, body.confidence]
+            + [body.interval, body.reports_per_device]
             + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
         )
     filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
@@ -279,8 +332,7 @@ def get_estimates(name: str) -> Any:
     if definition.kind == "numeric":
         numeric = numeric_payload(definition, _mean(client, definition, window, confidence), window)
         return _numeric_csv(numeric) if fmt == "csv" else answer(numeric)
-    est = _estimate(client, definition, window, confidence, simultaneous)
-    body = estimate_payload(definition, est, window)
+    body = _estimate(client, registry, definition, window, confidence, simultaneous)
     return _csv(body) if fmt == "csv" else answer(body)
 
 
@@ -325,9 +377,15 @@ def get_trend(name: str) -> dict[str, Any]:
                 )
             )
             continue
-        est = _estimate(client, definition, window, confidence, simultaneous)
-        body = estimate_payload(definition, est, window)
-        points.append(TrendPoint(window=window, n=body.n, estimates=body.estimates))
+        body = _estimate(client, registry, definition, window, confidence, simultaneous)
+        points.append(
+            TrendPoint(
+                window=window,
+                n=body.n,
+                reports_per_device=body.reports_per_device,
+                estimates=body.estimates,
+            )
+        )
     trend = Trend(
         metric=definition.name,
         version=definition.version,

@@ -79,6 +79,10 @@ DomainSize = Annotated[int, Field(ge=2, le=mechanisms.MAX_DOMAIN_SIZE)]
 # -- /v1/estimates/<name> and …/trend -------------------------------------------------------
 
 
+INTERVALS = ("score", "exact")
+"""How a frequency interval is built (see aggregator.stats.intervals)."""
+
+
 class EstimatesQuery(Model):
     """The query of ``GET /v1/estimates/<name>``."""
 
@@ -119,8 +123,12 @@ class EstimateRow(Model):
     """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
     display."""
     support_count: Annotated[int, Field(ge=0)]
+    p_value: Number
+    """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
     distinguishable_from_zero: bool | None
-    """Whether the interval excludes 0; null when n is 0."""
+    """Flagged above zero by the Benjamini–Hochberg procedure over all the values, so
+    that at most 1 − confidence of the flagged values are, on average, really absent
+    (the false discovery rate); null when n is 0."""
 
 
 class Estimates(Model):
@@ -136,6 +144,16 @@ class Estimates(Model):
     confidence: float
     simultaneous: bool
     window: str
+    interval: Annotated[str, OneOf(INTERVALS)]
+    """How ci_low/ci_high were built: score (the exact variance at each candidate f) or
+    exact (Clopper–Pearson, where counts are a handful)."""
+    intervals_note: str
+    """The intervals and flags in one sentence a non-statistician reads correctly."""
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """The most reports of one device these counts may hold, as the intervals assume
+    (memoized metrics: their reports share a permanent response); 1 otherwise."""
+    reports_per_device_note: str
+    """Why that many."""
     post_processing: str
     estimates: list[EstimateRow]
     """One row per domain value, in the domain's order."""
@@ -170,6 +188,8 @@ class TrendPoint(Model):
 
     window: str
     n: Annotated[int, Field(ge=0)]
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """As in the window's estimates: what its intervals assume."""
     estimates: list[EstimateRow]
 
 

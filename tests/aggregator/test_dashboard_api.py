@@ -17,6 +17,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from aggregator import Counts, estimate_from_counts
 from aggregator.analysis.planning import plan
 from aggregator.service.app import create_server_app
 from aggregator.stats.intervals import z_value
@@ -311,3 +312,43 @@ def test_plotly_is_served_from_the_installed_wheel(redis_db: Any) -> None:
         headers={"Accept-Encoding": "gzip", "If-None-Match": zipped.headers["ETag"]},
     )
     assert again.status_code == 304
+
+
+MEMO = {
+    "domain": ["a", "b", "c", "d"],
+    "epsilon": 1.0,
+    "longitudinal": {"permanent_epsilon": 3.0},
+    "budget": {"reports_per_period": 4, "period": "day"},
+}
+
+
+def test_a_memoized_metric_needs_a_budget(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    spec = {k: v for k, v in MEMO.items() if k != "budget"}
+    response = client.put("/v1/metrics/app.memo", json=spec, headers=bearer(ADMIN_TOKEN))
+    assert response.status_code == 400
+    assert "needs a budget" in " ".join([response.json["error"], *response.json["details"]])
+
+
+def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    d = define(client, "app.memo", MEMO)
+    rng = random.Random(3)
+    reports = [build_report(d, rng.choice(d.domain), rng, secret=bytes(32)) for _ in range(400)]
+    assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
+    Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    body = client.get("/v1/estimates/app.memo").json
+    # Created today: today plus one day for clock skew, 4 reports a day.
+    assert body["reports_per_device"] == 8 and "4 per day" in body["reports_per_device_note"]
+    counts = Counts(body["n"], np.array([r["support_count"] for r in body["estimates"]]))
+    assumed = estimate_from_counts(d.oracle, counts, reports_per_device=8)
+    naive = estimate_from_counts(d.oracle, counts)
+    low = [r["ci_low"] for r in body["estimates"]]
+    np.testing.assert_allclose(low, assumed.ci_low)
+    assert np.all(assumed.ci_low < naive.ci_low)  # wider than one report per device
+    csv_head = client.get("/v1/estimates/app.memo?format=csv").text.splitlines()[0]
+    assert "reports_per_device" in csv_head and "p_value" in csv_head
+    trend = client.get("/v1/estimates/app.memo/trend?granularity=day").json
+    assert trend["windows"][0]["reports_per_device"] == 8
+    plain = define(client)
+    assert client.get(f"/v1/estimates/{plain.name}").json["reports_per_device"] == 1
