@@ -8,4 +8,6 @@
   (:func:`estimate_mean`)
 * :mod:`~aggregator.stats.postprocess`: Norm-Sub, the labelled post-processing onto the
   simplex
+* :mod:`~aggregator.stats.anytime`: confidence sequences, valid however often one looks
+  (:func:`frequency_cs`, :func:`mean_cs`), from the same additive sums
 """
