@@ -123,19 +123,24 @@ def main() -> None:
     runs = 1024 if args.quick else 4096
     print(f"load average {os.getloadavg()[0]:.2f} (figures are exact or simulated: no timing)")
     print("\n3. small n (k = 16, ε = 1, n = 100; exact coverage over 51 true frequencies)")
-    print(f"   {'mechanism':10} {'old lowest':>11} {'new lowest':>11} {'old <93%':>9} {'new <93%':>9}")
+    print(
+        f"   {'mechanism':10} {'old lowest':>11} {'new lowest':>11} {'old <93%':>9} {'new <93%':>9}"
+    )
     for name in ("grr", "oue", "olh"):
         a, b, c, d = small_n(name, 16, 100)
         print(f"   {name:10} {a:>11.1%} {b:>11.1%} {c:>9} {d:>9}")
     print(f"\n1. memoized pools, 30 reports per device, f = 0.5 ({runs} simulated pools)")
     sigma = math.sqrt(0.95 * 0.05 / runs)
-    print(f"   {'mechanism':10} {'old (r = 1)':>12} {'new (r = 30)':>13}   (± {sigma:.1%} simulation)")
+    print(
+        f"   {'mechanism':10} {'old (r = 1)':>12} {'new (r = 30)':>13}   (± {sigma:.1%} simulation)"
+    )
     for name, k in (("memo-oue", 16), ("memo-sue", 16), ("memo-grr", 8)):
         old, new = memoized(name, k, 30, runs)
         print(f"   {name:10} {old:>12.1%} {new:>13.1%}")
     fdr_runs = 60 if args.quick else 200
     print(f"\n4. many values: k = 1024, 512 absent, n = 4·10⁶, ε = 2 ({fdr_runs} snapshots)")
-    print(f"   {'mechanism':10} {'old false flags':>16} {'old FDR':>8} {'new false flags':>16} {'new FDR':>8}")
+    head = ("old false flags", "old FDR", "new false flags", "new FDR")
+    print(f"   {'mechanism':10} {head[0]:>16} {head[1]:>8} {head[2]:>16} {head[3]:>8}")
     for name in ("oue", "olh"):
         a, b, c, d = fdr(name, fdr_runs)
         print(f"   {name:10} {a:>16.1f} {b:>8.1%} {c:>16.2f} {d:>8.2%}")

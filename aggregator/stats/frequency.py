@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.anytime import frequency_cs
 from aggregator.stats.codecs import Counts, count_payloads
 from aggregator.stats.intervals import (
     benjamini_hochberg,
@@ -31,7 +32,10 @@ from aggregator.stats.intervals import (
 from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms import FrequencyOracle, Memoized
 
-__all__ = ["FrequencyEstimate", "estimate", "estimate_from_counts"]
+__all__ = ["ANYTIME", "FrequencyEstimate", "estimate", "estimate_from_counts"]
+
+ANYTIME = "anytime"
+"""The interval kind of a confidence sequence."""
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -67,7 +71,8 @@ class FrequencyEstimate:
     simultaneous: bool
     labels: tuple[str, ...]
     interval: str = "score"
-    """How the intervals were built: "score" or "exact" (small counts)."""
+    """How the intervals were built: "score" or "exact" (small counts), fixed-n; or
+    "anytime", a confidence sequence valid at every n at once (:mod:`.anytime`)."""
     reports_per_device: float = 1
     """The most reports of one device the pool may hold (memoized metrics), as assumed."""
     p_values: FloatArray | None = None
@@ -88,6 +93,8 @@ class FrequencyEstimate:
         if self.n == 0:
             nan = np.full(self.k, np.nan)
             return nan, nan
+        if self.interval == ANYTIME:
+            return _sequence(self, alpha, simultaneous)
         low, high, _ = frequency_intervals(
             self.mechanism,
             self.n,
@@ -181,6 +188,7 @@ def estimate_from_counts(
     labels: Sequence[str] | None = None,
     *,
     reports_per_device: float = 1,
+    anytime: bool = False,
 ) -> FrequencyEstimate:
     """Estimate frequencies from additive sufficient statistics (n, support counts).
 
@@ -196,6 +204,10 @@ def estimate_from_counts(
             more than r devices' would (``mechanism.variance(..., reports_per_device=r)``);
             a metric's budget bounds r (reports per period × periods in the window).
             Ignored by mechanisms whose reports carry fresh noise only.
+        anytime: intervals valid under continuous monitoring (a confidence sequence:
+            with probability ≥ confidence the truth lies in the interval at *every* n,
+            however often one looks); wider than the fixed-n interval (about 1.6× at
+            n = 10⁴, 1.75× at 10⁶). See :mod:`aggregator.stats.anytime`.
 
     Raises:
         ValueError: counts of the wrong length, negative, or above n; a bad confidence;
@@ -223,9 +235,14 @@ def estimate_from_counts(
         f = mechanism.debias(support.astype(np.float64), n)
         plug_in = np.clip(f, 0.0, 1.0)
         se = np.sqrt(_variance(mechanism, n, plug_in, r))
-        lo, hi, method = frequency_intervals(
-            mechanism, n, support, confidence, k if simultaneous else 1, r
-        )
+        if anytime:
+            method = ANYTIME
+            alpha = (1.0 - confidence) / (k if simultaneous else 1)
+            lo, hi = frequency_cs(mechanism, n, support, alpha, reports_per_device=r, clip=False)
+        else:
+            lo, hi, method = frequency_intervals(
+                mechanism, n, support, confidence, k if simultaneous else 1, r
+            )
         ns = norm_sub(f)
         pv = zero_p_values(mechanism, n, support, r)
         flags = benjamini_hochberg(pv, 1.0 - confidence)
@@ -246,6 +263,20 @@ def estimate_from_counts(
         p_values=_frozen(pv),
         distinguishable=_frozen(flags, bool),
     )
+
+
+def _sequence(
+    est: FrequencyEstimate, alpha: float, simultaneous: bool
+) -> tuple[FloatArray, FloatArray]:
+    low, high = frequency_cs(
+        est.mechanism,
+        est.n,
+        est.support_counts,
+        alpha / (est.k if simultaneous else 1),
+        reports_per_device=est.reports_per_device,
+        clip=False,
+    )
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
 
 
 def _reports_per_device(mechanism: FrequencyOracle, r: float) -> float:
@@ -270,6 +301,7 @@ def estimate(
     labels: Sequence[str] | None = None,
     *,
     reports_per_device: float = 1,
+    anytime: bool = False,
 ) -> FrequencyEstimate:
     """Validate, decode and estimate a batch of payloads (see :func:`estimate_from_counts`).
 
@@ -283,4 +315,5 @@ def estimate(
         simultaneous=simultaneous,
         labels=labels,
         reports_per_device=reports_per_device,
+        anytime=anytime,
     )

@@ -29,10 +29,12 @@ import math
 import time
 from typing import Any
 
+import numpy as np
 import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
+from aggregator.stats.anytime import frequency_cs
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
@@ -89,6 +91,8 @@ ROW_FIELDS = (
     "ci_high",
     "norm_sub",
     "support_count",
+    "cs_low",
+    "cs_high",
     "p_value",
     "distinguishable_from_zero",
 )
@@ -154,15 +158,36 @@ def intervals_note(est: FrequencyEstimate) -> str:
     )
 
 
+ANYTIME_NOTE = (
+    "the fixed-n interval is right 95 % of the time if you look once; if you keep "
+    "watching and stop when it looks interesting, use 'valid while you watch' (a "
+    "confidence sequence): it stays right at every look, at the price of more width"
+)
+
+
 def estimate_payload(
     definition: MetricDefinition,
     est: FrequencyEstimate,
     window: str,
     per_device: ReportsPerDevice | None = None,
 ) -> Estimates:
-    """The answer for one estimate."""
+    """The answer for one estimate, with the confidence sequence beside the intervals."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
+    if est.n:
+        cs_low, cs_high = (
+            np.asarray(x, dtype=np.float64)
+            for x in frequency_cs(
+                est.mechanism,
+                est.n,
+                est.support_counts,
+                (1.0 - est.confidence) / (est.k if est.simultaneous else 1),
+                reports_per_device=est.reports_per_device,
+                clip=False,
+            )
+        )
+    else:
+        cs_low = cs_high = np.full(est.k, np.nan)
     p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
     per_device = per_device or ReportsPerDevice(1, "one report per device assumed")
     return Estimates(
@@ -177,6 +202,7 @@ def estimate_payload(
         window=window,
         interval=est.interval,
         intervals_note=intervals_note(est),
+        anytime_note=ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
         reports_per_device=per_device.bound,
         reports_per_device_note=per_device.reason,
         post_processing=POST_PROCESSING_NOTE,
@@ -189,6 +215,8 @@ def estimate_payload(
                 ci_high=json_float(est.ci_high[i]),
                 norm_sub=json_float(est.norm_sub[i]),
                 support_count=int(est.support_counts[i]),
+                cs_low=json_float(cs_low[i]),
+                cs_high=json_float(cs_high[i]),
                 p_value=json_float(p_values[i]),
                 distinguishable_from_zero=None if est.n == 0 else not bool(zero[i]),
             )

@@ -123,6 +123,10 @@ class EstimateRow(Model):
     """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
     display."""
     support_count: Annotated[int, Field(ge=0)]
+    cs_low: Number
+    """The confidence sequence ("valid while you watch"): holds at every n at once,
+    however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
+    cs_high: Number
     p_value: Number
     """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
     distinguishable_from_zero: bool | None
@@ -149,6 +153,8 @@ class Estimates(Model):
     exact (Clopper–Pearson, where counts are a handful)."""
     intervals_note: str
     """The intervals and flags in one sentence a non-statistician reads correctly."""
+    anytime_note: str
+    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
     reports_per_device: Annotated[int, Field(ge=1)]
     """The most reports of one device these counts may hold, as the intervals assume
     (memoized metrics: their reports share a permanent response); 1 otherwise."""

@@ -495,3 +495,26 @@ def test_bad_input_is_refused_with_the_reason() -> None:
         anytime_p_value(100, 10.0, 10.0, 0.0, 1.0, 1.5)
     with pytest.raises(ValueError, match="total must lie"):
         mean_cs(DuchiMechanism(1.0), 10, 11 * DuchiMechanism(1.0).bound_units, 0)
+
+
+def test_estimates_valid_while_you_watch_through_the_public_api() -> None:
+    """estimate_from_counts(..., anytime=True) over 200 looks: ever-miss ≤ 5 % (+ binomial
+    slack), where the same API's fixed-n intervals ever-miss most streams."""
+    from aggregator import Counts, estimate_from_counts
+
+    k, streams, f = 256, 768, 0.05  # 768 streams, 256 per call (one per value slot)
+    m = create("oue", epsilon=1.0, domain_size=k)
+    gen = np.random.default_rng(seed("public", k))
+    holders = np.array([m.p * f + m.q * (1 - f)])
+    counts = grow(gen, LOOKS, holders, streams)[:, :, 0]  # (looks, streams)
+    ever = {"anytime": np.zeros(streams, bool), "fixed": np.zeros(streams, bool)}
+    for i, n in enumerate(LOOKS):
+        for start in range(0, streams, k):
+            support = counts[i, start : start + k]
+            for kind in ever:
+                est = estimate_from_counts(m, Counts(int(n), support), anytime=kind == "anytime")
+                missed = (est.ci_low > f) | (est.ci_high < f)
+                ever[kind][start : start + k] |= missed
+    assert est.interval == "anytime" or kind == "fixed"
+    assert ever["anytime"].mean() <= miss_bound(streams), ever["anytime"].mean()
+    assert ever["fixed"].mean() > 0.3
