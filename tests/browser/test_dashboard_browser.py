@@ -33,6 +33,8 @@ from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
+from client_sdk.mechanisms import new_secret  # noqa: E402
+from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {
@@ -55,6 +57,13 @@ SHARES = {
 }
 USERS = 2000
 NUMERIC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
+MEMOIZED = {
+    "domain": ["on", "off", "ask"],
+    "epsilon": 1.0,
+    "longitudinal": {"permanent_epsilon": 4.0},
+    "budget": {"reports_per_period": 2, "period": "day"},
+}
+"""A memoized metric: its page says how many reports per device the intervals assume."""
 """A numeric metric, defined where the server's wire format knows the kind."""
 TOL = 1e-9
 
@@ -82,6 +91,19 @@ def send(url: str, metric: str, users: int, seed: int) -> None:
         assert client.report(metric, picker.choices(domain, SHARES[metric])[0])
     assert client.flush(timeout=60)
     client.shutdown()
+
+
+def send_memoized(url: str, token: str, devices: int) -> None:
+    """``devices`` devices, each with its own secret, report app.notify once (one Client
+    would be one device, held to the budget)."""
+    _request(f"{url}/v1/metrics/app.notify", "PUT", MEMOIZED, token)
+    definition = MetricDefinition.from_dict(_request(f"{url}/v1/metrics/app.notify"))
+    rng = random.Random(8)
+    reports = [
+        build_report(definition, rng.choice(definition.domain), rng, secret=new_secret())
+        for _ in range(devices)
+    ]
+    _request(f"{url}/v1/reports", "POST", {"reports": reports})
 
 
 def wait_counted(url: str, metric: str, n: int, timeout: float = 60) -> dict[str, Any]:
@@ -117,6 +139,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert exc.code == 400  # no numeric metrics in this version
         for name in METRICS:
             wait_counted(s.url, name, USERS)
+        send_memoized(s.url, s.admin_token, devices=500)
+        wait_counted(s.url, "app.notify", 500)
         yield s
 
 
@@ -256,7 +280,9 @@ def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, serv
 
     csv_href = page.locator("#csv-link").get_attribute("href") or ""
     csv = _request(server.url + csv_href)
-    assert csv.splitlines()[0].startswith("metric,version,window,n,confidence,value,frequency")
+    assert csv.splitlines()[0].startswith(
+        "metric,version,window,n,confidence,interval,reports_per_device,value,frequency"
+    )
     assert len(csv.splitlines()) == k + 1
     trend = {t["meta"]: t for t in graph(page, "trend-chart")}
     assert trend["n"]["y"] == [
@@ -435,3 +461,69 @@ def test_read_token_guards_pages_and_the_apis_fetches(browser: Browser, tmp_path
         context.close()
     finally:
         s.stop()
+
+
+def table_intervals(page: Page) -> list[tuple[float, float]]:
+    """The (low, high) the metric page's table shows, from its data attributes."""
+    cells = page.locator('#estimates-table tbody td[data-label="interval"]')
+    pairs = []
+    for i in range(cells.count()):
+        low, high = (cells.nth(i).get_attribute("data-value") or "nan,nan").split(",")
+        pairs.append((float(low), float(high)))
+    return pairs
+
+
+def test_the_page_offers_intervals_valid_while_you_watch_and_for_all_values(
+    watched: Watched, server: Server
+) -> None:
+    """One look (fixed n), valid while you watch (the confidence sequence), all values at
+    once (Bonferroni): each draws the API's own numbers and says what it promises."""
+    page, name = watched.page, "app.screen"
+    api = _request(f"{server.url}/v1/estimates/{name}")
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-intervals='fixed']")
+    note = page.locator('#categorical-view [data-field="interval-note"]')
+    assert "confidence" in note.inner_text() and "false discovery rate" in note.inner_text()
+    fixed = table_intervals(page)
+    assert close([lo for lo, _ in fixed], [r["ci_low"] for r in api["estimates"]])
+    assert page.locator("#interval-head").inner_text() == "confidence interval"
+
+    page.locator('#categorical-view [data-intervals="anytime"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='anytime']")
+    watching = table_intervals(page)
+    assert close([lo for lo, _ in watching], [r["cs_low"] for r in api["estimates"]])
+    assert close([hi for _, hi in watching], [r["cs_high"] for r in api["estimates"]])
+    assert all(h2 - l2 > h1 - l1 for (l1, h1), (l2, h2) in zip(fixed, watching, strict=True))
+    assert "every look" in note.inner_text()
+    raw = next(t for t in graph(page, "freq-chart") if t["meta"] == "raw")
+    assert "valid while you watch" in raw["name"]
+    assert close(raw["err"]["minus"], [r["frequency"] - r["cs_low"] for r in api["estimates"]])
+    assert page.locator("#interval-head").inner_text() == "valid while you watch"
+
+    page.locator('#categorical-view [data-intervals="simultaneous"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='simultaneous']")
+    band = _request(f"{server.url}/v1/estimates/{name}?simultaneous=true")
+    together = table_intervals(page)
+    assert close([lo for lo, _ in together], [r["ci_low"] for r in band["estimates"]])
+    assert all(h2 - l2 > h1 - l1 for (l1, h1), (l2, h2) in zip(fixed, together, strict=True))
+    assert "Bonferroni" in note.inner_text()
+    watched.check()
+
+
+def test_a_memoized_metric_says_how_many_reports_per_device_it_assumes(
+    watched: Watched, server: Server
+) -> None:
+    page = watched.page
+    api = _request(f"{server.url}/v1/estimates/app.notify")
+    assert api["reports_per_device"] == 4  # 2 a day: today and one day for clock skew
+    page.goto(f"{server.url}/ui/metric/app.notify")
+    page.wait_for_selector("main[data-state='ready']")
+    note = page.locator('#categorical-view [data-field="per-device-note"]')
+    assert note.is_visible()
+    assert "up to 4 reports from one device" in note.inner_text()
+    assert "2 per day" in note.inner_text()
+    plain = watched.page.context.new_page()
+    plain.goto(f"{server.url}/ui/metric/app.theme")
+    plain.wait_for_selector("main[data-state='ready']")
+    assert not plain.locator('#categorical-view [data-field="per-device-note"]').is_visible()
+    watched.check()

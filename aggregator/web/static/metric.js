@@ -6,7 +6,7 @@
   const page = L.page;
   const TOP = 40; // bars a chart shows by default: more are unreadable on a laptop
   const TREND_SERIES = 6; // lines a trend shows: the values with the largest estimates
-  const state = { window: "all", granularity: "hour", showAll: false };
+  const state = { window: "all", granularity: "hour", showAll: false, intervals: "fixed" };
   const $ = (id) => document.getElementById(id);
 
   const pick = (w, key) => {
@@ -16,6 +16,35 @@
     return null;
   };
   const level = (body) => Math.round((body.confidence || 0.95) * 100) + " %";
+
+  /* Which interval the page draws: the fixed-n one (one look), the confidence sequence
+   * (valid while you watch: cs_low/cs_high), or the simultaneous band (simultaneous=true). */
+  const anytime = () => state.intervals === "anytime";
+  const low = (r) => (anytime() ? pick(r, "cs_low") : pick(r, "ci_low"));
+  const high = (r) => (anytime() ? pick(r, "cs_high") : pick(r, "ci_high"));
+  const intervalName = (body) =>
+    anytime() ? level(body) + " confidence sequence (valid while you watch)"
+      : state.intervals === "simultaneous" ? level(body) + " simultaneous band" : level(body) + " CI";
+
+  function renderIntervalNotes(est) {
+    const note = anytime() ? est.anytime_note : est.intervals_note;
+    document.querySelectorAll('[data-field="interval-note"]').forEach((e) => {
+      e.textContent = note ? note.charAt(0).toUpperCase() + note.slice(1) + "." : "";
+    });
+    const r = est.reports_per_device || 1;
+    document.querySelectorAll('[data-field="per-device-note"]').forEach((e) => {
+      e.hidden = r <= 1 && !/predates/.test(est.reports_per_device_note || "");
+      e.textContent = "Memoized metric: the intervals assume up to " + L.int(r) +
+        " reports from one device in this window (" + (est.reports_per_device_note || "") + ").";
+    });
+    document.querySelectorAll('[data-field="fdr"]').forEach((e) => {
+      e.textContent = Math.round((1 - (est.confidence || 0.95)) * 100) + " %";
+    });
+    const head = $("interval-head");
+    if (head) head.textContent = anytime() ? "valid while you watch" : state.intervals === "simultaneous" ? "simultaneous band" : "confidence interval";
+    const hasSequence = est.kind === "numeric" ? pick(est, "cs_low") !== null || est.n === 0 : true;
+    document.querySelectorAll('[data-intervals="anytime"]').forEach((b) => { b.disabled = !hasSequence; });
+  }
 
   function showKind(kind) {
     const numeric = kind === "numeric";
@@ -64,19 +93,19 @@
     const f = rows.map((r) => r.frequency);
     const note = (r) => (r.distinguishable_from_zero === false ? "not distinguishable from zero" : "");
     const raw = {
-      type: "bar", meta: "raw", uid: "raw", name: "Unbiased estimate (raw) ± " + level(est) + " CI",
+      type: "bar", meta: "raw", uid: "raw", name: "Unbiased estimate (raw) ± " + intervalName(est),
       x: labels, y: f,
       error_y: {
         type: "data", symmetric: false, visible: true, color: "#1e293b", thickness: 1.3, width: 3,
-        array: rows.map((r) => (r.ci_high === null ? null : r.ci_high - r.frequency)),
-        arrayminus: rows.map((r) => (r.ci_low === null ? null : r.frequency - r.ci_low)),
+        array: rows.map((r) => (high(r) === null ? null : high(r) - r.frequency)),
+        arrayminus: rows.map((r) => (low(r) === null ? null : r.frequency - low(r))),
       },
       marker: {
         color: zero.map((z) => (z ? L.colors.rawFaint : L.colors.raw)),
         pattern: { shape: zero.map((z) => (z ? "/" : "")), fgcolor: "#1d4ed8", size: 6, solidity: 0.25 },
       },
-      customdata: rows.map((r) => [r.ci_low, r.ci_high, note(r)]),
-      hovertemplate: "<b>%{x}</b><br>unbiased %{y:.2%}<br>CI [%{customdata[0]:.2%}, %{customdata[1]:.2%}]" +
+      customdata: rows.map((r) => [low(r), high(r), note(r)]),
+      hovertemplate: "<b>%{x}</b><br>unbiased %{y:.2%}<br>interval [%{customdata[0]:.2%}, %{customdata[1]:.2%}]" +
         "<br>%{customdata[2]}<extra>raw</extra>",
     };
     const normSub = {
@@ -99,15 +128,15 @@
     const body = $("estimates-table").querySelector("tbody");
     const rows = est.estimates.map((r) => {
       const zero = r.distinguishable_from_zero === false;
-      const half = r.ci_high === null ? null : r.ci_high - r.frequency;
-      const interval = r.ci_low === null ? "—" : "[" + L.pct(r.ci_low) + ", " + L.pct(r.ci_high) + "]";
+      const half = high(r) === null ? null : high(r) - r.frequency;
+      const interval = low(r) === null ? "—" : "[" + L.pct(low(r)) + ", " + L.pct(high(r)) + "]";
       const cell = (label, text, value, cls) =>
         L.el("td", { className: cls || "num", textContent: text, dataset: { label, value: value === null ? "" : String(value) }, attrs: { "data-label": label } });
       return L.el("tr", { className: zero ? "zero" : "", dataset: { value: r.value } }, [
         L.el("td", { textContent: r.value, attrs: { "data-label": "value" } }),
         cell("unbiased estimate", L.pct(r.frequency), r.frequency),
         cell("± half-width", half === null ? "—" : "±" + L.points(half) + " pp", half),
-        cell("interval", interval, r.ci_low === null ? null : r.ci_low + "," + r.ci_high),
+        cell("interval", interval, low(r) === null ? null : low(r) + "," + high(r)),
         cell("Norm-Sub", L.pct(r.norm_sub), r.norm_sub),
         cell("support count", L.int(r.support_count), r.support_count),
         L.el("td", { className: "note", textContent: zero ? "not distinguishable from zero" : "", attrs: { "data-label": "note" } }),
@@ -120,15 +149,15 @@
 
   function renderNumeric(est) {
     const mean = pick(est, "mean");
-    const lo = pick(est, "ci_low");
-    const hi = pick(est, "ci_high");
+    const lo = low(est);
+    const hi = high(est);
     const se = pick(est, "std_error");
     const shown = $("numeric-mean");
     shown.textContent = mean === null ? "no reports yet" : L.num(mean) + (hi === null ? "" : " ± " + L.num(hi - mean, 3));
     Object.assign(shown.dataset, { mean: String(mean), ciLow: String(lo), ciHigh: String(hi) });
     const range = Array.isArray(est.range) ? " · range [" + est.range.join(", ") + "]" : "";
     $("numeric-detail").textContent = mean === null ? "" :
-      level(est) + " interval [" + L.num(lo) + ", " + L.num(hi) + "] · standard error " + L.num(se, 3) + " · n = " + L.int(est.n) + range;
+      intervalName(est) + " [" + L.num(lo) + ", " + L.num(hi) + "] · standard error " + L.num(se, 3) + " · n = " + L.int(est.n) + range;
   }
 
   /* -- trend ------------------------------------------------------------------------ */
@@ -149,13 +178,13 @@
     if (est.kind === "numeric") {
       const mean = windows.map((w) => pick(w, "mean"));
       traces.push({
-        type: "scatter", mode: "lines+markers", name: "mean ± " + level(trend) + " CI", meta: "mean", x, y: mean,
+        type: "scatter", mode: "lines+markers", name: "mean ± " + intervalName(trend), meta: "mean", x, y: mean,
         line: { color: L.colors.raw }, marker: { size: 7 }, text,
         hovertemplate: "%{text}<br>mean %{y:.4g}<extra></extra>",
         error_y: {
           type: "data", symmetric: false, color: L.colors.raw,
-          array: windows.map((w, i) => (pick(w, "ci_high") === null ? null : pick(w, "ci_high") - mean[i])),
-          arrayminus: windows.map((w, i) => (pick(w, "ci_low") === null ? null : mean[i] - pick(w, "ci_low"))),
+          array: windows.map((w, i) => (high(w) === null ? null : high(w) - mean[i])),
+          arrayminus: windows.map((w, i) => (low(w) === null ? null : mean[i] - low(w))),
         },
       });
     } else {
@@ -170,8 +199,8 @@
           line: { color, width: 2 }, marker: { color, size: 7 },
           error_y: {
             type: "data", symmetric: false, color, thickness: 1, width: 2,
-            array: windows.map((w, j) => (w.estimates[i].ci_high === null ? null : w.estimates[i].ci_high - f[j])),
-            arrayminus: windows.map((w, j) => (w.estimates[i].ci_low === null ? null : f[j] - w.estimates[i].ci_low)),
+            array: windows.map((w, j) => (high(w.estimates[i]) === null ? null : high(w.estimates[i]) - f[j])),
+            arrayminus: windows.map((w, j) => (low(w.estimates[i]) === null ? null : f[j] - low(w.estimates[i]))),
           },
           text, hovertemplate: "%{text}<br>" + est.estimates[i].value + ": %{y:.2%}<extra></extra>",
         });
@@ -205,13 +234,15 @@
   /* -- the loop --------------------------------------------------------------------- */
 
   async function refresh() {
+    const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const [est, trend] = await Promise.all([
-      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window })),
-      L.getJSON(L.url(page.api.trend, { granularity: state.granularity })),
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous })),
     ]);
     const kind = est.kind || "categorical";
     showKind(kind);
     $("fact-n").textContent = L.int(est.n);
+    renderIntervalNotes(est);
     if (kind === "numeric") {
       renderNumeric(est);
     } else {
@@ -228,6 +259,7 @@
     root.dataset.kind = kind;
     root.dataset.window = state.window;
     root.dataset.granularity = state.granularity;
+    root.dataset.intervals = state.intervals;
   }
 
   $("window-select").addEventListener("change", (e) => { state.window = e.target.value; setLinks(); refresher.now(); });
@@ -235,6 +267,14 @@
     button.addEventListener("click", () => {
       state.granularity = button.dataset.granularity;
       document.querySelectorAll("[data-granularity]").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
+      refresher.now();
+    });
+  });
+  document.querySelectorAll("[data-intervals]").forEach((button) => {
+    button.addEventListener("click", () => {
+      state.intervals = button.dataset.intervals;
+      document.querySelectorAll("[data-intervals]").forEach((b) =>
+        b.setAttribute("aria-pressed", String(b.dataset.intervals === state.intervals)));
       refresher.now();
     });
   });
