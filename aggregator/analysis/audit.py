@@ -2,38 +2,76 @@
 
 For neighbouring inputs x and x' and any output event S, ε-LDP requires
 Pr[M(x) ∈ S] ≤ e^ε · Pr[M(x') ∈ S]. The audit perturbs x and x' many times with the
-SDK's own code, classes each output by whether it supports x and whether it supports
-x' (four classes: for every shipped mechanism the class "supports x, not x'" is an
-event of likelihood ratio exactly e^ε), picks the most distinguishing union of classes
-on one half of the trials, and on the other half turns the counts into Clopper–Pearson
-bounds: ε_lb = ln(TPR_lower / FPR_upper). With probability ≥ the confidence, ε_lb is
-below the realised ε; ε_lb above the declared ε proves the mechanism broken.
+SDK's own code, sorts each output into a class, picks the most distinguishing union of
+classes on one half of the trials, and on the other half turns the counts into
+Clopper–Pearson bounds: ε_lb = ln(TPR_lower / FPR_upper). With probability ≥ the
+confidence, ε_lb is below the realised ε; ε_lb above the declared ε proves the mechanism
+broken. What is audited:
+
+* **Frequency oracles** (``bound="report"``): inputs 0 and 1; an output's class is
+  whether it supports x and whether it supports x' (four classes: for every shipped
+  mechanism "supports x, not x'" is an event of likelihood ratio exactly e^ε); every
+  union of classes is a candidate event.
+* **Numeric mechanisms** (duchi, pm, hybrid): inputs x = −1 and x' = +1 in the scaled
+  domain, the two ends of the range. They are the worst case: Duchi's Pr[+C | x] =
+  (C + x)/(2C) is linear in x, so its likelihood ratio (C + x)/(C + x') is largest at
+  the ends, where it is e^ε; PM's report falls in a window that slides with x, and only
+  at the ends are the two windows disjoint, so the whole high-density window of one input
+  is an event of ratio e^ε with the largest probability, which gives the audit the most
+  power (the hybrid mixes the two with input-free weights). The outputs are cut into
+  bins — :data:`NUMERIC_BINS` equal parts of [−C, C] with ±1 as extra edges, so Duchi's
+  ±C and PM's windows each fall in whole bins — and the candidate events are every
+  interval of bins and the unions of the bins with the highest ratios on the selection
+  half (likelihood-ratio level sets, the most powerful events by Neyman–Pearson).
+* **Memoized mechanisms**, two bounds. ``bound="report"`` audits one report of a fresh
+  device (permanent *and* instantaneous response: ε₁), as ``perturb`` makes it.
+  ``bound="permanent"`` audits the permanent response alone, each trial a fresh device
+  secret, against ε∞: any number of reports of an unchanged value are the instantaneous
+  noise applied to that one permanent response, so they reveal at most what it does (and
+  with many reports, all of it): its ε is the ε of unlimited reports.
 
 References:
     Z. Ding, Y. Wang, G. Wang, D. Zhang, D. Kifer. "Detecting Violations of
     Differential Privacy". CCS 2018.
     M. Jagielski, J. Ullman, A. Oprea. "Auditing Differentially Private Machine
     Learning: How Private is Private SGD?". NeurIPS 2020 (Clopper–Pearson bounds).
+    Ú. Erlingsson, V. Pihur, A. Korolova. "RAPPOR". CCS 2014, Theorem 1 (ε∞ is the
+    permanent response's ε).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.stats import beta
 
-from client_sdk.mechanisms import FrequencyOracle
-from client_sdk.mechanisms.randomness import RandomSource
+from client_sdk.mechanisms import FrequencyOracle, Memoized, NumericMechanism
+from client_sdk.mechanisms.memoized import SECRET_BYTES
+from client_sdk.mechanisms.numeric import SCALE
+from client_sdk.mechanisms.randomness import RandomSource, default_rng
 
-__all__ = ["AuditResult", "audit", "clopper_pearson"]
+__all__ = ["BOUNDS", "NUMERIC_BINS", "AuditResult", "audit", "clopper_pearson"]
 
 CLASSES = ("supports x only", "supports both", "supports neither", "supports x' only")
-"""Output classes by (supports x, supports x')."""
+"""Output classes of a frequency oracle by (supports x, supports x')."""
+
+BOUNDS = ("report", "permanent")
+"""What an audit checks: one report (ε), or a memoized mechanism's permanent response (ε∞)."""
+
+NUMERIC_BINS = 40
+"""Equal parts of a numeric report's range [−C, C] (plus edges at ±1). Fine enough that
+PM's window [1, C] is whole bins whatever C is; coarse enough that each bin of the
+window still holds ≥ 2 % of the trials, so the selection half ranks bins reliably."""
+
+ENUMERATE_UNIONS = 4
+"""Up to this many classes every union is a candidate event (14 at most); above (the
+bins of a numeric output), the intervals of bins and the likelihood-ratio level sets
+are."""
 
 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
@@ -56,18 +94,21 @@ class AuditResult:
     epsilon_lower_bound: float
     passed: bool
     event: str
-    """The output event used: a union of :data:`CLASSES`, under input x vs x'."""
-    inputs: tuple[int, int]
+    """The output event used, under input x vs x'."""
+    inputs: tuple[float, float]
     hits: tuple[int, int]
     """Event counts under x and x' on the evaluation half."""
     trials: int
     """Evaluation trials per input."""
     confidence: float
+    bound: str = "report"
+    """What was audited (:data:`BOUNDS`): one report, or the permanent response (ε∞)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {
             "mechanism": self.mechanism,
+            "bound": self.bound,
             "declared_epsilon": self.declared_epsilon,
             "epsilon_lower_bound": self.epsilon_lower_bound,
             "passed": self.passed,
@@ -79,23 +120,71 @@ class AuditResult:
         }
 
 
-def _classify(
-    m: FrequencyOracle,
-    value: int,
-    x: int,
-    xp: int,
+# -- classifying outputs ----------------------------------------------------------------------
+
+
+def _frequency_sampler(
+    m: FrequencyOracle, bound: str, rng: RandomSource | None
+) -> Callable[[int], dict[str, Any]]:
+    """One trial's payload for a value: a report, or the permanent response of a new device."""
+    if bound == "report":
+        return lambda value: m.perturb(value, rng)
+    if not isinstance(m, Memoized):
+        raise ValueError(f"{m.name} is not memoized: it has no permanent response")
+    source = rng or default_rng()
+
+    def permanent(value: int) -> dict[str, Any]:
+        secret = source.getrandbits(8 * SECRET_BYTES).to_bytes(SECRET_BYTES, "big")
+        return m.permanent_response(value, secret)
+
+    return permanent
+
+
+def _frequency_classes(
+    m: FrequencyOracle, sample: Callable[[int], dict[str, Any]], x: int, xp: int
+) -> Callable[[int], int]:
+    """A trial under ``value``: its class in :data:`CLASSES`."""
+
+    def one(value: int) -> int:
+        payload = sample(value)
+        sx, sxp = m.supports(payload, x), m.supports(payload, xp)
+        return 0 if sx and not sxp else 1 if sx else 3 if sxp else 2
+
+    return one
+
+
+def numeric_edges(m: NumericMechanism) -> np.ndarray:
+    """Bin edges in units: :data:`NUMERIC_BINS` equal parts of [−C, C], and ±1."""
+    top = m.bound_units
+    even = np.linspace(-top, top + 1, NUMERIC_BINS + 1).round().astype(np.int64)
+    return np.unique(np.concatenate([even, [-SCALE, SCALE]]))
+
+
+def _numeric_classes(
+    m: NumericMechanism, rng: RandomSource | None, edges: np.ndarray
+) -> Callable[[float], int]:
+    def one(value: float) -> int:
+        units = m.units(m.perturb(value, rng))
+        return int(np.searchsorted(edges, units, side="right")) - 1
+
+    return one
+
+
+def _run(
+    one: Callable[[Any], int],
+    value: Any,
     trials: int,
-    rng: RandomSource | None,
     progress: Callable[[int], None] | None,
 ) -> np.ndarray:
-    classes = np.zeros(trials, dtype=np.int8)
+    classes = np.zeros(trials, dtype=np.int32)
     for i in range(trials):
-        payload = m.perturb(value, rng)
-        sx, sxp = m.supports(payload, x), m.supports(payload, xp)
-        classes[i] = 0 if sx and not sxp else 1 if sx else 3 if sxp else 2
+        classes[i] = one(value)
         if progress and i % 1000 == 999:
             progress(1000)
     return classes
+
+
+# -- choosing the event and bounding ε ----------------------------------------------------------
 
 
 def _bound(hits_x: int, hits_xp: int, n: int, alpha: float) -> float:
@@ -104,69 +193,120 @@ def _bound(hits_x: int, hits_xp: int, n: int, alpha: float) -> float:
     return -math.inf if tpr_lo <= 0.0 else math.log(tpr_lo / fpr_hi)
 
 
+def _candidates(a: np.ndarray, b: np.ndarray) -> Iterator[list[int]]:
+    """Unions of classes to try for "more likely under a than under b"."""
+    k = len(a)
+    if k <= ENUMERATE_UNIONS:
+        for size in range(1, k):
+            for event in itertools.combinations(range(k), size):
+                yield list(event)
+        return
+    for first in range(k):  # intervals of the output
+        for stop in range(first + 1, k + 1):
+            if (first, stop) != (0, k):
+                yield list(range(first, stop))
+
+
+def _describe_bins(event: list[int], edges: np.ndarray) -> str:
+    """Bins as merged intervals of y, in the scaled domain."""
+    runs: list[list[int]] = []
+    for i in event:
+        if runs and runs[-1][1] == i:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    parts = [f"[{edges[lo] / SCALE:.4g}, {edges[hi] / SCALE:.4g})" for lo, hi in runs]
+    return "y in " + " ∪ ".join(parts)
+
+
+# -- the audit --------------------------------------------------------------------------------
+
+
 def audit(
-    mechanism: FrequencyOracle,
+    mechanism: FrequencyOracle | NumericMechanism,
     trials: int = 200_000,
     confidence: float = 0.99,
-    inputs: tuple[int, int] = (0, 1),
+    inputs: tuple[float, float] | None = None,
     declared_epsilon: float | None = None,
     rng: RandomSource | None = None,
     progress: Callable[[int], None] | None = None,
+    bound: str = "report",
 ) -> AuditResult:
-    """Lower-bound the ε that ``mechanism.perturb`` realises.
+    """Lower-bound the ε that ``mechanism``'s real perturbation code realises.
 
     Args:
-        mechanism: the SDK mechanism object; its real ``perturb`` is run.
+        mechanism: the SDK mechanism object (a frequency oracle or a numeric mechanism);
+            its real ``perturb`` (or ``permanent_response``) is run.
         trials: perturbations per input (half select the event, half measure it).
         confidence: the bound holds with at least this probability.
-        inputs: the neighbouring values x, x'.
-        declared_epsilon: the ε to check against (default: the mechanism's).
-        rng: randomness for ``perturb`` (default: its CSPRNG).
+        inputs: the neighbouring values x, x' (default: 0 and 1; numeric: −1 and 1).
+        declared_epsilon: the ε to check against (default: the mechanism's ε, or its ε∞
+            for ``bound="permanent"``).
+        rng: randomness for ``perturb`` and the device secrets (default: the CSPRNG).
         progress: called with the number of perturbations done, now and then.
+        bound: ``"report"`` (one report) or ``"permanent"`` (a memoized mechanism's
+            permanent response: the ε∞ of unlimited reports of one value).
+
+    Raises:
+        ValueError: too few trials, equal inputs, an input outside the domain, an unknown
+            bound, or ``"permanent"`` for a mechanism that is not memoized.
     """
     if trials < 100:
         raise ValueError("an audit needs at least 100 trials per input")
-    x, xp = (mechanism.check_value(v) for v in inputs)
+    if bound not in BOUNDS:
+        raise ValueError(f"bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
+    edges = None
+    if isinstance(mechanism, NumericMechanism):
+        if bound != "report":
+            raise ValueError(f"{mechanism.name} is not memoized: it has only the report bound")
+        x, xp = (mechanism.check_value(v) for v in (inputs or (-1.0, 1.0)))
+        edges = numeric_edges(mechanism)
+        one: Callable[[Any], int] = _numeric_classes(mechanism, rng, edges)
+        declared = mechanism.epsilon
+    else:
+        x, xp = (mechanism.check_value(v) for v in (inputs or (0, 1)))
+        sample = _frequency_sampler(mechanism, bound, rng)
+        one = _frequency_classes(mechanism, sample, int(x), int(xp))
+        declared = mechanism.epsilon
+        if bound == "permanent" and isinstance(mechanism, Memoized):
+            declared = mechanism.permanent_epsilon
     if x == xp:
         raise ValueError("the two inputs must differ")
-    declared = mechanism.epsilon if declared_epsilon is None else declared_epsilon
+    declared = declared if declared_epsilon is None else declared_epsilon
     alpha = 1.0 - confidence
-    under_x = _classify(mechanism, x, x, xp, trials, rng, progress)
-    under_xp = _classify(mechanism, xp, x, xp, trials, rng, progress)
+    under_x = _run(one, x, trials, progress)
+    under_xp = _run(one, xp, trials, progress)
+    k = len(CLASSES) if edges is None else len(edges) - 1
     half = trials // 2
-    sel_x, sel_xp = (
-        np.bincount(under_x[:half], minlength=4),
-        np.bincount(under_xp[:half], minlength=4),
-    )
-    ev_x, ev_xp = (
-        np.bincount(under_x[half:], minlength=4),
-        np.bincount(under_xp[half:], minlength=4),
-    )
+    sel_x, sel_xp = (np.bincount(c[:half], minlength=k) for c in (under_x, under_xp))
+    ev_x, ev_xp = (np.bincount(c[half:], minlength=k) for c in (under_x, under_xp))
     n_eval = trials - half
-    best: tuple[float, tuple[int, ...], bool] = (-math.inf, (0,), False)
-    for size in range(1, 4):
-        for event in itertools.combinations(range(4), size):
-            idx = list(event)
-            for swapped in (False, True):
-                a, b = (sel_xp, sel_x) if swapped else (sel_x, sel_xp)
-                score = _bound(int(a[idx].sum()), int(b[idx].sum()), half, alpha)
-                if score > best[0]:
-                    best = (score, event, swapped)
+    best: tuple[float, list[int], bool] = (-math.inf, [0], False)
+    for swapped in (False, True):
+        a, b = (sel_xp, sel_x) if swapped else (sel_x, sel_xp)
+        for event in _candidates(a, b):
+            score = _bound(int(a[event].sum()), int(b[event].sum()), half, alpha)
+            if score > best[0]:
+                best = (score, event, swapped)
     _, event, swapped = best
-    idx = list(event)
     a, b = (ev_xp, ev_x) if swapped else (ev_x, ev_xp)
-    hits = (int(a[idx].sum()), int(b[idx].sum()))
+    hits = (int(a[event].sum()), int(b[event].sum()))
     lower = max(0.0, _bound(hits[0], hits[1], n_eval, alpha))
-    names = " or ".join(CLASSES[i] for i in event)
+    what = "permanent response" if bound == "permanent" else "output"
+    if edges is None:
+        names = f"{what} " + " or ".join(CLASSES[i] for i in event)
+    else:
+        names = _describe_bins(event, edges)
     first, second = ("x'", "x") if swapped else ("x", "x'")
     return AuditResult(
         mechanism=mechanism.params(),
         declared_epsilon=declared,
         epsilon_lower_bound=lower,
         passed=lower <= declared,
-        event=f"output {names}: under {first} vs under {second}",
+        event=f"{names}: under {first} vs under {second}",
         inputs=(xp, x) if swapped else (x, xp),
         hits=hits,
         trials=n_eval,
         confidence=confidence,
+        bound=bound,
     )

@@ -18,6 +18,7 @@ from aggregator.cli.options import (
     DOMAIN,
     EPSILON,
     MECHANISM,
+    MEMOIZED,
     MIN_WIDTH,
     PERMANENT_EPSILON,
     build_mechanism,
@@ -165,10 +166,58 @@ def plan(
     out.print(mechanisms.choose(epsilon, domain_size).reason)
 
 
+AUDIT_MECHANISMS = (*mechanisms.NAMES, *mechanisms.NUMERIC_MECHANISMS)
+"""What ``ldp audit`` takes: every frequency oracle (and auto), every numeric mechanism."""
+
+
+def _audit_targets(
+    name: str,
+    epsilon: float,
+    domain_size: int | None,
+    permanent_epsilon: float | None,
+    bound: str | None,
+) -> tuple[Any, tuple[str, ...]]:
+    """The mechanism to audit and the bounds to check, or a clear usage error."""
+    if name in mechanisms.NUMERIC_MECHANISMS:
+        for given, option in (
+            (domain_size, "--domain-size"),
+            (permanent_epsilon, "--permanent-epsilon"),
+        ):
+            if given is not None:
+                raise click.UsageError(f"{option} is not for numeric mechanisms ({name})")
+        if bound not in (None, "report"):
+            raise click.UsageError(f"--bound {bound}: {name} is not memoized; only 'report'")
+        try:
+            return mechanisms.create_numeric(name, epsilon), ("report",)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    if domain_size is None:
+        raise click.UsageError(f"{name} needs --domain-size (-k)")
+    m = build_mechanism(name, epsilon, domain_size, permanent_epsilon)
+    memoized = isinstance(m, mechanisms.Memoized)
+    if bound in ("permanent", "both") and not memoized:
+        raise click.UsageError(
+            f"--bound {bound}: {m.name} is not memoized (no permanent response); "
+            f"the memoized mechanisms are {', '.join(MEMOIZED)}"
+        )
+    if bound == "both" or (bound is None and memoized):
+        return m, ("report", "permanent")
+    return m, (bound or "report",)
+
+
 @click.command()
-@MECHANISM
+@click.option(
+    "--mechanism",
+    "-m",
+    required=True,
+    type=click.Choice(list(AUDIT_MECHANISMS)),
+    help="Mechanism to audit: a frequency oracle (needs --domain-size), a memoized one "
+    "(also --permanent-epsilon), or a numeric one (duchi, pm, hybrid: no -k).",
+)
 @EPSILON
-@DOMAIN
+@click.option(
+    "--domain-size", "-k", type=int, default=None, help="k, number of values (frequency oracles)."
+)
 @click.option(
     "--trials",
     "-t",
@@ -177,46 +226,82 @@ def plan(
     type=click.IntRange(min=100),
     help="Perturbations per input.",
 )
+@click.option(
+    "--bound",
+    type=click.Choice(["report", "permanent", "both"]),
+    default=None,
+    help="report: one report's ε; permanent: a memoized mechanism's permanent response, "
+    "the ε∞ of any number of reports of one value; both (the default for memoized "
+    "mechanisms, which alone have a permanent response).",
+)
 @confidence_option(0.99)
 @PERMANENT_EPSILON
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def audit(
     mechanism: str,
     epsilon: float,
-    domain_size: int,
+    domain_size: int | None,
     trials: int,
+    bound: str | None,
     confidence: float,
     permanent_epsilon: float | None,
     as_json: bool,
 ) -> None:
     """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε.
 
-    A memoized mechanism is audited one report per device (each trial is a new device).
+    Frequency oracles: inputs 0 and 1, events from which of them an output supports.
+    Numeric mechanisms: inputs at the two ends of the range (x = −1 and 1 scaled), events
+    intervals of the output. Memoized mechanisms: one report of a fresh device against
+    --epsilon, and the permanent response alone (a fresh device secret per trial)
+    against --permanent-epsilon.
     """
     from aggregator.analysis.audit import audit as run_audit
 
-    m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
-    with progress_bar(f"auditing {m.name}", 2 * trials, enabled=not as_json) as advance:
-        result = run_audit(m, trials=trials, confidence=confidence, progress=advance)
+    m, bounds = _audit_targets(mechanism, epsilon, domain_size, permanent_epsilon, bound)
+    results = []
+    for which in bounds:
+        label = f"auditing {m.name}" + (" (permanent response)" if which == "permanent" else "")
+        with progress_bar(label, 2 * trials, enabled=not as_json) as advance:
+            results.append(
+                run_audit(m, trials=trials, confidence=confidence, progress=advance, bound=which)
+            )
+    passed = all(r.passed for r in results)
     if as_json:
-        echo_json(result.to_dict())
-    else:
-        verdict = "[green]PASS[/]" if result.passed else "[red bold]FAIL[/]"
-        out.print(
-            f"{verdict} {m.name} ε={m.epsilon:g} k={m.domain_size}: empirical ε ≥ "
-            f"[bold]{result.epsilon_lower_bound:.4f}[/] with {confidence:.0%} confidence "
-            f"(declared {result.declared_epsilon:g})"
-        )
-        out.print(
-            f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
-            f"of {result.trials:,} each"
-        )
-    if result.passed:
-        warning = inconclusive(result, trials)
+        if len(results) == 1:
+            echo_json(results[0].to_dict())
+        else:
+            echo_json({"passed": passed, "audits": [r.to_dict() for r in results]})
+    for result in results:
+        if not as_json:
+            _print_audit(m, result, confidence)
+        warning = inconclusive(result, trials) if result.passed else None
         if warning:
             err.print(f"[yellow bold]warning:[/] {warning}")
-    if not result.passed:
+    if not passed:
         sys.exit(1)
+
+
+def _print_audit(m: Any, result: Any, confidence: float) -> None:
+    verdict = "[green]PASS[/]" if result.passed else "[red bold]FAIL[/]"
+    if result.bound == "permanent":
+        what = f"permanent response ε∞={result.declared_epsilon:g}"
+    else:
+        what = f"ε={m.epsilon:g}"
+    size = "" if isinstance(m, mechanisms.NumericMechanism) else f" k={m.domain_size}"
+    out.print(
+        f"{verdict} {m.name} {what}{size}: empirical ε ≥ "
+        f"[bold]{result.epsilon_lower_bound:.4f}[/] with {confidence:.0%} confidence "
+        f"(declared {result.declared_epsilon:g})"
+    )
+    out.print(
+        f"event: {result.event}; hits {result.hits[0]:,} vs {result.hits[1]:,} "
+        f"of {result.trials:,} each"
+    )
+    if result.bound == "permanent":
+        out.print(
+            "(the permanent response is all that any number of reports of one unchanged "
+            "value reveal: its ε is their ε)"
+        )
 
 
 @click.command()

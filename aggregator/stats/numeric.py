@@ -19,19 +19,59 @@ The commit script is the categorical one, unchanged: the increments are just mor
 
 **Estimate.** With x the value scaled to [−1, 1], E[y] = x for every mechanism, so
 ȳ = Σy/n is unbiased for the mean of the scaled values, and mapping it back with the
-metric's range is unbiased for the mean in the metric's units. Its standard error is the
-plug-in one, √(s²/n) with s² the sample variance of the reports (exact from the integer
-sums). Intervals are ȳ ± z·se. They are nominal for the mean of the population the
-reporting devices are drawn from (s² estimates the noise *and* the spread of the true
-values); for the mean of exactly these devices' values they are conservative: s²
-overstates the variance of a report by the spread of those values (at most 1 in the
-scaled domain), which matters only where the noise is small (large ε).
-``std_error_worst_case`` needs no data: with
-E[y²] ≤ sup_x E[y² | x], it bounds the standard error for any values in the range.
+metric's range is unbiased for the mean in the metric's units.
+
+**Interval: a t score interval with the mechanism's variance floor.** The plain
+ȳ ± z·√(s²/n) fails with few reports, worst near a range end: there the reports are
+skewed (PM's land mostly in the high-density window beside the truth, Duchi's are almost
+all +C), s² is often far below the real variance, and at n = 20 and ε = 4 Duchi's
+reports were all +C 59 % of the time, giving "± 0". Measured at n = 20, values at 119 of
+[0, 120], 95 % intervals covered 41 % (Duchi), 82 % (PM), 79 % (hybrid) at ε = 4.
+
+What the mechanism knows fixes that. E[y² | x] = A·x² + B with A ≥ 0
+(``NumericMechanism.second_moment_coefficients``), so for *any* inputs of mean μ the
+report variance is at least V(μ) = (A − 1)·μ² + B (``min_variance``, by Jensen's
+inequality); for Duchi's V(μ) = C² − μ² is the variance itself. The interval keeps every
+μ that a t test with the variance floored at V(μ) does not reject:
+
+    { μ : |ȳ − μ| ≤ t_{n−1}·√(max(s², V(μ)) / n) }
+
+(a score interval, as Wilson's is for a proportion: each candidate mean is judged with
+the variance it implies), computed in closed form by :func:`mean_interval`. At the true
+mean the floor is a real lower bound on the variance, so a low s² can no longer shrink
+the interval below what the mechanism's noise alone guarantees; t_{n−1} in place of z
+covers the estimation of s². Measured (seeded, 4,000 intervals each): at n = 20 near a
+range end the coverage is 96–100 % for every mechanism and ε ∈ {0.5, 1, 4}; for the mean of
+the reporting devices it is ≥ 95 % at every n ≥ 2 tried (2 to 50, ε 0.5 to 8, values at
+the ends, in the middle, spread); at n = 10⁴ the interval is 0.01–3 % wider than the plain
+one (3 % for Duchi's at ε = 4 near a range end, where V(μ) is the exact variance and the
+max with s² adds a little). ``std_error`` is √(max(s², V(ȳ))/n); it needs n ≥ 2, as the
+interval does.
+
+What it is for. The intervals are for the mean of the values of the devices that
+reported (their noise is the mechanism's, bounded below by V): there they hold at every
+n ≥ 2. For the mean of a larger population the devices are drawn from, a population
+whose values are themselves skewed (say 10 % at one end) undercovers at high ε with few
+reports, as any t interval does, because then the spread of the true values, not the
+noise, dominates s²: PM at ε = 8 covered 67 % at n = 10, 89 % at n = 20, 93.5 % at n = 100.
+
+Why not an empirical-Bernstein interval (Maurer & Pontil 2009, Theorem 4): it holds
+for any bounded reports, but its range term 7·R·ln(4/α)/(3(n−1)), R = 2C the range of a
+report, makes it wider than the metric's whole range at n = 20 for every mechanism and
+ε ∈ {0.5, 1, 4} (1.2–12× the range), and √(2 ln(4/α)) ≈ 2.96 in place of 1.96 keeps it
+1.5× wider than needed however many reports arrive.
+
+``std_error_worst_case`` needs no data: with E[y²] ≤ sup_x E[y² | x], it bounds the
+standard error for any values in the range.
 
 References:
     Duchi, Jordan, Wainwright. JASA 2018; Wang et al. ICDE 2019, §III (the mechanisms and
-    their unbiasedness, E[y | x] = x).
+    their unbiasedness, E[y | x] = x; the variances behind A and B).
+    E. B. Wilson. "Probable Inference, the Law of Succession, and Statistical
+    Inference". JASA 22(158), 1927 (the score interval: invert the test, each candidate
+    with its own variance).
+    A. Maurer, M. Pontil. "Empirical Bernstein Bounds and Sample Variance Penalization".
+    COLT 2009, Theorem 4 (the alternative not taken, see above).
 """
 
 from __future__ import annotations
@@ -48,7 +88,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.batch import Batch, raise_first_error
-from aggregator.stats.intervals import json_float, z_value
+from aggregator.stats.intervals import json_float, t_value, z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
     HybridMechanism,
@@ -60,10 +100,13 @@ from client_sdk.wire import MetricDefinition
 from ldp_store import schema
 
 __all__ = [
+    "INTERVAL_METHOD",
     "NumericCodec",
     "NumericEstimate",
     "NumericStats",
     "estimate_mean",
+    "mean_interval",
+    "min_report_variance",
 ]
 
 IntArray = npt.NDArray[np.int64]
@@ -229,15 +272,89 @@ class NumericCodec:
         return [{"y": int(u) / SCALE} for u in batch.columns["y"].tolist()]
 
 
+INTERVAL_METHOD = (
+    "Student t score interval (n − 1 df), the variance floored at the mechanism's least "
+    "variance for each hypothesised mean"
+)
+"""What :func:`estimate_mean`'s interval is, as ``NumericEstimate.interval`` names it."""
+
+
+def min_report_variance(m: NumericMechanism, mean: float) -> float:
+    """The mechanism's least report variance at ``mean``, clipped into [−1, 1] first.
+
+    A hypothesised mean outside the range is judged with the floor at the nearest range
+    end (the truth itself is always inside).
+    """
+    return m.min_variance(min(1.0, max(-1.0, mean)))
+
+
+def _roots(a: float, b: float, c: float) -> list[float]:
+    """Real roots of a·μ² + b·μ + c (numerically stable; a or b may be 0)."""
+    if a == 0.0:
+        return [] if b == 0.0 else [-c / b]
+    disc = b * b - 4.0 * a * c
+    if disc < 0.0:
+        return []
+    half_sum = -0.5 * (b + math.copysign(math.sqrt(disc), b))  # no cancellation
+    return [half_sum / a, c / half_sum] if half_sum != 0.0 else [0.0]
+
+
+def mean_interval(
+    m: NumericMechanism, mean: float, variance: float, n: int, confidence: float
+) -> tuple[float, float]:
+    """The score interval for the mean of the scaled values, from ȳ, s² and n ≥ 2.
+
+    Every μ is kept that a t test with the variance max(s², V(μ)) does not reject, V(μ)
+    the least variance a report can have when the inputs' mean is μ
+    (:func:`min_report_variance`): |ȳ − μ| ≤ t·√(max(s², V(μ))/n), t the two-sided
+    Student quantile with n − 1 degrees of freedom. The kept set is the plug-in interval
+    ȳ ± t·s/√n joined with where (ȳ − μ)² ≤ (t²/n)·V(μ), a quadratic inequality on
+    [−1, 1] (V(μ) = (A − 1)μ² + B) and a plain one beyond it (V(±1)); returned is the
+    smallest interval holding all of it, which always holds ȳ.
+
+    Args:
+        m: the mechanism the reports were made with.
+        mean: ȳ, the mean of the reports in the scaled domain.
+        variance: s², their sample variance (≥ 0).
+        n: the number of reports, at least 2.
+        confidence: the level, in (0, 1).
+
+    Returns:
+        (low, high) in the scaled domain (either may lie beyond [−1, 1]).
+    """
+    if n < 2:
+        raise ValueError(f"an interval needs at least 2 reports, got {n}")
+    t = t_value(confidence, n - 1)
+    c = t * t / n
+    a2, b2 = m.second_moment_coefficients()
+    slope = a2 - 1.0  # V(μ) = slope·μ² + b2 on [−1, 1]
+    plug_in = math.sqrt(c * max(variance, 0.0))
+    ends = [mean - plug_in, mean + plug_in]
+    edge = math.sqrt(c * m.min_variance(1.0))  # beyond the range V is V(±1)
+    if mean + edge > 1.0:
+        ends += [max(1.0, mean - edge), mean + edge]
+    if mean - edge < -1.0:
+        ends += [mean - edge, min(-1.0, mean + edge)]
+    # Inside the range: (1 − c·slope)μ² − 2ȳμ + ȳ² − c·b2 ≤ 0. Its kept set's ends are
+    # range ends that pass, or roots inside the range.
+    ends += [mu for mu in (-1.0, 1.0) if (mean - mu) ** 2 <= c * m.min_variance(mu)]
+    roots = _roots(1.0 - c * slope, -2.0 * mean, mean * mean - c * b2)
+    ends += [mu for mu in roots if -1.0 <= mu <= 1.0]
+    return min(ends), max(ends)
+
+
 @dataclass(frozen=True)
 class NumericEstimate:
     """The mean of a numeric metric from n reports, in its own units, with its uncertainty.
 
     ``mean`` is unbiased (it can fall outside the range with few reports);
     ``mean_clipped`` is the separately labelled post-processed value, clipped into the
-    range (biased, for display). ``std_error`` is the plug-in standard error (sample
-    variance of the reports), ``std_error_worst_case`` the mechanism's bound for any
-    values in the range, √(sup_x E[y² | x] / n); the interval is ``mean ± z·std_error``.
+    range (biased, for display). ``std_error`` is the standard error with the reports'
+    variance floored at the least the mechanism allows for the estimated mean,
+    √(max(s², V(ȳ))/n); ``std_error_worst_case`` the mechanism's bound for any values in
+    the range, √(sup_x E[y² | x] / n). The interval (``interval`` names it) is the score
+    interval of :func:`mean_interval`: close to ``mean ± z·std_error`` from a few
+    hundred reports on, wider and not always symmetric below.
     """
 
     mechanism: NumericMechanism
@@ -249,6 +366,10 @@ class NumericEstimate:
     ci_low: float
     ci_high: float
     confidence: float
+    interval: str
+    """How the interval is made (:data:`INTERVAL_METHOD`)."""
+    stats: NumericStats
+    """The sufficient statistics it was estimated from (for :meth:`conf_int`)."""
 
     @property
     def mean_clipped(self) -> float:
@@ -257,9 +378,8 @@ class NumericEstimate:
         return self.mean if math.isnan(self.mean) else min(high, max(low, self.mean))
 
     def conf_int(self, alpha: float = 0.05) -> tuple[float, float]:
-        """The interval at level 1 − alpha (plug-in standard error)."""
-        z = z_value(1.0 - alpha)
-        return self.mean - z * self.std_error, self.mean + z * self.std_error
+        """The interval at level 1 − alpha, made as ``ci_low``/``ci_high`` are."""
+        return _interval_in_units(self.mechanism, self.stats, self.value_range, 1.0 - alpha)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN becomes None)."""
@@ -274,6 +394,7 @@ class NumericEstimate:
             "std_error_worst_case": json_float(self.std_error_worst_case),
             "ci_low": json_float(self.ci_low),
             "ci_high": json_float(self.ci_high),
+            "interval": self.interval,
             "mean_clipped": json_float(self.mean_clipped),
         }
 
@@ -282,16 +403,28 @@ class NumericEstimate:
         return json.dumps(self.to_dict())
 
     def summary(self) -> str:
-        """One readable line: mean ± half-width, interval, n."""
+        """One readable line: mean, interval, n."""
         m = self.mechanism
         low, high = self.value_range
         level = f"{self.confidence:.0%}"
         return (
             f"{m.name} ε={m.epsilon:g} range [{low:g}, {high:g}]  n={self.n:,}  "
-            f"mean {self.mean:.6g} ± {self.ci_high - self.mean:.3g} ({level}: "
-            f"[{self.ci_low:.6g}, {self.ci_high:.6g}]; "
-            f"worst-case se {self.std_error_worst_case:.3g})"
+            f"mean {self.mean:.6g} ({level}: [{self.ci_low:.6g}, {self.ci_high:.6g}]; "
+            f"se {self.std_error:.3g}, worst-case se {self.std_error_worst_case:.3g})"
         )
+
+
+def _interval_in_units(
+    m: NumericMechanism, stats: NumericStats, value_range: tuple[float, float], confidence: float
+) -> tuple[float, float]:
+    """:func:`mean_interval` in the metric's units (NaN with fewer than 2 reports)."""
+    z_value(confidence)  # the level's check, for every n
+    if stats.n < 2:
+        return math.nan, math.nan
+    low, high = value_range
+    half = (high - low) / 2
+    lo, hi = mean_interval(m, stats.mean, stats.sample_variance, stats.n, confidence)
+    return low + (lo + 1.0) * half, low + (hi + 1.0) * half
 
 
 def estimate_mean(
@@ -305,8 +438,9 @@ def estimate_mean(
         confidence: the interval's level, in (0, 1).
 
     Returns:
-        The unbiased mean with plug-in and worst-case standard errors and the interval
-        (NaN where undefined: no reports; the plug-in error needs n ≥ 2).
+        The unbiased mean with floored and worst-case standard errors and the score
+        interval (NaN where undefined: no reports; the standard error and the interval
+        need n ≥ 2).
 
     Raises:
         ValueError: a categorical metric, negative n, or a bad confidence.
@@ -316,12 +450,16 @@ def estimate_mean(
         raise ValueError(f"metric {definition.name!r} is not numeric")
     if stats.n < 0:
         raise ValueError(f"n must be non-negative, got {stats.n}")
-    z = z_value(confidence)
     low, high = definition.value_range
+    ci_low, ci_high = _interval_in_units(m, stats, (low, high), confidence)
     half = (high - low) / 2
     n = stats.n
     mean = low + (stats.mean + 1.0) * half if n else math.nan
-    se = math.sqrt(stats.sample_variance / n) * half if n >= 2 else math.nan
+    if n >= 2:
+        floored = max(stats.sample_variance, min_report_variance(m, stats.mean))
+        se = math.sqrt(floored / n) * half
+    else:
+        se = math.nan
     worst = math.sqrt(m.max_second_moment() / n) * half if n else math.nan
     return NumericEstimate(
         mechanism=m,
@@ -330,7 +468,9 @@ def estimate_mean(
         mean=mean,
         std_error=se,
         std_error_worst_case=worst,
-        ci_low=mean - z * se,
-        ci_high=mean + z * se,
+        ci_low=ci_low,
+        ci_high=ci_high,
         confidence=confidence,
+        interval=INTERVAL_METHOD,
+        stats=stats,
     )

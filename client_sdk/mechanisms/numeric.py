@@ -186,6 +186,14 @@ class NumericMechanism:
         """sup over x ∈ [−1, 1] of Var[y | x]: one report's variance in the worst case."""
         raise NotImplementedError
 
+    def second_moment_coefficients(self) -> tuple[float, float]:
+        """(A, B) with E[y² | x] = A·x² + B + ρ(x), A ≥ 0 and 0 ≤ ρ(x) < 10⁻¹⁶.
+
+        ρ is PM's window-rounding term (zero for Duchi's); A ≥ 0 makes E[y² | x] convex
+        in x, which :meth:`min_variance` and :meth:`max_second_moment` rest on.
+        """
+        raise NotImplementedError
+
     # -- shared ------------------------------------------------------------------------
     @property
     def bound(self) -> float:
@@ -239,6 +247,29 @@ class NumericMechanism:
     def variance_star(self) -> float:
         """One report's worst-case variance, the number that compares mechanisms."""
         return self.worst_case_variance()
+
+    def min_variance(self, mean: float | None = None) -> float:
+        """The least variance one report can have: a floor no data can go below.
+
+        With ``mean`` = μ ∈ [−1, 1]: the least Var[y] over *every* distribution of inputs
+        in [−1, 1] whose mean is μ, namely (A − 1)·μ² + B (:meth:`second_moment_coefficients`),
+        the variance at the point mass x = μ up to PM's rounding term. For
+        E[y] = E[x] = μ and, by Jensen's inequality with A ≥ 0,
+        E[y²] = A·E[x²] + B + E[ρ] ≥ A·μ² + B; so Var[y] = E[y²] − μ² ≥ (A − 1)·μ² + B.
+        (Duchi's: C² − μ², exactly the variance of any population of mean μ.)
+
+        With ``mean`` None: the floor of the conditional variance, min over x ∈ [−1, 1] of
+        Var[y | x] (at x = 0 if A ≥ 1, else at x = ±1). n reports of *fixed* values have
+        Var[ȳ] = Σ Var[y | xᵢ]/n² ≥ this / n.
+
+        Raises:
+            ValueError: ``mean`` is not a number in [−1, 1].
+        """
+        a, b = self.second_moment_coefficients()
+        if mean is None:
+            return b if a >= 1.0 else a - 1.0 + b
+        mu = self.check_value(mean)
+        return (a - 1.0) * mu * mu + b
 
     def max_second_moment(self) -> float:
         """sup over x ∈ [−1, 1] of E[y² | x]: a bound on Var[y] for *any* input distribution.
@@ -330,6 +361,9 @@ class DuchiMechanism(NumericMechanism):
 
     def worst_case_variance(self) -> float:  # noqa: D102
         return self.bound * self.bound  # at x = 0
+
+    def second_moment_coefficients(self) -> tuple[float, float]:  # noqa: D102
+        return 0.0, self.bound * self.bound  # y² = C² whatever x
 
 
 @dataclass(frozen=True)
@@ -462,6 +496,10 @@ class PiecewiseMechanism(NumericMechanism):
         a, b = self._variance_parts()
         return a + b
 
+    def second_moment_coefficients(self) -> tuple[float, float]:  # noqa: D102
+        a, b = self._variance_parts()
+        return a + 1.0, b  # E[y² | x] = Var + x²; ρ = the rounding term
+
 
 @dataclass(frozen=True)
 class HybridMechanism(NumericMechanism):
@@ -541,6 +579,13 @@ class HybridMechanism(NumericMechanism):
         at_one = alpha * (a + b) + (1 - alpha) * (c2 - 1)
         step = 2 / (SCALE + self.pm.window)
         return max(at_zero, at_one) + alpha * (self.pm.bound + 1) * step * step / 8
+
+    def second_moment_coefficients(self) -> tuple[float, float]:
+        """α·PM's + (1 − α)·Duchi's: A = α(a + 1), B = α·b + (1 − α)·C_Duchi²."""
+        alpha = self.alpha
+        a_pm, b_pm = self.pm.second_moment_coefficients()
+        _, b_duchi = self.duchi.second_moment_coefficients()
+        return alpha * a_pm, alpha * b_pm + (1 - alpha) * b_duchi
 
 
 NUMERIC_MECHANISMS: dict[str, type[NumericMechanism]] = {

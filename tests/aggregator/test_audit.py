@@ -1,7 +1,8 @@
-"""The ε audit passes every shipped mechanism and catches broken ones."""
+"""The ε audit passes every shipped mechanism (frequency and numeric) and catches broken ones."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -9,7 +10,14 @@ from typing import Any
 import pytest
 
 from aggregator.analysis.audit import audit, clopper_pearson
-from client_sdk.mechanisms import OptimizedUnaryEncoding, create
+from client_sdk.mechanisms import (
+    DuchiMechanism,
+    OptimizedUnaryEncoding,
+    PiecewiseMechanism,
+    create,
+    create_numeric,
+)
+from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.mechanisms.randomness import bernoulli, bernoulli_lanes
 
 
@@ -67,3 +75,75 @@ def test_audit_argument_errors() -> None:
         audit(m, trials=10)
     with pytest.raises(ValueError, match="outside"):
         audit(m, inputs=(0, 9))
+
+
+# -- numeric mechanisms: inputs at the range ends, intervals of the output ------------------
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])
+@pytest.mark.parametrize("name", ["duchi", "pm", "hybrid"])
+def test_audit_passes_every_numeric_mechanism_and_is_close_to_tight(
+    name: str, epsilon: float
+) -> None:
+    m = create_numeric(name, epsilon)
+    result = audit(m, trials=40_000, confidence=0.99, rng=random.Random(len(name)))
+    assert result.passed and result.bound == "report"
+    assert sorted(result.inputs) == [-1.0, 1.0]
+    assert result.event.startswith("y in [")
+    # At x = ±1 an interval of the output has likelihood ratio e^ε: the bound lands near ε.
+    assert 0.8 * epsilon < result.epsilon_lower_bound <= epsilon
+
+
+@dataclass(frozen=True)
+class SteepDuchi(DuchiMechanism):
+    """Broken Duchi: Pr[+C | x] computed with C' = 2C/3, so it leans too hard on x.
+
+    Its reports are still ±C (valid payloads); the ratio is (C'+1)/(C'−1), not e^ε.
+    """
+
+    def _plus(self, x: float) -> tuple[int, int]:
+        a, b = x.as_integer_ratio()
+        k = 2 * self.bound_units // 3
+        return k * b + a * SCALE, 2 * k * b
+
+
+@dataclass(frozen=True)
+class StickyPM(PiecewiseMechanism):
+    """Broken PM: the report stays in the window around the truth w.p. 0.9, not (C+1)/2C."""
+
+    def perturb_units(self, x: float, rng: Any) -> int:
+        i, rem, den = self._start(x)
+        if rem and rng.randrange(den) < rem:
+            i += 1
+        n, low = self.cells, self.window
+        if rng.random() < 0.9:
+            j = i + rng.randrange(low)
+        else:
+            j = rng.randrange(SCALE + low)
+            j += low if j >= i else 0
+        return 2 * j + 1 - n
+
+
+@pytest.mark.parametrize(
+    ("broken", "real_epsilon"),
+    [
+        (SteepDuchi(1.0), math.log((2 * 2.1640 / 3 + 1) / (2 * 2.1640 / 3 - 1))),  # 1.79
+        (StickyPM(1.0), math.log(9 * (1 + 1 / 1.5415))),  # 2.69: window L = 1.54·M cells
+    ],
+)
+def test_audit_fails_a_broken_numeric_mechanism(broken: Any, real_epsilon: float) -> None:
+    result = audit(broken, trials=20_000, rng=random.Random(1))
+    assert not result.passed
+    assert 1.3 < result.epsilon_lower_bound <= real_epsilon + 0.01
+
+
+def test_numeric_audit_argument_errors() -> None:
+    m = create_numeric("pm", 1.0)
+    with pytest.raises(ValueError, match="only the report bound"):
+        audit(m, bound="permanent")
+    with pytest.raises(ValueError, match="outside"):
+        audit(m, inputs=(-1.0, 2.0))
+    with pytest.raises(ValueError, match="bound must be one of"):
+        audit(create("grr", epsilon=1.0, domain_size=4), bound="forever")
+    with pytest.raises(ValueError, match="not memoized"):
+        audit(create("grr", epsilon=1.0, domain_size=4), bound="permanent")

@@ -6,9 +6,11 @@ import json
 import subprocess
 import sys
 
+import pytest
 from click.testing import CliRunner
 
-from aggregator.cli import main
+from aggregator.cli import main, study
+from client_sdk import mechanisms
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -67,6 +69,44 @@ def test_audit_exit_codes() -> None:
     assert code == 0 and json.loads(out)["passed"] is True
 
 
+def test_audit_takes_numeric_mechanisms_without_a_domain_size() -> None:
+    code, out = run("audit", "-m", "duchi", "-e", "1", "-t", "4000")
+    assert code == 0 and "PASS duchi ε=1:" in out and "y in [" in out
+    code, out = run("audit", "-m", "hybrid", "-e", "2", "-t", "2000", "--json")
+    body = json.loads(out)
+    assert code == 0 and body["passed"] is True and sorted(body["inputs"]) == [-1.0, 1.0]
+
+
+def test_audit_checks_both_bounds_of_a_memoized_mechanism() -> None:
+    base = ("audit", "-m", "memo-oue", "-e", "1", "--permanent-epsilon", "4", "-k", "16")
+    code, out = run(*base, "-t", "4000")
+    assert code == 0 and out.count("PASS") == 2
+    assert "ε=1 k=16" in out and "permanent response ε∞=4 k=16" in out
+    code, out = run(*base, "-t", "2000", "--json")
+    body = json.loads(out)
+    assert code == 0 and body["passed"] is True
+    assert [a["bound"] for a in body["audits"]] == ["report", "permanent"]
+    assert [a["declared_epsilon"] for a in body["audits"]] == [1.0, 4.0]
+    code, out = run(*base, "-t", "2000", "--bound", "permanent", "--json")
+    assert code == 0 and json.loads(out)["bound"] == "permanent"
+
+
+def test_audit_exits_1_when_a_bound_exceeds_the_declared_epsilon(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from test_audit import SteepDuchi
+    from test_memoized_audit import HotPermanentGRR
+
+    monkeypatch.setattr(mechanisms, "create_numeric", lambda name, eps: SteepDuchi(eps))
+    code, out = run("audit", "-m", "duchi", "-e", "1", "-t", "4000")
+    assert code == 1 and "FAIL duchi" in out
+    broken = HotPermanentGRR(epsilon=1.0, domain_size=8, permanent_epsilon=4.0)
+    monkeypatch.setattr(study, "build_mechanism", lambda *args: broken)
+    code, out = run("audit", "-m", "memo-grr", "-e", "1", "--permanent-epsilon", "4", "-k", "8")
+    assert code == 1 and "PASS broken-prr-grr ε=1" in out
+    assert "FAIL broken-prr-grr permanent response ε∞=4" in out
+
+
 def test_bad_input_is_a_clear_usage_error() -> None:
     for args, message in [
         (("simulate", "-m", "oue", "-e", "-1", "-k", "8", "-n", "10"), "epsilon must be finite"),
@@ -76,6 +116,12 @@ def test_bad_input_is_a_clear_usage_error() -> None:
         (("plan", "-e", "1", "-k", "8"), "exactly one of --users and --width"),
         (("plan", "-e", "1", "-k", "8", "-w", "2"), "2"),
         (("audit", "-m", "rr", "-e", "1", "-k", "3"), "rr is binary"),
+        (("audit", "-m", "grr", "-e", "1"), "grr needs --domain-size"),
+        (("audit", "-m", "pm", "-e", "1", "-k", "8"), "--domain-size is not for numeric"),
+        (("audit", "-m", "pm", "-e", "1", "--bound", "both"), "pm is not memoized"),
+        (("audit", "-m", "pm", "-e", "1", "--permanent-epsilon", "2"), "not for numeric"),
+        (("audit", "-m", "duchi", "-e", "30"), "epsilon must be finite"),
+        (("audit", "-m", "oue", "-e", "1", "-k", "8", "--bound", "permanent"), "not memoized"),
     ]:
         code, out = run(*args)
         assert code == 2, (args, out)

@@ -229,6 +229,55 @@ def test_pm_variance_matches_the_closed_form_exactly(epsilon: float, x: float) -
     assert second / SCALE**2 - x2 == closed
 
 
+# -- the variance floor behind the server's intervals ---------------------------------------
+
+
+@pytest.mark.parametrize("epsilon", [1e-4, 0.5, 1.0, 2.0, 4.0, 8.0, 20.0])
+@pytest.mark.parametrize("name", ["duchi", "pm", "hybrid"])
+def test_second_moment_is_a_convex_quadratic_up_to_the_rounding_term(
+    name: str, epsilon: float
+) -> None:
+    """E[y² | x] = A·x² + B + ρ(x) with A ≥ 0 and 0 ≤ ρ < 10⁻¹⁶, against the exact law."""
+    m = build(name, epsilon)
+    a, b = m.second_moment_coefficients()
+    assert a >= 0.0
+    for x in INPUTS:
+        _, _, second = moments(m.pmf(x))
+        rho = float(second / SCALE**2) - (a * x * x + b)
+        float_error = 1e-12 * (a + b)
+        assert -float_error <= rho <= 1e-16 + float_error, (x, rho)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0, 8.0])
+@pytest.mark.parametrize("name", ["duchi", "pm", "hybrid"])
+def test_min_variance_is_the_least_variance_of_any_inputs_with_that_mean(
+    name: str, epsilon: float
+) -> None:
+    """V(μ) is the point mass's variance and below that of every two-point mixture of mean μ.
+
+    A report of an input drawn from a mixture is a mixture of the laws: its exact moments
+    come from the SDK's ``pmf``. Without data, ``min_variance()`` is the least Var[y | x].
+    """
+    m = build(name, epsilon)
+    rng = random.Random(5)
+    for _ in range(40):
+        u, v = sorted((rng.uniform(-1, 1), rng.uniform(-1, 1)))
+        w = rng.random()
+        mean = w * u + (1 - w) * v
+        second = w * moments(m.pmf(u))[2] + (1 - w) * moments(m.pmf(v))[2]
+        variance = float(second) / SCALE**2 - mean * mean
+        assert m.min_variance(mean) <= variance * (1 + 1e-12)
+    for x in INPUTS:
+        assert m.min_variance(x) == pytest.approx(m.variance(1, x), rel=1e-12)
+        assert m.min_variance() <= m.variance(1, x) * (1 + 1e-12)
+    lowest = min(m.variance(1, x) for x in (-1.0, 0.0, 1.0))
+    assert m.min_variance() == pytest.approx(lowest, rel=1e-12)
+    if name == "duchi":  # the variance of any inputs of mean μ is exactly C² − μ²
+        assert m.min_variance(0.3) == pytest.approx(m.bound**2 - 0.09, rel=1e-15)
+    with pytest.raises(ValueError, match="outside"):
+        m.min_variance(1.5)
+
+
 # -- worst-case variances: the papers' formulas and the choice ------------------------------
 
 
