@@ -87,6 +87,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.anytime import mean_cs
 from aggregator.stats.batch import Batch, raise_first_error
 from aggregator.stats.intervals import json_float, t_value, z_value
 from client_sdk.mechanisms import (
@@ -379,6 +380,11 @@ class NumericEstimate:
 
     def conf_int(self, alpha: float = 0.05) -> tuple[float, float]:
         """The interval at level 1 − alpha, made as ``ci_low``/``ci_high`` are."""
+        if self.interval == ANYTIME_METHOD:
+            s = self.stats
+            return mean_cs(
+                self.mechanism, s.n, s.total, s.total_sq, alpha, value_range=self.value_range
+            )
         return _interval_in_units(self.mechanism, self.stats, self.value_range, 1.0 - alpha)
 
     def to_dict(self) -> dict[str, Any]:
@@ -427,8 +433,18 @@ def _interval_in_units(
     return low + (lo + 1.0) * half, low + (hi + 1.0) * half
 
 
+ANYTIME_METHOD = (
+    "confidence sequence (valid at every n at once, however often one looks): "
+    "see aggregator.stats.anytime"
+)
+
+
 def estimate_mean(
-    definition: MetricDefinition, stats: NumericStats, confidence: float = 0.95
+    definition: MetricDefinition,
+    stats: NumericStats,
+    confidence: float = 0.95,
+    *,
+    anytime: bool = False,
 ) -> NumericEstimate:
     """Estimate a numeric metric's mean, in its units, from additive sufficient statistics.
 
@@ -436,11 +452,13 @@ def estimate_mean(
         definition: the metric version every report was made with (mechanism and range).
         stats: n, Σy, Σy² as summed over any number of batches.
         confidence: the interval's level, in (0, 1).
+        anytime: a confidence sequence instead of the fixed-n interval: valid at every n
+            at once, however often one looks (:func:`aggregator.stats.anytime.mean_cs`).
 
     Returns:
         The unbiased mean with floored and worst-case standard errors and the score
         interval (NaN where undefined: no reports; the standard error and the interval
-        need n ≥ 2).
+        need n ≥ 2; the confidence sequence needs n ≥ 1).
 
     Raises:
         ValueError: a categorical metric, negative n, or a bad confidence.
@@ -451,7 +469,14 @@ def estimate_mean(
     if stats.n < 0:
         raise ValueError(f"n must be non-negative, got {stats.n}")
     low, high = definition.value_range
-    ci_low, ci_high = _interval_in_units(m, stats, (low, high), confidence)
+    if anytime:
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        ci_low, ci_high = mean_cs(
+            m, stats.n, stats.total, stats.total_sq, 1.0 - confidence, value_range=(low, high)
+        )
+    else:
+        ci_low, ci_high = _interval_in_units(m, stats, (low, high), confidence)
     half = (high - low) / 2
     n = stats.n
     mean = low + (stats.mean + 1.0) * half if n else math.nan
@@ -471,6 +496,6 @@ def estimate_mean(
         ci_low=ci_low,
         ci_high=ci_high,
         confidence=confidence,
-        interval=INTERVAL_METHOD,
+        interval=ANYTIME_METHOD if anytime else INTERVAL_METHOD,
         stats=stats,
     )

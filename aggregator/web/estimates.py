@@ -34,7 +34,7 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
-from aggregator.stats.anytime import frequency_cs
+from aggregator.stats.anytime import frequency_cs, mean_cs
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
@@ -228,9 +228,20 @@ def estimate_payload(
 def numeric_payload(
     definition: MetricDefinition, est: NumericEstimate, window: str
 ) -> MeanEstimate:
-    """The answer for one numeric metric's mean."""
+    """The answer for one numeric metric's mean, with its confidence sequence."""
     m = definition.mechanism
     body = est.to_dict()
+    cs_low, cs_high = math.nan, math.nan
+    if est.n:
+        sums = est.stats
+        cs_low, cs_high = mean_cs(
+            est.mechanism,
+            sums.n,
+            sums.total,
+            sums.total_sq,
+            1.0 - est.confidence,
+            value_range=est.value_range,
+        )
     return MeanEstimate(
         metric=definition.name,
         version=definition.version,
@@ -243,6 +254,10 @@ def numeric_payload(
         window=window,
         range=body["range"],
         **{name: body[name] for name in NUMERIC_FIELDS},
+        cs_low=json_float(cs_low),
+        cs_high=json_float(cs_high),
+        interval=est.interval,
+        anytime_note=ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
         std_error_worst_case=body["std_error_worst_case"],
         mean_clipped=body["mean_clipped"],
         post_processing=NUMERIC_POST_PROCESSING_NOTE,
@@ -402,6 +417,8 @@ def get_trend(name: str) -> dict[str, Any]:
                     std_error=mean.std_error,
                     ci_low=mean.ci_low,
                     ci_high=mean.ci_high,
+                    cs_low=mean.cs_low,
+                    cs_high=mean.cs_high,
                 )
             )
             continue

@@ -183,6 +183,15 @@ class MeanEstimate(Model):
     std_error: Number
     ci_low: Number
     ci_high: Number
+    cs_low: Number
+    """The confidence sequence ("valid while you watch"): holds at every n at once,
+    however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
+    cs_high: Number
+    interval: str
+    """How ci_low/ci_high are built (a Student t score interval, its variance floored at
+    the mechanism's least variance: it holds from n = 2 on)."""
+    anytime_note: str
+    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
     std_error_worst_case: Number
     mean_clipped: Number
     """The mean clipped into the range: post-processed, biased."""
@@ -208,6 +217,8 @@ class MeanTrendPoint(Model):
     std_error: Number
     ci_low: Number
     ci_high: Number
+    cs_low: Number
+    cs_high: Number
 
 
 class Trend(Model):

@@ -218,7 +218,22 @@ def test_the_estimates_api_answers_the_mean_with_its_interval(redis_db: Any, api
     trend = api.get("/v1/estimates/session.minutes/trend?granularity=day").json
     assert [p["window"] for p in trend["windows"]] == [day]
     point = trend["windows"][0]
-    assert set(point) == {"window", "n", "mean", "std_error", "ci_low", "ci_high"}
+    assert set(point) == {
+        "window",
+        "n",
+        "mean",
+        "std_error",
+        "ci_low",
+        "ci_high",
+        "cs_low",
+        "cs_high",
+    }
+    assert point["cs_low"] < point["ci_low"] < point["ci_high"] < point["cs_high"]
+    watching = estimate_mean(d, offline(payloads), anytime=True)
+    assert (body["cs_low"], body["cs_high"]) == pytest.approx(
+        (watching.ci_low, watching.ci_high), rel=1e-12
+    )
+    assert "t score interval" in body["interval"] and "every look" in body["anytime_note"]
     assert point["n"] == 4000 and point["mean"] == pytest.approx(body["mean"])
 
 

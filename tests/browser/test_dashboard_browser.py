@@ -412,6 +412,17 @@ def test_a_real_numeric_metric_shows_the_apis_mean(watched: Watched, server: Ser
     assert close(
         traces["mean"]["err"]["array"], [w["ci_high"] - w["mean"] for w in trend["windows"]]
     )
+    # Valid while you watch: the mean's confidence sequence, in the number and the trend.
+    page.locator('#numeric-view [data-intervals="anytime"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='anytime']")
+    assert float(shown.get_attribute("data-ci-low") or "nan") == api["cs_low"]
+    assert float(shown.get_attribute("data-ci-high") or "nan") == api["cs_high"]
+    assert "while you watch" in page.locator("#numeric-detail").inner_text()
+    assert "every look" in page.locator('#numeric-view [data-field="interval-note"]').inner_text()
+    traces = {t["meta"]: t for t in graph(page, "trend-chart")}
+    assert close(
+        traces["mean"]["err"]["array"], [w["cs_high"] - w["mean"] for w in trend["windows"]]
+    )
     watched.check()
 
 

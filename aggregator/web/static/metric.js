@@ -27,7 +27,9 @@
       : state.intervals === "simultaneous" ? level(body) + " simultaneous band" : level(body) + " CI";
 
   function renderIntervalNotes(est) {
-    const note = anytime() ? est.anytime_note : est.intervals_note;
+    const fixedNote = est.intervals_note ||
+      (est.interval ? "the " + level(est) + " interval is a " + est.interval + "; it holds for one look" : "");
+    const note = anytime() ? est.anytime_note : fixedNote;
     document.querySelectorAll('[data-field="interval-note"]').forEach((e) => {
       e.textContent = note ? note.charAt(0).toUpperCase() + note.slice(1) + "." : "";
     });
