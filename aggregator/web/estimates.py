@@ -80,8 +80,8 @@ NUMERIC_POST_PROCESSING_NOTE = (
     "for display. mean: unbiased (it can leave the range when n is small)."
 )
 
-NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high")
-"""A numeric estimate's fields per trend window and per CSV row."""
+NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high", "cs_low", "cs_high")
+"""A numeric estimate's fields per CSV row (cs_*: the confidence sequence)."""
 
 ROW_FIELDS = (
     "value",
@@ -253,7 +253,7 @@ def numeric_payload(
         confidence=est.confidence,
         window=window,
         range=body["range"],
-        **{name: body[name] for name in NUMERIC_FIELDS},
+        **{name: body[name] for name in NUMERIC_FIELDS if name in body},
         cs_low=json_float(cs_low),
         cs_high=json_float(cs_high),
         interval=est.interval,
