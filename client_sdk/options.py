@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
+from client_sdk.transport import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
     from client_sdk.mechanisms.randomness import RandomSource
@@ -72,7 +73,9 @@ class ClientOptions:
         max_batch_reports: most reports per upload; an integer >= 1.
         max_batch_bytes: most bytes per upload body; an integer >= :data:`MIN_BATCH_BYTES`.
         metrics_ttl: seconds a fetched definition is used; finite and >= 0 (a float).
-        timeout: seconds to connect and to wait for each answer; finite and > 0 (a float).
+        timeout: seconds to connect and to wait for each answer; finite and > 0 (a float);
+            default :data:`~client_sdk.transport.DEFAULT_TIMEOUT`, above the collector's
+            longest answer.
         rng: perturbation randomness; None for the process CSPRNG.
         sleep: called with each upload backoff delay; callable, or None for a wait that
             ``shutdown`` interrupts.
@@ -94,7 +97,7 @@ class ClientOptions:
     max_batch_reports: int = 500
     max_batch_bytes: int = 512 * 1024
     metrics_ttl: float = 300.0
-    timeout: float = 10.0
+    timeout: float = DEFAULT_TIMEOUT
     rng: RandomSource | None = None
     sleep: Callable[[float], None] | None = None
     clock: Callable[[], float] = time.monotonic

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import http.client
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "MAX_IDLE_CONNECTIONS",
     "MAX_RESPONSE_BYTES",
     "CallableTransport",
@@ -31,6 +32,14 @@ __all__ = [
     "Response",
     "Transport",
 ]
+
+DEFAULT_TIMEOUT = 10.0
+"""Seconds to connect and to wait for each answer, by default. It must exceed the longest a
+collector takes to answer when its storage is in trouble, so the client gets the 503 and
+its ``Retry-After`` rather than a dead socket: that is 1.7 s at most (the collector's
+``LONGEST_REDIS_WAIT``: one 0.5 s connect and one 1 s read timeout, not retried), and
+10 s leaves room for a request queued behind others on a busy collector or a slow
+mobile link. (Before issue 12 the collector could take 15 s and the SDK gave up first.)"""
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 """Largest answer read: the biggest metric definition (65 536 labels of up to 128
@@ -106,7 +115,7 @@ class HTTPTransport:
         ValueError: a URL that is not http(s) with a host, or a non-positive timeout.
     """
 
-    def __init__(self, base_url: str, timeout: float = 10.0) -> None:
+    def __init__(self, base_url: str, timeout: float = DEFAULT_TIMEOUT) -> None:
         import urllib.parse  # here: an app that never builds a transport never loads it
 
         if not isinstance(base_url, str):

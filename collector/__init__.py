@@ -26,18 +26,33 @@ from ldp_store.registry import Registry
 
 __all__ = ["create_app", "open_redis"]
 
-CONNECT_TIMEOUT = 2.0
-"""Seconds to wait for a TCP connection to Redis: on a LAN it takes milliseconds, so a
-client gets its 503 quickly when Redis is unreachable instead of timing out itself."""
+CONNECT_TIMEOUT = 0.5
+"""Seconds to wait for a TCP connection to Redis: on a LAN or loopback it takes well
+under a millisecond, so a Redis that is unreachable (or whose listen queue is full) is
+answered with 503 quickly instead of the client timing out itself. Not retried."""
 
-SOCKET_TIMEOUT = 5.0
-"""Seconds to wait for a Redis reply: the longest script appends MAX_REPORTS entries,
-about a millisecond of work; more means Redis is stuck (answer 503)."""
+SOCKET_TIMEOUT = 1.0
+"""Seconds to wait for a Redis reply. The longest script appends MAX_REPORTS entries and
+the longest read sums a metric's counts: about a millisecond of work each, so 1 s is a
+thousand times the normal need; more means Redis is stalled (SIGSTOP, a swap storm, a
+disk that holds the AOF write back) and the request answers 503. A reply that comes
+later than this is not lost: the append ran, and the client's retry of the batch is
+skipped as a replay. Timeouts are not retried (another try would only wait again)."""
 
 REDIS_RETRIES = 2
-"""Retries of a command after a connection error: enough to replace the pooled
-connections a Redis restart left dead, few enough that an outage answers 503 within a
-fraction of a second. Re-running the append script is harmless: replays are skipped."""
+"""Retries of a command after a connection error (refused, reset), with 10–100 ms of
+jittered backoff: enough to replace the pooled connections a Redis restart left dead, few
+enough that an outage answers 503 within a fraction of a second. Re-running the append
+script is harmless: replays are skipped."""
+
+LONGEST_REDIS_WAIT = CONNECT_TIMEOUT + SOCKET_TIMEOUT + REDIS_RETRIES * connection.RETRY_BACKOFF_CAP
+"""The longest a request waits on Redis before it answers 503: 1.7 s (one connect and one
+read timeout, and the backoffs of retries after errors that come at once: refused, reset;
+measured ~1.0 s against a SIGSTOPped Redis by ``benchmarks/bench_stalled_redis.py``). Under
+the 2 s the operator is promised, and far under the SDK's
+:data:`client_sdk.options.DEFAULT_TIMEOUT` (10 s), so a client sees the 503 and its
+``Retry-After`` instead of a dead socket. (Was 3 tries × 5 s = 15 s, longer than the
+SDK waited: issue 12.)"""
 
 
 def open_redis(url: str) -> redis.Redis:
@@ -48,6 +63,7 @@ def open_redis(url: str) -> redis.Redis:
         socket_connect_timeout=CONNECT_TIMEOUT,
         socket_timeout=SOCKET_TIMEOUT,
         retries=REDIS_RETRIES,
+        retry_timeouts=False,
     )
 
 

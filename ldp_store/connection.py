@@ -23,6 +23,7 @@ aggregator does not block on several streams at once on a cluster
 
 from __future__ import annotations
 
+import socket
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,6 +36,8 @@ from redis.retry import Retry
 __all__ = [
     "CLUSTER_SCHEMES",
     "PROBE_TIMEOUT",
+    "RETRY_BACKOFF_BASE",
+    "RETRY_BACKOFF_CAP",
     "UNAVAILABLE",
     "connect",
     "is_cluster",
@@ -47,6 +50,13 @@ gets."""
 
 PROBE_TIMEOUT = 2.0
 """Seconds the ``INFO cluster`` probe may take: on a LAN a reply takes milliseconds."""
+
+
+RETRY_BACKOFF_BASE = 0.01
+RETRY_BACKOFF_CAP = 0.1
+"""Jittered exponential backoff between retries, from 10 ms to at most 100 ms: a Redis
+that restarts is back within a second, and a request must not wait longer than its
+client would (see the collector's ``LONGEST_REDIS_WAIT``)."""
 
 
 def _cluster_enabled(url: str, timeout: float) -> bool:
@@ -67,6 +77,7 @@ def connect(
     socket_connect_timeout: float | None = None,
     socket_timeout: float | None = None,
     retries: int | None = None,
+    retry_timeouts: bool = True,
     probe_timeout: float = PROBE_TIMEOUT,
 ) -> redis.Redis:
     """A client for the Redis server or Redis Cluster at ``url``.
@@ -80,6 +91,11 @@ def connect(
         retries: retries of a command after a connection error, with jittered
             exponential backoff from 10 ms to 100 ms (a cluster client also retries
             through failovers this many times); None: redis-py's default.
+        retry_timeouts: whether a timeout is retried like a connection error. A refused
+            or reset connection (a Redis restart left the pooled one dead) is cured by a
+            new one at once; a timeout means the server is stalled or out of reach, and
+            another try would only wait again: the collector says False, so the longest
+            a request can wait on Redis is one ``socket_timeout``, not ``retries + 1``.
         probe_timeout: seconds the ``INFO cluster`` probe of a plain URL may take.
 
     Returns:
@@ -97,7 +113,14 @@ def connect(
         "socket_timeout": socket_timeout,
     }
     if retries is not None:
-        options["retry"] = Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.1), retries)
+        errors: tuple[type[Exception], ...] = (redis.ConnectionError,)
+        if retry_timeouts:
+            errors += (redis.TimeoutError, socket.timeout)
+        options["retry"] = Retry(
+            ExponentialWithJitterBackoff(base=RETRY_BACKOFF_BASE, cap=RETRY_BACKOFF_CAP),
+            retries,
+            supported_errors=errors,
+        )
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme in CLUSTER_SCHEMES:

@@ -22,6 +22,8 @@ from types import TracebackType
 from typing import Self
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 __all__ = ["EmbeddedRedis", "Service", "die_with_parent", "find_redis_server", "free_port"]
 
@@ -160,11 +162,16 @@ class EmbeddedRedis(Service):
         return cmd + self.extra
 
     def start(self) -> EmbeddedRedis:
-        """Start the server and wait until it answers PING.
+        """Start the server and wait until it answers; again after it stopped or
+        crashed, on the same port and data directory (the AOF replays every write it had
+        acknowledged, up to the last fsync: see the module's docstring).
 
         Raises:
             RuntimeError: it exited or did not answer in time (the log's tail is shown).
         """
+        if self.running():
+            raise RuntimeError(f"redis-server is running already on port {self.port}")
+        self._close()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
             self.command(),
@@ -175,26 +182,30 @@ class EmbeddedRedis(Service):
             preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
         deadline = time.monotonic() + START_TIMEOUT
-        client = self.client(socket_timeout=1.0)
+        # One try per PING: redis-py's default retries back off for seconds, and whatever
+        # holds the port (a server that failed to bind exits at once) must not be waited on.
+        client = self.client(socket_timeout=1.0, retry=Retry(NoBackoff(), 0))
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"redis-server exited ({self.process.returncode}): {self._tail()}"
                 )
             try:
-                if client.ping():
+                # Ours, not a server someone else started on the port meanwhile.
+                if client.info("server")["process_id"] == self.process.pid:
                     return self
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
+        tail = self._tail()
         self.kill()
-        raise RuntimeError(
-            f"redis-server did not answer within {START_TIMEOUT:.0f} s: {self._tail()}"
-        )
+        raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT:.0f} s: {tail}")
 
     def _tail(self) -> str:
         err = b""
-        if self.process and self.process.stderr and self.process.poll() is not None:
-            err = self.process.stderr.read() or b""
+        stderr = self.process.stderr if self.process else None
+        if stderr and not stderr.closed and self.process and self.process.poll() is not None:
+            err = stderr.read() or b""
         log = self.log_path.read_text(errors="replace")[-2000:] if self.log_path.exists() else ""
         return (err.decode(errors="replace") + log).strip()[-2000:]
 
@@ -205,6 +216,12 @@ class EmbeddedRedis(Service):
     def running(self) -> bool:
         """Whether the child process is alive."""
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        """How the last process ended (negative: killed by that signal); None while it
+        runs or before the first start."""
+        return None if self.process is None else self.process.poll()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop cleanly (SIGTERM: Redis flushes the AOF and exits)."""

@@ -8,7 +8,9 @@ the clients sent (Janus's rule: any excess proves double counting, any shortfall
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
 import threading
 import time
 import urllib.request
@@ -23,12 +25,12 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.service.serve import Server
+from aggregator.service.supervise import Backoff
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
 from client_sdk.wire import MetricDefinition
-from ldp_store.embedded import EmbeddedRedis
 from ldp_store.registry import Registry
 
 METRICS = {
@@ -92,9 +94,21 @@ def put_metric(server: Server, name: str, spec: dict[str, Any]) -> dict[str, Any
         return json.loads(r.read())
 
 
+RESTART_DELAY = 3.0
+"""Seconds the supervisor waits before restarting a crashed child: long enough to watch
+the outage."""
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=2, quiet=True) as s:
+    with Server(
+        port=0,
+        data_dir=tmp_path / "data",
+        web_workers=2,
+        aggregators=2,
+        quiet=True,
+        backoff=Backoff(first=RESTART_DELAY),
+    ) as s:
         for name, spec in METRICS.items():
             put_metric(s, name, spec)
         yield s
@@ -195,8 +209,9 @@ def test_every_upload_sent_twice_counts_once(server: Server) -> None:
 
 
 def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
-    assert server.redis is not None
-    port, data_dir = server.redis.port, server.redis.data_dir
+    """kill -9 of the embedded Redis: the collector answers 503 while it is away, the
+    supervisor starts it again on the same port and data (AOF), the SDK's retries land."""
+    assert server.redis is not None and server.redis.process is not None
     recorder = Recorder(server.url)
     client = Client(
         server.url, transport=CallableTransport(recorder), flush_at=10_000, rng=random.Random(3)
@@ -213,13 +228,13 @@ def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
 
     report(300)
     assert client.flush(timeout=30)  # definitions fetched, first reports delivered
-    server.redis.stop()
+    os.kill(server.redis.process.pid, signal.SIGKILL)  # restarted after RESTART_DELAY
     report(300)
-    assert not client.flush(timeout=3)  # the collector answers 503: the reports stay queued
+    assert not client.flush(timeout=1)  # the collector answers 503: the reports stay queued
     assert 503 in recorder.statuses
     assert client.stats()["queued"] == 900
-    server.redis = EmbeddedRedis(data_dir, port=port).start()  # back, same port and data
-    assert client.flush(timeout=60)
+    assert client.flush(timeout=60)  # back, same port and data; the SDK honoured Retry-After
+    assert server.restarts()["redis"] == 1
     assert client.stats()["queued"] == 0
     check_exact(server, recorder, truth)
     assert server.check() is None  # workers rode out the outage

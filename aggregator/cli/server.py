@@ -33,7 +33,10 @@ def _print_urls(server: Any) -> None:
     out.print(f"  admin token{where}: set LDP_ADMIN_TOKEN to choose your own")
 
 
-def _wait_until_stopped(server: Any) -> None:
+def _wait_until_stopped(server: Any) -> bool:
+    """Serve until Ctrl-C or SIGTERM (False), or until the supervisor gave up on a child
+    that kept failing (True: the caller exits non-zero). Crashed children are restarted
+    meanwhile, each restart said on stderr and in supervisor.log."""
     stopping = {"now": False}
 
     def handler(signum: int, frame: FrameType | None) -> None:
@@ -41,13 +44,16 @@ def _wait_until_stopped(server: Any) -> None:
 
     signal.signal(signal.SIGINT, handler)
     signal.signal(signal.SIGTERM, handler)
+    gave_up = False
     while not stopping["now"]:
         problem = server.check()
         if problem:
-            err.print(f"[red]{problem}: stopping[/]")
+            err.print(f"[red]{problem}: stopping everything[/]")
+            gave_up = True
             break
         time.sleep(0.5)
     err.print("stopping: aggregator workers finish their batch, then the web service and Redis")
+    return gave_up
 
 
 def _server_option_list(data_dir: str) -> list[Any]:
@@ -75,7 +81,8 @@ def _server_option_list(data_dir: str) -> list[Any]:
             type=click.Path(file_okay=False),
             help="Kept here: the embedded Redis's AOF and snapshots (redis/), the generated admin "
             "token (admin-token, unless LDP_ADMIN_TOKEN is set) and the services' logs "
-            "(web.log, aggregator-N.log, redis/redis.log).",
+            "(web.log, aggregator-N.log, redis/redis.log, and supervisor.log: each restart of "
+            "a crashed child).",
         ),
         click.option(
             "--web-workers",
@@ -171,9 +178,11 @@ def serve(
                     f"metric {d.name} v{d.version}: {d.mechanism.name} ε={d.mechanism.epsilon:g}"
                 )
         _print_urls(server)
-        _wait_until_stopped(server)
+        gave_up = _wait_until_stopped(server)
     finally:
         server.stop()
+    if gave_up:
+        raise SystemExit(1)
 
 
 @click.command()
@@ -245,11 +254,14 @@ def demo(
         result = d.DemoResult(truth, accepted, dropped, sim_seconds, agg_seconds, estimates)
         _print_estimates(result, fresh=all(v == 0 for v in before.values()))
         out.print(f"wall time: {time.perf_counter() - started:.1f} s for {users:,} users")
+        gave_up = False
         if keep_serving:
             out.print(f"dashboard: {server.url}/  (Ctrl-C to stop)")
-            _wait_until_stopped(server)
+            gave_up = _wait_until_stopped(server)
     finally:
         server.stop()
+    if gave_up:
+        raise SystemExit(1)
 
 
 def _print_estimates(result: Any, fresh: bool) -> None:

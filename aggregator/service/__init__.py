@@ -4,6 +4,8 @@
   (the only module here that imports :mod:`collector`)
 * :mod:`~aggregator.service.serve`: the supervisor: embedded Redis, gunicorn, aggregator
   workers, stopped in order
+* :mod:`~aggregator.service.supervise`: restarting a crashed child with backoff, giving
+  up on one that keeps crashing, counting restarts for ``/metrics``
 * :mod:`~aggregator.service.demo`: a simulated population through real HTTP, estimates
   against the truth
 """

@@ -9,8 +9,12 @@ One supervisor process starts and watches:
   (:func:`aggregator.service.app.create_server_app`);
 * one or more aggregator workers (``ldp aggregate`` processes).
 
-Ctrl-C (or SIGTERM) stops the workers after their current batch, then gunicorn, then
-the embedded Redis, in that order, so nothing accepted is lost.
+A child that exits is started again with backoff, alone: the others ride out its absence
+(the collector answers 503 + ``Retry-After`` while Redis is away), and the supervisor
+gives up only on a child that keeps failing fast (:mod:`aggregator.service.supervise`).
+Each child runs in its own session, so a Ctrl-C at the terminal reaches only the
+supervisor, which stops the workers after their current batch, then gunicorn, then the
+embedded Redis, in that order, so nothing accepted is lost.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import tomllib
 import urllib.request
@@ -32,6 +37,7 @@ from typing import Any
 
 import redis
 
+from aggregator.service.supervise import Backoff, Child, RestartCounter, Supervisor
 from ldp_store.connection import connect
 from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port
 
@@ -46,11 +52,39 @@ READY_TIMEOUT = 30.0
 STOP_TIMEOUT = 20.0
 """Seconds a worker gets to finish its batch after SIGTERM before it is killed."""
 
+POLL_SECONDS = 0.2
+"""How often the supervisor looks at its children: a dead one is noticed this fast."""
+
+ORPHAN_TIMEOUT = 5.0
+"""Seconds the web workers of a dead gunicorn master get to finish their requests after
+SIGTERM before they are killed: they hold the port the next master must bind."""
+
 
 def _child_setup() -> None:
     """Children of the supervisor die with it (Linux), so none outlives a SIGKILL."""
     if sys.platform == "linux":
         die_with_parent()
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs. Zombies do not count: they
+    hold no socket, and where nothing reaps orphans (a container's PID 1) they stay."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # it ended while we looked
+            continue
+        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
+        if state != "Z" and int(pgrp) == group:
+            return True
+    return False
 
 
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -82,6 +116,8 @@ class Server(Service):
         aggregators: aggregator worker processes.
         admin_token: the bearer token for metric changes (default: env or generated).
         quiet: send the children's output to log files in ``data_dir`` instead.
+        backoff: delays before restarting a child that exited (tests lengthen the first
+            to watch an outage).
     """
 
     def __init__(
@@ -94,6 +130,7 @@ class Server(Service):
         aggregators: int = 1,
         admin_token: str | None = None,
         quiet: bool = False,
+        backoff: Backoff | None = None,
     ) -> None:
         self.host = host
         self.port = port or free_port()
@@ -103,11 +140,19 @@ class Server(Service):
         self.aggregators = aggregators
         self.admin_token = admin_token or os.environ.get("LDP_ADMIN_TOKEN") or ""
         self.quiet = quiet
+        self.backoff = backoff or Backoff()
         self.redis: EmbeddedRedis | None = None
         self.web: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
-        self._logs: list[Any] = []
+        self.supervisor: Supervisor | None = None
+        self._logs: dict[str, Any] = {}
         self._lock: Any = None
+        self._prometheus = ""
+        self._counter: RestartCounter | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._done = threading.Event()
+        self._restarting = threading.Lock()  # a restart and stop() never overlap
 
     @property
     def url(self) -> str:
@@ -152,9 +197,16 @@ class Server(Service):
     def _output(self, name: str) -> Any:
         if not self.quiet:
             return None
-        handle = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115
-        self._logs.append(handle)
-        return handle
+        if name not in self._logs:  # a restarted child appends to its log
+            self._logs[name] = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115
+        return self._logs[name]
+
+    def _say(self, message: str) -> None:
+        """A supervisor event: to stderr, and with the time to ``supervisor.log``."""
+        print(f"ldp serve: {message}", file=sys.stderr, flush=True)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        with open(self.data_dir / "supervisor.log", "a") as log:
+            log.write(f"{stamp} {message}\n")
 
     def _preflight(self) -> None:
         """Fail early, with the reason, on what would otherwise surface as a dead child."""
@@ -200,6 +252,15 @@ class Server(Service):
         if self.redis_url is None:
             self.redis = EmbeddedRedis(self.data_dir / "redis").start()
             self.redis_url = self.redis.url
+        self._prometheus = self._prometheus_dir()  # emptied once: restarts keep counts
+        self._start_web()
+        for i in range(self.aggregators):
+            self.workers.append(self._start_worker(i))
+        self._wait_ready()
+        self._supervise()
+        return self
+
+    def _start_web(self) -> None:
         env = self._env()
         conf = Path(__file__).resolve().parents[2] / "collector" / "gunicorn_conf.py"
         out = self._output("web")
@@ -212,31 +273,91 @@ class Server(Service):
                 str(conf),
                 "aggregator.service.app:create_server_app()",
             ],
-            env={**env, "PROMETHEUS_MULTIPROC_DIR": self._prometheus_dir()},
+            env={**env, "PROMETHEUS_MULTIPROC_DIR": self._prometheus},
             stdout=out,
             stderr=out,
             preexec_fn=_child_setup,
+            start_new_session=True,  # Ctrl-C reaches the supervisor only; see _stop_orphans
         )
-        for i in range(self.aggregators):
-            out = self._output(f"aggregator-{i + 1}")
-            self.workers.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "aggregator.cli",
-                        "aggregate",
-                        "--name",
-                        f"worker-{i + 1}",
-                    ],
-                    env=env,
-                    stdout=out,
-                    stderr=out,
-                    preexec_fn=_child_setup,
-                )
-            )
-        self._wait_ready()
-        return self
+
+    def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
+        out = self._output(f"aggregator-{i + 1}")
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "aggregator.cli",
+                "aggregate",
+                "--name",
+                f"worker-{i + 1}",  # the same consumer again: it rereads its pending entries
+            ],
+            env=self._env(),
+            stdout=out,
+            stderr=out,
+            preexec_fn=_child_setup,
+            start_new_session=True,
+        )
+
+    def _stop_orphans(self) -> None:
+        """After gunicorn's master died: SIGTERM its workers (its process group), which
+        would otherwise serve on, holding the port, until they notice (up to 15 s); SIGKILL
+        those still there after :data:`ORPHAN_TIMEOUT`."""
+        assert self.web is not None
+        group = self.web.pid  # the master led its own session, so its group
+        deadline = time.monotonic() + ORPHAN_TIMEOUT
+        sent: signal.Signals | None = None
+        while _group_alive(group):
+            wanted = signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL
+            if sent != wanted:
+                try:
+                    os.killpg(group, wanted)
+                except (ProcessLookupError, PermissionError):
+                    return
+                sent = wanted
+            time.sleep(0.05)
+
+    def _children(self) -> list[Child]:
+        children = []
+        if self.redis is not None:
+            children.append(Child("redis", self._start_redis, self._redis_status))
+        children.append(Child("web", self._start_web, self._web_status, self._stop_orphans))
+        for i in range(len(self.workers)):
+            children.append(Child(f"aggregator-{i + 1}", *self._worker_hooks(i)))
+        return children
+
+    def _start_redis(self) -> None:
+        assert self.redis is not None
+        self.redis.start()  # the same port and data directory
+
+    def _redis_status(self) -> int | None:
+        assert self.redis is not None
+        return self.redis.returncode
+
+    def _web_status(self) -> int | None:
+        assert self.web is not None
+        return self.web.poll()
+
+    def _worker_hooks(self, i: int) -> tuple[Any, Any]:
+        def start() -> None:
+            self.workers[i] = self._start_worker(i)
+
+        return start, lambda: self.workers[i].poll()
+
+    def _supervise(self) -> None:
+        """Start the thread that restarts children (it outlives them: see stop())."""
+        children = self._children()
+        self._counter = RestartCounter(self._prometheus, [c.name for c in children])
+        self.supervisor = Supervisor(children, self._say, self._counter, self.backoff)
+        self._thread = threading.Thread(target=self._watch, name="ldp-supervisor", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        # Children started here get SIGTERM when this thread ends (PR_SET_PDEATHSIG is
+        # per thread), so it runs until stop() has stopped them in order.
+        while not self._done.wait(POLL_SECONDS):
+            with self._restarting:
+                if not self._stopping and self.supervisor is not None:
+                    self.supervisor.poll()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
@@ -254,18 +375,20 @@ class Server(Service):
         raise RuntimeError(f"the web service did not become ready within {READY_TIMEOUT:.0f} s")
 
     def check(self) -> str | None:
-        """None while every child runs, else which one died."""
-        if self.web is not None and self.web.poll() is not None:
-            return f"web service exited ({self.web.returncode})"
-        for i, w in enumerate(self.workers):
-            if w.poll() is not None:
-                return f"aggregator worker-{i + 1} exited ({w.returncode})"
-        if self.redis is not None and not self.redis.running():
-            return "embedded redis-server exited"
-        return None
+        """None while supervision goes on (a crashed child is being restarted), else why
+        it gave up: a child failed fast too many times in a row."""
+        return self.supervisor.gave_up if self.supervisor is not None else None
+
+    def restarts(self) -> dict[str, int]:
+        """Restarts so far, by child (``redis``, ``web``, ``aggregator-N``)."""
+        if self.supervisor is None:
+            return {}
+        return {c.name: c.restarts for c in self.supervisor.children}
 
     def stop(self) -> None:
         """Workers (finish their batch), then the web service, then Redis."""
+        with self._restarting:  # waits for a restart under way; no more after it
+            self._stopping = True
         for w in self.workers:
             if w.poll() is None:
                 w.send_signal(signal.SIGTERM)
@@ -282,9 +405,17 @@ class Server(Service):
             except subprocess.TimeoutExpired:
                 self.web.kill()
                 self.web.wait()
+        if self.web is not None:
+            self._stop_orphans()  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
-        for handle in self._logs:
+        self._done.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        if self._counter is not None:
+            self._counter.close()
+            self._counter = None
+        for handle in self._logs.values():
             handle.close()
         self._logs.clear()
         self._unlock()

@@ -1,0 +1,322 @@
+"""`ldp serve` keeps its children up: kill -9 each one, and the rest rides out its absence.
+
+The real stack (``Server``: embedded redis-server, gunicorn, aggregator workers). Each
+test kills one child with SIGKILL, as a crash or the OOM killer would, and checks that
+the supervisor starts it again, that the collector answered 503 + ``Retry-After`` while
+Redis was away, that ``/metrics`` counts the restart, and that the aggregator's n equals
+the number of reports acknowledged with 202: no report lost, none counted twice. The
+last test gives ``ldp serve`` a child that cannot start again and expects it to give up,
+say why on stderr, and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from prometheus_client.parser import text_string_to_metric_families
+
+from aggregator.service.serve import Server
+from aggregator.service.supervise import (
+    FAST_FAILURE_SECONDS,
+    GIVE_UP_FAILURES,
+    Backoff,
+    Child,
+    Supervisor,
+    describe_exit,
+)
+from aggregator.stream.counts import read_counts
+from client_sdk.wire import MetricDefinition, build_report
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
+FIRST_DELAY = 3.0
+"""The test server waits this long before a restart, so the outage can be watched."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("supervised")
+    backoff = Backoff(first=FIRST_DELAY)
+    with Server(
+        port=0, data_dir=data, web_workers=2, aggregators=1, quiet=True, backoff=backoff
+    ) as s:
+        yield s
+
+
+def request(
+    server: Server, method: str, path: str, body: Any = None
+) -> tuple[int, dict[str, str], Any]:
+    """(status, headers, JSON body or None) of one request; HTTP errors are answers too."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(server.url + path, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", f"Bearer {server.admin_token}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            status, headers, raw = r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as exc:
+        status, headers, raw = exc.code, dict(exc.headers), exc.read()
+    try:
+        return status, headers, json.loads(raw)
+    except ValueError:
+        return status, headers, raw.decode(errors="replace")
+
+
+def define(server: Server, name: str) -> MetricDefinition:
+    status, _, body = request(server, "PUT", f"/v1/metrics/{name}", SPEC)
+    assert status in (200, 201), body
+    return MetricDefinition.from_dict(body)
+
+
+def batch(definition: MetricDefinition, n: int, rng: random.Random) -> dict[str, Any]:
+    return {"reports": [build_report(definition, rng.randrange(3), rng) for _ in range(n)]}
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+
+
+def ready(server: Server) -> bool:
+    try:
+        return request(server, "GET", "/readyz")[0] == 200
+    except OSError:  # the web service is being restarted
+        return False
+
+
+def counted(server: Server, definition: MetricDefinition) -> int:
+    client = redis.Redis.from_url(server.redis_url or "", socket_timeout=5)
+    try:
+        return read_counts(client, definition).n
+    finally:
+        client.close()
+
+
+def assert_counted_exactly(server: Server, definition: MetricDefinition, accepted: int) -> None:
+    """The aggregator's n reaches the acknowledged count and does not pass it."""
+    wait_for(lambda: counted(server, definition) >= accepted, f"{accepted} counted")
+    time.sleep(1.0)  # a double count would show up by now: the worker polls every ~0.1 s
+    assert counted(server, definition) == accepted
+
+
+def restarts_in_metrics(server: Server) -> dict[str, float]:
+    with urllib.request.urlopen(f"{server.url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {
+        s.labels["child"]: s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "ldp_supervisor_restarts_total"
+    }
+
+
+def test_kill_9_redis_503_while_down_then_back_nothing_lost_or_doubled(server: Server) -> None:
+    theme = define(server, "sup.redis")
+    rng = random.Random(1)
+    accepted = 0
+    for _ in range(5):
+        status, _, body = request(server, "POST", "/v1/reports", batch(theme, 50, rng))
+        assert status == 202, body
+        accepted += body["accepted"]
+    before = server.restarts()["redis"]
+    assert server.redis is not None and server.redis.process is not None
+    os.kill(server.redis.process.pid, signal.SIGKILL)
+
+    held = batch(theme, 70, rng)
+    status, headers, body = request(server, "POST", "/v1/reports", held)
+    assert status == 503, body  # Redis is away (the restart waits FIRST_DELAY s)
+    assert int(headers["Retry-After"]) > 0 and body["error"]
+    assert request(server, "GET", "/readyz")[0] == 503
+
+    wait_for(lambda: server.restarts()["redis"] == before + 1, "redis restarted")
+    wait_for(lambda: ready(server), "ready again")
+    status, _, body = request(server, "POST", "/v1/reports", held)  # the client's retry
+    assert status == 202, body
+    assert body == {"accepted": 70, "duplicates": 0, "rejected": []}
+    accepted += body["accepted"]
+    for _ in range(3):
+        status, _, body = request(server, "POST", "/v1/reports", batch(theme, 50, rng))
+        assert status == 202, body
+        accepted += body["accepted"]
+    assert_counted_exactly(server, theme, accepted)
+    assert restarts_in_metrics(server)["redis"] == before + 1
+    assert server.check() is None
+
+
+def test_kill_9_aggregator_worker_restarted_counting_resumes_exactly(server: Server) -> None:
+    theme = define(server, "sup.worker")
+    rng = random.Random(2)
+    accepted = 0
+    before = server.restarts()["aggregator-1"]
+    old_pid = server.workers[0].pid
+    for i in range(12):
+        status, _, body = request(server, "POST", "/v1/reports", batch(theme, 100, rng))
+        assert status == 202, body
+        accepted += body["accepted"]
+        if i == 5:  # mid-stream: it has entries read, maybe counted but not yet acked
+            os.kill(old_pid, signal.SIGKILL)
+    wait_for(lambda: server.restarts()["aggregator-1"] == before + 1, "worker restarted")
+    assert server.workers[0].pid != old_pid
+    assert_counted_exactly(server, theme, accepted)
+    assert restarts_in_metrics(server)["aggregator-1"] == before + 1
+
+
+def test_kill_9_gunicorn_master_restarted(server: Server) -> None:
+    theme = define(server, "sup.web")
+    rng = random.Random(3)
+    status, _, body = request(server, "POST", "/v1/reports", batch(theme, 40, rng))
+    assert status == 202, body
+    accepted = body["accepted"]
+    before = server.restarts()["web"]
+    assert server.web is not None
+    old_pid = server.web.pid
+    os.kill(old_pid, signal.SIGKILL)
+    wait_for(lambda: server.restarts()["web"] == before + 1, "web restarted")
+    assert server.web.pid != old_pid
+    wait_for(lambda: ready(server), "ready again")
+    status, _, body = request(server, "POST", "/v1/reports", batch(theme, 40, rng))
+    assert status == 202, body
+    accepted += body["accepted"]
+    assert_counted_exactly(server, theme, accepted)
+    # The new master's workers read the same multiprocess folder: counts survive.
+    assert restarts_in_metrics(server)["web"] == before + 1
+    log = (server.data_dir / "supervisor.log").read_text()
+    assert "web killed by SIGKILL" in log and "web restarted" in log
+
+
+class PortSquatter:
+    """Something else on Redis's port: it listens, and drops every connection at once
+    (so clients get a quick error, not a hang on a server that never answers)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))  # OSError while Redis holds the port
+        self.sock.listen()
+        self.sock.settimeout(0.1)
+        self.running = True
+        self.thread = threading.Thread(target=self._drop, daemon=True)
+        self.thread.start()
+
+    def _drop(self) -> None:
+        while self.running:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            conn.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.sock.close()
+
+
+def take_redis_port(port: int, kill: Callable[[], None]) -> PortSquatter:
+    """Kill Redis and take its port before the supervisor restarts it (it waits 0.5 s)."""
+    for _ in range(5):
+        kill()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            try:
+                return PortSquatter(port)
+            except OSError:
+                time.sleep(0.01)
+    raise AssertionError(f"could not take port {port} from the restarted Redis")
+
+
+def test_a_child_that_keeps_dying_makes_ldp_serve_give_up_non_zero(tmp_path: Path) -> None:
+    """Redis cannot start again (its port was taken): after GIVE_UP_FAILURES fast failures
+    `ldp serve` says why on stderr, stops the rest and exits 1 (about 8 s of backoff)."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "aggregator.cli", "serve", "--port", "0"]
+        + ["--data-dir", str(tmp_path / "data"), "--aggregators", "1", "--web-workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    taken = None
+    try:
+        assert serve.stdout is not None
+        line = serve.stdout.readline()
+        assert "running" in line, line + (serve.stderr.read() if serve.stderr else "")
+        url = line.split("Redis: ")[1].split(")")[0]
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+
+        def kill() -> None:
+            pid = redis.Redis.from_url(url, socket_timeout=5).info("server")["process_id"]
+            os.kill(int(pid), signal.SIGKILL)
+
+        taken = take_redis_port(port, kill)
+        _, stderr = serve.communicate(timeout=90)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+        if taken is not None:
+            taken.close()
+    assert serve.returncode == 1, stderr
+    assert f"redis failed {GIVE_UP_FAILURES} times in a row" in stderr, stderr
+    assert "giving up" in stderr and "stopping everything" in stderr
+    assert stderr.count("restarting in") == GIVE_UP_FAILURES - 1
+    log = (tmp_path / "data" / "supervisor.log").read_text()
+    assert "redis killed by SIGKILL" in log and "giving up" in log
+
+
+def test_how_a_child_ended_is_said_plainly() -> None:
+    assert describe_exit(-signal.SIGKILL) == "killed by SIGKILL"
+    assert describe_exit(1) == "exit status 1"
+    assert [Backoff().delay(n) for n in range(1, 8)] == [0.5, 1, 2, 4, 8, 16, 30]
+
+
+def test_a_child_that_ran_a_minute_is_healthy_again_and_five_fast_exits_give_up() -> None:
+    """The give-up rule on a real process that exits at once, with a scripted clock."""
+    now = [0.0]
+    said: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start() -> None:
+        procs.append(subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"]))
+        procs[-1].wait()
+
+    start()
+    child = Child("flaky", start, lambda: procs[-1].poll())
+    backoff = Backoff(first=1.0, cap=4.0)
+    supervisor = Supervisor([child], said.append, backoff=backoff, clock=lambda: now[0])
+
+    def step(seconds: float) -> None:
+        now[0] += seconds
+        supervisor.poll()
+
+    step(0.1)  # exit 1: restart in 1 s
+    step(1.0)  # restarted
+    step(FAST_FAILURE_SECONDS)  # exit 2 noticed only now, a minute after its start
+    assert child.failures == 1 and "restarting in 1.0 s" in said[-1]  # healthy again
+    for n in range(2, GIVE_UP_FAILURES + 1):
+        step(child.restart_at - now[0] if child.restart_at else 0)  # restart
+        step(0.1)  # exit n
+        assert child.failures == n
+    assert supervisor.gave_up is not None and "flaky failed 5 times" in supervisor.gave_up
+    assert said[-1] == supervisor.gave_up and "exit status 3" in said[-1]
+    assert child.restarts == GIVE_UP_FAILURES  # one after the slow exit, four after fast ones
