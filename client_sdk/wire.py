@@ -178,14 +178,28 @@ MAX_REPORTS_PER_PERIOD = 1_000_000
 number is a typo, or no budget at all (then leave ``budget`` out)."""
 
 
+def _json_integer(value: object) -> int | None:
+    """``value`` as an int if JSON (and JSON Schema) takes it for an integer: 3, or 3.0
+    as some encoders write it; None for anything else (booleans, fractions, strings)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
 def _check_shards(shards: object, problems: list[str]) -> int:
-    """A spec's or definition's ``shards``: an int in [1, MAX_SHARDS]; absent means 1."""
+    """A spec's or definition's ``shards``: an int in [1, MAX_SHARDS]; absent (or null)
+    means 1."""
     if shards is None:
         return 1
-    if type(shards) is not int or not 1 <= shards <= MAX_SHARDS:
+    count = _json_integer(shards)
+    if count is None or not 1 <= count <= MAX_SHARDS:
         problems.append(f"shards must be an integer in [1, {MAX_SHARDS}], got {shards!r}")
         return 1
-    return shards
+    return count
 
 
 def day_of(timestamp: float) -> date:
@@ -257,18 +271,19 @@ def _check_budget(budget: object, problems: list[str]) -> Budget | None:
     if not isinstance(budget, dict) or set(budget) != {"reports_per_period", "period"}:
         problems.append('budget must be {"reports_per_period": r, "period": "day"|"week"|"month"}')
         return None
-    reports, period = budget["reports_per_period"], budget["period"]
+    raw, period = budget["reports_per_period"], budget["period"]
+    reports = _json_integer(raw)
     ok = True
-    if type(reports) is not int or not 1 <= reports <= MAX_REPORTS_PER_PERIOD:
+    if reports is None or not 1 <= reports <= MAX_REPORTS_PER_PERIOD:
         problems.append(
             f"budget.reports_per_period must be an integer in [1, {MAX_REPORTS_PER_PERIOD}], "
-            f"got {reports!r}"
+            f"got {raw!r}"
         )
         ok = False
     if period not in BUDGET_PERIODS:
         problems.append(f"budget.period must be one of {', '.join(BUDGET_PERIODS)}, got {period!r}")
         ok = False
-    return Budget(reports, period) if ok else None
+    return Budget(reports, period) if ok and reports is not None else None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,11 @@ bp = Blueprint("metrics", __name__)
 _LOCATION = {"Location": Header("The version's URL: /v1/metrics/<name>?version=<version>.")}
 
 ADMIN_TOKEN = Scheme(
-    "adminToken", "bearer", "LDP_ADMIN_TOKEN: metric changes. It also grants reads."
+    "adminToken",
+    "bearer",
+    "LDP_ADMIN_TOKEN: metric changes. It also grants reads.",
+    setting="ADMIN_TOKEN",
+    unset="disabled",
 )
 """What ``PUT /v1/metrics/<name>`` wants (:func:`require_admin`)."""
 

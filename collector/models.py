@@ -11,11 +11,13 @@ fields those of the wire code.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, RootModel
 
 from client_sdk import mechanisms
+from client_sdk.mechanisms.memoized import MIN_EPSILON_GAP
+from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.wire import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
@@ -36,12 +38,14 @@ from ldp_api.models import (
 )
 
 __all__ = [
+    "CategoricalSpec",
     "IngestError",
     "IngestResult",
     "Longitudinal",
     "Metric",
     "MetricList",
     "MetricSpec",
+    "NumericSpec",
     "Rejection",
     "Report",
     "ReportBatch",
@@ -53,7 +57,11 @@ MAX_VERSION_DIGITS = 18
 """A version fits in a signed 64-bit integer; longer query values are not versions."""
 
 Shards = Annotated[int, Field(ge=1, le=MAX_SHARDS)]
-Range = Annotated[list[float], Field(min_length=2, max_length=2)]
+Range = Annotated[
+    list[Annotated[float, Field(ge=-MAX_RANGE_MAGNITUDE, le=MAX_RANGE_MAGNITUDE)]],
+    Field(min_length=2, max_length=2),
+]
+"""A numeric metric's [lo, hi] (lo < hi is checked by the wire code)."""
 Kind = Annotated[str, OneOf(KINDS)]
 
 
@@ -100,48 +108,78 @@ class Longitudinal(Model):
 
     closed = True
 
-    permanent_epsilon: float
-    """ε∞: what unlimited reports of one unchanged value reveal at most."""
+    permanent_epsilon: Annotated[
+        float, Field(ge=mechanisms.MIN_EPSILON + MIN_EPSILON_GAP, le=mechanisms.MAX_EPSILON)
+    ]
+    """ε∞: what unlimited reports of one unchanged value reveal at most; at least
+    epsilon + MIN_EPSILON_GAP (the smallest is shown)."""
 
 
-class MetricSpec(Model):
-    """What an operator sends. Changing ε, domain, mechanism or shards makes a new
-    version; a description- or budget-only change keeps it."""
+Description = Annotated[str, Field(max_length=MAX_DESCRIPTION_LENGTH)]
+Epsilon = Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+
+
+class CategoricalSpec(Model):
+    """What an operator sends for a categorical metric (frequencies of labels).
+
+    Changing ε, domain, mechanism or shards makes a new version; a description- or
+    budget-only change keeps it. A longitudinal metric needs a budget.
+    """
+
+    model_config = ConfigDict(json_schema_extra={"dependentRequired": {"longitudinal": ["budget"]}})
 
     closed = True
 
-    kind: Kind = "categorical"
-    """numeric: the mean of a number in ``range`` (then no domain, no options; mechanism
-    auto, duchi, pm or hybrid)."""
-    range: Range | Absent = None
-    """[lo, hi] of a numeric metric, lo < hi."""
-    domain: (
-        Annotated[
-            list[Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]],
-            Field(
-                min_length=2,
-                max_length=mechanisms.MAX_DOMAIN_SIZE,
-                json_schema_extra={"uniqueItems": True},
-            ),
-        ]
-        | Absent
-    ) = None
-    """A categorical metric's values: distinct labels."""
-    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    kind: Literal["categorical"] = "categorical"
+    domain: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]],
+        Field(
+            min_length=2,
+            max_length=mechanisms.MAX_DOMAIN_SIZE,
+            json_schema_extra={"uniqueItems": True},
+        ),
+    ]
+    """The values: distinct labels."""
+    epsilon: Epsilon
     """ε per report."""
-    mechanism: Annotated[
-        str, OneOf(dict.fromkeys([*mechanisms.NAMES, *mechanisms.NUMERIC_NAMES]))
-    ] = "auto"
+    mechanism: Annotated[str, OneOf(mechanisms.NAMES)] = "auto"
     options: dict[str, Any] | Absent = None
-    """A categorical mechanism's options (e.g. olh's g)."""
-    description: Annotated[str, Field(max_length=MAX_DESCRIPTION_LENGTH)] = ""
-    longitudinal: Longitudinal | Absent = None
-    budget: DeviceBudget | Absent = None
-    """A device-side limit: at most reports_per_period reports per period."""
-    shards: Shards = 1
+    """A named mechanism's options (e.g. olh's g); auto takes none."""
+    description: Description = ""
+    longitudinal: Longitudinal | None = None
+    """Memoized responses (null: none)."""
+    budget: DeviceBudget | None = None
+    """A device-side limit: at most reports_per_period reports per period (null: none)."""
+    shards: Shards | None = 1
     """Streams to spread a hot metric over (each its own hash slot on a Redis Cluster);
     a report's shard follows from its id. Changing it makes a new version, so a replay
-    always meets its first copy."""
+    always meets its first copy. Null: 1."""
+
+
+class NumericSpec(Model):
+    """What an operator sends for a numeric metric (the mean of a number in a range).
+
+    No domain, no options, no longitudinal; the rest as for a categorical metric.
+    """
+
+    closed = True
+
+    kind: Literal["numeric"]
+    range: Range
+    """[lo, hi], lo < hi."""
+    epsilon: Epsilon
+    """ε per report."""
+    mechanism: Annotated[str, OneOf(mechanisms.NUMERIC_NAMES)] = "auto"
+    description: Description = ""
+    budget: DeviceBudget | None = None
+    """A device-side limit: at most reports_per_period reports per period (null: none)."""
+    shards: Shards | None = 1
+    """As for a categorical metric."""
+
+
+class MetricSpec(RootModel[CategoricalSpec | NumericSpec]):
+    """The body of ``PUT /v1/metrics/<name>``: a categorical metric's spec, or a numeric
+    one's (``"kind": "numeric"``)."""
 
 
 class Report(Model):

@@ -106,6 +106,21 @@ class Scheme:
     scheme: str
     """``bearer`` or ``basic`` (HTTP authentication)."""
     description: str
+    setting: str | None = None
+    """The app's config key that switches the scheme on, for one that can be off. While
+    it is unset, :func:`document` leaves out the 401, which is then never answered, and
+    states the operation as ``unset`` says."""
+    unset: str = "open"
+    """What an operation whose schemes are all off does: ``open`` (the read token: the
+    scheme is documented as optional, an empty requirement beside it) or ``disabled``
+    (the admin token: no credential is asked for, as none would help; it answers 403)."""
+
+    def asked(self, app: Flask) -> bool:
+        """Whether ``app`` asks for this scheme (always, unless it has a ``setting``)."""
+        if self.setting is None:
+            return True
+        value = app.config.get(self.setting)
+        return value is not None and value != ""
 
 
 @dataclass(frozen=True)
@@ -119,7 +134,8 @@ class Operation:
         path: the model of the URL's variables.
         query: the model of the query parameters.
         body: the model of the JSON request body.
-        security: schemes any one of which grants access (none: open).
+        security: schemes any one of which grants access (none: open); a scheme with a
+            ``setting`` only while that setting is set.
     """
 
     summary: str
@@ -205,15 +221,24 @@ _RULE_VARIABLE = re.compile(r"<(?:[^:<>]+:)?([^<>]+)>")
 
 
 def _parameters(model: type[BaseModel] | None, where: str) -> list[dict[str, Any]]:
+    """One parameter per field of ``model``; a field that is itself a model (an object
+    whose fields are query parameters with a rule between them, such as "exactly one
+    of") becomes one object parameter with ``style: form, explode: true``: its fields
+    are the query's keys, and its schema states the rule."""
     if model is None:
         return []
     js = model.model_json_schema(schema_generator=_Generator)
     out = []
     for name, schema in js["properties"].items():
         schema = dict(schema)
-        parameter = {"name": name, "in": where}
+        parameter: dict[str, Any] = {"name": name, "in": where}
         if "description" in schema:
             parameter["description"] = schema.pop("description")
+        if "$ref" in schema:
+            schema = {**js["$defs"][schema.pop("$ref").rsplit("/", 1)[1]], **schema}
+            schema.pop("title", None)
+            schema.pop("description", None)
+            parameter.update(style="form", explode=True)
         if where == "path" or name in js.get("required", ()):
             parameter["required"] = True
         out.append({**parameter, "schema": schema})
@@ -249,7 +274,8 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
 
     Returns:
         A new document: paths in the order of the app's rules, the schemas of the models
-        they use and the security schemes they name.
+        they use and the security schemes they name, as ``app`` is configured (a scheme
+        that a setting switches on is optional while that setting is unset).
 
     Raises:
         ValueError: a documented rule whose URL variables are not its path model's fields.
@@ -287,9 +313,19 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
         parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")
         if parameters:
             entry["parameters"] = parameters
-        if operation.security:
-            entry["security"] = [{s.name: []} for s in operation.security]
+        # While none of its schemes is switched on, no 401 can come back, and the
+        # operation is either open (optional security) or disabled (none: 403).
+        off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
+        disabled = off and all(s.unset == "disabled" for s in operation.security)
+        if operation.security and not disabled:
+            entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
             schemes.update((s.name, s) for s in operation.security)
+        if disabled:
+            names = ", ".join(str(s.setting) for s in operation.security)
+            entry["description"] = (
+                f"Disabled on this server ({names} is not set): answers 403. "
+                + entry.get("description", "")
+            ).strip()
         if operation.body is not None:
             schema = refs[operation.body]
             entry["requestBody"] = {
@@ -299,6 +335,7 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
         entry["responses"] = {
             str(status): _reply(reply, refs)
             for status, reply in sorted(operation.responses.items())
+            if not (off and status == 401)
         }
         paths.setdefault(path, {})[method] = entry
     components: dict[str, Any] = {"schemas": definitions.get("$defs", {})}

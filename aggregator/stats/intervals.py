@@ -104,7 +104,9 @@ def z_value(confidence: float, comparisons: int = 1) -> float:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     alpha = (1.0 - confidence) / comparisons
-    return NormalDist().inv_cdf(1.0 - alpha / 2.0)
+    # The lower tail's quantile, negated: 1 − α/2 rounds to 1.0 once α < 2.2e-16 (a
+    # confidence of 0.9999999999999999, or many comparisons), where inv_cdf has no answer.
+    return -NormalDist().inv_cdf(alpha / 2.0)
 
 
 def _variance(mechanism: Any, n: Any, f: Any, r: float) -> Any:
@@ -197,7 +199,9 @@ def frequency_intervals(
     method = interval_method(mechanism, n, r)
     if method == SCORE:
         f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
-        low, high = _score(f, variance_coefficients(mechanism, n, r), z_value(1.0 - alpha))
+        low, high = _score(
+            f, variance_coefficients(mechanism, n, r), z_value(confidence, comparisons)
+        )
     else:
         deff = design_effect(mechanism, r)
         low, high = _exact(mechanism, n / deff, counts / deff, alpha)

@@ -59,14 +59,17 @@ READ_TOKEN = (
         "bearer",
         "LDP_READ_TOKEN (or the admin token): asked for only when LDP_READ_TOKEN is set; "
         "without it the read APIs are open.",
+        setting="READ_TOKEN",
     ),
     Scheme(
         "readTokenBasic",
         "basic",
         "The same token as the password, any user name (what the dashboard's pages send).",
+        setting="READ_TOKEN",
     ),
 )
-"""How a read API's view documents its access: either scheme is accepted."""
+"""How a read API's view documents its access: either scheme is accepted, and without
+``LDP_READ_TOKEN`` neither is needed (the document then says the security is optional)."""
 
 UNAUTHORIZED = Reply(
     "LDP_READ_TOKEN is set and no valid read (or admin) token was sent.",

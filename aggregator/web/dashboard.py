@@ -31,6 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
+from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_rows
 from client_sdk import mechanisms
 
@@ -232,8 +233,9 @@ def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str
         "metric": d,
         "k": k,
         "epsilon": epsilon,
-        # Marked on the chart when the planner knows it (not, e.g., a memoized form).
-        "mechanism": d["mechanism"] if d and d["mechanism"] in mechanisms.MECHANISMS else None,
+        # Marked on the chart when the planner knows it (not a memoized form: its curve
+        # needs ε∞, and /v1/plan/curve refuses it).
+        "mechanism": d["mechanism"] if d and d["mechanism"] in CURVE_MECHANISMS else None,
         "refresh": _refresh_seconds(),
         "api": api,
     }

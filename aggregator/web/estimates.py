@@ -50,7 +50,9 @@ from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
     FORMATS,
     GRANULARITIES,
+    MAX_CONFIDENCE,
     MAX_TREND_WINDOWS,
+    MIN_CONFIDENCE,
     EstimateRow,
     Estimates,
     EstimatesQuery,
@@ -132,12 +134,13 @@ def _definition(registry: Registry, name: str) -> MetricDefinition:
 
 def _confidence() -> tuple[float, bool]:
     raw = request.args.get("confidence", str(DEFAULT_CONFIDENCE))
+    allowed = f"a number in [{MIN_CONFIDENCE}, {MAX_CONFIDENCE}]"
     try:
         confidence = float(raw)
     except ValueError:
-        raise BadRequest(f"confidence must be a number in (0, 1), got {raw!r}") from None
-    if not (math.isfinite(confidence) and 0.0 < confidence < 1.0):
-        raise BadRequest(f"confidence must be a number in (0, 1), got {raw!r}")
+        raise BadRequest(f"confidence must be {allowed}, got {raw[:40]!r}") from None
+    if not (math.isfinite(confidence) and MIN_CONFIDENCE <= confidence <= MAX_CONFIDENCE):
+        raise BadRequest(f"confidence must be {allowed}, got {raw[:40]!r}")
     simultaneous = request.args.get("simultaneous", "false").lower() in ("1", "true", "yes")
     return confidence, simultaneous
 

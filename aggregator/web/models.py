@@ -19,14 +19,18 @@ from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf
 from ldp_store import schema
 
 __all__ = [
+    "CURVE_MECHANISMS",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_GRID",
     "FORMATS",
     "GRANULARITIES",
+    "MAX_CONFIDENCE",
     "MAX_N",
     "MAX_POINTS",
     "MAX_TREND_WINDOWS",
+    "MIN_CONFIDENCE",
     "MIN_N",
+    "MIN_WIDTH",
     "Curve",
     "CurveQuery",
     "Curves",
@@ -40,6 +44,7 @@ __all__ = [
     "OverviewRow",
     "Plan",
     "PlanQuery",
+    "PlanTarget",
     "PlannedMechanism",
     "Trend",
     "TrendPoint",
@@ -54,6 +59,27 @@ FORMATS = ("json", "csv")
 
 DEFAULT_CONFIDENCE = 0.95
 """The intervals' level unless a request asks for another: the convention of reports."""
+
+MIN_CONFIDENCE = 0.5
+"""The lowest level a request may ask for: an interval below it is more likely wrong
+than right, which no report wants; and far below it 1 − confidence rounds to 1 in
+floating point (at 1e-300, say), leaving no interval to compute."""
+
+MAX_CONFIDENCE = 0.999999
+"""The highest level a request may ask for (six nines): beyond it no normal
+approximation or count of reports means anything, and 1 − (1 − confidence)/k (the
+Bonferroni level of each of k = 65,536 values) would round to 1 in floating point."""
+
+MIN_WIDTH = 1e-6
+"""The smallest target half-width of a plan (±0.0001 %): the users it needs already
+exceed any population by many orders of magnitude; far below it the square of the width
+underflows to zero."""
+
+CURVE_MECHANISMS = tuple(
+    name for name, cls in mechanisms.MECHANISMS.items() if not issubclass(cls, mechanisms.Memoized)
+)
+"""What a curve can be drawn for from ε and k alone: a memoized mechanism's variance
+also needs its ε∞."""
 
 MAX_TREND_WINDOWS = 24 * 14
 """A trend returns at most two weeks of hourly windows: a chart shows no more."""
@@ -70,7 +96,7 @@ DEFAULT_GRID = (1e2, 1e8, 61)
 Number = float | None
 """A statistic; null when n is 0 (no estimate)."""
 
-Confidence = Annotated[float, Field(gt=0, lt=1)]
+Confidence = Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)]
 Version = Annotated[int, Field(ge=1)]
 Epsilon = Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
 DomainSize = Annotated[int, Field(ge=2, le=mechanisms.MAX_DOMAIN_SIZE)]
@@ -284,8 +310,25 @@ class Overview(Model):
 # -- /v1/plan and /v1/plan/curve ------------------------------------------------------------
 
 
+class PlanTarget(Model):
+    """What a plan is asked for: exactly one of users and width (two query parameters,
+    ``users=N`` or ``width=W``, documented as one object so that their exclusion can be
+    stated: OpenAPI has no dependencies between parameters)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"oneOf": [{"required": ["users"]}, {"required": ["width"]}]}
+    )
+
+    closed = True
+
+    users: Annotated[int, Field(ge=MIN_N, le=MAX_N)] | Absent = None
+    """The users: then each mechanism's half-width."""
+    width: Annotated[float, Field(ge=MIN_WIDTH, lt=1)] | Absent = None
+    """A target half-width, as a fraction (0.01 is ±1 %): then the users each needs."""
+
+
 class PlanQuery(Model):
-    """The query of ``GET /v1/plan``: exactly one of users and width."""
+    """The query of ``GET /v1/plan``: ε, k, and exactly one of users and width."""
 
     epsilon: Epsilon
     """ε per report."""
@@ -293,9 +336,8 @@ class PlanQuery(Model):
     """The domain size."""
     confidence: Confidence = DEFAULT_CONFIDENCE
     """The half-widths' level."""
-    users: Annotated[int, Field(ge=MIN_N, le=MAX_N)] | Absent = None
-    width: Annotated[float, Field(gt=0, lt=1)] | Absent = None
-    """A target half-width, as a fraction (0.01 is ±1 %)."""
+    target: PlanTarget
+    """users=N or width=W (exactly one)."""
 
 
 class PlannedMechanism(Model):
@@ -343,7 +385,7 @@ class CurveQuery(Model):
     """Needs n_min < n_max."""
     n_max: Annotated[float, Field(le=MAX_N)] = DEFAULT_GRID[1]
     points: Annotated[int, Field(ge=2, le=MAX_POINTS)] = DEFAULT_GRID[2]
-    mechanism: Annotated[str, OneOf(mechanisms.MECHANISMS)] | Absent = None
+    mechanism: Annotated[str, OneOf(CURVE_MECHANISMS)] | Absent = None
     """Mark this curve as current (added if not planned)."""
 
 

@@ -31,11 +31,15 @@ from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
 from aggregator.stats.intervals import z_value
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
+    CURVE_MECHANISMS,
     DEFAULT_CONFIDENCE,
     DEFAULT_GRID,
+    MAX_CONFIDENCE,
     MAX_N,
     MAX_POINTS,
+    MIN_CONFIDENCE,
     MIN_N,
+    MIN_WIDTH,
     Curve,
     CurveQuery,
     Curves,
@@ -80,8 +84,10 @@ def _common() -> tuple[float, int, float]:
     if k != int(k) or not 2 <= k <= mechanisms.MAX_DOMAIN_SIZE:
         raise BadRequest(f"k must be an integer in [2, {mechanisms.MAX_DOMAIN_SIZE}], got {k:g}")
     confidence = _number("confidence", DEFAULT_CONFIDENCE)
-    if not 0.0 < confidence < 1.0:
-        raise BadRequest(f"confidence must be in (0, 1), got {confidence:g}")
+    if not MIN_CONFIDENCE <= confidence <= MAX_CONFIDENCE:
+        raise BadRequest(
+            f"confidence must be in [{MIN_CONFIDENCE}, {MAX_CONFIDENCE}], got {confidence:g}"
+        )
     return epsilon, int(k), confidence
 
 
@@ -113,8 +119,10 @@ def get_plan() -> dict[str, Any]:
         users = int(value)
     else:
         width = _number("width")
-        if not 0.0 < width < 1.0:
-            raise BadRequest(f"width must be in (0, 1) (a fraction: 0.01 is ±1 %), got {width:g}")
+        if not MIN_WIDTH <= width < 1.0:
+            raise BadRequest(
+                f"width must be in [{MIN_WIDTH:g}, 1) (a fraction: 0.01 is ±1 %), got {width:g}"
+            )
     rows = plan(epsilon, k, users=users, width=width, confidence=confidence)
     asked: dict[str, Any] = {"users": users} if users is not None else {"width": width}
     body = Plan(
@@ -212,8 +220,8 @@ def get_curve() -> dict[str, Any]:
     if points != int(points) or not 2 <= points <= MAX_POINTS:
         raise BadRequest(f"points must be an integer in [2, {MAX_POINTS}], got {points:g}")
     current = request.args.get("mechanism") or None
-    if current is not None and current not in mechanisms.MECHANISMS:
-        raise BadRequest(f"mechanism must be one of {', '.join(mechanisms.MECHANISMS)}")
+    if current is not None and current not in CURVE_MECHANISMS:
+        raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)}")
     n = np.geomspace(n_min, n_max, int(points))
     try:
         curves = half_width_curves(epsilon, k, n, confidence, current)

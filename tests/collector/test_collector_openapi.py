@@ -27,6 +27,7 @@ from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from aggregator.web import models as read_models
 from client_sdk import mechanisms, wire
+from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.wire import build_report
 from collector import models as collector_models
 from collector import settings
@@ -157,10 +158,17 @@ def test_every_documented_path_exists(any_app: Flask) -> None:
 
 
 def parameter(doc: dict[str, Any], path: str, name: str, verb: str = "get") -> dict[str, Any]:
-    """The schema of a documented parameter."""
-    found = [p for p in doc["paths"][path][verb].get("parameters", []) if p["name"] == name]
+    """The schema of a documented query key: a parameter, or a property of an object
+    parameter exploded into the query (``style: form, explode: true``)."""
+    found = []
+    for p in doc["paths"][path][verb].get("parameters", []):
+        if p["name"] == name:
+            found.append(p["schema"])
+        elif p.get("explode") and name in p["schema"].get("properties", {}):
+            assert p["style"] == "form" and p["in"] == "query", p
+            found.append(p["schema"]["properties"][name])
     assert len(found) == 1, (path, name)
-    return dict(found[0]["schema"])
+    return dict(found[0])
 
 
 def component(doc: dict[str, Any], name: str, *fields: str) -> dict[str, Any]:
@@ -203,15 +211,32 @@ def test_the_documents_limits_are_the_enforcing_constants(redis_db: Any) -> None
         )
         assert parameter(doc, path, "k")["maximum"] == mechanisms.MAX_DOMAIN_SIZE
         assert parameter(doc, path, "confidence")["default"] == read_models.DEFAULT_CONFIDENCE
-    assert parameter(doc, curve, "mechanism")["enum"] == list(mechanisms.MECHANISMS)
+        assert parameter(doc, path, "confidence")["minimum"] == read_models.MIN_CONFIDENCE
+    assert parameter(doc, "/v1/plan", "width")["minimum"] == read_models.MIN_WIDTH
+    target = next(p for p in doc["paths"]["/v1/plan"]["get"]["parameters"] if p.get("explode"))
+    assert target["schema"]["oneOf"] == [{"required": ["users"]}, {"required": ["width"]}]
+    assert parameter(doc, curve, "mechanism")["enum"] == list(read_models.CURVE_MECHANISMS)
+    assert not any(m.startswith("memo-") for m in read_models.CURVE_MECHANISMS)
     assert component(doc, "ReportBatch", "reports")["maxItems"] == settings.MAX_REPORTS
     assert component(doc, "Report", "id")["pattern"] == f"^{wire.REPORT_ID_PATTERN.pattern}$"
-    spec = component(doc, "MetricSpec")
+    assert component(doc, "MetricSpec")["anyOf"] == [
+        {"$ref": "#/components/schemas/CategoricalSpec"},
+        {"$ref": "#/components/schemas/NumericSpec"},
+    ]
+    spec = component(doc, "CategoricalSpec")
+    assert spec["dependentRequired"] == {"longitudinal": ["budget"]}
     assert spec["properties"]["domain"]["maxItems"] == mechanisms.MAX_DOMAIN_SIZE
     assert spec["properties"]["domain"]["items"]["maxLength"] == wire.MAX_LABEL_LENGTH
     assert spec["properties"]["description"]["maxLength"] == wire.MAX_DESCRIPTION_LENGTH
-    assert spec["properties"]["shards"]["maximum"] == wire.MAX_SHARDS
-    assert spec["properties"]["kind"]["enum"] == list(wire.KINDS)
+    assert spec["properties"]["shards"]["anyOf"][0]["maximum"] == wire.MAX_SHARDS
+    assert spec["properties"]["kind"]["const"] == wire.KINDS[0]
+    permanent = component(doc, "Longitudinal", "permanent_epsilon")
+    assert permanent["maximum"] == mechanisms.MAX_EPSILON
+    numeric = component(doc, "NumericSpec")
+    assert numeric["properties"]["kind"]["const"] == wire.KINDS[1]
+    assert set(numeric["required"]) == {"kind", "range", "epsilon"}
+    assert numeric["properties"]["shards"]["anyOf"][0]["maximum"] == wire.MAX_SHARDS
+    assert numeric["properties"]["range"]["items"]["maximum"] == MAX_RANGE_MAGNITUDE
     budget = component(doc, "DeviceBudget", "reports_per_period")
     assert budget["maximum"] == wire.MAX_REPORTS_PER_PERIOD
     assert component(doc, "DeviceBudget", "period")["enum"] == list(wire.BUDGET_PERIODS)
@@ -268,8 +293,8 @@ def test_documented_limits_are_enforced(redis_db: Any, path: str, name: str, bas
 
 
 def test_the_request_models_have_the_wire_codes_fields() -> None:
-    spec = collector_models.MetricSpec.model_fields
-    assert set(spec) == wire.SPEC_FIELDS | wire.NUMERIC_SPEC_FIELDS
+    assert set(collector_models.CategoricalSpec.model_fields) == wire.SPEC_FIELDS
+    assert set(collector_models.NumericSpec.model_fields) == wire.NUMERIC_SPEC_FIELDS
     assert tuple(collector_models.Report.model_fields) == wire.REPORT_FIELDS
 
 
@@ -519,3 +544,83 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     for path, item in doc["paths"].items():  # the apps' own endpoints stay open
         if not path.startswith(READ_PREFIXES):
             assert all("security" not in op for verb, op in item.items() if verb != "put"), path
+
+
+def test_security_follows_the_configuration(redis_db: Any) -> None:
+    """Without LDP_READ_TOKEN the read APIs are open, and the document says so (their
+    security is optional, no 401); without LDP_ADMIN_TOKEN metric changes are disabled
+    (no credential asked for: 403)."""
+    client = create_server_app({"REDIS_URL": redis_db.url, "TESTING": True}).test_client()
+    doc = client.get("/openapi.json").json
+    for path, item in doc["paths"].items():
+        if path.startswith(READ_PREFIXES):
+            operation = item["get"]
+            assert operation["security"] == [{"readToken": []}, {"readTokenBasic": []}, {}]
+            assert "401" not in operation["responses"], path
+    put = doc["paths"]["/v1/metrics/{name}"]["put"]
+    assert "security" not in put and "401" not in put["responses"]
+    assert put["description"].startswith("Disabled on this server (ADMIN_TOKEN is not set)")
+    refused = client.put("/v1/metrics/app.theme", json=THEME_SPEC)
+    assert refused.status_code == 403
+    check_answer(doc, "put", "/v1/metrics/app.theme", refused)
+    assert client.get("/v1/overview").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        # Found by tests/test_schema_fuzz.py: each answered 500 before.
+        ("/v1/plan?epsilon=0.0001&k=2&confidence=0.9999999999999999&users=1", 400),
+        ("/v1/plan?epsilon=0.0001&k=2&confidence=0.999999&users=1", 200),
+        ("/v1/plan?epsilon=1&k=3&width=5e-324", 400),
+        ("/v1/plan?epsilon=1&k=3&width=0.5&confidence=1e-300", 400),
+        ("/v1/estimates/app.theme?confidence=2.2e-311", 400),
+        ("/v1/estimates/app.theme/trend?confidence=2.2e-311", 400),
+        ("/v1/estimates/app.theme?confidence=0.9999999999999999&simultaneous=1", 400),
+        ("/v1/estimates/app.theme?confidence=0.999999&simultaneous=1", 200),
+        # A memoized mechanism's curve needs ε∞: not in the documented enum, refused.
+        ("/v1/plan/curve?epsilon=1&k=3&mechanism=memo-oue", 400),
+    ],
+)
+def test_the_fuzzers_finds_answer_as_documented(server: FlaskClient, url: str, status: int) -> None:
+    doc = server.get("/openapi.json").json
+    response = server.get(url)
+    assert response.status_code == status, response.json
+    check_answer(doc, "get", url, response)
+
+
+def test_json_integers_written_with_a_fraction_are_integers(redis_db: Any) -> None:
+    """JSON Schema's integers include 2.0; so does the collector's reading of a spec."""
+    client = make_app(redis_db.url).test_client()
+    doc = client.get("/openapi.json").json
+    spec = {**THEME_SPEC, "shards": 2.0, "budget": {"reports_per_period": 3.0, "period": "day"}}
+    assert problems(spec, {"$ref": "#/components/schemas/MetricSpec"}, doc) == []
+    created = client.put("/v1/metrics/app.theme", json=spec, headers=ADMIN)
+    assert created.status_code == 201, created.json
+    assert created.json["shards"] == 2 and created.json["budget"]["reports_per_period"] == 3
+    for bad in (
+        {"shards": 2.5},
+        {"shards": True},
+        {"budget": {"reports_per_period": 1.5, "period": "day"}},
+    ):
+        assert problems({**THEME_SPEC, **bad}, {"$ref": "#/components/schemas/MetricSpec"}, doc)
+        assert (
+            client.put("/v1/metrics/app.x", json={**THEME_SPEC, **bad}, headers=ADMIN).status_code
+            == 400
+        )
+
+
+def test_the_spec_schema_tells_the_kinds_apart(redis_db: Any) -> None:
+    client = make_app(redis_db.url).test_client()
+    doc = client.get("/openapi.json").json
+    spec = {"$ref": "#/components/schemas/MetricSpec"}
+    numeric = {"kind": "numeric", "range": [0, 1], "epsilon": 1.0}
+    assert problems(numeric, spec, doc) == []
+    for wrong in (
+        {**THEME_SPEC, "range": [0, 1]},  # a categorical metric has no range
+        {**numeric, "domain": ["a", "b"]},  # a numeric one no domain
+        {**THEME_SPEC, "longitudinal": {"permanent_epsilon": 3.0}},  # memoized: a budget
+        {**THEME_SPEC, "kind": "numeric"},
+    ):
+        assert problems(wrong, spec, doc), wrong
+        assert client.put("/v1/metrics/app.x", json=wrong, headers=ADMIN).status_code == 400

@@ -30,11 +30,14 @@ from ldp_store.embedded import free_port
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}
 
 
-@pytest.mark.parametrize("shards", [0, MAX_SHARDS + 1, "2", 2.0, True, None])
+@pytest.mark.parametrize("shards", [0, MAX_SHARDS + 1, "2", 2.5, True, None, 2.0])
 def test_shards_must_be_an_integer_in_range(shards: Any) -> None:
     spec = {"domain": ["a", "b"], "epsilon": 1.0, "shards": shards}
     if shards is None:
         assert parse_spec("app.x", spec).shards == 1  # null: the default, like absent
+        return
+    if shards == 2.0 and not isinstance(shards, bool):  # an integer, to JSON Schema too
+        assert parse_spec("app.x", spec).shards == 2
         return
     with pytest.raises(DefinitionError, match=rf"shards must be an integer in \[1, {MAX_SHARDS}\]"):
         parse_spec("app.x", spec)
