@@ -4,14 +4,15 @@ Valid reports are grouped by metric version (and, for a version with ``shards`` 
 the shard :func:`ldp_store.keys.shard_of` their id picks); each group is appended by ONE
 Lua script call (:data:`ldp_store.scripts.APPEND`) on keys that share the version's (and
 shard's) hash tag, so it runs unchanged on a Redis Cluster: the stream and the replay
-guard of today and yesterday (UTC). The script
+sets of today and yesterday (UTC). The script
 
-1. sorts the reports into new ones and replays: an id the guard holds for today or
-   yesterday, or one repeated in the request;
+1. sorts the reports into new ones and replays: an id in either replay set, or one
+   repeated in the request;
 2. answers "backlog" without writing if the new ones would take the stream past
    ``MAX_BACKLOG`` entries;
-3. otherwise appends ``XADD stream * p <payload JSON>`` for each new report and records
-   its id in today's guard, and returns how many it appended and how many were replays.
+3. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
+   to today's set (which expires two days later), and returns how many it appended and
+   how many were replays.
 
 Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
 its memory high-water mark. Nothing else is stored: no report id in the stream, no time
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,11 +45,10 @@ if TYPE_CHECKING:
     from collector.context import Services
 
 __all__ = [
-    "GUARD_MARGIN_SECONDS",
+    "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
     "Validated",
-    "guard_ttl",
     "ingest",
     "reports_of",
     "validate",
@@ -57,20 +56,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-GUARD_MARGIN_SECONDS = 3_600
-"""How long a day's replay guard outlives the window that reads it (the end of the next
-UTC day): an hour covers clocks that disagree and a retry in flight at midnight."""
-
-
-def guard_ttl(now: datetime) -> int:
-    """Seconds today's replay guard must live: until the end of tomorrow (UTC), the last
-    moment it is read as "yesterday", plus :data:`GUARD_MARGIN_SECONDS`. Relative to
-    ``now``, so a past or future ``now`` (tests) still gives a positive TTL."""
-    utc = now.astimezone(UTC)
-    start = datetime(utc.year, utc.month, utc.day, tzinfo=UTC)
-    left = (start + timedelta(days=2) - utc).total_seconds()
-    return math.ceil(left) + GUARD_MARGIN_SECONDS
-
+SEEN_TTL_SECONDS = 2 * 86_400
+"""A replay set lives two days after its last write: a report id is checked against
+today's and yesterday's sets, so replays are caught for at least 24 hours (Mozilla's
+document-id dedup horizon), and the sets cost memory for no longer than that."""
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """Payloads are stored as compact JSON; one encoder (stateless, thread-safe) serves all,
@@ -230,16 +219,13 @@ class Appender:
                 parts.setdefault(keys.shard_of(item[0], shards), []).append(item)
         added = duplicates = 0
         full = False
-        ttl = guard_ttl(now)
         for shard, part in sorted(parts.items()):
             script_keys = [
                 keys.stream_key(name, version, shard),
-                keys.guard_key(name, version, days[0], shard),
-                keys.guard_key(name, version, days[1], shard),
                 keys.seen_key(name, version, days[0], shard),
                 keys.seen_key(name, version, days[1], shard),
             ]
-            args: list[Any] = [self.max_backlog, ttl]
+            args: list[Any] = [self.max_backlog, SEEN_TTL_SECONDS]
             for rid, payload in part:
                 args += [rid, payload]
             got, replayed, backlogged = self._script(keys=script_keys, args=args)

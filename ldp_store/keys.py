@@ -14,16 +14,12 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:metric:{<name>}`` | hash | ``current``: version; ``v<N>``: definition; ``t<N>``: created |
 | ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
 | ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
-| ``ldp:{m:…}:guard:<day>`` | hash | replay guard of that UTC day: ``n`` ids, epochs' ``bits`` |
-| ``ldp:{m:…}:guard:<day>:<b>:<p>`` | string | that day's ids whose first b bits are p: records |
-| ``ldp:{m:…}:seen:<day>`` | set | legacy replay guard of earlier releases: read, never written |
+| ``ldp:{m:…}:seen:<day>`` | set | 16-byte report ids seen that UTC day (replay guard) |
 | ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
 | ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
-
-The replay guard's records are fixed-width and sorted (:data:`ldp_store.scripts.APPEND`).
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ __all__ = [
     "claims_key",
     "counts_key",
     "dead_key",
-    "guard_key",
     "metric_key",
     "seen_key",
     "shard_of",
@@ -69,15 +64,8 @@ def dead_key(name: str, version: int, shard: int = 0) -> str:
     return f"{PREFIX}:{tag(name, version, shard)}:dead"
 
 
-def guard_key(name: str, version: int, day: str, shard: int = 0) -> str:
-    """The replay guard of ``day`` (YYYY-MM-DD, UTC): its hash, and the prefix of its
-    bucket keys (``<guard key>:<bits>:<prefix>``, built by the APPEND script)."""
-    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}"
-
-
 def seen_key(name: str, version: int, day: str, shard: int = 0) -> str:
-    """The legacy set of report ids seen on ``day`` (YYYY-MM-DD, UTC), written by earlier
-    releases; the APPEND script still reads it until it expires."""
+    """The set of report ids seen on ``day`` (YYYY-MM-DD, UTC)."""
     return f"{PREFIX}:{tag(name, version, shard)}:seen:{day}"
 
 

@@ -15,16 +15,7 @@ load them with redis-py's ``register_script``, which reloads a script after a re
 
 from __future__ import annotations
 
-__all__ = [
-    "APPEND",
-    "COMMIT",
-    "DEAD",
-    "GUARD_FILL",
-    "GUARD_MAX_BITS",
-    "GUARD_STEP",
-    "ID_CHUNK",
-    "READ",
-]
+__all__ = ["APPEND", "COMMIT", "DEAD", "ID_CHUNK", "READ"]
 
 ID_CHUNK = 1_000
 """Ids per command inside a script: Lua's ``unpack`` fails beyond about 8,000 values."""
@@ -280,158 +271,40 @@ a bad entry lands there once however many workers saw it; then the stream is tri
 after a commit."""
 
 
-GUARD_FILL = 512
-"""Report ids per replay-guard bucket at which a day's guard starts a finer epoch: a
-bucket is one string that a lookup copies into Lua and scans (512 ids: about 8 KB, a
-microsecond), while each bucket key costs Redis about 100 bytes of its own, so buckets
-should hold hundreds of ids."""
-
-GUARD_STEP = 4
-"""Bits a new epoch adds to the bucket prefix: 16 times the buckets, so a day that grows
-from nothing to 200 million ids passes through at most 6 epochs (each one more lookup
-per id, for that day and the next)."""
-
-GUARD_MAX_BITS = 28
-"""The finest bucket prefix: 2^28 buckets of 512 ids hold 137 billion ids a day."""
-
-APPEND = (
-    """
--- KEYS: the stream, today's and yesterday's replay guard (hashes: n, bits), today's and
---       yesterday's legacy replay sets (read only until they expire); one hash slot.
--- ARGV: max backlog, TTL in seconds of today's guard keys, then id1, payload1, ...
-local stream, today, yesterday = KEYS[1], KEYS[2], KEYS[3]
-local FILL, STEP, MAXBITS = """
-    + f"{GUARD_FILL}, {GUARD_STEP}, {GUARD_MAX_BITS}"
-    + """
-
--- A day's guard: ids stored so far and the bucket prefix bits of each epoch, oldest first.
-local function epochs(meta)
-  local got = redis.call('HMGET', meta, 'n', 'bits')
-  local list = {}
-  for b in string.gmatch(got[2] or '', '%d+') do list[#list + 1] = tonumber(b) end
-  return tonumber(got[1]) or 0, list
-end
-
--- The bucket of an id in an epoch (its first `bits` bits, as a number) and its record
--- there: the id without the whole bytes the bucket name already says.
-local function bucket(meta, bits, id)
-  local whole, v = math.ceil(bits / 8), 0
-  for i = 1, whole do v = v * 256 + string.byte(id, i) end
-  v = math.floor(v / 2 ^ (whole * 8 - bits))
-  return meta .. ':' .. bits .. ':' .. v, string.sub(id, math.floor(bits / 8) + 1)
-end
-
-local cache, dirty = {}, {}
-local function stored(key)
-  local s = cache[key]
-  if s == nil then
-    s = redis.call('GET', key) or ''
-    cache[key] = s
-  end
-  return s
-end
-
--- Whether the string of fixed-width records `s` holds `rec` at a record boundary.
-local function holds(s, rec)
-  local w, from = #rec, 1
-  while true do
-    local at = string.find(s, rec, from, true)
-    if not at then return false end
-    if (at - 1) % w == 0 then return true end
-    from = at + 1
-  end
-end
-
-local function seen(meta, list, id)
-  for _, bits in ipairs(list) do
-    local key, rec = bucket(meta, bits, id)
-    if holds(stored(key), rec) then return true end
-  end
-  return false
-end
-
--- Records are kept in byte order, not arrival order: the guard must not say which
--- stream entry (also in arrival order) an id belongs to.
-local function insert(key, rec)
-  local s, w = stored(key), #rec
-  local lo, hi = 0, #s / w
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if string.sub(s, mid * w + 1, mid * w + w) < rec then lo = mid + 1 else hi = mid end
-  end
-  cache[key] = string.sub(s, 1, lo * w) .. rec .. string.sub(s, lo * w + 1)
-  if not dirty[key] then dirty[key] = true; dirty[#dirty + 1] = key end
-end
-
-local n, mine = epochs(today)
-local before_n, before = epochs(yesterday)
-if #mine == 0 then
-  -- A new day starts as fine as yesterday ended: one epoch, one lookup per id.
-  local bits = 0
-  while bits < MAXBITS and 2 ^ bits * FILL < before_n do bits = bits + STEP end
-  mine = {bits}
-end
-local legacy_today = redis.call('EXISTS', KEYS[4]) == 1
-local legacy_yesterday = redis.call('EXISTS', KEYS[5]) == 1
+APPEND = """
+-- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
+-- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
+-- First sort the reports into new ones and replays, then check the backlog with the new
+-- ones counted, then write: a refusal changes nothing.
 local fresh, new, duplicates = {}, {}, 0
 for i = 3, #ARGV, 2 do
   local id = ARGV[i]
-  if fresh[id]
-      or (legacy_today and redis.call('SISMEMBER', KEYS[4], id) == 1)
-      or (legacy_yesterday and redis.call('SISMEMBER', KEYS[5], id) == 1)
-      or seen(yesterday, before, id) or seen(today, mine, id) then
+  if fresh[id] or redis.call('SISMEMBER', KEYS[2], id) == 1
+      or redis.call('SISMEMBER', KEYS[3], id) == 1 then
     duplicates = duplicates + 1
   else
     fresh[id] = true
-    local bits = mine[#mine]
-    if n >= 2 ^ bits * FILL and bits < MAXBITS then
-      bits = bits + STEP
-      mine[#mine + 1] = bits
-    end
-    insert(bucket(today, bits, id))
-    n = n + 1
     new[#new + 1] = i
   end
 end
 if #new == 0 then return {0, duplicates, 0} end
--- The backlog counts this batch too: the stream never grows past the limit.
-if redis.call('XLEN', stream) + #new > tonumber(ARGV[1]) then
+if redis.call('XLEN', KEYS[1]) + #new > tonumber(ARGV[1]) then
   return {0, duplicates, 1}
 end
-for _, i in ipairs(new) do redis.call('XADD', stream, '*', 'p', ARGV[i + 1]) end
-for _, key in ipairs(dirty) do redis.call('SET', key, cache[key], 'EX', ARGV[2]) end
-redis.call('HSET', today, 'n', n, 'bits', table.concat(mine, ','))
-redis.call('EXPIRE', today, ARGV[2])
+for _, i in ipairs(new) do
+  redis.call('SADD', KEYS[2], ARGV[i])
+  redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
 return {#new, duplicates, 0}
 """
-)
 """The collector's append of one group of reports (one metric version and shard).
 
-For each report whose 16-byte id the replay guard has not seen today or yesterday (UTC),
-it appends ``XADD stream * p <payload>`` and records the id in today's guard; a replayed
-id (also one repeated within the call) counts as a duplicate. If the new reports would
-take the stream past ``max backlog`` entries it writes nothing and answers "backlog".
-Returns {appended, duplicates, backlog flag}. Every write comes after every check, so a
-refusal (backlog, or Redis out of memory at the first XADD) changes nothing.
-
-**The replay guard, exact and compact.** A day's ids live in string keys of fixed-width
-records (:func:`ldp_store.keys.guard_key` ``:<bits>:<prefix>``): an id goes to the bucket
-named by its first ``bits`` bits and is stored as the id without the whole bytes that
-name already says (16 bytes at fewer than 8 bits, 15 below 16, ...). A lookup copies the
-bucket into Lua and searches it (``string.find`` at record boundaries): every id is
-compared in full, so a report is never mistaken for another. A string has no per-element
-overhead, so an id costs its record plus its share of the bucket key: about 15–17 bytes,
-against about 64–80 in the old per-day ``SET`` (``benchmarks/bench_replay_guard.py``).
-
-Buckets must hold hundreds of ids to share their key's overhead, and few enough to scan
-fast, whatever a metric's volume. So a day's guard has *epochs*: the guard hash
-(``n``: ids so far, ``bits``: each epoch's prefix bits) starts the day at the bits that
-held yesterday's ids (``GUARD_FILL`` per bucket), and when ``n`` reaches 2^bits ×
-``GUARD_FILL`` a new epoch with ``GUARD_STEP`` more bits takes the new ids. A lookup
-searches every epoch of both days: one each for a steady metric, up to six on the day a
-metric grows from nothing to 200 million reports. The encoding does not depend on any
-server setting (``hash-max-listpack-entries`` and the like), so it packs the same on
-Redis 6.2 and 7.
-
-The legacy ``seen:<day>`` sets of earlier releases are still read (one EXISTS per call)
-until they expire, so an upgrade keeps the guarantee."""
+A report whose 16-byte id is in neither the day's nor the previous day's replay set (nor
+earlier in the same call) is new; the others are duplicates. If the new ones would take
+the stream past ``max backlog`` entries, the script writes nothing and answers "backlog"
+(the batch is counted, so the stream never overshoots the limit). Otherwise it appends
+``XADD stream * p <payload>`` for each new report and adds its id to the day's set (its
+TTL renewed). Every write comes after every check, so a refusal (backlog, or Redis out
+of memory at the first write) changes nothing. Returns {appended, duplicates, backlog
+flag}."""

@@ -10,7 +10,7 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition
-from collector.ingest import GUARD_MARGIN_SECONDS, Appender
+from collector.ingest import SEEN_TTL_SECONDS, Appender
 from ldp_store import keys
 
 
@@ -35,28 +35,21 @@ def test_valid_reports_land_in_their_stream_with_only_the_payload(
     assert entries == [{b"p": compact(r["payload"])} for r in batch]  # arrival order kept
 
 
-def test_the_replay_guard_holds_the_raw_ids_sorted_and_expires(
+def test_replay_sets_hold_the_raw_ids_and_expire(
     client: FlaskClient, theme: MetricDefinition, redis_db: Any
 ) -> None:
     batch = reports(theme, 5)
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
     r = redis_db.client()
     today = datetime.now(UTC).date().isoformat()
-    guard = keys.guard_key(theme.name, theme.version, today)
-    assert r.hgetall(guard) == {b"n": b"5", b"bits": b"0"}  # one epoch, one bucket
-    bucket = f"{guard}:0:0"
-    records = r.get(bucket)
-    assert records is not None and len(records) == 5 * 16
-    ids = sorted(bytes.fromhex(x["id"]) for x in batch)  # byte order, not arrival order
-    assert [records[i : i + 16] for i in range(0, 80, 16)] == ids
-    for key in (guard, bucket):  # read as "yesterday" until the end of tomorrow, no longer
-        assert 86_400 < r.ttl(key) <= 2 * 86_400 + GUARD_MARGIN_SECONDS
+    seen = keys.seen_key(theme.name, theme.version, today)
+    assert r.smembers(seen) == {bytes.fromhex(x["id"]) for x in batch}
+    assert 0 < r.ttl(seen) <= SEEN_TTL_SECONDS
     # Every key shares the metric version's hash tag (one slot on a cluster).
     tag = keys.tag(theme.name, theme.version)
     assert {k for k in r.scan_iter("ldp:{*") if tag.encode() in k} == {
         keys.stream_key(theme.name, theme.version).encode(),
-        guard.encode(),
-        bucket.encode(),
+        seen.encode(),
     }
 
 
