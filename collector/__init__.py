@@ -102,7 +102,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["ldp"] = Services(
         redis=client,
         registry=Registry(client),
-        appender=Appender(client, app.config["MAX_BACKLOG"]),
+        appender=Appender(client, app.config["MAX_BACKLOG"], app.config["MEMORY_HIGH_WATER"] / 100),
         telemetry=telemetry,
     )
     register_error_handlers(app)

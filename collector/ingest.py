@@ -2,19 +2,24 @@
 
 Valid reports are grouped by metric version (and, for a version with ``shards`` > 1, by
 the shard :func:`ldp_store.keys.shard_of` their id picks); each group is appended by ONE
-Lua script call on keys that share the version's (and shard's) hash tag, so it runs
-unchanged on a Redis Cluster: the stream and the replay sets of today and yesterday
-(UTC). The script
+Lua script call (:data:`ldp_store.scripts.APPEND`) on keys that share the version's (and
+shard's) hash tag, so it runs unchanged on a Redis Cluster: the stream and the replay
+sets of today and yesterday (UTC). The script
 
-1. answers "backlog" without writing if the stream already holds ``MAX_BACKLOG`` entries;
-2. for each report, appends ``XADD stream * p <payload JSON>`` only if its 16-byte id is
-   in neither replay set, adding it to today's set (which expires two days later);
-3. returns how many it appended and how many were replays.
+1. sorts the reports into new ones and replays: an id in either replay set, or one
+   repeated in the request;
+2. answers "backlog" without writing if the new ones would take the stream past
+   ``MAX_BACKLOG`` entries;
+3. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
+   to today's set (which expires two days later), and returns how many it appended and
+   how many were replays.
 
-Nothing else is stored: no report id in the stream, no time but the entry id, no
-client metadata. A client that gets a 503 re-sends the whole batch; the replay guard
-turns what was already appended into duplicates, so a retry is harmless. Streams are
-never capped with ``MAXLEN`` here: that would silently drop unaggregated reports.
+Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
+its memory high-water mark. Nothing else is stored: no report id in the stream, no time
+but the entry id, no client metadata. A client that gets a 503 re-sends the whole batch;
+the replay guard turns what was already appended into duplicates, so a retry is harmless.
+Streams are never capped with ``MAXLEN`` here: that would silently drop unaggregated
+reports.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import redis
 from client_sdk.errors import ReportError
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
+from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection
 from ldp_store import keys, scripts
 
@@ -169,11 +175,15 @@ class Appender:
 
     Args:
         client: the Redis client (redis-py reloads the script after a restart).
-        max_backlog: stream length at or above which appends are refused.
+        max_backlog: the most entries a stream may hold; a batch that would take it
+            past this is refused.
+        high_water: the share of Redis's ``maxmemory`` at which ingest is refused
+            (:class:`collector.memory.MemoryGuard`; checked by :func:`ingest`).
     """
 
-    def __init__(self, client: redis.Redis, max_backlog: int) -> None:
+    def __init__(self, client: redis.Redis, max_backlog: int, high_water: float = 1.0) -> None:
         self.max_backlog = max_backlog
+        self.memory = MemoryGuard(client, high_water)
         self._script = client.register_script(scripts.APPEND)
 
     def append(
@@ -197,7 +207,7 @@ class Appender:
             (appended, duplicates).
 
         Raises:
-            Unavailable: the stream's backlog is at ``max_backlog``.
+            Unavailable: the reports would take a stream past ``max_backlog``.
             redis.RedisError: Redis is down or refused the write (e.g. OOM).
         """
         today = now.astimezone(UTC).date()
@@ -223,7 +233,7 @@ class Appender:
             full = full or bool(backlogged)
         if full:
             raise Unavailable(
-                f"metric {name!r} version {version} has a backlog of at least "
+                f"metric {name!r} version {version} has a backlog near its limit of "
                 f"{self.max_backlog} reports; retry later",
                 "backlog",
             )
@@ -247,7 +257,8 @@ def ingest(
     Raises:
         ApiError: 400/413 for a body of the wrong shape or size, 400 if no report is
             valid (with every rejection).
-        Unavailable: a stream's backlog is full.
+        Unavailable: Redis is at its memory high-water mark, or a stream's backlog is
+            full.
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
     reports = reports_of(body, max_reports)
@@ -264,6 +275,7 @@ def ingest(
         )
     if not batch.groups:
         raise NoValidReport(batch.rejected)
+    ctx.appender.memory.check()
     when = now or datetime.now(UTC)
     accepted = duplicates = 0
     for (name, version), items in sorted(batch.groups.items()):

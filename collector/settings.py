@@ -16,6 +16,7 @@ __all__ = [
     "MAX_BACKLOG",
     "MAX_BODY_BYTES",
     "MAX_REPORTS",
+    "MEMORY_HIGH_WATER",
     "RETRY_AFTER",
     "ConfigError",
     "checked",
@@ -30,9 +31,14 @@ MAX_REPORTS = 1000
 request can ask for (validation, one Lua script per metric version)."""
 
 MAX_BACKLOG = 5_000_000
-"""Stream length (reports not yet aggregated and trimmed) above which ingest answers 503.
-At a few hundred bytes per entry this is a few GB of Redis memory: answering 503 early
-leaves room for the aggregator to drain instead of Redis refusing every write."""
+"""The most entries (reports not yet aggregated and trimmed) one stream may hold: a batch
+that would take it past this answers 503. At a few hundred bytes per entry this is a few
+GB of Redis memory; :data:`MEMORY_HIGH_WATER` bounds all streams together."""
+
+MEMORY_HIGH_WATER = 90
+"""Percent of Redis's ``maxmemory`` at which ingest answers 503 (the global limit, across
+streams): the last 10 % leave the aggregator room to drain, which adds counts before it
+trims, and absorb what ingest adds between two readings (:mod:`collector.memory`)."""
 
 RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart
@@ -44,10 +50,18 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BODY_BYTES": MAX_BODY_BYTES,
     "MAX_REPORTS": MAX_REPORTS,
     "MAX_BACKLOG": MAX_BACKLOG,
+    "MEMORY_HIGH_WATER": MEMORY_HIGH_WATER,
     "RETRY_AFTER": RETRY_AFTER,
 }
 
-_POSITIVE_INTS = ("MAX_BODY_BYTES", "MAX_REPORTS", "MAX_BACKLOG", "RETRY_AFTER")
+_POSITIVE_INTS = (
+    "MAX_BODY_BYTES",
+    "MAX_REPORTS",
+    "MAX_BACKLOG",
+    "MEMORY_HIGH_WATER",
+    "RETRY_AFTER",
+)
+_UPPER = {"MEMORY_HIGH_WATER": 100}
 
 
 class ConfigError(ValueError):
@@ -84,8 +98,11 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         value = config.get(key, DEFAULTS[key])
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
+        top = _UPPER.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+        if top is not None and value > top:
+            raise ConfigError(f"{key} must be at most {top}, got {value!r}")
         out[key] = value
     token = config.get("ADMIN_TOKEN")
     # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -25,10 +26,45 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-__all__ = ["EmbeddedRedis", "Service", "die_with_parent", "find_redis_server", "free_port"]
+__all__ = [
+    "EmbeddedRedis",
+    "Service",
+    "default_maxmemory",
+    "die_with_parent",
+    "find_redis_server",
+    "free_port",
+]
 
 START_TIMEOUT = 15.0
 """Seconds to wait for the server to answer PING: loading a large AOF takes a while."""
+
+
+MAXMEMORY_SHARE = 4
+"""The embedded Redis may use 1/4 of the machine's memory: a fork for an AOF rewrite or
+RDB snapshot can copy up to as much again while writes continue, and the collector,
+the workers and the host's own programs need the rest."""
+
+MIN_MAXMEMORY = 256 << 20
+"""No less than 256 MiB however small the machine: room for a day of a small metric's
+replay guard and backlog."""
+
+FALLBACK_MAXMEMORY = 1 << 30
+"""1 GiB where the machine's memory cannot be read (no ``sysconf``)."""
+
+
+def default_maxmemory(environ: Mapping[str, str] | None = None) -> str:
+    """The embedded Redis's ``maxmemory``: ``LDP_REDIS_MAXMEMORY`` if set (any form
+    redis-server takes: ``512mb``, ``2gb``, bytes), else 1/:data:`MAXMEMORY_SHARE` of the
+    physical memory, at least :data:`MIN_MAXMEMORY`."""
+    environ = os.environ if environ is None else environ
+    chosen = environ.get("LDP_REDIS_MAXMEMORY", "").strip()
+    if chosen:
+        return chosen
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return str(FALLBACK_MAXMEMORY)
+    return str(max(MIN_MAXMEMORY, physical // MAXMEMORY_SHARE))
 
 
 def find_redis_server() -> str:
@@ -108,7 +144,8 @@ class EmbeddedRedis(Service):
         data_dir: where the AOF, RDB and log live (created if missing).
         port: TCP port on 127.0.0.1; default: a free one.
         binary: the server binary; default: :func:`find_redis_server`.
-        maxmemory: e.g. "2gb"; default: no limit (the collector's backlog check guards).
+        maxmemory: e.g. "2gb"; default: :func:`default_maxmemory` (the collector answers
+            503 at its high-water mark below it, so the aggregator can still drain).
         extra: more ``--option value`` arguments.
     """
 
@@ -123,7 +160,7 @@ class EmbeddedRedis(Service):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
         self.binary = binary or find_redis_server()
-        self.maxmemory = maxmemory
+        self.maxmemory = maxmemory or default_maxmemory()
         self.extra = extra or []
         self.process: subprocess.Popen[bytes] | None = None
 

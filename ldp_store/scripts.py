@@ -274,26 +274,37 @@ after a commit."""
 APPEND = """
 -- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
 -- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
-if redis.call('XLEN', KEYS[1]) >= tonumber(ARGV[1]) then
-  return {0, 0, 1}
-end
-local added, duplicates = 0, 0
+-- First sort the reports into new ones and replays, then check the backlog with the new
+-- ones counted, then write: a refusal changes nothing.
+local fresh, new, duplicates = {}, {}, 0
 for i = 3, #ARGV, 2 do
-  if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0
-      and redis.call('SADD', KEYS[2], ARGV[i]) == 1 then
-    redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
-    added = added + 1
-  else
+  local id = ARGV[i]
+  if fresh[id] or redis.call('SISMEMBER', KEYS[2], id) == 1
+      or redis.call('SISMEMBER', KEYS[3], id) == 1 then
     duplicates = duplicates + 1
+  else
+    fresh[id] = true
+    new[#new + 1] = i
   end
 end
-if added > 0 then
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
+if #new == 0 then return {0, duplicates, 0} end
+if redis.call('XLEN', KEYS[1]) + #new > tonumber(ARGV[1]) then
+  return {0, duplicates, 1}
 end
-return {added, duplicates, 0}
+for _, i in ipairs(new) do
+  redis.call('SADD', KEYS[2], ARGV[i])
+  redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
+end
+redis.call('EXPIRE', KEYS[2], ARGV[2])
+return {#new, duplicates, 0}
 """
-"""The collector's append of one group of reports (one metric version and shard): answers
-"backlog" without writing when the stream holds ``max backlog`` entries; otherwise appends
-``XADD stream * p <payload>`` for each report whose 16-byte id is in neither the day's
-nor the previous day's replay set, adding it to the day's set (its TTL renewed). Returns
-{appended, duplicates, backlog flag}."""
+"""The collector's append of one group of reports (one metric version and shard).
+
+A report whose 16-byte id is in neither the day's nor the previous day's replay set (nor
+earlier in the same call) is new; the others are duplicates. If the new ones would take
+the stream past ``max backlog`` entries, the script writes nothing and answers "backlog"
+(the batch is counted, so the stream never overshoots the limit). Otherwise it appends
+``XADD stream * p <payload>`` for each new report and adds its id to the day's set (its
+TTL renewed). Every write comes after every check, so a refusal (backlog, or Redis out
+of memory at the first write) changes nothing. Returns {appended, duplicates, backlog
+flag}."""

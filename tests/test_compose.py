@@ -89,6 +89,7 @@ def test_redis_keeps_what_it_accepted(compose: dict[str, Any]) -> None:
     assert re.search(r"--appendonly\s+\"?yes", command)
     assert re.search(r"--appendfsync\s+everysec", command)
     assert re.search(r"--maxmemory-policy\s+noeviction", command)
+    assert re.search(r"--maxmemory\s+\S+", command)  # a limit, below which the mark sits
     assert any(str(v).endswith(":/data") for v in redis.get("volumes", []))
     assert compose.get("volumes", {}).keys() >= {"redis-data"}
 

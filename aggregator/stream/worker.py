@@ -220,9 +220,21 @@ def ensure_group(client: redis.Redis, stream: str) -> bool:
 
     Returns:
         True if created, False if it existed (``BUSYGROUP``).
+
+    Raises:
+        redis.OutOfMemoryError: Redis is out of memory and the group does not exist.
+            Redis 6.2 refuses ``XGROUP CREATE`` at its memory limit before it looks for
+            the group, so a worker (re)starting then checks for it instead: draining
+            must work at the limit.
     """
     try:
         client.xgroup_create(stream, keys.GROUP, id="0", mkstream=True)
+    except redis.OutOfMemoryError:
+        if client.exists(stream) and any(
+            g["name"] == keys.GROUP.encode() for g in client.xinfo_groups(stream)
+        ):
+            return False
+        raise
     except redis.ResponseError as exc:
         if "BUSYGROUP" not in str(exc):
             raise

@@ -139,6 +139,25 @@ def test_backlog_over_the_limit_is_503_per_stream(redis_db: Any) -> None:
     assert 'ldp_collector_unavailable_total{reason="backlog"} 1.0' in metrics
 
 
+def test_a_batch_never_takes_the_stream_past_the_backlog(redis_db: Any) -> None:
+    """The limit counts the batch: 3 + 3 > 5 is refused whole (it used to be appended,
+    leaving 6, as the old check looked only at the 3 already there)."""
+    client = make_app(redis_db.url, MAX_BACKLOG=5, RETRY_AFTER=RETRY_AFTER).test_client()
+    theme = define(client, "app.theme", THEME_SPEC)
+    stream = keys.stream_key(theme.name, theme.version)
+    first = reports(theme, 3)
+    assert client.post("/v1/reports", json={"reports": first}).status_code == 202
+    assert_unavailable(client.post("/v1/reports", json={"reports": reports(theme, 3, seed=2)}))
+    assert redis_db.client().xlen(stream) == 3
+    assert (
+        client.post("/v1/reports", json={"reports": reports(theme, 2, seed=3)}).status_code == 202
+    )
+    assert redis_db.client().xlen(stream) == 5
+    # A retry of what was accepted adds nothing, so a full stream still answers it.
+    again = client.post("/v1/reports", json={"reports": first})
+    assert again.status_code == 202 and again.json["duplicates"] == 3
+
+
 def test_a_batch_hitting_the_backlog_is_safe_to_retry(redis_db: Any) -> None:
     client = make_app(redis_db.url, MAX_BACKLOG=5).test_client()
     theme = define(client, "app.theme", THEME_SPEC)
@@ -167,7 +186,9 @@ def own_any_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Em
 
 def test_redis_out_of_memory_is_503(own_any_redis: EmbeddedRedis) -> None:
     own_redis = own_any_redis
-    client: FlaskClient = make_app(own_redis.url, RETRY_AFTER=RETRY_AFTER).test_client()
+    app = make_app(own_redis.url, RETRY_AFTER=RETRY_AFTER)
+    app.extensions["ldp"].appender.memory.high_water = float("inf")  # Redis's own refusal, not ours
+    client: FlaskClient = app.test_client()
     theme = define(client, "app.theme", THEME_SPEC)
     r = own_redis.client()
     r.config_set("maxmemory", "1")  # every write now fails with OOM (noeviction)
