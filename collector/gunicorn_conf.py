@@ -41,7 +41,7 @@ if WORKER_CLASS == "gevent":
     # Patch before the logger's package imports redis (and with it ssl and socket users):
     # gunicorn's gevent worker patches again after the fork, too late for modules the
     # master already imported (gevent warns; a rediss:// URL would use an unpatched ssl).
-    from gevent import monkey
+    from gevent import monkey  # type: ignore[import-untyped]
 
     monkey.patch_all()
 
