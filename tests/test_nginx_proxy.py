@@ -175,6 +175,23 @@ def _call(port: int, method: str, path: str, body: Any = None, token: str = "") 
         connection.close()
 
 
+@pytest.fixture(scope="module")
+def theme(stack: tuple[int, Path]) -> MetricDefinition:
+    """A metric defined through nginx (each test process defines it; 201, then 200)."""
+    status, _, created = _call(
+        stack[0], "PUT", "/v1/metrics/proxy.theme", {"domain": ["a", "b"], "epsilon": 1.0}, TOKEN
+    )
+    assert status in (200, 201)
+    return MetricDefinition.from_dict(created)
+
+
+def _upload(port: int, definition: MetricDefinition) -> None:
+    status, _, result = _call(
+        port, "POST", "/v1/reports", {"reports": [build_report(definition, "b")]}
+    )
+    assert (status, result["accepted"]) == (202, 1)
+
+
 def _slow(port: int) -> socket.socket:
     s = socket.create_connection(
         ("127.0.0.1", port), timeout=ANSWER_TIMEOUT, source_address=(CLIENT, 0)
@@ -196,13 +213,10 @@ def _closed(s: socket.socket, deadline: float) -> bool:
         return False
 
 
-def test_slow_clients_are_absorbed_and_cut_off(stack: tuple[int, Path]) -> None:
-    port, logs = stack
-    status, _, created = _call(
-        port, "PUT", "/v1/metrics/proxy.theme", {"domain": ["a", "b"], "epsilon": 1.0}, TOKEN
-    )
-    assert status == 201
-    definition = MetricDefinition.from_dict(created)
+def test_slow_clients_are_absorbed_and_cut_off(
+    stack: tuple[int, Path], theme: MetricDefinition
+) -> None:
+    port, _ = stack
     slow: list[socket.socket] = []
     try:
         for _ in range(SLOW_CLIENTS):
@@ -211,10 +225,7 @@ def test_slow_clients_are_absorbed_and_cut_off(stack: tuple[int, Path]) -> None:
             s.sendall(b"x")
         # gunicorn's one sync worker never sees them: nginx holds them, then answers these.
         assert _call(port, "GET", "/healthz")[::2] == (200, {"status": "ok"})
-        status, _, result = _call(
-            port, "POST", "/v1/reports", {"reports": [build_report(definition, "b")]}
-        )
-        assert (status, result["accepted"]) == (202, 1)
+        _upload(port, theme)
         # ... and cuts them off after client_header_timeout.
         deadline = time.monotonic() + 3 * HEADER_TIMEOUT + 2
         still_open = [s for s in slow if not _closed(s, deadline)]
@@ -235,9 +246,12 @@ def test_bodies_over_the_collectors_limit_stop_at_nginx(stack: tuple[int, Path])
     assert status == 400 and "empty" in body["error"]
 
 
-def test_logs_hold_no_client_address_and_no_forged_line(stack: tuple[int, Path]) -> None:
+def test_logs_hold_no_client_address_and_no_forged_line(
+    stack: tuple[int, Path], theme: MetricDefinition
+) -> None:
     port, logs = stack
     assert _call(port, "GET", "/healthz")[0] == 200
+    _upload(port, theme)
     # A path that decodes to CR/LF: the log line must stay one line.
     with socket.create_connection(("127.0.0.1", port), source_address=(CLIENT, 0)) as s:
         s.sendall(b"GET /x%0d%0aFORGED-LINE HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
