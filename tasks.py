@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One entry point for a fresh machine with only Python: set up, test, run.
 
-    python3 tasks.py test            # venv + install (+ Debian's chromium, as root)
+    python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
                                      # + ruff + mypy + the whole test suite
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
@@ -50,33 +50,46 @@ CHROMIUM = Path("/usr/bin/chromium")
 """Debian's Chromium, which the browser tests drive (``playwright install`` cannot
 download browsers on these machines)."""
 
+NGINX = Path("/usr/sbin/nginx")
+"""Debian's nginx, which tests/test_nginx_proxy.py runs with deploy/nginx.conf."""
 
-def ensure_chromium() -> None:
-    """Install Debian's ``chromium`` for the browser tests when it is missing.
 
-    Only as root with apt-get; otherwise the browser tests skip and say why.
+def _apt_install(binary: Path, package: str, tests: str) -> None:
+    """Install a Debian ``package`` providing ``binary`` when it is missing.
+
+    Only as root with apt-get; otherwise the ``tests`` that need it skip and say why.
     """
-    if CHROMIUM.exists():
+    if binary.exists():
         return
     if os.name != "posix" or os.geteuid() != 0 or not Path("/usr/bin/apt-get").exists():
         print(
-            f"note: {CHROMIUM} is missing and this is not root with apt-get: "
-            "the browser tests (tests/browser) will be skipped",
+            f"note: {binary} is missing and this is not root with apt-get: {tests} will be skipped",
             flush=True,
         )
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
+    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
         print("+", " ".join(cmd), flush=True)
         if subprocess.call(cmd, env=env) != 0:
-            print("note: installing chromium failed: the browser tests will be skipped", flush=True)
+            print(f"note: installing {package} failed: {tests} will be skipped", flush=True)
             return
+
+
+def ensure_chromium() -> None:
+    """Install Debian's ``chromium`` for the browser tests when it is missing."""
+    _apt_install(CHROMIUM, "chromium", "the browser tests (tests/browser)")
+
+
+def ensure_nginx() -> None:
+    """Install Debian's ``nginx-light`` for the proxy test when it is missing."""
+    _apt_install(NGINX, "nginx-light", "the proxy test (tests/test_nginx_proxy.py)")
 
 
 def test(args: list[str]) -> None:
     """Lint, type-check and run every test."""
     ensure_venv("dev")
     ensure_chromium()
+    ensure_nginx()
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "mypy")
     _run(BIN / "python", "-m", "pytest", "-n", "auto", "--durations=15", *args)

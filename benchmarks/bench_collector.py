@@ -2,6 +2,8 @@
 
     python benchmarks/bench_collector.py --reports 200000 --batch 500 --clients 4
     python benchmarks/bench_collector.py --mechanism oue -k 64 --web-workers 2 --rounds 3
+    python benchmarks/bench_collector.py --targets collector --worker-classes sync,gevent
+    python benchmarks/bench_collector.py --targets collector --appendfsync everysec,always
 
 One run measures three targets with the same load generator (``--clients`` processes
 sending ``--batch``-report requests) against the same embedded redis-server (AOF on, as
@@ -30,6 +32,12 @@ figures, across runs.
 
 No aggregator runs by default (``--aggregators``): it would compete for the CPUs during
 the collector's phase only.
+
+Before/after in one run: ``--worker-classes sync,gevent`` starts one collector per gunicorn
+worker class (``LDP_WORKER_CLASS``; bare keeps the config's default) and they take turns
+like the other targets; ``--appendfsync everysec,always`` runs every target under each
+AOF fsync policy, switched with ``CONFIG SET appendfsync`` on the one redis-server before
+its phase. Each later variant is then divided by the first of its kind ("after/before").
 """
 
 from __future__ import annotations
@@ -288,6 +296,20 @@ def quiesce(client: redis.Redis, streams: list[str]) -> None:
 # -- main --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One row of a round: a target, its server (collector: one per worker class) and the
+    AOF fsync policy Redis runs with during its phase."""
+
+    label: str
+    kind: str
+    url: str
+    master: int | None
+    fsync: str
+    server: str
+    """The label without the fsync policy: which server (and worker class) answered."""
+
+
 def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -300,6 +322,18 @@ def main() -> None:
     parser.add_argument(
         "--targets", default="collector,bare,raw", help="comma-separated subset, in turn order"
     )
+    parser.add_argument(
+        "--worker-classes",
+        default="",
+        help="comma-separated gunicorn worker classes, one collector each (default: the "
+        "config's); e.g. sync,gevent for before/after",
+    )
+    parser.add_argument(
+        "--appendfsync",
+        default="everysec",
+        help="comma-separated Redis AOF fsync policies, each target runs under each "
+        "(everysec, always, no)",
+    )
     parser.add_argument("--mechanism", default="grr")
     parser.add_argument("-k", type=int, default=16)
     parser.add_argument("--epsilon", type=float, default=1.0)
@@ -307,6 +341,10 @@ def main() -> None:
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     if not targets or set(targets) - {"collector", "bare", "raw"}:
         parser.error("--targets takes collector, bare and raw")
+    classes = [c.strip() for c in args.worker_classes.split(",") if c.strip()]
+    policies = [p.strip() for p in args.appendfsync.split(",") if p.strip()]
+    if not policies or set(policies) - {"everysec", "always", "no"}:
+        parser.error("--appendfsync takes everysec, always and no")
 
     print(
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
@@ -316,20 +354,51 @@ def main() -> None:
         embedded = stack.enter_context(EmbeddedRedis(Path(tmp) / "redis"))
         redis_url = embedded.url
         admin = redis.Redis.from_url(redis_url)
-        server = stack.enter_context(
-            Server(
-                port=0,
-                redis_url=redis_url,
-                data_dir=Path(tmp) / "collector",
-                web_workers=args.web_workers,
-                aggregators=args.aggregators,
-                quiet=True,
-            )
-        )
+        collectors: dict[str, Server] = {}
+        for worker_class in classes or [""]:
+            label = f"collector[{worker_class}]" if worker_class else "collector"
+            saved = os.environ.get("LDP_WORKER_CLASS")
+            if worker_class:
+                os.environ["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
+            try:
+                collectors[label] = stack.enter_context(
+                    Server(
+                        port=0,
+                        redis_url=redis_url,
+                        data_dir=Path(tmp) / f"collector-{worker_class or 'default'}",
+                        web_workers=args.web_workers,
+                        aggregators=args.aggregators,
+                        quiet=True,
+                    )
+                )
+            finally:
+                if saved is None:
+                    os.environ.pop("LDP_WORKER_CLASS", None)
+                else:
+                    os.environ["LDP_WORKER_CLASS"] = saved
         bare_url, bare_master = start_bare(redis_url, args.web_workers, Path(tmp), stack)
-        assert server.web is not None and embedded.process is not None
-        masters = {"collector": server.web.pid, "bare": bare_master, "raw": None}
+        assert embedded.process is not None
         redis_pid = embedded.process.pid
+        servers: list[tuple[str, str, str, int | None]] = []
+        for kind in targets:
+            if kind == "collector":
+                for label, server in collectors.items():
+                    assert server.web is not None
+                    servers.append((label, kind, server.url, server.web.pid))
+            else:
+                servers.append((kind, kind, bare_url if kind == "bare" else redis_url, bare_master))
+        variants = [
+            Variant(
+                label if len(policies) == 1 else f"{label} fsync={policy}",
+                kind,
+                url,
+                master if kind != "raw" else None,
+                policy,
+                label,
+            )
+            for policy in policies
+            for label, kind, url, master in servers
+        ]
 
         spec = {
             "domain": [f"v{i}" for i in range(args.k)],
@@ -361,15 +430,15 @@ def main() -> None:
                 for i in range(0, len(chunk), args.batch)
             ]
 
-        def work(target: str, chunk: list[dict[str, Any]]) -> list[Callable[[], Any]]:
+        def work(target: Variant, chunk: list[dict[str, Any]]) -> list[Callable[[], Any]]:
             """One callable per client: its share of the chunk's requests."""
-            if target == "raw":
+            if target.kind == "raw":
                 batches = payloads(chunk)
                 return [
                     (lambda b=batches[i :: args.clients]: _raw_client(redis_url, b))
                     for i in range(args.clients)
                 ]
-            url = server.url if target == "collector" else bare_url
+            url = target.url
             requests = bodies(chunk)
             return [
                 (lambda b=requests[i :: args.clients], u=url: _http_client(u, b))
@@ -380,53 +449,59 @@ def main() -> None:
         print(
             f"{args.mechanism} k={args.k} ε={args.epsilon:g}: {len(reports):,} reports built "
             f"with the SDK in {built:.1f} s ({body_bytes:,} bytes per {args.batch}-report body); "
-            f"redis-server {embedded.version()} (AOF everysec)"
+            f"redis-server {embedded.version()} (AOF {', '.join(policies)})"
         )
         print(
-            f"gunicorn ({CONF.name}): {args.web_workers} sync workers each for collector and "
-            f"bare; {args.clients} client processes; {args.aggregators} aggregator(s); "
+            f"gunicorn ({CONF.name}): {args.web_workers} workers each "
+            f"({', '.join(classes) or 'the default class'} for collector); {args.clients} "
+            f"client processes; {args.aggregators} aggregator(s); "
             f"{args.reports:,} reports per phase\n"
         )
 
-        for target in targets:  # warm up each target once (not timed)
+        def prepare(variant: Variant) -> None:
             quiesce(admin, streams)
-            run_phase(target, work(target, reports[:warmup]), masters[target], redis_pid)
+            admin.config_set("appendfsync", variant.fsync)
 
+        for variant in variants:  # warm up each target once (not timed)
+            prepare(variant)
+            run_phase(variant.label, work(variant, reports[:warmup]), variant.master, redis_pid)
+
+        width = max(9, *(len(v.label) for v in variants))
         phases: list[dict[str, Phase]] = []
         print(
-            f"{'round':>5}  {'target':<9} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'round':>5}  {'target':<{width}} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
             f"{'seconds':>7}   CPU µs/report: {'clients':>7} {'web':>6} {'redis':>6} {'total':>6}"
         )
         for r in range(args.rounds):
             chunk = reports[warmup + r * args.reports : warmup + (r + 1) * args.reports]
             found: dict[str, Phase] = {}
-            turn = r % len(targets)  # rotate the order: no target always runs first
-            for target in targets[turn:] + targets[:turn]:
-                quiesce(admin, streams)
-                phase = run_phase(target, work(target, chunk), masters[target], redis_pid)
+            turn = r % len(variants)  # rotate the order: no target always runs first
+            for variant in variants[turn:] + variants[:turn]:
+                prepare(variant)
+                phase = run_phase(variant.label, work(variant, chunk), variant.master, redis_pid)
                 if phase.accepted != len(chunk):
-                    raise SystemExit(f"{target}: accepted {phase.accepted} of {len(chunk)}")
-                found[target] = phase
+                    raise SystemExit(f"{variant.label}: accepted {phase.accepted} of {len(chunk)}")
+                found[variant.label] = phase
                 print(
-                    f"{r + 1:>5}  {target:<9} {phase.rate:>10,.0f} {phase.pct(50):>8.1f} "
-                    f"{phase.pct(99):>8.1f} {phase.seconds:>7.2f}   {'':14} "
+                    f"{r + 1:>5}  {variant.label:<{width}} {phase.rate:>10,.0f} "
+                    f"{phase.pct(50):>8.1f} {phase.pct(99):>8.1f} {phase.seconds:>7.2f}   {'':14} "
                     + " ".join(
                         f"{phase.cpu_us(part):>{w}.1f}"
                         for part, w in (("clients", 7), ("web", 6), ("redis", 6), ("total", 6))
                     )
                 )
             phases.append(found)
-            ratios = _ratios(found)
+            ratios = _ratios(found, variants)
             if ratios:
                 print("       " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
 
     print(f"\nmedian over {args.rounds} round(s):")
-    for target in targets:
+    for target in (v.label for v in variants):
         rates = [p[target].rate for p in phases]
         p50 = [p[target].pct(50) for p in phases]
         p99 = [p[target].pct(99) for p in phases]
         print(
-            f"  {target:<9} {statistics.median(rates):>10,.0f} reports/s "
+            f"  {target:<{width}} {statistics.median(rates):>10,.0f} reports/s "
             f"(rounds {min(rates):,.0f}–{max(rates):,.0f}), p50 {statistics.median(p50):.1f} ms, "
             f"p99 {statistics.median(p99):.1f} ms; CPU µs/report "
             + ", ".join(
@@ -434,7 +509,7 @@ def main() -> None:
                 for part in ("clients", "web", "redis", "total")
             )
         )
-    per_round = [_ratios(p) for p in phases]
+    per_round = [_ratios(p, variants) for p in phases]
     for key in per_round[0]:
         values = [x[key] for x in per_round]
         print(
@@ -444,23 +519,30 @@ def main() -> None:
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
-def _ratios(found: dict[str, Phase]) -> dict[str, float]:
-    """collector ÷ bare and collector ÷ raw, where both were measured.
+def _ratios(found: dict[str, Phase], variants: list[Variant]) -> dict[str, float]:
+    """collector ÷ bare and collector ÷ raw (same fsync policy), and each later variant of a
+    kind ÷ the first of that kind differing in one thing only (worker class or fsync
+    policy: after ÷ before), where both were measured.
 
-    By throughput (reports/s), and by CPU (the other's total CPU µs/report ÷ the
-    collector's: the throughput ratio the 2 cores would allow if nothing else ran on them).
+    By throughput (reports/s), and by CPU (the other's total CPU µs/report ÷ this one's:
+    the throughput ratio the 2 cores would allow if nothing else ran on them).
     """
+    pairs: list[tuple[Variant, Variant]] = []
+    for v in variants:
+        if v.kind == "collector":
+            pairs += [(v, o) for o in variants if o.kind != "collector" and o.fsync == v.fsync]
+    for kind in dict.fromkeys(v.kind for v in variants):
+        same = [v for v in variants if v.kind == kind]
+        for v in same:  # one thing changed: the worker class, or the fsync policy
+            first_class = next(o for o in same if o.fsync == v.fsync)
+            first_policy = next(o for o in same if o.server == v.server)
+            pairs += [(v, o) for o in (first_class, first_policy) if o is not v]
     out = {}
-    if "collector" in found:
-        collector = found["collector"]
-        for other in ("bare", "raw"):
-            if other in found:
-                out[f"collector/{other}"] = collector.rate / found[other].rate
-        for other in ("bare", "raw"):
-            if other in found:
-                out[f"collector/{other} by CPU"] = found[other].cpu_us("total") / collector.cpu_us(
-                    "total"
-                )
+    for mine, other in pairs:
+        if mine.label in found and other.label in found:
+            a, b = found[mine.label], found[other.label]
+            out[f"{mine.label}/{other.label}"] = a.rate / b.rate
+            out[f"{mine.label}/{other.label} by CPU"] = b.cpu_us("total") / a.cpu_us("total")
     return out
 
 

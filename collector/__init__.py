@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import redis
-from flask import Flask
+from flask import Flask, Response
 
 from collector import api_metrics, api_ops, api_reports, settings
 from collector.context import Services
@@ -24,7 +24,7 @@ from collector.telemetry import Telemetry
 from ldp_store import connection
 from ldp_store.registry import Registry
 
-__all__ = ["create_app", "open_redis"]
+__all__ = ["answer_headers", "create_app", "open_redis"]
 
 CONNECT_TIMEOUT = 0.5
 """Seconds to wait for a TCP connection to Redis: on a LAN or loopback it takes well
@@ -67,6 +67,17 @@ def open_redis(url: str) -> redis.Redis:
     )
 
 
+def answer_headers(response: Response) -> Response:
+    """Headers of every answer: ``X-Content-Type-Options: nosniff`` (a browser must not
+    read a JSON error that echoes client input as HTML or script), and for JSON also
+    ``Cache-Control: no-store`` (estimates, definitions and errors are not for caches,
+    shared ones least). A view that set its own value keeps it."""
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    if response.is_json:
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     """Build the collector app.
 
@@ -106,6 +117,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         telemetry=telemetry,
     )
     register_error_handlers(app)
+    app.after_request(answer_headers)  # errors pass through it too
     telemetry.install(app)
     for blueprint in (api_metrics.bp, api_reports.bp, api_ops.bp):
         app.register_blueprint(blueprint)

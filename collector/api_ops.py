@@ -1,19 +1,61 @@
-"""Operations: liveness, readiness, Prometheus metrics and the OpenAPI document."""
+"""Operations: liveness, readiness, Prometheus metrics and the OpenAPI document.
+
+``/metrics`` counts reports per metric: with ``LDP_METRICS_TOKEN`` or ``LDP_READ_TOKEN``
+set it wants ``Authorization: Bearer <token>`` (either of them, or the admin token), as
+Prometheus sends with ``authorization: {credentials: ...}`` in its scrape config; with
+neither set it stays open, as before (a collector on a private network).
+"""
 
 from __future__ import annotations
 
+import hmac
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, current_app, request
 
 from collector.context import services
+from collector.errors import ApiError
 from collector.models import Status
-from ldp_api.models import answer
-from ldp_api.openapi import UNAVAILABLE, Media, Reply, document, documented
+from ldp_api.models import Error, answer
+from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, Scheme, document, documented
 
-__all__ = ["bp"]
+__all__ = ["METRICS_TOKEN", "bp", "require_metrics_token"]
 
 bp = Blueprint("ops", __name__)
+
+METRICS_TOKEN = Scheme(
+    "metricsToken",
+    "bearer",
+    "LDP_METRICS_TOKEN or LDP_READ_TOKEN (or the admin token): asked for only when one of "
+    "the first two is set; without them /metrics is open.",
+)
+"""What ``GET /metrics`` wants (:func:`require_metrics_token`)."""
+
+_REALM = 'Bearer realm="ldp-metrics"'
+
+
+def require_metrics_token() -> None:
+    """With a metrics or read token configured, check the bearer token in constant time.
+
+    Raises:
+        ApiError: 401 (with ``WWW-Authenticate``) if the token is missing or wrong.
+    """
+    config = current_app.config
+    guards = [config.get("METRICS_TOKEN"), config.get("READ_TOKEN")]
+    if not any(guards):
+        return
+    accepted = [str(t).encode() for t in (*guards, config.get("ADMIN_TOKEN")) if t]
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    sent = token.strip().encode()
+    # Compare with every token (no early exit): the time says nothing about which matched.
+    matches = [hmac.compare_digest(sent, t) for t in accepted]
+    if scheme.lower() != "bearer" or not sent or not any(matches):
+        raise ApiError(
+            401,
+            "a metrics token is required",
+            ["send 'Authorization: Bearer <LDP_METRICS_TOKEN or LDP_READ_TOKEN>'"],
+            headers={"WWW-Authenticate": _REALM},
+        )
 
 
 @bp.get("/healthz")
@@ -34,10 +76,21 @@ def readyz() -> dict[str, Any]:
 @bp.get("/metrics")
 @documented(
     "The collector's own metrics (Prometheus text format).",
-    {200: Reply("Counters and histograms.", media={"text/plain": Media("Prometheus exposition.")})},
+    {
+        200: Reply(
+            "Counters and histograms.", media={"text/plain": Media("Prometheus exposition.")}
+        ),
+        401: Reply(
+            "A metrics or read token is configured and none valid was sent.",
+            Error,
+            {"WWW-Authenticate": Header("A Bearer challenge.")},
+        ),
+    },
+    security=[METRICS_TOKEN],
 )
 def prometheus() -> Response:
     """The collector's counters and latency histogram, in Prometheus' text format."""
+    require_metrics_token()
     body, content_type = services().telemetry.exposition()
     return Response(body, content_type=content_type)
 

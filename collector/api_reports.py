@@ -24,7 +24,7 @@ bp = Blueprint("reports", __name__)
     {
         202: Reply("Stored (the valid reports).", IngestResult),
         400: Reply("Malformed, or no valid report (then each is in rejected).", IngestError),
-        413: Reply("Too many reports or too many bytes.", Error),
+        413: Reply("Too many reports, metric versions or bytes: split the batch.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         503: UNAVAILABLE,
     },

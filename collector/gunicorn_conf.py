@@ -8,6 +8,7 @@ Environment:
 |---|---|---|
 | ``LDP_BIND`` | ``127.0.0.1:8000`` | address to listen on (else ``0.0.0.0:$PORT`` if set) |
 | ``LDP_WEB_WORKERS`` | ``2 × CPUs + 1``, at most 8 | worker processes |
+| ``LDP_WORKER_CLASS`` | ``gevent`` | gunicorn's worker class (``sync`` was the old default) |
 | ``LDP_ACCESS_LOG`` | ``-`` (stdout) | access log file; ``off`` for none |
 | ``LDP_ERROR_LOG`` | ``-`` (stderr) | error log file |
 | ``LDP_LOG_LEVEL`` | ``info`` | gunicorn's log level |
@@ -17,6 +18,17 @@ address (``%(h)s``), time (``%(t)s``), user agent (``%(a)s``), referer or query 
 and :class:`~collector.gunicorn_logging.PrivateGunicornLogger` blanks those atoms even
 if this format is changed. Proxy headers are not trusted (``forwarded_allow_ips`` and
 ``proxy_allow_ips`` empty), and the app strips them from every request anyway.
+
+Slow clients: a ``sync`` worker serves one connection at a time, from the first header
+byte to the last response byte, so two clients that dribble their headers stop a
+two-worker service (gunicorn's docs: sync workers assume a buffering proxy in front).
+``ldp serve`` has no proxy in front, so the default is ``gevent``: each connection is a
+greenlet of a few KB, a slow one waits on its socket without holding anything else,
+and one worker holds up to :data:`WORKER_CONNECTIONS` at once. ``gthread`` also defers
+connections that send *nothing* but gives a thread to one that sends a byte now and then,
+so it holds only as many slow clients as it has threads. In production put a buffering
+proxy with header and body timeouts in front anyway (``deploy/nginx.conf`` in
+``docker-compose.yml``): it bounds slow clients by time, not only by count.
 """
 
 from __future__ import annotations
@@ -24,15 +36,33 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from collector.gunicorn_logging import PrivateGunicornLogger
+WORKER_CLASS = os.environ.get("LDP_WORKER_CLASS") or "gevent"
+if WORKER_CLASS == "gevent":
+    # Patch before the logger's package imports redis (and with it ssl and socket users):
+    # gunicorn's gevent worker patches again after the fork, too late for modules the
+    # master already imported (gevent warns; a rediss:// URL would use an unpatched ssl).
+    from gevent import monkey  # type: ignore[import-untyped]
+
+    monkey.patch_all()
+
+from collector.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
 
 MAX_DEFAULT_WORKERS = 8
-"""Sync workers are cheap but each holds a Redis connection pool; past 8 per machine,
+"""Workers are cheap but each holds a Redis connection pool; past 8 per machine,
 run more machines behind the load balancer (collectors are stateless)."""
 
 TIMEOUT_SECONDS = 30
 """A request validates at most MAX_REPORTS reports and runs a few Lua scripts: far under
 a second. A worker silent for 30 s is stuck (e.g. on a dead Redis) and is restarted."""
+
+WORKER_CONNECTIONS = 1000
+"""Connections one gevent (or gthread) worker holds at once, slow ones included; past it
+the worker stops accepting until one closes. 1000 slow sockets cost a few MB per worker;
+a request in progress also holds one pooled Redis connection (Redis allows 10,000)."""
+
+KEEPALIVE_SECONDS = 5
+"""How long an idle kept-alive connection stays open: an SDK uploading a batch every few
+seconds reuses its connection; an idle one is closed instead of being held forever."""
 
 GRACEFUL_TIMEOUT_SECONDS = 20
 """On SIGTERM, workers finish the requests they have (each answers only after Redis
@@ -56,7 +86,9 @@ def _workers() -> int:
 
 bind = _bind()
 workers = _workers()
-worker_class = "sync"
+worker_class = WORKER_CLASS
+worker_connections = WORKER_CONNECTIONS
+keepalive = KEEPALIVE_SECONDS
 timeout = TIMEOUT_SECONDS
 graceful_timeout = GRACEFUL_TIMEOUT_SECONDS
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from collector.context import Services
 
 __all__ = [
+    "MAX_VERSIONS_PER_REQUEST",
     "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
@@ -60,6 +61,13 @@ SEEN_TTL_SECONDS = 2 * 86_400
 """A replay set lives two days after its last write: a report id is checked against
 today's and yesterday's sets, so replays are caught for at least 24 hours (Mozilla's
 document-id dedup horizon), and the sets cost memory for no longer than that."""
+
+MAX_VERSIONS_PER_REQUEST = 100
+"""Distinct (metric, version) pairs one request may name. An app's batch holds reports
+of the metrics it uses, a few dozen at most; each pair the process has not seen costs a
+Redis round trip (unknown ones are then remembered for ``registry.UNKNOWN_TTL``), so a
+thousand invented versions must not cost a thousand. More answer 413, which makes the
+SDK halve its batch."""
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """Payloads are stored as compact JSON; one encoder (stateless, thread-safe) serves all,
@@ -141,12 +149,30 @@ def validate(
 
     Returns:
         The valid reports as storable items, by (metric, version), and the rejections.
+
+    Raises:
+        ApiError: 413 if the reports name more than MAX_VERSIONS_PER_REQUEST distinct
+            (metric, version) pairs (before any look-up).
     """
+    named = {
+        (r.get("metric"), r.get("version"))
+        for r in reports
+        if type(r) is dict and type(r.get("metric")) is str and type(r.get("version")) is int
+    }
+    if len(named) > MAX_VERSIONS_PER_REQUEST:
+        raise ApiError(
+            413,
+            "too many metric versions in one request",
+            [
+                f"{len(named)} distinct (metric, version) pairs; at most "
+                f"{MAX_VERSIONS_PER_REQUEST} per request: split the batch"
+            ],
+        )
     found: dict[tuple[str, int], MetricDefinition | None] = {}
 
     def cached(name: str, version: int) -> MetricDefinition | None:
-        # One registry look-up per distinct (name, version) of the request, also for
-        # unknown ones (a batch of a thousand bogus versions costs one round trip each).
+        # One registry look-up per distinct (name, version) of the request, at most
+        # MAX_VERSIONS_PER_REQUEST; the registry caches known and (briefly) unknown ones.
         key = (name, version)
         if key not in found:
             found[key] = lookup(name, version)

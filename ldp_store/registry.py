@@ -36,7 +36,13 @@ CURRENT_TTL = 1.0
 themselves never change, so they are cached without expiry (up to CACHE_SIZE)."""
 
 CACHE_SIZE = 4096
-"""Definitions kept per process: far more than the metrics anyone defines."""
+"""Definitions kept per process: far more than the metrics anyone defines. Unknown
+(name, version) pairs are remembered up to the same number, oldest forgotten first."""
+
+UNKNOWN_TTL = 1.0
+"""Seconds a process trusts that a (name, version) is unknown: a client repeating a batch
+of bogus versions costs no Redis round trip meanwhile. Short, because a version may be
+created later (``put`` forgets it at once in its own process; others wait this long)."""
 
 
 class RegistryChange:
@@ -57,6 +63,8 @@ class Registry:
         self._lock = threading.Lock()
         self._versions: OrderedDict[tuple[str, int], MetricDefinition] = OrderedDict()
         self._current: dict[str, tuple[float, int | None]] = {}
+        self._unknown: OrderedDict[tuple[str, int], float] = OrderedDict()
+        """(name, version) → until when (monotonic) it is taken as unknown."""
 
     # -- reads ---------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -90,8 +98,15 @@ class Registry:
             if found is not None:
                 self._versions.move_to_end(key)
                 return found
+            if self._unknown.get(key, 0.0) > time.monotonic():
+                return None
         raw = self.redis.hget(keys.metric_key(name), f"v{version}")
         if raw is None:
+            with self._lock:
+                self._unknown[key] = time.monotonic() + UNKNOWN_TTL
+                self._unknown.move_to_end(key)
+                while len(self._unknown) > CACHE_SIZE:
+                    self._unknown.popitem(last=False)
             return None
         definition = MetricDefinition.from_dict(json.loads(raw))
         with self._lock:
@@ -167,6 +182,7 @@ class Registry:
                     continue
         with self._lock:
             self._versions.pop((name, definition.version), None)
+            self._unknown.pop((name, definition.version), None)
         self._current.pop(name, None)
         return RegistryChange(definition, created, changed)
 

@@ -4,6 +4,8 @@ No Docker engine runs here, so these tests read the files: the services exist, e
 long-running service has a healthcheck and waits for healthy dependencies, Redis keeps
 what it accepted (AOF, ``noeviction``), the environment uses only documented variables,
 the ``load`` profile holds only Locust, and scalable services publish no fixed host port.
+The nginx in front of the collectors is checked by its config's structure here (timeouts,
+limits, no client address in logs or headers) and run for real in test_nginx_proxy.py.
 """
 
 from __future__ import annotations
@@ -15,12 +17,25 @@ from typing import Any
 
 import pytest
 
+from collector.settings import MAX_BODY_BYTES
+
 yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[1]
-REQUIRED = {"redis", "collector", "aggregator", "dashboard", "locust-master", "locust-worker"}
+REQUIRED = {
+    "redis",
+    "collector",
+    "proxy",
+    "aggregator",
+    "dashboard",
+    "locust-master",
+    "locust-worker",
+}
 SCALABLE = {"collector", "aggregator", "locust-worker"}
 """Services run as several replicas (``--scale``): no container_name, no fixed host port."""
+NOT_REDIS_CLIENTS = {"redis", "proxy"}
+"""Services that neither talk to Redis nor wait for it (the proxy waits for collectors)."""
+NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +94,7 @@ def test_depends_on_healthy(services: dict[str, dict[str, Any]]) -> None:
             assert dep in services, f"{name} depends on unknown {dep}"
             if "healthcheck" in services[dep]:
                 assert spec.get("condition") == "service_healthy", f"{name} → {dep}"
-        if name != "redis" and not _is_locust(name):
+        if name not in NOT_REDIS_CLIENTS and not _is_locust(name):
             assert depends.get("redis", {}).get("condition") == "service_healthy", name
 
 
@@ -106,7 +121,7 @@ def test_env_is_documented(services: dict[str, dict[str, Any]]) -> None:
         allowed = locust | pipeline if _is_locust(name) else pipeline
         unknown = set(env) - allowed
         assert not unknown, f"{name} uses undocumented variables {sorted(unknown)}"
-        if not _is_locust(name) and name != "redis":
+        if not _is_locust(name) and name not in NOT_REDIS_CLIENTS:
             assert env.get("REDIS_URL", "").startswith("redis://redis:"), name
 
 
@@ -173,3 +188,127 @@ def test_gunicorn_services_add_up_their_workers_metrics(
         service = services[name]
         folder = service["environment"]["PROMETHEUS_MULTIPROC_DIR"]
         assert folder in service.get("tmpfs", []), name
+
+
+# -- the buffering proxy in front of the collectors ----------------------------------------
+
+
+def _nginx_statements() -> list[tuple[str, list[str]]]:
+    """(directive, arguments) of every statement of deploy/nginx.conf, comments removed
+    (quoted strings kept whole), block openers included."""
+    text = re.sub(r"(?m)#.*$", "", NGINX_CONF.read_text())
+    out = []
+    for statement in re.findall(r"([^;{}]+)[;{]", text):
+        words = re.findall(r"'[^']*'|\"[^\"]*\"|\S+", statement)
+        if words:
+            out.append((words[0], [w.strip("'\"") for w in words[1:]]))
+    return out
+
+
+def _one(statements: list[tuple[str, list[str]]], directive: str) -> list[str]:
+    found = [args for name, args in statements if name == directive]
+    assert len(found) == 1, f"{directive}: {found}"
+    return found[0]
+
+
+def _seconds(value: str) -> float:
+    number, unit = re.fullmatch(r"(\d+)(ms|s|m)?", value).groups()  # type: ignore[union-attr]
+    return int(number) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[unit]
+
+
+def _bytes(value: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)([kKmM])?", value).groups()  # type: ignore[union-attr]
+    return int(number) * {None: 1, "k": 1024, "K": 1024, "m": 1 << 20, "M": 1 << 20}[unit]
+
+
+def test_proxy_fronts_the_collectors(services: dict[str, dict[str, Any]]) -> None:
+    proxy = services["proxy"]
+    assert str(proxy["image"]).startswith("nginx:")
+    assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in proxy["volumes"]
+    assert NGINX_CONF.exists()
+    assert [str(p).split(":")[-1] for p in proxy["ports"]] == ["8000"]
+    assert proxy["depends_on"]["collector"]["condition"] == "service_healthy"
+    assert "/readyz" in " ".join(proxy["healthcheck"]["test"])
+    # Only the proxy reaches the collectors: they publish nothing, load goes through it.
+    assert not services["collector"].get("ports"), "collectors are reached through the proxy"
+    assert "http://proxy:8000" in _command(services["locust-master"])
+    assert "server collector:8000" in NGINX_CONF.read_text()
+
+
+def test_proxy_bounds_every_wait() -> None:
+    statements = _nginx_statements()
+    for directive in (
+        "client_header_timeout",
+        "client_body_timeout",
+        "send_timeout",
+        "keepalive_timeout",
+        "proxy_connect_timeout",
+        "proxy_send_timeout",
+    ):
+        assert 0 < _seconds(_one(statements, directive)[0]) <= 30, directive
+    # Longer than gunicorn's worker timeout: a slow answer is the collector's to end.
+    assert _seconds(_one(statements, "proxy_read_timeout")[0]) > 30
+    assert _one(statements, "proxy_request_buffering") == ["on"]
+    assert _one(statements, "proxy_buffering") == ["on"]
+    assert _one(statements, "reset_timedout_connection") == ["on"]
+
+
+def test_proxy_limits_match_the_collectors(services: dict[str, dict[str, Any]]) -> None:
+    statements = _nginx_statements()
+    limit = _bytes(_one(statements, "client_max_body_size")[0])
+    assert (
+        limit == MAX_BODY_BYTES == int(services["collector"]["environment"]["LDP_MAX_BODY_BYTES"])
+    )
+    assert _bytes(_one(statements, "client_body_buffer_size")[0]) >= limit  # never to disk
+    assert f"at most {MAX_BODY_BYTES} bytes" in NGINX_CONF.read_text()  # nginx's own 413
+    zones = [args for name, args in statements if name == "limit_conn_zone"]
+    limits = [args for name, args in statements if name == "limit_conn"]
+    assert len(zones) >= 2 and len(limits) >= 2, "per-address and total connection limits"
+    for zone_name, count in limits:
+        assert any(f"zone={zone_name}:" in arg for z in zones for arg in z), zone_name
+        assert 0 < int(count)
+    # A proxied request holds two connections (client, collector): the total limit keeps
+    # even one worker process's connections below worker_connections.
+    connections = int(_one(statements, "worker_connections")[0])
+    assert 2 * max(int(count) for _, count in limits) <= connections
+    assert _one(statements, "limit_conn_status") == ["429"]
+
+
+def test_proxy_logs_and_forwards_no_client_address() -> None:
+    statements = _nginx_statements()
+    text = re.sub(r"(?m)#.*$", "", NGINX_CONF.read_text())
+    # nginx's default format ("combined") starts with $remote_addr and has the time and
+    # the user agent: a named format without them, and no access_log without a format.
+    formats = {args[0]: " ".join(args[1:]) for name, args in statements if name == "log_format"}
+    logs = [args for name, args in statements if name == "access_log"]
+    assert logs, "an access_log with the private format"
+    for args in logs:
+        assert args == ["off"] or (len(args) >= 2 and args[1] in formats), args
+    for name in {args[1] for args in logs if len(args) >= 2}:
+        for variable in (
+            "$remote_addr",
+            "$binary_remote_addr",
+            "$realip_remote_addr",
+            "$remote_user",
+            "$http_",
+            "$time_",
+            "$msec",
+            "$request ",
+            "$request_uri",
+            "$args",
+            "$query_string",
+        ):
+            assert variable not in formats[name] + " ", f"log_format {name} has {variable}"
+    # The error log names the client ("client: <address>") at error and below.
+    level = _one(statements, "error_log")[-1]
+    assert level in ("crit", "alert", "emerg"), level
+    # No X-Forwarded-For (nor its kin) reaches a collector; the client's own is removed.
+    assert "$proxy_add_x_forwarded_for" not in text
+    assert "$remote_addr" not in text
+    cleared = {
+        args[0].lower()
+        for name, args in statements
+        if name == "proxy_set_header"
+        if args[1:] == [""]
+    }
+    assert {"x-forwarded-for", "x-real-ip", "forwarded"} <= cleared

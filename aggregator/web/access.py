@@ -17,7 +17,9 @@ token.
 
 The admin token (``LDP_ADMIN_TOKEN``) also grants reads. Metric changes always need the
 admin token (:func:`collector.api_metrics.require_admin`). The apps' own endpoints stay
-open: ``GET /v1/metrics`` (definitions), ``POST /v1/reports``, health and Prometheus.
+open: ``GET /v1/metrics`` (definitions), ``POST /v1/reports`` and health; Prometheus'
+``/metrics`` wants this token (or ``LDP_METRICS_TOKEN``) once one is set
+(:func:`collector.api_ops.require_metrics_token`).
 Tokens are compared in constant time.
 """
 

@@ -57,6 +57,16 @@ def _huge_version(c: Ctx) -> TestResponse:
     return c.post_text(text)
 
 
+def _duplicate(c: Ctx, key: str, first: Any, inside: str | None = None) -> TestResponse:
+    """A valid report with ``key`` written twice: first ``first``, then its real value."""
+    report = c.report()
+    target = report[inside] if inside else report
+    text = json.dumps(target)
+    target_text = "{" + json.dumps(key) + ": " + json.dumps(first) + ", " + text[1:]
+    whole = json.dumps({"reports": [report]})
+    return c.post_text(whole.replace(text, target_text, 1))
+
+
 def _oue_bits(c: Ctx, bits: str) -> TestResponse:
     report = reports(c.pages, 1)[0]
     return c.post_reports([{**report, "payload": {"b": bits}}])
@@ -104,6 +114,15 @@ CASES: list[Case] = [
     ("gzip", lambda c: c.post_raw(b"{}", headers={"Content-Encoding": "gzip"}), 415, "compress"),
     ("non-UTF-8", lambda c: c.post_raw(b'{"reports": ["\xff\xfe"]}'), 400, "UTF-8"),
     ("UTF-8 BOM", lambda c: c.post_raw(b'\xef\xbb\xbf{"reports": []}'), 400, "malformed"),
+    # -- a key twice in one object: which did the client mean? (json.loads keeps the last)
+    (
+        "duplicate top key",
+        lambda c: c.post_text('{"reports": [], "reports": []}'),
+        400,
+        '"reports"',
+    ),
+    ("duplicate version", lambda c: _duplicate(c, "version", 99), 400, 'duplicate key "version"'),
+    ("duplicate payload key", lambda c: _duplicate(c, "v", 2, inside="payload"), 400, 'key "v"'),
     ("deep nesting", lambda c: c.post_text("[" * 100_000 + "]" * 100_000), 400, "too deep"),
     ("NaN", lambda c: c.post_text('{"reports": [NaN]}'), 400, "NaN"),
     ("Infinity", lambda c: c.post_text('{"reports": [Infinity]}'), 400, "Infinity"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,8 +11,9 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition
-from collector.ingest import SEEN_TTL_SECONDS, Appender
+from collector.ingest import MAX_VERSIONS_PER_REQUEST, SEEN_TTL_SECONDS, Appender
 from ldp_store import keys
+from ldp_store.registry import UNKNOWN_TTL
 
 
 def stream(server: Any, definition: MetricDefinition) -> list[dict[bytes, bytes]]:
@@ -155,3 +157,67 @@ def test_ingest_on_both_redis_versions(any_redis: Any) -> None:
     again = client.post("/v1/reports", json={"reports": batch[:10]})
     assert again.json == {"accepted": 0, "duplicates": 10, "rejected": []}
     assert stream(any_redis, theme) == [{b"p": compact(r["payload"])} for r in batch]
+
+
+def _lookups(server: Any) -> int:
+    """HGET calls Redis has served (registry look-ups) since the last CONFIG RESETSTAT."""
+    stats = server.client().info("commandstats")
+    return int(stats.get("cmdstat_hget", {}).get("calls", 0))
+
+
+def _bogus(theme: MetricDefinition, versions: range) -> list[dict[str, Any]]:
+    """One well-formed report per version of ``theme`` that does not exist."""
+    batch = reports(theme, len(versions))
+    for report, version in zip(batch, versions, strict=True):
+        report["version"] = version
+    return batch
+
+
+def test_too_many_metric_versions_are_refused_before_any_lookup(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    batch = _bogus(theme, range(1000, 1000 + MAX_VERSIONS_PER_REQUEST))
+    batch += reports(theme, 900)  # 1,000 reports naming MAX + 1 versions
+    redis_db.client().config_resetstat()
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.status_code == 413  # the SDK halves its batch on 413
+    assert response.json["error"] == "too many metric versions in one request"
+    assert f"at most {MAX_VERSIONS_PER_REQUEST} per request" in response.json["details"][0]
+    assert _lookups(redis_db) == 0
+    assert redis_db.client().xlen(keys.stream_key(theme.name, theme.version)) == 0
+
+
+def test_unknown_versions_cost_one_lookup_each_then_none_for_a_while(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    bogus = MAX_VERSIONS_PER_REQUEST - 1
+    batch = _bogus(theme, range(1000, 1000 + bogus)) * 10 + reports(theme, 1)
+    redis_db.client().config_resetstat()
+    first = client.post("/v1/reports", json={"reports": batch})
+    assert first.status_code == 202 and first.json["accepted"] == 1
+    assert len(first.json["rejected"]) == 10 * bogus
+    assert all(r["error"].startswith("unknown metric") for r in first.json["rejected"])
+    # Once per distinct version, not per report (+ 1: the real version, new to the cache).
+    assert _lookups(redis_db) == bogus + 1
+    again = client.post("/v1/reports", json={"reports": batch})
+    assert again.status_code == 202 and again.json["duplicates"] == 1
+    assert _lookups(redis_db) == bogus + 1  # remembered as unknown: no round trip
+
+
+def test_a_version_created_after_a_miss_is_known_at_once(
+    client: FlaskClient, theme: MetricDefinition, redis_db: Any
+) -> None:
+    """``put`` forgets its own process's miss; another process's expires after UNKNOWN_TTL."""
+    ahead = _bogus(theme, range(theme.version + 1, theme.version + 2))
+    assert client.post("/v1/reports", json={"reports": ahead}).status_code == 400
+    other = make_app(redis_db.url).extensions["ldp"].registry  # another process's registry
+    assert other.lookup(theme.name, theme.version + 1) is None
+    new = define(client, theme.name, {**THEME_SPEC, "epsilon": 2.0})  # version + 1
+    assert new.version == theme.version + 1
+    fresh = reports(new, 2)
+    response = client.post("/v1/reports", json={"reports": fresh})
+    assert response.status_code == 202 and response.json["accepted"] == 2
+    deadline = time.monotonic() + 5 * UNKNOWN_TTL
+    while other.lookup(theme.name, new.version) is None:
+        assert time.monotonic() < deadline, "the other process never saw the new version"
+        time.sleep(UNKNOWN_TTL / 10)

@@ -112,9 +112,10 @@ def test_each_app_documents_what_it_mounts(redis_db: Any) -> None:
         "/v1/plan",
         "/v1/plan/curve",
     }
-    assert set(collector["components"]["securitySchemes"]) == {"adminToken"}
+    assert set(collector["components"]["securitySchemes"]) == {"adminToken", "metricsToken"}
     assert set(whole["components"]["securitySchemes"]) == {
         "adminToken",
+        "metricsToken",
         "readToken",
         "readTokenBasic",
     }
@@ -541,8 +542,14 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     assert schemes["readToken"] == {**schemes["readToken"], "type": "http", "scheme": "bearer"}
     assert schemes["readTokenBasic"]["scheme"] == "basic"
     assert doc["paths"]["/v1/metrics/{name}"]["put"]["security"] == [{"adminToken": []}]
+    # Prometheus' per-metric counts are read data too (or LDP_METRICS_TOKEN's).
+    assert doc["paths"]["/metrics"]["get"]["security"] == [{"metricsToken": []}]
+    refused = client.get("/metrics")
+    assert refused.status_code == 401
+    check_answer(doc, "get", "/metrics", refused)
+    assert client.get("/metrics", headers={"Authorization": "Bearer read-77"}).status_code == 200
     for path, item in doc["paths"].items():  # the apps' own endpoints stay open
-        if not path.startswith(READ_PREFIXES):
+        if not path.startswith(READ_PREFIXES) and path != "/metrics":
             assert all("security" not in op for verb, op in item.items() if verb != "put"), path
 
 

@@ -340,3 +340,36 @@ def test_gunicorn_conf_has_no_client_atoms() -> None:
     for atom in ("h", "a", "t", "f", "u", "r", "q", "l"):
         assert f"%({atom})s" not in fmt.group(1)
     assert "{" not in fmt.group(1)  # no header or environ atoms either
+
+
+FORGERIES = [
+    b"GET /x%0d%0aFORGED-1%20200%20-%200ms HTTP/1.1",  # decodes to CR LF in PATH_INFO
+    b"GET /x%0aFORGED-2 HTTP/1.1",
+    b"GET /x%c2%85FORGED-3 HTTP/1.1",  # U+0085 (NEL): a line break to str.splitlines
+    b"GET /x\rFORGED-4 HTTP/1.1",  # literal CR and LF: gunicorn refuses the request line
+    b"GET /x\nFORGED-5 HTTP/1.1",
+]
+
+
+def test_a_crlf_in_the_path_cannot_forge_a_log_line(gunicorn: tuple[str, Path]) -> None:
+    url, logs = gunicorn
+    port = int(url.rsplit(":", 1)[1])
+    for request_line in FORGERIES:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(request_line + b"\r\nHost: a\r\nConnection: close\r\n\r\n")
+            while sock.recv(4096):
+                pass
+    assert _request(url + "/healthz") == 200  # the last line the worker writes
+    deadline = time.monotonic() + 5
+    access = ""
+    while '"GET /healthz"' not in access and time.monotonic() < deadline:
+        time.sleep(0.1)
+        access = (logs / "access.log").read_text()
+    errors = (logs / "error.log").read_text() + (logs / "output.log").read_text()
+    for text in (access, errors):
+        lines = re.split(r"\r\n|\r|\n|\x85|\u2028", text)
+        assert not [line for line in lines if line.startswith("FORGED")], text
+    assert '"GET /x\\x0D\\x0AFORGED-1 200 - 0ms" 404 ' in access, access
+    assert '"GET /x\\x0AFORGED-2" 404 ' in access, access
+    line_format = re.compile(r'"GET /[^"]*" \d{3} \d+ \d+ms')  # a quote cannot end a field
+    assert all(line_format.fullmatch(line) for line in access.splitlines()), access
