@@ -28,6 +28,7 @@ METRICS_TOKEN = Scheme(
     "bearer",
     "LDP_METRICS_TOKEN or LDP_READ_TOKEN (or the admin token): asked for only when one of "
     "the first two is set; without them /metrics is open.",
+    setting=("METRICS_TOKEN", "READ_TOKEN"),
 )
 """What ``GET /metrics`` wants (:func:`require_metrics_token`)."""
 

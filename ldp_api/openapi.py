@@ -106,10 +106,10 @@ class Scheme:
     scheme: str
     """``bearer`` or ``basic`` (HTTP authentication)."""
     description: str
-    setting: str | None = None
-    """The app's config key that switches the scheme on, for one that can be off. While
-    it is unset, :func:`document` leaves out the 401, which is then never answered, and
-    states the operation as ``unset`` says."""
+    setting: str | tuple[str, ...] | None = None
+    """The app's config key that switches the scheme on (or several: any of them), for
+    one that can be off. While it is unset, :func:`document` leaves out the 401, which is
+    then never answered, and states the operation as ``unset`` says."""
     unset: str = "open"
     """What an operation whose schemes are all off does: ``open`` (the read token: the
     scheme is documented as optional, an empty requirement beside it) or ``disabled``
@@ -119,8 +119,8 @@ class Scheme:
         """Whether ``app`` asks for this scheme (always, unless it has a ``setting``)."""
         if self.setting is None:
             return True
-        value = app.config.get(self.setting)
-        return value is not None and value != ""
+        keys = (self.setting,) if isinstance(self.setting, str) else self.setting
+        return any(app.config.get(key) not in (None, "") for key in keys)
 
 
 @dataclass(frozen=True)
