@@ -7,6 +7,7 @@ the command runs, so ``ldp --help`` stays fast), and prints a table or JSON.
 from __future__ import annotations
 
 import math
+import random
 import sys
 from typing import Any
 
@@ -236,6 +237,13 @@ def _audit_targets(
 )
 @confidence_option(0.99)
 @PERMANENT_EPSILON
+@click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Run perturb with a seeded generator (random.Random) to reproduce an audit; "
+    "default: the CSPRNG the devices use.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def audit(
     mechanism: str,
@@ -245,6 +253,7 @@ def audit(
     bound: str | None,
     confidence: float,
     permanent_epsilon: float | None,
+    seed: int | None,
     as_json: bool,
 ) -> None:
     """Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε.
@@ -258,12 +267,15 @@ def audit(
     from aggregator.analysis.audit import audit as run_audit
 
     m, bounds = _audit_targets(mechanism, epsilon, domain_size, permanent_epsilon, bound)
+    rng = None if seed is None else random.Random(seed)
     results = []
     for which in bounds:
         label = f"auditing {m.name}" + (" (permanent response)" if which == "permanent" else "")
         with progress_bar(label, 2 * trials, enabled=not as_json) as advance:
             results.append(
-                run_audit(m, trials=trials, confidence=confidence, progress=advance, bound=which)
+                run_audit(
+                    m, trials=trials, confidence=confidence, progress=advance, bound=which, rng=rng
+                )
             )
     passed = all(r.passed for r in results)
     if as_json:

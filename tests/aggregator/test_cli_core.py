@@ -63,22 +63,26 @@ def test_plan_users_and_width() -> None:
 
 
 def test_audit_exit_codes() -> None:
-    code, out = run("audit", "-m", "grr", "-e", "1", "-k", "4", "-t", "4000")
+    # Seeded: a correct mechanism fails a 99 % audit up to 1 % of the time by design.
+    code, out = run("audit", "-m", "grr", "-e", "1", "-k", "4", "-t", "4000", "--seed", "1")
     assert code == 0 and "PASS" in out
-    code, out = run("audit", "-m", "hr", "-e", "1", "-k", "4", "-t", "2000", "--json")
+    code, out = run(
+        "audit", "-m", "hr", "-e", "1", "-k", "4", "-t", "2000", "--json", "--seed", "2"
+    )
     assert code == 0 and json.loads(out)["passed"] is True
 
 
 def test_audit_takes_numeric_mechanisms_without_a_domain_size() -> None:
-    code, out = run("audit", "-m", "duchi", "-e", "1", "-t", "4000")
+    code, out = run("audit", "-m", "duchi", "-e", "1", "-t", "4000", "--seed", "3")
     assert code == 0 and "PASS duchi ε=1:" in out and "y in [" in out
-    code, out = run("audit", "-m", "hybrid", "-e", "2", "-t", "2000", "--json")
+    code, out = run("audit", "-m", "hybrid", "-e", "2", "-t", "2000", "--json", "--seed", "4")
     body = json.loads(out)
     assert code == 0 and body["passed"] is True and sorted(body["inputs"]) == [-1.0, 1.0]
 
 
 def test_audit_checks_both_bounds_of_a_memoized_mechanism() -> None:
     base = ("audit", "-m", "memo-oue", "-e", "1", "--permanent-epsilon", "4", "-k", "16")
+    base = (*base, "--seed", "5")
     code, out = run(*base, "-t", "4000")
     assert code == 0 and out.count("PASS") == 2
     assert "ε=1 k=16" in out and "permanent response ε∞=4 k=16" in out
@@ -102,7 +106,9 @@ def test_audit_exits_1_when_a_bound_exceeds_the_declared_epsilon(
     assert code == 1 and "FAIL duchi" in out
     broken = HotPermanentGRR(epsilon=1.0, domain_size=8, permanent_epsilon=4.0)
     monkeypatch.setattr(study, "build_mechanism", lambda *args: broken)
-    code, out = run("audit", "-m", "memo-grr", "-e", "1", "--permanent-epsilon", "4", "-k", "8")
+    code, out = run(
+        "audit", "-m", "memo-grr", "-e", "1", "--permanent-epsilon", "4", "-k", "8", "--seed", "6"
+    )
     assert code == 1 and "PASS broken-prr-grr ε=1" in out
     assert "FAIL broken-prr-grr permanent response ε∞=4" in out
 
