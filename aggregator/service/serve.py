@@ -205,8 +205,11 @@ class Server(Service):
         """A supervisor event: to stderr, and with the time to ``supervisor.log``."""
         print(f"ldp serve: {message}", file=sys.stderr, flush=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        with open(self.data_dir / "supervisor.log", "a") as log:
-            log.write(f"{stamp} {message}\n")
+        try:
+            with open(self.data_dir / "supervisor.log", "a") as log:
+                log.write(f"{stamp} {message}\n")
+        except OSError:  # a full or read-only disk must not stop the supervision
+            pass
 
     def _preflight(self) -> None:
         """Fail early, with the reason, on what would otherwise surface as a dead child."""
@@ -356,8 +359,15 @@ class Server(Service):
         # per thread), so it runs until stop() has stopped them in order.
         while not self._done.wait(POLL_SECONDS):
             with self._restarting:
-                if not self._stopping and self.supervisor is not None:
+                if self._stopping or self.supervisor is None:
+                    continue
+                try:
                     self.supervisor.poll()
+                except Exception as exc:  # noqa: BLE001  # a dead watcher is a dead service
+                    # Unforeseen: give up loudly (check() reports it, ldp serve exits 1)
+                    # rather than end this thread, which would take its children with it.
+                    self.supervisor.gave_up = f"the supervisor failed: {exc!r}; stopping"
+                    self._say(self.supervisor.gave_up)
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT

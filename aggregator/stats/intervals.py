@@ -202,6 +202,15 @@ def frequency_intervals(
         low, high = _score(
             f, variance_coefficients(mechanism, n, r), z_value(confidence, comparisons)
         )
+        # A memoized pool's variance reaches 0 a little below f = 0: an estimate beyond
+        # that point has no f that explains it, and the quadratic has no real roots.
+        # Those values (far in the tail) take the exact interval instead.
+        lost = ~((low <= f) & (f <= high) & (low < high))
+        if lost.any():
+            deff = design_effect(mechanism, r)
+            exact_low, exact_high = _exact(mechanism, n / deff, counts[lost] / deff, alpha)
+            low, high = np.array(low), np.array(high)
+            low[lost], high[lost] = exact_low, exact_high
     else:
         deff = design_effect(mechanism, r)
         low, high = _exact(mechanism, n / deff, counts / deff, alpha)

@@ -164,7 +164,8 @@ def intervals_note(est: FrequencyEstimate) -> str:
 ANYTIME_NOTE = (
     "the fixed-n interval is right 95 % of the time if you look once; if you keep "
     "watching and stop when it looks interesting, use 'valid while you watch' (a "
-    "confidence sequence): it stays right at every look, at the price of more width"
+    "confidence sequence): it stays right at every look, at the price of more width "
+    "(the 'distinguishable from zero' flags are still for one look)"
 )
 
 

@@ -195,3 +195,17 @@ def test_distinguishable_flags_control_the_false_discovery_rate(name: str, runs:
     assert np.mean(old_false) > 10  # the per-value rule this replaces
     if name != "grr":  # GRR at k = 1024 is too noisy to see values of 0.1-0.3 %
         assert np.mean(found) > 0.5  # the flags still find the values that are there
+
+
+@pytest.mark.parametrize("name", ["memo-oue", "memo-sue", "memo-grr"])
+@pytest.mark.parametrize("r", [1, 2, 10, 100, 3650])
+def test_every_count_gets_an_interval_around_its_estimate(name: str, r: int) -> None:
+    """For every possible count, the interval holds the estimate and has width: a
+    memoized pool's variance vanishes just below f = 0, where the score quadratic has no
+    real roots (a review found a zero-width interval beside f̂ at r = 100)."""
+    m = create(name, epsilon=1.0, domain_size=8, permanent_epsilon=4.0)
+    n = 5000
+    support = np.arange(0, n + 1, 7)
+    f = m.debias(support.astype(np.float64), n)
+    low, high, _ = frequency_intervals(m, n, support, 0.95, reports_per_device=r)
+    assert np.all(low <= f) and np.all(f <= high) and np.all(low < high)
