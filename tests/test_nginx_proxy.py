@@ -19,13 +19,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gunicorn_helpers import start_gunicorn
 
 from client_sdk.wire import MetricDefinition, build_report
 from collector.settings import MAX_BODY_BYTES
@@ -118,20 +118,7 @@ def stack(
         LDP_ACCESS_LOG="off",
     )
     with open(tmp / "gunicorn.log", "wb") as out:
-        gunicorn = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(ROOT / "collector" / "gunicorn_conf.py"),
-                "collector:create_app()",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        gunicorn = start_gunicorn(env, out)
     (tmp / "nginx.conf").write_text(_test_config(tmp, port, upstream))
     assert NGINX is not None
     nginx = subprocess.Popen(

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gunicorn_helpers import SERVER, start_gunicorn
 
 pytest.importorskip("schemathesis", reason="schemathesis is in the dev extra")
 
@@ -134,20 +135,7 @@ def serve(redis_url: str, tokens: dict[str, str], logs: Path) -> Iterator[str]:
         LDP_ACCESS_LOG="off",
         LDP_ERROR_LOG=str(logs / "error.log"),
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(ROOT / "collector" / "gunicorn_conf.py"),
-            "aggregator.service.app:create_server_app()",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    process = start_gunicorn(env, subprocess.DEVNULL, SERVER)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

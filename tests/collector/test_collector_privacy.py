@@ -13,7 +13,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,6 +24,7 @@ from typing import Any
 import pytest
 from collector_helpers import ADMIN, PAGES_SPEC, THEME_SPEC, TOKEN, make_app, reports, scan_redis
 from flask import Flask, request
+from gunicorn_helpers import start_gunicorn
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from client_sdk.wire import MetricDefinition
@@ -261,20 +261,7 @@ def gunicorn(redis_db: Any, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         LDP_LOG_LEVEL="debug",
     )
     output = open(tmp_path / "output.log", "wb")  # noqa: SIM115
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(ROOT / "collector" / "gunicorn_conf.py"),
-            "collector:create_app()",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=output,
-        stderr=subprocess.STDOUT,
-    )
+    process = start_gunicorn(env, output)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
