@@ -4,14 +4,16 @@ Valid reports are grouped by metric version (and, for a version with ``shards`` 
 the shard :func:`ldp_store.keys.shard_of` their id picks); each group is appended by ONE
 Lua script call (:data:`ldp_store.scripts.APPEND`) on keys that share the version's (and
 shard's) hash tag, so it runs unchanged on a Redis Cluster: the stream and the replay
-sets of today and yesterday (UTC). The script
+guard of today and yesterday (UTC; :mod:`ldp_store.guard`: ids as 64-bit integers in
+small bucketed sets). The script
 
-1. sorts the reports into new ones and replays: an id in either replay set, or one
-   repeated in the request;
-2. answers "backlog" without writing if the new ones would take the stream past
+1. agrees with the caller on the guard's layout (or answers it, and the call is repeated);
+2. sorts the reports into new ones and replays: an id in today's or yesterday's guard,
+   or one repeated in the request;
+3. answers "backlog" without writing if the new ones would take the stream past
    ``MAX_BACKLOG`` entries;
-3. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
-   to today's set (which expires two days later), and returns how many it appended and
+4. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
+   to today's guard (which expires two days later), and returns how many it appended and
    how many were replays.
 
 Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
@@ -39,7 +41,7 @@ from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection
-from ldp_store import keys, scripts
+from ldp_store import guard, keys, scripts
 
 if TYPE_CHECKING:
     from collector.context import Services
@@ -57,10 +59,17 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SEEN_TTL_SECONDS = 2 * 86_400
-"""A replay set lives two days after its last write: a report id is checked against
-today's and yesterday's sets, so replays are caught for at least 24 hours (Mozilla's
-document-id dedup horizon), and the sets cost memory for no longer than that."""
+SEEN_TTL_SECONDS = guard.TTL_SECONDS
+"""How long the replay guard keeps a day's ids (:data:`ldp_store.guard.TTL_SECONDS`)."""
+
+LAYOUT_TRIES = 4
+"""Script calls one append may take to agree on the guard's layout: the first may find a
+new day, the second a generation started by another collector meanwhile; more means
+generations are starting faster than requests finish, and the client retries later."""
+
+MAX_LAYOUTS = 10_000
+"""Guard layouts a collector process caches (one per metric version, shard and day); past
+this the cache starts afresh, which costs one extra script call per version."""
 
 MAX_VERSIONS_PER_REQUEST = 100
 """Distinct (metric, version) pairs one request may name. An app's batch holds reports
@@ -211,6 +220,7 @@ class Appender:
         self.max_backlog = max_backlog
         self.memory = MemoryGuard(client, high_water)
         self._script = client.register_script(scripts.APPEND)
+        self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
 
     def append(
         self, name: str, version: int, items: list[Item], now: datetime, shards: int = 1
@@ -246,17 +256,9 @@ class Appender:
         added = duplicates = 0
         full = False
         for shard, part in sorted(parts.items()):
-            script_keys = [
-                keys.stream_key(name, version, shard),
-                keys.seen_key(name, version, days[0], shard),
-                keys.seen_key(name, version, days[1], shard),
-            ]
-            args: list[Any] = [self.max_backlog, SEEN_TTL_SECONDS]
-            for rid, payload in part:
-                args += [rid, payload]
-            got, replayed, backlogged = self._script(keys=script_keys, args=args)
-            added, duplicates = added + int(got), duplicates + int(replayed)
-            full = full or bool(backlogged)
+            got, replayed, backlogged = self._append_part(name, version, shard, days, part)
+            added, duplicates = added + got, duplicates + replayed
+            full = full or backlogged
         if full:
             raise Unavailable(
                 f"metric {name!r} version {version} has a backlog near its limit of "
@@ -264,6 +266,47 @@ class Appender:
                 "backlog",
             )
         return added, duplicates
+
+    def _append_part(
+        self, name: str, version: int, shard: int, days: tuple[str, str], part: list[Item]
+    ) -> tuple[int, int, bool]:
+        """One script call for one shard's reports, with the guard layout agreed first.
+
+        The layout of each (version, shard, day pair) is cached; the script answers the
+        layout it holds when the cache is stale (a new day, a new generation), and the
+        call is repeated with it. Layouts only grow within a day, so two tries suffice
+        unless a generation starts in between; :data:`LAYOUT_TRIES` bounds it.
+        """
+        cached = (name, version, shard, days)
+        layout = self._layouts.get(cached) or guard.Layout(name, version, shard, days)
+        for _ in range(LAYOUT_TRIES):
+            guard_keys, per_id = layout.keys_and_args([rid for rid, _ in part])
+            args: list[Any] = [
+                self.max_backlog,
+                guard.TTL_SECONDS,
+                *layout.believed(),
+                guard.SIZED_FOR,
+                guard.BUCKET_FILL,
+                guard.GENERATION_STEP,
+            ]
+            for (rid, payload), (member, *indexes) in zip(part, per_id, strict=True):
+                args += [rid, member, payload, *indexes]
+            stream = keys.stream_key(name, version, shard)
+            reply = self._script(keys=[stream, *guard_keys], args=args)
+            if int(reply[0]) >= 0:
+                return int(reply[0]), int(reply[1]), bool(reply[2])
+            layout = guard.Layout(
+                name,
+                version,
+                shard,
+                days,
+                guard.parse_generations(reply[1]),
+                guard.parse_generations(reply[2]),
+            )
+            if len(self._layouts) >= MAX_LAYOUTS:
+                self._layouts.clear()
+            self._layouts[cached] = layout
+        raise Unavailable("the replay guard's layout kept changing; retry", "busy")
 
 
 def ingest(

@@ -14,7 +14,9 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:metric:{<name>}`` | hash | ``current``: version; ``v<N>``: definition; ``t<N>``: created |
 | ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
 | ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
-| ``ldp:{m:…}:seen:<day>`` | set | 16-byte report ids seen that UTC day (replay guard) |
+| ``ldp:{m:…}:guard:<day>`` | hash | the replay guard's day: ``n`` ids, ``g`` generations |
+| ``ldp:{m:…}:guard:<day>:<j>:<b>`` | set | bucket b of generation j: ids as 64-bit integers |
+| ``ldp:{m:…}:seen:<day>`` | set | legacy (before the bucketed guard): raw 16-byte ids, read only |
 | ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
@@ -30,6 +32,8 @@ __all__ = [
     "claims_key",
     "counts_key",
     "dead_key",
+    "guard_bucket_key",
+    "guard_key",
     "metric_key",
     "seen_key",
     "shard_of",
@@ -65,8 +69,24 @@ def dead_key(name: str, version: int, shard: int = 0) -> str:
 
 
 def seen_key(name: str, version: int, day: str, shard: int = 0) -> str:
-    """The set of report ids seen on ``day`` (YYYY-MM-DD, UTC)."""
+    """The legacy replay set of ``day`` (YYYY-MM-DD, UTC): raw 16-byte ids.
+
+    Written by collectors before the bucketed guard (:mod:`ldp_store.guard`); still read
+    for the two days its TTL keeps it, so a retry that spans an upgrade is still a replay.
+    """
     return f"{PREFIX}:{tag(name, version, shard)}:seen:{day}"
+
+
+def guard_key(name: str, version: int, day: str, shard: int = 0) -> str:
+    """The replay guard's hash for ``day``: ids appended (``n``), generations (``g``)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}"
+
+
+def guard_bucket_key(
+    name: str, version: int, day: str, generation: int, bucket: int, shard: int = 0
+) -> str:
+    """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:{bucket}"
 
 
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:

@@ -272,15 +272,49 @@ after a commit."""
 
 
 APPEND = """
--- KEYS: the stream, today's replay set, yesterday's replay set (one hash slot)
--- ARGV: max backlog, replay-set TTL in seconds, then id1, payload1, id2, payload2, ...
--- First sort the reports into new ones and replays, then check the backlog with the new
--- ones counted, then write: a refusal changes nothing.
+-- KEYS: 1 the stream, 2 today's guard hash, 3 yesterday's, 4 and 5 the legacy replay
+--       sets of today and yesterday, 6.. guard buckets (all in one hash slot)
+-- ARGV: 1 max backlog, 2 guard TTL (s), 3 today's generations as the caller believes them,
+--       4 yesterday's, 5 ids a bucket is sized for, 6 ids a bucket holds before a new
+--       generation starts, 7 the generation step, then per report: raw id, 64-bit member,
+--       payload, and the KEYS index of its bucket in each generation of today (the last
+--       is where it goes) and of yesterday.
+-- First agree on the layout, then sort the reports into new ones and replays, then check
+-- the backlog with the new ones counted, then write: a refusal changes nothing.
+local function gens(s)
+  local t = {}
+  for x in string.gmatch(s, '%d+') do t[#t + 1] = tonumber(x) end
+  return t
+end
+local past = redis.call('HMGET', KEYS[3], 'g', 'n')
+local today = redis.call('HMGET', KEYS[2], 'g')[1]
+if not today then
+  local before = tonumber(past[2] or '0')
+  local j = 0
+  while j < 40 and 2 ^ j * tonumber(ARGV[5]) < before do j = j + 1 end
+  today = tostring(j)
+  redis.call('HSET', KEYS[2], 'g', today)
+  redis.call('EXPIRE', KEYS[2], ARGV[2])
+end
+local yesterday = past[1] or ''
+if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} end
+local gt = gens(today)
+local last = 3 + #gt
+local stride = last + #gens(yesterday)
+local legacy_t = redis.call('EXISTS', KEYS[4]) == 1
+local legacy_y = redis.call('EXISTS', KEYS[5]) == 1
 local fresh, new, duplicates = {}, {}, 0
-for i = 3, #ARGV, 2 do
-  local id = ARGV[i]
-  if fresh[id] or redis.call('SISMEMBER', KEYS[2], id) == 1
-      or redis.call('SISMEMBER', KEYS[3], id) == 1 then
+for i = 8, #ARGV, stride do
+  local id, member = ARGV[i], ARGV[i + 1]
+  local dup = fresh[id] or false
+  local k = i + 3
+  while not dup and k < i + stride do
+    dup = redis.call('SISMEMBER', KEYS[tonumber(ARGV[k])], member) == 1
+    k = k + 1
+  end
+  dup = dup or (legacy_t and redis.call('SISMEMBER', KEYS[4], id) == 1)
+    or (legacy_y and redis.call('SISMEMBER', KEYS[5], id) == 1)
+  if dup then
     duplicates = duplicates + 1
   else
     fresh[id] = true
@@ -291,20 +325,36 @@ if #new == 0 then return {0, duplicates, 0} end
 if redis.call('XLEN', KEYS[1]) + #new > tonumber(ARGV[1]) then
   return {0, duplicates, 1}
 end
+local touched = {}
 for _, i in ipairs(new) do
-  redis.call('SADD', KEYS[2], ARGV[i])
-  redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 1])
+  local bucket = KEYS[tonumber(ARGV[i + last - 1])]
+  redis.call('SADD', bucket, ARGV[i + 1])
+  touched[bucket] = true
+  redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 2])
 end
+for bucket in pairs(touched) do redis.call('EXPIRE', bucket, ARGV[2]) end
+local n = redis.call('HINCRBY', KEYS[2], 'n', #new)
 redis.call('EXPIRE', KEYS[2], ARGV[2])
+local capacity = 0
+for _, j in ipairs(gt) do capacity = capacity + 2 ^ j * tonumber(ARGV[6]) end
+if n > capacity and gt[#gt] < 40 then
+  redis.call('HSET', KEYS[2], 'g', today .. ',' .. (gt[#gt] + tonumber(ARGV[7])))
+end
 return {#new, duplicates, 0}
 """
-"""The collector's append of one group of reports (one metric version and shard).
+"""The collector's append of one group of reports (one metric version and shard), with
+the bucketed replay guard of :mod:`ldp_store.guard`.
 
-A report whose 16-byte id is in neither the day's nor the previous day's replay set (nor
-earlier in the same call) is new; the others are duplicates. If the new ones would take
-the stream past ``max backlog`` entries, the script writes nothing and answers "backlog"
-(the batch is counted, so the stream never overshoots the limit). Otherwise it appends
-``XADD stream * p <payload>`` for each new report and adds its id to the day's set (its
-TTL renewed). Every write comes after every check, so a refusal (backlog, or Redis out
-of memory at the first write) changes nothing. Returns {appended, duplicates, backlog
-flag}."""
+The caller passes the day's layout as it believes it (each day's list of generations);
+if Redis holds another (a new day, or a generation started), the script writes nothing
+but today's first generation and answers ``{-1, today, yesterday}``, and the caller
+retries with that layout. Otherwise a report whose 64-bit member is in none of its
+buckets (one per generation of today and of yesterday), nor in the legacy raw-id sets,
+nor earlier in the same call, is new; the others are duplicates. If the new ones would
+take the stream past ``max backlog`` entries, the script writes nothing and answers
+"backlog" (the batch is counted, so the stream never overshoots the limit). Otherwise it
+appends ``XADD stream * p <payload>`` for each new report and adds its member to its
+bucket in today's newest generation (TTLs renewed), adds them to today's count ``n``, and
+starts a generation 2**step times larger when ``n`` passes what the generations hold.
+Every report write comes after every check, so a refusal (backlog, or Redis out of memory
+at the first write) appends nothing. Returns {appended, duplicates, backlog flag}."""

@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition
 from collector.ingest import MAX_VERSIONS_PER_REQUEST, SEEN_TTL_SECONDS, Appender
-from ldp_store import keys
+from ldp_store import guard, keys
 from ldp_store.registry import UNKNOWN_TTL
 
 
@@ -37,21 +37,27 @@ def test_valid_reports_land_in_their_stream_with_only_the_payload(
     assert entries == [{b"p": compact(r["payload"])} for r in batch]  # arrival order kept
 
 
-def test_replay_sets_hold_the_raw_ids_and_expire(
+def test_the_replay_guard_holds_ids_as_integers_in_small_sets_that_expire(
     client: FlaskClient, theme: MetricDefinition, redis_db: Any
 ) -> None:
     batch = reports(theme, 5)
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
     r = redis_db.client()
     today = datetime.now(UTC).date().isoformat()
-    seen = keys.seen_key(theme.name, theme.version, today)
-    assert r.smembers(seen) == {bytes.fromhex(x["id"]) for x in batch}
-    assert 0 < r.ttl(seen) <= SEEN_TTL_SECONDS
+    day = keys.guard_key(theme.name, theme.version, today)
+    bucket = keys.guard_bucket_key(theme.name, theme.version, today, 0, 0)
+    assert r.hgetall(day) == {b"n": b"5", b"g": b"0"}  # one generation of one bucket
+    ids = [bytes.fromhex(x["id"]) for x in batch]
+    assert r.smembers(bucket) == {guard.member_of(i).encode() for i in ids}
+    assert r.object("encoding", bucket) == b"intset"  # 8 bytes an id
+    for key in (day, bucket):
+        assert 0 < r.ttl(key) <= SEEN_TTL_SECONDS
     # Every key shares the metric version's hash tag (one slot on a cluster).
     tag = keys.tag(theme.name, theme.version)
     assert {k for k in r.scan_iter("ldp:{*") if tag.encode() in k} == {
         keys.stream_key(theme.name, theme.version).encode(),
-        seen.encode(),
+        day.encode(),
+        bucket.encode(),
     }
 
 
@@ -114,15 +120,16 @@ def test_each_metric_version_gets_its_own_stream_and_one_script_call(
 ) -> None:
     theme2 = define(client, theme.name, {**THEME_SPEC, "epsilon": 2.0})
     assert theme2.version == theme.version + 1
-    client.post("/v1/reports", json={"reports": reports(theme, 1)})  # loads the script
+    for definition in (theme, pages, theme2):  # loads the script and today's guard layouts
+        client.post("/v1/reports", json={"reports": reports(definition, 1, seed=9)})
     r = redis_db.client()
     r.config_resetstat()
     batch = [*reports(theme, 30), *reports(pages, 40), *reports(theme2, 20)]
     batch = batch[::2] + batch[1::2]  # interleaved
     response = client.post("/v1/reports", json={"reports": batch})
     assert response.json == {"accepted": 90, "duplicates": 0, "rejected": []}
-    assert (len(stream(redis_db, theme)), len(stream(redis_db, pages))) == (1 + 30, 40)
-    assert len(stream(redis_db, theme2)) == 20
+    assert (len(stream(redis_db, theme)), len(stream(redis_db, pages))) == (1 + 30, 1 + 40)
+    assert len(stream(redis_db, theme2)) == 1 + 20
     stats = r.info("commandstats")
     assert stats["cmdstat_evalsha"]["calls"] == 3  # one per (metric, version)
 

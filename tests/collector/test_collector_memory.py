@@ -17,7 +17,7 @@ from ldp_store.embedded import EmbeddedRedis
 RETRY_AFTER = 7
 
 WIDE_SPEC = {"domain": [f"v{i}" for i in range(1000)], "epsilon": 1.0, "mechanism": "oue"}
-"""Reports of about 170 bytes: the backlog, not the replay guard (about 70 bytes per id,
+"""Reports of about 170 bytes: the backlog, not the replay guard (about 10 bytes per id,
 kept two days), is most of what ingest adds, so draining it brings memory down."""
 
 
@@ -31,10 +31,17 @@ def limit_memory(server: EmbeddedRedis, fill: float) -> int:
     return limit
 
 
-def fill_until_503(client: Any, definition: Any, batch: int = 500) -> tuple[int, Any, list[Any]]:
-    """POST fresh batches until one is refused; returns (accepted, that response, batch)."""
+def fill_until_503(client: Any, definition: Any, batch: int = 100) -> tuple[int, Any, list[Any]]:
+    """POST fresh batches until one is refused; returns (accepted, that response, batch).
+
+    The mark comes before Redis's own refusal as long as one request (its arguments in
+    Redis while the script runs, plus what it adds) is smaller than the room above the
+    mark: 10 % of maxmemory. Here maxmemory is about 2 MB, so batches stay near 1 % of it
+    (a 500-report batch is about 5 %, and with its arguments could cross); in production
+    the room is 10 % of GBs and a request is at most a few MB.
+    """
     accepted = 0
-    for seed in range(1, 400):
+    for seed in range(1, 1000):
         sent = reports(definition, batch, seed=seed)
         response = client.post("/v1/reports", json={"reports": sent})
         if response.status_code == 503:

@@ -1,0 +1,146 @@
+"""The replay guard's layout: report ids as 64-bit integers in small bucketed sets.
+
+A collector must recognise a report it has already appended (a client retry) for at least
+a day. Keeping each 16-byte id as a member of one big set per day costs about 60–70 bytes
+an id (a hash-table entry, its string and allocator overhead), about 13 GB a day at
+200 M reports. Here an id is split in two halves:
+
+* its first 8 bytes, read as a signed 64-bit integer, are the **member**: Redis keeps a
+  set of integers of up to ``set-max-intset-entries`` (512 by default, on 6.2 and 7) as
+  an *intset*, a sorted array of 8-byte integers;
+* the leading bits of its last 8 bytes pick the **bucket**, one of 2**j sets of a
+  *generation* j, so that each set stays small enough to stay an intset.
+
+A day's guard starts with one generation sized from the day before (:data:`SIZED_FOR`
+ids a bucket at yesterday's volume); when the day's ids pass what its generations hold
+(:data:`BUCKET_FILL` a bucket), a generation 2**:data:`GENERATION_STEP` times larger is
+started, and new ids go there. A lookup checks the id's bucket in every generation of
+today and yesterday (usually one each; a few on the first day of a busy metric), so a
+replay is always found: the guard never misses a replay within its window, as before.
+
+What the split costs: two different ids are taken for one when they share the 64-bit
+member and land in the same bucket. A new report is then wrongly counted as a replay (and
+not appended) with probability at most (ids in the buckets it is checked against) / 2**64
+≤ 13 × 512 / 2**64 < 4e-16: at 200 M reports a day, one lost report in about 40,000
+years. Report ids come from the device's CSPRNG, so a client cannot aim at someone
+else's ids; one that crowds a bucket with its own makes that one set a hash table (more
+memory for those ids only).
+
+Measured with ``benchmarks/bench_replay_guard.py`` (see BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ldp_store import keys
+
+__all__ = [
+    "BUCKET_FILL",
+    "GENERATION_STEP",
+    "SIZED_FOR",
+    "TTL_SECONDS",
+    "Layout",
+    "bucket_of",
+    "member_of",
+    "parse_generations",
+]
+
+TTL_SECONDS = 2 * 86_400
+"""A guard day lives two days after its last write: a report id is checked against
+today's and yesterday's guard, so replays are caught for at least 24 hours (Mozilla's
+document-id dedup horizon), and the ids cost memory for no longer than that."""
+
+SIZED_FOR = 128
+"""Ids a bucket of a day's first generation is sized for at the previous day's volume:
+the first generation has the fewest buckets (a power of two) that hold yesterday's ids at
+this fill, so a steady metric's buckets end the day 64–128 full; each bucket key costs
+about 100–150 bytes of its own, 1–2 bytes an id at that fill."""
+
+BUCKET_FILL = 256
+"""Ids a bucket holds on average before the day starts a new generation. Redis keeps a
+set as an intset up to ``set-max-intset-entries`` = 512 members; the fullest of 2**20
+buckets at a mean of 256 holds about 256 + 5.5 × 16 ≈ 345 (Poisson), well under 512.
+So a day with twice the volume of the day before stays in one generation."""
+
+GENERATION_STEP = 4
+"""A new generation has 2**4 = 16 times the buckets of the last: a metric that goes from
+nothing to 200 M reports in one day needs five (1 → 268 M ids of room), so a lookup
+checks at most a handful of buckets."""
+
+
+def member_of(report_id: bytes) -> str:
+    """The id's member: its first 8 bytes as a signed 64-bit integer, in decimal.
+
+    Redis stores a set member that is the canonical decimal of a 64-bit integer as that
+    integer (8 bytes in an intset).
+    """
+    return str(int.from_bytes(report_id[:8], "big", signed=True))
+
+
+def bucket_of(report_id: bytes, generation: int) -> int:
+    """The id's bucket in ``generation``: the leading ``generation`` bits of its last 8
+    bytes (disjoint from the member's bytes, so the two together use 64 + j bits)."""
+    return int.from_bytes(report_id[8:16], "big") >> (64 - generation) if generation else 0
+
+
+def parse_generations(text: str | bytes) -> tuple[int, ...]:
+    """A day's generations as the guard hash's ``g`` field holds them: ``"0,4,8"``."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    return tuple(int(x) for x in text.split(",")) if text else ()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The guard of one metric version, shard and pair of days, as the caller believes it.
+
+    Args:
+        name: the metric.
+        version: its version.
+        shard: the shard.
+        days: (today, yesterday), YYYY-MM-DD.
+        today: today's generations (oldest first; new ids go to the last).
+        yesterday: yesterday's generations (empty: no guard that day).
+    """
+
+    name: str
+    version: int
+    shard: int
+    days: tuple[str, str]
+    today: tuple[int, ...] = ()
+    yesterday: tuple[int, ...] = ()
+
+    def keys_and_args(self, ids: list[bytes]) -> tuple[list[str], list[list[str | int]]]:
+        """The APPEND script's guard keys (after the stream) and each report's guard ARGV.
+
+        Returns:
+            (keys: today's and yesterday's guard hashes, their legacy sets, then every
+            bucket the ids fall in; per id: [member, then the 1-based KEYS index of its
+            bucket in each generation of today and then of yesterday]). The caller puts
+            the stream first, so bucket indexes start at 6.
+        """
+        name, version, shard = self.name, self.version, self.shard
+        script_keys = [
+            keys.guard_key(name, version, self.days[0], shard),
+            keys.guard_key(name, version, self.days[1], shard),
+            keys.seen_key(name, version, self.days[0], shard),
+            keys.seen_key(name, version, self.days[1], shard),
+        ]
+        index: dict[str, int] = {}
+        per_id: list[list[str | int]] = []
+        plan = [(self.days[0], j) for j in self.today] + [(self.days[1], j) for j in self.yesterday]
+        for rid in ids:
+            row: list[str | int] = [member_of(rid)]
+            for day, j in plan:
+                key = keys.guard_bucket_key(name, version, day, j, bucket_of(rid, j), shard)
+                if key not in index:
+                    script_keys.append(key)
+                    index[key] = len(script_keys) + 1  # the stream is KEYS[1]
+                row.append(index[key])
+            per_id.append(row)
+        return script_keys, per_id
+
+    def believed(self) -> tuple[str, str]:
+        """The layout as the script's ARGV 3 and 4 state it."""
+        return ",".join(map(str, self.today)), ",".join(map(str, self.yesterday))

@@ -1,0 +1,142 @@
+"""The bucketed replay guard: ids as 64-bit integers in small sets, generations that grow
+within a day, sizing from the day before, the legacy raw-id sets, and stale layouts."""
+
+from __future__ import annotations
+
+import os
+import random
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from collector.ingest import Appender
+from ldp_store import guard, keys
+
+NAME, VERSION = "app.guard", 1
+MONDAY = datetime(2030, 1, 7, 12, tzinfo=UTC)
+PAYLOAD = '{"v":1}'
+
+
+def ids(n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    return [rng.randbytes(16) for _ in range(n)]
+
+
+def append(appender: Appender, batch: list[bytes], when: datetime) -> tuple[int, int]:
+    """Append ``batch`` in requests of 500 (the SDK's largest batch)."""
+    added = duplicates = 0
+    for i in range(0, len(batch), 500):
+        got = appender.append(NAME, VERSION, [(x, PAYLOAD) for x in batch[i : i + 500]], when)
+        added, duplicates = added + got[0], duplicates + got[1]
+    return added, duplicates
+
+
+def guard_sets(r: Any, day: str) -> list[bytes]:
+    return list(r.scan_iter(keys.guard_key(NAME, VERSION, day) + ":*", count=1000))
+
+
+def test_member_and_bucket_split_the_id_in_disjoint_halves() -> None:
+    rid = bytes.fromhex("80000000000000010123456789abcdef")
+    assert guard.member_of(rid) == str(-(2**63) + 1)  # signed: Redis's int64 range
+    assert guard.bucket_of(rid, 0) == 0
+    assert guard.bucket_of(rid, 4) == 0x0
+    assert guard.bucket_of(rid, 8) == 0x01
+    assert guard.bucket_of(rid, 16) == 0x0123
+    for rid in ids(1000, 1):
+        assert int(guard.member_of(rid)) == int.from_bytes(rid[:8], "big", signed=True)
+        assert 0 <= guard.bucket_of(rid, 12) < 2**12
+    assert guard.parse_generations(b"0,4,8") == (0, 4, 8) and guard.parse_generations("") == ()
+
+
+def test_a_day_grows_generations_and_every_replay_is_still_found(redis_db: Any) -> None:
+    r = redis_db.client()
+    appender = Appender(r, max_backlog=10**9)
+    day = MONDAY.date().isoformat()
+    first = ids(5000, 2)
+    assert append(appender, first, MONDAY) == (5000, 0)
+    # 1 bucket holds 256, then 16 more hold 4,096: 5,000 ids need a third generation.
+    assert r.hgetall(keys.guard_key(NAME, VERSION, day)) == {b"n": b"5000", b"g": b"0,4,8"}
+    sets = guard_sets(r, day)
+    assert sum(r.scard(k) for k in sets) == 5000
+    assert {r.object("encoding", k) for k in sets} == {b"intset"}  # 8 bytes an id
+    assert max(r.scard(k) for k in sets) <= 512  # set-max-intset-entries
+    # A retry of everything, in another order, mixed with new reports: only those count.
+    more = ids(700, 3)
+    mixed = first + more
+    random.Random(4).shuffle(mixed)
+    assert append(appender, mixed, MONDAY) == (700, 5000)
+    assert r.xlen(keys.stream_key(NAME, VERSION)) == 5700
+
+
+def test_the_next_day_is_sized_from_the_day_before_and_still_finds_its_replays(
+    redis_db: Any,
+) -> None:
+    r = redis_db.client()
+    appender = Appender(r, max_backlog=10**9)
+    monday = ids(5000, 5)
+    append(appender, monday, MONDAY)
+    tuesday = MONDAY + timedelta(days=1)
+    # 5,000 ids at 128 a bucket: 64 buckets (2**6), one generation.
+    assert append(appender, ids(100, 6), tuesday) == (100, 0)
+    g = r.hget(keys.guard_key(NAME, VERSION, tuesday.date().isoformat()), "g")
+    assert g == b"6"
+    assert append(appender, monday, tuesday) == (0, 5000)  # yesterday's 3 generations
+    wednesday = MONDAY + timedelta(days=2)  # beyond the horizon: new again
+    assert append(appender, monday[:10], wednesday) == (10, 0)
+
+
+def test_a_stale_layout_in_another_process_still_finds_replays(redis_db: Any) -> None:
+    """Two collectors: one starts a generation; the other, caching the older layout,
+    is told the new one by the script and finds a replay that went there."""
+    r = redis_db.client()
+    one, two = Appender(r, max_backlog=10**9), Appender(r, max_backlog=10**9)
+    append(two, ids(10, 7), MONDAY)  # two caches layout "0"
+    late = ids(400, 8)
+    append(one, ids(300, 9) + late, MONDAY)  # one starts generation 4 on the way
+    assert r.hget(keys.guard_key(NAME, VERSION, MONDAY.date().isoformat()), "g") == b"0,4"
+    assert append(two, late, MONDAY) == (0, 400)
+
+
+def test_ids_in_the_legacy_raw_id_sets_are_replays_for_their_two_days(redis_db: Any) -> None:
+    """A retry that spans an upgrade: the old collector kept raw ids in ``seen:<day>``."""
+    r = redis_db.client()
+    old = ids(20, 10)
+    yesterday = (MONDAY - timedelta(days=1)).date().isoformat()
+    r.sadd(keys.seen_key(NAME, VERSION, yesterday), *old[:10])
+    r.sadd(keys.seen_key(NAME, VERSION, MONDAY.date().isoformat()), *old[10:])
+    appender = Appender(r, max_backlog=10**9)
+    assert append(appender, [*old, *ids(5, 11)], MONDAY) == (5, 20)
+
+
+def test_a_refused_batch_leaves_the_guard_as_it_was(redis_db: Any) -> None:
+    r = redis_db.client()
+    appender = Appender(r, max_backlog=100)
+    assert append(appender, ids(90, 12), MONDAY) == (90, 0)
+    day = keys.guard_key(NAME, VERSION, MONDAY.date().isoformat())
+    before = {k: r.smembers(k) for k in guard_sets(r, MONDAY.date().isoformat())}
+    with pytest.raises(Exception, match="backlog"):
+        append(appender, ids(20, 13), MONDAY)
+    assert {k: r.smembers(k) for k in guard_sets(r, MONDAY.date().isoformat())} == before
+    assert r.hget(day, "n") == b"90"
+
+
+def test_what_the_split_costs_two_ids_sharing_member_and_bucket_are_one(
+    redis_db: Any,
+) -> None:
+    """The documented price of 8 bytes an id (probability < 4e-16 for CSPRNG ids)."""
+    appender = Appender(redis_db.client(), max_backlog=10**9)
+    head = os.urandom(8)
+    a, b = head + bytes(8), head + bytes(7) + b"\x01"  # same member, same bucket in gen 0
+    assert append(appender, [a], MONDAY) == (1, 0)
+    assert append(appender, [b], MONDAY) == (0, 1)
+
+
+def test_the_guard_on_both_redis_versions(any_redis: Any) -> None:
+    r = any_redis.client()
+    appender = Appender(r, max_backlog=10**9)
+    batch = ids(3000, 14)
+    assert append(appender, batch, MONDAY) == (3000, 0)
+    assert append(appender, batch[::7], MONDAY) == (0, len(batch[::7]))
+    sets = guard_sets(r, MONDAY.date().isoformat())
+    assert {r.object("encoding", k) for k in sets} == {b"intset"}
