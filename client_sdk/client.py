@@ -30,6 +30,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
@@ -199,6 +200,7 @@ class Client:
             )
             self._ledger = self._memory_ledger = MemoryLedger()
         self._charger = Charger()
+        self._floor: float | None = None  # see _charge_time; read from the ledger lazily
         self._opted_out = False  # disable() was called but could not be persisted
         # Read on every report(): one attribute lookup each, not two.
         self._wallclock = options.wallclock
@@ -215,6 +217,36 @@ class Client:
         _live.add(self)
         if self._durable is not None:  # deliver what an earlier run left, even if the
             self._uploader.ensure_started()  # app reports nothing now (the thread opens it)
+
+    def _charge_time(self) -> float:
+        """The time a report is charged at: the wall clock, never earlier than a charge
+        already made (this process's, or the latest day in the ledger).
+
+        A device clock set back (by hand, or a bad NTP step) must not reopen a budget
+        period already spent: that would let an honest device send more reports than the
+        server's reports-per-device bound (``Budget.max_reports``) assumes, and a
+        memoized metric's intervals would be too narrow. A clock set forward only delays
+        the next period.
+        """
+        now = self._wallclock()
+        floor = self._floor
+        if floor is None:
+            floor = self._floor = self._latest_charged()
+        if now < floor:
+            return floor
+        self._floor = now
+        return now
+
+    def _latest_charged(self) -> float:
+        """The start (Unix seconds) of the latest day the ledger holds a charge on."""
+        try:
+            rows, _ = self._ledger.ledger("")
+        except StoreError:
+            return float("-inf")
+        if not rows:
+            return float("-inf")
+        latest = date.fromisoformat(max(row[1] for row in rows))
+        return datetime(latest.year, latest.month, latest.day, tzinfo=UTC).timestamp()
 
     def _new_uploader(self) -> Uploader:
         options = self._options
@@ -401,7 +433,7 @@ class Client:
                 return self._drop("unknown_metric")
             except MetricsUnavailableError:
                 return self._drop("unreachable")
-            charge = self._charger.charge(definition, self._wallclock())
+            charge = self._charger.charge(definition, self._charge_time())
             try:
                 secret = self._ledger.device_secret() if definition.longitudinal else None
                 report = wire.build_report(definition, value, self._rng, secret)
@@ -496,7 +528,7 @@ class Client:
         enabled = not self._opted_out
         try:
             enabled = enabled and not self._ledger.is_disabled()
-            today = day_of(self._wallclock())
+            today = day_of(max(self._wallclock(), self._floor or 0.0))
             rows, lifetime = self._ledger.ledger(window_start(today).isoformat())
             definitions = {
                 name: cached.definition

@@ -26,6 +26,7 @@ __all__ = [
     "lag",
     "lag_details",
     "list_windows",
+    "newest_arrival",
     "per_shard",
     "read_counts",
     "read_numeric",
@@ -133,6 +134,23 @@ def list_windows(client: redis.Redis, definition: MetricDefinition) -> list[str]
             name = _text(member)
             starts[name] = max(score, starts.get(name, score))
     return sorted(starts, key=lambda name: (-starts[name], name))
+
+
+def newest_arrival(client: redis.Redis, definition: MetricDefinition) -> float | None:
+    """The start (Unix seconds) of the newest window with counts: reports of the version
+    arrived at that time or later, by Redis's clock. None before any window.
+
+    What keeps a reports-per-device bound from shrinking when the web server's clock is
+    behind Redis's (or was set back): the bound runs to at least this time.
+    """
+    name_, version = definition.name, definition.version
+    replies = per_shard(
+        client,
+        definition,
+        lambda c, s: c.zrange(keys.windows_key(name_, version, s), -1, -1, withscores=True),
+    )
+    scores = [float(score) for members in replies for _, score in members]
+    return max(scores) if scores else None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from aggregator.stats.numeric import NumericEstimate, estimate_mean
 from aggregator.stream.counts import (
     ReportsPerDevice,
     list_windows,
+    newest_arrival,
     read_counts,
     read_numeric,
     reports_per_device,
@@ -283,11 +284,12 @@ def _estimate(
     simultaneous: bool,
 ) -> Estimates:
     """Read, estimate, answer: with the reports-per-device bound of a memoized version."""
+    now = time.time()
+    if definition.longitudinal and definition.budget is not None:
+        # Never a bound that ends before reports arrived (this clock behind Redis's).
+        now = max(now, newest_arrival(client, definition) or now)
     per_device = reports_per_device(
-        definition,
-        registry.created(definition.name, definition.version),
-        window,
-        time.time(),
+        definition, registry.created(definition.name, definition.version), window, now
     )
     est = estimate_from_counts(
         definition.oracle,

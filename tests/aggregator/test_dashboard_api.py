@@ -10,6 +10,7 @@ import base64
 import gzip
 import math
 import random
+import time
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from aggregator.web import dashboard
 from aggregator.web.status import describe
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_store import keys
 
 ADMIN_TOKEN = "admin-5510"
 READ_TOKEN = "read-2291"
@@ -352,3 +354,10 @@ def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any)
     assert trend["windows"][0]["reports_per_device"] == 8
     plain = define(client)
     assert client.get(f"/v1/estimates/{plain.name}").json["reports_per_device"] == 1
+    # Review finding of issue 12: this server's clock behind Redis's (or set back) must not
+    # shrink the bound. Reports that arrived in an hour three days ahead of this clock:
+    ahead = (int(time.time()) // 3600 + 72) * 3600
+    hour = "hour:" + time.strftime("%Y-%m-%dT%H", time.gmtime(ahead))
+    redis_db.client().zadd(keys.windows_key(d.name, d.version), {hour: ahead})
+    body = client.get("/v1/estimates/app.memo").json
+    assert body["reports_per_device"] == 4 * (3 + 2)  # 3 more days, 4 a day

@@ -230,6 +230,38 @@ def test_the_ledger_survives_restarts(
     assert len(collector.delivered) == 3
 
 
+def test_a_clock_set_back_does_not_reopen_a_spent_period(
+    make_client: Callable[..., Client], clock: Clock
+) -> None:
+    """Review finding of issue 12: a device clock set back a day must not grant a second
+    budget for a day already spent (the server's reports-per-device bound would be
+    exceeded and a memoized metric's intervals too narrow)."""
+    client = make_client()
+    assert [client.report("app.theme", 0) for _ in range(3)] == [True] * 3
+    clock.now -= 86_400  # yesterday, by the device's clock
+    assert client.report("app.theme", 0) is False
+    assert client.stats()["dropped"]["budget"] == 1
+    assert client.privacy()["today"] == "2027-01-13"
+    clock.now += 2 * 86_400  # the real next day: a new period
+    assert client.report("app.theme", 0) is True
+
+
+def test_a_clock_set_back_before_a_restart_does_not_reopen_a_spent_period(
+    collector: Collector, tmp_path: Path, clock: Clock
+) -> None:
+    """The floor is the latest day in the durable ledger, so a restart keeps it."""
+    store = tmp_path / "store"
+    first = Client(collector.url, storage_dir=store, wallclock=clock, flush_at=10**6)
+    assert [first.report("app.weekly", 0) for _ in range(2)] == [True] * 2
+    assert first.shutdown(timeout=5)
+    clock.now -= 7 * 86_400  # last week, by the device's clock
+    second = Client(collector.url, storage_dir=store, wallclock=clock, flush_at=10**6)
+    try:
+        assert second.report("app.weekly", 0) is False  # still this week's budget
+    finally:
+        second.shutdown(timeout=1)
+
+
 def test_a_budget_change_reaches_the_device_without_a_new_version(
     collector: Collector, make_client: Callable[..., Client]
 ) -> None:
