@@ -320,3 +320,46 @@ def test_a_child_that_ran_a_minute_is_healthy_again_and_five_fast_exits_give_up(
     assert supervisor.gave_up is not None and "flaky failed 5 times" in supervisor.gave_up
     assert said[-1] == supervisor.gave_up and "exit status 3" in said[-1]
     assert child.restarts == GIVE_UP_FAILURES  # one after the slow exit, four after fast ones
+
+
+GROUP = """
+import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/uptime").exists(), reason="needs /proc")
+def test_orphans_are_found_by_group_and_start_time_so_a_reused_id_is_spared() -> None:
+    """Review finding of issue 12: after gunicorn's master died, its group id may be reused
+    once the group is empty; only processes started before the death was seen count."""
+    from aggregator.service.serve import _members, _signal, _ticks_now  # noqa: PLC0415
+
+    before = _ticks_now()
+    time.sleep(0.05)  # start times are in clock ticks (10 ms): the group starts later
+    leader = subprocess.Popen([sys.executable, "-c", GROUP], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(_members(leader.pid, None)) < 2:  # the leader and its child
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.05)
+        now = _ticks_now()
+        assert sorted(_members(leader.pid, now))[0] == leader.pid
+        assert len(_members(leader.pid, now)) == 2
+        assert _members(leader.pid, before) == []  # "started after the death": not ours
+        for pid in _members(leader.pid, now):
+            _signal(pid, leader.pid, before, signal.SIGTERM)  # refused: too new
+        time.sleep(0.2)
+        assert leader.poll() is None and len(_members(leader.pid, now)) == 2
+        for pid in _members(leader.pid, now):
+            _signal(pid, leader.pid, now, signal.SIGTERM)
+        assert leader.wait(5) == -signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while _members(leader.pid, now):
+            left = _members(leader.pid, now)
+            assert time.monotonic() < deadline, [Path(f"/proc/{p}/stat").read_text() for p in left]
+            time.sleep(0.05)
+    finally:
+        os.killpg(leader.pid, signal.SIGKILL) if _members(leader.pid, None) else None
+        leader.wait(5)

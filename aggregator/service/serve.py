@@ -66,25 +66,57 @@ def _child_setup() -> None:
         die_with_parent()
 
 
-def _group_alive(group: int) -> bool:
-    """Whether a process of process group ``group`` still runs. Zombies do not count: they
-    hold no socket, and where nothing reaps orphans (a container's PID 1) they stay."""
+def _ticks_now() -> int:
+    """Clock ticks since boot, the unit of a process's start time in ``/proc/<pid>/stat``."""
+    uptime = float(Path("/proc/uptime").read_text().split()[0])
+    return int(uptime * os.sysconf("SC_CLK_TCK")) + 1
+
+
+def _members(group: int, started_by: int | None) -> list[int]:
+    """The live processes (zombies excluded: they hold no socket, and where nothing reaps
+    orphans, a container's PID 1, they stay) of process group ``group`` that started by
+    tick ``started_by``. Without ``/proc``: the group's leader id if it has members.
+
+    The start-time bound is what makes the group id safe to use after its leader died:
+    once every member is gone the id may be reused by a new process, which started later.
+    """
     proc = Path("/proc")
     if not proc.is_dir():
         try:
             os.killpg(group, 0)
         except (ProcessLookupError, PermissionError):
-            return False
-        return True
+            return []
+        return [-group]
+    found = []
     for stat in proc.glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:  # it ended while we looked
             continue
-        state, _ppid, pgrp = text[text.rindex(")") + 2 :].split()[:3]
-        if state != "Z" and int(pgrp) == group:
-            return True
-    return False
+        fields = text[text.rindex(")") + 2 :].split()
+        state, pgrp, start = fields[0], int(fields[2]), int(fields[19])
+        if state != "Z" and pgrp == group and (started_by is None or start <= started_by):
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _signal(pid: int, group: int, started_by: int | None, sig: signal.Signals) -> None:
+    """Send ``sig`` to member ``pid`` of ``group`` (a negative pid: the whole group,
+    where there is no ``/proc``), through a pidfd where Linux has them, so a pid reused
+    since it was listed is never signalled."""
+    if pid < 0:
+        os.killpg(-pid, sig)
+        return
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        os.kill(pid, sig)
+        return
+    fd = pidfd_open(pid)
+    try:
+        if pid in _members(group, started_by):  # still that process: the fd pins it
+            signal.pidfd_send_signal(fd, sig)
+    finally:
+        os.close(fd)
 
 
 def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -304,19 +336,22 @@ class Server(Service):
     def _stop_orphans(self) -> None:
         """After gunicorn's master died: SIGTERM its workers (its process group), which
         would otherwise serve on, holding the port, until they notice (up to 15 s); SIGKILL
-        those still there after :data:`ORPHAN_TIMEOUT`."""
+        those still there after :data:`ORPHAN_TIMEOUT`. Only processes that started before
+        the master's death was seen are signalled (see :func:`_members`)."""
         assert self.web is not None
         group = self.web.pid  # the master led its own session, so its group
+        started_by = _ticks_now() if Path("/proc/uptime").exists() else None
         deadline = time.monotonic() + ORPHAN_TIMEOUT
-        sent: signal.Signals | None = None
-        while _group_alive(group):
+        signalled: dict[int, signal.Signals] = {}
+        while members := _members(group, started_by):
             wanted = signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL
-            if sent != wanted:
-                try:
-                    os.killpg(group, wanted)
-                except (ProcessLookupError, PermissionError):
-                    return
-                sent = wanted
+            for pid in members:
+                if signalled.get(pid) != wanted:
+                    try:
+                        _signal(pid, group, started_by, wanted)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                    signalled[pid] = wanted
             time.sleep(0.05)
 
     def _children(self) -> list[Child]:
