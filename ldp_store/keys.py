@@ -18,7 +18,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
-| ``ldp:{m:…}:seeds:hour:<…>``, ``…:seeds:day:<…>`` | hash | local hashing: ``<bin>`` → reports whose hash seed fell in that bin, per window (:mod:`aggregator.stats.detect`) |
+| ``ldp:{m:…}:seeds:<hour or day>`` | hash | local hashing: ``<bin>`` → its seeds' count |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
 | ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
 """

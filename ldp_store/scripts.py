@@ -225,14 +225,14 @@ batch's ids one XACK at a time: each reply (1: it was still pending) says exactl
 ids no other worker has acknowledged. If every id was, it applies the batch's increments
 (``HINCRBY`` on the ``all``, hour and day counts hashes; fields in
 :mod:`ldp_store.schema`; and a local-hashing batch's seed bins on the hour and day seed
-histograms, :func:`ldp_store.keys.seeds_key`) in the same script; if only some were, it puts those back into
-the pending list (``XCLAIM … FORCE JUSTID``, now owned by this worker), changes nothing
-else and returns them, and the worker counts exactly that subset and commits again. A
-script runs atomically and reaches the AOF as one transaction, so a crash anywhere neither
-loses a report (it stays pending until its counts land) nor counts one twice, and any
-number of workers may race on a stream. (Checking first with ``XCLAIM <ids> JUSTID``,
-which answers the same question, costs about 19 µs per id against 2 µs for XACK: XCLAIM
-propagates a 14-argument command per id to the AOF and replicas.)
+histograms, :func:`ldp_store.keys.seeds_key`) in the same script; if only some were, it
+puts those back into the pending list (``XCLAIM … FORCE JUSTID``, now owned by this
+worker), changes nothing else and returns them, and the worker counts exactly that subset
+and commits again. A script runs atomically and reaches the AOF as one transaction, so a
+crash anywhere neither loses a report (it stays pending until its counts land) nor counts
+one twice, and any number of workers may race on a stream. (Checking first with ``XCLAIM
+<ids> JUSTID``, which answers the same question, costs about 19 µs per id against 2 µs
+for XACK: XCLAIM propagates a 14-argument command per id to the AOF and replicas.)
 
 **The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
 consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an

@@ -41,6 +41,7 @@ References:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
@@ -52,6 +53,7 @@ from client_sdk.mechanisms import FrequencyOracle, LocalHashing
 from client_sdk.mechanisms.unary import UnaryEncoding
 
 __all__ = [
+    "ALARM_KINDS",
     "DEFAULT_ALARM_RATE",
     "MIN_REPORTS",
     "SEED_BINS",
@@ -66,6 +68,8 @@ __all__ = [
 ]
 
 AlarmKind = Literal["shift", "seeds", "support"]
+ALARM_KINDS: tuple[AlarmKind, ...] = ("shift", "seeds", "support")
+"""The three tests, in the order they run."""
 
 DEFAULT_ALARM_RATE = 1e-3
 """α: the probability that an honest window raises any alarm. One false alarm per
@@ -173,7 +177,9 @@ def hypergeometric_upper_tail(count: int, population: int, successes: int, draws
     total, term, x = 0.0, 1.0, count
     while x <= high:
         xs = np.arange(x, min(high, x + HYPERGEOMETRIC_CHUNK - 1) + 1, dtype=np.float64)
-        ratios = (successes - xs) * (draws - xs) / ((xs + 1) * (population - successes - draws + xs + 1))
+        ratios = (
+            (successes - xs) * (draws - xs) / ((xs + 1) * (population - successes - draws + xs + 1))
+        )
         terms = term * np.concatenate(([1.0], np.cumprod(ratios[:-1])))
         total += float(terms.sum())
         term = float(terms[-1] * ratios[-1])
@@ -288,7 +294,9 @@ def seeds_test(
     n = float(counts.sum())
     bins = SEED_BINS
     seeds = (m.prime - 1) * m.prime
-    while bins >= MIN_SEED_BINS and (bins > seeds or n * (seeds // bins) / seeds < MIN_BIN_EXPECTED):
+    while bins >= MIN_SEED_BINS and (
+        bins > seeds or n * (seeds // bins) / seeds < MIN_BIN_EXPECTED
+    ):
         bins //= 2
     if bins < MIN_SEED_BINS:
         return None
@@ -368,7 +376,7 @@ def detect(
     trailing: tuple[int, npt.ArrayLike] | None,
     seeds: npt.ArrayLike | None = None,
     alpha: float = DEFAULT_ALARM_RATE,
-    labels: list[str] | None = None,
+    labels: Sequence[str] | None = None,
     baseline: str = "the previous windows",
 ) -> list[Alarm]:
     """Every alarm of one window.
