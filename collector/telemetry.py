@@ -25,6 +25,7 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.registry import Collector
 
 __all__ = ["REJECTION_CATEGORIES", "Telemetry"]
 
@@ -81,6 +82,14 @@ class Telemetry:
         )
         for reason in REJECTION_CATEGORIES:  # export zeros, so rate() works from the start
             self.rejected.labels(reason=reason)
+        self.extra: list[Collector] = []
+        """Collectors computed at scrape time that an app composition adds (the read
+        side's poisoning alarms): exported in multiprocess mode too."""
+
+    def add_collector(self, collector: Collector) -> None:
+        """Export ``collector`` (evaluated at each scrape) beside this app's metrics."""
+        self.registry.register(collector)
+        self.extra.append(collector)
 
     def install(self, app: Flask) -> None:
         """Time every request of ``app`` and count its responses."""
@@ -106,5 +115,7 @@ class Telemetry:
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             multiprocess.MultiProcessCollector(merged)
+            for collector in self.extra:
+                merged.register(collector)
             return generate_latest(merged), CONTENT_TYPE_LATEST
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -20,6 +20,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
+| ``ldp:{m:…}:seeds:<hour or day>`` | hash | local hashing: ``<bin>`` → its seeds' count |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
 | ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
 """
@@ -35,6 +36,7 @@ __all__ = [
     "guard_bucket_key",
     "guard_key",
     "metric_key",
+    "seeds_key",
     "seen_key",
     "shard_of",
     "stream_key",
@@ -92,6 +94,15 @@ def guard_bucket_key(
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
     """Support counts for a window: "all", "hour:YYYY-MM-DDTHH" or "day:YYYY-MM-DD"."""
     return f"{PREFIX}:{tag(name, version, shard)}:counts:{window}"
+
+
+def seeds_key(name: str, version: int, window: str, shard: int = 0) -> str:
+    """The seed histogram of an hour or day window (local hashing's poisoning test).
+
+    A key of its own beside the counts hash: written by the same commit script, read only
+    by the alarms (:mod:`aggregator.stats.detect`).
+    """
+    return f"{PREFIX}:{tag(name, version, shard)}:seeds:{window}"
 
 
 def windows_key(name: str, version: int, shard: int = 0) -> str:

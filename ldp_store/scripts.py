@@ -136,10 +136,12 @@ claim fence's value (see :data:`COMMIT`)."""
 COMMIT = (
     _TRIM
     + """
--- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence
+-- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence,
+--       seeds:hour:…, seeds:day:…
 -- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
 --       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
---       any other), then field/increment pairs ('n' first).
+--       any other), seed-bin increments 'bin,count,bin,count…' ('' for none), then
+--       field/increment pairs ('n' first).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
@@ -204,7 +206,12 @@ if #pending < #ids then
   return pending
 end
 for w = 2, 4 do
-  for f = 9, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
+  for f = 10, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
+end
+-- Seed bins (local hashing), in keys of their own, counted with the rest: exactly once.
+for bin, count in string.gmatch(ARGV[9], '(%d+),(%d+)') do
+  redis.call('HINCRBY', KEYS[7], bin, count)
+  redis.call('HINCRBY', KEYS[8], bin, count)
 end
 redis.call('ZADD', KEYS[5], 0, 'all', ARGV[5], ARGV[4], ARGV[7], ARGV[6])
 trim(stream)
@@ -217,14 +224,15 @@ return #ids
 batch's ids one XACK at a time: each reply (1: it was still pending) says exactly which
 ids no other worker has acknowledged. If every id was, it applies the batch's increments
 (``HINCRBY`` on the ``all``, hour and day counts hashes; fields in
-:mod:`ldp_store.schema`) in the same script; if only some were, it puts those back into
-the pending list (``XCLAIM … FORCE JUSTID``, now owned by this worker), changes nothing
-else and returns them, and the worker counts exactly that subset and commits again. A
-script runs atomically and reaches the AOF as one transaction, so a crash anywhere neither
-loses a report (it stays pending until its counts land) nor counts one twice, and any
-number of workers may race on a stream. (Checking first with ``XCLAIM <ids> JUSTID``,
-which answers the same question, costs about 19 µs per id against 2 µs for XACK: XCLAIM
-propagates a 14-argument command per id to the AOF and replicas.)
+:mod:`ldp_store.schema`; and a local-hashing batch's seed bins on the hour and day seed
+histograms, :func:`ldp_store.keys.seeds_key`) in the same script; if only some were, it
+puts those back into the pending list (``XCLAIM … FORCE JUSTID``, now owned by this
+worker), changes nothing else and returns them, and the worker counts exactly that subset
+and commits again. A script runs atomically and reaches the AOF as one transaction, so a
+crash anywhere neither loses a report (it stays pending until its counts land) nor counts
+one twice, and any number of workers may race on a stream. (Checking first with ``XCLAIM
+<ids> JUSTID``, which answers the same question, costs about 19 µs per id against 2 µs
+for XACK: XCLAIM propagates a 14-argument command per id to the AOF and replicas.)
 
 **The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
 consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an

@@ -12,6 +12,8 @@ same four steps:
   :class:`~aggregator.stats.codecs.Counts`, or :class:`~aggregator.stats.numeric.NumericStats`);
 * :meth:`Codec.increments`: a parsed batch → the ``HINCRBY`` field/increment pairs the
   commit script adds to the counts hashes (fields: :mod:`ldp_store.schema`);
+* :meth:`Codec.seed_increments`: a local-hashing batch's seed bins (the commit script adds
+  them to the window's seed histograms; empty for other kinds);
 * :meth:`Codec.encode` / :meth:`Codec.to_payloads`: true values → perturbed columns with a
   numpy generator, and back to payload dicts (simulation and load generation only: a numpy
   generator is not a CSPRNG; devices use the SDK).
@@ -69,6 +71,12 @@ class Codec(Protocol[S_co]):
 
     def increments(self, batch: Batch) -> list[str | int]:
         """The commit script's ``HINCRBY`` field/increment pairs of a parsed batch."""
+        ...
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """Seed-bin increments of a parsed batch, flat (bin, count) pairs: a local-hashing
+        batch's hash seeds for the poisoning test (:mod:`aggregator.stats.detect`); empty
+        for every other kind."""
         ...
 
     def encode(self, values: Any, gen: np.random.Generator) -> Batch:

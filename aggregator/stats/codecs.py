@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.detect import SEED_BINS, seed_bins
 from aggregator.stats.numeric import NumericCodec
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
@@ -138,6 +139,10 @@ class FrequencyCodec:
         support = self.count(batch)
         nonzero = np.flatnonzero(support).tolist()
         return schema.frequency_increments(batch.n, ((v, int(support[v])) for v in nonzero))
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """None: only local hashing's reports carry a hash seed."""
+        return []
 
     # -- simulation -------------------------------------------------------------------
     def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:
@@ -376,6 +381,14 @@ class LocalHashCodec(FrequencyCodec):
             grid[width - 1][y + (width - 1) * g >= P] = P  # z beyond P: no candidate
             support += np.bincount(grid.ravel(), minlength=P + 1)
         return support[:k]
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """(bin, count) pairs of the batch's seeds (:func:`aggregator.stats.detect.seed_bins`)."""
+        histogram = np.bincount(
+            seed_bins(self.m, batch.columns["a"], batch.columns["b"]), minlength=SEED_BINS
+        )
+        nonzero = np.flatnonzero(histogram)
+        return np.column_stack((nonzero, histogram[nonzero])).ravel().tolist()
 
     def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
         n, P, g = len(values), self.m.prime, self.m.g

@@ -255,6 +255,10 @@ class NumericCodec:
         """The commit script's ``HINCRBY`` pairs of a parsed batch."""
         return self.stats(batch).increments()
 
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """None: numeric reports carry no hash seed."""
+        return []
+
     def decode(self, payloads: Sequence[Any]) -> NumericStats:
         """parse + stats."""
         return self.stats(self.parse(payloads))

@@ -16,6 +16,7 @@ import numpy as np
 import redis
 
 from aggregator.stats.codecs import Counts
+from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema
@@ -30,6 +31,7 @@ __all__ = [
     "per_shard",
     "read_counts",
     "read_numeric",
+    "read_seeds",
     "reports_per_device",
 ]
 
@@ -115,6 +117,28 @@ def read_numeric(
     for fields in replies:
         stats += NumericStats.from_fields(cast(dict[bytes, bytes], fields))
     return stats
+
+
+def read_seeds(client: redis.Redis, definition: MetricDefinition, window: str) -> np.ndarray:
+    """A local-hashing window's seed histogram (``SEED_BINS`` bins), summed over shards.
+
+    Zeros for a window without one (another mechanism, or counted before seeds were kept).
+
+    Raises:
+        ValueError: a bin outside the histogram (corrupt seeds).
+    """
+    histogram = np.zeros(SEED_BINS, dtype=np.int64)
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.seeds_key(name, version, window, s))
+    )
+    for fields in replies:
+        for raw_bin, raw_count in fields.items():
+            index = int(raw_bin)
+            if not 0 <= index < SEED_BINS:
+                raise ValueError(f"seed bin {index} outside 0..{SEED_BINS - 1}")
+            histogram[index] += int(raw_count)
+    return histogram
 
 
 def list_windows(client: redis.Redis, definition: MetricDefinition) -> list[str]:

@@ -703,6 +703,8 @@ class Worker:
                     keys.counts_key(name, version, day, shard),
                     keys.windows_key(name, version, shard),
                     keys.claims_key(name, version, shard),
+                    keys.seeds_key(name, version, hour, shard),
+                    keys.seeds_key(name, version, day, shard),
                 ],
                 args=[
                     keys.GROUP,
@@ -713,6 +715,7 @@ class Worker:
                     day,
                     day_start,
                     fence,
+                    ",".join(map(str, codec.seed_increments(batch))),
                     *codec.increments(batch),
                 ],
             )

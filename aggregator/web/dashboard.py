@@ -31,6 +31,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
+from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_rows
 from client_sdk import mechanisms
@@ -187,7 +188,7 @@ def _missing(name: str) -> tuple[str, int]:
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
     ext = current_app.extensions["ldp"]
-    rows = overview_rows(ext.redis, ext.registry)
+    rows = overview_rows(ext.redis, ext.registry, alarm_rate())
     page = {
         "page": "overview",
         "refresh": _refresh_seconds(),

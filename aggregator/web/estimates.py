@@ -4,7 +4,12 @@
 
     {"metric", "version", "mechanism", "epsilon", "n", "confidence", "window",
      "estimates": [{"value", "frequency", "std_error", "ci_low", "ci_high",
-                    "norm_sub", "support_count", "distinguishable_from_zero"}]}
+                    "norm_sub", "support_count", "distinguishable_from_zero"}],
+     "alarms": [{"kind", "window", "statistic", "threshold", "p_value", "alpha",
+                 "evidence", "values"}], "alarm_rate"}
+
+``alarms`` lists the poisoning alarms (:mod:`aggregator.web.alarms`) of the window, or of
+the newest hour and day windows when the window is ``all``.
 
 ``frequency`` is the unbiased estimate; ``norm_sub`` is the separately labelled
 post-processed one (projected onto the probability simplex: biased, for display).
@@ -35,6 +40,7 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.stats.anytime import frequency_cs, mean_cs
+from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, estimate_mean
@@ -47,6 +53,7 @@ from aggregator.stream.counts import (
     reports_per_device,
 )
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms, window_alarms
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
     FORMATS,
@@ -59,6 +66,7 @@ from aggregator.web.models import (
     EstimatesQuery,
     MeanEstimate,
     MeanTrendPoint,
+    PoisoningAlarm,
     Trend,
     TrendPoint,
     TrendQuery,
@@ -175,8 +183,11 @@ def estimate_payload(
     est: FrequencyEstimate,
     window: str,
     per_device: ReportsPerDevice | None = None,
+    alarms: list[PoisoningAlarm] | None = None,
+    alarm_rate: float = DEFAULT_ALARM_RATE,
 ) -> Estimates:
-    """The answer for one estimate, with the confidence sequence beside the intervals."""
+    """The answer for one estimate, with the confidence sequence beside the intervals and
+    the window's poisoning alarms."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
     if est.n:
@@ -227,6 +238,8 @@ def estimate_payload(
             )
             for i, label in enumerate(definition.domain)
         ],
+        alarms=alarms or [],
+        alarm_rate=alarm_rate,
     )
 
 
@@ -282,8 +295,10 @@ def _estimate(
     window: str,
     confidence: float,
     simultaneous: bool,
+    with_alarms: bool = True,
 ) -> Estimates:
-    """Read, estimate, answer: with the reports-per-device bound of a memoized version."""
+    """Read, estimate, answer: with the reports-per-device bound of a memoized version and
+    the poisoning alarms of the window (of the newest hour and day for ``all``)."""
     now = time.time()
     if definition.longitudinal and definition.budget is not None:
         # Never a bound that ends before reports arrived (this clock behind Redis's).
@@ -299,7 +314,17 @@ def _estimate(
         labels=definition.domain,
         reports_per_device=per_device.bound,
     )
-    return estimate_payload(definition, est, window, per_device)
+    rate = alarm_rate()
+    found = []
+    if with_alarms:
+        found = (
+            current_alarms(client, definition, rate)
+            if window == schema.ALL
+            else window_alarms(client, definition, window, rate)
+        )
+    return estimate_payload(
+        definition, est, window, per_device, alarm_models(definition, found), rate
+    )
 
 
 def _csv(body: Estimates) -> Response:
@@ -428,7 +453,7 @@ def get_trend(name: str) -> dict[str, Any]:
                 )
             )
             continue
-        body = _estimate(client, registry, definition, window, confidence, simultaneous)
+        body = _estimate(client, registry, definition, window, confidence, simultaneous, False)
         points.append(
             TrendPoint(
                 window=window,

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from aggregator.stats.detect import ALARM_KINDS
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
 from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf
@@ -46,6 +47,7 @@ __all__ = [
     "PlanQuery",
     "PlanTarget",
     "PlannedMechanism",
+    "PoisoningAlarm",
     "Trend",
     "TrendPoint",
     "TrendQuery",
@@ -161,6 +163,29 @@ class EstimateRow(Model):
     (the false discovery rate); null when n is 0."""
 
 
+class PoisoningAlarm(Model):
+    """A window whose counts no honest population produces under the mechanism."""
+
+    kind: Annotated[str, OneOf(ALARM_KINDS)]
+    """shift: values rose more than sampling noise allows against the trailing windows;
+    seeds: hash seeds reused far beyond chance (local hashing); support: the support
+    counts' total is outside its honest band (unary encodings, local hashing)."""
+    window: str
+    """The window tested (hour:… or day:…)."""
+    statistic: float
+    """z (shift, support) or chi-square (seeds)."""
+    threshold: float
+    """The statistic's alarm threshold."""
+    p_value: Annotated[float, Field(ge=0, le=1)]
+    alpha: Annotated[float, Field(gt=0, lt=1)]
+    """The level the p-value was compared with (the window's false-alarm rate, split
+    over the tests and, for shift, the values)."""
+    evidence: str
+    """What was seen, in one sentence."""
+    values: list[str]
+    """The values that rose (shift), most significant first; empty for the others."""
+
+
 class Estimates(Model):
     """A categorical metric's frequencies in one window."""
 
@@ -189,6 +214,11 @@ class Estimates(Model):
     post_processing: str
     estimates: list[EstimateRow]
     """One row per domain value, in the domain's order."""
+    alarms: list[PoisoningAlarm]
+    """Poisoning alarms of this window (of the newest hour and day windows for window
+    all); empty when none, or for memoized metrics, which are not tested."""
+    alarm_rate: float
+    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
 
 
 class MeanEstimate(Model):
@@ -299,6 +329,8 @@ class OverviewRow(Model):
     last_window: str | None
     """The newest hour (else day) window with counts."""
     lag: Backlog
+    alarms: list[PoisoningAlarm]
+    """Poisoning alarms of the newest hour and day windows (categorical metrics)."""
 
 
 class Overview(Model):

@@ -7,7 +7,7 @@ counted, the newest window with counts (the last update), and the aggregator's l
     {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
                   "k", "range", "budget", "epsilon_per_period", "period",
                   "longitudinal", "permanent_epsilon", "n", "last_window",
-                  "lag": {"length", "pending"}}]}
+                  "lag": {"length", "pending"}, "alarms": [...]}]}
 
 Definitions are read through ``to_dict()`` with ``.get``: optional fields (``budget``,
 ``longitudinal``, numeric metrics' ``range``) show when a definition has them.
@@ -20,8 +20,10 @@ from typing import Any
 import redis
 from flask import Blueprint, current_app
 
+from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stream.counts import lag_details, list_windows, per_shard
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms
 from aggregator.web.models import Overview
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import answer
@@ -93,8 +95,11 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
     }
 
 
-def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any]]:
-    """One row per metric (current version): the definition, n, newest window, lag."""
+def overview_rows(
+    client: redis.Redis, registry: Registry, alpha: float = DEFAULT_ALARM_RATE
+) -> list[dict[str, Any]]:
+    """One row per metric (current version): the definition, n, newest window, lag, and
+    the poisoning alarms of its newest hour and day windows at false-alarm rate ``alpha``."""
     rows = []
     for definition in registry.all_current():
         row = describe(definition)
@@ -102,11 +107,13 @@ def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any
         hours = [w for w in windows if w.startswith("hour:")]
         days = [w for w in windows if w.startswith("day:")]
         details = lag_details(client, definition)
+        found = current_alarms(client, definition, alpha)
         row.update(
             {
                 "n": reports_counted(client, definition),
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
+                "alarms": [a.model_dump() for a in alarm_models(definition, found)],
             }
         )
         rows.append(row)
@@ -126,4 +133,5 @@ def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any
 def get_overview() -> dict[str, Any]:
     """Every metric's current version with n so far, last update and aggregator lag."""
     ext = current_app.extensions["ldp"]
-    return answer(Overview.model_validate({"metrics": overview_rows(ext.redis, ext.registry)}))
+    rows = overview_rows(ext.redis, ext.registry, alarm_rate())
+    return answer(Overview.model_validate({"metrics": rows}))

@@ -151,4 +151,16 @@
     for (const child of children || []) e.append(child);
     return e;
   };
+
+  /** Fill an alarm banner (an element holding a <ul>) from an API's "alarms": one line
+   * per alarm with its kind, window and evidence; hidden when there are none. */
+  LDP.renderAlarms = function (banner, alarms) {
+    const list = banner.querySelector("ul");
+    list.replaceChildren(...(alarms || []).map((a) => LDP.el("li", {
+      dataset: { kind: a.kind, window: a.window },
+      textContent: a.kind + " · " + a.window + ": " + a.evidence,
+    })));
+    banner.hidden = !(alarms && alarms.length);
+    banner.dataset.count = String((alarms || []).length);
+  };
 })();

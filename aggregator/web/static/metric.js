@@ -245,6 +245,8 @@
     showKind(kind);
     $("fact-n").textContent = L.int(est.n);
     renderIntervalNotes(est);
+    L.renderAlarms($("alarms"), est.alarms);
+    if (est.alarm_rate) $("alarms").querySelector('[data-field="alarm-rate"]').textContent = L.int(Math.round(1 / est.alarm_rate));
     if (kind === "numeric") {
       renderNumeric(est);
     } else {

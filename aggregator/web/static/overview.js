@@ -27,6 +27,7 @@
       const lag = m.lag.length.toLocaleString("en-US") + " waiting" +
         (m.lag.pending ? ", " + m.lag.pending.toLocaleString("en-US") + " in progress" : "");
       tr.querySelector('[data-field="lag"]').textContent = lag;
+      window.LDP.renderAlarms(tr.querySelector('[data-field="alarms"]'), m.alarms);
     }
   }
 

@@ -1,0 +1,135 @@
+"""Poisoning alarms through the real pipeline: real Redis, the real stream worker, the
+collector and read side in one app (``ldp serve``'s), fed through ``POST /v1/reports``.
+
+Six honest hours are in the stream first (appended with explicit entry ids in the past:
+a window is the entries' arrival hour, and a test cannot wait six hours), then the
+current hour's reports arrive through the collector: for one metric with 1 % fakes
+running the maximal-gain attack on GRR, for its twin the same number of honest reports.
+The attacked metric's alarm names the target in the API, ``/metrics`` and the overview
+page; the honest twin raises none.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+import numpy as np
+from markupsafe import escape
+from prometheus_client.parser import text_string_to_metric_families
+
+from aggregator.service.app import create_server_app
+from aggregator.stats.codecs import codec_for
+from aggregator.stream.worker import Worker
+from client_sdk.wire import MetricDefinition, build_report
+from ldp_store import keys, schema
+
+ADMIN = "admin-e2e"
+K, N = 16, 40_000
+FAKES = N // 100
+TARGET = "page-11"
+PAST_HOURS = 6
+
+
+def domain() -> list[str]:
+    return [f"page-{i}" for i in range(K)]
+
+
+def population() -> np.ndarray:
+    f = 1.0 / np.arange(1, K + 1)
+    return f / f.sum()
+
+
+def append_past_hours(client: Any, definition: MetricDefinition, seed: int) -> None:
+    """PAST_HOURS honest hours of N reports each, with entry ids in those hours."""
+    gen = np.random.default_rng(seed)
+    codec = codec_for(definition.oracle)
+    stream = keys.stream_key(definition.name, definition.version)
+    this_hour = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
+    for back in range(PAST_HOURS, 0, -1):
+        start = this_hour - back * schema.HOUR_MS
+        values = gen.choice(K, size=N, p=population())
+        payloads = codec.to_payloads(codec.encode(values, gen))
+        with client.pipeline(transaction=False) as pipe:
+            for i, payload in enumerate(payloads):
+                pipe.xadd(
+                    stream, {"p": json.dumps(payload, separators=(",", ":"))}, id=f"{start}-{i + 1}"
+                )
+            pipe.execute()
+
+
+def post_current_hour(web: Any, definition: MetricDefinition, fakes: int, seed: int) -> None:
+    """N honest reports from the SDK's encoder, plus ``fakes`` crafted ones, via the API."""
+    rng = random.Random(seed)
+    gen = np.random.default_rng(seed)
+    values = gen.choice(K, size=N, p=population())
+    reports = [build_report(definition, int(v), rng) for v in values]
+    for _ in range(fakes):  # skip the randomizer: always report the target
+        fake = build_report(definition, 0, rng)
+        fake["payload"] = {"v": domain().index(TARGET)}
+        reports.append(fake)
+    rng.shuffle(reports)
+    for i in range(0, len(reports), 1000):
+        response = web.post("/v1/reports", json={"reports": reports[i : i + 1000]})
+        assert response.status_code == 202 and response.json["accepted"] == len(
+            reports[i : i + 1000]
+        )
+
+
+def test_the_maximal_gain_attack_raises_an_alarm_in_its_window_and_honest_traffic_none(
+    redis_db: Any,
+) -> None:
+    # Not across an hour boundary: the current window must hold all of its reports.
+    left = schema.HOUR_MS - int(time.time() * 1000) % schema.HOUR_MS
+    if left < 90_000:
+        time.sleep(left / 1000 + 1)
+    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": ADMIN, "TESTING": True})
+    web = app.test_client()
+    spec = {"domain": domain(), "epsilon": 1.0, "mechanism": "grr"}
+    definitions = {}
+    for name in ("shop.page", "shop.page-twin"):
+        response = web.put(
+            f"/v1/metrics/{name}", json=spec, headers={"Authorization": f"Bearer {ADMIN}"}
+        )
+        assert response.status_code in (200, 201)
+        definitions[name] = MetricDefinition.from_dict(response.json)
+    client = redis_db.client()
+    for seed, definition in enumerate(definitions.values()):
+        append_past_hours(client, definition, seed)
+    post_current_hour(web, definitions["shop.page"], FAKES, seed=101)
+    post_current_hour(web, definitions["shop.page-twin"], 0, seed=102)
+    Worker(client, handle_signals=False, block_ms=50).run(once=True)
+
+    hour, _, _, _ = schema.window_names(int(time.time() * 1000))
+    attacked = web.get("/v1/estimates/shop.page", query_string={"window": hour}).json
+    assert attacked["n"] == N + FAKES
+    assert [a["kind"] for a in attacked["alarms"]] == ["shift"]
+    alarm = attacked["alarms"][0]
+    assert alarm["window"] == hour and alarm["values"][0] == TARGET
+    assert alarm["p_value"] <= alarm["alpha"] and alarm["statistic"] > alarm["threshold"]
+    assert TARGET in alarm["evidence"]
+    assert web.get("/v1/estimates/shop.page").json["alarms"][0] == alarm  # window all: the newest
+    twin = web.get("/v1/estimates/shop.page-twin", query_string={"window": hour}).json
+    assert twin["n"] == N and twin["alarms"] == []
+    for back in range(1, PAST_HOURS + 1):  # the honest past hours of both raise none
+        past = schema.window_names(int(time.time() * 1000) - back * schema.HOUR_MS)[0]
+        for name in definitions:
+            body = web.get(f"/v1/estimates/{name}", query_string={"window": past}).json
+            assert body["n"] == N and body["alarms"] == [], (name, past)
+
+    gauges = {
+        (s.labels["metric"], s.labels["kind"], s.labels["granularity"]): s.value
+        for family in text_string_to_metric_families(web.get("/metrics").text)
+        if family.name == "ldp_poisoning_alarm"
+        for s in family.samples
+    }
+    assert gauges[("shop.page", "shift", "hour")] == 1
+    assert sum(v for (metric, _, _), v in gauges.items() if metric == "shop.page-twin") == 0
+
+    overview = {m["name"]: m for m in web.get("/v1/overview").json["metrics"]}
+    assert overview["shop.page"]["alarms"][0] == alarm
+    assert overview["shop.page-twin"]["alarms"] == []
+    page = web.get("/").text
+    assert str(escape(alarm["evidence"])) in page  # the banner, as the template renders it
