@@ -59,8 +59,8 @@ be linked beyond a day, while the buckets (which need at most a minute to refill
 reset only once a day."""
 
 MAX_SOURCES = 65_536
-"""Sources one process remembers (least recently seen forgotten first): about 190 bytes
-each (benchmarks/bench_admission.py), 12 MB at most per worker, whatever a million
+"""Sources one process remembers (least recently seen forgotten first): about 250 bytes
+each (benchmarks/bench_admission.py), 16 MiB at most per worker, whatever a million
 addresses do. Forgetting a source only gives it a full bucket again, never refuses
 anyone; a flooding source is seen often, so it is forgotten only if 65,536 other sources
 come between two of its requests, and then it is not flooding that worker."""
@@ -124,7 +124,8 @@ class Admission:
             0: no report limit.
         header: the request header a trusted proxy puts the client's address in
             (its last comma-separated value is taken); None: the peer address.
-        clock: monotonic seconds (tests inject one).
+        clock: monotonic seconds (tests inject one; after replacing :attr:`clock`, call
+            :meth:`rotate`).
         max_sources: sources remembered at most.
     """
 
@@ -139,12 +140,13 @@ class Admission:
         self.requests_per_second = requests_per_second
         self.reports_per_minute = reports_per_minute
         self.header_key = environ_key(header) if header else None
-        self._clock = clock
+        self.clock = clock
         self._max_sources = max_sources
         self._lock = threading.Lock()
         self._buckets: OrderedDict[bytes, _Buckets] = OrderedDict()
-        self._key = secrets.token_bytes(_KEY_BYTES)
-        self._key_born = clock()
+        self._key = b""
+        self._key_born = 0.0
+        self.rotate()
 
     @property
     def enabled(self) -> bool:
@@ -173,15 +175,17 @@ class Admission:
             digest_size=_DIGEST_BYTES,
         ).digest()
 
-    def _rotate(self) -> None:
-        now = self._clock()
-        if now - self._key_born < KEY_LIFETIME:
-            return
+    def rotate(self) -> None:
+        """Replace the key with fresh random bytes, and forget every source's buckets (they
+        are named under the old key: no request would meet them again)."""
         with self._lock:
-            if now - self._key_born >= KEY_LIFETIME:
-                self._key = secrets.token_bytes(_KEY_BYTES)
-                self._key_born = now
-                self._buckets.clear()  # named under the old key: no one would meet them
+            self._key = secrets.token_bytes(_KEY_BYTES)
+            self._key_born = self.clock()
+            self._buckets.clear()
+
+    def _rotate(self) -> None:
+        if self.clock() - self._key_born >= KEY_LIFETIME:
+            self.rotate()
 
     # -- how much ---------------------------------------------------------------------------
     def admit_request(self, source: bytes) -> None:
@@ -225,7 +229,7 @@ class Admission:
 
     def _refilled(self, source: bytes) -> _Buckets:
         """With the lock held: ``source``'s buckets, refilled to now, marked most recent."""
-        now = self._clock()
+        now = self.clock()
         found = self._buckets.get(source)
         if found is None:
             found = _Buckets(self.requests_per_second, self.reports_per_minute, now)
