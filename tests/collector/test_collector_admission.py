@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports, scan_redis
-from flask import Flask
+from flask import Flask, request
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -208,6 +208,28 @@ def test_nothing_of_the_source_reaches_redis_logs_or_metrics(
     metrics = client.get("/metrics").data
     assert b"ldp_collector_rate_limited_total" in metrics
     assert not any(t in metrics for t in traces)
+
+
+def test_the_app_sees_neither_the_address_nor_the_trusted_header(redis_db: Any) -> None:
+    app = make_app(redis_db.url, SOURCE_REQUESTS_PER_SECOND=1, SOURCE_HEADER="Fly-Client-IP")
+    _clocked(app)
+    seen: list[dict[str, Any]] = []
+
+    @app.get("/_echo")
+    def echo() -> dict[str, Any]:
+        seen.append({k: str(v) for k, v in request.environ.items()})
+        return {}
+
+    client = app.test_client()
+    client.get("/_echo", headers={"Fly-Client-IP": FLOODER}, environ_base={"REMOTE_ADDR": OTHER})
+    (environ,) = seen
+    assert "HTTP_FLY_CLIENT_IP" not in environ and "REMOTE_ADDR" not in environ
+    assert FLOODER not in repr(environ) and OTHER not in repr(environ)
+    # ... while the limiter named the source by that header (hashed).
+    theme = define(client, "app.theme", THEME_SPEC)
+    first = _post(client, reports(theme, 1, seed=1), OTHER, **{"Fly-Client-IP": FLOODER})
+    again = _post(client, reports(theme, 1, seed=2), "10.9.9.9", **{"Fly-Client-IP": FLOODER})
+    assert (first.status_code, again.status_code) == (202, 429)
 
 
 def test_limits_are_settings_with_checked_values(redis_db: Any) -> None:
