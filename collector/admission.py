@@ -10,9 +10,11 @@ Each source has two buckets, both refilled continuously:
   takes one per report it carries (valid or not) after its body is parsed, before
   anything is validated or appended.
 
-A request the buckets cannot pay for is refused whole, takes no token and appends
-nothing (what was accepted before stays accepted); its ``Retry-After`` is the time until
-the bucket holds enough. A limit of 0 turns its bucket off.
+A request the buckets cannot pay for is refused whole and appends nothing (what was
+accepted before stays accepted); its ``Retry-After`` is the time until the bucket holds
+enough. It takes no report token; one refused for its reports has spent its request
+token (its body was read and parsed), one refused for requests takes nothing. A limit of
+0 turns its bucket off.
 
 **Who is a source.** The peer address of the connection (``REMOTE_ADDR``), or, behind a
 proxy the operator names in ``SOURCE_HEADER``, the last address in that header. It is
