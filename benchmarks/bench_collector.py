@@ -4,6 +4,7 @@
     python benchmarks/bench_collector.py --mechanism oue -k 64 --web-workers 2 --rounds 3
     python benchmarks/bench_collector.py --targets collector --worker-classes sync,gevent
     python benchmarks/bench_collector.py --targets collector --appendfsync everysec,always
+    python benchmarks/bench_collector.py --targets collector --admission off,on
 
 One run measures three targets with the same load generator (``--clients`` processes
 sending ``--batch``-report requests) against the same embedded redis-server (AOF on, as
@@ -38,6 +39,11 @@ worker class (``LDP_WORKER_CLASS``; bare keeps the config's default) and they ta
 like the other targets; ``--appendfsync everysec,always`` runs every target under each
 AOF fsync policy, switched with ``CONFIG SET appendfsync`` on the one redis-server before
 its phase. Each later variant is then divided by the first of its kind ("after/before").
+
+Admission limits (``collector/admission.py``): the load comes from one address, the flood
+they exist to stop, so by default the collectors run with them off (``--admission off``).
+``--admission off,on`` starts one collector each, "on" with every check made (source
+hash, both buckets) and limits too high to refuse anything: the cost of the limiter.
 """
 
 from __future__ import annotations
@@ -53,8 +59,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -295,6 +301,26 @@ def quiesce(client: redis.Redis, streams: list[str]) -> None:
 
 # -- main --------------------------------------------------------------------------------
 
+ADMISSION_VARIABLES = ("LDP_SOURCE_REQUESTS_PER_SECOND", "LDP_SOURCE_REPORTS_PER_MINUTE")
+ADMISSION_LIMITS = {"off": "0", "on": str(10**12)}
+"""The per-source limits of each ``--admission`` mode: 0 turns a limit off; 10¹² keeps
+every check but refuses nothing."""
+
+
+@contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """``os.environ`` with ``values`` set (the Server passes it on to gunicorn), restored after."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -334,6 +360,12 @@ def main() -> None:
         help="comma-separated Redis AOF fsync policies, each target runs under each "
         "(everysec, always, no)",
     )
+    parser.add_argument(
+        "--admission",
+        default="off",
+        help="comma-separated: off (no per-source limits), on (every check, nothing "
+        "refused); one collector each, e.g. off,on for the limiter's cost",
+    )
     parser.add_argument("--mechanism", default="grr")
     parser.add_argument("-k", type=int, default=16)
     parser.add_argument("--epsilon", type=float, default=1.0)
@@ -343,6 +375,9 @@ def main() -> None:
         parser.error("--targets takes collector, bare and raw")
     classes = [c.strip() for c in args.worker_classes.split(",") if c.strip()]
     policies = [p.strip() for p in args.appendfsync.split(",") if p.strip()]
+    admissions = [a.strip() for a in args.admission.split(",") if a.strip()]
+    if not admissions or set(admissions) - set(ADMISSION_LIMITS):
+        parser.error("--admission takes off and on")
     if not policies or set(policies) - {"everysec", "always", "no"}:
         parser.error("--appendfsync takes everysec, always and no")
 
@@ -356,26 +391,26 @@ def main() -> None:
         admin = redis.Redis.from_url(redis_url)
         collectors: dict[str, Server] = {}
         for worker_class in classes or [""]:
-            label = f"collector[{worker_class}]" if worker_class else "collector"
-            saved = os.environ.get("LDP_WORKER_CLASS")
-            if worker_class:
-                os.environ["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
-            try:
-                collectors[label] = stack.enter_context(
-                    Server(
-                        port=0,
-                        redis_url=redis_url,
-                        data_dir=Path(tmp) / f"collector-{worker_class or 'default'}",
-                        web_workers=args.web_workers,
-                        aggregators=args.aggregators,
-                        quiet=True,
-                    )
+            for admission in admissions:
+                tags = ([worker_class] if worker_class else []) + (
+                    [f"admission={admission}"] if len(admissions) > 1 else []
                 )
-            finally:
-                if saved is None:
-                    os.environ.pop("LDP_WORKER_CLASS", None)
-                else:
-                    os.environ["LDP_WORKER_CLASS"] = saved
+                label = f"collector[{','.join(tags)}]" if tags else "collector"
+                env = dict.fromkeys(ADMISSION_VARIABLES, ADMISSION_LIMITS[admission])
+                if worker_class:
+                    env["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
+                with _environment(env):
+                    collectors[label] = stack.enter_context(
+                        Server(
+                            port=0,
+                            redis_url=redis_url,
+                            data_dir=Path(tmp)
+                            / f"collector-{worker_class or 'default'}-{admission}",
+                            web_workers=args.web_workers,
+                            aggregators=args.aggregators,
+                            quiet=True,
+                        )
+                    )
         bare_url, bare_master = start_bare(redis_url, args.web_workers, Path(tmp), stack)
         assert embedded.process is not None
         redis_pid = embedded.process.pid

@@ -2,7 +2,8 @@
 
 It serves metric definitions, validates reports strictly with the SDK's own wire code
 and appends the valid ones to Redis Streams, once each. It stores and logs nothing about
-a client: no address, user agent or time (see :mod:`collector.logs`).
+a client: no address, user agent or time (see :mod:`collector.logs`); a keyed hash of the
+address lives in memory for the per-source limits (:mod:`collector.admission`).
 
 >>> app = create_app({"REDIS_URL": "redis://127.0.0.1:6390/0"})  # doctest: +SKIP
 """
@@ -16,6 +17,7 @@ import redis
 from flask import Flask, Response
 
 from collector import api_metrics, api_ops, api_reports, settings
+from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
@@ -110,11 +112,16 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     client = open_redis(app.config["REDIS_URL"])
     telemetry = Telemetry()
+    header = app.config["SOURCE_HEADER"]
+    admission = Admission(
+        app.config["SOURCE_REQUESTS_PER_SECOND"], app.config["SOURCE_REPORTS_PER_MINUTE"], header
+    )
     app.extensions["ldp"] = Services(
         redis=client,
         registry=Registry(client),
         appender=Appender(client, app.config["MAX_BACKLOG"], app.config["MEMORY_HIGH_WATER"] / 100),
         telemetry=telemetry,
+        admission=admission,
     )
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
@@ -122,6 +129,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     for blueprint in (api_metrics.bp, api_reports.bp, api_ops.bp):
         app.register_blueprint(blueprint)
 
-    app.wsgi_app = StripClientMetadata(app.wsgi_app)  # type: ignore[method-assign]
+    # The source's keyed hash is taken first; then the address leaves the environ.
+    private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
+    app.wsgi_app = IdentifySource(private, admission)  # type: ignore[method-assign]
     install_werkzeug_filter()
     return app

@@ -6,16 +6,24 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
+from collector.admission import SOURCE_ENVIRON_KEY, TooManyRequests
 from collector.body import read_json
-from collector.context import services
-from collector.ingest import ingest
+from collector.context import Services, services
+from collector.ingest import ingest, reports_of
 from collector.models import IngestError, IngestResult, ReportBatch
 from ldp_api.models import Error, answer
-from ldp_api.openapi import UNAVAILABLE, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
 
 __all__ = ["bp"]
 
 bp = Blueprint("reports", __name__)
+
+TOO_MANY = Reply(
+    "This source (address) sent more requests or reports than its limit allows; nothing "
+    "of the request was stored. Retry after Retry-After seconds.",
+    Error,
+    {"Retry-After": Header("Seconds until the bucket can pay for the request.", "integer")},
+)
 
 
 @bp.post("/v1/reports")
@@ -23,18 +31,47 @@ bp = Blueprint("reports", __name__)
     "Append a batch of perturbed reports.",
     {
         202: Reply("Stored (the valid reports).", IngestResult),
-        400: Reply("Malformed, or no valid report (then each is in rejected).", IngestError),
+        400: Reply(
+            "Malformed, or no valid report (then each is in rejected: invalid, or "
+            "implausible under its metric's mechanism).",
+            IngestError,
+        ),
         413: Reply("Too many reports, metric versions or bytes: split the batch.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
+        429: TOO_MANY,
         503: UNAVAILABLE,
     },
     description="Each report is validated strictly against its metric version; valid ones "
-    "are appended (once: replayed ids count as duplicates), invalid ones are listed by "
-    "index. 4xx: drop the batch; 503: retry it.",
+    "are appended (once: replayed ids count as duplicates), invalid ones and ones the "
+    "mechanism produces only with negligible probability are listed by index. Each source "
+    "has a request and a report budget (429 when spent). 4xx but 429: drop the batch; "
+    "429 and 503: retry it after Retry-After.",
     body=ReportBatch,
 )
 def post_reports() -> tuple[dict[str, Any], int]:
-    """Validate and append ``{"reports": [...]}``; 202 once Redis has them."""
-    body = read_json(request, current_app.config["MAX_BODY_BYTES"])
-    result = ingest(body, services(), current_app.config["MAX_REPORTS"])
+    """Admit, validate and append ``{"reports": [...]}``; 202 once Redis has them."""
+    ctx = services()
+    body = _admitted(ctx)
+    result = ingest(body, ctx, current_app.config["MAX_REPORTS"])
     return answer(result), 202
+
+
+def _admitted(ctx: Services) -> Any:
+    """The request's body, once its source's buckets paid for the request and its reports.
+
+    Raises:
+        TooManyRequests: a bucket is empty (counted by limit); nothing was taken from it.
+        ApiError: the body is not acceptable JSON (as :func:`~collector.body.read_json`).
+    """
+    source = request.environ.get(SOURCE_ENVIRON_KEY)
+    try:
+        if source is not None:
+            ctx.admission.admit_request(source)
+        body = read_json(request, current_app.config["MAX_BODY_BYTES"])
+        if source is not None:
+            count = len(reports_of(body, current_app.config["MAX_REPORTS"]))
+            ctx.admission.admit_reports(source, count)
+    except TooManyRequests as exc:
+        ctx.telemetry.rate_limited.labels(limit=exc.limit).inc()
+        raise
+    return body

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import redis
 from flask import current_app
 
+from collector.admission import Admission
 from collector.ingest import Appender
 from collector.telemetry import Telemetry
 from ldp_store.registry import Registry
@@ -16,7 +17,7 @@ __all__ = ["Services", "services"]
 
 @dataclass(frozen=True)
 class Services:
-    """The app's Redis client, metric registry, stream appender and metrics.
+    """The app's Redis client, metric registry, stream appender, metrics and limiter.
 
     The aggregator's blueprints, mounted on the same app by ``ldp serve``, read
     ``redis`` and ``registry`` from here too.
@@ -26,6 +27,7 @@ class Services:
     registry: Registry
     appender: Appender
     telemetry: Telemetry
+    admission: Admission
 
 
 def services() -> Services:

@@ -150,7 +150,9 @@ def _category(report: object, error: str) -> str:
 def validate(
     reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]
 ) -> Validated:
-    """Check every report; group the valid ones, list the others with their reasons.
+    """Check every report (strictly, then for plausibility under its mechanism: see
+    :meth:`client_sdk.mechanisms.FrequencyOracle.implausible`); group the valid ones, list
+    the others with their reasons.
 
     Args:
         reports: the decoded ``reports`` list.
@@ -195,6 +197,18 @@ def validate(
             error = clip(str(exc))
             batch.rejected.append(
                 Rejection(index=index, error=error, reason=_category(report, error))
+            )
+            continue
+        implausible = definition.mechanism.implausible(payload)
+        if implausible is not None:
+            batch.rejected.append(
+                Rejection(
+                    index=index,
+                    error=clip(implausible.detail),
+                    reason="implausible",
+                    metric=definition.name,
+                    test=implausible.reason,
+                )
             )
             continue
         item = (bytes.fromhex(rid), _COMPACT.encode(payload))
@@ -335,6 +349,10 @@ def ingest(
     telemetry = ctx.telemetry
     for reason, count in Counter(r.reason for r in batch.rejected).items():
         telemetry.rejected.labels(reason=reason).inc(count)
+    for (metric, test), count in Counter(
+        (r.metric, r.test) for r in batch.rejected if r.reason == "implausible"
+    ).items():
+        telemetry.implausible.labels(metric=metric, reason=test).inc(count)
     if batch.rejected:
         log.info(
             "rejected %d of %d reports: %s",

@@ -64,14 +64,17 @@ class StripClientMetadata:
 
     Args:
         app: the WSGI application to wrap.
+        also: more environ keys to remove (the header a trusted proxy puts the client's
+            address in, if it is not one of the above).
     """
 
-    def __init__(self, app: WsgiApp) -> None:
+    def __init__(self, app: WsgiApp, also: Iterable[str] = ()) -> None:
         self.app = app
+        self.keys = _CLIENT_KEYS | frozenset(also)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Serve the request with the client's metadata removed."""
-        private = {k: v for k, v in environ.items() if k not in _CLIENT_KEYS}
+        private = {k: v for k, v in environ.items() if k not in self.keys}
         return self.app(private, start_response)
 
 

@@ -212,6 +212,10 @@ class Rejection(Model):
     error: str
     reason: str = Field(exclude=True)
     """The category counted by ``ldp_collector_rejected_total`` (not sent)."""
+    metric: str | None = Field(default=None, exclude=True)
+    """An implausible report's metric (not sent; counted by metric and test)."""
+    test: str | None = Field(default=None, exclude=True)
+    """The plausibility test an implausible report failed (not sent)."""
 
 
 class IngestResult(Model):

@@ -8,6 +8,7 @@ Every setting is a Flask config key; in the environment it carries the ``LDP_`` 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,6 +19,8 @@ __all__ = [
     "MAX_REPORTS",
     "MEMORY_HIGH_WATER",
     "RETRY_AFTER",
+    "SOURCE_REPORTS_PER_MINUTE",
+    "SOURCE_REQUESTS_PER_SECOND",
     "ConfigError",
     "checked",
 ]
@@ -44,6 +47,19 @@ RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart
 or failover to finish, short enough that on-device queues do not fill."""
 
+SOURCE_REQUESTS_PER_SECOND = 20
+"""Uploads one source (address) may send per second, and at once (:mod:`collector.admission`).
+The SDK uploads once per ``flush_interval`` (5 s) or per ``flush_at`` (100) reports, one
+request at a time; emptying a full queue (``max_queue`` 10,000 reports in batches of
+``max_batch_reports`` 500) takes 20 requests back to back, which the bucket holds at
+once. 20 a second is 100 times a device's steady rate; a flood of tiny requests is not."""
+
+SOURCE_REPORTS_PER_MINUTE = 20_000
+"""Reports one source may send per minute, and at once: two full SDK queues (10,000
+reports each) in one go, then 333 a second. The largest device budget (1,000,000 reports
+a day) is 12 a second; a device far below it. Must be at least ``MAX_REPORTS``, or a full
+batch could never pass. Many devices behind one NAT address share it: raise it there."""
+
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
@@ -53,6 +69,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BACKLOG": MAX_BACKLOG,
     "MEMORY_HIGH_WATER": MEMORY_HIGH_WATER,
     "RETRY_AFTER": RETRY_AFTER,
+    "SOURCE_REQUESTS_PER_SECOND": SOURCE_REQUESTS_PER_SECOND,
+    "SOURCE_REPORTS_PER_MINUTE": SOURCE_REPORTS_PER_MINUTE,
+    "SOURCE_HEADER": None,
 }
 
 _POSITIVE_INTS = (
@@ -63,6 +82,9 @@ _POSITIVE_INTS = (
     "RETRY_AFTER",
 )
 _UPPER = {"MEMORY_HIGH_WATER": 100}
+_LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE")
+"""Non-negative integers: 0 turns the limit off."""
+_HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
 
 class ConfigError(ValueError):
@@ -105,8 +127,34 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         if top is not None and value > top:
             raise ConfigError(f"{key} must be at most {top}, got {value!r}")
         out[key] = value
+    for key in _LIMITS:
+        out[key] = _limit(key, config.get(key, DEFAULTS[key]))
+    per_minute = out["SOURCE_REPORTS_PER_MINUTE"]
+    if 0 < per_minute < out["MAX_REPORTS"]:
+        raise ConfigError(
+            f"SOURCE_REPORTS_PER_MINUTE must be 0 (off) or at least MAX_REPORTS "
+            f"({out['MAX_REPORTS']}), or a full batch could never pass; got {per_minute}"
+        )
+    header = config.get("SOURCE_HEADER")
+    if header is None or header == "":
+        out["SOURCE_HEADER"] = None
+    elif isinstance(header, str) and _HEADER_NAME.fullmatch(header):
+        out["SOURCE_HEADER"] = header
+    else:
+        raise ConfigError(
+            f"SOURCE_HEADER must be an HTTP header name such as X-Real-IP, got {header!r}"
+        )
     # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
     for key in ("ADMIN_TOKEN", "METRICS_TOKEN"):
         token = config.get(key)
         out[key] = None if token is None or token == "" else str(token)
     return out
+
+
+def _limit(key: str, value: object) -> int:
+    """A rate limit: a non-negative integer (0: off)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{key} must be a non-negative integer (0: off), got {value!r}")
+    return value

@@ -27,12 +27,17 @@ from prometheus_client import (
 )
 from prometheus_client.registry import Collector
 
-__all__ = ["REJECTION_CATEGORIES", "Telemetry"]
+__all__ = ["RATE_LIMITS", "REJECTION_CATEGORIES", "Telemetry"]
 
-REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload")
+REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload", "implausible")
 """Why a report was rejected: not an object with exactly the report fields; a bad
 metric, version or id field; a metric version the registry does not know; a payload
-that does not fit the mechanism (wrong bit length, out-of-range index, ...)."""
+that does not fit the mechanism (wrong bit length, out-of-range index, ...); a payload
+the mechanism produces only with negligible probability (all bits set, ...: counted by
+metric and test in ``ldp_collector_reports_implausible_total`` too)."""
+
+RATE_LIMITS = ("requests", "reports")
+"""The buckets of :mod:`collector.admission` whose emptiness answers 429."""
 
 _UNMATCHED = "<unmatched>"
 """The endpoint label of requests that matched no route (404/405): any path a client
@@ -62,6 +67,20 @@ class Telemetry:
             ["reason"],
             registry=self.registry,
         )
+        self.implausible = Counter(
+            "ldp_collector_reports_implausible",
+            "Reports refused as implausible under their metric's mechanism, by the test "
+            "they failed (too_few_ones, too_many_ones).",
+            ["metric", "reason"],
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            "ldp_collector_rate_limited",
+            "429 answers: a source's request or report bucket was empty (sources are "
+            "not recorded, here or anywhere).",
+            ["limit"],
+            registry=self.registry,
+        )
         self.unavailable = Counter(
             "ldp_collector_unavailable",
             "503 answers: storage down, out of memory, or backlog over MAX_BACKLOG.",
@@ -82,6 +101,8 @@ class Telemetry:
         )
         for reason in REJECTION_CATEGORIES:  # export zeros, so rate() works from the start
             self.rejected.labels(reason=reason)
+        for limit in RATE_LIMITS:
+            self.rate_limited.labels(limit=limit)
         self.extra: list[Collector] = []
         """Collectors computed at scrape time that an app composition adds (the read
         side's poisoning alarms): exported in multiprocess mode too."""

@@ -303,12 +303,20 @@ def test_proxy_logs_and_forwards_no_client_address() -> None:
     level = _one(statements, "error_log")[-1]
     assert level in ("crit", "alert", "emerg"), level
     # No X-Forwarded-For (nor its kin) reaches a collector; the client's own is removed.
+    # The peer's address goes in X-Real-IP alone (set here, replacing the client's own),
+    # for the per-source limits; test_collectors_trust_only_the_proxys_header checks
+    # the collectors take it from there.
     assert "$proxy_add_x_forwarded_for" not in text
-    assert "$remote_addr" not in text
-    cleared = {
-        args[0].lower()
-        for name, args in statements
-        if name == "proxy_set_header"
-        if args[1:] == [""]
-    }
-    assert {"x-forwarded-for", "x-real-ip", "forwarded"} <= cleared
+    headers = {args[0].lower(): args[1:] for name, args in statements if name == "proxy_set_header"}
+    assert headers["x-real-ip"] == ["$remote_addr"]
+    assert text.count("$remote_addr") == 1
+    cleared = {name for name, value in headers.items() if value == [""]}
+    assert {"x-forwarded-for", "forwarded"} <= cleared
+
+
+def test_collectors_trust_only_the_proxys_header(services: dict[str, dict[str, Any]]) -> None:
+    env = services["collector"]["environment"]
+    assert env["LDP_SOURCE_HEADER"] == "X-Real-IP"  # set by the proxy, not by a client
+    assert "ports" not in services["collector"]  # reachable only through the proxy
+    # The dashboard takes no reports from devices and trusts no header.
+    assert "LDP_SOURCE_HEADER" not in services["dashboard"]["environment"]

@@ -5,8 +5,10 @@ stop it. Through nginx (the repository's config, only its addresses, log paths a
 header timeout changed for a test on loopback), 200 clients dribbling their headers are
 absorbed: health checks and uploads answer meanwhile, and nginx cuts the slow ones off
 after ``client_header_timeout``. Clients connect from 127.0.0.2, so the logs can be
-searched for their address. Skipped when nginx is not installed (``apt-get install
-nginx-light``; ``python3 tasks.py test`` installs it as root).
+searched for their address. The collector trusts the X-Real-IP nginx sets, as in
+docker-compose.yml: a flood from one address through nginx gets 429 while another
+address gets 202 (and a forged X-Real-IP changes nothing). Skipped when nginx is not
+installed (``apt-get install nginx-light``; ``python3 tasks.py test`` installs it as root).
 """
 
 from __future__ import annotations
@@ -116,6 +118,7 @@ def stack(
         LDP_WEB_WORKERS="1",
         LDP_WORKER_CLASS="sync",  # the worker that needs a buffering proxy in front
         LDP_ACCESS_LOG="off",
+        LDP_SOURCE_HEADER="X-Real-IP",  # as docker-compose.yml configures the collectors
     )
     with open(tmp / "gunicorn.log", "wb") as out:
         gunicorn = start_gunicorn(env, out)
@@ -145,12 +148,23 @@ def stack(
         _stop(gunicorn)
 
 
-def _call(port: int, method: str, path: str, body: Any = None, token: str = "") -> Any:
-    """One request through nginx from :data:`CLIENT`: (status, headers, decoded body)."""
+def _call(
+    port: int,
+    method: str,
+    path: str,
+    body: Any = None,
+    token: str = "",
+    source: str = CLIENT,
+) -> Any:
+    """One request through nginx from ``source``: (status, headers, decoded body)."""
     connection = http.client.HTTPConnection(
-        "127.0.0.1", port, timeout=ANSWER_TIMEOUT, source_address=(CLIENT, 0)
+        "127.0.0.1", port, timeout=ANSWER_TIMEOUT, source_address=(source, 0)
     )
-    headers = {"Content-Type": "application/json", "X-Forwarded-For": "203.0.113.77"}
+    headers = {
+        "Content-Type": "application/json",
+        "X-Forwarded-For": "203.0.113.77",
+        "X-Real-IP": "203.0.113.78",  # forged: nginx replaces it with the peer's address
+    }
     if token:
         headers["Authorization"] = f"Bearer {token}"
     data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
@@ -258,3 +272,26 @@ def test_logs_hold_no_client_address_and_no_forged_line(
     assert all(line_format.fullmatch(line) for line in lines), lines
     every_log = access + "".join(p.read_text() for p in logs.glob("*.log"))
     assert CLIENT not in every_log and "203.0.113.77" not in every_log
+    assert "203.0.113.78" not in every_log
+
+
+def test_a_flood_through_nginx_gets_429_while_another_address_gets_202(
+    stack: tuple[int, Path], theme: MetricDefinition
+) -> None:
+    port, logs = stack
+    flooder, other = "127.0.0.4", "127.0.0.5"  # not CLIENT: the other tests' bucket stays
+    statuses, others = [], []
+    for i in range(200):  # the bucket holds 20 and refills 20 a second
+        body = {"reports": [build_report(theme, "a")]}
+        status, headers, answer = _call(port, "POST", "/v1/reports", body, source=flooder)
+        statuses.append(status)
+        if status == 429:
+            assert headers["Retry-After"] == "1"
+            assert answer["error"] == "too many requests from this source"
+        if i % 20 == 19:
+            body = {"reports": [build_report(theme, "b")]}
+            others.append(_call(port, "POST", "/v1/reports", body, source=other)[0])
+    assert statuses[:20] == [202] * 20 and 429 in statuses
+    assert others == [202] * 10
+    every_log = "".join(p.read_text() for p in logs.glob("*.log"))
+    assert flooder not in every_log and other not in every_log

@@ -23,6 +23,7 @@ from functools import cached_property
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from client_sdk.errors import PayloadError
+from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 
 __all__ = [
@@ -183,6 +184,22 @@ class FrequencyOracle:
         """A largest possible payload, to size the wire format."""
         raise NotImplementedError
 
+    def implausible(self, payload: dict[str, Any]) -> Implausible | None:
+        """Why a valid payload is one this mechanism produces with negligible probability.
+
+        The collector refuses such a report (:mod:`client_sdk.mechanisms.plausibility`
+        says which mechanisms have such reports, and what it stops). An honest report is
+        refused with probability at most ``plausibility.NEGLIGIBLE``.
+
+        Args:
+            payload: a payload :meth:`check_payload` accepted.
+
+        Returns:
+            None for a plausible report (every report of mechanisms without such a
+            region, as here), else the reason.
+        """
+        return None
+
     def options(self) -> dict[str, Any]:
         """Mechanism-specific parameters beyond ε and k (all that ``create`` accepts)."""
         return {}
@@ -248,6 +265,11 @@ class FrequencyOracle:
         if len(shown) > 120:
             shown = shown[:117] + "..."
         return PayloadError(f"{self.name} payload {shown}: {problem}")
+
+    def _implausible(self, payload: object, reason: str, problem: str) -> Implausible:
+        return Implausible(
+            reason, str(self._reject(payload, f"implausible under {self.name}: {problem}"))
+        )
 
     def _fields(self, payload: object, names: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(payload, dict):

@@ -61,6 +61,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import Choice, _exp_upper_bound_check, check_epsilon
+from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
 
 __all__ = [
@@ -305,6 +306,12 @@ class NumericMechanism:
         if not units.is_integer() or not self.is_report(int(units)):
             raise self._reject(payload, f"'y' = {y!r} is not a report {self.name} can produce")
         return {"y": y}
+
+    def implausible(self, payload: dict[str, Any]) -> Implausible | None:
+        """Always None: no report of a numeric mechanism is negligible as such (Duchi's two
+        outputs have probability ≥ 1/(e^ε + 1) each; the piecewise mechanism's density is
+        bounded below on [−C, C]); see :mod:`client_sdk.mechanisms.plausibility`."""
+        return None
 
     def _reject(self, payload: object, problem: str) -> PayloadError:
         shown = repr(payload)

@@ -19,6 +19,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.mechanisms.base import FrequencyOracle, exp_epsilon, shade_down
+from client_sdk.mechanisms.plausibility import NEGLIGIBLE, Implausible, ones_range
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, bernoulli_lanes
 
 __all__ = ["OptimizedUnaryEncoding", "SymmetricUnaryEncoding", "UnaryEncoding"]
@@ -90,6 +91,27 @@ class UnaryEncoding(FrequencyOracle):
 
     def max_payload(self) -> dict[str, Any]:  # noqa: D102
         return {"b": "A" * (4 * ((self.nbytes + 2) // 3))}
+
+    def plausible_ones(self) -> tuple[int, int]:
+        """(lo, hi): the counts of ones of all but a NEGLIGIBLE share of honest reports."""
+        return ones_range(self.domain_size, self.p, self.q)
+
+    def implausible(self, payload: dict[str, Any]) -> Implausible | None:
+        """A report with fewer than lo or more than hi ones (:meth:`plausible_ones`)."""
+        k = self.domain_size
+        lo, hi = self.plausible_ones()
+        if lo == 0 and hi == k:
+            return None
+        ones = int.from_bytes(self.decode_bits(payload), "big").bit_count()
+        if lo <= ones <= hi:
+            return None
+        reason = "too_few_ones" if ones < lo else "too_many_ones"
+        return self._implausible(
+            payload,
+            reason,
+            f"{ones} of {k} bits are set; an honest report at epsilon {self.epsilon:g} sets "
+            f"{lo} to {hi} (any other count has probability below {NEGLIGIBLE:g})",
+        )
 
 
 @dataclass(frozen=True)

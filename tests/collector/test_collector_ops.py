@@ -46,7 +46,7 @@ def test_prometheus_counts_accepted_rejected_duplicates_and_latency(
         for (name, labels), value in found.items()
         if name == "ldp_collector_reports_rejected_total"
     }
-    assert rejected == {"payload": 1, "shape": 1, "unknown_metric": 1, "field": 1}
+    assert rejected == {"payload": 1, "shape": 1, "unknown_metric": 1, "field": 1, "implausible": 0}
     count = ("ldp_collector_request_duration_seconds_count",)
     assert found[(*count, (("endpoint", "/v1/reports"), ("method", "POST")))] == 3
     responses = {
