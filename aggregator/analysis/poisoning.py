@@ -70,6 +70,7 @@ from client_sdk.mechanisms.unary import UnaryEncoding
 
 __all__ = [
     "ATTACKS",
+    "DEFAULT_FAKE_FRACTION",
     "DEFENCES",
     "MAX_TARGETS",
     "SEARCH_PAIRS",
@@ -86,6 +87,10 @@ __all__ = [
     "max_gain",
     "simulate_poisoning",
 ]
+
+DEFAULT_FAKE_FRACTION = 0.01
+"""β when nobody says: 1 % of the reports fake, the share Cao et al.'s examples start from
+and a handful of scripted devices in a deployment of a few hundred."""
 
 ATTACKS = ("mga", "input")
 """The maximal gain attack, and the input-manipulation baseline."""
