@@ -20,10 +20,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from aggregator.analysis.crafting import InputManipulation, MaximalGain
 from aggregator.analysis.poisoning import (
     DefenceVerdict,
-    InputManipulation,
-    MaximalGain,
     PoisonedBatch,
     expected_gain,
     fake_count,
