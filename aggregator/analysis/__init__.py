@@ -1,8 +1,8 @@
-"""The offline study tools: planning, simulation, ε audits, the tradeoff sweep and plots.
+"""The offline study tools: planning, simulation, ε audits, poisoning, the tradeoff sweep, plots.
 
-Run from the ``ldp`` command line (``plan``, ``simulate``, ``audit``, ``tradeoff``) and,
-for planning, from the dashboard's explorer. numpy and scipy; matplotlib is imported
-only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
+Run from the ``ldp`` command line (``plan``, ``simulate``, ``audit``, ``tradeoff``,
+``attack poison``) and, for planning, from the dashboard's explorer. numpy and scipy;
+matplotlib is imported only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
 
 * :mod:`~aggregator.analysis.planning`: interval half-width for N users, or N for a
   half-width; central Laplace beside
@@ -10,6 +10,10 @@ only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
   exact variance, interval coverage
 * :mod:`~aggregator.analysis.audit`: an empirical lower bound on the realised ε
   (Clopper–Pearson)
+* :mod:`~aggregator.analysis.crafting`: fake clients' crafted reports (maximal gain
+  attack, input-manipulation baseline)
+* :mod:`~aggregator.analysis.poisoning`: what they do to the estimates: theory and
+  simulation against the real decoders (``ldp attack poison``)
 * :mod:`~aggregator.analysis.tradeoff`: the ε × N × mechanism sweep and its CSV
 * :mod:`~aggregator.analysis.plots`: the sweep's figures (matplotlib)
 """

@@ -5,6 +5,11 @@ w = z·√(Var*/n), so n = z²·Var*/w². The trusted-curator reference is the c
 Laplace mechanism on counts, Lap(1/ε) per count: the frequency's standard deviation is
 √2/(nε), so w = z·√2/(nε) and n = z·√2/(wε).
 
+Each row also carries the mechanism's robustness, the fourth axis beside ε, N and
+accuracy: how far a fraction β of fake reports crafted by the maximal gain attack moves
+one value's estimate (:func:`aggregator.analysis.poisoning.max_gain`, β(1 − q*)/(p* − q*));
+for central Laplace a fake is one more raw value, worth β.
+
 References:
     FORMULAS.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
     K. Nissim, A. Smith. "Calibrating Noise to Sensitivity". TCC 2006.
@@ -15,6 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION, max_gain
 from aggregator.stats.intervals import z_value
 from client_sdk import mechanisms
 
@@ -38,6 +44,8 @@ class PlanRow:
     half_width: float
     users: int
     auto: bool = False
+    max_gain: float = 0.0
+    """The estimate's shift from a fraction β of fakes promoting this one value."""
 
 
 def plan(
@@ -46,12 +54,16 @@ def plan(
     users: int | None = None,
     width: float | None = None,
     confidence: float = 0.95,
+    fake_fraction: float = DEFAULT_FAKE_FRACTION,
 ) -> list[PlanRow]:
     """Half-width for ``users`` users, or users for a half-width ``width``, per mechanism.
 
     Exactly one of ``users`` and ``width`` is given. Rows: every frequency oracle for
-    (ε, k), best first, ``auto``'s choice marked, then central Laplace.
+    (ε, k), best first, ``auto``'s choice marked, then central Laplace; each with the
+    maximal gain attack's shift of one value when ``fake_fraction`` of the reports are fake.
     """
+    if not 0.0 < fake_fraction < 1.0:
+        raise ValueError(f"fake_fraction must be in (0, 1), got {fake_fraction}")
     if (users is None) == (width is None):
         raise ValueError("give exactly one of users and width")
     if users is not None and users < 1:
@@ -69,14 +81,24 @@ def plan(
         else:
             assert width is not None
             n, w = math.ceil(z * z * var / width**2), width
-        rows.append(PlanRow(name, var, m.wire_bytes, w, n, auto=m == chosen))
+        gain = max_gain(m, fake_fraction)
+        rows.append(PlanRow(name, var, m.wire_bytes, w, n, auto=m == chosen, max_gain=gain))
     rows.sort(key=lambda r: r.users if width is not None else r.half_width)
     if users is not None:
         rows.append(
-            PlanRow("central laplace", None, None, z * central_laplace_std(users, epsilon), users)
+            PlanRow(
+                "central laplace",
+                None,
+                None,
+                z * central_laplace_std(users, epsilon),
+                users,
+                max_gain=fake_fraction,
+            )
         )
     else:
         assert width is not None
         n_central = math.ceil(z * math.sqrt(2.0) / (width * epsilon))
-        rows.append(PlanRow("central laplace", None, None, width, n_central))
+        rows.append(
+            PlanRow("central laplace", None, None, width, n_central, max_gain=fake_fraction)
+        )
     return rows

@@ -9,7 +9,9 @@ The sweep crosses ε × N × mechanism and, for every point, puts two figures si
   (``aggregator.analysis.simulation.simulate`` with ``method="counts"``). SIMULATION ONLY: numpy's
   PCG64 generator with a fixed seed per point, not a CSPRNG.
 
-Every row also carries the trusted-curator reference, central Laplace's √2/(nε). The
+Every row also carries the trusted-curator reference, central Laplace's √2/(nε), and the
+mechanism's robustness: how far fake clients sending 1 % of the reports move one value
+(:func:`aggregator.analysis.poisoning.max_gain`), the fourth axis beside ε, N and error. The
 mechanism math (p*, q*, e^ε) is the SDK's alone; nothing here re-derives it.
 
 Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, drawn by
@@ -34,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from aggregator.analysis.planning import central_laplace_std, plan
+from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION, max_gain
 from aggregator.analysis.simulation import distribution, simulate
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR, FrequencyOracle
@@ -114,6 +117,9 @@ class TradeoffPoint:
     auto: bool
     """Whether ``auto`` picks this mechanism for (ε, k)."""
     wire_bytes: int
+    poisoning_gain: float
+    """Robustness: the maximal gain attack's shift of one value's estimate when
+    :data:`~aggregator.analysis.poisoning.DEFAULT_FAKE_FRACTION` of the reports are fake."""
     params: str
     """JSON of ``mechanism.params()``: ``mechanisms.from_params`` rebuilds it."""
 
@@ -210,6 +216,7 @@ def sweep(
                 central_laplace_se=central_laplace_std(n, m.epsilon),
                 auto=m.domain_size == domain_size and chosen.get(m.epsilon) == m,
                 wire_bytes=m.wire_bytes,
+                poisoning_gain=max_gain(m, DEFAULT_FAKE_FRACTION),
                 params=json.dumps(m.params(), sort_keys=True),
             )
         )

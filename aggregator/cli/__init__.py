@@ -1,6 +1,7 @@
 """The ``ldp`` command line: one module per command group (as ``rq/cli/``).
 
 * :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
+* :mod:`~aggregator.cli.attack`: ``attack poison``
 * :mod:`~aggregator.cli.server`: ``serve``, ``demo``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import aggregate, metrics, server, study
+from aggregator.cli import aggregate, attack, metrics, server, study
 from aggregator.cli.console import err, out, progress_bar
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -27,5 +28,12 @@ def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
 
 
-for _command in (*study.COMMANDS, server.serve, server.demo, metrics.metrics, aggregate.aggregate):
+for _command in (
+    *study.COMMANDS,
+    attack.attack,
+    server.serve,
+    server.demo,
+    metrics.metrics,
+    aggregate.aggregate,
+):
     main.add_command(_command)

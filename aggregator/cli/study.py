@@ -127,6 +127,15 @@ def simulate(
     help="Target half-width (0.01 = ±1 point): print the users needed.",
 )
 @confidence_option(0.95)
+@click.option(
+    "--fake-fraction",
+    "-b",
+    "beta",
+    default=0.01,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="β, the share of reports from fake clients, for the robustness column.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plan(
     epsilon: float,
@@ -134,15 +143,27 @@ def plan(
     users: int | None,
     width: float | None,
     confidence: float,
+    beta: float,
     as_json: bool,
 ) -> None:
-    """Interval half-width N users buy, or N needed for a half-width, per mechanism."""
+    """Interval half-width N users buy, or N needed for a half-width, per mechanism.
+
+    And how far fake clients (a share β of the reports, Cao et al.'s maximal gain attack)
+    can move one value's estimate with each: robustness (see ``ldp attack poison``).
+    """
     from aggregator.analysis.planning import plan as make_plan
 
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
     try:
-        rows = make_plan(epsilon, domain_size, users=users, width=width, confidence=confidence)
+        rows = make_plan(
+            epsilon,
+            domain_size,
+            users=users,
+            width=width,
+            confidence=confidence,
+            fake_fraction=beta,
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
@@ -152,7 +173,8 @@ def plan(
     table = Table(
         title=f"ε={epsilon:g}, k={domain_size}: {what}, {confidence:.0%} intervals near f = 0"
     )
-    for col in ("mechanism", "Var*", "report bytes", "± half-width", "users"):
+    moved = f"{beta * 100:g} % fakes move"
+    for col in ("mechanism", "Var*", "report bytes", "± half-width", "users", moved):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
@@ -161,9 +183,14 @@ def plan(
             "—" if r.wire_bytes is None else str(r.wire_bytes),
             f"{r.half_width:.4%}",
             f"{r.users:,}",
+            f"+{r.max_gain * 100:.3g} pts",
         )
     out.print(table)
     out.print("central laplace: the trusted-curator alternative (the server sees true values)")
+    out.print(
+        f"last column: how far fake clients sending {beta * 100:g} % of the reports move one value "
+        "(maximal gain attack; ldp attack poison measures it)"
+    )
     out.print(mechanisms.choose(epsilon, domain_size).reason)
 
 

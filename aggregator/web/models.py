@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
+from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION
 from aggregator.stats.detect import ALARM_KINDS
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
@@ -102,6 +103,7 @@ Confidence = Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)]
 Version = Annotated[int, Field(ge=1)]
 Epsilon = Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
 DomainSize = Annotated[int, Field(ge=2, le=mechanisms.MAX_DOMAIN_SIZE)]
+FakeFraction = Annotated[float, Field(gt=0, lt=1)]
 
 
 # -- /v1/estimates/<name> and …/trend -------------------------------------------------------
@@ -370,6 +372,8 @@ class PlanQuery(Model):
     """The half-widths' level."""
     target: PlanTarget
     """users=N or width=W (exactly one)."""
+    fake_fraction: FakeFraction = DEFAULT_FAKE_FRACTION
+    """β, the share of all reports that fake clients send: the robustness figure's."""
 
 
 class PlannedMechanism(Model):
@@ -383,6 +387,10 @@ class PlannedMechanism(Model):
     half_width: float
     users: Annotated[int, Field(ge=1)]
     auto: bool
+    max_gain: float
+    """Robustness: how far the maximal gain attack (Cao, Jia & Gong 2021) moves one value's
+    estimate when ``fake_fraction`` of the reports are fake, β(1 − q*)/(p* − q*) as a
+    fraction (0.01 = one point); central Laplace: β (a fake is one more raw value)."""
 
 
 class Plan(Model):
@@ -400,6 +408,8 @@ class Plan(Model):
     width: float | Absent = None
     auto: str | None
     """The mechanism 'auto' picks."""
+    fake_fraction: float
+    """β of the rows' ``max_gain``."""
     rows: list[PlannedMechanism]
     """Every mechanism, best first, then central Laplace."""
 

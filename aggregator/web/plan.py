@@ -4,8 +4,13 @@
 the 95 % half-width every mechanism gives N users, or the users each needs for a
 half-width W, with central Laplace as the trusted-curator reference::
 
-    {"epsilon", "k", "confidence", "users" | "width", "auto",
-     "rows": [{"mechanism", "variance_star", "wire_bytes", "half_width", "users", "auto"}]}
+    {"epsilon", "k", "confidence", "users" | "width", "auto", "fake_fraction",
+     "rows": [{"mechanism", "variance_star", "wire_bytes", "half_width", "users", "auto",
+               "max_gain"}]}
+
+``max_gain`` is each mechanism's robustness, the explorer's fourth axis: how far fake
+clients sending ``fake_fraction`` (default 1 %) of the reports move one value's estimate
+with the maximal gain attack (:func:`aggregator.analysis.poisoning.max_gain`).
 
 ``GET /v1/plan/curve?epsilon=E&k=K`` gives the half-width as a function of N on a
 logarithmic grid, per mechanism (``&mechanism=NAME`` marks, and adds if needed, the one a
@@ -28,6 +33,7 @@ from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
 from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
+from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION
 from aggregator.stats.intervals import z_value
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
@@ -123,7 +129,15 @@ def get_plan() -> dict[str, Any]:
             raise BadRequest(
                 f"width must be in [{MIN_WIDTH:g}, 1) (a fraction: 0.01 is ±1 %), got {width:g}"
             )
-    rows = plan(epsilon, k, users=users, width=width, confidence=confidence)
+    fake_fraction = _number("fake_fraction", DEFAULT_FAKE_FRACTION)
+    if not 0.0 < fake_fraction < 1.0:
+        raise BadRequest(
+            f"fake_fraction must be in (0, 1) (a fraction: 0.01 is 1 % of the reports), "
+            f"got {fake_fraction:g}"
+        )
+    rows = plan(
+        epsilon, k, users=users, width=width, confidence=confidence, fake_fraction=fake_fraction
+    )
     asked: dict[str, Any] = {"users": users} if users is not None else {"width": width}
     body = Plan(
         epsilon=epsilon,
@@ -131,6 +145,7 @@ def get_plan() -> dict[str, Any]:
         confidence=confidence,
         **asked,
         auto=next((r.name for r in rows if r.auto), None),
+        fake_fraction=fake_fraction,
         rows=[
             PlannedMechanism(
                 mechanism=r.name,
@@ -139,6 +154,7 @@ def get_plan() -> dict[str, Any]:
                 half_width=r.half_width,
                 users=r.users,
                 auto=r.auto,
+                max_gain=r.max_gain,
             )
             for r in rows
         ],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -60,6 +61,12 @@ def test_plan_users_and_width() -> None:
     assert rows["central laplace"]["users"] < 1000
     code, out = run("plan", "-e", "1", "-k", "16", "-n", "10000")
     assert code == 0 and "central laplace" in out and "(auto)" in out
+    # Robustness: 1 % of fake GRR reports move one of 64 values by 37.7 points.
+    code, out = run("plan", "-e", "1", "-k", "64", "-n", "10000", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["grr"]["max_gain"] == pytest.approx(0.01 * (1 + 63 / (math.e - 1)), rel=1e-9)
+    code, out = run("plan", "-e", "1", "-k", "64", "-n", "10000", "-b", "0.05")
+    assert code == 0 and "5 % fakes" in out and "+188 pts" in out
 
 
 def test_audit_exit_codes() -> None:

@@ -167,6 +167,22 @@ def test_plan_api_answers_what_the_planner_computes(redis_db: Any, epsilon: floa
     assert [r["users"] for r in need["rows"]] == [r.users for r in plan(epsilon, k, width=0.01)]
 
 
+@pytest.mark.parametrize(("query", "beta"), [("", 0.01), ("&fake_fraction=0.05", 0.05)])
+def test_plan_api_gives_each_mechanisms_robustness(redis_db: Any, query: str, beta: float) -> None:
+    """The fourth axis: the maximal gain attack's shift of one value, β(1 − q*)/(p* − q*)."""
+    client = make(redis_db.url).test_client()
+    body = client.get(f"/v1/plan?epsilon=1&k=64&users=1000{query}").json
+    assert body["fake_fraction"] == beta
+    gains = {r["mechanism"]: r["max_gain"] for r in body["rows"]}
+    for name in ("grr", "oue", "olh", "hr"):
+        m = mechanisms.create(name, epsilon=1.0, domain_size=64)
+        assert gains[name] == pytest.approx(beta * (1 - m.q) / (m.p - m.q), rel=1e-12)
+    assert gains["grr"] == pytest.approx(beta * (1 + 63 / (math.e - 1)), rel=1e-9)
+    assert gains["central laplace"] == beta  # a fake raw value is one more user
+    need = client.get(f"/v1/plan?epsilon=1&k=64&width=0.01{query}").json
+    assert {r["mechanism"]: r["max_gain"] for r in need["rows"]} == gains
+
+
 def test_curve_api_is_the_mechanisms_variance_on_a_log_grid(redis_db: Any) -> None:
     client = make(redis_db.url).test_client()
     body = client.get("/v1/plan/curve?epsilon=2&k=16&mechanism=blh&points=31").json
@@ -201,6 +217,9 @@ def test_curve_api_is_the_mechanisms_variance_on_a_log_grid(redis_db: Any) -> No
         "epsilon=1&k=3&users=0",
         "epsilon=1&k=3&width=1",
         "epsilon=1&k=3&users=10&confidence=1",
+        "epsilon=1&k=3&users=10&fake_fraction=0",
+        "epsilon=1&k=3&users=10&fake_fraction=1",
+        "epsilon=1&k=3&users=10&fake_fraction=x",
     ],
 )
 def test_plan_api_rejects_bad_parameters_with_json(redis_db: Any, query: str) -> None:

@@ -133,6 +133,8 @@ def test_theory_columns_are_the_sdk_variance_exactly(rows: list[dict[str, str]])
         assert float(r["central_laplace_se"]) == central_laplace_std(n, m.epsilon)
         assert float(r["central_laplace_se"]) == pytest.approx(math.sqrt(2) / (n * m.epsilon))
         assert int(r["wire_bytes"]) == m.wire_bytes
+        # Robustness: the maximal gain attack's shift of one value with 1 % fake reports.
+        assert float(r["poisoning_gain"]) == pytest.approx(0.01 * (1 - m.q) / (m.p - m.q))
 
 
 def _z_score(row: dict[str, str]) -> float:

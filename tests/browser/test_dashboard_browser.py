@@ -321,7 +321,22 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
         assert f"{grr_need['users']:,} users" in answer.inner_text()
         table = page.locator("#plan-table tbody tr")
         assert table.count() == len(at_n["rows"])
+        check_robustness(epsilon)
         return half_width
+
+    def check_robustness(epsilon: float, fakes: float = 0.01) -> None:
+        """The fourth axis: the shift fake clients can make, as /v1/plan computes it."""
+        query = f"epsilon={epsilon}&k={k}&users={n}&fake_fraction={fakes}"
+        rows = {r["mechanism"]: r for r in _request(f"{server.url}/v1/plan?{query}")["rows"]}
+        shown = page.locator("#robustness")
+        assert shown.get_attribute("data-mechanism") == "grr"
+        assert float(shown.get_attribute("data-fake-fraction") or "nan") == fakes
+        figure = float(shown.get_attribute("data-max-gain") or "nan")
+        assert figure == pytest.approx(rows["grr"]["max_gain"], rel=1e-12)
+        assert f"+{points(figure)} points" in shown.inner_text()
+        for mechanism, row in rows.items():
+            cell = page.locator(f"#plan-table tr[data-mechanism='{mechanism}'] td").nth(5)
+            assert float(cell.get_attribute("data-value") or "nan") == row["max_gain"]
 
     at_1 = check(1.0)
     page.fill("#epsilon-input", "2")  # typing a value
@@ -341,6 +356,10 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
     )
     page.wait_for_selector(root)
     check(0.5, width=0.005)
+    page.fill("#fakes-input", "5")  # robustness: 5 % of the reports fake
+    page.wait_for_selector("#robustness[data-fake-fraction='0.05']")
+    page.wait_for_selector(root)
+    check_robustness(0.5, fakes=0.05)
     watched.check()
 
 

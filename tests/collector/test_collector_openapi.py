@@ -318,6 +318,7 @@ def test_the_validator_catches_what_it_should(redis_db: Any) -> None:
         "half_width": 0.1,
         "users": 3,
         "auto": False,
+        "max_gain": 0.3,
     }
     assert problems(good, row, doc) == []
     assert problems({**good, "users": True}, row, doc)

@@ -1,6 +1,7 @@
 /* The privacy–utility–N explorer: pick ε, see the half-width against N per mechanism and
- * for central Laplace, and how many users a target half-width needs. The numbers come
- * from /v1/plan and /v1/plan/curve (the aggregator's own formulas); this only plots. */
+ * for central Laplace, how many users a target half-width needs, and how far a share of
+ * fake clients can move one value (robustness, the fourth axis). The numbers come from
+ * /v1/plan and /v1/plan/curve (the aggregator's own formulas); this only plots. */
 (function () {
   "use strict";
   const L = window.LDP;
@@ -8,7 +9,7 @@
   const root = document.getElementById("explorer");
   if (!root) return;
   const $ = (id) => document.getElementById(id);
-  const inputs = { eps: $("epsilon-input"), range: $("epsilon-range"), k: $("k-input"), n: $("n-input"), width: $("width-input") };
+  const inputs = { eps: $("epsilon-input"), range: $("epsilon-range"), k: $("k-input"), n: $("n-input"), width: $("width-input"), fakes: $("fakes-input") };
   const metric = page.metric;
   let current = null; // the metric's n, from the estimates API
   let nEdited = false;
@@ -28,11 +29,33 @@
     const k = Math.round(Number(inputs.k.value));
     const n = Math.max(1, Math.round(Number(inputs.n.value)));
     const width = Number(inputs.width.value) / 100;
-    return { eps, k, n, width };
+    const fakes = Number(inputs.fakes.value) / 100;
+    return { eps, k, n, width, fakes };
   }
 
   function valid(p) {
-    return p.eps >= 1e-4 && p.eps <= 20 && p.k >= 2 && p.k <= 65536 && p.n >= 1 && p.width > 0 && p.width < 1;
+    return p.eps >= 1e-4 && p.eps <= 20 && p.k >= 2 && p.k <= 65536 && p.n >= 1 && p.width > 0 && p.width < 1 && p.fakes > 0 && p.fakes < 1;
+  }
+
+  const gain = (x) => "+" + L.points(x) + " points";
+
+  function renderRobustness(atN, p) {
+    const focus = page.mechanism || atN.auto;
+    const local = atN.rows.filter((r) => r.mechanism !== "central laplace");
+    const mine = local.find((r) => r.mechanism === focus) || local[0];
+    const best = local.reduce((a, b) => (b.max_gain < a.max_gain ? b : a));
+    const worst = local.reduce((a, b) => (b.max_gain > a.max_gain ? b : a));
+    const box = $("robustness");
+    box.dataset.maxGain = String(mine.max_gain);
+    box.dataset.mechanism = mine.mechanism;
+    box.dataset.fakeFraction = String(atN.fake_fraction);
+    box.replaceChildren(
+      "If " + L.points(atN.fake_fraction) + " % of the reports come from fake clients, they can move one value of " + nameOf(mine.mechanism) + " by ",
+      L.el("strong", { textContent: gain(mine.max_gain) }),
+      best.mechanism !== mine.mechanism ? "; " + nameOf(best.mechanism) + " is the most robust here, " + gain(best.max_gain) : "",
+      worst.mechanism !== mine.mechanism ? "; " + nameOf(worst.mechanism) + " the least, " + gain(worst.max_gain) : "",
+      ".",
+    );
   }
 
   function renderChart(curve, atN, p) {
@@ -117,25 +140,27 @@
       L.el("td", { className: "num", textContent: L.int(needed[r.mechanism]), dataset: { value: String(needed[r.mechanism]) }, attrs: { "data-label": "users for target" } }),
       L.el("td", { className: "num", textContent: r.variance_star === null ? "—" : L.num(r.variance_star, 4), attrs: { "data-label": "Var*" } }),
       L.el("td", { className: "num", textContent: r.wire_bytes === null ? "—" : r.wire_bytes + " B", attrs: { "data-label": "report size" } }),
+      L.el("td", { className: "num", textContent: gain(r.max_gain), dataset: { value: String(r.max_gain) }, attrs: { "data-label": "moved by fakes" } }),
       L.el("td", { className: "small muted", textContent: tagOf(r), attrs: { "data-label": "note" } }),
     ])));
   }
 
   async function update() {
     const p = read();
-    if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target in (0, 100) %", "error"); return; }
+    if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target and the fakes in (0, 100) %", "error"); return; }
     const mine = ++seq;
     root.dataset.state = "loading";
     const common = { epsilon: p.eps, k: p.k };
     const [curve, atN, forWidth] = await Promise.all([
       L.getJSON(L.url(page.api.curve, { ...common, mechanism: page.mechanism })),
-      L.getJSON(L.url(page.api.plan, { ...common, users: p.n })),
-      L.getJSON(L.url(page.api.plan, { ...common, width: p.width })),
+      L.getJSON(L.url(page.api.plan, { ...common, users: p.n, fake_fraction: p.fakes })),
+      L.getJSON(L.url(page.api.plan, { ...common, width: p.width, fake_fraction: p.fakes })),
     ]);
     if (mine !== seq) return; // a newer request is on its way
     renderChart(curve, atN, p);
     renderText(atN, forWidth, p);
     renderTable(atN, forWidth);
+    renderRobustness(atN, p);
     root.dataset.epsilon = String(atN.epsilon);
     root.dataset.k = String(atN.k);
     root.dataset.n = String(atN.users);
@@ -152,6 +177,7 @@
   inputs.eps.addEventListener("input", () => { inputs.range.value = inputs.eps.value; soon(); });
   inputs.k.addEventListener("input", soon);
   inputs.width.addEventListener("input", soon);
+  inputs.fakes.addEventListener("input", soon);
   inputs.n.addEventListener("input", () => { nEdited = true; soon(); });
   $("explorer-form").addEventListener("submit", (e) => { e.preventDefault(); soon(); });
 

@@ -1,0 +1,338 @@
+"""Fake clients: what crafted reports do to the estimates (data poisoning of LDP).
+
+An attacker who controls m fake devices can skip the randomizer and send any report the
+wire format admits. The *maximal gain attack* (MGA) crafts every fake report to support
+all of the attacker's r target values at once where the mechanism allows it; the
+*input-manipulation* baseline (Cao et al.'s random item attack) has each fake device pick
+a target and report it through the honest SDK randomizer, as a real user would.
+
+For a pure frequency oracle (p*, q*), write s_t for the probability that one fake report
+supports target t. With n genuine and m fake reports, β = m/(n + m) (the paper's "fraction
+of fake users"), the estimate of t moves in expectation by
+
+    gain_t = E[f̂_t(after) − f̂_t(before)] = β·(s_t − q*)/(p* − q*) − β·f_t        (1)
+
+where f_t is t's true frequency among the genuine users. MGA makes s_t as large as each
+mechanism allows: 1 for every target of a unary, hashing or Hadamard report, 1/r for GRR
+(one value per report), min(1, s/r) for subset selection; the baseline has s_t =
+p*/r + q*(1 − 1/r), i.e. gain_t = β/r − β·f_t. Summed over the targets, (1) is Cao et al.'s
+overall gain; in the paper's closed forms (d = k):
+
+    GRR (kRR):  G = β(1 − f_T) + β(d − r)/(e^ε − 1)                                  (Thm 1)
+    OUE:        G = β(2r·e^ε/(e^ε − 1) − f_T)                                        (Thm 2)
+    OLH:        G = β(r(e^ε + g − 1)/(e^ε − 1) − f_T), = OUE's at g = e^ε + 1       (Thm 3)
+    baseline:   G = β(1 − f_T) for every mechanism
+
+so a fake GRR report is worth (k − 1)/(e^ε − 1) + 1 genuine ones to a single target,
+growing with k, while OUE and OLH cap it near 2e^ε/(e^ε − 1) whatever k is. This module
+computes (1) from the mechanism objects' own p* and q* (the SDK's exact, shaded values),
+so it equals the decoder's expectation exactly; the tests check it against the closed forms.
+
+Given the genuine true counts, one run's gain is linear in two independent binomial
+counts, C_f(t) ~ Bin(m, s_t) of the fake reports and C_g(t) of the genuine ones:
+
+    gain_t = (C_f(t)/N − β·C_g(t)/n)/(p* − q*),   N = n + m
+    Var[gain_t] = (m·s_t(1 − s_t)/N² + β²·V_g/n²)/(p* − q*)²,
+    V_g = n_t·p*(1 − p*) + (n − n_t)·q*(1 − q*)                                     (2)
+
+SIMULATION ONLY: randomness is numpy's PCG64 (and ``random.Random`` seeded from it for
+the SDK's perturb in the baseline), not a CSPRNG. The crafting itself is
+:mod:`aggregator.analysis.crafting`.
+
+References:
+    X. Cao, J. Jia, N. Z. Gong. "Data Poisoning Attacks to Local Differential Privacy
+    Protocols". USENIX Security 2021: §3 (threat model, β = m/(n+m)), §4 (MGA, RIA,
+    RPA; Theorems 1-3 and Table 1 for the overall gains above).
+    Wang, Blocki, Li, Jha, USENIX Security 2017 (the estimator the gain is measured on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.analysis.crafting import InputManipulation, MaximalGain
+from aggregator.analysis.simulation import distribution, simulate_counts
+from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.frequency import estimate_from_counts
+from client_sdk.mechanisms import FrequencyOracle
+
+__all__ = [
+    "DEFAULT_FAKE_FRACTION",
+    "DEFENCES",
+    "Defence",
+    "DefenceVerdict",
+    "PoisonResult",
+    "PoisonedBatch",
+    "TargetGain",
+    "expected_gain",
+    "fake_count",
+    "gain_std",
+    "max_gain",
+    "simulate_poisoning",
+]
+
+DEFAULT_FAKE_FRACTION = 0.01
+"""β when nobody says: 1 % of the reports fake, the share Cao et al.'s examples start from
+and a handful of scripted devices in a deployment of a few hundred."""
+
+FloatArray = npt.NDArray[np.float64]
+
+
+# -- theory -------------------------------------------------------------------------------
+
+
+def fake_count(users: int, beta: float) -> int:
+    """m = round(β·n/(1 − β)): the fakes that make a fraction β of all n + m reports."""
+    if not 0.0 < beta < 1.0:
+        raise ValueError(f"the fake fraction must be in (0, 1), got {beta!r}")
+    return max(1, round(beta * users / (1.0 - beta)))
+
+
+def expected_gain(
+    mechanism: FrequencyOracle, support: Any, beta: float, frequency: Any = 0.0
+) -> Any:
+    """Equation (1): β(s_t − q*)/(p* − q*) − β·f_t, on floats or arrays."""
+    m = mechanism
+    return beta * (np.asarray(support) - m.q) / (m.p - m.q) - beta * np.asarray(frequency)
+
+
+def gain_std(
+    mechanism: FrequencyOracle, support: Any, users: int, fakes: int, true_counts: Any
+) -> Any:
+    """Equation (2): the standard deviation of one run's gain, given the genuine counts."""
+    m, n = mechanism, users
+    total, beta = n + fakes, fakes / (n + fakes)
+    s, nt = np.asarray(support, dtype=np.float64), np.asarray(true_counts, dtype=np.float64)
+    genuine = nt * m.p * (1 - m.p) + (n - nt) * m.q * (1 - m.q)
+    var = (fakes * s * (1 - s) / total**2 + beta**2 * genuine / n**2) / (m.p - m.q) ** 2
+    return np.sqrt(var)
+
+
+def max_gain(mechanism: FrequencyOracle, beta: float) -> float:
+    """The MGA gain of a single target of frequency ≈ 0: β(1 − q*)/(p* − q*).
+
+    One target makes s_t = 1 for every mechanism, so this is the robustness of a
+    mechanism at (ε, k) in one number: how far a fraction β of fakes can push one value.
+    """
+    return float(expected_gain(mechanism, 1.0, beta))
+
+
+# -- defences (a hook) --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoisonedBatch:
+    """What a defence gets to see: one run's crafted reports and the counts around them."""
+
+    mechanism: FrequencyOracle
+    attack: str
+    payloads: list[dict[str, Any]]
+    """The crafted payloads, as the collector would receive them."""
+    genuine: Counts
+    poisoned: Counts
+    """Genuine plus crafted counts: what the aggregator would publish."""
+
+
+@dataclass(frozen=True)
+class DefenceVerdict:
+    """One defence's answer on one attack: how many crafted reports it flagged."""
+
+    defence: str
+    attack: str
+    flagged: int
+    checked: int
+    alarm: bool
+    """Whether the defence would have raised the alarm on this run."""
+    detail: str = ""
+
+
+Defence = Callable[[PoisonedBatch], DefenceVerdict]
+
+DEFENCES: tuple[Defence, ...] = ()
+"""The defences ``simulate_poisoning`` runs by default on each attack's crafted reports.
+
+Empty: this tree has no plausibility check of single reports (the collector's) nor
+alarms on estimates. Register them here when they exist (a callable taking a
+:class:`PoisonedBatch` and answering a :class:`DefenceVerdict`); ``ldp attack poison``
+then prints whether each caught the attack, and ``PoisonResult.defences`` carries it."""
+
+
+# -- the simulation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TargetGain:
+    """One target's movement, averaged over the runs (frequencies as fractions)."""
+
+    value: int
+    frequency: float
+    """Its true frequency among the genuine users."""
+    before: float
+    """The estimate from the genuine reports alone."""
+    after: float
+    """The estimate with the MGA's crafted reports added."""
+    gain: float
+    """Mean of after − before over the runs (MGA)."""
+    gain_se: float
+    """Standard error of that mean, from the spread of the runs (0 for one run)."""
+    theory: float
+    """Equation (1) at the runs' true frequencies, averaged."""
+    theory_std: float
+    """Equation (2): σ of one run's gain; the mean of R runs has σ/√R."""
+    baseline: float
+    """Mean gain of the input-manipulation baseline."""
+    baseline_se: float
+    baseline_theory: float
+    baseline_std: float
+
+
+@dataclass(frozen=True)
+class PoisonResult:
+    """What m fake devices did to the estimates of the targets, MGA against baseline."""
+
+    mechanism: dict[str, Any]
+    users: int
+    fakes: int
+    distribution: str
+    runs: int
+    seed: int | None
+    targets: list[TargetGain]
+    mga_support: list[float]
+    """s_t of one crafted MGA report, per target."""
+    defences: list[DefenceVerdict] = field(default_factory=list)
+    """Verdicts of :data:`DEFENCES` on each attack (empty when none is registered)."""
+
+    @property
+    def beta(self) -> float:
+        """The paper's fake fraction β = m/(n + m)."""
+        return self.fakes / (self.users + self.fakes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "mechanism": self.mechanism,
+            "users": self.users,
+            "fakes": self.fakes,
+            "beta": self.beta,
+            "distribution": self.distribution,
+            "runs": self.runs,
+            "seed": self.seed,
+            "randomness": "simulation: numpy PCG64 (not a CSPRNG)",
+            "mga_support": self.mga_support,
+            "targets": [asdict(t) for t in self.targets],
+            "defences": [asdict(d) for d in self.defences],
+        }
+
+
+def simulate_poisoning(
+    mechanism: FrequencyOracle,
+    targets: Sequence[int],
+    users: int,
+    fakes: int,
+    runs: int = 1,
+    dist: str = "zipf",
+    seed: int | None = None,
+    defences: Sequence[Defence] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PoisonResult:
+    """Run MGA and the baseline against ``users`` genuine reports, ``runs`` times.
+
+    Each run draws the genuine population from ``dist``, perturbs every genuine report
+    with the vectorized encoder and counts it with the real batch decoder
+    (:func:`~aggregator.analysis.simulation.simulate_counts`, ``method="reports"``), then
+    decodes each attack's ``fakes`` crafted payloads with the same decoder (which
+    rejects any payload the collector would) and estimates with
+    :func:`~aggregator.stats.frequency.estimate_from_counts` before and after.
+
+    Args:
+        mechanism: the genuine devices' mechanism.
+        targets: values to promote.
+        users: n, genuine reports per run.
+        fakes: m, crafted reports per run and attack.
+        runs: independent populations.
+        dist: the genuine values' distribution (a name of
+            :data:`~aggregator.analysis.simulation.DISTRIBUTIONS`).
+        seed: numpy seed (None: fresh entropy).
+        defences: run on the crafted reports of the first run (default :data:`DEFENCES`).
+        progress: called with 1 after each run.
+
+    Raises:
+        ValueError: bad targets, users, fakes or runs.
+        TypeError: a mechanism without a crafting rule.
+    """
+    if users < 1 or fakes < 1 or runs < 1:
+        raise ValueError("users, fakes and runs must be at least 1")
+    gen = np.random.default_rng(seed)
+    mga = MaximalGain(mechanism, targets, gen)
+    base = InputManipulation(mechanism, targets)
+    t = np.array(mga.targets)
+    codec = codec_for(mechanism)
+    probs = distribution(dist, mechanism.domain_size)
+    rows: dict[str, list[FloatArray]] = {
+        key: [] for key in ("f", "before", "after", "mga", "base", "theory", "std", "bstd")
+    }
+    supports = {"mga": mga.support(), "input": base.support()}
+    verdicts: list[DefenceVerdict] = []
+    beta = fakes / (users + fakes)
+    for run in range(runs):
+        true_counts = gen.multinomial(users, probs).astype(np.int64)
+        genuine = simulate_counts(mechanism, true_counts, gen, method="reports")
+        before = estimate_from_counts(mechanism, genuine).frequencies[t]
+        for attack in (mga, base):
+            payloads = attack.payloads(fakes, gen)
+            poisoned = genuine + codec.decode(payloads)
+            after = estimate_from_counts(mechanism, poisoned).frequencies[t]
+            rows["mga" if attack is mga else "base"].append(after - before)
+            if attack is mga:
+                rows["after"].append(after)
+            if run == 0:
+                batch = PoisonedBatch(mechanism, attack.name, payloads, genuine, poisoned)
+                verdicts += [d(batch) for d in (DEFENCES if defences is None else defences)]
+        f = true_counts[t] / users
+        rows["f"].append(f)
+        rows["before"].append(before)
+        rows["theory"].append(expected_gain(mechanism, supports["mga"], beta, f))
+        rows["std"].append(gain_std(mechanism, supports["mga"], users, fakes, true_counts[t]))
+        rows["bstd"].append(gain_std(mechanism, supports["input"], users, fakes, true_counts[t]))
+        if progress:
+            progress(1)
+    a = {key: np.array(value) for key, value in rows.items()}
+    mean_f = a["f"].mean(axis=0)
+
+    def se(x: FloatArray) -> FloatArray:
+        return x.std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros(x.shape[1])
+
+    base_theory = expected_gain(mechanism, supports["input"], beta, a["f"]).mean(axis=0)
+    gains = [
+        TargetGain(
+            value=int(t[i]),
+            frequency=float(mean_f[i]),
+            before=float(a["before"][:, i].mean()),
+            after=float(a["after"][:, i].mean()),
+            gain=float(a["mga"][:, i].mean()),
+            gain_se=float(se(a["mga"])[i]),
+            theory=float(a["theory"][:, i].mean()),
+            theory_std=float(np.sqrt(np.mean(a["std"][:, i] ** 2))),
+            baseline=float(a["base"][:, i].mean()),
+            baseline_se=float(se(a["base"])[i]),
+            baseline_theory=float(base_theory[i]),
+            baseline_std=float(np.sqrt(np.mean(a["bstd"][:, i] ** 2))),
+        )
+        for i in range(len(t))
+    ]
+    return PoisonResult(
+        mechanism=mechanism.params(),
+        users=users,
+        fakes=fakes,
+        distribution=dist,
+        runs=runs,
+        seed=seed,
+        targets=gains,
+        mga_support=[float(x) for x in supports["mga"]],
+        defences=verdicts,
+    )
