@@ -15,7 +15,7 @@ from typing import Any
 import redis
 from flask import Flask, Response
 
-from collector import api_metrics, api_ops, api_reports, settings
+from collector import api_lifecycle, api_metrics, api_ops, api_reports, settings
 from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
@@ -119,7 +119,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
     telemetry.install(app)
-    for blueprint in (api_metrics.bp, api_reports.bp, api_ops.bp):
+    for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp):
         app.register_blueprint(blueprint)
 
     app.wsgi_app = StripClientMetadata(app.wsgi_app)  # type: ignore[method-assign]

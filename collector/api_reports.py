@@ -24,6 +24,10 @@ bp = Blueprint("reports", __name__)
     {
         202: Reply("Stored (the valid reports).", IngestResult),
         400: Reply("Malformed, or no valid report (then each is in rejected).", IngestError),
+        410: Reply(
+            "Every report names a retired metric: stop reporting it (retired lists them).",
+            IngestError,
+        ),
         413: Reply("Too many reports, metric versions or bytes: split the batch.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         503: UNAVAILABLE,

@@ -28,10 +28,11 @@ from prometheus_client import (
 
 __all__ = ["REJECTION_CATEGORIES", "Telemetry"]
 
-REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload")
+REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload", "retired")
 """Why a report was rejected: not an object with exactly the report fields; a bad
 metric, version or id field; a metric version the registry does not know; a payload
-that does not fit the mechanism (wrong bit length, out-of-range index, ...)."""
+that does not fit the mechanism (wrong bit length, out-of-range index, ...); a metric
+an operator retired (``ldp metrics retire``)."""
 
 _UNMATCHED = "<unmatched>"
 """The endpoint label of requests that matched no route (404/405): any path a client
