@@ -2,7 +2,8 @@
 
 * :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
 * :mod:`~aggregator.cli.server`: ``serve``, ``demo``
-* :mod:`~aggregator.cli.metrics`: ``metrics list|show|create``
+* :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
+* :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import aggregate, metrics, server, study
+from aggregator.cli import aggregate, export, metrics, server, study
 from aggregator.cli.console import err, out, progress_bar
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -27,5 +28,12 @@ def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
 
 
-for _command in (*study.COMMANDS, server.serve, server.demo, metrics.metrics, aggregate.aggregate):
+for _command in (
+    *study.COMMANDS,
+    server.serve,
+    server.demo,
+    metrics.metrics,
+    aggregate.aggregate,
+    export.export,
+):
     main.add_command(_command)
