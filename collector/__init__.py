@@ -22,6 +22,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from ldp_store import connection
+from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 
 __all__ = ["answer_headers", "create_app", "open_redis"]
@@ -115,6 +116,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         registry=Registry(client),
         appender=Appender(client, app.config["MAX_BACKLOG"], app.config["MEMORY_HIGH_WATER"] / 100),
         telemetry=telemetry,
+        memory=MemoryUsage(client),
     )
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too

@@ -9,6 +9,7 @@ from flask import current_app
 
 from collector.ingest import Appender
 from collector.telemetry import Telemetry
+from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 
 __all__ = ["Services", "services"]
@@ -16,7 +17,8 @@ __all__ = ["Services", "services"]
 
 @dataclass(frozen=True)
 class Services:
-    """The app's Redis client, metric registry, stream appender and metrics.
+    """The app's Redis client, metric registry, stream appender, metrics and the cached
+    reading of Redis memory per metric (for ``/metrics`` and the dashboard).
 
     The aggregator's blueprints, mounted on the same app by ``ldp serve``, read
     ``redis`` and ``registry`` from here too.
@@ -26,6 +28,7 @@ class Services:
     registry: Registry
     appender: Appender
     telemetry: Telemetry
+    memory: MemoryUsage
 
 
 def services() -> Services:
