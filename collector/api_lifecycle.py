@@ -127,7 +127,11 @@ def _count(name: str, versions: list[int], deleted: bool) -> tuple[KeyCount, lis
 @bp.get("/v1/metrics/<name>/keys")
 @documented(
     "What deleting a metric (or one version) would remove (operators only).",
-    {200: Reply("The keys by kind and their memory.", KeyCount), **_AUTH},
+    {
+        200: Reply("The keys by kind and their memory.", KeyCount),
+        400: Reply("The version is not a positive integer.", Error),
+        **_AUTH,
+    },
     path=MetricPath,
     query=VersionQuery,
     security=[ADMIN_TOKEN],
@@ -145,6 +149,7 @@ def preview_delete(name: str) -> dict[str, Any]:
     "Delete every key of a metric's versions, or of one (operators only).",
     {
         200: Reply("Deleted: what was removed.", KeyCount),
+        400: Reply("The version is not a positive integer.", Error),
         409: Reply("The current version of a metric that is not retired.", Error),
         **_AUTH,
     },

@@ -115,9 +115,8 @@ class NoValidReport(ApiError):
 
     def body(self) -> IngestError:
         """The JSON body: the error, its details, the rejections and retired metrics."""
-        return IngestError(
-            error=self.error, details=self.details, rejected=self.rejected, retired=self.retired
-        )
+        extra = {} if self.retired is None else {"retired": self.retired}
+        return IngestError(error=self.error, details=self.details, rejected=self.rejected, **extra)
 
 
 class RetiredOnly(NoValidReport):
@@ -360,9 +359,10 @@ def ingest(
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
+    retired = batch.retirements()
     return IngestResult(
         accepted=accepted,
         duplicates=duplicates,
         rejected=batch.rejected,
-        retired=batch.retirements(),
+        **({} if retired is None else {"retired": retired}),
     )
