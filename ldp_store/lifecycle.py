@@ -196,7 +196,7 @@ def _info_memory(client: redis.Redis) -> list[dict[str, Any]]:
         if info and all(isinstance(v, dict) for v in info.values()):
             return list(info.values())
         return [info]
-    return [cast(dict[str, Any], client.info("memory"))]
+    return [client.info("memory")]
 
 
 def measure_memory(

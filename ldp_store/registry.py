@@ -275,7 +275,7 @@ class Registry:
         self.redis.hsetnx(key, "retired", int(when))
         self._state.pop(name, None)
         raw = self.redis.hget(key, "retired")
-        return float(raw) if raw is not None else when  # type: ignore[arg-type]
+        return float(raw) if raw is not None else when
 
     def unretire(self, name: str) -> bool:
         """Take reports of ``name`` again; whether it was retired."""

@@ -177,8 +177,8 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
     def kind(column: str) -> Any:
         if column in INTEGER_COLUMNS:
