@@ -208,6 +208,13 @@ class Client:
         self._rng = options.rng
         self._ttl = options.metrics_ttl
         self._cache: dict[str, _Cached] = {}
+        self._retired: set[str] = set()
+        """Metrics the collector retired: report() drops them (persisted with a store)."""
+        if self._durable is not None:
+            try:
+                self._retired = self._durable.retired_metrics()
+            except StoreError:
+                pass  # learnt again from the collector's next answer
         self._fetch_lock = threading.Lock()
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
@@ -259,6 +266,7 @@ class Client:
             max_batch_reports=options.max_batch_reports,
             max_batch_bytes=options.max_batch_bytes,
             on_rejected=self._invalidate,
+            on_retired=self._retire,
             sleep=options.sleep,
             clock=options.clock,
             wallclock=options.wallclock,
@@ -382,6 +390,25 @@ class Client:
         for metric in metrics:
             self._cache.pop(metric, None)
 
+    def _retire(self, metrics: set[str]) -> None:
+        """The collector retired ``metrics``: stop reporting them, drop their queued
+        reports (counted as ``retired``), and remember it across restarts."""
+        self._retired |= metrics
+        for metric in metrics:
+            dropped = 0
+            if self._durable is not None:
+                try:
+                    dropped = self._durable.retire_metric(metric)
+                except StoreError as exc:
+                    logger.warning("retirement of %r not persisted (%s)", metric, exc)
+            else:
+                discard = getattr(self._queue, "discard", None)
+                if discard is not None:
+                    needle = _ENCODER.encode(metric).encode()
+                    dropped = discard(lambda data, n=needle: _names_metric(data, n))
+            if dropped:
+                self._stats.drop("retired", dropped)
+
     # -- reporting --------------------------------------------------------------------
     def build_report(self, metric: str, value: str | float) -> dict[str, Any]:
         """Perturb ``value`` and return the exact JSON object that would be sent.
@@ -418,7 +445,8 @@ class Client:
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
             when it was dropped, counted in ``stats()["dropped"]`` by reason: unknown
-            metric, invalid value, definition unreachable, ``budget`` (the metric's
+            metric, ``retired`` (the collector said an operator retired it), invalid
+            value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
         """
@@ -427,6 +455,8 @@ class Client:
                 return self._drop("shutdown")
             if self._opted_out or self._ledger.is_disabled():
                 return self._drop("disabled")
+            if metric in self._retired:
+                return self._drop("retired")
             try:
                 definition = self.definition(metric)
             except UnknownMetricError:
@@ -641,6 +671,17 @@ class Client:
             self._memory_ledger.after_fork_in_child()
         self._stats = Stats()
         self._uploader = self._new_uploader()
+
+
+def _names_metric(data: bytes, needle: bytes) -> bool:
+    """Whether a queued report (compact JSON) is of the metric whose JSON string is
+    ``needle``: a quick byte test, then the parse that decides."""
+    if b'"metric":' + needle not in data:
+        return False
+    try:
+        return bool(json.loads(data).get("metric") == json.loads(needle))
+    except (ValueError, AttributeError):
+        return False
 
 
 def _after_fork_in_child() -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple, Protocol
 
 from client_sdk.errors import QueueFullError
@@ -196,6 +196,15 @@ class MemoryQueue(Quotas):
                 kept = deque(e for e in items if e.key not in done)
                 self._bytes = sum(len(e.data) for e in kept)
                 self._items = kept
+
+    def discard(self, drop: Callable[[bytes], bool]) -> int:
+        """Remove the items ``drop`` says to (e.g. a retired metric's); return how many."""
+        with self._lock:
+            kept = deque(e for e in self._items if not drop(e.data))
+            n = len(self._items) - len(kept)
+            self._items = kept
+            self._bytes = sum(len(e.data) for e in kept)
+            return n
 
     def clear(self) -> int:  # noqa: D102
         with self._lock:

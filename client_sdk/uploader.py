@@ -11,6 +11,10 @@ Every outcome of an upload is classified in one place, :func:`classify`:
 * ``drop``  — any other status: the batch will never be valid, it is dropped and
   counted (a 413 first halves the batch size, and drops only a single report).
 
+Whatever the status, an answer's ``retired`` list names metrics an operator retired
+(a 410 when the batch held nothing else): their rejected reports count as ``retired``,
+not ``rejected``, and the client is told (``on_retired``) so it stops reporting them.
+
 A report leaves the queue only through an ``ok`` or a ``drop`` (``queue.ack``): with the
 durable store (``store/``) it stays on disk through any number of ``retry`` outcomes,
 restarts included, until one of those two.
@@ -99,10 +103,12 @@ DROP_REASONS = (
     "budget",
     "disabled",
     "storage_error",
+    "retired",
 )
 """Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
 metric's privacy budget for the period is spent; ``disabled``: the user opted out (and
-reports wiped by the opt-out); ``storage_error``: the durable store failed."""
+reports wiped by the opt-out); ``storage_error``: the durable store failed;
+``retired``: an operator retired the metric (reports made after, and those queued)."""
 
 COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")
 """reported: enqueued by ``report()``; sent: delivered in a 2xx (rejected ones excluded);
@@ -222,6 +228,9 @@ class Uploader:
         max_batch_bytes: most bytes per request body.
         on_rejected: called with the names of metrics the collector rejected reports of
             (so their definitions are fetched again).
+        on_retired: called with the names of metrics the collector says are retired,
+            after the batch is acked (so the client stops reporting them and drops what
+            it still queues of them).
         sleep: called with each backoff delay; default: an interruptible wait.
         clock: monotonic seconds, for the flush interval.
         wallclock: Unix time, for ``Retry-After`` dates.
@@ -238,6 +247,7 @@ class Uploader:
         max_batch_reports: int,
         max_batch_bytes: int,
         on_rejected: Callable[[set[str]], None],
+        on_retired: Callable[[set[str]], None] = lambda names: None,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
@@ -250,6 +260,7 @@ class Uploader:
         self._batch_limit = max_batch_reports
         self._body_limit = max_batch_bytes - len(b'{"reports":[]}')
         self._on_rejected = on_rejected
+        self._on_retired = on_retired
         self._sleep = sleep
         self._clock = clock
         self._wallclock = wallclock
@@ -418,12 +429,17 @@ class Uploader:
                     "collector refused a batch as too large; batches of %d now", len(entries) // 2
                 )
                 return None
+            assert response is not None
+            retired = _retired(response.json())
+            gone = [e for e in entries if _metric(e) in retired]
             reason = "too_large" if status == 413 else "rejected"
-            self._stats.drop(reason, len(entries))
+            if len(entries) > len(gone):
+                self._stats.drop(reason, len(entries) - len(gone))
             logger.warning("collector refused %d reports (HTTP %d); dropped", len(entries), status)
             if status != 413:
-                self._on_rejected(_metrics(entries))
+                self._on_rejected(_metrics(e for e in entries if _metric(e) not in retired))
             self._queue.ack(e.key for e in entries)
+            self._retire(retired, len(gone))
             return None
         self._failures += 1
         self._stats.add("retries")
@@ -450,6 +466,7 @@ class Uploader:
         if not isinstance(answer, dict):
             answer = {}
         rejected: set[int] = set()
+        retired = _retired(answer)
         items = answer.get("rejected")
         for item in items if isinstance(items, list) else ():
             index = item.get("index") if isinstance(item, dict) else None
@@ -461,22 +478,41 @@ class Uploader:
         self._stats.add("sent", delivered)
         self._stats.add("accepted", accepted if type(accepted) is int else delivered)
         self._stats.add("duplicates", duplicates if type(duplicates) is int else 0)
-        if rejected:
-            self._stats.drop("rejected", len(rejected))
+        gone = {i for i in rejected if _metric(entries[i]) in retired}
+        if rejected - gone:
+            self._stats.drop("rejected", len(rejected - gone))
             logger.warning(
                 "collector rejected %d of %d reports; dropped", len(rejected), len(entries)
             )
-            self._on_rejected(_metrics(entries[i] for i in rejected))
+            self._on_rejected(_metrics(entries[i] for i in rejected - gone))
         self._queue.ack(e.key for e in entries)
+        self._retire(retired, len(gone))
+
+    def _retire(self, retired: set[str], dropped: int) -> None:
+        """Count a batch's reports of retired metrics and tell the client about them."""
+        if dropped:
+            self._stats.drop("retired", dropped)
+        if retired:
+            logger.warning("the collector retired %s; no longer reported", sorted(retired))
+            self._on_retired(retired)
+
+
+def _metric(entry: Entry) -> str | None:
+    try:
+        name = json.loads(entry.data).get("metric")
+    except (ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def _metrics(entries: Iterable[Entry]) -> set[str]:
-    names: set[str] = set()
-    for entry in entries:
-        try:
-            name = json.loads(entry.data).get("metric")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(name, str):
-            names.add(name)
-    return names
+    return {name for name in map(_metric, entries) if name is not None}
+
+
+def _retired(answer: object) -> set[str]:
+    """The metric names of an answer's ``retired`` list (``[{"metric": ...}, ...]``)."""
+    items = answer.get("retired") if isinstance(answer, dict) else None
+    if not isinstance(items, list):
+        return set()
+    found = (item.get("metric") if isinstance(item, dict) else None for item in items)
+    return {name for name in found if isinstance(name, str)}

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from flask import Flask, Response
 
-from collector import api_metrics, api_ops, api_reports, settings
+from collector import api_lifecycle, api_metrics, api_ops, api_reports, settings
 from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
@@ -24,6 +24,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from ldp_store import connection
+from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 
 __all__ = ["answer_headers", "create_app", "open_redis"]
@@ -122,11 +123,12 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         appender=Appender(client, app.config["MAX_BACKLOG"], app.config["MEMORY_HIGH_WATER"] / 100),
         telemetry=telemetry,
         admission=admission,
+        memory=MemoryUsage(client),
     )
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
     telemetry.install(app)
-    for blueprint in (api_metrics.bp, api_reports.bp, api_ops.bp):
+    for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp):
         app.register_blueprint(blueprint)
 
     # The source's keyed hash is taken first; then the address leaves the environ.

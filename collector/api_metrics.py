@@ -14,8 +14,9 @@ from collector.errors import ApiError, clip
 from collector.models import MAX_VERSION_DIGITS, Metric, MetricList, MetricSpec, VersionQuery
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
+from ldp_store.registry import MetricRetired
 
-__all__ = ["ADMIN_TOKEN", "bp", "require_admin"]
+__all__ = ["ADMIN_TOKEN", "bp", "require_admin", "version_arg"]
 
 bp = Blueprint("metrics", __name__)
 
@@ -56,7 +57,7 @@ def list_metrics() -> dict[str, Any]:
 )
 def get_metric(name: str) -> dict[str, Any]:
     """One metric's current definition, or version ``?version=N``."""
-    version = _version_arg()
+    version = version_arg()
     definition = services().registry.get(name, version)
     if definition is None:
         which = f"metric {clip(name, 80)!r}" + (f" version {version}" if version else "")
@@ -73,6 +74,7 @@ def get_metric(name: str) -> dict[str, Any]:
         400: Reply("Invalid definition; every problem is in details.", Error),
         401: Reply("No bearer token.", Error, {"WWW-Authenticate": Header("Bearer.")}),
         403: Reply("Wrong token, or metric changes are disabled.", Error),
+        409: Reply("The metric is retired and the change would make a new version.", Error),
         413: Reply("The body is too large.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         503: UNAVAILABLE,
@@ -89,12 +91,19 @@ def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
         change = services().registry.put(name, spec)
     except DefinitionError as exc:
         raise ApiError(400, "invalid metric definition", exc.problems) from None
+    except MetricRetired as exc:
+        raise ApiError(
+            409,
+            f"{exc}: no new version of a retired metric",
+            [f"un-retire it first (ldp metrics unretire {name}), or choose another name"],
+        ) from None
     definition = change.definition
     location = f"/v1/metrics/{definition.name}?version={definition.version}"
     return answer(Metric.of(definition)), 201 if change.created else 200, {"Location": location}
 
 
-def _version_arg() -> int | None:
+def version_arg() -> int | None:
+    """``?version=N`` of the request, checked (None when absent)."""
     raw = request.args.get("version")
     if raw is None:
         return None

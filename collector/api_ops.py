@@ -9,9 +9,12 @@ neither set it stays open, as before (a collector on a private network).
 from __future__ import annotations
 
 import hmac
+import logging
 from typing import Any
 
+import redis
 from flask import Blueprint, Response, current_app, request
+from redis.exceptions import RedisClusterException
 
 from collector.context import services
 from collector.errors import ApiError
@@ -22,6 +25,8 @@ from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, Scheme, document,
 __all__ = ["METRICS_TOKEN", "bp", "require_metrics_token"]
 
 bp = Blueprint("ops", __name__)
+
+log = logging.getLogger(__name__)
 
 METRICS_TOKEN = Scheme(
     "metricsToken",
@@ -76,7 +81,7 @@ def readyz() -> dict[str, Any]:
 
 @bp.get("/metrics")
 @documented(
-    "The collector's own metrics (Prometheus text format).",
+    "The collector's own metrics and Redis memory per metric (Prometheus text format).",
     {
         200: Reply(
             "Counters and histograms.", media={"text/plain": Media("Prometheus exposition.")}
@@ -92,7 +97,13 @@ def readyz() -> dict[str, Any]:
 def prometheus() -> Response:
     """The collector's counters and latency histogram, in Prometheus' text format."""
     require_metrics_token()
-    body, content_type = services().telemetry.exposition()
+    ctx = services()
+    try:
+        memory = ctx.memory.read()
+    except (redis.RedisError, RedisClusterException) as exc:  # counters still answer
+        log.warning("redis memory not read for /metrics: %s", type(exc).__name__)
+        memory = None
+    body, content_type = ctx.telemetry.exposition(memory)
     return Response(body, content_type=content_type)
 
 

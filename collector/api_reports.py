@@ -36,13 +36,18 @@ TOO_MANY = Reply(
             "implausible under its metric's mechanism).",
             IngestError,
         ),
+        410: Reply(
+            "Every report names a retired metric: stop reporting it (retired lists them).",
+            IngestError,
+        ),
         413: Reply("Too many reports, metric versions or bytes: split the batch.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         429: TOO_MANY,
         503: UNAVAILABLE,
     },
     description="Each report is validated strictly against its metric version; valid ones "
-    "are appended (once: replayed ids count as duplicates), invalid ones and ones the "
+    "are appended (once: replayed ids count as duplicates), invalid ones, ones of a retired "
+    "metric (410 when all are) and ones the "
     "mechanism produces only with negligible probability are listed by index. Each source "
     "has a request and a report budget (429 when spent). 4xx but 429: drop the batch; "
     "429 and 503: retry it after Retry-After.",

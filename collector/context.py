@@ -10,6 +10,7 @@ from flask import current_app
 from collector.admission import Admission
 from collector.ingest import Appender
 from collector.telemetry import Telemetry
+from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 
 __all__ = ["Services", "services"]
@@ -17,7 +18,8 @@ __all__ = ["Services", "services"]
 
 @dataclass(frozen=True)
 class Services:
-    """The app's Redis client, metric registry, stream appender, metrics and limiter.
+    """The app's Redis client, metric registry, stream appender, metrics, limiter and the
+    cached reading of Redis memory per metric (for ``/metrics`` and the dashboard).
 
     The aggregator's blueprints, mounted on the same app by ``ldp serve``, read
     ``redis`` and ``registry`` from here too.
@@ -28,6 +30,7 @@ class Services:
     appender: Appender
     telemetry: Telemetry
     admission: Admission
+    memory: MemoryUsage
 
 
 def services() -> Services:

@@ -40,8 +40,9 @@ from client_sdk.errors import ReportError
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
-from collector.models import IngestError, IngestResult, Rejection
+from collector.models import IngestError, IngestResult, Rejection, Retired
 from ldp_store import guard, keys, scripts
+from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
     from collector.context import Services
@@ -51,6 +52,7 @@ __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
+    "RetiredOnly",
     "Validated",
     "ingest",
     "reports_of",
@@ -94,19 +96,48 @@ class Validated:
     rejected: list[Rejection] = field(default_factory=list)
     shards: dict[tuple[str, int], int] = field(default_factory=dict)
     """Each group's ``definition.shards`` (its reports spread over that many streams)."""
+    retired: dict[str, float] = field(default_factory=dict)
+    """Retired metrics the rejected reports named, with when (Unix seconds)."""
+
+    def retirements(self) -> list[Retired] | None:
+        """The ``retired`` field of the answer (None when no report named one)."""
+        if not self.retired:
+            return None
+        return [
+            Retired(metric=name, retired_at=_iso(since))
+            for name, since in sorted(self.retired.items())
+        ]
+
+
+def _iso(since: float) -> str:
+    return datetime.fromtimestamp(since, UTC).isoformat().replace("+00:00", "Z")
 
 
 class NoValidReport(ApiError):
     """A 400 for a request none of whose reports is valid, listing each in ``rejected``."""
 
-    def __init__(self, rejected: list[Rejection]) -> None:
+    def __init__(self, rejected: list[Rejection], retired: list[Retired] | None = None) -> None:
         details = [f"reports[{r.index}]: {r.error}" for r in rejected]
         super().__init__(400, "no valid report in the request", details)
         self.rejected = rejected
+        self.retired = retired
 
     def body(self) -> IngestError:
-        """The JSON body: the error, its details and the rejections."""
-        return IngestError(error=self.error, details=self.details, rejected=self.rejected)
+        """The JSON body: the error, its details, the rejections and retired metrics."""
+        extra = {} if self.retired is None else {"retired": self.retired}
+        return IngestError(error=self.error, details=self.details, rejected=self.rejected, **extra)
+
+
+class RetiredOnly(NoValidReport):
+    """A 410 Gone: every report of the request names a retired metric."""
+
+    def __init__(self, rejected: list[Rejection], retired: list[Retired]) -> None:
+        super().__init__(rejected, retired)
+        self.status = 410
+        self.error = "; ".join(
+            f"metric {r.metric} was retired on {r.retired_at[:10]}; stop reporting it"
+            for r in retired
+        )
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
@@ -148,7 +179,9 @@ def _category(report: object, error: str) -> str:
 
 
 def validate(
-    reports: list[Any], lookup: Callable[[str, int], MetricDefinition | None]
+    reports: list[Any],
+    lookup: Callable[[str, int], MetricDefinition | None],
+    retired: Callable[[str], float | None] = lambda name: None,
 ) -> Validated:
     """Check every report (strictly, then for plausibility under its mechanism: see
     :meth:`client_sdk.mechanisms.FrequencyOracle.implausible`); group the valid ones, list
@@ -157,6 +190,8 @@ def validate(
     Args:
         reports: the decoded ``reports`` list.
         lookup: the registry's (name, version) → definition, or None if unknown.
+        retired: the registry's name → when the metric was retired, or None; a report
+            of a retired metric is rejected (reason ``retired``) however valid.
 
     Returns:
         The valid reports as storable items, by (metric, version), and the rejections.
@@ -198,6 +233,13 @@ def validate(
             batch.rejected.append(
                 Rejection(index=index, error=error, reason=_category(report, error))
             )
+            continue
+        since = batch.retired.get(definition.name) or retired(definition.name)
+        if since is not None:
+            batch.retired[definition.name] = since
+            error = f"metric {definition.name} was retired on {retired_on(since)}"
+            error += "; stop reporting it"
+            batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
             continue
         implausible = definition.mechanism.implausible(payload)
         if implausible is not None:
@@ -339,13 +381,13 @@ def ingest(
 
     Raises:
         ApiError: 400/413 for a body of the wrong shape or size, 400 if no report is
-            valid (with every rejection).
+            valid (with every rejection), 410 if every report names a retired metric.
         Unavailable: Redis is at its memory high-water mark, or a stream's backlog is
             full.
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
     reports = reports_of(body, max_reports)
-    batch = validate(reports, ctx.registry.lookup)
+    batch = validate(reports, ctx.registry.lookup, ctx.registry.retired)
     telemetry = ctx.telemetry
     for reason, count in Counter(r.reason for r in batch.rejected).items():
         telemetry.rejected.labels(reason=reason).inc(count)
@@ -361,7 +403,10 @@ def ingest(
             dict(Counter(r.reason for r in batch.rejected)),
         )
     if not batch.groups:
-        raise NoValidReport(batch.rejected)
+        retirements = batch.retirements()
+        if retirements and all(r.reason == "retired" for r in batch.rejected):
+            raise RetiredOnly(batch.rejected, retirements)
+        raise NoValidReport(batch.rejected, retirements)
     ctx.appender.memory.check()
     when = now or datetime.now(UTC)
     accepted = duplicates = 0
@@ -375,4 +420,10 @@ def ingest(
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
-    return IngestResult(accepted=accepted, duplicates=duplicates, rejected=batch.rejected)
+    retired = batch.retirements()
+    return IngestResult(
+        accepted=accepted,
+        duplicates=duplicates,
+        rejected=batch.rejected,
+        **({} if retired is None else {"retired": retired}),
+    )

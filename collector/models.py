@@ -41,6 +41,7 @@ __all__ = [
     "CategoricalSpec",
     "IngestError",
     "IngestResult",
+    "KeyCount",
     "Longitudinal",
     "Metric",
     "MetricList",
@@ -49,6 +50,8 @@ __all__ = [
     "Rejection",
     "Report",
     "ReportBatch",
+    "Retired",
+    "Retirement",
     "Status",
     "VersionQuery",
 ]
@@ -218,6 +221,14 @@ class Rejection(Model):
     """The plausibility test an implausible report failed (not sent)."""
 
 
+class Retired(Model):
+    """A metric that takes no more reports: apps should stop reporting it."""
+
+    metric: MetricName
+    retired_at: str
+    """When it was retired (UTC, ISO 8601)."""
+
+
 class IngestResult(Model):
     """What happened to a request's reports (the 202 body)."""
 
@@ -226,12 +237,44 @@ class IngestResult(Model):
     duplicates: int
     """Replays of known ids (already appended)."""
     rejected: list[Rejection]
+    retired: list[Retired] | Absent = None
+    """The retired metrics some rejected reports named (stop reporting them)."""
 
 
 class IngestError(Error):
-    """A 400 of ``POST /v1/reports``; ``rejected`` lists every report when none was valid."""
+    """A 400 (or a 410: every report names a retired metric) of ``POST /v1/reports``;
+    ``rejected`` lists every report when none was valid."""
 
     rejected: list[Rejection] | Absent = None
+    retired: list[Retired] | Absent = None
+    """The retired metrics the rejected reports named (stop reporting them)."""
+
+
+class Retirement(Model):
+    """A metric's retirement, as ``POST /v1/metrics/<name>/retire`` answers it."""
+
+    metric: MetricName
+    retired: bool
+    """Whether the metric refuses reports now."""
+    retired_at: str | None
+    """When it was retired (UTC, ISO 8601), null when it takes reports."""
+
+
+class KeyCount(Model):
+    """What a delete removes (or removed): the keys of the versions, by kind."""
+
+    metric: MetricName
+    versions: list[int]
+    """The versions concerned."""
+    keys: int
+    """Keys found (every shard, every kind: streams, counts, windows, replay sets, dead
+    letters...)."""
+    by_kind: dict[str, int]
+    """Keys per kind (the word after the version's hash tag)."""
+    bytes: int
+    """Their memory, as ``MEMORY USAGE`` counts it."""
+    deleted: bool
+    """False for the preview (``GET``), true once removed (``DELETE``)."""
 
 
 class Status(Model):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 from flask import Flask, Response, g, request
 from prometheus_client import (
@@ -25,16 +26,20 @@ from prometheus_client import (
     generate_latest,
     multiprocess,
 )
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from ldp_store.lifecycle import MemoryReport
 
 __all__ = ["RATE_LIMITS", "REJECTION_CATEGORIES", "Telemetry"]
 
-REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload", "implausible")
+REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload", "implausible", "retired")
 """Why a report was rejected: not an object with exactly the report fields; a bad
 metric, version or id field; a metric version the registry does not know; a payload
 that does not fit the mechanism (wrong bit length, out-of-range index, ...); a payload
 the mechanism produces only with negligible probability (all bits set, ...: counted by
-metric and test in ``ldp_collector_reports_implausible_total`` too)."""
+metric and test in ``ldp_collector_reports_implausible_total`` too); a metric an
+operator retired (``ldp metrics retire``)."""
 
 RATE_LIMITS = ("requests", "reports")
 """The buckets of :mod:`collector.admission` whose emptiness answers 429."""
@@ -131,12 +136,53 @@ class Telemetry:
         self.responses.labels(endpoint=endpoint, status=str(response.status_code)).inc()
         return response
 
-    def exposition(self) -> tuple[bytes, str]:
-        """The text exposition format and its content type."""
+    def exposition(self, memory: MemoryReport | None = None) -> tuple[bytes, str]:
+        """The text exposition format and its content type, with ``memory``'s gauges."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             multiprocess.MultiProcessCollector(merged)
             for collector in self.extra:
                 merged.register(collector)
-            return generate_latest(merged), CONTENT_TYPE_LATEST
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+            body = generate_latest(merged)
+        else:
+            body = generate_latest(self.registry)
+        if memory is not None:
+            gauges = CollectorRegistry(auto_describe=False)
+            gauges.register(_MemoryGauges(memory))
+            body += generate_latest(gauges)
+        return body, CONTENT_TYPE_LATEST
+
+
+class _MemoryGauges(Collector):
+    """Redis memory as gauges, from one (cached) reading: per metric, used, the limit.
+
+    Read in the serving process, not counted per worker: every worker reports the same
+    reading of the shared Redis, so no multiprocess merging is needed (or wanted).
+    """
+
+    def __init__(self, memory: MemoryReport) -> None:
+        self.memory = memory
+
+    def collect(self) -> Iterable[Metric]:
+        m = self.memory
+        per_metric = GaugeMetricFamily(
+            "ldp_redis_memory_bytes",
+            "Redis memory of a metric's keys (MEMORY USAGE summed; read at most once a minute).",
+            labels=["metric"],
+        )
+        for name, size in sorted(m.by_metric.items()):
+            per_metric.add_metric([name], size)
+        yield per_metric
+        yield GaugeMetricFamily(
+            "ldp_redis_used_memory_bytes", "Redis used_memory (all primaries).", value=m.used
+        )
+        yield GaugeMetricFamily(
+            "ldp_redis_maxmemory_bytes",
+            "Redis maxmemory (all primaries; 0: no limit).",
+            value=m.maxmemory,
+        )
+        yield GaugeMetricFamily(
+            "ldp_redis_memory_scan_partial",
+            "1 when the per-metric figures stopped at the scan's key limit.",
+            value=int(m.partial),
+        )

@@ -11,6 +11,15 @@ the hash (one key: WATCH/MULTI/EXEC on one slot). A crash between the two leaves
 name without a definition, which every reader skips (``get`` answers None, ``versions``
 is empty) until the put is retried; the other order could leave a definition the
 collector accepts reports for but that no worker discovers.
+
+Data lifecycle (issue 17). A metric can be *retired* (field ``retired``: when, Unix
+seconds): the collector refuses its reports (410) while its estimates stay readable, and
+no new version can be created until it is un-retired. A version can be *deleted*
+(:mod:`ldp_store.lifecycle` removes its keys): its ``v<N>``/``t<N>`` fields go and its
+number joins the ``deleted`` list (JSON), a tombstone with two jobs: every process drops
+its forever-cached definition of that version within :data:`CURRENT_TTL` (the state is
+re-read with ``current``), and a later version never reuses the number (so no process can
+mistake an old cached definition for a new one).
 """
 
 from __future__ import annotations
@@ -20,8 +29,9 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, cast
 
 import redis
 
@@ -29,7 +39,7 @@ from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, check_name, parse_spec
 from ldp_store import keys
 
-__all__ = ["Registry", "RegistryChange"]
+__all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange"]
 
 CURRENT_TTL = 1.0
 """Seconds a process trusts its cached "current version" of a metric. Versions
@@ -43,6 +53,38 @@ UNKNOWN_TTL = 1.0
 """Seconds a process trusts that a (name, version) is unknown: a client repeating a batch
 of bogus versions costs no Redis round trip meanwhile. Short, because a version may be
 created later (``put`` forgets it at once in its own process; others wait this long)."""
+
+
+class MetricRetired(Exception):
+    """A new version of a retired metric was asked for (un-retire it first)."""
+
+    def __init__(self, name: str, since: float) -> None:
+        super().__init__(f"metric {name!r} was retired on {retired_on(since)}")
+        self.name = name
+        self.since = since
+
+
+def retired_on(since: float) -> str:
+    """A retirement time for people: the UTC date and minute."""
+    return datetime.fromtimestamp(since, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+@dataclass(frozen=True)
+class MetricState:
+    """What the registry hash says of a metric beside its definitions.
+
+    Attributes:
+        current: the current version (None: no live version, or no such metric).
+        retired: when it was retired (Unix seconds), None if it takes reports.
+        deleted: versions whose data was deleted (never reused).
+    """
+
+    current: int | None
+    retired: float | None
+    deleted: frozenset[int]
+
+
+_NO_STATE = MetricState(None, None, frozenset())
 
 
 class RegistryChange:
@@ -62,7 +104,7 @@ class Registry:
         self._clock = clock
         self._lock = threading.Lock()
         self._versions: OrderedDict[tuple[str, int], MetricDefinition] = OrderedDict()
-        self._current: dict[str, tuple[float, int | None]] = {}
+        self._state: dict[str, tuple[float, MetricState]] = {}
         self._unknown: OrderedDict[tuple[str, int], float] = OrderedDict()
         """(name, version) → until when (monotonic) it is taken as unknown."""
 
@@ -71,16 +113,34 @@ class Registry:
         """All metric names, sorted."""
         return sorted(x.decode() for x in self.redis.smembers(keys.METRICS_SET))  # type: ignore[union-attr]
 
-    def current_version(self, name: str) -> int | None:
-        """The current version of ``name`` (cached for CURRENT_TTL), or None."""
+    def state(self, name: str) -> MetricState:
+        """The current version, retirement and deleted versions of ``name`` (cached for
+        CURRENT_TTL: one HMGET per name and second, whatever the request rate)."""
         now = time.monotonic()
-        cached = self._current.get(name)
+        cached = self._state.get(name)
         if cached and now - cached[0] < CURRENT_TTL:
             return cached[1]
-        raw = self.redis.hget(keys.metric_key(name), "current")
-        version = int(raw) if raw is not None else None
-        self._current[name] = (now, version)
-        return version
+        raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
+        current, retired, deleted = cast(list[bytes | None], raw)
+        state = _NO_STATE
+        if current is not None or retired is not None or deleted is not None:
+            state = MetricState(
+                int(current) if current is not None else None,
+                float(retired) if retired is not None else None,
+                frozenset(json.loads(deleted)) if deleted is not None else frozenset(),
+            )
+        if len(self._state) >= CACHE_SIZE:
+            self._state.clear()
+        self._state[name] = (now, state)
+        return state
+
+    def current_version(self, name: str) -> int | None:
+        """The current version of ``name`` (cached for CURRENT_TTL), or None."""
+        return self.state(name).current
+
+    def retired(self, name: str) -> float | None:
+        """When ``name`` was retired (Unix seconds; cached for CURRENT_TTL), or None."""
+        return self.state(name).retired
 
     def get(self, name: str, version: int | None = None) -> MetricDefinition | None:
         """A definition by name and version (default: current), or None if unknown."""
@@ -88,10 +148,13 @@ class Registry:
             check_name(name)
         except ValueError:
             return None
+        state = self.state(name)
         if version is None:
-            version = self.current_version(name)
+            version = state.current
             if version is None:
                 return None
+        if version in state.deleted:
+            return None  # its data is gone: a definition cached before is forgotten
         key = (name, version)
         with self._lock:
             found = self._versions.get(key)
@@ -129,8 +192,12 @@ class Registry:
         raw = self.redis.hget(keys.metric_key(name), f"t{version}")
         return None if raw is None else float(raw)
 
+    def exists(self, name: str, version: int) -> bool:
+        """Whether ``version`` of ``name`` is defined now (read from Redis, not cached)."""
+        return bool(self.redis.hexists(keys.metric_key(name), f"v{version}"))
+
     def versions(self, name: str) -> list[int]:
-        """Every version of ``name``, ascending."""
+        """Every version of ``name`` (deleted ones excepted), ascending."""
         fields = self.redis.hkeys(keys.metric_key(name))
         return sorted(int(f[1:]) for f in (x.decode() for x in fields) if f.startswith("v"))  # type: ignore[union-attr]
 
@@ -145,6 +212,7 @@ class Registry:
 
         Raises:
             DefinitionError: the spec is invalid (every problem listed).
+            MetricRetired: the metric is retired and the spec would make a new version.
         """
         proposed = parse_spec(name, spec)  # validates before touching Redis
         key = keys.metric_key(name)
@@ -154,9 +222,11 @@ class Registry:
             while True:
                 try:
                     pipe.watch(key)
-                    raw_current = pipe.hget(key, "current")
+                    raw_current, raw_retired, raw_deleted = pipe.hmget(
+                        key, ["current", "retired", "deleted"]
+                    )
                     current = None
-                    if raw_current is not None:
+                    if raw_current is not None and pipe.hexists(key, f"v{int(raw_current)}"):
                         version = int(raw_current)
                         current = MetricDefinition.from_dict(
                             json.loads(pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
@@ -168,8 +238,11 @@ class Registry:
                         )
                         changed, created = definition != current, False
                     else:
-                        version = 1 if current is None else current.version + 1
-                        definition = replace(proposed, version=version)
+                        if raw_retired is not None:
+                            raise MetricRetired(name, float(raw_retired))
+                        deleted = json.loads(raw_deleted) if raw_deleted is not None else []
+                        last = max([current.version if current else 0, *deleted])
+                        definition = replace(proposed, version=last + 1)
                         changed = created = True
                     pipe.multi()
                     pipe.hset(key, f"v{definition.version}", json.dumps(definition.to_dict()))
@@ -183,8 +256,61 @@ class Registry:
         with self._lock:
             self._versions.pop((name, definition.version), None)
             self._unknown.pop((name, definition.version), None)
-        self._current.pop(name, None)
+        self._state.pop(name, None)
         return RegistryChange(definition, created, changed)
+
+    def retire(self, name: str, now: float | None = None) -> float:
+        """Retire ``name``: refuse its reports from now on (estimates stay readable).
+
+        Returns:
+            When it was retired (the earlier time if it already was).
+
+        Raises:
+            KeyError: no such metric.
+        """
+        key = keys.metric_key(name)
+        if not self.redis.exists(key):
+            raise KeyError(name)
+        when = float(int(self._clock() if now is None else now))
+        self.redis.hsetnx(key, "retired", int(when))
+        self._state.pop(name, None)
+        raw = self.redis.hget(key, "retired")
+        return float(raw) if raw is not None else when
+
+    def unretire(self, name: str) -> bool:
+        """Take reports of ``name`` again; whether it was retired."""
+        removed = self.redis.hdel(keys.metric_key(name), "retired")
+        self._state.pop(name, None)
+        return bool(removed)
+
+    def forget(self, name: str, versions: list[int]) -> None:
+        """Remove ``versions`` of ``name`` from the registry, leaving their tombstone.
+
+        The hash keeps ``deleted`` (and ``retired``), so the numbers are never reused and
+        other processes forget their cached definitions within CURRENT_TTL. ``current``
+        goes when it names a removed version.
+        """
+        key = keys.metric_key(name)
+        with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(key)
+                    raw_current, raw_deleted = pipe.hmget(key, ["current", "deleted"])
+                    deleted = set(json.loads(raw_deleted)) if raw_deleted is not None else set()
+                    pipe.multi()
+                    for version in versions:
+                        pipe.hdel(key, f"v{version}", f"t{version}")
+                    pipe.hset(key, "deleted", json.dumps(sorted(deleted | set(versions))))
+                    if raw_current is not None and int(raw_current) in versions:
+                        pipe.hdel(key, "current")
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    continue
+        with self._lock:
+            for version in versions:
+                self._versions.pop((name, version), None)
+        self._state.pop(name, None)
 
 
 __all__ += ["DefinitionError"]

@@ -28,6 +28,7 @@ REQUIRED = {
     "proxy",
     "aggregator",
     "dashboard",
+    "exporter",
     "locust-master",
     "locust-worker",
 }
@@ -320,3 +321,16 @@ def test_collectors_trust_only_the_proxys_header(services: dict[str, dict[str, A
     assert "ports" not in services["collector"]  # reachable only through the proxy
     # The dashboard takes no reports from devices and trusts no header.
     assert "LDP_SOURCE_HEADER" not in services["dashboard"]["environment"]
+
+
+def test_an_exporter_writes_every_metric_daily_into_a_volume(compose: dict[str, Any]) -> None:
+    """History survives expiry: `ldp export --all` at least once a day, kept in a volume."""
+    exporter = compose["services"]["exporter"]
+    command = _command(exporter)
+    assert "ldp export --all" in command and "--out" in command and "/exports/" in command
+    sleeps = [int(s) for s in re.findall(r"sleep\s+(\d+)", command)]
+    assert sleeps and max(sleeps) <= 86_400
+    assert "$$(date" in command  # compose's escape: the shell, not compose, expands it
+    assert "exports:/exports" in exporter.get("volumes", [])
+    assert "exports" in compose.get("volumes", {})
+    assert exporter["environment"]["REDIS_URL"].startswith("redis://redis:")

@@ -3,7 +3,8 @@
 * :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
 * :mod:`~aggregator.cli.attack`: ``attack poison``
 * :mod:`~aggregator.cli.server`: ``serve``, ``demo``
-* :mod:`~aggregator.cli.metrics`: ``metrics list|show|create``
+* :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
+* :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import aggregate, attack, metrics, server, study
+from aggregator.cli import aggregate, attack, export, metrics, server, study
 from aggregator.cli.console import err, out, progress_bar
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -35,5 +36,6 @@ for _command in (
     server.demo,
     metrics.metrics,
     aggregate.aggregate,
+    export.export,
 ):
     main.add_command(_command)

@@ -197,3 +197,76 @@ def metrics_create(
             f"v{version}. v{version - 1}'s estimates stay readable: {estimates}"
             f"?version={version - 1}"
         )
+
+
+TOKEN_OPTION = click.option(
+    "--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN)."
+)
+YES_OPTION = click.option("--yes", "-y", is_flag=True, help="Do not ask (for scripts).")
+
+
+def _need_token(token: str | None) -> str:
+    if not token:
+        raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
+    return token
+
+
+def _removal(body: dict[str, Any]) -> str:
+    """What a delete removes, for people: keys by kind and their memory."""
+    from ldp_store.lifecycle import human_bytes
+
+    kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(body["by_kind"].items())) or "none"
+    versions = ", ".join(f"v{v}" for v in body["versions"])
+    return (
+        f"{body['metric']} {versions}: {body['keys']} keys ({kinds}), {human_bytes(body['bytes'])}"
+    )
+
+
+@metrics.command("retire")
+@URL_OPTION
+@NAME_ARGUMENT
+@TOKEN_OPTION
+@YES_OPTION
+def metrics_retire(url: str, name: str, token: str | None, yes: bool) -> None:
+    """Retire a metric: the collector refuses its reports (410) and apps stop reporting it;
+    its estimates stay readable. Every version; undo with `ldp metrics unretire`."""
+    token = _need_token(token)
+    current = _request(_metric_url(url, name), token=token)
+    if not yes:
+        click.confirm(
+            f"Retire {name} (current v{current['version']})? Its reports will be refused and "
+            "apps drop what they queue of it; its estimates stay readable",
+            abort=True,
+        )
+    body = _request(_metric_url(url, name, "/retire"), "POST", {}, token)
+    out.print(f"{name} retired on {body['retired_at']}: reports are refused (410)")
+
+
+@metrics.command("unretire")
+@URL_OPTION
+@NAME_ARGUMENT
+@TOKEN_OPTION
+def metrics_unretire(url: str, name: str, token: str | None) -> None:
+    """Take a retired metric's reports again (apps that learnt it was retired stay quiet)."""
+    _request(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
+    out.print(f"{name} takes reports again")
+
+
+@metrics.command("delete")
+@URL_OPTION
+@NAME_ARGUMENT
+@click.option("--version", type=click.IntRange(min=1), help="One version (default: all).")
+@TOKEN_OPTION
+@YES_OPTION
+def metrics_delete(url: str, name: str, version: int | None, token: str | None, yes: bool) -> None:
+    """Delete every key of a metric's versions (or one): streams, counts, replay sets, dead
+    letters, definitions. Says what it will remove and asks first. Export before
+    (`ldp export`): estimates cannot be recomputed after."""
+    token = _need_token(token)
+    query = f"?version={version}" if version else ""
+    preview = _request(_metric_url(url, name, f"/keys{query}"), token=token)
+    out.print(f"will remove {_removal(preview)}")
+    if not yes:
+        click.confirm("Delete them? This cannot be undone", abort=True)
+    body = _request(_metric_url(url, name, query), "DELETE", None, token)
+    out.print(f"removed {_removal(body)}")

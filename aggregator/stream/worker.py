@@ -438,6 +438,13 @@ class Worker:
             except redis.ResponseError as exc:
                 if "NOGROUP" not in str(exc):
                     raise
+                definition = stream.definition
+                if not self.registry.exists(definition.name, definition.version):
+                    # ``ldp metrics delete``: forget the version, do not recreate its keys
+                    log.info("%s was deleted with its version; no longer consumed", stream.key)
+                    self._streams.pop(stream.key, None)
+                    self.stats.streams = len(self._streams)
+                    continue
                 log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
                 ensure_group(self.redis, stream.key)
                 stream.pending_cursor, stream.claim_cursor = "0", "0-0"

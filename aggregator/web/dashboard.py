@@ -33,8 +33,9 @@ from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
-from aggregator.web.status import describe, overview_rows
+from aggregator.web.status import describe, overview_body
 from client_sdk import mechanisms
+from ldp_store.lifecycle import human_bytes
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]
 
@@ -153,6 +154,12 @@ def period_label(period: Any) -> str:
     return str(period)
 
 
+@bp.app_template_filter("bytes_label")
+def bytes_label(n: int | None) -> str:
+    """Bytes for people (kB, MB, GB: powers of 1000), as overview.js writes them."""
+    return "—" if n is None else human_bytes(n)
+
+
 @bp.app_template_filter("window_label")
 def window_label(window: str | None) -> str:
     """``hour:2026-11-25T23`` as ``2026-11-25 23:00 UTC``; ``day:…`` as the date."""
@@ -188,13 +195,14 @@ def _missing(name: str) -> tuple[str, int]:
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
     ext = current_app.extensions["ldp"]
-    rows = overview_rows(ext.redis, ext.registry, alarm_rate())
+    body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate())
+    rows, memory = body["metrics"], body["memory"]
     page = {
         "page": "overview",
         "refresh": _refresh_seconds(),
         "api": {"overview": url_for("status.get_overview")},
     }
-    return render_template("overview.html", rows=rows, page=page)
+    return render_template("overview.html", rows=rows, memory=memory, page=page)
 
 
 @bp.get("/ui/metric/<name>")

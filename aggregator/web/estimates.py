@@ -40,10 +40,11 @@ from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.stats.anytime import frequency_cs, mean_cs
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
-from aggregator.stats.numeric import NumericEstimate, estimate_mean
+from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
 from aggregator.stream.counts import (
     ReportsPerDevice,
     list_windows,
@@ -77,7 +78,7 @@ from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
 from ldp_store.registry import Registry
 
-__all__ = ["bp", "estimate_payload", "numeric_payload"]
+__all__ = ["bp", "estimate_payload", "estimate_window", "numeric_payload"]
 
 bp = Blueprint("estimates", __name__)
 
@@ -283,9 +284,15 @@ def numeric_payload(
 
 
 def _mean(
-    client: redis.Redis, definition: MetricDefinition, window: str, confidence: float
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    stats: NumericStats | None = None,
 ) -> NumericEstimate:
-    return estimate_mean(definition, read_numeric(client, definition, window), confidence)
+    if stats is None:
+        stats = read_numeric(client, definition, window)
+    return estimate_mean(definition, stats, confidence)
 
 
 def _estimate(
@@ -296,6 +303,7 @@ def _estimate(
     confidence: float,
     simultaneous: bool,
     with_alarms: bool = True,
+    counts: Counts | None = None,
 ) -> Estimates:
     """Read, estimate, answer: with the reports-per-device bound of a memoized version and
     the poisoning alarms of the window (of the newest hour and day for ``all``)."""
@@ -308,7 +316,7 @@ def _estimate(
     )
     est = estimate_from_counts(
         definition.oracle,
-        read_counts(client, definition, window),
+        read_counts(client, definition, window) if counts is None else counts,
         confidence=confidence,
         simultaneous=simultaneous,
         labels=definition.domain,
@@ -324,6 +332,36 @@ def _estimate(
         )
     return estimate_payload(
         definition, est, window, per_device, alarm_models(definition, found), rate
+    )
+
+
+def estimate_window(
+    client: redis.Redis,
+    registry: Registry,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float = DEFAULT_CONFIDENCE,
+    counts: Counts | NumericStats | None = None,
+) -> Estimates | MeanEstimate:
+    """What ``GET /v1/estimates/<name>?window=…`` answers, as a model: the one function
+    both the API and ``ldp export`` call, so an export holds the API's numbers.
+
+    Args:
+        client: Redis.
+        registry: the metric registry (creation times of memoized versions).
+        definition: the metric version.
+        window: ``all``, ``hour:…`` or ``day:…``.
+        confidence: the intervals' level.
+        counts: the window's counts if the caller read them (``read_counts`` or, for a
+            numeric metric, ``read_numeric``); read here otherwise.
+    """
+    if definition.kind == "numeric":
+        stats = counts if isinstance(counts, NumericStats) else None
+        mean = _mean(client, definition, window, confidence, stats)
+        return numeric_payload(definition, mean, window)
+    found = counts if isinstance(counts, Counts) else None
+    return _estimate(
+        client, registry, definition, window, confidence, False, with_alarms=False, counts=found
     )
 
 
@@ -403,9 +441,11 @@ def get_estimates(name: str) -> Any:
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
-    if definition.kind == "numeric":
-        numeric = numeric_payload(definition, _mean(client, definition, window, confidence), window)
-        return _numeric_csv(numeric) if fmt == "csv" else answer(numeric)
+    if definition.kind == "numeric" or not simultaneous:
+        found = estimate_window(client, registry, definition, window, confidence)
+        if isinstance(found, MeanEstimate):
+            return _numeric_csv(found) if fmt == "csv" else answer(found)
+        return _csv(found) if fmt == "csv" else answer(found)
     body = _estimate(client, registry, definition, window, confidence, simultaneous)
     return _csv(body) if fmt == "csv" else answer(body)
 

@@ -333,12 +333,37 @@ class OverviewRow(Model):
     lag: Backlog
     alarms: list[PoisoningAlarm]
     """Poisoning alarms of the newest hour and day windows (categorical metrics)."""
+    memory_bytes: int | None
+    """Redis memory of the metric's keys, every version (null: not measured)."""
+    retired_at: str | None
+    """When an operator retired the metric (it takes no reports); null if it takes them."""
+
+
+class RedisMemory(Model):
+    """Redis memory: the total against the limit, and how the per-metric figures were read.
+
+    Per metric is the sum of ``MEMORY USAGE`` over its keys, found by a bounded SCAN and
+    cached for a minute (``ldp_store.lifecycle.MemoryUsage``): the figures may be that old.
+    """
+
+    used: int
+    """``used_memory``, summed over the primaries."""
+    maxmemory: int
+    """``maxmemory``, summed over the primaries; 0 when there is no limit."""
+    keys: int
+    """Keys weighed."""
+    partial: bool
+    """The scan stopped at its key limit: per-metric figures are too low."""
+    measured_at: float
+    """When (Unix seconds)."""
 
 
 class Overview(Model):
-    """Every metric's current version."""
+    """Every metric's current version, and Redis memory."""
 
     metrics: list[OverviewRow]
+    memory: RedisMemory | None
+    """Null when it could not be read."""
 
 
 # -- /v1/plan and /v1/plan/curve ------------------------------------------------------------

@@ -7,7 +7,13 @@ counted, the newest window with counts (the last update), and the aggregator's l
     {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
                   "k", "range", "budget", "epsilon_per_period", "period",
                   "longitudinal", "permanent_epsilon", "n", "last_window",
-                  "lag": {"length", "pending"}, "alarms": [...]}]}
+                  "lag": {"length", "pending"}, "alarms": [...], "memory_bytes", "retired_at"}],
+     "memory": {"used", "maxmemory", "keys", "partial", "measured_at"}}
+
+Memory per metric sums ``MEMORY USAGE`` over every key of its versions, found by a
+bounded SCAN of their hash tags; the reading is cached for a minute
+(:data:`ldp_store.lifecycle.MEMORY_CACHE_SECONDS` says why), so the page and ``/metrics``
+never make Redis weigh every key per view or scrape.
 
 Definitions are read through ``to_dict()`` with ``.get``: optional fields (``budget``,
 ``longitudinal``, numeric metrics' ``range``) show when a definition has them.
@@ -15,6 +21,8 @@ Definitions are read through ``to_dict()`` with ``.get``: optional fields (``bud
 
 from __future__ import annotations
 
+import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -29,11 +37,14 @@ from client_sdk.wire import MetricDefinition
 from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store import keys
+from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import Registry
 
-__all__ = ["bp", "describe", "overview_rows", "reports_counted"]
+__all__ = ["bp", "describe", "overview_body", "overview_rows", "read_memory", "reports_counted"]
 
 bp = Blueprint("status", __name__)
+
+log = logging.getLogger(__name__)
 
 
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
@@ -95,11 +106,26 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
     }
 
 
+def read_memory(memory: MemoryUsage | None) -> MemoryReport | None:
+    """The cached memory reading, or None if there is none (Redis refused ``MEMORY``)."""
+    if memory is None:
+        return None
+    try:
+        return memory.read()
+    except redis.ResponseError as exc:  # e.g. MEMORY disabled by a managed Redis
+        log.warning("redis memory not read: %s", exc)
+        return None
+
+
 def overview_rows(
-    client: redis.Redis, registry: Registry, alpha: float = DEFAULT_ALARM_RATE
+    client: redis.Redis,
+    registry: Registry,
+    memory: MemoryReport | None = None,
+    alpha: float = DEFAULT_ALARM_RATE,
 ) -> list[dict[str, Any]]:
-    """One row per metric (current version): the definition, n, newest window, lag, and
-    the poisoning alarms of its newest hour and day windows at false-alarm rate ``alpha``."""
+    """One row per metric (current version): the definition, n, newest window, lag,
+    memory (all versions), retirement, and the poisoning alarms of its newest hour and day
+    windows at false-alarm rate ``alpha``."""
     rows = []
     for definition in registry.all_current():
         row = describe(definition)
@@ -114,6 +140,10 @@ def overview_rows(
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
                 "alarms": [a.model_dump() for a in alarm_models(definition, found)],
+                "memory_bytes": (
+                    None if memory is None else memory.by_metric.get(definition.name, 0)
+                ),
+                "retired_at": _retired_at(registry.retired(definition.name)),
             }
         )
         rows.append(row)
@@ -131,7 +161,36 @@ def overview_rows(
     security=READ_TOKEN,
 )
 def get_overview() -> dict[str, Any]:
-    """Every metric's current version with n so far, last update and aggregator lag."""
+    """Every metric's current version with n so far, last update, lag and memory."""
     ext = current_app.extensions["ldp"]
-    rows = overview_rows(ext.redis, ext.registry, alarm_rate())
-    return answer(Overview.model_validate({"metrics": rows}))
+    return answer(
+        Overview.model_validate(overview_body(ext.redis, ext.registry, ext.memory, alarm_rate()))
+    )
+
+
+def overview_body(
+    client: redis.Redis,
+    registry: Registry,
+    memory: MemoryUsage | None,
+    alpha: float = DEFAULT_ALARM_RATE,
+) -> dict[str, Any]:
+    """The ``/v1/overview`` answer (and what the page renders first)."""
+    reading = read_memory(memory)
+    return {
+        "metrics": overview_rows(client, registry, reading, alpha),
+        "memory": None
+        if reading is None
+        else {
+            "used": reading.used,
+            "maxmemory": reading.maxmemory,
+            "keys": reading.keys,
+            "partial": reading.partial,
+            "measured_at": reading.measured_at,
+        },
+    }
+
+
+def _retired_at(since: float | None) -> str | None:
+    if since is None:
+        return None
+    return datetime.fromtimestamp(since, UTC).isoformat().replace("+00:00", "Z")

@@ -24,6 +24,11 @@ from client_sdk.store.sqlite import SQLiteFile, Transaction, spend
 
 __all__ = ["StoreState"]
 
+_RETIRED = "retired:"
+"""Prefix of the ``meta`` keys naming metrics the collector retired."""
+_RETIRED_END = "retired;"
+"""The first key after every ``retired:…`` (``;`` follows ``:``)."""
+
 
 class StoreState(SQLiteFile):
     """Cached totals and the privacy state of a store file (see the module docstring).
@@ -165,6 +170,30 @@ class StoreState(SQLiteFile):
                 conn.commit()
                 self._secret = secret
             return self._secret
+
+    # -- retired metrics ------------------------------------------------------------------
+    def retire_metric(self, name: str) -> int:
+        """Remember that the collector retired ``name`` (across restarts and processes) and
+        delete its queued reports, refunding those never sent; returns how many."""
+        with self._lock, self._transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_RETIRED + name, 1))
+            tried = conn.execute(
+                "SELECT metric, day, count(*), total(epsilon) FROM reports "
+                "WHERE tries > 0 AND metric = ? GROUP BY metric, day",
+                (name,),
+            ).fetchall()
+            spend(conn, tried)  # the others never left the device: refunded
+            n = conn.execute("DELETE FROM reports WHERE metric = ?", (name,)).rowcount
+            self._version = None  # reload the caches next time
+            return int(n)
+
+    def retired_metrics(self) -> set[str]:
+        """The metrics :meth:`retire_metric` recorded."""
+        with self._lock, self._transaction() as conn:
+            rows = conn.execute(
+                "SELECT key FROM meta WHERE key >= ? AND key < ?", (_RETIRED, _RETIRED_END)
+            ).fetchall()
+        return {str(key)[len(_RETIRED) :] for (key,) in rows}
 
     # -- the ledger and the definitions kept for offline starts -------------------------
     def ledger(self, since: str) -> tuple[list[tuple[str, str, int, float]], dict[str, Any]]:

@@ -35,6 +35,7 @@ from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
 from client_sdk.mechanisms import new_secret  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_store.lifecycle import human_bytes  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {
@@ -233,6 +234,28 @@ def test_overview_lists_every_metric_with_n_and_lag(watched: Watched, server: Se
         when = row.locator('[data-field="last_window"] .when').inner_text()
         assert when in ("this hour", "the hour before")  # the hour may just have turned
         assert m["mechanism"] in row.inner_text()
+    watched.check()
+
+
+def test_overview_shows_redis_memory_per_metric_as_the_api(
+    watched: Watched, server: Server
+) -> None:
+    """Memory per metric (its keys' MEMORY USAGE) and the total, as /v1/overview says."""
+    page = watched.page
+    overview = _request(f"{server.url}/v1/overview")
+    assert overview["memory"]["used"] > 0
+    page.goto(server.url + "/")
+    page.wait_for_selector("#refresh-status.live")
+    page.wait_for_function(
+        "() => document.querySelectorAll('[data-field=memory][data-bytes]').length > 0"
+    )
+    for m in overview["metrics"]:
+        assert m["memory_bytes"] > 0, m["name"]  # every metric has counts and replay sets
+        cell = page.locator(f'#overview-table tr[data-metric="{m["name"]}"] [data-field="memory"]')
+        assert int(cell.get_attribute("data-bytes") or -1) == m["memory_bytes"]
+        assert cell.inner_text().split("\n")[0].strip() == human_bytes(m["memory_bytes"])
+    line = page.locator("#redis-memory").inner_text()
+    assert line.startswith("Redis memory:") and " used of " in line
     watched.check()
 
 

@@ -753,6 +753,7 @@ def test_stats_report_everything_that_happened(
             "budget": 0,
             "disabled": 0,
             "storage_error": 0,
+            "retired": 0,
         },
         "last_error": "HTTP 500",
         "worker_alive": True,

@@ -176,7 +176,8 @@ CASES: list[Case] = [
     ("OUE not a string", lambda c: _oue_bits(c, 7), 400, "base64"),  # type: ignore[arg-type]
     # -- routing and the other endpoints ----------------------------------------------------
     ("GET reports", lambda c: c.client.get("/v1/reports"), 405, "not allowed"),
-    ("DELETE metric", lambda c: c.client.delete("/v1/metrics/app.theme"), 405, "not allowed"),
+    ("PATCH metric", lambda c: c.client.patch("/v1/metrics/app.theme"), 405, "not allowed"),
+    ("DELETE metric, no token", lambda c: c.client.delete("/v1/metrics/app.theme"), 401, "token"),
     ("unknown path", lambda c: c.client.get("/v1/report"), 404, "no such endpoint"),
     ("unknown metric GET", lambda c: c.client.get("/v1/metrics/nope"), 404, "unknown metric"),
     ("version=abc", lambda c: c.client.get("/v1/metrics/app.theme?version=abc"), 400, "version"),

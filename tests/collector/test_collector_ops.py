@@ -46,7 +46,14 @@ def test_prometheus_counts_accepted_rejected_duplicates_and_latency(
         for (name, labels), value in found.items()
         if name == "ldp_collector_reports_rejected_total"
     }
-    assert rejected == {"payload": 1, "shape": 1, "unknown_metric": 1, "field": 1, "implausible": 0}
+    assert rejected == {
+        "payload": 1,
+        "shape": 1,
+        "unknown_metric": 1,
+        "field": 1,
+        "implausible": 0,
+        "retired": 0,
+    }
     count = ("ldp_collector_request_duration_seconds_count",)
     assert found[(*count, (("endpoint", "/v1/reports"), ("method", "POST")))] == 3
     responses = {
@@ -115,3 +122,24 @@ def test_metrics_token_from_the_environment(redis_db: Any, monkeypatch: Any) -> 
     client = create_app().test_client()
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", headers=_bearer("12345")).status_code == 200
+
+
+def test_prometheus_exports_redis_memory_per_metric_and_the_total(redis_db: Any) -> None:
+    """Gauges for alerting: a metric's keys' memory, used_memory and maxmemory."""
+    from ldp_store.lifecycle import measure_memory
+
+    redis_db.client().config_set("maxmemory", str(512 * 1024 * 1024))
+    try:
+        app = make_app(redis_db.url)
+        client = app.test_client()
+        theme = define(client, "app.theme", THEME_SPEC)
+        assert client.post("/v1/reports", json={"reports": reports(theme, 10)}).status_code == 202
+        found = samples(client)
+        expected = measure_memory(redis_db.client())
+        size = found[("ldp_redis_memory_bytes", (("metric", "app.theme"),))]
+        assert size == expected.by_metric["app.theme"] > 0
+        assert found[("ldp_redis_maxmemory_bytes", ())] == 512 * 1024 * 1024
+        assert found[("ldp_redis_used_memory_bytes", ())] > size
+        assert found[("ldp_redis_memory_scan_partial", ())] == 0
+    finally:
+        redis_db.client().config_set("maxmemory", "0")

@@ -1,8 +1,30 @@
-/* Overview: refresh n, last update and lag of every metric from /v1/overview. */
+/* Overview: refresh n, last update, lag and memory of every metric from /v1/overview. */
 (function () {
   "use strict";
   const { page, getJSON, int } = window.LDP;
   const table = document.getElementById("overview-table");
+
+  // Bytes as the server writes them (ldp_store.lifecycle.human_bytes: powers of 1000).
+  function bytes(n) {
+    if (n === null || n === undefined) return "—";
+    let value = n;
+    for (const unit of ["B", "kB", "MB"]) {
+      if (Math.abs(value) < 1000) return unit === "B" ? value.toFixed(0) + " B" : value.toFixed(1) + " " + unit;
+      value /= 1000;
+    }
+    return value.toFixed(2) + " GB";
+  }
+
+  function showMemory(memory) {
+    const line = document.getElementById("redis-memory");
+    if (!memory || !line.querySelector('[data-field="used"]')) return;
+    line.querySelector('[data-field="used"]').textContent = bytes(memory.used);
+    if (memory.maxmemory) {
+      line.querySelector('[data-field="maxmemory"]').textContent = bytes(memory.maxmemory);
+      line.querySelector('[data-field="share"]').textContent =
+        "(" + Math.round((100 * memory.used) / memory.maxmemory) + " %)";
+    }
+  }
 
   function shown() {
     return Array.from(table.querySelectorAll("tbody tr")).map((tr) => tr.dataset.metric + ":" + tr.dataset.version);
@@ -28,7 +50,11 @@
         (m.lag.pending ? ", " + m.lag.pending.toLocaleString("en-US") + " in progress" : "");
       tr.querySelector('[data-field="lag"]').textContent = lag;
       window.LDP.renderAlarms(tr.querySelector('[data-field="alarms"]'), m.alarms);
+      const memory = tr.querySelector('[data-field="memory"]');
+      memory.dataset.bytes = m.memory_bytes === null ? "" : String(m.memory_bytes);
+      memory.firstChild.textContent = bytes(m.memory_bytes);
     }
+    showMemory(body.memory);
   }
 
   window.LDP.poll(refresh, page.refresh);

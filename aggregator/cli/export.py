@@ -1,0 +1,302 @@
+"""``ldp export``: every window's counts and estimates to a file, so history survives expiry.
+
+Reads Redis directly (``--redis-url``, as ``ldp aggregate`` does): the counts themselves
+(support counts, or a numeric metric's Σy and Σy²) are what lets anyone recompute the
+estimates later, and the API answers estimates, not sums. The estimates are computed by
+:func:`aggregator.web.estimates.estimate_window`, the function ``GET /v1/estimates``
+answers with, from the same counts read once, so a file holds the API's very numbers.
+
+One row per window and value (categorical) or per window (numeric), every metric in one
+table with a ``metric`` column (``--all``), as CSV or, with pyarrow installed, Parquet.
+Σy and Σy² are exact integers in units of 2⁻³⁰ and 2⁻⁶⁰ (larger than 64 bits), written
+as decimal text.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from aggregator.cli.console import err, progress_bar
+
+if TYPE_CHECKING:
+    import redis
+
+    from client_sdk.wire import MetricDefinition
+    from ldp_store.registry import Registry
+
+__all__ = ["COLUMNS", "export"]
+
+COLUMNS = (
+    "metric",
+    "version",
+    "kind",
+    "mechanism",
+    "epsilon",
+    "window",
+    "window_start",
+    "n",
+    "confidence",
+    "reports_per_device",
+    "value",
+    "support_count",
+    "sum_units",
+    "sum_sq_units",
+    "estimate",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "cs_low",
+    "cs_high",
+    "norm_sub",
+)
+"""One row: the version and window; its counts (``support_count`` of ``value``, or a
+numeric metric's ``sum_units`` Σy and ``sum_sq_units`` Σy²); the estimate (a value's
+frequency, or the mean) with its standard error, interval, confidence sequence and (for
+frequencies) the Norm-Sub post-processed share. Empty where a kind has no such field."""
+
+INTEGER_COLUMNS = {"version", "n", "reports_per_device", "support_count"}
+FLOAT_COLUMNS = {
+    "epsilon",
+    "confidence",
+    "estimate",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "cs_low",
+    "cs_high",
+    "norm_sub",
+}
+
+PROGRESS_FROM = 20
+"""Windows from which a progress bar is shown: a few are exported in a blink."""
+
+
+def _windows(
+    client: redis.Redis, definition: MetricDefinition, granularity: str | None, since: date | None
+) -> list[str]:
+    """The version's windows to export, oldest first (``all`` last)."""
+    from aggregator.stream.counts import list_windows
+    from ldp_store import schema
+
+    chosen = []
+    for window in list_windows(client, definition):
+        kind = window.partition(":")[0]
+        if granularity is not None and kind != granularity:
+            continue
+        span = schema.window_span(window)
+        if since is not None:
+            start = datetime.combine(since, datetime.min.time(), UTC).timestamp()
+            if span is None or span[0] < start:
+                continue
+        chosen.append(window)
+    return sorted(chosen, key=lambda w: (w == "all", w))
+
+
+def _start(window: str) -> str:
+    from ldp_store import schema
+
+    span = schema.window_span(window)
+    if span is None:
+        return ""
+    return datetime.fromtimestamp(span[0], UTC).isoformat().replace("+00:00", "Z")
+
+
+def _rows(
+    client: redis.Redis,
+    registry: Registry,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+) -> Iterator[dict[str, Any]]:
+    """The rows of one window: counts read once, estimated as the API does."""
+    from aggregator.stream.counts import read_counts, read_numeric
+    from aggregator.web.estimates import estimate_window
+    from aggregator.web.models import MeanEstimate
+
+    m = definition.mechanism
+    head = {
+        "metric": definition.name,
+        "version": definition.version,
+        "kind": definition.kind,
+        "mechanism": m.name,
+        "epsilon": m.epsilon,
+        "window": window,
+        "window_start": _start(window),
+        "confidence": confidence,
+    }
+    if definition.kind == "numeric":
+        stats = read_numeric(client, definition, window)
+        mean = estimate_window(client, registry, definition, window, confidence, stats)
+        assert isinstance(mean, MeanEstimate)
+        yield {
+            **head,
+            "n": stats.n,
+            "reports_per_device": 1,
+            "sum_units": str(stats.total),
+            "sum_sq_units": str(stats.total_sq),
+            "estimate": mean.mean,
+            "std_error": mean.std_error,
+            "ci_low": mean.ci_low,
+            "ci_high": mean.ci_high,
+            "cs_low": mean.cs_low,
+            "cs_high": mean.cs_high,
+        }
+        return
+    counts = read_counts(client, definition, window)
+    body = estimate_window(client, registry, definition, window, confidence, counts)
+    assert not isinstance(body, MeanEstimate)
+    for row in body.estimates:
+        yield {
+            **head,
+            "n": body.n,
+            "reports_per_device": body.reports_per_device,
+            "value": row.value,
+            "support_count": row.support_count,
+            "estimate": row.frequency,
+            "std_error": row.std_error,
+            "ci_low": row.ci_low,
+            "ci_high": row.ci_high,
+            "cs_low": row.cs_low,
+            "cs_high": row.cs_high,
+            "norm_sub": row.norm_sub,
+        }
+
+
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, COLUMNS, restval="")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+
+
+def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    def kind(column: str) -> Any:
+        if column in INTEGER_COLUMNS:
+            return pa.int64()
+        return pa.float64() if column in FLOAT_COLUMNS else pa.string()
+
+    schema = pa.schema([(c, kind(c)) for c in COLUMNS])
+    table = pa.table({c: [row.get(c) for row in rows] for c in COLUMNS}, schema=schema)
+    pq.write_table(table, path)
+
+
+@click.command()
+@click.argument("name", required=False)
+@click.option("--all", "every", is_flag=True, help="Every metric (one table, a metric column).")
+@click.option("--version", type=click.IntRange(min=1), help="One version (default: all).")
+@click.option(
+    "--window",
+    "granularity",
+    type=click.Choice(["hour", "day", "all"]),
+    help="Only hour windows, day windows or the all-time window (default: every window).",
+)
+@click.option(
+    "--since",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="Only hour and day windows starting on or after this UTC date (YYYY-MM-DD).",
+)
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "parquet"]),
+    help="Default: parquet for a .parquet file, csv otherwise. Parquet needs pyarrow "
+    "(pip install 'ldp-telemetry[export]').",
+)
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0.5, 0.9999),
+    help="Level of the intervals.",
+)
+@click.option(
+    "--redis-url",
+    envvar=["REDIS_URL", "LDP_REDIS_URL"],
+    default=None,
+    help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL).",
+)
+def export(
+    name: str | None,
+    every: bool,
+    version: int | None,
+    granularity: str | None,
+    since: datetime | None,
+    out_path: Path,
+    fmt: str | None,
+    confidence: float,
+    redis_url: str | None,
+) -> None:
+    """Write every window's counts and estimates with intervals to a file (CSV or Parquet).
+
+    Hour and day windows expire with retention: export them before, e.g. daily from cron.
+    The estimates equal GET /v1/estimates' (same code, same counts).
+    """
+    import redis as redis_py
+
+    from client_sdk.wire import check_name
+    from ldp_store.connection import connect
+    from ldp_store.registry import Registry
+
+    if every == (name is not None):
+        raise click.UsageError("name one metric, or pass --all (not both)")
+    if name is not None:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="NAME") from None
+    if every and version is not None:
+        raise click.UsageError("--version is for one metric, not --all")
+    if since is not None and granularity == "all":
+        raise click.UsageError("--since selects hour and day windows; --window all has none")
+    fmt = fmt or ("parquet" if out_path.suffix == ".parquet" else "csv")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise click.UsageError(
+                "Parquet needs pyarrow: pip install 'ldp-telemetry[export]' (or use CSV)"
+            ) from None
+    if not redis_url:
+        raise click.UsageError("no Redis to read: pass --redis-url or set REDIS_URL")
+    try:
+        client = connect(redis_url)
+        registry = Registry(client)
+        names = registry.names() if every else [name or ""]
+        plan: list[tuple[MetricDefinition, str]] = []
+        for metric in names:
+            versions = [version] if version else registry.versions(metric)
+            if not every and not versions:
+                raise click.ClickException(f"unknown metric {metric!r}")
+            for v in versions:
+                definition = registry.get(metric, v)
+                if definition is None:
+                    if not every:
+                        raise click.ClickException(f"unknown metric {metric!r} version {v}")
+                    continue
+                day = since.date() if since else None
+                plan += [(definition, w) for w in _windows(client, definition, granularity, day)]
+        rows: list[dict[str, Any]] = []
+        with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
+            for definition, window in plan:
+                rows += _rows(client, registry, definition, window, confidence)
+                advance(1)
+    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        (_write_parquet if fmt == "parquet" else _write_csv)(out_path, rows)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {out_path}: {exc}") from None
+    metrics = len({d.name for d, _ in plan})
+    err.print(f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) to {out_path}")

@@ -1,0 +1,256 @@
+"""Every key of a metric version, found by its hash tag: to delete it, or to weigh it.
+
+Every key a version owns carries its hash tag ``{m:<name>:<version>:<shard>}``
+(:func:`ldp_store.keys.tag`), whatever its kind: the stream, dead letters, counts windows,
+the windows index, the claim fence, the replay guard (whatever its key names become).
+So the keys are found by SCANning the tag's pattern rather than by listing kinds: a kind
+added later is deleted and weighed too. On a Redis Cluster, SCAN runs on every primary
+(redis-py's ``RedisCluster.scan_iter``); a version's keys live in one slot per shard.
+
+These SCANs are operator actions (``ldp metrics delete``) and a cached dashboard figure
+(:class:`MemoryUsage`), never on the ingest or the counting path.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+from redis.cluster import RedisCluster
+
+from ldp_store import keys
+from ldp_store.connection import is_cluster
+
+__all__ = [
+    "MEMORY_CACHE_SECONDS",
+    "MEMORY_SCAN_KEYS",
+    "SCAN_COUNT",
+    "KeyReport",
+    "MemoryReport",
+    "MemoryUsage",
+    "delete_keys",
+    "human_bytes",
+    "kind_of",
+    "measure_memory",
+    "version_keys",
+    "weigh",
+]
+
+SCAN_COUNT = 1000
+"""Keys SCAN looks at per call: large enough that a million keys take a thousand round
+trips, small enough that one call blocks Redis for about a millisecond."""
+
+MEMORY_SCAN_KEYS = 200_000
+"""The most keys one memory reading weighs (``MEMORY USAGE`` each, pipelined). A version
+has a few hundred keys (an hour and a day window each, a replay set per day), so this
+covers hundreds of metrics; past it the figures are marked partial instead of letting a
+page view cost Redis seconds of work."""
+
+MEMORY_CACHE_SECONDS = 60.0
+"""A memory reading is reused for a minute: the dashboard refreshes every few seconds
+per viewer and Prometheus scrapes every 15 s or so, while memory per metric changes over
+hours (windows accumulate, replay sets expire); a SCAN of every key each time would cost
+Redis more than the whole ingest path."""
+
+DELETE_BATCH = 500
+"""Keys per pipelined UNLINK round: one round trip per batch, each key on its own (a
+cluster pipeline sends each to its slot's node)."""
+
+_TAGGED = re.compile(rb"^ldp:\{m:([a-z0-9_.-]+):([0-9]+):([0-9]+)\}:([a-z_]+)")
+"""A version's key: name, version, shard and the first word of its kind."""
+
+
+def _pattern(name: str, version: int | None) -> str:
+    """The SCAN pattern of every key of ``name`` (one version, or all of them).
+
+    Metric names hold only ``[a-z0-9_.-]`` (no glob character, no brace, no colon), so
+    ``ldp:{m:app:1:*`` cannot match ``app.x`` or version 10.
+    """
+    which = f"{version}:*" if version is not None else "*"
+    return f"{keys.PREFIX}:{{m:{name}:{which}"
+
+
+def _scan(client: redis.Redis, pattern: str, limit: int | None = None) -> Iterator[bytes]:
+    """Keys matching ``pattern`` on every primary, each once, at most ``limit``."""
+    seen: set[bytes] = set()
+    if is_cluster(client):
+        found = cast(RedisCluster, client).scan_iter(
+            match=pattern, count=SCAN_COUNT, target_nodes=RedisCluster.PRIMARIES
+        )
+    else:
+        found = client.scan_iter(match=pattern, count=SCAN_COUNT)
+    for key in found:
+        raw = key.encode() if isinstance(key, str) else key
+        if raw in seen:  # SCAN may return a key twice (rehashing)
+            continue
+        seen.add(raw)
+        yield raw
+        if limit is not None and len(seen) >= limit:
+            return
+
+
+def version_keys(client: redis.Redis, name: str, version: int | None = None) -> list[bytes]:
+    """Every key of ``version`` of ``name`` (all versions when None), every shard, sorted.
+
+    The result is exact: this is what :func:`delete_keys` removes and the tests check.
+    """
+    found = []
+    for key in _scan(client, _pattern(name, version)):
+        match = _TAGGED.match(key)
+        if match and match.group(1).decode() == name:
+            if version is None or int(match.group(2)) == version:
+                found.append(key)
+    return sorted(found)
+
+
+def kind_of(key: bytes) -> str:
+    """The kind of a version's key: ``reports``, ``dead``, ``counts``, ``windows``, the
+    replay guard's ``seen``/``guard``, ``claims``… (the word after the hash tag)."""
+    match = _TAGGED.match(key)
+    return match.group(4).decode() if match else "other"
+
+
+@dataclass(frozen=True)
+class KeyReport:
+    """What a set of keys holds: how many of each kind and their memory."""
+
+    keys: list[bytes]
+    by_kind: dict[str, int]
+    bytes: int
+    """The sum of ``MEMORY USAGE`` over the keys (what Redis says they take)."""
+
+    def summary(self) -> str:
+        """One line for people, e.g. ``12 keys (counts 8, reports 1, …), 40.2 kB``."""
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(self.by_kind.items()))
+        return f"{len(self.keys)} keys ({kinds or 'none'}), {human_bytes(self.bytes)}"
+
+
+def human_bytes(n: int) -> str:
+    """``n`` bytes as B, kB, MB or GB (powers of 1000)."""
+    value = float(n)
+    for unit in ("B", "kB", "MB"):
+        if abs(value) < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.2f} GB"
+
+
+def _memory_usage(client: redis.Redis, found: list[bytes]) -> list[int]:
+    """``MEMORY USAGE`` of each key (0 for one gone meanwhile), pipelined by batches."""
+    sizes: list[int] = []
+    for start in range(0, len(found), DELETE_BATCH):
+        with client.pipeline(transaction=False) as pipe:
+            for key in found[start : start + DELETE_BATCH]:
+                pipe.memory_usage(key)
+            sizes += [int(x or 0) for x in pipe.execute()]
+    return sizes
+
+
+def weigh(client: redis.Redis, found: list[bytes]) -> KeyReport:
+    """Count ``found`` by kind and add up their memory."""
+    sizes = _memory_usage(client, found)
+    return KeyReport(found, dict(Counter(kind_of(k) for k in found)), sum(sizes))
+
+
+def delete_keys(client: redis.Redis, found: list[bytes]) -> int:
+    """UNLINK ``found``, one key per command (cluster-safe); returns how many were there."""
+    removed = 0
+    for start in range(0, len(found), DELETE_BATCH):
+        with client.pipeline(transaction=False) as pipe:
+            for key in found[start : start + DELETE_BATCH]:
+                pipe.unlink(key)
+            removed += sum(int(x) for x in pipe.execute())
+    return removed
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Redis memory: per metric (its keys' ``MEMORY USAGE``) and in total.
+
+    Attributes:
+        by_metric: bytes per metric name, all versions and shards.
+        used: ``used_memory`` summed over the primaries.
+        maxmemory: ``maxmemory`` summed over the primaries (0: no limit).
+        keys: keys weighed.
+        partial: the scan stopped at :data:`MEMORY_SCAN_KEYS`.
+        measured_at: Unix time of the reading.
+    """
+
+    by_metric: dict[str, int] = field(default_factory=dict)
+    used: int = 0
+    maxmemory: int = 0
+    keys: int = 0
+    partial: bool = False
+    measured_at: float = 0.0
+
+
+def _info_memory(client: redis.Redis) -> list[dict[str, Any]]:
+    if is_cluster(client):
+        info = cast(Any, client).info("memory", target_nodes=RedisCluster.PRIMARIES)
+        if info and all(isinstance(v, dict) for v in info.values()):
+            return list(info.values())
+        return [info]
+    return [client.info("memory")]
+
+
+def measure_memory(
+    client: redis.Redis, limit: int = MEMORY_SCAN_KEYS, now: float | None = None
+) -> MemoryReport:
+    """Weigh every metric's keys (a bounded SCAN) and read the total and the limit."""
+    found = list(_scan(client, f"{keys.PREFIX}:{{m:*", limit + 1))
+    partial = len(found) > limit
+    found = found[:limit]
+    by_metric: dict[str, int] = {}
+    for key, size in zip(found, _memory_usage(client, found), strict=True):
+        match = _TAGGED.match(key)
+        if match:
+            name = match.group(1).decode()
+            by_metric[name] = by_metric.get(name, 0) + size
+    nodes = _info_memory(client)
+    return MemoryReport(
+        by_metric=by_metric,
+        used=sum(int(n.get("used_memory", 0)) for n in nodes),
+        maxmemory=sum(int(n.get("maxmemory", 0) or 0) for n in nodes),
+        keys=len(found),
+        partial=partial,
+        measured_at=time.time() if now is None else now,
+    )
+
+
+class MemoryUsage:
+    """:func:`measure_memory`, cached for ``ttl`` seconds (see :data:`MEMORY_CACHE_SECONDS`).
+
+    Thread-safe: concurrent readers of an expired reading wait for one measurement.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        ttl: float = MEMORY_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading: MemoryReport | None = None
+        self._read_at = float("-inf")
+
+    def read(self) -> MemoryReport:
+        """The latest reading, measured again when older than ``ttl``."""
+        with self._lock:
+            if self._reading is None or self._clock() - self._read_at >= self.ttl:
+                self._reading = measure_memory(self.client)
+                self._read_at = self._clock()
+            return self._reading
+
+    def forget(self) -> None:
+        """Measure again at the next read (after a delete)."""
+        with self._lock:
+            self._reading = None

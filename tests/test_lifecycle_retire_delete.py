@@ -1,0 +1,281 @@
+"""Issue 17, retire and delete: a real server over HTTP, the real SDK, the `ldp` CLI.
+
+Retire: the collector answers 410 with a clear message, the SDK stops reporting the
+metric, drops what it queued of it (counted as ``retired``) and remembers it across a
+restart, and the estimates stay readable. Delete: after it, a SCAN of every key of the
+server finds nothing of the version, other versions and metrics are untouched, a late
+report of it gets a 4xx (not a 500), and a worker whose stream vanished goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from werkzeug.serving import make_server
+
+from aggregator.cli import main
+from aggregator.service.app import create_server_app
+from aggregator.stream.worker import Worker
+from client_sdk import Client
+from client_sdk.wire import MetricDefinition, build_report
+from ldp_store import keys, lifecycle
+from ldp_store.embedded import free_port
+
+TOKEN = "test-admin-token"
+THEME = ["light", "dark", "auto"]
+
+
+@pytest.fixture
+def server_url(redis_db: Any) -> Iterator[str]:
+    """``ldp serve``'s web app (collector + estimates) on a free port, on a real Redis."""
+    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    server = make_server("127.0.0.1", free_port(), app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(5)
+        server.server_close()
+
+
+def ldp(*args: str, stdin: str | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args), input=stdin)
+    return result.exit_code, result.output
+
+
+def create(url: str, name: str, epsilon: float = 1.0) -> MetricDefinition:
+    code, out = ldp(
+        "metrics", "create", name, "--url", url, "--token", TOKEN,
+        "-d", ",".join(THEME), "-e", str(epsilon), "-m", "grr",
+    )  # fmt: skip
+    assert code == 0, out
+    return definition(url, name)
+
+
+def definition(url: str, name: str, version: int | None = None) -> MetricDefinition:
+    query = f"?version={version}" if version else ""
+    return MetricDefinition.from_dict(http(f"{url}/v1/metrics/{name}{query}")[1])
+
+
+def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    req.add_header("Authorization", f"Bearer {TOKEN}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def post(url: str, reports: list[dict[str, Any]]) -> tuple[int, Any]:
+    return http(f"{url}/v1/reports", "POST", {"reports": reports})
+
+
+def some(d: MetricDefinition, n: int, seed: int = 1) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    return [build_report(d, rng.randrange(d.k), rng) for _ in range(n)]
+
+
+def drain(redis_db: Any) -> None:
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+
+
+# -- retire -------------------------------------------------------------------------------
+
+
+def test_retire_answers_410_keeps_estimates_and_the_sdk_stops(
+    server_url: str, redis_db: Any, tmp_path: Path
+) -> None:
+    theme = create(server_url, "app.theme")
+    other = create(server_url, "app.other")
+    assert post(server_url, some(theme, 20))[0] == 202
+    drain(redis_db)
+
+    code, out = ldp(
+        "metrics", "retire", "app.theme", "--url", server_url, "--token", TOKEN, "--yes"
+    )
+    assert code == 0, out
+    assert "retired on" in out
+
+    # A request of only retired reports: 410 Gone, with the message and the metric
+    status, body = post(server_url, some(theme, 2, seed=2))
+    assert status == 410
+    assert body["error"].startswith("metric app.theme was retired on 20")
+    assert body["error"].endswith("; stop reporting it")
+    assert [r["metric"] for r in body["retired"]] == ["app.theme"]
+    assert len(body["rejected"]) == 2
+    # Mixed with another metric: 202, the retired report rejected by index and named
+    status, body = post(server_url, some(theme, 1, seed=3) + some(other, 1, seed=4))
+    assert status == 202 and body["accepted"] == 1
+    assert [r["index"] for r in body["rejected"]] == [0]
+    assert [r["metric"] for r in body["retired"]] == ["app.theme"]
+
+    # The estimates stay readable
+    status, estimates = http(f"{server_url}/v1/estimates/app.theme")
+    assert status == 200 and estimates["n"] == 20
+
+    # The SDK: 6 reports queued, batches of 2; the first upload learns the retirement
+    store = tmp_path / "sdk"
+    client = Client(server_url, storage_dir=store, flush_interval=3600, max_batch_reports=2)
+    assert all(client.report("app.theme", "dark") for _ in range(6))
+    assert client.report("app.other", "dark")
+    assert client.flush(timeout=30)
+    stats = client.stats()
+    assert stats["dropped"]["retired"] == 6  # 2 refused in flight + 4 dropped from the queue
+    assert stats["dropped"]["rejected"] == 0
+    assert stats["accepted"] == 1 and stats["queued"] == 0
+    assert client.report("app.theme", "light") is False
+    assert client.stats()["dropped"]["retired"] == 7
+    client.shutdown()
+
+    # A restart remembers it: nothing is queued or sent for the retired metric
+    again = Client(server_url, storage_dir=store, flush_interval=3600)
+    assert again.report("app.theme", "auto") is False
+    assert again.stats()["dropped"]["retired"] == 1 and again.stats()["queued"] == 0
+    again.shutdown()
+
+    # No new version while retired (409); after unretire, one can be made
+    code, out = ldp(
+        "metrics", "create", "app.theme", "--url", server_url, "--token", TOKEN,
+        "-d", ",".join(THEME), "-e", "2", "-m", "grr",
+    )  # fmt: skip
+    assert code != 0 and "409" in out and "unretire" in out
+    code, out = ldp("metrics", "unretire", "app.theme", "--url", server_url, "--token", TOKEN)
+    assert code == 0, out
+    assert create(server_url, "app.theme", epsilon=2.0).version == 2
+
+
+def test_retire_and_delete_need_the_admin_token(server_url: str) -> None:
+    create(server_url, "app.theme")
+    for path, method in (("/retire", "POST"), ("/keys", "GET"), ("", "DELETE")):
+        req = urllib.request.Request(
+            f"{server_url}/v1/metrics/app.theme{path}", data=None, method=method
+        )
+        with pytest.raises(urllib.error.HTTPError) as caught:
+            urllib.request.urlopen(req, timeout=10)
+        assert caught.value.code == 401
+    code, out = ldp("metrics", "retire", "app.theme", "--url", server_url, "--yes")
+    assert code != 0 and "admin token" in out
+    assert http(f"{server_url}/v1/metrics/nothing/retire", "POST", {})[0] == 404
+
+
+# -- delete -------------------------------------------------------------------------------
+
+
+def every_key(redis_db: Any) -> set[bytes]:
+    return set(redis_db.client().scan_iter(count=1000))
+
+
+def tagged(found: set[bytes], name: str, version: int) -> set[bytes]:
+    return {k for k in found if k.startswith(f"ldp:{{m:{name}:{version}:".encode())}
+
+
+def test_delete_removes_every_key_of_the_version_and_nothing_else(
+    server_url: str, redis_db: Any
+) -> None:
+    v1 = create(server_url, "app.theme")
+    assert post(server_url, some(v1, 30))[0] == 202
+    r = redis_db.client()
+    worker = Worker(r, handle_signals=False, block_ms=10, discover_interval=0)
+    worker.run(once=True)
+    bad = some(v1, 1, seed=9)[0]
+    bad["payload"] = {"v": 99}  # refused at ingest: make a dead letter by hand instead
+    r.xadd(keys.dead_key("app.theme", 1), {"p": b"{}", "reason": b"test"})
+    v2 = create(server_url, "app.theme", epsilon=2.0)
+    other = create(server_url, "app.other")
+    assert post(server_url, some(v2, 10) + some(other, 10, seed=5))[0] == 202
+    worker.run(once=True)
+    assert post(server_url, some(v1, 5, seed=7))[0] == 202  # still pending in v1's stream
+
+    before = every_key(redis_db)
+    doomed = tagged(before, "app.theme", 1)
+    kinds = {lifecycle.kind_of(k) for k in doomed}
+    assert {"reports", "dead", "counts", "windows", "seen"} <= kinds
+    untouched = {k: redis_db.client().dump(k) for k in before - doomed}
+
+    # The current version of a metric that is not retired: refused
+    code, out = ldp("metrics", "delete", "app.theme", "--version", "2", "--url", server_url,
+                    "--token", TOKEN, "--yes")  # fmt: skip
+    assert code != 0 and "409" in out and "retire it first" in out
+    # Asked, answered no: nothing removed, and what would go was said
+    code, out = ldp("metrics", "delete", "app.theme", "--version", "1", "--url", server_url,
+                    "--token", TOKEN, stdin="n\n")  # fmt: skip
+    assert code != 0 and f"{len(doomed)} keys" in out and "Aborted" in out
+    assert every_key(redis_db) == before
+
+    code, out = ldp("metrics", "delete", "app.theme", "--version", "1", "--url", server_url,
+                    "--token", TOKEN, "--yes")  # fmt: skip
+    assert code == 0, out
+    assert f"removed app.theme v1: {len(doomed)} keys" in out
+
+    after = every_key(redis_db)
+    assert not tagged(after, "app.theme", 1)
+    assert after == before - doomed  # nothing else went (the registry hash is changed)
+    registry_key = keys.metric_key("app.theme").encode()
+    for key, dumped in untouched.items():
+        if key != registry_key:
+            assert r.dump(key) == dumped, key
+
+    # A late report of v1: a clear 4xx, not a 500, and no key comes back
+    status, body = post(server_url, some(v1, 1, seed=11))
+    assert status == 400 and "unknown metric" in body["rejected"][0]["error"]
+    assert http(f"{server_url}/v1/metrics/app.theme?version=1")[0] == 404
+    assert http(f"{server_url}/v1/estimates/app.theme?version=2")[1]["n"] == 10
+    # The worker that consumed v1 goes on without it, and recreates nothing
+    worker.run(once=True)
+    assert not tagged(every_key(redis_db), "app.theme", 1)
+    assert keys.stream_key("app.theme", 1) not in worker._streams
+    # A new version never reuses a deleted number
+    http(f"{server_url}/v1/metrics/app.theme/retire", "POST", {})
+    code, out = ldp("metrics", "delete", "app.theme", "--url", server_url, "--token", TOKEN, "-y")
+    assert code == 0, out
+    assert not {k for k in every_key(redis_db) if k.startswith(b"ldp:{m:app.theme:")}
+    http(f"{server_url}/v1/metrics/app.theme/unretire", "POST", {})
+    assert create(server_url, "app.theme").version == 3
+
+
+def test_delete_on_a_cluster_scans_every_primary(cluster_db: Any) -> None:
+    """A sharded version's keys sit in several slots on several nodes: all go."""
+    from collector import create_app
+
+    app = create_app({"REDIS_URL": cluster_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    web = app.test_client()
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    spec = {"domain": THEME, "epsilon": 1.0, "mechanism": "grr", "shards": 3}
+    d = MetricDefinition.from_dict(web.put("/v1/metrics/hot", json=spec, headers=admin).json)
+    keep = web.put("/v1/metrics/kept", json={**spec, "shards": 1}, headers=admin).json
+    kept = MetricDefinition.from_dict(keep)
+    response = web.post("/v1/reports", json={"reports": some(d, 60) + some(kept, 5, seed=2)})
+    assert response.status_code == 202, response.json
+
+    def on_nodes(prefix: bytes) -> set[bytes]:
+        found: set[bytes] = set()
+        for server in cluster_db.servers:
+            found |= {k for k in server.client().scan_iter(count=1000) if k.startswith(prefix)}
+        return found
+
+    hot = on_nodes(b"ldp:{m:hot:1:")
+    assert {k.split(b"}")[0] for k in hot} == {f"ldp:{{m:hot:1:{s}".encode() for s in range(3)}
+    nodes = {cluster_db.client().keyslot(k) for k in hot}
+    assert len(nodes) == 3
+    preview = web.get("/v1/metrics/hot/keys", headers=admin).json
+    assert preview["keys"] == len(hot) and preview["bytes"] > 0
+    assert web.delete("/v1/metrics/hot", headers=admin).status_code == 409
+    assert web.post("/v1/metrics/hot/retire", headers=admin).status_code == 200
+    response = web.delete("/v1/metrics/hot", headers=admin)
+    assert response.status_code == 200 and response.json["keys"] == len(hot)
+    assert not on_nodes(b"ldp:{m:hot:")
+    assert on_nodes(b"ldp:{m:kept:1:")
