@@ -322,7 +322,7 @@ def _estimate(
         labels=definition.domain,
         reports_per_device=per_device.bound,
     )
-    rate = alarm_rate()
+    rate = alarm_rate() if with_alarms else DEFAULT_ALARM_RATE  # the export has no app
     found = []
     if with_alarms:
         found = (
