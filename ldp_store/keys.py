@@ -5,6 +5,8 @@ letters and its replay sets in one slot, so a Lua script may touch them together
 Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
 A version with ``shards`` N > 1 has N such sets of keys, shards 0..N−1, each its own slot
 (a report goes to :func:`shard_of` its id); readers sum them.
+A frequency metric's support counts C(v) of a window are packed in ``support:<window>``
+(:mod:`ldp_store.schema`; hashes written before hold them as ``c:<v>`` fields).
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
 Σy² instead of ``c:<v>`` (see :mod:`aggregator.stats.numeric`).
 
@@ -15,10 +17,12 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
 | ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
 | ``ldp:{m:…}:seen:<day>`` | set | 16-byte report ids seen that UTC day (replay guard) |
-| ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
+| ``ldp:{m:…}:counts:all`` | hash | ``n`` over all time (numeric: and Σy, Σy² limbs) |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
+| ``ldp:{m:…}:support:<window>`` | string | a frequency metric's C(0..k−1), packed |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
+| ``ldp:{m:…}:expiries`` | sorted set | hour and day windows, scored by when they expire (ms) |
 | ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
 """
 
@@ -30,11 +34,14 @@ __all__ = [
     "claims_key",
     "counts_key",
     "dead_key",
+    "expiries_key",
     "metric_key",
     "seen_key",
     "shard_of",
     "stream_key",
+    "support_key",
     "tag",
+    "window_keys",
     "windows_key",
 ]
 
@@ -72,6 +79,23 @@ def seen_key(name: str, version: int, day: str, shard: int = 0) -> str:
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
     """Support counts for a window: "all", "hour:YYYY-MM-DDTHH" or "day:YYYY-MM-DD"."""
     return f"{PREFIX}:{tag(name, version, shard)}:counts:{window}"
+
+
+def support_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
+    """A frequency metric's packed support counts C(0..k−1) for a window (see
+    :mod:`ldp_store.schema`); ``n`` stays in :func:`counts_key`."""
+    return f"{PREFIX}:{tag(name, version, shard)}:support:{window}"
+
+
+def window_keys(name: str, version: int, window: str = "all", shard: int = 0) -> tuple[str, str]:
+    """Every key holding a window's counts: its counts hash and its packed support counts."""
+    return counts_key(name, version, window, shard), support_key(name, version, window, shard)
+
+
+def expiries_key(name: str, version: int, shard: int = 0) -> str:
+    """Sorted set of hour and day windows scored by their expiry (ms since the epoch):
+    the commit drops expired ones from :func:`windows_key` (see :mod:`ldp_store.retention`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:expiries"
 
 
 def windows_key(name: str, version: int, shard: int = 0) -> str:

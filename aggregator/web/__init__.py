@@ -22,7 +22,12 @@ __all__ = ["install"]
 
 
 def install(app: Flask) -> None:
-    """Mount the read APIs and the dashboard on ``app``, behind the read token."""
+    """Mount the read APIs and the dashboard on ``app``, behind the read token.
+
+    Raises:
+        ValueError: a retention variable out of range (``LDP_RETENTION_…``).
+    """
+    status.install_retention(app)
     app.register_blueprint(estimates.bp)
     app.register_blueprint(status.bp)
     app.register_blueprint(plan.bp)

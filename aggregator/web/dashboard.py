@@ -32,8 +32,9 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from werkzeug.exceptions import NotFound
 
 from aggregator.web.models import CURVE_MECHANISMS
-from aggregator.web.status import describe, overview_rows
+from aggregator.web.status import describe, overview_rows, retention_of
 from client_sdk import mechanisms
+from ldp_store.retention import duration_label
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]
 
@@ -152,6 +153,12 @@ def period_label(period: Any) -> str:
     return str(period)
 
 
+@bp.app_template_filter("duration_label")
+def _duration_label(seconds: int) -> str:
+    """A retention for people: ``14 days``, ``36 hours``."""
+    return duration_label(seconds)
+
+
 @bp.app_template_filter("window_label")
 def window_label(window: str | None) -> str:
     """``hour:2026-11-25T23`` as ``2026-11-25 23:00 UTC``; ``day:…`` as the date."""
@@ -205,6 +212,8 @@ def metric(name: str) -> str | tuple[str, int]:
     if definition is None:
         return _missing(name)
     d = describe(definition)
+    policy = retention_of(definition)
+    d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     query = {"version": d["version"]}
     page = {
         "page": "metric",

@@ -42,6 +42,7 @@ __all__ = [
     "MeanTrendPoint",
     "Overview",
     "OverviewRow",
+    "RetentionInEffect",
     "Plan",
     "PlanQuery",
     "PlanTarget",
@@ -270,6 +271,21 @@ class Backlog(Model):
     """Of those, read by a worker but not yet acked."""
 
 
+class RetentionInEffect(Model):
+    """How long each kind of window is kept after it ends: the deployment's defaults
+    (``LDP_RETENTION_HOUR_SECONDS``, ``LDP_RETENTION_DAY_SECONDS``) with the metric's own
+    ``retention`` applied."""
+
+    hour: Annotated[int, Field(ge=1)]
+    """Seconds an hour window is kept after it ends."""
+    day: Annotated[int, Field(ge=1)]
+    """Seconds a day window is kept after it ends."""
+    all: None
+    """Null: the all-time window is kept while the version is live."""
+    note: str
+    """The same in words."""
+
+
 class OverviewRow(Model):
     """A metric's current version at a glance."""
 
@@ -299,6 +315,7 @@ class OverviewRow(Model):
     last_window: str | None
     """The newest hour (else day) window with counts."""
     lag: Backlog
+    retention: RetentionInEffect
 
 
 class Overview(Model):

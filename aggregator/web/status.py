@@ -7,7 +7,11 @@ counted, the newest window with counts (the last update), and the aggregator's l
     {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
                   "k", "range", "budget", "epsilon_per_period", "period",
                   "longitudinal", "permanent_epsilon", "n", "last_window",
-                  "lag": {"length", "pending"}}]}
+                  "lag": {"length", "pending"},
+                  "retention": {"hour", "day", "all", "note"}}]}
+
+``retention`` says how long each kind of window is kept after it ends, in seconds (``all``:
+null, kept while the version is live), and in words.
 
 Definitions are read through ``to_dict()`` with ``.get``: optional fields (``budget``,
 ``longitudinal``, numeric metrics' ``range``) show when a definition has them.
@@ -15,10 +19,10 @@ Definitions are read through ``to_dict()`` with ``.get``: optional fields (``bud
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
-from flask import Blueprint, current_app
+from flask import Blueprint, Flask, current_app
 
 from aggregator.stream.counts import lag_details, list_windows, per_shard
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
@@ -28,10 +32,37 @@ from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.retention import RetentionPolicy
 
-__all__ = ["bp", "describe", "overview_rows", "reports_counted"]
+__all__ = [
+    "bp",
+    "describe",
+    "install_retention",
+    "overview_rows",
+    "reports_counted",
+    "retention_of",
+]
 
 bp = Blueprint("status", __name__)
+
+RETENTION_EXTENSION = "ldp_retention"
+"""Where the app keeps the deployment's retention policy (read once, at start)."""
+
+
+def install_retention(app: Flask) -> None:
+    """Read the deployment's retention policy from the environment, once, at start.
+
+    Raises:
+        ValueError: a retention variable out of range (the app does not start).
+    """
+    app.extensions[RETENTION_EXTENSION] = RetentionPolicy.from_environ()
+
+
+def retention_of(definition: MetricDefinition) -> RetentionPolicy:
+    """How long this metric version's windows are kept: the deployment's policy with the
+    metric's own overrides."""
+    policy = current_app.extensions.get(RETENTION_EXTENSION) or RetentionPolicy.from_environ()
+    return cast(RetentionPolicy, policy).for_metric(definition)
 
 
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
@@ -102,8 +133,10 @@ def overview_rows(client: redis.Redis, registry: Registry) -> list[dict[str, Any
         hours = [w for w in windows if w.startswith("hour:")]
         days = [w for w in windows if w.startswith("day:")]
         details = lag_details(client, definition)
+        policy = retention_of(definition)
         row.update(
             {
+                "retention": {**policy.to_dict(), "note": policy.describe()},
                 "n": reports_counted(client, definition),
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
