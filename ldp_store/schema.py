@@ -92,9 +92,10 @@ SUPPORT_DTYPE = ">i8"
 """The numpy dtype of a packed support string: BITFIELD stores integers big-endian."""
 
 MAX_WINDOW_REPORTS = 1 << 62
-"""Most reports one window of one shard may count (4.6·10¹⁸: two centuries at 10⁹ reports a
-second). Below the counters' 2⁶³ − 1 with room to spare, so a Lua double (exact to 2⁵³,
-off by at most 2¹⁰ here) decides the check safely."""
+"""Most reports one window of one shard may count (4.6·10¹⁸: a century and a half at 10⁹
+reports a second). Below the counters' 2⁶³ − 1 with room to spare, so that neither ``n``
+nor any C(v) ≤ n can ever overflow; the commit script checks it exactly (in two parts of
+digits, since a Lua number is a double)."""
 
 ALL = "all"
 """The window over all time."""

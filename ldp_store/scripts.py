@@ -168,11 +168,22 @@ for f = 12, #ARGV, 2 do
   end
 end
 local batch_n = ARGV[12] == 'n' and tonumber(ARGV[13]) or 0
-for w = 2, 4 do
-  local held = tonumber(redis.call('HGET', KEYS[w], 'n') or '0')
-  if held + batch_n > """
+-- n + batch_n > the limit, exactly: a double holds 53 bits, so the 19 digits are split
+-- into two parts (high digits, low 9 digits) that it holds exactly.
+local function split(digits)
+  local cut = math.max(0, #digits - 9)
+  return tonumber(string.sub(digits, 1, cut)) or 0, tonumber(string.sub(digits, cut + 1))
+end
+local limit_high, limit_low = split('"""
     + str(MAX_WINDOW_REPORTS)
-    + """ then
+    + """')
+for w = 2, 4 do
+  local held = redis.call('HGET', KEYS[w], 'n') or '0'
+  local high, low = split(held)
+  low = low + batch_n
+  high = high + math.floor(low / 1e9)
+  low = low % 1e9
+  if high > limit_high or (high == limit_high and low > limit_low) then
     return redis.error_reply('FULL ' .. KEYS[w] .. ' holds ' .. held ..
       ' reports; counting ' .. batch_n .. ' more would pass the most a window may hold')
   end

@@ -394,10 +394,13 @@ def get_estimates(name: str) -> Any:
     client, registry = _services()
     definition = _definition(registry, name)
     window = request.args.get("window", "all")
-    if not schema.WINDOW_PATTERN.fullmatch(window):
+    try:
+        schema.window_span(window)  # the pattern, and a date and hour that exist
+    except ValueError:
         raise BadRequest(
-            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD', got {window!r}"
-        )
+            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
+            f"that exists, got {window[:40]!r}"
+        ) from None
     _refuse_expired(registry, definition, window)
     confidence, simultaneous = _confidence()
     fmt = request.args.get("format", FORMATS[0])
