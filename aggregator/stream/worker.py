@@ -5,7 +5,8 @@ is a consumer with a *stable* name, so a restarted worker finds its own pending 
 The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
 
     own pending (XREADGROUP … 0) until empty ─► XAUTOCLAIM a dead worker's entries ─►
-    fence + new entries (XREADGROUP … >) ─► decode ─► Lua: XACK-check + HINCRBY ─► XTRIM MINID
+    fence + new entries (XREADGROUP … >) ─► decode ─►
+    Lua: XACK-check + HINCRBY/BITFIELD ─► XTRIM MINID
 
 **Exactly once.** A batch is acknowledged and counted by one script,
 :data:`ldp_store.scripts.COMMIT`, which makes the pending list the idempotency set: its
