@@ -199,6 +199,6 @@ def test_create_sets_a_metrics_own_retention(collector_url: str, redis_db: Any) 
     assert code == 0, out
     definition = Registry(redis_db.client()).get("app.kept")
     assert definition is not None
-    assert definition.to_dict()["retention"] == {"hour": 60, "day": None}
+    assert definition.to_dict()["retention"] == {"hour": 7200, "day": None}
     code, out = create(collector_url, "app.kept2", "-d", "a,b", "-e", "1", "--retention-day", "0")
     assert code == 2 and "--retention-day" in out  # a usage error, no traceback
