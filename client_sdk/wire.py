@@ -46,7 +46,9 @@ __all__ = [
     "MAX_DESCRIPTION_LENGTH",
     "MAX_LABEL_LENGTH",
     "MAX_NAME_LENGTH",
+    "MAX_RETENTION_SECONDS",
     "MAX_SHARDS",
+    "MIN_RETENTION_SECONDS",
     "REPORT_FIELDS",
     "REPORT_ID_PATTERN",
     # Defined in client_sdk.errors; re-exported because the collector and the aggregator
@@ -54,6 +56,7 @@ __all__ = [
     "DefinitionError",
     "ReportError",
     "MetricDefinition",
+    "Retention",
     "build_report",
     "check_report",
     "parse_spec",
@@ -164,6 +167,7 @@ SPEC_FIELDS = {
     "longitudinal",
     "budget",
     "shards",
+    "retention",
 }
 """``longitudinal``: ``{"permanent_epsilon": ε∞}`` makes a metric memoized (RAPPOR's
 permanent randomized response): each report is ε-LDP, and a device's reports of an
@@ -286,6 +290,73 @@ def _check_budget(budget: object, problems: list[str]) -> Budget | None:
     return Budget(reports, period) if ok and reports is not None else None
 
 
+MIN_RETENTION_SECONDS = 1
+"""Shortest retention a metric may ask for: one second past the window's end (tests use a
+few seconds; an operator who wants a window gone at once should not count it at all)."""
+
+MAX_RETENTION_SECONDS = 100 * 366 * 86_400
+"""Longest retention: a century, which is "keep it" for any deployment; a larger number
+is a typo (milliseconds for seconds)."""
+
+RETENTION_KINDS = ("hour", "day")
+"""The window kinds a retention names; the all-time window is kept while the version is
+live."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """A metric's own retention: seconds its hour and day windows are kept after they end.
+
+    Either may be None: the deployment's default then applies
+    (:class:`ldp_store.retention.RetentionPolicy`). Not a decoding parameter: a change
+    keeps the version, and applies to windows first written afterwards.
+    """
+
+    hour: int | None = None
+    day: int | None = None
+
+    @staticmethod
+    def problem(seconds: object) -> str:
+        """What is wrong with a retention in seconds, or ``""`` if nothing."""
+        value = _json_integer(seconds)
+        if value is None or not MIN_RETENTION_SECONDS <= value <= MAX_RETENTION_SECONDS:
+            return (
+                f"must be a whole number of seconds in [{MIN_RETENTION_SECONDS}, "
+                f"{MAX_RETENTION_SECONDS}], got {seconds!r}"
+            )
+        return ""
+
+    def to_dict(self) -> dict[str, int | None]:
+        """The JSON form, as in a spec: ``{"hour": 1209600, "day": null}``."""
+        return {"hour": self.hour, "day": self.day}
+
+
+def _check_retention(retention: object, problems: list[str]) -> Retention | None:
+    """The :class:`Retention` of a spec's or definition's ``retention`` (None when absent)."""
+    if retention is None:
+        return None
+    if not isinstance(retention, dict) or not set(retention) <= set(RETENTION_KINDS):
+        problems.append(
+            'retention must be {"hour": seconds, "day": seconds} (either may be left out '
+            "or null: the deployment's default)"
+        )
+        return None
+    values: dict[str, int | None] = {}
+    for kind in RETENTION_KINDS:
+        raw = retention.get(kind)
+        if raw is None:
+            values[kind] = None
+            continue
+        problem = Retention.problem(raw)
+        if problem:
+            problems.append(f"retention.{kind} {problem}")
+            return None
+        values[kind] = _json_integer(raw)
+    if values["hour"] is None and values["day"] is None:
+        return None
+    return Retention(**values)
+
+
 @dataclass(frozen=True)
 class MetricDefinition:
     """One version of a metric: its values and the mechanism its reports use.
@@ -309,6 +380,9 @@ class MetricDefinition:
     """Stream shards of this version (1..MAX_SHARDS): the collector sends a report to
     shard ``int(id) % shards``, so a hot metric spreads over several hash slots of a
     Redis Cluster. Part of the version: a replay must reach the same shard's replay set."""
+    retention: Retention | None = None
+    """How long this metric's windows are kept, where it differs from the deployment's
+    default: not a decoding parameter (see :meth:`same_parameters`)."""
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -433,6 +507,7 @@ class MetricDefinition:
             "mechanism_reason": self.mechanism_reason,
             "budget": None if self.budget is None else self.budget.to_dict(),
             "shards": self.shards,
+            "retention": None if self.retention is None else self.retention.to_dict(),
         }
         if self.value_range is not None:  # numeric: a range instead of a domain
             del data["domain"]
@@ -463,6 +538,7 @@ class MetricDefinition:
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         budget = _check_budget(data.get("budget"), problems)
         shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
+        retention = _check_retention(data.get("retention"), problems)
         if kind not in KINDS:
             problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
         params = data.get("mechanism")
@@ -494,13 +570,23 @@ class MetricDefinition:
             kind=str(kind),
             value_range=value_range,
             shards=shards,
+            retention=retention,
         )
 
 
 KINDS = ("categorical", "numeric")
 """Metric kinds: frequencies of labels, or the mean of a number within a range."""
 
-NUMERIC_SPEC_FIELDS = {"kind", "range", "epsilon", "mechanism", "description", "budget", "shards"}
+NUMERIC_SPEC_FIELDS = {
+    "kind",
+    "range",
+    "epsilon",
+    "mechanism",
+    "description",
+    "budget",
+    "shards",
+    "retention",
+}
 """What a numeric metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
 "epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
 
@@ -551,6 +637,7 @@ def _parse_numeric_spec(
         )
     budget = _check_budget(spec.get("budget"), problems)
     shards = _check_shards(spec.get("shards"), problems)
+    retention = _check_retention(spec.get("retention"), problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
@@ -575,6 +662,7 @@ def _parse_numeric_spec(
         kind="numeric",
         value_range=value_range,
         shards=shards,
+        retention=retention,
     )
 
 
@@ -590,7 +678,9 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     ``{"kind": "numeric", "range": [lo, hi], "epsilon": 1.0, "mechanism": "auto"}``
     (``auto``, ``duchi``, ``pm`` or ``hybrid``; see :data:`NUMERIC_SPEC_FIELDS`).
     Either kind takes ``"shards": N`` (1..:data:`MAX_SHARDS`, default 1): how many
-    streams the version's reports spread over (a hot metric on a Redis Cluster).
+    streams the version's reports spread over (a hot metric on a Redis Cluster), and
+    ``"retention": {"hour": s, "day": s}``: seconds its hour and day windows are kept
+    after they end, where they differ from the deployment's defaults.
 
     Raises:
         DefinitionError: listing every problem found.
@@ -620,6 +710,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         problems.append("options must be an object")
     budget = _check_budget(spec.get("budget"), problems)
     shards = _check_shards(spec.get("shards"), problems)
+    retention = _check_retention(spec.get("retention"), problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
@@ -658,6 +749,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         mechanism_reason=reason,
         budget=budget,
         shards=shards,
+        retention=retention,
     )
 
 

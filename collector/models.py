@@ -35,6 +35,7 @@ from ldp_api.models import (
     MetricName,
     Model,
     OneOf,
+    WindowRetention,
 )
 
 __all__ = [
@@ -84,6 +85,9 @@ class Metric(Model):
     """The device-side budget, if the metric has one."""
     shards: Shards
     """Streams this version's reports spread over."""
+    retention: WindowRetention | None
+    """This metric's own retention of hour and day windows, if it has one (null: the
+    deployment's defaults; ``/v1/overview`` shows what applies)."""
     range: Range | Absent = None
     """A numeric metric's [lo, hi] (it has no domain)."""
 
@@ -157,6 +161,10 @@ class CategoricalSpec(Model):
     """Streams to spread a hot metric over (each its own hash slot on a Redis Cluster);
     a report's shard follows from its id. Changing it makes a new version, so a replay
     always meets its first copy. Null: 1."""
+    retention: WindowRetention | None = None
+    """Seconds hour and day windows are kept after they end, where this metric differs
+    from the deployment's defaults (null: the defaults). Keeps the version; applies to
+    windows first written afterwards."""
 
 
 class NumericSpec(Model):
@@ -177,6 +185,8 @@ class NumericSpec(Model):
     budget: DeviceBudget | None = None
     """A device-side limit: at most reports_per_period reports per period (null: none)."""
     shards: Shards | None = 1
+    """As for a categorical metric."""
+    retention: WindowRetention | None = None
     """As for a categorical metric."""
 
 

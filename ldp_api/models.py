@@ -18,7 +18,14 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import CoreSchema, core_schema
 
 from client_sdk import mechanisms
-from client_sdk.wire import BUDGET_PERIODS, MAX_NAME_LENGTH, MAX_REPORTS_PER_PERIOD, NAME_PATTERN
+from client_sdk.wire import (
+    BUDGET_PERIODS,
+    MAX_NAME_LENGTH,
+    MAX_REPORTS_PER_PERIOD,
+    MAX_RETENTION_SECONDS,
+    MIN_RETENTION_SECONDS,
+    NAME_PATTERN,
+)
 
 __all__ = [
     "Absent",
@@ -29,6 +36,7 @@ __all__ = [
     "MetricPath",
     "Model",
     "OneOf",
+    "WindowRetention",
     "answer",
 ]
 
@@ -111,6 +119,19 @@ class Mechanism(Model):
     """ε per report."""
     domain_size: int | Absent = None
     """k, for a categorical metric's mechanism."""
+
+
+Seconds = Annotated[int, Field(ge=MIN_RETENTION_SECONDS, le=MAX_RETENTION_SECONDS)]
+
+
+class WindowRetention(Model):
+    """Seconds a metric's hour and day windows are kept after they end (null: the
+    deployment's default, ``LDP_RETENTION_HOUR_SECONDS`` / ``LDP_RETENTION_DAY_SECONDS``)."""
+
+    closed = True
+
+    hour: Seconds | None = None
+    day: Seconds | None = None
 
 
 class DeviceBudget(Model):

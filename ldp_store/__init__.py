@@ -6,8 +6,9 @@ place.
 
 * :mod:`~ldp_store.keys`: key builders with hash tags (one slot per metric version and
   shard)
-* :mod:`~ldp_store.schema`: the counts hashes' fields (``n``, ``c:<v>``, ``s:<i>``,
-  ``s2:<i>``) and window names
+* :mod:`~ldp_store.schema`: the counts hashes' fields (``n``, ``s:<i>``, ``s2:<i>``; ``c:<v>``
+  before compact counts), the packed support counts, and window names
+* :mod:`~ldp_store.retention`: how long each window kind is kept, and when one expires
 * :mod:`~ldp_store.scripts`: every Lua script: the collector's append, the worker's read,
   commit, dead-letter and trim
 * :mod:`~ldp_store.registry`: the metric registry: versioned definitions in Redis, cached

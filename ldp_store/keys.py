@@ -5,6 +5,8 @@ letters and its replay sets in one slot, so a Lua script may touch them together
 Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
 A version with ``shards`` N > 1 has N such sets of keys, shards 0..N−1, each its own slot
 (a report goes to :func:`shard_of` its id); readers sum them.
+A frequency metric's support counts C(v) of a window are packed in ``support:<window>``
+(:mod:`ldp_store.schema`; hashes written before hold them as ``c:<v>`` fields).
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
 Σy² instead of ``c:<v>`` (see :mod:`aggregator.stats.numeric`).
 
@@ -17,11 +19,13 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:guard:<day>`` | hash | the replay guard's day: ``n`` ids, ``g`` generations |
 | ``ldp:{m:…}:guard:<day>:<j>:<b>`` | set | bucket b of generation j: ids as 64-bit integers |
 | ``ldp:{m:…}:seen:<day>`` | set | legacy (before the bucketed guard): raw 16-byte ids, read only |
-| ``ldp:{m:…}:counts:all`` | hash | ``n`` and ``c:<v>`` support counts over all time |
+| ``ldp:{m:…}:counts:all`` | hash | ``n`` over all time (numeric: and Σy, Σy² limbs) |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
+| ``ldp:{m:…}:support:<window>`` | string | a frequency metric's C(0..k−1), packed |
 | ``ldp:{m:…}:seeds:<hour or day>`` | hash | local hashing: ``<bin>`` → its seeds' count |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
+| ``ldp:{m:…}:expiries`` | sorted set | hour and day windows, scored by when they expire (ms) |
 | ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
 """
 
@@ -33,6 +37,7 @@ __all__ = [
     "claims_key",
     "counts_key",
     "dead_key",
+    "expiries_key",
     "guard_bucket_key",
     "guard_key",
     "metric_key",
@@ -40,7 +45,9 @@ __all__ = [
     "seen_key",
     "shard_of",
     "stream_key",
+    "support_key",
     "tag",
+    "window_keys",
     "windows_key",
 ]
 
@@ -103,6 +110,23 @@ def seeds_key(name: str, version: int, window: str, shard: int = 0) -> str:
     by the alarms (:mod:`aggregator.stats.detect`).
     """
     return f"{PREFIX}:{tag(name, version, shard)}:seeds:{window}"
+
+
+def support_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
+    """A frequency metric's packed support counts C(0..k−1) for a window (see
+    :mod:`ldp_store.schema`); ``n`` stays in :func:`counts_key`."""
+    return f"{PREFIX}:{tag(name, version, shard)}:support:{window}"
+
+
+def window_keys(name: str, version: int, window: str = "all", shard: int = 0) -> tuple[str, str]:
+    """Every key holding a window's counts: its counts hash and its packed support counts."""
+    return counts_key(name, version, window, shard), support_key(name, version, window, shard)
+
+
+def expiries_key(name: str, version: int, shard: int = 0) -> str:
+    """Sorted set of hour and day windows scored by their expiry (ms since the epoch):
+    the commit drops expired ones from :func:`windows_key` (see :mod:`ldp_store.retention`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:expiries"
 
 
 def windows_key(name: str, version: int, shard: int = 0) -> str:

@@ -1,8 +1,8 @@
 """The metric registry: definitions by name and version, in Redis.
 
 Versions are immutable. Creating a metric makes version 1; changing its ε, domain,
-mechanism or shards makes version N+1 (a change of description or device budget only
-updates the current version: neither changes how reports decode). Reports name their
+mechanism or shards makes version N+1 (a change of description, device budget or
+retention only updates the current version: none changes how reports decode). Reports name their
 version, so old reports are always decoded with the old parameters.
 
 On a Redis Cluster the name set ``ldp:metrics`` and a metric's hash live in different
@@ -232,9 +232,13 @@ class Registry:
                             json.loads(pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
                         )
                     if current is not None and current.same_parameters(proposed):
-                        # description and budget are not decoding parameters: same version
+                        # description, budget and retention are not decoding parameters:
+                        # same version
                         definition = replace(
-                            current, description=proposed.description, budget=proposed.budget
+                            current,
+                            description=proposed.description,
+                            budget=proposed.budget,
+                            retention=proposed.retention,
                         )
                         changed, created = definition != current, False
                     else:

@@ -1,4 +1,4 @@
-"""The schema of the counts hashes and of window names: what the worker writes, readers read.
+"""The schema of the counts and of window names: what the worker writes, readers read.
 
 A counts hash (:func:`ldp_store.keys.counts_key`) of one metric version, shard and window
 holds ``HINCRBY`` fields only, so commits add up and shards sum:
@@ -6,9 +6,27 @@ holds ``HINCRBY`` fields only, so commits add up and shards sum:
 | field | metric kind | what |
 |---|---|---|
 | ``n`` | every kind | reports counted |
-| ``c:<v>`` | frequency | C(v), the reports supporting value v (absent: 0) |
+| ``c:<v>`` | frequency, before compact counts | C(v), the reports supporting value v (absent: 0) |
 | ``s:<i>`` | numeric | limb i of Σy, y a report in units (:func:`limbs`) |
 | ``s2:<i>`` | numeric | limb i of Σy² |
+
+**Compact counts.** A frequency metric's support counts C(0..k−1) of a window live in one
+string (:func:`ldp_store.keys.support_key`): k signed 64-bit big-endian counters
+(:data:`SUPPORT_TYPE`, ``BITFIELD … INCRBY i64 #v``), C(v) at byte 8·v, created at its full
+length of 8·k bytes when the window is first written. A hash field costs about 64 bytes a
+value once k passes Redis's compact listpack encoding (128 fields); a counter costs 8,
+plus the allocator's rounding (at most a quarter: 10 bytes a value at k = 2ᵐ). The
+increments are still ``c:<v>`` pairs (:func:`frequency_increments`); the commit script
+routes them to the string. Hashes written before compact counts keep their ``c:<v>``
+fields, which readers add to the string's counts: both formats stay readable, and a
+window written across the upgrade sums both exactly. ``n`` stays in the hash.
+
+**Overflow.** C(v) ≤ n for every value (a report supports a value at most once), and the
+commit script refuses, before it acknowledges anything, a batch that would take a window's
+``n`` past :data:`MAX_WINDOW_REPORTS` (2⁶², far below the counters' 2⁶³ − 1): the entries
+stay pending, nothing is lost, and no counter can wrap. ``OVERFLOW FAIL`` on every
+increment is the second line: a counter that would overflow anyway (corrupt counts) stays
+as it is instead of wrapping, and readers refuse counts with C(v) > n.
 
 Windows are ``all``, ``hour:<YYYY-MM-DDTHH>`` and ``day:<YYYY-MM-DD>`` of the entries'
 arrival time (UTC): :func:`window_names` names them, :data:`WINDOW_PATTERN` recognises
@@ -32,9 +50,13 @@ __all__ = [
     "DAY_MS",
     "HOUR_MS",
     "LIMB_BITS",
+    "MAX_WINDOW_REPORTS",
     "N",
     "SUM_PREFIX",
     "SUM_SQ_PREFIX",
+    "SUPPORT_BYTES",
+    "SUPPORT_DTYPE",
+    "SUPPORT_TYPE",
     "WINDOW_PATTERN",
     "WINDOW_REGEX",
     "Field",
@@ -59,6 +81,21 @@ SUM_PREFIX = "s"
 
 SUM_SQ_PREFIX = "s2"
 """``s2:<i>``: limb i of Σy² (numeric metrics)."""
+
+SUPPORT_TYPE = "i64"
+"""The BITFIELD type of a packed support counter: signed 64-bit (BITFIELD has no u64)."""
+
+SUPPORT_BYTES = 8
+"""Bytes per packed support counter."""
+
+SUPPORT_DTYPE = ">i8"
+"""The numpy dtype of a packed support string: BITFIELD stores integers big-endian."""
+
+MAX_WINDOW_REPORTS = 1 << 62
+"""Most reports one window of one shard may count (4.6·10¹⁸: a century and a half at 10⁹
+reports a second). Below the counters' 2⁶³ − 1 with room to spare, so that neither ``n``
+nor any C(v) ≤ n can ever overflow; the commit script checks it exactly (in two parts of
+digits, since a Lua number is a double)."""
 
 ALL = "all"
 """The window over all time."""

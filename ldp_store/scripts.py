@@ -15,6 +15,8 @@ load them with redis-py's ``register_script``, which reloads a script after a re
 
 from __future__ import annotations
 
+from ldp_store.schema import MAX_WINDOW_REPORTS, SUPPORT_BYTES, SUPPORT_TYPE
+
 __all__ = ["APPEND", "COMMIT", "DEAD", "ID_CHUNK", "READ"]
 
 ID_CHUNK = 1_000
@@ -137,16 +139,56 @@ COMMIT = (
     _TRIM
     + """
 -- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence,
---       seeds:hour:…, seeds:day:…
+--       support:all, support:hour:…, support:day:…, expiries, seeds:hour:…, seeds:day:…
 -- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
 --       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
---       any other), seed-bin increments 'bin,count,bin,count…' ('' for none), then
---       field/increment pairs ('n' first).
+--       any other), hour expiry and day expiry (ms since the epoch), k (the packed
+--       support counters; 0: none), seed-bin increments 'bin,count,bin,count…' ('' for
+--       none), then field/increment pairs ('n' first; 'c:<v>' go to the packed support
+--       counts, the others to the counts hashes).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
 local ids = {}
 for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
+-- Every check comes before the first write: a refusal changes nothing.
+local size = tonumber(ARGV[11])
+local fields, ops = {}, {}
+for f = 13, #ARGV, 2 do
+  local v = size > 0 and string.match(ARGV[f], '^c:(%d+)$')
+  if v then
+    if tonumber(v) >= size then
+      return redis.error_reply('SUPPORT value ' .. v .. ' outside 0..' .. (size - 1))
+    end
+    ops[#ops + 1] = 'INCRBY'; ops[#ops + 1] = '"""
+    + SUPPORT_TYPE
+    + """'; ops[#ops + 1] = '#' .. v
+    ops[#ops + 1] = ARGV[f + 1]
+  else
+    fields[#fields + 1] = ARGV[f]; fields[#fields + 1] = ARGV[f + 1]
+  end
+end
+local batch_n = ARGV[13] == 'n' and tonumber(ARGV[14]) or 0
+-- n + batch_n > the limit, exactly: a double holds 53 bits, so the 19 digits are split
+-- into two parts (high digits, low 9 digits) that it holds exactly.
+local function split(digits)
+  local cut = math.max(0, #digits - 9)
+  return tonumber(string.sub(digits, 1, cut)) or 0, tonumber(string.sub(digits, cut + 1))
+end
+local limit_high, limit_low = split('"""
+    + str(MAX_WINDOW_REPORTS)
+    + """')
+for w = 2, 4 do
+  local held = redis.call('HGET', KEYS[w], 'n') or '0'
+  local high, low = split(held)
+  low = low + batch_n
+  high = high + math.floor(low / 1e9)
+  low = low % 1e9
+  if high > limit_high or (high == limit_high and low > limit_low) then
+    return redis.error_reply('FULL ' .. KEYS[w] .. ' holds ' .. held ..
+      ' reports; counting ' .. batch_n .. ' more would pass the most a window may hold')
+  end
+end
 -- The fast path holds when no claim or history read bumped the fence since the fresh
 -- read, and this consumer still has exactly as many entries pending as right after it:
 -- then nothing has taken or acknowledged any of them, and they are all still ours.
@@ -205,34 +247,83 @@ if #pending < #ids then
   redis.call('INCR', KEYS[6])  -- owners changed: no batch in flight may take the fast path
   return pending
 end
-for w = 2, 4 do
-  for f = 10, #ARGV, 2 do redis.call('HINCRBY', KEYS[w], ARGV[f], ARGV[f + 1]) end
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local expires = {0, tonumber(ARGV[9]), tonumber(ARGV[10])}  -- all (never), hour, day
+local names = {'all', ARGV[4], ARGV[6]}
+local zeros = nil
+local windows = {}
+for w = 1, 3 do
+  local at = expires[w]
+  -- A window already past its retention (a backlog counted late) is not written at all.
+  if at == 0 or at > now_ms then
+    local hash, packed = KEYS[w + 1], KEYS[w + 6]
+    for i = 1, #fields, 2 do redis.call('HINCRBY', hash, fields[i], fields[i + 1]) end
+    if #ops > 0 then
+      if redis.call('EXISTS', packed) == 0 then
+        -- Full length at once: an exact allocation (growing it would over-allocate).
+        zeros = zeros or string.rep('\0', """
+    + str(SUPPORT_BYTES)
+    + """ * size)
+        redis.call('SET', packed, zeros)
+      end
+      for i = 1, #ops, """
+    + str(4 * ID_CHUNK)
+    + """ do
+        redis.call('BITFIELD', packed, 'OVERFLOW', 'FAIL',
+                   unpack(ops, i, math.min(#ops, i + """
+    + str(4 * ID_CHUNK - 1)
+    + """)))
+      end
+    end
+    if at > 0 then
+      -- The expiry is set by the write that creates the key (PTTL -1: none yet).
+      if redis.call('PTTL', hash) == -1 then redis.call('PEXPIREAT', hash, at) end
+      if redis.call('PTTL', packed) == -1 then redis.call('PEXPIREAT', packed, at) end
+      redis.call('ZADD', KEYS[10], 'NX', at, names[w])
+    end
+    if w > 1 then
+      -- Seed bins (local hashing), in keys of their own, counted with the rest: exactly
+      -- once, and kept as long as their window.
+      local seeds = KEYS[w + 9]
+      for bin, count in string.gmatch(ARGV[12], '(%d+),(%d+)') do
+        redis.call('HINCRBY', seeds, bin, count)
+      end
+      if at > 0 and redis.call('PTTL', seeds) == -1 then redis.call('PEXPIREAT', seeds, at) end
+    end
+    windows[#windows + 1] = w == 1 and 0 or (w == 2 and ARGV[5] or ARGV[7])
+    windows[#windows + 1] = names[w]
+  end
 end
--- Seed bins (local hashing), in keys of their own, counted with the rest: exactly once.
-for bin, count in string.gmatch(ARGV[9], '(%d+),(%d+)') do
-  redis.call('HINCRBY', KEYS[7], bin, count)
-  redis.call('HINCRBY', KEYS[8], bin, count)
+redis.call('ZADD', KEYS[5], unpack(windows))
+-- Expired windows leave the listing (their keys expire on their own).
+local gone = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', now_ms, 'LIMIT', 0, """
+    + str(ID_CHUNK)
+    + """)
+if #gone > 0 then
+  redis.call('ZREM', KEYS[5], unpack(gone))
+  redis.call('ZREM', KEYS[10], unpack(gone))
 end
-redis.call('ZADD', KEYS[5], 0, 'all', ARGV[5], ARGV[4], ARGV[7], ARGV[6])
 trim(stream)
 return #ids
 """
 )
-"""Acknowledge a batch and add its counts, exactly once.
+"""Acknowledge a batch and add its counts, exactly once; give new windows their expiry.
 
 **Exactly once.** The pending list is the idempotency set. The script acknowledges the
 batch's ids one XACK at a time: each reply (1: it was still pending) says exactly which
 ids no other worker has acknowledged. If every id was, it applies the batch's increments
-(``HINCRBY`` on the ``all``, hour and day counts hashes; fields in
-:mod:`ldp_store.schema`; and a local-hashing batch's seed bins on the hour and day seed
-histograms, :func:`ldp_store.keys.seeds_key`) in the same script; if only some were, it
-puts those back into the pending list (``XCLAIM … FORCE JUSTID``, now owned by this
-worker), changes nothing else and returns them, and the worker counts exactly that subset
-and commits again. A script runs atomically and reaches the AOF as one transaction, so a
-crash anywhere neither loses a report (it stays pending until its counts land) nor counts
-one twice, and any number of workers may race on a stream. (Checking first with ``XCLAIM
-<ids> JUSTID``, which answers the same question, costs about 19 µs per id against 2 µs
-for XACK: XCLAIM propagates a 14-argument command per id to the AOF and replicas.)
+(``HINCRBY`` on the ``all``, hour and day counts hashes, ``BITFIELD … INCRBY`` on their
+packed support counts; layout in :mod:`ldp_store.schema`; and a local-hashing batch's
+seed bins on the hour and day seed histograms, :func:`ldp_store.keys.seeds_key`) in the
+same script; if only some were, it puts those back into the pending list (``XCLAIM …
+FORCE JUSTID``, now owned by this worker), changes nothing else and returns them, and the
+worker counts exactly that subset and commits again. A script runs atomically and reaches
+the AOF as one transaction, so a crash anywhere neither loses a report (it stays pending
+until its counts land) nor counts one twice, and any number of workers may race on a
+stream. (Checking first with ``XCLAIM <ids> JUSTID``, which answers the same question,
+costs about 19 µs per id against 2 µs for XACK: XCLAIM propagates a 14-argument command
+per id to the AOF and replicas.)
 
 **The fast path.** Most batches are fresh entries (``>``), delivered to exactly one
 consumer. Such an entry can reach another batch only through a claim (XAUTOCLAIM of an
@@ -248,6 +339,14 @@ instead of 2.4) and checks that XACK acknowledged all of them. Otherwise it chec
 id as above. Only a client that both acknowledges and claims entries by hand, keeping the
 count, could fail the bulk check: the script then answers an error starting ``FENCE``,
 which the worker raises as ``FenceBroken``.
+
+**Expiry and overflow.** Every check comes before the first write: the increments'
+values lie in the domain, and no window's ``n`` would pass
+:data:`~ldp_store.schema.MAX_WINDOW_REPORTS` (else the script answers an error starting
+``FULL`` and changes nothing: the entries stay pending). A window's keys get their
+``PEXPIREAT`` (:mod:`ldp_store.retention`) from the write that creates them, in this same
+script; a window already expired is skipped; expired windows leave the windows set. None
+of this touches which entries are acknowledged and counted, so the argument above holds.
 
 **Trimming.** After the counts land, the script trims the stream with ``XTRIM MINID``
 below the oldest pending entry of every group (or just past a group's last-delivered id

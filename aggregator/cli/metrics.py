@@ -14,7 +14,7 @@ from rich.table import Table
 
 from aggregator.cli.console import echo_json, out
 from client_sdk import mechanisms
-from client_sdk.wire import MAX_SHARDS, check_name
+from client_sdk.wire import MAX_RETENTION_SECONDS, MAX_SHARDS, MIN_RETENTION_SECONDS, check_name
 
 __all__ = ["metrics"]
 
@@ -151,6 +151,20 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
     type=click.IntRange(1, MAX_SHARDS),
     help="Streams to spread a hot metric over (hash slots of a Redis Cluster).",
 )
+@click.option(
+    "--retention-hour",
+    type=click.IntRange(MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS),
+    default=None,
+    help="Seconds this metric's hour windows are kept after they end "
+    "[default: the deployment's, LDP_RETENTION_HOUR_SECONDS, 14 days].",
+)
+@click.option(
+    "--retention-day",
+    type=click.IntRange(MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS),
+    default=None,
+    help="Seconds its day windows are kept after they end "
+    "[default: the deployment's, LDP_RETENTION_DAY_SECONDS, 400 days].",
+)
 @click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
 def metrics_create(
     url: str,
@@ -160,6 +174,8 @@ def metrics_create(
     mechanism: str,
     description: str,
     shards: int,
+    retention_hour: int | None,
+    retention_day: int | None,
     token: str | None,
 ) -> None:
     """Create a metric, or change it (a new version if ε, domain, mechanism or shards change)."""
@@ -180,6 +196,8 @@ def metrics_create(
     }
     if shards != 1:  # 1 is the default: leave it out, as a spec written by hand would
         spec["shards"] = shards
+    if retention_hour is not None or retention_day is not None:
+        spec["retention"] = {"hour": retention_hour, "day": retention_day}
     status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
     version = body["version"]
     out.print(

@@ -10,8 +10,9 @@ same four steps:
   as strictly as the SDK's ``check_payload`` (which words the error of the first bad one);
 * :meth:`Codec.decode`: payloads → the kind's additive statistic (support
   :class:`~aggregator.stats.codecs.Counts`, or :class:`~aggregator.stats.numeric.NumericStats`);
-* :meth:`Codec.increments`: a parsed batch → the ``HINCRBY`` field/increment pairs the
-  commit script adds to the counts hashes (fields: :mod:`ldp_store.schema`);
+* :meth:`Codec.increments`: a parsed batch → the field/increment pairs the commit script
+  adds to a window's counts (``n`` and the numeric limbs to the counts hash, ``c:<v>`` to
+  the packed support counts; :mod:`ldp_store.schema`);
 * :meth:`Codec.seed_increments`: a local-hashing batch's seed bins (the commit script adds
   them to the window's seed histograms; empty for other kinds);
 * :meth:`Codec.encode` / :meth:`Codec.to_payloads`: true values → perturbed columns with a

@@ -1,6 +1,6 @@
 """The read side of the counts the worker commits: sums over shards, windows, lag.
 
-Pure reads (a few HGETALL/ZRANGE/XLEN calls): the estimates API and the operators'
+Pure reads (a few HGETALL/GET/ZRANGE/XLEN calls): the estimates API and the operators'
 dashboard call these, and feed the result to :func:`aggregator.estimate_from_counts`.
 A version's ``definition.shards`` shards are read in one pipeline (on a Redis Cluster,
 one round trip per node holding some of them) and summed.
@@ -8,6 +8,7 @@ one round trip per node holding some of them) and summed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -59,8 +60,27 @@ def per_shard(
         return list(pipe.execute())
 
 
+def _window_replies(
+    client: redis.Redis, definition: MetricDefinition, window: str
+) -> list[tuple[dict[bytes, bytes], bytes | None]]:
+    """Each shard's counts hash (HGETALL) and packed support counts (GET) of a window, in one
+    non-transactional pipeline (split by node on a cluster; one slot per shard)."""
+    name, version = definition.name, definition.version
+    with client.pipeline(transaction=False) as pipe:
+        for shard in range(definition.shards):
+            counts, support = keys.window_keys(name, version, window, shard)
+            pipe.hgetall(counts)
+            pipe.get(support)
+        replies = pipe.execute()
+    return [(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+
+
 def read_counts(client: redis.Redis, definition: MetricDefinition, window: str = "all") -> Counts:
     """The committed support counts of a metric version in a window, summed over shards.
+
+    Reads both formats and adds them (:mod:`ldp_store.schema`): the packed support string
+    (one GET, decoded by numpy) and any ``c:<v>`` fields a counts hash kept from before
+    compact counts; ``n`` is the hash's.
 
     Args:
         client: a redis-py client.
@@ -71,25 +91,35 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
         n and C(v) for v in 0..k-1 (zeros for a window without reports).
 
     Raises:
-        ValueError: a count field naming a value outside the domain (corrupt counts).
+        ValueError: corrupt counts: a field naming a value outside the domain, a packed
+            string of the wrong length, or a count above n.
     """
     k = definition.k
     n = 0
     support = np.zeros(k, dtype=np.int64)
-    name_, version = definition.name, definition.version
-    replies = per_shard(
-        client, definition, lambda c, s: c.hgetall(keys.counts_key(name_, version, window, s))
-    )
-    for shard, fields in enumerate(replies):
-        key = keys.counts_key(name_, version, window, shard)
+    for shard, (fields, packed) in enumerate(_window_replies(client, definition, window)):
+        key = keys.counts_key(definition.name, definition.version, window, shard)
+        shard_n = 0
+        shard_support = np.zeros(k, dtype=np.int64)
+        if packed is not None:
+            if len(packed) != schema.SUPPORT_BYTES * k:
+                raise ValueError(
+                    f"{keys.support_key(definition.name, definition.version, window, shard)}: "
+                    f"{len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k} counters"
+                )
+            shard_support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
         for raw_field, raw_value in fields.items():
             kind, v = schema.parse_field(raw_field)
             if kind == "n":
-                n += int(raw_value)
+                shard_n += int(raw_value)
             elif kind == "c":
                 if not 0 <= v < k:
                     raise ValueError(f"{key}: count of value {v} outside the domain 0..{k - 1}")
-                support[v] += int(raw_value)
+                shard_support[v] += int(raw_value)
+        if k and (shard_support.min() < 0 or shard_support.max() > shard_n):
+            raise ValueError(f"{key}: a support count outside [0, n = {shard_n}]")
+        n += shard_n
+        support += shard_support
     return Counts(n, support)
 
 
@@ -141,23 +171,31 @@ def read_seeds(client: redis.Redis, definition: MetricDefinition, window: str) -
     return histogram
 
 
-def list_windows(client: redis.Redis, definition: MetricDefinition) -> list[str]:
-    """Windows that have counts, newest first (``all`` last).
+def list_windows(
+    client: redis.Redis, definition: MetricDefinition, now: float | None = None
+) -> list[str]:
+    """Windows that have counts, newest first (``all`` last), expired ones left out.
 
-    Windows starting at the same time (a day and its first hour) come day first.
+    Windows starting at the same time (a day and its first hour) come day first. A window
+    past its expiry (:mod:`ldp_store.retention`) is left out even before a commit drops it
+    from the windows set.
     """
     starts: dict[str, float] = {}
+    expired: set[str] = set()
     name_, version = definition.name, definition.version
-    replies = per_shard(
-        client,
-        definition,
-        lambda c, s: c.zrange(keys.windows_key(name_, version, s), 0, -1, withscores=True),
-    )
-    for members in replies:
+    now_ms = 1000 * (time.time() if now is None else now)
+    with client.pipeline(transaction=False) as pipe:
+        for shard in range(definition.shards):
+            pipe.zrange(keys.windows_key(name_, version, shard), 0, -1, withscores=True)
+            pipe.zrangebyscore(keys.expiries_key(name_, version, shard), "-inf", now_ms)
+        replies = pipe.execute()
+    for members, gone in zip(replies[::2], replies[1::2], strict=True):
+        expired.update(_text(m) for m in cast(list[bytes | str], gone))
         for member, score in cast(list[tuple[bytes | str, float]], members):
             name = _text(member)
             starts[name] = max(score, starts.get(name, score))
-    return sorted(starts, key=lambda name: (-starts[name], name))
+    live = [name for name in starts if name not in expired]
+    return sorted(live, key=lambda name: (-starts[name], name))
 
 
 def newest_arrival(client: redis.Redis, definition: MetricDefinition) -> float | None:

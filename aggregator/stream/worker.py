@@ -5,7 +5,8 @@ is a consumer with a *stable* name, so a restarted worker finds its own pending 
 The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
 
     own pending (XREADGROUP … 0) until empty ─► XAUTOCLAIM a dead worker's entries ─►
-    fence + new entries (XREADGROUP … >) ─► decode ─► Lua: XACK-check + HINCRBY ─► XTRIM MINID
+    fence + new entries (XREADGROUP … >) ─► decode ─►
+    Lua: XACK-check + HINCRBY/BITFIELD ─► XTRIM MINID
 
 **Exactly once.** A batch is acknowledged and counted by one script,
 :data:`ldp_store.scripts.COMMIT`, which makes the pending list the idempotency set: its
@@ -24,8 +25,11 @@ readers (:mod:`aggregator.stream.counts`) sum.
 
 **Windows.** Counts go to the hashes ``counts:all``, ``counts:hour:<YYYY-MM-DDTHH>`` and
 ``counts:day:<YYYY-MM-DD>`` of the entries' arrival time (the entry id's milliseconds,
-UTC; :func:`ldp_store.schema.window_names`); a batch spanning an hour boundary is
-committed per hour.
+UTC; :func:`ldp_store.schema.window_names`), and a frequency metric's support counts to
+the packed strings ``support:<window>`` beside them; a batch spanning an hour boundary is
+committed per hour. Hour and day windows get their expiry when first written
+(:mod:`ldp_store.retention`); when the worker joins a version it gives one to windows
+written before retention existed.
 
 **Dead letters.** An entry that cannot be decoded (invalid JSON, a payload the mechanism
 rejects, no ``p`` field, deleted from the stream) or that was delivered more than
@@ -69,6 +73,7 @@ from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
 from ldp_store.connection import is_cluster, unavailable
 from ldp_store.registry import Registry
+from ldp_store.retention import RetentionPolicy, expire_untimed
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -79,6 +84,7 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_DELIVERIES",
     "Worker",
+    "WindowFull",
     "WorkerAborted",
     "WorkerStats",
     "ensure_group",
@@ -151,6 +157,15 @@ class FenceBroken(Exception):
     version) cannot get past both checks; a client that by hand acknowledges some of the
     batch's entries *and* claims as many others into this consumer can. The script then
     counts nothing and says so, and the entries it acknowledged stay uncounted.
+    """
+
+
+class WindowFull(Exception):
+    """A batch would take a window past :data:`ldp_store.schema.MAX_WINDOW_REPORTS`.
+
+    The commit script refused it before acknowledging anything, so the entries stay
+    pending and nothing is lost; the worker stops rather than count a wrong number.
+    (2⁶² reports: two centuries at a billion a second.)
     """
 
 
@@ -257,9 +272,12 @@ class Worker:
         max_deliveries: deliveries after which an entry is dead-lettered unread.
         discover_interval: seconds between scans of the registry for new streams.
         handle_signals: install SIGTERM/SIGINT handlers while running (main thread only).
+        retention: how long hour and day windows are kept (default: from the
+            environment, :meth:`ldp_store.retention.RetentionPolicy.from_environ`); a
+            metric's own retention overrides it.
 
     Raises:
-        ValueError: a parameter out of range.
+        ValueError: a parameter out of range (or a retention variable).
     """
 
     def __init__(
@@ -272,6 +290,7 @@ class Worker:
         max_deliveries: int = MAX_DELIVERIES,
         discover_interval: float = DISCOVER_INTERVAL,
         handle_signals: bool = True,
+        retention: RetentionPolicy | None = None,
     ) -> None:
         if not name or any(c.isspace() for c in name):
             raise ValueError(f"consumer name must be non-empty without spaces, got {name!r}")
@@ -293,6 +312,7 @@ class Worker:
         self.max_deliveries = max_deliveries
         self.discover_interval = discover_interval
         self.handle_signals = handle_signals
+        self.retention = RetentionPolicy.from_environ() if retention is None else retention
         self.stats = WorkerStats()
         self.registry = Registry(client)
         self._reader = raw_reader(client)
@@ -361,11 +381,13 @@ class Worker:
                 if definition is None:
                     continue
                 codec = codec_for(definition.mechanism)
+                policy = self.retention.for_metric(definition)
                 for shard in range(definition.shards):  # each shard: its own stream and slot
                     key = keys.stream_key(name, version, shard)
                     if key in self._streams:  # joined before a failure on a later shard
                         continue
                     ensure_group(self.redis, key)
+                    expire_untimed(self.redis, definition, policy, shard)
                     self._streams[key] = _Stream(
                         definition=definition,
                         codec=codec,
@@ -687,6 +709,7 @@ class Worker:
             ValueError: ids of different hours, or not one per row of ``batch``.
             FenceBroken: ``fence`` was given and some ids had been acknowledged by hand
                 (see :class:`FenceBroken`); nothing was counted.
+            WindowFull: a window would pass the most reports it may hold; nothing changed.
         """
         raw = [x.encode() if isinstance(x, str) else x for x in ids] if not joined else ids
         raw = cast(list[bytes], raw)
@@ -701,6 +724,10 @@ class Worker:
         codec = stream.codec if stream is not None else codec_for(definition.mechanism)
         hour, hour_start, day, day_start = schema.window_names(ms)
         name, version = definition.name, definition.version
+        policy = self.retention.for_metric(definition)
+        hour_expiry, day_expiry = (
+            round(1000 * cast(float, policy.expires_at(w))) for w in (hour, day)
+        )
         try:
             reply = self._commit(
                 keys=[
@@ -710,6 +737,10 @@ class Worker:
                     keys.counts_key(name, version, day, shard),
                     keys.windows_key(name, version, shard),
                     keys.claims_key(name, version, shard),
+                    keys.support_key(name, version, "all", shard),
+                    keys.support_key(name, version, hour, shard),
+                    keys.support_key(name, version, day, shard),
+                    keys.expiries_key(name, version, shard),
                     keys.seeds_key(name, version, hour, shard),
                     keys.seeds_key(name, version, day, shard),
                 ],
@@ -722,11 +753,16 @@ class Worker:
                     day,
                     day_start,
                     fence,
+                    hour_expiry,
+                    day_expiry,
+                    definition.k,
                     ",".join(map(str, codec.seed_increments(batch))),
                     *codec.increments(batch),
                 ],
             )
         except redis.ResponseError as exc:
+            if str(exc).startswith("FULL"):
+                raise WindowFull(str(exc)) from None
             if "FENCE" not in str(exc):
                 raise
             raise FenceBroken(str(exc)) from None

@@ -27,8 +27,10 @@ def install(app: Flask) -> None:
     poisoning alarms to its ``/metrics``.
 
     Raises:
-        ValueError: ``LDP_ALARM_RATE`` out of range.
+        ValueError: ``LDP_ALARM_RATE`` out of range, or a retention variable out of range
+            (``LDP_RETENTION_…``).
     """
+    status.install_retention(app)
     ext = app.extensions["ldp"]
     ext.telemetry.add_collector(alarms.AlarmGauges(ext.redis, ext.registry, alarms.alarm_rate(app)))
     app.register_blueprint(estimates.bp)

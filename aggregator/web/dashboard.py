@@ -33,9 +33,10 @@ from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
-from aggregator.web.status import describe, overview_body
+from aggregator.web.status import describe, overview_body, retention_of
 from client_sdk import mechanisms
 from ldp_store.lifecycle import human_bytes
+from ldp_store.retention import duration_label
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]
 
@@ -160,6 +161,12 @@ def bytes_label(n: int | None) -> str:
     return "—" if n is None else human_bytes(n)
 
 
+@bp.app_template_filter("duration_label")
+def _duration_label(seconds: int) -> str:
+    """A retention for people: ``14 days``, ``36 hours``."""
+    return duration_label(seconds)
+
+
 @bp.app_template_filter("window_label")
 def window_label(window: str | None) -> str:
     """``hour:2026-11-25T23`` as ``2026-11-25 23:00 UTC``; ``day:…`` as the date."""
@@ -214,6 +221,8 @@ def metric(name: str) -> str | tuple[str, int]:
     if definition is None:
         return _missing(name)
     d = describe(definition)
+    policy = retention_of(definition)
+    d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     query = {"version": d["version"]}
     page = {
         "page": "metric",

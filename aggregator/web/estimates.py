@@ -14,6 +14,8 @@ the newest hour and day windows when the window is ``all``.
 ``frequency`` is the unbiased estimate; ``norm_sub`` is the separately labelled
 post-processed one (projected onto the probability simplex: biased, for display).
 ``GET /v1/estimates/<name>/trend?granularity=hour|day`` gives one estimate per window.
+A window past its retention (:mod:`ldp_store.retention`) answers 404 with when it expired;
+the trend leaves expired windows out.
 
 A numeric metric's estimate is its mean, in the metric's units::
 
@@ -72,11 +74,13 @@ from aggregator.web.models import (
     TrendPoint,
     TrendQuery,
 )
+from aggregator.web.status import retention_of
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
 from ldp_store.registry import Registry
+from ldp_store.retention import expired_message
 
 __all__ = ["bp", "estimate_payload", "estimate_window", "numeric_payload"]
 
@@ -140,6 +144,24 @@ def _definition(registry: Registry, name: str) -> MetricDefinition:
         which = f"metric {name!r}" + (f" version {version}" if version else "")
         raise NotFound(f"unknown {which}")
     return definition
+
+
+def _refuse_expired(registry: Registry, definition: MetricDefinition, window: str) -> None:
+    """404 for a window past its retention; a window that ended before the version was
+    created never existed and keeps its answer (no reports).
+
+    Raises:
+        NotFound: with when the window expired and how long its kind is kept.
+    """
+    policy = retention_of(definition)
+    at = policy.expires_at(window)
+    if at is None or at > time.time():
+        return
+    created = registry.created(definition.name, definition.version)
+    span = schema.window_span(window)
+    if created is not None and span is not None and span[1] <= created:
+        return
+    raise NotFound(expired_message(definition, window, policy))
 
 
 def _confidence() -> tuple[float, bool]:
@@ -419,7 +441,11 @@ def _numeric_csv(body: MeanEstimate) -> Response:
         ),
         400: Reply("A bad version, window, confidence or format.", Error),
         401: UNAUTHORIZED,
-        404: _NOT_FOUND,
+        404: Reply(
+            "No such metric or version, or the window expired (the message says when, and "
+            "how long its kind of window is kept).",
+            Error,
+        ),
         503: UNAVAILABLE,
     },
     description="Computed from the counts in Redis on each request. Categorical metrics "
@@ -433,10 +459,14 @@ def get_estimates(name: str) -> Any:
     client, registry = _services()
     definition = _definition(registry, name)
     window = request.args.get("window", "all")
-    if not schema.WINDOW_PATTERN.fullmatch(window):
+    try:
+        schema.window_span(window)  # the pattern, and a date and hour that exist
+    except ValueError:
         raise BadRequest(
-            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD', got {window!r}"
-        )
+            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
+            f"that exists, got {window[:40]!r}"
+        ) from None
+    _refuse_expired(registry, definition, window)
     confidence, simultaneous = _confidence()
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:

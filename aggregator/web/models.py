@@ -44,6 +44,7 @@ __all__ = [
     "MeanTrendPoint",
     "Overview",
     "OverviewRow",
+    "RetentionInEffect",
     "Plan",
     "PlanQuery",
     "PlanTarget",
@@ -302,6 +303,21 @@ class Backlog(Model):
     """Of those, read by a worker but not yet acked."""
 
 
+class RetentionInEffect(Model):
+    """How long each kind of window is kept after it ends: the deployment's defaults
+    (``LDP_RETENTION_HOUR_SECONDS``, ``LDP_RETENTION_DAY_SECONDS``) with the metric's own
+    ``retention`` applied."""
+
+    hour: Annotated[int, Field(ge=1)]
+    """Seconds an hour window is kept after it ends."""
+    day: Annotated[int, Field(ge=1)]
+    """Seconds a day window is kept after it ends."""
+    all: None
+    """Null: the all-time window is kept while the version is live."""
+    note: str
+    """The same in words."""
+
+
 class OverviewRow(Model):
     """A metric's current version at a glance."""
 
@@ -337,6 +353,7 @@ class OverviewRow(Model):
     """Redis memory of the metric's keys, every version (null: not measured)."""
     retired_at: str | None
     """When an operator retired the metric (it takes no reports); null if it takes them."""
+    retention: RetentionInEffect
 
 
 class RedisMemory(Model):

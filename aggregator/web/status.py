@@ -7,13 +7,16 @@ counted, the newest window with counts (the last update), and the aggregator's l
     {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
                   "k", "range", "budget", "epsilon_per_period", "period",
                   "longitudinal", "permanent_epsilon", "n", "last_window",
-                  "lag": {"length", "pending"}, "alarms": [...], "memory_bytes", "retired_at"}],
+                  "lag": {"length", "pending"}, "alarms": [...], "memory_bytes", "retired_at",
+                  "retention": {"hour", "day", "all", "note"}}],
      "memory": {"used", "maxmemory", "keys", "partial", "measured_at"}}
 
 Memory per metric sums ``MEMORY USAGE`` over every key of its versions, found by a
 bounded SCAN of their hash tags; the reading is cached for a minute
 (:data:`ldp_store.lifecycle.MEMORY_CACHE_SECONDS` says why), so the page and ``/metrics``
-never make Redis weigh every key per view or scrape.
+never make Redis weigh every key per view or scrape. ``retention`` says how long each kind
+of window is kept after it ends, in seconds (``all``: null, kept while the version is
+live), and in words.
 
 Definitions are read through ``to_dict()`` with ``.get``: optional fields (``budget``,
 ``longitudinal``, numeric metrics' ``range``) show when a definition has them.
@@ -23,10 +26,10 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
-from flask import Blueprint, current_app
+from flask import Blueprint, Flask, current_app
 
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stream.counts import lag_details, list_windows, per_shard
@@ -39,12 +42,41 @@ from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store import keys
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import Registry
+from ldp_store.retention import RetentionPolicy
 
-__all__ = ["bp", "describe", "overview_body", "overview_rows", "read_memory", "reports_counted"]
+__all__ = [
+    "bp",
+    "describe",
+    "install_retention",
+    "overview_body",
+    "overview_rows",
+    "read_memory",
+    "reports_counted",
+    "retention_of",
+]
 
 bp = Blueprint("status", __name__)
 
 log = logging.getLogger(__name__)
+
+RETENTION_EXTENSION = "ldp_retention"
+"""Where the app keeps the deployment's retention policy (read once, at start)."""
+
+
+def install_retention(app: Flask) -> None:
+    """Read the deployment's retention policy from the environment, once, at start.
+
+    Raises:
+        ValueError: a retention variable out of range (the app does not start).
+    """
+    app.extensions[RETENTION_EXTENSION] = RetentionPolicy.from_environ()
+
+
+def retention_of(definition: MetricDefinition) -> RetentionPolicy:
+    """How long this metric version's windows are kept: the deployment's policy with the
+    metric's own overrides."""
+    policy = current_app.extensions.get(RETENTION_EXTENSION) or RetentionPolicy.from_environ()
+    return cast(RetentionPolicy, policy).for_metric(definition)
 
 
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
@@ -134,8 +166,10 @@ def overview_rows(
         days = [w for w in windows if w.startswith("day:")]
         details = lag_details(client, definition)
         found = current_alarms(client, definition, alpha)
+        policy = retention_of(definition)
         row.update(
             {
+                "retention": {**policy.to_dict(), "note": policy.describe()},
                 "n": reports_counted(client, definition),
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},

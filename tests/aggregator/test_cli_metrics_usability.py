@@ -20,6 +20,7 @@ from aggregator.cli import server as cli_server
 from aggregator.cli.study import inconclusive
 from collector import create_app
 from ldp_store.embedded import free_port
+from ldp_store.registry import Registry
 from loadtests import run as loadrun
 
 TOKEN = "test-admin-token"
@@ -186,3 +187,18 @@ def test_loadtest_help_shows_defaults(capsys: Any) -> None:
     assert "(default: 1000000)" in out and f"(default: {loadrun.DEFAULT_USERS})" in out
     assert loadrun._plural(1, "aggregator") == "1 aggregator"
     assert loadrun._plural(2, "web worker") == "2 web workers"
+
+
+# -- retention -------------------------------------------------------------------------------
+
+
+def test_create_sets_a_metrics_own_retention(collector_url: str, redis_db: Any) -> None:
+    code, out = create(
+        collector_url, "app.kept", "-d", "a,b", "-e", "1", "--retention-hour", "7200"
+    )
+    assert code == 0, out
+    definition = Registry(redis_db.client()).get("app.kept")
+    assert definition is not None
+    assert definition.to_dict()["retention"] == {"hour": 7200, "day": None}
+    code, out = create(collector_url, "app.kept2", "-d", "a,b", "-e", "1", "--retention-day", "0")
+    assert code == 2 and "--retention-day" in out  # a usage error, no traceback

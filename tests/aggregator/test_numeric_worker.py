@@ -25,9 +25,10 @@ from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.mechanisms.numeric import SCALE
-from client_sdk.wire import MetricDefinition
+from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.retention import RetentionPolicy
 from ldp_store.schema import window_names
 
 GROUP = keys.GROUP
@@ -35,6 +36,10 @@ GROUP = keys.GROUP
 MECHANISMS = [("duchi", 0.5), ("pm", 1e-4), ("hybrid", 2.0), ("pm", 20.0)]
 """pm at ε = 10⁻⁴ has the largest reports there are (|y| < 2⁴⁶ units): Σy² overflows one
 64-bit field within a batch, so its limbs are exercised for real."""
+
+
+KEEP = RetentionPolicy(hour=MAX_RETENTION_SECONDS, day=MAX_RETENTION_SECONDS)
+"""A retention that keeps the windows of 2024 these tests write."""
 
 
 def make_metric(
@@ -129,7 +134,8 @@ def test_an_hour_boundary_splits_the_sums(redis_db: Any) -> None:
     start = 1704153599998  # 2024-01-01T23:59:59.998
     for i, ms in enumerate([start, start + 1, start + 2, start + 3600002]):
         client.xadd(stream(d), {"p": payloads[i]}, id=f"{ms}-{i}")
-    worker(client).run(once=True)
+    # windows of 2024 are kept (else past the default retention, they are not written)
+    worker(client, retention=KEEP).run(once=True)
     assert read_numeric(client, d) == offline(payloads)
     assert read_numeric(client, d, "hour:2024-01-01T23") == offline(payloads[:2])
     assert read_numeric(client, d, "hour:2024-01-02T00") == offline(payloads[2:3])

@@ -30,9 +30,10 @@ from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import lag, lag_details, list_windows, read_counts
 from aggregator.stream.entries import bulk_json
 from aggregator.stream.worker import Worker, ensure_group
-from client_sdk.wire import MetricDefinition
+from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.retention import RetentionPolicy
 from ldp_store.schema import window_names
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,10 @@ _LOADER = "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'p', ARGV[i]) en
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+KEEP = RetentionPolicy(hour=MAX_RETENTION_SECONDS, day=MAX_RETENTION_SECONDS)
+"""A retention that keeps the windows of 2024 these tests write."""
 
 
 def make_metric(
@@ -177,7 +182,8 @@ def test_batches_spanning_an_hour_are_split_by_window(redis_db: Any) -> None:
     start = 1704153599998
     for i, ms in enumerate([start, start + 1, start + 2, start + 3, start + 3, start + 3600002]):
         client.xadd(stream(d), {"p": payloads[i]}, id=f"{ms}-{i}")
-    worker(client).run(once=True)
+    # windows of 2024 are kept (else past the default retention, they are not written)
+    worker(client, retention=KEEP).run(once=True)
     assert_counts(client, d, offline(d, payloads))
     assert read_counts(client, d, "hour:2024-01-01T23").n == 2
     assert read_counts(client, d, "hour:2024-01-02T00").n == 3

@@ -122,7 +122,20 @@ def test_auto_is_resolved_and_explained(client: FlaskClient) -> None:
         ({"domain": ["a", "b"], "epsilon": 1e9}, ["epsilon"]),
         ({"domain": ["a", "b"], "epsilon": "1"}, ["epsilon must be a number"]),
         ({"domain": ["a", "b"], "epsilon": 1, "mechanism": "magic"}, ["mechanism must be"]),
-        ({"domain": ["a", "b"], "epsilon": 1, "retention": 3}, ["unknown fields"]),
+        ({"domain": ["a", "b"], "epsilon": 1, "ttl": 3}, ["unknown fields"]),
+        ({"domain": ["a", "b"], "epsilon": 1, "retention": 3}, ["retention must be"]),
+        (
+            {"domain": ["a", "b"], "epsilon": 1, "retention": {"hour": 1, "week": 1}},
+            ["retention must be"],
+        ),
+        (
+            {"domain": ["a", "b"], "epsilon": 1, "retention": {"hour": 1.5}},
+            ["retention.hour must be a whole number of seconds"],
+        ),
+        (
+            {"domain": ["a", "b"], "epsilon": 1, "retention": {"day": 0}},
+            ["retention.day must be a whole number of seconds in [1,"],
+        ),
         ({"domain": "ab", "epsilon": 1, "options": []}, ["domain must be", "options must be"]),
         ({"epsilon": 1, "description": 5}, ["domain must be", "description must be"]),
         ({"domain": ["a", "b", "c"], "epsilon": 1, "mechanism": "rr"}, ["mechanism:"]),
