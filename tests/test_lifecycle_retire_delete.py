@@ -203,7 +203,7 @@ def test_delete_removes_every_key_of_the_version_and_nothing_else(
     before = every_key(redis_db)
     doomed = tagged(before, "app.theme", 1)
     kinds = {lifecycle.kind_of(k) for k in doomed}
-    assert {"reports", "dead", "counts", "windows", "seen"} <= kinds
+    assert {"reports", "dead", "counts", "support", "windows", "guard"} <= kinds
     untouched = {k: redis_db.client().dump(k) for k in before - doomed}
 
     # The current version of a metric that is not retired: refused

@@ -100,7 +100,10 @@ the outage."""
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
+def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    # One SDK client stands for thousands of devices here: no per-source limits.
+    monkeypatch.setenv("LDP_SOURCE_REQUESTS_PER_SECOND", "0")
+    monkeypatch.setenv("LDP_SOURCE_REPORTS_PER_MINUTE", "0")
     with Server(
         port=0,
         data_dir=tmp_path / "data",

@@ -55,7 +55,12 @@ def fill_until_503(client: Any, definition: Any, batch: int = 100) -> tuple[int,
 def test_ingest_answers_503_at_the_high_water_mark_and_resumes_after_draining(
     own_any_redis: EmbeddedRedis,
 ) -> None:
-    app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER, MEMORY_HIGH_WATER=90)
+    app = make_app(
+        own_any_redis.url,
+        RETRY_AFTER=RETRY_AFTER,
+        MEMORY_HIGH_WATER=90,
+        SOURCE_REQUESTS_PER_SECOND=0,  # one test client stands for many devices
+    )
     guard = app.extensions["ldp"].appender.memory
     guard.interval = guard.near_interval = 0.0  # read INFO on every request: exact here
     client = app.test_client()
@@ -90,7 +95,7 @@ def test_the_aggregator_drains_even_when_redis_refuses_writes(own_any_redis: Emb
     """Past the mark (a collector without it, say), Redis itself refuses ingest with OOM;
     the worker's reads, XACK and trims are not refused, and its count increments follow a
     write inside one script, which Redis allows: the backlog still drains."""
-    app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER)
+    app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER, SOURCE_REQUESTS_PER_SECOND=0)
     app.extensions["ldp"].appender.memory.high_water = float("inf")  # no mark
     client = app.test_client()
     pages = define(client, "app.wide", WIDE_SPEC)
