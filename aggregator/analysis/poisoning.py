@@ -56,8 +56,17 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.analysis.crafting import InputManipulation, MaximalGain
-from aggregator.analysis.simulation import distribution, simulate_counts
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.analysis.defences import (
+    DEFENCES,
+    Defence,
+    DefenceSummary,
+    DefenceVerdict,
+    HonestWindows,
+    PoisonedBatch,
+    summarise,
+)
+from aggregator.analysis.simulation import distribution, simulate_reports
+from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
 from client_sdk.mechanisms import FrequencyOracle
 
@@ -65,6 +74,7 @@ __all__ = [
     "DEFAULT_FAKE_FRACTION",
     "DEFENCES",
     "Defence",
+    "DefenceSummary",
     "DefenceVerdict",
     "PoisonResult",
     "PoisonedBatch",
@@ -122,44 +132,9 @@ def max_gain(mechanism: FrequencyOracle, beta: float) -> float:
     return float(expected_gain(mechanism, 1.0, beta))
 
 
-# -- defences (a hook) --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PoisonedBatch:
-    """What a defence gets to see: one run's crafted reports and the counts around them."""
-
-    mechanism: FrequencyOracle
-    attack: str
-    payloads: list[dict[str, Any]]
-    """The crafted payloads, as the collector would receive them."""
-    genuine: Counts
-    poisoned: Counts
-    """Genuine plus crafted counts: what the aggregator would publish."""
-
-
-@dataclass(frozen=True)
-class DefenceVerdict:
-    """One defence's answer on one attack: how many crafted reports it flagged."""
-
-    defence: str
-    attack: str
-    flagged: int
-    checked: int
-    alarm: bool
-    """Whether the defence would have raised the alarm on this run."""
-    detail: str = ""
-
-
-Defence = Callable[[PoisonedBatch], DefenceVerdict]
-
-DEFENCES: tuple[Defence, ...] = ()
-"""The defences ``simulate_poisoning`` runs by default on each attack's crafted reports.
-
-Empty: this tree has no plausibility check of single reports (the collector's) nor
-alarms on estimates. Register them here when they exist (a callable taking a
-:class:`PoisonedBatch` and answering a :class:`DefenceVerdict`); ``ldp attack poison``
-then prints whether each caught the attack, and ``PoisonResult.defences`` carries it."""
+# -- defences ----------------------------------------------------------------------------
+# The hook (PoisonedBatch in, DefenceVerdict out) and the registered defences live in
+# aggregator.analysis.defences; DEFENCES is re-exported here, where the simulator runs them.
 
 
 # -- the simulation -----------------------------------------------------------------------
@@ -205,7 +180,12 @@ class PoisonResult:
     mga_support: list[float]
     """s_t of one crafted MGA report, per target."""
     defences: list[DefenceVerdict] = field(default_factory=list)
-    """Verdicts of :data:`DEFENCES` on each attack (empty when none is registered)."""
+    """Verdicts of the defences on each attack in each run (empty when none ran)."""
+
+    @property
+    def defence_summary(self) -> list[DefenceSummary]:
+        """Per defence and attack: caught in how many of the runs."""
+        return summarise(self.defences)
 
     @property
     def beta(self) -> float:
@@ -226,6 +206,10 @@ class PoisonResult:
             "mga_support": self.mga_support,
             "targets": [asdict(t) for t in self.targets],
             "defences": [asdict(d) for d in self.defences],
+            "defence_summary": [
+                {**asdict(d), "rate": d.rate, "flagged_share": d.flagged_share}
+                for d in self.defence_summary
+            ],
         }
 
 
@@ -258,7 +242,9 @@ def simulate_poisoning(
         dist: the genuine values' distribution (a name of
             :data:`~aggregator.analysis.simulation.DISTRIBUTIONS`).
         seed: numpy seed (None: fresh entropy).
-        defences: run on the crafted reports of the first run (default :data:`DEFENCES`).
+        defences: run on each attack's crafted reports in every run (default
+            :data:`DEFENCES`); their honest windows come from a generator spawned from
+            the simulation's, so the gains do not depend on them.
         progress: called with 1 after each run.
 
     Raises:
@@ -278,11 +264,14 @@ def simulate_poisoning(
     }
     supports = {"mga": mga.support(), "input": base.support()}
     verdicts: list[DefenceVerdict] = []
+    checks = DEFENCES if defences is None else tuple(defences)
+    defence_gen = gen.spawn(1)[0]  # the defences' draws leave the gains' stream alone
     beta = fakes / (users + fakes)
     for run in range(runs):
         true_counts = gen.multinomial(users, probs).astype(np.int64)
-        genuine = simulate_counts(mechanism, true_counts, gen, method="reports")
+        genuine, seeds = simulate_reports(mechanism, true_counts, gen)
         before = estimate_from_counts(mechanism, genuine).frequencies[t]
+        honest = HonestWindows(mechanism, probs, users, defence_gen)
         for attack in (mga, base):
             payloads = attack.payloads(fakes, gen)
             poisoned = genuine + codec.decode(payloads)
@@ -290,9 +279,18 @@ def simulate_poisoning(
             rows["mga" if attack is mga else "base"].append(after - before)
             if attack is mga:
                 rows["after"].append(after)
-            if run == 0:
-                batch = PoisonedBatch(mechanism, attack.name, payloads, genuine, poisoned)
-                verdicts += [d(batch) for d in (DEFENCES if defences is None else defences)]
+            batch = PoisonedBatch(
+                mechanism,
+                attack.name,
+                payloads,
+                genuine,
+                poisoned,
+                tuple(int(x) for x in t),
+                run,
+                seeds,
+                honest,
+            )
+            verdicts += [check(batch) for check in checks]
         f = true_counts[t] / users
         rows["f"].append(f)
         rows["before"].append(before)

@@ -28,16 +28,19 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.frequency import estimate_from_counts
-from client_sdk.mechanisms import FrequencyOracle
+from client_sdk.mechanisms import FrequencyOracle, LocalHashing
 
 __all__ = [
     "DISTRIBUTIONS",
     "RunResult",
     "SimulationResult",
     "distribution",
+    "seed_histogram",
     "simulate",
     "simulate_counts",
+    "simulate_reports",
 ]
 
 DISTRIBUTIONS = ("zipf", "uniform", "geometric", "two-point", "point")
@@ -154,13 +157,40 @@ def simulate_counts(
         return Counts(n, codec.sample_support_counts(true_counts, gen))
     if method != "reports":
         raise ValueError(f"method must be 'counts' or 'reports', got {method!r}")
+    return simulate_reports(mechanism, true_counts, gen)[0]
+
+
+def simulate_reports(
+    mechanism: FrequencyOracle, true_counts: npt.NDArray[np.int64], gen: np.random.Generator
+) -> tuple[Counts, npt.NDArray[np.int64] | None]:
+    """Every user's report perturbed and decoded: the support counts, and the seed histogram.
+
+    The histogram is what the worker keeps of a local-hashing window's seeds (the
+    codec's ``seed_increments``, :func:`aggregator.stats.detect.seed_bins`), None for
+    mechanisms whose reports carry no seed. ``simulate_counts(method="reports")`` is its
+    first half, drawing the same numbers.
+    """
+    codec = codec_for(mechanism)
+    n = int(true_counts.sum())
     values = np.repeat(np.arange(mechanism.domain_size), true_counts)
     gen.shuffle(values)
     total = Counts.zeros(mechanism.domain_size)
+    seeds = np.zeros(SEED_BINS, dtype=np.int64) if isinstance(mechanism, LocalHashing) else None
     for start in range(0, n, REPORT_CHUNK):
         chunk = values[start : start + REPORT_CHUNK]
-        total = total + Counts(len(chunk), codec.count(codec.encode(chunk, gen)))
-    return total
+        batch = codec.encode(chunk, gen)
+        total = total + Counts(len(chunk), codec.count(batch))
+        if seeds is not None:
+            seeds += seed_histogram(codec.seed_increments(batch))
+    return total, seeds
+
+
+def seed_histogram(increments: list[int]) -> npt.NDArray[np.int64]:
+    """A codec's flat (bin, count) seed increments as a histogram of :data:`SEED_BINS` bins."""
+    pairs = np.asarray(increments, dtype=np.int64).reshape(-1, 2)
+    histogram = np.zeros(SEED_BINS, dtype=np.int64)
+    np.add.at(histogram, pairs[:, 0], pairs[:, 1])
+    return histogram
 
 
 def simulate(

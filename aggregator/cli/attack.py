@@ -14,7 +14,7 @@ import click
 from rich import box
 from rich.table import Table
 
-from aggregator.cli.console import echo_json, err, out, progress_bar
+from aggregator.cli.console import echo_json, out, progress_bar
 from aggregator.cli.options import (
     DOMAIN,
     EPSILON,
@@ -113,6 +113,13 @@ def attack() -> None:
     help="Distribution of the genuine users' true values.",
 )
 @click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@click.option(
+    "--alarm-rate",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    default=None,
+    help="α of the aggregate detection, the false-alarm rate per window (the "
+    "collector's LDP_ALARM_RATE) [default: 0.001].",
+)
 @PERMANENT_EPSILON
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def poison(
@@ -126,6 +133,7 @@ def poison(
     trials: int,
     dist: str,
     seed: int | None,
+    alarm_rate: float | None,
     permanent_epsilon: float | None,
     as_json: bool,
 ) -> None:
@@ -134,16 +142,17 @@ def poison(
     Fake devices skip the randomizer and send the valid report that supports the most
     targets (Cao, Jia & Gong, USENIX Security 2021). Each target's gain (estimate with
     the fakes − without) is printed beside Cao et al.'s expected gain and the gain of
-    the baseline, fakes that report a target through the honest SDK randomizer. A
-    simulation (numpy's PCG64, not a CSPRNG).
+    the baseline, fakes that report a target through the honest SDK randomizer. Then
+    the defences, run on every trial: the collector's plausibility check of each
+    crafted report, and the aggregate's poisoning alarms on the poisoned window against
+    honest trailing windows of the same population. A simulation (numpy's PCG64, not a
+    CSPRNG).
     """
     import numpy as np
 
-    from aggregator.analysis.poisoning import (
-        DEFENCES,
-        fake_count,
-        simulate_poisoning,
-    )
+    from aggregator.analysis.defences import AggregateDetection, plausibility
+    from aggregator.analysis.poisoning import fake_count, simulate_poisoning
+    from aggregator.stats.detect import DEFAULT_ALARM_RATE
 
     if beta is not None and fakes is not None:
         raise click.UsageError("give --fake-fraction or --fakes, not both")
@@ -158,18 +167,32 @@ def poison(
         values = sorted(np.random.default_rng(seed).choice(m.domain_size, count, replace=False))
     assert values is not None
     m_fakes = fakes if fakes is not None else fake_count(n, 0.01 if beta is None else beta)
+    detection = AggregateDetection(DEFAULT_ALARM_RATE if alarm_rate is None else alarm_rate)
     with progress_bar(f"poisoning {m.name}", trials, enabled=not as_json) as advance:
         try:
-            result = simulate_poisoning(m, values, n, m_fakes, trials, dist, seed, progress=advance)
+            result = simulate_poisoning(
+                m,
+                values,
+                n,
+                m_fakes,
+                trials,
+                dist,
+                seed,
+                defences=(plausibility, detection),
+                progress=advance,
+            )
         except (ValueError, TypeError) as exc:
             raise click.UsageError(str(exc)) from None
     if as_json:
-        echo_json(result.to_dict())
+        echo_json(
+            {**result.to_dict(), "alarm_rate": detection.alpha, "trailing": detection.trailing}
+        )
         return
-    _print(m, result, trials, DEFENCES)
+    _print(m, result, trials)
+    _print_defences(result, detection)
 
 
-def _print(m: Any, result: Any, trials: int, defences: Any) -> None:
+def _print(m: Any, result: Any, trials: int) -> None:
     pts = 100.0
     table = Table(
         box=box.SIMPLE_HEAD,
@@ -212,15 +235,40 @@ def _print(m: Any, result: Any, trials: int, defences: Any) -> None:
         f"one crafted report weighs as much as {total / result.beta:.1f} genuine reports "
         f"of a target (the baseline's weigh 1)"
     )
-    if result.defences:
-        for v in result.defences:
-            mark = "[red bold]caught[/]" if v.alarm else "[yellow]missed[/]"
-            out.print(
-                f"defence {v.defence} on {v.attack}: {mark}, flagged {v.flagged:,} of "
-                f"{v.checked:,} crafted reports" + (f" ({v.detail})" if v.detail else "")
-            )
-    elif not defences:
-        err.print(
-            "defences: none registered (aggregator.analysis.poisoning.DEFENCES is empty): "
-            "no verdict on whether these reports would be caught"
+
+
+PER_TRIAL_SHOWN = 40
+"""Trials drawn one mark each in the defences' table; more are summed only (the JSON
+lists every trial)."""
+
+
+def _print_defences(result: Any, detection: Any) -> None:
+    pts = 100.0
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        title="defences, on every trial's crafted reports",
+        caption=f"plausibility: the collector's check of each report (mechanism.implausible); "
+        f"detection: the aggregate's alarms (shift, seeds, support) on the poisoned window "
+        f"against {detection.trailing} honest windows of the same population and size, "
+        f"α = {detection.alpha:g} per window",
+    )
+    for col in ("defence", "attack", "caught", "per trial", "refused", "gain left", "alarms"):
+        table.add_column(col, justify="left" if col in ("defence", "attack") else "right")
+    for s in result.defence_summary:
+        marks = "".join("●" if hit else "○" for hit in s.per_trial[:PER_TRIAL_SHOWN])
+        table.add_row(
+            s.defence,
+            s.attack,
+            f"{'[red bold]' if s.caught else '[yellow]'}{s.caught} of {s.trials}[/]",
+            marks + ("…" if s.trials > PER_TRIAL_SHOWN else ""),
+            "—" if s.defence != "plausibility" else f"{100 * s.flagged_share:.2f} %",
+            "—" if s.gain is None else f"{s.gain * pts:+.2f}",
+            ", ".join(f"{kind} ×{count}" for kind, count in s.alarms.items()) or "—",
         )
+    out.print(table)
+    out.print(
+        "caught: trials in which the defence raised the alarm (● caught, ○ missed); "
+        "refused: the share of crafted reports the collector refuses as implausible; "
+        "gain left: the targets' total gain in points once those are dropped"
+    )

@@ -364,6 +364,7 @@ def estimate_window(
     window: str,
     confidence: float = DEFAULT_CONFIDENCE,
     counts: Counts | NumericStats | None = None,
+    with_alarms: bool = False,
 ) -> Estimates | MeanEstimate:
     """What ``GET /v1/estimates/<name>?window=…`` answers, as a model: the one function
     both the API and ``ldp export`` call, so an export holds the API's numbers.
@@ -376,6 +377,8 @@ def estimate_window(
         confidence: the intervals' level.
         counts: the window's counts if the caller read them (``read_counts`` or, for a
             numeric metric, ``read_numeric``); read here otherwise.
+        with_alarms: compute the window's poisoning alarms too (the API does; an export
+            has no column for them, and they cost the trailing windows' reads).
     """
     if definition.kind == "numeric":
         stats = counts if isinstance(counts, NumericStats) else None
@@ -383,7 +386,14 @@ def estimate_window(
         return numeric_payload(definition, mean, window)
     found = counts if isinstance(counts, Counts) else None
     return _estimate(
-        client, registry, definition, window, confidence, False, with_alarms=False, counts=found
+        client,
+        registry,
+        definition,
+        window,
+        confidence,
+        False,
+        with_alarms=with_alarms,
+        counts=found,
     )
 
 
@@ -472,7 +482,7 @@ def get_estimates(name: str) -> Any:
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
     if definition.kind == "numeric" or not simultaneous:
-        found = estimate_window(client, registry, definition, window, confidence)
+        found = estimate_window(client, registry, definition, window, confidence, with_alarms=True)
         if isinstance(found, MeanEstimate):
             return _numeric_csv(found) if fmt == "csv" else answer(found)
         return _csv(found) if fmt == "csv" else answer(found)

@@ -243,17 +243,32 @@ def test_defences_see_each_attacks_crafted_reports_and_their_verdicts_are_kept()
     result = simulate_poisoning(
         m, [1, 2, 3], 5000, 200, runs=2, seed=1, defences=[too_many_targets]
     )
-    assert [b.attack for b in seen] == ["mga", "input"]  # the first run's batches
+    assert [(b.attack, b.run) for b in seen] == [(a, r) for r in (0, 1) for a in ("mga", "input")]
     assert seen[0].poisoned.n == 5200 and seen[0].genuine.n == 5000
-    mga, base = result.defences
+    assert seen[0].targets == (1, 2, 3) and seen[0].honest is seen[1].honest  # shared per run
+    mga, base, _, _ = result.defences
     assert (mga.flagged, mga.alarm) == (200, True)
     assert base.flagged < 20 and not base.alarm
     assert result.to_dict()["defences"][0]["defence"] == "three-bits"
+    summary = result.to_dict()["defence_summary"]
+    assert [(s["attack"], s["caught"], s["trials"]) for s in summary] == [
+        ("mga", 2, 2),
+        ("input", 0, 2),
+    ]
 
 
-def test_with_no_defence_registered_no_verdict_is_made_up() -> None:
+def test_with_no_defence_given_no_verdict_is_made_up() -> None:
     m = mechanisms.create("grr", epsilon=1.0, domain_size=8)
-    assert simulate_poisoning(m, [1], 1000, 10, seed=1).defences == []
+    assert simulate_poisoning(m, [1], 1000, 10, seed=1, defences=()).defences == []
+
+
+def test_the_defences_do_not_move_the_gains() -> None:
+    """They draw from a generator spawned from the simulation's: same seed, same gains."""
+    m = mechanisms.create("olh", epsilon=1.0, domain_size=64)
+    bare = simulate_poisoning(m, [3, 9], 5000, 50, runs=2, seed=3, defences=())
+    checked = simulate_poisoning(m, [3, 9], 5000, 50, runs=2, seed=3)
+    assert len(checked.defences) == 2 * 2 * 2  # two defences, two attacks, two runs
+    assert checked.targets == bare.targets
 
 
 # -- the command line ------------------------------------------------------------------------
@@ -286,6 +301,34 @@ def test_cli_prints_each_targets_gain_and_its_theory() -> None:
     row = next(line.split() for line in out.splitlines() if line.strip().startswith("63 "))
     gain, theory = float(row[2]), float(row[4])
     assert gain == pytest.approx(37.3, abs=0.1) and theory == pytest.approx(37.3, abs=0.1)
+    rows = {
+        tuple(line.split()[:2]): line.split()
+        for line in out.splitlines()
+        if line.split()[:1] in (["plausibility"], ["detection"])
+    }
+    # GRR has no implausible report: nothing refused, the whole gain left; the shift
+    # test sees z ≈ 23 in both trials (tests/aggregator/test_defences.py's margins).
+    assert rows[("plausibility", "mga")][2:7] == ["0", "of", "2", "○○", "0.00"]
+    assert rows[("detection", "mga")][2:6] == ["2", "of", "2", "●●"]
+    assert "shift ×2" in " ".join(rows[("detection", "mga")])
+    assert "α = 0.001 per window" in out.replace("\n", " ")
+
+
+def test_cli_json_carries_every_trials_verdict_and_the_alarm_rate() -> None:
+    args = ("-m", "grr", "-e", "1", "-k", "64", "-n", "20000", "-t", "40,", "--seed", "2")
+    code, out = run(*args, "--trials", "3", "--alarm-rate", "0.01", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["alarm_rate"] == 0.01 and data["trailing"] == 6
+    assert len(data["defences"]) == 2 * 2 * 3  # two defences, two attacks, three trials
+    detection = [d for d in data["defences"] if d["defence"] == "detection"]
+    assert [d["run"] for d in detection if d["attack"] == "mga"] == [0, 1, 2]
+    mga = next(
+        s for s in data["defence_summary"] if (s["defence"], s["attack"]) == ("detection", "mga")
+    )
+    assert mga["per_trial"] == [True] * 3 and mga["rate"] == 1.0
+    code, out = run(*args, "--alarm-rate", "0.7")
+    assert code == 2 and "alarm-rate" in out
 
 
 def test_cli_json_draws_the_targets_from_the_seed() -> None:
