@@ -67,7 +67,11 @@ def store_now(client: redis.Redis, d: MetricDefinition, payloads: list[str]) -> 
 def estimates(url: str, name: str, window: str) -> bytes:
     app = create_server_app({"REDIS_URL": url, "TESTING": True})
     body = app.test_client().get(f"/v1/estimates/{name}?window={window}").get_data()
-    return body.replace(name.encode(), b"<metric>")
+    # The poisoning alarms read the OLH seed histograms, kept beside the counts only by
+    # the new worker (and these reports reuse a pool of seeds): everything else must match.
+    answer = json.loads(body.replace(name.encode(), b"<metric>"))
+    answer.pop("alarms")
+    return json.dumps(answer).encode()
 
 
 @pytest.mark.parametrize(("mechanism", "k"), MECHANISMS)
