@@ -11,20 +11,19 @@ page; the honest twin raises none.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from typing import Any
 
 import numpy as np
 from markupsafe import escape
+from poisoning_helpers import append_past_hours, zipf_population
 from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.service.app import create_server_app
-from aggregator.stats.codecs import codec_for
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_store import keys, schema
+from ldp_store import schema
 
 ADMIN = "admin-e2e"
 K, N = 16, 40_000
@@ -37,34 +36,11 @@ def domain() -> list[str]:
     return [f"page-{i}" for i in range(K)]
 
 
-def population() -> np.ndarray:
-    f = 1.0 / np.arange(1, K + 1)
-    return f / f.sum()
-
-
-def append_past_hours(client: Any, definition: MetricDefinition, seed: int) -> None:
-    """PAST_HOURS honest hours of N reports each, with entry ids in those hours."""
-    gen = np.random.default_rng(seed)
-    codec = codec_for(definition.oracle)
-    stream = keys.stream_key(definition.name, definition.version)
-    this_hour = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
-    for back in range(PAST_HOURS, 0, -1):
-        start = this_hour - back * schema.HOUR_MS
-        values = gen.choice(K, size=N, p=population())
-        payloads = codec.to_payloads(codec.encode(values, gen))
-        with client.pipeline(transaction=False) as pipe:
-            for i, payload in enumerate(payloads):
-                pipe.xadd(
-                    stream, {"p": json.dumps(payload, separators=(",", ":"))}, id=f"{start}-{i + 1}"
-                )
-            pipe.execute()
-
-
 def post_current_hour(web: Any, definition: MetricDefinition, fakes: int, seed: int) -> None:
     """N honest reports from the SDK's encoder, plus ``fakes`` crafted ones, via the API."""
     rng = random.Random(seed)
     gen = np.random.default_rng(seed)
-    values = gen.choice(K, size=N, p=population())
+    values = gen.choice(K, size=N, p=zipf_population(K))
     reports = [build_report(definition, int(v), rng) for v in values]
     for _ in range(fakes):  # skip the randomizer: always report the target
         fake = build_report(definition, 0, rng)
@@ -102,7 +78,7 @@ def test_the_maximal_gain_attack_raises_an_alarm_in_its_window_and_honest_traffi
         definitions[name] = MetricDefinition.from_dict(response.json)
     client = redis_db.client()
     for seed, definition in enumerate(definitions.values()):
-        append_past_hours(client, definition, seed)
+        append_past_hours(client, definition, seed, N, PAST_HOURS)
     post_current_hour(web, definitions["shop.page"], FAKES, seed=101)
     post_current_hour(web, definitions["shop.page-twin"], 0, seed=102)
     Worker(client, handle_signals=False, block_ms=50).run(once=True)

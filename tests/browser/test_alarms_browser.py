@@ -19,7 +19,6 @@ at most 10⁻³ per window, and the reports are seeded.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 import urllib.error
@@ -36,12 +35,12 @@ if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
 from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from poisoning_helpers import append_past_hours, zipf_population  # noqa: E402
 from test_dashboard_browser import Watched, _request, watch  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
-from aggregator.stats.codecs import codec_for  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
-from ldp_store import keys, schema  # noqa: E402
+from ldp_store import schema  # noqa: E402
 
 K, N = 16, 3_000
 FAKES = N // 20
@@ -52,27 +51,6 @@ POISONED, TWIN = "shop.page", "shop.page-twin"
 TARGET = "page-11"
 DOMAIN = [f"page-{i}" for i in range(K)]
 SPEC = {"domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"}
-
-
-def population() -> np.ndarray:
-    f = 1.0 / np.arange(1, K + 1)
-    return f / f.sum()
-
-
-def append_past_hours(client: Any, definition: MetricDefinition, seed: int) -> None:
-    """PAST_HOURS honest hours of N reports each, with entry ids in those hours."""
-    gen = np.random.default_rng(seed)
-    codec = codec_for(definition.oracle)
-    stream = keys.stream_key(definition.name, definition.version)
-    this_hour = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
-    for back in range(PAST_HOURS, 0, -1):
-        start = this_hour - back * schema.HOUR_MS
-        payloads = codec.to_payloads(codec.encode(gen.choice(K, size=N, p=population()), gen))
-        with client.pipeline(transaction=False) as pipe:
-            for i, payload in enumerate(payloads):
-                entry = {"p": json.dumps(payload, separators=(",", ":"))}
-                pipe.xadd(stream, entry, id=f"{start}-{i + 1}")
-            pipe.execute()
 
 
 def post(url: str, reports: list[dict[str, Any]]) -> None:
@@ -92,7 +70,7 @@ def post(url: str, reports: list[dict[str, Any]]) -> None:
 def current_hour(definition: MetricDefinition, fakes: int, seed: int) -> list[dict[str, Any]]:
     """N honest reports from the SDK's randomizer plus ``fakes`` that skip it."""
     rng = random.Random(seed)
-    values = np.random.default_rng(seed).choice(K, size=N, p=population())
+    values = np.random.default_rng(seed).choice(K, size=N, p=zipf_population(K))
     reports = [build_report(definition, int(v), rng) for v in values]
     for _ in range(fakes):
         fake = build_report(definition, 0, rng)
@@ -114,7 +92,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         for seed, (name, fakes) in enumerate(((POISONED, FAKES), (TWIN, 0))):
             body = _request(f"{s.url}/v1/metrics/{name}", "PUT", SPEC, s.admin_token)
             definition = MetricDefinition.from_dict(body)
-            append_past_hours(client, definition, seed)
+            append_past_hours(client, definition, seed, N, PAST_HOURS)
             post(s.url, current_hour(definition, fakes, seed=101 + seed))
         for name, n in ((POISONED, (PAST_HOURS + 1) * N + FAKES), (TWIN, (PAST_HOURS + 1) * N)):
             deadline = time.monotonic() + 60

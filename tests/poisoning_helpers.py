@@ -1,0 +1,41 @@
+"""Honest past hours for the poisoning tests: windows are their entries' arrival hours,
+and a test cannot wait hours, so the past is appended with entry ids in those hours."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from aggregator.stats.codecs import codec_for
+from client_sdk.wire import MetricDefinition
+from ldp_store import keys, schema
+
+
+def zipf_population(k: int) -> np.ndarray:
+    """Value shares ∝ 1/rank over k values."""
+    f = 1.0 / np.arange(1, k + 1)
+    return f / f.sum()
+
+
+def append_past_hours(
+    client: Any, definition: MetricDefinition, seed: int, reports: int, hours: int
+) -> None:
+    """``hours`` honest hours of ``reports`` reports each (the real codec's encoding of a
+    Zipf population), with entry ids in those hours, straight into the stream."""
+    gen = np.random.default_rng(seed)
+    k = definition.k
+    codec = codec_for(definition.oracle)
+    stream = keys.stream_key(definition.name, definition.version)
+    this_hour = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
+    for back in range(hours, 0, -1):
+        start = this_hour - back * schema.HOUR_MS
+        values = gen.choice(k, size=reports, p=zipf_population(k))
+        payloads = codec.to_payloads(codec.encode(values, gen))
+        with client.pipeline(transaction=False) as pipe:
+            for i, payload in enumerate(payloads):
+                entry = {"p": json.dumps(payload, separators=(",", ":"))}
+                pipe.xadd(stream, entry, id=f"{start}-{i + 1}")
+            pipe.execute()
