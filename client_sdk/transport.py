@@ -259,7 +259,9 @@ def _new_session() -> requests.Session:
         """Retry a request once when its kept-alive connection was dropped, not after a
         timeout: a read timeout would otherwise double the wait ``timeout`` promises."""
 
-        def increment(self, *args: Any, **kwargs: Any) -> urllib3.util.Retry:
+        def increment(  # urllib3 passes these by keyword
+            self, *args: Any, **kwargs: Any
+        ) -> ReplayDropped:
             error = kwargs.get("error")
             if isinstance(error, urllib3.exceptions.ReadTimeoutError):
                 raise error
