@@ -28,12 +28,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
+from client_sdk.bundle import load_bundle
 from client_sdk.errors import (
     BudgetExhaustedError,
     DefinitionError,
@@ -54,7 +55,13 @@ from client_sdk.ledger import (
 )
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.options import ClientOptions
-from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT, MemoryQueue, ReportQueue
+from client_sdk.queue import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_COUNT,
+    Entry,
+    MemoryQueue,
+    ReportQueue,
+)
 from client_sdk.transport import HTTPTransport, Transport
 from client_sdk.uploader import (
     RETRY_AFTER_CAP,
@@ -67,6 +74,8 @@ from client_sdk.uploader import (
 )
 
 if TYPE_CHECKING:
+    import requests
+
     from client_sdk.store import Store
 
 __all__ = [
@@ -130,6 +139,13 @@ class Client:
             secret); it may be shared by several processes. None keeps all of it in
             memory, for this process only.
         wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
+        definitions: the metric definitions the app ships: the TOML or JSON file
+            ``ldp serve --metrics`` reads (see :mod:`client_sdk.bundle`), or its
+            ``{name: spec}`` content. A metric whose definition was never fetched is
+            perturbed with its bundled one while the collector cannot be asked, so a
+            device that starts offline still reports; fetched definitions replace it.
+        session: a ``requests.Session`` for the HTTP transport (mTLS, a corporate proxy,
+            a CA bundle, custom adapters); default: the transport's own.
 
     Raises:
         ValueError: an invalid URL or setting, the message giving the valid range (see
@@ -156,6 +172,8 @@ class Client:
         queue: ReportQueue | None = None,
         storage_dir: str | os.PathLike[str] | None = None,
         wallclock: Callable[[], float] = time.time,
+        definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None,
+        session: requests.Session | None = None,
     ) -> None:
         options = ClientOptions(
             transport=transport,
@@ -173,14 +191,23 @@ class Client:
             queue=queue,
             storage_dir=storage_dir,
             wallclock=wallclock,
+            definitions=definitions,
+            session=session,
         )
         self.url = url
         self._options = options
         self._transport: Transport = (
             options.transport
             if options.transport is not None
-            else HTTPTransport(url, options.timeout)
+            else HTTPTransport(url, options.timeout, options.session)
         )
+        self._bundle: dict[str, wire.MetricDefinition] = (
+            {} if options.definitions is None else load_bundle(options.definitions)
+        )
+        """Definitions the app ships: used while a metric's was never fetched."""
+        self._checked: dict[tuple[str, int], bool] = {}
+        """(metric, version) of bundled reports → whether the collector has that version
+        with the bundled parameters (asked once per process, by the uploader)."""
         self._durable: Store | None = None
         self._memory_ledger: MemoryLedger | None = None
         self._ledger: LedgerState
@@ -267,6 +294,7 @@ class Client:
             max_batch_bytes=options.max_batch_bytes,
             on_rejected=self._invalidate,
             on_retired=self._retire,
+            vet=self._vet if self._bundle else None,
             sleep=options.sleep,
             clock=options.clock,
             wallclock=options.wallclock,
@@ -312,6 +340,9 @@ class Client:
             except ValueError as exc:
                 raise UnknownMetricError(str(exc)) from None
             stale = cached.definition if cached is not None else self._saved(metric, now)
+            if cached is None and stale is None and metric in self._bundle:
+                stale = self._bundle[metric]  # never fetched: the app's own, until it is
+                self._cache[metric] = _Cached(stale, now)  # stale at once: fetched first
             if now < self._unreachable_until:
                 if stale is not None:
                     return stale
@@ -409,6 +440,69 @@ class Client:
             if dropped:
                 self._stats.drop("retired", dropped)
 
+    def _vet(self, entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+        """Check reports made with a bundled definition before they are sent.
+
+        ``report()`` queues them with the version negated (``-N``): the collector would
+        refuse them as they are, so none can be decoded with another version's
+        parameters. Here, once per (metric, version) and process, the collector is asked
+        for that version (``GET /v1/metrics/<name>?version=N``): if it has it with the
+        bundled parameters, the reports go out as version N; if it does not (no such
+        metric or version, or other parameters: the app ships an outdated file), they
+        are dropped as ``bundle_mismatch`` and a warning names the metric. A version the
+        app's current bundle no longer has (an app update while reports waited) is sent
+        if the collector knows it: ``ldp serve --metrics`` checked the file's versions.
+
+        Returns:
+            (the entries to send, the entries to drop).
+
+        Raises:
+            OSError: the collector could not be asked (the batch is retried later).
+        """
+        send: list[Entry] = []
+        refused: list[Entry] = []
+        for entry in entries:
+            if b'"version":-' not in entry.data:
+                send.append(entry)
+                continue
+            report = json.loads(entry.data)
+            metric, version = report.get("metric"), -int(report.get("version"))
+            ok = self._checked.get((metric, version))
+            if ok is None:
+                ok = self._checked[(metric, version)] = self._has_bundled(metric, version)
+            if ok:
+                data = entry.data.replace(b'"version":-%d' % version, b'"version":%d' % version, 1)
+                send.append(Entry(entry.key, data))
+            else:
+                refused.append(entry)
+        return send, refused
+
+    def _has_bundled(self, metric: str, version: int) -> bool:
+        """Whether the collector has ``version`` of ``metric`` with the bundled parameters."""
+        response = self._transport.get(f"{METRICS_PATH}{metric}?version={version}")
+        status = response.status
+        server: wire.MetricDefinition | None = None
+        if 200 <= status < 300:
+            try:
+                server = wire.MetricDefinition.from_dict(response.json())
+            except (DefinitionError, TypeError, AttributeError):
+                server = None
+        elif classify(status, None) != "drop":
+            raise OSError(f"HTTP {status} for the definition of {metric!r} v{version}")
+        bundled = self._bundle.get(metric)
+        if server is not None and (
+            bundled is None or bundled.version != version or bundled.same_parameters(server)
+        ):
+            return True
+        logger.warning(
+            "reports of %r made with the app's bundled definition (version %d) dropped: "
+            "the collector has %s; update the app's definitions file",
+            metric,
+            version,
+            "other parameters under that version" if server is not None else "no such version",
+        )
+        return False
+
     # -- reporting --------------------------------------------------------------------
     def build_report(self, metric: str, value: str | float) -> dict[str, Any]:
         """Perturb ``value`` and return the exact JSON object that would be sent.
@@ -467,6 +561,8 @@ class Client:
             try:
                 secret = self._ledger.device_secret() if definition.longitudinal else None
                 report = wire.build_report(definition, value, self._rng, secret)
+                if definition is self._bundle.get(metric):
+                    report["version"] = -definition.version  # unconfirmed: see _vet
             except ValueError:
                 return self._drop("invalid_value")
             except ReportingDisabledError:

@@ -20,14 +20,16 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from client_sdk.transport import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:
+    import requests
+
     from client_sdk.mechanisms.randomness import RandomSource
     from client_sdk.queue import ReportQueue
     from client_sdk.transport import Transport
@@ -84,9 +86,17 @@ class ClientOptions:
         storage_dir: a directory for the durable store, a ``str`` or ``os.PathLike``;
             None keeps everything in memory. Not together with ``queue``.
         wallclock: Unix time; callable.
+        definitions: the metric definitions the app ships (the file ``ldp serve
+            --metrics`` reads, or its ``{name: spec}`` content), used for reports made
+            before the collector could be asked; None: none shipped. Parsed by the
+            client (a bad file raises ``ValueError`` at construction).
+        session: a ``requests.Session`` the HTTP transport sends through (mTLS client
+            certificates, a corporate proxy, a CA bundle); None: the transport's own.
+            Not together with ``transport``.
 
     Raises:
-        ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``.
+        ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``,
+            or both ``session`` and ``transport``.
     """
 
     transport: Transport | None = None
@@ -104,6 +114,8 @@ class ClientOptions:
     queue: ReportQueue | None = None
     storage_dir: str | os.PathLike[str] | None = None
     wallclock: Callable[[], float] = time.time
+    definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None
+    session: requests.Session | None = None
 
     def __post_init__(self) -> None:
         for name, low in _COUNTS:
@@ -132,3 +144,16 @@ class ClientOptions:
             )
         if storage_dir is not None and self.queue is not None:
             raise ValueError("give storage_dir or queue, not both")
+        definitions = self.definitions
+        if definitions is not None and not isinstance(definitions, (str, os.PathLike, Mapping)):
+            raise ValueError(
+                "definitions must be a path (str or os.PathLike), a mapping or None, "
+                f"got {type(definitions).__name__}"
+            )
+        if self.session is not None:
+            if self.transport is not None:
+                raise ValueError("give session or transport, not both")
+            if not callable(getattr(self.session, "request", None)):
+                raise ValueError(
+                    f"session must be a requests.Session, got {type(self.session).__name__}"
+                )

@@ -1,13 +1,17 @@
 """How the SDK talks to the collector: a small protocol and two implementations.
 
 :class:`Transport` is all the client and its uploader need: ``get(path)`` and
-``post(path, body)`` returning a :class:`Response`, raising ``OSError`` (or
-``http.client.HTTPException``) when no answer came. :class:`HTTPTransport` speaks
-HTTP/1.1 with keep-alive over ``http.client``; :class:`CallableTransport` hands requests to
-a function, to embed the SDK in a host that already has an HTTP stack (or a test client).
+``post(path, body)`` returning a :class:`Response`, raising ``OSError`` when no answer
+came. :class:`HTTPTransport` speaks HTTP through ``requests`` (connection pooling with
+keep-alive, proxies and CA bundles from the environment, or an app's own
+``requests.Session`` for mTLS and corporate proxies); :class:`CallableTransport` hands
+requests to a function, to embed the SDK in a host that already has an HTTP stack (or a
+test client).
 
-Standard library only. Requests carry no cookie, no user agent and nothing else about the
-device: the collector must learn nothing but the perturbed reports.
+``requests`` is imported by the first request, not with the SDK: ``import client_sdk``
+stays standard-library only and fast. The transport's own session sends no cookie, no
+user agent and nothing else about the device: the collector must learn nothing but the
+perturbed reports (an app's session sends what the app configured it to).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    import http.client
+    import requests
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -48,14 +52,6 @@ characters, JSON-escaped) is about 9 MiB; anything beyond is not a collector spe
 MAX_IDLE_CONNECTIONS = 2
 """Kept-alive connections per transport: one for the uploader's batches, one for a definition
 fetch made by an app thread at the same time."""
-
-_STALE_CONNECTION_ERRORS = (
-    ConnectionResetError,  # including http.client.RemoteDisconnected, a subclass
-    ConnectionAbortedError,
-    BrokenPipeError,
-)
-"""What a kept-alive connection the server already closed fails with; worth one retry on a
-fresh connection (a replayed upload is harmless: the collector discards known report ids)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +80,7 @@ class Transport(Protocol):
     """What the SDK needs from an HTTP stack. Paths start with ``/v1/``."""
 
     def get(self, path: str) -> Response:
-        """GET ``path``; raise ``OSError``/``http.client.HTTPException`` if no answer came."""
+        """GET ``path``; raise ``OSError`` if no answer came."""
         ...
 
     def post(self, path: str, body: bytes) -> Response:
@@ -100,22 +96,37 @@ _live: weakref.WeakSet[HTTPTransport] = weakref.WeakSet()
 
 
 class HTTPTransport:
-    """HTTP/1.1 over ``http.client`` with kept-alive connections, safe across threads and forks.
+    """HTTP/1.1 through a ``requests.Session``, safe across threads and forks.
 
-    Connections are pooled (at most :data:`MAX_IDLE_CONNECTIONS` idle), so an app thread
-    fetching a definition never waits for the uploader's upload. A connection that fails is
-    closed; one the server closed while idle is retried once on a fresh connection. A
-    forked child never uses its parent's sockets.
+    The transport's own session pools at most :data:`MAX_IDLE_CONNECTIONS` kept-alive
+    connections per host (an app thread fetching a definition never waits for the
+    uploader's upload), retries a request once on a fresh connection when its pooled one
+    turns out closed by the server (a replayed upload is harmless: the collector discards
+    known report ids), never after a timeout or a refused connection,
+    follows no redirect, keeps no cookie and sends no user agent. Like any
+    ``requests.Session`` it takes proxies (``HTTPS_PROXY``, ``NO_PROXY``) and a CA bundle
+    (``REQUESTS_CA_BUNDLE``) from the environment. A forked child gets a new session and
+    never uses its parent's sockets.
+
+    An app's own ``session`` is used as given (its adapters, certificates, proxies,
+    headers and cookies: the app's choice), shared with the app and never closed here.
 
     Args:
         base_url: ``http://host:port`` or ``https://…``, optionally with a path prefix.
         timeout: seconds to connect and to wait for each read.
+        session: a ``requests.Session`` to send through; None: the transport's own,
+            made on the first request.
 
     Raises:
         ValueError: a URL that is not http(s) with a host, or a non-positive timeout.
     """
 
-    def __init__(self, base_url: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        session: requests.Session | None = None,
+    ) -> None:
         import urllib.parse  # here: an app that never builds a transport never loads it
 
         if not isinstance(base_url, str):
@@ -135,11 +146,11 @@ class HTTPTransport:
         self._host = parts.hostname
         self._port = port
         self._prefix = parts.path.rstrip("/")
+        self._root = self.base_url
         self.timeout = float(timeout)
         self._lock = threading.Lock()
-        self._idle: list[http.client.HTTPConnection] = []
-        self.connections_opened = 0
-        """Connections made so far (keep-alive shows as a small number)."""
+        self._given = session
+        self._own: requests.Session | None = None
         _live.add(self)
 
     @property
@@ -149,6 +160,19 @@ class HTTPTransport:
         port = f":{self._port}" if self._port else ""
         return f"{'https' if self._https else 'http'}://{host}{port}{self._prefix}"
 
+    @property
+    def session(self) -> requests.Session:
+        """The session requests go through (the transport's own is made on first use)."""
+        if self._given is not None:
+            return self._given
+        own = self._own
+        if own is None:
+            with self._lock:
+                if self._own is None:
+                    self._own = _new_session()
+                own = self._own
+        return own
+
     def get(self, path: str) -> Response:  # noqa: D102
         return self._request("GET", path, None)
 
@@ -157,70 +181,113 @@ class HTTPTransport:
 
     def close(self) -> None:  # noqa: D102
         with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-    def _connect(self) -> http.client.HTTPConnection:
-        # Imported on the first connection (by the upload thread, usually), not with the
-        # SDK: http.client and the email package it loads take ~20 ms to import.
-        import http.client
-
-        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        self.connections_opened += 1
-        return cls(self._host, self._port, timeout=self.timeout)
+            own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
     def _request(self, method: str, path: str, body: bytes | None) -> Response:
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        reused = conn is not None
-        if conn is None:
-            conn = self._connect()
-        try:
-            response, keep = self._exchange(conn, method, path, body)
-        except _STALE_CONNECTION_ERRORS:
-            conn.close()
-            if not reused:
-                raise
-            conn = self._connect()
-            try:
-                response, keep = self._exchange(conn, method, path, body)
-            except BaseException:
-                conn.close()
-                raise
-        except BaseException:
-            conn.close()
-            raise
-        if keep:
-            with self._lock:
-                if len(self._idle) < MAX_IDLE_CONNECTIONS:
-                    self._idle.append(conn)
-                    return response
-        conn.close()
-        return response
-
-    def _exchange(
-        self, conn: http.client.HTTPConnection, method: str, path: str, body: bytes | None
-    ) -> tuple[Response, bool]:
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = "application/json"
-        conn.request(method, self._prefix + path, body=body, headers=headers)
-        answer = conn.getresponse()
-        data = answer.read(MAX_RESPONSE_BYTES + 1)
-        if len(data) > MAX_RESPONSE_BYTES:
-            import http.client  # loaded already: by _connect
-
-            raise http.client.HTTPException(f"response larger than {MAX_RESPONSE_BYTES} bytes")
-        headers_in = {name.lower(): value for name, value in answer.getheaders()}
-        keep = not answer.will_close and answer.isclosed()
-        return Response(answer.status, headers_in, data), keep
+        try:
+            answer = self.session.request(
+                method,
+                self._root + path,
+                data=body,
+                headers=headers,
+                timeout=self.timeout,
+                allow_redirects=False,
+                stream=True,  # read at most MAX_RESPONSE_BYTES + 1, below
+            )
+        except OSError as exc:  # requests' exceptions are OSErrors
+            raise _root_cause(exc) from None
+        try:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in answer.iter_content(64 * 1024):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_RESPONSE_BYTES:
+                    raise OSError(f"response larger than {MAX_RESPONSE_BYTES} bytes")
+            data = b"".join(chunks)
+        finally:
+            answer.close()  # back to the pool when read to the end; closed otherwise
+        headers_in = {name.lower(): value for name, value in answer.headers.items()}
+        return Response(answer.status_code, headers_in, data)
 
     def _after_fork_in_child(self) -> None:
-        # The parent's sockets stay the parent's: forget them without closing (closing
-        # an SSL connection here would send a close_notify on the parent's session).
+        # The parent's sockets stay the parent's: forget its session without closing it.
+        # An app's session is the app's to manage.
         self._lock = threading.Lock()
-        self._idle = []
+        self._own = None
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The socket-level error under ``requests``' wrappers (``ConnectionRefusedError``,
+    ``TimeoutError``, ``socket.gaierror``, ``ssl.SSLError``…), so that
+    ``stats()["last_error"]`` names what happened; ``exc`` itself if there is none."""
+    found, seen = exc, set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and type(current).__module__ in _SOCKET_MODULES:
+            found = current
+        reason = getattr(current, "reason", None)
+        args = getattr(current, "args", ())
+        nested = reason if isinstance(reason, BaseException) else None
+        if nested is None and args and isinstance(args[0], BaseException):
+            nested = args[0]
+        current = nested or current.__cause__ or current.__context__
+    return found
+
+
+_SOCKET_MODULES = ("builtins", "socket", "ssl")
+"""Modules of the errors :func:`_root_cause` reports (the standard library's own)."""
+
+
+def _new_session() -> requests.Session:
+    """The transport's own session: small pool, one retry of a dropped connection, no
+    cookies, no user agent."""
+    import http.cookiejar
+
+    import requests
+    import requests.adapters
+    import urllib3.exceptions
+    import urllib3.util
+
+    class ReplayDropped(urllib3.util.Retry):
+        """Retry a request once when its kept-alive connection was dropped, not after a
+        timeout: a read timeout would otherwise double the wait ``timeout`` promises."""
+
+        def increment(  # urllib3 passes these by keyword
+            self, *args: Any, **kwargs: Any
+        ) -> ReplayDropped:
+            error = kwargs.get("error")
+            if isinstance(error, urllib3.exceptions.ReadTimeoutError):
+                raise error
+            return super().increment(*args, **kwargs)
+
+    session = requests.Session()
+    retry = ReplayDropped(
+        total=1,
+        connect=0,
+        read=1,
+        redirect=0,
+        status=0,
+        other=0,
+        allowed_methods=None,
+        respect_retry_after_header=False,  # the uploader's backoff honours Retry-After
+    )
+    adapter = requests.adapters.HTTPAdapter(
+        pool_connections=1, pool_maxsize=MAX_IDLE_CONNECTIONS, max_retries=retry
+    )
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers.clear()
+    session.headers["User-Agent"] = urllib3.util.SKIP_HEADER  # urllib3 adds none then
+    session.headers["Accept-Encoding"] = "identity"
+    session.cookies.set_policy(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+    return session
 
 
 def _after_fork_in_child() -> None:

@@ -104,11 +104,14 @@ DROP_REASONS = (
     "disabled",
     "storage_error",
     "retired",
+    "bundle_mismatch",
 )
 """Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
 metric's privacy budget for the period is spent; ``disabled``: the user opted out (and
 reports wiped by the opt-out); ``storage_error``: the durable store failed;
-``retired``: an operator retired the metric (reports made after, and those queued)."""
+``retired``: an operator retired the metric (reports made after, and those queued);
+``bundle_mismatch``: made with a definition the app ships, which the collector does not
+have under that version with the same parameters (never sent: it would be misread)."""
 
 COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")
 """reported: enqueued by ``report()``; sent: delivered in a 2xx (rejected ones excluded);
@@ -231,6 +234,10 @@ class Uploader:
         on_retired: called with the names of metrics the collector says are retired,
             after the batch is acked (so the client stops reporting them and drops what
             it still queues of them).
+        vet: called with each batch before it is sent; returns the entries to send
+            (their data possibly rewritten) and those to drop as ``bundle_mismatch``, or
+            raises when it cannot decide now (the batch is retried like a failed upload).
+            None sends every batch as queued.
         sleep: called with each backoff delay; default: an interruptible wait.
         clock: monotonic seconds, for the flush interval.
         wallclock: Unix time, for ``Retry-After`` dates.
@@ -248,6 +255,7 @@ class Uploader:
         max_batch_bytes: int,
         on_rejected: Callable[[set[str]], None],
         on_retired: Callable[[set[str]], None] = lambda names: None,
+        vet: Callable[[list[Entry]], tuple[list[Entry], list[Entry]]] | None = None,
         sleep: Callable[[float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wallclock: Callable[[], float] = time.time,
@@ -261,6 +269,7 @@ class Uploader:
         self._body_limit = max_batch_bytes - len(b'{"reports":[]}')
         self._on_rejected = on_rejected
         self._on_retired = on_retired
+        self._vet = vet
         self._sleep = sleep
         self._clock = clock
         self._wallclock = wallclock
@@ -405,9 +414,19 @@ class Uploader:
 
     def _attempt(self, entries: list[Entry]) -> float | None:
         """Send one batch and act on the outcome; return the delay before the next try."""
-        body = b'{"reports":[' + b",".join(e.data for e in entries) + b"]}"
         response: Response | None = None
         error: Exception | None = None
+        if self._vet is not None:
+            try:
+                entries, refused = self._vet(entries)
+            except Exception as exc:  # e.g. the collector could not be asked
+                return self._failed(entries, None, exc)
+            if refused:
+                self._stats.drop("bundle_mismatch", len(refused))
+                self._queue.ack(e.key for e in refused)
+            if not entries:
+                return None
+        body = b'{"reports":[' + b",".join(e.data for e in entries) + b"]}"
         try:
             response = self._transport.post(REPORTS_PATH, body)
         except Exception as exc:
@@ -441,6 +460,13 @@ class Uploader:
             self._queue.ack(e.key for e in entries)
             self._retire(retired, len(gone))
             return None
+        return self._failed(entries, response, error)
+
+    def _failed(
+        self, entries: list[Entry], response: Response | None, error: Exception | None
+    ) -> float:
+        """Count a recoverable failure; return the backoff before the next try."""
+        status = None if response is None else response.status
         self._failures += 1
         self._stats.add("retries")
         self._stats.error(type(error).__name__ if error is not None else f"HTTP {status}")

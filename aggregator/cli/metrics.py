@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -27,34 +25,36 @@ def _request(url: str, method: str = "GET", body: Any = None, token: str | None 
 def _exchange(
     url: str, method: str = "GET", body: Any = None, token: str | None = None
 ) -> tuple[int, Any]:
-    """A request's status and JSON body; HTTP and network errors become ``ClickException``."""
+    """A request's status and JSON body; HTTP and network errors become ``ClickException``.
+
+    Through ``requests``, as the SDK: proxies (``HTTPS_PROXY``) and a CA bundle
+    (``REQUESTS_CA_BUNDLE``) come from the environment.
+    """
+    import requests  # noqa: PLC0415  # only the commands that call the server load it
+
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Accept", "application/json")
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
+    headers = {"Accept": "application/json"}
     if token:
-        req.add_header("Authorization", f"Bearer {token}")
+        headers["Authorization"] = f"Bearer {token}"
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        try:
-            payload = json.loads(exc.read())
-            message = payload.get("error", exc.reason)
-            details = payload.get("details") or []
-        except (ValueError, AttributeError):
-            message, details = exc.reason, []
+        r = requests.request(method, url, json=body, headers=headers, timeout=30)
+    except requests.RequestException as exc:
+        raise click.ClickException(f"cannot reach {url}: {exc}") from None
+    try:
+        payload = r.json() if r.content else None
+    except ValueError:
+        payload = None
+    if r.status_code >= 400:
+        message = payload.get("error", r.reason) if isinstance(payload, dict) else r.reason
+        details = (payload.get("details") or []) if isinstance(payload, dict) else []
         lines = "\n".join(f"  - {x}" for x in details)
         raise click.ClickException(
-            f"{exc.code}: {message}" + (f"\n{lines}" if lines else "")
+            f"{r.status_code}: {message}" + (f"\n{lines}" if lines else "")
         ) from None
-    except urllib.error.URLError as exc:
-        raise click.ClickException(f"cannot reach {url}: {exc.reason}") from None
-    except (ValueError, OSError) as exc:  # e.g. a URL without http://
-        raise click.ClickException(f"cannot reach {url}: {exc}") from None
+    if payload is None and r.content:
+        raise click.ClickException(f"cannot read the answer of {url}: not JSON")
+    return r.status_code, payload
 
 
 def _metric_url(url: str, name: str, query: str = "") -> str:

@@ -152,14 +152,17 @@ def serve(
     metrics_file: str | None,
 ) -> None:
     """Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url."""
-    from aggregator.service.serve import load_metrics_file  # noqa: PLC0415
+    from client_sdk.bundle import load_metrics_file, split_version  # noqa: PLC0415
     from client_sdk.errors import DefinitionError  # noqa: PLC0415
     from ldp_store.registry import Registry  # noqa: PLC0415
 
-    specs = {}
+    specs: dict[str, tuple[dict[str, Any], int | None]] = {}
     if metrics_file:
         try:
-            specs = load_metrics_file(metrics_file)
+            specs = {
+                name: split_version(name, table)
+                for name, table in load_metrics_file(metrics_file).items()
+            }
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
     server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
@@ -168,12 +171,20 @@ def serve(
             from ldp_store.connection import connect  # noqa: PLC0415
 
             registry = Registry(connect(server.redis_url))
-            for name, spec in specs.items():
+            for name, (spec, declared) in specs.items():
                 try:
                     change = registry.put(name, spec)
                 except DefinitionError as exc:
                     raise click.ClickException(f"metric {name!r}: {exc}") from None
                 d = change.definition
+                if declared is not None and declared != d.version:
+                    # Apps bundle this file: their offline reports claim `declared`.
+                    raise click.ClickException(
+                        f"metric {name!r}: the file declares version {declared}, the "
+                        f"registry holds this spec as version {d.version}; apps bundling "
+                        f"the file would report under the wrong version: set version = "
+                        f"{d.version}"
+                    )
                 out.print(
                     f"metric {d.name} v{d.version}: {d.mechanism.name} ε={d.mechanism.epsilon:g}"
                 )

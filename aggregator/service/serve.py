@@ -20,7 +20,6 @@ embedded Redis, in that order, so nothing accepted is lost.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import secrets
 import shutil
@@ -30,7 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -41,7 +39,7 @@ from aggregator.service.supervise import Backoff, Child, RestartCounter, Supervi
 from ldp_store.connection import connect
 from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port
 
-__all__ = ["Server", "load_metrics_file"]
+__all__ = ["Server"]
 
 PROMETHEUS_FOLDER = ".prometheus-multiproc"
 """prometheus-client's per-process files of the web workers, in the data dir."""
@@ -117,24 +115,6 @@ def _signal(pid: int, group: int, started_by: int | None, sig: signal.Signals) -
             signal.pidfd_send_signal(fd, sig)
     finally:
         os.close(fd)
-
-
-def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``{name: spec}`` from a JSON or TOML file (``[metrics."app.theme"]`` tables).
-
-    Raises:
-        ValueError: unreadable file or wrong shape.
-    """
-    file = Path(path)
-    try:
-        text = file.read_text()
-        data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read metrics file {file}: {exc}") from None
-    metrics = data.get("metrics", data) if isinstance(data, dict) else None
-    if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
-        raise ValueError(f"{file}: expected an object of metric name → definition")
-    return metrics
 
 
 class Server(Service):

@@ -754,6 +754,7 @@ def test_stats_report_everything_that_happened(
             "disabled": 0,
             "storage_error": 0,
             "retired": 0,
+            "bundle_mismatch": 0,
         },
         "last_error": "HTTP 500",
         "worker_alive": True,

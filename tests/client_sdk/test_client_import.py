@@ -10,8 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DEFERRED = ("http.client", "email.utils", "sqlite3", "client_sdk.store")
-"""Loaded by the first connection (http.client), an HTTP-date ``Retry-After``
+DEFERRED = ("requests", "http.client", "email.utils", "sqlite3", "client_sdk.store")
+"""Loaded by the first request (requests, http.client), an HTTP-date ``Retry-After``
 (email.utils) or a client with a ``storage_dir`` (the store and sqlite3)."""
 
 

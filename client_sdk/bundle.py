@@ -1,0 +1,112 @@
+"""Metric definitions shipped with the app: the file ``ldp serve --metrics`` reads.
+
+One file serves both sides, as Glean's ``metrics.yaml`` does: the server creates the
+metrics from it, and the app bundles it (``Client(url, definitions=path)``) so that a
+device that has never reached the collector still perturbs and queues its reports.
+
+The file is JSON, or TOML when its name ends in ``.toml``::
+
+    [metrics."app.theme"]
+    domain = ["light", "dark", "auto"]
+    epsilon = 1.0
+    version = 1          # optional: the version the server has for this spec
+
+Each table is a spec as ``PUT /v1/metrics/<name>`` takes it, plus an optional
+``version``: the version number the server gives this spec. It defaults to 1, the
+version a server creates when ``ldp serve --metrics`` registers the file's spec for the
+first time. ``ldp serve --metrics`` checks a declared version against the one the
+registry holds, so the file cannot silently claim another version's parameters; the SDK
+checks it again before sending (see :class:`~client_sdk.client.Client`).
+
+Standard library only (``tomllib`` is in the standard library from Python 3.11).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from client_sdk import wire
+from client_sdk.errors import DefinitionError
+
+__all__ = ["BUNDLE_VERSION", "load_bundle", "load_metrics_file", "split_version"]
+
+BUNDLE_VERSION = 1
+"""The version a spec without ``version`` stands for: the one a server creates when it
+registers the spec first (``registry.put`` numbers a metric's versions from 1)."""
+
+
+def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``{name: spec}`` from a JSON or TOML file (``[metrics."app.theme"]`` tables).
+
+    Args:
+        path: the file; TOML when its name ends in ``.toml``, JSON otherwise.
+
+    Returns:
+        Each metric's table as written (``version`` included, if any).
+
+    Raises:
+        ValueError: unreadable file or wrong shape.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text()
+        if file.suffix == ".toml":
+            import tomllib  # here: only apps and servers that bundle TOML load it
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read metrics file {file}: {exc}") from None
+    metrics = data.get("metrics", data) if isinstance(data, dict) else None
+    if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
+        raise ValueError(f"{file}: expected an object of metric name → definition")
+    return metrics
+
+
+def split_version(name: str, table: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
+    """A file's table as the spec the registry takes, and the version it declares.
+
+    Raises:
+        ValueError: ``version`` is not a positive integer.
+    """
+    spec = dict(table)
+    version = spec.pop("version", None)
+    if version is not None and (
+        isinstance(version, bool) or not isinstance(version, int) or version < 1
+    ):
+        raise ValueError(f"metric {name!r}: version must be a positive integer, got {version!r}")
+    return spec, version
+
+
+def load_bundle(
+    source: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]],
+) -> dict[str, wire.MetricDefinition]:
+    """The definitions an app ships: each spec resolved as the server resolves it.
+
+    Args:
+        source: the metrics file, or its content already read (``{name: table}``).
+
+    Returns:
+        Each metric's definition, numbered with its declared version (default
+        :data:`BUNDLE_VERSION`).
+
+    Raises:
+        ValueError: an unreadable file, or a spec the server would refuse (every problem
+            named, with the metric).
+    """
+    tables = source if isinstance(source, Mapping) else load_metrics_file(source)
+    bundle: dict[str, wire.MetricDefinition] = {}
+    for name, table in tables.items():
+        if not isinstance(table, Mapping):
+            raise ValueError(f"metric {name!r}: expected a table of its definition")
+        spec, version = split_version(name, table)
+        try:
+            bundle[name] = wire.parse_spec(name, spec, version or BUNDLE_VERSION)
+        except DefinitionError as exc:
+            raise ValueError(f"bundled metric {name!r}: {exc}") from None
+    return bundle
