@@ -61,6 +61,9 @@ USERS: tuple[int, ...] = (10**3, 10**4, 10**5, 10**6, 10**7)
 MECHANISMS: tuple[str, ...] = ("grr", "sue", "oue", "olh", "hr", "ss")
 """The k-ary frequency oracles swept at the chosen domain size."""
 
+SHUFFLED_EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 4.0, 8.0)
+"""ε₀ per report of the amplification-by-shuffling plot (ε_c against N)."""
+
 BINARY = "rr"
 """Warner's binary randomized response, swept at k = 2 for the seeds' comparison."""
 
@@ -266,7 +269,8 @@ def run_tradeoff(
     users: Sequence[int] = USERS,
     dist: str = "zipf",
 ) -> list[Path]:
-    """Run the sweep and write ``tradeoff.csv`` and the four PNG plots into ``out_dir``.
+    """Run the sweep and write ``tradeoff.csv`` and the five PNG plots into ``out_dir``
+    (the fifth: ε_c of shuffled reports against N, :mod:`aggregator.analysis.shuffling`).
 
     Args:
         out_dir: output folder (created if missing).
@@ -307,4 +311,5 @@ def run_tradeoff(
         plots.plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
         plots.plot_binary_rr(points, out / "binary_rr_vs_central.png"),
         plots.plot_users_needed(out / "users_needed.png", epsilons),
+        plots.plot_shuffled_epsilon(out / "shuffled_epsilon.png", SHUFFLED_EPSILONS, users),
     ]

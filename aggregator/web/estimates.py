@@ -8,6 +8,8 @@
      "alarms": [{"kind", "window", "statistic", "threshold", "p_value", "alpha",
                  "evidence", "values"}], "alarm_rate"}
 
+``shuffled_epsilon`` is the central (ε, δ) towards whoever sees only the estimates
+(amplification by shuffling, :mod:`aggregator.analysis.shuffling`), with its condition.
 ``alarms`` lists the poisoning alarms (:mod:`aggregator.web.alarms`) of the window, or of
 the newest hour and day windows when the window is ``all``.
 
@@ -31,6 +33,7 @@ The API keeps no state: every answer is computed from the counts in Redis.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import time
@@ -41,6 +44,7 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
+from aggregator.analysis.shuffling import amplification
 from aggregator.stats.anytime import frequency_cs, mean_cs
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
@@ -70,6 +74,7 @@ from aggregator.web.models import (
     MeanEstimate,
     MeanTrendPoint,
     PoisoningAlarm,
+    ShuffledEpsilon,
     Trend,
     TrendPoint,
     TrendQuery,
@@ -201,6 +206,30 @@ ANYTIME_NOTE = (
 )
 
 
+def _round_down(n: int) -> int:
+    """n to two significant digits, rounded down: a smaller n only weakens the bound, and
+    a page refreshing while reports arrive reuses one computation per bucket."""
+    if n < 100:
+        return n
+    scale = 10 ** (len(str(n)) - 2)
+    return n // scale * scale
+
+
+@functools.lru_cache(maxsize=256)
+def shuffled_epsilon(epsilon: float, n: int, reports_per_device: int) -> ShuffledEpsilon | None:
+    """``shuffled_epsilon`` of an answer: ε_c of n reports at ε, r per device at most."""
+    if n < 1:
+        return None
+    found = amplification(epsilon, _round_down(n), reports_per_device)
+    return ShuffledEpsilon(
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        delta=found.delta,
+        devices=found.devices,
+        reports_per_device=found.reports_per_device,
+        condition=found.condition,
+    )
+
+
 def estimate_payload(
     definition: MetricDefinition,
     est: FrequencyEstimate,
@@ -263,6 +292,7 @@ def estimate_payload(
         ],
         alarms=alarms or [],
         alarm_rate=alarm_rate,
+        shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, per_device.bound),
     )
 
 

@@ -189,6 +189,23 @@ class PoisoningAlarm(Model):
     """The values that rose (shift), most significant first; empty for the others."""
 
 
+class ShuffledEpsilon(Model):
+    """The central guarantee for whoever sees only the estimates (amplification by
+    shuffling: Feldman, McMillan & Talwar, FOCS 2021, numerical bound)."""
+
+    epsilon: Annotated[float, Field(ge=0)]
+    """ε_c: the release is (ε_c, δ)-DP towards viewers of the estimates."""
+    delta: Annotated[float, Field(gt=0, lt=1)]
+    """δ = 1/N², N the devices the bound counts."""
+    devices: Annotated[int, Field(ge=0)]
+    """N: the fewest devices the reports can come from (reports rounded down to two
+    significant digits, divided by the reports per device); the bound holds for more."""
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """r: composed on the device (r·ε) before amplifying."""
+    condition: str
+    """When it holds, and for whom it does not (the server and Redis see ε-LDP reports)."""
+
+
 class Estimates(Model):
     """A categorical metric's frequencies in one window."""
 
@@ -222,6 +239,8 @@ class Estimates(Model):
     all); empty when none, or for memoized metrics, which are not tested."""
     alarm_rate: float
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+    shuffled_epsilon: ShuffledEpsilon | None = None
+    """ε_c of these n reports seen only as estimates; None without reports."""
 
 
 class MeanEstimate(Model):

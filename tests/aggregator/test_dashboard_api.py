@@ -20,6 +20,7 @@ from flask.testing import FlaskClient
 
 from aggregator import Counts, estimate_from_counts
 from aggregator.analysis.planning import plan
+from aggregator.analysis.shuffling import amplification
 from aggregator.service.app import create_server_app
 from aggregator.stats.intervals import z_value
 from aggregator.stream.worker import Worker
@@ -380,3 +381,23 @@ def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any)
     redis_db.client().zadd(keys.windows_key(d.name, d.version), {hour: ahead})
     body = client.get("/v1/estimates/app.memo").json
     assert body["reports_per_device"] == 4 * (3 + 2)  # 3 more days, 4 a day
+
+
+def test_estimates_state_the_shuffled_epsilon_with_its_condition(redis_db: Any) -> None:
+    """Viewers of the estimates see a shuffled view: ε_c of the n reports, composed over
+    the memoized metric's 8 reports per device, with the condition it rests on."""
+    client = make(redis_db.url).test_client()
+    d = define(client, "app.memo", MEMO)
+    rng = random.Random(4)
+    reports = [build_report(d, rng.choice(d.domain), rng, secret=bytes(32)) for _ in range(400)]
+    assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
+    Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    shuffled = client.get("/v1/estimates/app.memo").json["shuffled_epsilon"]
+    assert shuffled["reports_per_device"] == 8 and shuffled["devices"] == 50  # ⌈400/8⌉
+    expected = amplification(d.mechanism.epsilon, 400, 8)
+    assert shuffled["epsilon"] == pytest.approx(expected.epsilon, abs=1e-4)
+    assert shuffled["epsilon"] >= expected.epsilon  # rounded up, never down
+    assert shuffled["delta"] == pytest.approx(1 / 50**2)
+    assert "Redis" in shuffled["condition"] and "at most 8" in shuffled["condition"]
+    plain = define(client)
+    assert client.get(f"/v1/estimates/{plain.name}").json["shuffled_epsilon"] is None  # n = 0

@@ -51,6 +51,7 @@ PNGS = (
     "error_vs_users.png",
     "binary_rr_vs_central.png",
     "users_needed.png",
+    "shuffled_epsilon.png",
 )
 
 
