@@ -34,6 +34,7 @@ __all__ = [
     "read_numeric",
     "read_seeds",
     "reports_per_device",
+    "reports_per_device_any",
 ]
 
 
@@ -262,6 +263,23 @@ class ReportsPerDevice:
     """r: what a memoized metric's intervals assume (1 for other metrics)."""
     reason: str
     """One sentence for the page and the API."""
+
+
+def reports_per_device_any(
+    definition: MetricDefinition, created: float | None, window: str, now: float
+) -> int | None:
+    """The most reports one device can have in ``window`` under the metric's budget,
+    memoized or not; None without a budget (or a creation time): nothing bounds it.
+
+    What composition needs (for the shuffled view's ε), not the intervals: a fresh-noise
+    metric's reports are independent, but each one still reveals up to ε.
+    """
+    budget = definition.budget
+    if budget is None or created is None:
+        return None
+    span = schema.window_span(window)
+    end = now if span is None else min(now, span[1])
+    return budget.max_reports(created, max(end, created))
 
 
 def reports_per_device(

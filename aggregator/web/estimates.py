@@ -58,6 +58,7 @@ from aggregator.stream.counts import (
     read_counts,
     read_numeric,
     reports_per_device,
+    reports_per_device_any,
 )
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms, window_alarms
@@ -215,18 +216,29 @@ def _round_down(n: int) -> int:
     return n // scale * scale
 
 
+UNBOUNDED_NOTE = (
+    "; this metric has no budget, so nothing enforces one report per device: a device "
+    "that sent r reports here is protected by the bound for r·ε only"
+)
+"""Said when a metric without a budget is shown ε_c for one report per device."""
+
+
 @functools.lru_cache(maxsize=256)
-def shuffled_epsilon(epsilon: float, n: int, reports_per_device: int) -> ShuffledEpsilon | None:
-    """``shuffled_epsilon`` of an answer: ε_c of n reports at ε, r per device at most."""
+def shuffled_epsilon(
+    epsilon: float, n: int, reports_per_device: int | None
+) -> ShuffledEpsilon | None:
+    """``shuffled_epsilon`` of an answer: ε_c of n reports at ε, r per device at most
+    (``None``: no budget bounds r; ε_c is shown for r = 1 and the condition says so)."""
     if n < 1:
         return None
-    found = amplification(epsilon, _round_down(n), reports_per_device)
+    found = amplification(epsilon, _round_down(n), reports_per_device or 1)
+    condition = found.condition + (UNBOUNDED_NOTE if reports_per_device is None else "")
     return ShuffledEpsilon(
         epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
         delta=found.delta,
         devices=found.devices,
         reports_per_device=found.reports_per_device,
-        condition=found.condition,
+        condition=condition,
     )
 
 
@@ -237,9 +249,11 @@ def estimate_payload(
     per_device: ReportsPerDevice | None = None,
     alarms: list[PoisoningAlarm] | None = None,
     alarm_rate: float = DEFAULT_ALARM_RATE,
+    device_reports: int | None = None,
 ) -> Estimates:
     """The answer for one estimate, with the confidence sequence beside the intervals and
-    the window's poisoning alarms."""
+    the window's poisoning alarms; ``device_reports``: the budget's bound on one device's
+    reports in the window, for the shuffled view's ε (None: no budget)."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
     if est.n:
@@ -292,7 +306,7 @@ def estimate_payload(
         ],
         alarms=alarms or [],
         alarm_rate=alarm_rate,
-        shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, per_device.bound),
+        shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, device_reports),
     )
 
 
@@ -360,12 +374,12 @@ def _estimate(
     """Read, estimate, answer: with the reports-per-device bound of a memoized version and
     the poisoning alarms of the window (of the newest hour and day for ``all``)."""
     now = time.time()
-    if definition.longitudinal and definition.budget is not None:
+    if definition.budget is not None:
         # Never a bound that ends before reports arrived (this clock behind Redis's).
         now = max(now, newest_arrival(client, definition) or now)
-    per_device = reports_per_device(
-        definition, registry.created(definition.name, definition.version), window, now
-    )
+    created = registry.created(definition.name, definition.version)
+    per_device = reports_per_device(definition, created, window, now)
+    device_reports = reports_per_device_any(definition, created, window, now)
     est = estimate_from_counts(
         definition.oracle,
         read_counts(client, definition, window) if counts is None else counts,
@@ -383,7 +397,7 @@ def _estimate(
             else window_alarms(client, definition, window, rate)
         )
     return estimate_payload(
-        definition, est, window, per_device, alarm_models(definition, found), rate
+        definition, est, window, per_device, alarm_models(definition, found), rate, device_reports
     )
 
 

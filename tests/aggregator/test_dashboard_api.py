@@ -401,3 +401,27 @@ def test_estimates_state_the_shuffled_epsilon_with_its_condition(redis_db: Any) 
     assert "Redis" in shuffled["condition"] and "at most 8" in shuffled["condition"]
     plain = define(client)
     assert client.get(f"/v1/estimates/{plain.name}").json["shuffled_epsilon"] is None  # n = 0
+
+
+def test_the_shuffled_epsilon_composes_a_fresh_noise_metrics_budget_too(redis_db: Any) -> None:
+    """Each fresh-noise report still reveals up to ε: with a budget of 3 a day, the bound
+    composes 3·(1 + 1 skew day)=6 reports per device, like a memoized metric's; without a
+    budget the condition says nothing enforces one report per device."""
+    client = make(redis_db.url).test_client()
+    spec = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
+    budgeted = define(
+        client, "app.budgeted", {**spec, "budget": {"reports_per_period": 3, "period": "day"}}
+    )
+    free = define(client, "app.free", spec)
+    rng = random.Random(5)
+    for d in (budgeted, free):
+        reports = [build_report(d, rng.choice(d.domain), rng) for _ in range(300)]
+        assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
+    Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    body = client.get("/v1/estimates/app.budgeted").json
+    assert body["reports_per_device"] == 1  # the intervals: independent reports
+    shuffled = body["shuffled_epsilon"]
+    assert shuffled["reports_per_device"] == 6 and shuffled["devices"] == 50
+    assert "no budget" not in shuffled["condition"]
+    loose = client.get("/v1/estimates/app.free").json["shuffled_epsilon"]
+    assert loose["reports_per_device"] == 1 and "no budget" in loose["condition"]
