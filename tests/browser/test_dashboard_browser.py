@@ -300,6 +300,13 @@ def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, serv
         expected = "" if r["distinguishable_from_zero"] else "not distinguishable from zero"
         assert note == expected
     assert any(not r["distinguishable_from_zero"] for r in rows), "seed gave no zero value"
+    # The shuffled view's ε, as the API states it, with its condition.
+    shuffled = page.locator("#fact-shuffled")
+    assert shuffled.is_visible()
+    assert shuffled.locator('[data-field="shuffled-epsilon"]').inner_text() == str(
+        api["shuffled_epsilon"]["epsilon"]
+    )
+    assert api["shuffled_epsilon"]["condition"][5:] in shuffled.inner_text()
 
     csv_href = page.locator("#csv-link").get_attribute("href") or ""
     csv = _request(server.url + csv_href)

@@ -48,6 +48,19 @@
     document.querySelectorAll('[data-intervals="anytime"]').forEach((b) => { b.disabled = !hasSequence; });
   }
 
+  /* ε_c of the shuffled view (amplification by shuffling) with its condition; absent for
+   * numeric metrics and before any report. */
+  function renderShuffled(sh) {
+    const box = $("fact-shuffled");
+    if (!box) return;
+    box.hidden = !sh;
+    if (!sh) return;
+    box.querySelector('[data-field="shuffled-epsilon"]').textContent = String(sh.epsilon);
+    box.querySelector('[data-field="shuffled-delta"]').textContent = sh.delta.toExponential(1);
+    box.querySelector('[data-field="shuffled-condition"]').textContent =
+      "Holds " + sh.condition.replace(/^holds /, "") + ".";
+  }
+
   function showKind(kind) {
     const numeric = kind === "numeric";
     $("categorical-view").hidden = numeric;
@@ -244,6 +257,7 @@
     const kind = est.kind || "categorical";
     showKind(kind);
     $("fact-n").textContent = L.int(est.n);
+    renderShuffled(est.shuffled_epsilon);
     renderIntervalNotes(est);
     L.renderAlarms($("alarms"), est.alarms);
     if (est.alarm_rate) $("alarms").querySelector('[data-field="alarm-rate"]').textContent = L.int(Math.round(1 / est.alarm_rate));
