@@ -28,15 +28,17 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
+from client_sdk.device import DeviceBudget
 from client_sdk.errors import (
     BudgetExhaustedError,
     DefinitionError,
+    DeviceBudgetExhaustedError,
     MetricsUnavailableError,
     QueueFullError,
     ReportingDisabledError,
@@ -130,6 +132,9 @@ class Client:
             secret); it may be shared by several processes. None keeps all of it in
             memory, for this process only.
         wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
+        device_budget: the app's cap on the total ε this device spends over all metrics,
+            ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}``; the stricter of it and the
+            collector's published cap applies (:mod:`client_sdk.device`).
 
     Raises:
         ValueError: an invalid URL or setting, the message giving the valid range (see
@@ -156,6 +161,7 @@ class Client:
         queue: ReportQueue | None = None,
         storage_dir: str | os.PathLike[str] | None = None,
         wallclock: Callable[[], float] = time.time,
+        device_budget: DeviceBudget | Mapping[str, Any] | None = None,
     ) -> None:
         options = ClientOptions(
             transport=transport,
@@ -173,6 +179,7 @@ class Client:
             queue=queue,
             storage_dir=storage_dir,
             wallclock=wallclock,
+            device_budget=device_budget,
         )
         self.url = url
         self._options = options
@@ -200,6 +207,8 @@ class Client:
             )
             self._ledger = self._memory_ledger = MemoryLedger()
         self._charger = Charger()
+        self._app_device_budget: DeviceBudget | None = options.device_budget  # type: ignore[assignment]
+        self._charger.device = self._app_device_budget
         self._floor: float | None = None  # see _charge_time; read from the ledger lazily
         self._opted_out = False  # disable() was called but could not be persisted
         # Read on every report(): one attribute lookup each, not two.
@@ -337,6 +346,7 @@ class Client:
             definition = wire.MetricDefinition.from_dict(data)
             if definition.name != metric:
                 raise DefinitionError([f"the answer defines {definition.name!r}"])
+            self._learn_device_budget(data)
         except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
@@ -348,6 +358,20 @@ class Client:
             except StoreError:
                 pass  # only an offline start would miss it
         return definition
+
+    def _learn_device_budget(self, data: Mapping[str, Any]) -> None:
+        """Apply the collector's published device-wide caps (``device_budget`` beside a
+        definition), the stricter of them and the app's (:mod:`client_sdk.device`).
+
+        Raises:
+            DefinitionError: caps that are not valid.
+        """
+        try:
+            server = DeviceBudget.parse(data.get("device_budget"))
+        except ValueError as exc:
+            raise DefinitionError([str(exc)]) from None
+        app = self._app_device_budget
+        self._charger.device = server if app is None else app.stricter(server)
 
     def _saved(self, metric: str, now: float) -> wire.MetricDefinition | None:
         """The definition an earlier run kept in the store (so an offline start reports)."""
@@ -476,6 +500,8 @@ class Client:
             data = _ENCODER.encode(report).encode()
             try:
                 queued = self._enqueue(data, charge)
+            except DeviceBudgetExhaustedError:
+                return self._drop("device_budget")
             except BudgetExhaustedError:
                 return self._drop("budget")
             except ReportingDisabledError:
@@ -577,6 +603,7 @@ class Client:
                 today,
                 enabled=enabled,
                 persistent=self._ledger.persistent,
+                device=self._charger.device,
             )
         except Exception as exc:
             logger.warning("privacy ledger unavailable (%s)", type(exc).__name__)

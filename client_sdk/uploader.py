@@ -101,13 +101,16 @@ DROP_REASONS = (
     "shutdown",
     "internal_error",
     "budget",
+    "device_budget",
     "disabled",
     "storage_error",
     "retired",
 )
 """Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
-metric's privacy budget for the period is spent; ``disabled``: the user opted out (and
-reports wiped by the opt-out); ``storage_error``: the durable store failed;
+metric's privacy budget for the period is spent; ``device_budget``: the device-wide cap
+on the total ε of a day or a lifetime would be passed (``client_sdk.device``);
+``disabled``: the user opted out (and reports wiped by the opt-out);
+``storage_error``: the durable store failed;
 ``retired``: an operator retired the metric (reports made after, and those queued)."""
 
 COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")

@@ -80,10 +80,12 @@ exceed any population by many orders of magnitude; far below it the square of th
 underflows to zero."""
 
 CURVE_MECHANISMS = tuple(
-    name for name, cls in mechanisms.MECHANISMS.items() if not issubclass(cls, mechanisms.Memoized)
+    name
+    for name, cls in mechanisms.MECHANISMS.items()
+    if not issubclass(cls, mechanisms.Memoized | mechanisms.PostRandomization)
 )
 """What a curve can be drawn for from ε and k alone: a memoized mechanism's variance
-also needs its ε∞."""
+also needs its ε∞, pram's its matrix."""
 
 MAX_TREND_WINDOWS = 24 * 14
 """A trend returns at most two weeks of hourly windows: a chart shows no more."""

@@ -751,6 +751,7 @@ def test_stats_report_everything_that_happened(
             "shutdown": 0,
             "internal_error": 0,
             "budget": 0,
+            "device_budget": 0,
             "disabled": 0,
             "storage_error": 0,
             "retired": 0,
