@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
-from client_sdk.device import DeviceBudget
+from client_sdk.device import DeviceCaps
 from client_sdk.errors import (
     BudgetExhaustedError,
     DefinitionError,
@@ -161,7 +161,7 @@ class Client:
         queue: ReportQueue | None = None,
         storage_dir: str | os.PathLike[str] | None = None,
         wallclock: Callable[[], float] = time.time,
-        device_budget: DeviceBudget | Mapping[str, Any] | None = None,
+        device_budget: DeviceCaps | Mapping[str, Any] | None = None,
     ) -> None:
         options = ClientOptions(
             transport=transport,
@@ -207,7 +207,7 @@ class Client:
             )
             self._ledger = self._memory_ledger = MemoryLedger()
         self._charger = Charger()
-        self._app_device_budget: DeviceBudget | None = options.device_budget  # type: ignore[assignment]
+        self._app_device_budget: DeviceCaps | None = options.device_budget  # type: ignore[assignment]
         self._charger.device = self._app_device_budget
         self._floor: float | None = None  # see _charge_time; read from the ledger lazily
         self._opted_out = False  # disable() was called but could not be persisted
@@ -367,7 +367,7 @@ class Client:
             DefinitionError: caps that are not valid.
         """
         try:
-            server = DeviceBudget.parse(data.get("device_budget"))
+            server = DeviceCaps.parse(data.get("device_budget"))
         except ValueError as exc:
             raise DefinitionError([str(exc)]) from None
         app = self._app_device_budget

@@ -22,7 +22,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["DEVICE_BUDGET_FIELDS", "MAX_DEVICE_EPSILON", "DeviceBudget", "device_total"]
+__all__ = ["DEVICE_BUDGET_FIELDS", "MAX_DEVICE_EPSILON", "DeviceCaps", "device_total"]
 
 DEVICE_BUDGET_FIELDS = ("epsilon_per_day", "epsilon_lifetime")
 
@@ -32,14 +32,14 @@ reports a day at ε = 20 for a century is 7·10¹¹ — no cap at all is said wi
 
 
 @dataclass(frozen=True)
-class DeviceBudget:
+class DeviceCaps:
     """Caps on a device's total ε: per UTC day and over its lifetime (None: no cap)."""
 
     epsilon_per_day: float | None = None
     epsilon_lifetime: float | None = None
 
     @classmethod
-    def parse(cls, data: object, where: str = "device_budget") -> DeviceBudget | None:
+    def parse(cls, data: object, where: str = "device_budget") -> DeviceCaps | None:
         """A budget from its JSON form (None or ``{}`` for none).
 
         Raises:
@@ -80,7 +80,7 @@ class DeviceBudget:
         """The JSON form: ``{"epsilon_per_day": …, "epsilon_lifetime": …}``."""
         return {"epsilon_per_day": self.epsilon_per_day, "epsilon_lifetime": self.epsilon_lifetime}
 
-    def stricter(self, other: DeviceBudget | None) -> DeviceBudget:
+    def stricter(self, other: DeviceCaps | None) -> DeviceCaps:
         """Cap by cap, the smaller of the two (a missing cap is no cap)."""
         if other is None:
             return self
@@ -88,7 +88,7 @@ class DeviceBudget:
         def least(a: float | None, b: float | None) -> float | None:
             return b if a is None else a if b is None else min(a, b)
 
-        return DeviceBudget(
+        return DeviceCaps(
             least(self.epsilon_per_day, other.epsilon_per_day),
             least(self.epsilon_lifetime, other.epsilon_lifetime),
         )

@@ -30,7 +30,7 @@ from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from client_sdk import mechanisms, wire
-from client_sdk.device import DeviceBudget, device_total
+from client_sdk.device import DeviceCaps, device_total
 from client_sdk.errors import (
     BudgetExhaustedError,
     DeviceBudgetExhaustedError,
@@ -98,7 +98,7 @@ class Charge:
     since: str
     limit: int | None = None
     permanent: float | None = None
-    device: DeviceBudget | None = None
+    device: DeviceCaps | None = None
 
 
 class Charger:
@@ -114,15 +114,15 @@ class Charger:
         self._day = date(1970, 1, 1)
         self._starts: dict[str, str] = {}
         self._charges: dict[int, tuple[wire.MetricDefinition, int, Charge]] = {}
-        self._device: DeviceBudget | None = None
+        self._device: DeviceCaps | None = None
 
     @property
-    def device(self) -> DeviceBudget | None:
+    def device(self) -> DeviceCaps | None:
         """The device-wide caps every charge carries (the stricter of app and server)."""
         return self._device
 
     @device.setter
-    def device(self, budget: DeviceBudget | None) -> None:
+    def device(self, budget: DeviceCaps | None) -> None:
         if budget != self._device:
             self._device = budget
             self._charges = {}
@@ -192,7 +192,7 @@ class Tally:
         if charge.device is not None:
             self._check_device(charge, charge.device)
 
-    def _check_device(self, charge: Charge, caps: DeviceBudget) -> None:
+    def _check_device(self, charge: Charge, caps: DeviceCaps) -> None:
         """Raise :class:`DeviceBudgetExhaustedError` if ``charge`` takes the device's total
         of the day, or of its lifetime, past the cap (``client_sdk.device``)."""
         this = (charge.metric, charge.epsilon)
@@ -380,7 +380,7 @@ def summarize(
     *,
     enabled: bool,
     persistent: bool,
-    device: DeviceBudget | None = None,
+    device: DeviceCaps | None = None,
 ) -> dict[str, Any]:
     """What ``Client.privacy()`` returns: ε spent per metric today, this period, lifetime.
 
@@ -466,7 +466,7 @@ def summarize(
 
 
 def device_summary(
-    device: DeviceBudget | None,
+    device: DeviceCaps | None,
     today: Sequence[tuple[str, float]],
     lifetime: Sequence[tuple[str, float]],
     permanent: Mapping[str, float],
@@ -479,7 +479,7 @@ def device_summary(
         its ε∞), ``remaining_today`` and ``remaining_lifetime`` (None without a cap) and
         the ``rule`` in words.
     """
-    caps = device or DeviceBudget()
+    caps = device or DeviceCaps()
     spent_today = round(device_total(today, permanent), 12)
     spent_life = round(device_total(lifetime, permanent), 12)
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from client_sdk.device import DeviceBudget
+from client_sdk.device import DeviceCaps
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from client_sdk.transport import DEFAULT_TIMEOUT
 
@@ -87,7 +87,7 @@ class ClientOptions:
         wallclock: Unix time; callable.
         device_budget: the app's device-wide caps on the total ε over all metrics,
             ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}`` (either may be left out;
-            positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceBudget`.
+            positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceCaps`.
             The stricter of it and the collector's published caps applies.
 
     Raises:
@@ -109,11 +109,11 @@ class ClientOptions:
     queue: ReportQueue | None = None
     storage_dir: str | os.PathLike[str] | None = None
     wallclock: Callable[[], float] = time.time
-    device_budget: DeviceBudget | Mapping[str, Any] | None = None
+    device_budget: DeviceCaps | Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.device_budget, DeviceBudget):
-            object.__setattr__(self, "device_budget", DeviceBudget.parse(self.device_budget))
+        if not isinstance(self.device_budget, DeviceCaps):
+            object.__setattr__(self, "device_budget", DeviceCaps.parse(self.device_budget))
         for name, low in _COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
