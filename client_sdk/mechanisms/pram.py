@@ -328,10 +328,10 @@ class PostRandomization(FrequencyOracle):
         if isinstance(frequency, int | float):
             f = min(max(float(frequency), 0.0), 1.0)
             lines = self.variance_lines([0.0] * k)
-            return max(f * own + (1 - f) * rest for own, rest in lines) / float(n)
+            return max(f * own + (1 - f) * rest for own, rest in lines) / n
         g = [min(max(float(x), 0.0), 1.0) for x in frequency]
         return [
-            (g[v] * own + (1 - g[v]) * rest) / float(n)
+            (g[v] * own + (1 - g[v]) * rest) / n
             for v, (own, rest) in enumerate(self.variance_lines(g))
         ]
 
