@@ -254,9 +254,7 @@ def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str
         "epsilon": epsilon,
         # Marked on the chart when the planner knows it (not a memoized form: its curve
         # needs ε∞, and /v1/plan/curve refuses it).
-        "mechanism": d["mechanism"]
-        if d and d["mechanism"] in (*CURVE_MECHANISMS, "pram")
-        else None,
+        "mechanism": d["mechanism"] if d and d["mechanism"] in CURVE_MECHANISMS else None,
         # pram is planned from its own matrix (/v1/plan's &matrix=), at the ε it realises.
         "matrix": (
             json.dumps(d["mechanism_params"].get("matrix"), separators=(",", ":"))

@@ -80,12 +80,10 @@ exceed any population by many orders of magnitude; far below it the square of th
 underflows to zero."""
 
 CURVE_MECHANISMS = tuple(
-    name
-    for name, cls in mechanisms.MECHANISMS.items()
-    if not issubclass(cls, mechanisms.Memoized | mechanisms.PostRandomization)
+    name for name, cls in mechanisms.MECHANISMS.items() if not issubclass(cls, mechanisms.Memoized)
 )
-"""What a curve can be drawn for from ε and k alone: a memoized mechanism's variance
-also needs its ε∞, pram's its matrix."""
+"""What a curve can be drawn for: from ε and k alone, except pram, which needs its matrix
+(``&matrix=``); a memoized mechanism's variance also needs its ε∞."""
 
 MAX_TREND_WINDOWS = 24 * 14
 """A trend returns at most two weeks of hourly windows: a chart shows no more."""
@@ -493,7 +491,7 @@ class CurveQuery(Model):
     """Needs n_min < n_max."""
     n_max: Annotated[float, Field(le=MAX_N)] = DEFAULT_GRID[1]
     points: Annotated[int, Field(ge=2, le=MAX_POINTS)] = DEFAULT_GRID[2]
-    mechanism: Annotated[str, OneOf((*CURVE_MECHANISMS, "pram"))] | Absent = None
+    mechanism: Annotated[str, OneOf(CURVE_MECHANISMS)] | Absent = None
     """Mark this curve as current (added if not planned; pram needs ``matrix``)."""
     matrix: str | Absent = None
     """A pram transition matrix as JSON (k×k, rows the true value), drawn beside the

@@ -261,8 +261,8 @@ def get_curve() -> dict[str, Any]:
     if points != int(points) or not 2 <= points <= MAX_POINTS:
         raise BadRequest(f"points must be an integer in [2, {MAX_POINTS}], got {points:g}")
     current = request.args.get("mechanism") or None
-    if current is not None and current not in (*CURVE_MECHANISMS, "pram"):
-        raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)} or pram")
+    if current is not None and current not in CURVE_MECHANISMS:
+        raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)}")
     n = np.geomspace(n_min, n_max, int(points))
     given = _given_pram(k)
     try:
