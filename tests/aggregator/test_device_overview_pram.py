@@ -137,3 +137,33 @@ def test_plan_shows_pram_when_given_its_matrix(redis_db: Any) -> None:
     define(client, "user.age", AGES)
     page = client.get("/ui/metric/user.age/explorer", headers=auth)
     assert page.status_code == 200 and "0.25" in page.text  # the matrix is in the page data
+
+
+def test_ldp_plan_shows_pram_and_refuses_bad_matrices(tmp_path: Any) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from aggregator.cli import main
+    from client_sdk import mechanisms
+
+    matrix = AGES["options"]["matrix"]
+    args = ["plan", "-e", "1", "-k", "4", "-n", "1000", "--json", "--matrix", json.dumps(matrix)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    (row,) = [r for r in rows if r["name"] == "pram"]
+    assert row["auto"] is False
+    assert row["variance_star"] == pytest.approx(
+        mechanisms.create("pram", matrix=matrix).variance_star()
+    )
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([["0.5", "0.5"], ["0.5", "0.5"]]))
+    bad = CliRunner().invoke(
+        main, ["plan", "-e", "1", "-k", "2", "-n", "10", "--matrix", f"@{path}"]
+    )
+    assert bad.exit_code == 2 and "--matrix: pram's matrix is singular" in bad.output
+    zero = CliRunner().invoke(
+        main, ["plan", "-e", "1", "-k", "2", "-n", "10", "--matrix", "[[1, 0], [0.5, 0.5]]"]
+    )
+    assert zero.exit_code == 2 and "ε = ∞" in zero.output
