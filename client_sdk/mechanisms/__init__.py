@@ -58,7 +58,13 @@ from client_sdk.mechanisms.numeric import (
     create_numeric,
     numeric_from_params,
 )
-from client_sdk.mechanisms.pram import PostRandomization, epsilon_of, read_matrix
+from client_sdk.mechanisms.pram import (
+    PostRandomization,
+    epsilon_of,
+    freeze,
+    read_frozen,
+    read_matrix,
+)
 from client_sdk.mechanisms.randomness import SecureRandom, default_rng
 from client_sdk.mechanisms.rr import BinaryRR, GeneralizedRR
 from client_sdk.mechanisms.subset import SubsetSelection
@@ -279,8 +285,12 @@ def _create_pram(
 ) -> PostRandomization:
     if set(options) != {"matrix"}:
         raise ValueError(f"pram takes the one option 'matrix' (k×k), got {sorted(options)}")
-    matrix = options["matrix"]
-    rows = read_matrix(matrix)
+    try:
+        matrix = freeze(options["matrix"])
+        rows = read_frozen(matrix)
+    except TypeError:  # an unhashable entry: read_matrix refuses it, saying which
+        read_matrix(options["matrix"])
+        raise
     if domain_size is not None and domain_size != len(rows):
         raise ValueError(f"pram's matrix is {len(rows)}×{len(rows)} for {domain_size} values")
     realised = epsilon_of(rows)
@@ -288,9 +298,7 @@ def _create_pram(
         raise ValueError(
             f"pram's matrix realises ε = {realised:.6g}, more than the declared {epsilon}"
         )
-    return PostRandomization(
-        epsilon=realised, domain_size=len(rows), matrix=tuple(tuple(r) for r in matrix)
-    )
+    return PostRandomization(epsilon=realised, domain_size=len(rows), matrix=matrix)
 
 
 def from_params(params: dict[str, Any]) -> FrequencyOracle:

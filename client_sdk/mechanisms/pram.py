@@ -25,7 +25,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate
 from typing import Any
 
@@ -42,6 +42,8 @@ __all__ = [
     "ROW_SUM_TOLERANCE",
     "PostRandomization",
     "epsilon_of",
+    "freeze",
+    "read_frozen",
     "read_matrix",
 ]
 
@@ -97,6 +99,24 @@ def read_matrix(matrix: object) -> Matrix:
             )
         rows.append(tuple(e / total for e in entries))
     return tuple(rows)
+
+
+@lru_cache(maxsize=64)
+def read_frozen(matrix: tuple[tuple[Any, ...], ...]) -> Matrix:
+    """:func:`read_matrix` of a hashable matrix, remembered: ``create`` checks a matrix
+    and the mechanism it builds reads the same one (an exact parse of k² entries)."""
+    return read_matrix(matrix)
+
+
+def freeze(matrix: object) -> tuple[tuple[Any, ...], ...]:
+    """A spec's matrix as a tuple of tuples (what the mechanism keeps and hashes).
+
+    Raises:
+        ValueError: not a list of lists.
+    """
+    if not isinstance(matrix, list | tuple) or not all(isinstance(r, list | tuple) for r in matrix):
+        raise ValueError("pram's matrix must be a list of k rows, each a list of k probabilities")
+    return tuple(tuple(row) for row in matrix)
 
 
 def privacy_ratio_of(rows: Matrix) -> Fraction | None:
@@ -229,7 +249,7 @@ class PostRandomization(FrequencyOracle):
     @cached_property
     def rows(self) -> Matrix:
         """The exact stochastic matrix the device samples from."""
-        return read_matrix(self.matrix)
+        return read_frozen(self.matrix)
 
     def privacy_ratio(self) -> Fraction:  # noqa: D102
         ratio = privacy_ratio_of(self.rows)
