@@ -49,10 +49,10 @@ def main() -> None:
         print(f"{k:>4} {load * 1e3:>14.1f} {inv * 1e3:>11.1f} {m.epsilon:>7.3f}")
     rng = random.Random(1)
     k = 16
-    p = mechanisms.create("pram", matrix=banded(k))
-    g = mechanisms.create("grr", epsilon=p.epsilon, domain_size=k)
+    pram = mechanisms.create("pram", matrix=banded(k))
+    grr = mechanisms.create("grr", epsilon=pram.epsilon, domain_size=k)
     n = 200_000
-    for m in (p, g):
+    for m in (pram, grr):
         per = timed(lambda m=m: m.perturb(rng.randrange(k), rng), n)
         print(f"perturb {m.name:>4} k={k} ε={m.epsilon:.3f}: {per * 1e6:.2f} µs per report")
     print(f"load average at the end {os.getloadavg()[0]:.2f}")
