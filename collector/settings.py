@@ -185,7 +185,5 @@ def device_budget(config: Mapping[str, Any]) -> DeviceCaps | None:
     ``DEVICE_EPSILON_LIFETIME`` (environment: ``LDP_`` prefix); devices apply the stricter
     of these and their app's own (``client_sdk.device``).
     """
-    budget = DeviceCaps(
-        config.get("DEVICE_EPSILON_PER_DAY"), config.get("DEVICE_EPSILON_LIFETIME")
-    )
+    budget = DeviceCaps(config.get("DEVICE_EPSILON_PER_DAY"), config.get("DEVICE_EPSILON_LIFETIME"))
     return None if budget == DeviceCaps() else budget
