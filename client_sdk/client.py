@@ -384,6 +384,10 @@ class Client:
             return None
         if definition is not None and definition.name == metric:
             self._cache[metric] = _Cached(definition, now)  # stale at once: fetched first
+            try:  # the device-wide caps it was published with hold offline too
+                self._learn_device_budget(json.loads(text))  # type: ignore[arg-type]
+            except DefinitionError:
+                pass
             return definition
         return None
 

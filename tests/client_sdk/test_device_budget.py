@@ -185,3 +185,21 @@ def test_stricter_and_device_total() -> None:
     assert app.stricter(server) == DeviceCaps(3.0, 50.0)
     assert app.stricter(None) == app
     assert device_total([("a", 1.0), ("m", 1.0), ("m", 4.0)], {"m": 2.0}) == 3.0
+
+
+@pytest.mark.parametrize("mode", ["durable"])
+def test_the_collectors_cap_holds_on_an_offline_start(
+    collector: Collector, make_client: Callable[..., Client], mode: str
+) -> None:
+    from test_client import Answer
+
+    collector.device_budget = {"epsilon_per_day": 2.5}
+    first = make_client()
+    assert first.report("app.free", 0)  # 2.0, the definition and the caps kept
+    first.definition("app.theme")  # fetched (and kept) too
+    assert first.shutdown(timeout=5)
+    collector.get_answers.extend([Answer(503)] * 10)  # the collector is unreachable now
+    second = make_client()
+    assert second.report("app.theme", 0)  # 2.5, from the kept definition
+    assert second.report("app.theme", 0) is False
+    assert second.stats()["dropped"]["device_budget"] == 1
