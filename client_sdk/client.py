@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from client_sdk import wire
 from client_sdk.bundle import load_bundle
+from client_sdk.device import DeviceCaps
 from client_sdk.errors import (
     BudgetExhaustedError,
     DefinitionError,
+    DeviceBudgetExhaustedError,
     MetricsUnavailableError,
     QueueFullError,
     ReportingDisabledError,
@@ -146,6 +148,9 @@ class Client:
             device that starts offline still reports; fetched definitions replace it.
         session: a ``requests.Session`` for the HTTP transport (mTLS, a corporate proxy,
             a CA bundle, custom adapters); default: the transport's own.
+        device_budget: the app's cap on the total ε this device spends over all metrics,
+            ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}``; the stricter of it and the
+            collector's published cap applies (:mod:`client_sdk.device`).
 
     Raises:
         ValueError: an invalid URL or setting, the message giving the valid range (see
@@ -174,6 +179,7 @@ class Client:
         wallclock: Callable[[], float] = time.time,
         definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None,
         session: requests.Session | None = None,
+        device_budget: DeviceCaps | Mapping[str, Any] | None = None,
     ) -> None:
         options = ClientOptions(
             transport=transport,
@@ -193,6 +199,7 @@ class Client:
             wallclock=wallclock,
             definitions=definitions,
             session=session,
+            device_budget=device_budget,
         )
         self.url = url
         self._options = options
@@ -227,6 +234,8 @@ class Client:
             )
             self._ledger = self._memory_ledger = MemoryLedger()
         self._charger = Charger()
+        self._app_device_budget: DeviceCaps | None = options.device_budget  # type: ignore[assignment]
+        self._charger.device = self._app_device_budget
         self._floor: float | None = None  # see _charge_time; read from the ledger lazily
         self._opted_out = False  # disable() was called but could not be persisted
         # Read on every report(): one attribute lookup each, not two.
@@ -368,6 +377,7 @@ class Client:
             definition = wire.MetricDefinition.from_dict(data)
             if definition.name != metric:
                 raise DefinitionError([f"the answer defines {definition.name!r}"])
+            self._learn_device_budget(data)
         except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
@@ -380,6 +390,20 @@ class Client:
                 pass  # only an offline start would miss it
         return definition
 
+    def _learn_device_budget(self, data: Mapping[str, Any]) -> None:
+        """Apply the collector's published device-wide caps (``device_budget`` beside a
+        definition), the stricter of them and the app's (:mod:`client_sdk.device`).
+
+        Raises:
+            DefinitionError: caps that are not valid.
+        """
+        try:
+            server = DeviceCaps.parse(data.get("device_budget"))
+        except ValueError as exc:
+            raise DefinitionError([str(exc)]) from None
+        app = self._app_device_budget
+        self._charger.device = server if app is None else app.stricter(server)
+
     def _saved(self, metric: str, now: float) -> wire.MetricDefinition | None:
         """The definition an earlier run kept in the store (so an offline start reports)."""
         if self._durable is None:
@@ -391,6 +415,10 @@ class Client:
             return None
         if definition is not None and definition.name == metric:
             self._cache[metric] = _Cached(definition, now)  # stale at once: fetched first
+            try:  # the device-wide caps it was published with hold offline too
+                self._learn_device_budget(json.loads(text))  # type: ignore[arg-type]
+            except DefinitionError:
+                pass
             return definition
         return None
 
@@ -572,6 +600,8 @@ class Client:
             data = _ENCODER.encode(report).encode()
             try:
                 queued = self._enqueue(data, charge)
+            except DeviceBudgetExhaustedError:
+                return self._drop("device_budget")
             except BudgetExhaustedError:
                 return self._drop("budget")
             except ReportingDisabledError:
@@ -673,6 +703,7 @@ class Client:
                 today,
                 enabled=enabled,
                 persistent=self._ledger.persistent,
+                device=self._charger.device,
             )
         except Exception as exc:
             logger.warning("privacy ledger unavailable (%s)", type(exc).__name__)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 __all__ = [
     "BudgetExhaustedError",
     "DefinitionError",
+    "DeviceBudgetExhaustedError",
     "MetricsUnavailableError",
     "PayloadError",
     "QueueFullError",
@@ -56,6 +57,11 @@ class BudgetExhaustedError(Exception):
     Raised by the ledger (``ledger.Tally.check``, through ``MemoryLedger.enqueue`` and
     ``store.Store.put``); ``report()`` counts it as ``budget``. Never reaches the host app.
     """
+
+
+class DeviceBudgetExhaustedError(BudgetExhaustedError):
+    """The device-wide budget (``client_sdk.device``) would be exceeded: the report is
+    refused. ``report()`` counts it as ``device_budget``."""
 
 
 class ReportingDisabledError(Exception):

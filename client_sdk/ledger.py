@@ -29,8 +29,13 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from client_sdk import wire
-from client_sdk.errors import BudgetExhaustedError, ReportingDisabledError
+from client_sdk import mechanisms, wire
+from client_sdk.device import DeviceCaps, device_total
+from client_sdk.errors import (
+    BudgetExhaustedError,
+    DeviceBudgetExhaustedError,
+    ReportingDisabledError,
+)
 from client_sdk.wire import day_of, period_start
 
 if TYPE_CHECKING:
@@ -45,6 +50,7 @@ __all__ = [
     "MemoryLedger",
     "Tally",
     "day_of",
+    "device_summary",
     "period_start",
     "summarize",
     "window_start",
@@ -81,6 +87,9 @@ class Charge:
         day: the UTC day it is made on (ISO ``YYYY-MM-DD``, so strings sort as days).
         since: the first day of its budget period (``day`` without a budget).
         limit: reports allowed in the period, or None without a budget.
+        permanent: ε∞ of a memoized metric (what it counts at most towards the
+            device-wide totals), else None.
+        device: the device-wide caps in force (``client_sdk.device``), or None.
     """
 
     metric: str
@@ -88,6 +97,8 @@ class Charge:
     day: str
     since: str
     limit: int | None = None
+    permanent: float | None = None
+    device: DeviceCaps | None = None
 
 
 class Charger:
@@ -103,6 +114,18 @@ class Charger:
         self._day = date(1970, 1, 1)
         self._starts: dict[str, str] = {}
         self._charges: dict[int, tuple[wire.MetricDefinition, int, Charge]] = {}
+        self._device: DeviceCaps | None = None
+
+    @property
+    def device(self) -> DeviceCaps | None:
+        """The device-wide caps every charge carries (the stricter of app and server)."""
+        return self._device
+
+    @device.setter
+    def device(self, budget: DeviceCaps | None) -> None:
+        if budget != self._device:
+            self._device = budget
+            self._charges = {}
 
     def charge(self, definition: wire.MetricDefinition, timestamp: float) -> Charge:
         """The charge of one report of ``definition`` made at Unix time ``timestamp``."""
@@ -117,16 +140,17 @@ class Charger:
             self._day_number = number
         budget = definition.budget
         starts = self._starts
-        if budget is None:
-            charge = Charge(definition.name, definition.mechanism.epsilon, starts[""], starts[""])
-        else:
-            charge = Charge(
-                definition.name,
-                definition.mechanism.epsilon,
-                starts[""],
-                starts[budget.period],
-                budget.reports_per_period,
-            )
+        mech = definition.mechanism
+        permanent = mech.permanent_epsilon if isinstance(mech, mechanisms.Memoized) else None
+        charge = Charge(
+            definition.name,
+            mech.epsilon,
+            starts[""],
+            starts[""] if budget is None else starts[budget.period],
+            None if budget is None else budget.reports_per_period,
+            permanent,
+            self._device,
+        )
         if len(self._charges) >= self.MAX_CACHED:
             self._charges = {}
         self._charges[id(definition)] = (definition, number, charge)
@@ -139,6 +163,7 @@ class Tally:
     def __init__(self) -> None:
         self._days: dict[str, dict[str, list[float]]] = {}
         self._lifetime: dict[str, list[Any]] = {}
+        self._permanent: dict[str, float] = {}
 
     def spent(self, metric: str, since: str, until: str) -> tuple[int, float]:
         """Reports and ε charged for ``metric`` from day ``since`` to ``until``, inclusive."""
@@ -157,12 +182,41 @@ class Tally:
         the whole period both say the same; after an ε change mid-period the stricter
         one applies.
         """
-        if charge.limit is None:
-            return
-        reports, epsilon = self.spent(charge.metric, charge.since, charge.day)
-        allowed = charge.limit * charge.epsilon * (1.0 + EPSILON_SLACK)
-        if reports + 1 > charge.limit or epsilon + charge.epsilon > allowed:
-            raise BudgetExhaustedError(charge.metric)
+        if charge.permanent is not None:
+            self._permanent[charge.metric] = charge.permanent
+        if charge.limit is not None:
+            reports, epsilon = self.spent(charge.metric, charge.since, charge.day)
+            allowed = charge.limit * charge.epsilon * (1.0 + EPSILON_SLACK)
+            if reports + 1 > charge.limit or epsilon + charge.epsilon > allowed:
+                raise BudgetExhaustedError(charge.metric)
+        if charge.device is not None:
+            self._check_device(charge, charge.device)
+
+    def _check_device(self, charge: Charge, caps: DeviceCaps) -> None:
+        """Raise :class:`DeviceBudgetExhaustedError` if ``charge`` takes the device's total
+        of the day, or of its lifetime, past the cap (``client_sdk.device``)."""
+        this = (charge.metric, charge.epsilon)
+        windows = (
+            (caps.epsilon_per_day, self.device_spent(charge.day)),
+            (caps.epsilon_lifetime, self.device_spent(None)),
+        )
+        for cap, spent in windows:
+            if cap is not None:
+                before = device_total(spent, self._permanent)
+                after = device_total([*spent, this], self._permanent)
+                if after > before and after > cap * (1.0 + EPSILON_SLACK):
+                    raise DeviceBudgetExhaustedError(charge.metric)
+
+    def device_spent(self, day: str | None) -> list[tuple[str, float]]:
+        """(metric, ε) charged on ``day``, or over the lifetime (None)."""
+        if day is None:
+            return [(m, eps) for m, (_, eps, _) in self._lifetime.items()]
+        return [(m, days[day][1]) for m, days in self._days.items() if day in days]
+
+    @property
+    def permanent(self) -> dict[str, float]:
+        """ε∞ of the memoized metrics charged in this process (metric → ε∞)."""
+        return dict(self._permanent)
 
     def add(self, metric: str, day: str, reports: int, epsilon: float) -> None:
         """Add (or, with negative numbers, refund) a charge."""
@@ -173,6 +227,17 @@ class Tally:
         life[0] += reports
         life[1] += epsilon
         life[2] = min(life[2], day)
+
+    def add_past(self, metric: str, first: str, reports: int, epsilon: float) -> None:
+        """Add days older than those kept to the lifetime sums only."""
+        life = self._lifetime.setdefault(metric, [0, 0.0, first])
+        life[0] += reports
+        life[1] += epsilon
+        life[2] = min(life[2], first)
+
+    def remember(self, permanent: Mapping[str, float]) -> None:
+        """Take over the ε∞ of memoized metrics another tally learned (a reload)."""
+        self._permanent.update(permanent)
 
     def prune(self, before: str) -> None:
         """Forget the days before ``before`` (the lifetime sums stay)."""
@@ -315,6 +380,7 @@ def summarize(
     *,
     enabled: bool,
     persistent: bool,
+    device: DeviceCaps | None = None,
 ) -> dict[str, Any]:
     """What ``Client.privacy()`` returns: ε spent per metric today, this period, lifetime.
 
@@ -325,6 +391,7 @@ def summarize(
         today: the current UTC day.
         enabled: whether reporting is on.
         persistent: whether the ledger survives restarts.
+        device: the device-wide caps in force (``client_sdk.device``), if any.
 
     Returns:
         ``enabled``, ``ledger`` (where it lives), ``accounting`` (the composition rule),
@@ -332,7 +399,8 @@ def summarize(
         ``epsilon_per_report``, ``bounds`` from the definition, ``budget`` with
         ``remaining_reports``, and ``today``/``period``/``lifetime`` windows, each with
         ``reports``, ``epsilon``, ``since`` and the ``guarantee`` in words) and
-        ``total`` (all metrics, today and lifetime).
+        ``total`` (all metrics, today and lifetime) and ``device_budget``: the device-wide
+        totals against the caps (:func:`device_summary`).
     """
     day = today.isoformat()
     by_metric: dict[str, dict[str, tuple[int, float]]] = {}
@@ -375,7 +443,15 @@ def summarize(
         metrics[metric] = entry
         n_all_today, e_all_today = n_all_today + n_today, e_all_today + e_today
         n_all, e_all, first_all = n_all + n_life, e_all + e_life, min(first_all, first)
+    permanent = {
+        name: d.mechanism.permanent_epsilon
+        for name, d in definitions.items()
+        if isinstance(d.mechanism, mechanisms.Memoized)
+    }
+    today_spent = [(m, spent(m, day)[1]) for m in by_metric]
+    life_spent = [(m, eps) for m, (_, eps, _) in lifetime.items()]
     return {
+        "device_budget": device_summary(device, today_spent, life_spent, permanent),
         "enabled": enabled,
         "ledger": "persistent (the storage dir)" if persistent else "in memory (this process)",
         "accounting": ACCOUNTING,
@@ -386,4 +462,40 @@ def summarize(
             "today": _window("all metrics", n_all_today, e_all_today, day, "today"),
             "lifetime": _window("all metrics", n_all, e_all, first_all, "over its lifetime"),
         },
+    }
+
+
+def device_summary(
+    device: DeviceCaps | None,
+    today: Sequence[tuple[str, float]],
+    lifetime: Sequence[tuple[str, float]],
+    permanent: Mapping[str, float],
+) -> dict[str, Any]:
+    """The device-wide totals of ``privacy()`` against the caps in force.
+
+    Returns:
+        ``epsilon_per_day`` and ``epsilon_lifetime`` (the caps, None for none),
+        ``spent_today`` and ``spent_lifetime`` (over all metrics, a memoized one at most
+        its ε∞), ``remaining_today`` and ``remaining_lifetime`` (None without a cap) and
+        the ``rule`` in words.
+    """
+    caps = device or DeviceCaps()
+    spent_today = round(device_total(today, permanent), 12)
+    spent_life = round(device_total(lifetime, permanent), 12)
+
+    def left(cap: float | None, spent: float) -> float | None:
+        return None if cap is None else round(max(0.0, cap - spent), 12)
+
+    return {
+        **caps.to_dict(),
+        "spent_today": spent_today,
+        "spent_lifetime": spent_life,
+        "remaining_today": left(caps.epsilon_per_day, spent_today),
+        "remaining_lifetime": left(caps.epsilon_lifetime, spent_life),
+        "rule": (
+            "The total ε of all metrics' reports, per UTC day and over the device's "
+            "lifetime (sequential composition; a memoized metric counts at most its ε∞); "
+            "a report that would pass a cap is refused ('device_budget'). The caps are the "
+            "stricter of the app's and the collector's."
+        ),
     }

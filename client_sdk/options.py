@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from client_sdk.device import DeviceCaps
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from client_sdk.transport import DEFAULT_TIMEOUT
 
@@ -93,6 +94,10 @@ class ClientOptions:
         session: a ``requests.Session`` the HTTP transport sends through (mTLS client
             certificates, a corporate proxy, a CA bundle); None: the transport's own.
             Not together with ``transport``.
+        device_budget: the app's device-wide caps on the total ε over all metrics,
+            ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}`` (either may be left out;
+            positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceCaps`.
+            The stricter of it and the collector's published caps applies.
 
     Raises:
         ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``,
@@ -116,8 +121,11 @@ class ClientOptions:
     wallclock: Callable[[], float] = time.time
     definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None
     session: requests.Session | None = None
+    device_budget: DeviceCaps | Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.device_budget, DeviceCaps):
+            object.__setattr__(self, "device_budget", DeviceCaps.parse(self.device_budget))
         for name, low in _COUNTS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:

@@ -101,14 +101,17 @@ DROP_REASONS = (
     "shutdown",
     "internal_error",
     "budget",
+    "device_budget",
     "disabled",
     "storage_error",
     "retired",
     "bundle_mismatch",
 )
 """Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
-metric's privacy budget for the period is spent; ``disabled``: the user opted out (and
-reports wiped by the opt-out); ``storage_error``: the durable store failed;
+metric's privacy budget for the period is spent; ``device_budget``: the device-wide cap
+on the total ε of a day or a lifetime would be passed (``client_sdk.device``);
+``disabled``: the user opted out (and reports wiped by the opt-out);
+``storage_error``: the durable store failed;
 ``retired``: an operator retired the metric (reports made after, and those queued);
 ``bundle_mismatch``: made with a definition the app ships, which the collector does not
 have under that version with the same parameters (never sent: it would be misread)."""

@@ -666,6 +666,10 @@ def _parse_numeric_spec(
     )
 
 
+_PRAM_EPSILON_UNSET = math.inf
+"""A pram spec without ``epsilon``: ε is then the one its matrix realises."""
+
+
 def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     """Validate what an operator sends to create or change a metric.
 
@@ -680,7 +684,9 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     Either kind takes ``"shards": N`` (1..:data:`MAX_SHARDS`, default 1): how many
     streams the version's reports spread over (a hot metric on a Redis Cluster), and
     ``"retention": {"hour": s, "day": s}``: seconds its hour and day windows are kept
-    after they end, where they differ from the deployment's defaults.
+    after they end, where they differ from the deployment's defaults. ``"mechanism":
+    "pram"`` takes ``"options": {"matrix": [[...], ...]}`` (k×k, rows the true value) and
+    reads ε off the matrix; ``epsilon`` may then be left out (given, it is a ceiling).
 
     Raises:
         DefinitionError: listing every problem found.
@@ -698,9 +704,13 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     if unknown:
         problems.append(f"unknown fields {unknown}; allowed: {sorted(SPEC_FIELDS)}")
     domain = _check_domain(spec.get("domain"), problems)
-    epsilon = _check_epsilon(spec.get("epsilon"), problems)
-    permanent = _check_longitudinal(spec.get("longitudinal"), problems)
     mech_name = spec.get("mechanism", "auto")
+    # pram reads ε off its matrix: a given epsilon is only a ceiling (_pram_epsilon).
+    if mech_name == "pram" and spec.get("epsilon") is None:
+        epsilon: float | None = _PRAM_EPSILON_UNSET
+    else:
+        epsilon = _check_epsilon(spec.get("epsilon"), problems)
+    permanent = _check_longitudinal(spec.get("longitudinal"), problems)
     if not isinstance(mech_name, str) or mech_name not in mechanisms.NAMES:
         problems.append(
             f"mechanism must be one of {', '.join(mechanisms.NAMES)}, got {mech_name!r}"
@@ -728,7 +738,10 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         else:
             if permanent is not None:
                 mech_name, options = _memoized(mech_name, options, permanent)
-            mech = mechanisms.create(mech_name, epsilon=epsilon, domain_size=len(domain), **options)
+            declared = None if epsilon is _PRAM_EPSILON_UNSET else epsilon
+            mech = mechanisms.create(
+                mech_name, epsilon=declared, domain_size=len(domain), **options
+            )
     except (ValueError, TypeError) as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
     if isinstance(mech, mechanisms.Memoized) and budget is None:

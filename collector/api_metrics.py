@@ -12,7 +12,8 @@ from collector.body import read_json
 from collector.context import services
 from collector.errors import ApiError, clip
 from collector.models import MAX_VERSION_DIGITS, Metric, MetricList, MetricSpec, VersionQuery
-from ldp_api.models import Error, MetricPath, answer
+from collector.settings import device_budget
+from ldp_api.models import DeviceEpsilonCap, Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 from ldp_store.registry import MetricRetired
 
@@ -38,9 +39,9 @@ ADMIN_TOKEN = Scheme(
     {200: Reply("The metrics.", MetricList), 503: UNAVAILABLE},
 )
 def list_metrics() -> dict[str, Any]:
-    """The current definition of every metric."""
+    """The current definition of every metric, and the device-wide caps."""
     metrics = [Metric.of(d) for d in services().registry.all_current()]
-    return answer(MetricList(metrics=metrics))
+    return answer(MetricList(metrics=metrics, device_budget=published_device_budget()))
 
 
 @bp.get("/v1/metrics/<name>")
@@ -62,7 +63,13 @@ def get_metric(name: str) -> dict[str, Any]:
     if definition is None:
         which = f"metric {clip(name, 80)!r}" + (f" version {version}" if version else "")
         raise ApiError(404, f"unknown {which}", ["GET /v1/metrics lists the metrics"])
-    return answer(Metric.of(definition))
+    return answer(Metric.of(definition, published_device_budget()))
+
+
+def published_device_budget() -> DeviceEpsilonCap | None:
+    """The device-wide caps this collector publishes (``LDP_DEVICE_EPSILON_…``), if any."""
+    budget = device_budget(current_app.config)
+    return None if budget is None else DeviceEpsilonCap(**budget.to_dict())
 
 
 @bp.put("/v1/metrics/<name>")

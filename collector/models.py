@@ -30,6 +30,7 @@ from collector import settings
 from ldp_api.models import (
     Absent,
     DeviceBudget,
+    DeviceEpsilonCap,
     Error,
     Mechanism,
     MetricName,
@@ -90,17 +91,27 @@ class Metric(Model):
     deployment's defaults; ``/v1/overview`` shows what applies)."""
     range: Range | Absent = None
     """A numeric metric's [lo, hi] (it has no domain)."""
+    device_budget: DeviceEpsilonCap | Absent = None
+    """The deployment's device-wide caps (as in ``GET /v1/metrics``), where it publishes
+    any: ``GET /v1/metrics/<name>`` carries them beside the definition, so a device that
+    fetches only the metrics it reports learns them."""
 
     @classmethod
-    def of(cls, definition: MetricDefinition) -> Metric:
-        """The model of ``definition``'s JSON form."""
-        return cls.model_validate(definition.to_dict())
+    def of(cls, definition: MetricDefinition, device: DeviceEpsilonCap | None = None) -> Metric:
+        """The model of ``definition``'s JSON form (with the device-wide caps, if given)."""
+        data = definition.to_dict()
+        if device is not None:
+            data["device_budget"] = device
+        return cls.model_validate(data)
 
 
 class MetricList(Model):
-    """Every metric's current version."""
+    """Every metric's current version, and the deployment's device-wide caps."""
 
     metrics: list[Metric]
+    device_budget: DeviceEpsilonCap | None = None
+    """The cap on the total ε one device spends per UTC day and over its lifetime, over
+    all metrics (null: none published). Devices apply the stricter of it and their app's."""
 
 
 class VersionQuery(Model):
@@ -147,11 +158,13 @@ class CategoricalSpec(Model):
         ),
     ]
     """The values: distinct labels."""
-    epsilon: Epsilon
-    """ε per report."""
+    epsilon: Epsilon | Absent = None
+    """ε per report; required but for pram, which reads it off its matrix (given, it is
+    a ceiling)."""
     mechanism: Annotated[str, OneOf(mechanisms.NAMES)] = "auto"
     options: dict[str, Any] | Absent = None
-    """A named mechanism's options (e.g. olh's g); auto takes none."""
+    """A named mechanism's options (e.g. olh's g; pram's ``matrix``: k×k, rows the true
+    value, entries numbers or strings such as "0.7" or "1/3"); auto takes none."""
     description: Description = ""
     longitudinal: Longitudinal | None = None
     """Memoized responses (null: none)."""

@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from client_sdk.device import DeviceCaps
+
 __all__ = [
     "DEFAULTS",
     "MAX_BACKLOG",
@@ -23,6 +25,7 @@ __all__ = [
     "SOURCE_REQUESTS_PER_SECOND",
     "ConfigError",
     "checked",
+    "device_budget",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -72,6 +75,8 @@ DEFAULTS: dict[str, Any] = {
     "SOURCE_REQUESTS_PER_SECOND": SOURCE_REQUESTS_PER_SECOND,
     "SOURCE_REPORTS_PER_MINUTE": SOURCE_REPORTS_PER_MINUTE,
     "SOURCE_HEADER": None,
+    "DEVICE_EPSILON_PER_DAY": None,
+    "DEVICE_EPSILON_LIFETIME": None,
 }
 
 _POSITIVE_INTS = (
@@ -84,6 +89,8 @@ _POSITIVE_INTS = (
 _UPPER = {"MEMORY_HIGH_WATER": 100}
 _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE")
 """Non-negative integers: 0 turns the limit off."""
+_DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")
+"""The device-wide caps the collector publishes (``client_sdk.device``): None or ε > 0."""
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
 
@@ -144,6 +151,17 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(
             f"SOURCE_HEADER must be an HTTP header name such as X-Real-IP, got {header!r}"
         )
+    for key in _DEVICE_CAPS:
+        value = config.get(key)
+        if isinstance(value, str):  # set directly, not through from_prefixed_env's JSON
+            try:
+                value = float(value) if value.strip() else None
+            except ValueError:
+                pass
+        try:
+            out[key] = DeviceCaps.check_cap(value, key)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (unset: no cap)") from None
     # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
     for key in ("ADMIN_TOKEN", "METRICS_TOKEN"):
         token = config.get(key)
@@ -158,3 +176,14 @@ def _limit(key: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ConfigError(f"{key} must be a non-negative integer (0: off), got {value!r}")
     return value
+
+
+def device_budget(config: Mapping[str, Any]) -> DeviceCaps | None:
+    """The device-wide caps a collector publishes (``GET /v1/metrics``), None for none.
+
+    Read from the checked settings ``DEVICE_EPSILON_PER_DAY`` and
+    ``DEVICE_EPSILON_LIFETIME`` (environment: ``LDP_`` prefix); devices apply the stricter
+    of these and their app's own (``client_sdk.device``).
+    """
+    budget = DeviceCaps(config.get("DEVICE_EPSILON_PER_DAY"), config.get("DEVICE_EPSILON_LIFETIME"))
+    return None if budget == DeviceCaps() else budget

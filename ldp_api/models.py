@@ -18,6 +18,7 @@ from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import CoreSchema, core_schema
 
 from client_sdk import mechanisms
+from client_sdk.device import MAX_DEVICE_EPSILON
 from client_sdk.wire import (
     BUDGET_PERIODS,
     MAX_NAME_LENGTH,
@@ -30,6 +31,7 @@ from client_sdk.wire import (
 __all__ = [
     "Absent",
     "DeviceBudget",
+    "DeviceEpsilonCap",
     "Error",
     "Mechanism",
     "MetricName",
@@ -132,6 +134,19 @@ class WindowRetention(Model):
 
     hour: Seconds | None = None
     day: Seconds | None = None
+
+
+class DeviceEpsilonCap(Model):
+    """The device-wide caps on the total ε one device spends over all metrics
+    (``LDP_DEVICE_EPSILON_PER_DAY``, ``LDP_DEVICE_EPSILON_LIFETIME``; null: no cap).
+    Devices apply the stricter of these and their app's own (``client_sdk.device``)."""
+
+    closed = True
+
+    epsilon_per_day: Annotated[float, Field(gt=0, le=MAX_DEVICE_EPSILON)] | None = None
+    """Per UTC day."""
+    epsilon_lifetime: Annotated[float, Field(gt=0, le=MAX_DEVICE_EPSILON)] | None = None
+    """Over the device's lifetime."""
 
 
 class DeviceBudget(Model):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION, max_gain
 from aggregator.stats.intervals import z_value
 from client_sdk import mechanisms
+from client_sdk.mechanisms import FrequencyOracle
 
 __all__ = ["PlanRow", "central_laplace_std", "plan"]
 
@@ -55,12 +56,15 @@ def plan(
     width: float | None = None,
     confidence: float = 0.95,
     fake_fraction: float = DEFAULT_FAKE_FRACTION,
+    given: FrequencyOracle | None = None,
 ) -> list[PlanRow]:
     """Half-width for ``users`` users, or users for a half-width ``width``, per mechanism.
 
     Exactly one of ``users`` and ``width`` is given. Rows: every frequency oracle for
     (ε, k), best first, ``auto``'s choice marked, then central Laplace; each with the
     maximal gain attack's shift of one value when ``fake_fraction`` of the reports are fake.
+    ``given``: a mechanism built elsewhere (pram from its matrix, at its own ε, which
+    ``auto`` never picks) planned beside them.
     """
     if not 0.0 < fake_fraction < 1.0:
         raise ValueError(f"fake_fraction must be in (0, 1), got {fake_fraction}")
@@ -73,8 +77,9 @@ def plan(
     z = z_value(confidence)
     chosen = mechanisms.choose(epsilon, domain_size).mechanism
     rows: list[PlanRow] = []
-    for name in PLANNED:
-        m = mechanisms.create(name, epsilon=epsilon, domain_size=domain_size)
+    built = [mechanisms.create(name, epsilon=epsilon, domain_size=domain_size) for name in PLANNED]
+    for m in [*built, *([given] if given is not None else [])]:
+        name = m.name
         var = m.variance_star()
         if users is not None:
             n, w = users, z * math.sqrt(var / users)

@@ -68,7 +68,7 @@ from aggregator.analysis.defences import (
 from aggregator.analysis.simulation import distribution, simulate_reports
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
-from client_sdk.mechanisms import FrequencyOracle
+from client_sdk.mechanisms import FrequencyOracle, PostRandomization
 
 __all__ = [
     "DEFAULT_FAKE_FRACTION",
@@ -129,6 +129,9 @@ def max_gain(mechanism: FrequencyOracle, beta: float) -> float:
     One target makes s_t = 1 for every mechanism, so this is the robustness of a
     mechanism at (ε, k) in one number: how far a fraction β of fakes can push one value.
     """
+    if isinstance(mechanism, PostRandomization):
+        # f̂ = P⁻ᵀλ̂: fakes all reporting the y with the largest P⁻¹[y, t] move t most.
+        return beta * max(max(row) for row in mechanism.inverse)
     return float(expected_gain(mechanism, 1.0, beta))
 
 

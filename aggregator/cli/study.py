@@ -6,9 +6,11 @@ the command runs, so ``ldp --help`` stays fast), and prints a table or JSON.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -136,6 +138,12 @@ def simulate(
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="β, the share of reports from fake clients, for the robustness column.",
 )
+@click.option(
+    "--matrix",
+    default=None,
+    help="A pram transition matrix to plan beside the others (k×k JSON, rows the true "
+    "value), or @file.json; planned at the ε it realises.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def plan(
     epsilon: float,
@@ -144,6 +152,7 @@ def plan(
     width: float | None,
     confidence: float,
     beta: float,
+    matrix: str | None,
     as_json: bool,
 ) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism.
@@ -155,6 +164,7 @@ def plan(
 
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
+    given = None if matrix is None else _pram_of(matrix, domain_size)
     try:
         rows = make_plan(
             epsilon,
@@ -163,6 +173,7 @@ def plan(
             width=width,
             confidence=confidence,
             fake_fraction=beta,
+            given=given,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -192,6 +203,20 @@ def plan(
         "(maximal gain attack; ldp attack poison measures it)"
     )
     out.print(mechanisms.choose(epsilon, domain_size).reason)
+
+
+def _pram_of(matrix: str, domain_size: int) -> mechanisms.FrequencyOracle:
+    """The pram mechanism of ``--matrix`` (JSON or @file.json), or a usage error saying
+    what is wrong with the matrix."""
+    try:
+        text = Path(matrix[1:]).read_text() if matrix.startswith("@") else matrix
+        rows = json.loads(text)
+    except (OSError, ValueError) as exc:
+        raise click.UsageError(f"--matrix: not a JSON matrix ({exc})") from None
+    try:
+        return mechanisms.create("pram", domain_size=domain_size, matrix=rows)
+    except ValueError as exc:
+        raise click.UsageError(f"--matrix: {exc}") from None
 
 
 AUDIT_MECHANISMS = (*mechanisms.NAMES, *mechanisms.NUMERIC_MECHANISMS)

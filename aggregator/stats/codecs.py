@@ -37,6 +37,7 @@ from client_sdk.mechanisms import (
     HadamardResponse,
     LocalHashing,
     NumericMechanism,
+    PostRandomization,
     SubsetSelection,
 )
 from client_sdk.mechanisms.unary import UnaryEncoding
@@ -200,6 +201,35 @@ class RRCodec(FrequencyCodec):
             spread = gen.multinomial(int(moved[v]), uniform)
             support[:v] += spread[:v]
             support[v + 1 :] += spread[v:]
+        return support
+
+
+class PramCodec(FrequencyCodec):
+    """pram: payload ``{"v": reported value}``, counted as GRR's (one bincount)."""
+
+    m: PostRandomization
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        return self._int_columns(payloads, {"v": (0, self.k)})
+
+    def count(self, batch: Batch) -> IntArray:  # noqa: D102
+        return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
+
+    def _matrix(self) -> npt.NDArray[np.float64]:
+        return np.array([[float(e) for e in row] for row in self.m.rows])
+
+    def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:  # noqa: D102
+        cumulative = np.cumsum(self._matrix(), axis=1)[np.asarray(values)]
+        u = gen.random(len(values))[:, None]
+        reported = np.minimum((u >= cumulative).sum(axis=1), self.k - 1)
+        return Batch(len(values), {"v": reported.astype(np.int64)})
+
+    def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
+        """Exact: the reports of each true value are multinomial on its row."""
+        rows = self._matrix()
+        support = np.zeros(self.k, dtype=np.int64)
+        for x in np.flatnonzero(true_counts):
+            support += gen.multinomial(int(true_counts[x]), rows[x] / rows[x].sum())
         return support
 
 
@@ -518,6 +548,7 @@ def codec_for(mechanism: FrequencyOracle | NumericMechanism) -> FrequencyCodec |
         (LocalHashing, LocalHashCodec),
         (HadamardResponse, HadamardCodec),
         (SubsetSelection, SubsetCodec),
+        (PostRandomization, PramCodec),
     ):
         if isinstance(mechanism, kind):
             return codec(mechanism)

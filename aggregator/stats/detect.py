@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from client_sdk.mechanisms import FrequencyOracle, LocalHashing
+from client_sdk.mechanisms import FrequencyOracle, LocalHashing, PostRandomization
 from client_sdk.mechanisms.unary import UnaryEncoding
 
 __all__ = [
@@ -365,6 +365,14 @@ def support_test(
 # -- one window ----------------------------------------------------------------------
 
 
+def _frequency(m: FrequencyOracle, support: npt.ArrayLike, n: int, v: int) -> float:
+    """f̂(v) of a window; pram's estimate needs all k counts (it inverts its matrix)."""
+    counts = np.asarray(support)
+    if isinstance(m, PostRandomization):
+        return float(m.debias(counts.tolist(), n)[v])
+    return float(m.debias(counts[v], n))
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.2f} %"
 
@@ -404,8 +412,7 @@ def detect(
         if reject.any():
             flagged = sorted(np.flatnonzero(reject).tolist(), key=lambda v: pv[v])
             top = flagged[0]
-            f1 = float(m.debias(support[top], n))
-            f2 = float(m.debias(c2[top], n2))
+            f1, f2 = _frequency(m, support, n, top), _frequency(m, c2, n2, top)
             alarms.append(
                 Alarm(
                     "shift",

@@ -30,7 +30,8 @@ from aggregator.stats.intervals import (
     zero_p_values,
 )
 from aggregator.stats.postprocess import norm_sub
-from client_sdk.mechanisms import FrequencyOracle, Memoized
+from aggregator.stats.pram import pram_estimate, pram_intervals, pram_zero_p_values
+from client_sdk.mechanisms import FrequencyOracle, Memoized, PostRandomization
 
 __all__ = ["ANYTIME", "FrequencyEstimate", "estimate", "estimate_from_counts"]
 
@@ -95,6 +96,15 @@ class FrequencyEstimate:
             return nan, nan
         if self.interval == ANYTIME:
             return _sequence(self, alpha, simultaneous)
+        if isinstance(self.mechanism, PostRandomization):
+            low, high, _ = pram_intervals(
+                self.mechanism,
+                self.n,
+                self.support_counts,
+                1.0 - alpha,
+                self.k if simultaneous else 1,
+            )
+            return low, high
         low, high, _ = frequency_intervals(
             self.mechanism,
             self.n,
@@ -231,6 +241,15 @@ def estimate_from_counts(
         nan = np.full(k, np.nan)
         f = se = lo = hi = ns = pv = nan
         flags = np.zeros(k, dtype=bool)
+    elif isinstance(mechanism, PostRandomization):
+        if anytime:
+            raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
+        f = pram_estimate(mechanism, n, support)
+        se = np.sqrt(np.asarray(mechanism.variance(n, f), dtype=np.float64))
+        lo, hi, method = pram_intervals(mechanism, n, support, confidence, k if simultaneous else 1)
+        ns = norm_sub(f)
+        pv = pram_zero_p_values(mechanism, n, support)
+        flags = benjamini_hochberg(pv, 1.0 - confidence)
     else:
         f = mechanism.debias(support.astype(np.float64), n)
         plug_in = np.clip(f, 0.0, 1.0)

@@ -25,6 +25,7 @@ import functools
 import gzip
 import importlib.metadata
 import importlib.util
+import json
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
-from aggregator.web.status import describe, overview_body, retention_of
+from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
@@ -202,14 +203,14 @@ def _missing(name: str) -> tuple[str, int]:
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
     ext = current_app.extensions["ldp"]
-    body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate())
-    rows, memory = body["metrics"], body["memory"]
+    body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
+    rows, memory, device = body["metrics"], body["memory"], body["device"]
     page = {
         "page": "overview",
         "refresh": _refresh_seconds(),
         "api": {"overview": url_for("status.get_overview")},
     }
-    return render_template("overview.html", rows=rows, memory=memory, page=page)
+    return render_template("overview.html", rows=rows, memory=memory, device=device, page=page)
 
 
 @bp.get("/ui/metric/<name>")
@@ -254,6 +255,12 @@ def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str
         # Marked on the chart when the planner knows it (not a memoized form: its curve
         # needs ε∞, and /v1/plan/curve refuses it).
         "mechanism": d["mechanism"] if d and d["mechanism"] in CURVE_MECHANISMS else None,
+        # pram is planned from its own matrix (/v1/plan's &matrix=), at the ε it realises.
+        "matrix": (
+            json.dumps(d["mechanism_params"].get("matrix"), separators=(",", ":"))
+            if d and d["mechanism"] == "pram"
+            else None
+        ),
         "refresh": _refresh_seconds(),
         "api": api,
     }

@@ -81,6 +81,7 @@ from aggregator.web.models import (
     TrendQuery,
 )
 from aggregator.web.status import retention_of
+from client_sdk.mechanisms import PostRandomization
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
@@ -242,6 +243,13 @@ def shuffled_epsilon(
     )
 
 
+PRAM_ANYTIME_NOTE = (
+    "pram has no confidence sequence ('valid while you watch'): its estimate mixes all "
+    "reported values through the inverse of its matrix; the fixed-n interval is right "
+    "for one look"
+)
+
+
 def estimate_payload(
     definition: MetricDefinition,
     est: FrequencyEstimate,
@@ -256,7 +264,11 @@ def estimate_payload(
     reports in the window, for the shuffled view's ε (None: no budget)."""
     m = definition.mechanism
     zero = est.indistinguishable_from_zero()
-    if est.n:
+    note = ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}")
+    if isinstance(m, PostRandomization):  # no single p*, q*: no confidence sequence yet
+        cs_low = cs_high = np.full(est.k, np.nan)
+        note = PRAM_ANYTIME_NOTE
+    elif est.n:
         cs_low, cs_high = (
             np.asarray(x, dtype=np.float64)
             for x in frequency_cs(
@@ -284,7 +296,7 @@ def estimate_payload(
         window=window,
         interval=est.interval,
         intervals_note=intervals_note(est),
-        anytime_note=ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
+        anytime_note=note,
         reports_per_device=per_device.bound,
         reports_per_device_note=per_device.reason,
         post_processing=POST_PROCESSING_NOTE,

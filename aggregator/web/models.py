@@ -82,8 +82,8 @@ underflows to zero."""
 CURVE_MECHANISMS = tuple(
     name for name, cls in mechanisms.MECHANISMS.items() if not issubclass(cls, mechanisms.Memoized)
 )
-"""What a curve can be drawn for from ε and k alone: a memoized mechanism's variance
-also needs its ε∞."""
+"""What a curve can be drawn for: from ε and k alone, except pram, which needs its matrix
+(``&matrix=``); a memoized mechanism's variance also needs its ε∞."""
 
 MAX_TREND_WINDOWS = 24 * 14
 """A trend returns at most two weeks of hourly windows: a chart shows no more."""
@@ -361,6 +361,10 @@ class OverviewRow(Model):
     """Memoized responses."""
     permanent_epsilon: float | None
     """ε∞: what a device ever reveals about one value."""
+    epsilon_per_day_max: float | None
+    """The most one device can spend on the metric per UTC day under this definition:
+    reports_per_period × ε (all of a period's reports may fall on one day), a memoized
+    metric at most ε∞; null without a budget (unbounded)."""
     n: Annotated[int, Field(ge=0)]
     """Reports counted, all time."""
     last_window: str | None
@@ -394,9 +398,24 @@ class RedisMemory(Model):
     """When (Unix seconds)."""
 
 
-class Overview(Model):
-    """Every metric's current version, and Redis memory."""
+class DeviceSpend(Model):
+    """The most one device can spend per UTC day over every live metric (sequential
+    composition: the metrics' maxima add up), against the published device-wide caps."""
 
+    epsilon_per_day_max: float | None
+    """Σ of the live metrics' ``epsilon_per_day_max``; null when one has no budget."""
+    unbounded: list[str]
+    """The live metrics without a budget (what makes the total unbounded)."""
+    epsilon_per_day_cap: float | None
+    """``LDP_DEVICE_EPSILON_PER_DAY``: devices refuse reports past it (null: no cap)."""
+    epsilon_lifetime_cap: float | None
+    """``LDP_DEVICE_EPSILON_LIFETIME`` (null: no cap)."""
+
+
+class Overview(Model):
+    """Every metric's current version, the device-wide spend, and Redis memory."""
+
+    device: DeviceSpend
     metrics: list[OverviewRow]
     memory: RedisMemory | None
     """Null when it could not be read."""
@@ -435,6 +454,9 @@ class PlanQuery(Model):
     """users=N or width=W (exactly one)."""
     fake_fraction: FakeFraction = DEFAULT_FAKE_FRACTION
     """β, the share of all reports that fake clients send: the robustness figure's."""
+    matrix: str | Absent = None
+    """A pram transition matrix as JSON (k×k, rows the true value): pram is planned
+    beside the others, at the ε its matrix realises."""
 
 
 class PlannedMechanism(Model):
@@ -489,7 +511,10 @@ class CurveQuery(Model):
     n_max: Annotated[float, Field(le=MAX_N)] = DEFAULT_GRID[1]
     points: Annotated[int, Field(ge=2, le=MAX_POINTS)] = DEFAULT_GRID[2]
     mechanism: Annotated[str, OneOf(CURVE_MECHANISMS)] | Absent = None
-    """Mark this curve as current (added if not planned)."""
+    """Mark this curve as current (added if not planned; pram needs ``matrix``)."""
+    matrix: str | Absent = None
+    """A pram transition matrix as JSON (k×k, rows the true value), drawn beside the
+    others at the ε it realises."""
 
 
 class Curve(Model):

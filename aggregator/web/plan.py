@@ -19,12 +19,18 @@ metric uses)::
     {"epsilon", "k", "confidence", "n": [...],
      "curves": [{"mechanism", "half_width": [...], "auto", "current", "central"}]}
 
+Both take ``&matrix=[[…], …]`` (JSON, k×k, rows the true value): a pram mechanism with
+that transition matrix is planned beside the others, at the ε its matrix realises (the
+ε asked for does not change it; ``auto`` never picks it), and ``&mechanism=pram`` marks
+its curve.
+
 The numbers come from the mechanisms' own ``variance`` (the SDK's objects, as the
 aggregator's intervals do) and :mod:`aggregator.analysis.planning`; the browser only plots them.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -54,10 +60,16 @@ from aggregator.web.models import (
     PlanQuery,
 )
 from client_sdk import mechanisms
+from client_sdk.mechanisms import FrequencyOracle
 from ldp_api.models import Error, answer
 from ldp_api.openapi import Reply, documented
 
-__all__ = ["bp", "half_width_curves"]
+__all__ = ["MAX_MATRIX_QUERY", "bp", "half_width_curves"]
+
+MAX_MATRIX_QUERY = 8192
+"""Longest ``matrix`` query value: a 16×16 matrix of 4-decimal entries with room to
+spare, within what proxies pass in a URL (8 KiB lines are common limits); a larger
+matrix is planned from its metric's page, where the definition carries it."""
 
 bp = Blueprint("plan", __name__)
 
@@ -136,7 +148,13 @@ def get_plan() -> dict[str, Any]:
             f"got {fake_fraction:g}"
         )
     rows = plan(
-        epsilon, k, users=users, width=width, confidence=confidence, fake_fraction=fake_fraction
+        epsilon,
+        k,
+        users=users,
+        width=width,
+        confidence=confidence,
+        fake_fraction=fake_fraction,
+        given=_given_pram(k),
     )
     asked: dict[str, Any] = {"users": users} if users is not None else {"width": width}
     body = Plan(
@@ -168,6 +186,7 @@ def half_width_curves(
     n: np.ndarray,
     confidence: float = 0.95,
     current: str | None = None,
+    given: FrequencyOracle | None = None,
 ) -> list[Curve]:
     """Half-width z·√Var(n) over the grid ``n`` for every planned mechanism, then central.
 
@@ -177,6 +196,7 @@ def half_width_curves(
         n: report counts (floats are fine: the formulas are smooth in n).
         confidence: the interval's level.
         current: a mechanism name to mark (a metric's own); added if not planned.
+        given: a mechanism built elsewhere (pram from its matrix), drawn after the planned.
 
     Returns:
         One curve per mechanism, then central Laplace.
@@ -187,11 +207,16 @@ def half_width_curves(
     z = z_value(confidence)
     chosen = mechanisms.choose(epsilon, k).mechanism
     names = list(PLANNED)
-    if current is not None and current not in names:
+    if current is not None and current not in names and current != "pram":
         names.append(current)
+    built = [mechanisms.create(name, epsilon=epsilon, domain_size=k) for name in names]
+    if given is not None:
+        built.append(given)
+    elif current == "pram":
+        raise ValueError("mechanism=pram needs its matrix (&matrix=[[…], …])")
     curves: list[Curve] = []
-    for name in names:
-        m = mechanisms.create(name, epsilon=epsilon, domain_size=k)
+    for m in built:
+        name = m.name
         width = z * np.sqrt(m.variance(n))
         curves.append(
             Curve(
@@ -239,11 +264,33 @@ def get_curve() -> dict[str, Any]:
     if current is not None and current not in CURVE_MECHANISMS:
         raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)}")
     n = np.geomspace(n_min, n_max, int(points))
+    given = _given_pram(k)
     try:
-        curves = half_width_curves(epsilon, k, n, confidence, current)
+        curves = half_width_curves(epsilon, k, n, confidence, current, given)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
     body = Curves(
         epsilon=epsilon, k=k, confidence=confidence, n=[float(x) for x in n], curves=curves
     )
     return answer(body)
+
+
+def _given_pram(k: int) -> FrequencyOracle | None:
+    """The pram mechanism of ``&matrix=`` (JSON, k×k), or None when not given.
+
+    Raises:
+        BadRequest: not JSON, or a matrix pram refuses (the reason is its own).
+    """
+    text = request.args.get("matrix")
+    if text is None:
+        return None
+    if len(text) > MAX_MATRIX_QUERY:
+        raise BadRequest(f"matrix is longer than {MAX_MATRIX_QUERY} characters")
+    try:
+        matrix = json.loads(text)
+    except ValueError:
+        raise BadRequest("matrix must be JSON: [[p00, p01, …], [p10, …], …]") from None
+    try:
+        return mechanisms.create("pram", domain_size=k, matrix=matrix)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None

@@ -36,6 +36,7 @@ from aggregator.stream.counts import lag_details, list_windows, per_shard
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms
 from aggregator.web.models import Overview
+from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
@@ -47,7 +48,9 @@ from ldp_store.retention import RetentionPolicy
 __all__ = [
     "bp",
     "describe",
+    "device_spend",
     "install_retention",
+    "published_caps",
     "overview_body",
     "overview_rows",
     "read_memory",
@@ -98,7 +101,11 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
     ``epsilon_per_period`` is ``budget.reports_per_period × ε``: the most a device spends
     on the metric in one period (sequential composition). A longitudinal (memoized)
     metric also shows ``permanent_epsilon``, ε∞: what a device ever reveals about one
-    unchanged value, however many reports it sends.
+    unchanged value, however many reports it sends. ``epsilon_per_day_max`` is the most
+    a device can spend on the metric in one UTC day under this definition: its whole
+    period's allowance (a day lies within one period, and nothing stops a device from
+    spending the period's reports on one day), a memoized metric at most ε∞; null without
+    a budget (unbounded).
     """
     d = definition.to_dict()
     params = d.get("mechanism")
@@ -119,6 +126,9 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
         permanent = params.get("permanent_epsilon")
     if not isinstance(permanent, (int, float)) or isinstance(permanent, bool):
         permanent = None
+    per_day = per_period
+    if per_day is not None and permanent is not None:
+        per_day = min(per_day, float(permanent))
     return {
         "name": d.get("name", definition.name),
         "version": d.get("version", definition.version),
@@ -135,6 +145,7 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
         "period": period,
         "longitudinal": bool(longitudinal) or permanent is not None,
         "permanent_epsilon": permanent,
+        "epsilon_per_day_max": per_day,
     }
 
 
@@ -198,8 +209,42 @@ def get_overview() -> dict[str, Any]:
     """Every metric's current version with n so far, last update, lag and memory."""
     ext = current_app.extensions["ldp"]
     return answer(
-        Overview.model_validate(overview_body(ext.redis, ext.registry, ext.memory, alarm_rate()))
+        Overview.model_validate(
+            overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
+        )
     )
+
+
+def published_caps() -> DeviceCaps | None:
+    """The device-wide caps the collector publishes (``LDP_DEVICE_EPSILON_…``, checked at
+    start by the collector's settings), read from this app's config."""
+    try:
+        caps = DeviceCaps(
+            DeviceCaps.check_cap(current_app.config.get("DEVICE_EPSILON_PER_DAY"), "per day"),
+            DeviceCaps.check_cap(current_app.config.get("DEVICE_EPSILON_LIFETIME"), "lifetime"),
+        )
+    except ValueError:  # not through the collector's settings: treat as unset
+        return None
+    return None if caps == DeviceCaps() else caps
+
+
+def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[str, Any]:
+    """The most one device can spend per UTC day over every live metric, against the caps.
+
+    Sequential composition across metrics: the per-metric maxima add up. Retired metrics
+    take no reports and are left out; one metric without a budget makes the total
+    unbounded (null), and is named.
+    """
+    live = [r for r in rows if r.get("retired_at") is None]
+    unbounded = [r["name"] for r in live if r.get("epsilon_per_day_max") is None]
+    total = sum(float(r["epsilon_per_day_max"]) for r in live if r["epsilon_per_day_max"])
+    limits = caps or DeviceCaps()
+    return {
+        "epsilon_per_day_max": None if unbounded else round(total, 12),
+        "unbounded": unbounded,
+        "epsilon_per_day_cap": limits.epsilon_per_day,
+        "epsilon_lifetime_cap": limits.epsilon_lifetime,
+    }
 
 
 def overview_body(
@@ -207,11 +252,14 @@ def overview_body(
     registry: Registry,
     memory: MemoryUsage | None,
     alpha: float = DEFAULT_ALARM_RATE,
+    caps: DeviceCaps | None = None,
 ) -> dict[str, Any]:
     """The ``/v1/overview`` answer (and what the page renders first)."""
     reading = read_memory(memory)
+    rows = overview_rows(client, registry, reading, alpha)
     return {
-        "metrics": overview_rows(client, registry, reading, alpha),
+        "device": device_spend(rows, caps),
+        "metrics": rows,
         "memory": None
         if reading is None
         else {

@@ -58,6 +58,13 @@ from client_sdk.mechanisms.numeric import (
     create_numeric,
     numeric_from_params,
 )
+from client_sdk.mechanisms.pram import (
+    PostRandomization,
+    epsilon_of,
+    freeze,
+    read_frozen,
+    read_matrix,
+)
 from client_sdk.mechanisms.randomness import SecureRandom, default_rng
 from client_sdk.mechanisms.rr import BinaryRR, GeneralizedRR
 from client_sdk.mechanisms.subset import SubsetSelection
@@ -84,6 +91,7 @@ __all__ = [
     "MemoizedSUE",
     "OptimizedUnaryEncoding",
     "PayloadError",
+    "PostRandomization",
     "SecureRandom",
     "SubsetSelection",
     "SymmetricUnaryEncoding",
@@ -108,6 +116,7 @@ MECHANISMS: dict[str, type[FrequencyOracle]] = {
         MemoizedGRR,
         MemoizedSUE,
         MemoizedOUE,
+        PostRandomization,
     )
 }
 """Every concrete mechanism by its wire name."""
@@ -124,7 +133,8 @@ MEMOIZED_OF: dict[str, str] = {
 NAMES: tuple[str, ...] = (*MECHANISMS, "auto")
 
 AUTO_CANDIDATES = ("grr", "oue", "olh", "hr", "ss", "sue")
-"""What ``auto`` chooses among: rr is grr at k = 2, blh is olh with a worse g."""
+"""What ``auto`` chooses among: rr is grr at k = 2, blh is olh with a worse g; pram needs
+a matrix someone chose for the metric's meaning, which ``auto`` cannot invent."""
 
 MEMOIZED_AUTO_CANDIDATES = ("memo-grr", "memo-oue", "memo-sue")
 """What ``auto`` chooses among given ``permanent_epsilon``: the mechanisms with a memoized form."""
@@ -201,7 +211,7 @@ def create(
     **options: Any,
 ) -> FrequencyOracle:
     """Build a mechanism by name: rr, grr, sue, oue, olh, blh, hr, ss, memo-grr, memo-sue,
-    memo-oue or auto.
+    memo-oue, pram or auto.
 
     Args:
         name: the mechanism's wire name; ``auto`` returns what :func:`choose` picks.
@@ -210,7 +220,8 @@ def create(
         domain_size: k (``rr``: 2, the default).
         **options: ``g`` (olh), ``s`` (ss), ``keep_probability`` / ``flip_probability`` /
             ``truth_bias`` (rr), ``permanent_epsilon`` (ε∞: required by memo-*; given to
-            ``auto``, it chooses a memoized mechanism).
+            ``auto``, it chooses a memoized mechanism), ``matrix`` (pram: k×k, rows the
+            true value; ε is read off it, and a given ``epsilon`` must not be below it).
 
     Raises:
         ValueError: unknown name, unknown option, or a parameter out of range.
@@ -226,6 +237,8 @@ def create(
         raise ValueError(f"unknown mechanism {name!r}; choose one of {', '.join(NAMES)}")
     if name == "rr":
         return _create_rr(epsilon, domain_size, options)
+    if name == "pram":
+        return _create_pram(epsilon, domain_size, options)
     memoized = issubclass(MECHANISMS[name], Memoized)
     allowed = {"olh": {"g"}, "ss": {"s"}}.get(name, {"permanent_epsilon"} if memoized else set())
     unknown = set(options) - allowed
@@ -265,6 +278,27 @@ def _create_rr(epsilon: float | None, domain_size: int | None, options: dict[str
             f"{form} = {value!r} realises ε = {built.epsilon:.6g}, more than the declared {epsilon}"
         )
     return built
+
+
+def _create_pram(
+    epsilon: float | None, domain_size: int | None, options: dict[str, Any]
+) -> PostRandomization:
+    if set(options) != {"matrix"}:
+        raise ValueError(f"pram takes the one option 'matrix' (k×k), got {sorted(options)}")
+    try:
+        matrix = freeze(options["matrix"])
+        rows = read_frozen(matrix)
+    except TypeError:  # an unhashable entry: read_matrix refuses it, saying which
+        read_matrix(options["matrix"])
+        raise
+    if domain_size is not None and domain_size != len(rows):
+        raise ValueError(f"pram's matrix is {len(rows)}×{len(rows)} for {domain_size} values")
+    realised = epsilon_of(rows)
+    if epsilon is not None and epsilon < realised:
+        raise ValueError(
+            f"pram's matrix realises ε = {realised:.6g}, more than the declared {epsilon}"
+        )
+    return PostRandomization(epsilon=realised, domain_size=len(rows), matrix=matrix)
 
 
 def from_params(params: dict[str, Any]) -> FrequencyOracle:

@@ -69,6 +69,13 @@ class StoreState(SQLiteFile):
             (start, start),
         ):
             tally.add(*row)
+        for metric, first, n, eps in conn.execute(  # older days: the lifetime sums only
+            "SELECT metric, min(day), sum(reports), total(epsilon) FROM ledger WHERE day < ? "
+            "GROUP BY metric",
+            (start,),
+        ):
+            tally.add_past(metric, first, int(n), float(eps))
+        tally.remember(self._tally.permanent)
         count, nbytes = conn.execute("SELECT count(*), total(length(data)) FROM reports").fetchone()
         disabled = conn.execute("SELECT 1 FROM meta WHERE key = 'disabled'").fetchone()
         self._tally, self._since = tally, start

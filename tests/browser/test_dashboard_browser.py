@@ -11,6 +11,7 @@ violation is one) and for requests to anything but the server's origin.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -50,11 +51,24 @@ METRICS: dict[str, dict[str, Any]] = {
         "mechanism": "oue",
     },
     "app.live": {"domain": ["on", "off"], "epsilon": 1.0},
+    "user.age": {  # pram: ε read off the matrix (ln 5), estimated by its inverse
+        "domain": ["<18", "18-34", "35-64", "65+"],
+        "mechanism": "pram",
+        "options": {
+            "matrix": [
+                ["0.5", "0.3", "0.1", "0.1"],
+                ["0.2", "0.5", "0.2", "0.1"],
+                ["0.1", "0.2", "0.5", "0.2"],
+                ["0.1", "0.1", "0.3", "0.5"],
+            ]
+        },
+    },
 }
 SHARES = {
     "app.theme": [0.55, 0.33, 0.12, 0.0],  # nobody uses high-contrast: not distinguishable
     "app.screen": [1 / (i + 1) for i in range(12)],
     "app.live": [0.7, 0.3],
+    "user.age": [0.15, 0.4, 0.3, 0.15],
 }
 USERS = 2000
 NUMERIC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
@@ -586,4 +600,44 @@ def test_a_memoized_metric_says_how_many_reports_per_device_it_assumes(
     plain.goto(f"{server.url}/ui/metric/app.theme")
     plain.wait_for_selector("main[data-state='ready']")
     assert not plain.locator('#categorical-view [data-field="per-device-note"]').is_visible()
+    watched.check()
+
+
+def test_a_pram_metric_page_and_explorer_show_the_apis_numbers(
+    watched: Watched, server: Server
+) -> None:
+    """A pram metric: bars and intervals as /v1/estimates says (no confidence sequence),
+    ε as read off its matrix, and its own curve in the explorer."""
+    page, name = watched.page, "user.age"
+    api = _request(f"{server.url}/v1/estimates/{name}")
+    assert api["mechanism"] == "pram" and abs(api["epsilon"] - math.log(5)) < 1e-9
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector(f"main[data-state='ready'][data-n='{api['n']}']")
+    raw = {t["meta"]: t for t in graph(page, "freq-chart")}["raw"]
+    rows = api["estimates"]
+    assert raw["x"] == METRICS[name]["domain"]
+    assert close(raw["y"], [r["frequency"] for r in rows])
+    assert close(raw["err"]["array"], [r["ci_high"] - r["frequency"] for r in rows])
+    assert "pram" in page.locator("main").inner_text()
+    page.goto(f"{server.url}/ui/metric/{name}/explorer")
+    page.wait_for_function(
+        "() => (document.getElementById('curve-chart')?.data || []).some((t) => t.meta === 'pram')"
+    )
+    (mine,) = [t for t in graph(page, "curve-chart") if t["meta"] == "pram"]
+    assert "this metric" in mine["name"]
+    watched.check()
+
+
+def test_the_overview_shows_what_a_device_can_spend_per_day(
+    watched: Watched, server: Server
+) -> None:
+    page = watched.page
+    overview = _request(f"{server.url}/v1/overview")
+    page.goto(server.url + "/")
+    page.wait_for_selector("#refresh-status.live")
+    line = page.locator("#device-spend").inner_text()
+    assert overview["device"]["epsilon_per_day_max"] is None  # metrics without budgets
+    assert "unbounded" in line and "user.age" in line and "none per day" in line
+    memo = page.locator('#overview-table tr[data-metric="app.notify"]')
+    assert memo.locator('[data-field="epsilon_per_day_max"]').inner_text().startswith("2")
     watched.check()

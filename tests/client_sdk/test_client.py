@@ -94,6 +94,8 @@ class Collector:
         self.current = {d.name: d for d in definitions}
         self.versions = {(d.name, d.version): d for d in definitions}
         self.get_answers: deque[Answer] = deque()
+        self.device_budget: dict[str, float | None] | None = None
+        """The device-wide caps published beside each definition (None: none)."""
         self.post_answers: deque[Answer] = deque()
         self.post_default = Answer()
         self.max_reports: int | None = None
@@ -165,7 +167,8 @@ class Collector:
         elif handler.path == "/v1/metrics":
             handler.send_json(200, {"metrics": [d.to_dict() for d in current.values()]})
         elif handler.path.startswith("/v1/metrics/") and handler.path[12:] in current:
-            handler.send_json(200, current[handler.path[12:]].to_dict())
+            extra = {} if self.device_budget is None else {"device_budget": self.device_budget}
+            handler.send_json(200, {**current[handler.path[12:]].to_dict(), **extra})
         else:
             handler.send_json(404, {"error": f"unknown metric {handler.path[12:]!r}"})
 
@@ -751,6 +754,7 @@ def test_stats_report_everything_that_happened(
             "shutdown": 0,
             "internal_error": 0,
             "budget": 0,
+            "device_budget": 0,
             "disabled": 0,
             "storage_error": 0,
             "retired": 0,

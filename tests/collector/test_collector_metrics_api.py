@@ -164,7 +164,7 @@ def test_a_bad_name_is_400(client: FlaskClient) -> None:
 
 
 def test_list_returns_the_current_definitions(client: FlaskClient) -> None:
-    assert client.get("/v1/metrics").json == {"metrics": []}
+    assert client.get("/v1/metrics").json == {"metrics": [], "device_budget": None}
     define(client, "app.theme", THEME_SPEC)
     define(client, "app.pages", PAGES_SPEC)
     define(client, "app.theme", {**THEME_SPEC, "epsilon": 3.0})

@@ -152,9 +152,9 @@
     root.dataset.state = "loading";
     const common = { epsilon: p.eps, k: p.k };
     const [curve, atN, forWidth] = await Promise.all([
-      L.getJSON(L.url(page.api.curve, { ...common, mechanism: page.mechanism })),
-      L.getJSON(L.url(page.api.plan, { ...common, users: p.n, fake_fraction: p.fakes })),
-      L.getJSON(L.url(page.api.plan, { ...common, width: p.width, fake_fraction: p.fakes })),
+      L.getJSON(L.url(page.api.curve, { ...common, mechanism: page.mechanism, matrix: page.matrix })),
+      L.getJSON(L.url(page.api.plan, { ...common, users: p.n, fake_fraction: p.fakes, matrix: page.matrix })),
+      L.getJSON(L.url(page.api.plan, { ...common, width: p.width, fake_fraction: p.fakes, matrix: page.matrix })),
     ]);
     if (mine !== seq) return; // a newer request is on its way
     renderChart(curve, atN, p);

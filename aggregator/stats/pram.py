@@ -1,0 +1,91 @@
+"""PRAM's estimator: f̂ = P⁻ᵀλ̂ with its intervals and zero tests.
+
+λ̂ = C/n is the reported values' distribution (the support counts, as GRR's); the
+estimate inverts the transition matrix. n·Var[f̂_v] is linear in v's own frequency given
+how the rest of the population is spread (``PostRandomization.variance_lines``), so the
+score interval is the same quadratic as for the pure oracles
+(:mod:`aggregator.stats.intervals`), per value.
+
+At small counts (n times the smallest reporting probability of a column, or its
+complement, below :data:`~aggregator.stats.intervals.MIN_EXPECTED`: the rule of the other
+mechanisms) the interval is exact instead: Clopper–Pearson intervals for all k λ_y, each at
+α/k so that all hold together with probability ≥ 1 − α, and f_v's bounds the extremes of
+Σ_y P⁻¹[y, v]·λ_y over that box. Conservative (the box ignores Σλ = 1); there the
+zero test gives no flags (p-value 1), since nothing exact is cheap to say about a sum of
+signed multinomial terms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.stats.intervals import EXACT, MIN_EXPECTED, SCORE, _score, z_value
+from client_sdk.mechanisms import PostRandomization
+
+__all__ = ["pram_estimate", "pram_intervals", "pram_method", "pram_zero_p_values"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def pram_estimate(m: PostRandomization, n: int, support: npt.ArrayLike) -> FloatArray:
+    """f̂ = P⁻ᵀ·(C/n)."""
+    rates = np.asarray(support, dtype=np.float64) / n
+    return np.asarray(np.asarray(m.inverse).T @ rates, dtype=np.float64)
+
+
+def pram_method(m: PostRandomization, n: int) -> str:
+    """:data:`SCORE`, or :data:`EXACT` when some column's expected count (or its
+    complement) of the least likely row is below :data:`MIN_EXPECTED`."""
+    rows = np.array([[float(e) for e in r] for r in m.rows])
+    smallest = min(float(rows.min(axis=0).min()), float((1.0 - rows.max(axis=0)).min()))
+    return EXACT if n * smallest < MIN_EXPECTED else SCORE
+
+
+def _lines(m: PostRandomization, f: FloatArray) -> tuple[FloatArray, FloatArray]:
+    lines = np.array(m.variance_lines(np.clip(f, 0.0, 1.0)), dtype=np.float64)
+    return lines[:, 0], lines[:, 1]
+
+
+def pram_intervals(
+    m: PostRandomization,
+    n: int,
+    support: npt.ArrayLike,
+    confidence: float,
+    comparisons: int = 1,
+) -> tuple[FloatArray, FloatArray, str]:
+    """Two-sided intervals for the k frequencies (see the module), and the method."""
+    counts = np.asarray(support, dtype=np.float64)
+    method = pram_method(m, n)
+    if method == SCORE:
+        f = pram_estimate(m, n, counts)
+        own, rest = _lines(m, f)
+        coefficients = (np.zeros_like(f), (own - rest) / n, rest / n)
+        low, high = _score(f, coefficients, z_value(confidence, comparisons))  # type: ignore[arg-type]
+        return np.asarray(low), np.asarray(high), method
+    from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates
+
+    k = m.domain_size
+    alpha = (1.0 - confidence) / comparisons / k
+    lam_low = np.where(
+        counts > 0, betaincinv(np.maximum(counts, 1e-12), n - counts + 1, alpha / 2), 0.0
+    )
+    lam_high = np.where(
+        counts < n, betaincinv(counts + 1, np.maximum(n - counts, 1e-12), 1 - alpha / 2), 1.0
+    )
+    w = np.asarray(m.inverse, dtype=np.float64)  # f_v = Σ_y w[y, v] λ_y
+    low = np.where(w > 0, w * lam_low[:, None], w * lam_high[:, None]).sum(axis=0)
+    high = np.where(w > 0, w * lam_high[:, None], w * lam_low[:, None]).sum(axis=0)
+    return np.asarray(low), np.asarray(high), method
+
+
+def pram_zero_p_values(m: PostRandomization, n: int, support: npt.ArrayLike) -> FloatArray:
+    """One-sided p-values of f(v) = 0: normal with the variance at f_v = 0 (score regime),
+    1 in the small-count regime (see the module)."""
+    if pram_method(m, n) == EXACT:
+        return np.ones(m.domain_size)
+    from scipy.special import ndtr  # noqa: PLC0415
+
+    f = pram_estimate(m, n, support)
+    _, rest = _lines(m, f)
+    return np.asarray(ndtr(-f / np.sqrt(rest / n)), dtype=np.float64)
