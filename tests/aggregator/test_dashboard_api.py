@@ -380,3 +380,12 @@ def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any)
     redis_db.client().zadd(keys.windows_key(d.name, d.version), {hour: ahead})
     body = client.get("/v1/estimates/app.memo").json
     assert body["reports_per_device"] == 4 * (3 + 2)  # 3 more days, 4 a day
+
+
+def test_overview_says_report_or_reports_per_period(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    for name, per_period in (("app.once", 1), ("app.thrice", 3)):
+        budget = {"reports_per_period": per_period, "period": "day"}
+        define(client, name, {"domain": ["a", "b"], "epsilon": 1.0, "budget": budget})
+    page = " ".join(client.get("/").text.split())
+    assert "1 report × ε" in page and "3 reports × ε" in page and "1 reports" not in page
