@@ -2,8 +2,8 @@
 
 Run on purpose, not as a test::
 
-    .venv/bin/python benchmarks/bench_sdk.py            # RUNTIME_FULL
-    .venv/bin/python benchmarks/bench_sdk.py --quick    # RUNTIME_QUICK
+    .venv/bin/python benchmarks/bench_sdk.py            # ~15 s (load average 5, 2 cores)
+    .venv/bin/python benchmarks/bench_sdk.py --quick    # ~5 s
     .venv/bin/python benchmarks/bench_sdk.py --json out.json
 
 (a) ``import client_sdk``: the cumulative time ``python -X importtime`` reports for the
