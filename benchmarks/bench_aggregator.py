@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import resource
 import subprocess
@@ -113,6 +114,8 @@ def main() -> None:
     ap.add_argument("--redis-url", default=None, help="default: an embedded redis-server")
     args = ap.parse_args()
 
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the start: {load}; {os.cpu_count()} CPUs")
     print(f"{'mechanism':>9} {'k':>5} {'workers':>7} {'reports':>10} {'wall s':>7} "
           f"{'reports/s':>10} {'redis µs/rep':>12} {'workers µs/rep':>14}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,6 +150,8 @@ def main() -> None:
         finally:
             if server is not None:
                 server.stop()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the end: {load}")
 
 
 if __name__ == "__main__":

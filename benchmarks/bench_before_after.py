@@ -16,6 +16,7 @@ generator are swapped); the old subset-selection perturb is its three lines, cop
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -100,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     old_random = load_old(args.rev, path_at(args.rev, RANDOMNESS, OLD_RANDOMNESS), "old_random")
     old_decoding = load_old(args.rev, path_at(args.rev, CODECS, OLD_CODECS), "old_decoding")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the start: {load}; {os.cpu_count()} CPUs")
     print(f"before = {args.rev}, after = the work tree; µs per report, best of {rounds}")
     print(f"  {'':44} {'before':>10} {'after':>10} {'speed-up':>9}")
 
@@ -167,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda c=old_codec, f=fn: f(c), lambda c=new_codec, f=fn: f(c), n, max(2, rounds // 2)
         )
         report(f"{label}, n={n}", *best)
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the end: {load}")
     return 0
 
 

@@ -1,6 +1,6 @@
 """Collector throughput under gunicorn, beside the machine's own limits measured in the same run.
 
-    python benchmarks/bench_collector.py --reports 200000 --batch 500 --clients 4
+    python benchmarks/bench_collector.py --phase-seconds 8 --batch 500 --clients 4
     python benchmarks/bench_collector.py --mechanism oue -k 64 --web-workers 2 --rounds 3
     python benchmarks/bench_collector.py --targets collector --worker-classes sync,gevent
     python benchmarks/bench_collector.py --targets collector --appendfsync everysec,always
@@ -15,19 +15,23 @@ sending ``--batch``-report requests) against the same embedded redis-server (AOF
   validation with the SDK's wire code, the replay guard and backlog check in one Lua script;
 * **bare** — ``benchmarks/bare_flask_app.py`` under the same gunicorn settings (same
   config file, worker count and class, bind style, access log): parse the JSON body,
-  ``XADD`` each payload to one stream in one pipeline, nothing else;
+  ``XADD`` every payload to one stream in ONE script call, nothing else: the collector's
+  job with no safeguard and the least Python, a ceiling for it;
 * **raw** — no HTTP at all: the same number of client processes send the same payloads
-  (compact JSON, as the collector stores them) as pipelined ``XADD``, one pipeline of
-  ``--batch`` per round trip, straight to Redis.
+  (compact JSON, as the collector stores them) with the same one-call script, one call
+  of ``--batch`` payloads per round trip, straight to Redis.
 
 The reports are built once with the real SDK (``client_sdk.wire.build_report``, fresh ids
 for every round: the collector's replay guard would otherwise turn a second round into
-duplicates). The targets take turns, ``--rounds`` times; streams and replay sets are
-deleted and Redis's background saves finish before each phase. For each phase it prints
+duplicates). Each target's phase lasts about ``--phase-seconds`` (8 s: its report count
+is set from an untimed probe of its speed; ``--reports N`` fixes one count for all). The
+targets take turns, ``--rounds`` times; streams and replay sets are deleted and Redis's
+background saves finish before each phase. For each phase it prints
 accepted reports/s (all reports over the time from the clients' common start to the last
 reply), p50/p99 of the request (or pipeline) latency and the CPU µs per report of the
 clients, the gunicorn workers and redis-server (from ``/proc``), then collector ÷ bare and
-collector ÷ raw per round and their medians, by throughput and by total CPU per report.
+collector ÷ raw per round and their medians and spread (max − min over the median), by
+throughput and by total CPU per report; the load average at the start and the end.
 The clients run on the same cores as the servers: compare the ratios, not the absolute
 figures, across runs.
 
@@ -69,7 +73,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import redis  # noqa: E402
-from bare_flask_app import STREAM as BARE_STREAM  # noqa: E402  (beside this script)
+from bare_flask_app import APPEND  # noqa: E402  (beside this script)
+from bare_flask_app import STREAM as BARE_STREAM  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
 from client_sdk.transport import HTTPTransport  # noqa: E402
@@ -91,6 +96,18 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 
 WARMUP_BATCHES = 2
 """Requests per client before the first timed phase of each target (imports, pools)."""
+
+PHASE_SECONDS = 8.0
+"""Default length of a phase. Phases of 1–3 s (a fixed 200,000 reports) swung the
+collector/bare ratio from 0.50 to 1.39 between rounds on the shared 2-core machine: a
+burst of other load fills a short phase. Each target gets the report count that lasts
+this long at its own speed (reports/s and CPU µs/report do not depend on the count)."""
+
+CALIBRATION_BATCHES = 8
+"""Requests per client of the untimed phase that measures a target's speed."""
+
+MAX_PHASE_REPORTS = 3_000_000
+"""Most reports in one phase (raw Redis is fastest): bounds the memory of the bodies."""
 
 
 @dataclass(frozen=True)
@@ -138,14 +155,12 @@ def _http_client(url: str, bodies: list[bytes]) -> tuple[int, list[float]]:
 
 def _raw_client(url: str, batches: list[list[bytes]]) -> tuple[int, list[float]]:
     client = redis.Redis.from_url(url)
+    append = client.register_script(APPEND)
     client.ping()  # connect before the clock starts, as the HTTP clients' first request does
     accepted, latencies = 0, []
     for batch in batches:
         start = time.perf_counter()
-        pipe = client.pipeline(transaction=False)
-        for payload in batch:
-            pipe.xadd(RAW_STREAM, {"p": payload})
-        accepted += len(pipe.execute())
+        accepted += int(append(keys=[RAW_STREAM], args=batch))  # one command per batch
         latencies.append(time.perf_counter() - start)
     client.close()
     return accepted, latencies
@@ -285,7 +300,11 @@ def start_bare(redis_url: str, workers: int, log_dir: Path, stack: ExitStack) ->
 def quiesce(client: redis.Redis, streams: list[str]) -> None:
     """Delete the benchmark's streams and replay sets; wait out Redis's background saves."""
     doomed = set(streams)
-    for pattern in (f"ldp:{{m:{METRIC}:*}}:reports", f"ldp:{{m:{METRIC}:*}}:seen:*"):
+    for pattern in (
+        f"ldp:{{m:{METRIC}:*}}:reports",
+        f"ldp:{{m:{METRIC}:*}}:seen:*",  # the replay guard's sets, legacy and bucketed
+        f"ldp:{{m:{METRIC}:*}}:guard:*",
+    ):
         doomed.update(client.scan_iter(match=pattern, count=1000))  # every shard's keys
     if doomed:
         client.unlink(*doomed)
@@ -339,7 +358,19 @@ class Variant:
 def main() -> None:
     """Run the benchmark and print its figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--reports", type=int, default=200_000, help="per target and round")
+    parser.add_argument(
+        "--reports",
+        type=int,
+        default=None,
+        help="reports per phase, the same for every target (default: each target's own "
+        "count for --phase-seconds, measured before the rounds)",
+    )
+    parser.add_argument(
+        "--phase-seconds",
+        type=float,
+        default=PHASE_SECONDS,
+        help=f"how long each phase should last (default {PHASE_SECONDS:g})",
+    )
     parser.add_argument("--batch", type=int, default=500, help="reports per request (SDK default)")
     parser.add_argument("--clients", type=int, default=4, help="client processes")
     parser.add_argument("--web-workers", type=int, default=2)
@@ -383,7 +414,8 @@ def main() -> None:
 
     print(
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
-        f"{os.getloadavg()[0]:.2f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"(1, 5, 15 min) {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         embedded = stack.enter_context(EmbeddedRedis(Path(tmp) / "redis"))
@@ -444,11 +476,16 @@ def main() -> None:
         assert isinstance(definition, MetricDefinition)
         streams = [BARE_STREAM, RAW_STREAM]  # quiesce finds the collector's (every shard)
 
-        # Fresh reports (ids) for every round of the collector, plus its warm-up.
-        warmup = WARMUP_BATCHES * args.clients * args.batch
+        # Unique ids within a phase (the collector's replay guard; quiesce empties its sets
+        # before each phase, so phases may reuse them). More are built once the phase
+        # lengths are known.
+        per_request = args.clients * args.batch
+        warmup = WARMUP_BATCHES * per_request
+        calibration = CALIBRATION_BATCHES * per_request
         start = time.perf_counter()
         reports = [
-            build_report(definition, i % args.k) for i in range(warmup + args.rounds * args.reports)
+            build_report(definition, i % args.k)
+            for i in range(max(warmup, calibration, args.reports or 0))
         ]
         built = time.perf_counter() - start
         encode = json.JSONEncoder(separators=(",", ":")).encode
@@ -490,7 +527,11 @@ def main() -> None:
             f"gunicorn ({CONF.name}): {args.web_workers} workers each "
             f"({', '.join(classes) or 'the default class'} for collector); {args.clients} "
             f"client processes; {args.aggregators} aggregator(s); "
-            f"{args.reports:,} reports per phase\n"
+            + (
+                f"{args.reports:,} reports per phase\n"
+                if args.reports
+                else f"phases of about {args.phase_seconds:g} s each\n"
+            )
         )
 
         def prepare(variant: Variant) -> None:
@@ -501,6 +542,42 @@ def main() -> None:
             prepare(variant)
             run_phase(variant.label, work(variant, reports[:warmup]), variant.master, redis_pid)
 
+        def ensure(n: int) -> None:
+            """At least ``n`` distinct reports (a collector's phase needs unique ids)."""
+            reports.extend(build_report(definition, i % args.k) for i in range(len(reports), n))
+
+        def chunk_for(variant: Variant, n: int | None = None) -> list[dict[str, Any]]:
+            """The phase's reports: distinct for a collector; the others take the same
+            reports over again when they need more (no replay guard there)."""
+            n = sizes[variant.label] if n is None else n
+            if variant.kind == "collector":
+                ensure(n)
+            return (reports * (n // len(reports) + 1))[:n]
+
+        sizes: dict[str, int] = {}
+        start = time.perf_counter()
+        for variant in variants:  # each target's count for a phase of --phase-seconds
+            if args.reports:
+                sizes[variant.label] = args.reports
+                continue
+            n = calibration
+            while True:  # a probe long enough that process start-up does not dominate
+                prepare(variant)
+                chunk = chunk_for(variant, n)
+                probe = run_phase(variant.label, work(variant, chunk), variant.master, redis_pid)
+                if probe.seconds >= min(1.0, args.phase_seconds / 4) or n >= MAX_PHASE_REPORTS:
+                    break
+                n = min(n * 4, MAX_PHASE_REPORTS)
+            wanted = probe.rate * args.phase_seconds
+            requests = max(1, round(wanted / per_request))
+            sizes[variant.label] = min(requests * per_request, MAX_PHASE_REPORTS)
+        if not args.reports:
+            print(
+                f"reports per phase ({args.phase_seconds:g} s at the speed measured): "
+                + ", ".join(f"{label} {n:,}" for label, n in sizes.items())
+                + f" ({time.perf_counter() - start:.1f} s to measure)\n"
+            )
+
         width = max(9, *(len(v.label) for v in variants))
         phases: list[dict[str, Phase]] = []
         print(
@@ -508,11 +585,11 @@ def main() -> None:
             f"{'seconds':>7}   CPU µs/report: {'clients':>7} {'web':>6} {'redis':>6} {'total':>6}"
         )
         for r in range(args.rounds):
-            chunk = reports[warmup + r * args.reports : warmup + (r + 1) * args.reports]
             found: dict[str, Phase] = {}
             turn = r % len(variants)  # rotate the order: no target always runs first
             for variant in variants[turn:] + variants[:turn]:
                 prepare(variant)
+                chunk = chunk_for(variant)
                 phase = run_phase(variant.label, work(variant, chunk), variant.master, redis_pid)
                 if phase.accepted != len(chunk):
                     raise SystemExit(f"{variant.label}: accepted {phase.accepted} of {len(chunk)}")
@@ -547,11 +624,14 @@ def main() -> None:
     per_round = [_ratios(p, variants) for p in phases]
     for key in per_round[0]:
         values = [x[key] for x in per_round]
+        middle = statistics.median(values)
+        spread = (max(values) - min(values)) / middle * 100 if middle else float("nan")
         print(
-            f"  {key}: median {statistics.median(values):.2f} "
+            f"  {key}: median {middle:.2f}, spread {spread:.0f} % of it "
             f"(rounds {', '.join(f'{v:.2f}' for v in values)})"
         )
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the end: {load}")
 
 
 def _ratios(found: dict[str, Phase], variants: list[Variant]) -> dict[str, float]:

@@ -48,6 +48,8 @@ __all__ = [
     "TradeoffPoint",
     "run_tradeoff",
     "sweep",
+    "CSV_UNITS",
+    "csv_header",
     "total_points",
     "write_csv",
 ]
@@ -93,7 +95,8 @@ SIMULATION = "numpy PCG64, method=counts (not a CSPRNG)"
 class TradeoffPoint:
     """One mechanism at one (ε, N): theory, simulation and the central reference.
 
-    Errors are absolute, in frequency units (0.01 = one percentage point).
+    Errors are absolute, in frequency units (0.01 = one percentage point); the CSV
+    writes them in percentage points (:data:`CSV_UNITS`).
     """
 
     mechanism: str
@@ -228,14 +231,42 @@ def sweep(
     return points
 
 
+PP = 100.0
+"""Percentage points per frequency unit: errors of a share are reported in points, as
+the plots and ``ldp plan`` show them (0.01 of the population = 1 point)."""
+
+CSV_UNITS: dict[str, tuple[str, float]] = {
+    "theory_variance": ("theory_variance_pp2", PP * PP),
+    "theory_se": ("theory_se_pp", PP),
+    "theory_se_at_zero": ("theory_se_at_zero_pp", PP),
+    "simulated_rmse": ("simulated_rmse_pp", PP),
+    "central_laplace_se": ("central_laplace_se_pp", PP),
+    "poisoning_gain": ("poisoning_gain_pp", PP),
+}
+"""The CSV's columns with a unit: the header names it (``_pp``: percentage points,
+``_pp2``: their square) and the value is scaled to it. The other columns are counts,
+ε, bytes (``wire_bytes``) or ratios (``simulated_mse_ratio``) and keep their field name."""
+
+
+def csv_header() -> list[str]:
+    """The CSV's column names, in :class:`TradeoffPoint` order, units in the names."""
+    return [CSV_UNITS.get(f.name, (f.name, 1.0))[0] for f in fields(TradeoffPoint)]
+
+
 def write_csv(points: Sequence[TradeoffPoint], path: Path) -> Path:
-    """Write one row per point, columns in :class:`TradeoffPoint` order (floats round-trip)."""
-    names = [f.name for f in fields(TradeoffPoint)]
+    """Write one row per point, columns in :class:`TradeoffPoint` order; errors in
+    percentage points (:data:`CSV_UNITS`), as in the plots."""
     with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=names)
-        writer.writeheader()
+        writer = csv.writer(fh)
+        writer.writerow(csv_header())
         for p in points:
-            writer.writerow(asdict(p))
+            row = asdict(p)
+            writer.writerow(
+                [
+                    row[f.name] * CSV_UNITS[f.name][1] if f.name in CSV_UNITS else row[f.name]
+                    for f in fields(TradeoffPoint)
+                ]
+            )
     return path
 
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import urllib.parse
-from pathlib import Path
+import urllib.request
 from typing import Any
 
 import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, out
-from client_sdk import mechanisms
-from client_sdk.wire import MAX_RETENTION_SECONDS, MAX_SHARDS, MIN_RETENTION_SECONDS, check_name
+from aggregator.cli.spec_flags import build_spec, flags_of, read_spec_file, spec_options
+from client_sdk.errors import DefinitionError
+from client_sdk.wire import check_name, parse_spec
 
 __all__ = ["metrics"]
 
@@ -81,6 +81,24 @@ URL_OPTION = click.option(
 )
 
 
+def _definition_problems(problems: list[str]) -> str:
+    """The collector's 400 for a bad spec, as the CLI says it: each problem, with its flag."""
+    lines = []
+    for problem in problems:
+        flags = flags_of(problem)
+        lines.append(f"  - {problem}" + (f" ({', '.join(flags)})" if flags else ""))
+    return "invalid metric definition:\n" + "\n".join(lines)
+
+
+def _values(metric: dict[str, Any]) -> str:
+    """What a metric's reports hold: ``k=3`` labels, or a numeric ``range [0, 100]``."""
+    if "domain" in metric:
+        return f"k={len(metric['domain'])}"
+    if "range" in metric:
+        return "range [{:g}, {:g}]".format(*metric["range"])
+    return metric.get("kind", "")
+
+
 @click.group()
 def metrics() -> None:
     """The metric registry: list, show, create or change metrics (as GET/PUT do)."""
@@ -104,7 +122,7 @@ def metrics_list(url: str, as_json: bool) -> None:
             str(m["version"]),
             m["mechanism"]["mechanism"],
             f"{m['mechanism']['epsilon']:g}",
-            str(len(m["domain"])) if "domain" in m else "range [{:g}, {:g}]".format(*m["range"]),
+            _values(m),
         )
     out.print(table)
 
@@ -122,87 +140,35 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
 @metrics.command("create")
 @URL_OPTION
 @NAME_ARGUMENT
-@click.option("--domain", "-d", required=True, help="Comma-separated labels, or @file.json.")
 @click.option(
-    "--epsilon",
-    "-e",
-    required=True,
-    type=float,
-    help="ε of one report: the privacy each report keeps (smaller: more private, noisier).",
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    help="A file (.toml, else JSON) with the metric's whole spec, as PUT takes it; "
+    "the flags below override its keys.",
 )
-@click.option(
-    "--mechanism",
-    "-m",
-    default="auto",
-    show_default=True,
-    help="Frequency oracle: auto (least variance for this ε and k) or one of "
-    + ", ".join(n for n in mechanisms.NAMES if n != "auto")
-    + ".",
-)
-@click.option(
-    "--description",
-    default="",
-    help="What the metric measures (changing only this keeps the version).",
-)
-@click.option(
-    "--shards",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1, MAX_SHARDS),
-    help="Streams to spread a hot metric over (hash slots of a Redis Cluster).",
-)
-@click.option(
-    "--retention-hour",
-    type=click.IntRange(MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS),
-    default=None,
-    help="Seconds this metric's hour windows are kept after they end "
-    "[default: the deployment's, LDP_RETENTION_HOUR_SECONDS, 14 days].",
-)
-@click.option(
-    "--retention-day",
-    type=click.IntRange(MIN_RETENTION_SECONDS, MAX_RETENTION_SECONDS),
-    default=None,
-    help="Seconds its day windows are kept after they end "
-    "[default: the deployment's, LDP_RETENTION_DAY_SECONDS, 400 days].",
-)
+@spec_options
 @click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
 def metrics_create(
-    url: str,
-    name: str,
-    domain: str,
-    epsilon: float,
-    mechanism: str,
-    description: str,
-    shards: int,
-    retention_hour: int | None,
-    retention_day: int | None,
-    token: str | None,
+    url: str, name: str, spec_file: str | None, token: str | None, **flags: Any
 ) -> None:
-    """Create a metric, or change it (a new version if ε, domain, mechanism or shards change)."""
+    """Create a metric, or change it (a new version if ε, domain, mechanism or shards change).
+
+    Every key of a spec has a flag (or give a whole spec with --spec); the spec is checked
+    as the collector checks it, with its messages, before anything is sent.
+    """
     if not token:
         raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
-    if domain.startswith("@"):
-        try:
-            labels = json.loads(Path(domain[1:]).read_text())
-        except (OSError, ValueError) as exc:
-            raise click.UsageError(f"cannot read {domain[1:]}: {exc}") from None
-    else:
-        labels = [x.strip() for x in domain.split(",")]
-    spec = {
-        "domain": labels,
-        "epsilon": epsilon,
-        "mechanism": mechanism,
-        "description": description,
-    }
-    if shards != 1:  # 1 is the default: leave it out, as a spec written by hand would
-        spec["shards"] = shards
-    if retention_hour is not None or retention_day is not None:
-        spec["retention"] = {"hour": retention_hour, "day": retention_day}
+    spec = build_spec(read_spec_file(spec_file) if spec_file else {}, flags)
+    try:
+        parse_spec(name, spec)
+    except DefinitionError as exc:
+        raise click.UsageError(_definition_problems(exc.problems)) from None
     status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
     version = body["version"]
     out.print(
         f"{body['name']} v{version}: {body['mechanism']['mechanism']} "
-        f"ε={body['mechanism']['epsilon']:g}, k={len(body['domain'])}"
+        f"ε={body['mechanism']['epsilon']:g}, {_values(body)}"
         + ("" if status == 201 else " (unchanged version: same ε, domain, mechanism and shards)")
     )
     if body.get("mechanism_reason"):

@@ -126,7 +126,7 @@ def simulate(
     "--width",
     "-w",
     type=click.FloatRange(MIN_WIDTH, 1, max_open=True),
-    help="Target half-width (0.01 = ±1 point): print the users needed.",
+    help="Target half-width, a fraction (0.01 = ±1 percentage point): print the users needed.",
 )
 @confidence_option(0.95)
 @click.option(
@@ -180,21 +180,27 @@ def plan(
     if as_json:
         echo_json([r.__dict__ for r in rows])
         return
-    what = f"{users:,} users" if users else f"half-width ±{width:g}"
+    if users:
+        what = f"{users:,} users"
+    else:
+        points = (width or 0) * 100
+        unit = "point" if points == 1 else "points"
+        what = f"half-width ±{points:g} percentage {unit} (--width {width:g})"
     table = Table(
         title=f"ε={epsilon:g}, k={domain_size}: {what}, {confidence:.0%} intervals near f = 0"
     )
-    moved = f"{beta * 100:g} % fakes move"
-    for col in ("mechanism", "Var*", "report bytes", "± half-width", "users", moved):
+    # shares and their errors in percentage points throughout (0.01 = 1 point)
+    moved = f"{beta * 100:g} % fakes move (points)"
+    for col in ("mechanism", "Var*", "report bytes", "± half-width (points)", "users", moved):
         table.add_column(col, justify="right")
     for r in rows:
         table.add_row(
             r.name + (" (auto)" if r.auto else ""),
             "—" if r.variance_star is None else f"{r.variance_star:.4g}",
             "—" if r.wire_bytes is None else str(r.wire_bytes),
-            f"{r.half_width:.4%}",
+            f"{r.half_width * 100:.4f}",
             f"{r.users:,}",
-            f"+{r.max_gain * 100:.3g} pts",
+            f"+{r.max_gain * 100:.3g}",
         )
     out.print(table)
     out.print("central laplace: the trusted-curator alternative (the server sees true values)")

@@ -9,22 +9,37 @@ share, marking the intervals that missed (about 5 % should).
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing
 import random
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import redis
+from scipy import stats
 
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition
 from ldp_store.registry import Registry
 
-__all__ = ["DEMO_METRICS", "DemoResult", "define_metrics", "run_population", "wait_for_counts"]
+__all__ = [
+    "DEMO_METRICS",
+    "DemoResult",
+    "define_metrics",
+    "fresh_run_folder",
+    "run_population",
+    "wait_for_counts",
+]
+
+RUN_PREFIX = "run-"
+"""Each demo run's embedded Redis lives in ``<data-dir>/run-<UTC time>``: its counts are
+its own population's, and earlier runs' folders are removed when the next starts."""
 
 COUNTRIES = [
     "US", "IN", "BR", "DE", "GB", "FR", "JP", "ID", "MX", "IT", "ES", "CA", "KR", "TR", "PL",
@@ -76,6 +91,47 @@ DEMO_METRICS: dict[str, dict[str, Any]] = {
 }
 
 
+def fresh_run_folder(data_dir: str | Path) -> tuple[Path, list[Path]]:
+    """A new, empty folder for this run's data, after removing earlier runs' folders.
+
+    Only ``run-*`` folders the demo made are removed, and none that a running demo holds
+    (its ``.lock``, as :class:`~aggregator.service.serve.Server` takes it).
+
+    Returns:
+        (the new folder, the earlier folders removed).
+    """
+    root = Path(data_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    removed = []
+    for old in sorted(root.glob(f"{RUN_PREFIX}*")):
+        if not old.is_dir() or _in_use(old):
+            continue
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    folder = root / f"{RUN_PREFIX}{stamp}"
+    suffix = 1
+    while folder.exists():  # two runs within a second
+        suffix += 1
+        folder = root / f"{RUN_PREFIX}{stamp}-{suffix}"
+    folder.mkdir()
+    return folder, removed
+
+
+def _in_use(folder: Path) -> bool:
+    """Whether a running server holds ``folder``'s lock."""
+    lock = folder / ".lock"
+    if not lock.exists():
+        return False
+    with open(lock, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
 def define_metrics(registry: Registry) -> list[MetricDefinition]:
     """Create (or keep) the demo metrics; returns their current definitions."""
     return [registry.put(name, entry["spec"]).definition for name, entry in DEMO_METRICS.items()]
@@ -124,6 +180,14 @@ class DemoResult:
     simulate_seconds: float
     aggregate_seconds: float
     estimates: dict[str, FrequencyEstimate] = field(default_factory=dict)
+
+    def expected_misses(self, confidence: float = 0.95) -> tuple[float, int, int]:
+        """Misses to expect if every interval covers with ``confidence``: the mean, and
+        the range holding 95 % of runs (binomial; the intervals of one metric are not
+        independent, so take the range as a guide, not a test)."""
+        total = sum(len(self.truth[name]) for name in self.estimates)
+        low, high = stats.binom.interval(0.95, total, 1 - confidence)
+        return (1 - confidence) * total, int(low), int(high)
 
     def misses(self) -> tuple[int, int]:
         """(intervals that missed the true share, intervals)."""

@@ -66,7 +66,12 @@ def test_plan_users_and_width() -> None:
     rows = {r["name"]: r for r in json.loads(out)}
     assert rows["grr"]["max_gain"] == pytest.approx(0.01 * (1 + 63 / (math.e - 1)), rel=1e-9)
     code, out = run("plan", "-e", "1", "-k", "64", "-n", "10000", "-b", "0.05")
-    assert code == 0 and "5 % fakes" in out and "+188 pts" in out
+    assert code == 0 and "5 % fakes" in out and "(points)" in out and "+188 " in out
+    # one unit for shares and their errors, said in the headers: percentage points
+    code, out = run("plan", "-e", "2", "-k", "1024", "-w", "0.01")
+    flat = " ".join(out.split())
+    assert code == 0 and "half-width ±1 percentage point (--width 0.01)" in flat
+    assert "(points)" in out and "1.0000" in out and "1.0000 %" not in out
 
 
 def test_audit_exit_codes() -> None:

@@ -425,3 +425,12 @@ def test_the_shuffled_epsilon_composes_a_fresh_noise_metrics_budget_too(redis_db
     assert "no budget" not in shuffled["condition"]
     loose = client.get("/v1/estimates/app.free").json["shuffled_epsilon"]
     assert loose["reports_per_device"] == 1 and "no budget" in loose["condition"]
+
+
+def test_overview_says_report_or_reports_per_period(redis_db: Any) -> None:
+    client = make(redis_db.url).test_client()
+    for name, per_period in (("app.once", 1), ("app.thrice", 3)):
+        budget = {"reports_per_period": per_period, "period": "day"}
+        define(client, name, {"domain": ["a", "b"], "epsilon": 1.0, "budget": budget})
+    page = " ".join(client.get("/").text.split())
+    assert "1 report × ε" in page and "3 reports × ε" in page and "1 reports" not in page

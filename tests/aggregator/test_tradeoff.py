@@ -94,8 +94,10 @@ def test_progress_counts_every_point(
 
 
 def test_csv_columns_and_rows(rows: list[dict[str, str]]) -> None:
-    assert list(rows[0]) == [f.name for f in fields(tradeoff.TradeoffPoint)]
-    for col in ("theory_se", "simulated_rmse", "central_laplace_se", "simulation"):
+    assert list(rows[0]) == tradeoff.csv_header()
+    assert len(rows[0]) == len(fields(tradeoff.TradeoffPoint))
+    # one unit per kind of number, named in the header: errors in percentage points
+    for col in ("theory_se_pp", "simulated_rmse_pp", "central_laplace_se_pp", "simulation"):
         assert col in rows[0]
     keys = [(r["mechanism"], r["form"], float(r["epsilon"]), int(r["users"])) for r in rows]
     assert len(set(keys)) == len(keys)
@@ -128,14 +130,16 @@ def test_theory_columns_are_the_sdk_variance_exactly(rows: list[dict[str, str]])
         n = int(r["users"])
         probs = distribution(r["distribution"], m.domain_size)
         var = float(np.mean(m.variance(n, probs)))
-        assert float(r["theory_variance"]) == var
-        assert float(r["theory_se"]) == math.sqrt(var)
-        assert float(r["theory_se_at_zero"]) == math.sqrt(float(m.variance(n)))
-        assert float(r["central_laplace_se"]) == central_laplace_std(n, m.epsilon)
-        assert float(r["central_laplace_se"]) == pytest.approx(math.sqrt(2) / (n * m.epsilon))
+        assert float(r["theory_variance_pp2"]) == var * 100**2
+        assert float(r["theory_se_pp"]) == math.sqrt(var) * 100
+        assert float(r["theory_se_at_zero_pp"]) == math.sqrt(float(m.variance(n))) * 100
+        assert float(r["central_laplace_se_pp"]) == central_laplace_std(n, m.epsilon) * 100
+        laplace = 100 * math.sqrt(2) / (n * m.epsilon)
+        assert float(r["central_laplace_se_pp"]) == pytest.approx(laplace)
         assert int(r["wire_bytes"]) == m.wire_bytes
         # Robustness: the maximal gain attack's shift of one value with 1 % fake reports.
-        assert float(r["poisoning_gain"]) == pytest.approx(0.01 * (1 - m.q) / (m.p - m.q))
+        gain = 100 * 0.01 * (1 - m.q) / (m.p - m.q)  # in points, like the other errors
+        assert float(r["poisoning_gain_pp"]) == pytest.approx(gain)
 
 
 def _z_score(row: dict[str, str]) -> float:
@@ -146,7 +150,7 @@ def _z_score(row: dict[str, str]) -> float:
     )
     k_eff = min(per_value.sum() ** 2 / (per_value**2).sum(), m.domain_size - 1)
     reps = int(row["simulated_reps"])
-    ratio = float(row["simulated_rmse"]) ** 2 / float(row["theory_variance"])
+    ratio = float(row["simulated_rmse_pp"]) ** 2 / float(row["theory_variance_pp2"])
     return (ratio - 1.0) / math.sqrt(2.0 / (reps * k_eff))
 
 
@@ -164,7 +168,7 @@ def test_simulated_reps_and_ratio(rows: list[dict[str, str]]) -> None:
         assert int(r["simulated_reps"]) == REPS * factor
         # The per-run expected MSE averages the variance over values, whose frequencies
         # always average 1/k: it equals the theory column whatever the sampled population.
-        ratio = float(r["simulated_rmse"]) ** 2 / float(r["theory_variance"])
+        ratio = float(r["simulated_rmse_pp"]) ** 2 / float(r["theory_variance_pp2"])
         assert float(r["simulated_mse_ratio"]) == pytest.approx(ratio, rel=1e-9)
 
 

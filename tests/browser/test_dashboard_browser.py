@@ -455,6 +455,75 @@ def test_numeric_metric_shows_its_mean_over_time(watched: Watched, server: Serve
     watched.check()
 
 
+def test_an_empty_numeric_metric_says_no_reports_yet(watched: Watched, server: Server) -> None:
+    """No report yet: the trend says so, with no axes (Plotly's empty ones run −1…6)."""
+    page, name = watched.page, "app.live"
+    empty = {
+        "metric": name, "version": 1, "kind": "numeric", "mechanism": "duchi", "epsilon": 1.0,
+        "n": 0, "confidence": 0.95, "window": "all", "mean": None, "std_error": None,
+        "ci_low": None, "ci_high": None, "range": [0, 120],
+    }  # fmt: skip
+    trend = {"metric": name, "version": 1, "granularity": "hour", "confidence": 0.95,
+             "windows": []}  # fmt: skip
+
+    def fulfil(route: Route) -> None:
+        body = trend if "/trend" in route.request.url else empty
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(body))
+
+    page.route(f"{server.url}/v1/estimates/{name}**", fulfil)
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-kind='numeric']")
+    assert page.locator("#numeric-mean").inner_text() == "no reports yet"
+    chart = page.locator("#trend-chart")
+    assert "no reports yet" in chart.locator(".annotation-text").all_text_contents()
+    ticks = chart.locator(".xtick text, .ytick text, .y2tick text")
+    assert ticks.count() == 0, ticks.all_inner_texts()
+    watched.check()
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 760, 390])
+def test_the_mode_bar_covers_no_tick_label(browser: Browser, server: Server, width: int) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(20_000)
+    watched = watch(context.new_page(), server.url)
+    page = watched.page
+    charts = {
+        "/ui/metric/app.screen": ("main[data-state='ready']", ("freq-chart", "trend-chart")),
+        "/ui/metric/app.screen/explorer": ("#explorer[data-state='ready']", ("curve-chart",)),
+    }
+    try:
+        for path, (ready, divs) in charts.items():
+            page.goto(f"{server.url}{path}")
+            page.wait_for_selector(ready)
+            for div in divs:
+                chart = page.locator(f"#{div}")
+                chart.scroll_into_view_if_needed()
+                chart.locator(".nsewdrag").first.hover()  # the mode bar shows on hover
+                bar = chart.locator(".modebar")
+                bar.wait_for(state="visible")
+                box = bar.bounding_box()
+                assert box is not None and box["height"] > 10
+                labels = chart.locator(".xtick text, .ytick text, .y2tick text, .legendtext")
+                assert labels.count() > 2, div
+                for i in range(labels.count()):
+                    label = labels.nth(i).bounding_box()
+                    assert label is not None
+                    text = labels.nth(i).text_content()
+                    assert not _overlap(box, label), (path, div, width, text, box, label)
+        watched.check()
+    finally:
+        context.close()
+
+
 def test_a_real_numeric_metric_shows_the_apis_mean(watched: Watched, server: Server) -> None:
     page, name = watched.page, "session.minutes"
     try:

@@ -121,6 +121,7 @@
 
   /** Plotly's config for every chart: responsive, no logo, no cloud links. */
   LDP.plotConfig = {
+    displayModeBar: "hover",  // in its own strip above the chart (dashboard.css, .chart)
     responsive: true, displaylogo: false, showLink: false, showSendToCloud: false, showEditInChartStudio: false,
     modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"],
   };

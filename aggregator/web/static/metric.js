@@ -133,7 +133,7 @@
     const layout = L.layout({
       barmode: "group", bargap: 0.25, bargroupgap: 0.05,
       xaxis: { type: "category", automargin: true, tickangle: many ? -50 : 0, tickfont: { size: many ? 10 : 12 } },
-      yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true },
+      yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true, visible: est.n !== 0 },
       annotations: est.n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#64748b" } }] : [],
     });
     window.Plotly.react(chart, [raw, normSub], layout, L.plotConfig);
@@ -226,12 +226,14 @@
       text, textposition: "none", marker: { color: "rgba(100,116,139,0.16)" }, hovertemplate: "%{text}<br>n = %{y:,}<extra></extra>",
     });
     const numeric = est.kind === "numeric";
+    // No report in any window: no axes at all (Plotly's empty ones run −1…6 and mean nothing).
+    const empty = !windows.some((w) => w.n > 0);
     const layout = L.layout({
-      xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true },
-      yaxis: { title: { text: numeric ? "mean" : "share of users" }, tickformat: numeric ? "" : ".0%", gridcolor: "#eef2f7", automargin: true },
-      yaxis2: { overlaying: "y", side: "right", showgrid: false, rangemode: "tozero", title: { text: "n" }, automargin: true },
+      xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true, visible: !empty },
+      yaxis: { title: { text: numeric ? "mean" : "share of users" }, tickformat: numeric ? "" : ".0%", gridcolor: "#eef2f7", automargin: true, visible: !empty },
+      yaxis2: { overlaying: "y", side: "right", showgrid: false, rangemode: "tozero", title: { text: "n" }, automargin: true, visible: !empty },
       margin: { l: 56, r: 56, t: 16, b: 56 },
-      annotations: windows.length ? [] : [{ text: "no windows with reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 15, color: "#64748b" } }],
+      annotations: empty ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 15, color: "#64748b" } }] : [],
     });
     window.Plotly.react(chart, traces, layout, L.plotConfig);
   }
