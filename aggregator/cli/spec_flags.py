@@ -57,14 +57,30 @@ def pair(value: str) -> list[Any]:
     return [scalar(x.strip()) for x in value.split(",")]
 
 
+def option_value(raw: str) -> Any:
+    """An option's value: a number or text, a JSON list or object (``[[0.8, 0.2], …]``),
+    or ``@file.json`` holding one (pram's ``matrix``)."""
+    if raw.startswith("@"):
+        try:
+            return json.loads(Path(raw[1:]).read_text())
+        except (OSError, ValueError) as exc:
+            raise click.UsageError(f"cannot read {raw[1:]}: {exc}") from None
+    if raw.startswith(("[", "{")):
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise click.UsageError(f"--option value is not JSON: {exc}") from None
+    return scalar(raw)
+
+
 def option_pairs(values: tuple[str, ...]) -> dict[str, Any]:
-    """``--option g=4 --option s=2`` → {"g": 4, "s": 2}."""
+    """``--option g=4 --option s=2`` → {"g": 4, "s": 2}; ``--option matrix=@m.json``."""
     options: dict[str, Any] = {}
     for item in values:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
             raise click.UsageError(f"--option takes KEY=VALUE (e.g. g=4), got {item!r}")
-        options[key.strip()] = scalar(raw.strip())
+        options[key.strip()] = option_value(raw.strip())
     return options
 
 
@@ -137,7 +153,8 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         "--option",
         ("options",),
         option_pairs,
-        "KEY=VALUE, a mechanism's option (olh: g, ss: s, rr: flip_probability...); repeatable.",
+        "KEY=VALUE, a mechanism's option (olh: g, ss: s, rr: flip_probability, pram: "
+        "matrix as JSON or @file.json...); repeatable.",
         metavar="KEY=VALUE",
         multiple=True,
     ),

@@ -152,6 +152,24 @@ def test_flags_store_what_the_json_spec_stores(
         assert from_flags["mechanism"]["g"] == 3
 
 
+def test_a_pram_matrix_goes_in_an_option_as_json_or_a_file(url: str, tmp_path: Path) -> None:
+    matrix = [[0.7, 0.2, 0.1], [0.15, 0.7, 0.15], [0.1, 0.2, 0.7]]
+    spec = {
+        "domain": ["young", "middle", "old"],
+        "mechanism": "pram",
+        "options": {"matrix": matrix},
+    }
+    assert put(url, "by.json", spec)[0] == 201
+    code, out = create(url, "by.flags", "-d", "young,middle,old", "-m", "pram",
+                       "--option", "matrix=" + json.dumps(matrix))  # fmt: skip
+    assert code == 0, out
+    (tmp_path / "m.json").write_text(json.dumps(matrix))
+    code, out = create(url, "by.file", "-d", "young,middle,old", "-m", "pram",
+                       "--option", f"matrix=@{tmp_path / 'm.json'}")  # fmt: skip
+    assert code == 0, out
+    assert stored(url, "by.flags") == stored(url, "by.json") == stored(url, "by.file")
+
+
 def test_a_spec_file_with_flags_over_it(url: str, tmp_path: Path) -> None:
     toml = tmp_path / "theme.toml"
     toml.write_text(
