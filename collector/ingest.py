@@ -16,6 +16,12 @@ small bucketed sets). The script
    to today's guard (which expires two days later), and returns how many it appended and
    how many were replays.
 
+With ``replica_acks`` > 0 (``LDP_REPLICA_ACKS``) the script call is followed, on the
+same connection to the primary that ran it, by ``WAIT replica_acks replica_wait_ms``:
+the request is answered 202 only once that many replicas hold the append, so a failover
+cannot lose it. A wait that times out answers 503; the client's retry finds the appended
+reports as replays (and waits for replicas again).
+
 Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
 its memory high-water mark. Nothing else is stored: no report id in the stream, no time
 but the entry id, no client metadata. A client that gets a 503 re-sends the whole batch;
@@ -35,6 +41,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import redis
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    NoScriptError,
+    RedisClusterException,
+    TryAgainError,
+)
 
 from client_sdk.errors import ReportError
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
@@ -42,6 +55,7 @@ from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
 from ldp_store import guard, keys, scripts
+from ldp_store.connection import is_cluster
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
@@ -270,11 +284,24 @@ class Appender:
             past this is refused.
         high_water: the share of Redis's ``maxmemory`` at which ingest is refused
             (:class:`collector.memory.MemoryGuard`; checked by :func:`ingest`).
+        replica_acks: replicas that must hold each append before it counts as done
+            (``WAIT``; 0: none, answer once the primary has it).
+        replica_wait_ms: how long that ``WAIT`` may take before :class:`Unavailable`.
     """
 
-    def __init__(self, client: redis.Redis, max_backlog: int, high_water: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        max_backlog: int,
+        high_water: float = 1.0,
+        replica_acks: int = 0,
+        replica_wait_ms: int = 200,
+    ) -> None:
         self.max_backlog = max_backlog
         self.memory = MemoryGuard(client, high_water)
+        self.replica_acks = replica_acks
+        self.replica_wait_ms = replica_wait_ms
+        self._client = client
         self._script = client.register_script(scripts.APPEND)
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
 
@@ -348,7 +375,7 @@ class Appender:
             for (rid, payload), (member, *indexes) in zip(part, per_id, strict=True):
                 args += [rid, member, payload, *indexes]
             stream = keys.stream_key(name, version, shard)
-            reply = self._script(keys=[stream, *guard_keys], args=args)
+            reply = self._run([stream, *guard_keys], args)
             if int(reply[0]) >= 0:
                 return int(reply[0]), int(reply[1]), bool(reply[2])
             layout = guard.Layout(
@@ -363,6 +390,59 @@ class Appender:
                 self._layouts.clear()
             self._layouts[cached] = layout
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def _run(self, script_keys: list[str], args: list[Any]) -> Any:
+        """The append script's reply; with ``replica_acks``, once replicas hold it.
+
+        Raises:
+            Unavailable: the replicas did not acknowledge in ``replica_wait_ms``, or the
+                slot is being moved to another node (resharding): retry.
+        """
+        if not self.replica_acks:
+            return self._script(keys=script_keys, args=args)
+        # WAIT counts the replicas that hold this *connection's* last write, so the script
+        # and the WAIT go down one connection, in one pipeline, to the slot's primary
+        # (a cluster client would pick a connection per command).
+        node: Any = self._client
+        if is_cluster(self._client):
+            cluster: Any = self._client
+            node = cluster.get_redis_connection(cluster.get_node_from_key(script_keys[0]))
+        for _ in range(2):
+            pipe = node.pipeline(transaction=False)
+            pipe.evalsha(self._script.sha, len(script_keys), *script_keys, *args)
+            pipe.execute_command("WAIT", self.replica_acks, self.replica_wait_ms)
+            try:
+                reply, acked = pipe.execute()
+            except NoScriptError:  # a new or restarted primary: load, then once more
+                node.script_load(scripts.APPEND)
+                continue
+            except (AskError, TryAgainError) as exc:  # the slot moved (MOVED) or is moving
+                self._refresh_slots()
+                raise Unavailable(
+                    "the reports' slot is moving to another node; retry", "moved"
+                ) from exc
+            except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
+                self._refresh_slots()  # a dead primary: its replica may own the slot now
+                raise
+            if int(reply[0]) >= 0 and int(acked) < self.replica_acks:
+                raise Unavailable(
+                    f"{acked} of {self.replica_acks} replicas confirmed the reports in "
+                    f"{self.replica_wait_ms} ms; retry (appended reports count as replays)",
+                    "replica",
+                )
+            return reply
+        raise Unavailable("the append script could not be loaded; retry", "busy")
+
+    def _refresh_slots(self) -> None:
+        """Have a cluster client read the slot map again (the next request then goes to
+        the slot's new primary); the direct node connections of :meth:`_run` bypass the
+        client's own refresh. A map that cannot be read yet (mid-failover) is left."""
+        if not is_cluster(self._client):
+            return
+        try:
+            self._client.nodes_manager.initialize()  # type: ignore[attr-defined]
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.info("slot map not refreshed yet: %s", exc)
 
 
 def ingest(
