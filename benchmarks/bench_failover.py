@@ -56,8 +56,8 @@ def loss_table(runs: int) -> None:
             with tempfile.TemporaryDirectory() as tmp:
                 o = run_failover(Path(tmp) / "cluster", acks, seed=run * 2 + acks)
             totals[acks].append(o.lost)
-            print(f"{acks:>12} {run:>3} {o.acked:>6} {o.lost:>5} {o.double:>6} "
-                  f"{o.statuses.get(503, 0):>5} {o.failover_seconds:>10.2f}", flush=True)  # fmt: skip
+            row = f"{acks:>12} {run:>3} {o.acked:>6} {o.lost:>5} {o.double:>6} "
+            print(row + f"{o.statuses.get(503, 0):>5} {o.failover_seconds:>10.2f}", flush=True)
             assert o.double == 0, "double counting"
     for acks, lost in totals.items():
         print(f"REPLICA_ACKS={acks}: lost per failover {lost} (mean {statistics.mean(lost):.1f})")
@@ -68,8 +68,10 @@ def waiting_cost(uploads: int) -> None:
         cluster = LocalCluster(Path(tmp), 3, replicas=1, node_timeout=NODE_TIMEOUT_MS).start()
         try:
             apps = {acks: collector_app(cluster.url, acks) for acks in (0, 1)}
-            answer = apps[0].test_client().put(
-                f"/v1/metrics/{HOT}", json=SPEC, headers={"Authorization": f"Bearer {TOKEN}"}
+            answer = (
+                apps[0]
+                .test_client()
+                .put(f"/v1/metrics/{HOT}", json=SPEC, headers={"Authorization": f"Bearer {TOKEN}"})
             )
             hot = MetricDefinition.from_dict(answer.json)
             rng = random.Random(5)
