@@ -12,7 +12,10 @@ Run on purpose, not as a test (about 25 s per failover)::
    150 reports/s each; the primary of the hot metric's first shard is killed -9 two
    seconds in. Per run: reports acknowledged, acknowledged reports the failover lost
    (found by sending every acknowledged report again: a lost one is appended anew),
-   reports counted twice, 503 answers, seconds until a replica took over.
+   reports counted twice, 503 answers, seconds until a replica took over. Twice: with a
+   healthy replica (on loopback microseconds behind), and with one that lags: stopped
+   for ``LAG`` seconds before the kill, 32 MB written past it so that the kernel's socket
+   buffers cannot hold the writes for it.
 2. **Cost of waiting.** On a healthy cluster of the same shape, one collector app per
    setting, interleaved: ``--uploads`` uploads of 100 fresh reports of a 3-shard metric
    (one script call per shard, each followed by its ``WAIT`` with replicas on): median
@@ -45,22 +48,28 @@ from tests.failover_helpers import (  # noqa: E402
     collector_app,
     run_failover,
 )
+from tests.test_cluster_failover import LAG  # noqa: E402
 
 
 def loss_table(runs: int) -> None:
-    print(f"{'replica acks':>12} {'run':>3} {'acked':>6} {'lost':>5} {'double':>6} "
+    print(f"{'replica':>8} {'acks':>4} {'run':>3} {'acked':>6} {'lost':>5} {'double':>6} "
           f"{'503s':>5} {'failover s':>10}")  # fmt: skip
-    totals: dict[int, list[int]] = {0: [], 1: []}
-    for run in range(runs):
-        for acks in (0, 1):
-            with tempfile.TemporaryDirectory() as tmp:
-                o = run_failover(Path(tmp) / "cluster", acks, seed=run * 2 + acks)
-            totals[acks].append(o.lost)
-            row = f"{acks:>12} {run:>3} {o.acked:>6} {o.lost:>5} {o.double:>6} "
-            print(row + f"{o.statuses.get(503, 0):>5} {o.failover_seconds:>10.2f}", flush=True)
-            assert o.double == 0, "double counting"
-    for acks, lost in totals.items():
-        print(f"REPLICA_ACKS={acks}: lost per failover {lost} (mean {statistics.mean(lost):.1f})")
+    totals: dict[tuple[str, int], list[int]] = {}
+    for lag in (0.0, LAG):
+        replica = "lagging" if lag else "healthy"
+        for run in range(runs):
+            for acks in (0, 1):
+                with tempfile.TemporaryDirectory() as tmp:
+                    o = run_failover(
+                        Path(tmp) / "cluster", acks, seed=run * 2 + acks, replica_lag=lag
+                    )
+                totals.setdefault((replica, acks), []).append(o.lost)
+                row = f"{replica:>8} {acks:>4} {run:>3} {o.acked:>6} {o.lost:>5} {o.double:>6} "
+                print(row + f"{o.statuses.get(503, 0):>5} {o.failover_seconds:>10.2f}", flush=True)
+                assert o.double == 0, "double counting"
+    for (replica, acks), lost in totals.items():
+        print(f"{replica} replica, REPLICA_ACKS={acks}: acknowledged reports lost per failover "
+              f"{lost} (mean {statistics.mean(lost):.1f})")  # fmt: skip
 
 
 def waiting_cost(uploads: int) -> None:

@@ -4,7 +4,8 @@ failover test asserts on and ``benchmarks/bench_failover.py`` measures several t
 Three primaries with one replica each (``cluster-node-timeout`` 1 s), two collector apps,
 two aggregator workers (threads) and a few SDK devices reporting steadily through the
 apps; every report a collector answered 202 is remembered. Part-way, the primary holding
-the hot metric's first shard is killed with SIGKILL: its replica is promoted, the
+the hot metric's first shard is killed with SIGKILL (optionally after its replica was
+stopped for a moment, so that it lags behind): its replica is promoted, the
 collectors answer 503 + ``Retry-After`` meanwhile and the SDK retries. The dead node is
 then restarted, as a supervisor would, and rejoins as the new primary's replica.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import json
 import random
+import signal
 import threading
 import time
 from collections import Counter
@@ -49,6 +51,13 @@ NODE_TIMEOUT_MS = 1000
 and its replica promoted within about as long again."""
 
 
+BALLAST_VALUES = 4
+BALLAST_BYTES = 8 << 20
+"""32 MB written to the victim while its replica is stopped: more than loopback TCP's
+send and receive buffers together (a few MB each), under the primary's 256 MB output
+buffer limit for a replica."""
+
+
 def collector_app(url: str, replica_acks: int) -> Flask:
     """A collector on ``url``: 503s say ``Retry-After: 1``; one address is many devices."""
     return create_app(
@@ -73,20 +82,30 @@ class Tracker:
         self.statuses: Counter[int] = Counter()
         self.latencies: list[tuple[float, float]] = []
         """(when, seconds) of every upload answered 202."""
+        self.answered: list[tuple[float, int]] = []
+        """(when sent, status) of every upload."""
         self.retry_after_missing = 0
+        self.raised: list[str] = []
+        """Exceptions the app let out (with TESTING on they are raised, not 500)."""
         self.lock = threading.Lock()
 
     def __call__(self, method: str, path: str, body: bytes | None) -> Response:
         client = self.app.test_client()
         start = time.monotonic()
-        if method == "GET":
-            r = client.get(path)
-        else:
-            r = client.post(path, data=body, content_type="application/json")
+        try:
+            if method == "GET":
+                r = client.get(path)
+            else:
+                r = client.post(path, data=body, content_type="application/json")
+        except Exception as exc:  # a bug escaping the app's error handlers
+            with self.lock:
+                self.raised.append(f"{type(exc).__name__}: {exc}")
+            raise
         took = time.monotonic() - start
         with self.lock:
             if method == "POST":
                 self.statuses[r.status_code] += 1
+                self.answered.append((start, r.status_code))
                 if r.status_code == 503 and not r.headers.get("Retry-After"):
                     self.retry_after_missing += 1
                 if r.status_code == 202:
@@ -113,6 +132,8 @@ class Outcome:
     acked_before: int = 0
     workers_alive: bool = True
     worker_errors: list[str] = field(default_factory=list)
+    raised: list[str] = field(default_factory=list)
+    """Exceptions a collector app let out instead of answering."""
 
 
 def offline_support(d: MetricDefinition, reports: list[dict[str, Any]]) -> list[int]:
@@ -141,6 +162,7 @@ def run_failover(
     devices: int = 4,
     rate: float = 150.0,
     seed: int = 0,
+    replica_lag: float = 0.0,
 ) -> Outcome:
     """One failover under load (see the module docstring).
 
@@ -152,6 +174,10 @@ def run_failover(
         devices: SDK clients, half on each collector.
         rate: reports a second per device.
         seed: the devices' randomness.
+        replica_lag: seconds the victim's replica is stopped (SIGSTOP) just before the
+            kill, then continued: a replica that lags behind (a slow link, a busy host)
+            when its primary dies. 0: a healthy replica (on loopback, microseconds
+            behind).
     """
     cluster = LocalCluster(base, 3, replicas=1, node_timeout=NODE_TIMEOUT_MS).start()
     workers: list[Worker] = []
@@ -216,7 +242,28 @@ def run_failover(
         time.sleep(kill_after)
         killed_at = time.monotonic()
         acked_before = sum(len(t.acked) for t in trackers)
+        replica = next(
+            r for r in cluster.servers[cluster.primaries :]
+            if int(r.client().info("replication").get("master_port", 0)) == victim_port
+        )  # fmt: skip
+        if replica_lag:
+            assert replica.process is not None
+            replica.process.send_signal(signal.SIGSTOP)
+            # Fill the socket buffers between the two (the kernel would otherwise hold
+            # the writes for the stopped replica and deliver them after): what follows
+            # stays in the primary's memory, as behind a slow link.
+            tag = next(
+                t for t in (f"{{ballast-{i}}}" for i in range(10_000))
+                if int(client.get_node_from_key(t).port) == victim_port
+            )  # fmt: skip
+            victim_node = cluster.server_at(victim_port).client()
+            for i in range(BALLAST_VALUES):
+                victim_node.set(f"{tag}{i}", b"\0" * BALLAST_BYTES)
+            time.sleep(replica_lag)
         cluster.server_at(victim_port).kill()
+        if replica_lag:
+            assert replica.process is not None
+            replica.process.send_signal(signal.SIGCONT)
         # The replica's promotion, as the survivors see it.
         _wait(lambda: victim_port not in cluster.primary_ports(), 30, "a replica promoted")
         failover_seconds = time.monotonic() - killed_at
@@ -275,6 +322,7 @@ def run_failover(
             acked_before=acked_before,
             workers_alive=all(t.is_alive() for t in threads),
             worker_errors=errors,
+            raised=[e for t in trackers for e in t.raised],
         )
     finally:
         for w in workers:
