@@ -13,7 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from redis.exceptions import (
+    ClusterDownError,
+    ClusterError,
+    ConnectionError,
+    RedisClusterException,
+    ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
+from ldp_store.connection import unavailable
 from tests.failover_helpers import run_failover
 
 LAG = 0.5
@@ -39,3 +49,25 @@ def test_a_primary_killed_under_load_fails_over_without_double_counting(
         # Acknowledged by the primary alone, gone with it: the loss the setting prevents
         # (and proof that the replay probe finds one).
         assert 0 < outcome.lost <= outcome.acked_before
+
+
+def test_every_error_of_a_failover_or_a_move_is_an_outage_not_a_bug() -> None:
+    """What redis-py raises while a primary fails over or a slot moves: retried by the
+    worker, 503 + Retry-After from the collector; a command that is wrong stays a bug."""
+    transient = [
+        ClusterDownError("CLUSTERDOWN The cluster is down"),
+        TryAgainError("TRYAGAIN Multiple keys request during rehashing of slot"),
+        ClusterError("TTL exhausted."),  # MOVED/ASK storms past redis-py's redirections
+        ConnectionError("Error 111 connecting to 127.0.0.1:7000. Connection refused."),
+        SlotNotCoveredError("Command # 1 (XADD) requires a slot that is not covered"),
+        RedisClusterException(
+            "Redis Cluster cannot be connected. Please provide at least "
+            "one reachable node: Error 111"
+        ),  # fmt: skip
+        RedisClusterException(
+            "All slots are not covered after query all startup_nodes. 10923 of 16384 covered..."
+        ),  # fmt: skip
+    ]
+    assert [unavailable(e) for e in transient] == [True] * len(transient)
+    assert not unavailable(RedisClusterException("CROSSSLOT Keys don't hash to one slot"))
+    assert not unavailable(ResponseError("WRONGTYPE Operation against a key"))
