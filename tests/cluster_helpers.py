@@ -85,6 +85,7 @@ class LocalCluster(Service):
                         "--cluster-enabled", "yes",
                         "--cluster-config-file", str((data / "nodes.conf").resolve()),
                         "--cluster-node-timeout", str(node_timeout),
+                        "--repl-diskless-sync-delay", "0",  # replicas sync at once
                     ],
                 )
             )  # fmt: skip

@@ -164,6 +164,7 @@ def test_a_hot_metric_s_slots_move_to_another_primary_under_load(tmp_path: Path)
                 statuses[status] = statuses.get(status, 0) + n
         assert set(statuses) <= {202, 503}, statuses  # never a 500
         assert sum(t.retry_after_missing for t in trackers) == 0
+        assert not [e for t in trackers for e in t.raised]  # nothing escaped the app
 
         deadline = time.monotonic() + 60
         while read_counts(client, hot).n < len(acked) and time.monotonic() < deadline:
