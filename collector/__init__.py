@@ -120,7 +120,13 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions["ldp"] = Services(
         redis=client,
         registry=Registry(client),
-        appender=Appender(client, app.config["MAX_BACKLOG"], app.config["MEMORY_HIGH_WATER"] / 100),
+        appender=Appender(
+            client,
+            app.config["MAX_BACKLOG"],
+            app.config["MEMORY_HIGH_WATER"] / 100,
+            replica_acks=app.config["REPLICA_ACKS"],
+            replica_wait_ms=app.config["REPLICA_WAIT_MS"],
+        ),
         telemetry=telemetry,
         admission=admission,
         memory=MemoryUsage(client),

@@ -16,6 +16,13 @@ small bucketed sets). The script
    to today's guard (which expires two days later), and returns how many it appended and
    how many were replays.
 
+With ``replica_acks`` > 0 (``LDP_REPLICA_ACKS``) the script call is followed, on the
+same connection to the primary that ran it, by ``WAIT replica_acks replica_wait_ms``:
+the request is answered 202 only once that many replicas hold the append, so a failover
+cannot lose it. A wait that times out answers 503; the client's retry finds the appended
+reports as replays, and waits until the replicas hold them too
+(:mod:`collector.replicas`).
+
 Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
 its memory high-water mark. Nothing else is stored: no report id in the stream, no time
 but the entry id, no client metadata. A client that gets a 503 re-sends the whole batch;
@@ -41,6 +48,7 @@ from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
+from collector.replicas import ReplicaWait
 from ldp_store import guard, keys, scripts
 from ldp_store.registry import retired_on
 
@@ -270,12 +278,27 @@ class Appender:
             past this is refused.
         high_water: the share of Redis's ``maxmemory`` at which ingest is refused
             (:class:`collector.memory.MemoryGuard`; checked by :func:`ingest`).
+        replica_acks: replicas that must hold each append before it counts as done
+            (``WAIT``; 0: none, answer once the primary has it).
+        replica_wait_ms: how long that ``WAIT`` may take before :class:`Unavailable`.
     """
 
-    def __init__(self, client: redis.Redis, max_backlog: int, high_water: float = 1.0) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        max_backlog: int,
+        high_water: float = 1.0,
+        replica_acks: int = 0,
+        replica_wait_ms: int = 200,
+    ) -> None:
         self.max_backlog = max_backlog
         self.memory = MemoryGuard(client, high_water)
         self._script = client.register_script(scripts.APPEND)
+        self._replicas = (
+            ReplicaWait(client, scripts.APPEND, replica_acks, replica_wait_ms)
+            if replica_acks
+            else None
+        )
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
 
     def append(
@@ -348,7 +371,7 @@ class Appender:
             for (rid, payload), (member, *indexes) in zip(part, per_id, strict=True):
                 args += [rid, member, payload, *indexes]
             stream = keys.stream_key(name, version, shard)
-            reply = self._script(keys=[stream, *guard_keys], args=args)
+            reply = self._run([stream, *guard_keys], args)
             if int(reply[0]) >= 0:
                 return int(reply[0]), int(reply[1]), bool(reply[2])
             layout = guard.Layout(
@@ -363,6 +386,13 @@ class Appender:
                 self._layouts.clear()
             self._layouts[cached] = layout
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def _run(self, script_keys: list[str], args: list[Any]) -> Any:
+        """The append script's reply; with ``replica_acks``, once replicas hold it
+        (:class:`collector.replicas.ReplicaWait`)."""
+        if self._replicas is None:
+            return self._script(keys=script_keys, args=args)
+        return self._replicas.run(self._script.sha, script_keys, args)
 
 
 def ingest(

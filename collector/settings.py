@@ -20,6 +20,8 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_REPORTS",
     "MEMORY_HIGH_WATER",
+    "REPLICA_ACKS",
+    "REPLICA_WAIT_MS",
     "RETRY_AFTER",
     "SOURCE_REPORTS_PER_MINUTE",
     "SOURCE_REQUESTS_PER_SECOND",
@@ -50,6 +52,25 @@ RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart
 or failover to finish, short enough that on-device queues do not fill."""
 
+REPLICA_ACKS = 0
+"""Replicas that must hold an append before the collector answers 202 (``WAIT`` after the
+append script, on the primary that ran it). 0, the default, answers as soon as the
+primary has it: right for the embedded single server, which has no replica (a ``WAIT 1``
+there would always time out). Redis replication is asynchronous, so with 0 a report
+acknowledged in the last moments before a primary dies can be lost in the failover
+(measured: ``benchmarks/bench_failover.py``); 1 closes that window at the cost of one
+replica round trip per request. Recommended on a Redis Cluster with replicas: 1."""
+
+REPLICA_WAIT_MS = 200
+"""Milliseconds the ``WAIT`` may take before the request answers 503 (the client
+retries; the replay guard turns the already appended reports into duplicates). A replica
+on the same LAN acknowledges in about a millisecond; 200 ms rides out a busy moment.
+At most :data:`MAX_REPLICA_WAIT_MS`."""
+
+MAX_REPLICA_WAIT_MS = 900
+"""The ``WAIT`` must answer within the collector's 1 s Redis read timeout
+(``collector.SOCKET_TIMEOUT``), or the request would fail on the socket instead."""
+
 SOURCE_REQUESTS_PER_SECOND = 20
 """Uploads one source (address) may send per second, and at once (:mod:`collector.admission`).
 The SDK uploads once per ``flush_interval`` (5 s) or per ``flush_at`` (100) reports, one
@@ -72,6 +93,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_BACKLOG": MAX_BACKLOG,
     "MEMORY_HIGH_WATER": MEMORY_HIGH_WATER,
     "RETRY_AFTER": RETRY_AFTER,
+    "REPLICA_ACKS": REPLICA_ACKS,
+    "REPLICA_WAIT_MS": REPLICA_WAIT_MS,
     "SOURCE_REQUESTS_PER_SECOND": SOURCE_REQUESTS_PER_SECOND,
     "SOURCE_REPORTS_PER_MINUTE": SOURCE_REPORTS_PER_MINUTE,
     "SOURCE_HEADER": None,
@@ -85,10 +108,11 @@ _POSITIVE_INTS = (
     "MAX_BACKLOG",
     "MEMORY_HIGH_WATER",
     "RETRY_AFTER",
+    "REPLICA_WAIT_MS",
 )
-_UPPER = {"MEMORY_HIGH_WATER": 100}
-_LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE")
-"""Non-negative integers: 0 turns the limit off."""
+_UPPER = {"MEMORY_HIGH_WATER": 100, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
+_LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_ACKS")
+"""Non-negative integers: 0 turns the limit (or the wait for replicas) off."""
 _DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")
 """The device-wide caps the collector publishes (``client_sdk.device``): None or ε > 0."""
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")

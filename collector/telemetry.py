@@ -88,7 +88,8 @@ class Telemetry:
         )
         self.unavailable = Counter(
             "ldp_collector_unavailable",
-            "503 answers: storage down, out of memory, or backlog over MAX_BACKLOG.",
+            "503 answers: storage down, out of memory, backlog over MAX_BACKLOG, no replica "
+            "confirmed in REPLICA_WAIT_MS, or a slot moving between cluster nodes.",
             ["reason"],
             registry=self.registry,
         )

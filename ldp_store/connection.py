@@ -140,12 +140,17 @@ def connect(
 UNAVAILABLE: tuple[type[Exception], ...] = (
     redis.ConnectionError,
     redis.TimeoutError,
-    redis.exceptions.ClusterDownError,
-    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterError,  # CLUSTERDOWN, or redirections (MOVED, ASK) past TTL
+    redis.exceptions.TryAgainError,  # a multi-key command on a slot mid-move
     redis.exceptions.SlotNotCoveredError,
 )
 """Errors that mean Redis (or a cluster slot's node, in a failover or resharding) cannot
-be reached for now: retry later, nothing is lost."""
+be reached for now: retry later, nothing is lost. Measured against real failovers and
+slot moves by ``tests/test_cluster_failover.py`` and ``tests/test_cluster_resharding.py``."""
+
+_TRANSIENT_CLUSTER = ("cannot be connected", "All slots are not covered")
+"""Words of redis-py's plain RedisClusterExceptions that mean "not reachable now": no
+node answered, or the slot map it read mid-failover had holes."""
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -159,7 +164,9 @@ def unavailable(exc: BaseException) -> bool:
         return True
     if isinstance(exc, RedisClusterException):
         cause = exc.__cause__ or exc.__context__
-        return cause is not None and unavailable(cause) or "cannot be connected" in str(exc)
+        if cause is not None and unavailable(cause):
+            return True
+        return any(words in str(exc) for words in _TRANSIENT_CLUSTER)
     return False
 
 

@@ -1,12 +1,16 @@
 """One command: a local ``ldp serve``, a headless Locust load of simulated apps, and checks.
 
 Run: ``python -m loadtests.run`` (1,000,000 devices), or quickly
-``python -m loadtests.run --devices 20000 --users 20 --time 60s``.
+``python -m loadtests.run --devices 20000 --users 20 --time 60s``. Against a server that
+is already running (``ldp serve``, say, or a deployment; fresh, as the checks compare the
+counts with this run's reports alone): ``--host``/``--port`` name it, and ``--redis-url``
+(or ``REDIS_URL``) its Redis, where the checks read the counts.
 
 What it does:
 
 1. starts :class:`aggregator.service.serve.Server` (gunicorn web service, aggregator workers,
-   an embedded Redis in a temporary data dir) on a free port;
+   an embedded Redis in a temporary data dir) on a free port, unless ``--port`` names a
+   running server;
 2. creates the demo metrics (:func:`aggregator.service.demo.define_metrics`);
 3. runs ``locust -f loadtests/locustfile.py --headless -u U -r R -t T`` with CSV stats
    and the HTML report written to ``--out``;
@@ -36,6 +40,7 @@ p95 threshold; raise it with the web workers (``--web-workers``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -173,26 +178,35 @@ def run(args: argparse.Namespace) -> LoadResult:
         f"≤ {args.devices_per_batch} devices per batch"
     )
     with tempfile.TemporaryDirectory(prefix="ldp-load-data-") as data_dir:
-        server = Server(
-            port=free_port(),
-            data_dir=data_dir,
-            web_workers=args.web_workers,
-            aggregators=args.aggregators,
-            quiet=True,
-        )
-        with server:
-            assert server.redis_url is not None
-            client = connect(server.redis_url)  # a server or a Redis Cluster
+        server: Any = None
+        if args.port is None:
+            server = Server(
+                port=free_port(),
+                data_dir=data_dir,
+                web_workers=args.web_workers,
+                aggregators=args.aggregators,
+                quiet=True,
+            )
+        with server or contextlib.nullcontext():
+            url = server.url if server else f"http://{args.host}:{args.port}"
+            redis_url = server.redis_url if server else args.redis_url
+            assert redis_url is not None
+            client = connect(redis_url)  # a server or a Redis Cluster
             definitions = define_metrics(Registry(client))
-            print(f"server: {server.url} ({_plural(args.web_workers, 'web worker')}, "
-                  f"{_plural(args.aggregators, 'aggregator')}); metrics: "
+            where = (
+                f"{_plural(args.web_workers, 'web worker')}, "
+                f"{_plural(args.aggregators, 'aggregator')}"
+                if server
+                else "running"
+            )
+            print(f"server: {url} ({where}); metrics: "
                   + ", ".join(f"{d.name} ({d.oracle.name}, k={d.k})"
                               for d in definitions))  # fmt: skip
             csv_prefix = str(out / "locust")
             command = [
                 sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"),
                 "--headless", "-u", str(args.users), "-r", str(args.spawn_rate or args.users),
-                "-t", args.time, "--host", server.url, "--csv", csv_prefix,
+                "-t", args.time, "--host", url, "--csv", csv_prefix,
                 "--html", str(out / "locust.html"), "--only-summary", "--stop-timeout", "30",
             ]  # fmt: skip
             if args.processes != 1:
@@ -217,7 +231,7 @@ def run(args: argparse.Namespace) -> LoadResult:
                     f"locust exited with {done.returncode} (thresholds: failure ratio "
                     f"≤ {args.max_failure_ratio}, p95 ≤ {args.max_p95_ms:.0f} ms; see locust.log)"
                 )
-            if server.check() is not None:
+            if server is not None and server.check() is not None:
                 result.failed.append(f"server: {server.check()}")
 
             truth = _read_truth(truth_dir)
@@ -346,6 +360,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--aggregators", type=int, default=1, help="aggregator worker processes")
     parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="the running server's host (with --port; without it, a server is started)",
+    )
+    parser.add_argument("--port", type=int, default=None, help="load a running server on this port")
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("REDIS_URL"),
+        help="the running server's Redis (for the metrics and the checks; default REDIS_URL)",
+    )
+    parser.add_argument(
         "--max-failure-ratio", type=float, default=0.0, help="fail above this failed-request share"
     )
     parser.add_argument(
@@ -367,6 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.devices < 1 or args.users < 1 or args.devices_per_batch < 1:
         parser.error("--devices, --users and --devices-per-batch must be positive")
+    if args.port is not None and not args.redis_url:
+        parser.error("--port needs --redis-url (or REDIS_URL): the checks read its counts")
+    if args.port is None and args.host != "127.0.0.1":
+        parser.error("--host needs --port: without them a local server is started")
     result = run(args)
     _print(result)
     return 1 if result.failed else 0

