@@ -226,7 +226,7 @@ def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
         for _ in range(users):
             for name, spec in METRICS.items():
                 i = picker.randrange(len(spec["domain"]))
-                assert client.report(name, spec["domain"][i])
+                assert client.report(name, spec["domain"][i]), client.stats()
                 truth[name][i] += 1
 
     report(300)

@@ -240,13 +240,16 @@ def demo(
     from ldp_store.registry import Registry  # noqa: PLC0415
 
     started = time.perf_counter()
+    _check_port_free(host, port)  # before any earlier run's data is removed
     if redis_url is None:  # the embedded store: a fresh one for each run
         run_dir, removed = d.fresh_run_folder(data_dir)
         if removed:
-            out.print(
-                f"fresh data for this run in {run_dir} (removed {len(removed)} earlier "
-                f"demo {'run' if len(removed) == 1 else 'runs'}' data from {data_dir})"
+            runs = (
+                "1 earlier demo run's data"
+                if len(removed) == 1
+                else (f"{len(removed)} earlier demo runs' data")
             )
+            out.print(f"fresh data for this run in {run_dir} (removed {runs} from {data_dir})")
         data_dir = str(run_dir)
     server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
     try:
@@ -288,6 +291,26 @@ def demo(
         server.stop()
     if gave_up:
         raise SystemExit(1)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse early, with the way out, when the web port is taken (0: any free port).
+
+    Raises:
+        click.ClickException: another process listens on ``host:port``.
+    """
+    if port == 0:
+        return
+    import socket  # noqa: PLC0415
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise click.ClickException(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; nothing was changed "
+                "(stop what uses it, or pass --port 0 for a free port)"
+            ) from None
 
 
 def _print_estimates(result: Any, fresh: bool) -> None:

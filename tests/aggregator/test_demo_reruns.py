@@ -16,6 +16,7 @@ INTERVALS = sum(len(e["spec"]["domain"]) for e in DEMO_METRICS.values())
 
 def run_demo(data_dir: Path, users: int, seed: int) -> str:
     args = ["demo", "--data-dir", str(data_dir), "--users", str(users), "--processes", "1"]
+    args += ["--port", "0"]  # not 8000: another test or program may hold it
     result = CliRunner().invoke(main, [*args, "--seed", str(seed), "--no-serve"])
     assert result.exit_code == 0, result.output
     return " ".join(result.output.split())
@@ -24,7 +25,7 @@ def run_demo(data_dir: Path, users: int, seed: int) -> str:
 def test_a_second_demo_run_counts_only_its_own_users(tmp_path: Path) -> None:
     first = run_demo(tmp_path, 300, 1)
     second = run_demo(tmp_path, 500, 2)
-    assert "removed" not in first and "removed 1 earlier demo run" in second
+    assert "removed" not in first and "removed 1 earlier demo run's data" in second
     for out, users in ((first, 300), (second, 500)):
         # every metric's n is this run's users, not the runs' sum
         assert out.count(f"n={users:,}") == len(DEMO_METRICS), out
@@ -53,3 +54,20 @@ def test_fresh_run_folder_keeps_what_is_not_a_finished_run(tmp_path: Path) -> No
     again, removed = fresh_run_folder(tmp_path)  # that demo has stopped: its folder goes
     assert tmp_path / "run-busy" in removed and not (tmp_path / "run-busy").exists()
     assert again.exists() and not any(again.iterdir()) and (tmp_path / "notes").exists()
+
+
+def test_a_taken_port_is_refused_before_any_data_is_removed(tmp_path: Path) -> None:
+    import socket  # noqa: PLC0415
+
+    run_demo(tmp_path, 50, 1)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        args = ["demo", "--data-dir", str(tmp_path), "--users", "50", "--port", str(port)]
+        result = CliRunner().invoke(main, [*args, "--no-serve"])
+    assert result.exit_code == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert "--port 0" in result.output and "nothing was changed" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier run is kept
