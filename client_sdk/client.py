@@ -378,6 +378,8 @@ class Client:
             if definition.name != metric:
                 raise DefinitionError([f"the answer defines {definition.name!r}"])
             self._learn_device_budget(data)
+            if data.get("retired_at"):  # an operator retired it: stop before spending ε
+                self._retire({metric})
         except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
@@ -585,6 +587,8 @@ class Client:
                 return self._drop("unknown_metric")
             except MetricsUnavailableError:
                 return self._drop("unreachable")
+            if metric in self._retired:  # the fetch just said so
+                return self._drop("retired")
             charge = self._charger.charge(definition, self._charge_time())
             try:
                 secret = self._ledger.device_secret() if definition.longitudinal else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+from datetime import UTC, datetime
 from typing import Any
 
 from flask import Blueprint, current_app, request
@@ -63,7 +64,9 @@ def get_metric(name: str) -> dict[str, Any]:
     if definition is None:
         which = f"metric {clip(name, 80)!r}" + (f" version {version}" if version else "")
         raise ApiError(404, f"unknown {which}", ["GET /v1/metrics lists the metrics"])
-    return answer(Metric.of(definition, published_device_budget()))
+    since = services().registry.retired(name)
+    retired_at = None if since is None else datetime.fromtimestamp(since, UTC).isoformat()
+    return answer(Metric.of(definition, published_device_budget(), retired_at))
 
 
 def published_device_budget() -> DeviceEpsilonCap | None:

@@ -95,13 +95,24 @@ class Metric(Model):
     """The deployment's device-wide caps (as in ``GET /v1/metrics``), where it publishes
     any: ``GET /v1/metrics/<name>`` carries them beside the definition, so a device that
     fetches only the metrics it reports learns them."""
+    retired_at: str | Absent = None
+    """When an operator retired the metric (ISO 8601, UTC), where it is retired: it takes
+    no reports (410), so a device stops reporting it before it spends ε on one."""
 
     @classmethod
-    def of(cls, definition: MetricDefinition, device: DeviceEpsilonCap | None = None) -> Metric:
-        """The model of ``definition``'s JSON form (with the device-wide caps, if given)."""
+    def of(
+        cls,
+        definition: MetricDefinition,
+        device: DeviceEpsilonCap | None = None,
+        retired_at: str | None = None,
+    ) -> Metric:
+        """The model of ``definition``'s JSON form (with the device-wide caps and the
+        retirement, if given)."""
         data = definition.to_dict()
         if device is not None:
             data["device_budget"] = device
+        if retired_at is not None:
+            data["retired_at"] = retired_at
         return cls.model_validate(data)
 
 

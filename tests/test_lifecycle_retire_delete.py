@@ -104,6 +104,11 @@ def test_retire_answers_410_keeps_estimates_and_the_sdk_stops(
     assert post(server_url, some(theme, 20))[0] == 202
     drain(redis_db)
 
+    store = tmp_path / "sdk"
+    client = Client(server_url, storage_dir=store, flush_interval=3600, max_batch_reports=2)
+    assert all(client.report("app.theme", "dark") for _ in range(6))  # while it is live
+    assert client.report("app.other", "dark")
+
     code, out = ldp(
         "metrics", "retire", "app.theme", "--url", server_url, "--token", TOKEN, "--yes"
     )
@@ -127,11 +132,8 @@ def test_retire_answers_410_keeps_estimates_and_the_sdk_stops(
     status, estimates = http(f"{server_url}/v1/estimates/app.theme")
     assert status == 200 and estimates["n"] == 20
 
-    # The SDK: 6 reports queued, batches of 2; the first upload learns the retirement
-    store = tmp_path / "sdk"
-    client = Client(server_url, storage_dir=store, flush_interval=3600, max_batch_reports=2)
-    assert all(client.report("app.theme", "dark") for _ in range(6))
-    assert client.report("app.other", "dark")
+    # The SDK's 6 reports queued before the retirement, batches of 2: the first upload
+    # learns it (a device fetching the definition after it learns it then: next test)
     assert client.flush(timeout=30)
     stats = client.stats()
     assert stats["dropped"]["retired"] == 6  # 2 refused in flight + 4 dropped from the queue
@@ -279,3 +281,28 @@ def test_delete_on_a_cluster_scans_every_primary(cluster_db: Any) -> None:
     assert response.status_code == 200 and response.json["keys"] == len(hot)
     assert not on_nodes(b"ldp:{m:hot:")
     assert on_nodes(b"ldp:{m:kept:1:")
+
+
+def test_a_fresh_device_learns_the_retirement_from_the_definition_and_spends_nothing(
+    server_url: str, tmp_path: Path
+) -> None:
+    """New-user finding: after a retire, a device that had never reported the metric
+    fetched a definition that looked live, charged ε, and only then met the 410. The
+    definition now carries ``retired_at``; report() drops at once and charges nothing."""
+    create(server_url, "app.gone")
+    assert (
+        ldp("metrics", "retire", "app.gone", "--url", server_url, "--token", TOKEN, "--yes")[0] == 0
+    )
+    status, body = http(f"{server_url}/v1/metrics/app.gone")
+    assert status == 200 and body["retired_at"].endswith("+00:00")
+    client = Client(server_url, storage_dir=tmp_path / "device")
+    try:
+        assert client.report("app.gone", "light") is False
+        assert client.stats()["dropped"]["retired"] == 1
+        lifetime = client.privacy()["metrics"]["app.gone"]["lifetime"]
+        assert lifetime["reports"] == 0 and lifetime["epsilon"] == 0  # nothing charged
+        assert client.report("app.gone", "dark") is False  # remembered, no refetch needed
+    finally:
+        client.shutdown(timeout=2)
+    live = create(server_url, "app.live")
+    assert "retired_at" not in http(f"{server_url}/v1/metrics/{live.name}")[1]
