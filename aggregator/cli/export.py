@@ -224,7 +224,15 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     "--redis-url",
     envvar=["REDIS_URL", "LDP_REDIS_URL"],
     default=None,
-    help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL).",
+    help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL, then the "
+    "embedded Redis of the ldp serve running on --data-dir).",
+)
+@click.option(
+    "--data-dir",
+    default="ldp-data",
+    show_default=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Data dir of a running ldp serve, whose embedded Redis is read without --redis-url.",
 )
 def export(
     name: str | None,
@@ -236,6 +244,7 @@ def export(
     fmt: str | None,
     confidence: float,
     redis_url: str | None,
+    data_dir: Path,
 ) -> None:
     """Write every window's counts and estimates with intervals to a file (CSV or Parquet).
 
@@ -268,7 +277,15 @@ def export(
                 "Parquet needs pyarrow: pip install 'ldp-telemetry[export]' (or use CSV)"
             ) from None
     if not redis_url:
-        raise click.UsageError("no Redis to read: pass --redis-url or set REDIS_URL")
+        from aggregator.service.serve import REDIS_URL_FILE  # noqa: PLC0415
+
+        found = data_dir / REDIS_URL_FILE
+        if not found.is_file():
+            raise click.UsageError(
+                f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
+                "of the one that is), or pass --redis-url / set REDIS_URL"
+            )
+        redis_url = found.read_text().strip()
     try:
         client = connect(redis_url)
         registry = Registry(client)

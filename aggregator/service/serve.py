@@ -53,6 +53,10 @@ STOP_TIMEOUT = 20.0
 POLL_SECONDS = 0.2
 """How often the supervisor looks at its children: a dead one is noticed this fast."""
 
+REDIS_URL_FILE = "redis-url"
+"""The file in the data dir that holds a running ``ldp serve``'s embedded Redis address
+(its port is chosen free at each start), for the commands that read Redis directly."""
+
 ORPHAN_TIMEOUT = 5.0
 """Seconds the web workers of a dead gunicorn master get to finish their requests after
 SIGTERM before they are killed: they hold the port the next master must bind."""
@@ -267,6 +271,8 @@ class Server(Service):
         if self.redis_url is None:
             self.redis = EmbeddedRedis(self.data_dir / "redis").start()
             self.redis_url = self.redis.url
+            # So ldp export / aggregate / … find it by the data dir (its port is random).
+            (self.data_dir / REDIS_URL_FILE).write_text(self.redis_url + "\n")
         self._prometheus = self._prometheus_dir()  # emptied once: restarts keep counts
         self._start_web()
         for i in range(self.aggregators):
@@ -434,6 +440,7 @@ class Server(Service):
             self._stop_orphans()  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
+            (self.data_dir / REDIS_URL_FILE).unlink(missing_ok=True)
         self._done.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()

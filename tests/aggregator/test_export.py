@@ -27,6 +27,8 @@ from aggregator.stats.numeric import NumericStats, estimate_mean
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_store import keys, schema
+from ldp_store.connection import connect
+from ldp_store.registry import Registry
 
 TOKEN = "test-admin-token"
 THEME = {"domain": ["light", "dark", "auto", "high-contrast"], "epsilon": 1.0, "mechanism": "oue"}
@@ -208,3 +210,26 @@ def test_export_refuses_bad_input_with_a_message(
     assert result.exit_code != 0
     assert says in result.output
     assert "Traceback" not in result.output
+
+
+def test_export_finds_a_running_ldp_serve_by_its_data_dir(tmp_path: Path) -> None:
+    """New-user finding: after `ldp serve`, `ldp export` said 'pass --redis-url' although
+    the embedded Redis's port is random; the serve's data dir now says where it is."""
+    from aggregator.service.serve import REDIS_URL_FILE, Server  # noqa: PLC0415
+
+    data = tmp_path / "ldp-data"
+    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as server:
+        assert (data / REDIS_URL_FILE).read_text().strip() == server.redis_url
+        Registry(connect(server.redis_url or "")).put("app.theme", THEME)
+        out = tmp_path / "theme.csv"
+        args = ["export", "app.theme", "--out", str(out), "--data-dir", str(data)]
+        result = CliRunner().invoke(main, args, env={"REDIS_URL": "", "LDP_REDIS_URL": ""})
+        assert result.exit_code == 0, result.output
+        assert read_csv(out) == []  # no reports yet: the header only
+        assert "wrote" in result.output or out.read_text().splitlines()[0].startswith("metric")
+    assert not (data / REDIS_URL_FILE).exists()  # stopped: nothing stale to point at
+    result = CliRunner().invoke(
+        main, ["export", "--all", "--out", str(tmp_path / "x.csv"), "--data-dir", str(data)],
+        env={"REDIS_URL": "", "LDP_REDIS_URL": ""},
+    )  # fmt: skip
+    assert result.exit_code == 2 and "no ldp serve is running on" in result.output
