@@ -40,7 +40,7 @@ def _exchange(
     try:
         r = requests.request(method, url, json=body, headers=headers, timeout=30)
     except requests.RequestException as exc:
-        raise click.ClickException(f"cannot reach {url}: {exc}") from None
+        raise click.ClickException(_unreachable(url, exc)) from None
     try:
         payload = r.json() if r.content else None
     except ValueError:
@@ -55,6 +55,29 @@ def _exchange(
     if payload is None and r.content:
         raise click.ClickException(f"cannot read the answer of {url}: not JSON")
     return r.status_code, payload
+
+
+def _unreachable(url: str, exc: Exception) -> str:
+    """One line for a request that got no answer: where, why in words, and the way out."""
+    import requests  # noqa: PLC0415
+
+    parts = urllib.parse.urlsplit(url)
+    where = f"{parts.scheme}://{parts.netloc}"
+    text = str(exc)
+    if isinstance(exc, requests.Timeout):
+        why = "no answer within 30 s"
+    elif "Connection refused" in text or "NewConnectionError" in text:
+        why = "connection refused"
+    elif "Name or service not known" in text or "getaddrinfo" in text:
+        why = "unknown host"
+    elif isinstance(exc, requests.exceptions.SSLError):
+        why = "TLS failed (REQUESTS_CA_BUNDLE names a CA bundle)"
+    else:
+        why = type(exc).__name__
+    return (
+        f"cannot reach the collector at {where} ({why}); is ldp serve running there? "
+        "Point at it with --url or LDP_URL"
+    )
 
 
 def _metric_url(url: str, name: str, query: str = "") -> str:

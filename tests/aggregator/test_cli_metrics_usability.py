@@ -202,3 +202,17 @@ def test_create_sets_a_metrics_own_retention(collector_url: str, redis_db: Any) 
     assert definition.to_dict()["retention"] == {"hour": 7200, "day": None}
     code, out = create(collector_url, "app.kept2", "-d", "a,b", "-e", "1", "--retention-day", "0")
     assert code == 2 and "--retention-day" in out  # a usage error, no traceback
+
+
+def test_an_unreachable_collector_is_one_line_with_the_way_out() -> None:
+    """New-user finding: a server on another port gave a raw urllib3 error."""
+    from ldp_store.embedded import free_port  # noqa: PLC0415
+
+    url = f"http://127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(main, ["metrics", "list", "--url", url])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines == [
+        f"Error: cannot reach the collector at {url} (connection refused); is ldp serve "
+        "running there? Point at it with --url or LDP_URL"
+    ]
