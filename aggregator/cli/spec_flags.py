@@ -218,6 +218,15 @@ def flags_of(problem: str) -> list[str]:
     ``"budget must be..."`` → both budget flags; [] when it names no key."""
     head = re.match(r"[a-z_.]*", problem)
     key = head.group() if head else ""
+    if re.search(r"\bmatrix\b", problem):  # pram's matrix comes in an option
+        return ["--option matrix=…"]
+    named = [  # a deeper key the problem names (longitudinal.permanent_epsilon, …)
+        row.flag
+        for row in SPEC_FLAGS
+        if len(row.path) > 1 and re.search(rf"\b{re.escape(row.path[-1])}\b", problem)
+    ]
+    if named and key.split(".")[0] in ("", "mechanism"):
+        return named
     exact = [row.flag for row in SPEC_FLAGS if ".".join(row.path) == key]
     return exact or [row.flag for row in SPEC_FLAGS if row.path[0] == key.split(".")[0]]
 

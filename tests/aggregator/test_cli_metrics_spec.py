@@ -278,3 +278,14 @@ def test_a_problem_names_its_flag(url: str) -> None:
     assert code == 2 and "retention.hour must be" in out and "(--retention-hour)" in out
     code, out = create(url, "bad.two", "-d", "a,b", "-e", "1", "--option", "g")
     assert code == 2 and "KEY=VALUE" in out
+
+
+def test_a_nested_or_option_problem_names_its_own_flag(url: str) -> None:
+    """New-user finding: ε∞ and matrix problems were blamed on --mechanism."""
+    code, out = create(url, "bad.memo", "-d", "a,b", "-e", "1", "-m", "memo-grr",
+                       "--permanent-epsilon", "0.5", "--budget-reports", "1",
+                       "--budget-period", "day")  # fmt: skip
+    assert code == 2 and "(--permanent-epsilon)" in out and "(--mechanism)" not in out
+    code, out = create(url, "bad.pram", "-d", "a,b", "-m", "pram",
+                       "--option", "matrix=[[0.5, 0.5], [0.5, 0.5]]")  # fmt: skip
+    assert code == 2 and "(--option matrix=…)" in out and "(--mechanism)" not in out
