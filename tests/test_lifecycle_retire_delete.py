@@ -155,7 +155,9 @@ def test_retire_answers_410_keeps_estimates_and_the_sdk_stops(
         "-d", ",".join(THEME), "-e", "2", "-m", "grr",
     )  # fmt: skip
     assert code != 0 and "409" in out and "unretire" in out
-    code, out = ldp("metrics", "unretire", "app.theme", "--url", server_url, "--token", TOKEN)
+    code, out = ldp(
+        "metrics", "unretire", "app.theme", "--url", server_url, "--token", TOKEN, "--yes"
+    )
     assert code == 0, out
     assert create(server_url, "app.theme", epsilon=2.0).version == 2
 

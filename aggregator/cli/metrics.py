@@ -253,8 +253,10 @@ def metrics_retire(url: str, name: str, token: str | None, yes: bool) -> None:
 @URL_OPTION
 @NAME_ARGUMENT
 @TOKEN_OPTION
-def metrics_unretire(url: str, name: str, token: str | None) -> None:
-    """Take a retired metric's reports again (apps that learnt it was retired stay quiet)."""
+@YES_OPTION
+def metrics_unretire(url: str, name: str, token: str | None, yes: bool) -> None:
+    """Take a retired metric's reports again (apps that learnt it was retired stay quiet).
+    Nothing to confirm: ``--yes`` is accepted so scripts can pass it to every command."""
     _request(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
     out.print(f"{name} takes reports again")
 
