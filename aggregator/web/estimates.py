@@ -207,6 +207,11 @@ ANYTIME_NOTE = (
     "(the 'distinguishable from zero' flags are still for one look)"
 )
 
+NUMERIC_ANYTIME_NOTE = ANYTIME_NOTE.removesuffix(
+    " (the 'distinguishable from zero' flags are still for one look)"
+)
+"""A mean has no 'distinguishable from zero' flags to speak of."""
+
 
 def _round_down(n: int) -> int:
     """n to two significant digits, rounded down: a smaller n only weakens the bound, and
@@ -354,7 +359,7 @@ def numeric_payload(
         cs_low=json_float(cs_low),
         cs_high=json_float(cs_high),
         interval=est.interval,
-        anytime_note=ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
+        anytime_note=NUMERIC_ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
         std_error_worst_case=body["std_error_worst_case"],
         mean_clipped=body["mean_clipped"],
         post_processing=NUMERIC_POST_PROCESSING_NOTE,

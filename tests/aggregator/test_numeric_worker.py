@@ -240,6 +240,7 @@ def test_the_estimates_api_answers_the_mean_with_its_interval(redis_db: Any, api
         (watching.ci_low, watching.ci_high), rel=1e-12
     )
     assert "t score interval" in body["interval"] and "every look" in body["anytime_note"]
+    assert "distinguishable" not in body["anytime_note"]  # a mean has no such flags
     assert point["n"] == 4000 and point["mean"] == pytest.approx(body["mean"])
 
 
