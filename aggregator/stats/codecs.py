@@ -39,6 +39,7 @@ from client_sdk.mechanisms import (
     NumericMechanism,
     SubsetSelection,
 )
+from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
 from ldp_store import schema
 
@@ -512,6 +513,10 @@ def codec_for(mechanism: FrequencyOracle | NumericMechanism) -> FrequencyCodec |
     """
     if isinstance(mechanism, NumericMechanism):
         return NumericCodec(mechanism)
+    if isinstance(mechanism, StringSketch):  # its codec builds on this module's: import late
+        from aggregator.stats.strings import StringCodec
+
+        return StringCodec(mechanism)  # type: ignore[return-value]
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),
