@@ -30,7 +30,13 @@ from statistics import NormalDist
 
 import numpy as np
 
-from aggregator.stats.strings import SketchEstimator, as_padded, combine, value_lengths
+from aggregator.stats.strings import (
+    LevelEstimate,
+    SketchEstimator,
+    as_padded,
+    combine,
+    value_lengths,
+)
 from client_sdk.mechanisms.strings import display
 
 __all__ = ["DEFAULT_BEAM", "Discovery", "detection_threshold", "discover"]
@@ -59,6 +65,12 @@ class Discovery:
     null_std: float
     """σ₀ of a complete value of full length at f = 0 (the worst case)."""
     alpha: float
+    records: list[_Level] = field(default_factory=list, repr=False)
+    """What the walk accepted at each level (for :meth:`estimate`)."""
+
+    def estimate(self, est: SketchEstimator, values: np.ndarray) -> LevelEstimate:
+        """Estimates of any padded values ((N, L) uint8), as the discovered ones were made."""
+        return estimate_values(est, values, self.records)
 
     @property
     def labels(self) -> list[str]:
@@ -86,8 +98,8 @@ class _Level:
     occupied: np.ndarray
     mass: float = 0.0
     mass_sq: float = 0.0
-    accepted: dict[int, float] = field(default_factory=dict)
-    """Complete values accepted at this level: index → the f̂ they were accepted with."""
+    accepted: dict[bytes, float] = field(default_factory=dict)
+    """Complete values accepted at this level: padded value → the f̂ it was accepted with."""
 
 
 def _accept(
@@ -172,42 +184,51 @@ def discover(
         n_ext = len(ext)
         opened = [i for i in accepted if i < n_ext][:beam]
         record.accepted = {
-            i - n_ext: f for i, f in zip(accepted, freqs.tolist(), strict=True) if i >= n_ext
+            complete[i - n_ext].tobytes(): f
+            for i, f in zip(accepted, freqs.tolist(), strict=True)
+            if i >= n_ext
         }
         records.append(record)
         prefixes = ext[opened]
     return _test(est, complete, records, alpha)
 
 
-def _test(
-    est: SketchEstimator, complete: np.ndarray, records: list[_Level], alpha: float
-) -> Discovery:
-    """Estimate every complete value over its levels, then Benjamini–Hochberg."""
+def estimate_values(est: SketchEstimator, values: np.ndarray, records: list[_Level]) -> LevelEstimate:
+    """Estimates of padded values ((N, L) uint8) given what the walk found at each level.
+
+    Each level leaves out the rows where a value the walk accepted there (other than the
+    value itself) holds the value's cell, and takes their mass out of the correction.
+    """
     m, codec = est.m, est.codec
     L = m.levels
-    first = np.minimum(value_lengths(complete), L - 1)
+    first = np.minimum(value_lengths(values), L - 1)
     parts = []
     for level, record in enumerate(records):
         idx = np.flatnonzero(first <= level)
         if not len(idx):
             continue
-        cells = codec.cells(codec.fingerprints(complete[idx, : level + 1]), level)
-        own_f = np.array([record.accepted.get(int(i), np.nan) for i in idx])
+        cells = codec.cells(codec.fingerprints(values[idx, : level + 1]), level)
+        own_f = np.array([record.accepted.get(values[i].tobytes(), np.nan) for i in idx])
         own = ~np.isnan(own_f)
         f0 = np.where(own, own_f, 0.0)
         found = est.level(
             level, cells, record.occupied, own, record.mass - f0, record.mass_sq - f0 * f0
         )
         parts.append((idx, found))
-    got = combine(parts, len(complete))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.nan_to_num(got.frequency / np.sqrt(got.null_variance), nan=-np.inf)
-    cdf = NormalDist().cdf
-    p = np.array([1.0 - cdf(x) if np.isfinite(x) else 1.0 for x in z])
+    return combine(parts, len(values))
+
+
+def _test(
+    est: SketchEstimator, complete: np.ndarray, records: list[_Level], alpha: float
+) -> Discovery:
+    """Estimate every complete value over its levels, then Benjamini–Hochberg."""
+    m = est.m
+    got = estimate_values(est, complete, records)
+    p = got.p_values()
     keep = benjamini_hochberg(p, alpha)
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort(-got.frequency[idx], kind="stable")]
-    null = est.level(L - 1, np.zeros((1, m.rows), dtype=np.int64)).null_variance
+    null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64)).null_variance
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[idx],
@@ -216,6 +237,7 @@ def _test(
         tested=len(complete),
         null_std=float(np.sqrt(null[0])),
         alpha=alpha,
+        records=records,
     )
 
 

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from scipy import special
 
 from aggregator.stats.batch import Batch, raise_first_error
 from aggregator.stats.codecs import Counts, FrequencyCodec, codec_for
@@ -191,6 +192,27 @@ class LevelEstimate:
     frequency: np.ndarray
     variance: np.ndarray
     null_variance: np.ndarray
+    support: np.ndarray | None = None
+    """Σ of the support counts of the cells used (for the exact small-count test)."""
+    null_support: np.ndarray | None = None
+    """E[support] if the value were absent (its cells holding only the collision mass)."""
+
+    def p_values(self) -> np.ndarray:
+        """One-sided p-values of f = 0: the larger of the normal test's (the collision
+        noise, which dominates at large n) and a Poisson tail of the support counts (exact
+        in the limit of small counts, and conservative: a Poisson's upper tail is above a
+        binomial sum's of the same mean beyond mean + 1; Anderson & Samuels 1967)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.frequency / np.sqrt(self.null_variance)
+        p = special.ndtr(-np.nan_to_num(z, nan=-np.inf))
+        if self.support is not None and self.null_support is not None:
+            mu = np.nan_to_num(self.null_support, nan=0.0)
+            tail = np.where(
+                mu > 0, special.pdtrc(np.maximum(self.support - 1, -1), np.maximum(mu, 1e-300)), 1.0
+            )
+            tail = np.where(self.support <= 0, 1.0, tail)
+            p = np.maximum(p, tail)
+        return np.where(np.isnan(self.frequency), 1.0, p)
 
 
 class SketchEstimator:
@@ -214,6 +236,7 @@ class SketchEstimator:
         with np.errstate(divide="ignore", invalid="ignore"):
             freq = inner.debias(cell_counts.astype(float), sizes[:, :, None])
         self.present = sizes > 0
+        self.cell_counts = cell_counts
         self.cell_freq = np.where(self.present[:, :, None], freq, 0.0)
         self.safe_sizes = np.maximum(sizes, 1.0)[:, :, None]
 
@@ -245,7 +268,8 @@ class SketchEstimator:
         sizes = self.safe_sizes[level, :, 0][None, :]
         var = np.asarray(self.m.inner.variance(sizes, np.clip(f_cells, 0.0, 1.0)))
         var0 = np.broadcast_to(np.asarray(self.m.inner.variance(sizes, 0.0)), cells.shape)
-        return Gathered(level, cells, f_cells, var, var0)
+        support = self.cell_counts[level][rows, cells]
+        return Gathered(level, cells, f_cells, var, var0, support)
 
     def level(
         self,
@@ -300,9 +324,14 @@ class SketchEstimator:
             ldp0 = np.where(keep, g.var0, 0.0).sum(axis=1) / h**2
             var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
             null = scale * (ldp0 + s2 * coll)
+            inner = self.m.inner
+            n_rows = self.sizes[g.level][None, :]
+            q0 = inner.q + (inner.p - inner.q) * np.asarray(rest).reshape(-1, 1) / m
+            null_support = np.where(keep, n_rows * q0, 0.0).sum(axis=1)
+            support = np.where(keep, g.support, 0).sum(axis=1)
         bad = h == 0
         f_hat, var, null = (np.where(bad, np.nan, x) for x in (f_hat, var, null))
-        return LevelEstimate(f_hat, var, null)
+        return LevelEstimate(f_hat, var, null, support, null_support)
 
 
 @dataclass(frozen=True)
@@ -314,10 +343,18 @@ class Gathered:
     f_cells: np.ndarray
     var: np.ndarray
     var0: np.ndarray
+    support: np.ndarray
 
     def take(self, idx: IntArray) -> Gathered:
         """The rows ``idx``."""
-        return Gathered(self.level, self.cells[idx], self.f_cells[idx], self.var[idx], self.var0[idx])
+        return Gathered(
+            self.level,
+            self.cells[idx],
+            self.f_cells[idx],
+            self.var[idx],
+            self.var0[idx],
+            self.support[idx],
+        )
 
 
 def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEstimate:
@@ -327,7 +364,9 @@ def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEs
         parts: (indices of the values, their estimates at one level) per level.
         size: number of values.
     """
-    total, total_var, total_null, used = (np.zeros(size) for _ in range(4))
+    total, total_var, total_null, used, support, null_support = (
+        np.zeros(size) for _ in range(6)
+    )
     for idx, est in parts:
         good = ~np.isnan(est.frequency)
         at = idx[good]
@@ -335,8 +374,13 @@ def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEs
         total_var[at] += est.variance[good]
         total_null[at] += est.null_variance[good]
         used[at] += 1
+        if est.support is not None and est.null_support is not None:
+            support[at] += est.support[good]
+            null_support[at] += est.null_support[good]
     with np.errstate(divide="ignore", invalid="ignore"):
-        return LevelEstimate(total / used, total_var / used**2, total_null / used**2)
+        return LevelEstimate(
+            total / used, total_var / used**2, total_null / used**2, support, null_support
+        )
 
 
 def value_lengths(padded: U8Array) -> IntArray:

@@ -70,11 +70,13 @@ from aggregator.web.models import (
     MeanEstimate,
     MeanTrendPoint,
     PoisoningAlarm,
+    StringEstimates,
     Trend,
     TrendPoint,
     TrendQuery,
 )
 from aggregator.web.status import retention_of
+from aggregator.web.strings import parse_candidates, string_estimates
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
@@ -441,7 +443,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate),
+            (Estimates, MeanEstimate, StringEstimates),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -459,7 +461,8 @@ def _numeric_csv(body: MeanEstimate) -> Response:
         503: UNAVAILABLE,
     },
     description="Computed from the counts in Redis on each request. Categorical metrics "
-    "answer Estimates, numeric ones MeanEstimate (its kind is numeric).",
+    "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
+    "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
@@ -481,6 +484,14 @@ def get_estimates(name: str) -> Any:
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
+    if definition.kind == "string":
+        if fmt == "csv":
+            raise BadRequest("a string metric's estimates are JSON only")
+        try:
+            candidates = parse_candidates(request.args.get("candidates"))
+        except ValueError as exc:
+            raise BadRequest(f"candidates: {exc}") from None
+        return answer(string_estimates(client, definition, window, confidence, candidates))
     if definition.kind == "numeric" or not simultaneous:
         found = estimate_window(client, registry, definition, window, confidence, with_alarms=True)
         if isinstance(found, MeanEstimate):

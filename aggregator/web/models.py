@@ -45,11 +45,14 @@ __all__ = [
     "Overview",
     "OverviewRow",
     "RetentionInEffect",
+    "MAX_CANDIDATES",
     "Plan",
     "PlanQuery",
     "PlanTarget",
     "PlannedMechanism",
     "PoisoningAlarm",
+    "StringEstimates",
+    "StringRow",
     "Trend",
     "TrendPoint",
     "TrendQuery",
@@ -114,6 +117,14 @@ INTERVALS = ("score", "exact")
 """How a frequency interval is built (see aggregator.stats.intervals)."""
 
 
+MAX_CANDIDATES_QUERY = 100 * 200
+"""Characters of ``?candidates=``: 100 values of up to 64 bytes, percent-encoded."""
+
+MAX_CANDIDATES = 100
+"""Most candidate strings one request estimates: each costs a few hash evaluations per
+level; 100 keep a request well under a millisecond of numpy per window."""
+
+
 class EstimatesQuery(Model):
     """The query of ``GET /v1/estimates/<name>``."""
 
@@ -127,6 +138,9 @@ class EstimatesQuery(Model):
     """Intervals that hold for every value at once (Bonferroni): 1, true or yes (any
     case) mean true, anything else false. Ignored for numeric metrics."""
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
+    candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """String metrics: comma-separated values to estimate besides those discovered (at
+    most 100; each normalised like a device's value)."""
 
 
 class TrendQuery(Model):
@@ -222,6 +236,50 @@ class Estimates(Model):
     all); empty when none, or for memoized metrics, which are not tested."""
     alarm_rate: float
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+
+
+class StringRow(Model):
+    """One value of a string metric: discovered, or asked for as a candidate."""
+
+    value: str
+    frequency: Number
+    """Unbiased over the sketch's hash salt and the noise; null when no level has reports."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    p_value: Number
+    """One-sided, of f = 0."""
+    discovered: bool
+    """Called present by the discovery (Benjamini–Hochberg at ``alpha`` over every value
+    tested)."""
+
+
+class StringEstimates(Model):
+    """A string metric's discovered values (and asked-for candidates) in one window."""
+
+    metric: str
+    version: Version
+    kind: Literal["string"]
+    mechanism: str
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    confidence: float
+    window: str
+    max_length: int
+    alpha: float
+    """False discovery rate of the values called present."""
+    tested: Annotated[int, Field(ge=0)]
+    """Complete values the discovery tested."""
+    detection_threshold: Number
+    """The frequency found with probability about ½ at this ε and n (a value of full
+    length; shorter values are estimated from more levels and found a little below it)."""
+    interval: str
+    """How ci_low/ci_high are built."""
+    estimates: list[StringRow]
+    """The discovered values, most frequent first."""
+    candidates: list[StringRow]
+    """The values of ``?candidates=``, in the order asked."""
 
 
 class MeanEstimate(Model):

@@ -52,6 +52,7 @@ from typing import Any
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon
 from client_sdk.mechanisms.hashing import LocalHashing
+from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rr import GeneralizedRR
 
@@ -273,6 +274,11 @@ class StringSketch:
                 )
         inner = self.inner.check_payload({f: payload[f] for f in self.inner_fields})
         return {"l": payload["l"], "r": payload["r"], **inner}
+
+    def implausible(self, payload: dict[str, Any]) -> Implausible | None:
+        """The inner oracle's verdict on a valid payload (GRR and OLH have no implausible
+        reports: every output is likely under some value)."""
+        return self.inner.implausible({f: payload[f] for f in self.inner_fields})
 
     def max_payload(self) -> dict[str, Any]:
         """A largest possible payload, to size the wire format."""
