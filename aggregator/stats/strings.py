@@ -44,7 +44,8 @@ import numpy.typing as npt
 from scipy import special
 
 from aggregator.stats.batch import Batch, raise_first_error
-from aggregator.stats.codecs import Counts, FrequencyCodec, codec_for
+from aggregator.stats.codecs import Counts, FrequencyCodec, _inverses, codec_for
+from client_sdk.mechanisms import GeneralizedRR, LocalHashing
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
 from ldp_store import schema
 
@@ -80,30 +81,24 @@ class StringCodec:
         self._b = pairs[:, :, 1]
 
     # -- parsing ----------------------------------------------------------------------
+    @property
+    def _bounds(self) -> dict[str, tuple[int, int]]:
+        """[low, high) of every payload field, in the payload's order."""
+        m, inner = self.m, self.m.inner
+        bounds = {"l": (0, m.levels), "r": (0, m.rows)}
+        if isinstance(inner, LocalHashing):
+            return {**bounds, "a": (1, inner.prime), "b": (0, inner.prime), "y": (0, inner.g)}
+        return {**bounds, "v": (0, m.cells)}
+
     def parse(self, payloads: Sequence[Any]) -> Batch:
         """Validate and columnize payloads.
 
         Raises:
             PayloadError: naming the index and the problem of the first bad payload.
         """
-        m = self.m
-        width = 2 + len(m.inner_fields)
         batch: Batch | None = None
         try:
-            if all(type(p) is dict and len(p) == width for p in payloads):
-                levels = [p["l"] for p in payloads]
-                rows = [p["r"] for p in payloads]
-                if all(type(x) is int for x in levels) and all(type(x) is int for x in rows):
-                    lv = np.array(levels, dtype=np.int64)
-                    rw = np.array(rows, dtype=np.int64)
-                    ok = not lv.size or (
-                        lv.min() >= 0 and lv.max() < m.levels and rw.min() >= 0
-                    ) and rw.max() < m.rows
-                    inner = self.inner._parse_fast(
-                        [{f: p[f] for f in m.inner_fields} for p in payloads]
-                    )
-                    if ok and inner is not None:
-                        batch = Batch(len(payloads), {"l": lv, "r": rw, **inner.columns})
+            batch = self.inner._int_columns(payloads, self._bounds)
         except (KeyError, TypeError, ValueError, OverflowError):
             batch = None
         if batch is None:
@@ -113,11 +108,22 @@ class StringCodec:
 
     # -- decoding ---------------------------------------------------------------------
     def count(self, batch: Batch) -> IntArray:
-        """The support vector: per-group cell counts, then the group sizes."""
+        """The support vector: per-group cell counts, then the group sizes.
+
+        GRR and OLH (the inner oracles a sketch uses) are counted for every group at once:
+        a report of group g supports cells u (grr: u = v; olh: u = a⁻¹(z − b) mod P for
+        z ≡ y mod g', as the olh codec's grid enumerates them), counted at g·m + u.
+        """
         m = self.m
         groups = batch.columns["l"] * m.rows + batch.columns["r"]
-        support = np.zeros(self.k, dtype=np.int64)
         sizes = np.bincount(groups, minlength=m.groups)
+        inner = m.inner
+        if isinstance(inner, GeneralizedRR):
+            cells = np.bincount(groups * m.cells + batch.columns["v"], minlength=m.groups * m.cells)
+            return np.concatenate([cells, sizes]).astype(np.int64)
+        if isinstance(inner, LocalHashing):
+            return np.concatenate([self._count_olh(batch, groups), sizes]).astype(np.int64)
+        support = np.zeros(self.k, dtype=np.int64)
         support[m.groups * m.cells :] = sizes
         inner_names = [name for name in batch.columns if name not in ("l", "r")]
         order = np.argsort(groups, kind="stable")
@@ -128,16 +134,58 @@ class StringCodec:
             support[g * m.cells : (g + 1) * m.cells] += self.inner.count(sub)
         return support
 
+    def _count_olh(self, batch: Batch, groups: IntArray) -> IntArray:
+        """Cell counts of OLH reports of every group (see :meth:`count`)."""
+        m = self.m
+        inner = m.inner
+        assert isinstance(inner, LocalHashing)
+        P, g = inner.prime, inner.g
+        inv = _inverses(P)
+        width = -(-P // g)
+        total = m.groups * m.cells
+        out = np.zeros(total + 1, dtype=np.int64)
+        step = max(1, (1 << 22) // width)
+        cols = batch.columns
+        for start in range(0, batch.n, step):
+            a = cols["a"][start : start + step]
+            b = cols["b"][start : start + step]
+            y = cols["y"][start : start + step]
+            base = groups[start : start + step] * m.cells
+            ainv = inv[a]
+            u = (ainv * ((y - b) % P)) % P
+            stride = (ainv * g) % P
+            grid = np.empty((width, len(a)), dtype=np.int64)
+            for j in range(width):
+                grid[j] = np.where(u < m.cells, base + u, total)
+                u = u + stride
+                u = np.where(u >= P, u - P, u)
+            grid[width - 1][y + (width - 1) * g >= P] = total  # z beyond P: no candidate
+            out += np.bincount(grid.ravel(), minlength=total + 1)
+        return out[:total]
+
     def decode(self, payloads: Sequence[Any]) -> Counts:
         """parse + count."""
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
 
     def increments(self, batch: Batch) -> list[str | int]:
-        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters."""
+        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters.
+
+        The same pairs as :func:`ldp_store.schema.frequency_increments`, built from a
+        table of field names: a batch of 10⁴ reports touches about 2·10⁵ counters.
+        """
         support = self.count(batch)
-        nonzero = np.flatnonzero(support).tolist()
-        return schema.frequency_increments(batch.n, ((v, int(support[v])) for v in nonzero))
+        nonzero = np.flatnonzero(support)
+        pairs: list[str | int] = [None] * (2 * len(nonzero))  # type: ignore[list-item]
+        names = self._field_names
+        pairs[0::2] = [names[i] for i in nonzero.tolist()]
+        pairs[1::2] = support[nonzero].tolist()
+        return [schema.N, batch.n, *pairs]
+
+    @cached_property
+    def _field_names(self) -> list[str]:
+        """``c:<i>`` of every counter (:func:`ldp_store.schema.count_field`)."""
+        return [schema.count_field(i) for i in range(self.k)]
 
     def seed_increments(self, batch: Batch) -> list[int]:
         """None: the poisoning test's seed histograms are local hashing's."""
