@@ -1,26 +1,31 @@
 """String metrics on the server: the sketch's codec and its unbiased frequency estimates.
 
-The device side is :class:`client_sdk.mechanisms.strings.StringSketch`. Its support vector
-(length L·h·(m+1)) holds, for each group g = level·h + row, the inner oracle's support
-counts C_g(0..m−1) at ``g·m``, then the group sizes n_g at ``L·h·m + g``: one additive
-vector, summed by the exactly-once commit script like any frequency metric's counts.
+The device side is :class:`client_sdk.mechanisms.strings.StringSketch`. Its counts vector
+(length L·h·m) holds, for each group g = level·h + row, the GRR counts C_g(0..m−1) at
+``g·m``: one additive vector, summed by the exactly-once commit script like any frequency
+metric's support counts. A report increments one counter.
 
-Estimating a prefix x of length l (level l−1) from the counts:
+Estimating a prefix x of length l (level l−1) from the counts, with G = L·h groups, each
+picked with probability 1/G:
 
-    F̂_g(c)  = (C_g(c)/n_g − q*)/(p* − q*)            the inner oracle's unbiased estimate
-    F̄(x)    = (1/h) Σ_r F̂_{l,r}(H_{l,r}(x))           mean over the level's rows
-    f̂(x)    = (m·F̄(x) − 1)/(m − 1)                    Count Mean Sketch debiasing
+    F̂_g(c)  = (G·C_g(c)/n − q*)/(p* − q*)            unbiased for the cell's frequency F
+    F̄(x)    = (1/h) Σ_r R_{l,r}(H_{l,r}(x))            mean over the level's rows
+    f̂(x)    = (F̄(x) − (1 − M)/m)/(1 − 1/m)            Count Mean Sketch debiasing
 
-E[F_{l,r}(H(x))] = f(x) + (1 − f(x))/m over the salt (collision probability 1/m), so
-E[f̂(x)] = f(x): unbiased over the salt and the noise. Its variance has two parts,
+where R = F̂ minus the estimates of the *known* values (those the discovery accepted at
+this level, x excepted) that hash to the same cell, and M their total estimate (M = 0 and
+R = F̂ when nothing is known: Apple's CMS estimate). E[F_{l,r}(H(x))] = f(x) + Σ_{y≠x}
+f(y)·Pr[H(y) = H(x)], the probability 1/m over the salt; taking the known values' mass
+out leaves f(x) + (1 − f(x) − M)/m, so E[f̂(x)] = f(x): unbiased over the salt and the
+noise (up to the known values' own estimation error, divided by m). The variance:
 
-    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (S₂ − f²)·(1/m)(1 − 1/m) / h ]
+    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (S₂ − Σ_known f̂² − f²)·(1/m)(1 − 1/m) / h ]
 
-where Var_r = q*(1−q*)/(n_g(p*−q*)²) + F(1−p*−q*)/(n_g(p*−q*)) is the oracle's variance
-(FORMULAS.md) at the cell's frequency F, and the second term is the collision noise:
-another prefix y lands in x's cell with probability 1/m, independently across rows, so it
-adds f(y)·Bernoulli(1/m). S₂ = Σ_y f(y)² of the level, estimated from the sketch itself:
-E[Σ_c F_r(c)²] = S₂ + (1 − S₂)/m, and E[F̂²] = F² + Var.
+Var_r = G·π(1 − π/G)/(n(p* − q*)²), π = q* + (p* − q*)F (C ~ Bin(n, π/G)), at the cell's
+plug-in F; the second term is the collision noise: another prefix y lands in x's cell with
+probability 1/m, independently across rows, adding f(y)·Bernoulli(1/m). S₂ = Σ_y f(y)² of
+the level is estimated from the sketch itself: E[Σ_c F_r(c)²] = S₂ + (1 − S₂)/m, and
+E[F̂²] = F² + Var.
 
 A string s shorter than L bytes has the same frequency as each of its padded prefixes
 s‖0…0 at levels |s|+1..L (no other value starts with s‖0), so its estimate averages those
@@ -35,7 +40,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -44,12 +49,20 @@ import numpy.typing as npt
 from scipy import special
 
 from aggregator.stats.batch import Batch, raise_first_error
-from aggregator.stats.codecs import Counts, FrequencyCodec, _inverses, codec_for
-from client_sdk.mechanisms import GeneralizedRR, LocalHashing
+from aggregator.stats.codecs import Counts
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
 from ldp_store import schema
 
-__all__ = ["SketchEstimator", "StringCodec", "as_padded", "padded_array"]
+__all__ = [
+    "Known",
+    "LevelEstimate",
+    "SketchEstimator",
+    "StringCodec",
+    "as_padded",
+    "combine",
+    "padded_array",
+    "value_lengths",
+]
 
 IntArray = npt.NDArray[np.int64]
 U8Array = npt.NDArray[np.uint8]
@@ -67,13 +80,20 @@ def as_padded(matrix: U8Array) -> list[bytes]:
     return [row.tobytes() for row in np.ascontiguousarray(matrix, dtype=np.uint8)]
 
 
+def mod_p(x: IntArray) -> IntArray:
+    """x mod P for 0 ≤ x < 2⁶², P = 2³¹ − 1, by Mersenne folding (numpy's % is several
+    times slower): 2³¹ ≡ 1 (mod P), so x ≡ (x & P) + (x >> 31)."""
+    x = (x & HASH_PRIME) + (x >> 31)
+    x = (x & HASH_PRIME) + (x >> 31)
+    return np.where(x >= HASH_PRIME, x - HASH_PRIME, x)
+
+
 class StringCodec:
-    """The :class:`~aggregator.stats.batch.Codec` of a string metric: sketch support counts."""
+    """The :class:`~aggregator.stats.batch.Codec` of a string metric: sketch counts."""
 
     def __init__(self, mechanism: StringSketch) -> None:
         self.m = mechanism
         self.k = mechanism.counters
-        self.inner: FrequencyCodec = codec_for(mechanism.inner)
         a, cb = mechanism.coefficients
         self._a = np.array(a, dtype=np.int64)
         pairs = np.array(cb, dtype=np.int64).reshape(mechanism.levels, mechanism.rows, 2)
@@ -81,24 +101,17 @@ class StringCodec:
         self._b = pairs[:, :, 1]
 
     # -- parsing ----------------------------------------------------------------------
-    @property
-    def _bounds(self) -> dict[str, tuple[int, int]]:
-        """[low, high) of every payload field, in the payload's order."""
-        m, inner = self.m, self.m.inner
-        bounds = {"l": (0, m.levels), "r": (0, m.rows)}
-        if isinstance(inner, LocalHashing):
-            return {**bounds, "a": (1, inner.prime), "b": (0, inner.prime), "y": (0, inner.g)}
-        return {**bounds, "v": (0, m.cells)}
-
     def parse(self, payloads: Sequence[Any]) -> Batch:
         """Validate and columnize payloads.
 
         Raises:
             PayloadError: naming the index and the problem of the first bad payload.
         """
+        m = self.m
+        bounds = {"l": (0, m.levels), "r": (0, m.rows), "v": (0, m.cells)}
         batch: Batch | None = None
         try:
-            batch = self.inner._int_columns(payloads, self._bounds)
+            batch = int_columns(payloads, bounds)
         except (KeyError, TypeError, ValueError, OverflowError):
             batch = None
         if batch is None:
@@ -108,60 +121,10 @@ class StringCodec:
 
     # -- decoding ---------------------------------------------------------------------
     def count(self, batch: Batch) -> IntArray:
-        """The support vector: per-group cell counts, then the group sizes.
-
-        GRR and OLH (the inner oracles a sketch uses) are counted for every group at once:
-        a report of group g supports cells u (grr: u = v; olh: u = a⁻¹(z − b) mod P for
-        z ≡ y mod g', as the olh codec's grid enumerates them), counted at g·m + u.
-        """
+        """The counts vector: C_g(c) at g·m + c, g = level·h + row."""
         m = self.m
-        groups = batch.columns["l"] * m.rows + batch.columns["r"]
-        sizes = np.bincount(groups, minlength=m.groups)
-        inner = m.inner
-        if isinstance(inner, GeneralizedRR):
-            cells = np.bincount(groups * m.cells + batch.columns["v"], minlength=m.groups * m.cells)
-            return np.concatenate([cells, sizes]).astype(np.int64)
-        if isinstance(inner, LocalHashing):
-            return np.concatenate([self._count_olh(batch, groups), sizes]).astype(np.int64)
-        support = np.zeros(self.k, dtype=np.int64)
-        support[m.groups * m.cells :] = sizes
-        inner_names = [name for name in batch.columns if name not in ("l", "r")]
-        order = np.argsort(groups, kind="stable")
-        starts = np.concatenate(([0], np.cumsum(sizes)))
-        for g in np.flatnonzero(sizes):
-            rows = order[starts[g] : starts[g + 1]]
-            sub = Batch(len(rows), {name: batch.columns[name][rows] for name in inner_names})
-            support[g * m.cells : (g + 1) * m.cells] += self.inner.count(sub)
-        return support
-
-    def _count_olh(self, batch: Batch, groups: IntArray) -> IntArray:
-        """Cell counts of OLH reports of every group (see :meth:`count`)."""
-        m = self.m
-        inner = m.inner
-        assert isinstance(inner, LocalHashing)
-        P, g = inner.prime, inner.g
-        inv = _inverses(P)
-        width = -(-P // g)
-        total = m.groups * m.cells
-        out = np.zeros(total + 1, dtype=np.int64)
-        step = max(1, (1 << 22) // width)
-        cols = batch.columns
-        for start in range(0, batch.n, step):
-            a = cols["a"][start : start + step]
-            b = cols["b"][start : start + step]
-            y = cols["y"][start : start + step]
-            base = groups[start : start + step] * m.cells
-            ainv = inv[a]
-            u = (ainv * ((y - b) % P)) % P
-            stride = (ainv * g) % P
-            grid = np.empty((width, len(a)), dtype=np.int64)
-            for j in range(width):
-                grid[j] = np.where(u < m.cells, base + u, total)
-                u = u + stride
-                u = np.where(u >= P, u - P, u)
-            grid[width - 1][y + (width - 1) * g >= P] = total  # z beyond P: no candidate
-            out += np.bincount(grid.ravel(), minlength=total + 1)
-        return out[:total]
+        index = (batch.columns["l"] * m.rows + batch.columns["r"]) * m.cells + batch.columns["v"]
+        return np.bincount(index, minlength=self.k).astype(np.int64)
 
     def decode(self, payloads: Sequence[Any]) -> Counts:
         """parse + count."""
@@ -169,14 +132,11 @@ class StringCodec:
         return Counts(batch.n, self.count(batch))
 
     def increments(self, batch: Batch) -> list[str | int]:
-        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters.
-
-        The same pairs as :func:`ldp_store.schema.frequency_increments`, built from a
-        table of field names: a batch of 10⁴ reports touches about 2·10⁵ counters.
-        """
+        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters
+        (the pairs of :func:`ldp_store.schema.frequency_increments`, from a name table)."""
         support = self.count(batch)
         nonzero = np.flatnonzero(support)
-        pairs: list[str | int] = [None] * (2 * len(nonzero))  # type: ignore[list-item]
+        pairs: list[str | int] = [""] * (2 * len(nonzero))
         names = self._field_names
         pairs[0::2] = [names[i] for i in nonzero.tolist()]
         pairs[1::2] = support[nonzero].tolist()
@@ -196,20 +156,22 @@ class StringCodec:
         """φ_r of each prefix (rows of a uint8 matrix) for every row r: an (N, h) matrix."""
         phi = np.zeros((len(prefixes), self.m.rows), dtype=np.int64)
         for j in range(prefixes.shape[1]):
-            phi = (phi * self._a[None, :] + prefixes[:, j, None].astype(np.int64) + 1) % HASH_PRIME
+            phi = mod_p(phi * self._a[None, :] + prefixes[:, j, None].astype(np.int64) + 1)
         return phi
 
     def extend(self, phi: IntArray, byte: IntArray | int) -> IntArray:
-        """φ_r of each prefix extended by one byte (a column or one value)."""
+        """φ_r of prefixes extended by one byte (a column of bytes, or one byte for all)."""
         b = np.asarray(byte, dtype=np.int64)
         if b.ndim == 1:
             b = b[:, None]
-        return (phi * self._a[None, :] + b + 1) % HASH_PRIME
+        return mod_p(phi * self._a[None, :] + b + 1)
 
     def cells(self, phi: IntArray, level: int) -> IntArray:
         """H_{level,r}: the (N, h) cells of fingerprints at a level (0-based)."""
         c, b = self._c[level][None, :], self._b[level][None, :]
-        return ((c * phi + b) % HASH_PRIME) % self.m.cells
+        h = mod_p(c * phi + b)
+        m = self.m.cells
+        return h & (m - 1) if m & (m - 1) == 0 else h % m
 
     # -- simulation -------------------------------------------------------------------
     def encode(self, values: U8Array, gen: np.random.Generator) -> Batch:
@@ -220,11 +182,13 @@ class StringCodec:
         phi = np.zeros(n, dtype=np.int64)
         a = self._a[row]
         for j in range(m.levels):
-            step = (phi * a + values[:, j].astype(np.int64) + 1) % HASH_PRIME
+            step = mod_p(phi * a + values[:, j].astype(np.int64) + 1)
             phi = np.where(j <= level, step, phi)
-        cell = ((self._c[level, row] * phi + self._b[level, row]) % HASH_PRIME) % m.cells
-        inner = self.inner.encode(cell, gen)
-        return Batch(n, {"l": level.astype(np.int64), "r": row.astype(np.int64), **inner.columns})
+        cell = mod_p(self._c[level, row] * phi + self._b[level, row]) % m.cells
+        keep = gen.random(n) < m.inner.p
+        other = gen.integers(0, m.cells - 1, n)
+        v = np.where(keep, cell, other + (other >= cell))
+        return Batch(n, {"l": level.astype(np.int64), "r": row.astype(np.int64), "v": v})
 
     def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
         """Payload dicts of a batch, as the SDK would have produced them."""
@@ -233,34 +197,80 @@ class StringCodec:
         return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
 
 
+def int_columns(payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
+    """Columns of int fields, each within [low, high); None if anything is off."""
+    width = len(bounds)
+    if not all(type(p) is dict and len(p) == width for p in payloads):
+        return None
+    columns: dict[str, np.ndarray] = {}
+    for name, (low, high) in bounds.items():
+        values = [p[name] for p in payloads]
+        if not all(type(x) is int for x in values):
+            return None
+        col = np.array(values, dtype=np.int64)
+        if col.size and (col.min() < low or col.max() >= high):
+            return None
+        columns[name] = col
+    return Batch(len(payloads), columns)
+
+
 @dataclass(frozen=True)
 class LevelEstimate:
-    """Estimates of prefixes at one level: f̂, its variance, and the variance at f = 0."""
+    """Estimates of N prefixes or values: f̂, its variance, the variance at f = 0, and the
+    counts behind them (for the small-count test)."""
 
     frequency: np.ndarray
     variance: np.ndarray
     null_variance: np.ndarray
-    support: np.ndarray | None = None
-    """Σ of the support counts of the cells used (for the exact small-count test)."""
-    null_support: np.ndarray | None = None
+    support: np.ndarray
+    """Σ of the counts of the cells used."""
+    null_support: np.ndarray
     """E[support] if the value were absent (its cells holding only the collision mass)."""
 
-    def p_values(self) -> np.ndarray:
+    def p_values(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
         """One-sided p-values of f = 0: the larger of the normal test's (the collision
-        noise, which dominates at large n) and a Poisson tail of the support counts (exact
-        in the limit of small counts, and conservative: a Poisson's upper tail is above a
-        binomial sum's of the same mean beyond mean + 1; Anderson & Samuels 1967)."""
+        noise, which dominates at large n) and a Poisson tail of the counts (right in the
+        limit of small counts, and conservative: a Poisson's upper tail is above a binomial
+        sum's of the same mean beyond mean + 1; Anderson & Samuels 1967).
+
+        Args:
+            scale: the null's measured spread in units of σ₀ (see
+                :func:`aggregator.stats.discovery.null_scale`), per value or for all.
+        """
         with np.errstate(divide="ignore", invalid="ignore"):
-            z = self.frequency / np.sqrt(self.null_variance)
-        p = special.ndtr(-np.nan_to_num(z, nan=-np.inf))
-        if self.support is not None and self.null_support is not None:
-            mu = np.nan_to_num(self.null_support, nan=0.0)
-            tail = np.where(
-                mu > 0, special.pdtrc(np.maximum(self.support - 1, -1), np.maximum(mu, 1e-300)), 1.0
-            )
-            tail = np.where(self.support <= 0, 1.0, tail)
-            p = np.maximum(p, tail)
-        return np.where(np.isnan(self.frequency), 1.0, p)
+            z = self.frequency / (np.sqrt(self.null_variance) * scale)
+            p = special.ndtr(-np.nan_to_num(z, nan=-np.inf))
+            mu = np.maximum(np.nan_to_num(self.null_support, nan=0.0), 1e-300)
+            tail = special.pdtrc(np.maximum(self.support - 1, 0), mu)
+        tail = np.where(self.support <= 0, 1.0, tail)
+        return np.where(np.isnan(self.frequency), 1.0, np.maximum(p, tail))
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """The (N, h) cells of N prefixes at one level, with their raw estimates and counts."""
+
+    level: int
+    cells: IntArray
+    f_raw: np.ndarray
+    support: np.ndarray
+
+    def take(self, idx: IntArray) -> Gathered:
+        """The rows ``idx``."""
+        return Gathered(self.level, self.cells[idx], self.f_raw[idx], self.support[idx])
+
+
+@dataclass
+class Known:
+    """Values known at one level (accepted by discovery), taken out of others' estimates."""
+
+    residual: np.ndarray
+    """(h, m): the cells' estimates minus the known values' estimates in them."""
+    mass: float = 0.0
+    mass_sq: float = 0.0
+    accepted: dict[bytes, float] = field(default_factory=dict)
+    """Complete values among them: padded value → its estimate (x's own share is added
+    back when x itself is estimated)."""
 
 
 class SketchEstimator:
@@ -268,7 +278,7 @@ class SketchEstimator:
 
     Args:
         codec: the metric's codec (its hash functions).
-        counts: the window's n and support vector.
+        counts: the window's n and counts vector.
     """
 
     def __init__(self, codec: StringCodec, counts: Counts) -> None:
@@ -277,132 +287,96 @@ class SketchEstimator:
         if len(counts.support) != m.counters:
             raise ValueError(f"counts of length {len(counts.support)}, expected {m.counters}")
         self.n = counts.n
-        cell_counts = counts.support[: m.groups * m.cells].reshape(m.levels, m.rows, m.cells)
-        sizes = counts.support[m.groups * m.cells :].reshape(m.levels, m.rows).astype(float)
-        self.sizes = sizes
-        inner = m.inner
-        with np.errstate(divide="ignore", invalid="ignore"):
-            freq = inner.debias(cell_counts.astype(float), sizes[:, :, None])
-        self.present = sizes > 0
-        self.cell_counts = cell_counts
-        self.cell_freq = np.where(self.present[:, :, None], freq, 0.0)
-        self.safe_sizes = np.maximum(sizes, 1.0)[:, :, None]
+        self.cell_counts = counts.support.reshape(m.levels, m.rows, m.cells)
+        inner, G = m.inner, m.groups
+        n = max(self.n, 1)
+        self.cell_freq = (G * self.cell_counts / n - inner.q) / (inner.p - inner.q)
+        self.row_reports = self.n / G
+        """E[reports per group]: the groups are drawn uniformly."""
 
-    def cell_variance(self, level: int, cells: IntArray, freq: np.ndarray) -> np.ndarray:
-        """The inner oracle's variance of each (N, h) cell estimate at its plug-in F."""
-        n = self.safe_sizes[level, :, 0][None, :]
-        return np.asarray(self.m.inner.variance(n, np.clip(freq, 0.0, 1.0)))
+    def known(self, level: int) -> Known:
+        """Nothing known yet at a level."""
+        return Known(self.cell_freq[level].copy())
 
     @cached_property
     def second_moment(self) -> np.ndarray:
         """S₂ = Σ_y f(y)² of each level's prefixes, estimated from the sketch (clipped to [0, 1])."""
         m = self.m.cells
-        out = np.zeros(self.m.levels)
-        for level in range(self.m.levels):
-            rows = np.flatnonzero(self.present[level])
-            if not len(rows):
-                continue
-            f = self.cell_freq[level, rows]
-            n = self.safe_sizes[level, rows]
-            var = self.m.inner.variance(n, np.clip(f, 0.0, 1.0))
-            squares = (f * f - var).sum(axis=1)  # unbiased for Σ_c F_r(c)²
-            out[level] = float(np.mean((m * squares - 1) / (m - 1)))
-        return np.clip(out, 0.0, 1.0)
+        f = self.cell_freq
+        var = self.m.cell_variance(max(self.n, 1), np.clip(f, 0.0, 1.0))
+        squares = (f * f - var).sum(axis=2)  # unbiased for Σ_c F_r(c)², per level and row
+        return np.clip(((m * squares - 1) / (m - 1)).mean(axis=1), 0.0, 1.0)
 
     def gather(self, level: int, cells: IntArray) -> Gathered:
-        """The (N, h) cell estimates of prefixes at a level and their variances."""
+        """The (N, h) raw cell estimates and counts of prefixes at a level."""
         rows = np.arange(self.m.rows)[None, :]
-        f_cells = self.cell_freq[level][rows, cells]
-        sizes = self.safe_sizes[level, :, 0][None, :]
-        var = np.asarray(self.m.inner.variance(sizes, np.clip(f_cells, 0.0, 1.0)))
-        var0 = np.broadcast_to(np.asarray(self.m.inner.variance(sizes, 0.0)), cells.shape)
-        support = self.cell_counts[level][rows, cells]
-        return Gathered(level, cells, f_cells, var, var0, support)
+        return Gathered(
+            level, cells, self.cell_freq[level][rows, cells], self.cell_counts[level][rows, cells]
+        )
 
     def level(
-        self,
-        level: int,
-        cells: IntArray,
-        occupied: IntArray | None = None,
-        own: np.ndarray | None = None,
-        mass: float | np.ndarray = 0.0,
-        mass_sq: float | np.ndarray = 0.0,
+        self, level: int, cells: IntArray, known: Known | None = None, own: np.ndarray | None = None
     ) -> LevelEstimate:
         """Estimates at a level (0-based) of the prefixes whose cells are ``cells`` (N, h).
 
         Args:
             level: the level.
             cells: each prefix's cell in each row (:meth:`StringCodec.cells`).
-            occupied: (h, m) counts of *known* values' cells: a row where another known
-                value shares the prefix's cell is left out of its mean, and the known
-                values' mass is taken out of the collision correction.
-            own: per prefix, whether it is itself among the known values (its own cells
-                then do not count as occupied, nor its estimate in ``mass``).
-            mass: Σ f̂ of the known values other than the prefix (scalar or per prefix).
-            mass_sq: Σ f̂² of the same values (taken out of S₂).
+            known: the values known at this level (default: none).
+            own: per prefix, its own estimate if it is itself known, else NaN.
         """
-        return self.reduce(self.gather(level, cells), occupied, own, mass, mass_sq)
+        return self.reduce(self.gather(level, cells), known, own)
+
+    def scores(
+        self, level: int, resid_sum: np.ndarray, known: Known | None, collisions: bool = True
+    ) -> np.ndarray:
+        """z-scores (f̂/σ₀) of prefixes not themselves known, from Σ_r R(c_r): the fast path
+        of :meth:`reduce` for ranking (σ₀ is the same for all of them). Without
+        ``collisions``, σ₀ is the LDP noise's alone: the spread left once the heavy
+        values are known, which is what a first, loose cut needs."""
+        m, h = self.m.cells, self.m.rows
+        mass = 0.0 if known is None else known.mass
+        mass_sq = 0.0 if known is None else known.mass_sq
+        rest = 1.0 - min(max(mass, 0.0), 1.0)
+        f_hat = (resid_sum / h - rest / m) / (1 - 1 / m)
+        s2 = max(float(self.second_moment[level]) - mass_sq, 0.0) if collisions else 0.0
+        null = (m / (m - 1)) ** 2 * (
+            self.m.cell_variance(max(self.n, 1), rest / m) / h + s2 * (1 / m) * (1 - 1 / m) / h
+        )
+        return np.asarray(f_hat / np.sqrt(null)) if self.n else np.full(len(resid_sum), -np.inf)
 
     def reduce(
-        self,
-        g: Gathered,
-        occupied: IntArray | None = None,
-        own: np.ndarray | None = None,
-        mass: float | np.ndarray = 0.0,
-        mass_sq: float | np.ndarray = 0.0,
+        self, g: Gathered, known: Known | None = None, own: np.ndarray | None = None
     ) -> LevelEstimate:
-        """:meth:`level` from gathered cells (rounds of discovery gather once)."""
-        m, h_all = self.m.cells, self.m.rows
-        keep = np.broadcast_to(self.present[g.level][None, :], g.cells.shape)
-        if occupied is not None:
-            taken = occupied[np.arange(h_all)[None, :], g.cells]
-            if own is not None:
-                taken = taken - own[:, None].astype(taken.dtype)
-            keep = keep & (taken <= 0)
-        h = keep.sum(axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean = np.where(keep, g.f_cells, 0.0).sum(axis=1) / h
-            rest = 1.0 - np.clip(mass, 0.0, 1.0)
-            f_hat = (mean - rest / m) / (1 - 1 / m)
-            s2 = np.maximum(self.second_moment[g.level] - mass_sq, 0.0)
-            coll = (1 / m) * (1 - 1 / m) / h
-            scale = (m / (m - 1)) ** 2
-            f_clip = np.clip(f_hat, 0.0, 1.0)
-            ldp = np.where(keep, g.var, 0.0).sum(axis=1) / h**2
-            ldp0 = np.where(keep, g.var0, 0.0).sum(axis=1) / h**2
-            var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
-            null = scale * (ldp0 + s2 * coll)
-            inner = self.m.inner
-            n_rows = self.sizes[g.level][None, :]
-            q0 = inner.q + (inner.p - inner.q) * np.asarray(rest).reshape(-1, 1) / m
-            null_support = np.where(keep, n_rows * q0, 0.0).sum(axis=1)
-            support = np.where(keep, g.support, 0).sum(axis=1)
-        bad = h == 0
-        f_hat, var, null = (np.where(bad, np.nan, x) for x in (f_hat, var, null))
-        return LevelEstimate(f_hat, var, null, support, null_support)
-
-
-@dataclass(frozen=True)
-class Gathered:
-    """Cell estimates of N prefixes at one level, (N, h) each."""
-
-    level: int
-    cells: IntArray
-    f_cells: np.ndarray
-    var: np.ndarray
-    var0: np.ndarray
-    support: np.ndarray
-
-    def take(self, idx: IntArray) -> Gathered:
-        """The rows ``idx``."""
-        return Gathered(
-            self.level,
-            self.cells[idx],
-            self.f_cells[idx],
-            self.var[idx],
-            self.var0[idx],
-            self.support[idx],
-        )
+        """:meth:`level` from gathered cells (discovery gathers once per level)."""
+        m, h = self.m.cells, self.m.rows
+        rows = np.arange(h)[None, :]
+        n = max(self.n, 1)
+        if known is None:
+            resid, mass, mass_sq = g.f_raw, 0.0, 0.0
+        else:
+            resid = known.residual[rows, g.cells]
+            mass, mass_sq = known.mass, known.mass_sq
+        own_f = np.zeros(len(g.cells)) if own is None else np.nan_to_num(own, nan=0.0)
+        resid_mean = resid.mean(axis=1) + own_f  # x's own subtraction, undone
+        rest = 1.0 - np.clip(mass - own_f, 0.0, 1.0)
+        f_hat = (resid_mean - rest / m) / (1 - 1 / m)
+        s2 = np.maximum(self.second_moment[g.level] - (mass_sq - own_f**2), 0.0)
+        scale = (m / (m - 1)) ** 2
+        coll = (1 / m) * (1 - 1 / m) / h
+        f_clip = np.clip(f_hat, 0.0, 1.0)
+        ldp = self.m.cell_variance(n, np.clip(g.f_raw, 0.0, 1.0)).sum(axis=1) / h**2
+        ldp0 = self.m.cell_variance(n, rest / m) / h
+        var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
+        null = scale * (ldp0 + s2 * coll)
+        inner = self.m.inner
+        q0 = inner.q + (inner.p - inner.q) * rest / m
+        null_support = self.row_reports * q0 * h
+        support = g.support.sum(axis=1).astype(float)
+        if self.n == 0:
+            nan = np.full(len(g.cells), np.nan)
+            return LevelEstimate(nan, nan, nan, support, null_support + nan)
+        return LevelEstimate(f_hat, var, null + 0 * f_hat, support, null_support + 0 * f_hat)
 
 
 def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEstimate:
@@ -422,9 +396,8 @@ def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEs
         total_var[at] += est.variance[good]
         total_null[at] += est.null_variance[good]
         used[at] += 1
-        if est.support is not None and est.null_support is not None:
-            support[at] += est.support[good]
-            null_support[at] += est.null_support[good]
+        support[at] += est.support[good]
+        null_support[at] += est.null_support[good]
     with np.errstate(divide="ignore", invalid="ignore"):
         return LevelEstimate(
             total / used, total_var / used**2, total_null / used**2, support, null_support
@@ -435,4 +408,4 @@ def value_lengths(padded: U8Array) -> IntArray:
     """Byte length of each padded value (its last non-NUL byte's position + 1)."""
     L = padded.shape[1]
     nonzero = padded != 0
-    return np.where(nonzero.any(axis=1), L - np.argmax(nonzero[:, ::-1], axis=1), 0)
+    return np.asarray(np.where(nonzero.any(axis=1), L - np.argmax(nonzero[:, ::-1], axis=1), 0))

@@ -11,13 +11,19 @@ Then it picks, uniformly and independently of the value,
 * a *row* r ∈ {0, …, h−1} of that level,
 
 hashes the prefix into one of ``m`` cells with the row's public hash H_{l,r}, and reports
-the cell through a pure frequency oracle over m values at the full ε (GRR or OLH,
-whichever has the lower variance at (ε, m)). Payload: ``{"l": l−1, "r": r, ...the
-oracle's fields}``. Level and row are drawn independently of the value, so sending them
-in the clear costs no privacy: one report is exactly ε-LDP (the inner oracle's own exact
-guarantee), and a device sends one report per value.
+the cell through generalized randomized response over the m cells at the full ε.
+Payload: ``{"l": l−1, "r": r, "v": cell}``. Level and row are drawn independently of the
+value, so sending them in the clear costs no privacy: one report is exactly ε-LDP (GRR's
+own exact guarantee), and a device sends one report per value.
 
-The server adds per-(level, row) support counts — the sketch is additive like every other
+Why GRR over few cells and many rows (Apple's Count Mean Sketch shape) rather than OLH over
+many cells: with m ≈ 4e^ε cells GRR's variance is below OLH's (4e^ε/(e^ε−1)² against
+(e^ε+m−2)/(e^ε−1)²), the number of rows does not change the variance of a row-averaged
+estimate (h rows of n/h reports each), and a report increments exactly one counter, where
+an OLH report supports m/g cells: measured, 7.9·10³ reports/s through two workers with
+OLH over 2048 cells against the goal of 10⁵.
+
+The server adds per-(level, row, cell) counts — the sketch is additive like every other
 metric's counts. From it, a candidate prefix's frequency is estimated without bias (over
 the hash salt and the noise) by averaging its h cells' debiased frequencies, Count-Mean-
 Sketch style; frequent strings are discovered by extending frequent prefixes one byte per
@@ -44,14 +50,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon
-from client_sdk.mechanisms.hashing import LocalHashing
+from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rr import GeneralizedRR
@@ -61,6 +67,8 @@ __all__ = [
     "MAX_CELLS",
     "MAX_STRING_LENGTH",
     "StringSketch",
+    "auto_cells",
+    "auto_rows",
     "normalise",
     "string_from_params",
 ]
@@ -75,20 +83,37 @@ users: beyond 64 (a long URL's host and path start) every level gets too few rep
 find anything at realistic N."""
 
 MAX_CELLS = 1 << 20
-"""Most counters of one string metric (levels × rows × cells + levels × rows): 8 MiB of
-packed counts per window. The sketch's collision noise falls as 1/cells; beyond this a
-window's counts cost more Redis memory than any gain is worth."""
+"""Most counters of one string metric (levels × rows × cells): 8 MiB of packed counts per
+window. The sketch's collision noise falls as 1/(rows × cells); beyond this a window's
+counts cost more Redis memory than any gain is worth."""
 
-DEFAULT_ROWS = 8
-"""Hash rows per level. A candidate's estimate averages its rows, leaving out those where
-an already found value holds its cell, so a few rows must stay after that; at a fixed
-number of cells per level, fewer, wider rows collide less (measured in BENCHMARKS.md:
-8 × 2048 finds more of the top 20 than 16 × 256)."""
+CELLS_PER_LEVEL = 16_384
+"""Target rows × cells of a level: the collision noise of an estimate has standard
+deviation about √(Σf²/16384), 0.13 % for Zipf 1.1 — the size of the LDP noise at ε = 4
+and n = 10⁶ — for 2 MiB of counts per window at max_length 16."""
 
-DEFAULT_CELLS = 2048
-"""Cells per row: 8 rows × 2048 cells = 16,384 cells per level, 2 MiB of counts per window
-at max_length 16. The collision noise of an estimate has standard deviation about
-√(Σf²/16384): 0.13 % for Zipf 1.1, the size of the LDP noise at ε = 4 and n = 10⁶."""
+MAX_AUTO_ROWS = 128
+"""Most rows the automatic shape uses: discovery gathers every candidate's cell in every
+row (65 k candidates × 128 rows per level, tens of milliseconds of numpy each)."""
+
+MAX_AUTO_CELLS = 2048
+"""Most cells per row the automatic shape uses (reached from ε ≈ 6.2 on)."""
+
+
+def auto_cells(epsilon: float) -> int:
+    """m: the largest power of two ≤ 4e^ε, in [4, 2048]: GRR's variance over m cells is
+    then at most (e^ε + 4e^ε)/(e^ε−1)², below OLH's 4e^ε/(e^ε−1)² up to 25 %, and a row
+    is as wide as that allows (fewer rows: cheaper discovery)."""
+    target = 4 * math.exp(min(epsilon, 20.0))
+    m = 4
+    while 2 * m <= target and 2 * m <= MAX_AUTO_CELLS:
+        m *= 2
+    return m
+
+
+def auto_rows(cells: int) -> int:
+    """h: :data:`CELLS_PER_LEVEL` / m rows, within [8, :data:`MAX_AUTO_ROWS`]."""
+    return max(8, min(MAX_AUTO_ROWS, CELLS_PER_LEVEL // cells))
 
 
 def normalise(value: str, max_length: int) -> bytes:
@@ -127,8 +152,8 @@ class StringSketch:
     Args:
         epsilon: ε of one report.
         max_length: L, bytes of the padded value and number of levels (1..64).
-        rows: h, hash rows per level.
-        cells: m, cells per row (the inner oracle's domain, 2..65,536).
+        rows: h, hash rows per level; 0: :func:`auto_rows` of the cells.
+        cells: m, cells per row (GRR's domain, 2..65,536); 0: :func:`auto_cells` of ε.
         salt: hex string the hash coefficients derive from (public; part of the version).
 
     Raises:
@@ -137,14 +162,18 @@ class StringSketch:
 
     epsilon: float
     max_length: int = 16
-    rows: int = DEFAULT_ROWS
-    cells: int = DEFAULT_CELLS
+    rows: int = 0
+    cells: int = 0
     salt: str = "00"
 
     name = "string-sketch"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
+        if self.cells == 0 and type(self.cells) is int:
+            object.__setattr__(self, "cells", auto_cells(self.epsilon))
+        if self.rows == 0 and type(self.rows) is int and type(self.cells) is int:
+            object.__setattr__(self, "rows", auto_rows(self.cells))
         for field, low, high in (
             ("max_length", 1, MAX_STRING_LENGTH),
             ("rows", 1, 256),
@@ -155,7 +184,7 @@ class StringSketch:
                 raise ValueError(f"{field} must be an integer in [{low}, {high}], got {x!r}")
         if self.counters > MAX_CELLS:
             raise ValueError(
-                f"max_length × rows × (cells + 1) = {self.counters} counters exceeds {MAX_CELLS}"
+                f"max_length × rows × cells = {self.counters} counters exceeds {MAX_CELLS}"
             )
         salt = self.salt
         if not isinstance(salt, str) or not 2 <= len(salt) <= 64:
@@ -178,8 +207,8 @@ class StringSketch:
 
     @property
     def counters(self) -> int:
-        """Length of the support vector: L·h·m cell counts, then L·h group sizes."""
-        return self.groups * (self.cells + 1)
+        """Length of the counts vector: L·h·m cell counts, cell c of group g at g·m + c."""
+        return self.groups * self.cells
 
     @property
     def domain_size(self) -> int:
@@ -187,11 +216,9 @@ class StringSketch:
         return self.counters
 
     @cached_property
-    def inner(self) -> FrequencyOracle:
-        """The frequency oracle over one row's m cells: GRR or OLH, the lower variance."""
-        grr = GeneralizedRR(epsilon=self.epsilon, domain_size=self.cells)
-        olh = LocalHashing(epsilon=self.epsilon, domain_size=self.cells)
-        return grr if grr.variance_star() <= olh.variance_star() else olh
+    def inner(self) -> GeneralizedRR:
+        """GRR over one row's m cells."""
+        return GeneralizedRR(epsilon=self.epsilon, domain_size=self.cells)
 
     @cached_property
     def coefficients(self) -> tuple[tuple[int, ...], tuple[tuple[int, int], ...]]:
@@ -289,15 +316,21 @@ class StringSketch:
         """Bytes of the largest payload as compact JSON."""
         return len(json.dumps(self.max_payload(), separators=(",", ":")))
 
-    def group_variance(self, n: Any, frequency: Any = 0.0) -> Any:
-        """Variance of one cell's debiased frequency from n reports of its (level, row)."""
-        return self.inner.variance(n, frequency)
+    def cell_variance(self, n: Any, frequency: Any = 0.0) -> Any:
+        """Var of one cell's estimate F̂ = (G·C/n − q*)/(p* − q*) from n reports in all.
+
+        A report lands in (group, cell) with probability π/G, π = q* + (p* − q*)·F, so
+        C ~ Bin(n, π/G) and Var[F̂] = G·π·(1 − π/G) / (n·(p* − q*)²). Floats or arrays.
+        """
+        p, q, G = self.inner.p, self.inner.q, self.groups
+        pi = q + (p - q) * frequency
+        return G * pi * (1 - pi / G) / (n * (p - q) ** 2)
 
     def variance_star(self) -> float:
-        """n·Var of a string's frequency at f ≈ 0, ignoring hash collisions: L·Var*_inner
-        (one level in L holds its reports), times (m/(m−1))² of the sketch's debiasing."""
+        """n·Var of a full-length string's frequency at f ≈ 0, ignoring hash collisions:
+        the row-averaged cell variance L·(q*(1−q*/G))/(p*−q*)², times (m/(m−1))²."""
         m = self.cells
-        return float(self.levels * self.inner.variance_star() * (m / (m - 1)) ** 2)
+        return float(self.cell_variance(1.0) / self.rows * (m / (m - 1)) ** 2)
 
     def privacy_bounds(self) -> dict[str, Any]:
         """ε of one report (the inner oracle's, at the full ε)."""
