@@ -104,7 +104,11 @@ def metrics_list(url: str, as_json: bool) -> None:
             str(m["version"]),
             m["mechanism"]["mechanism"],
             f"{m['mechanism']['epsilon']:g}",
-            str(len(m["domain"])) if "domain" in m else "range [{:g}, {:g}]".format(*m["range"]),
+            str(len(m["domain"]))
+            if "domain" in m
+            else f"strings ≤ {m['max_length']} bytes"
+            if "max_length" in m
+            else "range [{:g}, {:g}]".format(*m["range"]),
         )
     out.print(table)
 
@@ -122,7 +126,7 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
 @metrics.command("create")
 @URL_OPTION
 @NAME_ARGUMENT
-@click.option("--domain", "-d", required=True, help="Comma-separated labels, or @file.json.")
+@click.option("--domain", "-d", help="Comma-separated labels, or @file.json (categorical).")
 @click.option(
     "--epsilon",
     "-e",
@@ -166,10 +170,16 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
     "[default: the deployment's, LDP_RETENTION_DAY_SECONDS, 400 days].",
 )
 @click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
+# -- string metrics (kind string): no domain, values are discovered --
+@click.option("--kind", type=click.Choice(["categorical", "string"]), default="categorical",
+              show_default=True, help="string: values from an open domain (search terms, URLs).")  # fmt: skip
+@click.option("--max-length", type=click.IntRange(1, 64), help="string: bytes per value.")
+@click.option("--rows", type=click.IntRange(1, 256), help="string: sketch rows per level (default: from ε).")  # fmt: skip
+@click.option("--cells", type=click.IntRange(2, 65536), help="string: cells per row (default: from ε).")  # fmt: skip
 def metrics_create(
     url: str,
     name: str,
-    domain: str,
+    domain: str | None,
     epsilon: float,
     mechanism: str,
     description: str,
@@ -177,10 +187,19 @@ def metrics_create(
     retention_hour: int | None,
     retention_day: int | None,
     token: str | None,
+    kind: str,
+    max_length: int | None,
+    rows: int | None,
+    cells: int | None,
 ) -> None:
     """Create a metric, or change it (a new version if ε, domain, mechanism or shards change)."""
     if not token:
         raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
+    if kind == "string":
+        _create_string(url, name, epsilon, description, shards, max_length, rows, cells, token)
+        return
+    if domain is None:
+        raise click.UsageError("a categorical metric needs --domain")
     if domain.startswith("@"):
         try:
             labels = json.loads(Path(domain[1:]).read_text())
@@ -215,6 +234,40 @@ def metrics_create(
             f"v{version}. v{version - 1}'s estimates stay readable: {estimates}"
             f"?version={version - 1}"
         )
+
+
+def _create_string(
+    url: str,
+    name: str,
+    epsilon: float,
+    description: str,
+    shards: int,
+    max_length: int | None,
+    rows: int | None,
+    cells: int | None,
+    token: str,
+) -> None:
+    """``metrics create --kind string``: PUT a string metric's spec."""
+    if max_length is None:
+        raise click.UsageError("a string metric needs --max-length (bytes per value)")
+    spec: dict[str, object] = {
+        "kind": "string",
+        "max_length": max_length,
+        "epsilon": epsilon,
+        "description": description,
+    }
+    options = {k: v for k, v in (("rows", rows), ("cells", cells)) if v is not None}
+    if options:
+        spec["options"] = options
+    if shards != 1:
+        spec["shards"] = shards
+    status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
+    out.print(
+        f"{body['name']} v{body['version']}: strings ≤ {body['max_length']} bytes, "
+        f"ε={body['mechanism']['epsilon']:g}"
+        + ("" if status == 201 else " (unchanged version)")
+    )
+    out.print(body.get("mechanism_reason", ""))
 
 
 TOKEN_OPTION = click.option(

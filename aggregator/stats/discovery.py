@@ -69,7 +69,8 @@ class Discovery:
     tested: int
     """Complete values tested (the multiplicity Benjamini–Hochberg corrects for)."""
     null_std: float
-    """σ₀ of a complete value of full length at f = 0 (the worst case)."""
+    """σ₀ of a complete value of full length at f = 0 (the worst case), once the values
+    found are taken out, widened by the measured null's spread."""
     alpha: float
     known: list[Known] = field(default_factory=list, repr=False)
     """What the walk accepted at each level (for :meth:`estimate`)."""
@@ -251,16 +252,18 @@ def _test(
     m = est.m
     got = estimate_values(est, complete, levels, level_cells)
     scale = null_scale(est, levels)
-    p = got.p_values(scale[value_lengths(complete)])
-    keep = benjamini_hochberg(p, alpha)
+    pvals = got.p_values(scale[value_lengths(complete)])
+    keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort(-got.frequency[idx], kind="stable")]
-    null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64)).null_variance
+    last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
+    null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64), last).null_variance
+    null = null * scale[m.levels] ** 2
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[idx],
         variance=got.variance[idx],
-        p_values=p[idx],
+        p_values=pvals[idx],
         tested=len(complete),
         null_std=float(np.sqrt(null[0])),
         alpha=alpha,

@@ -252,7 +252,9 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
             "estimates": url_for(
                 "estimates.get_estimates", name=definition.name, version=definition.version
             ),
+            "plan": url_for("strings.get_string_plan"),
         },
+        "max_length": definition.sketch.max_length,
     }
     return render_template(
         "string.html", d=d, page=page, sketch=definition.sketch, current_version=current

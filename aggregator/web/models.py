@@ -52,6 +52,8 @@ __all__ = [
     "PlannedMechanism",
     "PoisoningAlarm",
     "StringEstimates",
+    "StringPlan",
+    "StringPlanQuery",
     "StringRow",
     "Trend",
     "TrendPoint",
@@ -280,6 +282,35 @@ class StringEstimates(Model):
     """The discovered values, most frequent first."""
     candidates: list[StringRow]
     """The values of ``?candidates=``, in the order asked."""
+
+
+class StringPlanQuery(Model):
+    """The query of ``GET /v1/plan/strings``: give exactly one of users and frequency."""
+
+    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    max_length: Annotated[int, Field(ge=1, le=64)] = 16
+    """Bytes per value."""
+    users: Annotated[int, Field(ge=1, le=MAX_N)] | Absent = None
+    """Print the frequency these users find."""
+    frequency: Annotated[float, Field(gt=0, lt=1)] | Absent = None
+    """Print the users needed to find values this frequent."""
+    concentration: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Σf² of the values discovery will not find (the collision floor; 0: ignored)."""
+    power: Annotated[float, Field(ge=0.01, le=0.99)] = 0.5
+    """Probability of finding a value at that frequency."""
+
+
+class StringPlan(Model):
+    """What a string metric can find: the frequency N users find, or the N a frequency needs."""
+
+    epsilon: float
+    max_length: int
+    users: Annotated[int, Field(ge=1)] | None
+    """Null: no number of users finds values this rare (below the collision floor)."""
+    frequency: float
+    power: float
+    floor: float
+    """The frequency below which no number of users finds a value."""
 
 
 class MeanEstimate(Model):

@@ -20,18 +20,33 @@ from statistics import NormalDist
 
 import numpy as np
 import redis
+from flask import Blueprint, request
+from werkzeug.exceptions import BadRequest
 
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
 from aggregator.stats.strings import SketchEstimator, padded_array
 from aggregator.stream.counts import read_counts
-from aggregator.web.models import MAX_CANDIDATES, StringEstimates, StringRow
+from aggregator.analysis.string_planning import detectable_frequency, users_to_find
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.models import (
+    MAX_CANDIDATES,
+    MAX_N,
+    StringEstimates,
+    StringPlan,
+    StringPlanQuery,
+    StringRow,
+)
 from client_sdk.mechanisms.strings import display, normalise
 from client_sdk.wire import MetricDefinition
-from ldp_api.models import Mechanism
+from client_sdk.mechanisms.strings import StringSketch
+from ldp_api.models import Error, Mechanism, answer
+from ldp_api.openapi import Reply, documented
 
-__all__ = ["REDISCOVER_SECONDS", "parse_candidates", "string_estimates"]
+__all__ = ["REDISCOVER_SECONDS", "bp", "parse_candidates", "string_estimates"]
+
+bp = Blueprint("strings", __name__)
 
 REDISCOVER_SECONDS = 30.0
 """How long a window's discovery is reused while its reports keep arriving: a discovery
@@ -146,3 +161,64 @@ def string_estimates(
         estimates=rows,
         candidates=asked,
     )
+
+
+def _arg(name: str, default: float | None = None) -> float | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not np.isfinite(value):
+        raise BadRequest(f"{name} must be a finite number")
+    return value
+
+
+@bp.get("/v1/plan/strings")
+@documented(
+    "What a string metric can find: the frequency N users find, or the users needed to "
+    "find values of a frequency.",
+    {
+        200: Reply("The answer (users null: no number of users suffices).", StringPlan),
+        400: Reply("A missing or bad parameter, or both or neither of users/frequency.", Error),
+        401: UNAUTHORIZED,
+    },
+    description="Give exactly one of users and frequency.",
+    query=StringPlanQuery,
+    security=READ_TOKEN,
+)
+def get_string_plan() -> dict[str, object]:
+    """The frequency ``users`` find, or the users a ``frequency`` needs."""
+    epsilon = _arg("epsilon")
+    if epsilon is None:
+        raise BadRequest("epsilon is required")
+    length = _arg("max_length", 16.0)
+    assert length is not None
+    if length != int(length) or not 1 <= length <= 64:
+        raise BadRequest(f"max_length must be an integer in [1, 64], got {length:g}")
+    users, frequency = _arg("users"), _arg("frequency")
+    if (users is None) == (frequency is None):
+        raise BadRequest("give exactly one of users and frequency")
+    concentration = _arg("concentration", 0.0)
+    power = _arg("power", 0.5)
+    assert concentration is not None and power is not None
+    if not 0 <= concentration <= 1:
+        raise BadRequest(f"concentration must be in [0, 1], got {concentration:g}")
+    if not 0.01 <= power <= 0.99:
+        raise BadRequest(f"power must be in [0.01, 0.99], got {power:g}")
+    try:
+        sketch = StringSketch(epsilon=epsilon, max_length=int(length))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if users is not None:
+        if users != int(users) or not 1 <= users <= MAX_N:
+            raise BadRequest(f"users must be an integer in [1, {MAX_N:.0e}], got {users:g}")
+        found = detectable_frequency(sketch, int(users), concentration, power=power)
+    else:
+        assert frequency is not None
+        if not 0 < frequency < 1:
+            raise BadRequest(f"frequency must be in (0, 1), got {frequency:g}")
+        found = users_to_find(sketch, frequency, concentration, power=power)
+    return answer(StringPlan(**found.__dict__))

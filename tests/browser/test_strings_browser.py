@@ -104,4 +104,9 @@ def test_string_page_shows_the_discovered_values_threshold_and_candidates(
     expect(candidates.locator("tbody tr").nth(1)).to_contain_text(
         f"{asked[1]['frequency'] * 100:.2f}%"
     )
+
+    page.locator("#plan-frequency").fill("1")
+    page.get_by_role("button", name="Users needed").click()
+    planned = _request(f"{server.url}/v1/plan/strings?epsilon=6&max_length=8&frequency=0.01")
+    expect(page.get_by_test_id("plan-answer")).to_contain_text(f"{planned['users']:,} users")
     watched.check()

@@ -60,7 +60,24 @@
     }
   }
 
+  async function plan() {
+    const pct = parseFloat($("plan-frequency").value);
+    const answer = $("plan-answer");
+    try {
+      const body = await L.getJSON(L.url(page.api.plan, {
+        epsilon: page.metric.epsilon, max_length: page.max_length, frequency: pct / 100,
+      }));
+      answer.textContent = body.users === null
+        ? "No number of users finds values of " + pct + " %: below the sketch's floor (" + L.pct(body.floor) + ")."
+        : L.int(body.users) + " users find values of " + pct + " % about half the time (ε = " +
+          body.epsilon + ", " + body.max_length + " bytes; collisions with unfound values ignored).";
+    } catch (error) {
+      answer.textContent = error.message;
+    }
+  }
+
   const poll = L.poll(refresh, page.refresh || 0);
+  $("plan-form").addEventListener("submit", (e) => { e.preventDefault(); plan(); });
   $("window-select").addEventListener("change", (e) => { state.window = e.target.value; poll.now(); });
   $("candidates-form").addEventListener("submit", (e) => {
     e.preventDefault();
