@@ -43,7 +43,10 @@ def load() -> str:
 def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> None:
     vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
     print("\n## Discovery quality (top-k precision / recall; one seeded population per cell)")
-    print("| Zipf s | ε | n | found | threshold | top-20 P | top-20 R | top-100 P | top-100 R | discover s |")
+    print(
+        "| Zipf s | ε | n | found | threshold | top-20 P | top-20 R | top-100 P | top-100 R "
+        "| discover s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s in exponents:
         shares = zipf_shares(VOCABULARY, s)
@@ -57,8 +60,12 @@ def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> Non
                 took = time.perf_counter() - t
                 a, b = score(found, vocab, truth, 20), score(found, vocab, truth, 100)
                 thr = detection_threshold(found.null_std, found.tested)
-                print(f"| {s} | {eps:g} | {n:.0e} | {len(found.values)} | {thr:.4f} | "
-                      f"{a.precision:.2f} | {a.recall:.2f} | {b.precision:.2f} | {b.recall:.2f} | {took:.1f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {s} | {eps:g} | {n:.0e} | {len(found.values)} | {thr:.4f} | "
+                    f"{a.precision:.2f} | {a.recall:.2f} | {b.precision:.2f} | {b.recall:.2f} | "
+                    f"{took:.1f} |",
+                    flush=True,
+                )
 
 
 def coverage(runs: int) -> None:
@@ -89,8 +96,11 @@ def coverage(runs: int) -> None:
                 true = share[i] if i is not None else 0.0
                 disc[0] += int(abs(f - true) <= 1.96 * np.sqrt(var))
                 disc[1] += 1
-        print(f"| {eps:g} | {n:.0e} | {cand[0] / cand[1]:.3f} ({cand[1]}) | "
-              f"{disc[0] / max(disc[1], 1):.3f} ({disc[1]}) |", flush=True)  # fmt: skip
+        print(
+            f"| {eps:g} | {n:.0e} | {cand[0] / cand[1]:.3f} ({cand[1]}) | "
+            f"{disc[0] / max(disc[1], 1):.3f} ({disc[1]}) |",
+            flush=True,
+        )
 
 
 def cost() -> None:
@@ -109,8 +119,10 @@ def cost() -> None:
     report_us = (time.perf_counter() - t) / reps * 1e6
     wire = [len(json.dumps(build_report(d, w), separators=(",", ":"))) for w in words * 50]
     print(f"SDK perturb (CSPRNG): {perturb_us:.1f} µs/report; build_report: {report_us:.1f} µs")
-    print(f"payload: at most {sketch.wire_bytes} bytes; whole report on the wire: "
-          f"{np.mean(wire):.0f} bytes mean, {max(wire)} max")  # fmt: skip
+    print(
+        f"payload: at most {sketch.wire_bytes} bytes; whole report on the wire: "
+        f"{np.mean(wire):.0f} bytes mean, {max(wire)} max"
+    )
     codec = codec_for(sketch)
     vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
     gen = np.random.default_rng(5)
@@ -121,8 +133,10 @@ def cost() -> None:
         codec.increments(codec.parse(payloads[start : start + 10_000]))
     rate = len(payloads) / (time.perf_counter() - t)
     print(f"codec parse + count (worker CPU, one core): {rate:,.0f} reports/s")
-    print(f"counters per window: {sketch.counters:,} = {8 * sketch.counters / 2**20:.2f} MiB "
-          f"packed (+ the allocator's rounding) per window per shard")  # fmt: skip
+    print(
+        f"counters per window: {sketch.counters:,} = {8 * sketch.counters / 2**20:.2f} MiB "
+        f"packed (+ the allocator's rounding) per window per shard"
+    )
     for n in (100_000, 1_000_000, 10_000_000):
         counts, _ = simulate_counts(sketch, vocab, zipf_shares(VOCABULARY, 1.1), n, gen)
         t = time.perf_counter()

@@ -2,7 +2,7 @@
 
     python -m loadtests.firehose --reports 10000000 --mechanism oue -k 64 --workers 2
     python -m loadtests.firehose --reports 10000000 --mechanism grr -k 16 --workers 2
-    python -m loadtests.firehose --reports 2000000 --mechanism string -k 100000 -e 4 --batch-size 50000
+    python -m loadtests.firehose -n 2000000 --mechanism string -k 100000 -e 4
 
 What it does:
 
@@ -657,7 +657,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--reports", "-n", type=int, default=10_000_000)
     ap.add_argument("--mechanism", "-m", default="oue",
-                    choices=["rr", "grr", "sue", "oue", "olh", "blh", "hr", "ss", "string"])  # fmt: skip
+                    choices=[*"rr grr sue oue olh blh hr ss string".split()])  # fmt: skip
     ap.add_argument("--max-length", type=int, default=16,
                     help="string: bytes per value (-k is then the vocabulary's size)")  # fmt: skip
     ap.add_argument("--domain-size", "-k", type=int, default=64)

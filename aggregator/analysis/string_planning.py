@@ -12,9 +12,9 @@ S₂ = Σf². A value of frequency f is found with probability about ``power`` w
 f ≥ (z_{1−α/T} + z_power)·σ₀(n), T the values tested (Bonferroni: a little stricter than
 the discovery's Benjamini–Hochberg), so
 
-    n = (z_{1−α/T} + z_power)²·A / (f² − (z_{1−α/T} + z_power)²·B),  A = n·LDP term, B = collision term
+    n = Z²·A / (f² − Z²·B),   Z = z_{1−α/T} + z_power, A = n × the LDP term, B = the collision term
 
-and no n suffices when f² ≤ (z + z_power)²·B: more cells per level, not more users, are
+and no n suffices when f² ≤ Z²·B: more cells per level, not more users, are
 then what the metric needs.
 """
 

@@ -34,7 +34,7 @@ def simulate_counts(
 
     Args:
         sketch: the metric's mechanism.
-        vocabulary: (V, L) padded words (:func:`~aggregator.analysis.vocabulary.synthetic_vocabulary`).
+        vocabulary: (V, L) padded words (see :mod:`aggregator.analysis.vocabulary`).
         shares: each word's probability.
         users: how many reports.
         gen: numpy generator (values and noise).

@@ -171,11 +171,16 @@ def metrics_show(url: str, name: str, version: int | None) -> None:
 )
 @click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
 # -- string metrics (kind string): no domain, values are discovered --
-@click.option("--kind", type=click.Choice(["categorical", "string"]), default="categorical",
-              show_default=True, help="string: values from an open domain (search terms, URLs).")  # fmt: skip
+@click.option(
+    "--kind",
+    type=click.Choice(["categorical", "string"]),
+    default="categorical",
+    show_default=True,
+    help="string: an open domain.",
+)
 @click.option("--max-length", type=click.IntRange(1, 64), help="string: bytes per value.")
-@click.option("--rows", type=click.IntRange(1, 256), help="string: sketch rows per level (default: from ε).")  # fmt: skip
-@click.option("--cells", type=click.IntRange(2, 65536), help="string: cells per row (default: from ε).")  # fmt: skip
+@click.option("--rows", type=click.IntRange(1, 256), help="string: rows per level.")
+@click.option("--cells", type=click.IntRange(2, 65536), help="string: cells per row.")
 def metrics_create(
     url: str,
     name: str,
@@ -264,8 +269,7 @@ def _create_string(
     status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
     out.print(
         f"{body['name']} v{body['version']}: strings ≤ {body['max_length']} bytes, "
-        f"ε={body['mechanism']['epsilon']:g}"
-        + ("" if status == 201 else " (unchanged version)")
+        f"ε={body['mechanism']['epsilon']:g}" + ("" if status == 201 else " (unchanged version)")
     )
     out.print(body.get("mechanism_reason", ""))
 

@@ -18,9 +18,13 @@ from aggregator.cli.options import EPSILON, users_option
 __all__ = ["strings"]
 
 MAX_LENGTH = click.option(
-    "--max-length", "-L", default=16, show_default=True, type=click.IntRange(1, 64),
+    "--max-length",
+    "-L",
+    default=16,
+    show_default=True,
+    type=click.IntRange(1, 64),
     help="Bytes per value (after NFC and UTF-8).",
-)  # fmt: skip
+)
 
 
 @click.group()
@@ -32,12 +36,26 @@ def strings() -> None:
 @EPSILON
 @MAX_LENGTH
 @users_option("Users: print the frequency they find.", required=False)
-@click.option("--find", "frequency", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="A frequency (0.005 = 0.5 %): print the users needed to find values that common.")  # fmt: skip
-@click.option("--concentration", default=0.0, show_default=True, type=click.FloatRange(0, 1),
-              help="Σf² of the values discovery will not find (the found ones are subtracted): the collision floor.")  # fmt: skip
-@click.option("--power", default=0.5, show_default=True, type=click.FloatRange(0.01, 0.99),
-              help="Probability of finding a value at that frequency.")  # fmt: skip
+@click.option(
+    "--find",
+    "frequency",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="A frequency (0.005 = 0.5 %): print the users needed to find it.",
+)
+@click.option(
+    "--concentration",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="Σf² of the values left unfound (the collision floor).",
+)
+@click.option(
+    "--power",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.01, 0.99),
+    help="Probability of finding a value at that frequency.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def plan(
     epsilon: float,
@@ -88,8 +106,13 @@ def plan(
 @EPSILON
 @MAX_LENGTH
 @users_option("Users (reports).", required=True)
-@click.option("--vocabulary", default=100_000, show_default=True, type=click.IntRange(10, 10**6),
-              help="Synthetic words (3..max-length lowercase letters).")  # fmt: skip
+@click.option(
+    "--vocabulary",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(10, 10**6),
+    help="Synthetic words (3..max-length lowercase letters).",
+)
 @click.option("--zipf-s", default=1.1, show_default=True, type=click.FloatRange(0.1, 5))
 @click.option("--seed", type=int, default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -115,7 +138,9 @@ def simulate(
     if max_length < 3:
         raise click.UsageError("--max-length must be at least 3 for synthetic words")
     gen = np.random.default_rng(seed)
-    sketch = StringSketch(epsilon=epsilon, max_length=max_length, salt=f"{gen.integers(1 << 32):08x}")
+    sketch = StringSketch(
+        epsilon=epsilon, max_length=max_length, salt=f"{gen.integers(1 << 32):08x}"
+    )
     words = synthetic_vocabulary(vocabulary, max_length, seed=0 if seed is None else seed)
     counts, truth = simulate_counts(sketch, words, zipf_shares(vocabulary, zipf_s), users, gen)
     start = time.perf_counter()
@@ -129,18 +154,26 @@ def simulate(
         "tested": found.tested,
         "detection_threshold": detection_threshold(found.null_std, found.tested),
         "discovery_seconds": seconds,
-        **{f"top{k}_{what}": getattr(s, what) for k, s in scores.items() for what in ("precision", "recall")},
-        "values": [{"value": v, "frequency": float(f)} for v, f in zip(found.labels, found.frequency, strict=True)][:20],
-    }  # fmt: skip
+        **{
+            f"top{k}_{what}": getattr(s, what)
+            for k, s in scores.items()
+            for what in ("precision", "recall")
+        },
+        "values": [
+            {"value": v, "frequency": float(f)}
+            for v, f in zip(found.labels[:20], found.frequency[:20], strict=True)
+        ],
+    }
     if as_json:
         echo_json(result)
         return
     out.print(
-        f"ε={epsilon:g}, {users:,} users, {vocabulary:,} words, Zipf {zipf_s:g} (simulation: numpy PCG64)"
+        f"ε={epsilon:g}, {users:,} users, {vocabulary:,} words, Zipf {zipf_s:g} "
+        "(simulation: numpy PCG64)"
     )
     out.print(
-        f"found {len(found.values)} of {found.tested:,} tested in {seconds:.1f} s; detection threshold "
-        f"{result['detection_threshold']:.3%}"
+        f"found {len(found.values)} of {found.tested:,} tested in {seconds:.1f} s; "
+        f"detection threshold {result['detection_threshold']:.3%}"
     )
     for k, s in scores.items():
         out.print(f"top-{k}: precision {s.precision:.2f}, recall {s.recall:.2f}")

@@ -39,12 +39,11 @@ References:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
-
-import math
 
 import numpy as np
 import numpy.typing as npt
@@ -160,7 +159,7 @@ class StringCodec:
             phi = mod_p(phi * self._a[None, :] + prefixes[:, j, None].astype(np.int64) + 1)
         return phi
 
-    def extend(self, phi: IntArray, byte: IntArray | int) -> IntArray:
+    def extend(self, phi: IntArray, byte: npt.NDArray[Any] | int) -> IntArray:
         """φ_r of prefixes extended by one byte (a column of bytes, or one byte for all)."""
         b = np.asarray(byte, dtype=np.int64)
         if b.ndim == 1:
@@ -268,9 +267,11 @@ def poisson_sf(count: np.ndarray, mean: np.ndarray) -> np.ndarray:
     if small.any():
         c, mu = count[small], mean[small]
         k = np.arange(EXACT_POISSON)[None, :]
-        log_pmf = k * np.log(mu)[:, None] - mu[:, None] - np.array(
-            [math.lgamma(j + 1) for j in range(EXACT_POISSON)]
-        )[None, :]
+        log_pmf = (
+            k * np.log(mu)[:, None]
+            - mu[:, None]
+            - np.array([math.lgamma(j + 1) for j in range(EXACT_POISSON)])[None, :]
+        )
         below = np.where(k < c[:, None], np.exp(log_pmf), 0.0).sum(axis=1)
         out[small] = np.clip(1.0 - below, 0.0, 1.0)
     large = count > EXACT_POISSON
@@ -334,7 +335,7 @@ class SketchEstimator:
 
     @cached_property
     def second_moment(self) -> np.ndarray:
-        """S₂ = Σ_y f(y)² of each level's prefixes, estimated from the sketch (clipped to [0, 1])."""
+        """S₂ = Σ_y f(y)² of each level's prefixes, from the sketch (clipped to [0, 1])."""
         m = self.m.cells
         f = self.cell_freq
         var = self.m.cell_variance(max(self.n, 1), np.clip(f, 0.0, 1.0))
@@ -420,9 +421,7 @@ def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEs
         parts: (indices of the values, their estimates at one level) per level.
         size: number of values.
     """
-    total, total_var, total_null, used, support, null_support = (
-        np.zeros(size) for _ in range(6)
-    )
+    total, total_var, total_null, used, support, null_support = (np.zeros(size) for _ in range(6))
     for idx, est in parts:
         good = ~np.isnan(est.frequency)
         at = idx[good]

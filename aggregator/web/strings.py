@@ -23,12 +23,12 @@ import redis
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
+from aggregator.analysis.string_planning import detectable_frequency, users_to_find
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
 from aggregator.stats.strings import SketchEstimator, padded_array
 from aggregator.stream.counts import read_counts
-from aggregator.analysis.string_planning import detectable_frequency, users_to_find
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
     MAX_CANDIDATES,
@@ -38,9 +38,8 @@ from aggregator.web.models import (
     StringPlanQuery,
     StringRow,
 )
-from client_sdk.mechanisms.strings import display, normalise
+from client_sdk.mechanisms.strings import StringSketch, display, normalise
 from client_sdk.wire import MetricDefinition
-from client_sdk.mechanisms.strings import StringSketch
 from ldp_api.models import Error, Mechanism, answer
 from ldp_api.openapi import Reply, documented
 

@@ -69,7 +69,9 @@ def test_estimates_are_unbiased_and_their_variance_is_the_formula() -> None:
 def test_discovery_finds_the_top_of_a_seeded_zipf_population() -> None:
     vocab = synthetic_vocabulary(5_000, 10, seed=4)
     m = StringSketch(epsilon=4.0, max_length=10, salt="5eed")
-    counts, truth = simulate_counts(m, vocab, zipf_shares(5_000, 1.3), 300_000, np.random.default_rng(8))
+    counts, truth = simulate_counts(
+        m, vocab, zipf_shares(5_000, 1.3), 300_000, np.random.default_rng(8)
+    )
     est = SketchEstimator(codec_for(m), counts)
     found = discover(est)
     top = score(found, vocab, truth, 10)
@@ -102,7 +104,9 @@ def test_small_counts_do_not_make_false_discoveries() -> None:
     found_false = 0
     for seed in range(5):
         m = StringSketch(epsilon=6.0, max_length=8, salt=f"{seed + 7:02x}")
-        counts, _ = simulate_counts(m, vocab, zipf_shares(50, 1.5), 400, np.random.default_rng(seed))
+        counts, _ = simulate_counts(
+            m, vocab, zipf_shares(50, 1.5), 400, np.random.default_rng(seed)
+        )
         found = discover(SketchEstimator(codec_for(m), counts))
         words = {vocab[i].tobytes() for i in range(len(vocab))}
         found_false += sum(v not in words for v in found.values)
