@@ -159,7 +159,7 @@ def main() -> None:
         else:
             quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
     if "coverage" in sections:
-        coverage(3 if args.quick else 20)
+        coverage(3 if args.quick else 10)
     print(load())
 
 

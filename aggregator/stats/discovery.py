@@ -47,6 +47,14 @@ DEFAULT_BEAM = 256
 tens of milliseconds of numpy; enough to keep the top 100 values' prefixes with room for
 the prefixes they share with noise."""
 
+STRONG_Z = 8.0
+"""z-score from which an accepted prefix's mass is taken out of the *estimates* (not only
+out of the walk's ranking). Subtracting every accepted prefix biased the estimates of
+real but weaker values downward (−1.5 σ on the top 50 at ε = 4, n = 10⁶; coverage of 95 %
+intervals 0.67): prefixes accepted near the threshold are mostly noise that was selected
+*because* it shares cells with real mass. At z ≥ 8 an estimate is within 1/8 of itself
+and its selection bias negligible: measured −0.0 σ and 0.98 coverage."""
+
 PASSES = 3
 """Passes over a level's candidates (:func:`_accept`): the first finds the heavy prefixes,
 whose collisions hide lighter ones until they are subtracted; a third rarely adds any."""
@@ -73,7 +81,7 @@ class Discovery:
     found are taken out, widened by the measured null's spread."""
     alpha: float
     known: list[Known] = field(default_factory=list, repr=False)
-    """What the walk accepted at each level (for :meth:`estimate`)."""
+    """The strong values the walk accepted at each level (for :meth:`estimate`)."""
 
     def estimate(self, est: SketchEstimator, values: np.ndarray) -> LevelEstimate:
         """Estimates of any padded values ((N, L) uint8), as the discovered ones were made."""
@@ -105,7 +113,7 @@ def _z(found: LevelEstimate) -> np.ndarray:
 
 def _accept(
     est: SketchEstimator, level: int, cells: np.ndarray, keep_z: float, limit: int
-) -> tuple[list[int], np.ndarray, Known]:
+) -> tuple[list[int], np.ndarray, np.ndarray, Known, Known]:
     """Greedy acceptance at one level, heaviest first, in rounds of 1, 2, 4, … prefixes.
 
     An accepted prefix's estimate is subtracted from its cell in every row, so a
@@ -114,10 +122,13 @@ def _accept(
     collide with in a row or two).
 
     Returns:
-        (accepted indices in order, their f̂, what is known at the level).
+        (accepted indices in order, their f̂, whether each is strong, what the walk knows
+        at the level, and the same for the strong ones alone: see :data:`STRONG_Z`).
     """
     m = est.m
     known = est.known(level)
+    strong = est.known(level)
+    flags: list[bool] = []
     rows = np.arange(m.rows)[None, :]
     alive_all = np.ones(len(cells), dtype=bool)
     accepted: list[int] = []
@@ -152,6 +163,15 @@ def _accept(
             )
             known.mass += float(f.sum())
             known.mass_sq += float((f * f).sum())
+            sure = z[best] >= STRONG_Z
+            np.subtract.at(
+                strong.residual,
+                (np.broadcast_to(rows, chosen[sure].shape), chosen[sure]),
+                f[sure, None],
+            )
+            strong.mass += float(f[sure].sum())
+            strong.mass_sq += float((f[sure] ** 2).sum())
+            flags.extend(sure.tolist())
             accepted.extend(pool[idx[best]].tolist())
             freqs.extend(f.tolist())
             alive[idx[best]] = False
@@ -159,7 +179,7 @@ def _accept(
             size *= 2
         if len(accepted) == before or len(accepted) >= limit:
             break
-    return accepted, np.asarray(freqs), known
+    return accepted, np.asarray(freqs), np.asarray(flags, dtype=bool), known, strong
 
 
 def discover(
@@ -174,6 +194,7 @@ def discover(
     complete = np.zeros((0, L), dtype=np.uint8)
     complete_phi = np.zeros((0, h), dtype=np.int64)
     levels: list[Known] = []
+    strong_levels: list[Known] = []
     complete_cells: list[np.ndarray] = []
     for level in range(L):
         ended = np.zeros((len(prefixes), L), dtype=np.uint8)
@@ -192,18 +213,22 @@ def discover(
         complete = np.vstack([complete, ended])
         complete_phi = np.vstack([complete_phi, ended_phi])
         cells = codec.cells(np.vstack([ext_phi, complete_phi]), level)
-        accepted, freqs, known = _accept(est, level, cells, keep_z, beam + len(complete))
+        accepted, freqs, sure, known, strong = _accept(
+            est, level, cells, keep_z, beam + len(complete)
+        )
         n_ext = len(ext)
         complete_cells.append(cells[n_ext:])
         opened = [i for i in accepted if i < n_ext][:beam]
-        known.accepted = {
-            complete[i - n_ext].tobytes(): f
-            for i, f in zip(accepted, freqs.tolist(), strict=True)
-            if i >= n_ext
-        }
+        for kept, only_strong in ((known, False), (strong, True)):
+            kept.accepted = {
+                complete[i - n_ext].tobytes(): f
+                for i, f, ok in zip(accepted, freqs.tolist(), sure.tolist(), strict=True)
+                if i >= n_ext and (ok or not only_strong)
+            }
         levels.append(known)
+        strong_levels.append(strong)
         prefixes, prefix_phi = ext[opened], ext_phi[opened]
-    return _test(est, complete, levels, alpha, complete_cells)
+    return _test(est, complete, levels, strong_levels, alpha, complete_cells)
 
 
 def estimate_values(
@@ -245,29 +270,35 @@ def _test(
     est: SketchEstimator,
     complete: np.ndarray,
     levels: list[Known],
+    strong: list[Known],
     alpha: float,
     level_cells: list[np.ndarray],
 ) -> Discovery:
-    """Estimate every complete value over its levels, then Benjamini–Hochberg."""
+    """Test every complete value over its levels (Benjamini–Hochberg), with everything the
+    walk accepted taken out (what tells noise riding on a found prefix's cells from a
+    value); then estimate the ones called present with only the strong ones taken out
+    (unbiased: see :data:`STRONG_Z`)."""
     m = est.m
     got = estimate_values(est, complete, levels, level_cells)
     scale = null_scale(est, levels)
     pvals = got.p_values(scale[value_lengths(complete)])
     keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
-    idx = idx[np.argsort(-got.frequency[idx], kind="stable")]
+    got = estimate_values(est, complete[idx], strong)
+    order = np.argsort(-got.frequency, kind="stable")
+    idx = idx[order]
     last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
     null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64), last).null_variance
     null = null * scale[m.levels] ** 2
     return Discovery(
         values=as_padded(complete[idx]),
-        frequency=got.frequency[idx],
-        variance=got.variance[idx],
+        frequency=got.frequency[order],
+        variance=got.variance[order],
         p_values=pvals[idx],
         tested=len(complete),
         null_std=float(np.sqrt(null[0])),
         alpha=alpha,
-        known=levels,
+        known=strong,
     )
 
 
