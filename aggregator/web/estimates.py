@@ -519,6 +519,11 @@ def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""
     client, registry = _services()
     definition = _definition(registry, name)
+    if definition.kind == "string":
+        raise BadRequest(
+            "a string metric has no trend: its values are discovered per window "
+            "(GET /v1/estimates/<name>?window=hour:… for one window)"
+        )
     granularity = request.args.get("granularity", GRANULARITIES[0])
     if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
