@@ -943,8 +943,10 @@ def _parse_string_spec(
         problems.append(
             f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
         )
+    if "options" in spec and not isinstance(spec["options"], dict):
+        problems.append("options of a string metric must be an object (leave it out for none)")
     mech = _string_mechanism(
-        name, spec.get("epsilon"), spec.get("max_length"), spec.get("options"), problems
+        name, spec.get("epsilon"), spec.get("max_length"), spec.get("options", {}), problems
     )
     if problems or mech is None:
         raise DefinitionError(problems or ["invalid string metric"])

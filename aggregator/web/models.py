@@ -46,6 +46,7 @@ __all__ = [
     "OverviewRow",
     "RetentionInEffect",
     "MAX_CANDIDATES",
+    "MAX_CANDIDATES_QUERY",
     "Plan",
     "PlanQuery",
     "PlanTarget",
@@ -119,8 +120,10 @@ INTERVALS = ("score", "exact")
 """How a frequency interval is built (see aggregator.stats.intervals)."""
 
 
-MAX_CANDIDATES_QUERY = 100 * 200
-"""Characters of ``?candidates=``: 100 values of up to 64 bytes, percent-encoded."""
+MAX_CANDIDATES_QUERY = 300
+"""Characters of ``?candidates=``: the whole request line must fit the web server's 4 KiB
+limit (gunicorn's ``limit_request_line``, 4,094 bytes) even when every character is
+percent-encoded UTF-8 (up to 12 bytes each); 300 characters are some 40 search terms."""
 
 MAX_CANDIDATES = 100
 """Most candidate strings one request estimates: each costs a few hash evaluations per
@@ -142,7 +145,7 @@ class EstimatesQuery(Model):
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
     candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
     """String metrics: comma-separated values to estimate besides those discovered (at
-    most 100; each normalised like a device's value)."""
+    most 100 values and 300 characters; each normalised like a device's value)."""
 
 
 class TrendQuery(Model):

@@ -32,6 +32,7 @@ from aggregator.stream.counts import read_counts
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
     MAX_CANDIDATES,
+    MAX_CANDIDATES_QUERY,
     MAX_N,
     StringEstimates,
     StringPlan,
@@ -69,13 +70,16 @@ def parse_candidates(raw: str | None) -> list[str]:
     """The values of ``?candidates=a,b,c`` (empty ones dropped).
 
     Raises:
-        ValueError: more than :data:`MAX_CANDIDATES`, or a value with NUL.
+        ValueError: more than :data:`MAX_CANDIDATES` values or
+            :data:`~aggregator.web.models.MAX_CANDIDATES_QUERY` characters, or a NUL.
     """
     if not raw:
         return []
     values = [v for v in raw.split(",") if v]
     if len(values) > MAX_CANDIDATES:
         raise ValueError(f"at most {MAX_CANDIDATES} candidates, got {len(values)}")
+    if len(raw) > MAX_CANDIDATES_QUERY:
+        raise ValueError(f"at most {MAX_CANDIDATES_QUERY} characters, got {len(raw)}")
     if any("\x00" in v for v in values):
         raise ValueError("a candidate must not contain NUL")
     return values
