@@ -915,6 +915,13 @@ def _string_mechanism(
     if not isinstance(options, dict) or not set(options) <= set(STRING_OPTIONS):
         problems.append(f"options of a string metric may hold only {list(STRING_OPTIONS)}")
         return None
+    options = dict(options)
+    for key, low, high in (("rows", 1, 256), ("cells", 2, 1 << 16)):
+        if key in options:  # 0 means "from ε" inside the mechanism, never in a spec
+            value = _json_integer(options[key])
+            if value is None or not low <= value <= high:
+                problems.append(f"options.{key} must be an integer in [{low}, {high}]")
+            options[key] = value
     if eps is None or length is None or problems:
         return None
     try:

@@ -8,6 +8,7 @@ sent; the estimates API must discover the frequent terms and estimate candidates
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import time
@@ -21,8 +22,10 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
+from click.testing import CliRunner
 from test_pipeline_e2e import Recorder, put_metric
 
+from aggregator.cli import main
 from aggregator.service.serve import Server
 from aggregator.stats.codecs import codec_for
 from aggregator.stream.counts import read_counts
@@ -50,7 +53,8 @@ def get(server: Server, path: str) -> Any:
         return json.loads(response.read())
 
 
-def test_search_terms_end_to_end(server: Server) -> None:
+def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
+    server_tmp = tmp_path
     recorder = Recorder(server.url)
     client = Client(
         server.url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(21)
@@ -98,6 +102,18 @@ def test_search_terms_end_to_end(server: Server) -> None:
     assert cand["absent"]["discovered"] is False
     assert abs(cand["absent"]["frequency"]) < 5 * cand["absent"]["std_error"]
     assert 0 < body["detection_threshold"] < 0.3
+
+    # ldp export writes the discovered values with the API's numbers.
+    out = server_tmp / "terms.csv"
+    result = CliRunner().invoke(
+        main, ["export", "search.term", "--out", str(out), "--redis-url", server.redis_url]
+    )
+    assert result.exit_code == 0, result.output
+    with out.open() as f:
+        rows = [r for r in csv.DictReader(f) if r["window"] == "all"]
+    assert {r["value"]: float(r["estimate"]) for r in rows} == {
+        row["value"]: row["frequency"] for row in body["estimates"]
+    }
 
     # A bad query is a 400 with a message, never a 500.
     many = ",".join("v" for _ in range(101))
