@@ -41,6 +41,13 @@ from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
 from client_sdk.mechanisms.randomness import RandomSource
+from client_sdk.mechanisms.strings import (
+    MAX_STRING_LENGTH,
+    StringSketch,
+    derived_salt,
+    normalise,
+    string_from_params,
+)
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -368,7 +375,7 @@ class MetricDefinition:
     name: str
     version: int
     domain: tuple[str, ...]
-    mechanism: FrequencyOracle | NumericMechanism
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch
     description: str = ""
     mechanism_reason: str = ""
     kind: str = "categorical"
@@ -390,8 +397,21 @@ class MetricDefinition:
 
     @property
     def k(self) -> int:
-        """Domain size."""
+        """Domain size; for a string metric, the sketch's counters (what its counts hold)."""
+        if isinstance(self.mechanism, StringSketch):
+            return self.mechanism.counters
         return len(self.domain)
+
+    @property
+    def sketch(self) -> StringSketch:
+        """The mechanism of a string metric.
+
+        Raises:
+            TypeError: the metric is not a string metric.
+        """
+        if not isinstance(self.mechanism, StringSketch):
+            raise TypeError(f"metric {self.name!r} is {self.kind}, not string")
+        return self.mechanism
 
     @property
     def oracle(self) -> FrequencyOracle:
@@ -512,6 +532,9 @@ class MetricDefinition:
         if self.value_range is not None:  # numeric: a range instead of a domain
             del data["domain"]
             data["range"] = list(self.value_range)
+        if isinstance(self.mechanism, StringSketch):  # string: a length instead of a domain
+            del data["domain"]
+            data["max_length"] = self.mechanism.max_length
         return data
 
     @classmethod
@@ -535,6 +558,8 @@ class MetricDefinition:
         value_range = _check_range(data.get("range"), problems) if numeric else None
         if numeric and "domain" in data:
             problems.append("a numeric metric has a range, not a domain")
+        if kind == "string":
+            return _string_from_dict(data, problems)
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         budget = _check_budget(data.get("budget"), problems)
         shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
@@ -574,8 +599,9 @@ class MetricDefinition:
         )
 
 
-KINDS = ("categorical", "numeric")
-"""Metric kinds: frequencies of labels, or the mean of a number within a range."""
+KINDS = ("categorical", "numeric", "string")
+"""Metric kinds: frequencies of labels, the mean of a number within a range, or the
+frequent values of a string from an unknown domain."""
 
 NUMERIC_SPEC_FIELDS = {
     "kind",
@@ -698,6 +724,8 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         problems.append(str(exc))
     if not isinstance(spec, dict):
         raise DefinitionError([*problems, "the body must be a JSON object"])
+    if spec.get("kind") == "string":
+        return _parse_string_spec(name, spec, version, problems)
     if spec.get("kind", "categorical") != "categorical":
         return _parse_numeric_spec(name, spec, version, problems)
     unknown = sorted(set(spec) - SPEC_FIELDS)
@@ -793,6 +821,13 @@ def build_report(
             range [lo, hi]"), or a longitudinal metric
             without (or with an invalid) ``secret``.
     """
+    if isinstance(definition.mechanism, StringSketch):
+        return {
+            "metric": definition.name,
+            "version": definition.version,
+            "id": new_report_id(),
+            "payload": definition.mechanism.perturb(normalise_value(definition, value), rng),
+        }
     if isinstance(definition.mechanism, NumericMechanism):
         return {
             "metric": definition.name,
@@ -855,3 +890,143 @@ def check_report(
     except PayloadError as exc:
         raise ReportError(str(exc)) from None
     return definition, rid, payload
+
+
+# -- string metrics (kind "string") -----------------------------------------------------
+
+STRING_SPEC_FIELDS = {
+    "kind",
+    "max_length",
+    "epsilon",
+    "options",
+    "description",
+    "budget",
+    "shards",
+    "retention",
+}
+"""What a string metric's spec holds: ``{"kind": "string", "max_length": 16, "epsilon":
+4.0}``, optionally ``"options": {"rows": h, "cells": m, "salt": "<hex>"}`` (the sketch's
+shape; see :class:`~client_sdk.mechanisms.strings.StringSketch`), and budget, shards,
+retention and description as for other kinds. No domain: values are discovered."""
+
+STRING_OPTIONS = ("rows", "cells", "salt")
+"""The sketch options a spec may set; the salt defaults to one derived from the name."""
+
+
+def _string_mechanism(
+    name: str, epsilon: object, max_length: object, options: object, problems: list[str]
+) -> StringSketch | None:
+    eps = _check_epsilon(epsilon, problems)
+    length = _json_integer(max_length)
+    if length is None or not 1 <= length <= MAX_STRING_LENGTH:
+        problems.append(
+            f"max_length must be an integer number of bytes in [1, {MAX_STRING_LENGTH}], "
+            f"got {max_length!r}"
+        )
+    if options is None:
+        options = {}
+    if not isinstance(options, dict) or not set(options) <= set(STRING_OPTIONS):
+        problems.append(f"options of a string metric may hold only {list(STRING_OPTIONS)}")
+        return None
+    options = dict(options)
+    for key, low, high in (("rows", 1, 256), ("cells", 2, 1 << 16)):
+        if key in options:  # 0 means "from ε" inside the mechanism, never in a spec
+            value = _json_integer(options[key])
+            if value is None or not low <= value <= high:
+                problems.append(f"options.{key} must be an integer in [{low}, {high}]")
+            options[key] = value
+    if eps is None or length is None or problems:
+        return None
+    try:
+        return StringSketch(
+            epsilon=eps, max_length=length, **{"salt": derived_salt(name), **options}
+        )
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+        return None
+
+
+def _parse_string_spec(
+    name: str, spec: dict[str, Any], version: int, problems: list[str]
+) -> MetricDefinition:
+    """:func:`parse_spec` for ``"kind": "string"`` (``problems`` so far: the name's)."""
+    unknown = sorted(set(spec) - STRING_SPEC_FIELDS)
+    if unknown:
+        problems.append(
+            f"unknown fields {unknown} for a string metric; allowed: {sorted(STRING_SPEC_FIELDS)}"
+        )
+    budget = _check_budget(spec.get("budget"), problems)
+    shards = _check_shards(spec.get("shards"), problems)
+    retention = _check_retention(spec.get("retention"), problems)
+    description = spec.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
+        problems.append(
+            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
+        )
+    if "options" in spec and not isinstance(spec["options"], dict):
+        problems.append("options of a string metric must be an object (leave it out for none)")
+    mech = _string_mechanism(
+        name, spec.get("epsilon"), spec.get("max_length"), spec.get("options", {}), problems
+    )
+    if problems or mech is None:
+        raise DefinitionError(problems or ["invalid string metric"])
+    return MetricDefinition(
+        name=name,
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=str(description),
+        mechanism_reason=(
+            f"string values: one of {mech.levels} prefix levels × {mech.rows} hash rows per "
+            f"report, its cell through {mech.inner.name} over {mech.cells} cells at ε = "
+            f"{mech.epsilon:g}"
+        ),
+        budget=budget,
+        kind="string",
+        shards=shards,
+        retention=retention,
+    )
+
+
+def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefinition:
+    """:meth:`MetricDefinition.from_dict` of a string metric (``problems``: so far)."""
+    if "domain" in data or "range" in data:
+        problems.append("a string metric has a max_length, not a domain or range")
+    budget = _check_budget(data.get("budget"), problems)
+    shards = _check_shards(data.get("shards"), problems)
+    retention = _check_retention(data.get("retention"), problems)
+    params = data.get("mechanism")
+    mech: StringSketch | None = None
+    try:
+        if not isinstance(params, dict):
+            raise ValueError("mechanism must be an object of mechanism parameters")
+        mech = string_from_params(params)
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+    if mech is not None and data.get("max_length") != mech.max_length:
+        problems.append("max_length differs from the mechanism's")
+    version = data.get("version")
+    if problems or mech is None or type(version) is not int:
+        raise DefinitionError(problems or ["invalid definition"])
+    return MetricDefinition(
+        name=str(data.get("name")),
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=str(data.get("description", "")),
+        mechanism_reason=str(data.get("mechanism_reason", "")),
+        budget=budget,
+        kind="string",
+        shards=shards,
+        retention=retention,
+    )
+
+
+def normalise_value(definition: MetricDefinition, value: object) -> bytes:
+    """A string metric's value as the padded bytes its report is about.
+
+    Raises:
+        ValueError: not a str, or one holding NUL (see
+            :func:`client_sdk.mechanisms.strings.normalise`).
+    """
+    return normalise(value, definition.sketch.max_length)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field, RootModel
 from client_sdk import mechanisms
 from client_sdk.mechanisms.memoized import MIN_EPSILON_GAP
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
+from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
@@ -49,6 +50,7 @@ __all__ = [
     "MetricList",
     "MetricSpec",
     "NumericSpec",
+    "StringSpec",
     "Rejection",
     "Report",
     "ReportBatch",
@@ -68,6 +70,8 @@ Range = Annotated[
 ]
 """A numeric metric's [lo, hi] (lo < hi is checked by the wire code)."""
 Kind = Annotated[str, OneOf(KINDS)]
+MaxLength = Annotated[int, Field(ge=1, le=MAX_STRING_LENGTH)]
+"""A string metric's bytes per value."""
 
 
 class Metric(Model):
@@ -98,6 +102,8 @@ class Metric(Model):
     retired_at: str | Absent = None
     """When an operator retired the metric (ISO 8601, UTC), where it is retired: it takes
     no reports (410), so a device stops reporting it before it spends ε on one."""
+    max_length: MaxLength | Absent = None
+    """A string metric's bytes per value (it has no domain: values are discovered)."""
 
     @classmethod
     def of(
@@ -214,9 +220,46 @@ class NumericSpec(Model):
     """As for a categorical metric."""
 
 
-class MetricSpec(RootModel[CategoricalSpec | NumericSpec]):
-    """The body of ``PUT /v1/metrics/<name>``: a categorical metric's spec, or a numeric
-    one's (``"kind": "numeric"``)."""
+class SketchOptions(Model):
+    """The shape of a string metric's sketch (defaults suit most; see ``StringSketch``)."""
+
+    closed = True
+
+    rows: Annotated[int, Field(ge=1, le=256)] | Absent = None
+    """Hash rows per level."""
+    cells: Annotated[int, Field(ge=2, le=65536)] | Absent = None
+    """Cells per row."""
+    salt: Annotated[str, Field(pattern="^([0-9a-fA-F]{2}){1,32}$")] | Absent = None
+    """Hex the hash coefficients derive from (default: derived from the metric's name)."""
+
+
+class StringSpec(Model):
+    """What an operator sends for a string metric (frequent values of an open domain).
+
+    No domain: values are discovered. Values are normalised (NFC) and truncated to
+    ``max_length`` UTF-8 bytes at a character boundary, then padded.
+    """
+
+    closed = True
+
+    kind: Literal["string"]
+    max_length: MaxLength
+    """Bytes of a value after normalisation (longer values are truncated)."""
+    epsilon: Epsilon
+    """ε per report."""
+    options: SketchOptions | Absent = None
+    description: Description = ""
+    budget: DeviceBudget | None = None
+    """A device-side limit: at most reports_per_period reports per period (null: none)."""
+    shards: Shards | None = 1
+    """As for a categorical metric."""
+    retention: WindowRetention | None = None
+    """As for a categorical metric."""
+
+
+class MetricSpec(RootModel[CategoricalSpec | NumericSpec | StringSpec]):
+    """The body of ``PUT /v1/metrics/<name>``: a categorical metric's spec, a numeric
+    one's (``"kind": "numeric"``) or a string one's (``"kind": "string"``)."""
 
 
 class Report(Model):

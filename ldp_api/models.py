@@ -19,6 +19,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from client_sdk import mechanisms
 from client_sdk.device import MAX_DEVICE_EPSILON
+from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.wire import (
     BUDGET_PERIODS,
     MAX_NAME_LENGTH,
@@ -116,7 +117,9 @@ class Mechanism(Model):
 
     model_config = ConfigDict(extra="allow")
 
-    mechanism: Annotated[str, OneOf([*mechanisms.MECHANISMS, *mechanisms.NUMERIC_MECHANISMS])]
+    mechanism: Annotated[
+        str, OneOf([*mechanisms.MECHANISMS, *mechanisms.NUMERIC_MECHANISMS, StringSketch.name])
+    ]
     epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
     """ε per report."""
     domain_size: int | Absent = None

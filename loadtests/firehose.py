@@ -2,6 +2,7 @@
 
     python -m loadtests.firehose --reports 10000000 --mechanism oue -k 64 --workers 2
     python -m loadtests.firehose --reports 10000000 --mechanism grr -k 16 --workers 2
+    python -m loadtests.firehose -n 2000000 --mechanism string -k 100000 -e 4
 
 What it does:
 
@@ -246,6 +247,11 @@ class FirehoseResult:
     """CPU seconds of the embedded redis-server during the drain (None: not ours to read)."""
     truth: list[int] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    vocabulary: np.ndarray | None = field(default=None, repr=False)
+    """A string metric's padded words (the truth counts each)."""
+    recall20: float | None = None
+    """A string metric: the share of the true top 20 among the 20 found first."""
+    discovery_seconds: float = 0.0
 
     @property
     def load_rate(self) -> float:
@@ -264,11 +270,20 @@ def _blobs(
     reports: int,
     gen: np.random.Generator,
     truth: np.ndarray,
+    vocabulary: np.ndarray | None = None,
 ) -> Iterator[list[bytes]]:
-    """Per chunk: the rendered blobs of its loader calls; adds the true values to ``truth``."""
+    """Per chunk: the rendered blobs of its loader calls; adds the true values to ``truth``.
+
+    A string metric's values are indices into ``vocabulary`` (padded words), whose rows
+    the string codec perturbs.
+    """
     for start in range(0, reports, CHUNK):
         values = true_values(gen, shares, min(CHUNK, reports - start))
         truth += np.bincount(values, minlength=len(truth))
+        if vocabulary is not None:
+            batch = codec.encode(vocabulary[values], gen)
+            yield [render(part) for part in _slices(batch, SCRIPT_BATCH)]
+            continue
         batch = perturb(codec, values, gen)
         yield [render(part) for part in _slices(batch, SCRIPT_BATCH)]
 
@@ -359,6 +374,7 @@ def load(
     gen: np.random.Generator,
     loader: str = "lua",
     progress: Callable[[int], None] | None = None,
+    vocabulary: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float]:
     """Append ``reports`` perturbed reports to the metric version's stream (or shards).
 
@@ -371,6 +387,7 @@ def load(
         loader: ``lua`` (one script call per :data:`SCRIPT_BATCH` reports) or
             ``pipeline`` (one XADD per report, pipelined).
         progress: called with the number of reports appended after each chunk.
+        vocabulary: a string metric's padded words (``shares`` is then over them).
 
     Returns:
         (the true-value counts, the seconds it took).
@@ -380,15 +397,16 @@ def load(
     """
     from ldp_store import keys  # noqa: PLC0415
 
-    codec = codec_for(definition.oracle)
+    codec = codec_for(definition.mechanism)  # type: ignore[arg-type]
     streams = [
         keys.stream_key(definition.name, definition.version, shard)
         for shard in range(_shards(definition))
     ]
     write = _writer(client, streams, loader)
-    truth = np.zeros(definition.k, dtype=np.int64)
+    truth = np.zeros(len(shares), dtype=np.int64)
     start = time.perf_counter()
-    for blobs in _ahead(_blobs(codec, shares, reports, gen, truth), QUEUE_DEPTH):
+    source = _blobs(codec, shares, reports, gen, truth, vocabulary)
+    for blobs in _ahead(source, QUEUE_DEPTH):
         added = write(blobs)
         expected = sum(blob.count(b"\n") for blob in blobs)
         if added != expected:
@@ -471,6 +489,9 @@ def check(
     if counts.n == 0:
         result.failed.append("nothing was counted")
         return
+    if definition.kind == "string":
+        _check_strings(definition, counts, truth, result)
+        return
     est = estimate_from_counts(definition.oracle, counts, confidence=0.95)
     share = truth / n
     inside = (est.ci_low <= share) & (share <= est.ci_high)
@@ -483,6 +504,22 @@ def check(
             f"{result.misses} of {result.intervals} intervals missed the truth "
             f"(> {result.miss_limit}: improbable at a 5 % miss rate)"
         )
+
+
+def _check_strings(
+    definition: MetricDefinition, counts: Any, truth: np.ndarray, result: FirehoseResult
+) -> None:
+    """A string metric: discover from the committed counts; the top 20's recall, and the
+    discovery's seconds (the truth's words are the vocabulary's, kept on ``result``)."""
+    from aggregator.stats.discovery import discover  # noqa: PLC0415
+    from aggregator.stats.strings import SketchEstimator  # noqa: PLC0415
+
+    start = time.perf_counter()
+    found = discover(SketchEstimator(codec_for(definition.sketch), counts))
+    result.discovery_seconds = time.perf_counter() - start
+    assert result.vocabulary is not None
+    top = {result.vocabulary[i].tobytes() for i in np.argsort(-truth, kind="stable")[:20]}
+    result.recall20 = sum(v in top for v in found.values[:20]) / 20
 
 
 def run(args: argparse.Namespace, url: str | None = None) -> FirehoseResult:
@@ -522,6 +559,11 @@ def run(args: argparse.Namespace, url: str | None = None) -> FirehoseResult:
                 "mechanism": args.mechanism,
                 "description": "loadtests.firehose",
             }
+            if args.mechanism == "string":  # -k: the synthetic vocabulary's size
+                from aggregator.analysis.vocabulary import synthetic_vocabulary  # noqa: PLC0415
+
+                spec = {"kind": "string", "max_length": args.max_length, "epsilon": args.epsilon}
+                result.vocabulary = synthetic_vocabulary(args.domain_size, args.max_length, 1)
             if args.shards != 1:
                 spec["shards"] = args.shards
             definition = Registry(client).put(name, spec).definition
@@ -531,13 +573,20 @@ def run(args: argparse.Namespace, url: str | None = None) -> FirehoseResult:
             shares = distribution(args.distribution, args.domain_size, args.zipf_s)
             gen = np.random.default_rng(args.seed)
             with progress_bar(
-                f"loading {definition.oracle.name}", args.reports, enabled=not args.quiet
+                f"loading {definition.mechanism.name}", args.reports, enabled=not args.quiet
             ) as advance:
                 truth, result.load_seconds = load(
-                    client, definition, args.reports, shares, gen, args.loader, advance
+                    client,
+                    definition,
+                    args.reports,
+                    shares,
+                    gen,
+                    args.loader,
+                    advance,
+                    result.vocabulary,
                 )
             result.truth = truth.tolist()
-            _say(args, f"loaded {args.reports:,} {definition.oracle.name} k={args.domain_size} "
+            _say(args, f"loaded {args.reports:,} {definition.mechanism.name} k={args.domain_size} "
                        f"ε={args.epsilon:g} ({args.loader}) in {result.load_seconds:.1f} s: "
                        f"{result.load_rate:,.0f} reports/s")  # fmt: skip
             if args.no_drain:
@@ -581,9 +630,16 @@ def _print(result: FirehoseResult, args: argparse.Namespace) -> None:
             f"drain CPU     workers {r.drain_worker_cpu:.1f} s, redis-server "
             + ("n/a" if r.drain_redis_cpu is None else f"{r.drain_redis_cpu:.1f} s")
             + f" (of {r.drain_seconds:.1f} s wall)",
-            f"intervals     {r.misses} of {r.intervals} missed the truth (limit {r.miss_limit}); "
-            f"max |f̂ − f|/se = {r.max_abs_z:.2f}",
         ]
+        if r.recall20 is not None:
+            lines.append(
+                f"discovery     top-20 recall {r.recall20:.2f} in {r.discovery_seconds:.1f} s"
+            )
+        else:
+            lines.append(
+                f"intervals     {r.misses} of {r.intervals} missed the truth "
+                f"(limit {r.miss_limit}); max |f̂ − f|/se = {r.max_abs_z:.2f}"
+            )
     print("\n".join(lines))
     if r.failed:
         print("FAILED:\n  " + "\n  ".join(r.failed))
@@ -601,7 +657,9 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--reports", "-n", type=int, default=10_000_000)
     ap.add_argument("--mechanism", "-m", default="oue",
-                    choices=["rr", "grr", "sue", "oue", "olh", "blh", "hr", "ss"])  # fmt: skip
+                    choices=[*"rr grr sue oue olh blh hr ss string".split()])  # fmt: skip
+    ap.add_argument("--max-length", type=int, default=16,
+                    help="string: bytes per value (-k is then the vocabulary's size)")  # fmt: skip
     ap.add_argument("--domain-size", "-k", type=int, default=64)
     ap.add_argument("--epsilon", "-e", type=float, default=1.0)
     ap.add_argument("--distribution", default="zipf", choices=DISTRIBUTIONS)

@@ -148,6 +148,22 @@ def _rows(
             "cs_high": mean.cs_high,
         }
         return
+    if definition.kind == "string":  # the discovered values, as the API lists them
+        from aggregator.web.strings import string_estimates
+
+        found = string_estimates(client, definition, window, confidence, [])
+        for r in found.estimates:
+            yield {
+                **head,
+                "n": found.n,
+                "reports_per_device": 1,
+                "value": r.value,
+                "estimate": r.frequency,
+                "std_error": r.std_error,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+            }
+        return
     counts = read_counts(client, definition, window)
     body = estimate_window(client, registry, definition, window, confidence, counts)
     assert not isinstance(body, MeanEstimate)

@@ -119,6 +119,8 @@ def _values(metric: dict[str, Any]) -> str:
         return f"k={len(metric['domain'])}"
     if "range" in metric:
         return "range [{:g}, {:g}]".format(*metric["range"])
+    if "max_length" in metric:
+        return f"strings ≤ {metric['max_length']} bytes"
     return metric.get("kind", "")
 
 

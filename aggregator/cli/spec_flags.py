@@ -120,9 +120,18 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         "--kind",
         ("kind",),
         text,
-        f"One of {', '.join(KINDS)}: frequencies of --domain's labels (the default), or the "
-        "mean of a number within --range.",
+        f"One of {', '.join(KINDS)}: frequencies of --domain's labels (the default), the "
+        "mean of a number within --range, or strings of --max-length bytes discovered "
+        "without a domain (string).",
         metavar="KIND",
+    ),
+    SpecFlag(
+        "--max-length",
+        ("max_length",),
+        scalar,
+        "A string metric's bytes per value (--kind string; its sketch's rows and cells: "
+        "--option rows=… --option cells=…).",
+        metavar="BYTES",
     ),
     SpecFlag("--domain", ("domain",), labels, "Comma-separated labels, or @file.json.", "-d"),
     SpecFlag(
@@ -154,7 +163,7 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         ("options",),
         option_pairs,
         "KEY=VALUE, a mechanism's option (olh: g, ss: s, rr: flip_probability, pram: "
-        "matrix as JSON or @file.json...); repeatable.",
+        "matrix as JSON or @file.json, string: rows, cells...); repeatable.",
         metavar="KEY=VALUE",
         multiple=True,
     ),

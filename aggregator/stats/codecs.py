@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from operator import countOf
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -40,8 +40,12 @@ from client_sdk.mechanisms import (
     PostRandomization,
     SubsetSelection,
 )
+from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
 from ldp_store import schema
+
+if TYPE_CHECKING:
+    from aggregator.stats.strings import StringCodec
 
 __all__ = [
     "Counts",
@@ -534,7 +538,15 @@ class SubsetCodec(FrequencyCodec):
 def codec_for(mechanism: FrequencyOracle) -> FrequencyCodec: ...
 @overload
 def codec_for(mechanism: NumericMechanism) -> NumericCodec: ...
-def codec_for(mechanism: FrequencyOracle | NumericMechanism) -> FrequencyCodec | NumericCodec:
+@overload
+def codec_for(mechanism: StringSketch) -> StringCodec: ...
+@overload
+def codec_for(
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
+) -> FrequencyCodec | NumericCodec | StringCodec: ...
+def codec_for(
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
+) -> FrequencyCodec | NumericCodec | StringCodec:
     """The batch codec of a mechanism object: a frequency oracle's or a numeric one's.
 
     Raises:
@@ -542,6 +554,10 @@ def codec_for(mechanism: FrequencyOracle | NumericMechanism) -> FrequencyCodec |
     """
     if isinstance(mechanism, NumericMechanism):
         return NumericCodec(mechanism)
+    if isinstance(mechanism, StringSketch):  # its codec builds on this module's: import late
+        from aggregator.stats.strings import StringCodec
+
+        return StringCodec(mechanism)
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),

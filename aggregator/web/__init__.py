@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from flask import Flask
 
-from aggregator.web import access, alarms, dashboard, estimates, plan, status
+from aggregator.web import access, alarms, dashboard, estimates, plan, status, strings
 
 __all__ = ["install"]
 
@@ -36,5 +36,6 @@ def install(app: Flask) -> None:
     app.register_blueprint(estimates.bp)
     app.register_blueprint(status.bp)
     app.register_blueprint(plan.bp)
+    app.register_blueprint(strings.bp)
     app.register_blueprint(dashboard.bp)
     access.install(app)

@@ -49,7 +49,7 @@ __all__ = [
 REALM = "ldp-telemetry"
 """The HTTP authentication realm: the browser keeps one password per origin and realm."""
 
-PROTECTED_BLUEPRINTS = frozenset({"estimates", "dashboard", "plan", "status"})
+PROTECTED_BLUEPRINTS = frozenset({"estimates", "dashboard", "plan", "status", "strings"})
 """Blueprints that only read: the estimates API, the dashboard and its JSON helpers."""
 
 PUBLIC_ENDPOINTS = frozenset({"dashboard.static", "dashboard.plotly_js"})

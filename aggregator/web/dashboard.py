@@ -36,6 +36,7 @@ from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
+from client_sdk.wire import MetricDefinition
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -222,6 +223,8 @@ def metric(name: str) -> str | tuple[str, int]:
     if definition is None:
         return _missing(name)
     d = describe(definition)
+    if definition.kind == "string":
+        return _string_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     query = {"version": d["version"]}
@@ -238,6 +241,25 @@ def metric(name: str) -> str | tuple[str, int]:
     }
     current = ext.registry.current_version(name)
     return render_template("metric.html", d=d, page=page, current_version=current)
+
+
+def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
+    """A string metric's page: discovered values, the detection threshold, candidates."""
+    page = {
+        "page": "string",
+        "metric": d,
+        "refresh": _refresh_seconds(),
+        "api": {
+            "estimates": url_for(
+                "estimates.get_estimates", name=definition.name, version=definition.version
+            ),
+            "plan": url_for("strings.get_string_plan"),
+        },
+        "max_length": definition.sketch.max_length,
+    }
+    return render_template(
+        "string.html", d=d, page=page, sketch=definition.sketch, current_version=current
+    )
 
 
 def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str, Any]:

@@ -76,11 +76,13 @@ from aggregator.web.models import (
     MeanTrendPoint,
     PoisoningAlarm,
     ShuffledEpsilon,
+    StringEstimates,
     Trend,
     TrendPoint,
     TrendQuery,
 )
 from aggregator.web.status import retention_of
+from aggregator.web.strings import parse_candidates, string_estimates
 from client_sdk.mechanisms import PostRandomization
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, MetricPath, answer
@@ -502,7 +504,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate),
+            (Estimates, MeanEstimate, StringEstimates),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -520,7 +522,8 @@ def _numeric_csv(body: MeanEstimate) -> Response:
         503: UNAVAILABLE,
     },
     description="Computed from the counts in Redis on each request. Categorical metrics "
-    "answer Estimates, numeric ones MeanEstimate (its kind is numeric).",
+    "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
+    "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
@@ -542,6 +545,14 @@ def get_estimates(name: str) -> Any:
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
+    if definition.kind == "string":
+        if fmt == "csv":
+            raise BadRequest("a string metric's estimates are JSON only")
+        try:
+            candidates = parse_candidates(request.args.get("candidates"))
+        except ValueError as exc:
+            raise BadRequest(f"candidates: {exc}") from None
+        return answer(string_estimates(client, definition, window, confidence, candidates))
     if definition.kind == "numeric" or not simultaneous:
         found = estimate_window(client, registry, definition, window, confidence, with_alarms=True)
         if isinstance(found, MeanEstimate):
@@ -569,6 +580,11 @@ def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""
     client, registry = _services()
     definition = _definition(registry, name)
+    if definition.kind == "string":
+        raise BadRequest(
+            "a string metric has no trend: its values are discovered per window "
+            "(GET /v1/estimates/<name>?window=hour:… for one window)"
+        )
     granularity = request.args.get("granularity", GRANULARITIES[0])
     if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")

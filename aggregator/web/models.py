@@ -45,11 +45,17 @@ __all__ = [
     "Overview",
     "OverviewRow",
     "RetentionInEffect",
+    "MAX_CANDIDATES",
+    "MAX_CANDIDATES_QUERY",
     "Plan",
     "PlanQuery",
     "PlanTarget",
     "PlannedMechanism",
     "PoisoningAlarm",
+    "StringEstimates",
+    "StringPlan",
+    "StringPlanQuery",
+    "StringRow",
     "Trend",
     "TrendPoint",
     "TrendQuery",
@@ -114,6 +120,16 @@ INTERVALS = ("score", "exact")
 """How a frequency interval is built (see aggregator.stats.intervals)."""
 
 
+MAX_CANDIDATES_QUERY = 300
+"""Characters of ``?candidates=``: the whole request line must fit the web server's 4 KiB
+limit (gunicorn's ``limit_request_line``, 4,094 bytes) even when every character is
+percent-encoded UTF-8 (up to 12 bytes each); 300 characters are some 40 search terms."""
+
+MAX_CANDIDATES = 100
+"""Most candidate strings one request estimates: each costs a few hash evaluations per
+level; 100 keep a request well under a millisecond of numpy per window."""
+
+
 class EstimatesQuery(Model):
     """The query of ``GET /v1/estimates/<name>``."""
 
@@ -127,6 +143,9 @@ class EstimatesQuery(Model):
     """Intervals that hold for every value at once (Bonferroni): 1, true or yes (any
     case) mean true, anything else false. Ignored for numeric metrics."""
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
+    candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """String metrics: comma-separated values to estimate besides those discovered (at
+    most 100 values and 300 characters; each normalised like a device's value)."""
 
 
 class TrendQuery(Model):
@@ -241,6 +260,79 @@ class Estimates(Model):
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
     shuffled_epsilon: ShuffledEpsilon | None = None
     """ε_c of these n reports seen only as estimates; None without reports."""
+
+
+class StringRow(Model):
+    """One value of a string metric: discovered, or asked for as a candidate."""
+
+    value: str
+    frequency: Number
+    """Unbiased over the sketch's hash salt and the noise; null when no level has reports."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    p_value: Number
+    """One-sided, of f = 0."""
+    discovered: bool
+    """Called present by the discovery (Benjamini–Hochberg at ``alpha`` over every value
+    tested)."""
+
+
+class StringEstimates(Model):
+    """A string metric's discovered values (and asked-for candidates) in one window."""
+
+    metric: str
+    version: Version
+    kind: Literal["string"]
+    mechanism: str
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    confidence: float
+    window: str
+    max_length: int
+    alpha: float
+    """False discovery rate of the values called present."""
+    tested: Annotated[int, Field(ge=0)]
+    """Complete values the discovery tested."""
+    detection_threshold: Number
+    """The frequency found with probability about ½ at this ε and n (a value of full
+    length; shorter values are estimated from more levels and found a little below it)."""
+    interval: str
+    """How ci_low/ci_high are built."""
+    estimates: list[StringRow]
+    """The discovered values, most frequent first."""
+    candidates: list[StringRow]
+    """The values of ``?candidates=``, in the order asked."""
+
+
+class StringPlanQuery(Model):
+    """The query of ``GET /v1/plan/strings``: give exactly one of users and frequency."""
+
+    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    max_length: Annotated[int, Field(ge=1, le=64)] = 16
+    """Bytes per value."""
+    users: Annotated[int, Field(ge=1, le=MAX_N)] | Absent = None
+    """Print the frequency these users find."""
+    frequency: Annotated[float, Field(gt=0, lt=1)] | Absent = None
+    """Print the users needed to find values this frequent."""
+    concentration: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Σf² of the values discovery will not find (the collision floor; 0: ignored)."""
+    power: Annotated[float, Field(ge=0.01, le=0.99)] = 0.5
+    """Probability of finding a value at that frequency."""
+
+
+class StringPlan(Model):
+    """What a string metric can find: the frequency N users find, or the N a frequency needs."""
+
+    epsilon: float
+    max_length: int
+    users: Annotated[int, Field(ge=1)] | None
+    """Null: no number of users finds values this rare (below the collision floor)."""
+    frequency: float
+    power: float
+    floor: float
+    """The frequency below which no number of users finds a value."""
 
 
 class MeanEstimate(Model):

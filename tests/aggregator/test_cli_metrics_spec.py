@@ -18,7 +18,7 @@ from werkzeug.serving import make_server
 
 from aggregator.cli import main
 from aggregator.cli.spec_flags import SPEC_FLAGS, build_spec
-from client_sdk.wire import NUMERIC_SPEC_FIELDS, SPEC_FIELDS
+from client_sdk.wire import NUMERIC_SPEC_FIELDS, SPEC_FIELDS, STRING_SPEC_FIELDS
 from collector import create_app
 from ldp_store.embedded import free_port
 
@@ -70,7 +70,17 @@ def stored(url: str, name: str) -> dict[str, Any]:
 
 def test_every_spec_key_has_a_flag() -> None:
     keys = {row.path[0] for row in SPEC_FLAGS}
-    assert keys == SPEC_FIELDS | NUMERIC_SPEC_FIELDS
+    assert keys == SPEC_FIELDS | NUMERIC_SPEC_FIELDS | STRING_SPEC_FIELDS
+
+
+def test_a_string_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> None:
+    spec = {"kind": "string", "max_length": 12, "epsilon": 4.0, "options": {"rows": 16}}
+    assert put(url, "by.json", spec)[0] == 201
+    code, out = create(url, "by.flags", "--kind", "string", "--max-length", "12", "-e", "4",
+                       "--option", "rows=16")  # fmt: skip
+    assert code == 0, out
+    assert stored(url, "by.flags") == stored(url, "by.json")
+    assert stored(url, "by.flags")["max_length"] == 12
 
 
 # Each case: the flags, and the JSON spec a person would PUT for the same metric.

@@ -28,6 +28,7 @@ from aggregator.stream.worker import Worker
 from aggregator.web import models as read_models
 from client_sdk import mechanisms, wire
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
+from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import build_report
 from collector import models as collector_models
 from collector import settings
@@ -41,6 +42,7 @@ PAGES_BLUEPRINT = "dashboard"
 READ_PREFIXES = ("/v1/estimates", "/v1/overview", "/v1/plan")
 
 NUMERIC_SPEC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
+STRING_SPEC = {"kind": "string", "max_length": 8, "epsilon": 4.0}
 BUDGET_SPEC = {
     "domain": ["a", "b", "c", "d"],
     "epsilon": 0.5,
@@ -111,6 +113,7 @@ def test_each_app_documents_what_it_mounts(redis_db: Any) -> None:
         "/v1/overview",
         "/v1/plan",
         "/v1/plan/curve",
+        "/v1/plan/strings",
     }
     assert set(collector["components"]["securitySchemes"]) == {"adminToken", "metricsToken"}
     assert set(whole["components"]["securitySchemes"]) == {
@@ -223,7 +226,12 @@ def test_the_documents_limits_are_the_enforcing_constants(redis_db: Any) -> None
     assert component(doc, "MetricSpec")["anyOf"] == [
         {"$ref": "#/components/schemas/CategoricalSpec"},
         {"$ref": "#/components/schemas/NumericSpec"},
+        {"$ref": "#/components/schemas/StringSpec"},
     ]
+    strings = component(doc, "StringSpec")
+    assert strings["properties"]["kind"]["const"] == wire.KINDS[2]
+    assert set(strings["required"]) == {"kind", "max_length", "epsilon"}
+    assert strings["properties"]["max_length"]["maximum"] == MAX_STRING_LENGTH
     spec = component(doc, "CategoricalSpec")
     assert spec["dependentRequired"] == {"longitudinal": ["budget"]}
     assert spec["properties"]["domain"]["maxItems"] == mechanisms.MAX_DOMAIN_SIZE
@@ -296,6 +304,7 @@ def test_documented_limits_are_enforced(redis_db: Any, path: str, name: str, bas
 def test_the_request_models_have_the_wire_codes_fields() -> None:
     assert set(collector_models.CategoricalSpec.model_fields) == wire.SPEC_FIELDS
     assert set(collector_models.NumericSpec.model_fields) == wire.NUMERIC_SPEC_FIELDS
+    assert set(collector_models.StringSpec.model_fields) == wire.STRING_SPEC_FIELDS
     assert tuple(collector_models.Report.model_fields) == wire.REPORT_FIELDS
 
 
@@ -441,6 +450,8 @@ def server(redis_db: Any) -> FlaskClient:
     budgeted = define(client, "app.tier", BUDGET_SPEC)
     batch += reports(budgeted, 30, value=2)
     define(client, "app.empty", {**THEME_SPEC, "epsilon": 2.0})
+    terms = define(client, "search.term", STRING_SPEC)
+    batch += [build_report(terms, rng.choice(["pizza", "sushi"]), rng) for _ in range(40)]
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
     Worker(redis_db.client(), handle_signals=False).run(once=True)
     return client
@@ -460,11 +471,17 @@ def read_urls(client: FlaskClient) -> list[str]:
             f"/v1/estimates/{name}/trend",
             f"/v1/estimates/{name}/trend?granularity=day&confidence=0.99&simultaneous=1",
         ]
+    urls += [
+        "/v1/estimates/search.term",
+        f"/v1/estimates/search.term?window={hour}&candidates=pizza,ramen&confidence=0.9",
+    ]
     return urls + [
         "/v1/plan?epsilon=1&k=3&users=1000",
         "/v1/plan?epsilon=0.5&k=64&width=0.01&confidence=0.9",
         "/v1/plan/curve?epsilon=1&k=3",
         "/v1/plan/curve?epsilon=2&k=16&mechanism=blh&points=31&n_min=10&n_max=1e6",
+        "/v1/plan/strings?epsilon=4&users=1000000",
+        "/v1/plan/strings?epsilon=1&max_length=8&frequency=0.001&concentration=0.2",
     ]
 
 
@@ -477,7 +494,7 @@ def test_read_api_answers_match_their_documented_schemas(server: FlaskClient) ->
         assert response.status_code == 200, (url, response.json)
         check_answer(doc, "get", url, response)
         kinds.add(response.json.get("kind", "categorical") if "estimates/" in url else "")
-    assert {"categorical", "numeric"} <= kinds
+    assert {"categorical", "numeric", "string"} <= kinds
     # Every read path was exercised; the document's nulls were met (the empty metric).
     exercised = {operation_for(doc, url)[0] for url in urls}
     assert exercised == {p for p in doc["paths"] if p.startswith(READ_PREFIXES)}
@@ -512,6 +529,12 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
         ("/v1/estimates/app.nope/trend", 404),
         ("/v1/plan?epsilon=1&k=3", 400),
         ("/v1/plan/curve?epsilon=1&k=3&points=1", 400),
+        ("/v1/plan/strings?epsilon=4", 400),
+        ("/v1/estimates/search.term/trend", 400),
+        ("/v1/estimates/search.term?candidates=" + ",".join(["x"] * 101), 400),
+        ("/v1/plan/strings?epsilon=4&users=10&frequency=0.1", 400),
+        ("/v1/plan/strings?epsilon=4&max_length=65&users=10", 400),
+        ("/v1/plan/strings?epsilon=x&users=10", 400),
     ],
 )
 def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: int) -> None:
@@ -528,7 +551,7 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     read_operations = [
         (path, item["get"]) for path, item in doc["paths"].items() if path.startswith(READ_PREFIXES)
     ]
-    assert len(read_operations) == 5
+    assert len(read_operations) == 6
     for path, operation in read_operations:  # every read API says so
         assert operation["security"] == [{"readToken": []}, {"readTokenBasic": []}], path
         assert "401" in operation["responses"], path

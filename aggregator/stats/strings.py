@@ -1,0 +1,444 @@
+"""String metrics on the server: the sketch's codec and its unbiased frequency estimates.
+
+The device side is :class:`client_sdk.mechanisms.strings.StringSketch`. Its counts vector
+(length L·h·m) holds, for each group g = level·h + row, the GRR counts C_g(0..m−1) at
+``g·m``: one additive vector, summed by the exactly-once commit script like any frequency
+metric's support counts. A report increments one counter.
+
+Estimating a prefix x of length l (level l−1) from the counts, with G = L·h groups, each
+picked with probability 1/G:
+
+    F̂_g(c)  = (G·C_g(c)/n − q*)/(p* − q*)            unbiased for the cell's frequency F
+    F̄(x)    = (1/h) Σ_r R_{l,r}(H_{l,r}(x))            mean over the level's rows
+    f̂(x)    = (F̄(x) − (1 − M)/m)/(1 − 1/m)            Count Mean Sketch debiasing
+
+where R = F̂ minus the estimates of the *known* values (those the discovery accepted at
+this level, x excepted) that hash to the same cell, and M their total estimate (M = 0 and
+R = F̂ when nothing is known: Apple's CMS estimate). E[F_{l,r}(H(x))] = f(x) + Σ_{y≠x}
+f(y)·Pr[H(y) = H(x)], the probability 1/m over the salt; taking the known values' mass
+out leaves f(x) + (1 − f(x) − M)/m, so E[f̂(x)] = f(x): unbiased over the salt and the
+noise (up to the known values' own estimation error, divided by m). The variance:
+
+    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (S₂ − Σ_known f̂² − f²)·(1/m)(1 − 1/m) / h ]
+
+Var_r = G·π(1 − π/G)/(n(p* − q*)²), π = q* + (p* − q*)F (C ~ Bin(n, π/G)), at the cell's
+plug-in F; the second term is the collision noise: another prefix y lands in x's cell with
+probability 1/m, independently across rows, adding f(y)·Bernoulli(1/m). S₂ = Σ_y f(y)² of
+the level is estimated from the sketch itself: E[Σ_c F_r(c)²] = S₂ + (1 − S₂)/m, and
+E[F̂²] = F² + Var.
+
+A string s shorter than L bytes has the same frequency as each of its padded prefixes
+s‖0…0 at levels |s|+1..L (no other value starts with s‖0), so its estimate averages those
+levels' independent estimates: short strings get more reports than long ones.
+
+References:
+    Apple Differential Privacy Team, "Learning with Privacy at Scale", 2017 (CMS).
+    G. Cormode, S. Muthukrishnan, "An improved data stream summary: the count-min sketch
+    and its applications", J. Algorithms 2005.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.codecs import Counts
+from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
+from ldp_store import schema
+
+__all__ = [
+    "Known",
+    "LevelEstimate",
+    "SketchEstimator",
+    "StringCodec",
+    "as_padded",
+    "combine",
+    "padded_array",
+    "value_lengths",
+]
+
+IntArray = npt.NDArray[np.int64]
+U8Array = npt.NDArray[np.uint8]
+
+
+def padded_array(values: Sequence[bytes], length: int) -> U8Array:
+    """Padded values (bytes of ``length``) as an (n, length) uint8 matrix."""
+    if not values:
+        return np.zeros((0, length), dtype=np.uint8)
+    return np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), length).copy()
+
+
+def as_padded(matrix: U8Array) -> list[bytes]:
+    """Rows of a uint8 matrix as bytes."""
+    return [row.tobytes() for row in np.ascontiguousarray(matrix, dtype=np.uint8)]
+
+
+def mod_p(x: IntArray) -> IntArray:
+    """x mod P for 0 ≤ x < 2⁶², P = 2³¹ − 1, by Mersenne folding (numpy's % is several
+    times slower): 2³¹ ≡ 1 (mod P), so x ≡ (x & P) + (x >> 31)."""
+    x = (x & HASH_PRIME) + (x >> 31)
+    x = (x & HASH_PRIME) + (x >> 31)
+    return np.where(x >= HASH_PRIME, x - HASH_PRIME, x)
+
+
+class StringCodec:
+    """The :class:`~aggregator.stats.batch.Codec` of a string metric: sketch counts."""
+
+    def __init__(self, mechanism: StringSketch) -> None:
+        self.m = mechanism
+        self.k = mechanism.counters
+        a, cb = mechanism.coefficients
+        self._a = np.array(a, dtype=np.int64)
+        pairs = np.array(cb, dtype=np.int64).reshape(mechanism.levels, mechanism.rows, 2)
+        self._c = pairs[:, :, 0]
+        self._b = pairs[:, :, 1]
+
+    # -- parsing ----------------------------------------------------------------------
+    def parse(self, payloads: Sequence[Any]) -> Batch:
+        """Validate and columnize payloads.
+
+        Raises:
+            PayloadError: naming the index and the problem of the first bad payload.
+        """
+        m = self.m
+        bounds = {"l": (0, m.levels), "r": (0, m.rows), "v": (0, m.cells)}
+        batch: Batch | None = None
+        try:
+            batch = int_columns(payloads, bounds)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            batch = None
+        if batch is None:
+            raise_first_error(self.m, payloads)
+        assert batch is not None
+        return batch
+
+    # -- decoding ---------------------------------------------------------------------
+    def count(self, batch: Batch) -> IntArray:
+        """The counts vector: C_g(c) at g·m + c, g = level·h + row."""
+        m = self.m
+        index = (batch.columns["l"] * m.rows + batch.columns["r"]) * m.cells + batch.columns["v"]
+        return np.bincount(index, minlength=self.k).astype(np.int64)
+
+    def decode(self, payloads: Sequence[Any]) -> Counts:
+        """parse + count."""
+        batch = self.parse(payloads)
+        return Counts(batch.n, self.count(batch))
+
+    def increments(self, batch: Batch) -> list[str | int]:
+        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters
+        (the pairs of :func:`ldp_store.schema.frequency_increments`, from a name table)."""
+        support = self.count(batch)
+        nonzero = np.flatnonzero(support)
+        pairs: list[str | int] = [""] * (2 * len(nonzero))
+        names = self._field_names
+        pairs[0::2] = [names[i] for i in nonzero.tolist()]
+        pairs[1::2] = support[nonzero].tolist()
+        return [schema.N, batch.n, *pairs]
+
+    @cached_property
+    def _field_names(self) -> list[str]:
+        """``c:<i>`` of every counter (:func:`ldp_store.schema.count_field`)."""
+        return [schema.count_field(i) for i in range(self.k)]
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """None: the poisoning test's seed histograms are local hashing's."""
+        return []
+
+    # -- hashing ----------------------------------------------------------------------
+    def fingerprints(self, prefixes: U8Array) -> IntArray:
+        """φ_r of each prefix (rows of a uint8 matrix) for every row r: an (N, h) matrix."""
+        phi = np.zeros((len(prefixes), self.m.rows), dtype=np.int64)
+        for j in range(prefixes.shape[1]):
+            phi = mod_p(phi * self._a[None, :] + prefixes[:, j, None].astype(np.int64) + 1)
+        return phi
+
+    def extend(self, phi: IntArray, byte: npt.NDArray[Any] | int) -> IntArray:
+        """φ_r of prefixes extended by one byte (a column of bytes, or one byte for all)."""
+        b = np.asarray(byte, dtype=np.int64)
+        if b.ndim == 1:
+            b = b[:, None]
+        return mod_p(phi * self._a[None, :] + b + 1)
+
+    def cells(self, phi: IntArray, level: int) -> IntArray:
+        """H_{level,r}: the (N, h) cells of fingerprints at a level (0-based)."""
+        c, b = self._c[level][None, :], self._b[level][None, :]
+        h = mod_p(c * phi + b)
+        m = self.m.cells
+        return h & (m - 1) if m & (m - 1) == 0 else h % m
+
+    # -- simulation -------------------------------------------------------------------
+    def encode(self, values: U8Array, gen: np.random.Generator) -> Batch:
+        """Perturb padded values (an (n, L) uint8 matrix) with a numpy generator."""
+        m, n = self.m, len(values)
+        group = gen.integers(0, m.groups, n)
+        level, row = np.divmod(group, m.rows)
+        phi = np.zeros(n, dtype=np.int64)
+        a = self._a[row]
+        for j in range(m.levels):
+            step = mod_p(phi * a + values[:, j].astype(np.int64) + 1)
+            phi = np.where(j <= level, step, phi)
+        cell = mod_p(self._c[level, row] * phi + self._b[level, row]) % m.cells
+        keep = gen.random(n) < m.inner.p
+        other = gen.integers(0, m.cells - 1, n)
+        v = np.where(keep, cell, other + (other >= cell))
+        return Batch(n, {"l": level.astype(np.int64), "r": row.astype(np.int64), "v": v})
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
+        """Payload dicts of a batch, as the SDK would have produced them."""
+        names = list(batch.columns)
+        cols = [batch.columns[name].tolist() for name in names]
+        return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
+
+
+def int_columns(payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
+    """Columns of int fields, each within [low, high); None if anything is off."""
+    width = len(bounds)
+    if not all(type(p) is dict and len(p) == width for p in payloads):
+        return None
+    columns: dict[str, np.ndarray] = {}
+    for name, (low, high) in bounds.items():
+        values = [p[name] for p in payloads]
+        if not all(type(x) is int for x in values):
+            return None
+        col = np.array(values, dtype=np.int64)
+        if col.size and (col.min() < low or col.max() >= high):
+            return None
+        columns[name] = col
+    return Batch(len(payloads), columns)
+
+
+@dataclass(frozen=True)
+class LevelEstimate:
+    """Estimates of N prefixes or values: f̂, its variance, the variance at f = 0, and the
+    counts behind them (for the small-count test)."""
+
+    frequency: np.ndarray
+    variance: np.ndarray
+    null_variance: np.ndarray
+    support: np.ndarray
+    """Σ of the counts of the cells used."""
+    null_support: np.ndarray
+    """E[support] if the value were absent (its cells holding only the collision mass)."""
+
+    def p_values(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
+        """One-sided p-values of f = 0: the larger of the normal test's (the collision
+        noise, which dominates at large n) and a Poisson tail of the counts (right in the
+        limit of small counts, and conservative: a Poisson's upper tail is above a binomial
+        sum's of the same mean beyond mean + 1; Anderson & Samuels 1967).
+
+        Args:
+            scale: the null's measured spread in units of σ₀ (see
+                :func:`aggregator.stats.discovery.null_scale`), per value or for all.
+        """
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = self.frequency / (np.sqrt(self.null_variance) * scale)
+        normal = normal_sf(np.nan_to_num(z, nan=-np.inf))
+        tail = poisson_sf(self.support, np.nan_to_num(self.null_support, nan=0.0))
+        return np.where(np.isnan(self.frequency), 1.0, np.maximum(normal, tail))
+
+
+_erfc = np.vectorize(math.erfc, otypes=[float])
+
+EXACT_POISSON = 400
+"""Counts up to which :func:`poisson_sf` sums the probabilities exactly; above, the tail
+is the normal one with a continuity correction (the Poisson's mean is then ≥ 300 where
+it matters, and its skew under 0.06)."""
+
+
+def normal_sf(z: np.ndarray) -> np.ndarray:
+    """Pr[Z ≥ z] of a standard normal (numpy has no erfc; the web app loads no scipy)."""
+    return np.asarray(0.5 * _erfc(np.asarray(z, dtype=float) / math.sqrt(2.0)))
+
+
+def poisson_sf(count: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """Pr[X ≥ count] for X ~ Poisson(mean), elementwise; 1 where count ≤ 0."""
+    count = np.asarray(count, dtype=float)
+    mean = np.maximum(np.asarray(mean, dtype=float), 1e-300)
+    out = np.ones(np.broadcast(count, mean).shape)
+    count, mean = np.broadcast_to(count, out.shape), np.broadcast_to(mean, out.shape)
+    small = (count > 0) & (count <= EXACT_POISSON)
+    if small.any():
+        c, mu = count[small], mean[small]
+        k = np.arange(EXACT_POISSON)[None, :]
+        log_pmf = (
+            k * np.log(mu)[:, None]
+            - mu[:, None]
+            - np.array([math.lgamma(j + 1) for j in range(EXACT_POISSON)])[None, :]
+        )
+        below = np.where(k < c[:, None], np.exp(log_pmf), 0.0).sum(axis=1)
+        out[small] = np.clip(1.0 - below, 0.0, 1.0)
+    large = count > EXACT_POISSON
+    if large.any():
+        c, mu = count[large], mean[large]
+        out[large] = normal_sf((c - 0.5 - mu) / np.sqrt(mu))
+    return out
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """The (N, h) cells of N prefixes at one level, with their raw estimates and counts."""
+
+    level: int
+    cells: IntArray
+    f_raw: np.ndarray
+    support: np.ndarray
+
+    def take(self, idx: IntArray) -> Gathered:
+        """The rows ``idx``."""
+        return Gathered(self.level, self.cells[idx], self.f_raw[idx], self.support[idx])
+
+
+@dataclass
+class Known:
+    """Values known at one level (accepted by discovery), taken out of others' estimates."""
+
+    residual: np.ndarray
+    """(h, m): the cells' estimates minus the known values' estimates in them."""
+    mass: float = 0.0
+    mass_sq: float = 0.0
+    accepted: dict[bytes, float] = field(default_factory=dict)
+    """Complete values among them: padded value → its estimate (x's own share is added
+    back when x itself is estimated)."""
+
+
+class SketchEstimator:
+    """Unbiased frequency estimates of any prefix or string from a string metric's counts.
+
+    Args:
+        codec: the metric's codec (its hash functions).
+        counts: the window's n and counts vector.
+    """
+
+    def __init__(self, codec: StringCodec, counts: Counts) -> None:
+        m = codec.m
+        self.codec, self.m = codec, m
+        if len(counts.support) != m.counters:
+            raise ValueError(f"counts of length {len(counts.support)}, expected {m.counters}")
+        self.n = counts.n
+        self.cell_counts = counts.support.reshape(m.levels, m.rows, m.cells)
+        inner, G = m.inner, m.groups
+        n = max(self.n, 1)
+        self.cell_freq = (G * self.cell_counts / n - inner.q) / (inner.p - inner.q)
+        self.row_reports = self.n / G
+        """E[reports per group]: the groups are drawn uniformly."""
+
+    def known(self, level: int) -> Known:
+        """Nothing known yet at a level."""
+        return Known(self.cell_freq[level].copy())
+
+    @cached_property
+    def second_moment(self) -> np.ndarray:
+        """S₂ = Σ_y f(y)² of each level's prefixes, from the sketch (clipped to [0, 1])."""
+        m = self.m.cells
+        f = self.cell_freq
+        var = self.m.cell_variance(max(self.n, 1), np.clip(f, 0.0, 1.0))
+        squares = (f * f - var).sum(axis=2)  # unbiased for Σ_c F_r(c)², per level and row
+        return np.clip(((m * squares - 1) / (m - 1)).mean(axis=1), 0.0, 1.0)
+
+    def gather(self, level: int, cells: IntArray) -> Gathered:
+        """The (N, h) raw cell estimates and counts of prefixes at a level."""
+        rows = np.arange(self.m.rows)[None, :]
+        return Gathered(
+            level, cells, self.cell_freq[level][rows, cells], self.cell_counts[level][rows, cells]
+        )
+
+    def level(
+        self, level: int, cells: IntArray, known: Known | None = None, own: np.ndarray | None = None
+    ) -> LevelEstimate:
+        """Estimates at a level (0-based) of the prefixes whose cells are ``cells`` (N, h).
+
+        Args:
+            level: the level.
+            cells: each prefix's cell in each row (:meth:`StringCodec.cells`).
+            known: the values known at this level (default: none).
+            own: per prefix, its own estimate if it is itself known, else NaN.
+        """
+        return self.reduce(self.gather(level, cells), known, own)
+
+    def scores(
+        self, level: int, resid_sum: np.ndarray, known: Known | None, collisions: bool = True
+    ) -> np.ndarray:
+        """z-scores (f̂/σ₀) of prefixes not themselves known, from Σ_r R(c_r): the fast path
+        of :meth:`reduce` for ranking (σ₀ is the same for all of them). Without
+        ``collisions``, σ₀ is the LDP noise's alone: the spread left once the heavy
+        values are known, which is what a first, loose cut needs."""
+        m, h = self.m.cells, self.m.rows
+        mass = 0.0 if known is None else known.mass
+        mass_sq = 0.0 if known is None else known.mass_sq
+        rest = 1.0 - min(max(mass, 0.0), 1.0)
+        f_hat = (resid_sum / h - rest / m) / (1 - 1 / m)
+        s2 = max(float(self.second_moment[level]) - mass_sq, 0.0) if collisions else 0.0
+        null = (m / (m - 1)) ** 2 * (
+            self.m.cell_variance(max(self.n, 1), rest / m) / h + s2 * (1 / m) * (1 - 1 / m) / h
+        )
+        return np.asarray(f_hat / np.sqrt(null)) if self.n else np.full(len(resid_sum), -np.inf)
+
+    def reduce(
+        self, g: Gathered, known: Known | None = None, own: np.ndarray | None = None
+    ) -> LevelEstimate:
+        """:meth:`level` from gathered cells (discovery gathers once per level)."""
+        m, h = self.m.cells, self.m.rows
+        rows = np.arange(h)[None, :]
+        n = max(self.n, 1)
+        if known is None:
+            resid, mass, mass_sq = g.f_raw, 0.0, 0.0
+        else:
+            resid = known.residual[rows, g.cells]
+            mass, mass_sq = known.mass, known.mass_sq
+        own_f = np.zeros(len(g.cells)) if own is None else np.nan_to_num(own, nan=0.0)
+        resid_mean = resid.mean(axis=1) + own_f  # x's own subtraction, undone
+        rest = 1.0 - np.clip(mass - own_f, 0.0, 1.0)
+        f_hat = (resid_mean - rest / m) / (1 - 1 / m)
+        s2 = np.maximum(self.second_moment[g.level] - (mass_sq - own_f**2), 0.0)
+        scale = (m / (m - 1)) ** 2
+        coll = (1 / m) * (1 - 1 / m) / h
+        f_clip = np.clip(f_hat, 0.0, 1.0)
+        ldp = self.m.cell_variance(n, np.clip(g.f_raw, 0.0, 1.0)).sum(axis=1) / h**2
+        ldp0 = self.m.cell_variance(n, rest / m) / h
+        var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
+        null = scale * (ldp0 + s2 * coll)
+        inner = self.m.inner
+        q0 = inner.q + (inner.p - inner.q) * rest / m
+        null_support = self.row_reports * q0 * h
+        support = g.support.sum(axis=1).astype(float)
+        if self.n == 0:
+            nan = np.full(len(g.cells), np.nan)
+            return LevelEstimate(nan, nan, nan, support, null_support + nan)
+        return LevelEstimate(f_hat, var, null + 0 * f_hat, support, null_support + 0 * f_hat)
+
+
+def combine(parts: list[tuple[np.ndarray, LevelEstimate]], size: int) -> LevelEstimate:
+    """The mean of each value's level estimates (independent levels: variances add / count²).
+
+    Args:
+        parts: (indices of the values, their estimates at one level) per level.
+        size: number of values.
+    """
+    total, total_var, total_null, used, support, null_support = (np.zeros(size) for _ in range(6))
+    for idx, est in parts:
+        good = ~np.isnan(est.frequency)
+        at = idx[good]
+        total[at] += est.frequency[good]
+        total_var[at] += est.variance[good]
+        total_null[at] += est.null_variance[good]
+        used[at] += 1
+        support[at] += est.support[good]
+        null_support[at] += est.null_support[good]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return LevelEstimate(
+            total / used, total_var / used**2, total_null / used**2, support, null_support
+        )
+
+
+def value_lengths(padded: U8Array) -> IntArray:
+    """Byte length of each padded value (its last non-NUL byte's position + 1)."""
+    L = padded.shape[1]
+    nonzero = padded != 0
+    return np.asarray(np.where(nonzero.any(axis=1), L - np.argmax(nonzero[:, ::-1], axis=1), 0))

@@ -1,0 +1,227 @@
+"""String metrics in the estimates API: discovered values, candidates, the threshold.
+
+``GET /v1/estimates/<name>`` of a string metric answers :class:`StringEstimates`: the
+values the discovery (:mod:`aggregator.stats.discovery`) called present, most frequent
+first, each with its unbiased frequency, standard error and interval; the values asked
+for with ``?candidates=a,b,c`` (normalised like a device's, estimated the same way); and
+the detection threshold at the current n.
+
+Discovery walks every level of the sketch (seconds at 10⁶ reports), so its result is
+kept per (metric, version, window) in the process and recomputed when the window's n has
+changed and the last result is older than :data:`REDISCOVER_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from statistics import NormalDist
+
+import numpy as np
+import redis
+from flask import Blueprint, request
+from werkzeug.exceptions import BadRequest
+
+from aggregator.analysis.string_planning import detectable_frequency, users_to_find
+from aggregator.stats.codecs import codec_for
+from aggregator.stats.discovery import Discovery, detection_threshold, discover
+from aggregator.stats.intervals import json_float
+from aggregator.stats.strings import SketchEstimator, padded_array
+from aggregator.stream.counts import read_counts
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.models import (
+    MAX_CANDIDATES,
+    MAX_CANDIDATES_QUERY,
+    MAX_N,
+    StringEstimates,
+    StringPlan,
+    StringPlanQuery,
+    StringRow,
+)
+from client_sdk.mechanisms.strings import StringSketch, display, normalise
+from client_sdk.wire import MetricDefinition
+from ldp_api.models import Error, Mechanism, answer
+from ldp_api.openapi import Reply, documented
+
+__all__ = ["REDISCOVER_SECONDS", "bp", "parse_candidates", "string_estimates"]
+
+bp = Blueprint("strings", __name__)
+
+REDISCOVER_SECONDS = 30.0
+"""How long a window's discovery is reused while its reports keep arriving: a discovery
+costs seconds of CPU at 10⁶ reports; the dashboard refreshes far more often."""
+
+CACHED_WINDOWS = 64
+"""Discoveries kept per process (the newest windows of a few dozen string metrics)."""
+
+INTERVAL = (
+    "normal: f̂ ± z·√Var, Var = the inner oracle's variance per row plus the sketch's "
+    "collision variance (estimated from the sketch)"
+)
+
+_cache: OrderedDict[tuple[str, int, str], tuple[int, float, Discovery, SketchEstimator]] = (
+    OrderedDict()
+)
+_lock = threading.Lock()
+
+
+def parse_candidates(raw: str | None) -> list[str]:
+    """The values of ``?candidates=a,b,c`` (empty ones dropped).
+
+    Raises:
+        ValueError: more than :data:`MAX_CANDIDATES` values or
+            :data:`~aggregator.web.models.MAX_CANDIDATES_QUERY` characters, or a NUL.
+    """
+    if not raw:
+        return []
+    values = [v for v in raw.split(",") if v]
+    if len(values) > MAX_CANDIDATES:
+        raise ValueError(f"at most {MAX_CANDIDATES} candidates, got {len(values)}")
+    if len(raw) > MAX_CANDIDATES_QUERY:
+        raise ValueError(f"at most {MAX_CANDIDATES_QUERY} characters, got {len(raw)}")
+    if any("\x00" in v for v in values):
+        raise ValueError("a candidate must not contain NUL")
+    return values
+
+
+def _discovery(
+    client: redis.Redis, definition: MetricDefinition, window: str
+) -> tuple[Discovery, SketchEstimator]:
+    key = (definition.name, definition.version, window)
+    counts = read_counts(client, definition, window)
+    now = time.monotonic()
+    with _lock:
+        hit = _cache.get(key)
+    if hit is not None and (hit[0] == counts.n or now - hit[1] < REDISCOVER_SECONDS):
+        return hit[2], hit[3]
+    est = SketchEstimator(codec_for(definition.sketch), counts)
+    found = discover(est)
+    with _lock:
+        _cache[key] = (counts.n, now, found, est)
+        _cache.move_to_end(key)
+        while len(_cache) > CACHED_WINDOWS:
+            _cache.popitem(last=False)
+    return found, est
+
+
+def _row(value: str, f: float, var: float, p: float, z: float, discovered: bool) -> StringRow:
+    se = float(np.sqrt(var)) if np.isfinite(var) else float("nan")
+    return StringRow(
+        value=value,
+        frequency=json_float(f),
+        std_error=json_float(se),
+        ci_low=json_float(f - z * se),
+        ci_high=json_float(f + z * se),
+        p_value=json_float(p),
+        discovered=discovered,
+    )
+
+
+def string_estimates(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    candidates: list[str],
+) -> StringEstimates:
+    """The answer of the estimates API for a string metric's window."""
+    sketch = definition.sketch
+    found, est = _discovery(client, definition, window)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    rows = [
+        _row(display(v), float(f), float(var), float(p), z, True)
+        for v, f, var, p in zip(
+            found.values, found.frequency, found.variance, found.p_values, strict=True
+        )
+    ]
+    asked: list[StringRow] = []
+    if candidates:
+        padded = [normalise(c, sketch.max_length) for c in candidates]
+        got = found.estimate(est, padded_array(padded, sketch.max_length))
+        known = set(found.values)
+        for c, v, f, var, p in zip(
+            candidates, padded, got.frequency, got.variance, got.p_values(), strict=True
+        ):
+            asked.append(_row(c, float(f), float(var), float(p), z, v in known))
+    return StringEstimates(
+        metric=definition.name,
+        version=definition.version,
+        kind="string",
+        mechanism=sketch.name,
+        epsilon=sketch.epsilon,
+        mechanism_params=Mechanism.model_validate(sketch.params()),
+        n=est.n,
+        confidence=confidence,
+        window=window,
+        max_length=sketch.max_length,
+        alpha=found.alpha,
+        tested=found.tested,
+        detection_threshold=json_float(
+            detection_threshold(found.null_std, found.tested, found.alpha)
+        ),
+        interval=INTERVAL,
+        estimates=rows,
+        candidates=asked,
+    )
+
+
+def _arg(name: str, default: float | None = None) -> float | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadRequest(f"{name} must be a number, got {raw[:40]!r}") from None
+    if not np.isfinite(value):
+        raise BadRequest(f"{name} must be a finite number")
+    return value
+
+
+@bp.get("/v1/plan/strings")
+@documented(
+    "What a string metric can find: the frequency N users find, or the users needed to "
+    "find values of a frequency.",
+    {
+        200: Reply("The answer (users null: no number of users suffices).", StringPlan),
+        400: Reply("A missing or bad parameter, or both or neither of users/frequency.", Error),
+        401: UNAUTHORIZED,
+    },
+    description="Give exactly one of users and frequency.",
+    query=StringPlanQuery,
+    security=READ_TOKEN,
+)
+def get_string_plan() -> dict[str, object]:
+    """The frequency ``users`` find, or the users a ``frequency`` needs."""
+    epsilon = _arg("epsilon")
+    if epsilon is None:
+        raise BadRequest("epsilon is required")
+    length = _arg("max_length", 16.0)
+    assert length is not None
+    if length != int(length) or not 1 <= length <= 64:
+        raise BadRequest(f"max_length must be an integer in [1, 64], got {length:g}")
+    users, frequency = _arg("users"), _arg("frequency")
+    if (users is None) == (frequency is None):
+        raise BadRequest("give exactly one of users and frequency")
+    concentration = _arg("concentration", 0.0)
+    power = _arg("power", 0.5)
+    assert concentration is not None and power is not None
+    if not 0 <= concentration <= 1:
+        raise BadRequest(f"concentration must be in [0, 1], got {concentration:g}")
+    if not 0.01 <= power <= 0.99:
+        raise BadRequest(f"power must be in [0.01, 0.99], got {power:g}")
+    try:
+        sketch = StringSketch(epsilon=epsilon, max_length=int(length))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if users is not None:
+        if users != int(users) or not 1 <= users <= MAX_N:
+            raise BadRequest(f"users must be an integer in [1, {MAX_N:.0e}], got {users:g}")
+        found = detectable_frequency(sketch, int(users), concentration, power=power)
+    else:
+        assert frequency is not None
+        if not 0 < frequency < 1:
+            raise BadRequest(f"frequency must be in (0, 1), got {frequency:g}")
+        found = users_to_find(sketch, frequency, concentration, power=power)
+    return answer(StringPlan(**found.__dict__))

@@ -1,0 +1,167 @@
+"""String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
+
+    PYTHONPATH=. python benchmarks/bench_strings.py [--quick] [--section quality|coverage|cost]
+
+quality: precision and recall of the top 20 and top 100 found against the truth, for
+n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
+bytes, Zipf exponents 1.1 and 1.5 (one seeded population per cell: the figures move by a
+few hundredths between seeds); also how many were found and the detection threshold.
+
+coverage: the share of 95 % intervals that cover the truth, over fresh salts and noise,
+for candidates (the true top 50, estimated by ``?candidates=``) and discovered values.
+
+cost: the SDK's perturb (CSPRNG) µs per report, bytes on the wire, the codec's count
+rate, discovery seconds per window and Redis bytes per window. The firehose's drain rate
+through real workers is measured by ``python -m loadtests.firehose --mechanism string``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from aggregator.analysis.string_simulation import score, simulate_counts
+from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
+from aggregator.stats.codecs import codec_for
+from aggregator.stats.discovery import detection_threshold, discover
+from aggregator.stats.strings import SketchEstimator
+from client_sdk.mechanisms.strings import StringSketch
+from client_sdk.wire import build_report, parse_spec
+
+VOCABULARY = 100_000
+LENGTH = 16
+
+
+def load() -> str:
+    return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> None:
+    vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    print("\n## Discovery quality (top-k precision / recall; one seeded population per cell)")
+    print(
+        "| Zipf s | ε | n | found | threshold | top-20 P | top-20 R | top-100 P | top-100 R "
+        "| discover s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for s in exponents:
+        shares = zipf_shares(VOCABULARY, s)
+        for eps in epsilons:
+            sketch = StringSketch(epsilon=eps, max_length=LENGTH, salt="b1")
+            for n in ns:
+                gen = np.random.default_rng(int(n + 100 * eps + 10 * s))
+                counts, truth = simulate_counts(sketch, vocab, shares, n, gen)
+                t = time.perf_counter()
+                found = discover(SketchEstimator(codec_for(sketch), counts))
+                took = time.perf_counter() - t
+                a, b = score(found, vocab, truth, 20), score(found, vocab, truth, 100)
+                thr = detection_threshold(found.null_std, found.tested)
+                print(
+                    f"| {s} | {eps:g} | {n:.0e} | {len(found.values)} | {thr:.4f} | "
+                    f"{a.precision:.2f} | {a.recall:.2f} | {b.precision:.2f} | {b.recall:.2f} | "
+                    f"{took:.1f} |",
+                    flush=True,
+                )
+
+
+def coverage(runs: int) -> None:
+    vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    shares = zipf_shares(VOCABULARY, 1.1)
+    print(f"\n## Interval coverage (95 % intervals, {runs} populations with fresh salts)")
+    print("| ε | n | candidates covered | discovered covered |")
+    print("|---|---|---|---|")
+    for eps, n in ((4.0, 1_000_000), (2.0, 1_000_000), (8.0, 100_000)):
+        cand = [0, 0]
+        disc = [0, 0]
+        for run in range(runs):
+            gen = np.random.default_rng(1000 + run)
+            sketch = StringSketch(epsilon=eps, max_length=LENGTH, salt=f"{run + 1:04x}")
+            counts, truth = simulate_counts(sketch, vocab, shares, n, gen)
+            est = SketchEstimator(codec_for(sketch), counts)
+            found = discover(est)
+            share = truth / n
+            top = np.argsort(-truth)[:50]
+            got = found.estimate(est, vocab[top])
+            se = np.sqrt(got.variance)
+            inside = np.abs(got.frequency - share[top]) <= 1.96 * se
+            cand[0] += int(inside.sum())
+            cand[1] += len(top)
+            index = {vocab[i].tobytes(): i for i in range(len(vocab))}
+            for v, f, var in zip(found.values, found.frequency, found.variance, strict=True):
+                i = index.get(v)
+                true = share[i] if i is not None else 0.0
+                disc[0] += int(abs(f - true) <= 1.96 * np.sqrt(var))
+                disc[1] += 1
+        print(
+            f"| {eps:g} | {n:.0e} | {cand[0] / cand[1]:.3f} ({cand[1]}) | "
+            f"{disc[0] / max(disc[1], 1):.3f} ({disc[1]}) |",
+            flush=True,
+        )
+
+
+def cost() -> None:
+    print("\n## Cost")
+    d = parse_spec("bench.term", {"kind": "string", "max_length": LENGTH, "epsilon": 4.0})
+    sketch = d.sketch
+    words = ["pizza", "naïve café", "a" * 40, "münchen"]
+    reps = 20_000
+    t = time.perf_counter()
+    for i in range(reps):
+        sketch.perturb(words[i % 4])
+    perturb_us = (time.perf_counter() - t) / reps * 1e6
+    t = time.perf_counter()
+    for i in range(reps):
+        build_report(d, words[i % 4])
+    report_us = (time.perf_counter() - t) / reps * 1e6
+    wire = [len(json.dumps(build_report(d, w), separators=(",", ":"))) for w in words * 50]
+    print(f"SDK perturb (CSPRNG): {perturb_us:.1f} µs/report; build_report: {report_us:.1f} µs")
+    print(
+        f"payload: at most {sketch.wire_bytes} bytes; whole report on the wire: "
+        f"{np.mean(wire):.0f} bytes mean, {max(wire)} max"
+    )
+    codec = codec_for(sketch)
+    vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    gen = np.random.default_rng(5)
+    batch = codec.encode(vocab[gen.integers(0, VOCABULARY, 200_000)], gen)
+    payloads = codec.to_payloads(batch)
+    t = time.perf_counter()
+    for start in range(0, len(payloads), 10_000):
+        codec.increments(codec.parse(payloads[start : start + 10_000]))
+    rate = len(payloads) / (time.perf_counter() - t)
+    print(f"codec parse + count (worker CPU, one core): {rate:,.0f} reports/s")
+    print(
+        f"counters per window: {sketch.counters:,} = {8 * sketch.counters / 2**20:.2f} MiB "
+        f"packed (+ the allocator's rounding) per window per shard"
+    )
+    for n in (100_000, 1_000_000, 10_000_000):
+        counts, _ = simulate_counts(sketch, vocab, zipf_shares(VOCABULARY, 1.1), n, gen)
+        t = time.perf_counter()
+        discover(SketchEstimator(codec, counts))
+        print(f"discovery at n = {n:.0e}: {time.perf_counter() - t:.1f} s", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--section", choices=["quality", "coverage", "cost"], action="append")
+    args = ap.parse_args()
+    sections = args.section or ["cost", "quality", "coverage"]
+    print(load())
+    if "cost" in sections:
+        cost()
+    if "quality" in sections:
+        if args.quick:
+            quality([1_000_000], [4.0], [1.1])
+        else:
+            quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
+    if "coverage" in sections:
+        coverage(3 if args.quick else 10)
+    print(load())
+
+
+if __name__ == "__main__":
+    main()

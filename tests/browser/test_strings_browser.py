@@ -1,0 +1,112 @@
+"""The string metric page in a real Chromium, on the real system.
+
+A string metric (search terms) gets 3,000 reports from the SDK over HTTP; the real
+aggregator counts them. The page must list exactly the values the estimates API
+discovered, with their intervals, show the detection threshold at the current n, and
+estimate values typed into its form (``?candidates=``), all without console errors or
+requests leaving the server's origin.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+from browser_helpers import chromium_missing, launch
+
+_missing = chromium_missing()
+if _missing:
+    pytest.skip(_missing, allow_module_level=True)
+
+from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
+from test_dashboard_browser import Watched, _request, watch  # noqa: E402
+
+from aggregator.service.serve import Server  # noqa: E402
+from client_sdk import Client  # noqa: E402
+
+NAME = "search.term"
+SPEC = {"kind": "string", "max_length": 8, "epsilon": 6.0, "description": "What people search"}
+TERMS = {"pizza": 0.4, "sushi": 0.25, "crêpe": 0.15}
+USERS = 3000
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("strings")
+    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
+        _request(f"{s.url}/v1/metrics/{NAME}", "PUT", SPEC, s.admin_token)
+        client = Client(s.url, flush_at=500, rng=random.Random(5))
+        picker = random.Random(6)
+        tail = [f"w{i:03d}" for i in range(500)]
+        for _ in range(USERS):
+            x, value = picker.random(), None
+            for term, share in TERMS.items():
+                if x < share:
+                    value = term
+                    break
+                x -= share
+            assert client.report(NAME, value or picker.choice(tail))
+        assert client.flush(timeout=60)
+        client.shutdown()
+        deadline = time.monotonic() + 60
+        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < USERS:
+            assert time.monotonic() < deadline, "not counted"
+            time.sleep(0.2)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        b = launch(pw)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def watched(browser: Browser, server: Server) -> Iterator[Watched]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(20_000)
+    w = watch(context.new_page(), server.url)
+    yield w
+    context.close()
+
+
+def test_string_page_shows_the_discovered_values_threshold_and_candidates(
+    watched: Watched, server: Server
+) -> None:
+    api = _request(f"{server.url}/v1/estimates/{NAME}")
+    found = [row["value"] for row in api["estimates"]]
+    assert set(TERMS) <= set(found)
+    page = watched.page
+    page.goto(f"{server.url}/ui/metric/{NAME}")
+    table = page.get_by_test_id("discovered-table")
+    expect(table.locator("tbody tr")).to_have_count(len(found))
+    assert table.locator("tbody tr td.value").all_inner_texts() == found
+    first = api["estimates"][0]
+    row = table.locator("tbody tr").first
+    low, high = max(first["ci_low"], 0) * 100, first["ci_high"] * 100
+    expect(row).to_contain_text(f"{first['frequency'] * 100:.2f}%")
+    expect(row).to_contain_text(f"{low:.2f}% – {high:.2f}%")
+    expect(page.get_by_test_id("fact-n")).to_have_text(f"{USERS:,}")
+    threshold = f"{api['detection_threshold'] * 100:.2f}% at n = {USERS:,}"
+    expect(page.get_by_test_id("fact-threshold")).to_have_text(threshold)
+
+    page.locator("#candidates-input").fill("pizza, ramen")
+    page.get_by_role("button", name="Estimate").click()
+    candidates = page.get_by_test_id("candidates-table")
+    expect(candidates.locator("tbody tr")).to_have_count(2)
+    asked = _request(f"{server.url}/v1/estimates/{NAME}?candidates=pizza,ramen")["candidates"]
+    assert candidates.locator("tbody tr td.value").all_inner_texts() == ["pizza", "ramen"]
+    expect(candidates.locator("tbody tr").nth(0)).to_contain_text("yes")
+    expect(candidates.locator("tbody tr").nth(1)).to_contain_text(
+        f"{asked[1]['frequency'] * 100:.2f}%"
+    )
+
+    page.locator("#plan-frequency").fill("1")
+    page.get_by_role("button", name="Users needed").click()
+    planned = _request(f"{server.url}/v1/plan/strings?epsilon=6&max_length=8&frequency=0.01")
+    expect(page.get_by_test_id("plan-answer")).to_contain_text(f"{planned['users']:,} users")
+    watched.check()
