@@ -275,6 +275,20 @@ class Budget:
         return self.reports_per_period * self.periods(start, end)
 
 
+def _check_common(spec: Mapping[str, Any], problems: list[str]) -> tuple[Any, Any, Any, Any]:
+    """The keys every kind of metric shares: budget, shards, retention and description,
+    each checked (problems appended); the checked values, in that order."""
+    budget = _check_budget(spec.get("budget"), problems)
+    shards = _check_shards(spec.get("shards"), problems)
+    retention = _check_retention(spec.get("retention"), problems)
+    description = spec.get("description", "")
+    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
+        problems.append(
+            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
+        )
+    return budget, shards, retention, description
+
+
 def _check_budget(budget: object, problems: list[str]) -> Budget | None:
     """The :class:`Budget` of a spec's or definition's ``budget`` (None when absent)."""
     if budget is None:
@@ -661,14 +675,7 @@ def _parse_numeric_spec(
             f"mechanism of a numeric metric must be one of {', '.join(mechanisms.NUMERIC_NAMES)}, "
             f"got {mech_name!r}"
         )
-    budget = _check_budget(spec.get("budget"), problems)
-    shards = _check_shards(spec.get("shards"), problems)
-    retention = _check_retention(spec.get("retention"), problems)
-    description = spec.get("description", "")
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
-        problems.append(
-            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
-        )
+    budget, shards, retention, description = _check_common(spec, problems)
     if problems or epsilon is None or value_range is None:
         raise DefinitionError(problems)
     reason = ""
@@ -746,14 +753,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     options = spec.get("options", {})
     if not isinstance(options, dict):
         problems.append("options must be an object")
-    budget = _check_budget(spec.get("budget"), problems)
-    shards = _check_shards(spec.get("shards"), problems)
-    retention = _check_retention(spec.get("retention"), problems)
-    description = spec.get("description", "")
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
-        problems.append(
-            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
-        )
+    budget, shards, retention, description = _check_common(spec, problems)
     if problems or epsilon is None:
         raise DefinitionError(problems)
     reason = ""
@@ -955,14 +955,7 @@ def _parse_string_spec(
         problems.append(
             f"unknown fields {unknown} for a string metric; allowed: {sorted(STRING_SPEC_FIELDS)}"
         )
-    budget = _check_budget(spec.get("budget"), problems)
-    shards = _check_shards(spec.get("shards"), problems)
-    retention = _check_retention(spec.get("retention"), problems)
-    description = spec.get("description", "")
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
-        problems.append(
-            f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
-        )
+    budget, shards, retention, description = _check_common(spec, problems)
     if "options" in spec and not isinstance(spec["options"], dict):
         problems.append("options of a string metric must be an object (leave it out for none)")
     mech = _string_mechanism(

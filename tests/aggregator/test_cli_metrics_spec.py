@@ -5,7 +5,6 @@ own messages."""
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -14,13 +13,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from werkzeug.serving import make_server
+from wsgi_helpers import serving
 
 from aggregator.cli import main
 from aggregator.cli.spec_flags import SPEC_FLAGS, build_spec
 from client_sdk.wire import NUMERIC_SPEC_FIELDS, SPEC_FIELDS, STRING_SPEC_FIELDS
 from collector import create_app
-from ldp_store.embedded import free_port
 
 TOKEN = "test-admin-token"
 
@@ -29,15 +27,8 @@ TOKEN = "test-admin-token"
 def url(redis_db: Any) -> Iterator[str]:
     """A real collector on a free port, on the session's Redis."""
     app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    server = make_server("127.0.0.1", free_port(), app)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(5)
-        server.server_close()
+    with serving(app) as url:
+        yield url
 
 
 def create(url: str, name: str, *options: str) -> tuple[int, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +10,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from werkzeug.serving import make_server
+from wsgi_helpers import serving
 
 from aggregator.analysis.audit import AuditResult
 from aggregator.cli import main
@@ -35,15 +34,8 @@ def invoke(*args: str, charset: str = "utf-8") -> tuple[int, str]:
 def collector_url(redis_db: Any) -> Iterator[str]:
     """A real collector (PUT/GET /v1/metrics) on a free port, on the session's Redis."""
     app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    server = make_server("127.0.0.1", free_port(), app)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(5)
-        server.server_close()
+    with serving(app) as url:
+        yield url
 
 
 def create(url: str, name: str, *options: str) -> tuple[int, str]:
@@ -206,7 +198,6 @@ def test_create_sets_a_metrics_own_retention(collector_url: str, redis_db: Any) 
 
 def test_an_unreachable_collector_is_one_line_with_the_way_out() -> None:
     """New-user finding: a server on another port gave a raw urllib3 error."""
-    from ldp_store.embedded import free_port  # noqa: PLC0415
 
     url = f"http://127.0.0.1:{free_port()}"
     result = CliRunner().invoke(main, ["metrics", "list", "--url", url])

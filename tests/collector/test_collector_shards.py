@@ -8,7 +8,6 @@ report goes, that a replay still meets its first copy, and that every reader sum
 from __future__ import annotations
 
 import random
-import threading
 from collections import Counter
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from collector_helpers import ADMIN, TOKEN, define, make_app, reports
 from flask.testing import FlaskClient
-from werkzeug.serving import make_server
+from wsgi_helpers import serving
 
 from aggregator.cli import main
 from aggregator.service.app import create_server_app
@@ -25,7 +24,6 @@ from aggregator.stream.worker import Worker
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec
 from ldp_store import keys
-from ldp_store.embedded import free_port
 
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}
 
@@ -113,11 +111,7 @@ def test_the_worker_and_every_reader_sum_the_shards(redis_db: Any) -> None:
 
 def test_ldp_metrics_create_takes_shards(redis_db: Any) -> None:
     app = make_app(redis_db.url)
-    server = make_server("127.0.0.1", free_port(), app)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        url = f"http://127.0.0.1:{server.server_port}"
+    with serving(app) as url:
         args = ["metrics", "create", "app.hot", "--url", url, "--token", TOKEN]
         args += ["--domain", "a,b,c", "--epsilon", "1", "--shards", "8"]
         result = CliRunner().invoke(main, args)
@@ -125,7 +119,3 @@ def test_ldp_metrics_create_takes_shards(redis_db: Any) -> None:
         assert app.test_client().get("/v1/metrics/app.hot").json["shards"] == 8
         too_many = CliRunner().invoke(main, [*args[:-1], str(MAX_SHARDS + 1)])
         assert too_many.exit_code == 2 and "--shards" in too_many.output
-    finally:
-        server.shutdown()
-        thread.join(5)
-        server.server_close()
