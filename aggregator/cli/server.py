@@ -241,6 +241,11 @@ def demo(
 
     started = time.perf_counter()
     _check_port_free(host, port)  # before any earlier run's data is removed
+    # The simulated devices all come from this machine's address: one source to the
+    # collector's per-source limits, which would throttle the whole population to one
+    # device's share. Off for the demo unless set (a real deployment keeps them).
+    for limit in ("LDP_SOURCE_REQUESTS_PER_SECOND", "LDP_SOURCE_REPORTS_PER_MINUTE"):
+        os.environ.setdefault(limit, "0")
     if redis_url is None:  # the embedded store: a fresh one for each run
         run_dir, removed = d.fresh_run_folder(data_dir)
         if removed:
