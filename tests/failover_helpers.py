@@ -153,6 +153,32 @@ def _wait(condition: Any, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+def start_workers(
+    url: str,
+    workers: list[Worker],
+    threads: list[threading.Thread],
+    errors: list[str],
+    batch_size: int,
+    block_ms: int,
+) -> None:
+    """Two aggregator workers on the cluster at ``url``, each in a thread, appended to
+    ``workers`` and ``threads``; what ends a worker is appended to ``errors``."""
+    for i in range(2):
+        worker = Worker(connect(url), name=f"w{i}", handle_signals=False,
+                        batch_size=batch_size, block_ms=block_ms)  # fmt: skip
+        workers.append(worker)
+
+        def work(w: Worker = worker) -> None:
+            try:
+                w.run()
+            except BaseException as exc:  # noqa: BLE001 - the caller reports it
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+        threads.append(threading.Thread(target=work, daemon=True))
+    for t in threads:
+        t.start()
+
+
 def run_failover(
     base: Path,
     replica_acks: int,
@@ -196,20 +222,7 @@ def run_failover(
         client = connect(url)
         victim_port = int(client.get_node_from_key(keys.stream_key(HOT, hot.version, 0)).port)
 
-        for i in range(2):
-            worker = Worker(connect(url), name=f"w{i}", handle_signals=False,
-                            batch_size=200, block_ms=200)  # fmt: skip
-            workers.append(worker)
-
-            def work(w: Worker = worker) -> None:
-                try:
-                    w.run()
-                except BaseException as exc:  # noqa: BLE001 - the scenario reports it
-                    errors.append(f"{type(exc).__name__}: {exc}")
-
-            threads.append(threading.Thread(target=work, daemon=True))
-        for t in threads:
-            t.start()
+        start_workers(url, workers, threads, errors, batch_size=200, block_ms=200)
 
         trackers = [Tracker(apps[i % 2]) for i in range(devices)]
         start = time.monotonic()

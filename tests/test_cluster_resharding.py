@@ -33,7 +33,14 @@ from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.connection import connect
 from tests.cluster_helpers import LocalCluster
-from tests.failover_helpers import HOT, TOKEN, Tracker, collector_app, offline_support
+from tests.failover_helpers import (
+    HOT,
+    TOKEN,
+    Tracker,
+    collector_app,
+    offline_support,
+    start_workers,
+)
 
 SPEC = {"domain": [f"screen-{i}" for i in range(16)], "epsilon": 1.0, "mechanism": "oue",
         "shards": 2}  # fmt: skip
@@ -91,20 +98,7 @@ def test_a_hot_metric_s_slots_move_to_another_primary_under_load(tmp_path: Path)
         target = next(p for p in cluster.ports if p != homes[0])
         assert set(homes) != {target}
 
-        for i in range(2):
-            worker = Worker(connect(url), name=f"w{i}", handle_signals=False,
-                            batch_size=100, block_ms=100)  # fmt: skip
-            workers.append(worker)
-
-            def work(w: Worker = worker) -> None:
-                try:
-                    w.run()
-                except BaseException as exc:  # noqa: BLE001 - the test reports it
-                    errors.append(f"{type(exc).__name__}: {exc}")
-
-            threads.append(threading.Thread(target=work, daemon=True))
-        for t in threads:
-            t.start()
+        start_workers(url, workers, threads, errors, batch_size=100, block_ms=100)
 
         trackers = [Tracker(apps[i % 2]) for i in range(4)]
         moving = threading.Event()
