@@ -26,19 +26,8 @@ from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
 from ldp_store.registry import Registry
+from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
 
-AGES = {
-    "domain": ["<18", "18-34", "35-64", "65+"],
-    "mechanism": "pram",
-    "options": {
-        "matrix": [
-            ["0.6", "0.25", "0.1", "0.05"],
-            ["0.15", "0.6", "0.15", "0.1"],
-            ["0.1", "0.15", "0.6", "0.15"],
-            ["0.05", "0.1", "0.25", "0.6"],
-        ]
-    },
-}
 LOUD = {"domain": ["a", "b"], "epsilon": 20.0, "mechanism": "grr"}
 PER_DAY = 4000.0
 """The published daily cap: room for the 1,500 PRAM reports one test client sends for

@@ -11,19 +11,7 @@ from test_dashboard_api import ADMIN_TOKEN, bearer, define, make
 
 from aggregator.stream.worker import Worker
 from client_sdk.wire import build_report
-
-AGES = {
-    "domain": ["<18", "18-34", "35-64", "65+"],
-    "mechanism": "pram",
-    "options": {
-        "matrix": [
-            ["0.6", "0.25", "0.1", "0.05"],
-            ["0.15", "0.6", "0.15", "0.1"],
-            ["0.1", "0.15", "0.6", "0.15"],
-            ["0.05", "0.1", "0.25", "0.6"],
-        ]
-    },
-}
+from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
 
 
 def test_the_overview_adds_up_the_most_a_device_can_spend_per_day(redis_db: Any) -> None:

@@ -23,6 +23,8 @@ AGES = {
         ]
     },
 }
+"""Age bands whose mistakes favour neighbours (the README's example); shared by the
+PRAM tests."""
 
 
 def test_a_pram_metric_is_created_with_epsilon_read_off_its_matrix(client: FlaskClient) -> None:
