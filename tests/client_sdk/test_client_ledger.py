@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -101,11 +102,12 @@ def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture
-def make_client(
+@contextmanager
+def clients_on(
     collector: Collector, clock: Clock, tmp_path: Path, mode: str
 ) -> Iterator[Callable[..., Client]]:
-    """Clients with the ledger in memory or in tmp_path/store, on the injected clock."""
+    """Clients with the ledger in memory or in tmp_path/store, on the injected clock;
+    shut down when the block ends (the ledger tests' and the device budget's fixture)."""
     clients: list[Client] = []
 
     def make(**options: Any) -> Client:
@@ -118,9 +120,20 @@ def make_client(
         clients.append(client)
         return client
 
-    yield make
-    for client in clients:
-        client.shutdown(timeout=0.2)
+    try:
+        yield make
+    finally:
+        for client in clients:
+            client.shutdown(timeout=0.2)
+
+
+@pytest.fixture
+def make_client(
+    collector: Collector, clock: Clock, tmp_path: Path, mode: str
+) -> Iterator[Callable[..., Client]]:
+    """Clients with the ledger in memory or in tmp_path/store, on the injected clock."""
+    with clients_on(collector, clock, tmp_path, mode) as make:
+        yield make
 
 
 # -- periods and the tally ---------------------------------------------------------------------

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from test_client import Collector
-from test_client_ledger import DAILY, FREE, Clock, at
+from test_client_ledger import DAILY, FREE, Clock, at, clients_on
 
 from client_sdk import Client, wire
 from client_sdk.device import DeviceCaps, device_total
@@ -52,21 +51,8 @@ def mode(request: pytest.FixtureRequest) -> str:
 def make_client(
     collector: Collector, clock: Clock, tmp_path: Path, mode: str
 ) -> Iterator[Callable[..., Client]]:
-    clients: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        if mode == "durable":
-            options.setdefault("storage_dir", tmp_path / "store")
-        options.setdefault("wallclock", clock)
-        options.setdefault("flush_at", 10_000)
-        options.setdefault("flush_interval", 3600.0)
-        client = Client(collector.url, **options)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.shutdown(timeout=0.2)
+    with clients_on(collector, clock, tmp_path, mode) as make:
+        yield make
 
 
 def test_a_report_past_the_daily_cap_is_refused_across_metrics(
