@@ -6,7 +6,8 @@ Redis Cluster. Metric names allow only ``[a-z0-9_.-]``: no braces, no colons.
 A version with ``shards`` N > 1 has N such sets of keys, shards 0..N−1, each its own slot
 (a report goes to :func:`shard_of` its id); readers sum them.
 A frequency metric's support counts C(v) of a window are packed in ``support:<window>``
-(:mod:`ldp_store.schema`; hashes written before hold them as ``c:<v>`` fields).
+(:mod:`ldp_store.schema`; hashes written before hold them as ``c:<v>`` fields), plus the
+batches' sparse increments not yet folded into it, in ``delta:<window>``.
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
 Σy² instead of ``c:<v>`` (see :mod:`aggregator.stats.numeric`).
 
@@ -23,6 +24,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
 | ``ldp:{m:…}:support:<window>`` | string | a frequency metric's C(0..k−1), packed |
+| ``ldp:{m:…}:delta:<window>`` | list | batches' increments of C not yet in ``support`` |
 | ``ldp:{m:…}:seeds:<hour or day>`` | hash | local hashing: ``<bin>`` → its seeds' count |
 | ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
 | ``ldp:{m:…}:expiries`` | sorted set | hour and day windows, scored by when they expire (ms) |
@@ -37,6 +39,7 @@ __all__ = [
     "claims_key",
     "counts_key",
     "dead_key",
+    "delta_key",
     "expiries_key",
     "guard_bucket_key",
     "guard_key",
@@ -118,9 +121,22 @@ def support_key(name: str, version: int, window: str = "all", shard: int = 0) ->
     return f"{PREFIX}:{tag(name, version, shard)}:support:{window}"
 
 
-def window_keys(name: str, version: int, window: str = "all", shard: int = 0) -> tuple[str, str]:
-    """Every key holding a window's counts: its counts hash and its packed support counts."""
-    return counts_key(name, version, window, shard), support_key(name, version, window, shard)
+def delta_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
+    """A frequency metric's sparse increments of C for a window, committed but not yet
+    folded into :func:`support_key` (a list of blobs; see :mod:`ldp_store.schema`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:delta:{window}"
+
+
+def window_keys(
+    name: str, version: int, window: str = "all", shard: int = 0
+) -> tuple[str, str, str]:
+    """Every key holding a window's counts: its counts hash, its packed support counts and
+    its unfolded increments."""
+    return (
+        counts_key(name, version, window, shard),
+        support_key(name, version, window, shard),
+        delta_key(name, version, window, shard),
+    )
 
 
 def expiries_key(name: str, version: int, shard: int = 0) -> str:

@@ -185,17 +185,18 @@ def expire_untimed(
         return 0
     window_keys = [keys.window_keys(name, version, w, shard) for w in windows]
     with client.pipeline(transaction=False) as pipe:
-        for pair in window_keys:
-            for key in pair:
+        for group in window_keys:
+            for key in group:
                 pipe.pttl(key)
         ttls = pipe.execute()
     now_ms = time.time() * 1000
     expired: list[str] = []
     with client.pipeline(transaction=False) as pipe:
-        for i, (window, pair) in enumerate(zip(windows, window_keys, strict=True)):
+        width = len(window_keys[0])
+        for i, (window, group) in enumerate(zip(windows, window_keys, strict=True)):
             at = round(1000 * cast(float, policy.expires_at(window)))
-            for j, key in enumerate(pair):
-                if ttls[2 * i + j] == -1:  # exists, without an expiry
+            for j, key in enumerate(group):
+                if ttls[width * i + j] == -1:  # exists, without an expiry
                     pipe.pexpireat(key, at)  # in the past: deleted at once
             if at <= now_ms:
                 expired.append(window)

@@ -21,6 +21,19 @@ routes them to the string. Hashes written before compact counts keep their ``c:<
 fields, which readers add to the string's counts: both formats stay readable, and a
 window written across the upgrade sums both exactly. ``n`` stays in the hash.
 
+**Deltas.** A batch that raises many distinct counters (a string metric's sketch: one
+counter in 262,144 a report) would cost one ``BITFIELD`` increment per counter and window,
+about 1.2 µs of Redis each. A metric with k ≥ :data:`DELTA_MIN_K` sends every batch's
+increments instead as one blob, the field ``d`` (:data:`DELTA_FIELD`):
+little-endian u32 pairs (v, C(v)) (:data:`DELTA_DTYPE`). The commit script appends it,
+prefixed by the batch's first entry id and ``|`` (unique in the list: an id is counted
+once), to each window's ``delta:<window>`` list (:func:`ldp_store.keys.delta_key`), with
+the window's expiry. A window's counts are the packed string plus every blob in its list;
+readers take the hash, the string and the list in one script (one atomic snapshot). A
+worker folds a list into the string now and then: it reads that snapshot, adds in numpy,
+and writes the sum back with a script that first checks the list still starts with the
+blob it read (a fold in between would have removed it), then trims what it folded.
+
 **Overflow.** C(v) ≤ n for every value (a report supports a value at most once), and the
 commit script refuses, before it acknowledges anything, a batch that would take a window's
 ``n`` past :data:`MAX_WINDOW_REPORTS` (2⁶², far below the counters' 2⁶³ − 1): the entries
@@ -48,6 +61,10 @@ __all__ = [
     "ALL",
     "COUNT_PREFIX",
     "DAY_MS",
+    "DELTA_DTYPE",
+    "DELTA_FIELD",
+    "DELTA_MIN_K",
+    "DELTA_SEPARATOR",
     "HOUR_MS",
     "LIMB_BITS",
     "MAX_WINDOW_REPORTS",
@@ -90,6 +107,22 @@ SUPPORT_BYTES = 8
 
 SUPPORT_DTYPE = ">i8"
 """The numpy dtype of a packed support string: BITFIELD stores integers big-endian."""
+
+DELTA_FIELD = "d"
+"""The increments field that carries a batch's counts as one blob (see Deltas above)."""
+
+DELTA_DTYPE = "<u4"
+"""The numpy dtype of a delta blob: (v, C(v)) pairs of little-endian unsigned 32-bit
+integers (a batch's C(v) ≤ its size, far below 2³²)."""
+
+DELTA_SEPARATOR = b"|"
+"""Between a stored blob's tag (the batch's first entry id) and its pairs."""
+
+DELTA_MIN_K = 1024
+"""Domain size k from which a metric's increments always go as delta blobs: a batch of
+such a metric raises up to thousands of counters (0.4 µs of BITFIELD a report at k =
+1024, 5 µs for a string metric's 262,144). Per metric, not per batch: only folds write
+the packed string of such a metric, which is what lets a fold overwrite it safely."""
 
 MAX_WINDOW_REPORTS = 1 << 62
 """Most reports one window of one shard may count (4.6·10¹⁸: a century and a half at 10⁹

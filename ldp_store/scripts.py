@@ -11,13 +11,15 @@ load them with redis-py's ``register_script``, which reloads a script after a re
 | :data:`READ` | the stream worker | fresh, history or claim reads as one packed reply |
 | :data:`COMMIT` | the stream worker | acknowledge + count, exactly once; trim |
 | :data:`DEAD` | the stream worker | dead-letter undecodable entries once; trim |
+| :data:`WINDOW` | every reader of counts | a window's hash, packed counts and deltas, at once |
+| :data:`FOLD` | the stream worker | fold a window's deltas into its packed counts |
 """
 
 from __future__ import annotations
 
 from ldp_store.schema import MAX_WINDOW_REPORTS, SUPPORT_BYTES, SUPPORT_TYPE
 
-__all__ = ["APPEND", "COMMIT", "DEAD", "ID_CHUNK", "READ"]
+__all__ = ["APPEND", "COMMIT", "DEAD", "FOLD", "ID_CHUNK", "READ", "WINDOW"]
 
 ID_CHUNK = 1_000
 """Ids per command inside a script: Lua's ``unpack`` fails beyond about 8,000 values."""
@@ -139,13 +141,15 @@ COMMIT = (
     _TRIM
     + """
 -- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence,
---       support:all, support:hour:…, support:day:…, expiries, seeds:hour:…, seeds:day:…
+--       support:all, support:hour:…, support:day:…, expiries, seeds:hour:…, seeds:day:…,
+--       delta:all, delta:hour:…, delta:day:…
 -- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
 --       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
 --       any other), hour expiry and day expiry (ms since the epoch), k (the packed
 --       support counters; 0: none), seed-bin increments 'bin,count,bin,count…' ('' for
 --       none), then field/increment pairs ('n' first; 'c:<v>' go to the packed support
---       counts, the others to the counts hashes).
+--       counts, 'd' (a blob of (v, C(v)) pairs) to the windows' delta lists, the others to
+--       the counts hashes).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
@@ -153,10 +157,15 @@ local ids = {}
 for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
 -- Every check comes before the first write: a refusal changes nothing.
 local size = tonumber(ARGV[11])
-local fields, ops = {}, {}
+local fields, ops, delta = {}, {}, nil
 for f = 13, #ARGV, 2 do
   local v = size > 0 and string.match(ARGV[f], '^c:(%d+)$')
-  if v then
+  if size > 0 and ARGV[f] == 'd' then
+    delta = ARGV[f + 1]
+    if #delta == 0 or #delta % 8 ~= 0 then
+      return redis.error_reply('DELTA blob of ' .. #delta .. ' bytes is not whole (v, C(v)) pairs')
+    end
+  elseif v then
     if tonumber(v) >= size then
       return redis.error_reply('SUPPORT value ' .. v .. ' outside 0..' .. (size - 1))
     end
@@ -251,7 +260,7 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = {0, tonumber(ARGV[9]), tonumber(ARGV[10])}  -- all (never), hour, day
 local names = {'all', ARGV[4], ARGV[6]}
-local zeros = nil
+local zeros, tagged = nil, nil
 local windows = {}
 for w = 1, 3 do
   local at = expires[w]
@@ -259,6 +268,13 @@ for w = 1, 3 do
   if at == 0 or at > now_ms then
     local hash, packed = KEYS[w + 1], KEYS[w + 6]
     for i = 1, #fields, 2 do redis.call('HINCRBY', hash, fields[i], fields[i + 1]) end
+    if delta then
+      -- One blob for the whole batch, tagged with its first id (counted once: unique).
+      tagged = tagged or (ids[1] .. '|' .. delta)
+      local list = KEYS[w + 12]
+      redis.call('RPUSH', list, tagged)
+      if at > 0 and redis.call('PTTL', list) == -1 then redis.call('PEXPIREAT', list, at) end
+    end
     if #ops > 0 then
       if redis.call('EXISTS', packed) == 0 then
         -- Full length at once: an exact allocation (growing it would over-allocate).
@@ -340,6 +356,13 @@ id as above. Only a client that both acknowledges and claims entries by hand, ke
 count, could fail the bulk check: the script then answers an error starting ``FENCE``,
 which the worker raises as ``FenceBroken``.
 
+**Deltas.** A metric with k ≥ :data:`~ldp_store.schema.DELTA_MIN_K` sends its batch's
+support counts as one blob (field ``d``), which the script appends, tagged with the batch's
+first id, to each window's delta list instead of one ``BITFIELD`` increment per counter;
+workers fold the lists into the packed strings with :data:`FOLD` (see Deltas in
+:mod:`ldp_store.schema`). The blob goes in with the acknowledgement, in this one script, so
+the argument above holds for it unchanged.
+
 **Expiry and overflow.** Every check comes before the first write: the increments'
 values lie in the domain, and no window's ``n`` would pass
 :data:`~ldp_store.schema.MAX_WINDOW_REPORTS` (else the script answers an error starting
@@ -353,6 +376,41 @@ below the oldest pending entry of every group (or just past a group's last-deliv
 when nothing is pending): an entry id is an arrival time, kept no longer than needed, and
 nothing unacknowledged is ever trimmed.
 """
+
+WINDOW = """
+-- KEYS: counts hash, packed support, delta list of one window. One snapshot of all three:
+-- a fold between separate reads could count a blob twice or not at all.
+return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2]) or false,
+        redis.call('LRANGE', KEYS[3], 0, -1)}
+"""
+"""A window's counts as one atomic snapshot: ``[hash fields flat, packed support or nil,
+[delta blobs]]`` (see Deltas in :mod:`ldp_store.schema`)."""
+
+FOLD = """
+-- KEYS: packed support, delta list of one window.
+-- ARGV: how many blobs were folded, the first one's tag, the new packed counts.
+-- Writes only if the list still starts with the blob the caller read: any other fold
+-- since would have trimmed it (blobs are only appended, and tags are unique).
+local head = redis.call('LINDEX', KEYS[2], 0)
+local tag = ARGV[2] .. '|'
+if not head or string.sub(head, 1, #tag) ~= tag then return 0 end
+if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[1]) then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  if redis.call('STRLEN', KEYS[1]) ~= #ARGV[3] then
+    return redis.error_reply('FOLD ' .. KEYS[1] .. ' holds ' ..
+      redis.call('STRLEN', KEYS[1]) .. ' bytes, the fold ' .. #ARGV[3])
+  end
+  redis.call('SETRANGE', KEYS[1], 0, ARGV[3])  -- keeps the key's expiry
+else
+  redis.call('SET', KEYS[1], ARGV[3])
+  local ttl = redis.call('PTTL', KEYS[2])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+end
+redis.call('LTRIM', KEYS[2], tonumber(ARGV[1]), -1)
+return 1
+"""
+"""Fold a window's first blobs into its packed support counts, which the caller summed:
+only if no other fold came between its read and this write (else 0, nothing changed)."""
 
 DEAD = (
     _TRIM

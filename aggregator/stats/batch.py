@@ -12,7 +12,8 @@ same four steps:
   :class:`~aggregator.stats.codecs.Counts`, or :class:`~aggregator.stats.numeric.NumericStats`);
 * :meth:`Codec.increments`: a parsed batch → the field/increment pairs the commit script
   adds to a window's counts (``n`` and the numeric limbs to the counts hash, ``c:<v>`` to
-  the packed support counts; :mod:`ldp_store.schema`);
+  the packed support counts, or one delta blob for a wide batch:
+  :func:`support_increments`; :mod:`ldp_store.schema`);
 * :meth:`Codec.seed_increments`: a local-hashing batch's seed bins (the commit script adds
   them to the window's seed histograms; empty for other kinds);
 * :meth:`Codec.encode` / :meth:`Codec.to_payloads`: true values → perturbed columns with a
@@ -31,8 +32,12 @@ from typing import Any, NoReturn, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from client_sdk.mechanisms import PayloadError
+from ldp_store import schema
 
-__all__ = ["Batch", "Codec", "raise_first_error"]
+__all__ = ["Batch", "Codec", "Increments", "raise_first_error", "support_increments"]
+
+Increments = list[str | int | bytes]
+"""The commit script's field/increment pairs (a delta blob is bytes)."""
 
 S_co = TypeVar("S_co", covariant=True)
 
@@ -70,8 +75,8 @@ class Codec(Protocol[S_co]):
         """parse, then the batch's additive statistic."""
         ...
 
-    def increments(self, batch: Batch) -> list[str | int]:
-        """The commit script's ``HINCRBY`` field/increment pairs of a parsed batch."""
+    def increments(self, batch: Batch) -> Increments:
+        """The commit script's field/increment pairs of a parsed batch."""
         ...
 
     def seed_increments(self, batch: Batch) -> list[int]:
@@ -87,6 +92,32 @@ class Codec(Protocol[S_co]):
     def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
         """Payload dicts of a batch, as the SDK would have produced them."""
         ...
+
+
+def support_increments(n: int, support: np.ndarray, names: list[str] | None = None) -> Increments:
+    """The increments of a frequency batch: ``n``, then its nonzero support counts as
+    ``c:<v>`` pairs, or as one delta blob (field ``d``) when k ≥
+    :data:`~ldp_store.schema.DELTA_MIN_K` (one list push a window instead of one
+    ``BITFIELD`` increment per counter; see Deltas in :mod:`ldp_store.schema`).
+
+    Args:
+        n: reports in the batch.
+        support: its support counts C(0..k−1).
+        names: ``c:<v>`` for every v, when the caller keeps a table (faster than formatting).
+    """
+    nonzero = np.flatnonzero(support)
+    if len(support) >= schema.DELTA_MIN_K:
+        if not len(nonzero):
+            return [schema.N, n]
+        pairs = np.empty((len(nonzero), 2), dtype=schema.DELTA_DTYPE)
+        pairs[:, 0] = nonzero
+        pairs[:, 1] = support[nonzero]
+        return [schema.N, n, schema.DELTA_FIELD, pairs.tobytes()]
+    out: Increments = [schema.N, n]
+    counts = support[nonzero].tolist()
+    for i, v in enumerate(nonzero.tolist()):
+        out += [names[v] if names is not None else schema.count_field(v), counts[i]]
+    return out
 
 
 def raise_first_error(m: Any, payloads: Sequence[Any]) -> NoReturn:

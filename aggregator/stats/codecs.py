@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
 from aggregator.stats.detect import SEED_BINS, seed_bins
 from aggregator.stats.numeric import NumericCodec
 from client_sdk.errors import PayloadError
@@ -42,7 +42,6 @@ from client_sdk.mechanisms import (
 )
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
-from ldp_store import schema
 
 if TYPE_CHECKING:
     from aggregator.stats.strings import StringCodec
@@ -139,11 +138,9 @@ class FrequencyCodec:
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
 
-    def increments(self, batch: Batch) -> list[str | int]:
-        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<v>`` for nonzero C(v)."""
-        support = self.count(batch)
-        nonzero = np.flatnonzero(support).tolist()
-        return schema.frequency_increments(batch.n, ((v, int(support[v])) for v in nonzero))
+    def increments(self, batch: Batch) -> Increments:
+        """The commit's pairs of a parsed batch: ``n``, then C(v) (:func:`support_increments`)."""
+        return support_increments(batch.n, self.count(batch))
 
     def seed_increments(self, batch: Batch) -> list[int]:
         """None: only local hashing's reports carry a hash seed."""

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
 from aggregator.stats.codecs import Counts
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
 from ldp_store import schema
@@ -131,16 +131,10 @@ class StringCodec:
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
 
-    def increments(self, batch: Batch) -> list[str | int]:
-        """``HINCRBY`` pairs of a parsed batch: ``n``, then ``c:<i>`` for nonzero counters
-        (the pairs of :func:`ldp_store.schema.frequency_increments`, from a name table)."""
-        support = self.count(batch)
-        nonzero = np.flatnonzero(support)
-        pairs: list[str | int] = [""] * (2 * len(nonzero))
-        names = self._field_names
-        pairs[0::2] = [names[i] for i in nonzero.tolist()]
-        pairs[1::2] = support[nonzero].tolist()
-        return [schema.N, batch.n, *pairs]
+    def increments(self, batch: Batch) -> Increments:
+        """The commit's pairs of a parsed batch (:func:`support_increments`): a delta blob
+        for all but the smallest batches, which raise a counter each."""
+        return support_increments(batch.n, self.count(batch), self._field_names)
 
     @cached_property
     def _field_names(self) -> list[str]:

@@ -1,6 +1,7 @@
 """The read side of the counts the worker commits: sums over shards, windows, lag.
 
-Pure reads (a few HGETALL/GET/ZRANGE/XLEN calls): the estimates API and the operators'
+Pure reads (a few HGETALL/GET/ZRANGE/XLEN calls, a window's counts by one read-only
+script): the estimates API and the operators'
 dashboard call these, and feed the result to :func:`aggregator.estimate_from_counts`.
 A version's ``definition.shards`` shards are read in one pipeline (on a Redis Cluster,
 one round trip per node holding some of them) and summed.
@@ -20,11 +21,14 @@ from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
-from ldp_store import keys, schema
+from ldp_store import keys, schema, scripts
 
 __all__ = [
     "Lag",
     "ReportsPerDevice",
+    "add_deltas",
+    "delta_tag",
+    "fold_window",
     "lag",
     "lag_details",
     "list_windows",
@@ -63,25 +67,84 @@ def per_shard(
 
 def _window_replies(
     client: redis.Redis, definition: MetricDefinition, window: str
-) -> list[tuple[dict[bytes, bytes], bytes | None]]:
-    """Each shard's counts hash (HGETALL) and packed support counts (GET) of a window, in one
-    non-transactional pipeline (split by node on a cluster; one slot per shard)."""
+) -> list[tuple[dict[bytes, bytes], bytes | None, list[bytes]]]:
+    """Each shard's counts hash, packed support counts and unfolded delta blobs of a
+    window, each shard's three as one snapshot (:data:`ldp_store.scripts.WINDOW`)."""
     name, version = definition.name, definition.version
-    with client.pipeline(transaction=False) as pipe:
-        for shard in range(definition.shards):
-            counts, support = keys.window_keys(name, version, window, shard)
-            pipe.hgetall(counts)
-            pipe.get(support)
-        replies = pipe.execute()
-    return [(replies[i], replies[i + 1]) for i in range(0, len(replies), 2)]
+    script = client.register_script(scripts.WINDOW)
+    out = []
+    for shard in range(definition.shards):
+        flat, packed, deltas = cast(
+            list[Any], script(keys=list(keys.window_keys(name, version, window, shard)))
+        )
+        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
+        out.append((fields, packed, list(deltas)))
+    return out
+
+
+def delta_tag(blob: bytes) -> bytes:
+    """The tag of a stored delta blob: the first entry id of its batch."""
+    return blob.partition(schema.DELTA_SEPARATOR)[0]
+
+
+def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
+    """Add stored delta blobs (see Deltas in :mod:`ldp_store.schema`) to ``support``.
+
+    Raises:
+        ValueError: a blob without its tag, not whole (v, C(v)) pairs, or naming a value
+            outside 0..k−1 (corrupt counts).
+    """
+    k = len(support)
+    for blob in blobs:
+        tag, sep, body = blob.partition(schema.DELTA_SEPARATOR)
+        if not sep or len(body) % 8:
+            raise ValueError(f"{key}: a delta blob of {len(blob)} bytes is not a tag and pairs")
+        pairs = np.frombuffer(body, dtype=schema.DELTA_DTYPE).reshape(-1, 2)
+        if len(pairs) and int(pairs[:, 0].max()) >= k:
+            raise ValueError(f"{key}: a delta names value {int(pairs[:, 0].max())}, k = {k}")
+        support += np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=k).astype(np.int64)
+
+
+def fold_window(client: redis.Redis, definition: MetricDefinition, window: str, shard: int) -> int:
+    """Fold a window's delta blobs into its packed support counts (see Deltas in
+    :mod:`ldp_store.schema`): read the three keys as one snapshot, add in numpy, write the
+    sum back with :data:`ldp_store.scripts.FOLD`, which checks no other fold came between.
+
+    Returns:
+        The blobs folded (0: none, or another fold came first and nothing changed).
+
+    Raises:
+        ValueError: corrupt counts (a packed string of the wrong length, a bad blob).
+    """
+    name, version, k = definition.name, definition.version, definition.k
+    counts, support_key, delta_key = keys.window_keys(name, version, window, shard)
+    _, packed, blobs = cast(
+        list[Any], client.register_script(scripts.WINDOW)(keys=[counts, support_key, delta_key])
+    )
+    if not blobs:
+        return 0
+    support = np.zeros(k, dtype=np.int64)
+    if packed is not None:
+        if len(packed) != schema.SUPPORT_BYTES * k:
+            raise ValueError(
+                f"{support_key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k}"
+            )
+        support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+    add_deltas(support, blobs, delta_key)
+    done = client.register_script(scripts.FOLD)(
+        keys=[support_key, delta_key],
+        args=[len(blobs), delta_tag(blobs[0]), support.astype(schema.SUPPORT_DTYPE).tobytes()],
+    )
+    return len(blobs) if int(done) else 0
 
 
 def read_counts(client: redis.Redis, definition: MetricDefinition, window: str = "all") -> Counts:
     """The committed support counts of a metric version in a window, summed over shards.
 
     Reads both formats and adds them (:mod:`ldp_store.schema`): the packed support string
-    (one GET, decoded by numpy) and any ``c:<v>`` fields a counts hash kept from before
-    compact counts; ``n`` is the hash's.
+    (decoded by numpy), its unfolded delta blobs, and any ``c:<v>`` fields a counts hash
+    kept from before compact counts; ``n`` is the hash's. Each shard's window is read as
+    one snapshot (a script).
 
     Args:
         client: a redis-py client.
@@ -98,7 +161,7 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
     k = definition.k
     n = 0
     support = np.zeros(k, dtype=np.int64)
-    for shard, (fields, packed) in enumerate(_window_replies(client, definition, window)):
+    for shard, (fields, packed, deltas) in enumerate(_window_replies(client, definition, window)):
         key = keys.counts_key(definition.name, definition.version, window, shard)
         shard_n = 0
         shard_support = np.zeros(k, dtype=np.int64)
@@ -109,6 +172,11 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
                     f"{len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k} counters"
                 )
             shard_support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+        add_deltas(
+            shard_support,
+            deltas,
+            keys.delta_key(definition.name, definition.version, window, shard),
+        )
         for raw_field, raw_value in fields.items():
             kind, v = schema.parse_field(raw_field)
             if kind == "n":

@@ -60,6 +60,7 @@ from redis.exceptions import RedisClusterException
 
 from aggregator.stats.batch import Batch, Codec
 from aggregator.stats.codecs import codec_for
+from aggregator.stream.counts import fold_window
 from aggregator.stream.entries import (
     Delivery,
     decode_json,
@@ -133,6 +134,14 @@ DISCOVER_INTERVAL = 5.0
 """Seconds between registry scans for new metrics or versions: new metrics start being
 counted within seconds, at the cost of a few cheap reads."""
 
+FOLD_EVERY = 8
+"""Delta commits to a stream between two looks at its windows' delta lists (three LLENs)."""
+
+FOLD_BLOBS = 16
+"""Blobs from which a window's delta list is folded into its packed counts: a string
+metric's 10,000-report batch is a blob of ~78 KB, so a list stays below its 2 MiB string,
+and a fold (read both, add in numpy, write the string back) comes every ~160,000 reports."""
+
 DEAD_MAXLEN = 100_000
 """Approximate cap of a dead-letter stream. It holds entries for an operator to inspect,
 never reports still to be counted; the cap bounds the memory a systematic failure (a bug
@@ -205,6 +214,8 @@ class WorkerStats:
     entries of the batch (see :class:`FenceBroken`); zero unless Redis is tampered with."""
     streams: int = 0
     """Streams being consumed."""
+    folds: int = 0
+    """Windows whose delta blobs this worker folded into their packed counts."""
 
     def to_dict(self) -> dict[str, int]:
         """Plain dict, for JSON."""
@@ -319,6 +330,8 @@ class Worker:
         self._read = client.register_script(scripts.READ)
         self._commit = client.register_script(scripts.COMMIT)
         self._dead = client.register_script(scripts.DEAD)
+        self._unfolded: dict[str, int] = {}
+        """Delta commits per stream since this worker last looked for lists to fold."""
         self._streams: dict[str, _Stream] = {}
         self._known: set[tuple[str, int]] = set()
         """Metric versions whose every shard is joined."""
@@ -728,6 +741,7 @@ class Worker:
         hour_expiry, day_expiry = (
             round(1000 * cast(float, policy.expires_at(w))) for w in (hour, day)
         )
+        increments = codec.increments(batch)
         try:
             reply = self._commit(
                 keys=[
@@ -743,6 +757,9 @@ class Worker:
                     keys.expiries_key(name, version, shard),
                     keys.seeds_key(name, version, hour, shard),
                     keys.seeds_key(name, version, day, shard),
+                    keys.delta_key(name, version, "all", shard),
+                    keys.delta_key(name, version, hour, shard),
+                    keys.delta_key(name, version, day, shard),
                 ],
                 args=[
                     keys.GROUP,
@@ -757,7 +774,7 @@ class Worker:
                     day_expiry,
                     definition.k,
                     ",".join(map(str, codec.seed_increments(batch))),
-                    *codec.increments(batch),
+                    *increments,
                 ],
             )
         except redis.ResponseError as exc:
@@ -768,8 +785,36 @@ class Worker:
             raise FenceBroken(str(exc)) from None
         if isinstance(reply, int):
             self.stats.counted += reply
+            if increments[2:3] == [schema.DELTA_FIELD]:
+                self._after_delta(definition, shard, (schema.ALL, hour, day))
             return reply, []
         return 0, list(reply)
+
+    def _after_delta(
+        self, definition: MetricDefinition, shard: int, windows: tuple[str, ...]
+    ) -> None:
+        """Every :data:`FOLD_EVERY` delta commits to a stream, fold its windows' delta
+        lists that hold :data:`FOLD_BLOBS` blobs or more (see Deltas in
+        :mod:`ldp_store.schema`): reads stay a bounded sum, Redis memory a bounded excess.
+        A corrupt list is logged and left as it is (readers refuse it with the same error)."""
+        stream = keys.stream_key(definition.name, definition.version, shard)
+        seen = self._unfolded.get(stream, 0) + 1
+        self._unfolded[stream] = seen % FOLD_EVERY
+        if seen < FOLD_EVERY:
+            return
+        lists = [keys.delta_key(definition.name, definition.version, w, shard) for w in windows]
+        with self.redis.pipeline(transaction=False) as pipe:
+            for key in lists:
+                pipe.llen(key)
+            lengths = pipe.execute()
+        for window, length in zip(windows, lengths, strict=True):
+            if int(length) < FOLD_BLOBS:
+                continue
+            try:
+                if fold_window(self.redis, definition, window, shard):
+                    self.stats.folds += 1
+            except ValueError as exc:
+                log.error("%s: not folded: %s", stream, exc)
 
     def _dead_letter(self, s: _Stream, delivery: Delivery, bad: list[tuple[int, str]]) -> None:
         """Move bad entries to the dead-letter stream, acking each, in one script."""

@@ -51,14 +51,26 @@ def short_policy(now: float) -> tuple[RetentionPolicy, str, str, int]:
     return RetentionPolicy(hour=kept, day=kept), hour, day, ms
 
 
+WIDE = {"domain": [f"v{i}" for i in range(schema.DELTA_MIN_K)], "epsilon": 1.0, "mechanism": "grr"}
+"""A domain wide enough that its commits go as delta blobs (see Deltas in ldp_store.schema)."""
+
+
+def written_keys(d: MetricDefinition, window: str) -> tuple[str, str]:
+    """A window's keys a few commits write: its counts hash and, by the metric's width,
+    its packed support counts or (unfolded) its delta list."""
+    hash_key, packed, deltas = keys.window_keys(d.name, d.version, window)
+    return hash_key, (deltas if d.k >= schema.DELTA_MIN_K else packed)
+
+
 def count_at(client: redis.Redis, d: MetricDefinition, ms: int, payloads: list[str]) -> None:
     for i, payload in enumerate(payloads):
         client.xadd(keys.stream_key(d.name, d.version), {"p": payload}, id=f"{ms}-{i + 1}")
 
 
-def test_windows_carry_their_expiry_then_vanish(any_redis: Any) -> None:
+@pytest.mark.parametrize("spec", [SPEC, WIDE], ids=["packed", "deltas"])
+def test_windows_carry_their_expiry_then_vanish(any_redis: Any, spec: dict[str, Any]) -> None:
     client = any_redis.client()
-    d = Registry(client).put("app.short", SPEC).definition
+    d = Registry(client).put("app.short", spec).definition
     policy, hour, day, ms = short_policy(time.time())
     payloads = perturbed(d, [0, 1, 2, 3, 0, 0], seed=3)
     count_at(client, d, ms, payloads)
@@ -66,7 +78,7 @@ def test_windows_carry_their_expiry_then_vanish(any_redis: Any) -> None:
 
     for window in (hour, day):
         at_ms = round(1000 * (policy.expires_at(window) or 0))
-        for key in keys.window_keys(d.name, d.version, window):
+        for key in written_keys(d, window):
             left = client.pttl(key)
             assert 0 < left <= LEFT * 1000 + 1000, (key, left)
             if int(str(client.info("server")["redis_version"]).split(".")[0]) >= 7:
@@ -74,7 +86,7 @@ def test_windows_carry_their_expiry_then_vanish(any_redis: Any) -> None:
         assert read_counts(client, d, window).support.tolist() == (
             offline(d, payloads).support.tolist()
         )
-    for key in keys.window_keys(d.name, d.version, "all"):
+    for key in written_keys(d, "all"):
         assert client.pttl(key) == -1  # kept while the version is live
     assert set(list_windows(client, d)) == {hour, day, "all"}
 
@@ -134,7 +146,7 @@ def test_a_metrics_own_retention_overrides_the_environment(
         (own, day): day_start + 86400 + 172800,
     }
     for (d, window), at in expected.items():
-        for key in keys.window_keys(d.name, d.version, window):
+        for key in written_keys(d, window):
             left = client.pttl(key) / 1000
             assert at - time.time() - 5 < left <= at - time.time() + 1, (key, left)
 
