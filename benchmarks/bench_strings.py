@@ -16,7 +16,8 @@ papers: the settings the heavy-hitter papers evaluated at (n, ε, string length,
 with precision, recall, F1 and NCR of the top k, how many values called present are no
 word of the vocabulary (false discoveries), the detection threshold and the true
 frequency of the k-th value (below the threshold, a method of this kind cannot find it).
-Not in the default run (four simulations at n = 10⁷, ~6 minutes at load 5): ask for it with ``--section papers``.
+Not in the default run (four simulations at n = 10⁷, ~6 minutes at load 5): ask for it
+with ``--section papers``.
 
 cost: the SDK's perturb (CSPRNG) µs per report, bytes on the wire, the codec's count
 rate, discovery seconds per window and Redis bytes per window. The firehose's drain rate
