@@ -1,6 +1,7 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
-    PYTHONPATH=. python benchmarks/bench_strings.py [--quick] [--section quality|coverage|cost]
+    PYTHONPATH=. python benchmarks/bench_strings.py [--quick]
+        [--section quality|coverage|cost|papers]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -9,6 +10,14 @@ few hundredths between seeds); also how many were found and the detection thresh
 
 coverage: the share of 95 % intervals that cover the truth, over fresh salts and noise,
 for candidates (the true top 50, estimated by ``?candidates=``) and discovered values.
+
+papers: the settings the heavy-hitter papers evaluated at (n, ε, string length, k; see
+:data:`PAPER_SETTINGS` and BENCHMARKS.md for where each comes from), a few seeds each,
+with precision, recall, F1 and NCR of the top k, how many values called present are no
+word of the vocabulary (false discoveries), the detection threshold and the true
+frequency of the k-th value (below the threshold, a method of this kind cannot find it).
+Not in the default run (four simulations at n = 10⁷, ~6 minutes at load 5): ask for it
+with ``--section papers``.
 
 cost: the SDK's perturb (CSPRNG) µs per report, bytes on the wire, the codec's count
 rate, discovery seconds per window and Redis bytes per window. The firehose's drain rate
@@ -21,6 +30,7 @@ import argparse
 import json
 import os
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -103,6 +113,79 @@ def coverage(runs: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class PaperSetting:
+    """One paper's evaluation setting as far as our synthetic data can follow it."""
+
+    label: str
+    users: int
+    epsilon: float
+    length: int
+    """Bytes per value (the sketch's levels)."""
+    k: int
+    exponent: float
+    seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+
+PAPER_SETTINGS = (
+    # PEM (Wang, Li & Jha): the authors' code (vvv214/LDP_Protocols, pem/) runs top_k=32,
+    # ε=4 on 6-byte AOL queries, 657,427 users; AOL is replaced by Zipf words of 3-6 bytes.
+    PaperSetting("PEM AOL-6B s=1.1", 657_427, 4.0, 6, 32, 1.1),
+    PaperSetting("PEM AOL-6B s=1.5", 657_427, 4.0, 6, 32, 1.5),
+    PaperSetting("PEM AOL-6B s=1.1 ε=2", 657_427, 2.0, 6, 32, 1.1),
+    PaperSetting("PEM AOL-6B s=1.1 ε=8", 657_427, 8.0, 6, 32, 1.1),
+    # TrieHH (Zhu et al.): Sentiment140, "1.6M tweets and over 650k users" (abstract); words
+    # up to 16 bytes; their ε is central (ε, δ)-DP from sampling, ours local.
+    PaperSetting("TrieHH tweets ε=4", 650_000, 4.0, 16, 10, 1.1),
+    PaperSetting("TrieHH tweets ε=8", 650_000, 8.0, 16, 10, 1.1),
+    # Apple (CMS/SFP) and TreeHist: "hundreds of millions" / "n in the millions" of users;
+    # 10⁷ is the most this machine simulates; new words up to 16 bytes.
+    PaperSetting("Apple/TreeHist n=1e7 ε=4", 10_000_000, 4.0, 16, 20, 1.1, (1, 2)),
+    PaperSetting("Apple/TreeHist n=1e7 ε=8", 10_000_000, 8.0, 16, 100, 1.1, (1, 2)),
+)
+
+
+def ncr(found: list[bytes], vocab: np.ndarray, truth: np.ndarray, k: int) -> float:
+    """Normalised cumulative rank (Wang, Li & Jha): the true i-th value (1-based) is worth
+    k + 1 − i; the found top k score the worth of those among the true top k, over k(k+1)/2."""
+    top = np.argsort(-truth, kind="stable")[:k]
+    worth = {vocab[i].tobytes(): k - r for r, i in enumerate(top)}
+    return sum(worth.get(v, 0) for v in found[:k]) / (k * (k + 1) / 2)
+
+
+def papers(settings: tuple[PaperSetting, ...]) -> None:
+    print("\n## At the papers' settings (synthetic Zipf words; one row per seed)")
+    print(
+        "| setting | n | ε | bytes | k | seed | found | not words | threshold | f of k-th | P "
+        "| R | F1 | NCR | s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for st in settings:
+        vocab = synthetic_vocabulary(VOCABULARY, st.length, seed=1)
+        shares = zipf_shares(VOCABULARY, st.exponent)
+        words = {v.tobytes() for v in vocab}
+        for seed in st.seeds:
+            sketch = StringSketch(epsilon=st.epsilon, max_length=st.length, salt=f"{seed:04x}")
+            gen = np.random.default_rng(7000 + seed)
+            t = time.perf_counter()
+            counts, truth = simulate_counts(sketch, vocab, shares, st.users, gen)
+            found = discover(SketchEstimator(codec_for(sketch), counts))
+            took = time.perf_counter() - t
+            a = score(found, vocab, truth, st.k)
+            f1 = 2 * a.precision * a.recall / (a.precision + a.recall) if a.recall else 0.0
+            kth = np.sort(truth)[::-1][st.k - 1] / st.users
+            thr = detection_threshold(found.null_std, found.tested)
+            print(
+                f"| {st.label} | {st.users:,} | {st.epsilon:g} | {st.length} | {st.k} | {seed} "
+                f"| {len(found.values)} | {sum(v not in words for v in found.values)} "
+                f"| {thr:.4f} | {kth:.4f} | {a.precision:.2f} "
+                f"| {a.recall:.2f} | {f1:.2f} | {ncr(found.values, vocab, truth, st.k):.2f} "
+                f"| {took:.0f} |",
+                flush=True,
+            )
+        print(load(), flush=True)
+
+
 def cost() -> None:
     print("\n## Cost")
     d = parse_spec("bench.term", {"kind": "string", "max_length": LENGTH, "epsilon": 4.0})
@@ -147,7 +230,7 @@ def cost() -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--section", choices=["quality", "coverage", "cost"], action="append")
+    ap.add_argument("--section", choices=["quality", "coverage", "cost", "papers"], action="append")
     args = ap.parse_args()
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
@@ -160,6 +243,8 @@ def main() -> None:
             quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
     if "coverage" in sections:
         coverage(3 if args.quick else 10)
+    if "papers" in sections:
+        papers(PAPER_SETTINGS[:1] if args.quick else PAPER_SETTINGS)
     print(load())
 
 
