@@ -137,10 +137,11 @@ counted within seconds, at the cost of a few cheap reads."""
 FOLD_EVERY = 8
 """Delta commits to a stream between two looks at its windows' delta lists (three LLENs)."""
 
-FOLD_BLOBS = 16
-"""Blobs from which a window's delta list is folded into its packed counts: a string
-metric's 10,000-report batch is a blob of ~78 KB, so a list stays below its 2 MiB string,
-and a fold (read both, add in numpy, write the string back) comes every ~160,000 reports."""
+FOLD_SHARE = 0.5
+"""A window's delta list is folded into its packed counts once its bytes (``MEMORY
+USAGE``) reach this share of the packed string's 8·k: reads then sum at most about 1.5
+strings' worth, and a window that never gets that many reports never allocates its string
+at all (a string metric's hour of 10,000 reports keeps ~80 KB of blobs, not 2 MiB)."""
 
 DEAD_MAXLEN = 100_000
 """Approximate cap of a dead-letter stream. It holds entries for an operator to inspect,
@@ -794,7 +795,7 @@ class Worker:
         self, definition: MetricDefinition, shard: int, windows: tuple[str, ...]
     ) -> None:
         """Every :data:`FOLD_EVERY` delta commits to a stream, fold its windows' delta
-        lists that hold :data:`FOLD_BLOBS` blobs or more (see Deltas in
+        lists whose bytes reach :data:`FOLD_SHARE` of their packed string (see Deltas in
         :mod:`ldp_store.schema`): reads stay a bounded sum, Redis memory a bounded excess.
         A corrupt list is logged and left as it is (readers refuse it with the same error)."""
         stream = keys.stream_key(definition.name, definition.version, shard)
@@ -805,10 +806,11 @@ class Worker:
         lists = [keys.delta_key(definition.name, definition.version, w, shard) for w in windows]
         with self.redis.pipeline(transaction=False) as pipe:
             for key in lists:
-                pipe.llen(key)
-            lengths = pipe.execute()
-        for window, length in zip(windows, lengths, strict=True):
-            if int(length) < FOLD_BLOBS:
+                pipe.memory_usage(key, samples=0)  # every element: exact, a few dozen
+            sizes = pipe.execute()
+        enough = FOLD_SHARE * schema.SUPPORT_BYTES * definition.k
+        for window, size in zip(windows, sizes, strict=True):
+            if size is None or int(size) < enough:
                 continue
             try:
                 if fold_window(self.redis, definition, window, shard):

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from aggregator.stream.counts import add_deltas, delta_tag, fold_window, read_counts
-from aggregator.stream.worker import FOLD_BLOBS, FOLD_EVERY, Worker
+from aggregator.stream.worker import FOLD_EVERY, FOLD_SHARE, Worker
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
 from ldp_store.registry import Registry
@@ -54,16 +54,14 @@ def test_counts_are_exact_before_during_and_after_folds(any_redis: Any) -> None:
     batches = 6000 // 100
     enqueue(client, d, payloads)
     w = drain(client, batch_size=100)
-    # Every FOLD_EVERY delta commits the worker looks, and folds each of the three windows
-    # (one hour here, barring an hour boundary) whose list holds FOLD_BLOBS blobs or more.
-    length, folds, folded = 0, 0, 0
-    for commit in range(1, batches + 1):
-        length += 1
-        if commit % FOLD_EVERY == 0 and length >= FOLD_BLOBS:
-            folds, folded, length = folds + 1, commit, 0
-    assert folds >= 2 and w.stats.folds in (3 * folds, 3 * folds - 1, 3 * folds + 1)
-    left = batches - folded  # committed after the last fold
-    assert client.llen(keys.delta_key(d.name, d.version)) == left
+    # Every FOLD_EVERY delta commits the worker looks, and folds each window whose list
+    # reached FOLD_SHARE of the packed string's bytes: folded blobs are always the first.
+    assert w.stats.folds >= 3
+    left = client.llen(keys.delta_key(d.name, d.version))
+    assert 0 < left < batches
+    folded = batches - left
+    bytes_a_blob = 8 * 97 + 16  # ~97 of 1024 values a batch of 100, and the tag
+    assert left * bytes_a_blob < (FOLD_SHARE * schema.SUPPORT_BYTES * K + FOLD_EVERY * 1100)
     packed = client.get(keys.support_key(d.name, d.version))
     assert packed is not None and len(packed) == schema.SUPPORT_BYTES * K
     want = offline(d, payloads)
@@ -95,12 +93,15 @@ def test_shards_sum_their_deltas(redis_db: Any) -> None:
     assert got.n == want.n and got.support.tolist() == want.support.tolist()
 
 
-def test_a_fold_that_lost_the_race_changes_nothing(redis_db: Any) -> None:
+def test_a_fold_that_lost_the_race_changes_nothing(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     client = redis_db.client()
     d = wide(client, "app.race")
     payloads = pooled(d, 1000, seed=23)
     enqueue(client, d, payloads)
-    drain(client, batch_size=100)  # 10 blobs: one look, no fold
+    monkeypatch.setattr("aggregator.stream.worker.FOLD_SHARE", float("inf"))  # no fold yet
+    drain(client, batch_size=100)  # 10 blobs
     counts, support, deltas = keys.window_keys(d.name, d.version, "all")
     window = client.register_script(scripts.WINDOW)
     _, packed, blobs = cast(list[Any], window(keys=[counts, support, deltas]))
