@@ -21,12 +21,22 @@ then what the metric needs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
 from client_sdk.mechanisms.strings import StringSketch
 
-__all__ = ["DEFAULT_TESTED", "Detectability", "detectable_frequency", "users_to_find"]
+__all__ = [
+    "DEFAULT_TESTED",
+    "TRADEOFF_EPSILONS",
+    "Detectability",
+    "detectable_curve",
+    "detectable_frequency",
+    "string_plan",
+    "tradeoff",
+    "users_to_find",
+]
 
 DEFAULT_TESTED = 10_000
 """Values a discovery tests, for planning: measured 900–70,000 on Zipf populations of 10⁵
@@ -45,6 +55,10 @@ class Detectability:
     power: float
     floor: float
     """The frequency below which no n finds a value (the collision floor)."""
+
+    def to_dict(self) -> dict[str, object]:
+        """The fields as JSON-ready values (the API's StringPlan, ``--json``)."""
+        return dict(self.__dict__)
 
 
 def _terms(sketch: StringSketch, concentration: float) -> tuple[float, float]:
@@ -79,16 +93,10 @@ def detectable_frequency(
         tested: values tested.
         power: probability of finding a value at the answer's frequency.
     """
-    a, b = _terms(sketch, concentration)
-    z = _z(alpha, tested, power)
-    return Detectability(
-        sketch.epsilon,
-        sketch.max_length,
-        users,
-        z * math.sqrt(a / users + b),
-        power,
-        z * math.sqrt(b),
-    )
+    (frequency,) = detectable_curve(sketch, [users], concentration, alpha, tested, power)
+    _, b = _terms(sketch, concentration)
+    floor = _z(alpha, tested, power) * math.sqrt(b)
+    return Detectability(sketch.epsilon, sketch.max_length, users, frequency, power, floor)
 
 
 def users_to_find(
@@ -113,3 +121,70 @@ def users_to_find(
     return Detectability(
         sketch.epsilon, sketch.max_length, users, frequency, power, z * math.sqrt(b)
     )
+
+
+TRADEOFF_EPSILONS = (1.0, 2.0, 4.0, 6.0, 8.0)
+"""The ε a planning table compares (with the one asked for): 1 finds only values of a few
+per cent at 10⁶ users, 8 the top hundred of a Zipf 1.1 vocabulary (README)."""
+
+
+def string_plan(
+    epsilon: float,
+    max_length: int,
+    users: int | None = None,
+    frequency: float | None = None,
+    concentration: float = 0.0,
+    power: float = 0.5,
+) -> Detectability:
+    """One planning question, as the CLI and ``GET /v1/plan/strings`` ask it: give exactly
+    one of ``users`` (the frequency they find) and ``frequency`` (the users it needs).
+
+    Raises:
+        ValueError: both or neither asked, or ε, ``max_length`` or ``frequency`` refused
+            (the sketch's own message).
+    """
+    if (users is None) == (frequency is None):
+        raise ValueError("give exactly one of users and frequency")
+    sketch = StringSketch(epsilon=epsilon, max_length=max_length)
+    if users is not None:
+        return detectable_frequency(sketch, users, concentration, power=power)
+    assert frequency is not None
+    return users_to_find(sketch, frequency, concentration, power=power)
+
+
+def tradeoff(
+    epsilon: float,
+    max_length: int,
+    users: int | None = None,
+    frequency: float | None = None,
+    concentration: float = 0.0,
+    power: float = 0.5,
+    epsilons: Iterable[float] = TRADEOFF_EPSILONS,
+) -> list[Detectability]:
+    """:func:`string_plan` at ``epsilon`` and at each of ``epsilons``, ascending ε: the
+    table that shows what privacy costs in users (or in the rarest value found).
+
+    Raises:
+        ValueError: as :func:`string_plan`, for ``epsilon``.
+    """
+    asked = string_plan(epsilon, max_length, users, frequency, concentration, power)
+    others = sorted(set(epsilons) - {asked.epsilon})
+    rows = [asked] + [
+        string_plan(e, max_length, users, frequency, concentration, power) for e in others
+    ]
+    return sorted(rows, key=lambda r: r.epsilon)
+
+
+def detectable_curve(
+    sketch: StringSketch,
+    users: Iterable[float],
+    concentration: float = 0.0,
+    alpha: float = 0.05,
+    tested: int = DEFAULT_TESTED,
+    power: float = 0.5,
+) -> list[float]:
+    """:func:`detectable_frequency` at each n of ``users`` (floats: the formula is smooth
+    in n), for the explorer's curve."""
+    a, b = _terms(sketch, concentration)
+    z = _z(alpha, tested, power)
+    return [z * math.sqrt(a / n + b) for n in users]
