@@ -24,6 +24,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -31,8 +32,10 @@ __all__ = [
     "DEFAULT_TESTED",
     "TRADEOFF_EPSILONS",
     "Detectability",
+    "collision_floor",
     "detectable_curve",
     "detectable_frequency",
+    "null_std",
     "string_plan",
     "tradeoff",
     "users_to_find",
@@ -56,7 +59,7 @@ class Detectability:
     floor: float
     """The frequency below which no n finds a value (the collision floor)."""
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
         """The fields as JSON-ready values (the API's StringPlan, ``--json``)."""
         return dict(self.__dict__)
 
@@ -67,6 +70,14 @@ def _terms(sketch: StringSketch, concentration: float) -> tuple[float, float]:
     a = scale * float(sketch.cell_variance(1.0, 1.0 / m)) / h
     b = scale * concentration * (1 / m) * (1 - 1 / m) / h
     return a, b
+
+
+def null_std(sketch: StringSketch, users: float, concentration: float = 0.0) -> float:
+    """σ₀(n): the standard deviation of a full-length absent value's estimate from ``users``
+    reports, the LDP term √(A/n) and the collision term √B of the module's formula (the
+    quantity every answer here scales; tests check it against simulated sketches)."""
+    a, b = _terms(sketch, concentration)
+    return math.sqrt(a / users + b)
 
 
 def _z(alpha: float, tested: int, power: float) -> float:
@@ -94,8 +105,7 @@ def detectable_frequency(
         power: probability of finding a value at the answer's frequency.
     """
     (frequency,) = detectable_curve(sketch, [users], concentration, alpha, tested, power)
-    _, b = _terms(sketch, concentration)
-    floor = _z(alpha, tested, power) * math.sqrt(b)
+    floor = collision_floor(sketch, concentration, alpha, tested, power)
     return Detectability(sketch.epsilon, sketch.max_length, users, frequency, power, floor)
 
 
@@ -118,9 +128,8 @@ def users_to_find(
     z = _z(alpha, tested, power)
     room = frequency**2 - z * z * b
     users = math.ceil(z * z * a / room) if room > 0 else None
-    return Detectability(
-        sketch.epsilon, sketch.max_length, users, frequency, power, z * math.sqrt(b)
-    )
+    floor = collision_floor(sketch, concentration, alpha, tested, power)
+    return Detectability(sketch.epsilon, sketch.max_length, users, frequency, power, floor)
 
 
 TRADEOFF_EPSILONS = (1.0, 2.0, 4.0, 6.0, 8.0)
@@ -185,6 +194,18 @@ def detectable_curve(
 ) -> list[float]:
     """:func:`detectable_frequency` at each n of ``users`` (floats: the formula is smooth
     in n), for the explorer's curve."""
-    a, b = _terms(sketch, concentration)
     z = _z(alpha, tested, power)
-    return [z * math.sqrt(a / n + b) for n in users]
+    return [z * null_std(sketch, n, concentration) for n in users]
+
+
+def collision_floor(
+    sketch: StringSketch,
+    concentration: float = 0.0,
+    alpha: float = 0.05,
+    tested: int = DEFAULT_TESTED,
+    power: float = 0.5,
+) -> float:
+    """The frequency no number of users gets below: Z·√B, the limit of
+    :func:`detectable_curve` as n grows (0 when ``concentration`` is 0)."""
+    _, b = _terms(sketch, concentration)
+    return _z(alpha, tested, power) * math.sqrt(b)
