@@ -135,6 +135,24 @@ def test_curve_api_rejects_bad_parameters_with_json(client: Any, query: str) -> 
     assert response.status_code == 400 and response.json["error"]
 
 
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("kind=string&max_length=8&epsilon=4", 200),
+        ("kind=string", 200),
+        ("kind=numeric", 400),
+        ("kind=string&max_length=65", 400),
+        ("kind=string&max_length=x", 400),
+    ],
+)
+def test_the_explorer_page_opens_in_string_mode(client: Any, query: str, status: int) -> None:
+    response = client.get(f"/ui/explorer?{query}")
+    assert response.status_code == status
+    if status == 200:
+        page = response.get_data(as_text=True)
+        assert 'data-kind="string"' in page and "/v1/plan/strings/curve" in page
+
+
 # -- the CLI ----------------------------------------------------------------------------------
 
 
