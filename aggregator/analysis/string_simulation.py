@@ -8,6 +8,7 @@ the discovery found with the truth: precision and recall of the top-k.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ def simulate_counts(
     shares: npt.NDArray[np.float64],
     users: int,
     gen: np.random.Generator,
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[Counts, npt.NDArray[np.int64]]:
     """The sketch's counts of ``users`` simulated reports, and the true count of each word.
 
@@ -38,6 +40,7 @@ def simulate_counts(
         shares: each word's probability.
         users: how many reports.
         gen: numpy generator (values and noise).
+        progress: called with the users of each chunk perturbed (a progress bar).
     """
     codec = codec_for(sketch)
     truth = gen.multinomial(users, shares).astype(np.int64)
@@ -47,6 +50,8 @@ def simulate_counts(
     for start in range(0, users, CHUNK):
         batch = codec.encode(vocabulary[order[start : start + CHUNK]], gen)
         support += codec.count(batch)
+        if progress is not None:
+            progress(min(CHUNK, users - start))
     return Counts(users, support), truth
 
 

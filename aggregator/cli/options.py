@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from client_sdk import mechanisms
 
 __all__ = [
     "DOMAIN",
     "EPSILON",
+    "KIND",
     "MAX_USERS",
     "MECHANISM",
     "MEMOIZED",
@@ -18,6 +21,9 @@ __all__ = [
     "PERMANENT_EPSILON",
     "build_mechanism",
     "confidence_option",
+    "domain_option",
+    "mechanism_option",
+    "refuse_given",
     "users_option",
 ]
 
@@ -83,14 +89,19 @@ def confidence_option(default: float) -> Any:
     )
 
 
-MECHANISM = click.option(
-    "--mechanism",
-    "-m",
-    required=True,
-    type=click.Choice(list(mechanisms.NAMES)),
-    help="Frequency oracle the devices use; auto: the least variance for this ε and k; "
-    "memo-*: memoized (RAPPOR-style), needing --permanent-epsilon.",
-)
+def mechanism_option(required: bool = True) -> Any:
+    """``--mechanism``; optional where another ``--kind`` needs none."""
+    return click.option(
+        "--mechanism",
+        "-m",
+        required=required,
+        type=click.Choice(list(mechanisms.NAMES)),
+        help="Frequency oracle the devices use; auto: the least variance for this ε and k; "
+        "memo-*: memoized (RAPPOR-style), needing --permanent-epsilon.",
+    )
+
+
+MECHANISM = mechanism_option()
 EPSILON = click.option(
     "--epsilon",
     "-e",
@@ -105,4 +116,34 @@ PERMANENT_EPSILON = click.option(
     help="ε∞ of a memoized mechanism (memo-grr, memo-sue, memo-oue): the bound however many "
     "times a device reports; required by them.",
 )
-DOMAIN = click.option("--domain-size", "-k", required=True, type=int, help="k, number of values.")
+
+
+def domain_option(required: bool = True) -> Any:
+    """``--domain-size``; optional where another ``--kind`` needs none."""
+    return click.option(
+        "--domain-size", "-k", required=required, type=int, help="k, number of values."
+    )
+
+
+DOMAIN = domain_option()
+KIND = click.option(
+    "--kind",
+    default="categorical",
+    show_default=True,
+    type=click.Choice(["categorical", "string"]),
+    help="categorical: k known values (a frequency oracle); string: values without a "
+    "dictionary, found by discovery (a string sketch).",
+)
+
+
+def refuse_given(ctx: click.Context, names: Iterable[str], why: str) -> None:
+    """A usage error for the first of the parameters ``names`` given on the command line
+    (or in the environment): an option that means nothing for the command as asked.
+
+    Raises:
+        click.UsageError: ``"<option> <why>"``.
+    """
+    for name in names:
+        if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            option = next(p for p in ctx.command.params if p.name == name)
+            raise click.UsageError(f"{option.opts[0]} {why}")

@@ -1,21 +1,36 @@
 """``ldp strings plan|simulate``: planning and simulating string metrics offline.
 
 ``plan`` answers "how many users to find values of frequency ≥ x" (or which frequency N
-users find); ``simulate`` draws a Zipf population over a synthetic vocabulary, perturbs
-it, discovers and scores the top k against the truth (numpy's generator: a simulation).
-Creating a string metric is ``ldp metrics create NAME --kind string --max-length L -e E``.
+users find), with a table across ε; ``simulate`` draws a Zipf population over a synthetic
+vocabulary, perturbs it, discovers and scores the top k against the truth (numpy's
+generator: a simulation). ``ldp plan --kind string`` and ``ldp simulate --kind string``
+are the same commands (:func:`show_string_plan`, :func:`run_string_simulation` and the
+options here are what both use). Creating a string metric is
+``ldp metrics create NAME --kind string --max-length L -e E``.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import click
+from rich.table import Table
 
-from aggregator.cli.console import echo_json, out
+from aggregator.cli.console import echo_json, err, out, progress_bar
 from aggregator.cli.options import EPSILON, users_option
 
-__all__ = ["strings"]
+__all__ = [
+    "CONCENTRATION",
+    "FIND",
+    "MAX_LENGTH",
+    "POWER",
+    "VOCABULARY",
+    "ZIPF_S",
+    "run_string_simulation",
+    "show_string_plan",
+    "strings",
+]
 
 MAX_LENGTH = click.option(
     "--max-length",
@@ -23,7 +38,41 @@ MAX_LENGTH = click.option(
     default=16,
     show_default=True,
     type=click.IntRange(1, 64),
-    help="Bytes per value (after NFC and UTF-8).",
+    help="String metrics: bytes per value (after NFC and UTF-8).",
+)
+FIND = click.option(
+    "--find",
+    "frequency",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="String metrics: a frequency (0.005 = 0.5 %): print the users needed to find it.",
+)
+CONCENTRATION = click.option(
+    "--concentration",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="String metrics: Σf² of the values left unfound (sets the collision floor).",
+)
+POWER = click.option(
+    "--power",
+    default=0.5,
+    show_default=True,
+    type=click.FloatRange(0.01, 0.99),
+    help="String metrics: probability of finding a value at that frequency.",
+)
+VOCABULARY = click.option(
+    "--vocabulary",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(10, 10**6),
+    help="String metrics: synthetic words (3..max-length lowercase letters).",
+)
+ZIPF_S = click.option(
+    "--zipf-s",
+    default=1.1,
+    show_default=True,
+    type=click.FloatRange(0.1, 5),
+    help="String metrics: Zipf exponent of the words' shares.",
 )
 
 
@@ -32,32 +81,7 @@ def strings() -> None:
     """String metrics (kind string): plan and simulate discovery without a dictionary."""
 
 
-@strings.command("plan")
-@EPSILON
-@MAX_LENGTH
-@users_option("Users: print the frequency they find.", required=False)
-@click.option(
-    "--find",
-    "frequency",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="A frequency (0.005 = 0.5 %): print the users needed to find it.",
-)
-@click.option(
-    "--concentration",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="Σf² of the values left unfound (the collision floor).",
-)
-@click.option(
-    "--power",
-    default=0.5,
-    show_default=True,
-    type=click.FloatRange(0.01, 0.99),
-    help="Probability of finding a value at that frequency.",
-)
-@click.option("--json", "as_json", is_flag=True)
-def plan(
+def show_string_plan(
     epsilon: float,
     max_length: int,
     users: int | None,
@@ -66,26 +90,35 @@ def plan(
     power: float,
     as_json: bool,
 ) -> None:
-    """Users needed to find values of a frequency, or the frequency N users find."""
-    from aggregator.analysis.string_planning import detectable_frequency, users_to_find
+    """Print the answer for ``epsilon`` and a table of the same question across ε.
+
+    JSON: the answer's fields (as ``GET /v1/plan/strings``) and ``by_epsilon``, the
+    table's rows.
+
+    Raises:
+        click.UsageError: both or neither of ``users`` and ``frequency``, or ε refused.
+    """
+    from aggregator.analysis.string_planning import tradeoff
     from client_sdk.mechanisms.strings import StringSketch
 
     if (users is None) == (frequency is None):
         raise click.UsageError("give exactly one of --users and --find")
     try:
-        sketch = StringSketch(epsilon=epsilon, max_length=max_length)
+        rows = tradeoff(epsilon, max_length, users, frequency, concentration, power)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    if users is not None:
-        found = detectable_frequency(sketch, users, concentration, power=power)
-    else:
-        assert frequency is not None
-        found = users_to_find(sketch, frequency, concentration, power=power)
+    found = next(r for r in rows if r.epsilon == epsilon)
     if as_json:
-        echo_json(found.__dict__)
+        echo_json({**found.to_dict(), "by_epsilon": [r.to_dict() for r in rows]})
         return
+    sketch = StringSketch(epsilon=epsilon, max_length=max_length)
     shape = f"{sketch.levels} levels × {sketch.rows} rows × {sketch.cells} cells"
-    if users is not None:
+    if users is not None and found.frequency >= 1:
+        out.print(
+            f"ε={epsilon:g}, {max_length} bytes ({shape}): {users:,} users are too few to "
+            f"find any value {power:.0%} of the time"
+        )
+    elif users is not None:
         out.print(
             f"ε={epsilon:g}, {max_length} bytes ({shape}): {users:,} users find values of "
             f"frequency ≥ [bold]{found.frequency:.3%}[/] (found {power:.0%} of the time)"
@@ -100,23 +133,70 @@ def plan(
             f"ε={epsilon:g}, {max_length} bytes ({shape}): [bold]{found.users:,}[/] users find "
             f"values of frequency ≥ {frequency:.3%} ({power:.0%} of the time)"
         )
+    if concentration > 0:
+        out.print(
+            f"collision floor {found.floor:.3%} at Σf² = {concentration:g}: no number of "
+            "users finds rarer values (more cells per level would)"
+        )
+    else:
+        out.print(
+            "collision floor ignored (Σf² = 0); --concentration sets the Σf² of the values "
+            "left unfound (a Zipf 1.1 population of 10⁵ words has 0.027 in all)"
+        )
+    out.print(_tradeoff_table(rows, epsilon, users, frequency, power))
 
 
-@strings.command("simulate")
+def _tradeoff_table(
+    rows: list[Any], epsilon: float, users: int | None, frequency: float | None, power: float
+) -> Table:
+    from client_sdk.mechanisms.strings import StringSketch
+
+    asked = (
+        f"frequency {users:,} users find" if users is not None else f"users to find {frequency:.3%}"
+    )
+    table = Table(title=f"the same question across ε (found {power:.0%} of the time)")
+    for col in ("ε", "rows × cells", asked, "collision floor"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        sketch = StringSketch(epsilon=r.epsilon, max_length=r.max_length)
+        if users is not None:
+            answer = "none (over 100 %)" if r.frequency >= 1 else f"{r.frequency:.3%}"
+        else:
+            answer = "none suffices" if r.users is None else f"{r.users:,}"
+        mark = "bold" if r.epsilon == epsilon else None
+        table.add_row(
+            f"{r.epsilon:g}",
+            f"{sketch.rows} × {sketch.cells}",
+            answer,
+            f"{r.floor:.3%}" if r.floor > 0 else "ignored",
+            style=mark,
+        )
+    return table
+
+
+@strings.command("plan")
 @EPSILON
 @MAX_LENGTH
-@users_option("Users (reports).", required=True)
-@click.option(
-    "--vocabulary",
-    default=100_000,
-    show_default=True,
-    type=click.IntRange(10, 10**6),
-    help="Synthetic words (3..max-length lowercase letters).",
-)
-@click.option("--zipf-s", default=1.1, show_default=True, type=click.FloatRange(0.1, 5))
-@click.option("--seed", type=int, default=None)
+@users_option("Users: print the frequency they find.", required=False)
+@FIND
+@CONCENTRATION
+@POWER
 @click.option("--json", "as_json", is_flag=True)
-def simulate(
+def plan(
+    epsilon: float,
+    max_length: int,
+    users: int | None,
+    frequency: float | None,
+    concentration: float,
+    power: float,
+    as_json: bool,
+) -> None:
+    """Users needed to find values of a frequency, or the frequency N users find
+    (the same as ``ldp plan --kind string``)."""
+    show_string_plan(epsilon, max_length, users, frequency, concentration, power, as_json)
+
+
+def run_string_simulation(
     epsilon: float,
     max_length: int,
     users: int,
@@ -125,7 +205,13 @@ def simulate(
     seed: int | None,
     as_json: bool,
 ) -> None:
-    """Simulate a Zipf population of words: what discovery finds, scored against the truth."""
+    """Simulate, discover, score and print: a progress bar on stderr while the reports
+    are perturbed (10⁶ take seconds) and a spinner while discovery walks the levels.
+
+    Raises:
+        click.UsageError: ``max_length`` below 3 (the synthetic words' shortest), or ε
+            refused.
+    """
     import numpy as np
 
     from aggregator.analysis.string_simulation import score, simulate_counts
@@ -138,17 +224,27 @@ def simulate(
     if max_length < 3:
         raise click.UsageError("--max-length must be at least 3 for synthetic words")
     gen = np.random.default_rng(seed)
-    sketch = StringSketch(
-        epsilon=epsilon, max_length=max_length, salt=f"{gen.integers(1 << 32):08x}"
-    )
+    try:
+        sketch = StringSketch(
+            epsilon=epsilon, max_length=max_length, salt=f"{gen.integers(1 << 32):08x}"
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     words = synthetic_vocabulary(vocabulary, max_length, seed=0 if seed is None else seed)
-    counts, truth = simulate_counts(sketch, words, zipf_shares(vocabulary, zipf_s), users, gen)
+    shares = zipf_shares(vocabulary, zipf_s)
+    with progress_bar("perturbing reports", users, enabled=not as_json) as advance:
+        counts, truth = simulate_counts(sketch, words, shares, users, gen, progress=advance)
     start = time.perf_counter()
-    found = discover(SketchEstimator(codec_for(sketch), counts))
+    if as_json:
+        found = discover(SketchEstimator(codec_for(sketch), counts))
+    else:
+        with err.status("discovering: walking the prefix tree level by level"):
+            found = discover(SketchEstimator(codec_for(sketch), counts))
     seconds = time.perf_counter() - start
     scores = {k: score(found, words, truth, k) for k in (20, 100)}
     result = {
         "epsilon": epsilon,
+        "max_length": max_length,
         "users": users,
         "found": len(found.values),
         "tested": found.tested,
@@ -168,8 +264,8 @@ def simulate(
         echo_json(result)
         return
     out.print(
-        f"ε={epsilon:g}, {users:,} users, {vocabulary:,} words, Zipf {zipf_s:g} "
-        "(simulation: numpy PCG64)"
+        f"ε={epsilon:g}, {max_length} bytes, {users:,} users, {vocabulary:,} words, "
+        f"Zipf {zipf_s:g} (simulation: numpy PCG64)"
     )
     out.print(
         f"found {len(found.values)} of {found.tested:,} tested in {seconds:.1f} s; "
@@ -177,3 +273,25 @@ def simulate(
     )
     for k, s in scores.items():
         out.print(f"top-{k}: precision {s.precision:.2f}, recall {s.recall:.2f}")
+
+
+@strings.command("simulate")
+@EPSILON
+@MAX_LENGTH
+@users_option("Users (reports).", required=True)
+@VOCABULARY
+@ZIPF_S
+@click.option("--seed", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+def simulate(
+    epsilon: float,
+    max_length: int,
+    users: int,
+    vocabulary: int,
+    zipf_s: float,
+    seed: int | None,
+    as_json: bool,
+) -> None:
+    """Simulate a Zipf population of words: what discovery finds, scored against the truth
+    (the same as ``ldp simulate --kind string``)."""
+    run_string_simulation(epsilon, max_length, users, vocabulary, zipf_s, seed, as_json)

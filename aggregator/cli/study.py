@@ -18,15 +18,27 @@ from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
 from aggregator.cli.options import (
-    DOMAIN,
     EPSILON,
-    MECHANISM,
+    KIND,
     MEMOIZED,
     MIN_WIDTH,
     PERMANENT_EPSILON,
     build_mechanism,
     confidence_option,
+    domain_option,
+    mechanism_option,
+    refuse_given,
     users_option,
+)
+from aggregator.cli.strings import (
+    CONCENTRATION,
+    FIND,
+    MAX_LENGTH,
+    POWER,
+    VOCABULARY,
+    ZIPF_S,
+    run_string_simulation,
+    show_string_plan,
 )
 from client_sdk import mechanisms
 
@@ -34,9 +46,10 @@ __all__ = ["COMMANDS", "audit", "inconclusive", "plan", "simulate", "tradeoff"]
 
 
 @click.command()
-@MECHANISM
+@KIND
+@mechanism_option(required=False)
 @EPSILON
-@DOMAIN
+@domain_option(required=False)
 @users_option("Users per population.", required=True)
 @click.option(
     "--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations."
@@ -60,11 +73,17 @@ __all__ = ["COMMANDS", "audit", "inconclusive", "plan", "simulate", "tradeoff"]
 @confidence_option(0.95)
 @click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
 @PERMANENT_EPSILON
+@MAX_LENGTH
+@VOCABULARY
+@ZIPF_S
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
 def simulate(
-    mechanism: str,
+    ctx: click.Context,
+    kind: str,
+    mechanism: str | None,
     epsilon: float,
-    domain_size: int,
+    domain_size: int | None,
     users: int,
     reps: int,
     dist: str,
@@ -72,15 +91,37 @@ def simulate(
     confidence: float,
     seed: int | None,
     permanent_epsilon: float | None,
+    max_length: int,
+    vocabulary: int,
+    zipf_s: float,
     as_json: bool,
 ) -> None:
     """Simulate populations: MSE against the exact variance, and interval coverage.
 
     A simulation (numpy's PCG64 generator, not a CSPRNG): devices use the SDK. Each user
     reports once, so a memoized mechanism is simulated as one report of each device.
+
+    --kind string: a Zipf population of synthetic words through the string sketch; what
+    discovery finds, scored against the truth (as ``ldp strings simulate``).
     """
     from aggregator.analysis.simulation import simulate as run
 
+    if kind == "string":
+        refuse_given(
+            ctx,
+            ("mechanism", "domain_size", "reps", "dist", "method", "confidence"),
+            "is not for --kind string (a string sketch over synthetic words)",
+        )
+        refuse_given(ctx, ("permanent_epsilon",), "is not for --kind string")
+        run_string_simulation(epsilon, max_length, users, vocabulary, zipf_s, seed, as_json)
+        return
+    refuse_given(
+        ctx, ("max_length", "vocabulary", "zipf_s"), "is for string metrics: add --kind string"
+    )
+    if mechanism is None:
+        raise click.UsageError("Missing option '--mechanism' / '-m' (or --kind string)")
+    if domain_size is None:
+        raise click.UsageError("Missing option '--domain-size' / '-k' (or --kind string)")
     m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     with progress_bar(f"simulating {m.name}", reps, enabled=not as_json) as advance:
         result = run(m, users, reps, dist, seed, confidence, method, progress=advance)
@@ -119,9 +160,13 @@ def simulate(
 
 
 @click.command()
+@KIND
 @EPSILON
-@DOMAIN
-@users_option("Users: print the half-width they buy.", required=False)
+@domain_option(required=False)
+@users_option(
+    "Users: print the half-width they buy (--kind string: the frequency they find).",
+    required=False,
+)
 @click.option(
     "--width",
     "-w",
@@ -144,24 +189,53 @@ def simulate(
     help="A pram transition matrix to plan beside the others (k×k JSON, rows the true "
     "value), or @file.json; planned at the ε it realises.",
 )
+@MAX_LENGTH
+@FIND
+@CONCENTRATION
+@POWER
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
 def plan(
+    ctx: click.Context,
+    kind: str,
     epsilon: float,
-    domain_size: int,
+    domain_size: int | None,
     users: int | None,
     width: float | None,
     confidence: float,
     beta: float,
     matrix: str | None,
+    max_length: int,
+    frequency: float | None,
+    concentration: float,
+    power: float,
     as_json: bool,
 ) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism.
 
     And how far fake clients (a share β of the reports, Cao et al.'s maximal gain attack)
     can move one value's estimate with each: robustness (see ``ldp attack poison``).
+
+    --kind string: the users needed to find values of frequency ≥ --find, or the frequency
+    --users find, and the same across ε (as ``ldp strings plan``).
     """
     from aggregator.analysis.planning import plan as make_plan
 
+    if kind == "string":
+        refuse_given(
+            ctx,
+            ("domain_size", "width", "confidence", "beta", "matrix"),
+            "is not for --kind string (a string metric has no k; ask with --users or --find)",
+        )
+        show_string_plan(epsilon, max_length, users, frequency, concentration, power, as_json)
+        return
+    refuse_given(
+        ctx,
+        ("max_length", "frequency", "concentration", "power"),
+        "is for string metrics: add --kind string",
+    )
+    if domain_size is None:
+        raise click.UsageError("Missing option '--domain-size' / '-k' (or --kind string)")
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
     given = None if matrix is None else _pram_of(matrix, domain_size)

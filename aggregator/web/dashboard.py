@@ -9,7 +9,9 @@ Pages:
   numeric metrics show their mean with its interval over time;
 * ``/ui/metric/<name>/explorer`` and ``/ui/explorer?k=K`` — the privacy–utility–N
   explorer: half-width against N per mechanism and for central Laplace at a chosen ε,
-  and the users a target half-width needs.
+  and the users a target half-width needs; in string mode (a string metric's, or
+  ``/ui/explorer?kind=string&max_length=L``) the frequency N users find against N down
+  to the collision floor, and the users needed to find values of a frequency.
 
 The pages hold no state: the server renders what a metric *is* (its definition), the
 browser fetches what it *says* from ``/v1/estimates/…``, ``/v1/overview`` and
@@ -36,6 +38,7 @@ from aggregator.web.alarms import alarm_rate
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
+from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
@@ -58,6 +61,8 @@ MAX_REFRESH = 3600
 """An hour: slower than that, reload by hand."""
 
 DEFAULT_EXPLORER_K = 32
+DEFAULT_EXPLORER_LENGTH = 16
+"""The string mode's bytes per value before a metric exists (the API's default too)."""
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -256,22 +261,35 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
             "plan": url_for("strings.get_string_plan"),
         },
         "max_length": definition.sketch.max_length,
+        "explorer": url_for(
+            "dashboard.metric_explorer", name=definition.name, version=definition.version
+        ),
     }
     return render_template(
         "string.html", d=d, page=page, sketch=definition.sketch, current_version=current
     )
 
 
-def _explorer_page(d: dict[str, Any] | None, k: int, epsilon: float) -> dict[str, Any]:
+def _explorer_page(
+    d: dict[str, Any] | None,
+    k: int,
+    epsilon: float,
+    kind: str = "categorical",
+    max_length: int = DEFAULT_EXPLORER_LENGTH,
+) -> dict[str, Any]:
     api: dict[str, str] = {
         "plan": url_for("plan.get_plan"),
         "curve": url_for("plan.get_curve"),
+        "string_plan": url_for("strings.get_string_plan"),
+        "string_curve": url_for("strings.get_string_curve"),
     }
     if d is not None:
         api["estimates"] = url_for("estimates.get_estimates", name=d["name"], version=d["version"])
     return {
         "page": "explorer",
         "metric": d,
+        "kind": kind,
+        "max_length": max_length,
         "k": k,
         "epsilon": epsilon,
         # Marked on the chart when the planner knows it (not a memoized form: its curve
@@ -296,6 +314,10 @@ def metric_explorer(name: str) -> str | tuple[str, int]:
     if definition is None:
         return _missing(name)
     d = describe(definition)
+    if definition.kind == "string":
+        sketch = definition.sketch
+        page = _explorer_page(d, DEFAULT_EXPLORER_K, sketch.epsilon, "string", sketch.max_length)
+        return render_template("explorer.html", d=d, page=page, unsupported=False)
     if d["k"] is None or d["kind"] != "categorical":
         return render_template("explorer.html", d=d, page=None, unsupported=True)
     page = _explorer_page(d, d["k"], float(d["epsilon"] or 1.0))
@@ -304,15 +326,22 @@ def metric_explorer(name: str) -> str | tuple[str, int]:
 
 @bp.get("/ui/explorer")
 def explorer() -> str:
-    """The tradeoff explorer for any k (``?k=K&epsilon=E``), before a metric exists."""
+    """The tradeoff explorer for any k (``?k=K&epsilon=E``), before a metric exists;
+    ``?kind=string&max_length=L`` opens it in string mode."""
     try:
         k = int(request.args.get("k", DEFAULT_EXPLORER_K))
         epsilon = float(request.args.get("epsilon", 1.0))
+        max_length = int(request.args.get("max_length", DEFAULT_EXPLORER_LENGTH))
     except ValueError:
-        abort(400, "k must be an integer and epsilon a number")
+        abort(400, "k and max_length must be integers and epsilon a number")
+    kind = request.args.get("kind", "categorical")
+    if kind not in ("categorical", "string"):
+        abort(400, "kind must be categorical or string")
+    if not 1 <= max_length <= MAX_STRING_LENGTH:
+        abort(400, f"max_length must be in [1, {MAX_STRING_LENGTH}]")
     if not 2 <= k <= mechanisms.MAX_DOMAIN_SIZE:
         abort(400, f"k must be in [2, {mechanisms.MAX_DOMAIN_SIZE}]")
     if not mechanisms.MIN_EPSILON <= epsilon <= mechanisms.MAX_EPSILON:
         abort(400, f"epsilon must be in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}]")
-    page = _explorer_page(None, k, epsilon)
+    page = _explorer_page(None, k, epsilon, kind, max_length)
     return render_template("explorer.html", d=None, page=page, unsupported=False)

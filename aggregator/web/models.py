@@ -53,6 +53,8 @@ __all__ = [
     "PlannedMechanism",
     "PoisoningAlarm",
     "StringEstimates",
+    "StringCurve",
+    "StringCurveQuery",
     "StringPlan",
     "StringPlanQuery",
     "StringRow",
@@ -333,6 +335,42 @@ class StringPlan(Model):
     power: float
     floor: float
     """The frequency below which no number of users finds a value."""
+
+
+class StringCurveQuery(Model):
+    """The query of ``GET /v1/plan/strings/curve``."""
+
+    epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
+    max_length: Annotated[int, Field(ge=1, le=64)] = 16
+    """Bytes per value."""
+    concentration: Annotated[float, Field(ge=0, le=1)] = 0.0
+    """Σf² of the values discovery will not find (the collision floor; 0: ignored)."""
+    power: Annotated[float, Field(ge=0.01, le=0.99)] = 0.5
+    """Probability of finding a value at the curve's frequency."""
+    n_min: Annotated[float, Field(ge=MIN_N)] = DEFAULT_GRID[0]
+    """Needs n_min < n_max."""
+    n_max: Annotated[float, Field(le=MAX_N)] = DEFAULT_GRID[1]
+    points: Annotated[int, Field(ge=2, le=MAX_POINTS)] = DEFAULT_GRID[2]
+
+
+class StringCurve(Model):
+    """The frequency N users find against N: the detectable frequency falls as 1/√N down
+    to the collision floor."""
+
+    epsilon: float
+    max_length: int
+    rows: int
+    """h, hash rows per level of the sketch at this ε."""
+    cells: int
+    """m, cells per row."""
+    concentration: float
+    power: float
+    floor: float
+    """The collision floor: the curve's limit as N grows (0 when concentration is 0)."""
+    n: Annotated[list[float], Field(min_length=2, max_length=MAX_POINTS)]
+    """The N axis: a geometric grid from n_min to n_max."""
+    frequency: list[float]
+    """The frequency found with probability ``power`` at each N (above 1: none is)."""
 
 
 class MeanEstimate(Model):

@@ -64,7 +64,7 @@ from client_sdk.mechanisms import FrequencyOracle
 from ldp_api.models import Error, answer
 from ldp_api.openapi import Reply, documented
 
-__all__ = ["MAX_MATRIX_QUERY", "bp", "half_width_curves"]
+__all__ = ["MAX_MATRIX_QUERY", "bp", "half_width_curves", "n_grid"]
 
 MAX_MATRIX_QUERY = 8192
 """Longest ``matrix`` query value: a 16×16 matrix of 4-decimal entries with room to
@@ -253,17 +253,10 @@ def half_width_curves(
 def get_curve() -> dict[str, Any]:
     """The half-width against N on a log grid, per mechanism and for central Laplace."""
     epsilon, k, confidence = _common()
-    lo, hi, default_points = DEFAULT_GRID
-    n_min, n_max = _number("n_min", lo), _number("n_max", hi)
-    if not MIN_N <= n_min < n_max <= MAX_N:
-        raise BadRequest(f"need 1 ≤ n_min < n_max ≤ {MAX_N:.0e}, got {n_min:g} and {n_max:g}")
-    points = _number("points", default_points)
-    if points != int(points) or not 2 <= points <= MAX_POINTS:
-        raise BadRequest(f"points must be an integer in [2, {MAX_POINTS}], got {points:g}")
+    n = n_grid()
     current = request.args.get("mechanism") or None
     if current is not None and current not in CURVE_MECHANISMS:
         raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)}")
-    n = np.geomspace(n_min, n_max, int(points))
     given = _given_pram(k)
     try:
         curves = half_width_curves(epsilon, k, n, confidence, current, given)
@@ -273,6 +266,24 @@ def get_curve() -> dict[str, Any]:
         epsilon=epsilon, k=k, confidence=confidence, n=[float(x) for x in n], curves=curves
     )
     return answer(body)
+
+
+def n_grid() -> np.ndarray:
+    """The N axis of a curve: ``n_min``, ``n_max`` and ``points`` of the query (defaults
+    :data:`~aggregator.web.models.DEFAULT_GRID`), a geometric grid.
+
+    Raises:
+        BadRequest: a bound outside [1, MAX_N], n_min ≥ n_max, or points not in
+            [2, MAX_POINTS].
+    """
+    lo, hi, default_points = DEFAULT_GRID
+    n_min, n_max = _number("n_min", lo), _number("n_max", hi)
+    if not MIN_N <= n_min < n_max <= MAX_N:
+        raise BadRequest(f"need 1 ≤ n_min < n_max ≤ {MAX_N:.0e}, got {n_min:g} and {n_max:g}")
+    points = _number("points", default_points)
+    if points != int(points) or not 2 <= points <= MAX_POINTS:
+        raise BadRequest(f"points must be an integer in [2, {MAX_POINTS}], got {points:g}")
+    return np.geomspace(n_min, n_max, int(points))
 
 
 def _given_pram(k: int) -> FrequencyOracle | None:

@@ -23,7 +23,7 @@ import redis
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.analysis.string_planning import detectable_frequency, users_to_find
+from aggregator.analysis.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
@@ -34,11 +34,14 @@ from aggregator.web.models import (
     MAX_CANDIDATES,
     MAX_CANDIDATES_QUERY,
     MAX_N,
+    StringCurve,
+    StringCurveQuery,
     StringEstimates,
     StringPlan,
     StringPlanQuery,
     StringRow,
 )
+from aggregator.web.plan import n_grid
 from client_sdk.mechanisms.strings import StringSketch, display, normalise
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, answer
@@ -179,6 +182,33 @@ def _arg(name: str, default: float | None = None) -> float | None:
     return value
 
 
+def _planned() -> tuple[float, int, float, float]:
+    """ε, max_length, concentration and power of a planning query, checked.
+
+    Raises:
+        BadRequest: a missing or bad parameter.
+    """
+    epsilon = _arg("epsilon")
+    if epsilon is None:
+        raise BadRequest("epsilon is required")
+    length = _arg("max_length", 16.0)
+    assert length is not None
+    if length != int(length) or not 1 <= length <= 64:
+        raise BadRequest(f"max_length must be an integer in [1, 64], got {length:g}")
+    concentration = _arg("concentration", 0.0)
+    power = _arg("power", 0.5)
+    assert concentration is not None and power is not None
+    if not 0 <= concentration <= 1:
+        raise BadRequest(f"concentration must be in [0, 1], got {concentration:g}")
+    if not 0.01 <= power <= 0.99:
+        raise BadRequest(f"power must be in [0.01, 0.99], got {power:g}")
+    try:
+        StringSketch(epsilon=epsilon, max_length=int(length))
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return epsilon, int(length), concentration, power
+
+
 @bp.get("/v1/plan/strings")
 @documented(
     "What a string metric can find: the frequency N users find, or the users needed to "
@@ -194,34 +224,51 @@ def _arg(name: str, default: float | None = None) -> float | None:
 )
 def get_string_plan() -> dict[str, object]:
     """The frequency ``users`` find, or the users a ``frequency`` needs."""
-    epsilon = _arg("epsilon")
-    if epsilon is None:
-        raise BadRequest("epsilon is required")
-    length = _arg("max_length", 16.0)
-    assert length is not None
-    if length != int(length) or not 1 <= length <= 64:
-        raise BadRequest(f"max_length must be an integer in [1, 64], got {length:g}")
+    epsilon, length, concentration, power = _planned()
     users, frequency = _arg("users"), _arg("frequency")
     if (users is None) == (frequency is None):
         raise BadRequest("give exactly one of users and frequency")
-    concentration = _arg("concentration", 0.0)
-    power = _arg("power", 0.5)
-    assert concentration is not None and power is not None
-    if not 0 <= concentration <= 1:
-        raise BadRequest(f"concentration must be in [0, 1], got {concentration:g}")
-    if not 0.01 <= power <= 0.99:
-        raise BadRequest(f"power must be in [0.01, 0.99], got {power:g}")
-    try:
-        sketch = StringSketch(epsilon=epsilon, max_length=int(length))
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from None
-    if users is not None:
-        if users != int(users) or not 1 <= users <= MAX_N:
-            raise BadRequest(f"users must be an integer in [1, {MAX_N:.0e}], got {users:g}")
-        found = detectable_frequency(sketch, int(users), concentration, power=power)
-    else:
-        assert frequency is not None
-        if not 0 < frequency < 1:
-            raise BadRequest(f"frequency must be in (0, 1), got {frequency:g}")
-        found = users_to_find(sketch, frequency, concentration, power=power)
-    return answer(StringPlan(**found.__dict__))
+    if users is not None and (users != int(users) or not 1 <= users <= MAX_N):
+        raise BadRequest(f"users must be an integer in [1, {MAX_N:.0e}], got {users:g}")
+    if frequency is not None and not 0 < frequency < 1:
+        raise BadRequest(f"frequency must be in (0, 1), got {frequency:g}")
+    found = string_plan(
+        epsilon,
+        length,
+        None if users is None else int(users),
+        frequency,
+        concentration,
+        power,
+    )
+    return answer(StringPlan(**found.to_dict()))
+
+
+@bp.get("/v1/plan/strings/curve")
+@documented(
+    "The frequency N users find against N on a log grid, down to the collision floor: "
+    "the explorer's string mode.",
+    {
+        200: Reply("The detectable frequency at each N.", StringCurve),
+        400: Reply("A missing or bad parameter.", Error),
+        401: UNAUTHORIZED,
+    },
+    query=StringCurveQuery,
+    security=READ_TOKEN,
+)
+def get_string_curve() -> dict[str, object]:
+    """The frequency found with probability ``power`` at each N of a geometric grid."""
+    epsilon, length, concentration, power = _planned()
+    n = n_grid()
+    sketch = StringSketch(epsilon=epsilon, max_length=length)
+    body = StringCurve(
+        epsilon=sketch.epsilon,
+        max_length=length,
+        rows=sketch.rows,
+        cells=sketch.cells,
+        concentration=concentration,
+        power=power,
+        floor=collision_floor(sketch, concentration, power=power),
+        n=[float(x) for x in n],
+        frequency=detectable_curve(sketch, n, concentration, power=power),
+    )
+    return answer(body)

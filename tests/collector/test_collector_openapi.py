@@ -114,6 +114,7 @@ def test_each_app_documents_what_it_mounts(redis_db: Any) -> None:
         "/v1/plan",
         "/v1/plan/curve",
         "/v1/plan/strings",
+        "/v1/plan/strings/curve",
     }
     assert set(collector["components"]["securitySchemes"]) == {"adminToken", "metricsToken"}
     assert set(whole["components"]["securitySchemes"]) == {
@@ -269,6 +270,9 @@ def beyond(limit: float, kind: str, up: bool) -> str:
         ("/v1/plan/curve", "points", "epsilon=1&k=3"),
         ("/v1/plan/curve", "n_min", "epsilon=1&k=3"),
         ("/v1/plan/curve", "n_max", "epsilon=1&k=3"),
+        ("/v1/plan/strings/curve", "points", "epsilon=4"),
+        ("/v1/plan/strings/curve", "max_length", "epsilon=4"),
+        ("/v1/plan/strings/curve", "power", "epsilon=4"),
         ("/v1/estimates/{name}", "confidence", ""),
         ("/v1/estimates/{name}", "version", ""),
         ("/v1/metrics/{name}", "version", ""),
@@ -482,6 +486,8 @@ def read_urls(client: FlaskClient) -> list[str]:
         "/v1/plan/curve?epsilon=2&k=16&mechanism=blh&points=31&n_min=10&n_max=1e6",
         "/v1/plan/strings?epsilon=4&users=1000000",
         "/v1/plan/strings?epsilon=1&max_length=8&frequency=0.001&concentration=0.2",
+        "/v1/plan/strings/curve?epsilon=4",
+        "/v1/plan/strings/curve?epsilon=2&max_length=8&concentration=0.01&power=0.8&points=9",
     ]
 
 
@@ -535,6 +541,8 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
         ("/v1/plan/strings?epsilon=4&users=10&frequency=0.1", 400),
         ("/v1/plan/strings?epsilon=4&max_length=65&users=10", 400),
         ("/v1/plan/strings?epsilon=x&users=10", 400),
+        ("/v1/plan/strings/curve?max_length=8", 400),
+        ("/v1/plan/strings/curve?epsilon=4&n_min=10&n_max=5", 400),
     ],
 )
 def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: int) -> None:
@@ -551,7 +559,7 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     read_operations = [
         (path, item["get"]) for path, item in doc["paths"].items() if path.startswith(READ_PREFIXES)
     ]
-    assert len(read_operations) == 6
+    assert len(read_operations) == 7
     for path, operation in read_operations:  # every read API says so
         assert operation["security"] == [{"readToken": []}, {"readTokenBasic": []}], path
         assert "401" in operation["responses"], path

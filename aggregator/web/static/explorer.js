@@ -1,7 +1,10 @@
 /* The privacy–utility–N explorer: pick ε, see the half-width against N per mechanism and
  * for central Laplace, how many users a target half-width needs, and how far a share of
  * fake clients can move one value (robustness, the fourth axis). The numbers come from
- * /v1/plan and /v1/plan/curve (the aggregator's own formulas); this only plots. */
+ * /v1/plan and /v1/plan/curve (the aggregator's own formulas); this only plots.
+ * String mode (kind = string): the frequency N users find against N, down to the
+ * collision floor, and the users needed to find values of a frequency, from
+ * /v1/plan/strings and /v1/plan/strings/curve. */
 (function () {
   "use strict";
   const L = window.LDP;
@@ -9,11 +12,20 @@
   const root = document.getElementById("explorer");
   if (!root) return;
   const $ = (id) => document.getElementById(id);
-  const inputs = { eps: $("epsilon-input"), range: $("epsilon-range"), k: $("k-input"), n: $("n-input"), width: $("width-input"), fakes: $("fakes-input") };
-  const metric = page.metric;
+  const inputs = {
+    eps: $("epsilon-input"), range: $("epsilon-range"), k: $("k-input"), n: $("n-input"), width: $("width-input"), fakes: $("fakes-input"),
+    kind: $("kind-select"), length: $("length-input"), frequency: $("frequency-input"), concentration: $("concentration-input"),
+  };
   let current = null; // the metric's n, from the estimates API
   let nEdited = false;
   let seq = 0;
+  let kind = page.kind || "categorical";
+
+  /** Show the controls and sections of the mode (data-kind), hide the others. */
+  function showKind() {
+    root.dataset.kind = kind;
+    document.querySelectorAll("[data-kind]").forEach((e) => { if (e !== root) e.hidden = e.dataset.kind !== kind; });
+  }
 
   const NAMES = { grr: "GRR", sue: "SUE", oue: "OUE", olh: "OLH", blh: "BLH", hr: "HR", ss: "SS", rr: "RR", "central laplace": "Central Laplace" };
   const nameOf = (m) => NAMES[m] || m;
@@ -145,7 +157,130 @@
     ])));
   }
 
+  // -- string mode ---------------------------------------------------------------------
+  /** A frequency as a percentage with enough digits to see it: 0.00544 → "0.54 %". */
+  const share = (x) => L.points(x) + " %";
+
+  function readStrings() {
+    return {
+      eps: Number(inputs.eps.value),
+      n: Math.max(1, Math.round(Number(inputs.n.value))),
+      length: Math.round(Number(inputs.length.value)),
+      frequency: Number(inputs.frequency.value) / 100,
+      concentration: Number(inputs.concentration.value || 0),
+    };
+  }
+
+  function validStrings(p) {
+    return p.eps >= 1e-4 && p.eps <= 20 && p.n >= 1 && p.n <= 1e12 && p.length >= 1 && p.length <= 64 &&
+      p.frequency > 0 && p.frequency < 1 && p.concentration >= 0 && p.concentration <= 1;
+  }
+
+  function renderStringChart(curve, atN, need, p) {
+    if (!L.hasPlotly()) return;
+    const y = curve.frequency.map((f) => (f <= 1 ? f : null)); // above 100 %: nothing is found
+    const traces = [{
+      type: "scatter", mode: "lines", name: "detectable frequency", meta: "frequency", x: curve.n, y,
+      line: { color: L.colors.raw, width: 3 },
+      hovertemplate: "N = %{x:,.0f}<br>finds values ≥ %{y:.3~p}<extra></extra>",
+    }];
+    if (atN.frequency <= 1) {
+      traces.push({
+        type: "scatter", mode: "markers+text", name: "N now", meta: "now", showlegend: false,
+        x: [p.n], y: [atN.frequency], text: [share(atN.frequency)], textposition: "top right",
+        marker: { size: 12, color: L.colors.raw, line: { color: "#fff", width: 2 } },
+        hovertemplate: "N = %{x:,.0f}<br>finds values ≥ %{y:.3~p}<extra></extra>",
+      });
+    }
+    if (need.users !== null) {
+      traces.push({
+        type: "scatter", mode: "markers", name: "users needed", meta: "needed", showlegend: false,
+        x: [need.users], y: [p.frequency],
+        marker: { size: 11, symbol: "diamond", color: "#dc2626", line: { color: "#fff", width: 2 } },
+        hovertemplate: "N = %{x:,.0f} finds values of %{y:.3~p}<extra></extra>",
+      });
+    }
+    const shapes = [
+      { type: "line", xref: "x", yref: "paper", x0: p.n, x1: p.n, y0: 0, y1: 1, line: { color: "#1d4ed8", width: 1.5, dash: "dot" } },
+      { type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: p.frequency, y1: p.frequency, line: { color: "#dc2626", width: 1.2, dash: "dot" } },
+    ];
+    const annotations = [
+      { xref: "x", yref: "paper", x: Math.log10(p.n), y: 0.02, yanchor: "bottom", xanchor: "left", showarrow: false, bgcolor: "rgba(255,255,255,0.85)", text: (current !== null && p.n === current ? "N now = " : "N = ") + L.int(p.n), font: { color: "#1d4ed8", size: 11 } },
+      { xref: "paper", yref: "y", x: 1, y: Math.log10(p.frequency), xanchor: "right", yanchor: "bottom", showarrow: false, text: "find " + share(p.frequency), font: { color: "#dc2626", size: 11 } },
+    ];
+    if (curve.floor > 0) {
+      shapes.push({ type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: curve.floor, y1: curve.floor, line: { color: L.colors.central, width: 2, dash: "dash" } });
+      annotations.push({ xref: "paper", yref: "y", x: 0, y: Math.log10(curve.floor), xanchor: "left", yanchor: "top", showarrow: false, text: "collision floor " + share(curve.floor), font: { color: L.colors.central, size: 11 } });
+    }
+    // Room below the floor and the target, so their lines and labels sit inside the plot.
+    const drawn = y.filter((v) => v !== null);
+    const lo = Math.min(...drawn, p.frequency, curve.floor > 0 ? curve.floor : Infinity) / 1.6;
+    const hi = Math.min(1, Math.max(...drawn, p.frequency)) * 1.3;
+    const layout = L.layout({
+      showlegend: false,
+      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power" },
+      yaxis: { type: "log", title: { text: "frequency found half the time" }, tickformat: ".1~p", dtick: "D2", range: [Math.log10(lo), Math.log10(hi)], gridcolor: "#eef2f7", automargin: true },
+      shapes, annotations,
+      margin: { l: 64, r: 16, t: 16, b: 48 },
+    });
+    window.Plotly.react($("string-chart"), traces, layout, L.plotConfig);
+  }
+
+  function renderStringText(curve, atN, need, p) {
+    const shape = p.length + " bytes: " + curve.rows + " rows × " + curve.cells + " cells per level";
+    const now = $("found-now");
+    now.dataset.frequency = String(atN.frequency);
+    now.dataset.n = String(p.n);
+    now.replaceChildren(
+      "At ε = " + p.eps + " (" + shape + "), N = " + L.int(p.n) + " users ",
+      ...(atN.frequency < 1
+        ? ["find values of frequency ≥ ", L.el("strong", { textContent: share(atN.frequency) }), " about half the time."]
+        : ["are too few to find any value."]),
+      curve.floor > 0 ? " No number of users finds values below the collision floor, " + share(curve.floor) + "." : "",
+    );
+    document.querySelectorAll('[data-field="frequency"]').forEach((e) => { e.textContent = share(p.frequency); });
+    const answer = $("string-answer");
+    answer.dataset.users = need.users === null ? "" : String(need.users);
+    answer.dataset.floor = String(need.floor);
+    if (need.users === null) {
+      answer.replaceChildren(
+        "No number of users finds values of " + share(p.frequency) + ": the collision floor is ",
+        L.el("strong", { textContent: share(need.floor) }),
+        " at Σf² = " + p.concentration + "; more cells per level (a higher ε), not more users, would.",
+      );
+      return;
+    }
+    answer.replaceChildren(
+      L.el("strong", { textContent: L.int(need.users) + " users" }),
+      " find values of frequency ≥ " + share(p.frequency) + " about half the time.",
+      current !== null && current > 0 ? " So far: " + L.int(current) + " reports (" + Math.min(100, (100 * current) / need.users).toFixed(0) + " % of the way)." : "",
+    );
+  }
+
+  async function updateStrings() {
+    const p = readStrings();
+    if (!validStrings(p)) { L.status("ε must be in [0.0001, 20], bytes in [1, 64], N ≥ 1, the frequency in (0, 100) % and Σf² in [0, 1]", "error"); return; }
+    const mine = ++seq;
+    root.dataset.state = "loading";
+    const common = { epsilon: p.eps, max_length: p.length, concentration: p.concentration };
+    const [atN, need] = await Promise.all([
+      L.getJSON(L.url(page.api.string_plan, { ...common, users: p.n })),
+      L.getJSON(L.url(page.api.string_plan, { ...common, frequency: p.frequency })),
+    ]);
+    // The N axis reaches past both N and the users needed, whichever is larger.
+    const nMax = Math.min(1e12, Math.max(1e8, 10 * p.n, 10 * (need.users || 0)));
+    const curve = await L.getJSON(L.url(page.api.string_curve, { ...common, n_max: nMax, points: 81 }));
+    if (mine !== seq) return; // a newer request is on its way
+    renderStringChart(curve, atN, need, p);
+    renderStringText(curve, atN, need, p);
+    root.dataset.epsilon = String(atN.epsilon);
+    root.dataset.maxLength = String(atN.max_length);
+    root.dataset.n = String(atN.users);
+    root.dataset.state = "ready";
+  }
+
   async function update() {
+    if (kind === "string") return updateStrings();
     const p = read();
     if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target and the fakes in (0, 100) %", "error"); return; }
     const mine = ++seq;
@@ -179,6 +314,18 @@
   inputs.width.addEventListener("input", soon);
   inputs.fakes.addEventListener("input", soon);
   inputs.n.addEventListener("input", () => { nEdited = true; soon(); });
+  inputs.length.addEventListener("input", soon);
+  inputs.frequency.addEventListener("input", soon);
+  inputs.concentration.addEventListener("input", soon);
+  inputs.kind.addEventListener("change", () => {
+    kind = inputs.kind.value;
+    showKind();
+    const u = new URL(window.location.href);
+    u.searchParams.set("kind", kind);
+    window.history.replaceState(null, "", u.pathname + u.search);
+    soon();
+  });
+  showKind();
   $("explorer-form").addEventListener("submit", (e) => { e.preventDefault(); soon(); });
 
   async function poll() {
