@@ -1,7 +1,7 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
     PYTHONPATH=. python benchmarks/bench_strings.py [--quick]
-        [--section quality|coverage|cost|papers]
+        [--section quality|coverage|cost|papers|memory]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -227,10 +227,59 @@ def cost() -> None:
         print(f"discovery at n = {n:.0e}: {time.perf_counter() - t:.1f} s", flush=True)
 
 
+def memory(ns: list[int]) -> None:
+    """Redis bytes of one window of a string metric after n reports, through the real
+    commit path (an embedded redis-server, one worker): the counts hash, the delta list
+    and the packed string, MEMORY USAGE … SAMPLES 0 each."""
+    import tempfile
+    from pathlib import Path
+
+    from aggregator.stream.worker import Worker
+    from ldp_store import keys
+    from ldp_store.embedded import EmbeddedRedis
+    from ldp_store.registry import Registry
+
+    print("\n## Redis memory of one window (ε = 4, max_length 16: 262,144 counters)")
+    print("| reports | counts hash | delta list | packed string | window total | per report |")
+    print("|---|---|---|---|---|---|")
+    vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    shares = zipf_shares(VOCABULARY, 1.1)
+    with tempfile.TemporaryDirectory() as folder:
+        server = EmbeddedRedis(Path(folder), extra=["--appendonly", "no", "--save", ""])
+        with server:
+            client = server.client()
+            spec = {"kind": "string", "max_length": LENGTH, "epsilon": 4.0}
+            for n in ns:
+                d = Registry(client).put(f"bench.memory.{n}", spec).definition
+                codec = codec_for(d.mechanism)
+                gen = np.random.default_rng(n)
+                stream = keys.stream_key(d.name, d.version)
+                for start in range(0, n, 100_000):
+                    size = min(100_000, n - start)
+                    batch = codec.encode(vocab[gen.choice(VOCABULARY, size, p=shares)], gen)
+                    with client.pipeline(transaction=False) as pipe:
+                        for payload in codec.to_payloads(batch):
+                            pipe.xadd(stream, {"p": json.dumps(payload, separators=(",", ":"))})
+                        pipe.execute()
+                    Worker(client, handle_signals=False).run(once=True)
+                sizes = [
+                    client.memory_usage(k, samples=0) or 0
+                    for k in keys.window_keys(d.name, d.version, "all")
+                ]
+                total = sum(sizes)
+                print(
+                    f"| {n:,} | {sizes[0]:,} | {sizes[1 + 1]:,} | {sizes[1]:,} | {total:,} | "
+                    f"{total / n:.1f} B |",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--section", choices=["quality", "coverage", "cost", "papers"], action="append")
+    ap.add_argument(
+        "--section", choices=["quality", "coverage", "cost", "papers", "memory"], action="append"
+    )
     args = ap.parse_args()
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
@@ -243,6 +292,8 @@ def main() -> None:
             quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
     if "coverage" in sections:
         coverage(3 if args.quick else 10)
+    if "memory" in sections:
+        memory([10_000, 100_000, 1_000_000] if not args.quick else [10_000, 100_000])
     if "papers" in sections:
         papers(PAPER_SETTINGS[:1] if args.quick else PAPER_SETTINGS)
     print(load())
