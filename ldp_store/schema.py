@@ -25,14 +25,14 @@ window written across the upgrade sums both exactly. ``n`` stays in the hash.
 counter in 262,144 a report) would cost one ``BITFIELD`` increment per counter and window,
 about 1.2 µs of Redis each. A metric with k ≥ :data:`DELTA_MIN_K` sends every batch's
 increments instead as one blob, the field ``d`` (:data:`DELTA_FIELD`):
-little-endian u32 pairs (v, C(v)) (:data:`DELTA_DTYPE`). The commit script appends it,
-prefixed by the batch's first entry id and ``|`` (unique in the list: an id is counted
-once), to each window's ``delta:<window>`` list (:func:`ldp_store.keys.delta_key`), with
-the window's expiry. A window's counts are the packed string plus every blob in its list;
-readers take the hash, the string and the list in one script (one atomic snapshot). A
-worker folds a list into the string now and then: it reads that snapshot, adds in numpy,
-and writes the sum back with a script that first checks the list still starts with the
-blob it read (a fold in between would have removed it), then trims what it folded.
+little-endian u32 pairs (v, C(v)) (:data:`DELTA_DTYPE`), nothing else (no id, no time).
+The commit script appends it to each window's ``delta:<window>`` list
+(:func:`ldp_store.keys.delta_key`), with the window's expiry. A window's counts are the
+packed string plus every blob in its list; readers take the hash, the string and the list
+in one script (one atomic snapshot). A worker folds a list into the string now and then:
+it reads that snapshot, adds in numpy, and writes the sum back with a script that first
+checks the string is still the one it read (its SHA-1: only folds write it, and each
+changes it), then trims the blobs it folded from the head of the list.
 
 **Overflow.** C(v) ≤ n for every value (a report supports a value at most once), and the
 commit script refuses, before it acknowledges anything, a batch that would take a window's
@@ -64,7 +64,6 @@ __all__ = [
     "DELTA_DTYPE",
     "DELTA_FIELD",
     "DELTA_MIN_K",
-    "DELTA_SEPARATOR",
     "HOUR_MS",
     "LIMB_BITS",
     "MAX_WINDOW_REPORTS",
@@ -114,9 +113,6 @@ DELTA_FIELD = "d"
 DELTA_DTYPE = "<u4"
 """The numpy dtype of a delta blob: (v, C(v)) pairs of little-endian unsigned 32-bit
 integers (a batch's C(v) ≤ its size, far below 2³²)."""
-
-DELTA_SEPARATOR = b"|"
-"""Between a stored blob's tag (the batch's first entry id) and its pairs."""
 
 DELTA_MIN_K = 1024
 """Domain size k from which a metric's increments always go as delta blobs: a batch of

@@ -260,7 +260,7 @@ local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expires = {0, tonumber(ARGV[9]), tonumber(ARGV[10])}  -- all (never), hour, day
 local names = {'all', ARGV[4], ARGV[6]}
-local zeros, tagged = nil, nil
+local zeros = nil
 local windows = {}
 for w = 1, 3 do
   local at = expires[w]
@@ -269,10 +269,8 @@ for w = 1, 3 do
     local hash, packed = KEYS[w + 1], KEYS[w + 6]
     for i = 1, #fields, 2 do redis.call('HINCRBY', hash, fields[i], fields[i + 1]) end
     if delta then
-      -- One blob for the whole batch, tagged with its first id (counted once: unique).
-      tagged = tagged or (ids[1] .. '|' .. delta)
       local list = KEYS[w + 12]
-      redis.call('RPUSH', list, tagged)
+      redis.call('RPUSH', list, delta)  -- one blob for the whole batch
       if at > 0 and redis.call('PTTL', list) == -1 then redis.call('PEXPIREAT', list, at) end
     end
     if #ops > 0 then
@@ -357,8 +355,8 @@ count, could fail the bulk check: the script then answers an error starting ``FE
 which the worker raises as ``FenceBroken``.
 
 **Deltas.** A metric with k ≥ :data:`~ldp_store.schema.DELTA_MIN_K` sends its batch's
-support counts as one blob (field ``d``), which the script appends, tagged with the batch's
-first id, to each window's delta list instead of one ``BITFIELD`` increment per counter;
+support counts as one blob (field ``d``), which the script appends to each window's delta
+list instead of one ``BITFIELD`` increment per counter;
 workers fold the lists into the packed strings with :data:`FOLD` (see Deltas in
 :mod:`ldp_store.schema`). The blob goes in with the acknowledgement, in this one script, so
 the argument above holds for it unchanged.
@@ -388,17 +386,18 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2]) or false,
 
 FOLD = """
 -- KEYS: packed support, delta list of one window.
--- ARGV: how many blobs were folded, the first one's tag, the new packed counts.
--- Writes only if the list still starts with the blob the caller read: any other fold
--- since would have trimmed it (blobs are only appended, and tags are unique).
-local head = redis.call('LINDEX', KEYS[2], 0)
-local tag = ARGV[2] .. '|'
-if not head or string.sub(head, 1, #tag) ~= tag then return 0 end
+-- ARGV: how many blobs were folded, the SHA-1 of the packed string they were added to
+--       (of '' when there was none), the new packed counts.
+-- Writes only if the string is still the one the caller read: only folds write it, and
+-- a fold adds at least one blob of positive counts, so an unchanged string means no fold
+-- came between, and the list still starts with the blobs the caller summed.
 if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[1]) then return 0 end
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  if redis.call('STRLEN', KEYS[1]) ~= #ARGV[3] then
-    return redis.error_reply('FOLD ' .. KEYS[1] .. ' holds ' ..
-      redis.call('STRLEN', KEYS[1]) .. ' bytes, the fold ' .. #ARGV[3])
+local packed = redis.call('GET', KEYS[1])
+if redis.sha1hex(packed or '') ~= ARGV[2] then return 0 end
+if packed then
+  if #packed ~= #ARGV[3] then
+    return redis.error_reply('FOLD ' .. KEYS[1] .. ' holds ' .. #packed ..
+      ' bytes, the fold ' .. #ARGV[3])
   end
   redis.call('SETRANGE', KEYS[1], 0, ARGV[3])  -- keeps the key's expiry
 else

@@ -9,6 +9,7 @@ one round trip per node holding some of them) and summed.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,6 @@ __all__ = [
     "Lag",
     "ReportsPerDevice",
     "add_deltas",
-    "delta_tag",
     "fold_window",
     "lag",
     "lag_details",
@@ -82,11 +82,6 @@ def _window_replies(
     return out
 
 
-def delta_tag(blob: bytes) -> bytes:
-    """The tag of a stored delta blob: the first entry id of its batch."""
-    return blob.partition(schema.DELTA_SEPARATOR)[0]
-
-
 def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
     """Add stored delta blobs (see Deltas in :mod:`ldp_store.schema`) to ``support``.
 
@@ -96,10 +91,9 @@ def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
     """
     k = len(support)
     for blob in blobs:
-        tag, sep, body = blob.partition(schema.DELTA_SEPARATOR)
-        if not sep or len(body) % 8:
-            raise ValueError(f"{key}: a delta blob of {len(blob)} bytes is not a tag and pairs")
-        pairs = np.frombuffer(body, dtype=schema.DELTA_DTYPE).reshape(-1, 2)
+        if len(blob) % 8:
+            raise ValueError(f"{key}: a delta blob of {len(blob)} bytes is not whole pairs")
+        pairs = np.frombuffer(blob, dtype=schema.DELTA_DTYPE).reshape(-1, 2)
         if len(pairs) and int(pairs[:, 0].max()) >= k:
             raise ValueError(f"{key}: a delta names value {int(pairs[:, 0].max())}, k = {k}")
         support += np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=k).astype(np.int64)
@@ -133,7 +127,11 @@ def fold_window(client: redis.Redis, definition: MetricDefinition, window: str, 
     add_deltas(support, blobs, delta_key)
     done = client.register_script(scripts.FOLD)(
         keys=[support_key, delta_key],
-        args=[len(blobs), delta_tag(blobs[0]), support.astype(schema.SUPPORT_DTYPE).tobytes()],
+        args=[
+            len(blobs),
+            hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324 (identity, not security)
+            support.astype(schema.SUPPORT_DTYPE).tobytes(),
+        ],
     )
     return len(blobs) if int(done) else 0
 

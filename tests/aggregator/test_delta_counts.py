@@ -11,13 +11,14 @@ packed string is gone keeps the window's expiry.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, cast
 
 import numpy as np
 import pytest
 import redis
 
-from aggregator.stream.counts import add_deltas, delta_tag, fold_window, read_counts
+from aggregator.stream.counts import add_deltas, fold_window, read_counts
 from aggregator.stream.worker import FOLD_EVERY, FOLD_SHARE, Worker
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
@@ -110,11 +111,15 @@ def test_a_fold_that_lost_the_race_changes_nothing(
     add_deltas(stale, blobs, deltas)
     assert fold_window(client, d, "all", 0) == 10  # another worker folds first
     fold = client.register_script(scripts.FOLD)
-    # The stale fold's write would count the 10 blobs again on top of the new string:
-    # the list no longer starts with the blob it read, so it writes nothing.
+    # The stale fold's write would count the 10 blobs twice: the string is no longer the
+    # (absent) one it read, so it writes nothing.
     done = fold(
         keys=[support, deltas],
-        args=[10, delta_tag(blobs[0]), (2 * stale).astype(schema.SUPPORT_DTYPE).tobytes()],
+        args=[
+            10,
+            hashlib.sha1(b"").hexdigest(),
+            (2 * stale).astype(schema.SUPPORT_DTYPE).tobytes(),
+        ],
     )
     assert done == 0
     assert read_counts(client, d).support.tolist() == offline(d, payloads).support.tolist()
@@ -172,14 +177,14 @@ def test_a_corrupt_blob_is_never_read_as_counts(redis_db: Any) -> None:
     drain(client, batch_size=100)
     deltas = keys.delta_key(d.name, d.version)
     outside = np.array([[K, 1]], dtype=schema.DELTA_DTYPE).tobytes()
-    client.rpush(deltas, b"1-0|" + outside)
+    client.rpush(deltas, outside)
     with pytest.raises(ValueError, match=f"names value {K}, k = {K}"):
         read_counts(client, d)
     with pytest.raises(ValueError, match=f"names value {K}"):
         fold_window(client, d, "all", 0)
-    client.rpush(deltas, b"no tag at all")
-    client.lrem(deltas, 1, b"1-0|" + outside)
-    with pytest.raises(ValueError, match="not a tag and pairs"):
+    client.lrem(deltas, 1, outside)
+    client.rpush(deltas, b"13 bytes long")
+    with pytest.raises(ValueError, match="13 bytes is not whole pairs"):
         read_counts(client, d)
 
 
