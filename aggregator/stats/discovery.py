@@ -145,6 +145,7 @@ def _accept(
         sums = known.residual[rows, cells[live]].sum(axis=1)
         pool = live[est.scores(level, sums, known) >= keep_z - 1.0]
         pool_cells = cells[pool]
+        raw_sum = est.cell_freq[level][rows, pool_cells].sum(axis=1)
         alive = np.ones(len(pool), dtype=bool)
         size, before = 1, len(accepted)
         while len(accepted) < limit:
@@ -152,7 +153,7 @@ def _accept(
             if not len(idx):
                 break
             resid_sum = known.residual[rows, pool_cells[idx]].sum(axis=1)
-            z = est.scores(level, resid_sum, known)
+            z = est.scores(level, resid_sum, known, raw_sum=raw_sum[idx])
             ok = np.flatnonzero(z >= keep_z)
             if not len(ok):
                 break

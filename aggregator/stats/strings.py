@@ -357,7 +357,12 @@ class SketchEstimator:
         return self.reduce(self.gather(level, cells), known, own)
 
     def scores(
-        self, level: int, resid_sum: np.ndarray, known: Known | None, collisions: bool = True
+        self,
+        level: int,
+        resid_sum: np.ndarray,
+        known: Known | None,
+        collisions: bool = True,
+        raw_sum: np.ndarray | None = None,
     ) -> np.ndarray:
         """z-scores (f̂/σ₀) of prefixes not themselves known, from Σ_r R(c_r): the fast path
         of :meth:`reduce` for ranking (σ₀ is the same for all of them). Without
@@ -369,8 +374,11 @@ class SketchEstimator:
         rest = 1.0 - min(max(mass, 0.0), 1.0)
         f_hat = (resid_sum / h - rest / m) / (1 - 1 / m)
         s2 = max(float(self.second_moment[level]) - mass_sq, 0.0) if collisions else 0.0
+        content = rest / m
+        if raw_sum is not None:
+            content = np.clip(raw_sum / h - np.clip(f_hat, 0.0, 1.0), 0.0, 1.0)
         null = (m / (m - 1)) ** 2 * (
-            self.m.cell_variance(max(self.n, 1), rest / m) / h + s2 * (1 / m) * (1 - 1 / m) / h
+            self.m.cell_variance(max(self.n, 1), content) / h + s2 * (1 / m) * (1 - 1 / m) / h
         )
         return np.asarray(f_hat / np.sqrt(null)) if self.n else np.full(len(resid_sum), -np.inf)
 
@@ -395,12 +403,13 @@ class SketchEstimator:
         coll = (1 / m) * (1 - 1 / m) / h
         f_clip = np.clip(f_hat, 0.0, 1.0)
         ldp = self.m.cell_variance(n, np.clip(g.f_raw, 0.0, 1.0)).sum(axis=1) / h**2
-        ldp0 = self.m.cell_variance(n, rest / m) / h
+        content = np.clip(g.f_raw - f_clip[:, None], 0.0, 1.0)
+        ldp0 = self.m.cell_variance(n, content).sum(axis=1) / h**2
         var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
         null = scale * (ldp0 + s2 * coll)
         inner = self.m.inner
-        q0 = inner.q + (inner.p - inner.q) * rest / m
-        null_support = self.row_reports * q0 * h
+        q0 = inner.q + (inner.p - inner.q) * content
+        null_support = self.row_reports * q0.sum(axis=1)
         support = g.support.sum(axis=1).astype(float)
         if self.n == 0:
             nan = np.full(len(g.cells), np.nan)
