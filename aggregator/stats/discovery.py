@@ -292,8 +292,7 @@ def _test(
     order = np.argsort(-got.frequency, kind="stable")
     idx = idx[order]
     last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
-    null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64), last).null_variance
-    null = null * scale[m.levels] ** 2
+    null = np.array([est.typical_null_variance(m.levels - 1, last)]) * scale[m.levels] ** 2
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[order],

@@ -382,6 +382,18 @@ class SketchEstimator:
         )
         return np.asarray(f_hat / np.sqrt(null)) if self.n else np.full(len(resid_sum), -np.inf)
 
+    def typical_null_variance(self, level: int, known: Known | None = None) -> float:
+        """σ₀² of an absent value at a level whose cells hold the average content 1/m
+        (every row's cells share the level's whole mass): the spread the detection
+        threshold quotes, where :meth:`reduce` tests each value at its own cells'."""
+        m, h = self.m.cells, self.m.rows
+        mass_sq = 0.0 if known is None else known.mass_sq
+        s2 = max(float(self.second_moment[level]) - mass_sq, 0.0)
+        ldp0 = self.m.cell_variance(max(self.n, 1), 1.0 / m) / h
+        if self.n == 0:
+            return math.nan
+        return float((m / (m - 1)) ** 2 * (ldp0 + s2 * (1 / m) * (1 - 1 / m) / h))
+
     def reduce(
         self, g: Gathered, known: Known | None = None, own: np.ndarray | None = None
     ) -> LevelEstimate:
