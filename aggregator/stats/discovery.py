@@ -8,11 +8,17 @@ Extending Method with one group of users per level; Bassily et al.'s TreeHist wa
 same tree). A prefix extended by the padding byte NUL is a *complete* value; it is
 estimated from every level from there on (:meth:`SketchEstimator.strings`), and all
 complete values are then tested together: one-sided z-tests of f = 0 with the variance
-at f = 0, Benjamini–Hochberg at level α, so that among the values called present the
-expected share of false ones is at most α. Measured, that does not hold: the false share
-was 0.15–0.56 at ε = 8 and at n = 10⁷ (BENCHMARKS.md, "Compared with the papers"), almost
-all full-length values accepted at the last level, whose test σ₀ is narrower than their
-estimate's own standard error. Top-k precision is unaffected (they rank low).
+at f = 0, Benjamini–Hochberg at level α. σ₀ is each value's own: the LDP variance of
+what its cells hold besides it (at ε = 8 a cell's count is nearly Poisson, so a cell
+sharing a row with a heavy word is far noisier than an empty one), plus the collision
+noise left in the level's residual table (:meth:`SketchEstimator.collision_moment`).
+BH's promise — among the values called present the expected share of false ones is at
+most α — holds only where measured so (BENCHMARKS.md, "Compared with the papers", 5
+seeds): 0.05 (0.03–0.06) at ε = 8 with 6 bytes, 0.01 at ε = 8 with 16 bytes and
+n = 6.5·10⁵, 0 at ε = 4 with n = 10⁷. It does **not** hold at n = 10⁷, ε = 8 (0.33,
+one seed; the walk accepts > 10³ values by chance at the last level) nor quite at
+ε = 2 with 6 bytes (0.08, 8 seeds of ≈ 11 values called present). Top-k precision is
+unaffected (false values rank low).
 
 The detection threshold (:func:`detection_threshold`) is the frequency at which a value
 is found with probability about one half: z_{1−α/T}·σ₀ with σ₀ the standard deviation at
@@ -145,6 +151,7 @@ def _accept(
         sums = known.residual[rows, cells[live]].sum(axis=1)
         pool = live[est.scores(level, sums, known) >= keep_z - 1.0]
         pool_cells = cells[pool]
+        raw_sum = est.cell_freq[level][rows, pool_cells].sum(axis=1)
         alive = np.ones(len(pool), dtype=bool)
         size, before = 1, len(accepted)
         while len(accepted) < limit:
@@ -152,7 +159,7 @@ def _accept(
             if not len(idx):
                 break
             resid_sum = known.residual[rows, pool_cells[idx]].sum(axis=1)
-            z = est.scores(level, resid_sum, known)
+            z = est.scores(level, resid_sum, known, raw_sum=raw_sum[idx])
             ok = np.flatnonzero(z >= keep_z)
             if not len(ok):
                 break
@@ -291,8 +298,7 @@ def _test(
     order = np.argsort(-got.frequency, kind="stable")
     idx = idx[order]
     last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
-    null = est.level(m.levels - 1, np.zeros((1, m.rows), dtype=np.int64), last).null_variance
-    null = null * scale[m.levels] ** 2
+    null = np.array([est.typical_null_variance(m.levels - 1, last)]) * scale[m.levels] ** 2
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[order],

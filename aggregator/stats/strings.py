@@ -336,6 +336,22 @@ class SketchEstimator:
         squares = (f * f - var).sum(axis=2)  # unbiased for Σ_c F_r(c)², per level and row
         return np.clip(((m * squares - 1) / (m - 1)).mean(axis=1), 0.0, 1.0)
 
+    def collision_moment(self, level: int, known: Known | None) -> float:
+        """Σ e_y² of what is left in a level's cells once the known values are taken out,
+        e_y = f(y) minus y's subtracted estimate: the collision noise of the residual, read
+        off the residual table as :attr:`second_moment` reads the raw one (E[Σ_c R(c)²] =
+        Σ e² + ((Σ e)² − Σ e²)/m, Σ e = 1 − M). S₂ − Σ_known f̂² would leave out the error
+        of every subtracted estimate, and a value accepted by chance (f = 0, f̂ > 0) adds f̂²
+        where that formula takes it away: measured, that made σ₀ too narrow by about √2
+        at ε = 8, n = 10⁷ where the walk accepts > 10³ such values at the last level."""
+        if known is None:
+            return float(self.second_moment[level])
+        m = self.m.cells
+        var = self.m.cell_variance(max(self.n, 1), np.clip(self.cell_freq[level], 0.0, 1.0))
+        squares = (known.residual * known.residual - var).sum(axis=1)
+        rest = 1.0 - min(max(known.mass, 0.0), 1.0)
+        return float(np.clip(((m * squares - rest**2) / (m - 1)).mean(), 0.0, 1.0))
+
     def gather(self, level: int, cells: IntArray) -> Gathered:
         """The (N, h) raw cell estimates and counts of prefixes at a level."""
         rows = np.arange(self.m.rows)[None, :]
@@ -357,7 +373,12 @@ class SketchEstimator:
         return self.reduce(self.gather(level, cells), known, own)
 
     def scores(
-        self, level: int, resid_sum: np.ndarray, known: Known | None, collisions: bool = True
+        self,
+        level: int,
+        resid_sum: np.ndarray,
+        known: Known | None,
+        collisions: bool = True,
+        raw_sum: np.ndarray | None = None,
     ) -> np.ndarray:
         """z-scores (f̂/σ₀) of prefixes not themselves known, from Σ_r R(c_r): the fast path
         of :meth:`reduce` for ranking (σ₀ is the same for all of them). Without
@@ -365,14 +386,27 @@ class SketchEstimator:
         values are known, which is what a first, loose cut needs."""
         m, h = self.m.cells, self.m.rows
         mass = 0.0 if known is None else known.mass
-        mass_sq = 0.0 if known is None else known.mass_sq
         rest = 1.0 - min(max(mass, 0.0), 1.0)
         f_hat = (resid_sum / h - rest / m) / (1 - 1 / m)
-        s2 = max(float(self.second_moment[level]) - mass_sq, 0.0) if collisions else 0.0
+        s2 = self.collision_moment(level, known) if collisions else 0.0
+        content = rest / m
+        if raw_sum is not None:
+            content = np.clip(raw_sum / h - np.clip(f_hat, 0.0, 1.0), 0.0, 1.0)
         null = (m / (m - 1)) ** 2 * (
-            self.m.cell_variance(max(self.n, 1), rest / m) / h + s2 * (1 / m) * (1 - 1 / m) / h
+            self.m.cell_variance(max(self.n, 1), content) / h + s2 * (1 / m) * (1 - 1 / m) / h
         )
         return np.asarray(f_hat / np.sqrt(null)) if self.n else np.full(len(resid_sum), -np.inf)
+
+    def typical_null_variance(self, level: int, known: Known | None = None) -> float:
+        """σ₀² of an absent value at a level whose cells hold the average content 1/m
+        (every row's cells share the level's whole mass): the spread the detection
+        threshold quotes, where :meth:`reduce` tests each value at its own cells'."""
+        m, h = self.m.cells, self.m.rows
+        s2 = self.collision_moment(level, known)
+        ldp0 = self.m.cell_variance(max(self.n, 1), 1.0 / m) / h
+        if self.n == 0:
+            return math.nan
+        return float((m / (m - 1)) ** 2 * (ldp0 + s2 * (1 / m) * (1 - 1 / m) / h))
 
     def reduce(
         self, g: Gathered, known: Known | None = None, own: np.ndarray | None = None
@@ -395,12 +429,13 @@ class SketchEstimator:
         coll = (1 / m) * (1 - 1 / m) / h
         f_clip = np.clip(f_hat, 0.0, 1.0)
         ldp = self.m.cell_variance(n, np.clip(g.f_raw, 0.0, 1.0)).sum(axis=1) / h**2
-        ldp0 = self.m.cell_variance(n, rest / m) / h
+        content = np.clip(g.f_raw - f_clip[:, None], 0.0, 1.0)
+        ldp0 = self.m.cell_variance(n, content).sum(axis=1) / h**2
         var = scale * (ldp + np.maximum(s2 - f_clip**2, 0.0) * coll)
-        null = scale * (ldp0 + s2 * coll)
+        null = scale * (ldp0 + self.collision_moment(g.level, known) * coll)
         inner = self.m.inner
-        q0 = inner.q + (inner.p - inner.q) * rest / m
-        null_support = self.row_reports * q0 * h
+        q0 = inner.q + (inner.p - inner.q) * content
+        null_support = self.row_reports * q0.sum(axis=1)
         support = g.support.sum(axis=1).astype(float)
         if self.n == 0:
             nan = np.full(len(g.cells), np.nan)
