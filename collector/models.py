@@ -123,7 +123,8 @@ class Metric(Model):
 
 
 class MetricList(Model):
-    """Every metric's current version, and the deployment's device-wide caps."""
+    """Every metric's current version (with ``retired_at`` where it is retired), and the
+    deployment's device-wide caps."""
 
     metrics: list[Metric]
     device_budget: DeviceEpsilonCap | None = None
