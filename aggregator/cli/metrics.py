@@ -212,7 +212,8 @@ def metrics_create(
     """Create a metric, or change it (a new version if ε, domain, mechanism or shards change).
 
     Every key of a spec has a flag (or give a whole spec with --spec); the spec is checked
-    as the collector checks it, with its messages, before anything is sent.
+    as the collector checks it, with its messages, before anything is sent. Prints the
+    version made, its ε per report (and ε∞ of a memoized metric) and why its mechanism.
     """
     if not token:
         raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
@@ -223,9 +224,14 @@ def metrics_create(
         raise click.UsageError(_definition_problems(exc.problems)) from None
     status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
     version = body["version"]
+    per_report, permanent = _epsilons(body)
+    privacy = (  # a memoized metric has two bounds: say both, as its dashboard page does
+        f"ε={per_report:g}"
+        if permanent is None
+        else f"ε={per_report:g} per report, ε∞={permanent:g} for an unchanged value"
+    )
     out.print(
-        f"{body['name']} v{version}: {body['mechanism']['mechanism']} "
-        f"ε={body['mechanism']['epsilon']:g}, {_values(body)}"
+        f"{body['name']} v{version}: {body['mechanism']['mechanism']} {privacy}, {_values(body)}"
         + ("" if status == 201 else " (unchanged version: same ε, domain, mechanism and shards)")
     )
     if body.get("mechanism_reason"):

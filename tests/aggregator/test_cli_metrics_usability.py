@@ -249,3 +249,16 @@ def test_list_shows_permanent_epsilon_budget_and_retirement(collector_url: str) 
     assert listed["app.memo"]["budget"] == {"reports_per_period": 2, "period": "day"}
     assert "retired_at" not in listed["app.memo"]
     assert listed["app.plain"]["retired_at"].startswith(plain_row["retired"])
+
+
+def test_create_of_a_memoized_metric_prints_both_bounds(collector_url: str) -> None:
+    """ε of one report and ε∞ of any number of reports of one value, in the headline."""
+    code, out = create(collector_url, "app.crash", "-d", "a,b,c", "-e", "1",
+                       "--permanent-epsilon", "4", "--budget-reports", "1",
+                       "--budget-period", "day")  # fmt: skip
+    assert code == 0, out
+    assert "app.crash v1: memo-" in out
+    assert "ε=1 per report, ε∞=4 for an unchanged value, k=3" in out
+    code, out = create(collector_url, "app.theme", "-d", "a,b", "-e", "1", "-m", "grr")
+    assert code == 0, out
+    assert "app.theme v1: grr ε=1, k=2" in out and "ε∞" not in out
