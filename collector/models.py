@@ -85,7 +85,8 @@ class Metric(Model):
     description: str
     mechanism: Mechanism
     mechanism_reason: str
-    """Why ``auto`` chose this mechanism; empty when it was named."""
+    """Why ``auto`` chose this mechanism, or for ``pram`` the ε its matrix realises;
+    empty when another mechanism was named."""
     budget: DeviceBudget | None
     """The device-side budget, if the metric has one."""
     shards: Shards

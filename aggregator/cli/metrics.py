@@ -235,7 +235,7 @@ def metrics_create(
         + ("" if status == 201 else " (unchanged version: same ε, domain, mechanism and shards)")
     )
     if body.get("mechanism_reason"):
-        out.print(body["mechanism_reason"])
+        out.print(body["mechanism_reason"], markup=False)  # pram's says "P[x, y]"
     if status == 201 and version > 1:  # 201: a new version; 200: the current one kept
         estimates = f"{url.rstrip('/')}/v1/estimates/{urllib.parse.quote(name, safe='')}"
         out.print(

@@ -262,3 +262,18 @@ def test_create_of_a_memoized_metric_prints_both_bounds(collector_url: str) -> N
     code, out = create(collector_url, "app.theme", "-d", "a,b", "-e", "1", "-m", "grr")
     assert code == 0, out
     assert "app.theme v1: grr ε=1, k=2" in out and "ε∞" not in out
+
+
+def test_create_of_a_pram_metric_explains_its_epsilon(collector_url: str, tmp_path: Path) -> None:
+    """The reason reaches the operator whole (rich must not eat "[x, y]" as markup)."""
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps([["0.7", "0.2", "0.1"], ["0.15", "0.7", "0.15"],
+                                  ["0.1", "0.2", "0.7"]]))  # fmt: skip
+    code, out = create(collector_url, "user.age", "-d", "young,mid,old", "-m", "pram",
+                       "--option", f"matrix=@{matrix}")  # fmt: skip
+    assert code == 0, out
+    assert "user.age v1: pram ε=1.94591, k=3" in out
+    assert "realises ε = 1.94591 (e^ε = 7, the largest ratio P[x, y]/P[x′, y]" in out
+    code, out = invoke("metrics", "show", "user.age", "--url", collector_url)
+    assert code == 0, out
+    assert json.loads(out)["mechanism_reason"].startswith("pram: the given 3×3 transition matrix")
