@@ -22,6 +22,7 @@ survive restarts. Without it, the queue and the ledger are this process's memory
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import logging
 import os
@@ -255,6 +256,8 @@ class Client:
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
         self._closed = False
+        self._privacy_at_shutdown: dict[str, Any] | None = None
+        """What :meth:`privacy` answers once the client is shut down (see there)."""
         self._stats = Stats()
         self._uploader = self._new_uploader()
         _live.add(self)
@@ -678,13 +681,26 @@ class Client:
         composition: m reports at ε each are together (m·ε)-LDP); reports still queued
         count as spent. See :func:`client_sdk.ledger.summarize` for the structure.
 
+        After :meth:`shutdown` it returns the same structure, as the ledger stood when
+        the client shut down (it spends nothing after; a ``storage_dir`` is closed then
+        and never reopened: the app may remove it).
+
         Returns:
             ``enabled``, ``ledger``, ``accounting``, ``days``, ``today``, ``metrics``
             (per metric: ``epsilon_per_report``, ``bounds``, ``budget`` with
             ``remaining_reports``, and ``today``/``period``/``lifetime``, each with
-            ``reports``, ``epsilon``, ``since`` and ``guarantee``) and ``total``; plus
-            ``error`` when the store could not be read.
+            ``reports``, ``epsilon``, ``since`` and ``guarantee``) and ``total``; instead
+            only ``enabled`` and ``error`` when the store could not be read.
         """
+        if self._privacy_at_shutdown is not None:
+            summary = copy.deepcopy(self._privacy_at_shutdown)  # the caller may change it
+            # an opt-out after shutdown still shows (is_disabled never raises)
+            summary["enabled"] = not self._opted_out and not self._ledger.is_disabled()
+            return summary
+        return self._privacy()
+
+    def _privacy(self) -> dict[str, Any]:
+        """:meth:`privacy` read from the ledger now."""
         enabled = not self._opted_out
         try:
             enabled = enabled and not self._ledger.is_disabled()
@@ -767,7 +783,8 @@ class Client:
         """Deliver what is queued (for at most ``timeout`` seconds), then stop.
 
         Later reports are dropped (``shutdown``); so are reports still queued in memory
-        when the time is up (a durable store keeps them for the next run).
+        when the time is up (a durable store keeps them for the next run). :meth:`privacy`
+        keeps answering, with the ledger as it stood at shutdown.
 
         Returns:
             Whether everything queued was delivered.
@@ -779,6 +796,8 @@ class Client:
         self._uploader.stop(remaining)
         if not delivered and not self._queue.durable:
             self._stats.drop("shutdown", self._queue.clear())
+        if self._privacy_at_shutdown is None:  # the first shutdown: the store is still open
+            self._privacy_at_shutdown = self._privacy()
         if self._durable is not None:
             self._durable.close()
         try:
