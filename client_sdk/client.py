@@ -25,6 +25,7 @@ import atexit
 import copy
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -245,11 +246,13 @@ class Client:
         self._rng = options.rng
         self._ttl = options.metrics_ttl
         self._cache: dict[str, _Cached] = {}
-        self._retired: set[str] = set()
-        """Metrics the collector retired: report() drops them (persisted with a store)."""
+        self._retired: dict[str, float] = {}
+        """Metrics the collector retired → when this client learnt it (``clock``; −∞: from
+        the store). report() drops them; a definition fetched after that instant without
+        ``retired_at`` means an operator un-retired the metric (persisted with a store)."""
         if self._durable is not None:
             try:
-                self._retired = self._durable.retired_metrics()
+                self._retired = dict.fromkeys(self._durable.retired_metrics(), -math.inf)
             except StoreError:
                 pass  # learnt again from the collector's next answer
         self._fetch_lock = threading.Lock()
@@ -382,7 +385,10 @@ class Client:
                 raise DefinitionError([f"the answer defines {definition.name!r}"])
             self._learn_device_budget(data)
             if data.get("retired_at"):  # an operator retired it: stop before spending ε
-                self._retire({metric})
+                if metric not in self._retired:
+                    self._retire({metric})
+            elif self._retired.get(metric, math.inf) < now:  # asked after it was learnt
+                self._unretire(metric)
         except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
@@ -457,7 +463,8 @@ class Client:
     def _retire(self, metrics: set[str]) -> None:
         """The collector retired ``metrics``: stop reporting them, drop their queued
         reports (counted as ``retired``), and remember it across restarts."""
-        self._retired |= metrics
+        learnt = self._clock()
+        self._retired.update(dict.fromkeys(metrics, learnt))
         for metric in metrics:
             dropped = 0
             if self._durable is not None:
@@ -472,6 +479,17 @@ class Client:
                     dropped = discard(lambda data, n=needle: _names_metric(data, n))
             if dropped:
                 self._stats.drop("retired", dropped)
+
+    def _unretire(self, metric: str) -> None:
+        """The collector takes ``metric``'s reports again (an operator un-retired it): report
+        it again, here and after a restart."""
+        self._retired.pop(metric, None)
+        logger.info("metric %r is no longer retired; reporting it again", metric)
+        if self._durable is not None:
+            try:
+                self._durable.unretire_metric(metric)
+            except StoreError as exc:  # this process reports it; a restart learns it again
+                logger.warning("un-retirement of %r not persisted (%s)", metric, exc)
 
     def _vet(self, entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
         """Check reports made with a bundled definition before they are sent.
@@ -572,7 +590,9 @@ class Client:
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
             when it was dropped, counted in ``stats()["dropped"]`` by reason: unknown
-            metric, ``retired`` (the collector said an operator retired it), invalid
+            metric, ``retired`` (the collector said an operator retired it; its
+            definition is still fetched every ``metrics_ttl``, and one without
+            ``retired_at`` means it was un-retired: reported again), invalid
             value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
@@ -582,15 +602,13 @@ class Client:
                 return self._drop("shutdown")
             if self._opted_out or self._ledger.is_disabled():
                 return self._drop("disabled")
-            if metric in self._retired:
-                return self._drop("retired")
-            try:
+            try:  # a retired metric's definition too (cached): it says if it still is
                 definition = self.definition(metric)
             except UnknownMetricError:
                 return self._drop("unknown_metric")
             except MetricsUnavailableError:
-                return self._drop("unreachable")
-            if metric in self._retired:  # the fetch just said so
+                return self._drop("retired" if metric in self._retired else "unreachable")
+            if metric in self._retired:  # learnt before, or the fetch just said so
                 return self._drop("retired")
             charge = self._charger.charge(definition, self._charge_time())
             try:

@@ -295,7 +295,8 @@ def metrics_retire(url: str, name: str, token: str | None, yes: bool) -> None:
 @TOKEN_OPTION
 @YES_OPTION
 def metrics_unretire(url: str, name: str, token: str | None, yes: bool) -> None:
-    """Take a retired metric's reports again (apps that learnt it was retired stay quiet).
+    """Take a retired metric's reports again: apps that learnt it was retired report it
+    again once they refetch its definition (their metrics_ttl, 5 minutes by default).
     Nothing to confirm: ``--yes`` is accepted so scripts can pass it to every command."""
     _request(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
     out.print(f"{name} takes reports again")
