@@ -22,8 +22,10 @@ survive restarts. Without it, the queue and the ledger are this process's memory
 from __future__ import annotations
 
 import atexit
+import copy
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -244,17 +246,21 @@ class Client:
         self._rng = options.rng
         self._ttl = options.metrics_ttl
         self._cache: dict[str, _Cached] = {}
-        self._retired: set[str] = set()
-        """Metrics the collector retired: report() drops them (persisted with a store)."""
+        self._retired: dict[str, float] = {}
+        """Metrics the collector retired → when this client learnt it (``clock``; −∞: from
+        the store). report() drops them; a definition fetched after that instant without
+        ``retired_at`` means an operator un-retired the metric (persisted with a store)."""
         if self._durable is not None:
             try:
-                self._retired = self._durable.retired_metrics()
+                self._retired = dict.fromkeys(self._durable.retired_metrics(), -math.inf)
             except StoreError:
                 pass  # learnt again from the collector's next answer
         self._fetch_lock = threading.Lock()
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
         self._closed = False
+        self._privacy_at_shutdown: dict[str, Any] | None = None
+        """What :meth:`privacy` answers once the client is shut down (see there)."""
         self._stats = Stats()
         self._uploader = self._new_uploader()
         _live.add(self)
@@ -379,7 +385,10 @@ class Client:
                 raise DefinitionError([f"the answer defines {definition.name!r}"])
             self._learn_device_budget(data)
             if data.get("retired_at"):  # an operator retired it: stop before spending ε
-                self._retire({metric})
+                if metric not in self._retired:
+                    self._retire({metric})
+            elif self._retired.get(metric, math.inf) < now:  # asked after it was learnt
+                self._unretire(metric)
         except DefinitionError as exc:
             logger.warning("definition of metric %r not usable by this SDK: %s", metric, exc)
             self._unknown(metric, now, f"unusable definition of {metric!r}: {exc}")
@@ -454,7 +463,8 @@ class Client:
     def _retire(self, metrics: set[str]) -> None:
         """The collector retired ``metrics``: stop reporting them, drop their queued
         reports (counted as ``retired``), and remember it across restarts."""
-        self._retired |= metrics
+        learnt = self._clock()
+        self._retired.update(dict.fromkeys(metrics, learnt))
         for metric in metrics:
             dropped = 0
             if self._durable is not None:
@@ -469,6 +479,17 @@ class Client:
                     dropped = discard(lambda data, n=needle: _names_metric(data, n))
             if dropped:
                 self._stats.drop("retired", dropped)
+
+    def _unretire(self, metric: str) -> None:
+        """The collector takes ``metric``'s reports again (an operator un-retired it): report
+        it again, here and after a restart."""
+        self._retired.pop(metric, None)
+        logger.info("metric %r is no longer retired; reporting it again", metric)
+        if self._durable is not None:
+            try:
+                self._durable.unretire_metric(metric)
+            except StoreError as exc:  # this process reports it; a restart learns it again
+                logger.warning("un-retirement of %r not persisted (%s)", metric, exc)
 
     def _vet(self, entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
         """Check reports made with a bundled definition before they are sent.
@@ -569,7 +590,9 @@ class Client:
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
             when it was dropped, counted in ``stats()["dropped"]`` by reason: unknown
-            metric, ``retired`` (the collector said an operator retired it), invalid
+            metric, ``retired`` (the collector said an operator retired it; its
+            definition is still fetched every ``metrics_ttl``, and one without
+            ``retired_at`` means it was un-retired: reported again), invalid
             value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
@@ -579,15 +602,13 @@ class Client:
                 return self._drop("shutdown")
             if self._opted_out or self._ledger.is_disabled():
                 return self._drop("disabled")
-            if metric in self._retired:
-                return self._drop("retired")
-            try:
+            try:  # a retired metric's definition too (cached): it says if it still is
                 definition = self.definition(metric)
             except UnknownMetricError:
                 return self._drop("unknown_metric")
             except MetricsUnavailableError:
-                return self._drop("unreachable")
-            if metric in self._retired:  # the fetch just said so
+                return self._drop("retired" if metric in self._retired else "unreachable")
+            if metric in self._retired:  # learnt before, or the fetch just said so
                 return self._drop("retired")
             charge = self._charger.charge(definition, self._charge_time())
             try:
@@ -678,13 +699,26 @@ class Client:
         composition: m reports at ε each are together (m·ε)-LDP); reports still queued
         count as spent. See :func:`client_sdk.ledger.summarize` for the structure.
 
+        After :meth:`shutdown` it returns the same structure, as the ledger stood when
+        the client shut down (it spends nothing after; a ``storage_dir`` is closed then
+        and never reopened: the app may remove it).
+
         Returns:
             ``enabled``, ``ledger``, ``accounting``, ``days``, ``today``, ``metrics``
             (per metric: ``epsilon_per_report``, ``bounds``, ``budget`` with
             ``remaining_reports``, and ``today``/``period``/``lifetime``, each with
-            ``reports``, ``epsilon``, ``since`` and ``guarantee``) and ``total``; plus
-            ``error`` when the store could not be read.
+            ``reports``, ``epsilon``, ``since`` and ``guarantee``) and ``total``; instead
+            only ``enabled`` and ``error`` when the store could not be read.
         """
+        if self._privacy_at_shutdown is not None:
+            summary = copy.deepcopy(self._privacy_at_shutdown)  # the caller may change it
+            # an opt-out after shutdown still shows (is_disabled never raises)
+            summary["enabled"] = not self._opted_out and not self._ledger.is_disabled()
+            return summary
+        return self._privacy()
+
+    def _privacy(self) -> dict[str, Any]:
+        """:meth:`privacy` read from the ledger now."""
         enabled = not self._opted_out
         try:
             enabled = enabled and not self._ledger.is_disabled()
@@ -767,7 +801,8 @@ class Client:
         """Deliver what is queued (for at most ``timeout`` seconds), then stop.
 
         Later reports are dropped (``shutdown``); so are reports still queued in memory
-        when the time is up (a durable store keeps them for the next run).
+        when the time is up (a durable store keeps them for the next run). :meth:`privacy`
+        keeps answering, with the ledger as it stood at shutdown.
 
         Returns:
             Whether everything queued was delivered.
@@ -779,6 +814,8 @@ class Client:
         self._uploader.stop(remaining)
         if not delivered and not self._queue.durable:
             self._stats.drop("shutdown", self._queue.clear())
+        if self._privacy_at_shutdown is None:  # the first shutdown: the store is still open
+            self._privacy_at_shutdown = self._privacy()
         if self._durable is not None:
             self._durable.close()
         try:

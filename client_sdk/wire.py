@@ -40,6 +40,7 @@ from client_sdk.errors import DefinitionError, PayloadError, ReportError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE, scale
+from client_sdk.mechanisms.pram import PostRandomization
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.mechanisms.strings import (
     MAX_STRING_LENGTH,
@@ -604,7 +605,9 @@ class MetricDefinition:
             domain=domain,
             mechanism=mech,
             description=str(data.get("description", "")),
-            mechanism_reason=str(data.get("mechanism_reason", "")),
+            # a pram metric stored before pram had a reason gets it here
+            mechanism_reason=str(data.get("mechanism_reason", ""))
+            or (mech.reason() if isinstance(mech, PostRandomization) else ""),
             budget=budget,
             kind=str(kind),
             value_range=value_range,
@@ -770,6 +773,8 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
             mech = mechanisms.create(
                 mech_name, epsilon=declared, domain_size=len(domain), **options
             )
+            if isinstance(mech, PostRandomization):  # ε comes from the matrix: say how
+                reason = mech.reason(declared)
     except (ValueError, TypeError) as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
     if isinstance(mech, mechanisms.Memoized) and budget is None:

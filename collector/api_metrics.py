@@ -18,7 +18,7 @@ from ldp_api.models import DeviceEpsilonCap, Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 from ldp_store.registry import MetricRetired
 
-__all__ = ["ADMIN_TOKEN", "bp", "require_admin", "version_arg"]
+__all__ = ["ADMIN_TOKEN", "bp", "require_admin", "retired_at", "version_arg"]
 
 bp = Blueprint("metrics", __name__)
 
@@ -36,12 +36,15 @@ ADMIN_TOKEN = Scheme(
 
 @bp.get("/v1/metrics")
 @documented(
-    "The current definition of every metric.",
+    "The current definition of every metric (with retired_at where it is retired).",
     {200: Reply("The metrics.", MetricList), 503: UNAVAILABLE},
 )
 def list_metrics() -> dict[str, Any]:
-    """The current definition of every metric, and the device-wide caps."""
-    metrics = [Metric.of(d) for d in services().registry.all_current()]
+    """The current definition of every metric, each with its retirement (as
+    ``GET /v1/metrics/<name>`` has it: an operator reading the list sees which metrics
+    take no reports), and the device-wide caps."""
+    registry = services().registry
+    metrics = [Metric.of(d, retired_at=retired_at(d.name)) for d in registry.all_current()]
     return answer(MetricList(metrics=metrics, device_budget=published_device_budget()))
 
 
@@ -64,9 +67,13 @@ def get_metric(name: str) -> dict[str, Any]:
     if definition is None:
         which = f"metric {clip(name, 80)!r}" + (f" version {version}" if version else "")
         raise ApiError(404, f"unknown {which}", ["GET /v1/metrics lists the metrics"])
+    return answer(Metric.of(definition, published_device_budget(), retired_at(name)))
+
+
+def retired_at(name: str) -> str | None:
+    """When ``name`` was retired (ISO 8601, UTC; the registry caches it), or None."""
     since = services().registry.retired(name)
-    retired_at = None if since is None else datetime.fromtimestamp(since, UTC).isoformat()
-    return answer(Metric.of(definition, published_device_budget(), retired_at))
+    return None if since is None else datetime.fromtimestamp(since, UTC).isoformat()
 
 
 def published_device_budget() -> DeviceEpsilonCap | None:

@@ -85,7 +85,8 @@ class Metric(Model):
     description: str
     mechanism: Mechanism
     mechanism_reason: str
-    """Why ``auto`` chose this mechanism; empty when it was named."""
+    """Why ``auto`` chose this mechanism, or for ``pram`` the ε its matrix realises;
+    empty when another mechanism was named."""
     budget: DeviceBudget | None
     """The device-side budget, if the metric has one."""
     shards: Shards
@@ -123,7 +124,8 @@ class Metric(Model):
 
 
 class MetricList(Model):
-    """Every metric's current version, and the deployment's device-wide caps."""
+    """Every metric's current version (with ``retired_at`` where it is retired), and the
+    deployment's device-wide caps."""
 
     metrics: list[Metric]
     device_budget: DeviceEpsilonCap | None = None

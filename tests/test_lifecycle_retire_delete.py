@@ -308,3 +308,67 @@ def test_a_fresh_device_learns_the_retirement_from_the_definition_and_spends_not
         client.shutdown(timeout=2)
     live = create(server_url, "app.live")
     assert "retired_at" not in http(f"{server_url}/v1/metrics/{live.name}")[1]
+
+
+class Ticks:
+    """The SDK's injected monotonic clock, moved by the test (definition TTLs)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_device_that_learnt_the_retirement_reports_again_after_unretire(
+    server_url: str, tmp_path: Path
+) -> None:
+    """Review finding: a device that learnt a retirement (from a 410) stayed quiet for
+    good, even after `ldp metrics unretire`. It now learns the un-retirement from the
+    definition it fetches once its cached one is older than metrics_ttl, and reports again,
+    across a restart too."""
+    create(server_url, "app.back")
+    ticks, store = Ticks(), tmp_path / "device"
+    client = Client(server_url, storage_dir=store, clock=ticks, metrics_ttl=60, flush_interval=3600)
+    assert client.report("app.back", "light")  # queued while the metric is live
+    assert ldp("metrics", "retire", "app.back", "--url", server_url, "--token", TOKEN, "-y")[0] == 0
+    assert client.flush(timeout=30)  # the upload's 410 tells the device
+    assert client.stats()["dropped"]["retired"] == 1
+    assert client.report("app.back", "dark") is False
+
+    code, out = ldp("metrics", "unretire", "app.back", "--url", server_url, "--token", TOKEN)
+    assert code == 0, out
+    assert client.report("app.back", "dark") is False  # its definition is still fresh
+    ticks.now += 61  # older than metrics_ttl: fetched again, without retired_at
+    assert client.report("app.back", "auto") is True
+    assert client.flush(timeout=30)
+    assert client.stats()["accepted"] == 1 and client.stats()["dropped"]["retired"] == 3
+    client.shutdown()
+
+    again = Client(server_url, storage_dir=store, flush_interval=3600)  # the store forgot it
+    try:
+        assert again.report("app.back", "light") is True
+        assert again.flush(timeout=30) and again.stats()["accepted"] == 1
+    finally:
+        again.shutdown(timeout=2)
+
+
+def test_a_device_learns_a_retirement_from_a_refetched_definition(
+    server_url: str, tmp_path: Path
+) -> None:
+    """The other way: a device with a live definition cached learns the retirement when it
+    fetches it again (before sending anything), and charges nothing for the refused report."""
+    create(server_url, "app.later")
+    ticks = Ticks()
+    client = Client(server_url, clock=ticks, metrics_ttl=60, flush_interval=3600)
+    try:
+        assert client.report("app.later", "light")
+        assert client.flush(timeout=30) and client.stats()["accepted"] == 1
+        assert ldp("metrics", "retire", "app.later", "--url", server_url, "--token", TOKEN,
+                   "-y")[0] == 0  # fmt: skip
+        ticks.now += 61
+        assert client.report("app.later", "dark") is False
+        assert client.stats()["dropped"]["retired"] == 1
+        assert client.privacy()["metrics"]["app.later"]["lifetime"]["reports"] == 1
+    finally:
+        client.shutdown(timeout=2)

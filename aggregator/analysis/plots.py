@@ -9,7 +9,7 @@ computes its grid with the mechanisms' own variance) and writes one 150 dpi PNG.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -618,9 +618,17 @@ def plot_reconstruction(result: Any, path: Path) -> Path:
     return path
 
 
-def plot_shuffled_epsilon(path: Path, epsilons: Sequence[float], users: Sequence[int]) -> Path:
+def plot_shuffled_epsilon(
+    path: Path,
+    epsilons: Sequence[float],
+    users: Sequence[int],
+    progress: Callable[[int], None] | None = None,
+) -> Path:
     """ε_c (δ = 1/n²) of n shuffled ε₀-LDP reports against n, one line per ε₀ (Feldman,
-    McMillan & Talwar's numerical bound, :mod:`aggregator.analysis.shuffling`)."""
+    McMillan & Talwar's numerical bound, :mod:`aggregator.analysis.shuffling`).
+
+    ``progress`` is called with 1 after each line: the bound is computed numerically at
+    25 values of n per line, seconds in all (``ldp tradeoff``'s bar follows it)."""
     from aggregator.analysis.shuffling import shuffled_epsilon  # noqa: PLC0415
 
     grid = np.unique(np.geomspace(min(users), max(users), 25).astype(int))
@@ -632,6 +640,8 @@ def plot_shuffled_epsilon(path: Path, epsilons: Sequence[float], users: Sequence
             values = [shuffled_epsilon(eps0, int(n), 1.0 / float(n) ** 2) for n in grid]
             ax.plot(grid, values, color=color, lw=2, label=f"ε₀ = {eps0:g} per report")
             ax.axhline(eps0, color=color, ls=":", lw=1)
+            if progress:
+                progress(1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("n, reports shuffled together (one per device)")

@@ -51,6 +51,7 @@ __all__ = [
     "CSV_UNITS",
     "csv_header",
     "total_points",
+    "total_steps",
     "write_csv",
 ]
 
@@ -137,6 +138,14 @@ def total_points(epsilons: Sequence[float] = EPSILONS, users: Sequence[int] = US
     at every N.
     """
     return (len(MECHANISMS) + 1) * len(epsilons) * len(users) + len(users)
+
+
+def total_steps(epsilons: Sequence[float] = EPSILONS, users: Sequence[int] = USERS) -> int:
+    """What :func:`run_tradeoff`'s progress adds up to: every sweep point, then every file
+    written, the shuffled-ε plot counting one step per line (its bound is computed per
+    ε₀ and n, and takes about as long as the sweep: without its steps a bar would sit
+    full for half the run)."""
+    return total_points(epsilons, users) + 6 + len(SHUFFLED_EPSILONS)
 
 
 def _point_seed(seed: int, index: int) -> int:
@@ -308,8 +317,10 @@ def run_tradeoff(
         domain_size: k of the k-ary mechanisms.
         reps: simulated populations per point.
         seed: master seed of the simulation (numpy; reproducible).
-        progress: called with the number of points just finished (1, after each point);
-            their sum reaches :func:`total_points` of the grids.
+        progress: called with the number of steps just finished (1 after each sweep
+            point, each file written and each line of the shuffled-ε plot); the first
+            :func:`total_points` are the sweep's, and the sum reaches
+            :func:`total_steps` of the grids when the last file is written.
         epsilons: ε grid (sorted; the plots use the swept ε nearest to 1).
         users: N grid (the error-vs-ε plot uses the swept N nearest to 10⁵).
         dist: population distribution.
@@ -336,11 +347,20 @@ def run_tradeoff(
     users_at = int(plots.nearest(users, SLIDE_USERS))
     eps_at = plots.nearest(swept_eps, SLIDE_EPSILON)
 
-    return [
-        write_csv(points, out / "tradeoff.csv"),
-        plots.plot_error_vs_epsilon(points, out / "error_vs_epsilon.png", domain_size, users_at),
-        plots.plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
-        plots.plot_binary_rr(points, out / "binary_rr_vs_central.png"),
-        plots.plot_users_needed(out / "users_needed.png", epsilons),
-        plots.plot_shuffled_epsilon(out / "shuffled_epsilon.png", SHUFFLED_EPSILONS, users),
-    ]
+    step = progress or (lambda n: None)
+    written = [write_csv(points, out / "tradeoff.csv")]
+    step(1)
+    for draw in (
+        lambda: plots.plot_error_vs_epsilon(
+            points, out / "error_vs_epsilon.png", domain_size, users_at
+        ),
+        lambda: plots.plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
+        lambda: plots.plot_binary_rr(points, out / "binary_rr_vs_central.png"),
+        lambda: plots.plot_users_needed(out / "users_needed.png", epsilons),
+        lambda: plots.plot_shuffled_epsilon(  # a step per line: its slow part
+            out / "shuffled_epsilon.png", SHUFFLED_EPSILONS, users, progress=step
+        ),
+    ):
+        written.append(draw())
+        step(1)
+    return written

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 import click
 from rich.console import Console
@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["echo_json", "err", "out", "progress_bar"]
+__all__ = ["Advance", "echo_json", "err", "out", "progress_bar"]
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)  # long URLs and messages stay on one line in logs and pipes
@@ -40,13 +40,18 @@ def echo_json(data: Any) -> None:
     click.echo(text)
 
 
+class Advance(Protocol):
+    """What :func:`progress_bar` yields: ``advance(n)``, and a new stage's description."""
+
+    def __call__(self, n: int, description: str | None = None) -> None: ...
+
+
 @contextmanager
-def progress_bar(
-    description: str, total: int, enabled: bool = True
-) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields an ``advance(n)`` callable."""
+def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Advance]:
+    """A rich progress bar on stderr; yields ``advance(n, description=None)``, whose
+    description (when given) replaces the bar's: a long command names its stage."""
     if not enabled:
-        yield lambda n: None
+        yield lambda n, description=None: None
         return
     with Progress(
         "[progress.description]{task.description}",
@@ -58,4 +63,8 @@ def progress_bar(
         transient=True,
     ) as bar:
         task = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(task, n)
+
+        def advance(n: int, description: str | None = None) -> None:
+            bar.update(task, advance=n, description=description)  # None: unchanged
+
+        yield advance

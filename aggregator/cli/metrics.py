@@ -12,7 +12,7 @@ from rich.table import Table
 from aggregator.cli.console import echo_json, out
 from aggregator.cli.spec_flags import build_spec, flags_of, read_spec_file, spec_options
 from client_sdk.errors import DefinitionError
-from client_sdk.wire import check_name, parse_spec
+from client_sdk.wire import MetricDefinition, check_name, parse_spec
 
 __all__ = ["metrics"]
 
@@ -131,25 +131,57 @@ def metrics() -> None:
 
 @metrics.command("list")
 @URL_OPTION
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="The collector's answer as it is (GET /v1/metrics): the columns' sources are "
+    "mechanism.epsilon, mechanism.permanent_epsilon (ε∞), budget and retired_at.",
+)
 def metrics_list(url: str, as_json: bool) -> None:
-    """List every metric's current definition."""
+    """List every metric's current definition: ε per report, ε∞ of a memoized metric,
+    its device-side budget, and whether it is retired."""
     body = _request(f"{url.rstrip('/')}/v1/metrics")
     if as_json:
         echo_json(body)
         return
     table = Table()
-    for col in ("metric", "version", "mechanism", "ε", "values"):
-        table.add_column(col)
+    for col in ("metric", "v", "mechanism", "ε", "ε∞", "budget", "values", "retired"):
+        table.add_column(col, no_wrap=col in ("metric", "retired"))
     for m in body.get("metrics", []):
+        per_report, permanent = _epsilons(m)
         table.add_row(
             m["name"],
             str(m["version"]),
             m["mechanism"]["mechanism"],
-            f"{m['mechanism']['epsilon']:g}",
+            f"{per_report:g}",
+            "—" if permanent is None else f"{permanent:g}",
+            _budget(m.get("budget"), per_report),
             _values(m),
+            (m.get("retired_at") or "no")[:10],  # the day is enough; --json has the time
         )
     out.print(table)
+
+
+def _epsilons(metric: dict[str, Any]) -> tuple[float, float | None]:
+    """ε of one report and ε∞ (None unless memoized), as the SDK's ledger reads them
+    (:meth:`MetricDefinition.privacy_bounds`); from the raw parameters when this CLI
+    cannot rebuild the definition (a collector newer than it)."""
+    try:
+        bounds = MetricDefinition.from_dict(metric).privacy_bounds()
+    except DefinitionError:
+        params = metric["mechanism"]
+        return float(params["epsilon"]), params.get("permanent_epsilon")
+    return bounds["per_report"], bounds["unlimited_same_value"]
+
+
+def _budget(budget: dict[str, Any] | None, epsilon: float) -> str:
+    """A device-side budget for people: ``3/day ε≤3``, the reports it allows per period
+    and the ε they cost together at most (sequential composition); ``none`` without one."""
+    if not budget:
+        return "none"
+    reports = budget["reports_per_period"]
+    return f"{reports}/{budget['period']} ε≤{reports * epsilon:g}"
 
 
 @metrics.command("show")
@@ -180,7 +212,8 @@ def metrics_create(
     """Create a metric, or change it (a new version if ε, domain, mechanism or shards change).
 
     Every key of a spec has a flag (or give a whole spec with --spec); the spec is checked
-    as the collector checks it, with its messages, before anything is sent.
+    as the collector checks it, with its messages, before anything is sent. Prints the
+    version made, its ε per report (and ε∞ of a memoized metric) and why its mechanism.
     """
     if not token:
         raise click.UsageError("an admin token is needed: --token or LDP_ADMIN_TOKEN")
@@ -191,13 +224,18 @@ def metrics_create(
         raise click.UsageError(_definition_problems(exc.problems)) from None
     status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
     version = body["version"]
+    per_report, permanent = _epsilons(body)
+    privacy = (  # a memoized metric has two bounds: say both, as its dashboard page does
+        f"ε={per_report:g}"
+        if permanent is None
+        else f"ε={per_report:g} per report, ε∞={permanent:g} for an unchanged value"
+    )
     out.print(
-        f"{body['name']} v{version}: {body['mechanism']['mechanism']} "
-        f"ε={body['mechanism']['epsilon']:g}, {_values(body)}"
+        f"{body['name']} v{version}: {body['mechanism']['mechanism']} {privacy}, {_values(body)}"
         + ("" if status == 201 else " (unchanged version: same ε, domain, mechanism and shards)")
     )
     if body.get("mechanism_reason"):
-        out.print(body["mechanism_reason"])
+        out.print(body["mechanism_reason"], markup=False)  # pram's says "P[x, y]"
     if status == 201 and version > 1:  # 201: a new version; 200: the current one kept
         estimates = f"{url.rstrip('/')}/v1/estimates/{urllib.parse.quote(name, safe='')}"
         out.print(
@@ -257,7 +295,8 @@ def metrics_retire(url: str, name: str, token: str | None, yes: bool) -> None:
 @TOKEN_OPTION
 @YES_OPTION
 def metrics_unretire(url: str, name: str, token: str | None, yes: bool) -> None:
-    """Take a retired metric's reports again (apps that learnt it was retired stay quiet).
+    """Take a retired metric's reports again: apps that learnt it was retired report it
+    again once they refetch its definition (their metrics_ttl, 5 minutes by default).
     Nothing to confirm: ``--yes`` is accepted so scripts can pass it to every command."""
     _request(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
     out.print(f"{name} takes reports again")

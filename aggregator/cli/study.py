@@ -479,12 +479,20 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
 
     Theory is the exact variance; the markers are a simulation (numpy PCG64, not a CSPRNG).
     """
-    from aggregator.analysis.tradeoff import run_tradeoff, total_points
+    from aggregator.analysis.tradeoff import run_tradeoff, total_points, total_steps
 
-    with progress_bar("sweeping ε × N × mechanism", total_points()) as advance:
+    sweep, done = total_points(), 0
+
+    with progress_bar("sweeping ε × N × mechanism", total_steps()) as advance:
+
+        def step(n: int) -> None:  # the sweep's points first, then the files (5 plots)
+            nonlocal done
+            done += n
+            advance(n, description="drawing the plots" if done >= sweep else None)
+
         try:
             written = run_tradeoff(
-                out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=advance
+                out_dir, domain_size=domain_size, reps=reps, seed=seed, progress=step
             )
         except OSError as exc:
             raise click.ClickException(f"cannot write to {out_dir}: {exc}") from None

@@ -257,6 +257,22 @@ class PostRandomization(FrequencyOracle):
             raise ValueError("pram's matrix gives ε = ∞")
         return ratio
 
+    def reason(self, declared: float | None = None) -> str:
+        """Why this mechanism has its ε, for a definition's ``mechanism_reason``: nothing
+        was chosen by ``auto``, so say what the operator's matrix realises, and how.
+
+        Args:
+            declared: the ``epsilon`` the spec gave as a ceiling, if any.
+        """
+        k, ratio = self.domain_size, self.privacy_ratio()
+        shown = f"{ratio}" if ratio.denominator == 1 else f"{ratio} ≈ {float(ratio):.6g}"
+        ceiling = "" if declared is None else f", within the declared ε = {declared:g}"
+        return (
+            f"pram: the given {k}×{k} transition matrix realises ε = {self.epsilon:.6g}{ceiling} "
+            f"(e^ε = {shown}, the largest ratio P[x, y]/P[x′, y] of two entries of one "
+            "column: how much one reported value can favour one true value over another)"
+        )
+
     @cached_property
     def _thresholds(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """Per row: a common denominator D and the cumulative integer weights (sum D)."""

@@ -194,6 +194,11 @@ class StoreState(SQLiteFile):
             self._version = None  # reload the caches next time
             return int(n)
 
+    def unretire_metric(self, name: str) -> None:
+        """Forget :meth:`retire_metric`: the collector takes ``name``'s reports again."""
+        with self._lock, self._transaction() as conn:
+            conn.execute("DELETE FROM meta WHERE key = ?", (_RETIRED + name,))
+
     def retired_metrics(self) -> set[str]:
         """The metrics :meth:`retire_metric` recorded."""
         with self._lock, self._transaction() as conn:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -207,3 +208,72 @@ def test_an_unreachable_collector_is_one_line_with_the_way_out() -> None:
         f"Error: cannot reach the collector at {url} (connection refused); is ldp serve "
         "running there? Point at it with --url or LDP_URL"
     ]
+
+
+# -- privacy columns of `metrics list`, ε∞ of `metrics create` -------------------------------
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """A rich table's rows (header included) by their first cell."""
+    cells = [[c.strip() for c in re.split("[│┃]", line)[1:-1]] for line in table.splitlines()]
+    return {row[0]: row for row in cells if row and row[0]}
+
+
+def test_list_shows_permanent_epsilon_budget_and_retirement(collector_url: str) -> None:
+    """An operator reads each metric's privacy from the list: ε, ε∞ where memoized, the
+    device budget with the ε it allows per period, and which metrics are retired."""
+    memo = ("-d", "a,b,c", "-e", "1", "--permanent-epsilon", "3")
+    assert create(collector_url, "app.memo", *memo, "--budget-reports", "2",
+                  "--budget-period", "day")[0] == 0  # fmt: skip
+    assert create(collector_url, "app.plain", "-d", "a,b", "-e", "0.5", "-m", "grr")[0] == 0
+    code, out = invoke("metrics", "retire", "app.plain", "--url", collector_url, "--token",
+                       TOKEN, "-y")  # fmt: skip
+    assert code == 0, out
+
+    code, out = invoke("metrics", "list", "--url", collector_url)
+    assert code == 0, out
+    rows = _rows(out)
+    header = rows["metric"]
+    assert header == ["metric", "v", "mechanism", "ε", "ε∞", "budget", "values", "retired"]
+    memo_row = dict(zip(header, rows["app.memo"], strict=True))
+    plain_row = dict(zip(header, rows["app.plain"], strict=True))
+    assert memo_row["ε"] == "1" and memo_row["ε∞"] == "3"
+    assert memo_row["budget"] == "2/day ε≤2" and memo_row["retired"] == "no"
+    assert plain_row["ε"] == "0.5" and plain_row["ε∞"] == "—" and plain_row["budget"] == "none"
+    assert plain_row["retired"][:4].isdigit()  # the day it was retired
+
+    code, out = invoke("metrics", "list", "--url", collector_url, "--json")
+    assert code == 0, out
+    listed = {m["name"]: m for m in json.loads(out)["metrics"]}
+    assert listed["app.memo"]["mechanism"]["permanent_epsilon"] == 3
+    assert listed["app.memo"]["budget"] == {"reports_per_period": 2, "period": "day"}
+    assert "retired_at" not in listed["app.memo"]
+    assert listed["app.plain"]["retired_at"].startswith(plain_row["retired"])
+
+
+def test_create_of_a_memoized_metric_prints_both_bounds(collector_url: str) -> None:
+    """ε of one report and ε∞ of any number of reports of one value, in the headline."""
+    code, out = create(collector_url, "app.crash", "-d", "a,b,c", "-e", "1",
+                       "--permanent-epsilon", "4", "--budget-reports", "1",
+                       "--budget-period", "day")  # fmt: skip
+    assert code == 0, out
+    assert "app.crash v1: memo-" in out
+    assert "ε=1 per report, ε∞=4 for an unchanged value, k=3" in out
+    code, out = create(collector_url, "app.theme", "-d", "a,b", "-e", "1", "-m", "grr")
+    assert code == 0, out
+    assert "app.theme v1: grr ε=1, k=2" in out and "ε∞" not in out
+
+
+def test_create_of_a_pram_metric_explains_its_epsilon(collector_url: str, tmp_path: Path) -> None:
+    """The reason reaches the operator whole (rich must not eat "[x, y]" as markup)."""
+    matrix = tmp_path / "matrix.json"
+    matrix.write_text(json.dumps([["0.7", "0.2", "0.1"], ["0.15", "0.7", "0.15"],
+                                  ["0.1", "0.2", "0.7"]]))  # fmt: skip
+    code, out = create(collector_url, "user.age", "-d", "young,mid,old", "-m", "pram",
+                       "--option", f"matrix=@{matrix}")  # fmt: skip
+    assert code == 0, out
+    assert "user.age v1: pram ε=1.94591, k=3" in out
+    assert "realises ε = 1.94591 (e^ε = 7, the largest ratio P[x, y]/P[x′, y]" in out
+    code, out = invoke("metrics", "show", "user.age", "--url", collector_url)
+    assert code == 0, out
+    assert json.loads(out)["mechanism_reason"].startswith("pram: the given 3×3 transition matrix")

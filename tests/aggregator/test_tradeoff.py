@@ -55,17 +55,30 @@ PNGS = (
 )
 
 
+FILES_AT_CALL: list[set[str]] = []
+"""The files of the sweep's folder at each progress call of :func:`swept`."""
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], list[int]]:
-    """One small sweep into a temporary folder: (folder, files written, progress calls)."""
+    """One small sweep into a temporary folder: (folder, files written, progress calls).
+
+    Each call is recorded as its n, and the files in the folder at that moment are kept in
+    ``FILES_AT_CALL`` (the steps must follow the files being written)."""
     out = tmp_path_factory.mktemp("tradeoff")
     calls: list[int] = []
+    FILES_AT_CALL.clear()
+
+    def record(n: int) -> None:
+        calls.append(n)
+        FILES_AT_CALL.append({p.name for p in out.iterdir()})
+
     written = tradeoff.run_tradeoff(
         out,
         domain_size=64,
         reps=REPS,
         seed=SEED,
-        progress=calls.append,
+        progress=record,
         epsilons=EPSILONS,
         users=USERS,
     )
@@ -90,7 +103,25 @@ def test_progress_counts_every_point(
     _, _, calls = swept
     total = tradeoff.total_points(EPSILONS, USERS)
     assert total == (len(tradeoff.MECHANISMS) + 1) * len(EPSILONS) * len(USERS) + len(USERS)
-    assert sum(calls) == len(calls) == total == len(rows)
+    assert total == len(rows)
+    assert sum(calls) == len(calls) == tradeoff.total_steps(EPSILONS, USERS)
+
+
+def test_progress_follows_the_plots_to_the_last_file(
+    swept: tuple[Path, list[Path], list[int]],
+) -> None:
+    """Review finding: the bar was full once the sweep ended, then sat there while the
+    plots took as long again (the shuffled-ε bound most). The steps after the sweep's
+    points now follow every file written, and the shuffled plot's lines one by one."""
+    _, written, calls = swept
+    points = tradeoff.total_points(EPSILONS, USERS)
+    after_sweep = FILES_AT_CALL[points:]
+    assert len(after_sweep) == len(written) + len(tradeoff.SHUFFLED_EPSILONS)
+    assert after_sweep[0] == {"tradeoff.csv"}  # one step per file, as it is written
+    assert after_sweep[4] == {p.name for p in written[:5]}
+    lines = after_sweep[5 : 5 + len(tradeoff.SHUFFLED_EPSILONS)]
+    assert all("shuffled_epsilon.png" not in files for files in lines)  # while it draws
+    assert after_sweep[-1] == {p.name for p in written}  # the last step: every file
 
 
 def test_csv_columns_and_rows(rows: list[dict[str, str]]) -> None:
@@ -203,17 +234,27 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     totals: list[int] = []
     advanced: list[int] = []
 
+    stages: list[str] = []
+
     @contextmanager
     def recording_bar(description: str, total: int, enabled: bool = True) -> Iterator[Any]:
         totals.append(total)
-        yield advanced.append
+        stages.append(description)
+
+        def advance(n: int, description: str | None = None) -> None:
+            advanced.append(n)
+            if description is not None and description != stages[-1]:
+                stages.append(description)
+
+        yield advance
 
     monkeypatch.setattr(cli.study, "progress_bar", recording_bar)
     out = tmp_path / "slides"
     result = CliRunner().invoke(cli.main, ["tradeoff", "--out", str(out), "--reps", "2"])
     assert result.exit_code == 0, result.output
-    assert totals == [tradeoff.total_points()]
-    assert sum(advanced) == tradeoff.total_points()
+    assert totals == [tradeoff.total_steps()]
+    assert sum(advanced) == tradeoff.total_steps()
+    assert stages == ["sweeping ε × N × mechanism", "drawing the plots"]
     for name in ("tradeoff.csv", *PNGS):
         assert (out / name).is_file()
         assert f"wrote {out / name}" in result.output.replace("\n", "")

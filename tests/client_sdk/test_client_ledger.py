@@ -357,6 +357,30 @@ def test_privacy_shows_epsilon_today_this_period_and_lifetime_with_guarantees(
     assert p["total"]["today"]["epsilon"] == 1.0
 
 
+def test_privacy_after_shutdown_has_the_same_shape(
+    make_client: Callable[..., Client], collector: Collector, mode: str
+) -> None:
+    """After shutdown (a durable store closed), privacy() still answers in full: the ledger
+    as it stood at shutdown, not an error dict; an opt-out made after it still shows."""
+    client = make_client()
+    assert client.report("app.theme", 0) and client.report("app.free", 1)
+    before = client.privacy()
+    assert client.shutdown(timeout=5)
+    assert len(collector.delivered) == 2
+    after = client.privacy()
+    assert "error" not in after
+    assert after == before
+    after["metrics"].clear()  # the caller's copy: the next answer is whole
+    assert client.privacy() == before
+    assert client.report("app.free", 1) is False  # nothing spent after shutdown
+    assert client.privacy() == before
+    client.shutdown(timeout=1)  # a second shutdown (atexit's) keeps the first one's ledger
+    assert client.privacy() == before
+    # a durable store is closed: the opt-out holds in this process, not persisted
+    assert client.disable() is (mode == "memory")
+    assert client.privacy()["enabled"] is False
+
+
 def test_privacy_counts_queued_reports_and_nothing_for_refused_ones(
     collector: Collector, make_client: Callable[..., Client]
 ) -> None:

@@ -121,6 +121,24 @@ def test_spec_round_trip_and_epsilon_ceiling() -> None:
         wire.parse_spec("user.age", {**spec, "options": {"matrix": [["1/3"] * 3 for _ in "abc"]}})
 
 
+def test_definition_says_what_epsilon_the_matrix_realises() -> None:
+    """pram is named, not chosen by auto, but its ε is derived: the reason says from what."""
+    spec = {"domain": ["<18", "18-64", "65+"], "mechanism": "pram", "options": {"matrix": AGES}}
+    d = wire.parse_spec("user.age", spec)
+    assert d.mechanism_reason.startswith(
+        "pram: the given 3×3 transition matrix realises ε = 1.94591 (e^ε = 7, the largest ratio"
+    )
+    ceiling = wire.parse_spec("user.age", {**spec, "epsilon": 2.0}).mechanism_reason
+    assert "realises ε = 1.94591, within the declared ε = 2 (e^ε = 7" in ceiling
+    binary = {**spec, "domain": ["no", "yes"], "options": {"matrix": [[0.7, 0.3], [0.3, 0.7]]}}
+    assert "(e^ε = 7/3 ≈ 2.33333," in wire.parse_spec("user.ok", binary).mechanism_reason
+    # a definition stored before pram had a reason gets it when read
+    stored = {**d.to_dict(), "mechanism_reason": ""}
+    assert wire.MetricDefinition.from_dict(stored).mechanism_reason == d.mechanism_reason
+    grr = wire.parse_spec("user.age", {"domain": ["a", "b"], "epsilon": 1, "mechanism": "grr"})
+    assert grr.mechanism_reason == ""  # named, nothing derived: nothing to explain
+
+
 def test_build_and_check_report() -> None:
     d = wire.parse_spec(
         "user.age", {"domain": ["a", "b", "c"], "mechanism": "pram", "options": {"matrix": AGES}}
