@@ -88,7 +88,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.anytime import mean_cs
-from aggregator.stats.batch import Batch, raise_first_error
+from aggregator.stats.batch import Batch, Increments, raise_first_error
 from aggregator.stats.intervals import json_float, t_value, z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
@@ -251,9 +251,9 @@ class NumericCodec:
         """n, Σy and Σy² of a parsed batch, exactly (Python ints)."""
         return NumericStats.of_units(batch.columns["y"].tolist())
 
-    def increments(self, batch: Batch) -> list[str | int]:
+    def increments(self, batch: Batch) -> Increments:
         """The commit script's ``HINCRBY`` pairs of a parsed batch."""
-        return self.stats(batch).increments()
+        return list(self.stats(batch).increments())
 
     def seed_increments(self, batch: Batch) -> list[int]:
         """None: numeric reports carry no hash seed."""

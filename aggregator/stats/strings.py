@@ -389,7 +389,7 @@ class SketchEstimator:
         rest = 1.0 - min(max(mass, 0.0), 1.0)
         f_hat = (resid_sum / h - rest / m) / (1 - 1 / m)
         s2 = self.collision_moment(level, known) if collisions else 0.0
-        content = rest / m
+        content: float | np.ndarray = rest / m
         if raw_sum is not None:
             content = np.clip(raw_sum / h - np.clip(f_hat, 0.0, 1.0), 0.0, 1.0)
         null = (m / (m - 1)) ** 2 * (
