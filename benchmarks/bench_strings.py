@@ -68,15 +68,24 @@ def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> Non
                 )
 
 
-def coverage(runs: int) -> None:
+COVERAGE_ROWS = ((4.0, 1_000_000), (2.0, 1_000_000), (8.0, 100_000), (1.0, 10_000_000))
+"""(ε, n) of the coverage table: far above the threshold, few found, many found near the
+threshold, and the lowest ε at the largest n."""
+
+
+def coverage(runs: int, rows: tuple[tuple[float, int], ...] = COVERAGE_ROWS) -> None:
     vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    index = {vocab[i].tobytes(): i for i in range(len(vocab))}
     shares = zipf_shares(VOCABULARY, 1.1)
     print(f"\n## Interval coverage (95 % intervals, {runs} populations with fresh salts)")
-    print("| ε | n | candidates covered | discovered covered |")
-    print("|---|---|---|---|")
-    for eps, n in ((4.0, 1_000_000), (2.0, 1_000_000), (8.0, 100_000)):
-        cand = [0, 0]
-        disc = [0, 0]
+    print(
+        "| ε | n | candidates covered | discovered, plain f̂ ± 1.96σ | discovered, "
+        "selection-adjusted | adjusted / plain width | adjusted estimate − truth (σ) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for eps, n in rows:
+        cand, plain, adj = [0, 0], [0, 0], [0, 0]
+        widths, bias = [], []
         for run in range(runs):
             gen = np.random.default_rng(1000 + run)
             sketch = StringSketch(epsilon=eps, max_length=LENGTH, salt=f"{run + 1:04x}")
@@ -90,15 +99,21 @@ def coverage(runs: int) -> None:
             inside = np.abs(got.frequency - share[top]) <= 1.96 * se
             cand[0] += int(inside.sum())
             cand[1] += len(top)
-            index = {vocab[i].tobytes(): i for i in range(len(vocab))}
-            for v, f, var in zip(found.values, found.frequency, found.variance, strict=True):
-                i = index.get(v)
-                true = share[i] if i is not None else 0.0
-                disc[0] += int(abs(f - true) <= 1.96 * np.sqrt(var))
-                disc[1] += 1
+            true = np.array([share[index[v]] if v in index else 0.0 for v in found.values])
+            sd = np.sqrt(found.variance)
+            a = found.adjusted(0.95)
+            plain[0] += int((np.abs(found.frequency - true) <= 1.96 * sd).sum())
+            adj[0] += int(((a.low <= true) & (true <= a.high)).sum())
+            plain[1] += len(true)
+            adj[1] += len(true)
+            widths.extend(((a.high - a.low) / (2 * 1.96 * sd)).tolist())
+            bias.extend(((a.frequency - true) / sd).tolist())
         print(
             f"| {eps:g} | {n:.0e} | {cand[0] / cand[1]:.3f} ({cand[1]}) | "
-            f"{disc[0] / max(disc[1], 1):.3f} ({disc[1]}) |",
+            f"{plain[0] / max(plain[1], 1):.3f} ({plain[1]}) | "
+            f"{adj[0] / max(adj[1], 1):.3f} ({adj[1]}) | "
+            f"{np.mean(widths) if widths else float('nan'):.2f} | "
+            f"{np.mean(bias) if bias else float('nan'):+.2f} |",
             flush=True,
         )
 
@@ -148,6 +163,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--section", choices=["quality", "coverage", "cost"], action="append")
+    ap.add_argument(
+        "--rows", help="coverage rows as eps:n,eps:n (default: the four of COVERAGE_ROWS)"
+    )
     args = ap.parse_args()
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
@@ -159,7 +177,13 @@ def main() -> None:
         else:
             quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
     if "coverage" in sections:
-        coverage(3 if args.quick else 10)
+        rows = COVERAGE_ROWS
+        if args.rows:
+            rows = tuple(
+                (float(e), int(float(n)))
+                for e, n in (pair.split(":") for pair in args.rows.split(","))
+            )
+        coverage(3 if args.quick else 10, rows)
     print(load())
 
 
