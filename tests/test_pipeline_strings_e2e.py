@@ -98,7 +98,13 @@ def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
         assert abs(row["frequency"] - TERMS[term]) < 5 * row["std_error"]
     cand = {row["value"]: row for row in body["candidates"]}
     assert list(cand) == ["pizza", "ramen", "absent"]
-    assert cand["pizza"]["frequency"] == found["pizza"]["frequency"]
+    # Discovered rows carry the selection-adjusted estimate and interval, asked-for ones
+    # the plain f̂ ± z·σ; far above the threshold the two are the same numbers.
+    assert all(row["selection_adjusted"] for row in body["estimates"])
+    assert not any(row["selection_adjusted"] for row in body["candidates"])
+    assert all(0 <= row["ci_low"] <= row["frequency"] <= row["ci_high"] for row in found.values())
+    for key in ("frequency", "ci_low", "ci_high"):
+        assert cand["pizza"][key] == found["pizza"][key]
     assert cand["absent"]["discovered"] is False
     assert abs(cand["absent"]["frequency"]) < 5 * cand["absent"]["std_error"]
     assert 0 < body["detection_threshold"] < 0.3
