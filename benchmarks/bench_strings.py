@@ -1,6 +1,7 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
     PYTHONPATH=. python benchmarks/bench_strings.py [--quick] [--section quality|coverage|cost]
+        [--rows 4:1e6,8:1e5] [--runs 10]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -8,7 +9,11 @@ bytes, Zipf exponents 1.1 and 1.5 (one seeded population per cell: the figures m
 few hundredths between seeds); also how many were found and the detection threshold.
 
 coverage: the share of 95 % intervals that cover the truth, over fresh salts and noise,
-for candidates (the true top 50, estimated by ``?candidates=``) and discovered values.
+for candidates (the true top 50, estimated by ``?candidates=``: the plain interval) and
+discovered values (every value called present, its truth 0 if it is not a word), with
+the plain f̂ ± 1.96σ and with the selection-adjusted interval the API reports
+(:mod:`aggregator.stats.selection`); also the adjusted interval's mean width over the
+plain one's and the adjusted estimate's mean error in σ.
 
 cost: the SDK's perturb (CSPRNG) µs per report, bytes on the wire, the codec's count
 rate, discovery seconds per window and Redis bytes per window. The firehose's drain rate
@@ -166,6 +171,7 @@ def main() -> None:
     ap.add_argument(
         "--rows", help="coverage rows as eps:n,eps:n (default: the four of COVERAGE_ROWS)"
     )
+    ap.add_argument("--runs", type=int, help="coverage populations per row (default 10)")
     args = ap.parse_args()
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
@@ -183,7 +189,7 @@ def main() -> None:
                 (float(e), int(float(n)))
                 for e, n in (pair.split(":") for pair in args.rows.split(","))
             )
-        coverage(3 if args.quick else 10, rows)
+        coverage(args.runs or (3 if args.quick else 10), rows)
     print(load())
 
 
