@@ -25,12 +25,12 @@ the conditional inference of Zhong & Prentice (2008):
 
 μ̂ is the conditional median-unbiased estimate (Pr[μ̂ ≤ μ | selected] = ½; Zhong &
 Prentice maximise the conditional likelihood instead, the median-unbiased one comes from
-the same pivot and always lies inside the interval); far above the cutoff (a − x ≪ −σ)
-F_μ → Φ((x − μ)/σ) and all three are the plain ones. A frequency is ≥ 0, so the interval
-and estimate are intersected with [0, ∞): no coverage is lost (the truth is ≥ 0), an
-absent value is covered with probability 1 − γ/2 (only the upper end can miss it), and
-the interval of a value barely over the cutoff, whose pivot alone would reach far below
-0, ends at 0 (conditionally, such a value is about as likely absent as present).
+the same pivot and always lies inside the interval); far above the cutoff (a − x ≪ −σ) F_μ
+→ Φ((x − μ)/σ) and all three are the plain ones (up to σ(μ), below). A frequency is ≥ 0,
+so the interval and estimate are intersected with [0, ∞): no coverage is lost (the truth
+is ≥ 0), an absent value is covered with probability 1 − γ/2 (only the upper end can miss
+it), and the interval of a value barely over the cutoff, whose pivot alone would reach far
+below 0, ends at 0 (conditionally, such a value is about as likely absent as present).
 Weinstein, Fithian & Benjamini (2013) construct shorter intervals for the *two-sided*
 selection |X| ≥ c; discovery's selection is one-sided, where the equal-tailed pivot above
 is the standard one.
@@ -102,8 +102,9 @@ first omitted term is 105/z⁸ < 2·10⁻¹⁰ of the value."""
 PLAIN_BEYOND = 8.0
 """Where the truncation point is this many σ below even the plain interval's low end
 ((a − x)/σ + z < −8), Φ̄((a − μ)/σ) = 1 to double precision over the whole search range
-and the adjusted answer *is* the plain one (clipped to ≥ 0): it is returned as such, so a
-value far above the threshold reads the same whether it was discovered or asked for."""
+and the selection changes nothing: the plain f̂ ± z·σ(f̂) is returned (clipped to ≥ 0),
+so such a value reads the same whether it was discovered or asked for. (Nearer, the
+answer also differs from it by σ(μ) varying along the interval, as a score interval's.)"""
 
 BISECTIONS = 64
 """Halvings of [0, x + z·σ]: 2⁻⁶⁴ of it, below a double's resolution."""
