@@ -1,7 +1,7 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
     PYTHONPATH=. python benchmarks/bench_strings.py [--quick]
-        [--section quality|coverage|cost|papers|memory]
+        [--section quality|coverage|cost|papers|memory] [--rows 4:1e6,8:1e5] [--runs 10]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -9,7 +9,11 @@ bytes, Zipf exponents 1.1 and 1.5 (one seeded population per cell: the figures m
 few hundredths between seeds); also how many were found and the detection threshold.
 
 coverage: the share of 95 % intervals that cover the truth, over fresh salts and noise,
-for candidates (the true top 50, estimated by ``?candidates=``) and discovered values.
+for candidates (the true top 50, estimated by ``?candidates=``: the plain interval) and
+discovered values (every value called present, its truth 0 if it is not a word), with
+the plain f̂ ± 1.96σ and with the selection-adjusted interval the API reports
+(:mod:`aggregator.stats.selection`); also the adjusted interval's mean width over the
+plain one's and the adjusted estimate's mean error in σ.
 
 papers: the settings the heavy-hitter papers evaluated at (n, ε, string length, k; see
 :data:`PAPER_SETTINGS` and BENCHMARKS.md for where each comes from), a few seeds each,
@@ -78,15 +82,24 @@ def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> Non
                 )
 
 
-def coverage(runs: int) -> None:
+COVERAGE_ROWS = ((4.0, 1_000_000), (2.0, 1_000_000), (8.0, 100_000), (1.0, 10_000_000))
+"""(ε, n) of the coverage table: far above the threshold, few found, many found near the
+threshold, and the lowest ε at the largest n."""
+
+
+def coverage(runs: int, rows: tuple[tuple[float, int], ...] = COVERAGE_ROWS) -> None:
     vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
+    index = {vocab[i].tobytes(): i for i in range(len(vocab))}
     shares = zipf_shares(VOCABULARY, 1.1)
     print(f"\n## Interval coverage (95 % intervals, {runs} populations with fresh salts)")
-    print("| ε | n | candidates covered | discovered covered |")
-    print("|---|---|---|---|")
-    for eps, n in ((4.0, 1_000_000), (2.0, 1_000_000), (8.0, 100_000)):
-        cand = [0, 0]
-        disc = [0, 0]
+    print(
+        "| ε | n | candidates covered | discovered, plain f̂ ± 1.96σ | discovered, "
+        "selection-adjusted | adjusted / plain width | adjusted estimate − truth (σ) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for eps, n in rows:
+        cand, plain, adj = [0, 0], [0, 0], [0, 0]
+        widths, bias = [], []
         for run in range(runs):
             gen = np.random.default_rng(1000 + run)
             sketch = StringSketch(epsilon=eps, max_length=LENGTH, salt=f"{run + 1:04x}")
@@ -100,15 +113,21 @@ def coverage(runs: int) -> None:
             inside = np.abs(got.frequency - share[top]) <= 1.96 * se
             cand[0] += int(inside.sum())
             cand[1] += len(top)
-            index = {vocab[i].tobytes(): i for i in range(len(vocab))}
-            for v, f, var in zip(found.values, found.frequency, found.variance, strict=True):
-                i = index.get(v)
-                true = share[i] if i is not None else 0.0
-                disc[0] += int(abs(f - true) <= 1.96 * np.sqrt(var))
-                disc[1] += 1
+            true = np.array([share[index[v]] if v in index else 0.0 for v in found.values])
+            sd = np.sqrt(found.variance)
+            a = found.adjusted(0.95)
+            plain[0] += int((np.abs(found.frequency - true) <= 1.96 * sd).sum())
+            adj[0] += int(((a.low <= true) & (true <= a.high)).sum())
+            plain[1] += len(true)
+            adj[1] += len(true)
+            widths.extend(((a.high - a.low) / (2 * 1.96 * sd)).tolist())
+            bias.extend(((a.frequency - true) / sd).tolist())
         print(
             f"| {eps:g} | {n:.0e} | {cand[0] / cand[1]:.3f} ({cand[1]}) | "
-            f"{disc[0] / max(disc[1], 1):.3f} ({disc[1]}) |",
+            f"{plain[0] / max(plain[1], 1):.3f} ({plain[1]}) | "
+            f"{adj[0] / max(adj[1], 1):.3f} ({adj[1]}) | "
+            f"{np.mean(widths) if widths else float('nan'):.2f} | "
+            f"{np.mean(bias) if bias else float('nan'):+.2f} |",
             flush=True,
         )
 
@@ -280,6 +299,10 @@ def main() -> None:
     ap.add_argument(
         "--section", choices=["quality", "coverage", "cost", "papers", "memory"], action="append"
     )
+    ap.add_argument(
+        "--rows", help="coverage rows as eps:n,eps:n (default: the four of COVERAGE_ROWS)"
+    )
+    ap.add_argument("--runs", type=int, help="coverage populations per row (default 10)")
     args = ap.parse_args()
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
@@ -291,7 +314,13 @@ def main() -> None:
         else:
             quality([100_000, 1_000_000, 10_000_000], [1.0, 2.0, 4.0, 8.0], [1.1, 1.5])
     if "coverage" in sections:
-        coverage(3 if args.quick else 10)
+        rows = COVERAGE_ROWS
+        if args.rows:
+            rows = tuple(
+                (float(e), int(float(n)))
+                for e, n in (pair.split(":") for pair in args.rows.split(","))
+            )
+        coverage(args.runs or (3 if args.quick else 10), rows)
     if "memory" in sections:
         memory([10_000, 100_000, 1_000_000] if not args.quick else [10_000, 100_000])
     if "papers" in sections:

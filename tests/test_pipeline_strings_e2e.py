@@ -98,7 +98,18 @@ def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
         assert abs(row["frequency"] - TERMS[term]) < 5 * row["std_error"]
     cand = {row["value"]: row for row in body["candidates"]}
     assert list(cand) == ["pizza", "ramen", "absent"]
-    assert cand["pizza"]["frequency"] == found["pizza"]["frequency"]
+    # Discovered rows carry the selection-adjusted estimate and interval, asked-for ones
+    # the plain f̂ ± z·σ. pizza is found far above its cutoff: the same f̂ and σ underneath,
+    # its median-unbiased estimate is f̂, and its interval moves by less than σ/2 (only
+    # σ(μ) changing along the interval, not the selection, moves it).
+    assert all(row["selection_adjusted"] for row in body["estimates"])
+    assert not any(row["selection_adjusted"] for row in body["candidates"])
+    assert all(0 <= row["ci_low"] <= row["frequency"] <= row["ci_high"] for row in found.values())
+    plain, adjusted = cand["pizza"], found["pizza"]
+    assert plain["std_error"] == adjusted["std_error"]
+    assert plain["frequency"] == pytest.approx(adjusted["frequency"], rel=1e-9)
+    for key in ("ci_low", "ci_high"):
+        assert abs(plain[key] - adjusted[key]) < plain["std_error"] / 2
     assert cand["absent"]["discovered"] is False
     assert abs(cand["absent"]["frequency"]) < 5 * cand["absent"]["std_error"]
     assert 0 < body["detection_threshold"] < 0.3

@@ -20,6 +20,12 @@ one seed; the walk accepts > 10³ values by chance at the last level) nor quite 
 ε = 2 with 6 bytes (0.08, 8 seeds of ≈ 11 values called present). Top-k precision is
 unaffected (false values rank low).
 
+A value called present was selected *because* its estimate came out high, so the plain
+interval f̂ ± z·σ under-covers near the threshold (0.80 at ε = 8, n = 10⁵). Each value's
+selection event, {f̂ ≥ a} in the reported estimate's units (:func:`_truncation`), is kept
+in :attr:`Discovery.truncation`, and :meth:`Discovery.adjusted` gives the conditional
+estimate and interval given it (:mod:`aggregator.stats.selection`).
+
 The detection threshold (:func:`detection_threshold`) is the frequency at which a value
 is found with probability about one half: z_{1−α/T}·σ₀ with σ₀ the standard deviation at
 f = 0 and T the number of complete values tested.
@@ -39,12 +45,14 @@ from statistics import NormalDist
 
 import numpy as np
 
+from aggregator.stats.selection import Adjusted, selection_adjusted
 from aggregator.stats.strings import (
     Known,
     LevelEstimate,
     SketchEstimator,
     as_padded,
     combine,
+    poisson_sf,
     value_lengths,
 )
 from client_sdk.mechanisms.strings import display
@@ -74,6 +82,10 @@ some 85 of a level's 65 k candidates, pass it); the final test is Benjamini–Ho
 complete values."""
 
 
+ADJUSTED_KEPT = 4
+"""Confidence levels whose adjusted intervals a discovery keeps (the page asks for one)."""
+
+
 @dataclass(frozen=True)
 class Discovery:
     """Values found in one window, best first, with what the test needed."""
@@ -82,6 +94,9 @@ class Discovery:
     """Padded values called present, by decreasing estimate."""
     frequency: np.ndarray
     variance: np.ndarray
+    null_variance: np.ndarray
+    """The variance each estimate would have at f = 0 (the selection-adjusted interval's
+    σ(μ) runs between it and ``variance``)."""
     p_values: np.ndarray
     tested: int
     """Complete values tested (the multiplicity Benjamini–Hochberg corrects for)."""
@@ -89,12 +104,33 @@ class Discovery:
     """σ₀ of a complete value of full length at f = 0 (the worst case), once the values
     found are taken out, widened by the measured null's spread."""
     alpha: float
+    truncation: np.ndarray
+    """Per value, the a of the selection event {f̂ ≥ a} that called it present: f̂ minus the
+    margin by which its test cleared the Benjamini–Hochberg cutoff (see
+    :mod:`aggregator.stats.selection`)."""
     known: list[Known] = field(default_factory=list, repr=False)
     """The strong values the walk accepted at each level (for :meth:`estimate`)."""
+    _adjusted: dict[float, Adjusted] = field(default_factory=dict, repr=False, compare=False)
+    """:meth:`adjusted` per confidence: the API keeps a window's discovery for a while and
+    the page asks again every few seconds (≈ 0.1 s of bisection for 500 values)."""
 
     def estimate(self, est: SketchEstimator, values: np.ndarray) -> LevelEstimate:
         """Estimates of any padded values ((N, L) uint8), as the discovered ones were made."""
         return estimate_values(est, values, self.known)
+
+    def adjusted(self, confidence: float) -> Adjusted:
+        """The discovered values' selection-adjusted estimates and intervals: they were
+        called present because their estimates came out high (the winner's curse), and
+        the plain f̂ ± z·σ under-covers them near the threshold."""
+        got = self._adjusted.get(confidence)
+        if got is None:
+            got = selection_adjusted(
+                self.frequency, self.variance, self.null_variance, self.truncation, confidence
+            )
+            if len(self._adjusted) >= ADJUSTED_KEPT:  # any confidence may be asked for
+                self._adjusted.clear()
+            self._adjusted[confidence] = got
+        return got
 
     @property
     def labels(self) -> list[str]:
@@ -291,10 +327,15 @@ def _test(
     m = est.m
     got = estimate_values(est, complete, levels, level_cells)
     scale = null_scale(est, levels)
-    pvals = got.p_values(scale[value_lengths(complete)])
+    spread = scale[value_lengths(complete)]
+    pvals = got.p_values(spread)
     keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
+    tested = got
     got = estimate_values(est, complete[idx], strong)
+    truncation = _truncation(
+        est, complete[idx], tested.take(idx), spread[idx], got, alpha, len(complete)
+    )
     order = np.argsort(-got.frequency, kind="stable")
     idx = idx[order]
     last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
@@ -303,12 +344,62 @@ def _test(
         values=as_padded(complete[idx]),
         frequency=got.frequency[order],
         variance=got.variance[order],
+        null_variance=got.null_variance[order] * spread[idx] ** 2,
         p_values=pvals[idx],
         tested=len(complete),
         null_std=float(np.sqrt(null[0])),
         alpha=alpha,
+        truncation=truncation[order],
         known=strong,
     )
+
+
+def _truncation(
+    est: SketchEstimator,
+    values: np.ndarray,
+    tested: LevelEstimate,
+    spread: np.ndarray,
+    got: LevelEstimate,
+    alpha: float,
+    total: int,
+) -> np.ndarray:
+    """The truncation point a of each called value's selection event {f̂ ≥ a}, in the
+    reported estimate's units (see :mod:`aggregator.stats.selection`).
+
+    Benjamini–Hochberg called value i present iff p_i ≤ α·R/T (the others' p-values fixed),
+    and p_i is the larger of the normal test's and the Poisson tail of its support count
+    S, so the event is {z ≥ c} ∩ {S ≥ s_min}. The test's estimate, the reported one and S
+    are the same counts with different constants: f̂ = κ·S + const, κ = G/(n·(p*−q*)·
+    h·(1 − 1/m)·levels), for both estimates (they differ only in what known values they
+    take out), so each part is a lower bound on f̂ and the event is f̂ ≥ the larger one:
+    f̂ − (S_test − c·s·σ₀) for the normal test, f̂ − κ·(S − s_min + ½) for the count (a
+    continuity correction: S is an integer).
+    """
+    cut_p = alpha * len(values) / max(total, 1)
+    if not len(values):
+        return np.zeros(0)
+    c = NormalDist().inv_cdf(1 - cut_p)
+    with np.errstate(invalid="ignore"):
+        normal = got.frequency - (tested.frequency - c * np.sqrt(tested.null_variance) * spread)
+    m = est.m
+    levels = m.levels - np.minimum(value_lengths(values), m.levels - 1)
+    per_cell = m.groups / (max(est.n, 1) * (m.inner.p - m.inner.q) * m.rows * (1 - 1 / m.cells))
+    kappa = per_cell / levels
+    s_min = _least_count(tested.support, np.nan_to_num(tested.null_support, nan=0.0), cut_p)
+    count = got.frequency - kappa * (tested.support - s_min + 0.5)
+    return np.fmax(normal, count)
+
+
+def _least_count(support: np.ndarray, mean: np.ndarray, p: float) -> np.ndarray:
+    """Per value, the least count k ≤ its support whose Poisson(mean) tail is ≤ p (the
+    support itself passed: it was called present)."""
+    lo, hi = np.zeros(len(support)), np.asarray(support, dtype=float).copy()
+    while np.any(hi - lo > 1):
+        mid = np.floor(0.5 * (lo + hi))
+        ok = poisson_sf(mid, mean) <= p
+        hi = np.where(ok & (hi - lo > 1), mid, hi)
+        lo = np.where(~ok & (hi - lo > 1), mid, lo)
+    return np.where(poisson_sf(lo, mean) <= p, lo, hi)
 
 
 DECOYS_PER_LENGTH = 1024

@@ -221,6 +221,16 @@ class LevelEstimate:
     null_support: np.ndarray
     """E[support] if the value were absent (its cells holding only the collision mass)."""
 
+    def take(self, idx: IntArray) -> LevelEstimate:
+        """The estimates of the values ``idx``."""
+        return LevelEstimate(
+            self.frequency[idx],
+            self.variance[idx],
+            self.null_variance[idx],
+            self.support[idx],
+            self.null_support[idx],
+        )
+
     def p_values(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
         """One-sided p-values of f = 0: the larger of the normal test's (the collision
         noise, which dominates at large n) and a Poisson tail of the counts (right in the

@@ -269,15 +269,25 @@ class StringRow(Model):
 
     value: str
     frequency: Number
-    """Unbiased over the sketch's hash salt and the noise; null when no level has reports."""
+    """A candidate's: unbiased over the sketch's hash salt and the noise. A discovered
+    value's (``selection_adjusted``): median-unbiased given that it was discovered. Null
+    when no level has reports."""
     std_error: Number
+    """Of the unadjusted estimate f̂."""
     ci_low: Number
     ci_high: Number
+    """A candidate's: f̂ ± z·std_error. A discovered value's: the selection-adjusted
+    interval, within [0, ∞), which covers the truth at ``confidence`` among the values
+    discovered (f̂ ± z·std_error does not: they were found because f̂ came out high)."""
     p_value: Number
     """One-sided, of f = 0."""
     discovered: bool
     """Called present by the discovery (Benjamini–Hochberg at ``alpha`` over every value
     tested)."""
+    selection_adjusted: bool
+    """True in ``estimates`` (discovered values: frequency and interval conditional on
+    the selection, :mod:`aggregator.stats.selection`), false in ``candidates`` (values
+    chosen before the data: the plain f̂ ± z·σ, even when also discovered)."""
 
 
 class StringEstimates(Model):
@@ -303,7 +313,7 @@ class StringEstimates(Model):
     interval: str
     """How ci_low/ci_high are built."""
     estimates: list[StringRow]
-    """The discovered values, most frequent first."""
+    """The discovered values, by decreasing unadjusted estimate (selection-adjusted)."""
     candidates: list[StringRow]
     """The values of ``?candidates=``, in the order asked."""
 

@@ -1,10 +1,14 @@
 """String metrics in the estimates API: discovered values, candidates, the threshold.
 
 ``GET /v1/estimates/<name>`` of a string metric answers :class:`StringEstimates`: the
-values the discovery (:mod:`aggregator.stats.discovery`) called present, most frequent
-first, each with its unbiased frequency, standard error and interval; the values asked
-for with ``?candidates=a,b,c`` (normalised like a device's, estimated the same way); and
-the detection threshold at the current n.
+values the discovery (:mod:`aggregator.stats.discovery`) called present, by decreasing
+unadjusted estimate, each with its *selection-adjusted* frequency and interval
+(:mod:`aggregator.stats.selection`: a value is listed because its estimate came out
+high, and f̂ ± z·σ under-covers those near the threshold — 0.80 where many are) and the
+unadjusted estimate's standard error; the values asked for with ``?candidates=a,b,c``
+(normalised like a device's, estimated the same way), which were chosen before the data
+and keep the plain, unbiased f̂ ± z·σ; and the detection threshold at the current n.
+Each row says which it carries (``selection_adjusted``).
 
 Discovery walks every level of the sketch (seconds at 10⁶ reports), so its result is
 kept per (metric, version, window) in the process and recomputed when the window's n has
@@ -59,8 +63,10 @@ CACHED_WINDOWS = 64
 """Discoveries kept per process (the newest windows of a few dozen string metrics)."""
 
 INTERVAL = (
-    "normal: f̂ ± z·√Var, Var = the inner oracle's variance per row plus the sketch's "
-    "collision variance (estimated from the sketch)"
+    "candidates: normal, f̂ ± z·√Var, Var = the inner oracle's variance per row plus the "
+    "sketch's collision variance (estimated from the sketch); discovered values "
+    "(selection_adjusted): the conditional estimate and interval given that the value was "
+    "discovered (truncated normal at the Benjamini–Hochberg cutoff, Lee et al. 2016)"
 )
 
 _cache: OrderedDict[tuple[str, int, str], tuple[int, float, Discovery, SketchEstimator]] = (
@@ -108,16 +114,28 @@ def _discovery(
     return found, est
 
 
-def _row(value: str, f: float, var: float, p: float, z: float, discovered: bool) -> StringRow:
+def _row(
+    value: str,
+    f: float,
+    var: float,
+    p: float,
+    z: float,
+    discovered: bool,
+    adjusted: tuple[float, float, float] | None = None,
+) -> StringRow:
+    """One row; ``adjusted``: the selection-adjusted (estimate, low, high) of a value
+    listed because it was discovered, reported instead of f̂ ± z·σ."""
     se = float(np.sqrt(var)) if np.isfinite(var) else float("nan")
+    f_out, low, high = adjusted if adjusted is not None else (f, f - z * se, f + z * se)
     return StringRow(
         value=value,
-        frequency=json_float(f),
+        frequency=json_float(f_out),
         std_error=json_float(se),
-        ci_low=json_float(f - z * se),
-        ci_high=json_float(f + z * se),
+        ci_low=json_float(low),
+        ci_high=json_float(high),
         p_value=json_float(p),
         discovered=discovered,
+        selection_adjusted=adjusted is not None,
     )
 
 
@@ -132,10 +150,18 @@ def string_estimates(
     sketch = definition.sketch
     found, est = _discovery(client, definition, window)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    adj = found.adjusted(confidence)
     rows = [
-        _row(display(v), float(f), float(var), float(p), z, True)
-        for v, f, var, p in zip(
-            found.values, found.frequency, found.variance, found.p_values, strict=True
+        _row(display(v), float(f), float(var), float(p), z, True, (float(a), float(lo), float(hi)))
+        for v, f, var, p, a, lo, hi in zip(
+            found.values,
+            found.frequency,
+            found.variance,
+            found.p_values,
+            adj.frequency,
+            adj.low,
+            adj.high,
+            strict=True,
         )
     ]
     asked: list[StringRow] = []

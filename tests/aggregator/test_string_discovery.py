@@ -134,3 +134,32 @@ def test_false_discoveries_stay_within_the_benjamini_hochberg_rate() -> None:
         false,
         called,
     )
+
+
+def test_discovered_values_intervals_are_selection_adjusted() -> None:
+    """Many values found near the threshold (ε = 8, 30,000 users, 8-byte values: a few
+    reports per cell), over 10 populations with fresh salts and noise: the
+    selection-adjusted 95 % intervals (aggregator.stats.selection) of the values called
+    present cover at 0.95 within three binomial standard deviations of the number found,
+    3·√(0.95·0.05/N). Measured: 0.952 of 289 (the plain f̂ ± 1.96σ: 0.910, a false value
+    is never inside it); at least 30 of them were within 2σ of their selection cutoff, where
+    the adjustment moves the interval."""
+    vocab = synthetic_vocabulary(5_000, 8, seed=3)
+    index = {vocab[i].tobytes(): i for i in range(len(vocab))}
+    shares = zipf_shares(5_000, 1.1)
+    users = 30_000
+    adjusted = total = near = 0
+    for run in range(10):
+        m = StringSketch(epsilon=8.0, max_length=8, salt=f"{run + 1:04x}")
+        counts, truth = simulate_counts(m, vocab, shares, users, np.random.default_rng(run))
+        found = discover(SketchEstimator(codec_for(m), counts))
+        true = np.array([truth[index[v]] / users if v in index else 0.0 for v in found.values])
+        got = found.adjusted(0.95)
+        adjusted += int(np.sum((got.low <= true) & (true <= got.high)))
+        total += len(true)
+        near += int(np.sum(found.frequency - found.truncation < 2 * np.sqrt(found.variance)))
+        assert np.all(got.low >= 0) and np.all(got.low <= got.frequency)
+        assert np.all(got.frequency <= got.high)
+    bound = 3 * np.sqrt(0.95 * 0.05 / total)
+    assert total >= 200 and near >= 30, (total, near)
+    assert abs(adjusted / total - 0.95) <= bound, (adjusted, total)
