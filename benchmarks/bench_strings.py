@@ -1,7 +1,8 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
     PYTHONPATH=. python benchmarks/bench_strings.py [--quick]
-        [--section quality|coverage|cost|papers|memory] [--rows 4:1e6,8:1e5] [--runs 10]
+        [--section quality|coverage|cost|papers|memory|planning] [--rows 4:1e6,8:1e5]
+        [--runs 10]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -293,11 +294,51 @@ def memory(ns: list[int]) -> None:
                 )
 
 
+PLANNING_POINTS = [(8.0, 6, 0.02, 24), (6.0, 8, 0.02, 24), (4.0, 8, 0.05, 24), (4.0, 16, 0.01, 8)]
+"""(ε, max_length, frequency, runs): the small-population settings where the normal-only
+planner was 2–8× optimistic, and one with a few hundred thousand users."""
+
+
+def planning(points: list[tuple[float, int, float, int]]) -> None:
+    """The planner's "users to find f" against discovery: at ½, 1 and 2 times the planned
+    n, how often a planted full-length value of frequency f (the planner's worst case) is
+    found among a uniform background of 20,000 other random full-length values."""
+    from aggregator.analysis.string_planning import users_to_find
+    from aggregator.stats.discovery import decoys
+
+    print("\n## Planning against discovery (planned power 0.5)")
+    print("| ε | bytes | f | planned n | found at n/2 | found at n | found at 2n |")
+    print("|---|---|---|---|---|---|---|")
+    for eps, length, f, runs in points:
+        planned = users_to_find(StringSketch(epsilon=eps, max_length=length), f).users
+        assert planned is not None
+        cells = []
+        for factor in (0.5, 1.0, 2.0):
+            n = int(planned * factor)
+            hits = 0
+            for run in range(runs):
+                gen = np.random.default_rng(run)
+                sketch = StringSketch(epsilon=eps, max_length=length, salt=f"{run + 1:04x}")
+                vocab = decoys(length, length, 20_001, seed=run)
+                vocab[:, 0] = gen.integers(ord("a"), ord("z") + 1, len(vocab))  # valid UTF-8
+                shares = np.full(len(vocab), (1 - f) / (len(vocab) - 1))
+                shares[0] = f
+                counts, _ = simulate_counts(sketch, vocab, shares, n, gen)
+                found = discover(SketchEstimator(codec_for(sketch), counts))
+                hits += vocab[0].tobytes() in set(found.values)
+            cells.append(f"{hits}/{runs}")
+        print(
+            f"| {eps:g} | {length} | {f:g} | {planned:,} | " + " | ".join(cells) + " |", flush=True
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
-        "--section", choices=["quality", "coverage", "cost", "papers", "memory"], action="append"
+        "--section",
+        choices=["quality", "coverage", "cost", "papers", "memory", "planning"],
+        action="append",
     )
     ap.add_argument(
         "--rows", help="coverage rows as eps:n,eps:n (default: the four of COVERAGE_ROWS)"
@@ -321,6 +362,8 @@ def main() -> None:
                 for e, n in (pair.split(":") for pair in args.rows.split(","))
             )
         coverage(args.runs or (3 if args.quick else 10), rows)
+    if "planning" in sections:
+        planning(PLANNING_POINTS[:1] if args.quick else PLANNING_POINTS)
     if "memory" in sections:
         memory([10_000, 100_000, 1_000_000] if not args.quick else [10_000, 100_000])
     if "papers" in sections:
