@@ -386,9 +386,10 @@ def salt_null_p_values(
         if own is not None:
             back = np.nan_to_num(own, nan=0.0) * (1 - 1 / m.cells)
             observed[idx] += weight[rows, cells].sum(axis=1) * back
-    step = min(float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms) / NULL_BINS_PER_SD
-    if not step > 0:
+    spread = [float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms]
+    if not max(spread) > 0:
         return out
+    step = min(x for x in spread if x > 0) / NULL_BINS_PER_SD
     first = np.minimum(value_lengths(values), L - 1)
     dist, low = np.ones(1), 0.0  # Pr[Σ = low + k·step], the sum over levels level..L−1
     for level in range(L - 1, -1, -1):
