@@ -10,16 +10,17 @@ estimated from every level from there on (:meth:`SketchEstimator.strings`), and 
 complete values are then tested together, Benjamini–Hochberg at level α, against the
 table with only the *strong* values taken out (:data:`STRONG_Z`; why: :func:`_test`).
 Each p-value is exact over the hash's salt given the window's counts
-(:func:`salt_null_p_values`): the test statistic sums, over the value's rows, what its
+(:func:`salt_null`): the test statistic sums, over the value's rows, what its
 cell holds weighted by the inverse of the cell's variance, and an absent value's cells
 are uniform draws, so the null is the convolution of the rows' cell distributions — LDP
 noise, collisions and heavy cells as they are, no normal approximation.
 
 BH's promise — among the values called present the expected share of false ones is at
 most α (here α·T₀/T ≈ α: nearly every tested value is absent) — measured (BENCHMARKS.md,
-"False discoveries"), mean over seeds: 0.042 at n = 10⁷, ε = 8, 16 bytes (3 seeds);
-0.048 at ε = 2, 6 bytes (30 seeds of ≈ 10 values called present); 0.051 at ε = 8,
-6 bytes (5 seeds); 0.004 at ε = 8, 16 bytes, n = 6.5·10⁵; 0 at ε = 4, n = 10⁷. It rests
+"False discoveries"), mean over seeds: 0.047 at n = 10⁷, ε = 8, 16 bytes (3 seeds);
+0.048 ± 0.012 at ε = 2, 6 bytes (30 seeds of ≈ 10 values called present); 0.049 ± 0.005
+at ε = 8, 6 bytes (20 seeds); 0.004 at ε = 8, 16 bytes, n = 6.5·10⁵; 0 at ε = 4,
+n = 10⁷. It rests
 on the hash behaving as uniform and independent across rows for the values tested (the
 polynomial fingerprint is not a random function; no structure was found: the siblings
 of heavy words share their cells in 8 ± 3 rows of 128, as chance has it) and on BH's
@@ -315,10 +316,10 @@ def _test(
     The strong values are real (an absent value reaches z = 8 with probability 10⁻¹⁵), so
     the table a value is tested on no longer depends on whether the walk picked it; what
     it leaves in the table (the weaker values, a few heavy cells) makes the null
-    heavy-tailed, which :func:`salt_null_p_values` takes exactly."""
+    heavy-tailed, which :func:`salt_null` takes exactly."""
     m = est.m
     got = estimate_values(est, complete, strong, level_cells)
-    pvals = np.maximum(salt_null_p_values(est, strong, complete, level_cells), got.count_tail())
+    pvals = np.maximum(salt_null(est, strong, complete, level_cells).p_values, got.count_tail())
     keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
     got = estimate_values(est, complete[idx], strong)
@@ -339,12 +340,41 @@ def _test(
     )
 
 
-def salt_null_p_values(
+@dataclass(frozen=True)
+class SaltNull:
+    """The test of :func:`salt_null` for N values."""
+
+    statistic: np.ndarray
+    """T of each value."""
+    slope: np.ndarray
+    """dT/df of each value: how much T grows per unit of its frequency, (1 − 1/m)·Σ w over
+    its cells (f raises each of them by f; the estimate's (1 − 1/m) debiasing)."""
+    p_values: np.ndarray
+    """Pr[T ≥ observed] for an absent value (1 where nothing could be computed)."""
+    first: np.ndarray
+    """The first level of each value (its null sums that level and those after it)."""
+    survival: dict[int, tuple[float, float, np.ndarray]] = field(repr=False)
+    """Per first level: (low, step, Pr[Σ ≥ low + k·step] for k = 0, 1, …)."""
+
+    def margin(self, p: float) -> np.ndarray:
+        """Per value, how far its frequency could fall before its p-value rose above p,
+        in frequency units ((T − t_p)/slope; NaN where no null was computed): the
+        selection event {f̂ ≥ f̂ − margin} of a value Benjamini–Hochberg cut at p."""
+        out = np.full(len(self.statistic), np.nan)
+        for level, (low, step, survival) in self.survival.items():
+            here = np.flatnonzero(self.first == level)
+            k = int(np.argmax(survival <= p))  # the last entry is 0, so one exists
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[here] = (self.statistic[here] - (low + k * step)) / self.slope[here]
+        return out
+
+
+def salt_null(
     est: SketchEstimator,
     levels: list[Known],
     values: np.ndarray,
     level_cells: list[np.ndarray] | None = None,
-) -> np.ndarray:
+) -> SaltNull:
     """One-sided p-values of f = 0 under the null *over the salt*, for (N, L) padded values.
 
     The statistic is T(x) = Σ over x's levels l and rows r of w(c)·(R_{l,r}(c) − (1 − M_l)/m)
@@ -365,9 +395,14 @@ def salt_null_p_values(
     from the last level down (a value of length ℓ < L sums levels ℓ..L−1).
 
     A value itself known at a level has its own estimate added back to its cells.
+
+    Returns:
+        the p-values, and what a selection event needs (:meth:`SaltNull.margin`).
     """
     m, L = est.m, est.m.levels
-    out = np.ones(len(values))
+    first = np.minimum(value_lengths(values), L - 1)
+    observed, slope = np.zeros(len(values)), np.zeros(len(values))
+    out = SaltNull(observed, slope, np.ones(len(values)), first, {})
     if est.n == 0 or not len(values):
         return out
     atoms = []
@@ -378,34 +413,43 @@ def salt_null_p_values(
         ldp = m.cell_variance(est.n, np.clip(est.cell_freq[level], 0.0, 1.0))
         weight = 1.0 / (ldp + coll)
         atoms.append((weight, weight * (known.residual - rest / m.cells)))
-    observed = np.zeros(len(values))
     rows = np.arange(m.rows)[None, :]
     for level, idx, cells, _, own in _at_levels(est, values, levels, level_cells):
         weight, atom = atoms[level]
         observed[idx] += atom[rows, cells].sum(axis=1)
+        total = weight[rows, cells].sum(axis=1) * (1 - 1 / m.cells)
+        slope[idx] += total
         if own is not None:
-            back = np.nan_to_num(own, nan=0.0) * (1 - 1 / m.cells)
-            observed[idx] += weight[rows, cells].sum(axis=1) * back
+            observed[idx] += total * np.nan_to_num(own, nan=0.0)
     spread = [float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms]
     if not max(spread) > 0:
         return out
     step = min(x for x in spread if x > 0) / NULL_BINS_PER_SD
-    first = np.minimum(value_lengths(values), L - 1)
     dist, low = np.ones(1), 0.0  # Pr[Σ = low + k·step], the sum over levels level..L−1
     for level in range(L - 1, -1, -1):
         table = atoms[level][1]
         floor = table.min(axis=1, keepdims=True)
-        bins = np.rint((table - floor) / step).astype(np.int64)
-        width = int(bins.max()) + 1
-        hist = np.zeros((m.rows, width))
-        np.add.at(hist, (np.arange(m.rows)[:, None], bins), 1.0 / m.cells)
+        # Each cell's mass is split between the two grid points around it, in the ratio
+        # that keeps its mean: rounding to the nearest would shift the whole null when
+        # cells hold few distinct values (small counts: every empty cell alike), and a
+        # shift does not average out over the rows (measured: a third of a standard
+        # deviation at ε = 4, 300 k reports, 128 rows).
+        position = (table - floor) / step
+        below = np.floor(position).astype(np.int64)
+        above = position - below
+        hist = np.zeros((m.rows, int(below.max()) + 2))
+        row_index = np.broadcast_to(np.arange(m.rows)[:, None], below.shape)
+        np.add.at(hist, (row_index, below), (1.0 - above) / m.cells)
+        np.add.at(hist, (row_index, below + 1), above / m.cells)
         dist = _convolve([dist, _convolve(list(hist))])
         low += float(floor.sum())
         here = np.flatnonzero(first == level)
         if len(here):
             survival = np.append(np.cumsum(dist[::-1])[::-1], 0.0)  # Pr[Σ ≥ low + k·step]
-            k = np.clip(np.ceil((observed[here] - low) / step - 0.5), 0, len(dist))
-            out[here] = np.minimum(survival[k.astype(np.int64)], 1.0)
+            # the grid point at or below T: Pr[Σ ≥ it] ≥ Pr[Σ ≥ T] (conservative by < 1 step)
+            k = np.clip(np.floor((observed[here] - low) / step), 0, len(dist))
+            out.p_values[here] = np.minimum(survival[k.astype(np.int64)], 1.0)
+            out.survival[level] = (low, step, survival)
     return out
 
 
@@ -420,10 +464,10 @@ def _convolve(parts: list[np.ndarray]) -> np.ndarray:
     return np.clip(np.fft.irfft(spectrum, fft)[:size], 0.0, None)
 
 
-NULL_BINS_PER_SD = 16
-"""Grid steps per standard deviation of one level's estimate in :func:`salt_null_p_values`:
-each cell's value is rounded by at most half a step, which widens the null by under 1 %
-of its spread over 16 levels (and cannot shift its mean: the rounding is symmetric)."""
+NULL_BINS_PER_SD = 64
+"""Grid steps per standard deviation of one level's T in :func:`salt_null`: splitting a
+cell's mass between two grid points keeps its mean and adds at most step²/4 to its
+variance, so h = 128 rows widen the null's variance by at most 128/(4·64²) = 0.8 %."""
 
 
 DECOYS_PER_LENGTH = 1024
@@ -447,7 +491,7 @@ def null_scale(est: SketchEstimator, levels: list[Known]) -> np.ndarray:
     model's σ₀ says (at least 1), measured on decoys (an empirical null, after Efron).
     Only the detection threshold uses it: the RMS of the z-scores says nothing of the
     tail the test needs (at n = 10⁷, ε = 8: RMS 1.00, 17× a normal's tail beyond 4),
-    which :func:`salt_null_p_values` takes exactly.
+    which :func:`salt_null` takes exactly.
 
     The model's σ₀ leaves out two things the decoys see: values heavier than their
     neighbours but not yet known, whose mass lands in a decoy's cell with probability 1/m
