@@ -375,14 +375,16 @@ def salt_null(
     values: np.ndarray,
     level_cells: list[np.ndarray] | None = None,
 ) -> SaltNull:
-    """One-sided p-values of f = 0 under the null *over the salt*, for (N, L) padded values.
+    """The one-sided test of f = 0 of (N, L) padded values under the null *over the salt*.
 
     The statistic is T(x) = Σ over x's levels l and rows r of w(c)·(R_{l,r}(c) − (1 − M_l)/m)
     at x's cell c: each row's residual (what is left once ``levels`` are taken out), less
     its expected background, weighted by the inverse of the cell's variance (the LDP
     noise of what the cell holds plus the level's collision noise,
     :meth:`SketchEstimator.collision_moment`) — the most powerful combination of the rows
-    for a normal noise, so that a cell sharing a row with a heavy value counts for less.
+    for a normal noise, so that a cell sharing a row with a heavy value counts for less
+    (the weight is read off the cell as it is, x's own mass included: valid either way,
+    and a present x only loses a little weight in all its rows alike).
     T is a sum of one term per row, and an absent value's cell in each row is an
     independent uniform draw from the row's m cells (the hash's salt), so T's null
     distribution is the convolution of the rows' empirical distributions of w·(R − bg):
