@@ -7,7 +7,8 @@
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
 bytes, Zipf exponents 1.1 and 1.5 (one seeded population per cell: the figures move by a
-few hundredths between seeds); also how many were found and the detection threshold.
+few hundredths between seeds); also how many were found, how many of those are no word
+(false discoveries), and the detection threshold.
 
 coverage: the share of 95 % intervals that cover the truth, over fresh salts and noise,
 for candidates (the true top 50, estimated by ``?candidates=``: the plain interval) and
@@ -59,10 +60,11 @@ def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> Non
     vocab = synthetic_vocabulary(VOCABULARY, LENGTH, seed=1)
     print("\n## Discovery quality (top-k precision / recall; one seeded population per cell)")
     print(
-        "| Zipf s | ε | n | found | threshold | top-20 P | top-20 R | top-100 P | top-100 R "
-        "| discover s |"
+        "| Zipf s | ε | n | found | not words | threshold | top-20 P | top-20 R | top-100 P "
+        "| top-100 R | discover s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    words = {v.tobytes() for v in vocab}
     for s in exponents:
         shares = zipf_shares(VOCABULARY, s)
         for eps in epsilons:
@@ -76,7 +78,8 @@ def quality(ns: list[int], epsilons: list[float], exponents: list[float]) -> Non
                 a, b = score(found, vocab, truth, 20), score(found, vocab, truth, 100)
                 thr = detection_threshold(found.null_std, found.tested)
                 print(
-                    f"| {s} | {eps:g} | {n:.0e} | {len(found.values)} | {thr:.4f} | "
+                    f"| {s} | {eps:g} | {n:.0e} | {len(found.values)} | "
+                    f"{sum(v not in words for v in found.values)} | {thr:.4f} | "
                     f"{a.precision:.2f} | {a.recall:.2f} | {b.precision:.2f} | {b.recall:.2f} | "
                     f"{took:.1f} |",
                     flush=True,

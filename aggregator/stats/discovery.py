@@ -7,18 +7,24 @@ of those that clear a loose z-score survive to the next level (Wang, Li & Jha's 
 Extending Method with one group of users per level; Bassily et al.'s TreeHist walks the
 same tree). A prefix extended by the padding byte NUL is a *complete* value; it is
 estimated from every level from there on (:meth:`SketchEstimator.strings`), and all
-complete values are then tested together: one-sided z-tests of f = 0 with the variance
-at f = 0, Benjamini–Hochberg at level α. σ₀ is each value's own: the LDP variance of
-what its cells hold besides it (at ε = 8 a cell's count is nearly Poisson, so a cell
-sharing a row with a heavy word is far noisier than an empty one), plus the collision
-noise left in the level's residual table (:meth:`SketchEstimator.collision_moment`).
+complete values are then tested together, Benjamini–Hochberg at level α, against the
+table with only the *strong* values taken out (:data:`STRONG_Z`; why: :func:`_test`).
+Each p-value is exact over the hash's salt given the window's counts
+(:func:`salt_null`): the test statistic sums, over the value's rows, what its
+cell holds weighted by the inverse of the cell's variance, and an absent value's cells
+are uniform draws, so the null is the convolution of the rows' cell distributions — LDP
+noise, collisions and heavy cells as they are, no normal approximation.
+
 BH's promise — among the values called present the expected share of false ones is at
-most α — holds only where measured so (BENCHMARKS.md, "Compared with the papers", 5
-seeds): 0.05 (0.03–0.06) at ε = 8 with 6 bytes, 0.01 at ε = 8 with 16 bytes and
-n = 6.5·10⁵, 0 at ε = 4 with n = 10⁷. It does **not** hold at n = 10⁷, ε = 8 (0.33,
-one seed; the walk accepts > 10³ values by chance at the last level) nor quite at
-ε = 2 with 6 bytes (0.08, 8 seeds of ≈ 11 values called present). Top-k precision is
-unaffected (false values rank low).
+most α (here α·T₀/T ≈ α: nearly every tested value is absent) — measured (BENCHMARKS.md,
+"False discoveries"), mean over seeds: 0.047 at n = 10⁷, ε = 8, 16 bytes (3 seeds);
+0.048 ± 0.012 at ε = 2, 6 bytes (30 seeds of ≈ 10 values called present); 0.049 ± 0.005
+at ε = 8, 6 bytes (20 seeds); 0.004 at ε = 8, 16 bytes, n = 6.5·10⁵; 0 at ε = 4,
+n = 10⁷. It rests
+on the hash behaving as uniform and independent across rows for the values tested (the
+polynomial fingerprint is not a random function; no structure was found: the siblings
+of heavy words share their cells in 8 ± 3 rows of 128, as chance has it) and on BH's
+own assumption of independent or positively dependent p-values.
 
 A value called present was selected *because* its estimate came out high, so the plain
 interval f̂ ± z·σ under-covers near the threshold (0.80 at ε = 8, n = 10⁵). Each value's
@@ -40,6 +46,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
@@ -101,8 +108,9 @@ class Discovery:
     tested: int
     """Complete values tested (the multiplicity Benjamini–Hochberg corrects for)."""
     null_std: float
-    """σ₀ of a complete value of full length at f = 0 (the worst case), once the values
-    found are taken out, widened by the measured null's spread."""
+    """σ₀ of a complete value of full length at f = 0 in a cell of average content, once
+    the strong values are taken out, widened by the decoys' spread (:func:`null_scale`):
+    what the detection threshold quotes (the test itself uses the exact null)."""
     alpha: float
     truncation: np.ndarray
     """Per value, the a of the selection event {f̂ ≥ a} that called it present: f̂ minus the
@@ -274,7 +282,7 @@ def discover(
         levels.append(known)
         strong_levels.append(strong)
         prefixes, prefix_phi = ext[opened], ext_phi[opened]
-    return _test(est, complete, levels, strong_levels, alpha, complete_cells)
+    return _test(est, complete, strong_levels, alpha, complete_cells)
 
 
 def estimate_values(
@@ -289,10 +297,24 @@ def estimate_values(
     ``level_cells``: per level, the cells of the values present there (the first ones, in
     order), when the caller has them already (the walk does).
     """
+    parts = [
+        (idx, est.level(level, cells, known, own))
+        for level, idx, cells, known, own in _at_levels(est, values, levels, level_cells)
+    ]
+    return combine(parts, len(values))
+
+
+def _at_levels(
+    est: SketchEstimator,
+    values: np.ndarray,
+    levels: list[Known],
+    level_cells: list[np.ndarray] | None = None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray, Known | None, np.ndarray | None]]:
+    """Per level: (level, indices of the values present there, their (N, h) cells, what
+    is known there, each one's own estimate if it is itself known else NaN (or None))."""
     m, codec = est.m, est.codec
     L = m.levels
     first = np.minimum(value_lengths(values), L - 1)
-    parts = []
     phi = np.zeros((len(values), m.rows), dtype=np.int64)
     for level in range(L):
         idx = np.flatnonzero(first <= level)
@@ -308,43 +330,50 @@ def estimate_values(
         own = None
         if known is not None and known.accepted:
             own = np.array([known.accepted.get(values[i].tobytes(), np.nan) for i in idx])
-        parts.append((idx, est.level(level, cells, known, own)))
-    return combine(parts, len(values))
+        yield level, idx, cells, known, own
 
 
 def _test(
     est: SketchEstimator,
     complete: np.ndarray,
-    levels: list[Known],
     strong: list[Known],
     alpha: float,
     level_cells: list[np.ndarray],
 ) -> Discovery:
-    """Test every complete value over its levels (Benjamini–Hochberg), with everything the
-    walk accepted taken out (what tells noise riding on a found prefix's cells from a
-    value); then estimate the ones called present with only the strong ones taken out
-    (unbiased: see :data:`STRONG_Z`)."""
+    """Test every complete value over its levels (Benjamini–Hochberg) and estimate the ones
+    called present, with only the strong values taken out (see :data:`STRONG_Z`).
+
+    Not with everything the walk accepted taken out: at the last level it accepts hundreds
+    of absent values by chance (z ≥ :data:`KEEP_Z` among 65 k), and a value tested on the
+    table it was selected on keeps its cells clean of its competitors' subtraction while
+    every cell's expected background falls by the mass of those chance acceptances —
+    measured at n = 10⁷, ε = 8: 336 absent values accepted at the last level, their
+    final z 3.2 on average, and 34 tested absent values beyond z = 4 where 2 are expected.
+    The strong values are real (an absent value reaches z = 8 with probability 10⁻¹⁵), so
+    the table a value is tested on no longer depends on whether the walk picked it; what
+    it leaves in the table (the weaker values, a few heavy cells) makes the null
+    heavy-tailed, which :func:`salt_null` takes exactly."""
     m = est.m
-    got = estimate_values(est, complete, levels, level_cells)
-    scale = null_scale(est, levels)
-    spread = scale[value_lengths(complete)]
-    pvals = got.p_values(spread)
+    got = estimate_values(est, complete, strong, level_cells)
+    null_test = salt_null(est, strong, complete, level_cells)
+    pvals = np.maximum(null_test.p_values, got.count_tail())
     keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
     tested = got
     got = estimate_values(est, complete[idx], strong)
-    truncation = _truncation(
-        est, complete[idx], tested.take(idx), spread[idx], got, alpha, len(complete)
-    )
+    cut_p = alpha * len(idx) / max(len(complete), 1)
+    margin = null_test.margin(cut_p)[idx] if len(idx) else np.zeros(0)
+    truncation = _truncation(est, complete[idx], tested.take(idx), margin, got, cut_p)
     order = np.argsort(-got.frequency, kind="stable")
     idx = idx[order]
-    last = levels[-1] if len(levels) == m.levels else None  # what is known at full length
+    last = strong[-1] if len(strong) == m.levels else None  # what is known at full length
+    scale = null_scale(est, strong)
     null = np.array([est.typical_null_variance(m.levels - 1, last)]) * scale[m.levels] ** 2
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[order],
         variance=got.variance[order],
-        null_variance=got.null_variance[order] * spread[idx] ** 2,
+        null_variance=got.null_variance[order],
         p_values=pvals[idx],
         tested=len(complete),
         null_std=float(np.sqrt(null[0])),
@@ -358,29 +387,24 @@ def _truncation(
     est: SketchEstimator,
     values: np.ndarray,
     tested: LevelEstimate,
-    spread: np.ndarray,
+    margin: np.ndarray,
     got: LevelEstimate,
-    alpha: float,
-    total: int,
+    cut_p: float,
 ) -> np.ndarray:
     """The truncation point a of each called value's selection event {f̂ ≥ a}, in the
     reported estimate's units (see :mod:`aggregator.stats.selection`).
 
-    Benjamini–Hochberg called value i present iff p_i ≤ α·R/T (the others' p-values fixed),
-    and p_i is the larger of the normal test's and the Poisson tail of its support count
-    S, so the event is {z ≥ c} ∩ {S ≥ s_min}. The test's estimate, the reported one and S
-    are the same counts with different constants: f̂ = κ·S + const, κ = G/(n·(p*−q*)·
-    h·(1 − 1/m)·levels), for both estimates (they differ only in what known values they
-    take out), so each part is a lower bound on f̂ and the event is f̂ ≥ the larger one:
-    f̂ − (S_test − c·s·σ₀) for the normal test, f̂ − κ·(S − s_min + ½) for the count (a
-    continuity correction: S is an integer).
+    Benjamini–Hochberg called value i present iff p_i ≤ α·R/T = ``cut_p`` (the others'
+    p-values fixed), and p_i is the larger of the salt null's and the Poisson tail of its
+    support count S, so the event is {T ≥ t_cut} ∩ {S ≥ s_min}. The salt null's statistic
+    T grows by its slope per unit of f̂, so its part is f̂ − ``margin``
+    (:meth:`SaltNull.margin`). The reported estimate and S are the same counts with
+    different constants: f̂ = κ·S + const, κ = G/(n·(p*−q*)·h·(1 − 1/m)·levels), so the
+    count's part is f̂ − κ·(S − s_min + ½) (a continuity correction: S is an integer).
     """
-    cut_p = alpha * len(values) / max(total, 1)
     if not len(values):
         return np.zeros(0)
-    c = NormalDist().inv_cdf(1 - cut_p)
-    with np.errstate(invalid="ignore"):
-        normal = got.frequency - (tested.frequency - c * np.sqrt(tested.null_variance) * spread)
+    normal = got.frequency - np.nan_to_num(margin, nan=np.inf)
     m = est.m
     levels = m.levels - np.minimum(value_lengths(values), m.levels - 1)
     per_cell = m.groups / (max(est.n, 1) * (m.inner.p - m.inner.q) * m.rows * (1 - 1 / m.cells))
@@ -402,6 +426,138 @@ def _least_count(support: np.ndarray, mean: np.ndarray, p: float) -> np.ndarray:
     return np.where(poisson_sf(lo, mean) <= p, lo, hi)
 
 
+@dataclass(frozen=True)
+class SaltNull:
+    """The test of :func:`salt_null` for N values."""
+
+    statistic: np.ndarray
+    """T of each value."""
+    slope: np.ndarray
+    """dT/df of each value: how much T grows per unit of its frequency, (1 − 1/m)·Σ w over
+    its cells (f raises each of them by f; the estimate's (1 − 1/m) debiasing)."""
+    p_values: np.ndarray
+    """Pr[T ≥ observed] for an absent value (1 where nothing could be computed)."""
+    first: np.ndarray
+    """The first level of each value (its null sums that level and those after it)."""
+    survival: dict[int, tuple[float, float, np.ndarray]] = field(repr=False)
+    """Per first level: (low, step, Pr[Σ ≥ low + k·step] for k = 0, 1, …)."""
+
+    def margin(self, p: float) -> np.ndarray:
+        """Per value, how far its frequency could fall before its p-value rose above p,
+        in frequency units ((T − t_p)/slope; NaN where no null was computed): the
+        selection event {f̂ ≥ f̂ − margin} of a value Benjamini–Hochberg cut at p."""
+        out = np.full(len(self.statistic), np.nan)
+        for level, (low, step, survival) in self.survival.items():
+            here = np.flatnonzero(self.first == level)
+            k = int(np.argmax(survival <= p))  # the last entry is 0, so one exists
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[here] = (self.statistic[here] - (low + k * step)) / self.slope[here]
+        return out
+
+
+def salt_null(
+    est: SketchEstimator,
+    levels: list[Known],
+    values: np.ndarray,
+    level_cells: list[np.ndarray] | None = None,
+) -> SaltNull:
+    """The one-sided test of f = 0 of (N, L) padded values under the null *over the salt*.
+
+    The statistic is T(x) = Σ over x's levels l and rows r of w(c)·(R_{l,r}(c) − (1 − M_l)/m)
+    at x's cell c: each row's residual (what is left once ``levels`` are taken out), less
+    its expected background, weighted by the inverse of the cell's variance (the LDP
+    noise of what the cell holds plus the level's collision noise,
+    :meth:`SketchEstimator.collision_moment`) — the most powerful combination of the rows
+    for a normal noise, so that a cell sharing a row with a heavy value counts for less
+    (the weight is read off the cell as it is, x's own mass included: valid either way,
+    and a present x only loses a little weight in all its rows alike).
+    T is a sum of one term per row, and an absent value's cell in each row is an
+    independent uniform draw from the row's m cells (the hash's salt), so T's null
+    distribution is the convolution of the rows' empirical distributions of w·(R − bg):
+    the LDP noise, the collisions with every value not taken out (few and heavy, or many
+    and light) and the error left by the ones taken out, all as they are in this window,
+    without a normal approximation. That matters: at n = 10⁷, ε = 8 (Zipf 1.1) decoys
+    tested with a normal σ₀ against the strong-only table have a standard deviation of
+    1.00 but 17× a normal's tail beyond z = 4. Computed on a grid of
+    1/:data:`NULL_BINS_PER_SD` of the narrowest level's standard deviation of T, by FFT,
+    from the last level down (a value of length ℓ < L sums levels ℓ..L−1).
+
+    A value itself known at a level has its own estimate added back to its cells.
+
+    Returns:
+        the p-values, and what a selection event needs (:meth:`SaltNull.margin`).
+    """
+    m, L = est.m, est.m.levels
+    first = np.minimum(value_lengths(values), L - 1)
+    observed, slope = np.zeros(len(values)), np.zeros(len(values))
+    out = SaltNull(observed, slope, np.ones(len(values)), first, {})
+    if est.n == 0 or not len(values):
+        return out
+    atoms = []
+    for level in range(L):
+        known = levels[level]
+        rest = 1.0 - min(max(known.mass, 0.0), 1.0)
+        coll = est.collision_moment(level, known) * (1 / m.cells) * (1 - 1 / m.cells)
+        ldp = m.cell_variance(est.n, np.clip(est.cell_freq[level], 0.0, 1.0))
+        weight = 1.0 / (ldp + coll)
+        atoms.append((weight, weight * (known.residual - rest / m.cells)))
+    rows = np.arange(m.rows)[None, :]
+    for level, idx, cells, _, own in _at_levels(est, values, levels, level_cells):
+        weight, atom = atoms[level]
+        observed[idx] += atom[rows, cells].sum(axis=1)
+        total = weight[rows, cells].sum(axis=1) * (1 - 1 / m.cells)
+        slope[idx] += total
+        if own is not None:
+            observed[idx] += total * np.nan_to_num(own, nan=0.0)
+    spread = [float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms]
+    if not max(spread) > 0:
+        return out
+    step = min(x for x in spread if x > 0) / NULL_BINS_PER_SD
+    dist, low = np.ones(1), 0.0  # Pr[Σ = low + k·step], the sum over levels level..L−1
+    for level in range(L - 1, -1, -1):
+        table = atoms[level][1]
+        floor = table.min(axis=1, keepdims=True)
+        # Each cell's mass is split between the two grid points around it, in the ratio
+        # that keeps its mean: rounding to the nearest would shift the whole null when
+        # cells hold few distinct values (small counts: every empty cell alike), and a
+        # shift does not average out over the rows (measured: a third of a standard
+        # deviation at ε = 4, 300 k reports, 128 rows).
+        position = (table - floor) / step
+        below = np.floor(position).astype(np.int64)
+        above = position - below
+        hist = np.zeros((m.rows, int(below.max()) + 2))
+        row_index = np.broadcast_to(np.arange(m.rows)[:, None], below.shape)
+        np.add.at(hist, (row_index, below), (1.0 - above) / m.cells)
+        np.add.at(hist, (row_index, below + 1), above / m.cells)
+        dist = _convolve([dist, _convolve(list(hist))])
+        low += float(floor.sum())
+        here = np.flatnonzero(first == level)
+        if len(here):
+            survival = np.append(np.cumsum(dist[::-1])[::-1], 0.0)  # Pr[Σ ≥ low + k·step]
+            # the grid point at or below T: Pr[Σ ≥ it] ≥ Pr[Σ ≥ T] (conservative by < 1 step)
+            k = np.clip(np.floor((observed[here] - low) / step), 0, len(dist))
+            out.p_values[here] = np.minimum(survival[k.astype(np.int64)], 1.0)
+            out.survival[level] = (low, step, survival)
+    return out
+
+
+def _convolve(parts: list[np.ndarray]) -> np.ndarray:
+    """The distribution of a sum of independent grid variables (each a probability vector
+    from 0): one FFT of all of them at the sum's length, their product, one inverse."""
+    size = sum(len(p) for p in parts) - len(parts) + 1
+    fft = 1 << (size - 1).bit_length()
+    spectrum = np.ones(fft // 2 + 1, dtype=complex)
+    for p in parts:
+        spectrum *= np.fft.rfft(p, fft)
+    return np.clip(np.fft.irfft(spectrum, fft)[:size], 0.0, None)
+
+
+NULL_BINS_PER_SD = 64
+"""Grid steps per standard deviation of one level's T in :func:`salt_null`: splitting a
+cell's mass between two grid points keeps its mean and adds at most step²/4 to its
+variance, so h = 128 rows widen the null's variance by at most 128/(4·64²) = 0.8 %."""
+
+
 DECOYS_PER_LENGTH = 1024
 """Decoy values per length for the empirical null (:func:`null_scale`): the standard
 deviation of 1024 z-scores is known to ±2.2 %."""
@@ -421,6 +577,9 @@ def decoys(length: int, max_length: int, count: int, seed: int = 0) -> np.ndarra
 def null_scale(est: SketchEstimator, levels: list[Known]) -> np.ndarray:
     """Per value length 0..L: how much wider the z-scores of absent values spread than the
     model's σ₀ says (at least 1), measured on decoys (an empirical null, after Efron).
+    Only the detection threshold uses it: the RMS of the z-scores says nothing of the
+    tail the test needs (at n = 10⁷, ε = 8: RMS 1.00, 17× a normal's tail beyond 4),
+    which :func:`salt_null` takes exactly.
 
     The model's σ₀ leaves out two things the decoys see: values heavier than their
     neighbours but not yet known, whose mass lands in a decoy's cell with probability 1/m

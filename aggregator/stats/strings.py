@@ -244,8 +244,11 @@ class LevelEstimate:
         with np.errstate(divide="ignore", invalid="ignore"):
             z = self.frequency / (np.sqrt(self.null_variance) * scale)
         normal = normal_sf(np.nan_to_num(z, nan=-np.inf))
-        tail = poisson_sf(self.support, np.nan_to_num(self.null_support, nan=0.0))
-        return np.where(np.isnan(self.frequency), 1.0, np.maximum(normal, tail))
+        return np.where(np.isnan(self.frequency), 1.0, np.maximum(normal, self.count_tail()))
+
+    def count_tail(self) -> np.ndarray:
+        """Pr[support ≥ observed] if the value were absent, the counts taken as Poisson."""
+        return poisson_sf(self.support, np.nan_to_num(self.null_support, nan=0.0))
 
 
 _erfc = np.vectorize(math.erfc, otypes=[float])
