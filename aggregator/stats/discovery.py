@@ -494,21 +494,40 @@ def salt_null(
     if est.n == 0 or not len(values):
         return out
     atoms = []
+    masses = []
     for level in range(L):
         known = levels[level]
         rest = 1.0 - min(max(known.mass, 0.0), 1.0)
         coll = est.collision_moment(level, known) * (1 / m.cells) * (1 - 1 / m.cells)
-        ldp = m.cell_variance(est.n, np.clip(est.cell_freq[level], 0.0, 1.0))
+        # The weight of a cell is its variance under f(x) = 0 from what is *known* to be in
+        # it (the taken-out values' estimates and the rest's share), not from its own
+        # counts: read off the counts, a cell's weight fell as x's own reports raised its
+        # variance (w·R stays about constant for a Poisson count), so with few reports a
+        # value of 2 % scored like any cell holding one report by chance (measured at
+        # ε = 8, ~750 reports a level: p = 7·10⁻⁶ against a Poisson tail of 2·10⁻¹⁶).
+        known_mass = est.cell_freq[level] - known.residual
+        ldp = m.cell_variance(est.n, np.clip(known_mass + rest / m.cells, 0.0, 1.0))
         weight = 1.0 / (ldp + coll)
         atoms.append((weight, weight * (known.residual - rest / m.cells)))
+        masses.append((known_mass, rest, coll))
     rows = np.arange(m.rows)[None, :]
     for level, idx, cells, _, own in _at_levels(est, values, levels, level_cells):
         weight, atom = atoms[level]
-        observed[idx] += atom[rows, cells].sum(axis=1)
-        total = weight[rows, cells].sum(axis=1) * (1 - 1 / m.cells)
-        slope[idx] += total
+        w = weight[rows, cells]
         if own is not None:
-            observed[idx] += total * np.nan_to_num(own, nan=0.0)
+            # x itself taken out: its cells' weights without its own mass (as if absent),
+            # and its own estimate added back to the residual and the background.
+            o = np.nan_to_num(own, nan=0.0)
+            known_mass, rest, coll = masses[level]
+            content = known_mass[rows, cells] - o[:, None] + (rest + o[:, None]) / m.cells
+            w = 1.0 / (m.cell_variance(est.n, np.clip(content, 0.0, 1.0)) + coll)
+            resid = levels[level].residual
+            observed[idx] += (
+                w * (resid[rows, cells] + o[:, None] - (rest + o[:, None]) / m.cells)
+            ).sum(axis=1)
+        else:
+            observed[idx] += atom[rows, cells].sum(axis=1)
+        slope[idx] += w.sum(axis=1) * (1 - 1 / m.cells)
     spread = [float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms]
     if not max(spread) > 0:
         return out
