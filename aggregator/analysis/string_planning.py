@@ -17,7 +17,8 @@ S₂ = Σf².
 
 * the walk keeps a prefix whose z-score clears :data:`~aggregator.stats.discovery.KEEP_Z`
   at each of the L − 1 levels before the last, each from its own level's reports:
-  Φ(x − KEEP_Z)^(L−1);
+  the smaller of Φ(x − KEEP_Z) and Pr[Poisson(λ₁) ≥ λ₀ + KEEP_Z·√λ₀] (the same cut on the
+  counts, right when a level holds few reports), to the power L − 1;
 * the final test (Bonferroni at α/T, T values tested: a little stricter than the
   discovery's Benjamini–Hochberg) needs the normal test, Φ(x − z_{1−α/T}), *and* the exact
   small-count test: the value's cells together hold X ~ Poisson(λ₁) reports,
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
 
-from aggregator.stats.discovery import KEEP_Z
+from aggregator.stats.discovery import DEFAULT_BEAM, KEEP_Z
 from aggregator.stats.strings import EXACT_POISSON
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -60,10 +61,13 @@ __all__ = [
     "users_to_find",
 ]
 
-DEFAULT_TESTED = 10_000
-"""Values a discovery tests, for planning: measured 900–70,000 on Zipf populations of 10⁵
-words (more when more prefixes pass the walk); the threshold moves by 0.6 σ between
-10³ and 10⁵."""
+DEFAULT_TESTED = 255 * DEFAULT_BEAM
+"""Values a discovery tests, for planning: every extension of the beam's prefixes at the
+last level, which is what the walk tests once its beam fills — and it fills with the
+prefixes noise lifts over the cut even where few values are real (measured 66,100–66,300
+at ε = 8, 6 bytes, 4,544 reports). With 10⁴ the planner promised a value of 2 % at
+2,272 reports, found there in 3 of 24 populations (0.125; the model now says 0.25 there
+and 0.80 at twice that, measured 0.875: ``bench_strings.py --section planning``)."""
 
 
 @dataclass(frozen=True)
@@ -99,24 +103,47 @@ def null_std(sketch: StringSketch, users: float, concentration: float = 0.0) -> 
     return math.sqrt(a / users + b)
 
 
+def _poisson_tail(mean: float, count: int) -> float:
+    """Pr[Poisson(mean) ≥ count], summed in logs (the mean may be large)."""
+    if count <= 0:
+        return 1.0
+    below = sum(math.exp(j * math.log(mean) - mean - math.lgamma(j + 1)) for j in range(count))
+    return max(0.0, 1.0 - below)
+
+
+def _arrivals(sketch: StringSketch, users: float, frequency: float) -> tuple[float, float]:
+    """(λ₀, λ₁): the reports expected in a value's cells at one level, absent and at
+    ``frequency`` (see the module's docstring)."""
+    inner, m, share = sketch.inner, sketch.cells, users / sketch.levels
+    lam0 = share * (inner.q + (inner.p - inner.q) / m)
+    lam1 = share * (inner.q + (inner.p - inner.q) * (frequency + (1 - frequency) / m))
+    return lam0, lam1
+
+
 def _count_power(sketch: StringSketch, users: float, frequency: float, level: float) -> float:
     """Pr[X ≥ c]: the chance that a value's cells hold enough reports for the exact
     small-count test at ``level`` (see the module's docstring); 1 where that test cannot
     bind (the null's mean above the counts the discovery tests exactly)."""
-    inner, m, share = sketch.inner, sketch.cells, users / sketch.levels
-    lam0 = share * (inner.q + (inner.p - inner.q) / m)
+    lam0, lam1 = _arrivals(sketch, users, frequency)
     if lam0 > EXACT_POISSON:
         return 1.0
-    lam1 = share * (inner.q + (inner.p - inner.q) * (frequency + (1 - frequency) / m))
     # the least c with Pr[Poisson(λ₀) ≥ c] ≤ level: walk the upper tail down from c = 0
     c, tail, pmf = 0, 1.0, math.exp(-lam0)
     while tail > level and c <= EXACT_POISSON + 1:
         tail -= pmf
         c += 1
         pmf *= lam0 / c
-    # Pr[Poisson(λ₁) ≥ c], summed in logs (λ₁ may be large when λ₀ is not)
-    below = sum(math.exp(j * math.log(lam1) - lam1 - math.lgamma(j + 1)) for j in range(c))
-    return max(0.0, 1.0 - below)
+    return _poisson_tail(lam1, c)
+
+
+def _walk_count_power(sketch: StringSketch, users: float, frequency: float) -> float:
+    """Pr[X ≥ λ₀ + KEEP_Z·√λ₀]: the chance that a prefix's cells hold enough reports for
+    its z-score to clear the walk's cut, counted as Poisson arrivals (with a few reports a
+    level the normal z is far from its law); 1 where the counts are large."""
+    lam0, lam1 = _arrivals(sketch, users, frequency)
+    if lam0 > EXACT_POISSON:
+        return 1.0
+    return _poisson_tail(lam1, math.ceil(lam0 + KEEP_Z * math.sqrt(lam0)))
 
 
 def found_probability(
@@ -133,7 +160,9 @@ def found_probability(
     nd = NormalDist()
     x = frequency / null_std(sketch, users, concentration)
     level = alpha / max(tested, 1)
-    walk = nd.cdf(x - KEEP_Z) ** (sketch.levels - 1)
+    walk = min(nd.cdf(x - KEEP_Z), _walk_count_power(sketch, users, frequency)) ** (
+        sketch.levels - 1
+    )
     normal = nd.cdf(x - nd.inv_cdf(1 - level))
     return walk * min(normal, _count_power(sketch, users, frequency, level))
 
