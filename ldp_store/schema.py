@@ -27,12 +27,18 @@ about 1.2 µs of Redis each. A metric with k ≥ :data:`DELTA_MIN_K` sends every
 increments instead as one blob, the field ``d`` (:data:`DELTA_FIELD`):
 little-endian u32 pairs (v, C(v)) (:data:`DELTA_DTYPE`), nothing else (no id, no time).
 The commit script appends it to each window's ``delta:<window>`` list
-(:func:`ldp_store.keys.delta_key`), with the window's expiry. A window's counts are the
-packed string plus every blob in its list; readers take the hash, the string and the list
-in one script (one atomic snapshot). A worker folds a list into the string now and then:
-it reads that snapshot, adds in numpy, and writes the sum back with a script that first
-checks the string is still the one it read (its SHA-1: only folds write it, and each
-changes it), then trims the blobs it folded from the head of the list.
+(:func:`ldp_store.keys.delta_key`), with the window's expiry (its counts hash's). A
+window's counts are the packed string plus every blob in its list; readers take the hash,
+the string and the list in one script (one atomic snapshot). Workers tidy the lists
+(every few delta commits, a process's first, and whenever a round finds nothing new): a
+list worth half its string's bytes is folded into the string, a shorter one of two or
+more blobs is merged into one, so no list keeps batch boundaries or arrival order for
+long, and none grows past about one string's worth. Either way the worker reads that
+snapshot, adds in numpy, and writes with a script that first checks the head of the list
+and the string are still what it read (their SHA-1s; only folds write the string), then
+trims what it took from the head. Its one refusable write (Redis at its memory limit)
+comes before the trim, so a refused tidy changes nothing; the commit does not depend on
+it.
 
 **Overflow.** C(v) ≤ n for every value (a report supports a value at most once), and the
 commit script refuses, before it acknowledges anything, a batch that would take a window's

@@ -12,7 +12,7 @@ load them with redis-py's ``register_script``, which reloads a script after a re
 | :data:`COMMIT` | the stream worker | acknowledge + count, exactly once; trim |
 | :data:`DEAD` | the stream worker | dead-letter undecodable entries once; trim |
 | :data:`WINDOW` | every reader of counts | a window's hash, packed counts and deltas, at once |
-| :data:`FOLD` | the stream worker | fold a window's deltas into its packed counts |
+| :data:`FOLD` | the stream worker | fold a window's deltas into its packed counts, or merge them |
 """
 
 from __future__ import annotations
@@ -271,7 +271,12 @@ for w = 1, 3 do
     if delta then
       local list = KEYS[w + 12]
       redis.call('RPUSH', list, delta)  -- one blob for the whole batch
-      if at > 0 and redis.call('PTTL', list) == -1 then redis.call('PEXPIREAT', list, at) end
+      if at > 0 and redis.call('PTTL', list) == -1 then
+        -- The window's expiry is its counts hash's (set by the first write, under the
+        -- policy of the worker that made it), not this worker's policy.
+        local ttl = redis.call('PTTL', hash)
+        if ttl > 0 then redis.call('PEXPIRE', list, ttl) else redis.call('PEXPIREAT', list, at) end
+      end
     end
     if #ops > 0 then
       if redis.call('EXISTS', packed) == 0 then
@@ -385,31 +390,44 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2]) or false,
 [delta blobs]]`` (see Deltas in :mod:`ldp_store.schema`)."""
 
 FOLD = """
--- KEYS: packed support, delta list of one window.
--- ARGV: how many blobs were folded, the SHA-1 of the packed string they were added to
---       (of '' when there was none), the new packed counts.
--- Writes only if the string is still the one the caller read: only folds write it, and
--- a fold adds at least one blob of positive counts, so an unchanged string means no fold
--- came between, and the list still starts with the blobs the caller summed.
-if redis.call('LLEN', KEYS[2]) < tonumber(ARGV[1]) then return 0 end
+-- KEYS: packed support, delta list, counts hash of one window.
+-- ARGV: how many blobs the caller read from the head of the list, the SHA-1 of those
+--       blobs joined, the SHA-1 of the packed string it read ('' when there was none),
+--       'fold' or 'merge', and the new packed counts or the one merged blob.
+-- Writes only if the head of the list and the string are still what the caller read.
+local m = tonumber(ARGV[1])
+if redis.call('LLEN', KEYS[2]) < m then return 0 end
+if redis.sha1hex(table.concat(redis.call('LRANGE', KEYS[2], 0, m - 1))) ~= ARGV[2] then
+  return 0
+end
 local packed = redis.call('GET', KEYS[1])
-if redis.sha1hex(packed or '') ~= ARGV[2] then return 0 end
+if redis.sha1hex(packed or '') ~= ARGV[3] then return 0 end
+local ttl = redis.call('PTTL', KEYS[3])  -- the window's expiry is its hash's
+if ttl < 0 then ttl = redis.call('PTTL', KEYS[2]) end
+-- The one write that can be refused (Redis at its memory limit) comes first, so a refusal
+-- changes nothing; trimming after it frees memory and is never refused.
+if ARGV[4] == 'merge' then
+  redis.call('RPUSH', KEYS[2], ARGV[5])  -- at the tail: order in the list means nothing
+  redis.call('LTRIM', KEYS[2], m, -1)
+  return 1
+end
 if packed then
-  if #packed ~= #ARGV[3] then
+  if #packed ~= #ARGV[5] then
     return redis.error_reply('FOLD ' .. KEYS[1] .. ' holds ' .. #packed ..
-      ' bytes, the fold ' .. #ARGV[3])
+      ' bytes, the fold ' .. #ARGV[5])
   end
-  redis.call('SETRANGE', KEYS[1], 0, ARGV[3])  -- keeps the key's expiry
+  redis.call('SETRANGE', KEYS[1], 0, ARGV[5])  -- keeps the key's expiry
 else
-  redis.call('SET', KEYS[1], ARGV[3])
-  local ttl = redis.call('PTTL', KEYS[2])
+  redis.call('SET', KEYS[1], ARGV[5])
   if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
 end
-redis.call('LTRIM', KEYS[2], tonumber(ARGV[1]), -1)
+redis.call('LTRIM', KEYS[2], m, -1)
 return 1
 """
-"""Fold a window's first blobs into its packed support counts, which the caller summed:
-only if no other fold came between its read and this write (else 0, nothing changed)."""
+"""Tidy a window's delta list: fold its first blobs into the packed support counts, or
+merge them into one blob, as the caller computed — only if the list still starts with
+the blobs it read and the string is the one it read (else 0, nothing changed). A merged
+list keeps neither the batches' boundaries nor their order."""
 
 DEAD = (
     _TRIM

@@ -102,7 +102,7 @@ def aggregate(
         click.echo(
             f"aggregate {name}: counted={s.counted} dead_lettered={s.dead_lettered} "
             f"claimed={s.claimed} recounted={s.recounted} already_counted={s.already_counted} "
-            f"batches={s.batches} folds={s.folds} "
+            f"batches={s.batches} folds={s.folds} merges={s.merges} "
             f"streams={s.streams}"
         )
     sys.exit(code)

@@ -29,6 +29,7 @@ __all__ = [
     "ReportsPerDevice",
     "add_deltas",
     "fold_window",
+    "tidy_window",
     "lag",
     "lag_details",
     "list_windows",
@@ -99,13 +100,22 @@ def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
         support += np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=k).astype(np.int64)
 
 
-def fold_window(client: redis.Redis, definition: MetricDefinition, window: str, shard: int) -> int:
-    """Fold a window's delta blobs into its packed support counts (see Deltas in
-    :mod:`ldp_store.schema`): read the three keys as one snapshot, add in numpy, write the
-    sum back with :data:`ldp_store.scripts.FOLD`, which checks no other fold came between.
+def tidy_window(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    shard: int,
+    fold_bytes: float = 0.0,
+) -> tuple[str | None, int]:
+    """Tidy a window's delta blobs (see Deltas in :mod:`ldp_store.schema`): fold them into
+    its packed support counts once they hold ``fold_bytes`` or more, else merge two or
+    more into one (a list then keeps neither the batches' boundaries nor their order).
+    Reads the three keys as one snapshot, adds in numpy, and writes with
+    :data:`ldp_store.scripts.FOLD`, which checks that nothing changed in between.
 
     Returns:
-        The blobs folded (0: none, or another fold came first and nothing changed).
+        (``"folded"``, ``"merged"`` or None: nothing to do, or another worker came first
+        and nothing changed; the blobs it tidied).
 
     Raises:
         ValueError: corrupt counts (a packed string of the wrong length, a bad blob).
@@ -115,25 +125,47 @@ def fold_window(client: redis.Redis, definition: MetricDefinition, window: str, 
     _, packed, blobs = cast(
         list[Any], client.register_script(scripts.WINDOW)(keys=[counts, support_key, delta_key])
     )
-    if not blobs:
-        return 0
-    support = np.zeros(k, dtype=np.int64)
-    if packed is not None:
-        if len(packed) != schema.SUPPORT_BYTES * k:
-            raise ValueError(
-                f"{support_key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k}"
-            )
-        support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
-    add_deltas(support, blobs, delta_key)
+    size = sum(len(b) for b in blobs)
+    if not blobs or (len(blobs) == 1 and size < fold_bytes):
+        return None, 0
+    delta = np.zeros(k, dtype=np.int64)
+    add_deltas(delta, blobs, delta_key)
+    guard: list[int | str] = [
+        len(blobs),
+        hashlib.sha1(b"".join(blobs)).hexdigest(),  # noqa: S324 (identity, not security)
+        hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324
+    ]
+    if size >= fold_bytes:
+        if packed is not None:
+            if len(packed) != schema.SUPPORT_BYTES * k:
+                raise ValueError(
+                    f"{support_key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k}"
+                    f" of k = {k}"
+                )
+            delta += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+        mode, payload = "fold", delta.astype(schema.SUPPORT_DTYPE).tobytes()
+    else:
+        nonzero = np.flatnonzero(delta)
+        pairs = np.empty((len(nonzero), 2), dtype=schema.DELTA_DTYPE)
+        pairs[:, 0], pairs[:, 1] = nonzero, delta[nonzero]
+        mode, payload = "merge", pairs.tobytes()
     done = client.register_script(scripts.FOLD)(
-        keys=[support_key, delta_key],
-        args=[
-            len(blobs),
-            hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324 (identity, not security)
-            support.astype(schema.SUPPORT_DTYPE).tobytes(),
-        ],
+        keys=[support_key, delta_key, counts], args=[*guard, mode, payload]
     )
-    return len(blobs) if int(done) else 0
+    if not int(done):
+        return None, 0
+    return ("folded" if mode == "fold" else "merged"), len(blobs)
+
+
+def fold_window(client: redis.Redis, definition: MetricDefinition, window: str, shard: int) -> int:
+    """Fold all of a window's delta blobs into its packed counts now (:func:`tidy_window`
+    with no threshold).
+
+    Returns:
+        The blobs folded (0: none, or another worker came first and nothing changed).
+    """
+    mode, blobs = tidy_window(client, definition, window, shard)
+    return blobs if mode == "folded" else 0
 
 
 def read_counts(client: redis.Redis, definition: MetricDefinition, window: str = "all") -> Counts:

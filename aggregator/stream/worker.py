@@ -50,7 +50,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, cast
 
@@ -60,7 +60,7 @@ from redis.exceptions import RedisClusterException
 
 from aggregator.stats.batch import Batch, Codec
 from aggregator.stats.codecs import codec_for
-from aggregator.stream.counts import fold_window
+from aggregator.stream.counts import tidy_window
 from aggregator.stream.entries import (
     Delivery,
     decode_json,
@@ -195,6 +195,16 @@ class _Wakeup(Exception):
 
 
 @dataclass
+class _Untidy:
+    """A stream's delta commits and windows since the worker last tidied them."""
+
+    definition: MetricDefinition
+    shard: int
+    commits: int
+    windows: set[str] = field(default_factory=set)
+
+
+@dataclass
 class WorkerStats:
     """What a worker did since it started."""
 
@@ -217,6 +227,8 @@ class WorkerStats:
     """Streams being consumed."""
     folds: int = 0
     """Windows whose delta blobs this worker folded into their packed counts."""
+    merges: int = 0
+    """Windows whose delta blobs this worker merged into one blob."""
 
     def to_dict(self) -> dict[str, int]:
         """Plain dict, for JSON."""
@@ -331,8 +343,8 @@ class Worker:
         self._read = client.register_script(scripts.READ)
         self._commit = client.register_script(scripts.COMMIT)
         self._dead = client.register_script(scripts.DEAD)
-        self._unfolded: dict[str, int] = {}
-        """Delta commits per stream since this worker last looked for lists to fold."""
+        self._unfolded: dict[str, _Untidy] = {}
+        """Per stream: the delta commits and windows since this worker last tidied them."""
         self._streams: dict[str, _Stream] = {}
         self._known: set[tuple[str, int]] = set()
         """Metric versions whose every shard is joined."""
@@ -487,6 +499,7 @@ class Worker:
         if handled:
             self._idle_wait = 0.0
             return False
+        self._tidy_all()  # nothing new this round: leave no batch boundaries behind
         if once:
             if not all(s.pending_cursor is None and s.claim_passes for s in self._streams.values()):
                 return False
@@ -794,29 +807,45 @@ class Worker:
     def _after_delta(
         self, definition: MetricDefinition, shard: int, windows: tuple[str, ...]
     ) -> None:
-        """Every :data:`FOLD_EVERY` delta commits to a stream, fold its windows' delta
-        lists whose bytes reach :data:`FOLD_SHARE` of their packed string (see Deltas in
-        :mod:`ldp_store.schema`): reads stay a bounded sum, Redis memory a bounded excess.
-        A corrupt list is logged and left as it is (readers refuse it with the same error)."""
+        """Note a delta commit's windows; every :data:`FOLD_EVERY` delta commits to a
+        stream (the first one of this process included), tidy them (:meth:`_tidy`)."""
         stream = keys.stream_key(definition.name, definition.version, shard)
-        seen = self._unfolded.get(stream, 0) + 1
-        self._unfolded[stream] = seen % FOLD_EVERY
-        if seen < FOLD_EVERY:
+        seen = self._unfolded.get(stream)
+        if seen is None:  # a process's first delta commit on a stream looks at once
+            seen = self._unfolded[stream] = _Untidy(definition, shard, FOLD_EVERY - 1)
+        seen.windows.update(windows)
+        seen.commits += 1
+        if seen.commits >= FOLD_EVERY:
+            self._tidy(stream)
+
+    def _tidy(self, stream: str) -> None:
+        """Tidy the delta lists of the windows a stream's delta commits wrote since the
+        last look: fold a list into its packed string once its bytes reach
+        :data:`FOLD_SHARE` of the string's, else merge its blobs into one (no batch
+        boundaries or order kept; see Deltas in :mod:`ldp_store.schema`). A fold is an
+        optimisation: an error (Redis out of memory, a lost connection, a corrupt list)
+        is logged and the counts stay as they are, correct and readable."""
+        seen = self._unfolded.get(stream)
+        if seen is None or not seen.windows:
             return
-        lists = [keys.delta_key(definition.name, definition.version, w, shard) for w in windows]
-        with self.redis.pipeline(transaction=False) as pipe:
-            for key in lists:
-                pipe.memory_usage(key, samples=0)  # every element: exact, a few dozen
-            sizes = pipe.execute()
+        windows, seen.windows, seen.commits = sorted(seen.windows), set(), 0
+        definition, shard = seen.definition, seen.shard
         enough = FOLD_SHARE * schema.SUPPORT_BYTES * definition.k
-        for window, size in zip(windows, sizes, strict=True):
-            if size is None or int(size) < enough:
-                continue
+        for window in windows:
             try:
-                if fold_window(self.redis, definition, window, shard):
-                    self.stats.folds += 1
-            except ValueError as exc:
-                log.error("%s: not folded: %s", stream, exc)
+                mode, _ = tidy_window(self.redis, definition, window, shard, enough)
+            except (ValueError, redis.RedisError, RedisClusterException) as exc:
+                log.warning("%s %s: delta blobs not tidied: %s", stream, window, exc)
+                continue
+            if mode == "folded":
+                self.stats.folds += 1
+            elif mode == "merged":
+                self.stats.merges += 1
+
+    def _tidy_all(self) -> None:
+        """Tidy every stream's windows written since the last look (an idle or last round)."""
+        for stream in list(self._unfolded):
+            self._tidy(stream)
 
     def _dead_letter(self, s: _Stream, delivery: Delivery, bad: list[tuple[int, str]]) -> None:
         """Move bad entries to the dead-letter stream, acking each, in one script."""
