@@ -146,7 +146,7 @@ def main() -> None:
                         f"{worker_cpu / n * 1e6:>14.2f}",
                         flush=True,
                     )
-                    client.delete(keys.counts_key(name, definition.version))
+                    client.delete(*keys.window_keys(name, definition.version))
         finally:
             if server is not None:
                 server.stop()

@@ -466,11 +466,13 @@ def salt_null(
     The statistic is T(x) = Σ over x's levels l and rows r of w(c)·(R_{l,r}(c) − (1 − M_l)/m)
     at x's cell c: each row's residual (what is left once ``levels`` are taken out), less
     its expected background, weighted by the inverse of the cell's variance (the LDP
-    noise of what the cell holds plus the level's collision noise,
+    noise of what is known to be in the cell — the taken-out values' estimates and the
+    rest's share, x's own excepted — plus the level's collision noise,
     :meth:`SketchEstimator.collision_moment`) — the most powerful combination of the rows
-    for a normal noise, so that a cell sharing a row with a heavy value counts for less
-    (the weight is read off the cell as it is, x's own mass included: valid either way,
-    and a present x only loses a little weight in all its rows alike).
+    for a normal noise, so that a cell sharing a row with a heavy value counts for less.
+    Not read off the cell's own counts: x's reports would lower its own weights (w·R is
+    about constant for a Poisson count), and a value with few reports would score like a
+    cell holding one report by chance.
     T is a sum of one term per row, and an absent value's cell in each row is an
     independent uniform draw from the row's m cells (the hash's salt), so T's null
     distribution is the convolution of the rows' empirical distributions of w·(R − bg):
