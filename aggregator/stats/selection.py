@@ -35,16 +35,16 @@ Weinstein, Fithian & Benjamini (2013) construct shorter intervals for the *two-s
 selection |X| ≥ c; discovery's selection is one-sided, where the equal-tailed pivot above
 is the standard one.
 
-**Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F),
-and at a few reports per cell it grows several-fold between F = 0 and the F of a value
-near the threshold (σ 4× at ε = 7, 30,000 users, 8-byte values); a pivot with σ fixed at
-the plug-in σ(x) would be far too wide near μ = 0. So σ(μ)² = V₀ + (V̂ − V₀)·μ/x, linear between the
-variance at 0 (V₀: the model's, times the square of the null's spread measured on decoys,
-:func:`~aggregator.stats.discovery.null_scale` — the spread the test itself used) and the
-plug-in V̂ at x; F_μ(x) still decreases in μ (both the standardized distance and the
-standardized gap x − a shrink as σ grows), so the roots are unique. Measured on 10
-populations per row (BENCHMARKS.md): fixed σ(x) covered 0.987 at ε = 8, n = 10⁵, the
-linear σ(μ) 0.961.
+**Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F), and
+at a few reports per cell it grows several-fold between F = 0 and the F of a value near
+the threshold (σ 4× at ε = 7, 30,000 users, 8-byte values); a pivot with σ fixed at the
+plug-in σ(x) would be far too wide near μ = 0. So σ(μ)² = V₀ + (V̂ − V₀)·μ/x, linear
+between the variance at 0 (V₀: the model's at f = 0, from what the value's own cells hold
+besides it, :meth:`~aggregator.stats.strings.SketchEstimator.reduce`; the test, the exact
+salt null, has no σ to lend) and the plug-in V̂ at x; F_μ(x) still decreases in μ (both
+the standardized distance and the standardized gap x − a shrink as σ grows), so the roots
+are unique. Measured on 10 populations per row (BENCHMARKS.md): fixed σ(x) covered 0.987
+at ε = 8, n = 10⁵, the linear σ(μ) 0.961.
 
 **Which truncation point.** With the other values' p-values fixed, Benjamini–Hochberg
 calls value i present exactly when p_i ≤ α·R/T, R the number of values called present
