@@ -35,37 +35,37 @@ Weinstein, Fithian & Benjamini (2013) construct shorter intervals for the *two-s
 selection |X| ≥ c; discovery's selection is one-sided, where the equal-tailed pivot above
 is the standard one.
 
-**Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F),
-and at a few reports per cell it grows several-fold between F = 0 and the F of a value
-near the threshold (σ 4× at ε = 7, 30,000 users, 8-byte values); a pivot with σ fixed at
-the plug-in σ(x) would be far too wide near μ = 0. So σ(μ)² = V₀ + (V̂ − V₀)·μ/x, linear between the
-variance at 0 (V₀: the model's, times the square of the null's spread measured on decoys,
-:func:`~aggregator.stats.discovery.null_scale` — the spread the test itself used) and the
-plug-in V̂ at x; F_μ(x) still decreases in μ (both the standardized distance and the
-standardized gap x − a shrink as σ grows), so the roots are unique. Measured on 10
-populations per row (BENCHMARKS.md): fixed σ(x) covered 0.987 at ε = 8, n = 10⁵, the
-linear σ(μ) 0.961.
+**Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F), and
+at a few reports per cell it grows several-fold between F = 0 and the F of a value near
+the threshold (σ 4× at ε = 7, 30,000 users, 8-byte values); a pivot with σ fixed at the
+plug-in σ(x) would be far too wide near μ = 0. So σ(μ)² = V₀ + (V̂ − V₀)·μ/x, linear
+between the variance at 0 (V₀: the model's at f = 0, from what the value's own cells hold
+besides it, :meth:`~aggregator.stats.strings.SketchEstimator.reduce`; the test, the exact
+salt null, has no σ to lend) and the plug-in V̂ at x; F_μ(x) still decreases in μ (both
+the standardized distance and the standardized gap x − a shrink as σ grows), so the roots
+are unique. Measured on 10 populations per row (BENCHMARKS.md): fixed σ(x) covered 0.987
+at ε = 8, n = 10⁵, the linear σ(μ) 0.961.
 
 **Which truncation point.** With the other values' p-values fixed, Benjamini–Hochberg
 calls value i present exactly when p_i ≤ α·R/T, R the number of values called present
 and T the number tested (raising p_i to just below that cutoff changes no one else's
-verdict), so selection is z_i ≥ c = Φ⁻¹(1 − α·R/T) for its normal test statistic
-z_i = S_i/(s·σ₀,i) (S_i the test's estimate, σ₀ its null standard deviation, s the null's
-measured scale). The test's estimate S takes out everything the walk accepted, the
-reported X only the strongly found values (:data:`~aggregator.stats.discovery.STRONG_Z`),
-so they differ by D = S − X: the weakly accepted prefixes' estimates in the value's
-cells. Conditioning on D as well (Lee et al.: inference conditional on the part of the
-selection statistic that is not the estimate; exact when D is independent of X, and D is
-a sum of other prefixes' estimates, each of which shares one of its h cells with the
-value), selection is X ≥ a with
+verdict). Its p-value is the larger of two: the exact salt null's of the statistic
+T_i (:func:`~aggregator.stats.discovery.salt_null`: its cells' residuals weighted by the
+inverse of their variance, against the table with the strongly found values taken out,
+the same table the reported X reads) and a Poisson tail of its support count S. So
+selection is T_i ≥ t_cut, the salt null's (1 − α·R/T) quantile, and S ≥ s_min. T_i grows
+by its slope per unit of frequency, so T_i/slope is an estimate of the same frequency
+from the same counts with other row weights; it differs from X by D = T_i/slope − X, and
+conditioning on D as well (Lee et al.: inference conditional on the part of the
+selection statistic that is not the estimate; exact when D is independent of X, close
+when the weights are near-equal, as away from heavy cells) selection is X ≥ a with
 
-    a = X − (S − c·s·σ₀)
+    a = X − (T_i − t_cut)/slope
 
-i.e. the reported estimate minus the margin by which the test cleared its cutoff. The
-Poisson tail of the support count S that the test also takes
-(:meth:`~aggregator.stats.strings.LevelEstimate.p_values`) is a second lower bound,
-S ≥ s_min; X is κ·S plus a constant, so it is a bound on X too, and a is the larger of
-the two (:func:`aggregator.stats.discovery._truncation`).
+i.e. the reported estimate minus the margin by which the test cleared its cutoff
+(:meth:`~aggregator.stats.discovery.SaltNull.margin`). X is κ·S plus a constant, so
+S ≥ s_min is a bound on X too, and a is the larger of the two
+(:func:`aggregator.stats.discovery._truncation`).
 
 **Where it stops.** The law of X given μ is taken as normal. For a value that is absent
 this needs the null to be normal in its tail too; where the sketch has few rows and few
