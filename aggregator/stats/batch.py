@@ -34,7 +34,7 @@ import numpy as np
 from client_sdk.mechanisms import PayloadError
 from ldp_store import schema
 
-__all__ = ["Batch", "Codec", "Increments", "raise_first_error", "support_increments"]
+__all__ = ["Batch", "Codec", "Increments", "delta_blob", "raise_first_error", "support_increments"]
 
 Increments = list[str | int | bytes]
 """The commit script's field/increment pairs (a delta blob is bytes)."""
@@ -109,15 +109,21 @@ def support_increments(n: int, support: np.ndarray, names: list[str] | None = No
     if len(support) >= schema.DELTA_MIN_K:
         if not len(nonzero):
             return [schema.N, n]
-        pairs = np.empty((len(nonzero), 2), dtype=schema.DELTA_DTYPE)
-        pairs[:, 0] = nonzero
-        pairs[:, 1] = support[nonzero]
-        return [schema.N, n, schema.DELTA_FIELD, pairs.tobytes()]
+        return [schema.N, n, schema.DELTA_FIELD, delta_blob(support)]
     out: Increments = [schema.N, n]
     counts = support[nonzero].tolist()
     for i, v in enumerate(nonzero.tolist()):
         out += [names[v] if names is not None else schema.count_field(v), counts[i]]
     return out
+
+
+def delta_blob(support: np.ndarray) -> bytes:
+    """A delta blob (see Deltas in :mod:`ldp_store.schema`): the nonzero C(v) of a support
+    vector as (v, C(v)) pairs, v ascending."""
+    nonzero = np.flatnonzero(support)
+    pairs = np.empty((len(nonzero), 2), dtype=schema.DELTA_DTYPE)
+    pairs[:, 0], pairs[:, 1] = nonzero, support[nonzero]
+    return pairs.tobytes()
 
 
 def raise_first_error(m: Any, payloads: Sequence[Any]) -> NoReturn:

@@ -18,6 +18,7 @@ from typing import Any, cast
 import numpy as np
 import redis
 
+from aggregator.stats.batch import delta_blob
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.numeric import NumericStats
@@ -28,6 +29,7 @@ __all__ = [
     "Lag",
     "ReportsPerDevice",
     "add_deltas",
+    "add_packed",
     "fold_window",
     "tidy_window",
     "lag",
@@ -83,6 +85,22 @@ def _window_replies(
     return out
 
 
+def add_packed(support: np.ndarray, packed: bytes | None, key: str) -> None:
+    """Add a packed support string (:mod:`ldp_store.schema`; None: none) to ``support``.
+
+    Raises:
+        ValueError: a string that is not k counters (corrupt counts).
+    """
+    if packed is None:
+        return
+    k = len(support)
+    if len(packed) != schema.SUPPORT_BYTES * k:
+        raise ValueError(
+            f"{key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k} counters"
+        )
+    support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+
+
 def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
     """Add stored delta blobs (see Deltas in :mod:`ldp_store.schema`) to ``support``.
 
@@ -136,19 +154,10 @@ def tidy_window(
         hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324
     ]
     if size >= fold_bytes:
-        if packed is not None:
-            if len(packed) != schema.SUPPORT_BYTES * k:
-                raise ValueError(
-                    f"{support_key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k}"
-                    f" of k = {k}"
-                )
-            delta += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+        add_packed(delta, packed, support_key)
         mode, payload = "fold", delta.astype(schema.SUPPORT_DTYPE).tobytes()
     else:
-        nonzero = np.flatnonzero(delta)
-        pairs = np.empty((len(nonzero), 2), dtype=schema.DELTA_DTYPE)
-        pairs[:, 0], pairs[:, 1] = nonzero, delta[nonzero]
-        mode, payload = "merge", pairs.tobytes()
+        mode, payload = "merge", delta_blob(delta)
     done = client.register_script(scripts.FOLD)(
         keys=[support_key, delta_key, counts], args=[*guard, mode, payload]
     )
@@ -195,13 +204,11 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
         key = keys.counts_key(definition.name, definition.version, window, shard)
         shard_n = 0
         shard_support = np.zeros(k, dtype=np.int64)
-        if packed is not None:
-            if len(packed) != schema.SUPPORT_BYTES * k:
-                raise ValueError(
-                    f"{keys.support_key(definition.name, definition.version, window, shard)}: "
-                    f"{len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k} counters"
-                )
-            shard_support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+        add_packed(
+            shard_support,
+            packed,
+            keys.support_key(definition.name, definition.version, window, shard),
+        )
         add_deltas(
             shard_support,
             deltas,
