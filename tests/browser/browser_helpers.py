@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 CHROMIUM = os.environ.get("LDP_CHROMIUM", "/usr/bin/chromium")
 
@@ -46,3 +50,31 @@ def launch(playwright: Any) -> Any:
     return playwright.chromium.launch(
         executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
     )
+
+
+@dataclass
+class Watched:
+    """A page with everything it logged and requested."""
+
+    page: Page
+    origin: str
+    errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        """No console or page errors; no request left the server's origin."""
+        assert self.errors == [], self.errors
+        foreign = [u for u in self.requests if not u.startswith(self.origin + "/")]
+        assert foreign == [], foreign
+        assert self.requests, "the page made no requests at all?"
+
+
+def watch(page: Page, origin: str) -> Watched:
+    """Record the page's console errors, uncaught exceptions and requests."""
+    w = Watched(page, origin)
+    page.on(
+        "console", lambda m: w.errors.append(f"console: {m.text}") if m.type == "error" else None
+    )
+    page.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
+    page.on("request", lambda r: w.requests.append(r.url))
+    return w

@@ -28,15 +28,15 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from browser_helpers import chromium_missing, launch
+from browser_helpers import Watched, chromium_missing
 
 _missing = chromium_missing()
 if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
-from playwright.sync_api import Browser, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser  # noqa: E402
 from poisoning_helpers import append_past_hours, zipf_population  # noqa: E402
-from test_dashboard_browser import Watched, _request, watch  # noqa: E402
+from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
@@ -101,24 +101,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                 time.sleep(0.2)
         client.close()
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module."""
-    with sync_playwright() as pw:
-        b = launch(pw)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def watched(browser: Browser, server: Server) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(20_000)
-    w = watch(context.new_page(), server.url)
-    yield w
-    context.close()
 
 
 def banner_lines(banner: Any) -> list[tuple[str, str, str]]:

@@ -18,18 +18,17 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_helpers import chromium_missing, launch
+from browser_helpers import Watched, chromium_missing, watch
 
 _missing = chromium_missing()
 if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
-from playwright.sync_api import Browser, Page, Route, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, Page, Route  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
@@ -157,53 +156,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         send_memoized(s.url, s.admin_token, devices=500)
         wait_counted(s.url, "app.notify", 500)
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """One headless Chromium for the module."""
-    with sync_playwright() as pw:
-        b = launch(pw)
-        yield b
-        b.close()
-
-
-@dataclass
-class Watched:
-    """A page with everything it logged and requested."""
-
-    page: Page
-    origin: str
-    errors: list[str] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
-
-    def check(self) -> None:
-        """No console or page errors; no request left the server's origin."""
-        assert self.errors == [], self.errors
-        foreign = [u for u in self.requests if not u.startswith(self.origin + "/")]
-        assert foreign == [], foreign
-        assert self.requests, "the page made no requests at all?"
-
-
-def watch(page: Page, origin: str) -> Watched:
-    """Record the page's console errors, uncaught exceptions and requests."""
-    w = Watched(page, origin)
-    page.on(
-        "console", lambda m: w.errors.append(f"console: {m.text}") if m.type == "error" else None
-    )
-    page.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
-    page.on("request", lambda r: w.requests.append(r.url))
-    return w
-
-
-@pytest.fixture
-def watched(browser: Browser, server: Server) -> Iterator[Watched]:
-    """A fresh laptop-sized page (own context: no cache shared between tests)."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(20_000)
-    w = watch(context.new_page(), server.url)
-    yield w
-    context.close()
 
 
 def graph(page: Page, div: str) -> list[dict[str, Any]]:

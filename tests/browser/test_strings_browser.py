@@ -17,14 +17,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from browser_helpers import chromium_missing, launch
+from browser_helpers import Watched, chromium_missing
 
 _missing = chromium_missing()
 if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
-from playwright.sync_api import Browser, expect, sync_playwright  # noqa: E402
-from test_dashboard_browser import Watched, _request, graph, points, watch  # noqa: E402
+from playwright.sync_api import expect  # noqa: E402
+from test_dashboard_browser import _request, graph, points  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
@@ -58,23 +58,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             assert time.monotonic() < deadline, "not counted"
             time.sleep(0.2)
         yield s
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as pw:
-        b = launch(pw)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def watched(browser: Browser, server: Server) -> Iterator[Watched]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(20_000)
-    w = watch(context.new_page(), server.url)
-    yield w
-    context.close()
 
 
 def test_string_page_shows_the_discovered_values_threshold_and_candidates(
