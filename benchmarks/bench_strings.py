@@ -18,7 +18,7 @@ the plain f̂ ± 1.96σ and with the selection-adjusted interval the API reports
 plain one's and the adjusted estimate's mean error in σ.
 
 papers: the settings the heavy-hitter papers evaluated at (n, ε, string length, k; see
-:data:`PAPER_SETTINGS` and BENCHMARKS.md for where each comes from), a few seeds each,
+:data:`PAPER_SETTINGS` and docs/benchmarks/quality.md for where each comes from), a few seeds each,
 with precision, recall, F1 and NCR of the top k, how many values called present are no
 word of the vocabulary (false discoveries), the detection threshold and the true
 frequency of the k-th value (below the threshold, a method of this kind cannot find it).

@@ -15,8 +15,8 @@ What it does:
    compact JSON with the SDK's keys, key order and encodings (base64 bit vectors for the
    unary encodings), one ``XADD <stream> * p <payload>`` per report, appended by a Lua
    loader that receives a chunk as one newline-separated blob (``--loader lua``, the
-   default) or by a redis-py pipeline of XADDs (``--loader pipeline``; see BENCHMARKS.md
-   for which is faster);
+   default) or by a redis-py pipeline of XADDs (``--loader pipeline``; see
+   docs/benchmarks/performance.md for which is faster);
 4. unless ``--no-drain``: starts W ``ldp aggregate --once`` processes, times until they
    have all exited, and checks that the committed n equals N exactly, that nothing was
    dead-lettered or left pending, and that the 95 % intervals cover the simulated truth for

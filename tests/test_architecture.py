@@ -327,13 +327,14 @@ def test_the_errors_module_imports_nothing_from_the_sdk() -> None:
 
 
 def test_the_maps_name_only_paths_that_exist() -> None:
-    """README's Layout and docs/pipeline.md send a newcomer to a file: it must be there.
+    """The layout and pipeline pages (docs/architecture/) send a newcomer to a file: it
+    must be there.
 
     A bare file name in a row (``status.py``) belongs to the folder named before it in
     the same cell or row.
     """
     missing = []
-    for doc in ("README.md", "docs/pipeline.md"):
+    for doc in ("docs/architecture/layout.md", "docs/architecture/pipeline.md"):
         for line in (ROOT / doc).read_text().splitlines():
             if not line.startswith("|"):
                 continue

@@ -238,7 +238,7 @@ def users_to_find(
 
 TRADEOFF_EPSILONS = (1.0, 2.0, 4.0, 6.0, 8.0)
 """The ε a planning table compares (with the one asked for): 1 finds only values of a few
-per cent at 10⁶ users, 8 the top hundred of a Zipf 1.1 vocabulary (README)."""
+per cent at 10⁶ users, 8 the top hundred of a Zipf 1.1 vocabulary (docs/concepts/strings.md)."""
 
 
 def string_plan(

@@ -1,4 +1,4 @@
-"""Screenshots of the dashboard for the README, made with a simulated demo population.
+"""Screenshots of the dashboard for the docs, made with a simulated demo population.
 
     .venv/bin/python tests/browser/make_screenshots.py [--users 30000] [--out docs]
 
