@@ -1,4 +1,4 @@
-"""Architecture rules: which room may import which (shared/STYLE.md 18-22).
+"""Architecture rules: which room may import which (docs/architecture/rules.md).
 
 * the SDK is standard-library only, and the mechanism math lives in it alone;
 * ``ldp_store`` (the Redis contract) imports neither service;
@@ -57,7 +57,7 @@ MATH = [
 
 
 def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
-    """STYLE.md: no `p =`, `q =` or `exp(epsilon)` outside client_sdk/mechanisms."""
+    """The protocol is defined once: no `p =`, `q =`, `exp(epsilon)` outside the mechanisms."""
     offenders = []
     for folder in ("aggregator", "collector", "loadtests", "benchmarks", "client_sdk"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -78,8 +78,8 @@ MAY_IMPORT = {
     "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
 }
-"""DESIGN.md's arrows: the services are peers over the shared rooms (the SDK's protocol,
-the Redis contract, the HTTP contract), and the shared rooms import no service."""
+"""The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
+(the SDK's protocol, the Redis contract, the HTTP contract); those import no service."""
 
 COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
 """The one module that composes both services (``ldp serve``'s app)."""
@@ -219,7 +219,7 @@ def test_the_worker_treats_every_codec_alike() -> None:
         assert not re.search(r"isinstance\([^)]*(Codec|Mechanism|Oracle)", text), path.name
 
 
-# -- rooms and names (STYLE.md 18-20) -----------------------------------------------------------
+# -- rooms and names (docs/architecture/rules.md) ----------------------------------------------
 
 
 def _sdk_modules() -> list[str]:

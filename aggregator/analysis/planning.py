@@ -11,7 +11,7 @@ one value's estimate (:func:`aggregator.analysis.poisoning.max_gain`, β(1 − q
 for central Laplace a fake is one more raw value, worth β.
 
 References:
-    FORMULAS.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
+    docs/concepts/formulas.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
     K. Nissim, A. Smith. "Calibrating Noise to Sensitivity". TCC 2006.
 """
 

@@ -4,7 +4,7 @@ The sweep crosses ε × N × mechanism and, for every point, puts two figures si
 
 * **theory**: the expected root-mean-square error over the k values,
   √(mean_v Var[f̂(v)]), with the *exact* variance of each value at the population's true
-  frequency (``mechanism.variance(n, f)``: both terms of FORMULAS.md's formula);
+  frequency (``mechanism.variance(n, f)``: both terms of docs/concepts/formulas.md's formula);
 * **simulation**: the RMSE of the unbiased estimates over ``reps`` simulated populations
   (``aggregator.analysis.simulation.simulate`` with ``method="counts"``). SIMULATION ONLY: numpy's
   PCG64 generator with a fixed seed per point, not a CSPRNG.
@@ -18,7 +18,7 @@ Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, dr
 :mod:`aggregator.analysis.plots` (the one module that imports matplotlib).
 
 References:
-    FORMULAS.md, "Mechanisms", "Sample size" and "Central DP for comparison";
+    docs/concepts/formulas.md, "Mechanisms", "Sample size" and "Central DP for comparison";
     T. Wang, J. Blocki, N. Li, S. Jha. "Locally Differentially Private Protocols for
     Frequency Estimation". USENIX Security 2017, Theorem 2 (the exact variance).
 """
@@ -112,7 +112,7 @@ class TradeoffPoint:
     theory_se: float
     """√theory_variance: the expected RMSE of the unbiased estimates."""
     theory_se_at_zero: float
-    """√``mechanism.variance(users)``: the usual f ≈ 0 figure (FORMULAS.md's Var*/n)."""
+    """√``mechanism.variance(users)``: the usual f ≈ 0 figure (the formulas' Var*/n)."""
     simulated_rmse: float
     """√(mean over runs of the MSE over the k values)."""
     simulated_mse_ratio: float

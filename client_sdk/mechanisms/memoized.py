@@ -333,7 +333,7 @@ class Memoized(FrequencyOracle):
     def variance(self, n: Any, frequency: Any = 0.0, *, reports_per_device: float = 1) -> Any:
         """Variance of one frequency estimate from ``n`` pooled reports.
 
-        With one report per device this is the base formula (FORMULAS.md). When each
+        With one report per device this is the base formula (docs/concepts/formulas.md). When each
         device sends r reports of its (unchanged) value, they share a PRR and the
         variance gains the design-effect term
 
