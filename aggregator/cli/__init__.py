@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import aggregate, attack, export, metrics, server, strings, study
+from aggregator.cli import aggregate, attack, export, metrics, server, study
 from aggregator.cli.console import err, out, progress_bar
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -37,6 +37,5 @@ for _command in (
     metrics.metrics,
     aggregate.aggregate,
     export.export,
-    strings.strings,
 ):
     main.add_command(_command)
