@@ -160,11 +160,6 @@ def benjamini_hochberg(p_values: np.ndarray, alpha: float) -> np.ndarray:
     return keep
 
 
-def _z(found: LevelEstimate) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.nan_to_num(found.frequency / np.sqrt(found.null_variance), nan=-np.inf)
-
-
 def _accept(
     est: SketchEstimator, level: int, cells: np.ndarray, keep_z: float, limit: int
 ) -> tuple[list[int], np.ndarray, np.ndarray, Known, Known]:
