@@ -30,7 +30,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -57,11 +57,8 @@ from client_sdk.ledger import (
     summarize,
     window_start,
 )
-from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.options import ClientOptions
 from client_sdk.queue import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_COUNT,
     Entry,
     MemoryQueue,
     ReportQueue,
@@ -78,7 +75,6 @@ from client_sdk.uploader import (
 )
 
 if TYPE_CHECKING:
-    import requests
 
     from client_sdk.store import Store
 
@@ -122,87 +118,20 @@ class Client:
 
     Args:
         url: the collector, ``http://host:port`` (with an optional path prefix).
-        transport: how to reach it; default :class:`~client_sdk.transport.HTTPTransport`.
-        flush_at: queued reports that trigger an upload.
-        flush_interval: seconds after which queued reports are uploaded anyway.
-        max_queue: most reports queued; beyond it the oldest are dropped (counted as
-            ``queue_full``).
-        max_queue_bytes: most bytes queued, likewise.
-        max_batch_reports: most reports per upload.
-        max_batch_bytes: most bytes per upload body (at least
-            :data:`~client_sdk.options.MIN_BATCH_BYTES`).
-        metrics_ttl: seconds a fetched definition is used before it is fetched again.
-        timeout: seconds to connect and to wait for each answer.
-        rng: perturbation randomness (tests); default: the process CSPRNG.
-        sleep: called with each upload backoff delay instead of waiting (tests);
-            default: a wait that ``shutdown`` interrupts.
-        clock: monotonic seconds, for definition TTLs and the flush interval.
-        queue: where reports wait; default a :class:`~client_sdk.queue.MemoryQueue`
-            with the quotas above (a durable queue can be given instead).
-        storage_dir: a directory for the durable store (queue, ledger, opt-out, device
-            secret); it may be shared by several processes. None keeps all of it in
-            memory, for this process only.
-        wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
-        definitions: the metric definitions the app ships: the TOML or JSON file
-            ``ldp serve --metrics`` reads (see :mod:`client_sdk.bundle`), or its
-            ``{name: spec}`` content. A metric whose definition was never fetched is
-            perturbed with its bundled one while the collector cannot be asked, so a
-            device that starts offline still reports; fetched definitions replace it.
-        session: a ``requests.Session`` for the HTTP transport (mTLS, a corporate proxy,
-            a CA bundle, custom adapters); default: the transport's own.
-        device_budget: the app's cap on the total ε this device spends over all metrics,
-            ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}``; the stricter of it and the
-            collector's published cap applies (:mod:`client_sdk.device`).
+        **settings: any setting of :class:`~client_sdk.options.ClientOptions` by name
+            (``flush_at``, ``storage_dir``, ``definitions``, ``session``,
+            ``device_budget``, …): that class declares each one, its default and its
+            valid range.
 
     Raises:
-        ValueError: an invalid URL or setting, the message giving the valid range (see
-            :class:`~client_sdk.options.ClientOptions`; the only errors this class raises
-            outside the explicit :meth:`definition` and :meth:`build_report`).
+        ValueError: an invalid URL or setting, the message giving the valid range (the
+            only errors this class raises outside the explicit :meth:`definition` and
+            :meth:`build_report`).
+        TypeError: a setting :class:`~client_sdk.options.ClientOptions` does not have.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        transport: Transport | None = None,
-        flush_at: int = 100,
-        flush_interval: float = 5.0,
-        max_queue: int = DEFAULT_MAX_COUNT,
-        max_queue_bytes: int = DEFAULT_MAX_BYTES,
-        max_batch_reports: int = 500,
-        max_batch_bytes: int = 512 * 1024,
-        metrics_ttl: float = 300.0,
-        timeout: float = 10.0,
-        rng: RandomSource | None = None,
-        sleep: Callable[[float], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        queue: ReportQueue | None = None,
-        storage_dir: str | os.PathLike[str] | None = None,
-        wallclock: Callable[[], float] = time.time,
-        definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None,
-        session: requests.Session | None = None,
-        device_budget: DeviceCaps | Mapping[str, Any] | None = None,
-    ) -> None:
-        options = ClientOptions(
-            transport=transport,
-            flush_at=flush_at,
-            flush_interval=flush_interval,
-            max_queue=max_queue,
-            max_queue_bytes=max_queue_bytes,
-            max_batch_reports=max_batch_reports,
-            max_batch_bytes=max_batch_bytes,
-            metrics_ttl=metrics_ttl,
-            timeout=timeout,
-            rng=rng,
-            sleep=sleep,
-            clock=clock,
-            queue=queue,
-            storage_dir=storage_dir,
-            wallclock=wallclock,
-            definitions=definitions,
-            session=session,
-            device_budget=device_budget,
-        )
+    def __init__(self, url: str, **settings: Any) -> None:
+        options = ClientOptions.from_settings(settings)
         self.url = url
         self._options = options
         self._transport: Transport = (
