@@ -306,8 +306,8 @@ def planning(points: list[tuple[float, int, float, int]]) -> None:
     """The planner's "users to find f" against discovery: at ½, 1 and 2 times the planned
     n, how often a planted full-length value of frequency f (the planner's worst case) is
     found among a uniform background of 20,000 other random full-length values."""
-    from aggregator.analysis.string_planning import users_to_find
     from aggregator.stats.discovery import decoys
+    from aggregator.stats.string_planning import users_to_find
 
     print("\n## Planning against discovery (planned power 0.5)")
     print("| ε | bytes | f | planned n | found at n/2 | found at n | found at 2n |")

@@ -99,6 +99,36 @@ def test_the_packages_import_only_along_the_arrows() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+OFFLINE_TOOLS = "aggregator.analysis"
+"""The offline studies (simulation, audit, attacks, the tradeoff sweep): only the CLI, the
+load tests and the benchmarks run them."""
+
+LIVE_SERVICE = ("web", "stats", "stream", "service")
+"""What ``ldp serve`` runs: the read APIs and dashboard, the math they serve (planning and
+accounting included), the stream runtime and the composition."""
+
+
+def test_the_live_service_imports_no_offline_tool() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for room in LIVE_SERVICE
+        for path in sorted((ROOT / "aggregator" / room).rglob("*.py"))
+        for name in dotted_imports(path)
+        if name == OFFLINE_TOOLS or name.startswith(OFFLINE_TOOLS + ".")
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def dotted_imports(path: Path) -> Iterator[str]:
+    """Every absolute import of a file, as the dotted module name it names."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
 def imports(path: Path) -> Iterator[tuple[str, bool]]:
     """(top-level package, at module level?) of every absolute import in a file."""
     tree = ast.parse(path.read_text())

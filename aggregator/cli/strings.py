@@ -91,7 +91,7 @@ def show_string_plan(
     Raises:
         click.UsageError: both or neither of ``users`` and ``frequency``, or ε refused.
     """
-    from aggregator.analysis.string_planning import tradeoff
+    from aggregator.stats.string_planning import tradeoff
     from client_sdk.mechanisms.strings import StringSketch
 
     if (users is None) == (frequency is None):

@@ -219,7 +219,7 @@ def plan(
     --kind string: the users needed to find values of frequency ≥ --find, or the frequency
     --users find, and the same across ε.
     """
-    from aggregator.analysis.planning import plan as make_plan
+    from aggregator.stats.planning import plan as make_plan
 
     if kind == "string":
         refuse_given(

@@ -9,7 +9,7 @@
                  "evidence", "values"}], "alarm_rate"}
 
 ``shuffled_epsilon`` is the central (ε, δ) towards whoever sees only the estimates
-(amplification by shuffling, :mod:`aggregator.analysis.shuffling`), with its condition.
+(amplification by shuffling, :mod:`aggregator.stats.shuffling`), with its condition.
 ``alarms`` lists the poisoning alarms (:mod:`aggregator.web.alarms`) of the window, or of
 the newest hour and day windows when the window is ``all``.
 
@@ -44,13 +44,13 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
-from aggregator.analysis.shuffling import amplification
 from aggregator.stats.anytime import frequency_cs, mean_cs
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
+from aggregator.stats.shuffling import amplification
 from aggregator.stream.counts import (
     ReportsPerDevice,
     list_windows,

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION
 from aggregator.stats.detect import ALARM_KINDS
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
 from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf

@@ -1,5 +1,5 @@
 """The dashboard's server side without a browser: read-token protection, the planning
-API against :mod:`aggregator.analysis.planning`, the overview API, and the offline plotly.js.
+API against :mod:`aggregator.stats.planning`, the overview API, and the offline plotly.js.
 
 On a real Redis (the session's, emptied per test), through Flask's test client.
 """
@@ -19,10 +19,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.analysis.planning import plan
-from aggregator.analysis.shuffling import amplification
 from aggregator.service.app import create_server_app
 from aggregator.stats.intervals import z_value
+from aggregator.stats.planning import plan
+from aggregator.stats.shuffling import amplification
 from aggregator.stream.worker import Worker
 from aggregator.web import dashboard
 from aggregator.web.status import describe

@@ -1,5 +1,5 @@
 """Planning string metrics: σ₀ against simulated sketches, ``GET /v1/plan/strings`` and its
-curve against :mod:`aggregator.analysis.string_planning`, and ``ldp plan --kind string`` /
+curve against :mod:`aggregator.stats.string_planning`, and ``ldp plan --kind string`` /
 ``ldp simulate --kind string``."""
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aggregator.analysis.string_planning import (
-    TRADEOFF_EPSILONS,
-    collision_floor,
-    detectable_curve,
-    null_std,
-    string_plan,
-)
 from aggregator.analysis.string_simulation import simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary
 from aggregator.cli import main
 from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import decoys, estimate_values
+from aggregator.stats.string_planning import (
+    TRADEOFF_EPSILONS,
+    collision_floor,
+    detectable_curve,
+    null_std,
+    string_plan,
+)
 from aggregator.stats.strings import SketchEstimator
 from client_sdk.mechanisms.strings import StringSketch
 
