@@ -25,8 +25,8 @@ __all__ = ["estimates", "points", "shown_value"]
 
 def points(x: float) -> str:
     """A half-width in percentage points, enough digits to see it (as the dashboard)."""
-    p = x * 100
-    return f"{p:.1f}" if p >= 10 else f"{p:.2f}" if p >= 0.1 else f"{p:.2g}"
+    pp = x * 100
+    return f"{pp:.1f}" if pp >= 10 else f"{pp:.2f}" if pp >= 0.1 else f"{pp:.2g}"
 
 
 def _pct(x: float | None) -> str:
