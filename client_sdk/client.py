@@ -26,6 +26,7 @@ import copy
 import json
 import logging
 import math
+import numbers
 import os
 import threading
 import time
@@ -906,13 +907,13 @@ def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
     """Why ``value`` is not one of the metric's, in words that do not contain it."""
     kind = type(value).__name__
     if definition.kind == "numeric":
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return f"wrong type: a numeric metric takes a number, got {kind}"
         return "value outside the metric's range (or not finite)"
     if definition.kind == "string":
         if not isinstance(value, str):
             return f"wrong type: a string metric takes a str, got {kind}"
-        return "value too long or not encodable for the metric"
+        return "value holds NUL (the padding) or is not encodable as UTF-8"
     if isinstance(value, bool) or not isinstance(value, str | int):
         return f"wrong type: a categorical metric takes a label (str) or an index (int), got {kind}"
     if isinstance(value, str):

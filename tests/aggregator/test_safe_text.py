@@ -215,6 +215,7 @@ def test_ldp_estimates_prints_the_exports_rows_in_three_formats(
         (["app.labels", "--window", "week:1"], "--window"),
         (["app.labels", "--version", "9"], "version 9"),
         (["app.labels", "--format", "xml"], "--format"),
+        (["app.labels", "--window", "hour:2000-01-01T00"], "expired on 2000-01-15"),
     ],
 )
 def test_ldp_estimates_refuses_bad_input_with_a_message(
