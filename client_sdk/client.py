@@ -26,6 +26,7 @@ import copy
 import json
 import logging
 import math
+import numbers
 import os
 import threading
 import time
@@ -92,6 +93,10 @@ METRICS_PATH = "/v1/metrics/"
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 """Compact JSON, built once: ``json.dumps`` with options builds an encoder per call."""
+
+MAX_WARNED = 1000
+"""(metric, reason) pairs a client warns about at most: an app that reports under ever new
+unknown names must not grow memory without bound (later ones log at DEBUG)."""
 
 UNKNOWN_METRIC_TTL = 60.0
 """Seconds an unknown metric stays unknown (at most ``metrics_ttl``): an app that reports
@@ -185,6 +190,8 @@ class Client:
             except StoreError:
                 pass  # learnt again from the collector's next answer
         self._fetch_lock = threading.Lock()
+        self._warned: set[tuple[str, str]] = set()  # (metric, why) warned about: _misuse
+        self._warn_lock = threading.Lock()
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
         self._closed = False
@@ -525,6 +532,9 @@ class Client:
             value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
+            An unknown metric or an invalid value (not in the domain, out of range, of
+            the wrong type) is a bug in the app: logged at WARNING once per metric and
+            reason, naming both (never the value), then at DEBUG.
         """
         try:
             if self._closed:
@@ -534,7 +544,7 @@ class Client:
             try:  # a retired metric's definition too (cached): it says if it still is
                 definition = self.definition(metric)
             except UnknownMetricError:
-                return self._drop("unknown_metric")
+                return self._misuse(metric, "unknown_metric", "no such metric")
             except MetricsUnavailableError:
                 return self._drop("retired" if metric in self._retired else "unreachable")
             if metric in self._retired:  # learnt before, or the fetch just said so
@@ -546,7 +556,7 @@ class Client:
                 if definition is self._bundle.get(metric):
                     report["version"] = -definition.version  # unconfirmed: see _vet
             except ValueError:
-                return self._drop("invalid_value")
+                return self._misuse(metric, "invalid_value", _invalid_why(definition, value))
             except ReportingDisabledError:
                 return self._drop("disabled")
             except StoreError:
@@ -582,6 +592,28 @@ class Client:
     def _drop(self, reason: str) -> bool:
         self._stats.drop(reason)
         logger.debug("report dropped: %s", reason)
+        return False
+
+    def _misuse(self, metric: object, reason: str, why: str) -> bool:
+        """Drop a report the app got wrong (unknown metric, bad value), with a WARNING
+        naming the metric and why, once per (metric, why): never the value."""
+        self._stats.drop(reason)
+        try:  # a string that is no metric name may be a value passed in its place
+            key = (repr(wire.check_name(metric)), why)
+        except ValueError:
+            key = ("(not a valid metric name)", why)
+        with self._warn_lock:
+            first = key not in self._warned and len(self._warned) < MAX_WARNED
+            if first:
+                self._warned.add(key)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "report of metric %s dropped (%s): %s%s",
+            key[0],
+            reason,
+            why,
+            " (said once per metric and reason; the value is never logged)" if first else "",
+        )
         return False
 
     # -- delivery and state -----------------------------------------------------------
@@ -763,6 +795,7 @@ class Client:
     def _after_fork_in_child(self) -> None:
         """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
         self._fetch_lock = threading.Lock()
+        self._warn_lock = threading.Lock()
         self._queue.after_fork_in_child()
         if self._memory_ledger is not None:
             self._memory_ledger.after_fork_in_child()
@@ -797,3 +830,21 @@ def _shutdown_at_exit() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_shutdown_at_exit)
+
+
+def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
+    """Why ``value`` is not one of the metric's, in words that do not contain it."""
+    kind = type(value).__name__
+    if definition.kind == "numeric":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"wrong type: a numeric metric takes a number, got {kind}"
+        return "value outside the metric's range (or not finite)"
+    if definition.kind == "string":
+        if not isinstance(value, str):
+            return f"wrong type: a string metric takes a str, got {kind}"
+        return "value holds NUL (the padding) or is not encodable as UTF-8"
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return f"wrong type: a categorical metric takes a label (str) or an index (int), got {kind}"
+    if isinstance(value, str):
+        return "not a label of the metric's domain"
+    return "index outside the metric's domain"

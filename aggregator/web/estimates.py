@@ -44,6 +44,7 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
+from aggregator.safe_text import csv_text
 from aggregator.stats.anytime import frequency_cs, mean_cs
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
@@ -465,7 +466,7 @@ def _csv(body: Estimates) -> Response:
     writer = csv.writer(out)
     writer.writerow([*CSV_HEAD, *ROW_FIELDS])
     for row in body.estimates:
-        cells = answer(row)
+        cells = {**answer(row), "value": csv_text(row.value)}  # a label: never a formula
         writer.writerow(
             [body.metric, body.version, body.window, body.n, body.confidence]
             + [body.interval, body.reports_per_device]
