@@ -14,13 +14,14 @@ matters: GRR at k = 16, ε = 1, n = 100 covers only 90.2 % at some true frequenc
   n = 100 its lowest exact coverage over f is 93.8 % (OUE) and 94.1 % (OLH); Wald's was
   93.7 % and 93.2 %.
 * **exact** (Clopper–Pearson on the support rate μ = q* + f(p* − q*), mapped to f): used
-  when n·min(q*, 1 − p*) < :data:`MIN_EXPECTED`, i.e. when even a value's expected support
-  count (or non-support count) is a handful, where no normal approximation holds (GRR at
-  k = 1024: q* ≈ 0.0026, so n·q* < 10 until n ≈ 4,000; GRR at k = 16, ε = 1 until
-  n ≈ 180). The fixed-population count is less spread than the binomial of the same mean
-  (Hoeffding 1956), so this errs on the safe side: GRR at k = 16, ε = 1, n = 100 covers at
-  least 95.3 % at every f, where Wald fell to 90.2 % (below 93 % at 20 of 51 frequencies).
-  It costs about 5 % of width where it is used.
+  when n·min(q*, 1 − p*) < :data:`MIN_EXPECTED` (at 95 %; more for quantiles further out,
+  such as the Bonferroni level of many values: :func:`min_expected`), i.e. when even a
+  value's expected support count (or non-support count) is a handful, where no normal
+  approximation holds (GRR at k = 1024: q* ≈ 0.0026, so n·q* < 10 until n ≈ 4,000; GRR
+  at k = 16, ε = 1 until n ≈ 180). The fixed-population count is less spread than the
+  binomial of the same mean (Hoeffding 1956), so this errs on the safe side: GRR at
+  k = 16, ε = 1, n = 100 covers at least 95.3 % at every f, where Wald fell to 90.2 %
+  (below 93 % at 20 of 51 frequencies). It costs about 5 % of width where it is used.
 
 Over GRR, OUE, SUE, OLH, HR, SS and RR at ε ∈ {0.5, 1, 4}, k from 2 to 1024 and n from 20
 to 3,000, the lowest exact coverage of the rule is 93.4 % (OLH, n = 50, f = 0.02), the
@@ -87,7 +88,9 @@ __all__ = [
     "POPULATION",
     "REPORTERS",
     "SCORE",
+    "Z_95",
     "check_estimand",
+    "min_expected",
     "benjamini_hochberg",
     "frequency_intervals",
     "interval_method",
@@ -176,11 +179,29 @@ def design_effect(mechanism: Any, r: float) -> float:
     )
 
 
-def interval_method(mechanism: Any, n: int, r: float = 1) -> str:
-    """:data:`SCORE`, or :data:`EXACT` when n·min(q*, 1 − p*) is below :data:`MIN_EXPECTED`."""
+Z_95 = 1.959963984540054
+"""The two-sided 95 % normal quantile, the level :data:`MIN_EXPECTED` was set for."""
+
+
+def min_expected(z: float = Z_95) -> float:
+    """The smallest n·min(q*, 1 − p*) for a score interval that reads the normal quantile z.
+
+    :data:`MIN_EXPECTED` at 95 %; beyond, scaled by ((z² − 1)/(1.96² − 1))² so that the
+    count's skewness moves the quantile (Cornish–Fisher: by (z² − 1)/(6·√(n·q*)) standard
+    deviations) no more than it does at 95 % with 10 expected: about 300 for the
+    Bonferroni level of k = 1024 values (z = 4.06), where the normal tail is light enough
+    to leave simultaneous coverage at 81–93 % between 10 and 100 expected.
+    """
+    return MIN_EXPECTED * max(1.0, ((z * z - 1.0) / (Z_95 * Z_95 - 1.0)) ** 2)
+
+
+def interval_method(mechanism: Any, n: int, r: float = 1, z: float = Z_95) -> str:
+    """:data:`SCORE`, or :data:`EXACT` when n·min(q*, 1 − p*) is below
+    :func:`min_expected` for the quantile z the interval reads (:data:`MIN_EXPECTED` at
+    95 %)."""
     effective = n / design_effect(mechanism, r)
     small = effective * min(float(mechanism.q), 1.0 - float(mechanism.p))
-    return EXACT if small < MIN_EXPECTED else SCORE
+    return EXACT if small < min_expected(z) else SCORE
 
 
 def _score(
@@ -247,7 +268,8 @@ def frequency_intervals(
     counts = np.asarray(support, dtype=np.float64)
     alpha = (1.0 - confidence) / comparisons
     r = float(reports_per_device)
-    method = interval_method(mechanism, n, r)
+    z = z_value(confidence, comparisons)
+    method = interval_method(mechanism, n, r, z)
     if method == SCORE:
         f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
         coefficients = variance_coefficients(mechanism, n, r)
@@ -258,7 +280,7 @@ def frequency_intervals(
                 coefficients[1] + extra[1],
                 coefficients[2] + extra[2],
             )
-        low, high = _score(f, coefficients, z_value(confidence, comparisons))
+        low, high = _score(f, coefficients, z)
         # A memoized pool's variance reaches 0 a little below f = 0: an estimate beyond
         # that point has no f that explains it, and the quadratic has no real roots.
         # Those values (far in the tail) take the exact interval instead.

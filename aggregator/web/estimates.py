@@ -217,7 +217,7 @@ def intervals_note(est: FrequencyEstimate) -> str:
         else f"that among the {est.n:,} devices that reported, not in a larger population "
         "they were drawn from (estimand=population gives that)"
     )
-    how = "exact (few reports)" if est.interval == "exact" else "score"
+    how = "exact (counts too small for a normal tail)" if est.interval == "exact" else "score"
     return (
         f"{which} ({how} intervals, fixed n: valid for one look); the share is {whose}; "
         f"'distinguishable from zero' flags are wrong for at most {1 - est.confidence:.0%} "
