@@ -277,7 +277,7 @@ def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, serv
     csv_href = page.locator("#csv-link").get_attribute("href") or ""
     csv = _request(server.url + csv_href)
     assert csv.splitlines()[0].startswith(
-        "metric,version,window,n,confidence,interval,reports_per_device,value,frequency"
+        "metric,version,window,n,confidence,interval,estimand,reports_per_device,value,frequency"
     )
     assert len(csv.splitlines()) == k + 1
     trend = {t["meta"]: t for t in graph(page, "trend-chart")}
@@ -606,6 +606,47 @@ def test_the_page_offers_intervals_valid_while_you_watch_and_for_all_values(
     assert close([lo for lo, _ in together], [r["ci_low"] for r in band["estimates"]])
     assert all(h2 - l2 > h1 - l1 for (l1, h1), (l2, h2) in zip(fixed, together, strict=True))
     assert "Bonferroni" in note.inner_text()
+    watched.check()
+
+
+def test_the_page_says_whose_share_and_offers_the_populations(
+    watched: Watched, server: Server
+) -> None:
+    """Issue 28 (3b): the page says its intervals are for the devices that reported, and a
+    control asks for the share of the population they were drawn from (the API's
+    ?estimand=population): wider intervals, named in the caption, the note and the links."""
+    page, name = watched.page, "app.theme"
+    mine = _request(f"{server.url}/v1/estimates/{name}")
+    theirs = _request(f"{server.url}/v1/estimates/{name}?estimand=population")
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-estimand='reporters']")
+    caption = page.locator('#freq-caption [data-field="estimand"]')
+    note = page.locator('#categorical-view [data-field="interval-note"]')
+    assert caption.inner_text() == "the devices that reported"
+    assert "devices that reported" in note.inner_text()
+    reporters = table_intervals(page)
+    assert close([lo for lo, _ in reporters], [r["ci_low"] for r in mine["estimates"]])
+    pressed = page.locator('[data-share="reporters"]')
+    assert pressed.get_attribute("aria-pressed") == "true"
+
+    page.locator('[data-share="population"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-estimand='population']")
+    assert caption.inner_text() == "the population the devices were drawn from"
+    assert "larger population" in note.inner_text()
+    assert pressed.get_attribute("aria-pressed") == "false"
+    drawn = table_intervals(page)
+    assert close([lo for lo, _ in drawn], [r["ci_low"] for r in theirs["estimates"]])
+    assert close([hi for _, hi in drawn], [r["ci_high"] for r in theirs["estimates"]])
+    for (l1, h1), (l2, h2), row in zip(reporters, drawn, mine["estimates"], strict=True):
+        if row["frequency"] > 0:
+            assert h2 - l2 > h1 - l1
+    for link in ("#csv-link", "#json-link"):
+        assert "estimand=population" in (page.locator(link).get_attribute("href") or "")
+
+    page.locator('#categorical-view [data-intervals="simultaneous"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='simultaneous']")
+    band = _request(f"{server.url}/v1/estimates/{name}?simultaneous=true&estimand=population")
+    assert close([lo for lo, _ in table_intervals(page)], [r["ci_low"] for r in band["estimates"]])
     watched.check()
 
 

@@ -6,7 +6,7 @@
   const page = L.page;
   const TOP = 40; // bars a chart shows by default: more are unreadable on a laptop
   const TREND_SERIES = 6; // lines a trend shows: the values with the largest estimates
-  const state = { window: "all", granularity: "hour", showAll: false, intervals: "fixed" };
+  const state = { window: "all", granularity: "hour", showAll: false, intervals: "fixed", estimand: "reporters" };
   const $ = (id) => document.getElementById(id);
 
   const pick = (w, key) => {
@@ -39,6 +39,9 @@
       e.textContent = "Memoized metric: the intervals assume up to " + L.int(r) +
         " reports from one device in this window (" + (est.reports_per_device_note || "") + ").";
     });
+    document.querySelectorAll('[data-field="estimand"]').forEach((e) => {
+      e.textContent = est.estimand === "population" ? "the population the devices were drawn from" : "the devices that reported";
+    });
     document.querySelectorAll('[data-field="fdr"]').forEach((e) => {
       e.textContent = Math.round((1 - (est.confidence || 0.95)) * 100) + " %";
     });
@@ -67,10 +70,14 @@
     $("numeric-view").hidden = !numeric;
   }
 
+  /* Whose share the intervals are for: the API's default (the devices that reported) is
+   * left out of the URLs; the population's share is asked for with estimand=population. */
+  const estimand = () => (state.estimand === "population" ? "population" : null);
+
   function setLinks() {
     const w = state.window === "all" ? null : state.window;
-    $("csv-link").href = L.url(page.csv, { window: w });
-    $("json-link").href = L.url(page.api.estimates, { window: w });
+    $("csv-link").href = L.url(page.csv, { window: w, estimand: estimand() });
+    $("json-link").href = L.url(page.api.estimates, { window: w, estimand: estimand() });
   }
 
   /* -- categorical ------------------------------------------------------------------ */
@@ -257,8 +264,8 @@
   async function refresh() {
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const [est, trend] = await Promise.all([
-      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous })),
-      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous })),
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, estimand: estimand() })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, estimand: estimand() })),
     ]);
     const kind = est.kind || "categorical";
     showKind(kind);
@@ -284,6 +291,7 @@
     root.dataset.window = state.window;
     root.dataset.granularity = state.granularity;
     root.dataset.intervals = state.intervals;
+    root.dataset.estimand = est.estimand || "reporters";
   }
 
   $("window-select").addEventListener("change", (e) => { state.window = e.target.value; setLinks(); refresher.now(); });
@@ -299,6 +307,15 @@
       state.intervals = button.dataset.intervals;
       document.querySelectorAll("[data-intervals]").forEach((b) =>
         b.setAttribute("aria-pressed", String(b.dataset.intervals === state.intervals)));
+      refresher.now();
+    });
+  });
+  document.querySelectorAll("[data-share]").forEach((button) => {
+    button.addEventListener("click", () => {
+      state.estimand = button.dataset.share;
+      document.querySelectorAll("[data-share]").forEach((b) =>
+        b.setAttribute("aria-pressed", String(b.dataset.share === state.estimand)));
+      setLinks();
       refresher.now();
     });
   });
