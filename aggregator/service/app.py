@@ -2,8 +2,10 @@
 
 Collector and aggregator are peers that share Redis through :mod:`ldp_store`; neither
 imports the other. ``ldp serve`` (and compose's ``dashboard`` service) run one WSGI app
-that holds both, and this module is where the two meet — ``tests/test_architecture.py``
-allows ``import collector`` under ``aggregator/`` here and nowhere else.
+that holds both (``ldp serve`` twice: its public gunicorn forwards the read routes to the
+other, see :func:`create_ingest_app`), and this module is where the two meet —
+``tests/test_architecture.py`` allows ``import collector`` under ``aggregator/`` here and
+nowhere else.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import aggregator.web
 from aggregator.service.forward import ForwardReads
 from collector import create_app
 
-__all__ = ["create_ingest_app", "create_server_app"]
+__all__ = ["READ_ENDPOINTS", "create_ingest_app", "create_server_app"]
+
+READ_ENDPOINTS = ("ops.prometheus",)
+"""Collector endpoints the read workers answer in ``ldp serve``: ``/metrics``, whose
+poisoning alarms (:class:`aggregator.web.alarms.AlarmGauges`) read and test every
+metric's recent windows at each scrape."""
 
 
 def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -55,5 +62,5 @@ def create_ingest_app(
     upstream = upstream or os.environ.get("LDP_READ_UPSTREAM")
     if upstream:
         names = [bp.name for bp in aggregator.web.BLUEPRINTS]
-        app.wsgi_app = ForwardReads(app.wsgi_app, app, upstream, names)  # type: ignore[method-assign, assignment]
+        app.wsgi_app = ForwardReads(app.wsgi_app, app, upstream, names, READ_ENDPOINTS)  # type: ignore[method-assign, assignment]
     return app

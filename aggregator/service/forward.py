@@ -4,8 +4,9 @@
 the dashboard) in worker processes of its own, at a lower CPU priority: a string
 discovery or a flood of reads then waits for CPU behind ingest instead of sharing an
 event loop with it. :class:`ForwardReads` wraps the ingest workers' app: a GET or HEAD
-that one of the read blueprints would answer goes over loopback HTTP to the read
-workers; everything else (reports, definitions, health, ``/metrics``) is served here.
+that one of the read blueprints would answer, or ``/metrics`` (its poisoning alarms test
+every metric's recent windows at each scrape), goes over loopback HTTP to the read
+workers; everything else (reports, definitions, health) is served here.
 Only the headers the read side uses are passed on (no address, cookie or user agent).
 """
 
@@ -71,16 +72,23 @@ class ForwardReads:
         app: the Flask app whose URL map says which route a request is for.
         upstream: ``host:port`` of the read workers (loopback).
         blueprints: names of the blueprints whose routes are forwarded.
+        endpoints: further endpoints forwarded (``ops.prometheus``).
     """
 
     def __init__(
-        self, inner: Callable[..., Any], app: Flask, upstream: str, blueprints: Iterable[str]
+        self,
+        inner: Callable[..., Any],
+        app: Flask,
+        upstream: str,
+        blueprints: Iterable[str],
+        endpoints: Iterable[str] = (),
     ) -> None:
         self.inner = inner
         self.app = app
         host, _, port = upstream.rpartition(":")
         self.host, self.port = host.strip("[]"), int(port)
         self.blueprints = frozenset(blueprints)
+        self.endpoints = frozenset(endpoints)
 
     def _is_read(self, env: dict[str, Any]) -> bool:
         if env.get("REQUEST_METHOD") not in ("GET", "HEAD"):
@@ -89,7 +97,8 @@ class ForwardReads:
             endpoint, _ = self.app.url_map.bind_to_environ(env).match()
         except HTTPException:  # 404, 405, a redirect: the local app answers those
             return False
-        return str(endpoint).rpartition(".")[0] in self.blueprints
+        name = str(endpoint)
+        return name in self.endpoints or name.rpartition(".")[0] in self.blueprints
 
     def __call__(self, env: dict[str, Any], start_response: Callable[..., Any], /) -> Any:
         """Serve the request here, or forward it to the read workers."""

@@ -112,7 +112,8 @@ def _discovery(
     if counts.n == 0:
         return Discovery.empty(), est
     key = (definition.name, definition.version, window)
-    return guarded(key, counts.n, lambda: discover(est)), est
+    # The estimator is kept with its discovery: candidates are estimated as it was made.
+    return guarded(key, counts.n, lambda: (discover(est), est))
 
 
 def _row(
