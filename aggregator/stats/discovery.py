@@ -123,6 +123,12 @@ class Discovery:
     """:meth:`adjusted` per confidence: the API keeps a window's discovery for a while and
     the page asks again every few seconds (≈ 0.1 s of bisection for 500 values)."""
 
+    @classmethod
+    def empty(cls, alpha: float = 0.05) -> Discovery:
+        """What :func:`discover` finds in a window without reports, without the walk."""
+        none = np.zeros(0)
+        return cls([], none, none, none, none, 0, float("nan"), alpha, none)
+
     def estimate(self, est: SketchEstimator, values: np.ndarray) -> LevelEstimate:
         """Estimates of any padded values ((N, L) uint8), as the discovered ones were made."""
         return estimate_values(est, values, self.known)
