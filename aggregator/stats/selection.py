@@ -28,12 +28,25 @@ Prentice maximise the conditional likelihood instead, the median-unbiased one co
 the same pivot and always lies inside the interval); far above the cutoff (a − x ≪ −σ) F_μ
 → Φ((x − μ)/σ) and all three are the plain ones (up to σ(μ), below). A frequency is ≥ 0,
 so the interval and estimate are intersected with [0, ∞): no coverage is lost (the truth
-is ≥ 0), an absent value is covered with probability 1 − γ/2 (only the upper end can miss
-it), and the interval of a value barely over the cutoff, whose pivot alone would reach far
-below 0, ends at 0 (conditionally, such a value is about as likely absent as present).
+is ≥ 0), and the interval of a value barely over the cutoff, whose pivot alone would reach
+far below 0, ends at 0 (conditionally, such a value is about as likely absent as present).
 Weinstein, Fithian & Benjamini (2013) construct shorter intervals for the *two-sided*
-selection |X| ≥ c; discovery's selection is one-sided, where the equal-tailed pivot above
-is the standard one.
+selection |X| ≥ c; discovery's selection is one-sided.
+
+**At the cutoff.** Equal tails at every μ fail where x sits just above a: for every
+μ ≥ 0 the truncated law piles up at a, F_μ(x) ≈ (x − a)·(its density at a) is below γ/2,
+every μ ≥ 0 is rejected, and the interval collapses to [0, 0] (seen: a real word of
+0.066 % reported as [0, 5·10⁻⁶]). Below the cutoff the conditional law is an exponential
+from a, whose lower tail is a sliver next to a that says nothing against μ. So the
+acceptance region of each μ is chosen by μ alone, which keeps the conditional coverage
+exactly 1 − γ at every μ (the Neyman construction; choosing by x instead is Feldman &
+Cousins's "flip-flopping", which loses it): the one-sided {F_μ(X) ≤ 1 − γ} for μ ≤ a,
+the equal-tailed one above. The μ accepted form the interval [μ_{1−γ}, max(a, μ_{γ/2})]
+when μ_{1−γ} ≤ a (μ_t: the root of F_μ(x) = t), else [max(μ_{1−γ/2}, a), μ_{γ/2}]: never
+empty, always holding the estimate, and for a value just over the cutoff [0, a] — "at
+most about the cutoff", which is what such an observation says. An absent value is
+covered with probability 1 − γ. An interval of no width could only come from a ≤ 0 with
+x at it; it is reported as NaN (not shown).
 
 **Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F), and
 at a few reports per cell it grows several-fold between F = 0 and the F of a value near
@@ -83,6 +96,9 @@ References:
     more power to determine the sign", JASA 108(501), 2013.
     Y. Benjamini, D. Yekutieli, "False discovery rate-adjusted multiple confidence
     intervals for selected parameters", JASA 100(469), 2005.
+    G. J. Feldman, R. D. Cousins, "Unified approach to the classical statistical analysis
+    of small signals", Physical Review D 57(7), 1998 (acceptance regions chosen per
+    parameter value near a physical boundary).
 """
 
 from __future__ import annotations
@@ -181,8 +197,9 @@ def selection_adjusted(
     a: np.ndarray,
     confidence: float,
 ) -> Adjusted:
-    """The conditional median-unbiased estimate and equal-tailed interval of μ ≥ 0 from
-    X = x ~ N(μ, σ(μ)²) observed given X ≥ a (module docstring).
+    """The conditional median-unbiased estimate and interval of μ ≥ 0 from X = x ~
+    N(μ, σ(μ)²) observed given X ≥ a (module docstring: equal-tailed above a, one-sided at
+    and below it).
 
     Args:
         x: the reported estimates.
@@ -218,6 +235,27 @@ def selection_adjusted(
             top = np.maximum(xs + z * spread.at(top), 0.0)
         top = 2 * top
         gamma = 1 - confidence
-        for key, target in (("frequency", 0.5), ("low", 1 - gamma / 2), ("high", gamma / 2)):
-            out[key][good] = _solve(xs, spread, aa, target, top)
+        roots = {
+            key: _solve(xs, spread, aa, target, top)
+            for key, target in (
+                ("frequency", 0.5),
+                ("one_sided", 1 - gamma),
+                ("low", 1 - gamma / 2),
+                ("high", gamma / 2),
+            )
+        }
+        # The acceptance region of each μ is chosen by μ alone (module docstring, "At the
+        # cutoff"): one-sided {F_μ(X) ≤ 1 − γ} for μ ≤ a, equal-tailed above. The μ it
+        # accepts: [μ_{1−γ}, max(a, μ_{γ/2})] if μ_{1−γ} ≤ a, else (a, μ_{γ/2}] ∩ [μ_{1−γ/2}, ∞)
+        # (a itself is then rejected: the interval starts at the next double).
+        cut = np.maximum(aa, 0.0)
+        below = roots["one_sided"] <= cut
+        after_cut = np.nextafter(cut, np.inf)
+        low = np.where(below, roots["one_sided"], np.maximum(roots["low"], after_cut))
+        high = np.maximum(roots["high"], cut)
+        # An interval of no width holds no plausible value (a ≤ 0 and x at it): not shown.
+        shown = high > low
+        out["frequency"][good] = roots["frequency"]
+        out["low"][good] = np.where(shown, low, np.nan)
+        out["high"][good] = np.where(shown, high, np.nan)
     return Adjusted(out["frequency"], out["low"], out["high"])
