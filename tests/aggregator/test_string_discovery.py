@@ -4,12 +4,15 @@ discovery on a seeded Zipf population."""
 from __future__ import annotations
 
 import random
+import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from aggregator.analysis.string_simulation import score, simulate_counts
-from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
+from aggregator.analysis.vocabulary import synthetic_vocabulary, word_list, zipf_shares
+from aggregator.stats import discovery
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import (
     benjamini_hochberg,
@@ -270,3 +273,52 @@ def test_a_value_held_by_few_reports_is_found_and_nothing_else() -> None:
         counts, _ = simulate_counts(m, vocab, shares, users, gen)
         found = discover(SketchEstimator(codec_for(m), counts))
         assert found.values == [vocab[0].tobytes()], (run, found.labels)
+
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def _sendable(value: bytes, max_length: int) -> bool:
+    """What the SDK could have sent: NFC text, valid UTF-8, NUL only as trailing padding
+    (checked through the SDK's own normalise, independently of the discovery's automaton)."""
+    text = value.rstrip(b"\x00")
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return (
+        b"\x00" not in text
+        and unicodedata.is_normalized("NFC", decoded)
+        and normalise(decoded, max_length) == value
+    )
+
+
+def test_only_values_a_device_can_send_are_tested_and_reported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Chinese words (tests/data, 3-byte characters) as 8-byte values at ε = 8, 300,000
+    users: the walk used to extend prefixes by any byte and test full-length tails such as
+    b'\\xe8\\x83\\xbd9\\xe4\\xe8[B', so 10 of the 209 values it called present here were
+    no valid UTF-8 at all (4–10 in each of four seeds), and 66,774 values were counted as
+    tested. Now every value tested is one a device can send, and the family Benjamini–
+    Hochberg corrects for (Discovery.tested) is exactly the values tested."""
+    vocab, shares = word_list(DATA / "words_zh.tsv", max_length=8)
+    m = StringSketch(epsilon=8.0, max_length=8, salt="0001")
+    counts, _ = simulate_counts(m, vocab, shares, 300_000, np.random.default_rng(0))
+    tested: list[np.ndarray] = []
+    original = discovery._test
+
+    def spy(est, complete, *args):  # type: ignore[no-untyped-def]
+        tested.append(complete)
+        return original(est, complete, *args)
+
+    monkeypatch.setattr(discovery, "_test", spy)
+    found = discover(SketchEstimator(codec_for(m), counts))
+    assert len(found.values) >= 150, len(found.values)  # the top of the population is found
+    assert all(_sendable(v, 8) for v in found.values), [
+        v for v in found.values if not _sendable(v, 8)
+    ]
+    family = tested[0]
+    assert found.tested == len(family)
+    assert len({row.tobytes() for row in family}) == len(family)  # each tested once
+    assert all(_sendable(row.tobytes(), 8) for row in family)
