@@ -36,17 +36,18 @@ selection |X| ≥ c; discovery's selection is one-sided.
 **At the cutoff.** Equal tails at every μ fail where x sits just above a: for every
 μ ≥ 0 the truncated law piles up at a, F_μ(x) ≈ (x − a)·(its density at a) is below γ/2,
 every μ ≥ 0 is rejected, and the interval collapses to [0, 0] (seen: a real word of
-0.066 % reported as [0, 5·10⁻⁶]). Below the cutoff the conditional law is an exponential
-from a, whose lower tail is a sliver next to a that says nothing against μ. So the
-acceptance region of each μ is chosen by μ alone, which keeps the conditional coverage
-exactly 1 − γ at every μ (the Neyman construction; choosing by x instead is Feldman &
-Cousins's "flip-flopping", which loses it): the one-sided {F_μ(X) ≤ 1 − γ} for μ ≤ a,
-the equal-tailed one above. The μ accepted form the interval [μ_{1−γ}, max(a, μ_{γ/2})]
-when μ_{1−γ} ≤ a (μ_t: the root of F_μ(x) = t), else [max(μ_{1−γ/2}, a), μ_{γ/2}]: never
-empty, always holding the estimate, and for a value just over the cutoff [0, a] — "at
-most about the cutoff", which is what such an observation says. An absent value is
-covered with probability 1 − γ. An interval of no width could only come from a ≤ 0 with
-x at it; it is reported as NaN (not shown).
+0.066 % reported as [0, 5·10⁻⁶]). At and below the cutoff the conditional law is close to
+an exponential from a, whose lower tail is a sliver next to a that says nothing against
+μ. So the acceptance region of each μ is chosen by μ alone, which keeps the conditional
+coverage at every μ (the Neyman construction; choosing by x instead is Feldman &
+Cousins's "flip-flopping", which loses it): the upper tail alone, {F_μ(X) ≤ 1 − γ/2},
+for μ ≤ a, equal tails above. The μ accepted form [μ_{1−γ/2}, max(a, μ_{γ/2})] (μ_t: the
+root of F_μ(x) = t): the equal-tailed interval with its upper end raised to the cutoff
+if it fell below. It is never empty, always holds the estimate, reads [0, a] for a value
+just over the cutoff ("at most about the cutoff", which is what such an observation
+says), and covers with probability 1 − γ/2 at μ ≤ a (an absent value included), 1 − γ
+above. An interval of no width could only come from a ≤ 0 with x at it; it is reported
+as NaN (not shown).
 
 **Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F), and
 at a few reports per cell it grows several-fold between F = 0 and the F of a value near
@@ -198,8 +199,8 @@ def selection_adjusted(
     confidence: float,
 ) -> Adjusted:
     """The conditional median-unbiased estimate and interval of μ ≥ 0 from X = x ~
-    N(μ, σ(μ)²) observed given X ≥ a (module docstring: equal-tailed above a, one-sided at
-    and below it).
+    N(μ, σ(μ)²) observed given X ≥ a (module docstring: equal-tailed above a, upper tail
+    only at and below it).
 
     Args:
         x: the reported estimates.
@@ -237,22 +238,13 @@ def selection_adjusted(
         gamma = 1 - confidence
         roots = {
             key: _solve(xs, spread, aa, target, top)
-            for key, target in (
-                ("frequency", 0.5),
-                ("one_sided", 1 - gamma),
-                ("low", 1 - gamma / 2),
-                ("high", gamma / 2),
-            )
+            for key, target in (("frequency", 0.5), ("low", 1 - gamma / 2), ("high", gamma / 2))
         }
-        # The acceptance region of each μ is chosen by μ alone (module docstring, "At the
-        # cutoff"): one-sided {F_μ(X) ≤ 1 − γ} for μ ≤ a, equal-tailed above. The μ it
-        # accepts: [μ_{1−γ}, max(a, μ_{γ/2})] if μ_{1−γ} ≤ a, else (a, μ_{γ/2}] ∩ [μ_{1−γ/2}, ∞)
-        # (a itself is then rejected: the interval starts at the next double).
-        cut = np.maximum(aa, 0.0)
-        below = roots["one_sided"] <= cut
-        after_cut = np.nextafter(cut, np.inf)
-        low = np.where(below, roots["one_sided"], np.maximum(roots["low"], after_cut))
-        high = np.maximum(roots["high"], cut)
+        # Each μ's acceptance region is chosen by μ alone (module docstring, "At the
+        # cutoff"): {F_μ(X) ≤ 1 − γ/2} for μ ≤ a, equal tails above. The μ it accepts
+        # are [μ_{1−γ/2}, max(a, μ_{γ/2})].
+        low = roots["low"]
+        high = np.maximum(roots["high"], np.maximum(aa, 0.0))
         # An interval of no width holds no plausible value (a ≤ 0 and x at it): not shown.
         shown = high > low
         out["frequency"][good] = roots["frequency"]
