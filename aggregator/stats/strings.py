@@ -19,16 +19,18 @@ f(y)·Pr[H(y) = H(x)], the probability 1/m over the salt; taking the known value
 out leaves f(x) + (1 − f(x) − M)/m, so E[f̂(x)] = f(x): unbiased over the salt and the
 noise (up to the known values' own estimation error, divided by m). The variance:
 
-    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (S₂ − Σ_known f̂² − f²)·(1/m)(1 − 1/m) / h ]
+    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (Σ_{y≠x} e_y²)·(1/m)(1 − 1/m) / h ]
 
 Var_r = G·π(1 − π/G)/(n(p* − q*)²), π = q* + (p* − q*)F (C ~ Bin(n, π/G)), at the cell's
 plug-in F, less the rows' covariance: a report lands in one group only, so given the
 population the counts are multinomial and two of x's rows (or levels) covary by −c
 (:meth:`SketchEstimator.coupling`; the mean of h rows loses (1 − 1/h)·c, the mean of ℓ
 levels (ℓ − 1)·c̄/ℓ more); the second term is the collision noise: another prefix y lands
-in x's cell with probability 1/m, independently across rows, adding f(y)·Bernoulli(1/m).
-S₂ = Σ_y f(y)² of the level is estimated from the sketch itself: E[Σ_c F_r(c)²] =
-S₂ + (1 − S₂)/m, and E[F̂²] = F² + Var.
+in x's cell with probability 1/m, independently across rows, adding e_y·Bernoulli(1/m),
+e_y = what is left of f(y) in the residual (f(y) itself if y is not known, its
+estimation error if it is). Σ_y e_y² is read off the residual table as S₂ = Σ_y f(y)² is
+off the raw one: E[Σ_c F_r(c)²] = S₂ + (1 − S₂)/m and E[F̂²] = F² + Var, with each cell's
+Var read at its own unclipped F̂ (Var is linear in F, so that plug-in is unbiased).
 
 A string s shorter than L bytes has the same frequency as each of its padded prefixes
 s‖0…0 at levels |s|+1..L (no other value starts with s‖0), so its estimate averages those
