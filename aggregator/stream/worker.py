@@ -72,7 +72,7 @@ from aggregator.stream.entries import (
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
-from ldp_store.connection import is_cluster, unavailable
+from ldp_store.connection import is_cluster, stream_gone, unavailable
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy, expire_untimed
 
@@ -484,7 +484,7 @@ class Worker:
             try:
                 handled += self._step(stream)
             except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                if not stream_gone(exc):
                     raise
                 definition = stream.definition
                 if not self.registry.exists(definition.name, definition.version):
@@ -526,7 +526,7 @@ class Worker:
             try:
                 summary = self.redis.xpending(s.key, keys.GROUP)
             except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                if not stream_gone(exc):
                     raise
                 continue  # deleted meanwhile: nothing of ours is pending there
             if any(self._is_me(c["name"]) and int(c["pending"]) for c in summary["consumers"]):
@@ -625,9 +625,12 @@ class Worker:
                 ),
             )
         except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if not stream_gone(exc):
                 raise
-            return  # a stream was deleted: the next round's per-stream read recreates it
+            # A stream was deleted while we waited on it (Redis 7 unblocks the read with
+            # UNBLOCKED; 6.2 keeps waiting): the next round's per-stream reads find which,
+            # and forget it (``ldp metrics delete``) or recreate its group (see _round).
+            return
         finally:
             self._blocking = False
         for key, stream in self._streams.items():
