@@ -166,6 +166,9 @@ def test_ldp_serve_survives_the_newcomers_retire_and_delete_of_six_metrics(
         assert all(w.poll() is None for w in server.workers)
         assert server.check() is None
         assert http(f"{url}/healthz")[0] == 200
+        for i in (1, 2):  # what tells the supervisor that a worker works
+            progress = json.loads((tmp_path / "data" / f"aggregator-{i}.progress").read_text())
+            assert progress["rounds"] >= 1
 
         assert ldp("metrics", "create", "app.after", *auth, "-d", "x,y,z", "-e", "1")[0] == 0
         after = MetricDefinition.from_dict(http(f"{url}/v1/metrics/app.after")[1])

@@ -301,8 +301,15 @@ class Server(Service):
             start_new_session=True,  # Ctrl-C reaches the supervisor only; see _stop_orphans
         )
 
+    def _progress_file(self, i: int) -> Path:
+        """Where worker ``i`` says it works (``ldp aggregate --progress-file``): the
+        supervisor's sign that a worker which exits had made progress first."""
+        return self.data_dir / f"aggregator-{i + 1}.progress"
+
     def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
         out = self._output(f"aggregator-{i + 1}")
+        progress = self._progress_file(i)
+        progress.unlink(missing_ok=True)  # what this start writes is this start's progress
         return subprocess.Popen(
             [
                 sys.executable,
@@ -311,6 +318,8 @@ class Server(Service):
                 "aggregate",
                 "--name",
                 f"worker-{i + 1}",  # the same consumer again: it rereads its pending entries
+                "--progress-file",
+                str(progress),
             ],
             env=self._env(),
             stdout=out,
@@ -346,7 +355,9 @@ class Server(Service):
             children.append(Child("redis", self._start_redis, self._redis_status))
         children.append(Child("web", self._start_web, self._web_status, self._stop_orphans))
         for i in range(len(self.workers)):
-            children.append(Child(f"aggregator-{i + 1}", *self._worker_hooks(i)))
+            start, status = self._worker_hooks(i)
+            progressed = self._progress_file(i).exists
+            children.append(Child(f"aggregator-{i + 1}", start, status, progressed=progressed))
         return children
 
     def _start_redis(self) -> None:
