@@ -44,8 +44,10 @@ __all__ = ["PORT_HINT", "Server", "check_port", "host_port"]
 PROMETHEUS_FOLDER = ".prometheus-multiproc"
 """prometheus-client's per-process files of the web workers, in the data dir."""
 
-READY_TIMEOUT = 30.0
-"""Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask)."""
+READY_TIMEOUT = 120.0
+"""Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask): a few
+seconds idle, 15–18 s measured on two cores at load 12–15, so a ceiling far above both
+(a web service that exits is reported at once, without waiting for it)."""
 
 STOP_TIMEOUT = 20.0
 """Seconds a worker gets to finish its batch after SIGTERM before it is killed."""
