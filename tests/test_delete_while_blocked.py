@@ -175,4 +175,4 @@ def test_ldp_serve_survives_the_newcomers_retire_and_delete_of_six_metrics(
         assert http(f"{url}/v1/reports", "POST", {"reports": reports(after, 7, 7)})[0] == 202
         wait_for(lambda: read_counts(client, after).n == 7, "a new metric counted")
         assert [w.pid for w in server.workers] == pids
-        assert server.restarts() == {"web": 0, "aggregator-1": 0, "aggregator-2": 0}
+        assert server.restarts() == {"web": 0, "read": 0, "aggregator-1": 0, "aggregator-2": 0}
