@@ -102,6 +102,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         if url:
             app.config["REDIS_URL"] = url
         app.config.from_prefixed_env("LDP")
+        app.config.update(settings.tokens_from_env())  # text, not JSON
     else:
         app.config.from_mapping(test_config)
     app.config.update(settings.checked(app.config))

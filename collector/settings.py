@@ -25,9 +25,13 @@ __all__ = [
     "RETRY_AFTER",
     "SOURCE_REPORTS_PER_MINUTE",
     "SOURCE_REQUESTS_PER_SECOND",
+    "MIN_TOKEN_LENGTH",
+    "TOKEN_SETTINGS",
     "ConfigError",
     "checked",
+    "check_tokens",
     "device_budget",
+    "tokens_from_env",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -84,9 +88,20 @@ reports each) in one go, then 333 a second. The largest device budget (1,000,000
 a day) is 12 a second; a device far below it. Must be at least ``MAX_REPORTS``, or a full
 batch could never pass. Many devices behind one NAT address share it: raise it there."""
 
+MIN_TOKEN_LENGTH = 16
+"""Characters a token must have at least. A token is a bearer secret that anyone on the
+network may guess at; 16 characters of ``secrets.token_urlsafe`` are 96 bits. Shorter
+values are refused at start, not accepted as weak: that is also what turns a value that
+reads as JSON (``null``, ``0``, ``false``, ``1e999``) into a clear error instead of an
+open door (issue 29)."""
+
+TOKEN_SETTINGS = ("ADMIN_TOKEN", "READ_TOKEN", "METRICS_TOKEN")
+"""The secrets among the settings: read from the environment as text, never as JSON."""
+
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
+    "READ_TOKEN": None,
     "METRICS_TOKEN": None,
     "MAX_BODY_BYTES": MAX_BODY_BYTES,
     "MAX_REPORTS": MAX_REPORTS,
@@ -186,10 +201,50 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = DeviceCaps.check_cap(value, key)
         except ValueError as exc:
             raise ConfigError(f"{exc} (unset: no cap)") from None
-    # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
-    for key in ("ADMIN_TOKEN", "METRICS_TOKEN"):
+    out.update(check_tokens(config))
+    return out
+
+
+def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The tokens of the environment (``LDP_ADMIN_TOKEN``, …) exactly as written.
+
+    Flask's ``from_prefixed_env`` parses every value as JSON: ``null`` became None (no
+    token: reads open), ``0``/``false`` falsy, ``1e999`` the float inf. Secrets are text,
+    so the app factory puts these over what it parsed.
+    """
+    env = os.environ if environ is None else environ
+    return {key: env[f"LDP_{key}"] for key in TOKEN_SETTINGS if f"LDP_{key}" in env}
+
+
+def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:
+    """The tokens of ``config``: None when unset or empty, else a string of at least
+    :data:`MIN_TOKEN_LENGTH` characters.
+
+    An empty value means unset (compose passes ``LDP_READ_TOKEN: ${LDP_READ_TOKEN:-}``).
+
+    Raises:
+        ConfigError: a token is not text, or is shorter than the minimum (the message
+            names the variable, never the value).
+    """
+    out: dict[str, str | None] = {}
+    for key in TOKEN_SETTINGS:
         token = config.get(key)
-        out[key] = None if token is None or token == "" else str(token)
+        if token is None or token == "":
+            out[key] = None
+            continue
+        if not isinstance(token, str):
+            raise ConfigError(
+                f"LDP_{key} must be text, got a {type(token).__name__}; tokens are read "
+                "from the environment as they are written"
+            )
+        if len(token.strip()) < MIN_TOKEN_LENGTH or token != token.strip():
+            raise ConfigError(
+                f"LDP_{key} is too short or has surrounding spaces: a token needs at least "
+                f"{MIN_TOKEN_LENGTH} characters (make one with "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`), or unset "
+                "it"
+            )
+        out[key] = token
     return out
 
 

@@ -60,7 +60,7 @@ and negative cases, the stateful phase its sequences): enough to meet every cons
 of the document, a few seconds a run."""
 
 ADMIN_TOKEN = "fuzz-admin-token"
-READ_TOKEN = "fuzz-read-token"
+READ_TOKEN = "fuzz-read-token-1"
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"},

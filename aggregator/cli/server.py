@@ -116,8 +116,14 @@ def server_options(data_dir: str) -> Callable[[Any], Any]:
 def _start(
     host: str, port: int, redis_url: str | None, data_dir: str, web_workers: int, aggregators: int
 ) -> Any:
+    from aggregator.service.app import check_tokens  # noqa: PLC0415
     from aggregator.service.serve import Server  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
+
+    try:
+        check_tokens()
+    except ValueError as exc:  # the collector's ConfigError
+        raise click.ClickException(f"could not start: {exc}") from None
 
     server = Server(
         host=host,

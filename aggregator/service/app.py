@@ -13,9 +13,19 @@ from typing import Any
 from flask import Flask
 
 import aggregator.web
-from collector import create_app
+from collector import create_app, settings
 
-__all__ = ["create_server_app"]
+__all__ = ["check_tokens", "create_server_app"]
+
+
+def check_tokens() -> None:
+    """Refuse, before anything starts, the environment's tokens the app would refuse
+    (``ldp serve`` calls it so a bad token is a message, not a web child that dies).
+
+    Raises:
+        collector.settings.ConfigError: a token is too short (or not text).
+    """
+    settings.check_tokens(settings.tokens_from_env())
 
 
 def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
