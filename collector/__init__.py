@@ -127,6 +127,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
             app.config["MEMORY_HIGH_WATER"] / 100,
             replica_acks=app.config["REPLICA_ACKS"],
             replica_wait_ms=app.config["REPLICA_WAIT_MS"],
+            guard_share=app.config["GUARD_BUDGET"] / 100,
         ),
         telemetry=telemetry,
         admission=admission,

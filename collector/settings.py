@@ -16,6 +16,7 @@ from client_sdk.device import DeviceCaps
 
 __all__ = [
     "DEFAULTS",
+    "GUARD_BUDGET",
     "MAX_BACKLOG",
     "MAX_BODY_BYTES",
     "MAX_REPORTS",
@@ -48,9 +49,20 @@ that would take it past this answers 503. At a few hundred bytes per entry this 
 GB of Redis memory; :data:`MEMORY_HIGH_WATER` bounds all streams together."""
 
 MEMORY_HIGH_WATER = 90
-"""Percent of Redis's ``maxmemory`` at which ingest answers 503 (the global limit, across
-streams): the last 10 % leave the aggregator room to drain, which adds counts before it
-trims, and absorb what ingest adds between two readings (:mod:`collector.memory`)."""
+"""Percent of what the replay guard's budget leaves of Redis's ``maxmemory`` (all but
+:data:`GUARD_BUDGET`) at which ingest answers 503 (the global limit, across streams;
+the guard's own memory is not counted against it): the last 10 % leave the aggregator
+room to drain, which adds counts before it trims, and absorb what ingest adds between
+two readings (:mod:`collector.memory`)."""
+
+GUARD_BUDGET = 20
+"""Percent of Redis's ``maxmemory`` the replay guard may hold (:mod:`collector.memory`):
+memory only time frees, so it is kept out of the high-water mark, which applies to the
+rest. 20 % of the embedded Redis's smallest ``maxmemory`` (256 MiB) holds about 3.8
+million ids at :data:`ldp_store.guard.BYTES_PER_ID`: today's and yesterday's reports of a
+deployment taking about 1.9 million a day. At the budget the guard drops yesterday's ids
+(a shorter window, logged); if today's alone fill it, ingest answers 503 until 00:00 UTC.
+At most 50: the backlog needs the rest."""
 
 RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart
@@ -107,6 +119,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REPORTS": MAX_REPORTS,
     "MAX_BACKLOG": MAX_BACKLOG,
     "MEMORY_HIGH_WATER": MEMORY_HIGH_WATER,
+    "GUARD_BUDGET": GUARD_BUDGET,
     "RETRY_AFTER": RETRY_AFTER,
     "REPLICA_ACKS": REPLICA_ACKS,
     "REPLICA_WAIT_MS": REPLICA_WAIT_MS,
@@ -122,10 +135,11 @@ _POSITIVE_INTS = (
     "MAX_REPORTS",
     "MAX_BACKLOG",
     "MEMORY_HIGH_WATER",
+    "GUARD_BUDGET",
     "RETRY_AFTER",
     "REPLICA_WAIT_MS",
 )
-_UPPER = {"MEMORY_HIGH_WATER": 100, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
+_UPPER = {"MEMORY_HIGH_WATER": 100, "GUARD_BUDGET": 50, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
 _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_ACKS")
 """Non-negative integers: 0 turns the limit (or the wait for replicas) off."""
 _DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")

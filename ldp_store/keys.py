@@ -20,6 +20,7 @@ A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` 
 | ``ldp:{m:…}:guard:<day>`` | hash | the replay guard's day: ``n`` ids, ``g`` generations |
 | ``ldp:{m:…}:guard:<day>:<j>:<b>`` | set | bucket b of generation j: ids as 64-bit integers |
 | ``ldp:{m:…}:seen:<day>`` | set | legacy (before the bucketed guard): raw 16-byte ids, read only |
+| ``ldp:guard-held:<day>`` | string | ids the replay guard took that day, all metrics (no tag) |
 | ``ldp:{m:…}:counts:all`` | hash | ``n`` over all time (numeric: and Σy, Σy² limbs) |
 | ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
 | ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
@@ -42,6 +43,7 @@ __all__ = [
     "delta_key",
     "expiries_key",
     "guard_bucket_key",
+    "guard_held_key",
     "guard_key",
     "metric_key",
     "seeds_key",
@@ -99,6 +101,13 @@ def guard_bucket_key(
 ) -> str:
     """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets)."""
     return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:{bucket}"
+
+
+def guard_held_key(day: str) -> str:
+    """How many ids the replay guard took on ``day``, over every metric: the collectors'
+    measure of the guard's memory (:mod:`ldp_store.guard`). Not a metric's key, so not
+    hash-tagged; written after each append, outside its script (an estimate, not a ledger)."""
+    return f"{PREFIX}:guard-held:{day}"
 
 
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:
