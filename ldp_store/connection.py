@@ -41,6 +41,7 @@ __all__ = [
     "UNAVAILABLE",
     "connect",
     "is_cluster",
+    "redacted",
     "unavailable",
 ]
 
@@ -173,3 +174,13 @@ def unavailable(exc: BaseException) -> bool:
 def is_cluster(client: object) -> bool:
     """Whether ``client`` talks to a Redis Cluster (a :class:`RedisCluster`)."""
     return isinstance(client, RedisCluster)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``: for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

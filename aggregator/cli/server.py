@@ -19,7 +19,10 @@ __all__ = ["demo", "serve"]
 
 
 def _print_urls(server: Any) -> None:
-    out.print(f"[bold green]ldp-telemetry is running[/] (Redis: {server.redis_url})")
+    from ldp_store.connection import redacted  # noqa: PLC0415
+
+    where = redacted(server.redis_url)  # the embedded one's password stays in redis-url
+    out.print(f"[bold green]ldp-telemetry is running[/] (Redis: {where})")
     out.print(f"  dashboard        {server.url}/")
     out.print(f"  metrics API      {server.url}/v1/metrics")
     out.print(f"  reports          POST {server.url}/v1/reports")
