@@ -90,6 +90,14 @@ class Telemetry:
             ["limit"],
             registry=self.registry,
         )
+        self.rate_limited_reports = Counter(
+            "ldp_collector_rate_limited_reports",
+            "Reports in requests answered 429, by the bucket that refused them (0 for the "
+            "request bucket: it refuses before the body is read). Rising while users are "
+            "honest means devices share an address (NAT, proxy): raise the limits.",
+            ["limit"],
+            registry=self.registry,
+        )
         self.unavailable = Counter(
             "ldp_collector_unavailable",
             "503 answers: storage down, out of memory, backlog over MAX_BACKLOG, no replica "
@@ -120,6 +128,7 @@ class Telemetry:
             self.rejected.labels(reason=reason)
         for limit in RATE_LIMITS:
             self.rate_limited.labels(limit=limit)
+            self.rate_limited_reports.labels(limit=limit)
         self.extra: list[Collector] = []
         """Collectors computed at scrape time that an app composition adds (the read
         side's poisoning alarms): exported in multiprocess mode too."""
