@@ -58,9 +58,9 @@ two readings (:mod:`collector.memory`)."""
 GUARD_BUDGET = 20
 """Percent of Redis's ``maxmemory`` the replay guard may hold (:mod:`collector.memory`):
 memory only time frees, so it is kept out of the high-water mark, which applies to the
-rest. 20 % of the embedded Redis's smallest ``maxmemory`` (256 MiB) holds about 3.8
+rest. 20 % of the embedded Redis's smallest ``maxmemory`` (256 MiB) holds about 2.7
 million ids at :data:`ldp_store.guard.BYTES_PER_ID`: today's and yesterday's reports of a
-deployment taking about 1.9 million a day. At the budget the guard drops yesterday's ids
+deployment taking about 1.3 million a day. At the budget the guard drops yesterday's ids
 (a shorter window, logged); if today's alone fill it, ingest answers 503 until 00:00 UTC.
 At most 50: the backlog needs the rest."""
 

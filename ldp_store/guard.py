@@ -62,11 +62,12 @@ horizon) and at most 48; a day's keys expire at the end of the day after it
 (:func:`expires_at`), when no lookup can read them any more. (They used to live two days
 after their last write: a third day of ids that nothing read, issue 29.)"""
 
-BYTES_PER_ID = 14
+BYTES_PER_ID = 20
 """What the collectors count an id of the guard as, to keep its memory within its budget
-(``collector.memory``): ``benchmarks/bench_replay_guard.py`` measured 9.1–9.8 bytes an id
-on a metric's later days and 13.1–14.2 on its first (Redis 6.2 and 7; more, smaller
-sets), so this is the larger. Ids a client crafts to crowd one bucket cost more (the set
+(``collector.memory``): ``benchmarks/bench_replay_guard.py`` measured ``used_memory``
+growing 9.5 bytes an id on a metric's later days and 17.8–19.1 on its first (Redis 6.2
+and 7: more, smaller sets, each a keyspace entry with a TTL), so this is the larger.
+Ids a client crafts to crowd one bucket cost more (the set
 becomes a hash table, about 60 bytes an id): the overview's measured figure shows it."""
 
 SIZED_FOR = 128

@@ -63,11 +63,16 @@ def test_a_full_guard_with_a_drained_stream_does_not_stop_ingest(
     yesterday = datetime.now(UTC) - timedelta(days=1)
     day = guard.day_pair(yesterday)[0]
 
+    before = used(r)
     held = fill_guard(r, ext.appender, theme, yesterday, lambda _: used(r) >= 0.91 * limit)
+    grown = (used(r) - before) / held
     guard_keys = guard_day_keys(r, day)
     measured = sum(int(r.memory_usage(k) or 0) for k in guard_keys)
     per_id = measured / held
-    print(f"guard: {held:,} ids, {measured:,} B measured, {per_id:.1f} B/id; limit {limit:,}")
+    print(
+        f"guard: {held:,} ids, MEMORY USAGE {per_id:.1f} B/id, used_memory {grown:.1f} B/id; "
+        f"limit {limit:,}"
+    )
     assert per_id <= guard.BYTES_PER_ID  # the budget's weighing does not undercount
     assert used(r) >= 0.9 * limit  # above the old mark, with nothing to drain
 
