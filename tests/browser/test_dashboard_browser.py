@@ -222,6 +222,12 @@ def test_overview_shows_redis_memory_per_metric_as_the_api(
         assert cell.inner_text().split("\n")[0].strip() == human_bytes(m["memory_bytes"])
     line = page.locator("#redis-memory").inner_text()
     assert line.startswith("Redis memory:") and " used of " in line
+    # The replay guard (memory only time frees) against its own budget (issue 29).
+    memory = overview["memory"]
+    assert 0 < memory["guard"] < memory["guard_budget"] == memory["maxmemory"] // 5
+    shown = page.locator('#redis-memory [data-field="guard"]').inner_text()
+    assert shown == human_bytes(memory["guard"])
+    assert f"of its budget {human_bytes(memory['guard_budget'])}" in line
     watched.check()
 
 
