@@ -9,8 +9,10 @@ stop the app factory and ``ldp serve`` with a message; an empty one means unset.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +104,32 @@ def test_ldp_serve_refuses_them_with_a_message(tmp_path: Path, variable: str, va
     assert "could not start" in done.stderr and variable in done.stderr, done.stderr
     assert "Traceback" not in done.stderr + done.stdout
     assert not (tmp_path / "data" / "redis").exists()  # refused before anything started
+
+
+def test_ldp_serve_takes_an_empty_read_token_as_unset(tmp_path: Path) -> None:
+    """Compose's ``${LDP_READ_TOKEN:-}``: ``ldp serve`` starts, and reads are open."""
+    env = {k: v for k, v in os.environ.items() if k not in (*TOKENS, "REDIS_URL")}
+    env.update(LDP_READ_TOKEN="", LDP_METRICS_TOKEN="", LDP_ADMIN_TOKEN=GOOD, COLUMNS="200")
+    argv = [sys.executable, "-m", "aggregator.cli", "serve", "--port", "0"]
+    argv += ["--data-dir", str(tmp_path / "data"), "--aggregators", "1", "--web-workers", "1"]
+    serve = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert serve.stdout is not None
+        line = ""
+        while "dashboard" not in line:  # the URLs follow the "running" line
+            line = serve.stdout.readline()
+            assert line, serve.stderr.read() if serve.stderr else ""
+        base = line.split()[-1].rstrip("/")
+        with urllib.request.urlopen(base + "/v1/overview", timeout=30) as answer:
+            assert answer.status == 200
+        with urllib.request.urlopen(base + "/metrics", timeout=30) as answer:
+            assert answer.status == 200
+    finally:
+        serve.send_signal(signal.SIGINT)
+        try:
+            serve.wait(60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            serve.wait()
