@@ -70,7 +70,14 @@ def test_a_missing_redis_url_is_refused_at_construction() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("MAX_REPORTS", 0), ("MAX_BODY_BYTES", -1), ("MAX_BACKLOG", "many"), ("RETRY_AFTER", 1.5)],
+    [
+        ("MAX_REPORTS", 0),
+        ("MAX_BODY_BYTES", -1),
+        ("MAX_BACKLOG", "many"),
+        ("RETRY_AFTER", 1.5),
+        ("GUARD_BUDGET", 51),  # the backlog needs the rest
+        ("GUARD_BUDGET", 0),
+    ],
 )
 def test_bad_limits_are_refused_at_construction(redis_db: Any, key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=key):
