@@ -134,3 +134,30 @@ def test_a_days_guard_expires_when_no_lookup_can_read_it(redis_db: Any) -> None:
     assert len(found) == 2  # the day's hash and its one bucket
     for key in [*found, keys.guard_held_key(today).encode()]:
         assert abs(time.time() + r.ttl(key) - guard.expires_at(today)) <= 5, key
+
+
+def test_on_a_cluster_the_guard_is_counted_and_shortened_across_nodes(cluster_db: Any) -> None:
+    from ldp_store.connection import connect
+
+    client = connect(cluster_db.url)
+    appender = Appender(client, 1_000_000, high_water=0.9, guard_share=1e-7)
+    memory = appender.memory
+    memory.interval = memory.near_interval = 0.0
+    now = datetime.now(UTC)
+    yesterday = now - timedelta(days=1)
+    rng = random.Random(7)
+    for name in ("a.one", "b.two", "c.three"):  # spread over the nodes' slots
+        items = [(rng.randbytes(16), b"{}") for _ in range(50)]
+        assert appender.append(name, 1, items, yesterday) == (50, 0)
+    day = guard.day_pair(yesterday)[0]
+    assert len(guard_day_keys(client, day)) == 3 * 2  # a hash and a bucket each
+    client.config_set("maxmemory", 1 << 30, target_nodes=client.ALL_NODES)
+    try:
+        reading = memory.reading(now)
+        assert (reading.held_today, reading.held_yesterday) == (0, 150)
+        assert len(reading.nodes) == 3 and (reading.guard_fill() or 0) >= 1
+        assert memory.check(now) == day  # dropped on every node
+        assert guard_day_keys(client, day) == []
+        assert memory.reading(now).held_yesterday == 0
+    finally:
+        client.config_set("maxmemory", 0, target_nodes=client.ALL_NODES)
