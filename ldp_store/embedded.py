@@ -8,9 +8,9 @@ line where ``ps`` shows it to every user; its URL carries it), and its data dire
 is 0700 and its files 0600 (the server runs under umask 077): another local user can
 neither connect, nor read the AOF, nor rewrite counts (issue 29). It keeps
 an append-only file (``appendfsync everysec``: at most about one second of acknowledged
-writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost the
-README measures) and RDB snapshots in the data directory, and refuses writes rather than
-evicting anything when memory runs out (``noeviction``).
+writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost
+docs/benchmarks/performance.md measures) and RDB snapshots in the data directory, and
+refuses writes rather than evicting anything when memory runs out (``noeviction``).
 """
 
 from __future__ import annotations
