@@ -48,7 +48,7 @@ from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from ldp_store import connection  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
 
-TOKEN = "bench-admin"
+TOKEN = "bench-admin-token"
 SPEC = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
 
 

@@ -103,6 +103,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         if url:
             app.config["REDIS_URL"] = url
         app.config.from_prefixed_env("LDP")
+        app.config.update(settings.tokens_from_env())  # text, not JSON
     else:
         app.config.from_mapping(test_config)
     app.config.update(settings.checked(app.config))
@@ -127,6 +128,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
             app.config["MEMORY_HIGH_WATER"] / 100,
             replica_acks=app.config["REPLICA_ACKS"],
             replica_wait_ms=app.config["REPLICA_WAIT_MS"],
+            guard_share=app.config["GUARD_BUDGET"] / 100,
         ),
         telemetry=telemetry,
         admission=admission,

@@ -35,6 +35,7 @@ what one device does however the requests are spread.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import secrets
 import threading
@@ -49,11 +50,21 @@ __all__ = [
     "KEY_LIFETIME",
     "MAX_SOURCES",
     "SOURCE_ENVIRON_KEY",
+    "THROTTLE_LOG_INTERVAL",
     "Admission",
     "IdentifySource",
+    "ThrottleLog",
     "TooManyRequests",
     "environ_key",
 ]
+
+log = logging.getLogger(__name__)
+
+THROTTLE_LOG_INTERVAL = 60.0
+"""Seconds between two log lines about throttled sources: the first refusal after a quiet
+interval is logged at once, the ones after it are added up into the next line, so a
+flood writes one line a minute, not one per request. ``/metrics`` counts every one
+(``ldp_collector_rate_limited_total``, ``ldp_collector_rate_limited_reports_total``)."""
 
 KEY_LIFETIME = 86_400.0
 """Seconds a source key lives: a day, so the hashes of one address under two keys cannot
@@ -148,6 +159,8 @@ class Admission:
         self._buckets: OrderedDict[bytes, _Buckets] = OrderedDict()
         self._key = b""
         self._key_born = 0.0
+        self.throttle_log = ThrottleLog(self)
+        """Logs refusals, at most once a minute (:class:`ThrottleLog`)."""
         self.rotate()
 
     @property
@@ -249,6 +262,62 @@ class Admission:
             self.reports_per_minute, found.reports + elapsed * self.reports_per_minute / 60
         )
         return found
+
+
+class ThrottleLog:
+    """Says, at most once per ``interval``, that sources were throttled: how many
+    requests, reports and distinct sources, never which (no address, no hash).
+
+    Honest traffic meets the limits too (devices behind one carrier-grade NAT or proxy
+    share an address): the line names the settings that raise them.
+
+    Args:
+        admission: the limiter whose limits the line quotes (and whose clock it uses).
+        interval: seconds between two lines.
+    """
+
+    def __init__(self, admission: Admission, interval: float = THROTTLE_LOG_INTERVAL) -> None:
+        self.admission = admission
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._last = float("-inf")
+        self._requests: dict[str, int] = {}
+        self._reports = 0
+        self._sources: set[bytes] = set()
+
+    def refused(self, source: bytes, limit: str, reports: int) -> None:
+        """Note one refused request (``limit``: which bucket; ``reports``: how many it
+        carried, 0 when refused before its body was read); log if the interval is over."""
+        with self._lock:
+            self._requests[limit] = self._requests.get(limit, 0) + 1
+            self._reports += reports
+            if len(self._sources) < MAX_SOURCES:
+                self._sources.add(source)  # counted, never written anywhere
+            now = self.admission.clock()
+            if now - self._last < self.interval:
+                return
+            since = now - self._last
+            requests, self._requests = self._requests, {}
+            reports_refused, self._reports = self._reports, 0
+            sources, self._sources = len(self._sources), set()
+            self._last = now
+        a = self.admission
+        window = "" if since == float("inf") else f" in the last {since:.0f} s"
+        log.warning(
+            "throttled %d requests (%d by the request limit, %d by the report limit; "
+            "%d reports) from %d sources%s. Limits per source and worker: %d requests/s "
+            "(LDP_SOURCE_REQUESTS_PER_SECOND), %d reports/min "
+            "(LDP_SOURCE_REPORTS_PER_MINUTE); devices behind one NAT or proxy share a "
+            "source: raise them if these are honest",
+            sum(requests.values()),
+            requests.get("requests", 0),
+            requests.get("reports", 0),
+            reports_refused,
+            sources,
+            window,
+            a.requests_per_second,
+            a.reports_per_minute,
+        )
 
 
 def _whole_seconds(wait: float) -> int:

@@ -18,9 +18,11 @@ from redis.exceptions import RedisClusterException
 
 from collector.context import services
 from collector.errors import ApiError
+from collector.memory import GuardReading
 from collector.models import Status
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, Scheme, document, documented
+from ldp_store.lifecycle import MemoryReport
 
 __all__ = ["METRICS_TOKEN", "bp", "require_metrics_token"]
 
@@ -98,12 +100,14 @@ def prometheus() -> Response:
     """The collector's counters and latency histogram, in Prometheus' text format."""
     require_metrics_token()
     ctx = services()
+    memory: MemoryReport | None = None
+    guard: GuardReading | None = None
     try:
         memory = ctx.memory.read()
+        guard = ctx.appender.memory.reading()
     except (redis.RedisError, RedisClusterException) as exc:  # counters still answer
         log.warning("redis memory not read for /metrics: %s", type(exc).__name__)
-        memory = None
-    body, content_type = ctx.telemetry.exposition(memory)
+    body, content_type = ctx.telemetry.exposition(memory, guard)
     return Response(body, content_type=content_type)
 
 

@@ -69,6 +69,7 @@ def _admitted(ctx: Services) -> Any:
         ApiError: the body is not acceptable JSON (as :func:`~collector.body.read_json`).
     """
     source = request.environ.get(SOURCE_ENVIRON_KEY)
+    count = 0  # reports of a request refused before its body was read: not known
     try:
         if source is not None:
             ctx.admission.admit_request(source)
@@ -78,5 +79,8 @@ def _admitted(ctx: Services) -> Any:
             ctx.admission.admit_reports(source, count)
     except TooManyRequests as exc:
         ctx.telemetry.rate_limited.labels(limit=exc.limit).inc()
+        ctx.telemetry.rate_limited_reports.labels(limit=exc.limit).inc(count)
+        assert source is not None  # only a known source is refused
+        ctx.admission.throttle_log.refused(source, exc.limit, count)
         raise
     return body

@@ -13,7 +13,8 @@ small bucketed sets). The script
 3. answers "backlog" without writing if the new ones would take the stream past
    ``MAX_BACKLOG`` entries;
 4. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
-   to today's guard (which expires two days later), and returns how many it appended and
+   to today's guard (which expires at the end of tomorrow, UTC), and returns how many it
+   appended and
    how many were replays.
 
 With ``replica_acks`` > 0 (``LDP_REPLICA_ACKS``) the script call is followed, on the
@@ -23,11 +24,11 @@ cannot lose it. A wait that times out answers 503; the client's retry finds the 
 reports as replays, and waits until the replicas hold them too
 (:mod:`collector.replicas`).
 
-Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at
-its memory high-water mark. Nothing else is stored: no report id in the stream, no time
-but the entry id, no client metadata. A client that gets a 503 re-sends the whole batch;
-the replay guard turns what was already appended into duplicates, so a retry is harmless.
-Streams are never capped with ``MAXLEN`` here: that would silently drop unaggregated
+Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at its memory
+high-water mark, and keeps the replay guard within its budget. Nothing else is stored: no report id
+in the stream, no time but the entry id, no client metadata. A client that gets a 503 re-sends the
+whole batch; the replay guard turns what was already appended into duplicates, so a retry is
+harmless. Streams are never capped with ``MAXLEN`` here: that would silently drop unaggregated
 reports.
 """
 
@@ -38,7 +39,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -70,7 +71,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SEEN_TTL_SECONDS = guard.TTL_SECONDS
-"""How long the replay guard keeps a day's ids (:data:`ldp_store.guard.TTL_SECONDS`)."""
+"""The longest the replay guard keeps a day's ids (:data:`ldp_store.guard.TTL_SECONDS`)."""
 
 LAYOUT_TRIES = 4
 """Script calls one append may take to agree on the guard's layout: the first may find a
@@ -276,8 +277,10 @@ class Appender:
         client: the Redis client (redis-py reloads the script after a restart).
         max_backlog: the most entries a stream may hold; a batch that would take it
             past this is refused.
-        high_water: the share of Redis's ``maxmemory`` at which ingest is refused
-            (:class:`collector.memory.MemoryGuard`; checked by :func:`ingest`).
+        high_water: the share of what the guard's budget leaves of Redis's
+            ``maxmemory`` at which ingest is refused (:class:`collector.memory.MemoryGuard`;
+            checked by :func:`ingest`).
+        guard_share: the replay guard's budget, a share of ``maxmemory``.
         replica_acks: replicas that must hold each append before it counts as done
             (``WAIT``; 0: none, answer once the primary has it).
         replica_wait_ms: how long that ``WAIT`` may take before :class:`Unavailable`.
@@ -290,9 +293,11 @@ class Appender:
         high_water: float = 1.0,
         replica_acks: int = 0,
         replica_wait_ms: int = 200,
+        guard_share: float = 0.0,
     ) -> None:
         self.max_backlog = max_backlog
-        self.memory = MemoryGuard(client, high_water)
+        self.client = client
+        self.memory = MemoryGuard(client, high_water, guard_share)
         self._script = client.register_script(scripts.APPEND)
         self._replicas = (
             ReplicaWait(client, scripts.APPEND, replica_acks, replica_wait_ms)
@@ -325,8 +330,7 @@ class Appender:
             Unavailable: the reports would take a stream past ``max_backlog``.
             redis.RedisError: Redis is down or refused the write (e.g. OOM).
         """
-        today = now.astimezone(UTC).date()
-        days = today.isoformat(), (today - timedelta(days=1)).isoformat()
+        days = guard.day_pair(now)
         parts: dict[int, list[Item]] = {0: items}
         if shards > 1:
             parts = {}
@@ -338,6 +342,8 @@ class Appender:
             got, replayed, backlogged = self._append_part(name, version, shard, days, part)
             added, duplicates = added + got, duplicates + replayed
             full = full or backlogged
+        if added:
+            self._count_held(days[0], added)
         if full:
             raise Unavailable(
                 f"metric {name!r} version {version} has a backlog near its limit of "
@@ -345,6 +351,17 @@ class Appender:
                 "backlog",
             )
         return added, duplicates
+
+    def _count_held(self, day: str, added: int) -> None:
+        """Add ``added`` to the day's count of guard ids, all metrics (the guard's memory
+        as :class:`collector.memory.MemoryGuard` weighs it); it expires with the day's
+        guard. Outside the script (another slot on a cluster): a crash between the two
+        undercounts by one request, never more."""
+        held = keys.guard_held_key(day)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.incrby(held, added)
+            pipe.expireat(held, guard.expires_at(day))
+            pipe.execute()
 
     def _append_part(
         self, name: str, version: int, shard: int, days: tuple[str, str], part: list[Item]
@@ -362,7 +379,7 @@ class Appender:
             guard_keys, per_id = layout.keys_and_args([rid for rid, _ in part])
             args: list[Any] = [
                 self.max_backlog,
-                guard.TTL_SECONDS,
+                guard.expires_at(days[0]),
                 *layout.believed(),
                 guard.SIZED_FOR,
                 guard.BUCKET_FILL,
@@ -437,8 +454,9 @@ def ingest(
         if retirements and all(r.reason == "retired" for r in batch.rejected):
             raise RetiredOnly(batch.rejected, retirements)
         raise NoValidReport(batch.rejected, retirements)
-    ctx.appender.memory.check()
     when = now or datetime.now(UTC)
+    if ctx.appender.memory.check(when) is not None:
+        telemetry.guard_shortened.inc()
     accepted = duplicates = 0
     for (name, version), items in sorted(batch.groups.items()):
         shards = batch.shards.get((name, version), 1)

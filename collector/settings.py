@@ -16,6 +16,7 @@ from client_sdk.device import DeviceCaps
 
 __all__ = [
     "DEFAULTS",
+    "GUARD_BUDGET",
     "MAX_BACKLOG",
     "MAX_BODY_BYTES",
     "MAX_REPORTS",
@@ -25,9 +26,13 @@ __all__ = [
     "RETRY_AFTER",
     "SOURCE_REPORTS_PER_MINUTE",
     "SOURCE_REQUESTS_PER_SECOND",
+    "MIN_TOKEN_LENGTH",
+    "TOKEN_SETTINGS",
     "ConfigError",
     "checked",
+    "check_tokens",
     "device_budget",
+    "tokens_from_env",
 ]
 
 MAX_BODY_BYTES = 1 << 20
@@ -44,9 +49,20 @@ that would take it past this answers 503. At a few hundred bytes per entry this 
 GB of Redis memory; :data:`MEMORY_HIGH_WATER` bounds all streams together."""
 
 MEMORY_HIGH_WATER = 90
-"""Percent of Redis's ``maxmemory`` at which ingest answers 503 (the global limit, across
-streams): the last 10 % leave the aggregator room to drain, which adds counts before it
-trims, and absorb what ingest adds between two readings (:mod:`collector.memory`)."""
+"""Percent of what the replay guard's budget leaves of Redis's ``maxmemory`` (all but
+:data:`GUARD_BUDGET`) at which ingest answers 503 (the global limit, across streams;
+the guard's own memory is not counted against it): the last 10 % leave the aggregator
+room to drain, which adds counts before it trims, and absorb what ingest adds between
+two readings (:mod:`collector.memory`)."""
+
+GUARD_BUDGET = 20
+"""Percent of Redis's ``maxmemory`` the replay guard may hold (:mod:`collector.memory`):
+memory only time frees, so it is kept out of the high-water mark, which applies to the
+rest. 20 % of the embedded Redis's smallest ``maxmemory`` (256 MiB) holds about 2.7
+million ids at :data:`ldp_store.guard.BYTES_PER_ID`: today's and yesterday's reports of a
+deployment taking about 1.3 million a day. At the budget the guard drops yesterday's ids
+(a shorter window, logged); if today's alone fill it, ingest answers 503 until 00:00 UTC.
+At most 50: the backlog needs the rest."""
 
 RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart
@@ -84,14 +100,26 @@ reports each) in one go, then 333 a second. The largest device budget (1,000,000
 a day) is 12 a second; a device far below it. Must be at least ``MAX_REPORTS``, or a full
 batch could never pass. Many devices behind one NAT address share it: raise it there."""
 
+MIN_TOKEN_LENGTH = 16
+"""Characters a token must have at least. A token is a bearer secret that anyone on the
+network may guess at; 16 characters of ``secrets.token_urlsafe`` are 96 bits. Shorter
+values are refused at start, not accepted as weak: that is also what turns a value that
+reads as JSON (``null``, ``0``, ``false``, ``1e999``) into a clear error instead of an
+open door (issue 29)."""
+
+TOKEN_SETTINGS = ("ADMIN_TOKEN", "READ_TOKEN", "METRICS_TOKEN")
+"""The secrets among the settings: read from the environment as text, never as JSON."""
+
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
+    "READ_TOKEN": None,
     "METRICS_TOKEN": None,
     "MAX_BODY_BYTES": MAX_BODY_BYTES,
     "MAX_REPORTS": MAX_REPORTS,
     "MAX_BACKLOG": MAX_BACKLOG,
     "MEMORY_HIGH_WATER": MEMORY_HIGH_WATER,
+    "GUARD_BUDGET": GUARD_BUDGET,
     "RETRY_AFTER": RETRY_AFTER,
     "REPLICA_ACKS": REPLICA_ACKS,
     "REPLICA_WAIT_MS": REPLICA_WAIT_MS,
@@ -107,10 +135,11 @@ _POSITIVE_INTS = (
     "MAX_REPORTS",
     "MAX_BACKLOG",
     "MEMORY_HIGH_WATER",
+    "GUARD_BUDGET",
     "RETRY_AFTER",
     "REPLICA_WAIT_MS",
 )
-_UPPER = {"MEMORY_HIGH_WATER": 100, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
+_UPPER = {"MEMORY_HIGH_WATER": 100, "GUARD_BUDGET": 50, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
 _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_ACKS")
 """Non-negative integers: 0 turns the limit (or the wait for replicas) off."""
 _DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")
@@ -186,10 +215,50 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = DeviceCaps.check_cap(value, key)
         except ValueError as exc:
             raise ConfigError(f"{exc} (unset: no cap)") from None
-    # from_prefixed_env parses values as JSON, so a numeric token arrives as an int.
-    for key in ("ADMIN_TOKEN", "METRICS_TOKEN"):
+    out.update(check_tokens(config))
+    return out
+
+
+def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The tokens of the environment (``LDP_ADMIN_TOKEN``, …) exactly as written.
+
+    Flask's ``from_prefixed_env`` parses every value as JSON: ``null`` became None (no
+    token: reads open), ``0``/``false`` falsy, ``1e999`` the float inf. Secrets are text,
+    so the app factory puts these over what it parsed.
+    """
+    env = os.environ if environ is None else environ
+    return {key: env[f"LDP_{key}"] for key in TOKEN_SETTINGS if f"LDP_{key}" in env}
+
+
+def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:
+    """The tokens of ``config``: None when unset or empty, else a string of at least
+    :data:`MIN_TOKEN_LENGTH` characters.
+
+    An empty value means unset (compose passes ``LDP_READ_TOKEN: ${LDP_READ_TOKEN:-}``).
+
+    Raises:
+        ConfigError: a token is not text, or is shorter than the minimum (the message
+            names the variable, never the value).
+    """
+    out: dict[str, str | None] = {}
+    for key in TOKEN_SETTINGS:
         token = config.get(key)
-        out[key] = None if token is None or token == "" else str(token)
+        if token is None or token == "":
+            out[key] = None
+            continue
+        if not isinstance(token, str):
+            raise ConfigError(
+                f"LDP_{key} must be text, got a {type(token).__name__}; tokens are read "
+                "from the environment as they are written"
+            )
+        if len(token.strip()) < MIN_TOKEN_LENGTH or token != token.strip():
+            raise ConfigError(
+                f"LDP_{key} is too short or has surrounding spaces: a token needs at least "
+                f"{MIN_TOKEN_LENGTH} characters (make one with "
+                "`python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`), or unset "
+                "it"
+            )
+        out[key] = token
     return out
 
 

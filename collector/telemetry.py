@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
 from prometheus_client import (
@@ -30,6 +31,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ldp_store.lifecycle import MemoryReport
+
+if TYPE_CHECKING:
+    from collector.memory import GuardReading
 
 __all__ = ["RATE_LIMITS", "REJECTION_CATEGORIES", "Telemetry"]
 
@@ -86,11 +90,26 @@ class Telemetry:
             ["limit"],
             registry=self.registry,
         )
+        self.rate_limited_reports = Counter(
+            "ldp_collector_rate_limited_reports",
+            "Reports in requests answered 429, by the bucket that refused them (0 for the "
+            "request bucket: it refuses before the body is read). Rising while users are "
+            "honest means devices share an address (NAT, proxy): raise the limits.",
+            ["limit"],
+            registry=self.registry,
+        )
         self.unavailable = Counter(
             "ldp_collector_unavailable",
             "503 answers: storage down, out of memory, backlog over MAX_BACKLOG, no replica "
             "confirmed in REPLICA_WAIT_MS, or a slot moving between cluster nodes.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.guard_shortened = Counter(
+            "ldp_replay_guard_shortened",
+            "Times this collector dropped yesterday's replay guard because the guard "
+            "reached its budget (LDP_GUARD_BUDGET): replays of yesterday's reports are "
+            "no longer refused until the next UTC day.",
             registry=self.registry,
         )
         self.responses = Counter(
@@ -109,6 +128,7 @@ class Telemetry:
             self.rejected.labels(reason=reason)
         for limit in RATE_LIMITS:
             self.rate_limited.labels(limit=limit)
+            self.rate_limited_reports.labels(limit=limit)
         self.extra: list[Collector] = []
         """Collectors computed at scrape time that an app composition adds (the read
         side's poisoning alarms): exported in multiprocess mode too."""
@@ -137,8 +157,11 @@ class Telemetry:
         self.responses.labels(endpoint=endpoint, status=str(response.status_code)).inc()
         return response
 
-    def exposition(self, memory: MemoryReport | None = None) -> tuple[bytes, str]:
-        """The text exposition format and its content type, with ``memory``'s gauges."""
+    def exposition(
+        self, memory: MemoryReport | None = None, guard: GuardReading | None = None
+    ) -> tuple[bytes, str]:
+        """The text exposition format and its content type, with ``memory``'s and the
+        replay guard's gauges."""
         if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
             merged = CollectorRegistry()
             multiprocess.MultiProcessCollector(merged)
@@ -147,9 +170,9 @@ class Telemetry:
             body = generate_latest(merged)
         else:
             body = generate_latest(self.registry)
-        if memory is not None:
+        if memory is not None or guard is not None:
             gauges = CollectorRegistry(auto_describe=False)
-            gauges.register(_MemoryGauges(memory))
+            gauges.register(_MemoryGauges(memory, guard))
             body += generate_latest(gauges)
         return body, CONTENT_TYPE_LATEST
 
@@ -161,11 +184,22 @@ class _MemoryGauges(Collector):
     reading of the shared Redis, so no multiprocess merging is needed (or wanted).
     """
 
-    def __init__(self, memory: MemoryReport) -> None:
+    def __init__(self, memory: MemoryReport | None, guard: GuardReading | None = None) -> None:
         self.memory = memory
+        self.guard = guard
 
     def collect(self) -> Iterable[Metric]:
+        if self.guard is not None:
+            yield from _guard_gauges(self.guard)
         m = self.memory
+        if m is None:
+            return
+        yield GaugeMetricFamily(
+            "ldp_replay_guard_measured_bytes",
+            "Redis memory of every replay-guard key (MEMORY USAGE summed, with the "
+            "per-metric figures; read at most once a minute).",
+            value=m.guard,
+        )
         per_metric = GaugeMetricFamily(
             "ldp_redis_memory_bytes",
             "Redis memory of a metric's keys (MEMORY USAGE summed; read at most once a minute).",
@@ -187,3 +221,26 @@ class _MemoryGauges(Collector):
             "1 when the per-metric figures stopped at the scan's key limit.",
             value=int(m.partial),
         )
+
+
+def _guard_gauges(g: GuardReading) -> Iterable[Metric]:
+    """The replay guard as the collector weighs it against its budget."""
+    ids = GaugeMetricFamily(
+        "ldp_replay_guard_ids",
+        "Report ids the replay guard holds, by UTC day (today, yesterday; every metric).",
+        labels=["day"],
+    )
+    ids.add_metric(["today"], g.held_today)
+    ids.add_metric(["yesterday"], g.held_yesterday)
+    yield ids
+    yield GaugeMetricFamily(
+        "ldp_replay_guard_memory_bytes",
+        "The replay guard's memory as ingest counts it: ids held times BYTES_PER_ID.",
+        value=g.guard_bytes,
+    )
+    yield GaugeMetricFamily(
+        "ldp_replay_guard_budget_bytes",
+        "The replay guard's budget (LDP_GUARD_BUDGET of maxmemory; 0: no maxmemory). At "
+        "it yesterday's ids are dropped; if today's alone fill it, ingest answers 503.",
+        value=g.budget_bytes,
+    )

@@ -42,6 +42,7 @@ __all__ = [
     "connect",
     "GONE_REPLIES",
     "is_cluster",
+    "redacted",
     "stream_gone",
     "unavailable",
 ]
@@ -191,3 +192,13 @@ def stream_gone(exc: BaseException) -> bool:
 def is_cluster(client: object) -> bool:
     """Whether ``client`` talks to a Redis Cluster (a :class:`RedisCluster`)."""
     return isinstance(client, RedisCluster)
+
+
+def redacted(url: str) -> str:
+    """``url`` with its password (if any) replaced by ``***``: for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))

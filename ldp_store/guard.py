@@ -32,24 +32,43 @@ Measured with ``benchmarks/bench_replay_guard.py`` (see docs/benchmarks/performa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 
 from ldp_store import keys
 
 __all__ = [
     "BUCKET_FILL",
+    "BYTES_PER_ID",
+    "EXPIRY_SLACK",
     "GENERATION_STEP",
     "SIZED_FOR",
     "TTL_SECONDS",
     "Layout",
     "bucket_of",
+    "day_pair",
+    "expires_at",
     "member_of",
     "parse_generations",
 ]
 
-TTL_SECONDS = 2 * 86_400
-"""A guard day lives two days after its last write: a report id is checked against
-today's and yesterday's guard, so replays are caught for at least 24 hours (Mozilla's
-document-id dedup horizon), and the ids cost memory for no longer than that."""
+EXPIRY_SLACK = 3_600
+"""Seconds a day's guard outlives the end of the day after it: collectors whose clocks
+disagree by less than this still find yesterday's ids."""
+
+TTL_SECONDS = 2 * 86_400 + EXPIRY_SLACK
+"""The longest a guard key lives. A report id is checked against today's and yesterday's
+guard (UTC), so a replay is caught for at least 24 hours (Mozilla's document-id dedup
+horizon) and at most 48; a day's keys expire at the end of the day after it
+(:func:`expires_at`), when no lookup can read them any more. (They used to live two days
+after their last write: a third day of ids that nothing read, issue 29.)"""
+
+BYTES_PER_ID = 20
+"""What the collectors count an id of the guard as, to keep its memory within its budget
+(``collector.memory``): ``benchmarks/bench_replay_guard.py`` measured ``used_memory``
+growing 9.5 bytes an id on a metric's later days and 17.8–19.1 on its first (Redis 6.2
+and 7: more, smaller sets, each a keyspace entry with a TTL), so this is the larger.
+Ids a client crafts to crowd one bucket cost more (the set
+becomes a hash table, about 60 bytes an id): the overview's measured figure shows it."""
 
 SIZED_FOR = 128
 """Ids a bucket of a day's first generation is sized for at the previous day's volume:
@@ -67,6 +86,20 @@ GENERATION_STEP = 4
 """A new generation has 2**4 = 16 times the buckets of the last: a metric that goes from
 nothing to 200 M reports in one day needs five (1 → 268 M ids of room), so a lookup
 checks at most a handful of buckets."""
+
+
+def day_pair(now: datetime) -> tuple[str, str]:
+    """(today, yesterday) as the guard names its days: UTC dates, YYYY-MM-DD."""
+    today = now.astimezone(UTC).date()
+    return today.isoformat(), (today - timedelta(days=1)).isoformat()
+
+
+def expires_at(day: str | date) -> int:
+    """When ``day``'s guard keys expire (Unix seconds): the end of the next day (UTC), the
+    last moment a lookup reads them, plus :data:`EXPIRY_SLACK`."""
+    first = date.fromisoformat(day) if isinstance(day, str) else day
+    end = datetime.combine(first + timedelta(days=2), datetime.min.time(), UTC)
+    return int(end.timestamp()) + EXPIRY_SLACK
 
 
 def member_of(report_id: bytes) -> str:

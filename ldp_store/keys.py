@@ -25,6 +25,7 @@ __all__ = [
     "delta_key",
     "expiries_key",
     "guard_bucket_key",
+    "guard_held_key",
     "guard_key",
     "metric_key",
     "seeds_key",
@@ -82,6 +83,13 @@ def guard_bucket_key(
 ) -> str:
     """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets)."""
     return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:{bucket}"
+
+
+def guard_held_key(day: str) -> str:
+    """How many ids the replay guard took on ``day``, over every metric: the collectors'
+    measure of the guard's memory (:mod:`ldp_store.guard`). Not a metric's key, so not
+    hash-tagged; written after each append, outside its script (an estimate, not a ledger)."""
+    return f"{PREFIX}:guard-held:{day}"
 
 
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:

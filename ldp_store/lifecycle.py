@@ -7,8 +7,9 @@ So the keys are found by SCANning the tag's pattern rather than by listing kinds
 added later is deleted and weighed too. On a Redis Cluster, SCAN runs on every primary
 (redis-py's ``RedisCluster.scan_iter``); a version's keys live in one slot per shard.
 
-These SCANs are operator actions (``ldp metrics delete``) and a cached dashboard figure
-(:class:`MemoryUsage`), never on the ingest or the counting path.
+These SCANs are operator actions (``ldp metrics delete``), a cached dashboard figure
+(:class:`MemoryUsage`) and the replay guard's shortening at its budget (once a day at
+most, :func:`guard_day_keys`), never on the ordinary ingest or counting path.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "MemoryReport",
     "MemoryUsage",
     "delete_keys",
+    "guard_day_keys",
     "human_bytes",
     "kind_of",
     "measure_memory",
@@ -109,6 +111,16 @@ def version_keys(client: redis.Redis, name: str, version: int | None = None) -> 
     return sorted(found)
 
 
+def guard_day_keys(client: redis.Redis, day: str) -> list[bytes]:
+    """Every metric's replay-guard keys of ``day`` (its hash, buckets and legacy set): what
+    the collector drops when the guard reaches its budget (``collector.memory``)."""
+    found = []
+    for kind in ("guard", "seen"):
+        pattern = f"{keys.PREFIX}:{{m:*}}:{kind}:{day}*"
+        found += [k for k in _scan(client, pattern) if kind_of(k) == kind]
+    return found
+
+
 def kind_of(key: bytes) -> str:
     """The kind of a version's key: ``reports``, ``dead``, ``counts``, ``windows``, the
     replay guard's ``seen``/``guard``, ``claims``… (the word after the hash tag)."""
@@ -178,6 +190,7 @@ class MemoryReport:
         used: ``used_memory`` summed over the primaries.
         maxmemory: ``maxmemory`` summed over the primaries (0: no limit).
         keys: keys weighed.
+        guard: bytes of the replay guard's keys (every metric), measured.
         partial: the scan stopped at :data:`MEMORY_SCAN_KEYS`.
         measured_at: Unix time of the reading.
     """
@@ -186,6 +199,7 @@ class MemoryReport:
     used: int = 0
     maxmemory: int = 0
     keys: int = 0
+    guard: int = 0
     partial: bool = False
     measured_at: float = 0.0
 
@@ -207,17 +221,21 @@ def measure_memory(
     partial = len(found) > limit
     found = found[:limit]
     by_metric: dict[str, int] = {}
+    guard = 0
     for key, size in zip(found, _memory_usage(client, found), strict=True):
         match = _TAGGED.match(key)
         if match:
             name = match.group(1).decode()
             by_metric[name] = by_metric.get(name, 0) + size
+            if match.group(4) in (b"guard", b"seen"):
+                guard += size
     nodes = _info_memory(client)
     return MemoryReport(
         by_metric=by_metric,
         used=sum(int(n.get("used_memory", 0)) for n in nodes),
         maxmemory=sum(int(n.get("maxmemory", 0) or 0) for n in nodes),
         keys=len(found),
+        guard=guard,
         partial=partial,
         measured_at=time.time() if now is None else now,
     )

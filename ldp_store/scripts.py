@@ -456,11 +456,11 @@ after a commit."""
 APPEND = """
 -- KEYS: 1 the stream, 2 today's guard hash, 3 yesterday's, 4 and 5 the legacy replay
 --       sets of today and yesterday, 6.. guard buckets (all in one hash slot)
--- ARGV: 1 max backlog, 2 guard TTL (s), 3 today's generations as the caller believes them,
---       4 yesterday's, 5 ids a bucket is sized for, 6 ids a bucket holds before a new
---       generation starts, 7 the generation step, then per report: raw id, 64-bit member,
---       payload, and the KEYS index of its bucket in each generation of today (the last
---       is where it goes) and of yesterday.
+-- ARGV: 1 max backlog, 2 when today's guard expires (Unix s), 3 today's generations as the
+--       caller believes them, 4 yesterday's, 5 ids a bucket is sized for, 6 ids a bucket holds
+--       before a new generation starts, 7 the generation step, then per report: raw id, 64-bit
+--       member, payload, and the KEYS index of its bucket in each generation of today (the last is
+--       where it goes) and of yesterday.
 -- First agree on the layout, then sort the reports into new ones and replays, then check
 -- the backlog with the new ones counted, then write: a refusal changes nothing.
 local function gens(s)
@@ -476,7 +476,7 @@ if not today then
   while j < 40 and 2 ^ j * tonumber(ARGV[5]) < before do j = j + 1 end
   today = tostring(j)
   redis.call('HSET', KEYS[2], 'g', today)
-  redis.call('EXPIRE', KEYS[2], ARGV[2])
+  redis.call('EXPIREAT', KEYS[2], ARGV[2])
 end
 local yesterday = past[1] or ''
 if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} end
@@ -514,9 +514,9 @@ for _, i in ipairs(new) do
   touched[bucket] = true
   redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 2])
 end
-for bucket in pairs(touched) do redis.call('EXPIRE', bucket, ARGV[2]) end
+for bucket in pairs(touched) do redis.call('EXPIREAT', bucket, ARGV[2]) end
 local n = redis.call('HINCRBY', KEYS[2], 'n', #new)
-redis.call('EXPIRE', KEYS[2], ARGV[2])
+redis.call('EXPIREAT', KEYS[2], ARGV[2])
 local capacity = 0
 for _, j in ipairs(gt) do capacity = capacity + 2 ^ j * tonumber(ARGV[6]) end
 if n > capacity and gt[#gt] < 40 then
@@ -536,7 +536,7 @@ nor earlier in the same call, is new; the others are duplicates. If the new ones
 take the stream past ``max backlog`` entries, the script writes nothing and answers
 "backlog" (the batch is counted, so the stream never overshoots the limit). Otherwise it
 appends ``XADD stream * p <payload>`` for each new report and adds its member to its
-bucket in today's newest generation (TTLs renewed), adds them to today's count ``n``, and
-starts a generation 2**step times larger when ``n`` passes what the generations hold.
-Every report write comes after every check, so a refusal (backlog, or Redis out of memory
-at the first write) appends nothing. Returns {appended, duplicates, backlog flag}."""
+bucket in today's newest generation (expiring at the end of tomorrow, UTC), adds them to today's
+count ``n``, and starts a generation 2**step times larger when ``n`` passes what the generations
+hold. Every report write comes after every check, so a refusal (backlog, or Redis out of memory at
+the first write) appends nothing. Returns {appended, duplicates, backlog flag}."""

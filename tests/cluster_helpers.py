@@ -81,6 +81,7 @@ class LocalCluster(Service):
                 EmbeddedRedis(
                     data,
                     port=cluster_port(),
+                    auth=False,  # nodes talk to each other and to tests without one
                     binary=binary,
                     extra=[
                         "--cluster-enabled", "yes",

@@ -25,7 +25,7 @@ from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_store import schema
 
-ADMIN = "admin-e2e"
+ADMIN = "admin-e2e-token-01"
 K, N = 16, 40_000
 FAKES = N // 100
 TARGET = "page-11"

@@ -68,7 +68,7 @@ RUN_TIMEOUT = 1200
 """Seconds one schemathesis run may take at most (idle: well under a minute)."""
 
 ADMIN_TOKEN = "fuzz-admin-token"
-READ_TOKEN = "fuzz-read-token"
+READ_TOKEN = "fuzz-read-token-1"
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"},

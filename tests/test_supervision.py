@@ -261,7 +261,8 @@ def test_a_child_that_keeps_dying_makes_ldp_serve_give_up_non_zero(tmp_path: Pat
         assert serve.stdout is not None
         line = serve.stdout.readline()
         assert "running" in line, line + (serve.stderr.read() if serve.stderr else "")
-        url = line.split("Redis: ")[1].split(")")[0]
+        # The printed URL hides the password; the data dir's redis-url file has it.
+        url = (tmp_path / "data" / "redis-url").read_text().strip()
         port = int(url.rsplit(":", 1)[1].split("/")[0])
 
         def kill() -> None:

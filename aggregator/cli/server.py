@@ -19,7 +19,10 @@ __all__ = ["demo", "serve"]
 
 
 def _print_urls(server: Any) -> None:
-    out.print(f"[bold green]ldp-telemetry is running[/] (Redis: {server.redis_url})")
+    from ldp_store.connection import redacted  # noqa: PLC0415
+
+    where = redacted(server.redis_url)  # the embedded one's password stays in redis-url
+    out.print(f"[bold green]ldp-telemetry is running[/] (Redis: {where})")
     out.print(f"  dashboard        {server.url}/")
     out.print(f"  metrics API      {server.url}/v1/metrics")
     out.print(f"  reports          POST {server.url}/v1/reports")
@@ -117,8 +120,14 @@ def server_options(data_dir: str) -> Callable[[Any], Any]:
 def _start(
     host: str, port: int, redis_url: str | None, data_dir: str, web_workers: int, aggregators: int
 ) -> Any:
+    from aggregator.service.app import check_tokens  # noqa: PLC0415
     from aggregator.service.serve import Server  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
+
+    try:
+        check_tokens()
+    except ValueError as exc:  # the collector's ConfigError
+        raise click.ClickException(f"could not start: {exc}") from None
 
     server = Server(
         host=host,

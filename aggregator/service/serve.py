@@ -40,7 +40,7 @@ import redis
 
 from aggregator.service.supervise import Backoff, Child, RestartCounter, Supervisor
 from ldp_store.connection import connect
-from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port
+from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port, write_private
 
 __all__ = ["PORT_HINT", "Server", "check_port", "host_port"]
 
@@ -348,8 +348,9 @@ class Server(Service):
         if self.redis_url is None:
             self.redis = EmbeddedRedis(self.data_dir / "redis").start()
             self.redis_url = self.redis.url
-            # So ldp export / aggregate / … find it by the data dir (its port is random).
-            (self.data_dir / REDIS_URL_FILE).write_text(self.redis_url + "\n")
+            # So ldp export / aggregate / … find it by the data dir (its port is random);
+            # it holds the password: this user's only.
+            write_private(self.data_dir / REDIS_URL_FILE, self.redis_url + "\n")
         self._prometheus = self._prometheus_dir()  # emptied once: restarts keep counts
         self.read_port = free_port()  # kept across restarts: the web service forwards to it
         self._start_read()

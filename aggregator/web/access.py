@@ -87,10 +87,8 @@ UNAUTHORIZED = Reply(
 
 
 def read_token(app: Flask | None = None) -> str | None:
-    """The configured read token, or None when reads are open.
-
-    ``from_prefixed_env`` parses values as JSON, so a numeric token arrives as an int:
-    it is compared as text.
+    """The configured read token, or None when reads are open (the app factory reads it
+    from the environment as text and refuses a short one: :func:`collector.settings.check_tokens`).
     """
     token = (app or current_app).config.get("READ_TOKEN")
     return None if token is None or token == "" else str(token)

@@ -561,6 +561,12 @@ class RedisMemory(Model):
     """The scan stopped at its key limit: per-metric figures are too low."""
     measured_at: float
     """When (Unix seconds)."""
+    guard: int
+    """Bytes of the replay guard's keys (every metric; in the per-metric figures too):
+    memory only time frees, kept within ``guard_budget`` (``collector.memory``)."""
+    guard_budget: int | None
+    """The replay guard's budget in bytes (``LDP_GUARD_BUDGET`` of ``maxmemory``); None
+    without a limit or outside ``ldp serve``'s app."""
 
 
 class DeviceSpend(Model):

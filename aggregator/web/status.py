@@ -9,7 +9,8 @@ counted, the newest window with counts (the last update), and the aggregator's l
                   "longitudinal", "permanent_epsilon", "n", "last_window",
                   "lag": {"length", "pending"}, "alarms": [...], "memory_bytes", "retired_at",
                   "retention": {"hour", "day", "all", "note"}}],
-     "memory": {"used", "maxmemory", "keys", "partial", "measured_at"}}
+     "memory": {"used", "maxmemory", "keys", "partial", "measured_at", "guard",
+                "guard_budget"}}
 
 Memory per metric sums ``MEMORY USAGE`` over every key of its versions, found by a
 bounded SCAN of their hash tags; the reading is cached for a minute
@@ -29,7 +30,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import redis
-from flask import Blueprint, Flask, current_app
+from flask import Blueprint, Flask, current_app, has_app_context
 
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stream.counts import lag_details, list_windows, per_shard
@@ -268,8 +269,18 @@ def overview_body(
             "keys": reading.keys,
             "partial": reading.partial,
             "measured_at": reading.measured_at,
+            "guard": reading.guard,
+            "guard_budget": _guard_budget(reading.maxmemory),
         },
     }
+
+
+def _guard_budget(maxmemory: int) -> int | None:
+    """The replay guard's budget in bytes: the collector's ``GUARD_BUDGET`` percent."""
+    share = current_app.config.get("GUARD_BUDGET") if has_app_context() else None
+    if not maxmemory or not isinstance(share, int):
+        return None
+    return maxmemory * share // 100
 
 
 def _retired_at(since: float | None) -> str | None:

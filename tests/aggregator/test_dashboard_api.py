@@ -30,8 +30,8 @@ from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_store import keys
 
-ADMIN_TOKEN = "admin-5510"
-READ_TOKEN = "read-2291"
+ADMIN_TOKEN = "admin-token-5510"
+READ_TOKEN = "read-token-22910"
 THEME = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
 
 PAGES = ["/", "/ui/metric/app.theme", "/ui/metric/app.theme/explorer", "/ui/explorer?k=8"]
@@ -143,14 +143,14 @@ def test_without_a_read_token_everything_reads_openly(redis_db: Any) -> None:
 def test_a_numeric_read_token_from_the_environment_works(
     redis_db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # from_prefixed_env parses values as JSON: LDP_READ_TOKEN=12345 arrives as an int.
-    monkeypatch.setenv("LDP_READ_TOKEN", "12345")
+    # JSON-looking (an int to from_prefixed_env): read as the text it is.
+    monkeypatch.setenv("LDP_READ_TOKEN", "1234567890123456")
     monkeypatch.setenv("LDP_REDIS_URL", redis_db.url)
     app = create_server_app()
-    assert app.config["READ_TOKEN"] == 12345
+    assert app.config["READ_TOKEN"] == "1234567890123456"
     client = app.test_client()
     assert client.get("/v1/overview").status_code == 401
-    assert client.get("/v1/overview", headers=bearer("12345")).status_code == 200
+    assert client.get("/v1/overview", headers=bearer("1234567890123456")).status_code == 200
 
 
 # -- planning API -------------------------------------------------------------------------

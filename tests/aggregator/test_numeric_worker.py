@@ -188,7 +188,9 @@ def test_bad_numeric_entries_are_dead_lettered_and_the_rest_summed(redis_db: Any
 
 @pytest.fixture
 def api(redis_db: Any) -> Any:
-    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": "t", "TESTING": True})
+    app = create_server_app(
+        {"REDIS_URL": redis_db.url, "ADMIN_TOKEN": "admin-token-t-0001", "TESTING": True}
+    )
     return app.test_client()
 
 

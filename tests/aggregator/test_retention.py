@@ -31,7 +31,7 @@ from ldp_store.retention import (
 )
 from tests.aggregator.test_worker import assert_counts, offline, perturbed
 
-ADMIN = "admin-7781"
+ADMIN = "admin-token-7781"
 SPEC = {"domain": ["a", "b", "c", "d"], "epsilon": 1.0, "mechanism": "oue"}
 LEFT = 3
 """Seconds the windows under test have left when they are counted."""

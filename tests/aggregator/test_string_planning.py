@@ -89,7 +89,9 @@ def test_answers_are_consistent() -> None:
 
 @pytest.fixture
 def client(redis_db: Any) -> Any:
-    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": "a-1", "TESTING": True})
+    app = create_server_app(
+        {"REDIS_URL": redis_db.url, "ADMIN_TOKEN": "admin-token-a-0001", "TESTING": True}
+    )
     return app.test_client()
 
 

@@ -222,6 +222,12 @@ def test_overview_shows_redis_memory_per_metric_as_the_api(
         assert cell.inner_text().split("\n")[0].strip() == human_bytes(m["memory_bytes"])
     line = page.locator("#redis-memory").inner_text()
     assert line.startswith("Redis memory:") and " used of " in line
+    # The replay guard (memory only time frees) against its own budget (issue 29).
+    memory = overview["memory"]
+    assert 0 < memory["guard"] < memory["guard_budget"] == memory["maxmemory"] // 5
+    shown = page.locator('#redis-memory [data-field="guard"]').inner_text()
+    assert shown == human_bytes(memory["guard"])
+    assert f"of its budget {human_bytes(memory['guard_budget'])}" in line
     watched.check()
 
 
@@ -534,7 +540,7 @@ def test_pages_fit_a_phone_screen(browser: Browser, server: Server) -> None:
 def test_read_token_guards_pages_and_the_apis_fetches(browser: Browser, tmp_path: Path) -> None:
     """With LDP_READ_TOKEN set, the browser signs in (HTTP Basic, the token as the
     password) and the page's own fetches to the estimates API are let through."""
-    os.environ["LDP_READ_TOKEN"] = "read-me-7741"
+    os.environ["LDP_READ_TOKEN"] = "read-me-7741-7741"
     try:
         s = Server(port=0, data_dir=tmp_path, web_workers=1, aggregators=0, quiet=True).start()
     finally:
@@ -551,7 +557,7 @@ def test_read_token_guards_pages_and_the_apis_fetches(browser: Browser, tmp_path
         assert "Read token required" in response.text()
         wrong.close()
         context = browser.new_context(
-            http_credentials={"username": "operator", "password": "read-me-7741"}
+            http_credentials={"username": "operator", "password": "read-me-7741-7741"}
         )
         w = watch(context.new_page(), s.url)
         w.page.goto(s.url + "/ui/metric/app.theme")

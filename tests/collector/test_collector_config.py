@@ -35,15 +35,17 @@ def test_defaults(redis_db: Any) -> None:
 def test_environment(monkeypatch: pytest.MonkeyPatch, redis_db: Any) -> None:
     monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
     monkeypatch.setenv("LDP_REDIS_URL", redis_db.url)  # the prefixed one wins
-    monkeypatch.setenv("LDP_ADMIN_TOKEN", "12345")  # JSON-looking: still a string
+    monkeypatch.setenv("LDP_ADMIN_TOKEN", "1234567890123456")  # JSON-looking: still a string
     monkeypatch.setenv("LDP_MAX_REPORTS", "7")
     app = create_app()
     assert app.config["REDIS_URL"] == redis_db.url
-    assert app.config["ADMIN_TOKEN"] == "12345"
+    assert app.config["ADMIN_TOKEN"] == "1234567890123456"
     assert app.config["MAX_REPORTS"] == 7
     client = app.test_client()
     response = client.put(
-        "/v1/metrics/app.theme", json=THEME_SPEC, headers={"Authorization": "Bearer 12345"}
+        "/v1/metrics/app.theme",
+        json=THEME_SPEC,
+        headers={"Authorization": "Bearer 1234567890123456"},
     )
     assert response.status_code == 201
 
@@ -56,7 +58,7 @@ def test_plain_redis_url(monkeypatch: pytest.MonkeyPatch, redis_db: Any) -> None
 def test_the_test_mapping_ignores_the_environment(
     monkeypatch: pytest.MonkeyPatch, redis_db: Any
 ) -> None:
-    monkeypatch.setenv("LDP_ADMIN_TOKEN", "from-env")
+    monkeypatch.setenv("LDP_ADMIN_TOKEN", "from-the-environment")
     app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN})
     assert app.config["ADMIN_TOKEN"] == TOKEN
 
@@ -68,7 +70,14 @@ def test_a_missing_redis_url_is_refused_at_construction() -> None:
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("MAX_REPORTS", 0), ("MAX_BODY_BYTES", -1), ("MAX_BACKLOG", "many"), ("RETRY_AFTER", 1.5)],
+    [
+        ("MAX_REPORTS", 0),
+        ("MAX_BODY_BYTES", -1),
+        ("MAX_BACKLOG", "many"),
+        ("RETRY_AFTER", 1.5),
+        ("GUARD_BUDGET", 51),  # the backlog needs the rest
+        ("GUARD_BUDGET", 0),
+    ],
 )
 def test_bad_limits_are_refused_at_construction(redis_db: Any, key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=key):

@@ -553,7 +553,7 @@ def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: i
 
 
 def test_the_read_token_is_documented(redis_db: Any) -> None:
-    client = server_app(redis_db.url, READ_TOKEN="read-77").test_client()
+    client = server_app(redis_db.url, READ_TOKEN="read-token-770077").test_client()
     define(client, "app.theme", THEME_SPEC)
     doc = client.get("/openapi.json").json  # the document itself stays open
     read_operations = [
@@ -568,7 +568,7 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
         assert response.status_code == 401
         refused = check_answer(doc, "get", url, response)
         assert set(refused["headers"]) <= set(response.headers.keys())
-        authorized = client.get(url, headers={"Authorization": "Bearer read-77"})
+        authorized = client.get(url, headers={"Authorization": "Bearer read-token-770077"})
         assert authorized.status_code == 200
     schemes = doc["components"]["securitySchemes"]
     assert schemes["readToken"] == {**schemes["readToken"], "type": "http", "scheme": "bearer"}
@@ -579,7 +579,10 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     refused = client.get("/metrics")
     assert refused.status_code == 401
     check_answer(doc, "get", "/metrics", refused)
-    assert client.get("/metrics", headers={"Authorization": "Bearer read-77"}).status_code == 200
+    assert (
+        client.get("/metrics", headers={"Authorization": "Bearer read-token-770077"}).status_code
+        == 200
+    )
     admin = [{"adminToken": []}]  # PUT, retire, unretire, delete: operators
     for path, item in doc["paths"].items():  # the apps' own endpoints stay open
         if not path.startswith(READ_PREFIXES) and path != "/metrics":

