@@ -7,8 +7,9 @@ unadjusted estimate, each with its *selection-adjusted* frequency and interval
 high, and f̂ ± z·σ under-covers those near the threshold — 0.80 where many are) and the
 unadjusted estimate's standard error; the values asked for with ``?candidates=a,b,c``
 (normalised like a device's, estimated the same way), which were chosen before the data
-and keep the plain, unbiased f̂ ± z·σ; and the detection threshold at the current n.
-Each row says which it carries (``selection_adjusted``).
+and keep the plain, unbiased f̂ ± z·σ; the detection threshold at the current n; and the
+window's poisoning alarms (:func:`aggregator.stats.detect.detect_sketch`: reports crafted
+into a few of the sketch's rows). Each row says which it carries (``selection_adjusted``).
 
 Discovery walks every level of the sketch (seconds at 10⁶ reports), so its result is
 kept per (metric, version, window) in the process and recomputed when the window's n has
@@ -29,11 +30,13 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.analysis.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.codecs import codec_for
+from aggregator.stats.detect import DEFAULT_ALARM_RATE, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
 from aggregator.stats.strings import SketchEstimator, padded_array
 from aggregator.stream.counts import read_counts
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.alarms import alarm_models
 from aggregator.web.models import (
     MAX_CANDIDATES,
     MAX_CANDIDATES_QUERY,
@@ -145,10 +148,13 @@ def string_estimates(
     window: str,
     confidence: float,
     candidates: list[str],
+    alarm_rate: float = DEFAULT_ALARM_RATE,
 ) -> StringEstimates:
-    """The answer of the estimates API for a string metric's window."""
+    """The answer of the estimates API for a string metric's window, its alarms tested
+    at false-alarm rate ``alarm_rate``."""
     sketch = definition.sketch
     found, est = _discovery(client, definition, window)
+    alarms = detect_sketch(est, window, found.values, found.known, alarm_rate)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     adj = found.adjusted(confidence)
     rows = [
@@ -192,6 +198,8 @@ def string_estimates(
         interval=INTERVAL,
         estimates=rows,
         candidates=asked,
+        alarms=alarm_models(definition, alarms, found.labels),
+        alarm_rate=alarm_rate,
     )
 
 
