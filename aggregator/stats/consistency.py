@@ -19,9 +19,10 @@ into alarms). What is testable, and why (the derivations: ``docs/poisoning-alarm
 * **rows** (string sketch, per discovered value): an honest value's reports pick their
   row uniformly, so at each level its cell counts over the h rows are spread as the
   group sizes are (plus collisions, at rate 1/m per row); Pearson's dispersion over the
-  rows, summed over the levels, is about χ². Mass crafted into a few rows of each level
-  is not spread so. A crafter who spreads over every row as devices do is exactly an
-  honest value of frequency ≈ reports·(1 − q*)/(n(p* − q*)): no test can tell.
+  rows, as a z per level, and its median over the levels (robust to the few levels a
+  collision inflates). Mass crafted into a few rows of each level is not spread so. A
+  crafter who spreads over every row as devices do is exactly an honest value of
+  frequency ≈ reports·(1 − q*)/(n(p* − q*)): no test can tell.
 
 OLH has no such test beyond :func:`aggregator.stats.detect.support_test`: a crafted OLH
 report with a fresh seed supports the other values at rate 1/g = q*, as an honest one
@@ -204,14 +205,36 @@ class RowsResult:
     """The rows test of every value asked about."""
 
     statistic: FloatArray
-    """Per value: Σ over levels and rows of (c_r − e_r)²/v_r (see :func:`rows_test`)."""
-    df: int
+    """Per value: the median over the levels of z_l, each level's dispersion over the
+    rows as a standard normal (see :func:`rows_test`)."""
+    levels: int
     threshold: float
     """The statistic's threshold at the level asked for (one value)."""
     p_values: FloatArray
     top_row_share: FloatArray
     """Per value: the share of its reports at a level that its fullest row holds, averaged
     over the levels (1/h when spread evenly, as an honest value's are)."""
+
+
+def _median_tail(z: float, levels: int) -> float:
+    """Pr[the ⌈L/2⌉-th largest of L independent N(0, 1) is ≥ z]: at least that many at or
+    above z, a binomial tail."""
+    need = (levels + 1) // 2
+    tail = _normal_sf(z)
+    return float(
+        sum(
+            math.comb(levels, j) * tail**j * (1 - tail) ** (levels - j)
+            for j in range(need, levels + 1)
+        )
+    )
+
+
+def _median_threshold(alpha: float, levels: int) -> float:
+    low, high = -10.0, 60.0
+    for _ in range(80):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _median_tail(mid, levels) > alpha else (low, mid)
+    return high
 
 
 def rows_test(
@@ -227,13 +250,16 @@ def rows_test(
     An honest value's reports pick their row uniformly, so at each level its cell counts
     c_r over the h rows are, given their total T, multinomial with weights ∝ the rows'
     group sizes — up to the collisions: another value lands in x's cell of a row with
-    probability 1/m, independently across rows. Pearson's dispersion statistic per level,
-    Σ_r (c_r − e_r)²/(e_r + s²·V), e_r = T·n_r/Σn, V the collision variance of a cell's
-    frequency and s the counts per unit of it, summed over the L levels, is then about
-    χ² with L(h − 1) degrees of freedom (Wilson–Hilferty's tail). Mass crafted into a few
-    rows of each level is far beyond it. Collisions with the strong values the discovery
-    knows are taken out first (their estimated counts in each of x's cells, less the part
-    common to all rows, which is x's own when x is itself known).
+    probability 1/m, independently across rows. Per level, Pearson's dispersion
+    X²_l = Σ_r (c_r − e_r)²/(e_r + s²·V), e_r = T·n_r/Σn, V the collision variance of a
+    cell's frequency and s the counts per unit of it, is about χ²_{h−1}, turned into z_l
+    by Wilson–Hilferty. A collision with a heavy value inflates a level or two; the
+    statistic is the median of z_l over the L levels, whose tail under independent
+    standard normals is a binomial one, so a few such levels do not move it. Mass crafted
+    into a few rows of every level (a discovered value needs mass at every level) moves
+    all of them. Collisions with the strong values the discovery knows are taken out
+    first (their estimated counts in each of x's cells, less the part common to all rows,
+    which is x's own when x is itself known).
 
     Args:
         counts: (N, L, h) the count of each value's cell in each level and row.
@@ -254,10 +280,13 @@ def rows_test(
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(var > 0, (c - expected) ** 2 / var, 0.0)
         share = np.where(total[..., 0] > 0, c.max(axis=2) / total[..., 0], 1.0 / c.shape[2])
-    stat = terms.sum(axis=(1, 2))
-    df = c.shape[1] * (c.shape[2] - 1)
-    p = np.array([_chi2_sf(float(x), df) for x in stat])
-    return RowsResult(stat, df, _chi2_isf(alpha, df), p, share.mean(axis=1))
+    df = c.shape[2] - 1
+    h9 = 2.0 / (9.0 * df)
+    z = ((terms.sum(axis=2) / df) ** (1.0 / 3.0) - (1.0 - h9)) / math.sqrt(h9)  # (N, L)
+    levels = c.shape[1]
+    median = -np.sort(-z, axis=1)[:, (levels + 1) // 2 - 1]
+    p = np.array([_median_tail(float(x), levels) for x in median])
+    return RowsResult(median, levels, _median_threshold(alpha, levels), p, share.mean(axis=1))
 
 
 def sketch_rows_test(

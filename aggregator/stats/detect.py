@@ -561,9 +561,10 @@ def detect_sketch(
                     f"{names[top]!r} was discovered, but its reports sit in few of the "
                     f"sketch's rows: its fullest row of each level holds "
                     f"{_pct(float(rows.top_row_share[top]))} of the level's reports where "
-                    f"devices, picking rows uniformly, put about {_pct(1 / m.rows)}; dispersion "
-                    f"{rows.statistic[top]:,.0f} over {rows.df} degrees of freedom (threshold "
-                    f"{rows.threshold:,.0f}, Bonferroni over the {len(values)} discovered values)"
+                    f"devices, picking rows uniformly, put about {_pct(1 / m.rows)}; the "
+                    f"median over the {rows.levels} levels of the rows' dispersion is "
+                    f"z = {rows.statistic[top]:.1f} (threshold {rows.threshold:.1f}, "
+                    f"Bonferroni over the {len(values)} discovered values)"
                     + (f"; {len(flagged)} values so" if len(flagged) > 1 else ""),
                     tuple(int(i) for i in flagged),
                 )

@@ -142,13 +142,18 @@ def test_honest_discovered_values_raise_the_rows_alarm_at_most_at_its_rate(
     honest_strings: tuple[StringSketch, np.ndarray, np.ndarray],
 ) -> None:
     """Every value discovered in 4 honest windows (≈ 30 each, n = 66,000, ε = 8), tested
-    at α = 0.05 each: at most the binomial bound of α over all of them."""
+    at α = 0.05 each: at most the binomial bound of α over all of them; and no window
+    alarms at the default rate (a sum of the dispersion over the levels instead of their
+    median alarmed on windows 11 and 13: false discoveries, whose mass is collisions)."""
     m, vocab, shares = honest_strings
     alpha, p_values = 0.05, []
-    for seed in range(4):
+    for seed in range(10, 14):  # 11 and 13 alarmed with a sum over levels (issue 29)
         counts, _ = simulate_counts(m, vocab, shares, 66_000, np.random.default_rng(seed))
         est = SketchEstimator(codec_for(m), counts)
         found = discover(est)
+        # The window as the API tests it: no alarm at the default rate (false discoveries,
+        # whose mass is collisions in a row or two of a few levels, included).
+        assert detect.detect_sketch(est, "all", found.values, found.known) == []
         padded = np.frombuffer(b"".join(found.values), dtype=np.uint8).reshape(-1, m.levels)
         p_values += consistency.sketch_rows_test(est, padded, found.known, alpha).p_values.tolist()
     tested = len(p_values)
