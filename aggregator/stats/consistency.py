@@ -285,8 +285,8 @@ def rows_test(
     z = ((terms.sum(axis=2) / df) ** (1.0 / 3.0) - (1.0 - h9)) / math.sqrt(h9)  # (N, L)
     levels = c.shape[1]
     median = -np.sort(-z, axis=1)[:, (levels + 1) // 2 - 1]
-    p = np.array([_median_tail(float(x), levels) for x in median])
-    return RowsResult(median, levels, _median_threshold(alpha, levels), p, share.mean(axis=1))
+    tails = np.array([_median_tail(float(x), levels) for x in median])
+    return RowsResult(median, levels, _median_threshold(alpha, levels), tails, share.mean(axis=1))
 
 
 def sketch_rows_test(
