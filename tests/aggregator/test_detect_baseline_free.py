@@ -76,7 +76,7 @@ def test_one_percent_crafted_grr_on_a_fresh_metric_raises_the_floor_alarm() -> N
     """Issue 29 6(a): 1 % of the reports crafted for one value (k = 64, ε = 1: it moves from
     0.8 % to ≈ 38 %), and no earlier window. The shift test cannot run; the crafted reports
     thin every other value below q*, which no honest population does. 10⁶ reports, most of
-    the domain rarely used (geometric): caught in ≥ 80 of 100 windows (measured 92). The
+    the domain rarely used (geometric): caught in ≥ 80 of 100 windows (measured 88). The
     README's poisoning table gives the shares and sizes below which it is not."""
     m = mechanisms.create("grr", epsilon=1.0, domain_size=K)
     gen = np.random.default_rng(61)
