@@ -8,7 +8,8 @@ real Redis, the real stream worker, ``ldp serve``'s app; crafted reports through
   ``/metrics`` (``granularity="all"``); the honest twin raises none.
 * A string metric: 66,000 honest reports, then 400 crafted sketch-cell reports (0.6 %)
   for ``=WEBSERVICE("http://x")`` in 4 of the 8 rows of each level. The value is
-  discovered, and the rows alarm names it in the string metric's estimates.
+  discovered, and the rows alarm names it in the string metric's estimates and, once
+  that discovery is made, in the overview.
 
 The honest bulk is appended to the stream with entry ids in the current hour (the same
 window as the collector's), which is faster than 200,000 reports through the collector.
@@ -145,3 +146,7 @@ def test_crafted_sketch_reports_raise_the_rows_alarm_on_a_string_metric(redis_db
     assert body["alarms"][0]["values"][0] == label and body["alarm_rate"] > 0
     page = web.get("/ui/metric/search.term").text
     assert 'id="alarms"' in page  # the banner strings.js fills from "alarms"
+    # the overview shows the alarms of the discovery the estimates API just made
+    overview = {m["name"]: m for m in web.get("/v1/overview").json["metrics"]}
+    assert overview["search.term"]["alarms"] == body["alarms"]
+    assert str(escape(body["alarms"][0]["evidence"])) in web.get("/").text

@@ -30,7 +30,7 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.analysis.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.codecs import codec_for
-from aggregator.stats.detect import DEFAULT_ALARM_RATE, detect_sketch
+from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
 from aggregator.stats.strings import SketchEstimator, padded_array
@@ -54,7 +54,13 @@ from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, answer
 from ldp_api.openapi import Reply, documented
 
-__all__ = ["REDISCOVER_SECONDS", "bp", "parse_candidates", "string_estimates"]
+__all__ = [
+    "REDISCOVER_SECONDS",
+    "bp",
+    "overview_alarms",
+    "parse_candidates",
+    "string_estimates",
+]
 
 bp = Blueprint("strings", __name__)
 
@@ -115,6 +121,23 @@ def _discovery(
         while len(_cache) > CACHED_WINDOWS:
             _cache.popitem(last=False)
     return found, est
+
+
+def overview_alarms(definition: MetricDefinition, alpha: float) -> tuple[list[Alarm], list[str]]:
+    """The all-time window's alarms as the overview shows them, without a discovery of its
+    own (seconds of CPU): those of the discovery the estimates API last made for it in
+    this process, with its discovered values' labels; none when it has made none.
+
+    Args:
+        definition: a string metric version.
+        alpha: the false-alarm rate per window.
+    """
+    with _lock:
+        hit = _cache.get((definition.name, definition.version, "all"))
+    if hit is None:
+        return [], []
+    found, est = hit[2], hit[3]
+    return detect_sketch(est, "all", found.values, found.known, alpha), found.labels
 
 
 def _row(
