@@ -2,7 +2,7 @@
 """One entry point for a fresh machine with only Python: set up, test, run.
 
     python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
-                                     # + ruff + mypy + the whole test suite
+                                     # + ruff + mypy + the docs site + the whole test suite
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
 The virtual environment lives in ``.venv`` and is reinstalled only when
@@ -25,7 +25,9 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 
 def _run(*cmd: str | os.PathLike[str]) -> None:
     print("+", " ".join(str(c) for c in cmd), flush=True)
-    code = subprocess.call([str(c) for c in cmd], cwd=ROOT)
+    # NO_MKDOCS_2_WARNING: mkdocs-material's end-of-life banner, printed on every build.
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    code = subprocess.call([str(c) for c in cmd], cwd=ROOT, env=env)
     if code:
         sys.exit(code)
 
@@ -86,12 +88,13 @@ def ensure_nginx() -> None:
 
 
 def test(args: list[str]) -> None:
-    """Lint, type-check and run every test."""
+    """Lint, type-check, build the documentation site strictly and run every test."""
     ensure_venv("dev")
     ensure_chromium()
     ensure_nginx()
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "mypy")
+    _run(BIN / "mkdocs", "build", "--strict", "--quiet")
     _run(BIN / "python", "-m", "pytest", "-n", "auto", "--durations=15", *args)
 
 

@@ -1,6 +1,6 @@
 """Benchmarks of the privacy core: SDK ``perturb`` and server decoding, per mechanism.
 
-Run on purpose, not as a test (numbers go to BENCHMARKS.md)::
+Run on purpose, not as a test (numbers go to docs/benchmarks/performance.md)::
 
     .venv/bin/python benchmarks/bench_core.py            # n = 10⁶ reports, a few minutes
     .venv/bin/python benchmarks/bench_core.py --quick    # n = 10⁵, well under a minute

@@ -18,7 +18,7 @@ the plain f̂ ± 1.96σ and with the selection-adjusted interval the API reports
 plain one's and the adjusted estimate's mean error in σ.
 
 papers: the settings the heavy-hitter papers evaluated at (n, ε, string length, k; see
-:data:`PAPER_SETTINGS` and BENCHMARKS.md for where each comes from), a few seeds each,
+:data:`PAPER_SETTINGS` and docs/benchmarks/quality.md for where each comes from), a few seeds each,
 with precision, recall, F1 and NCR of the top k, how many values called present are no
 word of the vocabulary (false discoveries), the detection threshold and the true
 frequency of the k-th value (below the threshold, a method of this kind cannot find it).
@@ -306,8 +306,8 @@ def planning(points: list[tuple[float, int, float, int]]) -> None:
     """The planner's "users to find f" against discovery: at ½, 1 and 2 times the planned
     n, how often a planted full-length value of frequency f (the planner's worst case) is
     found among a uniform background of 20,000 other random full-length values."""
-    from aggregator.analysis.string_planning import users_to_find
     from aggregator.stats.discovery import decoys
+    from aggregator.stats.string_planning import users_to_find
 
     print("\n## Planning against discovery (planned power 0.5)")
     print("| ε | bytes | f | planned n | found at n/2 | found at n | found at 2n |")

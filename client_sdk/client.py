@@ -26,11 +26,12 @@ import copy
 import json
 import logging
 import math
+import numbers
 import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -57,11 +58,8 @@ from client_sdk.ledger import (
     summarize,
     window_start,
 )
-from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.options import ClientOptions
 from client_sdk.queue import (
-    DEFAULT_MAX_BYTES,
-    DEFAULT_MAX_COUNT,
     Entry,
     MemoryQueue,
     ReportQueue,
@@ -78,7 +76,6 @@ from client_sdk.uploader import (
 )
 
 if TYPE_CHECKING:
-    import requests
 
     from client_sdk.store import Store
 
@@ -96,6 +93,10 @@ METRICS_PATH = "/v1/metrics/"
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 """Compact JSON, built once: ``json.dumps`` with options builds an encoder per call."""
+
+MAX_WARNED = 1000
+"""(metric, reason) pairs a client warns about at most: an app that reports under ever new
+unknown names must not grow memory without bound (later ones log at DEBUG)."""
 
 UNKNOWN_METRIC_TTL = 60.0
 """Seconds an unknown metric stays unknown (at most ``metrics_ttl``): an app that reports
@@ -122,87 +123,20 @@ class Client:
 
     Args:
         url: the collector, ``http://host:port`` (with an optional path prefix).
-        transport: how to reach it; default :class:`~client_sdk.transport.HTTPTransport`.
-        flush_at: queued reports that trigger an upload.
-        flush_interval: seconds after which queued reports are uploaded anyway.
-        max_queue: most reports queued; beyond it the oldest are dropped (counted as
-            ``queue_full``).
-        max_queue_bytes: most bytes queued, likewise.
-        max_batch_reports: most reports per upload.
-        max_batch_bytes: most bytes per upload body (at least
-            :data:`~client_sdk.options.MIN_BATCH_BYTES`).
-        metrics_ttl: seconds a fetched definition is used before it is fetched again.
-        timeout: seconds to connect and to wait for each answer.
-        rng: perturbation randomness (tests); default: the process CSPRNG.
-        sleep: called with each upload backoff delay instead of waiting (tests);
-            default: a wait that ``shutdown`` interrupts.
-        clock: monotonic seconds, for definition TTLs and the flush interval.
-        queue: where reports wait; default a :class:`~client_sdk.queue.MemoryQueue`
-            with the quotas above (a durable queue can be given instead).
-        storage_dir: a directory for the durable store (queue, ledger, opt-out, device
-            secret); it may be shared by several processes. None keeps all of it in
-            memory, for this process only.
-        wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates.
-        definitions: the metric definitions the app ships: the TOML or JSON file
-            ``ldp serve --metrics`` reads (see :mod:`client_sdk.bundle`), or its
-            ``{name: spec}`` content. A metric whose definition was never fetched is
-            perturbed with its bundled one while the collector cannot be asked, so a
-            device that starts offline still reports; fetched definitions replace it.
-        session: a ``requests.Session`` for the HTTP transport (mTLS, a corporate proxy,
-            a CA bundle, custom adapters); default: the transport's own.
-        device_budget: the app's cap on the total ε this device spends over all metrics,
-            ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}``; the stricter of it and the
-            collector's published cap applies (:mod:`client_sdk.device`).
+        **settings: any setting of :class:`~client_sdk.options.ClientOptions` by name
+            (``flush_at``, ``storage_dir``, ``definitions``, ``session``,
+            ``device_budget``, …): that class declares each one, its default and its
+            valid range.
 
     Raises:
-        ValueError: an invalid URL or setting, the message giving the valid range (see
-            :class:`~client_sdk.options.ClientOptions`; the only errors this class raises
-            outside the explicit :meth:`definition` and :meth:`build_report`).
+        ValueError: an invalid URL or setting, the message giving the valid range (the
+            only errors this class raises outside the explicit :meth:`definition` and
+            :meth:`build_report`).
+        TypeError: a setting :class:`~client_sdk.options.ClientOptions` does not have.
     """
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        transport: Transport | None = None,
-        flush_at: int = 100,
-        flush_interval: float = 5.0,
-        max_queue: int = DEFAULT_MAX_COUNT,
-        max_queue_bytes: int = DEFAULT_MAX_BYTES,
-        max_batch_reports: int = 500,
-        max_batch_bytes: int = 512 * 1024,
-        metrics_ttl: float = 300.0,
-        timeout: float = 10.0,
-        rng: RandomSource | None = None,
-        sleep: Callable[[float], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        queue: ReportQueue | None = None,
-        storage_dir: str | os.PathLike[str] | None = None,
-        wallclock: Callable[[], float] = time.time,
-        definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None,
-        session: requests.Session | None = None,
-        device_budget: DeviceCaps | Mapping[str, Any] | None = None,
-    ) -> None:
-        options = ClientOptions(
-            transport=transport,
-            flush_at=flush_at,
-            flush_interval=flush_interval,
-            max_queue=max_queue,
-            max_queue_bytes=max_queue_bytes,
-            max_batch_reports=max_batch_reports,
-            max_batch_bytes=max_batch_bytes,
-            metrics_ttl=metrics_ttl,
-            timeout=timeout,
-            rng=rng,
-            sleep=sleep,
-            clock=clock,
-            queue=queue,
-            storage_dir=storage_dir,
-            wallclock=wallclock,
-            definitions=definitions,
-            session=session,
-            device_budget=device_budget,
-        )
+    def __init__(self, url: str, **settings: Any) -> None:
+        options = ClientOptions.from_settings(settings)
         self.url = url
         self._options = options
         self._transport: Transport = (
@@ -256,6 +190,8 @@ class Client:
             except StoreError:
                 pass  # learnt again from the collector's next answer
         self._fetch_lock = threading.Lock()
+        self._warned: set[tuple[str, str]] = set()  # (metric, why) warned about: _misuse
+        self._warn_lock = threading.Lock()
         self._fetch_failures = 0
         self._unreachable_until = float("-inf")
         self._closed = False
@@ -596,6 +532,9 @@ class Client:
             value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
+            An unknown metric or an invalid value (not in the domain, out of range, of
+            the wrong type) is a bug in the app: logged at WARNING once per metric and
+            reason, naming both (never the value), then at DEBUG.
         """
         try:
             if self._closed:
@@ -605,7 +544,7 @@ class Client:
             try:  # a retired metric's definition too (cached): it says if it still is
                 definition = self.definition(metric)
             except UnknownMetricError:
-                return self._drop("unknown_metric")
+                return self._misuse(metric, "unknown_metric", "no such metric")
             except MetricsUnavailableError:
                 return self._drop("retired" if metric in self._retired else "unreachable")
             if metric in self._retired:  # learnt before, or the fetch just said so
@@ -617,7 +556,7 @@ class Client:
                 if definition is self._bundle.get(metric):
                     report["version"] = -definition.version  # unconfirmed: see _vet
             except ValueError:
-                return self._drop("invalid_value")
+                return self._misuse(metric, "invalid_value", _invalid_why(definition, value))
             except ReportingDisabledError:
                 return self._drop("disabled")
             except StoreError:
@@ -653,6 +592,28 @@ class Client:
     def _drop(self, reason: str) -> bool:
         self._stats.drop(reason)
         logger.debug("report dropped: %s", reason)
+        return False
+
+    def _misuse(self, metric: object, reason: str, why: str) -> bool:
+        """Drop a report the app got wrong (unknown metric, bad value), with a WARNING
+        naming the metric and why, once per (metric, why): never the value."""
+        self._stats.drop(reason)
+        try:  # a string that is no metric name may be a value passed in its place
+            key = (repr(wire.check_name(metric)), why)
+        except ValueError:
+            key = ("(not a valid metric name)", why)
+        with self._warn_lock:
+            first = key not in self._warned and len(self._warned) < MAX_WARNED
+            if first:
+                self._warned.add(key)
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "report of metric %s dropped (%s): %s%s",
+            key[0],
+            reason,
+            why,
+            " (said once per metric and reason; the value is never logged)" if first else "",
+        )
         return False
 
     # -- delivery and state -----------------------------------------------------------
@@ -834,6 +795,7 @@ class Client:
     def _after_fork_in_child(self) -> None:
         """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
         self._fetch_lock = threading.Lock()
+        self._warn_lock = threading.Lock()
         self._queue.after_fork_in_child()
         if self._memory_ledger is not None:
             self._memory_ledger.after_fork_in_child()
@@ -868,3 +830,21 @@ def _shutdown_at_exit() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 atexit.register(_shutdown_at_exit)
+
+
+def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
+    """Why ``value`` is not one of the metric's, in words that do not contain it."""
+    kind = type(value).__name__
+    if definition.kind == "numeric":
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"wrong type: a numeric metric takes a number, got {kind}"
+        return "value outside the metric's range (or not finite)"
+    if definition.kind == "string":
+        if not isinstance(value, str):
+            return f"wrong type: a string metric takes a str, got {kind}"
+        return "value holds NUL (the padding) or is not encodable as UTF-8"
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        return f"wrong type: a categorical metric takes a label (str) or an index (int), got {kind}"
+    if isinstance(value, str):
+        return "not a label of the metric's domain"
+    return "index outside the metric's domain"

@@ -6,7 +6,7 @@ drop counted in ``client.stats()["dropped"]``. Only a configuration error raises
 construction (a plain ``ValueError``), and the explicit ``Client.definition()`` and
 ``Client.build_report()`` raise the errors their docstrings list. The others are raised
 and caught inside the SDK, or are the protocol's verdicts for the collector and the
-aggregator (``wire.py`` and ``mechanisms/`` are shared with them).
+aggregator (``wire/`` and ``mechanisms/`` are shared with them).
 
 This module imports nothing from the rest of ``client_sdk`` (and only the standard
 library), so the stdlib-only ``client_sdk.mechanisms`` may import it.

@@ -21,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.device import DeviceCaps
@@ -63,38 +63,47 @@ _CALLABLES = (("sleep", " or None"), ("clock", ""), ("wallclock", ""))
 class ClientOptions:
     """Every setting of a :class:`~client_sdk.client.Client` but its URL, validated.
 
-    The defaults and meanings are :class:`~client_sdk.client.Client`'s keyword arguments
-    (one test keeps the two signatures equal); the valid ranges are checked here.
+    This class is where the settings are declared, once: ``Client(url, **settings)``
+    takes exactly these fields by name, with these defaults.
 
     Attributes:
-        transport: how to reach the collector; None for an HTTP transport to the URL.
+        transport: how to reach the collector; None for an
+            :class:`~client_sdk.transport.HTTPTransport` to the URL.
         flush_at: queued reports that trigger an upload; an integer >= 1.
         flush_interval: seconds after which queued reports are uploaded anyway;
             finite and > 0 (kept as a float).
-        max_queue: most reports queued; an integer >= 1.
-        max_queue_bytes: most bytes queued; an integer >= 1.
+        max_queue: most reports queued; beyond it the oldest are dropped (counted as
+            ``queue_full``); an integer >= 1.
+        max_queue_bytes: most bytes queued, likewise; an integer >= 1.
         max_batch_reports: most reports per upload; an integer >= 1.
         max_batch_bytes: most bytes per upload body; an integer >= :data:`MIN_BATCH_BYTES`.
-        metrics_ttl: seconds a fetched definition is used; finite and >= 0 (a float).
+        metrics_ttl: seconds a fetched definition is used before it is fetched again;
+            finite and >= 0 (a float; 0 fetches before every report).
         timeout: seconds to connect and to wait for each answer; finite and > 0 (a float);
             default :data:`~client_sdk.transport.DEFAULT_TIMEOUT`, above the collector's
             longest answer.
-        rng: perturbation randomness; None for the process CSPRNG.
-        sleep: called with each upload backoff delay; callable, or None for a wait that
-            ``shutdown`` interrupts.
-        clock: monotonic seconds; callable.
-        queue: where reports wait; None for a memory queue with the quotas above.
-        storage_dir: a directory for the durable store, a ``str`` or ``os.PathLike``;
-            None keeps everything in memory. Not together with ``queue``.
-        wallclock: Unix time; callable.
-        definitions: the metric definitions the app ships (the file ``ldp serve
-            --metrics`` reads, or its ``{name: spec}`` content), used for reports made
-            before the collector could be asked; None: none shipped. Parsed by the
-            client (a bad file raises ``ValueError`` at construction).
+        rng: perturbation randomness (tests); None for the process CSPRNG.
+        sleep: called with each upload backoff delay instead of waiting (tests);
+            callable, or None for a wait that ``shutdown`` interrupts.
+        clock: monotonic seconds, for definition TTLs and the flush interval; callable.
+        queue: where reports wait; None for a :class:`~client_sdk.queue.MemoryQueue` with
+            the quotas above (a durable queue can be given instead).
+        storage_dir: a directory for the durable store (queue, ledger, opt-out, device
+            secret), a ``str`` or ``os.PathLike``; it may be shared by several processes.
+            None keeps all of it in memory, for this process only. Not together with
+            ``queue``.
+        wallclock: Unix time, for ledger days (UTC), leases and ``Retry-After`` dates;
+            callable.
+        definitions: the metric definitions the app ships: the TOML or JSON file
+            ``ldp serve --metrics`` reads (see :mod:`client_sdk.bundle`), or its
+            ``{name: spec}`` content; None: none shipped. A metric whose definition was
+            never fetched is perturbed with its bundled one while the collector cannot be
+            asked, so a device that starts offline still reports; fetched definitions
+            replace it. A bad file raises ``ValueError`` at construction.
         session: a ``requests.Session`` the HTTP transport sends through (mTLS client
-            certificates, a corporate proxy, a CA bundle); None: the transport's own.
-            Not together with ``transport``.
-        device_budget: the app's device-wide caps on the total ε over all metrics,
+            certificates, a corporate proxy, a CA bundle, custom adapters); None: the
+            transport's own. Not together with ``transport``.
+        device_budget: the app's cap on the total ε this device spends over all metrics,
             ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}`` (either may be left out;
             positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceCaps`.
             The stricter of it and the collector's published caps applies.
@@ -122,6 +131,23 @@ class ClientOptions:
     definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None
     session: requests.Session | None = None
     device_budget: DeviceCaps | Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> ClientOptions:
+        """The options from ``Client``'s keyword arguments.
+
+        Raises:
+            TypeError: a name that is not a setting, with the settings there are.
+            ValueError: a setting outside its range.
+        """
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(settings) - set(names))
+        if unknown:
+            raise TypeError(
+                f"Client got unknown setting(s) {', '.join(map(repr, unknown))}; "
+                f"the settings are: {', '.join(names)}"
+            )
+        return cls(**settings)
 
     def __post_init__(self) -> None:
         if not isinstance(self.device_budget, DeviceCaps):

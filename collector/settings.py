@@ -2,7 +2,7 @@
 
 Every setting is a Flask config key; in the environment it carries the ``LDP_`` prefix
 (``LDP_MAX_REPORTS=500``), except the Redis URL, which is also read from the plain
-``REDIS_URL`` that hosting platforms set. See ``docs/pipeline.md``.
+``REDIS_URL`` that hosting platforms set. See ``docs/reference/configuration.md``.
 """
 
 from __future__ import annotations

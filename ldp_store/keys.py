@@ -11,24 +11,7 @@ batches' sparse increments not yet folded into it, in ``delta:<window>``.
 A numeric metric's counts hashes hold ``n`` and the limbs ``s:<i>``, ``s2:<i>`` of Σy and
 Σy² instead of ``c:<v>`` (see :mod:`aggregator.stats.numeric`).
 
-| key | type | what |
-|---|---|---|
-| ``ldp:metrics`` | set | names of all metrics (written before the metric's hash) |
-| ``ldp:metric:{<name>}`` | hash | ``current``: version; ``v<N>``: definition; ``t<N>``: created |
-| ``ldp:{m:…}:reports`` | stream | accepted reports: field ``p`` = payload JSON, nothing else |
-| ``ldp:{m:…}:dead`` | stream | entries the aggregator could not decode, with the reason |
-| ``ldp:{m:…}:guard:<day>`` | hash | the replay guard's day: ``n`` ids, ``g`` generations |
-| ``ldp:{m:…}:guard:<day>:<j>:<b>`` | set | bucket b of generation j: ids as 64-bit integers |
-| ``ldp:{m:…}:seen:<day>`` | set | legacy (before the bucketed guard): raw 16-byte ids, read only |
-| ``ldp:{m:…}:counts:all`` | hash | ``n`` over all time (numeric: and Σy, Σy² limbs) |
-| ``ldp:{m:…}:counts:hour:<YYYY-MM-DDTHH>`` | hash | the same per hour of arrival |
-| ``ldp:{m:…}:counts:day:<YYYY-MM-DD>`` | hash | the same per day of arrival |
-| ``ldp:{m:…}:support:<window>`` | string | a frequency metric's C(0..k−1), packed |
-| ``ldp:{m:…}:delta:<window>`` | list | batches' increments of C not yet in ``support`` |
-| ``ldp:{m:…}:seeds:<hour or day>`` | hash | local hashing: ``<bin>`` → its seeds' count |
-| ``ldp:{m:…}:windows`` | sorted set | window names with counts, scored by start time |
-| ``ldp:{m:…}:expiries`` | sorted set | hour and day windows, scored by when they expire (ms) |
-| ``ldp:{m:…}:claims`` | string | the claim fence: bumped whenever entries may change owner |
+In full: ``docs/architecture/storage.md``.
 """
 
 from __future__ import annotations

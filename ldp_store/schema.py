@@ -3,57 +3,7 @@
 A counts hash (:func:`ldp_store.keys.counts_key`) of one metric version, shard and window
 holds ``HINCRBY`` fields only, so commits add up and shards sum:
 
-| field | metric kind | what |
-|---|---|---|
-| ``n`` | every kind | reports counted |
-| ``c:<v>`` | frequency, before compact counts | C(v), the reports supporting value v (absent: 0) |
-| ``s:<i>`` | numeric | limb i of Σy, y a report in units (:func:`limbs`) |
-| ``s2:<i>`` | numeric | limb i of Σy² |
-
-**Compact counts.** A frequency metric's support counts C(0..k−1) of a window live in one
-string (:func:`ldp_store.keys.support_key`): k signed 64-bit big-endian counters
-(:data:`SUPPORT_TYPE`, ``BITFIELD … INCRBY i64 #v``), C(v) at byte 8·v, created at its full
-length of 8·k bytes when the window is first written. A hash field costs about 64 bytes a
-value once k passes Redis's compact listpack encoding (128 fields); a counter costs 8,
-plus the allocator's rounding (at most a quarter: 10 bytes a value at k = 2ᵐ). The
-increments are still ``c:<v>`` pairs (:func:`frequency_increments`); the commit script
-routes them to the string. Hashes written before compact counts keep their ``c:<v>``
-fields, which readers add to the string's counts: both formats stay readable, and a
-window written across the upgrade sums both exactly. ``n`` stays in the hash.
-
-**Deltas.** A batch that raises many distinct counters (a string metric's sketch: one
-counter in 262,144 a report) would cost one ``BITFIELD`` increment per counter and window,
-about 1.2 µs of Redis each. A metric with k ≥ :data:`DELTA_MIN_K` sends every batch's
-increments instead as one blob, the field ``d`` (:data:`DELTA_FIELD`):
-little-endian u32 pairs (v, C(v)) (:data:`DELTA_DTYPE`), nothing else (no id, no time).
-The commit script appends it to each window's ``delta:<window>`` list
-(:func:`ldp_store.keys.delta_key`), with the window's expiry (its counts hash's). A
-window's counts are the packed string plus every blob in its list; readers take the hash,
-the string and the list in one script (one atomic snapshot). Workers tidy the lists
-(every few delta commits, a process's first, and whenever a round finds nothing new): a
-list worth half its string's bytes is folded into the string, a shorter one of two or
-more blobs is merged into one, so no list keeps batch boundaries or arrival order for
-long, and none grows past about one string's worth. Either way the worker reads that
-snapshot, adds in numpy, and writes with a script that first checks the head of the list
-and the string are still what it read (their SHA-1s; only folds write the string), then
-trims what it took from the head. Its one refusable write (Redis at its memory limit)
-comes before the trim, so a refused tidy changes nothing; the commit does not depend on
-it.
-
-**Overflow.** C(v) ≤ n for every value (a report supports a value at most once), and the
-commit script refuses, before it acknowledges anything, a batch that would take a window's
-``n`` past :data:`MAX_WINDOW_REPORTS` (2⁶², far below the counters' 2⁶³ − 1): the entries
-stay pending, nothing is lost, and no counter can wrap. ``OVERFLOW FAIL`` on every
-increment is the second line: a counter that would overflow anyway (corrupt counts) stays
-as it is instead of wrapping, and readers refuse counts with C(v) > n.
-
-Windows are ``all``, ``hour:<YYYY-MM-DDTHH>`` and ``day:<YYYY-MM-DD>`` of the entries'
-arrival time (UTC): :func:`window_names` names them, :data:`WINDOW_PATTERN` recognises
-them, and the windows sorted set (:func:`ldp_store.keys.windows_key`) scores each by its
-start in seconds.
-
-Standard library only: the writers (the worker's commit script) and the readers
-(:mod:`aggregator.stream.counts`, the numeric statistics) share these definitions.
+In full: ``docs/architecture/storage.md``.
 """
 
 from __future__ import annotations

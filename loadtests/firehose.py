@@ -1,39 +1,6 @@
 """Firehose: N perturbed reports straight into a metric's stream, then time the drain.
 
-    python -m loadtests.firehose --reports 10000000 --mechanism oue -k 64 --workers 2
-    python -m loadtests.firehose --reports 10000000 --mechanism grr -k 16 --workers 2
-    python -m loadtests.firehose -n 2000000 --mechanism string -k 100000 -e 4
-
-What it does:
-
-1. creates the metric through the real registry (:class:`ldp_store.registry.Registry`);
-2. draws N true values from ``--distribution`` (zipf by default) and perturbs them in
-   chunks, vectorized, with the aggregator's batch codec
-   (:meth:`aggregator.stats.batch.Codec.encode`), which samples with the mechanism object's
-   own probabilities (``m.p``, ``m.q``, its hash family, its code sets);
-3. renders each chunk as the exact bytes the collector stores for those payloads:
-   compact JSON with the SDK's keys, key order and encodings (base64 bit vectors for the
-   unary encodings), one ``XADD <stream> * p <payload>`` per report, appended by a Lua
-   loader that receives a chunk as one newline-separated blob (``--loader lua``, the
-   default) or by a redis-py pipeline of XADDs (``--loader pipeline``; see BENCHMARKS.md
-   for which is faster);
-4. unless ``--no-drain``: starts W ``ldp aggregate --once`` processes, times until they
-   have all exited, and checks that the committed n equals N exactly, that nothing was
-   dead-lettered or left pending, and that the 95 % intervals cover the simulated truth for
-   all but a binomially bounded number of values (:func:`loadtests.run.miss_bound`).
-   The exit code is 1 if any check failed.
-
-Randomness: numpy's seeded PCG64 generator. This is a load tool that simulates a
-population; a device never perturbs this way: the SDK's default randomness is the
-operating system's CSPRNG (:class:`client_sdk.mechanisms.SecureRandom`), because a
-predictable generator would let an observer undo the noise.
-
-Bypassing the collector is the point: nothing but the aggregator is measured. The report
-ids and replay sets the collector keeps are therefore not written.
-
-Without ``--redis-url`` an embedded redis-server (AOF on, as ``ldp serve`` runs it) is
-started in a temporary folder. With ``--no-drain --redis-url URL`` the reports stay in
-the stream for workers you start yourself.
+In full: ``docs/guides/deployment.md``.
 """
 
 from __future__ import annotations

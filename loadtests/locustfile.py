@@ -7,34 +7,7 @@ real encoder, :func:`client_sdk.wire.build_report` (the CSPRNG, as the SDK does)
 reports of one iteration go out as ONE ``POST /v1/reports`` of ``{"reports": [...]}``:
 ``devices per batch × metrics`` reports, an SDK-sized batch (50–500 by default).
 
-So the run simulates ``users × iterations × devices per batch`` distinct devices. With
-``LDP_DEVICES_PER_USER`` set, each user stops after that many devices, and the run ends
-when every user has stopped (or at Locust's ``-t`` limit, whichever comes first).
-
-The definitions are fetched once per process with ``GET /v1/metrics``. The truth (how
-many devices held each value, counting only reports the collector accepted) is written
-per process to ``LDP_TRUTH_DIR/truth-<pid>.json`` when the process quits, for
-``loadtests.run`` to compare with the estimates.
-
-On quitting, the exit code is set from the thresholds: 1 if the failure ratio exceeds
-``LDP_MAX_FAILURE_RATIO`` or the p95 response time exceeds ``LDP_MAX_P95_MS``.
-
-Environment:
-
-| variable | default | meaning |
-|---|---|---|
-| ``LDP_DISTRIBUTION`` | ``zipf`` | true values: ``zipf``, ``uniform``, ``demo`` (demo shares) |
-| ``LDP_ZIPF_S`` | ``1.1`` | the zipf exponent (value i has weight 1/(i+1)^s) |
-| ``LDP_DEVICES_PER_BATCH`` | ``100`` | devices per request (× metrics = reports per request) |
-| ``LDP_DEVICES_PER_USER`` | unset: no limit | devices each Locust user simulates, then stops |
-| ``LDP_METRICS`` | all categorical | comma-separated metric names to report |
-| ``LDP_TRUTH_DIR`` | unset: not written | folder for the per-process truth files |
-| ``LDP_MAX_FAILURE_RATIO`` | ``0`` | highest failure ratio of a passing run |
-| ``LDP_MAX_P95_MS`` | ``2000`` | highest p95 response time (ms) of a passing run |
-| ``LDP_WAIT_MS`` | ``0`` | pause between a user's batches (ms) |
-
-Run: ``locust -f loadtests/locustfile.py --headless -u 50 -r 50 -t 60s --host URL``,
-or all of it with checks: ``python -m loadtests.run``.
+In full: ``docs/guides/deployment.md``.
 """
 
 from __future__ import annotations

@@ -6,35 +6,7 @@ is already running (``ldp serve``, say, or a deployment; fresh, as the checks co
 counts with this run's reports alone): ``--host``/``--port`` name it, and ``--redis-url``
 (or ``REDIS_URL``) its Redis, where the checks read the counts.
 
-What it does:
-
-1. starts :class:`aggregator.service.serve.Server` (gunicorn web service, aggregator workers,
-   an embedded Redis in a temporary data dir) on a free port, unless ``--port`` names a
-   running server;
-2. creates the demo metrics (:func:`aggregator.service.demo.define_metrics`);
-3. runs ``locust -f loadtests/locustfile.py --headless -u U -r R -t T`` with CSV stats
-   and the HTML report written to ``--out``;
-4. checks, each setting the exit code:
-
-   * Locust's own exit code (failure ratio ≤ ``--max-failure-ratio``, p95 ≤
-     ``--max-p95-ms``; see the locustfile's ``quitting`` listener);
-   * the aggregator's ``n`` of every metric equals the reports the collector accepted,
-     exactly (after waiting for the workers to drain the streams);
-   * the estimates match the simulated truth: the share of 95 % intervals that miss the
-     true share is reported, and the run fails if the number of misses is improbably
-     high for a miss rate of 5 % (binomial tail probability below ``--miss-alpha``).
-
-Devices: each Locust user simulates ``ceil(devices / users)`` fresh devices, in batches
-of ``--devices-per-batch`` devices (one request each, one report per metric per device),
-then stops; the run ends when every user has stopped, or at ``--time``. So the target
-``devices = users × iterations × devices per batch`` (rounded up to a multiple of
-``users``); a run cut short by ``--time`` reports how many devices it reached.
-
-Users are concurrent requests, not devices: every user sends its next batch as soon as
-the last one is answered, so past the few that keep the web workers busy, more users only
-queue (latency ≈ users ÷ requests per second, Little's law) without adding throughput.
-The default, :data:`DEFAULT_USERS`, keeps two web workers saturated with room for the
-p95 threshold; raise it with the web workers (``--web-workers``).
+In full: ``docs/guides/deployment.md``.
 """
 
 from __future__ import annotations

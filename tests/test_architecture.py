@@ -1,4 +1,4 @@
-"""Architecture rules: which room may import which (shared/STYLE.md 18-22).
+"""Architecture rules: which room may import which (docs/architecture/rules.md).
 
 * the SDK is standard-library only, and the mechanism math lives in it alone;
 * ``ldp_store`` (the Redis contract) imports neither service;
@@ -57,7 +57,7 @@ MATH = [
 
 
 def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
-    """STYLE.md: no `p =`, `q =` or `exp(epsilon)` outside client_sdk/mechanisms."""
+    """The protocol is defined once: no `p =`, `q =`, `exp(epsilon)` outside the mechanisms."""
     offenders = []
     for folder in ("aggregator", "collector", "loadtests", "benchmarks", "client_sdk"):
         for path in (ROOT / folder).rglob("*.py"):
@@ -78,8 +78,8 @@ MAY_IMPORT = {
     "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
 }
-"""DESIGN.md's arrows: the services are peers over the shared rooms (the SDK's protocol,
-the Redis contract, the HTTP contract), and the shared rooms import no service."""
+"""The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
+(the SDK's protocol, the Redis contract, the HTTP contract); those import no service."""
 
 COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
 """The one module that composes both services (``ldp serve``'s app)."""
@@ -97,6 +97,36 @@ def test_the_packages_import_only_along_the_arrows() -> None:
             ]
     assert "collector" in {top for top, _ in imports(COMPOSITION)}  # the rule's one door
     assert not offenders, "\n".join(offenders)
+
+
+OFFLINE_TOOLS = "aggregator.analysis"
+"""The offline studies (simulation, audit, attacks, the tradeoff sweep): only the CLI, the
+load tests and the benchmarks run them."""
+
+LIVE_SERVICE = ("web", "stats", "stream", "service")
+"""What ``ldp serve`` runs: the read APIs and dashboard, the math they serve (planning and
+accounting included), the stream runtime and the composition."""
+
+
+def test_the_live_service_imports_no_offline_tool() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for room in LIVE_SERVICE
+        for path in sorted((ROOT / "aggregator" / room).rglob("*.py"))
+        for name in dotted_imports(path)
+        if name == OFFLINE_TOOLS or name.startswith(OFFLINE_TOOLS + ".")
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def dotted_imports(path: Path) -> Iterator[str]:
+    """Every absolute import of a file, as the dotted module name it names."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
 
 
 def imports(path: Path) -> Iterator[tuple[str, bool]]:
@@ -219,7 +249,7 @@ def test_the_worker_treats_every_codec_alike() -> None:
         assert not re.search(r"isinstance\([^)]*(Codec|Mechanism|Oracle)", text), path.name
 
 
-# -- rooms and names (STYLE.md 18-20) -----------------------------------------------------------
+# -- rooms and names (docs/architecture/rules.md) ----------------------------------------------
 
 
 def _sdk_modules() -> list[str]:
@@ -327,13 +357,14 @@ def test_the_errors_module_imports_nothing_from_the_sdk() -> None:
 
 
 def test_the_maps_name_only_paths_that_exist() -> None:
-    """README's Layout and docs/pipeline.md send a newcomer to a file: it must be there.
+    """The layout and pipeline pages (docs/architecture/) send a newcomer to a file: it
+    must be there.
 
     A bare file name in a row (``status.py``) belongs to the folder named before it in
     the same cell or row.
     """
     missing = []
-    for doc in ("README.md", "docs/pipeline.md"):
+    for doc in ("docs/architecture/layout.md", "docs/architecture/pipeline.md"):
         for line in (ROOT / doc).read_text().splitlines():
             if not line.startswith("|"):
                 continue

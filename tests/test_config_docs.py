@@ -1,4 +1,4 @@
-"""The one table of environment variables (docs/pipeline.md) names every variable read.
+"""The table of environment variables (docs/reference/configuration.md) names every one read.
 
 Twelve-factor configuration is only as good as its documentation: this scans the service
 code for the variables it reads (``os.environ``, click's ``envvar=``, the collector's
@@ -40,7 +40,7 @@ def variables_read() -> set[str]:
 
 
 def variables_documented() -> set[str]:
-    text = (ROOT / "docs" / "pipeline.md").read_text()
+    text = (ROOT / "docs" / "reference" / "configuration.md").read_text()
     table = text.split("## Configuration (environment)", 1)[1].split("\n## ", 1)[0]
     names: set[str] = set()
     for cell in ROW.findall(table):

@@ -1,11 +1,10 @@
-"""The offline study tools: planning, simulation, ε audits, poisoning, the tradeoff sweep, plots.
+"""The offline study tools: simulation, ε audits, poisoning, the tradeoff sweep, plots.
 
-Run from the ``ldp`` command line (``plan``, ``simulate``, ``audit``, ``tradeoff``,
-``attack poison``) and, for planning, from the dashboard's explorer. numpy and scipy;
-matplotlib is imported only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
+Run from the ``ldp`` command line (``simulate``, ``audit``, ``tradeoff``, ``attack``),
+the load tests and the benchmarks; never by the live service (what it serves, planning
+and accounting included, is in :mod:`aggregator.stats`). numpy and scipy; matplotlib is
+imported only by :mod:`~aggregator.analysis.plots`, when a sweep draws.
 
-* :mod:`~aggregator.analysis.planning`: interval half-width for N users, or N for a
-  half-width; central Laplace beside
 * :mod:`~aggregator.analysis.simulation`: seeded whole-population runs: MSE against the
   exact variance, interval coverage
 * :mod:`~aggregator.analysis.audit`: an empirical lower bound on the realised ε

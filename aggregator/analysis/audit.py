@@ -8,35 +8,7 @@ Clopper–Pearson bounds: ε_lb = ln(TPR_lower / FPR_upper). With probability �
 confidence, ε_lb is below the realised ε; ε_lb above the declared ε proves the mechanism
 broken. What is audited:
 
-* **Frequency oracles** (``bound="report"``): inputs 0 and 1; an output's class is
-  whether it supports x and whether it supports x' (four classes: for every shipped
-  mechanism "supports x, not x'" is an event of likelihood ratio exactly e^ε); every
-  union of classes is a candidate event.
-* **Numeric mechanisms** (duchi, pm, hybrid): inputs x = −1 and x' = +1 in the scaled
-  domain, the two ends of the range. They are the worst case: Duchi's Pr[+C | x] =
-  (C + x)/(2C) is linear in x, so its likelihood ratio (C + x)/(C + x') is largest at
-  the ends, where it is e^ε; PM's report falls in a window that slides with x, and only
-  at the ends are the two windows disjoint, so the whole high-density window of one input
-  is an event of ratio e^ε with the largest probability, which gives the audit the most
-  power (the hybrid mixes the two with input-free weights). The outputs are cut into
-  bins — :data:`NUMERIC_BINS` equal parts of [−C, C] with ±1 as extra edges, so Duchi's
-  ±C and PM's windows each fall in whole bins — and the candidate events are every
-  interval of bins and the unions of the bins with the highest ratios on the selection
-  half (likelihood-ratio level sets, the most powerful events by Neyman–Pearson).
-* **Memoized mechanisms**, two bounds. ``bound="report"`` audits one report of a fresh
-  device (permanent *and* instantaneous response: ε₁), as ``perturb`` makes it.
-  ``bound="permanent"`` audits the permanent response alone, each trial a fresh device
-  secret, against ε∞: any number of reports of an unchanged value are the instantaneous
-  noise applied to that one permanent response, so they reveal at most what it does (and
-  with many reports, all of it): its ε is the ε of unlimited reports.
-
-References:
-    Z. Ding, Y. Wang, G. Wang, D. Zhang, D. Kifer. "Detecting Violations of
-    Differential Privacy". CCS 2018.
-    M. Jagielski, J. Ullman, A. Oprea. "Auditing Differentially Private Machine
-    Learning: How Private is Private SGD?". NeurIPS 2020 (Clopper–Pearson bounds).
-    Ú. Erlingsson, V. Pihur, A. Korolova. "RAPPOR". CCS 2014, Theorem 1 (ε∞ is the
-    permanent response's ε).
+In full: ``docs/statistics/audit.md``.
 """
 
 from __future__ import annotations

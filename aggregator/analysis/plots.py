@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from aggregator.analysis.planning import central_laplace_std
 from aggregator.analysis.tradeoff import (
     BINARY,
     COIN_FLIP,
@@ -31,6 +30,7 @@ from aggregator.analysis.tradeoff import (
     theory_variance,
     users_needed_grid,
 )
+from aggregator.stats.planning import central_laplace_std
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
 
@@ -529,7 +529,7 @@ def plot_users_needed(path: Path, epsilons: Sequence[float]) -> Path:
             ax,
             "Users needed for a ±1 percentage-point 95% interval",
             "mechanism: what auto picks for (ε, k); a frequency near 0; "
-            "from aggregator.analysis.planning",
+            "from aggregator.stats.planning",
         )
         bar = fig.colorbar(mesh, ax=ax, pad=0.02)
         bar.set_label("users N (log scale)")
@@ -625,11 +625,11 @@ def plot_shuffled_epsilon(
     progress: Callable[[int], None] | None = None,
 ) -> Path:
     """ε_c (δ = 1/n²) of n shuffled ε₀-LDP reports against n, one line per ε₀ (Feldman,
-    McMillan & Talwar's numerical bound, :mod:`aggregator.analysis.shuffling`).
+    McMillan & Talwar's numerical bound, :mod:`aggregator.stats.shuffling`).
 
     ``progress`` is called with 1 after each line: the bound is computed numerically at
     25 values of n per line, seconds in all (``ldp tradeoff``'s bar follows it)."""
-    from aggregator.analysis.shuffling import shuffled_epsilon  # noqa: PLC0415
+    from aggregator.stats.shuffling import shuffled_epsilon  # noqa: PLC0415
 
     grid = np.unique(np.geomspace(min(users), max(users), 25).astype(int))
     with _slide_style():

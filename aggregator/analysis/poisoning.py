@@ -6,44 +6,7 @@ all of the attacker's r target values at once where the mechanism allows it; the
 *input-manipulation* baseline (Cao et al.'s random item attack) has each fake device pick
 a target and report it through the honest SDK randomizer, as a real user would.
 
-For a pure frequency oracle (p*, q*), write s_t for the probability that one fake report
-supports target t. With n genuine and m fake reports, β = m/(n + m) (the paper's "fraction
-of fake users"), the estimate of t moves in expectation by
-
-    gain_t = E[f̂_t(after) − f̂_t(before)] = β·(s_t − q*)/(p* − q*) − β·f_t        (1)
-
-where f_t is t's true frequency among the genuine users. MGA makes s_t as large as each
-mechanism allows: 1 for every target of a unary, hashing or Hadamard report, 1/r for GRR
-(one value per report), min(1, s/r) for subset selection; the baseline has s_t =
-p*/r + q*(1 − 1/r), i.e. gain_t = β/r − β·f_t. Summed over the targets, (1) is Cao et al.'s
-overall gain; in the paper's closed forms (d = k):
-
-    GRR (kRR):  G = β(1 − f_T) + β(d − r)/(e^ε − 1)                                  (Thm 1)
-    OUE:        G = β(2r·e^ε/(e^ε − 1) − f_T)                                        (Thm 2)
-    OLH:        G = β(r(e^ε + g − 1)/(e^ε − 1) − f_T), = OUE's at g = e^ε + 1       (Thm 3)
-    baseline:   G = β(1 − f_T) for every mechanism
-
-so a fake GRR report is worth (k − 1)/(e^ε − 1) + 1 genuine ones to a single target,
-growing with k, while OUE and OLH cap it near 2e^ε/(e^ε − 1) whatever k is. This module
-computes (1) from the mechanism objects' own p* and q* (the SDK's exact, shaded values),
-so it equals the decoder's expectation exactly; the tests check it against the closed forms.
-
-Given the genuine true counts, one run's gain is linear in two independent binomial
-counts, C_f(t) ~ Bin(m, s_t) of the fake reports and C_g(t) of the genuine ones:
-
-    gain_t = (C_f(t)/N − β·C_g(t)/n)/(p* − q*),   N = n + m
-    Var[gain_t] = (m·s_t(1 − s_t)/N² + β²·V_g/n²)/(p* − q*)²,
-    V_g = n_t·p*(1 − p*) + (n − n_t)·q*(1 − q*)                                     (2)
-
-SIMULATION ONLY: randomness is numpy's PCG64 (and ``random.Random`` seeded from it for
-the SDK's perturb in the baseline), not a CSPRNG. The crafting itself is
-:mod:`aggregator.analysis.crafting`.
-
-References:
-    X. Cao, J. Jia, N. Z. Gong. "Data Poisoning Attacks to Local Differential Privacy
-    Protocols". USENIX Security 2021: §3 (threat model, β = m/(n+m)), §4 (MGA, RIA,
-    RPA; Theorems 1-3 and Table 1 for the overall gains above).
-    Wang, Blocki, Li, Jha, USENIX Security 2017 (the estimator the gain is measured on).
+In full: ``docs/security/poisoning.md``.
 """
 
 from __future__ import annotations
@@ -68,10 +31,13 @@ from aggregator.analysis.defences import (
 from aggregator.analysis.simulation import distribution, simulate_reports
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
-from client_sdk.mechanisms import FrequencyOracle, PostRandomization
+from aggregator.stats.robustness import (
+    expected_gain,
+    gain_std,
+)
+from client_sdk.mechanisms import FrequencyOracle
 
 __all__ = [
-    "DEFAULT_FAKE_FRACTION",
     "DEFENCES",
     "Defence",
     "DefenceSummary",
@@ -79,60 +45,10 @@ __all__ = [
     "PoisonResult",
     "PoisonedBatch",
     "TargetGain",
-    "expected_gain",
-    "fake_count",
-    "gain_std",
-    "max_gain",
     "simulate_poisoning",
 ]
 
-DEFAULT_FAKE_FRACTION = 0.01
-"""β when nobody says: 1 % of the reports fake, the share Cao et al.'s examples start from
-and a handful of scripted devices in a deployment of a few hundred."""
-
 FloatArray = npt.NDArray[np.float64]
-
-
-# -- theory -------------------------------------------------------------------------------
-
-
-def fake_count(users: int, beta: float) -> int:
-    """m = round(β·n/(1 − β)): the fakes that make a fraction β of all n + m reports."""
-    if not 0.0 < beta < 1.0:
-        raise ValueError(f"the fake fraction must be in (0, 1), got {beta!r}")
-    return max(1, round(beta * users / (1.0 - beta)))
-
-
-def expected_gain(
-    mechanism: FrequencyOracle, support: Any, beta: float, frequency: Any = 0.0
-) -> Any:
-    """Equation (1): β(s_t − q*)/(p* − q*) − β·f_t, on floats or arrays."""
-    m = mechanism
-    return beta * (np.asarray(support) - m.q) / (m.p - m.q) - beta * np.asarray(frequency)
-
-
-def gain_std(
-    mechanism: FrequencyOracle, support: Any, users: int, fakes: int, true_counts: Any
-) -> Any:
-    """Equation (2): the standard deviation of one run's gain, given the genuine counts."""
-    m, n = mechanism, users
-    total, beta = n + fakes, fakes / (n + fakes)
-    s, nt = np.asarray(support, dtype=np.float64), np.asarray(true_counts, dtype=np.float64)
-    genuine = nt * m.p * (1 - m.p) + (n - nt) * m.q * (1 - m.q)
-    var = (fakes * s * (1 - s) / total**2 + beta**2 * genuine / n**2) / (m.p - m.q) ** 2
-    return np.sqrt(var)
-
-
-def max_gain(mechanism: FrequencyOracle, beta: float) -> float:
-    """The MGA gain of a single target of frequency ≈ 0: β(1 − q*)/(p* − q*).
-
-    One target makes s_t = 1 for every mechanism, so this is the robustness of a
-    mechanism at (ε, k) in one number: how far a fraction β of fakes can push one value.
-    """
-    if isinstance(mechanism, PostRandomization):
-        # f̂ = P⁻ᵀλ̂: fakes all reporting the y with the largest P⁻¹[y, t] move t most.
-        return beta * max(max(row) for row in mechanism.inverse)
-    return float(expected_gain(mechanism, 1.0, beta))
 
 
 # -- defences ----------------------------------------------------------------------------

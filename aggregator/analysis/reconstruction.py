@@ -4,34 +4,7 @@ A database holds n secret bits x ∈ {0,1}ⁿ. An analyst asks m random subset-s
 ("how many of the people in S have the bit?"), each S containing every person with
 probability ½, and receives answers a = Qx + e. The attacker solves the linear program
 
-    minimise Σ_j |(Q x̂)_j − a_j|   over x̂ ∈ [0, 1]ⁿ
-
-(L1 decoding: Dwork, McSherry & Talwar 2007, which needs no bound on the noise; Dinur and
-Nissim's feasibility program |Q x̂ − a| ≤ E is the same idea with E known) and rounds x̂ at
-½. The fraction of bits recovered is measured against how the answers were protected:
-
-* **exact** answers: e = 0. With m ≥ n random queries Q has full rank: every bit.
-* **bounded noise** |e_j| ≤ E (uniform integers): Dinur–Nissim's theorem, any answer
-  with noise o(√n) lets all but o(n) bits be recovered; noise of order √n and above
-  protects. The sweep runs E from 1 to far beyond √n.
-* **central Laplace** at ε per answer, e_j ~ Lap(1/ε) (sensitivity 1): each answer is
-  ε-DP but m answers compose to m·ε, and the noise, O(1/ε), is far below √n: the data
-  come back. This is the lesson of composition: the ε that matters is the total.
-* **local DP**: every bit is randomized on the device by Warner's randomized response at
-  ε (the SDK's :class:`~client_sdk.mechanisms.BinaryRR`, keep probability
-  e^ε/(e^ε + 1)); the curator sees only the noisy bits y and answers every query from
-  them, debiased: a_j = Σ_(i∈S_j) (y_i − q*)/(p* − q*). No number of queries can recover
-  more than the reports reveal: the best guess of x_i from y_i alone is y_i, right with
-  probability e^ε/(e^ε + 1) — the **LDP bound** the attack is compared with.
-
-SIMULATION ONLY: numpy's PCG64 with the given seed, not a CSPRNG.
-
-References:
-    I. Dinur, K. Nissim. "Revealing Information while Preserving Privacy". PODS 2003,
-    Theorems 2 and 3 (noise o(√n) → reconstruction of all but o(n) bits).
-    C. Dwork, F. McSherry, K. Talwar. "The Price of Privacy and the Limits of LP
-    Decoding". STOC 2007 (the L1 program).
-    S. L. Warner. "Randomized Response". JASA 60(309), 1965.
+In full: ``docs/statistics/reconstruction.md``.
 """
 
 from __future__ import annotations

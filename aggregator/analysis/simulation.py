@@ -14,7 +14,7 @@ Two ways to simulate a population of N users:
   decodes the reports with the real batch decoder, in chunks: O(N·k) work.
 
 Each run reports the MSE of the unbiased estimates against the *exact* expected MSE
-(FORMULAS.md's variance with both terms, at the population's true frequencies), and
+(docs/concepts/formulas.md's variance with both terms, at the population's true frequencies), and
 how many of the k intervals covered the truth.
 """
 

@@ -4,21 +4,21 @@ The sweep crosses ε × N × mechanism and, for every point, puts two figures si
 
 * **theory**: the expected root-mean-square error over the k values,
   √(mean_v Var[f̂(v)]), with the *exact* variance of each value at the population's true
-  frequency (``mechanism.variance(n, f)``: both terms of FORMULAS.md's formula);
+  frequency (``mechanism.variance(n, f)``: both terms of docs/concepts/formulas.md's formula);
 * **simulation**: the RMSE of the unbiased estimates over ``reps`` simulated populations
   (``aggregator.analysis.simulation.simulate`` with ``method="counts"``). SIMULATION ONLY: numpy's
   PCG64 generator with a fixed seed per point, not a CSPRNG.
 
 Every row also carries the trusted-curator reference, central Laplace's √2/(nε), and the
 mechanism's robustness: how far fake clients sending 1 % of the reports move one value
-(:func:`aggregator.analysis.poisoning.max_gain`), the fourth axis beside ε, N and error. The
+(:func:`aggregator.stats.robustness.max_gain`), the fourth axis beside ε, N and error. The
 mechanism math (p*, q*, e^ε) is the SDK's alone; nothing here re-derives it.
 
 Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, drawn by
 :mod:`aggregator.analysis.plots` (the one module that imports matplotlib).
 
 References:
-    FORMULAS.md, "Mechanisms", "Sample size" and "Central DP for comparison";
+    docs/concepts/formulas.md, "Mechanisms", "Sample size" and "Central DP for comparison";
     T. Wang, J. Blocki, N. Li, S. Jha. "Locally Differentially Private Protocols for
     Frequency Estimation". USENIX Security 2017, Theorem 2 (the exact variance).
 """
@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from aggregator.analysis.planning import central_laplace_std, plan
-from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION, max_gain
 from aggregator.analysis.simulation import distribution, simulate
+from aggregator.stats.planning import central_laplace_std, plan
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION, max_gain
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR, FrequencyOracle
 
@@ -112,7 +112,7 @@ class TradeoffPoint:
     theory_se: float
     """√theory_variance: the expected RMSE of the unbiased estimates."""
     theory_se_at_zero: float
-    """√``mechanism.variance(users)``: the usual f ≈ 0 figure (FORMULAS.md's Var*/n)."""
+    """√``mechanism.variance(users)``: the usual f ≈ 0 figure (the formulas' Var*/n)."""
     simulated_rmse: float
     """√(mean over runs of the MSE over the k values)."""
     simulated_mse_ratio: float
@@ -126,7 +126,7 @@ class TradeoffPoint:
     wire_bytes: int
     poisoning_gain: float
     """Robustness: the maximal gain attack's shift of one value's estimate when
-    :data:`~aggregator.analysis.poisoning.DEFAULT_FAKE_FRACTION` of the reports are fake."""
+    :data:`~aggregator.stats.robustness.DEFAULT_FAKE_FRACTION` of the reports are fake."""
     params: str
     """JSON of ``mechanism.params()``: ``mechanisms.from_params`` rebuilds it."""
 
@@ -284,7 +284,7 @@ def users_needed_grid(
 ) -> tuple[Any, list[list[str]]]:
     """N for a ±1 pp 95 % half-width with ``auto``'s mechanism, over (k, ε); and its names.
 
-    From :func:`aggregator.analysis.planning.plan` (variance at f ≈ 0).
+    From :func:`aggregator.stats.planning.plan` (variance at f ≈ 0).
     """
     needed = np.zeros((len(domains), len(epsilons)))
     names: list[list[str]] = []
@@ -310,7 +310,7 @@ def run_tradeoff(
     dist: str = "zipf",
 ) -> list[Path]:
     """Run the sweep and write ``tradeoff.csv`` and the five PNG plots into ``out_dir``
-    (the fifth: ε_c of shuffled reports against N, :mod:`aggregator.analysis.shuffling`).
+    (the fifth: ε_c of shuffled reports against N, :mod:`aggregator.stats.shuffling`).
 
     Args:
         out_dir: output folder (created if missing).

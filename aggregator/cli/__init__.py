@@ -5,6 +5,7 @@
 * :mod:`~aggregator.cli.server`: ``serve``, ``demo``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
 * :mod:`~aggregator.cli.export`: ``export``
+* :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
@@ -17,7 +18,15 @@ from __future__ import annotations
 
 import click
 
-from aggregator.cli import aggregate, attack, export, metrics, server, strings, study
+from aggregator.cli import (
+    aggregate,
+    attack,
+    estimates,
+    export,
+    metrics,
+    server,
+    study,
+)
 from aggregator.cli.console import err, out, progress_bar
 
 __all__ = ["err", "main", "out", "progress_bar"]
@@ -37,6 +46,6 @@ for _command in (
     metrics.metrics,
     aggregate.aggregate,
     export.export,
-    strings.strings,
+    estimates.estimates,
 ):
     main.add_command(_command)

@@ -170,8 +170,9 @@ def poison(
     import numpy as np
 
     from aggregator.analysis.defences import AggregateDetection, plausibility
-    from aggregator.analysis.poisoning import fake_count, simulate_poisoning
+    from aggregator.analysis.poisoning import simulate_poisoning
     from aggregator.stats.detect import DEFAULT_ALARM_RATE, TRAILING
+    from aggregator.stats.robustness import fake_count
 
     if beta is not None and fakes is not None:
         raise click.UsageError("give --fake-fraction or --fakes, not both")

@@ -1,4 +1,5 @@
-"""``ldp export``: every window's counts and estimates to a file, so history survives expiry.
+"""``ldp export``: every window's counts and estimates to a file (or standard output), so
+history survives expiry.
 
 Reads Redis directly (``--redis-url``, as ``ldp aggregate`` does): the counts themselves
 (support counts, or a numeric metric's Σy and Σy²) are what lets anyone recompute the
@@ -8,6 +9,9 @@ answers with, from the same counts read once, so a file holds the API's very num
 
 One row per window and value (categorical) or per window (numeric), every metric in one
 table with a ``metric`` column (``--all``), as CSV or, with pyarrow installed, Parquet.
+Values and labels are written raw in Parquet; in CSV they are made visible and
+formula-safe (:func:`aggregator.safe_text.csv_text`). ``ldp estimates`` prints the same
+rows of one window.
 Σy and Σy² are exact integers in units of 2⁻³⁰ and 2⁻⁶⁰ (larger than 64 bits), written
 as decimal text.
 """
@@ -15,10 +19,12 @@ as decimal text.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+import io
+import sys
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 import click
 
@@ -30,7 +36,15 @@ if TYPE_CHECKING:
     from client_sdk.wire import MetricDefinition
     from ldp_store.registry import Registry
 
-__all__ = ["COLUMNS", "export"]
+__all__ = [
+    "COLUMNS",
+    "export",
+    "redis_options",
+    "redis_url_of",
+    "window_rows",
+    "write_csv",
+    "write_csv_stdout",
+]
 
 COLUMNS = (
     "metric",
@@ -107,7 +121,7 @@ def _start(window: str) -> str:
     return datetime.fromtimestamp(span[0], UTC).isoformat().replace("+00:00", "Z")
 
 
-def _rows(
+def window_rows(
     client: redis.Redis,
     registry: Registry,
     definition: MetricDefinition,
@@ -184,15 +198,36 @@ def _rows(
         }
 
 
-def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, COLUMNS, restval="")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: "" if v is None else v for k, v in row.items()})
+TEXT_COLUMNS = {"value"}
+"""Columns of device- or admin-written text: made visible and formula-safe in CSV
+(:func:`~aggregator.safe_text.csv_text`), raw in Parquet. Numbers keep their minus."""
 
 
-def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+def write_csv(out: TextIO, rows: list[dict[str, Any]]) -> None:
+    """``rows`` as CSV with the :data:`COLUMNS` header, text cells made safe."""
+    from aggregator.safe_text import csv_text
+
+    writer = csv.DictWriter(out, COLUMNS, restval="")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow(
+            {
+                k: "" if v is None else csv_text(v) if k in TEXT_COLUMNS else v
+                for k, v in row.items()
+            }
+        )
+
+
+def write_csv_stdout(rows: list[dict[str, Any]]) -> None:
+    """:func:`write_csv` to standard output, in UTF-8 whatever the terminal's encoding
+    (as the files are)."""
+    sys.stdout.flush()
+    stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
+    write_csv(stream, rows)
+    stream.detach()  # flushes; stdout's buffer stays open
+
+
+def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
@@ -203,7 +238,48 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 
     schema = pa.schema([(c, kind(c)) for c in COLUMNS])
     table = pa.table({c: [row.get(c) for row in rows] for c in COLUMNS}, schema=schema)
-    pq.write_table(table, path)
+    pq.write_table(table, out)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def redis_options(command: F) -> F:
+    """``--redis-url`` and ``--data-dir``: where the counts are read (resolve them with
+    :func:`redis_url_of`)."""
+    command = click.option(
+        "--data-dir",
+        default="ldp-data",
+        show_default=True,
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Data dir of a running ldp serve, whose embedded Redis is read without --redis-url.",
+    )(command)
+    return click.option(
+        "--redis-url",
+        envvar=["REDIS_URL", "LDP_REDIS_URL"],
+        default=None,
+        help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL, then the "
+        "embedded Redis of the ldp serve running on --data-dir).",
+    )(command)
+
+
+def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
+    """The URL given, or that of the embedded Redis of the ``ldp serve`` on ``data_dir``.
+
+    Raises:
+        click.UsageError: neither.
+    """
+    if redis_url:
+        return redis_url
+    from aggregator.service.serve import REDIS_URL_FILE  # noqa: PLC0415
+
+    found = data_dir / REDIS_URL_FILE
+    if not found.is_file():
+        raise click.UsageError(
+            f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
+            "of the one that is), or pass --redis-url / set REDIS_URL"
+        )
+    return found.read_text().strip()
 
 
 @click.command()
@@ -221,7 +297,13 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     type=click.DateTime(["%Y-%m-%d"]),
     help="Only hour and day windows starting on or after this UTC date (YYYY-MM-DD).",
 )
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--out",
+    "out_path",
+    required=True,
+    type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+    help="The file to write; - for standard output.",
+)
 @click.option(
     "--format",
     "fmt",
@@ -236,20 +318,7 @@ def _write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     type=click.FloatRange(0.5, 0.9999),
     help="Level of the intervals.",
 )
-@click.option(
-    "--redis-url",
-    envvar=["REDIS_URL", "LDP_REDIS_URL"],
-    default=None,
-    help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL, then the "
-    "embedded Redis of the ldp serve running on --data-dir).",
-)
-@click.option(
-    "--data-dir",
-    default="ldp-data",
-    show_default=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Data dir of a running ldp serve, whose embedded Redis is read without --redis-url.",
-)
+@redis_options
 def export(
     name: str | None,
     every: bool,
@@ -292,18 +361,8 @@ def export(
             raise click.UsageError(
                 "Parquet needs pyarrow: pip install 'ldp-telemetry[export]' (or use CSV)"
             ) from None
-    if not redis_url:
-        from aggregator.service.serve import REDIS_URL_FILE  # noqa: PLC0415
-
-        found = data_dir / REDIS_URL_FILE
-        if not found.is_file():
-            raise click.UsageError(
-                f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
-                "of the one that is), or pass --redis-url / set REDIS_URL"
-            )
-        redis_url = found.read_text().strip()
     try:
-        client = connect(redis_url)
+        client = connect(redis_url_of(redis_url, data_dir))
         registry = Registry(client)
         names = registry.names() if every else [name or ""]
         plan: list[tuple[MetricDefinition, str]] = []
@@ -322,14 +381,25 @@ def export(
         rows: list[dict[str, Any]] = []
         with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
             for definition, window in plan:
-                rows += _rows(client, registry, definition, window, confidence)
+                rows += window_rows(client, registry, definition, window, confidence)
                 advance(1)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    to_stdout = str(out_path) == "-"
     try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        (_write_parquet if fmt == "parquet" else _write_csv)(out_path, rows)
+        if to_stdout and fmt == "parquet":
+            _write_parquet(sys.stdout.buffer, rows)
+        elif to_stdout:
+            write_csv_stdout(rows)
+        else:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            if fmt == "parquet":
+                _write_parquet(out_path, rows)
+            else:
+                with out_path.open("w", newline="", encoding="utf-8") as f:
+                    write_csv(f, rows)
     except OSError as exc:
         raise click.ClickException(f"cannot write {out_path}: {exc}") from None
     metrics = len({d.name for d, _ in plan})
-    err.print(f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) to {out_path}")
+    where = "standard output" if to_stdout else out_path
+    err.print(f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) to {where}")

@@ -1,11 +1,9 @@
-"""``ldp strings plan|simulate``: planning and simulating string metrics offline.
+"""String metrics in ``ldp plan --kind string`` and ``ldp simulate --kind string``.
 
-``plan`` answers "how many users to find values of frequency ≥ x" (or which frequency N
-users find), with a table across ε; ``simulate`` draws a Zipf population over a synthetic
+Planning answers "how many users to find values of frequency ≥ x" (or which frequency N
+users find), with a table across ε; simulating draws a Zipf population over a synthetic
 vocabulary, perturbs it, discovers and scores the top k against the truth (numpy's
-generator: a simulation). ``ldp plan --kind string`` and ``ldp simulate --kind string``
-are the same commands (:func:`show_string_plan`, :func:`run_string_simulation` and the
-options here are what both use). Creating a string metric is
+generator: a simulation). Creating a string metric is
 ``ldp metrics create NAME --kind string --max-length L -e E``.
 """
 
@@ -18,7 +16,6 @@ import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
-from aggregator.cli.options import EPSILON, users_option
 
 __all__ = [
     "CONCENTRATION",
@@ -29,7 +26,6 @@ __all__ = [
     "ZIPF_S",
     "run_string_simulation",
     "show_string_plan",
-    "strings",
 ]
 
 MAX_LENGTH = click.option(
@@ -76,9 +72,6 @@ ZIPF_S = click.option(
 )
 
 
-@click.group()
-def strings() -> None:
-    """String metrics (kind string): plan and simulate discovery without a dictionary."""
 
 
 def show_string_plan(
@@ -98,7 +91,7 @@ def show_string_plan(
     Raises:
         click.UsageError: both or neither of ``users`` and ``frequency``, or ε refused.
     """
-    from aggregator.analysis.string_planning import tradeoff
+    from aggregator.stats.string_planning import tradeoff
     from client_sdk.mechanisms.strings import StringSketch
 
     if (users is None) == (frequency is None):
@@ -173,27 +166,6 @@ def _tradeoff_table(
         )
     return table
 
-
-@strings.command("plan")
-@EPSILON
-@MAX_LENGTH
-@users_option("Users: print the frequency they find.", required=False)
-@FIND
-@CONCENTRATION
-@POWER
-@click.option("--json", "as_json", is_flag=True)
-def plan(
-    epsilon: float,
-    max_length: int,
-    users: int | None,
-    frequency: float | None,
-    concentration: float,
-    power: float,
-    as_json: bool,
-) -> None:
-    """Users needed to find values of a frequency, or the frequency N users find
-    (the same as ``ldp plan --kind string``)."""
-    show_string_plan(epsilon, max_length, users, frequency, concentration, power, as_json)
 
 
 def run_string_simulation(
@@ -274,24 +246,3 @@ def run_string_simulation(
     for k, s in scores.items():
         out.print(f"top-{k}: precision {s.precision:.2f}, recall {s.recall:.2f}")
 
-
-@strings.command("simulate")
-@EPSILON
-@MAX_LENGTH
-@users_option("Users (reports).", required=True)
-@VOCABULARY
-@ZIPF_S
-@click.option("--seed", type=int, default=None)
-@click.option("--json", "as_json", is_flag=True)
-def simulate(
-    epsilon: float,
-    max_length: int,
-    users: int,
-    vocabulary: int,
-    zipf_s: float,
-    seed: int | None,
-    as_json: bool,
-) -> None:
-    """Simulate a Zipf population of words: what discovery finds, scored against the truth
-    (the same as ``ldp simulate --kind string``)."""
-    run_string_simulation(epsilon, max_length, users, vocabulary, zipf_s, seed, as_json)

@@ -102,7 +102,7 @@ def simulate(
     reports once, so a memoized mechanism is simulated as one report of each device.
 
     --kind string: a Zipf population of synthetic words through the string sketch; what
-    discovery finds, scored against the truth (as ``ldp strings simulate``).
+    discovery finds, scored against the truth.
     """
     from aggregator.analysis.simulation import simulate as run
 
@@ -217,9 +217,9 @@ def plan(
     can move one value's estimate with each: robustness (see ``ldp attack poison``).
 
     --kind string: the users needed to find values of frequency ≥ --find, or the frequency
-    --users find, and the same across ε (as ``ldp strings plan``).
+    --users find, and the same across ε.
     """
-    from aggregator.analysis.planning import plan as make_plan
+    from aggregator.stats.planning import plan as make_plan
 
     if kind == "string":
         refuse_given(

@@ -10,4 +10,8 @@
   simplex
 * :mod:`~aggregator.stats.anytime`: confidence sequences, valid however often one looks
   (:func:`frequency_cs`, :func:`mean_cs`), from the same additive sums
+* :mod:`~aggregator.stats.planning`, :mod:`~aggregator.stats.string_planning`: the users
+  an interval half-width or a string's discovery needs (``ldp plan``, the explorer)
+* :mod:`~aggregator.stats.shuffling`: the central ε of shuffled reports
+* :mod:`~aggregator.stats.robustness`: how far fake clients can move an estimate, in theory
 """

@@ -192,17 +192,13 @@ class RRCodec(FrequencyCodec):
         return Batch(n, {"v": np.where(keep, values, other).astype(np.int64)})
 
     def sample_support_counts(self, true_counts: IntArray, gen: np.random.Generator) -> IntArray:
-        """Exact: kept reports stay, the others spread uniformly over the other k−1 values."""
+        """Exact: a report is its true value with probability p* − q* = 1 − k·q*, else
+        uniform over all k values (the same law: p* at the true value, q* elsewhere), so
+        the support is Bin(n_v, p* − q*) per value plus one multinomial of the rest."""
         k = self.k
-        kept = gen.binomial(true_counts, self.m.p)
-        moved = true_counts - kept
-        support = kept.astype(np.int64)
-        uniform = np.full(k - 1, 1.0 / (k - 1))
-        for v in np.flatnonzero(moved):
-            spread = gen.multinomial(int(moved[v]), uniform)
-            support[:v] += spread[:v]
-            support[v + 1 :] += spread[v:]
-        return support
+        kept = gen.binomial(true_counts, float(self.m.p) - float(self.m.q))
+        spread = gen.multinomial(int(true_counts.sum() - kept.sum()), np.full(k, 1.0 / k))
+        return np.asarray(kept + spread, dtype=np.int64)
 
 
 class PramCodec(FrequencyCodec):

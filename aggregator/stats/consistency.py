@@ -1,7 +1,7 @@
 """Poisoning tests that need no baseline: what one window's counts alone can contradict.
 
 Pure functions over counts, called by :mod:`aggregator.stats.detect` (which turns them
-into alarms). What is testable, and why (the derivations: ``docs/poisoning-alarms.md``):
+into alarms). What is testable, and why (derivations: ``docs/statistics/poisoning-alarms.md``):
 
 * **floor** (GRR): an honest report names y with probability π_y = q* + f_y(p* − q*) ≥ q*,
   so honest counts are C = U + E with U ~ Multinomial(n; q*, …, q*, 1 − kq*) and E ≥ 0

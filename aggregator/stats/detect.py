@@ -11,7 +11,7 @@ reads the windows, :mod:`aggregator.web.alarms`):
   C_now | C_now + C_trail is hypergeometric whatever the mechanism: the p-value is its
   upper tail (an exact conditional test, Fisher's), and ``z`` the
   standardised difference of the two frequency estimates with the pooled variance
-  π̂(1 − π̂)/(p* − q*)² per report — FORMULAS.md's variance plus the sampling term
+  π̂(1 − π̂)/(p* − q*)² per report — docs/concepts/formulas.md's variance plus the sampling term
   f(1 − f), since the windows hold different users. One-sided (promotions: the attack
   adds support; a value's share falls only as others rise), Holm over the k values.
 * **seeds** (local hashing): each report draws its hash seed (a, b) uniformly from

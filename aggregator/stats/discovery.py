@@ -16,8 +16,9 @@ are uniform draws, so the null is the convolution of the rows' cell distribution
 noise, collisions and heavy cells as they are, no normal approximation.
 
 BH's promise — among the values called present the expected share of false ones is at
-most α (here α·T₀/T ≈ α: nearly every tested value is absent) — measured (BENCHMARKS.md,
-"False discoveries"), mean over seeds: 0.047 at n = 10⁷, ε = 8, 16 bytes (3 seeds);
+most α (here α·T₀/T ≈ α: nearly every tested value is absent) — measured
+(docs/benchmarks/quality.md, "False discoveries"), mean over seeds: 0.047 at n = 10⁷,
+ε = 8, 16 bytes (3 seeds);
 0.048 ± 0.012 at ε = 2, 6 bytes (30 seeds of ≈ 10 values called present); 0.049 ± 0.005
 at ε = 8, 6 bytes (20 seeds); 0.004 at ε = 8, 16 bytes, n = 6.5·10⁵; 0 at ε = 4,
 n = 10⁷. It rests
@@ -157,11 +158,6 @@ def benjamini_hochberg(p_values: np.ndarray, alpha: float) -> np.ndarray:
     if passed.any():
         keep[order[: np.flatnonzero(passed).max() + 1]] = True
     return keep
-
-
-def _z(found: LevelEstimate) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.nan_to_num(found.frequency / np.sqrt(found.null_variance), nan=-np.inf)
 
 
 def _accept(

@@ -4,6 +4,8 @@ The interval of each value is a score interval with the mechanism's exact varian
 an exact (Clopper–Pearson) one when counts are small; "distinguishable from zero" flags
 control the false discovery rate over the k values; see :mod:`aggregator.stats.intervals`.
 A memoized metric's pools hold up to r reports per device: pass ``reports_per_device``.
+The intervals are for the share among the devices that reported; ``estimand="population"``
+gives them for a larger population the devices are a random sample of.
 
 References:
     Wang, Blocki, Li, Jha. USENIX Security 2017, eq. (2) and Theorem 2 (the estimator
@@ -24,7 +26,10 @@ import numpy.typing as npt
 from aggregator.stats.anytime import frequency_cs
 from aggregator.stats.codecs import Counts, count_payloads
 from aggregator.stats.intervals import (
+    POPULATION,
+    REPORTERS,
     benjamini_hochberg,
+    check_estimand,
     frequency_intervals,
     json_float,
     zero_p_values,
@@ -58,6 +63,7 @@ class FrequencyEstimate:
     each at ``confidence``, or all k together with ``simultaneous=True`` (Bonferroni).
     ``distinguishable`` flags the values whose frequency is above zero with the false
     discovery rate controlled at 1 − confidence (Benjamini–Hochberg on ``p_values``).
+    ``estimand`` says whose share the standard errors and intervals are for.
     """
 
     mechanism: FrequencyOracle
@@ -80,6 +86,11 @@ class FrequencyEstimate:
     """One-sided p-values of f(v) = 0, one per value."""
     distinguishable: np.ndarray | None = None
     """Values flagged above zero, false discovery rate ≤ 1 − confidence."""
+    estimand: str = REPORTERS
+    """Whose share ``std_errors`` and the intervals are for: "reporters", the devices that
+    reported (only the mechanism's noise is random), or "population", a larger population
+    they are a random sample of (the sampling variance f(1 − f)/n added). The confidence
+    sequence ("anytime") assumes devices drawn at random and serves both."""
 
     @property
     def k(self) -> int:
@@ -103,6 +114,7 @@ class FrequencyEstimate:
                 self.support_counts,
                 1.0 - alpha,
                 self.k if simultaneous else 1,
+                self.estimand,
             )
             return low, high
         low, high, _ = frequency_intervals(
@@ -112,6 +124,7 @@ class FrequencyEstimate:
             1.0 - alpha,
             self.k if simultaneous else 1,
             self.reports_per_device,
+            self.estimand,
         )
         return low, high
 
@@ -130,6 +143,7 @@ class FrequencyEstimate:
             "confidence": self.confidence,
             "simultaneous": self.simultaneous,
             "interval": self.interval,
+            "estimand": self.estimand,
             "reports_per_device": self.reports_per_device,
             "estimates": [
                 {
@@ -167,6 +181,7 @@ class FrequencyEstimate:
         level += f" {self.interval}"
         if self.reports_per_device != 1:
             level += f", ≤ {self.reports_per_device:g} reports per device"
+        level += " (population share)" if self.estimand == POPULATION else ""
         lines = [
             f"{m.name} ε={m.epsilon:g} k={m.domain_size}  n={self.n:,}  {level} intervals",
             f"{'value':>16} {'estimate':>10} {'± half':>9} {'low':>9} {'high':>9} "
@@ -199,6 +214,7 @@ def estimate_from_counts(
     *,
     reports_per_device: float = 1,
     anytime: bool = False,
+    estimand: str = REPORTERS,
 ) -> FrequencyEstimate:
     """Estimate frequencies from additive sufficient statistics (n, support counts).
 
@@ -218,10 +234,14 @@ def estimate_from_counts(
             with probability ≥ confidence the truth lies in the interval at *every* n,
             however often one looks); wider than the fixed-n interval (about 1.6× at
             n = 10⁴, 1.75× at 10⁶). See :mod:`aggregator.stats.anytime`.
+        estimand: whose share the standard errors and intervals are for: "reporters"
+            (default), the n devices that reported, or "population", a larger population
+            they are a random sample of (adds the sampling variance f(1 − f)/n; wider,
+            most at high ε and small k). See :mod:`aggregator.stats.intervals`.
 
     Raises:
         ValueError: counts of the wrong length, negative, or above n; a bad confidence;
-            ``reports_per_device`` < 1.
+            ``reports_per_device`` < 1; an estimand other than those two.
     """
     k = mechanism.domain_size
     support = np.asarray(counts.support, dtype=np.int64)
@@ -234,6 +254,7 @@ def estimate_from_counts(
     if len(names) != k:
         raise ValueError(f"need {k} labels, got {len(names)}")
     r = _reports_per_device(mechanism, reports_per_device)
+    population = check_estimand(estimand) == POPULATION
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     method = "score"
@@ -245,22 +266,29 @@ def estimate_from_counts(
         if anytime:
             raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
         f = pram_estimate(mechanism, n, support)
-        se = np.sqrt(np.asarray(mechanism.variance(n, f), dtype=np.float64))
-        lo, hi, method = pram_intervals(mechanism, n, support, confidence, k if simultaneous else 1)
+        se = np.sqrt(
+            np.asarray(mechanism.variance(n, f), dtype=np.float64)
+            + (_sampling(f, n, 1.0) if population else 0.0)
+        )
+        lo, hi, method = pram_intervals(
+            mechanism, n, support, confidence, k if simultaneous else 1, estimand
+        )
         ns = norm_sub(f)
         pv = pram_zero_p_values(mechanism, n, support)
         flags = benjamini_hochberg(pv, 1.0 - confidence)
     else:
         f = mechanism.debias(support.astype(np.float64), n)
         plug_in = np.clip(f, 0.0, 1.0)
-        se = np.sqrt(_variance(mechanism, n, plug_in, r))
+        se = np.sqrt(
+            _variance(mechanism, n, plug_in, r) + (_sampling(f, n, r) if population else 0.0)
+        )
         if anytime:
             method = ANYTIME
             alpha = (1.0 - confidence) / (k if simultaneous else 1)
             lo, hi = frequency_cs(mechanism, n, support, alpha, reports_per_device=r, clip=False)
         else:
             lo, hi, method = frequency_intervals(
-                mechanism, n, support, confidence, k if simultaneous else 1, r
+                mechanism, n, support, confidence, k if simultaneous else 1, r, estimand
             )
         ns = norm_sub(f)
         pv = zero_p_values(mechanism, n, support, r)
@@ -281,6 +309,7 @@ def estimate_from_counts(
         reports_per_device=r,
         p_values=_frozen(pv),
         distinguishable=_frozen(flags, bool),
+        estimand=estimand,
     )
 
 
@@ -296,6 +325,12 @@ def _sequence(
         clip=False,
     )
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
+def _sampling(f: FloatArray, n: int, r: float) -> FloatArray:
+    """The sampling variance r·f(1 − f)/n of a population share (f clipped into [0, 1])."""
+    plug_in = np.clip(f, 0.0, 1.0)
+    return np.asarray(r * plug_in * (1.0 - plug_in) / n, dtype=np.float64)
 
 
 def _reports_per_device(mechanism: FrequencyOracle, r: float) -> float:
@@ -321,6 +356,7 @@ def estimate(
     *,
     reports_per_device: float = 1,
     anytime: bool = False,
+    estimand: str = REPORTERS,
 ) -> FrequencyEstimate:
     """Validate, decode and estimate a batch of payloads (see :func:`estimate_from_counts`).
 
@@ -335,4 +371,5 @@ def estimate(
         labels=labels,
         reports_per_device=reports_per_device,
         anytime=anytime,
+        estimand=estimand,
     )

@@ -14,13 +14,14 @@ matters: GRR at k = 16, ε = 1, n = 100 covers only 90.2 % at some true frequenc
   n = 100 its lowest exact coverage over f is 93.8 % (OUE) and 94.1 % (OLH); Wald's was
   93.7 % and 93.2 %.
 * **exact** (Clopper–Pearson on the support rate μ = q* + f(p* − q*), mapped to f): used
-  when n·min(q*, 1 − p*) < :data:`MIN_EXPECTED`, i.e. when even a value's expected support
-  count (or non-support count) is a handful, where no normal approximation holds (GRR at
-  k = 1024: q* ≈ 0.0026, so n·q* < 10 until n ≈ 4,000; GRR at k = 16, ε = 1 until
-  n ≈ 180). The fixed-population count is less spread than the binomial of the same mean
-  (Hoeffding 1956), so this errs on the safe side: GRR at k = 16, ε = 1, n = 100 covers at
-  least 95.3 % at every f, where Wald fell to 90.2 % (below 93 % at 20 of 51 frequencies).
-  It costs about 5 % of width where it is used.
+  when n·min(q*, 1 − p*) < :data:`MIN_EXPECTED` (at 95 %; more for quantiles further out,
+  such as the Bonferroni level of many values: :func:`min_expected`), i.e. when even a
+  value's expected support count (or non-support count) is a handful, where no normal
+  approximation holds (GRR at k = 1024: q* ≈ 0.0026, so n·q* < 10 until n ≈ 4,000; GRR
+  at k = 16, ε = 1 until n ≈ 180). The fixed-population count is less spread than the
+  binomial of the same mean (Hoeffding 1956), so this errs on the safe side: GRR at
+  k = 16, ε = 1, n = 100 covers at least 95.3 % at every f, where Wald fell to 90.2 %
+  (below 93 % at 20 of 51 frequencies). It costs about 5 % of width where it is used.
 
 Over GRR, OUE, SUE, OLH, HR, SS and RR at ε ∈ {0.5, 1, 4}, k from 2 to 1024 and n from 20
 to 3,000, the lowest exact coverage of the rule is 93.4 % (OLH, n = 50, f = 0.02), the
@@ -31,13 +32,25 @@ keeps. With ``reports_per_device = r > 1`` (memoized metrics: a device's r repor
 one permanent response) V includes the design-effect term, and the exact interval uses
 the counts deflated by the largest design effect (Kish's effective sample size).
 
+**Whose share.** These intervals are for the share among the devices that reported (the
+*reporters*, a finite population: only the mechanism's noise is random). Read as the share
+of a larger population the devices are a random sample of, they under-cover where the
+noise is small against the sampling spread f(1 − f)/n: GRR at k = 2, ε = 4 covered
+40–82 %, SUE 80–85 %. ``estimand=`` :data:`POPULATION` adds that term to V (law of total
+variance), so the score interval covers the population's share; the exact interval is
+already the binomial one (each report then supports v with probability μ independently),
+valid for it as it stands.
+
 **Many values at once.** Flagging each of k values "distinguishable from zero" at level
 α makes about α·k false flags when many values are absent (26 at k = 1024 with 512 empty
 values, α = 5 %). :func:`benjamini_hochberg` controls the false discovery rate instead:
 among the flagged values, the expected share of truly absent ones is at most α. The
-one-sided p-value of f(v) = 0 is the support count's upper tail under f = 0
-(:func:`zero_p_values`: normal with the variance at f = 0, or the exact binomial tail in
-the small-count regime).
+one-sided p-value of f(v) = 0 is the support count's upper tail under f = 0, the exact
+binomial tail P(Bin(n, q*) ≥ C) (:func:`zero_p_values`) in both regimes. The normal tail
+will not do: BH decides at p-values near α/k, where the count's skewness 1/√(n·q*)
+matters; at k = 1024 and n·q* between 28 and 97 (GRR) the binomial tail there is 2.6–12×
+the normal one, and the flags' false discovery rate came out at 6–13 % instead of ≤ 2.5 %
+(``benchmarks/bench_fdr.py``).
 
 **Means.** :func:`t_value` is the Student-t quantile the numeric means use
 (:mod:`aggregator.stats.numeric`), computed here rather than taken from scipy, which the
@@ -69,9 +82,15 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ESTIMANDS",
     "EXACT",
     "MIN_EXPECTED",
+    "POPULATION",
+    "REPORTERS",
     "SCORE",
+    "Z_95",
+    "check_estimand",
+    "min_expected",
     "benjamini_hochberg",
     "frequency_intervals",
     "interval_method",
@@ -92,6 +111,14 @@ docstring is 93.4 %, with 5 it is 92.5 % (RR at n = 20)."""
 
 SCORE = "score"
 EXACT = "exact"
+
+REPORTERS = "reporters"
+"""The default estimand: the share among the n devices that reported (a finite
+population; the intervals above)."""
+POPULATION = "population"
+"""The share in a larger population the reporting devices are a random sample of: the
+sampling variance f(1 − f)/n is added (r·f(1 − f)/n with up to r reports per device)."""
+ESTIMANDS = (REPORTERS, POPULATION)
 
 
 def json_float(x: float) -> float | None:
@@ -125,6 +152,24 @@ def variance_coefficients(mechanism: Any, n: int, r: float = 1) -> tuple[float, 
     return a, v1 - v0 - a, v0
 
 
+def check_estimand(estimand: str) -> str:
+    """``estimand`` if it is one of :data:`ESTIMANDS`.
+
+    Raises:
+        ValueError: naming the allowed values.
+    """
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"estimand must be 'reporters' or 'population', got {estimand!r}")
+    return estimand
+
+
+def sampling_coefficients(n: float, r: float = 1) -> tuple[float, float, float]:
+    """(a, b, c) of the sampling variance r·f(1 − f)/n that :data:`POPULATION` adds to
+    :func:`variance_coefficients` (law of total variance: the reporters' share f is itself
+    the share of n/r devices drawn from the population's)."""
+    return -r / n, r / n, 0.0
+
+
 def design_effect(mechanism: Any, r: float) -> float:
     """The largest ratio of the r-reports variance to the one-report variance over f."""
     if r == 1:
@@ -134,11 +179,29 @@ def design_effect(mechanism: Any, r: float) -> float:
     )
 
 
-def interval_method(mechanism: Any, n: int, r: float = 1) -> str:
-    """:data:`SCORE`, or :data:`EXACT` when n·min(q*, 1 − p*) is below :data:`MIN_EXPECTED`."""
+Z_95 = 1.959963984540054
+"""The two-sided 95 % normal quantile, the level :data:`MIN_EXPECTED` was set for."""
+
+
+def min_expected(z: float = Z_95) -> float:
+    """The smallest n·min(q*, 1 − p*) for a score interval that reads the normal quantile z.
+
+    :data:`MIN_EXPECTED` at 95 %; beyond, scaled by ((z² − 1)/(1.96² − 1))² so that the
+    count's skewness moves the quantile (Cornish–Fisher: by (z² − 1)/(6·√(n·q*)) standard
+    deviations) no more than it does at 95 % with 10 expected: about 300 for the
+    Bonferroni level of k = 1024 values (z = 4.06), where the normal tail is light enough
+    to leave simultaneous coverage at 81–93 % between 10 and 100 expected.
+    """
+    return MIN_EXPECTED * max(1.0, ((z * z - 1.0) / (Z_95 * Z_95 - 1.0)) ** 2)
+
+
+def interval_method(mechanism: Any, n: int, r: float = 1, z: float = Z_95) -> str:
+    """:data:`SCORE`, or :data:`EXACT` when n·min(q*, 1 − p*) is below
+    :func:`min_expected` for the quantile z the interval reads (:data:`MIN_EXPECTED` at
+    95 %)."""
     effective = n / design_effect(mechanism, r)
     small = effective * min(float(mechanism.q), 1.0 - float(mechanism.p))
-    return EXACT if small < MIN_EXPECTED else SCORE
+    return EXACT if small < min_expected(z) else SCORE
 
 
 def _score(
@@ -178,6 +241,7 @@ def frequency_intervals(
     confidence: float,
     comparisons: int = 1,
     reports_per_device: float = 1,
+    estimand: str = REPORTERS,
 ) -> tuple[FloatArray, FloatArray, str]:
     """Two-sided intervals for the k frequencies from n reports and their support counts.
 
@@ -189,19 +253,34 @@ def frequency_intervals(
             Bonferroni).
         comparisons: how many intervals must hold at once.
         reports_per_device: the most reports of one device in the pool (memoized metrics).
+        estimand: :data:`REPORTERS` (the share among the devices that reported) or
+            :data:`POPULATION` (the share in a population they are a random sample of:
+            the score interval with the sampling variance added; the exact interval is
+            the binomial's, already valid for it).
 
     Returns:
         (low, high, method), method :data:`SCORE` or :data:`EXACT` (see the module).
+
+    Raises:
+        ValueError: an unknown estimand.
     """
+    population = check_estimand(estimand) == POPULATION
     counts = np.asarray(support, dtype=np.float64)
     alpha = (1.0 - confidence) / comparisons
     r = float(reports_per_device)
-    method = interval_method(mechanism, n, r)
+    z = z_value(confidence, comparisons)
+    method = interval_method(mechanism, n, r, z)
     if method == SCORE:
         f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
-        low, high = _score(
-            f, variance_coefficients(mechanism, n, r), z_value(confidence, comparisons)
-        )
+        coefficients = variance_coefficients(mechanism, n, r)
+        if population:
+            extra = sampling_coefficients(n, r)
+            coefficients = (
+                coefficients[0] + extra[0],
+                coefficients[1] + extra[1],
+                coefficients[2] + extra[2],
+            )
+        low, high = _score(f, coefficients, z)
         # A memoized pool's variance reaches 0 a little below f = 0: an estimate beyond
         # that point has no f that explains it, and the quadratic has no real roots.
         # Those values (far in the tail) take the exact interval instead.
@@ -222,23 +301,27 @@ def zero_p_values(
 ) -> FloatArray:
     """One-sided p-values of "f(v) = 0" against "f(v) > 0", one per value.
 
-    Under f(v) = 0 every report supports v with probability q*. Normal approximation with
-    the exact variance at f = 0 (:data:`SCORE` regime), or the binomial upper tail
-    P(Bin(n, q*) ≥ C) (:data:`EXACT` regime; deflated by the design effect for r > 1).
+    Under f(v) = 0 every report supports v with probability q*, independently, so the
+    p-value is the binomial upper tail P(Bin(n, q*) ≥ C), exact in both regimes. Not the
+    normal approximation: where Benjamini–Hochberg decides over many values (α/k and
+    below) its tail is several times too light while n·q* is below a few hundred (see the
+    module). For r > 1 the counts are deflated by the design effect: at f = 0 in the
+    :data:`SCORE` regime (the variance the normal test used), the largest in the
+    :data:`EXACT` one.
     """
+    from scipy.special import betainc  # noqa: PLC0415  # only when reading estimates
+
     counts = np.asarray(support, dtype=np.float64)
     r = float(reports_per_device)
-    if interval_method(mechanism, n, r) == SCORE:
-        f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
-        z = f / math.sqrt(float(_variance(mechanism, n, 0.0, r)))
-        from scipy.special import ndtr  # noqa: PLC0415
-
-        return np.asarray(ndtr(-z), dtype=np.float64)
-    from scipy.special import betainc  # noqa: PLC0415
-
-    deff = design_effect(mechanism, r)
+    if r == 1:
+        deff = 1.0
+    elif interval_method(mechanism, n, r) == SCORE:
+        deff = float(_variance(mechanism, 1, 0.0, r) / _variance(mechanism, 1, 0.0, 1))
+    else:
+        deff = design_effect(mechanism, r)
     m, c = n / deff, counts / deff
     rate = float(mechanism.q)  # the support rate of every report when f(v) = 0
+    # P(Bin(m, q) ≥ c) = I_q(c, m − c + 1), the regularized incomplete beta function.
     tail = np.where(c > 0, betainc(np.maximum(c, 1e-12), m - c + 1, rate), 1.0)
     return np.asarray(tail, dtype=np.float64)
 

@@ -6,72 +6,7 @@ on the SDK's grid (an integer number of units of 2⁻³⁰, see
 integers: any order, any batching, any number of workers give the same bits, and the
 worker's commit script adds them with ``HINCRBY`` exactly as it adds support counts.
 
-**Storage.** A Redis hash field holds a signed 64-bit integer, but Σy² of one batch can
-reach 2¹⁰⁷ (|y| < 2⁴⁶ units at the smallest ε). So each sum is split into base-2³²
-limbs (:func:`ldp_store.schema.limbs`): field ``s:<i>`` (``s2:<i>``) holds limb i of Σy
-(Σy²), weight 2^{32i}, next to ``n`` in the same ``counts:<window>`` hashes the
-categorical metrics use. A batch's total
-T is cut into non-negative 32-bit low limbs and a signed top limb in [−2³¹, 2³¹); every
-commit adds less than 2³² in magnitude to each field, so a field cannot overflow before
-2³¹ commits, whatever the reports. Reading sums the limbs back exactly (Python ints).
-The commit script is the categorical one, unchanged: the increments are just more
-``field, integer`` pairs.
-
-**Estimate.** With x the value scaled to [−1, 1], E[y] = x for every mechanism, so
-ȳ = Σy/n is unbiased for the mean of the scaled values, and mapping it back with the
-metric's range is unbiased for the mean in the metric's units.
-
-**Interval: a t score interval with the mechanism's variance floor.** The plain
-ȳ ± z·√(s²/n) fails with few reports, worst near a range end: there the reports are
-skewed (PM's land mostly in the high-density window beside the truth, Duchi's are almost
-all +C), s² is often far below the real variance, and at n = 20 and ε = 4 Duchi's
-reports were all +C 59 % of the time, giving "± 0". Measured at n = 20, values at 119 of
-[0, 120], 95 % intervals covered 41 % (Duchi), 82 % (PM), 79 % (hybrid) at ε = 4.
-
-What the mechanism knows fixes that. E[y² | x] = A·x² + B with A ≥ 0
-(``NumericMechanism.second_moment_coefficients``), so for *any* inputs of mean μ the
-report variance is at least V(μ) = (A − 1)·μ² + B (``min_variance``, by Jensen's
-inequality); for Duchi's V(μ) = C² − μ² is the variance itself. The interval keeps every
-μ that a t test with the variance floored at V(μ) does not reject:
-
-    { μ : |ȳ − μ| ≤ t_{n−1}·√(max(s², V(μ)) / n) }
-
-(a score interval, as Wilson's is for a proportion: each candidate mean is judged with
-the variance it implies), computed in closed form by :func:`mean_interval`. At the true
-mean the floor is a real lower bound on the variance, so a low s² can no longer shrink
-the interval below what the mechanism's noise alone guarantees; t_{n−1} in place of z
-covers the estimation of s². Measured (seeded, 4,000 intervals each): at n = 20 near a
-range end the coverage is 96–100 % for every mechanism and ε ∈ {0.5, 1, 4}; for the mean of
-the reporting devices it is ≥ 95 % at every n ≥ 2 tried (2 to 50, ε 0.5 to 8, values at
-the ends, in the middle, spread); at n = 10⁴ the interval is 0.01–3 % wider than the plain
-one (3 % for Duchi's at ε = 4 near a range end, where V(μ) is the exact variance and the
-max with s² adds a little). ``std_error`` is √(max(s², V(ȳ))/n); it needs n ≥ 2, as the
-interval does.
-
-What it is for. The intervals are for the mean of the values of the devices that
-reported (their noise is the mechanism's, bounded below by V): there they hold at every
-n ≥ 2. For the mean of a larger population the devices are drawn from, a population
-whose values are themselves skewed (say 10 % at one end) undercovers at high ε with few
-reports, as any t interval does, because then the spread of the true values, not the
-noise, dominates s²: PM at ε = 8 covered 67 % at n = 10, 89 % at n = 20, 93.5 % at n = 100.
-
-Why not an empirical-Bernstein interval (Maurer & Pontil 2009, Theorem 4): it holds
-for any bounded reports, but its range term 7·R·ln(4/α)/(3(n−1)), R = 2C the range of a
-report, makes it wider than the metric's whole range at n = 20 for every mechanism and
-ε ∈ {0.5, 1, 4} (1.2–12× the range), and √(2 ln(4/α)) ≈ 2.96 in place of 1.96 keeps it
-1.5× wider than needed however many reports arrive.
-
-``std_error_worst_case`` needs no data: with E[y²] ≤ sup_x E[y² | x], it bounds the
-standard error for any values in the range.
-
-References:
-    Duchi, Jordan, Wainwright. JASA 2018; Wang et al. ICDE 2019, §III (the mechanisms and
-    their unbiasedness, E[y | x] = x; the variances behind A and B).
-    E. B. Wilson. "Probable Inference, the Law of Succession, and Statistical
-    Inference". JASA 22(158), 1927 (the score interval: invert the test, each candidate
-    with its own variance).
-    A. Maurer, M. Pontil. "Empirical Bernstein Bounds and Sample Variance Penalization".
-    COLT 2009, Theorem 4 (the alternative not taken, see above).
+In full: ``docs/statistics/numeric.md``.
 """
 
 from __future__ import annotations

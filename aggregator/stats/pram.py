@@ -20,7 +20,17 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.intervals import EXACT, MIN_EXPECTED, SCORE, _score, z_value
+from aggregator.stats.intervals import (
+    EXACT,
+    MIN_EXPECTED,
+    POPULATION,
+    REPORTERS,
+    SCORE,
+    _score,
+    check_estimand,
+    sampling_coefficients,
+    z_value,
+)
 from client_sdk.mechanisms import PostRandomization
 
 __all__ = ["pram_estimate", "pram_intervals", "pram_method", "pram_zero_p_values"]
@@ -53,14 +63,18 @@ def pram_intervals(
     support: npt.ArrayLike,
     confidence: float,
     comparisons: int = 1,
+    estimand: str = REPORTERS,
 ) -> tuple[FloatArray, FloatArray, str]:
-    """Two-sided intervals for the k frequencies (see the module), and the method."""
+    """Two-sided intervals for the k frequencies (see the module), and the method; for
+    ``estimand`` see :func:`~aggregator.stats.intervals.frequency_intervals`."""
+    population = check_estimand(estimand) == POPULATION
     counts = np.asarray(support, dtype=np.float64)
     method = pram_method(m, n)
     if method == SCORE:
         f = pram_estimate(m, n, counts)
         own, rest = _lines(m, f)
-        coefficients = (np.zeros_like(f), (own - rest) / n, rest / n)
+        a, b, _ = sampling_coefficients(n) if population else (0.0, 0.0, 0.0)
+        coefficients = (np.full_like(f, a), (own - rest) / n + b, rest / n)
         low, high = _score(f, coefficients, z_value(confidence, comparisons))  # type: ignore[arg-type]
         return np.asarray(low), np.asarray(high), method
     from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates

@@ -5,9 +5,9 @@ present when its one-sided test statistic clears the Benjamini–Hochberg cutoff
 reports an estimate made from the same reports. Among the values called present, those
 near the cutoff were selected because their noise came out positive, so the plain
 interval f̂ ± z·σ covers their truth less often than its level says (the winner's curse):
-0.80 at ε = 8, n = 10⁵ (BENCHMARKS.md, "String metrics"), where many values sit near the
-threshold. A value that is absent but called present (at most the false discovery rate's
-share of them) is never covered by a plain interval at all.
+0.80 at ε = 8, n = 10⁵ (docs/benchmarks/quality.md, "String metrics"), where many
+values sit near the threshold. A value that is absent but called present (at most the
+false discovery rate's share of them) is never covered by a plain interval at all.
 
 **The conditional law.** Let X ~ N(μ, σ²) be the reported estimate and let the value be
 selected when X ≥ a, a known truncation point. Given selection, X has the truncated
@@ -43,8 +43,8 @@ between the variance at 0 (V₀: the model's at f = 0, from what the value's own
 besides it, :meth:`~aggregator.stats.strings.SketchEstimator.reduce`; the test, the exact
 salt null, has no σ to lend) and the plug-in V̂ at x; F_μ(x) still decreases in μ (both
 the standardized distance and the standardized gap x − a shrink as σ grows), so the roots
-are unique. Measured on 10 populations per row (BENCHMARKS.md): fixed σ(x) covered 0.987
-at ε = 8, n = 10⁵, the linear σ(μ) 0.961.
+are unique. Measured on 10 populations per row (docs/benchmarks/quality.md): fixed σ(x)
+covered 0.987 at ε = 8, n = 10⁵, the linear σ(μ) 0.961.
 
 **Which truncation point.** With the other values' p-values fixed, Benjamini–Hochberg
 calls value i present exactly when p_i ≤ α·R/T, R the number of values called present

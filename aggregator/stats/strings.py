@@ -149,13 +149,6 @@ class StringCodec:
         return []
 
     # -- hashing ----------------------------------------------------------------------
-    def fingerprints(self, prefixes: U8Array) -> IntArray:
-        """φ_r of each prefix (rows of a uint8 matrix) for every row r: an (N, h) matrix."""
-        phi = np.zeros((len(prefixes), self.m.rows), dtype=np.int64)
-        for j in range(prefixes.shape[1]):
-            phi = mod_p(phi * self._a[None, :] + prefixes[:, j, None].astype(np.int64) + 1)
-        return phi
-
     def extend(self, phi: IntArray, byte: npt.NDArray[Any] | int) -> IntArray:
         """φ_r of prefixes extended by one byte (a column of bytes, or one byte for all)."""
         b = np.asarray(byte, dtype=np.int64)

@@ -9,7 +9,7 @@
                  "evidence", "values"}], "alarm_rate"}
 
 ``shuffled_epsilon`` is the central (ε, δ) towards whoever sees only the estimates
-(amplification by shuffling, :mod:`aggregator.analysis.shuffling`), with its condition.
+(amplification by shuffling, :mod:`aggregator.stats.shuffling`), with its condition.
 ``alarms`` lists the poisoning alarms (:mod:`aggregator.web.alarms`) of the window, or of
 the newest hour and day windows when the window is ``all``.
 
@@ -44,13 +44,14 @@ import redis
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
-from aggregator.analysis.shuffling import amplification
+from aggregator.safe_text import csv_text
 from aggregator.stats.anytime import frequency_cs, mean_cs
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
-from aggregator.stats.intervals import json_float
+from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS, json_float
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
+from aggregator.stats.shuffling import amplification
 from aggregator.stream.counts import (
     ReportsPerDevice,
     list_windows,
@@ -125,7 +126,16 @@ ROW_FIELDS = (
 
 _NOT_FOUND = Reply("No such metric or version.", Error)
 
-CSV_HEAD = ("metric", "version", "window", "n", "confidence", "interval", "reports_per_device")
+CSV_HEAD = (
+    "metric",
+    "version",
+    "window",
+    "n",
+    "confidence",
+    "interval",
+    "estimand",
+    "reports_per_device",
+)
 """A categorical estimate's CSV columns before the per-value ones."""
 
 _CSV = Media(
@@ -186,6 +196,13 @@ def _confidence() -> tuple[float, bool]:
     return confidence, simultaneous
 
 
+def _estimand() -> str:
+    raw = request.args.get("estimand", REPORTERS)
+    if raw not in ESTIMANDS:
+        raise BadRequest(f"estimand must be reporters or population, got {raw[:40]!r}")
+    return raw
+
+
 def intervals_note(est: FrequencyEstimate) -> str:
     """One sentence on what the intervals and the flags promise."""
     level = f"{est.confidence:.0%}"
@@ -194,9 +211,16 @@ def intervals_note(est: FrequencyEstimate) -> str:
         if est.simultaneous
         else f"each interval holds the true share with {level} confidence"
     )
-    how = "exact (few reports)" if est.interval == "exact" else "score"
+    whose = (
+        "that in a larger population the reporting devices are a random sample of "
+        "(sampling spread included)"
+        if est.estimand == POPULATION
+        else f"that among the {est.n:,} devices that reported, not in a larger population "
+        "they were drawn from (estimand=population gives that)"
+    )
+    how = "exact (counts too small for a normal tail)" if est.interval == "exact" else "score"
     return (
-        f"{which} ({how} intervals, fixed n: valid for one look); "
+        f"{which} ({how} intervals, fixed n: valid for one look); the share is {whose}; "
         f"'distinguishable from zero' flags are wrong for at most {1 - est.confidence:.0%} "
         "of the flagged values on average (Benjamini–Hochberg false discovery rate)"
     )
@@ -302,6 +326,7 @@ def estimate_payload(
         simultaneous=est.simultaneous,
         window=window,
         interval=est.interval,
+        estimand=est.estimand,
         intervals_note=intervals_note(est),
         anytime_note=note,
         reports_per_device=per_device.bound,
@@ -389,6 +414,7 @@ def _estimate(
     simultaneous: bool,
     with_alarms: bool = True,
     counts: Counts | None = None,
+    estimand: str = REPORTERS,
 ) -> Estimates:
     """Read, estimate, answer: with the reports-per-device bound of a memoized version and
     the poisoning alarms of the window (of the newest hour and day for ``all``)."""
@@ -406,6 +432,7 @@ def _estimate(
         simultaneous=simultaneous,
         labels=definition.domain,
         reports_per_device=per_device.bound,
+        estimand=estimand,
     )
     rate = alarm_rate() if with_alarms else DEFAULT_ALARM_RATE  # the export has no app
     found = []
@@ -428,6 +455,7 @@ def estimate_window(
     confidence: float = DEFAULT_CONFIDENCE,
     counts: Counts | NumericStats | None = None,
     with_alarms: bool = False,
+    estimand: str = REPORTERS,
 ) -> Estimates | MeanEstimate:
     """What ``GET /v1/estimates/<name>?window=…`` answers, as a model: the one function
     both the API and ``ldp export`` call, so an export holds the API's numbers.
@@ -442,6 +470,8 @@ def estimate_window(
             numeric metric, ``read_numeric``); read here otherwise.
         with_alarms: compute the window's poisoning alarms too (the API does; an export
             has no column for them, and they cost the trailing windows' reads).
+        estimand: whose share a categorical metric's intervals are for ("reporters" or
+            "population").
     """
     if definition.kind == "numeric":
         stats = counts if isinstance(counts, NumericStats) else None
@@ -457,6 +487,7 @@ def estimate_window(
         False,
         with_alarms=with_alarms,
         counts=found,
+        estimand=estimand,
     )
 
 
@@ -465,10 +496,10 @@ def _csv(body: Estimates) -> Response:
     writer = csv.writer(out)
     writer.writerow([*CSV_HEAD, *ROW_FIELDS])
     for row in body.estimates:
-        cells = answer(row)
+        cells = {**answer(row), "value": csv_text(row.value)}  # a label: never a formula
         writer.writerow(
             [body.metric, body.version, body.window, body.n, body.confidence]
-            + [body.interval, body.reports_per_device]
+            + [body.interval, body.estimand, body.reports_per_device]
             + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
         )
     filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
@@ -512,7 +543,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
             },
             {"text/csv": _CSV},
         ),
-        400: Reply("A bad version, window, confidence or format.", Error),
+        400: Reply("A bad version, window, confidence, estimand or format.", Error),
         401: UNAUTHORIZED,
         404: Reply(
             "No such metric or version, or the window expired (the message says when, and "
@@ -542,6 +573,7 @@ def get_estimates(name: str) -> Any:
         ) from None
     _refuse_expired(registry, definition, window)
     confidence, simultaneous = _confidence()
+    estimand = _estimand()
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
@@ -556,11 +588,15 @@ def get_estimates(name: str) -> Any:
             string_estimates(client, definition, window, confidence, candidates, alarm_rate())
         )
     if definition.kind == "numeric" or not simultaneous:
-        found = estimate_window(client, registry, definition, window, confidence, with_alarms=True)
+        found = estimate_window(
+            client, registry, definition, window, confidence, with_alarms=True, estimand=estimand
+        )
         if isinstance(found, MeanEstimate):
             return _numeric_csv(found) if fmt == "csv" else answer(found)
         return _csv(found) if fmt == "csv" else answer(found)
-    body = _estimate(client, registry, definition, window, confidence, simultaneous)
+    body = _estimate(
+        client, registry, definition, window, confidence, simultaneous, estimand=estimand
+    )
     return _csv(body) if fmt == "csv" else answer(body)
 
 
@@ -569,7 +605,7 @@ def get_estimates(name: str) -> Any:
     "One estimate per hour or day window, oldest first.",
     {
         200: Reply("The windows.", Trend),
-        400: Reply("A bad version, granularity or confidence.", Error),
+        400: Reply("A bad version, granularity, confidence or estimand.", Error),
         401: UNAUTHORIZED,
         404: _NOT_FOUND,
         503: UNAVAILABLE,
@@ -591,6 +627,7 @@ def get_trend(name: str) -> dict[str, Any]:
     if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
     confidence, simultaneous = _confidence()
+    estimand = _estimand()
     windows = [w for w in list_windows(client, definition) if w.startswith(granularity + ":")]
     windows = sorted(windows[:MAX_TREND_WINDOWS])
     points: list[TrendPoint | MeanTrendPoint] = []
@@ -612,7 +649,9 @@ def get_trend(name: str) -> dict[str, Any]:
                 )
             )
             continue
-        body = _estimate(client, registry, definition, window, confidence, simultaneous, False)
+        body = _estimate(
+            client, registry, definition, window, confidence, simultaneous, False, estimand=estimand
+        )
         points.append(
             TrendPoint(
                 window=window,
@@ -626,6 +665,7 @@ def get_trend(name: str) -> dict[str, Any]:
         version=definition.version,
         granularity=granularity,
         confidence=confidence,
+        estimand=estimand,
         windows=points,
     )
     return answer(trend)

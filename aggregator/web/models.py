@@ -13,8 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION
 from aggregator.stats.detect import ALARM_KINDS
+from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
 from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf
@@ -121,6 +122,10 @@ FakeFraction = Annotated[float, Field(gt=0, lt=1)]
 INTERVALS = ("score", "exact")
 """How a frequency interval is built (see aggregator.stats.intervals)."""
 
+Estimand = Annotated[str, OneOf(ESTIMANDS)]
+"""Whose share a frequency's std_error and interval are for: reporters (the devices that
+reported; default) or population (a larger population they are a random sample of)."""
+
 
 MAX_CANDIDATES_QUERY = 300
 """Characters of ``?candidates=``: the whole request line must fit the web server's 4 KiB
@@ -144,6 +149,11 @@ class EstimatesQuery(Model):
     simultaneous: str = "false"
     """Intervals that hold for every value at once (Bonferroni): 1, true or yes (any
     case) mean true, anything else false. Ignored for numeric metrics."""
+    estimand: Estimand = REPORTERS
+    """Whose share the intervals are for: reporters, the devices that reported (only the
+    mechanism's noise is random), or population, a larger population they are a random
+    sample of (the sampling variance f(1 − f)/n added: wider, most at high ε). Ignored for
+    numeric and string metrics."""
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
     candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
     """String metrics: comma-separated values to estimate besides those discovered (at
@@ -160,6 +170,8 @@ class TrendQuery(Model):
     """The intervals' level."""
     simultaneous: str = "false"
     """As for the estimates: 1, true or yes (any case) mean true."""
+    estimand: Estimand = REPORTERS
+    """As for the estimates: reporters or population."""
 
 
 class EstimateRow(Model):
@@ -169,7 +181,10 @@ class EstimateRow(Model):
     frequency: Number
     """Unbiased (it can leave [0, 1]); null when n is 0."""
     std_error: Number
+    """Of the share named by the answer's ``estimand``."""
     ci_low: Number
+    """ci_low/ci_high: the interval for the share named by the answer's ``estimand``: by
+    default the share among the n devices that reported."""
     ci_high: Number
     norm_sub: Number
     """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
@@ -177,7 +192,9 @@ class EstimateRow(Model):
     support_count: Annotated[int, Field(ge=0)]
     cs_low: Number
     """The confidence sequence ("valid while you watch"): holds at every n at once,
-    however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
+    however often the page is looked at; wider than ci_low/ci_high. For the share in the
+    population the devices are drawn from at random (whatever the estimand). Null when n
+    is 0."""
     cs_high: Number
     p_value: Number
     """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
@@ -247,6 +264,12 @@ class Estimates(Model):
     interval: Annotated[str, OneOf(INTERVALS)]
     """How ci_low/ci_high were built: score (the exact variance at each candidate f) or
     exact (Clopper–Pearson, where counts are a handful)."""
+    estimand: Estimand = REPORTERS
+    """Whose share std_error and ci_low/ci_high are for: reporters, the n devices that
+    reported (a finite population: only the mechanism's noise is random), or population,
+    a larger population the devices are a random sample of (?estimand=population: the
+    sampling variance f(1 − f)/n added). Read as a population's share, the reporters'
+    intervals under-cover at high ε (GRR, k = 2, ε = 4: 40–82 %)."""
     intervals_note: str
     """The intervals and flags in one sentence a non-statistician reads correctly."""
     anytime_note: str
@@ -455,6 +478,8 @@ class Trend(Model):
     version: Version
     granularity: Annotated[str, OneOf(GRANULARITIES)]
     confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose share the categorical windows' intervals are for (as in the estimates)."""
     windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
     """The newest windows with counts (at most two weeks of hours), oldest first."""
 

@@ -10,7 +10,7 @@ half-width W, with central Laplace as the trusted-curator reference::
 
 ``max_gain`` is each mechanism's robustness, the explorer's fourth axis: how far fake
 clients sending ``fake_fraction`` (default 1 %) of the reports move one value's estimate
-with the maximal gain attack (:func:`aggregator.analysis.poisoning.max_gain`).
+with the maximal gain attack (:func:`aggregator.stats.robustness.max_gain`).
 
 ``GET /v1/plan/curve?epsilon=E&k=K`` gives the half-width as a function of N on a
 logarithmic grid, per mechanism (``&mechanism=NAME`` marks, and adds if needed, the one a
@@ -25,7 +25,7 @@ that transition matrix is planned beside the others, at the ε its matrix realis
 its curve.
 
 The numbers come from the mechanisms' own ``variance`` (the SDK's objects, as the
-aggregator's intervals do) and :mod:`aggregator.analysis.planning`; the browser only plots them.
+aggregator's intervals do) and :mod:`aggregator.stats.planning`; the browser only plots them.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ import numpy as np
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.analysis.planning import PLANNED, central_laplace_std, plan
-from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION
 from aggregator.stats.intervals import z_value
+from aggregator.stats.planning import PLANNED, central_laplace_std, plan
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
     CURVE_MECHANISMS,

@@ -28,11 +28,11 @@ import redis
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.analysis.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
+from aggregator.stats.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.strings import SketchEstimator, padded_array
 from aggregator.stream.counts import read_counts
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED

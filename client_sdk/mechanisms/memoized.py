@@ -4,56 +4,7 @@ A device that reports the same value again and again would, with fresh noise eac
 let an observer average the noise away: m reports at ε cost m·ε. A *memoized* mechanism
 randomizes in two stages (Erlingsson, Pihur, Korolova 2014):
 
-1. the **permanent randomized response** (PRR) is the base mechanism at ε∞, sampled from
-   a deterministic stream keyed by HMAC-SHA256(device secret, (metric, version, value))
-   (:class:`HmacShakeRandom`): the same value always yields the same PRR, so repeated
-   reports of it reveal at most that one ε∞-LDP response, however many there are;
-2. the **instantaneous randomized response** (IRR) is fresh noise from the CSPRNG on top
-   of the PRR for every report, so that a single report is ε₁-LDP (ε₁ < ε∞) and two
-   reports of the same value are not identical.
-
-Notation (FORMULAS.md's p*, q*): the PRR channel has (p₁, q₁) — for GRR its keep
-probability p₁ = e^{ε∞}/(e^{ε∞}+k−1) and q₁ = (1−p₁)/(k−1); for unary encodings the
-per-bit probabilities of SUE or OUE at ε∞. The IRR keeps its input with probability p₂:
-GRR reports the PRR's value w.p. p₂, else one of the other k−1 values uniformly; unary
-keeps each PRR bit w.p. p₂ and flips it w.p. 1−p₂ (RAPPOR's IRR with q = p₂, p = 1−p₂).
-One report is then the base mechanism with
-
-* GRR:   p* = p₁p₂ + (1−p₁)(1−p₂)/(k−1),  q* = (1−p*)/(k−1),     e^{ε₁} = p*/q*;
-* unary: p* = p₁p₂ + (1−p₁)(1−p₂),  q* = q₁p₂ + (1−q₁)(1−p₂),  e^{ε₁} = p*(1−q*)/(q*(1−p*))
-
-(for unary the ratio of two bits, as in RAPPOR's ε₁ = h·ln(q*(1−p*)/(p*(1−q*))) with
-h = 1 and its p*, q* swapped to ours), and ε∞ is the PRR's own ε: ln(p₁/q₁) for GRR,
-ln(p₁(1−q₁)/(q₁(1−p₁))) for unary — 2·ln((1−f/2)/(f/2)) for SUE with RAPPOR's f = 2(1−p₁),
-i.e. RAPPOR's 2h·ln((1−f/2)/(f/2)) with one "hash" (a one-hot vector, no Bloom filter).
-
-p₂ is solved so that one report is *exactly the base mechanism at ε₁*: the composed
-channel of GRR is k-RR at ε₁, of SUE is SUE at ε₁ (two symmetric binary channels compose
-to one), of OUE is OUE at ε₁ (p* = 1/2). So a single report costs no accuracy against
-the unmemoized mechanism, and the server decodes both the same way:
-
-* GRR:  p₂ = (p*ₜ − q₁)/(p₁ − q₁),          p*ₜ = e^{ε₁}/(e^{ε₁}+k−1);
-* SUE:  p₂ = (1 + (2p*ₜ − 1)/(2p₁ − 1))/2,  p*ₜ = e^{ε₁/2}/(e^{ε₁/2}+1);
-* OUE:  p₂ = (1 − q₁ − q*ₜ)/(1 − 2q₁),      q*ₜ = 1/(e^{ε₁}+1);
-
-then p₂ is shaded down ulp by ulp until the exact ratio, in rational arithmetic on the
-float probabilities sampled with, is ≤ e^{ε₁} (:func:`~client_sdk.mechanisms.base.shade_down`).
-
-Repeated reports of one device are correlated through the shared PRR. Pooled, the
-estimator stays unbiased; its variance from N reports of devices that report r times
-each gains a design-effect term (see :meth:`Memoized.variance`).
-
-The PRR derivation is part of the protocol: if it changed between SDK versions, every
-device would reveal a second, independent PRR of its value. The HMAC generator and the
-base mechanisms' sampling order are therefore pinned by golden vectors in the tests.
-
-References:
-    Ú. Erlingsson, V. Pihur, A. Korolova. "RAPPOR: Randomized Aggregatable
-    Privacy-Preserving Ordinal Response". CCS 2014, §3 (PRR/IRR) and Theorems 1-2.
-    B. Ding, J. Kulkarni, S. Yekhanin. "Collecting Telemetry Data Privately". NeurIPS
-    2017, §3 (memoization; α-point rounding for changing values is not done here).
-    H. Krawczyk, M. Bellare, R. Canetti. RFC 2104, "HMAC" (1997); NIST FIPS 202 (2015),
-    "SHA-3 Standard: Permutation-Based Hash and Extendable-Output Functions" (SHAKE-256).
+In full: ``docs/statistics/memoized.md``.
 """
 
 from __future__ import annotations
@@ -382,7 +333,7 @@ class Memoized(FrequencyOracle):
     def variance(self, n: Any, frequency: Any = 0.0, *, reports_per_device: float = 1) -> Any:
         """Variance of one frequency estimate from ``n`` pooled reports.
 
-        With one report per device this is the base formula (FORMULAS.md). When each
+        With one report per device this is the base formula (docs/concepts/formulas.md). When each
         device sends r reports of its (unchanged) value, they share a PRR and the
         variance gains the design-effect term
 

@@ -4,51 +4,7 @@ The true value is first scaled from its metric's range [lo, hi] to x ∈ [−1, 
 (:func:`scale`); each mechanism turns x into a report y with E[y] = x, so the mean of the
 reports estimates the mean of the scaled values without bias.
 
-* :class:`DuchiMechanism` (Duchi, Jordan, Wainwright): y = ±C, C = (e^ε+1)/(e^ε−1),
-  Pr[y = +C] = 1/2 + x/(2C). Var[y] = C² − x².
-* :class:`PiecewiseMechanism` (Wang et al.): y ∈ [−C, C] with C = (e^{ε/2}+1)/(e^{ε/2}−1);
-  the density is e^ε times higher on a window [ℓ(x), ℓ(x) + C − 1] around the truth than
-  outside it. Var[y] = x²/(e^{ε/2}−1) + (e^{ε/2}+3)/(3(e^{ε/2}−1)²): lower than Duchi's in
-  the worst case for ε > 1.29.
-* :class:`HybridMechanism` (Wang et al.): PM with probability α = 1 − e^{−ε/2}, else
-  Duchi's, for ε > ε* ≈ 0.61 (below, Duchi's alone). That α makes the variance the same
-  for every x, and the worst case lower than either mechanism's at every ε.
-
-**Exact privacy on a grid.** PM's output is continuous in the paper; drawn as a float it
-would not be: which floats ``lo + U·(hi − lo)`` can produce depends on the input, and an
-output one input can produce and another cannot has an infinite likelihood ratio (the
-floating-point attack on the Laplace mechanism, Mironov CCS 2012). So every report here is
-an integer number of units of 2⁻³⁰ (:data:`RESOLUTION_BITS`), and every mechanism is a
-*discrete* mechanism on that grid whose probabilities are exact rational numbers, sampled
-exactly with integer ``randrange`` draws (no float comparison decides anything):
-
-* Duchi's: C is rounded *up* to the grid, and Pr[+C | x] = (C + x)/(2C) is sampled as
-  ``randrange(den) < num`` for the exact fraction (x is a float, hence a dyadic rational).
-* PM: the range [−C, C] is cut into N cells of width 2⁻²⁹ (reported by their midpoints,
-  odd multiples of 2⁻³⁰); the window holds exactly L cells, with C − 1 = L·2⁻²⁹ and L the
-  smallest integer whose ratio ((M+L)/L)² (M = 2³⁰) is ≤ e^ε. The window's left end ℓ(x)
-  falls between two cell boundaries; it is moved to one of them by unbiased randomized
-  rounding. This is *exactly* the paper's continuous PM (for that C) followed by reporting
-  the cell the output fell in: each cell's probability is the integral of the density
-  over it, so the likelihood ratio of every report is at most the density ratio, exactly
-  e^{ε'} with ε' ≤ ε, and E[y] = x holds exactly.
-
-The grid costs next to nothing. Rounding C up to it only lowers the realised ε: for PM by
-less than 5·10⁻⁵ (at ε = 20; 2·10⁻⁹ at ε ≤ 10), for Duchi's by less than 10⁻⁵ up to
-ε = 10 (0.12 at ε = 20, where its variance is 1 + 10⁻⁹ whatever ε is); no worst-case
-variance grows by more than 2·10⁻⁵ relative (PM at ε = 20; 10⁻⁹ at ε ≤ 10), and the cells
-themselves change variances by less than 10⁻¹⁷. In exchange the server sums reports as
-exact integers, in any order, with any batching.
-
-References:
-    J. C. Duchi, M. I. Jordan, M. J. Wainwright. "Minimax Optimal Procedures for Locally
-    Private Estimation". JASA 113(521), 2018 (the one-dimensional mechanism).
-    N. Wang, X. Xiao, Y. Yang, J. Zhao, S. C. Hui, H. Shin, J. Shin, G. Yu. "Collecting and
-    Analyzing Multidimensional Data with Local Differential Privacy". ICDE 2019, §III:
-    Algorithm 1 (Duchi et al.'s solution), Algorithm 2 (PM) and its variance, the Hybrid
-    Mechanism with α = 1 − e^{−ε/2} and ε* ≈ 0.61.
-    I. Mironov. "On Significance of the Least Significant Bits for Differential Privacy".
-    CCS 2012 (why floats break a continuous mechanism's guarantee).
+In full: ``docs/statistics/numeric.md``.
 """
 
 from __future__ import annotations

@@ -10,25 +10,7 @@ All-zero and all-one vectors are the extreme counts: refused where the mechanism
 them negligible (OUE at ε = 1: all-one from k = 17, all-zero from k = 68; at k = 8
 neither, and nothing is refused).
 
-For a memoized unary mechanism the bits of one report are independent with the same
-p*, q* when the device's secret is drawn afresh (the permanent response is itself random):
-the bound is per report, over devices. One device with an extreme permanent response
-(a rare event in itself) may see several of its reports refused.
-
-The other mechanisms have no such region, and nothing of theirs is refused here:
-
-* GRR and binary RR: every value in range has probability at least
-  q* ≥ 1/(e^{20} + 65 535) ≈ 2·10⁻⁹ (ε and k at their maxima); a value out of range is
-  already invalid.
-* OLH, BLH, Hadamard response, subset selection: the hash (a, b), the index j or the
-  subset are uniform or nearly so; each single report is improbable, but no statistic of
-  one report that does not depend on the true value separates honest from forged ones
-  (the subset's size is fixed and checked by the wire format).
-* the numeric mechanisms: Duchi's two outputs both have probability ≥ 1/(e^ε + 1);
-  the piecewise mechanism's output density is bounded below on its whole range.
-
-This stops only the careless forger: one who sends reports an attacker who knows the
-mechanism draws from it (or from anything inside the range), and they pass.
+In full: ``docs/security/limits.md``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A device with true value x reports y with probability P[x, y] (rows: true value,
 reported value). The server sees the reported values' distribution λ = Pᵀf and inverts
 it: f̂ = P⁻ᵀ λ̂. Generalized randomized response is the special case P = pI + q(J − I);
 an ordinal metric can instead make a value's neighbours likelier than far-off values, so
-that a mistaken report costs less (``README.md``: age bands).
+that a mistaken report costs less (docs/concepts/mechanisms.md: age bands).
 
 ε is read off the matrix: e^ε = max over columns y of max_{x,x'} P[x, y]/P[x', y],
 computed exactly in rational arithmetic. Entries are JSON numbers or strings: a number is

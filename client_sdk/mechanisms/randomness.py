@@ -45,7 +45,7 @@ __all__ = [
 _BLOCK = 4096
 """Bytes read from ``os.urandom`` at a time: one syscall per ~4 OUE reports at k = 1024 (each
 draws ~1 KiB). Larger blocks gain nothing: beyond ~1 KiB the kernel's cost is per byte
-(about 3 ns on the benchmark machine, see BENCHMARKS.md)."""
+(about 3 ns on the benchmark machine, see docs/benchmarks/performance.md)."""
 
 _PLANE_LANES = 64
 """Up to this many lanes :func:`bernoulli_lanes` compares bit planes (log2(lanes) + 2 draws

@@ -5,45 +5,7 @@ A device holds one string (a search term, a new word, a domain). It normalises i
 ``max_length`` bytes, then padded with NUL bytes to exactly ``max_length``), so every
 value is a fixed-length byte string and its length leaks nothing beyond the ε-LDP report.
 
-Then it picks, uniformly and independently of the value,
-
-* a *level* l ∈ {1, …, L} (L = ``max_length``): the prefix of the first l bytes, and
-* a *row* r ∈ {0, …, h−1} of that level,
-
-hashes the prefix into one of ``m`` cells with the row's public hash H_{l,r}, and reports
-the cell through generalized randomized response over the m cells at the full ε.
-Payload: ``{"l": l−1, "r": r, "v": cell}``. Level and row are drawn independently of the
-value, so sending them in the clear costs no privacy: one report is exactly ε-LDP (GRR's
-own exact guarantee), and a device sends one report per value.
-
-Why GRR over few cells and many rows (Apple's Count Mean Sketch shape) rather than OLH over
-many cells: with m ≈ 4e^ε cells GRR's variance is below OLH's (4e^ε/(e^ε−1)² against
-(e^ε+m−2)/(e^ε−1)²), the number of rows does not change the variance of a row-averaged
-estimate (h rows of n/h reports each), and a report increments exactly one counter, where
-an OLH report supports m/g cells: measured, 7.9·10³ reports/s through two workers with
-OLH over 2048 cells against the goal of 10⁵.
-
-The server adds per-(level, row, cell) counts — the sketch is additive like every other
-metric's counts. From it, a candidate prefix's frequency is estimated without bias (over
-the hash salt and the noise) by averaging its h cells' debiased frequencies, Count-Mean-
-Sketch style; frequent strings are discovered by extending frequent prefixes one byte per
-level (the Prefix Extending Method), with no dictionary. Both live in
-:mod:`aggregator.stats.strings`.
-
-The hash: for row r a polynomial fingerprint φ_r(x) = Σ (x_i + 1)·A_r^{l−i} mod P
-(P = 2³¹ − 1), then per level H_{l,r}(x) = ((C_{l,r}·φ_r(x) + B_{l,r}) mod P) mod m
-(Carter–Wegman). Coefficients come from BLAKE2b of the metric's ``salt``. Everything
-fits int64 products, so the server hashes millions of candidates in numpy.
-
-References:
-    Apple Differential Privacy Team, "Learning with Privacy at Scale", 2017 (Count Mean
-    Sketch: a device sends one hash row's cell; the server debiases m/(m−1)·(x̄ − 1/m)).
-    T. Wang, N. Li, S. Jha, "Locally Differentially Private Heavy Hitter Identification",
-    IEEE TDSC 2019 (PEM: users split into groups, group j reports a prefix, candidates
-    are the frequent prefixes extended).
-    R. Bassily, K. Nissim, U. Stemmer, A. Thakurta, "Practical Locally Private Heavy
-    Hitters", NeurIPS 2017 (TreeHist: prefix-tree discovery with a frequency oracle).
-    Wang, Blocki, Li, Jha, USENIX Security 2017 (GRR, OLH and their variances).
+In full: ``docs/statistics/strings.md``.
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def test_plan_users_and_width() -> None:
     code, out = run("plan", "-e", "2", "-k", "1024", "-w", "0.01", "--json")
     assert code == 0
     rows = {r["name"]: r for r in json.loads(out)}
-    # FORMULAS.md: OUE at ε = 2 needs ≈ 2.8·10⁴ users for ±1 %.
+    # docs/concepts/formulas.md: OUE at ε = 2 needs ≈ 2.8·10⁴ users for ±1 %.
     assert 27_000 < rows["oue"]["users"] < 29_000
     assert rows["central laplace"]["users"] < 1000
     code, out = run("plan", "-e", "1", "-k", "16", "-n", "10000")

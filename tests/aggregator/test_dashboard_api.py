@@ -1,5 +1,5 @@
 """The dashboard's server side without a browser: read-token protection, the planning
-API against :mod:`aggregator.analysis.planning`, the overview API, and the offline plotly.js.
+API against :mod:`aggregator.stats.planning`, the overview API, and the offline plotly.js.
 
 On a real Redis (the session's, emptied per test), through Flask's test client.
 """
@@ -19,10 +19,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.analysis.planning import plan
-from aggregator.analysis.shuffling import amplification
 from aggregator.service.app import create_server_app
 from aggregator.stats.intervals import z_value
+from aggregator.stats.planning import plan
+from aggregator.stats.shuffling import amplification
 from aggregator.stream.worker import Worker
 from aggregator.web import dashboard
 from aggregator.web.status import describe
@@ -434,3 +434,54 @@ def test_overview_says_report_or_reports_per_period(redis_db: Any) -> None:
         define(client, name, {"domain": ["a", "b"], "epsilon": 1.0, "budget": budget})
     page = " ".join(client.get("/").text.split())
     assert "1 report × ε" in page and "3 reports × ε" in page and "1 reports" not in page
+
+
+def test_estimates_say_whose_share_and_give_the_population_share_on_request(
+    redis_db: Any,
+) -> None:
+    """Issue 28 (3b): the intervals are for the devices that reported; the answer names its
+    estimand, and ?estimand=population adds the sampling variance, as the Python API does."""
+    client = make(redis_db.url).test_client()
+    d = define(
+        client, "app.coin", {"domain": ["heads", "tails"], "epsilon": 4.0, "mechanism": "grr"}
+    )
+    rng = random.Random(28)
+    for _ in range(4):  # 2,000 reports, in requests the collector accepts
+        reports = [build_report(d, rng.choice(d.domain), rng) for _ in range(500)]
+        assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
+    Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    plain = client.get("/v1/estimates/app.coin").json
+    assert plain["estimand"] == "reporters"
+    assert "devices that reported" in plain["intervals_note"]
+    wide = client.get("/v1/estimates/app.coin?estimand=population").json
+    assert wide["estimand"] == "population" and "population" in wide["intervals_note"]
+    counts = Counts(wide["n"], np.array([r["support_count"] for r in wide["estimates"]]))
+    expected = estimate_from_counts(d.oracle, counts, estimand="population")
+    np.testing.assert_allclose([r["ci_low"] for r in wide["estimates"]], expected.ci_low)
+    np.testing.assert_allclose([r["std_error"] for r in wide["estimates"]], expected.std_errors)
+    for mine, theirs in zip(wide["estimates"], plain["estimates"], strict=True):
+        assert mine["ci_high"] - mine["ci_low"] > theirs["ci_high"] - theirs["ci_low"]
+        assert mine["cs_low"] == theirs["cs_low"]  # the sequence already is the population's
+    both = client.get("/v1/estimates/app.coin?estimand=population&simultaneous=true").json
+    assert both["estimand"] == "population" and both["simultaneous"] is True
+    csv = client.get("/v1/estimates/app.coin?estimand=population&format=csv").text.splitlines()
+    assert ",interval,estimand," in csv[0] and ",population," in csv[1]
+    trend = client.get("/v1/estimates/app.coin/trend?estimand=population").json
+    assert trend["estimand"] == "population"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/estimates/app.theme?estimand=everyone",
+        "/v1/estimates/app.theme?estimand=",
+        "/v1/estimates/app.theme?estimand=Population&format=csv",
+        "/v1/estimates/app.theme/trend?estimand=devices",
+    ],
+)
+def test_a_bad_estimand_is_a_400_that_names_the_choices(redis_db: Any, path: str) -> None:
+    client = make(redis_db.url).test_client()
+    define(client)
+    response = client.get(path)
+    assert response.status_code == 400
+    assert "estimand must be reporters or population" in response.json["error"]

@@ -77,7 +77,7 @@ def test_one_percent_crafted_grr_on_a_fresh_metric_raises_the_floor_alarm() -> N
     0.8 % to ≈ 38 %), and no earlier window. The shift test cannot run; the crafted reports
     thin every other value below q*, which no honest population does. 10⁶ reports, most of
     the domain rarely used (geometric): caught in ≥ 80 of 100 windows (measured 88). The
-    README's poisoning table gives the shares and sizes below which it is not."""
+    docs/security/poisoning.md's table gives the shares and sizes below which it is not."""
     m = mechanisms.create("grr", epsilon=1.0, domain_size=K)
     gen = np.random.default_rng(61)
     f = distribution("geometric", K)
@@ -170,7 +170,7 @@ def test_four_hundred_crafted_sketch_reports_are_discovered_and_alarmed(
     into 4 of the 8 rows of each level, the rows alarm names it; into one row of each level
     at ε = 4 (2,048 groups), the group sizes give them away though TARGET is not found.
     Spread over every row as devices spread theirs, they are an honest value of ≈ 2 %:
-    discovered, and no test can tell (README, "Detecting poisoning")."""
+    discovered, and no test can tell (docs/security/poisoning.md)."""
     m, vocab, shares = honest_strings
     gen = np.random.default_rng(400)
     counts, _ = simulate_counts(m, vocab, shares, 66_000, gen)

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.cli import main
+from aggregator.cli import console, main
 from aggregator.service.app import create_server_app
 from aggregator.stats.numeric import NumericStats, estimate_mean
 from aggregator.stream.worker import Worker
@@ -233,3 +233,28 @@ def test_export_finds_a_running_ldp_serve_by_its_data_dir(tmp_path: Path) -> Non
         env={"REDIS_URL": "", "LDP_REDIS_URL": ""},
     )  # fmt: skip
     assert result.exit_code == 2 and "no ldp serve is running on" in result.output
+
+
+def test_ldp_estimates_answers_the_apis_numbers_for_a_window(
+    filled: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ldp estimates` reads what `ldp export` writes: one window, the API's numbers."""
+    monkeypatch.setattr(console.out, "width", 160)  # no folded labels
+    redis_db, web, theme, minutes, windows = filled
+    day = sorted(w for w in windows if w.startswith("day:"))[0]
+    url = ("--redis-url", redis_db.url)
+    result = CliRunner().invoke(
+        main, ["estimates", "app.minutes", "--window", day, "--format", "json", *url]
+    )
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    api = web.get(f"/v1/estimates/app.minutes?window={day}").json
+    assert (row["n"], row["estimate"], row["ci_low"], row["ci_high"]) == (
+        api["n"], api["mean"], api["ci_low"], api["ci_high"],
+    )  # fmt: skip
+    result = CliRunner().invoke(main, ["estimates", "app.minutes", "--window", day, *url])
+    assert result.exit_code == 0, result.output
+    assert f"n = {api['n']}" in result.output and "mean" in result.output
+    result = CliRunner().invoke(main, ["estimates", "app.theme", "--window", day, *url])
+    assert result.exit_code == 0, result.output
+    assert all(label in result.output for label in theme.domain)

@@ -21,15 +21,9 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.analysis.crafting import InputManipulation, MaximalGain
-from aggregator.analysis.poisoning import (
-    DefenceVerdict,
-    PoisonedBatch,
-    expected_gain,
-    fake_count,
-    max_gain,
-    simulate_poisoning,
-)
+from aggregator.analysis.poisoning import DefenceVerdict, PoisonedBatch, simulate_poisoning
 from aggregator.cli import main
+from aggregator.stats.robustness import expected_gain, fake_count, max_gain
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, check_report, new_report_id, parse_spec
 

@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy.stats import binom
 
-from aggregator.analysis.shuffling import (
+from aggregator.stats.shuffling import (
     TOLERANCE,
     amplification,
     closed_form_epsilon,

@@ -163,7 +163,7 @@ def test_norm_sub_lowers_mse_on_zipf_at_k_1024() -> None:
     result = simulate(m, 100_000, reps=10, dist="zipf", seed=3)
     gain = result.norm_sub_gain()
     assert gain is not None
-    # FORMULAS.md: 1.5–9× lower MSE on Zipf data at k = 1024.
+    # docs/concepts/formulas.md: 1.5–9× lower MSE on Zipf data at k = 1024.
     assert gain >= 1.5, f"Norm-Sub MSE gain {gain:.2f}"
 
 

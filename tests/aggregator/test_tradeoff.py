@@ -29,8 +29,8 @@ from click.testing import CliRunner
 
 from aggregator import cli
 from aggregator.analysis import tradeoff
-from aggregator.analysis.planning import central_laplace_std
 from aggregator.analysis.simulation import distribution
+from aggregator.stats.planning import central_laplace_std
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
 

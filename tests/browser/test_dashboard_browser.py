@@ -277,7 +277,7 @@ def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, serv
     csv_href = page.locator("#csv-link").get_attribute("href") or ""
     csv = _request(server.url + csv_href)
     assert csv.splitlines()[0].startswith(
-        "metric,version,window,n,confidence,interval,reports_per_device,value,frequency"
+        "metric,version,window,n,confidence,interval,estimand,reports_per_device,value,frequency"
     )
     assert len(csv.splitlines()) == k + 1
     trend = {t["meta"]: t for t in graph(page, "trend-chart")}
@@ -305,10 +305,11 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
         assert shown.get_attribute("data-mechanism") == "grr"
         half_width = float(shown.get_attribute("data-half-width") or "nan")
         assert half_width == pytest.approx(grr["half_width"], rel=1e-12)
-        assert f"±{points(grr['half_width'])} %" in shown.inner_text()
+        assert f"±{points(grr['half_width'])} pp" in shown.inner_text()  # as the metric page
         traces = {t["meta"]: t for t in graph(page, "curve-chart")}
         for c in curve["curves"]:
-            assert close(traces[c["mechanism"]]["y"], c["half_width"]), c["mechanism"]
+            in_pp = [100 * h for h in c["half_width"]]  # drawn in percentage points
+            assert close(traces[c["mechanism"]]["y"], in_pp), c["mechanism"]
             assert close(traces[c["mechanism"]]["x"], curve["n"])
         assert "central laplace" in traces and traces["now"]["x"] == [n]
         answer = page.locator("#plan-answer")
@@ -317,6 +318,9 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
         assert f"{grr_need['users']:,} users" in answer.inner_text()
         table = page.locator("#plan-table tbody tr")
         assert table.count() == len(at_n["rows"])
+        assert "%" not in page.locator("#plan-table tbody").inner_text()  # pp, as the metric page
+        metric_unit = " pp"  # the metric page's "± half-width" cells (renderTable in metric.js)
+        assert metric_unit in table.first.inner_text()
         check_robustness(epsilon)
         return half_width
 
@@ -329,7 +333,7 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
         assert float(shown.get_attribute("data-fake-fraction") or "nan") == fakes
         figure = float(shown.get_attribute("data-max-gain") or "nan")
         assert figure == pytest.approx(rows["grr"]["max_gain"], rel=1e-12)
-        assert f"+{points(figure)} points" in shown.inner_text()
+        assert f"+{points(figure)} pp" in shown.inner_text()
         for mechanism, row in rows.items():
             cell = page.locator(f"#plan-table tr[data-mechanism='{mechanism}'] td").nth(5)
             assert float(cell.get_attribute("data-value") or "nan") == row["max_gain"]
@@ -346,9 +350,9 @@ def test_explorer_follows_epsilon_with_the_planners_numbers(
     page.wait_for_selector(f"{root}[data-epsilon='0.5']")
     assert page.input_value("#epsilon-input") == "0.5"
     assert check(0.5) > at_1
-    page.fill("#width-input", "0.5")  # the planner: users for ±0.5 %
+    page.fill("#width-input", "0.5")  # the planner: users for ±0.5 pp
     page.wait_for_function(
-        "() => document.querySelector('[data-field=target]').textContent === '±0.50 %'"
+        "() => document.querySelector('[data-field=target]').textContent === '±0.50 pp'"
     )
     page.wait_for_selector(root)
     check(0.5, width=0.005)
@@ -605,6 +609,47 @@ def test_the_page_offers_intervals_valid_while_you_watch_and_for_all_values(
     watched.check()
 
 
+def test_the_page_says_whose_share_and_offers_the_populations(
+    watched: Watched, server: Server
+) -> None:
+    """Issue 28 (3b): the page says its intervals are for the devices that reported, and a
+    control asks for the share of the population they were drawn from (the API's
+    ?estimand=population): wider intervals, named in the caption, the note and the links."""
+    page, name = watched.page, "app.theme"
+    mine = _request(f"{server.url}/v1/estimates/{name}")
+    theirs = _request(f"{server.url}/v1/estimates/{name}?estimand=population")
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-estimand='reporters']")
+    caption = page.locator('#freq-caption [data-field="estimand"]')
+    note = page.locator('#categorical-view [data-field="interval-note"]')
+    assert caption.inner_text() == "the devices that reported"
+    assert "devices that reported" in note.inner_text()
+    reporters = table_intervals(page)
+    assert close([lo for lo, _ in reporters], [r["ci_low"] for r in mine["estimates"]])
+    pressed = page.locator('[data-share="reporters"]')
+    assert pressed.get_attribute("aria-pressed") == "true"
+
+    page.locator('[data-share="population"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-estimand='population']")
+    assert caption.inner_text() == "the population the devices were drawn from"
+    assert "larger population" in note.inner_text()
+    assert pressed.get_attribute("aria-pressed") == "false"
+    drawn = table_intervals(page)
+    assert close([lo for lo, _ in drawn], [r["ci_low"] for r in theirs["estimates"]])
+    assert close([hi for _, hi in drawn], [r["ci_high"] for r in theirs["estimates"]])
+    for (l1, h1), (l2, h2), row in zip(reporters, drawn, mine["estimates"], strict=True):
+        if row["frequency"] > 0:
+            assert h2 - l2 > h1 - l1
+    for link in ("#csv-link", "#json-link"):
+        assert "estimand=population" in (page.locator(link).get_attribute("href") or "")
+
+    page.locator('#categorical-view [data-intervals="simultaneous"]').click()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='simultaneous']")
+    band = _request(f"{server.url}/v1/estimates/{name}?simultaneous=true&estimand=population")
+    assert close([lo for lo, _ in table_intervals(page)], [r["ci_low"] for r in band["estimates"]])
+    watched.check()
+
+
 def test_a_memoized_metric_says_how_many_reports_per_device_it_assumes(
     watched: Watched, server: Server
 ) -> None:
@@ -662,3 +707,41 @@ def test_the_overview_shows_what_a_device_can_spend_per_day(
     memo = page.locator('#overview-table tr[data-metric="app.notify"]')
     assert memo.locator('[data-field="epsilon_per_day_max"]').inner_text().startswith("2")
     watched.check()
+
+
+OVERFLOW = """() => Array.from(document.querySelectorAll('table')).filter((t) => !t.hidden
+    && t.offsetParent !== null).map((t) => ({
+        id: t.id, right: t.getBoundingClientRect().right,
+        wide: t.scrollWidth, room: t.parentElement.clientWidth,
+        last: t.querySelector('th:last-child, td:last-child')?.getBoundingClientRect().right,
+    }))"""
+"""Every shown table: its right edge, its width and its container's, its last column."""
+
+
+@pytest.mark.parametrize("width", [1400, 1920])
+def test_no_table_is_wider_than_a_desktop_screen(
+    browser: Browser, server: Server, width: int
+) -> None:
+    """New-user finding: the overview's last column (Redis memory) was off screen at 1,400
+    and 1,920 px, behind a scroll bar of the table's container."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    context.set_default_timeout(20_000)
+    w = watch(context.new_page(), server.url)
+    try:
+        for path, ready in [
+            ("/", "#refresh-status.live"),
+            ("/ui/metric/app.screen", "main[data-state='ready']"),
+            ("/ui/metric/app.screen/explorer", "#explorer[data-state='ready']"),
+        ]:
+            w.page.goto(server.url + path)
+            w.page.wait_for_selector(ready)
+            tables = w.page.evaluate(OVERFLOW)
+            assert tables, path
+            for t in tables:
+                assert t["wide"] <= t["room"], (path, width, t)
+                assert t["right"] <= width and (t["last"] or 0) <= width, (path, width, t)
+            page_width = w.page.evaluate("() => document.documentElement.scrollWidth")
+            assert page_width <= width, (path, page_width)
+        w.check()
+    finally:
+        context.close()

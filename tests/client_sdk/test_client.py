@@ -321,12 +321,13 @@ def test_no_raw_value_reaches_the_queue_a_request_or_a_log_line(
     for label in PAGE_LABELS[:10]:
         assert client.report("app.page", label)
     assert not client.report("app.theme", "secret-invalid-value")
-    assert not client.report("secret-invalid-value", "midnight-ocean")
+    # Not a metric name (a value passed in its place?): warned about, never echoed.
+    assert not client.report("Secret Invalid Value", "midnight-ocean")
     queue_text = b"".join(e.data for e in client._queue.peek(10**9, 10**12)).decode()
     assert client.flush(timeout=5)
     requests_text = b"".join(collector.posts).decode()
     assert requests_text and collector.delivered
-    for secret in [*THEME_LABELS, *PAGE_LABELS, "secret-invalid-value"]:
+    for secret in [*THEME_LABELS, *PAGE_LABELS, "secret-invalid-value", "Secret Invalid Value"]:
         assert secret not in queue_text
         assert secret not in requests_text
         assert secret not in caplog.text
@@ -357,6 +358,34 @@ def test_report_never_raises_and_counts_the_drop_by_reason(
     assert stats["dropped"][reason] == 1
     assert sum(stats["dropped"].values()) == 1
     assert stats["queued"] == 0
+
+
+def test_a_dropped_report_is_warned_about_once_per_metric_and_reason(
+    make_client: Callable[..., Client], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Unknown metric, value not in the domain, index out of range, wrong type: one
+    WARNING each naming the metric and the reason, never the value; repeats are DEBUG."""
+    caplog.set_level(logging.DEBUG, logger="client_sdk")
+    client = make_client()
+    for _ in range(3):
+        assert not client.report("app.unknown", "secret-value-1")
+        assert not client.report("app.theme", "secret-value-2")
+        assert not client.report("app.theme", 31337)
+        assert not client.report("app.theme", ["secret-value-3"])
+    dropped = {k: v for k, v in client.stats()["dropped"].items() if v}
+    assert dropped == {"unknown_metric": 3, "invalid_value": 9}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 4, warnings
+    unknown, label, index, kind = warnings
+    assert "'app.unknown'" in unknown and "unknown_metric" in unknown
+    for line in (label, index, kind):
+        assert "'app.theme'" in line and "invalid_value" in line
+    assert "not a label of the metric's domain" in label
+    assert "index outside the metric's domain" in index
+    assert "wrong type" in kind and "list" in kind
+    assert len(caplog.records) == 12  # the repeats at DEBUG
+    for secret in ("secret-value", "31337"):
+        assert secret not in caplog.text
 
 
 def test_build_report_raises_for_unknown_metric_or_value(

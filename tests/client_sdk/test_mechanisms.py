@@ -1,4 +1,4 @@
-"""Mechanisms: parameters, p*/q* against FORMULAS.md, golden vectors, payload validation."""
+"""Mechanisms: parameters, p*/q* against the formulas (docs/concepts), golden vectors, checks."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_mechanisms_are_frozen(name: str) -> None:
         m.epsilon = 2.0  # type: ignore[misc]
 
 
-# -- p*, q* and variance against FORMULAS.md (written out independently here) ------------
+# -- p*, q* and variance against docs/concepts/formulas.md (written out independently) -------
 
 GRID = [(eps, k) for eps in (0.1, 0.5, 1.0, 2.0, 4.0, 8.0) for k in (2, 3, 16, 100, 1024)]
 

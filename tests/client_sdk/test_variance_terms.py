@@ -1,8 +1,8 @@
-"""Which way the first variance term alone errs, per mechanism (docs/FORMULAS.md).
+"""Which way the first variance term alone errs, per mechanism (docs/concepts/formulas.md).
 
 Var[f̂] = q*(1−q*)/(n(p*−q*)²) + f(1−p*−q*)/(n(p*−q*)): the second term has the sign of
 1 − p* − q*. ``variance(n)`` is the first term, ``variance(n, f)`` both. The ranges
-quoted in FORMULAS.md (first term / exact variance) are pinned here on its grid.
+quoted in docs/concepts/formulas.md (first term / exact variance) are pinned here on its grid.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@
     row.auto ? "auto's pick" : "",
     row.mechanism === "central laplace" ? "trusted curator: sees raw values" : "",
   ].filter(Boolean).join(", ");
-  const pp = (x) => "±" + L.points(x) + " %";
+  /** A half-width in percentage points, as the metric page writes it: 0.0123 → "±1.23 pp". */
+  const pp = (x) => "±" + L.points(x) + " pp";
 
   function read() {
     const eps = Number(inputs.eps.value);
@@ -49,7 +50,7 @@
     return p.eps >= 1e-4 && p.eps <= 20 && p.k >= 2 && p.k <= 65536 && p.n >= 1 && p.width > 0 && p.width < 1 && p.fakes > 0 && p.fakes < 1;
   }
 
-  const gain = (x) => "+" + L.points(x) + " points";
+  const gain = (x) => "+" + L.points(x) + " pp";
 
   function renderRobustness(atN, p) {
     const focus = page.mechanism || atN.auto;
@@ -77,33 +78,34 @@
       const isFocus = c.mechanism === focus;
       const label = nameOf(c.mechanism) + (c.current ? " · this metric" : c.auto ? " · auto's pick" : "");
       return {
-        type: "scatter", mode: "lines", name: label, meta: c.mechanism, x: curve.n, y: c.half_width,
+        // In percentage points (errors of shares are in pp, as on the metric page).
+        type: "scatter", mode: "lines", name: label, meta: c.mechanism, x: curve.n, y: c.half_width.map((h) => 100 * h),
         line: c.central
           ? { color: L.colors.central, dash: "dash", width: 2.5 }
           : { width: isFocus ? 3.5 : 1.8, color: isFocus ? L.colors.raw : undefined },
         opacity: c.central || isFocus ? 1 : 0.8,
-        hovertemplate: label + "<br>N = %{x:,.0f}<br>±%{y:.3~p}<extra></extra>",
+        hovertemplate: label + "<br>N = %{x:,.0f}<br>±%{y:.3~r} pp<extra></extra>",
       };
     });
     const focusRow = atN.rows.find((r) => r.mechanism === focus);
     if (focusRow) {
       traces.push({
         type: "scatter", mode: "markers+text", name: "N now", meta: "now", showlegend: false,
-        x: [p.n], y: [focusRow.half_width], text: [pp(focusRow.half_width)], textposition: "top right",
+        x: [p.n], y: [100 * focusRow.half_width], text: [pp(focusRow.half_width)], textposition: "top right",
         marker: { size: 12, color: L.colors.raw, line: { color: "#fff", width: 2 } },
-        hovertemplate: "N = %{x:,.0f}<br>" + nameOf(focus) + " ±%{y:.3~p}<extra></extra>",
+        hovertemplate: "N = %{x:,.0f}<br>" + nameOf(focus) + " ±%{y:.3~r} pp<extra></extra>",
       });
     }
     const layout = L.layout({
       xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power" },
-      yaxis: { type: "log", title: { text: "95 % half-width" }, tickformat: ".1~p", gridcolor: "#eef2f7", automargin: true },
+      yaxis: { type: "log", title: { text: "95 % half-width (pp)" }, tickformat: "~r", ticksuffix: " pp", gridcolor: "#eef2f7", automargin: true },
       shapes: [
         { type: "line", xref: "x", yref: "paper", x0: p.n, x1: p.n, y0: 0, y1: 1, line: { color: "#1d4ed8", width: 1.5, dash: "dot" } },
-        { type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: p.width, y1: p.width, line: { color: "#dc2626", width: 1.2, dash: "dot" } },
+        { type: "line", xref: "paper", yref: "y", x0: 0, x1: 1, y0: 100 * p.width, y1: 100 * p.width, line: { color: "#dc2626", width: 1.2, dash: "dot" } },
       ],
       annotations: [
         { xref: "x", yref: "paper", x: Math.log10(p.n), y: 0.02, yanchor: "bottom", xanchor: "left", showarrow: false, bgcolor: "rgba(255,255,255,0.85)", text: (current !== null && p.n === current ? "N now = " : "N = ") + L.int(p.n), font: { color: "#1d4ed8", size: 11 } },
-        { xref: "paper", yref: "y", x: 1, y: Math.log10(p.width), xanchor: "right", yanchor: "bottom", showarrow: false, text: "target ±" + L.points(p.width) + " %", font: { color: "#dc2626", size: 11 } },
+        { xref: "paper", yref: "y", x: 1, y: Math.log10(100 * p.width), xanchor: "right", yanchor: "bottom", showarrow: false, text: "target " + pp(p.width), font: { color: "#dc2626", size: 11 } },
       ],
       margin: { l: 64, r: 16, t: 16, b: 48 },
     });
@@ -130,7 +132,7 @@
     const need = needRows.find((r) => r.mechanism === focus) || needRows[0];
     const bestNeed = needRows.find((r) => r.mechanism !== "central laplace");
     const centralNeed = needRows.find((r) => r.mechanism === "central laplace");
-    document.querySelectorAll('[data-field="target"]').forEach((e) => { e.textContent = "±" + L.points(p.width) + " %"; });
+    document.querySelectorAll('[data-field="target"]').forEach((e) => { e.textContent = pp(p.width); });
     const answer = $("plan-answer");
     answer.dataset.users = String(need.users);
     answer.dataset.mechanism = need.mechanism;
@@ -282,7 +284,7 @@
   async function update() {
     if (kind === "string") return updateStrings();
     const p = read();
-    if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target and the fakes in (0, 100) %", "error"); return; }
+    if (!valid(p)) { L.status("ε must be in [0.0001, 20], k in [2, 65536], N ≥ 1, the target in (0, 100) pp and the fakes in (0, 100) %", "error"); return; }
     const mine = ++seq;
     root.dataset.state = "loading";
     const common = { epsilon: p.eps, k: p.k };

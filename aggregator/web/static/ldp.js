@@ -153,6 +153,40 @@
     return e;
   };
 
+  /* Device- and admin-written text (values, labels) shown as the text it is. Characters
+   * that print nothing of their own (controls; format characters: zero-width, joiners,
+   * bidi embeddings, overrides and isolates, tags, the BOM; private use; unassigned;
+   * line and paragraph separators; Hangul fillers, CGJ, Mongolian FVS) become escapes
+   * such as \u200b. aggregator/safe_text.py is the Python twin (same characters, same
+   * escapes); a browser test holds the two together. */
+  const HIDDEN = /[\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Cs}\p{Zl}\p{Zp}\u034f\u115f\u1160\u180b-\u180d\u180f\u3164\uffa0]/gu;
+  const escapeChar = (c) => {
+    const p = c.codePointAt(0);
+    return p > 0xffff ? "\\U" + p.toString(16).padStart(8, "0") : "\\u" + p.toString(16).padStart(4, "0");
+  };
+  /** A value as plain text with its hidden characters as escapes: "pay\u200bpal". */
+  LDP.visible = (text) => String(text).replace(HIDDEN, escapeChar);
+  /** A value as DOM nodes: text, and each escape in a <span class="hidden-char"> naming
+   * its code point (put them in a cell with append or replaceChildren). */
+  LDP.visibleNodes = function (text) {
+    const s = String(text);
+    const nodes = [];
+    let last = 0;
+    for (const m of s.matchAll(HIDDEN)) {
+      if (m.index > last) nodes.push(s.slice(last, m.index));
+      const code = "U+" + m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+      nodes.push(LDP.el("span", { className: "hidden-char", textContent: escapeChar(m[0]), title: code + ": a character that prints nothing" }));
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) nodes.push(s.slice(last));
+    return nodes;
+  };
+  const ENTITIES = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+  /** A value for Plotly's ticks, legends and hover text, which read pseudo-HTML (<b>,
+   * <br>, <a href>, entities): escaped, and its hidden characters made visible, so it is
+   * drawn as the text it is (as the tables' textContent shows it). */
+  LDP.plotText = (text) => LDP.visible(text).replace(/[&<>]/g, (c) => ENTITIES[c]);
+
   /** Fill an alarm banner (an element holding a <ul>) from an API's "alarms": one line
    * per alarm with its kind, window and evidence; hidden when there are none. */
   LDP.renderAlarms = function (banner, alarms) {

@@ -6,7 +6,7 @@
   const page = L.page;
   const TOP = 40; // bars a chart shows by default: more are unreadable on a laptop
   const TREND_SERIES = 6; // lines a trend shows: the values with the largest estimates
-  const state = { window: "all", granularity: "hour", showAll: false, intervals: "fixed" };
+  const state = { window: "all", granularity: "hour", showAll: false, intervals: "fixed", estimand: "reporters" };
   const $ = (id) => document.getElementById(id);
 
   const pick = (w, key) => {
@@ -39,6 +39,9 @@
       e.textContent = "Memoized metric: the intervals assume up to " + L.int(r) +
         " reports from one device in this window (" + (est.reports_per_device_note || "") + ").";
     });
+    document.querySelectorAll('[data-field="estimand"]').forEach((e) => {
+      e.textContent = est.estimand === "population" ? "the population the devices were drawn from" : "the devices that reported";
+    });
     document.querySelectorAll('[data-field="fdr"]').forEach((e) => {
       e.textContent = Math.round((1 - (est.confidence || 0.95)) * 100) + " %";
     });
@@ -67,10 +70,14 @@
     $("numeric-view").hidden = !numeric;
   }
 
+  /* Whose share the intervals are for: the API's default (the devices that reported) is
+   * left out of the URLs; the population's share is asked for with estimand=population. */
+  const estimand = () => (state.estimand === "population" ? "population" : null);
+
   function setLinks() {
     const w = state.window === "all" ? null : state.window;
-    $("csv-link").href = L.url(page.csv, { window: w });
-    $("json-link").href = L.url(page.api.estimates, { window: w });
+    $("csv-link").href = L.url(page.csv, { window: w, estimand: estimand() });
+    $("json-link").href = L.url(page.api.estimates, { window: w, estimand: estimand() });
   }
 
   /* -- categorical ------------------------------------------------------------------ */
@@ -119,20 +126,23 @@
         color: zero.map((z) => (z ? L.colors.rawFaint : L.colors.raw)),
         pattern: { shape: zero.map((z) => (z ? "/" : "")), fgcolor: "#1d4ed8", size: 6, solidity: 0.25 },
       },
-      customdata: rows.map((r) => [low(r), high(r), note(r)]),
-      hovertemplate: "<b>%{x}</b><br>unbiased %{y:.2%}<br>interval [%{customdata[0]:.2%}, %{customdata[1]:.2%}]" +
+      customdata: rows.map((r) => [low(r), high(r), note(r), L.plotText(r.value)]),
+      hovertemplate: "<b>%{customdata[3]}</b><br>unbiased %{y:.2%}<br>interval [%{customdata[0]:.2%}, %{customdata[1]:.2%}]" +
         "<br>%{customdata[2]}<extra>raw</extra>",
     };
     const normSub = {
       type: "bar", meta: "norm_sub", uid: "norm_sub", name: "Norm-Sub (post-processed, biased)",
       x: labels, y: rows.map((r) => r.norm_sub),
       marker: { color: L.colors.normSub },
-      hovertemplate: "<b>%{x}</b><br>Norm-Sub %{y:.2%}<extra>post-processed</extra>",
+      customdata: labels.map(L.plotText),
+      hovertemplate: "<b>%{customdata}</b><br>Norm-Sub %{y:.2%}<extra>post-processed</extra>",
     };
     const many = labels.length > 12;
     const layout = L.layout({
       barmode: "group", bargap: 0.25, bargroupgap: 0.05,
-      xaxis: { type: "category", automargin: true, tickangle: many ? -50 : 0, tickfont: { size: many ? 10 : 12 } },
+      // Ticks name the labels as text: Plotly would read a label's <b>, <br> or <a> as markup.
+      xaxis: { type: "category", automargin: true, tickangle: many ? -50 : 0, tickfont: { size: many ? 10 : 12 },
+        tickmode: "array", tickvals: labels, ticktext: labels.map(L.plotText) },
       yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true, visible: est.n !== 0 },
       annotations: est.n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#64748b" } }] : [],
     });
@@ -148,7 +158,7 @@
       const cell = (label, text, value, cls) =>
         L.el("td", { className: cls || "num", textContent: text, dataset: { label, value: value === null ? "" : String(value) }, attrs: { "data-label": label } });
       return L.el("tr", { className: zero ? "zero" : "", dataset: { value: r.value } }, [
-        L.el("td", { textContent: r.value, attrs: { "data-label": "value" } }),
+        L.el("td", { className: "value", attrs: { "data-label": "value" } }, L.visibleNodes(r.value)),
         cell("unbiased estimate", L.pct(r.frequency), r.frequency),
         cell("± half-width", half === null ? "—" : "±" + L.points(half) + " pp", half),
         cell("interval", interval, low(r) === null ? null : low(r) + "," + high(r)),
@@ -209,15 +219,16 @@
       order.forEach((i, s) => {
         const color = L.colors.series[s % L.colors.series.length];
         const f = windows.map((w) => w.estimates[i].frequency);
+        const label = L.plotText(est.estimates[i].value); // a legend reads pseudo-HTML too
         traces.push({
-          type: "scatter", mode: "lines+markers", name: est.estimates[i].value, meta: est.estimates[i].value, x, y: f,
+          type: "scatter", mode: "lines+markers", name: label, meta: est.estimates[i].value, x, y: f,
           line: { color, width: 2 }, marker: { color, size: 7 },
           error_y: {
             type: "data", symmetric: false, color, thickness: 1, width: 2,
             array: windows.map((w, j) => (high(w.estimates[i]) === null ? null : high(w.estimates[i]) - f[j])),
             arrayminus: windows.map((w, j) => (low(w.estimates[i]) === null ? null : f[j] - low(w.estimates[i]))),
           },
-          text, hovertemplate: "%{text}<br>" + est.estimates[i].value + ": %{y:.2%}<extra></extra>",
+          text, customdata: windows.map(() => label), hovertemplate: "%{text}<br>%{customdata}: %{y:.2%}<extra></extra>",
         });
       });
     }
@@ -253,8 +264,8 @@
   async function refresh() {
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const [est, trend] = await Promise.all([
-      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous })),
-      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous })),
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, estimand: estimand() })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, estimand: estimand() })),
     ]);
     const kind = est.kind || "categorical";
     showKind(kind);
@@ -280,6 +291,7 @@
     root.dataset.window = state.window;
     root.dataset.granularity = state.granularity;
     root.dataset.intervals = state.intervals;
+    root.dataset.estimand = est.estimand || "reporters";
   }
 
   $("window-select").addEventListener("change", (e) => { state.window = e.target.value; setLinks(); refresher.now(); });
@@ -295,6 +307,15 @@
       state.intervals = button.dataset.intervals;
       document.querySelectorAll("[data-intervals]").forEach((b) =>
         b.setAttribute("aria-pressed", String(b.dataset.intervals === state.intervals)));
+      refresher.now();
+    });
+  });
+  document.querySelectorAll("[data-share]").forEach((button) => {
+    button.addEventListener("click", () => {
+      state.estimand = button.dataset.share;
+      document.querySelectorAll("[data-share]").forEach((b) =>
+        b.setAttribute("aria-pressed", String(b.dataset.share === state.estimand)));
+      setLinks();
       refresher.now();
     });
   });

@@ -20,7 +20,7 @@
     const share = Math.max(0, Math.min(1, r.frequency || 0));
     const bar = L.el("span", { className: "bar", attrs: { style: "width:" + (share * 100).toFixed(1) + "%" } });
     return L.el("tr", { dataset: { value: r.value } }, [
-      L.el("td", { className: "value", textContent: r.value }),
+      L.el("td", { className: "value" }, L.visibleNodes(r.value)),
       L.el("td", { className: "num" }, [L.pct(r.frequency), bar]),
       L.el("td", { className: "num", textContent: interval(r) }),
       L.el("td", { className: "num", textContent: pvalue(r.p_value) }),

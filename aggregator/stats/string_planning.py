@@ -5,34 +5,7 @@ clears the final test. The planner models the worst case, a value of full length
 prefixes no other value shares (shorter values average more levels; shared prefixes are
 heavier), from n reports.
 
-**Its estimate.** At f ≈ 0 its standard deviation is σ₀(n) with
-
-    σ₀² = (m/(m−1))² · [ V(n)/h + S₂·(1/m)(1 − 1/m)/h ],   V(n) = G·q*(1 − q*/G)/(n(p* − q*)²)
-
-(:mod:`aggregator.stats.strings`): the LDP term falls as 1/n, the collision term does not:
-it is a floor set by the sketch's cells per level and the population's concentration
-S₂ = Σf².
-
-**The probability of finding it** (:func:`found_probability`), with x = f/σ₀(n):
-
-* the walk keeps a prefix whose z-score clears :data:`~aggregator.stats.discovery.KEEP_Z`
-  at each of the L − 1 levels before the last, each from its own level's reports:
-  the smaller of Φ(x − KEEP_Z) and Pr[Poisson(λ₁) ≥ λ₀ + KEEP_Z·√λ₀] (the same cut on the
-  counts, right when a level holds few reports), to the power L − 1;
-* the final test (Bonferroni at α/T, T values tested: a little stricter than the
-  discovery's Benjamini–Hochberg) needs the normal test, Φ(x − z_{1−α/T}), *and* the exact
-  small-count test: the value's cells together hold X ~ Poisson(λ₁) reports,
-  λ₁ = (n/L)·(q* + (p* − q*)(f + (1 − f)/m)), and X must reach the least c with
-  Pr[Poisson(λ₀) ≥ c] ≤ α/T, λ₀ the same at f = 0. Both tests are thresholds on the same
-  X (the estimate is affine in it), so the chance of passing both is that of passing the
-  stricter: the smaller of the two.
-
-The answers solve found_probability = ``power`` for f (given n) or n (given f) by
-bisection. With many reports the count test never binds and the walk costs about 0.6 σ₀
-(x ≈ 5.0 instead of 4.4 at T = 10⁴); with a few thousand reports the count test decides:
-at ε = 8, 6 bytes, a value of 2 % needs ~8× the users the normal test alone says. No n
-suffices below the collision floor (n → ∞: σ₀² → the collision term): more cells per
-level, not more users, are then what the metric needs.
+In full: ``docs/statistics/strings.md``.
 """
 
 from __future__ import annotations
@@ -238,7 +211,7 @@ def users_to_find(
 
 TRADEOFF_EPSILONS = (1.0, 2.0, 4.0, 6.0, 8.0)
 """The ε a planning table compares (with the one asked for): 1 finds only values of a few
-per cent at 10⁶ users, 8 the top hundred of a Zipf 1.1 vocabulary (README)."""
+per cent at 10⁶ users, 8 the top hundred of a Zipf 1.1 vocabulary (docs/concepts/strings.md)."""
 
 
 def string_plan(

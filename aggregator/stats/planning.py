@@ -7,11 +7,11 @@ Laplace mechanism on counts, Lap(1/ε) per count: the frequency's standard devia
 
 Each row also carries the mechanism's robustness, the fourth axis beside ε, N and
 accuracy: how far a fraction β of fake reports crafted by the maximal gain attack moves
-one value's estimate (:func:`aggregator.analysis.poisoning.max_gain`, β(1 − q*)/(p* − q*));
+one value's estimate (:func:`aggregator.stats.robustness.max_gain`, β(1 − q*)/(p* − q*));
 for central Laplace a fake is one more raw value, worth β.
 
 References:
-    FORMULAS.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
+    docs/concepts/formulas.md, "Sample size" and "Central DP for comparison"; C. Dwork, F. McSherry,
     K. Nissim, A. Smith. "Calibrating Noise to Sensitivity". TCC 2006.
 """
 
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aggregator.analysis.poisoning import DEFAULT_FAKE_FRACTION, max_gain
 from aggregator.stats.intervals import z_value
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION, max_gain
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 

@@ -6,47 +6,7 @@ McMillan and Talwar ("Hiding Among the Clones", FOCS 2021) show that such a view
 reports, one per device, each from an ε₀-LDP randomizer, is (ε, δ)-DP for an ε much
 smaller than ε₀ when n is large.
 
-**The clones pair (their Theorem 3.2).** For neighbouring datasets differing in device 1,
-every other device's report is, with probability e^(−ε₀) ("a clone"), distributed as a
-report of x₁ or of x₁′ with probability ½ each. The shuffled output is a post-processing
-of one draw from
-
-    P: C ~ Bin(n−1, e^(−ε₀)), A ~ Bin(C, ½), Δ ~ Bern(α),   output (A + Δ, C − A + 1 − Δ)
-    Q: the same with Δ ~ Bern(1 − α),                        α = e^(ε₀)/(e^(ε₀) + 1),
-
-so the release is (ε, δ)-DP for every δ ≥ D_(e^ε)(P‖Q), the hockey-stick divergence.
-Both outputs sum to C + 1, so C is seen: D = Σ_c Pr[C = c]·D_c with X = A + Δ given c.
-For fixed c the likelihood ratio P_c(x)/Q_c(x) grows with x, so D_c is one tail:
-
-    D_c = Pr_P[X ≥ m] − e^ε·Pr_Q[X ≥ m],   m the first x with x/(c + 1 − x) > τ,
-    τ = (e^ε·α − (1 − α)) / (α − e^ε·(1 − α)),
-
-two binomial tails (:func:`hockey_stick`). The pair is symmetric (x ↦ c + 1 − x swaps P
-and Q), so D(Q‖P) = D(P‖Q). D_c does not grow with c (P_(c+1), Q_(c+1) are P_c, Q_c plus
-one more fair coin: a post-processing), so grouping c into blocks, each charged its first
-c's D_c, bounds δ from above; the mass of C outside the window (below 10⁻³⁰) is charged
-whole. The authors' reference code brackets the same quantity from both sides the same
-way (``ml-shuffling-amplification``, their Appendix E); :func:`shuffled_epsilon` bisects ε
-until δ(ε) ≤ the target, returning the upper end: a valid ε, within ``tolerance``.
-
-**Monotone in n.** n + 1 shuffled reports are a post-processing of n (add one fresh
-report of a known input), and the bound's δ decreases with C: a bound for n holds for any
-larger population.
-
-**Several reports per device** (a budget of r reports in the window): a device's r
-reports together are (r·ε₀)-LDP (sequential composition), and the shuffled multiset of
-all reports is a function of the shuffled multiset of the devices' contributions, of
-which there are at least ⌈n/r⌉. So ε_c(r·ε₀, ⌈n/r⌉, δ) holds (:func:`amplification`).
-
-The server itself, and anyone who reads Redis or the collector's traffic, sees every
-report (in arrival order): for them only ε₀-LDP holds.
-
-References:
-    V. Feldman, A. McMillan, K. Talwar. "Hiding Among the Clones: A Simple and Nearly
-    Optimal Analysis of Privacy Amplification by Shuffling". FOCS 2021,
-    arXiv:2012.12803: Theorem 3.2 (the pair), Theorem 3.1 (the closed form),
-    Appendix E (the numerical bound); reference code: github.com/apple/
-    ml-shuffling-amplification (``computeamplification.py``), read, not copied.
+In full: ``docs/statistics/shuffling.md``.
 """
 
 from __future__ import annotations

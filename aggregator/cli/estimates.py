@@ -1,0 +1,174 @@
+"""``ldp estimates NAME``: one window's estimates with intervals, in the terminal.
+
+The rows are :func:`aggregator.cli.export.window_rows`'s, the ones ``ldp export`` writes
+(computed by the function ``GET /v1/estimates`` answers with): a table for people
+(values made visible, escapes highlighted), CSV (the export's columns; text cells
+formula-safe) or JSON (one object per row, raw values; the API's JSON has the notes and
+alarms too). Reads Redis directly, as ``ldp export`` does.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from aggregator.cli.console import echo_json, err, out
+from aggregator.cli.export import redis_options, redis_url_of, window_rows, write_csv_stdout
+
+__all__ = ["estimates", "points", "shown_value"]
+
+
+def points(x: float) -> str:
+    """A half-width in percentage points, enough digits to see it (as the dashboard)."""
+    pp = x * 100
+    return f"{pp:.1f}" if pp >= 10 else f"{pp:.2f}" if pp >= 0.1 else f"{pp:.2g}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.2f}%"
+
+
+def _num(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4g}"
+
+
+def shown_value(value: str) -> Text:
+    """A value or label for a terminal: hidden characters as escapes in reverse video
+    (:func:`aggregator.safe_text.visible_parts`), rich markup not interpreted."""
+    from aggregator.safe_text import visible_parts
+
+    text = Text()
+    for part, escaped in visible_parts(value):
+        text.append(part, style="reverse" if escaped else None)
+    return text
+
+
+def _table(rows: list[dict[str, Any]], kind: str) -> Table:
+    if kind == "numeric":
+        table = Table()
+        for col in ("mean", "± half-width", "interval", "std error"):
+            table.add_column(col, justify="right", no_wrap=True)
+        for r in rows:
+            low, high, mean = r.get("ci_low"), r.get("ci_high"), r.get("estimate")
+            table.add_row(
+                _num(mean),
+                "—" if high is None or mean is None else f"±{_num(high - mean)}",
+                "—" if low is None else f"[{_num(low)}, {_num(high)}]",
+                _num(r.get("std_error")),
+            )
+        return table
+    table = Table()
+    table.add_column("value", overflow="fold")  # a value is never cut short
+    columns = ["estimate", "± (pp)", "interval"]
+    columns += ["Norm-Sub", "support count"] if kind != "string" else []
+    for col in columns:
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        f, low, high = r.get("estimate"), r.get("ci_low"), r.get("ci_high")
+        cells = [
+            _pct(f),
+            "—" if high is None or f is None else f"±{points(high - f)}",
+            "—" if low is None else f"[{_pct(low)}, {_pct(high)}]",
+        ]
+        if kind != "string":
+            cells += [_pct(r.get("norm_sub")), f"{r.get('support_count', 0):,}"]
+        table.add_row(shown_value(r["value"]), *cells)
+    return table
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--window",
+    default="all",
+    show_default=True,
+    help="all, hour:YYYY-MM-DDTHH or day:YYYY-MM-DD (UTC).",
+)
+@click.option("--version", type=click.IntRange(min=1), help="A version (default: the current).")
+@click.option(
+    "--format",
+    "fmt",
+    default="table",
+    show_default=True,
+    type=click.Choice(["table", "csv", "json"]),
+    help="csv: the columns of ldp export; json: one object per row, values raw.",
+)
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0.5, 0.9999),
+    help="Level of the intervals.",
+)
+@redis_options
+def estimates(
+    name: str,
+    window: str,
+    version: int | None,
+    fmt: str,
+    confidence: float,
+    redis_url: str | None,
+    data_dir: Path,
+) -> None:
+    """Print one window's estimates with intervals (as GET /v1/estimates computes them)."""
+    import redis as redis_py
+
+    from aggregator.stream.counts import list_windows
+    from client_sdk.wire import check_name
+    from ldp_store import schema
+    from ldp_store.connection import connect
+    from ldp_store.registry import Registry
+    from ldp_store.retention import RetentionPolicy, expired_message
+
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    try:
+        schema.window_span(window)
+    except ValueError:
+        raise click.BadParameter(
+            f"{window!r}: 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
+            "that exists",
+            param_hint="--window",
+        ) from None
+    try:
+        client = connect(redis_url_of(redis_url, data_dir))
+        registry = Registry(client)
+        definition = registry.get(name, version)
+        if definition is None:
+            which = f"metric {name!r}" + (f" version {version}" if version else "")
+            raise click.ClickException(f"unknown {which}")
+        if window != schema.ALL and window not in list_windows(client, definition):
+            policy = RetentionPolicy.from_environ().for_metric(definition)
+            at = policy.expires_at(window)
+            if at is not None and at <= time.time():
+                raise click.ClickException(expired_message(definition, window, policy))
+        rows = list(window_rows(client, registry, definition, window, confidence))
+    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    if fmt == "csv":
+        write_csv_stdout(rows)
+        return
+    if fmt == "json":
+        echo_json(rows)
+        return
+    m = definition.mechanism
+    n = rows[0]["n"] if rows else 0
+    out.print(
+        Text(
+            f"{definition.name} v{definition.version} · {definition.kind} · {m.name} "
+            f"ε={m.epsilon:g} · window {window} · n = {n:,} · {confidence:.0%} intervals"
+        )
+    )
+    if not rows:
+        err.print("no values found yet" if definition.kind == "string" else "no rows")
+        return
+    out.print(_table(rows, definition.kind))
+    if definition.kind == "string":
+        out.print("discovered values: selection-adjusted estimates and intervals")

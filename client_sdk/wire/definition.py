@@ -1,0 +1,340 @@
+"""One version of a metric: :class:`MetricDefinition`, as the API carries it."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from client_sdk import mechanisms
+from client_sdk.errors import DefinitionError
+from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
+from client_sdk.mechanisms.numeric import scale
+from client_sdk.mechanisms.pram import PostRandomization
+from client_sdk.mechanisms.strings import (
+    MAX_STRING_LENGTH,
+    StringSketch,
+    derived_salt,
+    string_from_params,
+)
+from client_sdk.wire.budget import Budget, _check_budget
+from client_sdk.wire.fields import (
+    KINDS,
+    _check_domain,
+    _check_epsilon,
+    _check_range,
+    _format_range_end,
+    _json_integer,
+    check_name,
+)
+from client_sdk.wire.server import Retention, _check_retention, _check_shards
+
+
+@dataclass(frozen=True)
+class MetricDefinition:
+    """One version of a metric: its values and the mechanism its reports use.
+
+    Versions are immutable: changing ε, the domain or the mechanism makes a new version,
+    so a report is always decoded with the parameters it was made with.
+    """
+
+    name: str
+    version: int
+    domain: tuple[str, ...]
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch
+    description: str = ""
+    mechanism_reason: str = ""
+    kind: str = "categorical"
+    value_range: tuple[float, float] | None = None
+    """[lo, hi] of a numeric metric (``kind == "numeric"``, no domain); None otherwise."""
+    budget: Budget | None = None
+    """The device-side budget: not a decoding parameter (see :meth:`same_parameters`)."""
+    shards: int = 1
+    """Stream shards of this version (1..MAX_SHARDS): the collector sends a report to
+    shard ``int(id) % shards``, so a hot metric spreads over several hash slots of a
+    Redis Cluster. Part of the version: a replay must reach the same shard's replay set."""
+    retention: Retention | None = None
+    """How long this metric's windows are kept, where it differs from the deployment's
+    default: not a decoding parameter (see :meth:`same_parameters`)."""
+    _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self._index.update({label: i for i, label in enumerate(self.domain)})
+
+    @property
+    def k(self) -> int:
+        """Domain size; for a string metric, the sketch's counters (what its counts hold)."""
+        if isinstance(self.mechanism, StringSketch):
+            return self.mechanism.counters
+        return len(self.domain)
+
+    @property
+    def sketch(self) -> StringSketch:
+        """The mechanism of a string metric.
+
+        Raises:
+            TypeError: the metric is not a string metric.
+        """
+        if not isinstance(self.mechanism, StringSketch):
+            raise TypeError(f"metric {self.name!r} is {self.kind}, not string")
+        return self.mechanism
+
+    @property
+    def oracle(self) -> FrequencyOracle:
+        """The frequency oracle of a categorical metric.
+
+        Raises:
+            TypeError: the metric is numeric.
+        """
+        if not isinstance(self.mechanism, FrequencyOracle):
+            raise TypeError(f"metric {self.name!r} is numeric: it has no frequency oracle")
+        return self.mechanism
+
+    @property
+    def numeric(self) -> NumericMechanism:
+        """The mechanism of a numeric metric.
+
+        Raises:
+            TypeError: the metric is categorical.
+        """
+        if not isinstance(self.mechanism, NumericMechanism):
+            raise TypeError(f"metric {self.name!r} is categorical, not numeric")
+        return self.mechanism
+
+    def scaled(self, value: object) -> float:
+        """A numeric metric's value, checked against its range and scaled to [−1, 1].
+
+        Raises:
+            ValueError: not a finite number within the range, or a categorical metric.
+        """
+        if self.value_range is None:
+            raise ValueError(f"metric {self.name!r} is categorical: values are labels")
+        low, high = self.value_range
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ValueError(
+                f"a value of numeric metric {self.name!r} must be a number, "
+                f"got {type(value).__name__}"
+            )
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond any float: outside every range
+            x = math.inf
+        if not low <= x <= high:  # NaN fails too
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+            bounds = f"[{_format_range_end(low)}, {_format_range_end(high)}]"
+            raise ValueError(f"value {shown} is outside the range {bounds} of metric {self.name!r}")
+        return scale(x, low, high)
+
+    @property
+    def longitudinal(self) -> bool:
+        """Whether reports are memoized (then :func:`build_report` needs the device secret)."""
+        return isinstance(self.mechanism, mechanisms.Memoized)
+
+    def privacy_bounds(self) -> dict[str, Any]:
+        """The privacy guarantees of this metric's reports, for the ledger and for people.
+
+        Returns:
+            ``per_report``: ε of one report; ``unlimited_same_value``: ε of any number of
+            reports of one unchanged value (ε∞ for a longitudinal metric, else None: m
+            reports cost m·ε); ``memoized``; ``explanation`` in words, with the trade-off.
+        """
+        if isinstance(self.mechanism, mechanisms.Memoized):
+            return self.mechanism.privacy_bounds()
+        eps = self.mechanism.epsilon
+        return {
+            "per_report": eps,
+            "unlimited_same_value": None,
+            "memoized": False,
+            "explanation": (
+                f"One report is {eps:g}-LDP; m reports cost m·{eps:g} (sequential "
+                "composition), whether or not the value changes: there is no cap."
+            ),
+        }
+
+    def index(self, value: str | float) -> int:
+        """The index of a value given as a label or an index.
+
+        Raises:
+            ValueError: an unknown label or an index outside the domain.
+        """
+        if isinstance(value, str):
+            try:
+                return self._index[value]
+            except KeyError:
+                raise ValueError(f"{value!r} is not a value of metric {self.name!r}") from None
+        return self.oracle.check_value(value)
+
+    def same_parameters(self, other: MetricDefinition) -> bool:
+        """Whether two definitions decode reports identically (so share a version).
+
+        The budget is left out: it is a rule for devices, not a decoding parameter, so a
+        budget change updates the current version like a description change does —
+        except for a memoized metric, whose intervals rest on its budget (the most reports
+        one device adds to a pool: :meth:`Budget.max_reports`).
+        """
+        return (
+            (not self.longitudinal or self.budget == other.budget)
+            and self.domain == other.domain
+            and self.mechanism.params() == other.mechanism.params()
+            and self.kind == other.kind
+            and self.value_range == other.value_range
+            and self.shards == other.shards
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form served to apps and stored in the registry."""
+        data = {
+            "name": self.name,
+            "version": self.version,
+            "kind": self.kind,
+            "domain": list(self.domain),
+            "description": self.description,
+            "mechanism": self.mechanism.params(),
+            "mechanism_reason": self.mechanism_reason,
+            "budget": None if self.budget is None else self.budget.to_dict(),
+            "shards": self.shards,
+            "retention": None if self.retention is None else self.retention.to_dict(),
+        }
+        if self.value_range is not None:  # numeric: a range instead of a domain
+            del data["domain"]
+            data["range"] = list(self.value_range)
+        if isinstance(self.mechanism, StringSketch):  # string: a length instead of a domain
+            del data["domain"]
+            data["max_length"] = self.mechanism.max_length
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MetricDefinition:
+        """Rebuild a definition from :meth:`to_dict` (as fetched by the SDK).
+
+        Raises:
+            DefinitionError: listing every problem.
+        """
+        problems: list[str] = []
+        try:
+            name = check_name(data.get("name"))
+        except ValueError as exc:
+            problems.append(str(exc))
+            name = ""
+        version = data.get("version")
+        if type(version) is not int or version < 1:
+            problems.append("version must be a positive integer")
+        kind = data.get("kind", "categorical")
+        numeric = kind == "numeric"
+        value_range = _check_range(data.get("range"), problems) if numeric else None
+        if numeric and "domain" in data:
+            problems.append("a numeric metric has a range, not a domain")
+        if kind == "string":
+            return _string_from_dict(data, problems)
+        domain = () if numeric else _check_domain(data.get("domain"), problems)
+        budget = _check_budget(data.get("budget"), problems)
+        shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
+        retention = _check_retention(data.get("retention"), problems)
+        if kind not in KINDS:
+            problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
+        params = data.get("mechanism")
+        mech: FrequencyOracle | NumericMechanism | None = None
+        if not isinstance(params, dict):
+            problems.append("mechanism must be an object of mechanism parameters")
+        else:
+            try:
+                mech = (mechanisms.numeric_from_params if numeric else mechanisms.from_params)(
+                    params
+                )
+            except (ValueError, TypeError) as exc:
+                problems.append(f"mechanism: {exc}")
+        if isinstance(mech, FrequencyOracle) and domain and mech.domain_size != len(domain):
+            problems.append(
+                f"mechanism domain_size {mech.domain_size} does not match {len(domain)} labels"
+            )
+        if problems or mech is None:
+            raise DefinitionError(problems or ["invalid definition"])
+        assert isinstance(version, int)
+        return cls(
+            name=name,
+            version=version,
+            domain=domain,
+            mechanism=mech,
+            description=str(data.get("description", "")),
+            # a pram metric stored before pram had a reason gets it here
+            mechanism_reason=str(data.get("mechanism_reason", ""))
+            or (mech.reason() if isinstance(mech, PostRandomization) else ""),
+            budget=budget,
+            kind=str(kind),
+            value_range=value_range,
+            shards=shards,
+            retention=retention,
+        )
+
+
+STRING_OPTIONS = ("rows", "cells", "salt")
+"""The sketch options a spec may set; the salt defaults to one derived from the name."""
+
+
+def _string_mechanism(
+    name: str, epsilon: object, max_length: object, options: object, problems: list[str]
+) -> StringSketch | None:
+    eps = _check_epsilon(epsilon, problems)
+    length = _json_integer(max_length)
+    if length is None or not 1 <= length <= MAX_STRING_LENGTH:
+        problems.append(
+            f"max_length must be an integer number of bytes in [1, {MAX_STRING_LENGTH}], "
+            f"got {max_length!r}"
+        )
+    if options is None:
+        options = {}
+    if not isinstance(options, dict) or not set(options) <= set(STRING_OPTIONS):
+        problems.append(f"options of a string metric may hold only {list(STRING_OPTIONS)}")
+        return None
+    options = dict(options)
+    for key, low, high in (("rows", 1, 256), ("cells", 2, 1 << 16)):
+        if key in options:  # 0 means "from ε" inside the mechanism, never in a spec
+            value = _json_integer(options[key])
+            if value is None or not low <= value <= high:
+                problems.append(f"options.{key} must be an integer in [{low}, {high}]")
+            options[key] = value
+    if eps is None or length is None or problems:
+        return None
+    try:
+        return StringSketch(
+            epsilon=eps, max_length=length, **{"salt": derived_salt(name), **options}
+        )
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+        return None
+
+
+def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefinition:
+    """:meth:`MetricDefinition.from_dict` of a string metric (``problems``: so far)."""
+    if "domain" in data or "range" in data:
+        problems.append("a string metric has a max_length, not a domain or range")
+    budget = _check_budget(data.get("budget"), problems)
+    shards = _check_shards(data.get("shards"), problems)
+    retention = _check_retention(data.get("retention"), problems)
+    params = data.get("mechanism")
+    mech: StringSketch | None = None
+    try:
+        if not isinstance(params, dict):
+            raise ValueError("mechanism must be an object of mechanism parameters")
+        mech = string_from_params(params)
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+    if mech is not None and data.get("max_length") != mech.max_length:
+        problems.append("max_length differs from the mechanism's")
+    version = data.get("version")
+    if problems or mech is None or type(version) is not int:
+        raise DefinitionError(problems or ["invalid definition"])
+    return MetricDefinition(
+        name=str(data.get("name")),
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=str(data.get("description", "")),
+        mechanism_reason=str(data.get("mechanism_reason", "")),
+        budget=budget,
+        kind="string",
+        shards=shards,
+        retention=retention,
+    )

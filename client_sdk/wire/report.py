@@ -1,0 +1,132 @@
+"""Reports: built on the device, checked by the collector, with the same code."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from client_sdk import mechanisms
+from client_sdk.errors import PayloadError, ReportError
+from client_sdk.mechanisms import NumericMechanism
+from client_sdk.mechanisms.randomness import RandomSource
+from client_sdk.mechanisms.strings import (
+    StringSketch,
+    normalise,
+)
+from client_sdk.wire.definition import MetricDefinition
+from client_sdk.wire.fields import MAX_NAME_LENGTH
+
+REPORT_FIELDS = ("metric", "version", "id", "payload")
+
+REPORT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+"""A report id: 16 random bytes as lowercase hex (the collector's replay guard keys)."""
+
+
+def new_report_id() -> str:
+    """16 fresh bytes from the OS CSPRNG, as 32 hex digits; never derived from a device."""
+    return secrets.token_hex(16)
+
+
+def build_report(
+    definition: MetricDefinition,
+    value: str | float,
+    rng: RandomSource | None = None,
+    secret: bytes | None = None,
+) -> dict[str, Any]:
+    """Perturb ``value`` and wrap it as the exact JSON object sent in ``{"reports": [...]}``.
+
+    Args:
+        definition: the metric version.
+        value: a label of its domain, or its index; for a numeric metric, a number
+            within its range (scaled to [−1, 1] here, then perturbed).
+        rng: the perturbation's randomness; default: the CSPRNG.
+        secret: the device's secret (``mechanisms.new_secret()``, kept on the device).
+            Required for a longitudinal metric: its permanent response is derived from
+            it and (metric, version, value); ignored otherwise.
+
+    Raises:
+        ValueError: ``value`` is not in the metric's domain (numeric: "outside the
+            range [lo, hi]"), or a longitudinal metric
+            without (or with an invalid) ``secret``.
+    """
+    if isinstance(definition.mechanism, StringSketch):
+        return {
+            "metric": definition.name,
+            "version": definition.version,
+            "id": new_report_id(),
+            "payload": definition.mechanism.perturb(normalise_value(definition, value), rng),
+        }
+    if isinstance(definition.mechanism, NumericMechanism):
+        return {
+            "metric": definition.name,
+            "version": definition.version,
+            "id": new_report_id(),
+            "payload": definition.mechanism.perturb(definition.scaled(value), rng),
+        }
+    mech, index = definition.mechanism, definition.index(value)
+    if isinstance(mech, mechanisms.Memoized):
+        if secret is None:
+            raise ValueError(f"metric {definition.name!r} is longitudinal: it needs the secret")
+        payload = mech.perturb_memoized(index, secret, definition.name, definition.version, rng)
+    else:
+        payload = mech.perturb(index, rng)
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "id": new_report_id(),
+        "payload": payload,
+    }
+
+
+def check_report(
+    report: object, lookup: Callable[[str, int], MetricDefinition | None]
+) -> tuple[MetricDefinition, str, dict[str, Any]]:
+    """Validate a report strictly against its metric version.
+
+    Args:
+        report: one decoded JSON item of ``reports``.
+        lookup: returns the definition of (name, version), or None if unknown.
+
+    Returns:
+        (definition, report id, canonical payload).
+
+    Raises:
+        ReportError: what is wrong, in words an app developer can act on.
+    """
+    if not isinstance(report, dict):
+        raise ReportError(f"a report must be an object with fields {list(REPORT_FIELDS)}")
+    keys = set(report)
+    if keys != set(REPORT_FIELDS):
+        missing = sorted(set(REPORT_FIELDS) - keys)
+        extra = sorted(str(k) for k in keys - set(REPORT_FIELDS))
+        parts = ([f"missing {missing}"] if missing else []) + (
+            [f"unknown fields {extra}"] if extra else []
+        )
+        raise ReportError("; ".join(parts) + f" (a report has exactly {list(REPORT_FIELDS)})")
+    name, version, rid = report["metric"], report["version"], report["id"]
+    if not isinstance(name, str) or not name:
+        raise ReportError("'metric' must be a metric name")
+    if type(version) is not int or version < 1:
+        raise ReportError("'version' must be a positive integer")
+    if not isinstance(rid, str) or not REPORT_ID_PATTERN.fullmatch(rid):
+        raise ReportError("'id' must be 32 lowercase hex digits (16 random bytes)")
+    definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
+    if definition is None:
+        raise ReportError(f"unknown metric {name[:MAX_NAME_LENGTH]!r} version {version}")
+    try:
+        payload = definition.mechanism.check_payload(report["payload"])
+    except PayloadError as exc:
+        raise ReportError(str(exc)) from None
+    return definition, rid, payload
+
+
+def normalise_value(definition: MetricDefinition, value: object) -> bytes:
+    """A string metric's value as the padded bytes its report is about.
+
+    Raises:
+        ValueError: not a str, or one holding NUL (see
+            :func:`client_sdk.mechanisms.strings.normalise`).
+    """
+    return normalise(value, definition.sketch.max_length)  # type: ignore[arg-type]
