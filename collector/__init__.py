@@ -22,6 +22,7 @@ from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
+from collector.slow_bodies import BodyDeadline
 from collector.telemetry import Telemetry
 from ldp_store import connection
 from ldp_store.lifecycle import MemoryUsage
@@ -139,6 +140,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     # The source's keyed hash is taken first; then the address leaves the environ.
     private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
-    app.wsgi_app = IdentifySource(private, admission)  # type: ignore[method-assign]
+    identified = IdentifySource(private, admission)
+    # A body that comes too slowly is cut (408) before any of that runs.
+    app.wsgi_app = BodyDeadline(  # type: ignore[method-assign, assignment]
+        identified, app.config["MAX_BODY_BYTES"], telemetry.registry
+    )
     install_werkzeug_filter()
     return app

@@ -24,7 +24,9 @@ byte to the last response byte, so two clients that dribble their headers stop a
 two-worker service (gunicorn's docs: sync workers assume a buffering proxy in front).
 ``ldp serve`` has no proxy in front, so the default is ``gevent``: each connection is a
 greenlet of a few KB, a slow one waits on its socket without holding anything else,
-and one worker holds up to :data:`WORKER_CONNECTIONS` at once. ``gthread`` also defers
+and one worker holds up to :data:`WORKER_CONNECTIONS` at once; headers must arrive within
+``keepalive`` seconds, a body at a bytes/s floor and within a deadline
+(:mod:`collector.slow_bodies`). ``gthread`` also defers
 connections that send *nothing* but gives a thread to one that sends a byte now and then,
 so it holds only as many slow clients as it has threads. In production put a buffering
 proxy with header and body timeouts in front anyway (``deploy/nginx.conf`` in

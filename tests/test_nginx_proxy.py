@@ -13,6 +13,7 @@ installed (``apt-get install nginx-light``; ``python3 tasks.py test`` installs i
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -31,6 +32,7 @@ from gunicorn_helpers import start_gunicorn
 
 from client_sdk.wire import MetricDefinition, build_report
 from collector.settings import MAX_BODY_BYTES
+from collector.slow_bodies import MAX_SECONDS
 from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,12 +105,9 @@ def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             process.wait()
 
 
-@pytest.fixture(scope="module")
-def stack(
-    redis_server: Any, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[int, Path]]:
-    """(nginx's port, its folder): nginx → gunicorn (1 sync worker) → a real Redis."""
-    tmp = tmp_path_factory.mktemp("nginx")
+@contextlib.contextmanager
+def _stack(redis_server: Any, tmp: Path, worker_class: str) -> Iterator[tuple[int, Path]]:
+    """(nginx's port, its folder): nginx → gunicorn (1 worker) → a real Redis."""
     upstream, port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
     env.update(
@@ -116,7 +115,7 @@ def stack(
         LDP_ADMIN_TOKEN=TOKEN,
         LDP_BIND=f"127.0.0.1:{upstream}",
         LDP_WEB_WORKERS="1",
-        LDP_WORKER_CLASS="sync",  # the worker that needs a buffering proxy in front
+        LDP_WORKER_CLASS=worker_class,
         LDP_ACCESS_LOG="off",
         LDP_SOURCE_HEADER="X-Real-IP",  # as docker-compose.yml configures the collectors
     )
@@ -146,6 +145,24 @@ def stack(
     finally:
         _stop(nginx, signal.SIGQUIT)  # graceful: the access log is complete
         _stop(gunicorn)
+
+
+@pytest.fixture(scope="module")
+def stack(
+    redis_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, Path]]:
+    """nginx in front of the worker that needs a buffering proxy: ``sync``."""
+    with _stack(redis_server, tmp_path_factory.mktemp("nginx"), "sync") as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def gevent_stack(
+    redis_server: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[int, Path]]:
+    """nginx in front of compose's collector worker: ``gevent`` (the body deadline's)."""
+    with _stack(redis_server, tmp_path_factory.mktemp("nginx-gevent"), "gevent") as found:
+        yield found
 
 
 def _call(
@@ -231,6 +248,43 @@ def test_slow_clients_are_absorbed_and_cut_off(
         deadline = time.monotonic() + 3 * HEADER_TIMEOUT + 2
         still_open = [s for s in slow if not _closed(s, deadline)]
         assert not still_open, f"{len(still_open)} slow connections outlived the timeout"
+    finally:
+        for s in slow:
+            s.close()
+    assert _call(port, "GET", "/readyz")[::2] == (200, {"status": "ready"})
+
+
+SLOW_BODIES = 150
+
+
+def test_slow_bodies_through_nginx_are_cut_by_the_collectors_deadline(
+    gevent_stack: tuple[int, Path],
+) -> None:
+    """A POST /v1/reports body dripping a byte a second: nginx alone never cuts it (each
+    byte restarts client_body_timeout); streamed to a gevent collector, the body deadline
+    answers 408 and both close it. /healthz answers meanwhile."""
+    port, _ = gevent_stack
+    slow: list[socket.socket] = []
+    try:
+        for _ in range(SLOW_BODIES):
+            s = socket.create_connection(
+                ("127.0.0.1", port), timeout=ANSWER_TIMEOUT, source_address=(CLIENT, 0)
+            )
+            s.sendall(
+                b"POST /v1/reports HTTP/1.1\r\nHost: slow\r\nContent-Type: application/json"
+                b"\r\nContent-Length: 1000000\r\n\r\n{"
+            )
+            slow.append(s)
+        assert _call(port, "GET", "/healthz")[::2] == (200, {"status": "ok"})
+        deadline = time.monotonic() + MAX_SECONDS + 30  # a shared machine: a wide margin
+        still_open = list(slow)
+        while still_open and time.monotonic() < deadline:
+            for s in still_open:
+                with contextlib.suppress(OSError):
+                    s.sendall(b" ")
+            still_open = [s for s in still_open if not _closed(s, time.monotonic() + 0.01)]
+            time.sleep(1.0)
+        assert not still_open, f"{len(still_open)} of {SLOW_BODIES} slow bodies still open"
     finally:
         for s in slow:
             s.close()

@@ -1,20 +1,26 @@
-"""Synthetic vocabularies for string metrics: no data is downloaded, ever.
+"""Vocabularies for string metrics: synthetic ones, and word-frequency lists read from a
+file (no data is downloaded, ever).
 
 A vocabulary is a set of distinct lowercase words of 3..``max_length`` bytes (lengths
 uniform), drawn from a seeded numpy generator, padded with NUL to ``max_length`` exactly
 as a device pads its value (:func:`client_sdk.mechanisms.strings.normalise`). Shares
 follow a Zipf law, word i (0-based) ∝ 1/(i+1)^s, so the simulations, benchmarks and the
 firehose draw populations like "search terms" with a known truth.
+:func:`word_list` reads a real language's words and frequencies (the lists the tests ship
+under ``tests/data``) as a device would send them.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from aggregator.analysis.simulation import distribution
+from client_sdk.mechanisms.strings import normalise
 
-__all__ = ["MIN_WORD_LENGTH", "synthetic_vocabulary", "zipf_shares"]
+__all__ = ["MIN_WORD_LENGTH", "synthetic_vocabulary", "word_list", "zipf_shares"]
 
 MIN_WORD_LENGTH = 3
 """Shortest word: 26² two-letter words could not make a vocabulary of 10⁵ distinct ones."""
@@ -47,3 +53,24 @@ def synthetic_vocabulary(size: int, max_length: int = 16, seed: int = 0) -> npt.
 def zipf_shares(size: int, exponent: float) -> npt.NDArray[np.float64]:
     """Word i's share ∝ 1/(i+1)^exponent."""
     return distribution("zipf", size, exponent)
+
+
+def word_list(
+    path: str | Path, max_length: int = 16
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.float64]]:
+    """Padded values and shares of a ``word<TAB>frequency`` file (``#`` lines skipped).
+
+    Each word becomes the bytes a device sends (:func:`normalise`: NFC, UTF-8, truncated
+    at a character boundary, NUL-padded); words that become the same bytes are merged and
+    the shares renormalised to sum to 1 over the list.
+    """
+    merged: dict[bytes, float] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        word, freq = line.split("\t")
+        value = normalise(word, max_length)
+        merged[value] = merged.get(value, 0.0) + float(freq)
+    values = np.frombuffer(b"".join(merged), dtype=np.uint8).reshape(len(merged), max_length)
+    shares = np.array(list(merged.values()))
+    return values.copy(), shares / shares.sum()

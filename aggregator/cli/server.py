@@ -81,15 +81,16 @@ def _server_option_list(data_dir: str) -> list[Any]:
             type=click.Path(file_okay=False),
             help="Kept here: the embedded Redis's AOF and snapshots (redis/), the generated admin "
             "token (admin-token, unless LDP_ADMIN_TOKEN is set) and the services' logs "
-            "(web.log, aggregator-N.log, redis/redis.log, and supervisor.log: each restart of "
-            "a crashed child).",
+            "(web.log, read.log, aggregator-N.log, redis/redis.log, and supervisor.log: each "
+            "restart of a crashed child).",
         ),
         click.option(
             "--web-workers",
             default=2,
             show_default=True,
             type=click.IntRange(1, 64),
-            help="Gunicorn worker processes of the web service (collector, API and dashboard).",
+            help="Gunicorn worker processes of the web service (ingest; it forwards the "
+            "estimates API and dashboard to a read service of its own).",
         ),
         click.option(
             "--aggregators",

@@ -2,20 +2,29 @@
 
 Collector and aggregator are peers that share Redis through :mod:`ldp_store`; neither
 imports the other. ``ldp serve`` (and compose's ``dashboard`` service) run one WSGI app
-that holds both, and this module is where the two meet — ``tests/test_architecture.py``
-allows ``import collector`` under ``aggregator/`` here and nowhere else.
+that holds both (``ldp serve`` twice: its public gunicorn forwards the read routes to the
+other, see :func:`create_ingest_app`), and this module is where the two meet —
+``tests/test_architecture.py`` allows ``import collector`` under ``aggregator/`` here and
+nowhere else.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from flask import Flask
 
 import aggregator.web
+from aggregator.service.forward import ForwardReads
 from collector import create_app
 
-__all__ = ["create_server_app"]
+__all__ = ["READ_ENDPOINTS", "create_ingest_app", "create_server_app"]
+
+READ_ENDPOINTS = ("ops.prometheus",)
+"""Collector endpoints the read workers answer in ``ldp serve``: ``/metrics``, whose
+poisoning alarms (:class:`aggregator.web.alarms.AlarmGauges`) read and test every
+metric's recent windows at each scrape."""
 
 
 def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
@@ -32,4 +41,26 @@ def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
     """
     app = create_app(test_config)
     aggregator.web.install(app)
+    return app
+
+
+def create_ingest_app(
+    test_config: dict[str, Any] | None = None, upstream: str | None = None
+) -> Flask:
+    """The app of ``ldp serve``'s ingest workers: :func:`create_server_app`, with every
+    read route forwarded to the read workers (:mod:`aggregator.service.forward`).
+
+    Args:
+        test_config: as :func:`create_server_app`'s.
+        upstream: ``host:port`` of the read workers; default ``LDP_READ_UPSTREAM``, and
+            without either nothing is forwarded.
+
+    Returns:
+        The WSGI app (``aggregator.service.app:create_ingest_app()``).
+    """
+    app = create_server_app(test_config)
+    upstream = upstream or os.environ.get("LDP_READ_UPSTREAM")
+    if upstream:
+        names = [bp.name for bp in aggregator.web.BLUEPRINTS]
+        app.wsgi_app = ForwardReads(app.wsgi_app, app, upstream, names, READ_ENDPOINTS)  # type: ignore[method-assign, assignment]
     return app

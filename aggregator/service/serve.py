@@ -4,9 +4,12 @@ One supervisor process starts and watches:
 
 * Redis — the server at ``--redis-url``/``REDIS_URL``, or an embedded real
   ``redis-server`` with AOF and RDB in ``--data-dir`` (see :mod:`ldp_store.embedded`);
-* the web service under gunicorn: the collector's API (``/v1/metrics``, ``/v1/reports``,
-  health, Prometheus) and the aggregator's estimates API and dashboard, in one WSGI app
-  (:func:`aggregator.service.app.create_server_app`);
+* the web service under gunicorn on ``--port``: the collector's API (``/v1/metrics``,
+  ``/v1/reports``, health, Prometheus), which forwards the read routes (estimates API,
+  overview, plans, dashboard) to
+* the read service: a second gunicorn on a loopback port, at a lower CPU priority, so
+  reads (a string discovery is a second of CPU) wait behind ingest, never in its event
+  loop (:func:`aggregator.service.app.create_ingest_app`, :mod:`aggregator.service.forward`);
 * one or more aggregator workers (``ldp aggregate`` processes).
 
 A child that exits is started again with backoff, alone: the others ride out its absence
@@ -57,6 +60,15 @@ REDIS_URL_FILE = "redis-url"
 """The file in the data dir that holds a running ``ldp serve``'s embedded Redis address
 (its port is chosen free at each start), for the commands that read Redis directly."""
 
+READ_WORKERS = 1
+"""Gunicorn worker processes of the read service. Its CPU-heavy work (string discovery)
+runs at most ``LDP_READ_DISCOVERIES`` at once per process (:mod:`aggregator.web.read_guard`)."""
+
+READ_NICENESS = 10
+"""How much lower the read service's CPU priority is than ingest's (``nice``): when both
+want the CPU, ingest gets it (Linux gives a nice-10 process about a tenth of a nice-0
+one's share), and reads use whatever ingest leaves."""
+
 ORPHAN_TIMEOUT = 5.0
 """Seconds the web workers of a dead gunicorn master get to finish their requests after
 SIGTERM before they are killed: they hold the port the next master must bind."""
@@ -66,6 +78,12 @@ def _child_setup() -> None:
     """Children of the supervisor die with it (Linux), so none outlives a SIGKILL."""
     if sys.platform == "linux":
         die_with_parent()
+
+
+def _read_setup() -> None:
+    """The read service's start: as any child, at :data:`READ_NICENESS`."""
+    _child_setup()
+    os.nice(READ_NICENESS)
 
 
 def _ticks_now() -> int:
@@ -128,7 +146,8 @@ class Server(Service):
         host, port: where the web service listens.
         redis_url: an existing Redis; None starts an embedded one in ``data_dir``.
         data_dir: the embedded Redis's AOF/RDB folder (and the admin token file).
-        web_workers: gunicorn worker processes.
+        web_workers: gunicorn worker processes of the web service (ingest).
+        read_workers: gunicorn worker processes of the read service.
         aggregators: aggregator worker processes.
         admin_token: the bearer token for metric changes (default: env or generated).
         quiet: send the children's output to log files in ``data_dir`` instead.
@@ -144,6 +163,7 @@ class Server(Service):
         data_dir: str | os.PathLike[str] = "ldp-data",
         web_workers: int = 2,
         aggregators: int = 1,
+        read_workers: int = READ_WORKERS,
         admin_token: str | None = None,
         quiet: bool = False,
         backoff: Backoff | None = None,
@@ -153,12 +173,15 @@ class Server(Service):
         self.redis_url = redis_url
         self.data_dir = Path(data_dir)
         self.web_workers = web_workers
+        self.read_workers = read_workers
+        self.read_port = 0
         self.aggregators = aggregators
         self.admin_token = admin_token or os.environ.get("LDP_ADMIN_TOKEN") or ""
         self.quiet = quiet
         self.backoff = backoff or Backoff()
         self.redis: EmbeddedRedis | None = None
         self.web: subprocess.Popen[bytes] | None = None
+        self.read: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self.supervisor: Supervisor | None = None
         self._logs: dict[str, Any] = {}
@@ -274,6 +297,8 @@ class Server(Service):
             # So ldp export / aggregate / … find it by the data dir (its port is random).
             (self.data_dir / REDIS_URL_FILE).write_text(self.redis_url + "\n")
         self._prometheus = self._prometheus_dir()  # emptied once: restarts keep counts
+        self.read_port = free_port()  # kept across restarts: the web service forwards to it
+        self._start_read()
         self._start_web()
         for i in range(self.aggregators):
             self.workers.append(self._start_worker(i))
@@ -281,25 +306,31 @@ class Server(Service):
         self._supervise()
         return self
 
-    def _start_web(self) -> None:
-        env = self._env()
+    def _gunicorn(self, name: str, app: str, env: dict[str, str], setup: Any) -> Any:
         conf = Path(__file__).resolve().parents[2] / "collector" / "gunicorn_conf.py"
-        out = self._output("web")
-        self.web = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                str(conf),
-                "aggregator.service.app:create_server_app()",
-            ],
+        out = self._output(name)
+        return subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(conf), app],
             env={**env, "PROMETHEUS_MULTIPROC_DIR": self._prometheus},
             stdout=out,
             stderr=out,
-            preexec_fn=_child_setup,
+            preexec_fn=setup,
             start_new_session=True,  # Ctrl-C reaches the supervisor only; see _stop_orphans
         )
+
+    def _start_web(self) -> None:
+        env = {**self._env(), "LDP_READ_UPSTREAM": f"127.0.0.1:{self.read_port}"}
+        app = "aggregator.service.app:create_ingest_app()"
+        self.web = self._gunicorn("web", app, env, _child_setup)
+
+    def _start_read(self) -> None:
+        env = {
+            **self._env(),
+            "LDP_BIND": f"127.0.0.1:{self.read_port}",
+            "LDP_WEB_WORKERS": str(self.read_workers),
+        }
+        app = "aggregator.service.app:create_server_app()"
+        self.read = self._gunicorn("read", app, env, _read_setup)
 
     def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
         out = self._output(f"aggregator-{i + 1}")
@@ -319,13 +350,15 @@ class Server(Service):
             start_new_session=True,
         )
 
-    def _stop_orphans(self) -> None:
-        """After gunicorn's master died: SIGTERM its workers (its process group), which
-        would otherwise serve on, holding the port, until they notice (up to 15 s); SIGKILL
-        those still there after :data:`ORPHAN_TIMEOUT`. Only processes that started before
-        the master's death was seen are signalled (see :func:`_members`)."""
-        assert self.web is not None
-        group = self.web.pid  # the master led its own session, so its group
+    def _stop_orphans(self, master: subprocess.Popen[bytes] | None = None) -> None:
+        """After a gunicorn master died (default: the web service's): SIGTERM its workers
+        (its process group), which would otherwise serve on, holding the port, until they
+        notice (up to 15 s); SIGKILL those still there after :data:`ORPHAN_TIMEOUT`. Only
+        processes that started before the master's death was seen are signalled (see
+        :func:`_members`)."""
+        master = master or self.web
+        assert master is not None
+        group = master.pid  # the master led its own session, so its group
         started_by = _ticks_now() if Path("/proc/uptime").exists() else None
         deadline = time.monotonic() + ORPHAN_TIMEOUT
         signalled: dict[int, signal.Signals] = {}
@@ -345,6 +378,11 @@ class Server(Service):
         if self.redis is not None:
             children.append(Child("redis", self._start_redis, self._redis_status))
         children.append(Child("web", self._start_web, self._web_status, self._stop_orphans))
+        children.append(
+            Child(
+                "read", self._start_read, self._read_status, lambda: self._stop_orphans(self.read)
+            )
+        )
         for i in range(len(self.workers)):
             children.append(Child(f"aggregator-{i + 1}", *self._worker_hooks(i)))
         return children
@@ -360,6 +398,10 @@ class Server(Service):
     def _web_status(self) -> int | None:
         assert self.web is not None
         return self.web.poll()
+
+    def _read_status(self) -> int | None:
+        assert self.read is not None
+        return self.read.poll()
 
     def _worker_hooks(self, i: int) -> tuple[Any, Any]:
         def start() -> None:
@@ -392,18 +434,26 @@ class Server(Service):
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.web is not None and self.web.poll() is not None:
+        waiting = [("web", self.url), ("read", f"http://127.0.0.1:{self.read_port}")]
+        while waiting and time.monotonic() < deadline:
+            name, url = waiting[0]
+            child = self.web if name == "web" else self.read
+            if child is not None and child.poll() is not None:
                 self.stop()
-                raise RuntimeError(f"the web service exited with status {self.web.returncode}")
+                raise RuntimeError(f"the {name} service exited with status {child.returncode}")
             try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
                     if r.status == 200:
-                        return
+                        waiting.pop(0)
+                        continue
             except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"the web service did not become ready within {READY_TIMEOUT:.0f} s")
+                pass
+            time.sleep(0.2)
+        if waiting:
+            self.stop()
+            raise RuntimeError(
+                f"the {waiting[0][0]} service did not become ready within {READY_TIMEOUT:.0f} s"
+            )
 
     def check(self) -> str | None:
         """None while supervision goes on (a crashed child is being restarted), else why
@@ -417,7 +467,7 @@ class Server(Service):
         return {c.name: c.restarts for c in self.supervisor.children}
 
     def stop(self) -> None:
-        """Workers (finish their batch), then the web service, then Redis."""
+        """Workers (finish their batch), then the web and read services, then Redis."""
         with self._restarting:  # waits for a restart under way; no more after it
             self._stopping = True
         for w in self.workers:
@@ -429,15 +479,16 @@ class Server(Service):
             except subprocess.TimeoutExpired:
                 w.kill()
                 w.wait()
-        if self.web is not None and self.web.poll() is None:
-            self.web.send_signal(signal.SIGTERM)
-            try:
-                self.web.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.web.kill()
-                self.web.wait()
-        if self.web is not None:
-            self._stop_orphans()  # workers of a master that died at the wrong moment
+        for web in (self.web, self.read):
+            if web is not None and web.poll() is None:
+                web.send_signal(signal.SIGTERM)
+                try:
+                    web.wait(STOP_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    web.kill()
+                    web.wait()
+            if web is not None:
+                self._stop_orphans(web)  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
             (self.data_dir / REDIS_URL_FILE).unlink(missing_ok=True)

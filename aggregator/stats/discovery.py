@@ -5,7 +5,11 @@ by every byte value; the sketch (:class:`~aggregator.stats.strings.SketchEstimat
 estimates each extension from that level's reports alone, and the ``beam`` most frequent
 of those that clear a loose z-score survive to the next level (Wang, Li & Jha's Prefix
 Extending Method with one group of users per level; Bassily et al.'s TreeHist walks the
-same tree). A prefix extended by the padding byte NUL is a *complete* value; it is
+same tree). Only prefixes and values a device can send are extended and tested: valid
+UTF-8 whose completed characters are NFC text, NUL padding at the end only
+(:mod:`aggregator.stats.sendable`); anything else cannot be present, and testing it only
+added false discoveries (on English words, 87 of the 101 values wrongly called present
+were such byte strings). A prefix extended by the padding byte NUL is a *complete* value; it is
 estimated from every level from there on (:meth:`SketchEstimator.strings`), and all
 complete values are then tested together, Benjamini–Hochberg at level α, against the
 table with only the *strong* values taken out (:data:`STRONG_Z`; why: :func:`_test`).
@@ -54,6 +58,7 @@ from statistics import NormalDist
 import numpy as np
 
 from aggregator.stats.selection import Adjusted, selection_adjusted
+from aggregator.stats.sendable import BOUNDARY, DEAD, advance, complete_nfc
 from aggregator.stats.strings import (
     Known,
     LevelEstimate,
@@ -107,7 +112,8 @@ class Discovery:
     σ(μ) runs between it and ``variance``)."""
     p_values: np.ndarray
     tested: int
-    """Complete values tested (the multiplicity Benjamini–Hochberg corrects for)."""
+    """Complete values tested (the multiplicity Benjamini–Hochberg corrects for): exactly
+    the values whose p-values were computed, all of them values a device can send."""
     null_std: float
     """σ₀ of a complete value of full length at f = 0 in a cell of average content, once
     the strong values are taken out, widened by the decoys' spread (:func:`null_scale`):
@@ -122,6 +128,12 @@ class Discovery:
     _adjusted: dict[float, Adjusted] = field(default_factory=dict, repr=False, compare=False)
     """:meth:`adjusted` per confidence: the API keeps a window's discovery for a while and
     the page asks again every few seconds (≈ 0.1 s of bisection for 500 values)."""
+
+    @classmethod
+    def empty(cls, alpha: float = 0.05) -> Discovery:
+        """What :func:`discover` finds in a window without reports, without the walk."""
+        none = np.zeros(0)
+        return cls([], none, none, none, none, 0, float("nan"), alpha, none)
 
     def estimate(self, est: SketchEstimator, values: np.ndarray) -> LevelEstimate:
         """Estimates of any padded values ((N, L) uint8), as the discovered ones were made."""
@@ -243,19 +255,32 @@ def discover(
     prefix_phi = np.zeros((1, h), dtype=np.int64)
     complete = np.zeros((0, L), dtype=np.uint8)
     complete_phi = np.zeros((0, h), dtype=np.int64)
+    prefix_state = np.zeros(1, dtype=np.int8)
     levels: list[Known] = []
     strong_levels: list[Known] = []
     complete_cells: list[np.ndarray] = []
     for level in range(L):
-        ended = np.zeros((len(prefixes), L), dtype=np.uint8)
-        ended[:, :level] = prefixes
-        ended_phi = codec.extend(prefix_phi, 0)
+        # Only what a device can send (aggregator.stats.sendable): a value ends (NUL
+        # padding) at a character boundary, and a prefix extends to valid UTF-8 whose
+        # completed characters are NFC text.
+        ends = prefix_state == BOUNDARY
         if level == 0:  # the empty string is no value
-            ended, ended_phi = ended[:0], ended_phi[:0]
+            ends[:] = False
+        ended = np.zeros((int(ends.sum()), L), dtype=np.uint8)
+        ended[:, :level] = prefixes[ends]
+        ended_phi = codec.extend(prefix_phi[ends], 0)
         ext = np.hstack(
             [np.repeat(prefixes, 255, axis=0), np.tile(byte_values, len(prefixes))[:, None]]
         )
-        ext_phi = codec.extend(np.repeat(prefix_phi, 255, axis=0), ext[:, -1])
+        before = np.repeat(prefix_state, 255)
+        ext_state = advance(before, ext[:, -1])
+        ok = ext_state != DEAD
+        if level == L - 1:  # full-length values are complete: they end with a character
+            ok &= ext_state == BOUNDARY
+        finished = np.flatnonzero(ok & (ext_state == BOUNDARY) & (before != BOUNDARY))
+        ok[finished] = complete_nfc(ext[finished])
+        ext, ext_state = ext[ok], ext_state[ok]
+        ext_phi = codec.extend(np.repeat(prefix_phi, 255, axis=0)[ok], ext[:, -1])
         complete_phi = codec.extend(complete_phi, 0)
         if level == L - 1:  # full-length values are complete too
             ended, ended_phi = np.vstack([ended, ext]), np.vstack([ended_phi, ext_phi])
@@ -277,7 +302,7 @@ def discover(
             }
         levels.append(known)
         strong_levels.append(strong)
-        prefixes, prefix_phi = ext[opened], ext_phi[opened]
+        prefixes, prefix_phi, prefix_state = ext[opened], ext_phi[opened], ext_state[opened]
     return _test(est, complete, strong_levels, alpha, complete_cells)
 
 

@@ -28,12 +28,26 @@ Prentice maximise the conditional likelihood instead, the median-unbiased one co
 the same pivot and always lies inside the interval); far above the cutoff (a − x ≪ −σ) F_μ
 → Φ((x − μ)/σ) and all three are the plain ones (up to σ(μ), below). A frequency is ≥ 0,
 so the interval and estimate are intersected with [0, ∞): no coverage is lost (the truth
-is ≥ 0), an absent value is covered with probability 1 − γ/2 (only the upper end can miss
-it), and the interval of a value barely over the cutoff, whose pivot alone would reach far
-below 0, ends at 0 (conditionally, such a value is about as likely absent as present).
+is ≥ 0), and the interval of a value barely over the cutoff, whose pivot alone would reach
+far below 0, ends at 0 (conditionally, such a value is about as likely absent as present).
 Weinstein, Fithian & Benjamini (2013) construct shorter intervals for the *two-sided*
-selection |X| ≥ c; discovery's selection is one-sided, where the equal-tailed pivot above
-is the standard one.
+selection |X| ≥ c; discovery's selection is one-sided.
+
+**At the cutoff.** Equal tails at every μ fail where x sits just above a: for every
+μ ≥ 0 the truncated law piles up at a, F_μ(x) ≈ (x − a)·(its density at a) is below γ/2,
+every μ ≥ 0 is rejected, and the interval collapses to [0, 0] (seen: a real word of
+0.066 % reported as [0, 5·10⁻⁶]). At and below the cutoff the conditional law is close to
+an exponential from a, whose lower tail is a sliver next to a that says nothing against
+μ. So the acceptance region of each μ is chosen by μ alone, which keeps the conditional
+coverage at every μ (the Neyman construction; choosing by x instead is Feldman &
+Cousins's "flip-flopping", which loses it): the upper tail alone, {F_μ(X) ≤ 1 − γ/2},
+for μ ≤ a, equal tails above. The μ accepted form [μ_{1−γ/2}, max(a, μ_{γ/2})] (μ_t: the
+root of F_μ(x) = t): the equal-tailed interval with its upper end raised to the cutoff
+if it fell below. It is never empty, always holds the estimate, reads [0, a] for a value
+just over the cutoff ("at most about the cutoff", which is what such an observation
+says), and covers with probability 1 − γ/2 at μ ≤ a (an absent value included), 1 − γ
+above. An interval of no width could only come from a ≤ 0 with x at it; it is reported
+as NaN (not shown).
 
 **Which σ.** A GRR cell's variance is linear in its frequency (π = q* + (p* − q*)·F), and
 at a few reports per cell it grows several-fold between F = 0 and the F of a value near
@@ -83,6 +97,9 @@ References:
     more power to determine the sign", JASA 108(501), 2013.
     Y. Benjamini, D. Yekutieli, "False discovery rate-adjusted multiple confidence
     intervals for selected parameters", JASA 100(469), 2005.
+    G. J. Feldman, R. D. Cousins, "Unified approach to the classical statistical analysis
+    of small signals", Physical Review D 57(7), 1998 (acceptance regions chosen per
+    parameter value near a physical boundary).
 """
 
 from __future__ import annotations
@@ -181,8 +198,9 @@ def selection_adjusted(
     a: np.ndarray,
     confidence: float,
 ) -> Adjusted:
-    """The conditional median-unbiased estimate and equal-tailed interval of μ ≥ 0 from
-    X = x ~ N(μ, σ(μ)²) observed given X ≥ a (module docstring).
+    """The conditional median-unbiased estimate and interval of μ ≥ 0 from X = x ~
+    N(μ, σ(μ)²) observed given X ≥ a (module docstring: equal-tailed above a, upper tail
+    only at and below it).
 
     Args:
         x: the reported estimates.
@@ -218,6 +236,18 @@ def selection_adjusted(
             top = np.maximum(xs + z * spread.at(top), 0.0)
         top = 2 * top
         gamma = 1 - confidence
-        for key, target in (("frequency", 0.5), ("low", 1 - gamma / 2), ("high", gamma / 2)):
-            out[key][good] = _solve(xs, spread, aa, target, top)
+        roots = {
+            key: _solve(xs, spread, aa, target, top)
+            for key, target in (("frequency", 0.5), ("low", 1 - gamma / 2), ("high", gamma / 2))
+        }
+        # Each μ's acceptance region is chosen by μ alone (module docstring, "At the
+        # cutoff"): {F_μ(X) ≤ 1 − γ/2} for μ ≤ a, equal tails above. The μ it accepts
+        # are [μ_{1−γ/2}, max(a, μ_{γ/2})].
+        low = roots["low"]
+        high = np.maximum(roots["high"], np.maximum(aa, 0.0))
+        # An interval of no width holds no plausible value (a ≤ 0 and x at it): not shown.
+        shown = high > low
+        out["frequency"][good] = roots["frequency"]
+        out["low"][good] = np.where(shown, low, np.nan)
+        out["high"][good] = np.where(shown, high, np.nan)
     return Adjusted(out["frequency"], out["low"], out["high"])

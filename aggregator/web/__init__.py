@@ -11,15 +11,19 @@ as the collector's app factory sets them up): see :mod:`aggregator.service.app`.
 * :mod:`~aggregator.web.plan`: ``/v1/plan``, ``/v1/plan/curve``
 * :mod:`~aggregator.web.dashboard`: ``/``, ``/ui/…``
 * :mod:`~aggregator.web.access`: the read token in front of all of them
+* :mod:`~aggregator.web.read_guard`: the bound and cache of expensive reads
 """
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Blueprint, Flask
 
-from aggregator.web import access, alarms, dashboard, estimates, plan, status, strings
+from aggregator.web import access, alarms, dashboard, estimates, plan, read_guard, status, strings
 
-__all__ = ["install"]
+__all__ = ["BLUEPRINTS", "install"]
+
+BLUEPRINTS: tuple[Blueprint, ...] = (estimates.bp, status.bp, plan.bp, strings.bp, dashboard.bp)
+"""Every route of the read side (``ldp serve`` sends these to its read workers)."""
 
 
 def install(app: Flask) -> None:
@@ -27,15 +31,13 @@ def install(app: Flask) -> None:
     poisoning alarms to its ``/metrics``.
 
     Raises:
-        ValueError: ``LDP_ALARM_RATE`` out of range, or a retention variable out of range
-            (``LDP_RETENTION_…``).
+        ValueError: ``LDP_ALARM_RATE`` or ``LDP_READ_DISCOVERIES`` out of range, or a
+            retention variable out of range (``LDP_RETENTION_…``).
     """
     status.install_retention(app)
     ext = app.extensions["ldp"]
     ext.telemetry.add_collector(alarms.AlarmGauges(ext.redis, ext.registry, alarms.alarm_rate(app)))
-    app.register_blueprint(estimates.bp)
-    app.register_blueprint(status.bp)
-    app.register_blueprint(plan.bp)
-    app.register_blueprint(strings.bp)
-    app.register_blueprint(dashboard.bp)
+    read_guard.install(app)
+    for blueprint in BLUEPRINTS:
+        app.register_blueprint(blueprint)
     access.install(app)

@@ -11,24 +11,23 @@ and keep the plain, unbiased f̂ ± z·σ; the detection threshold at the curren
 window's poisoning alarms (:func:`aggregator.stats.detect.detect_sketch`: reports crafted
 into a few of the sketch's rows). Each row says which it carries (``selection_adjusted``).
 
-Discovery walks every level of the sketch (seconds at 10⁶ reports), so its result is
-kept per (metric, version, window) in the process and recomputed when the window's n has
-changed and the last result is older than :data:`REDISCOVER_SECONDS`.
+Discovery walks every level of the sketch (about a second of CPU at any n): a window
+without reports (none yet, or outside the version's life) is answered empty without one,
+and the others go through :mod:`aggregator.web.read_guard` (cached per window until its
+counts change, bounded, off the event loop).
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import OrderedDict
 from statistics import NormalDist
 
 import numpy as np
 import redis
-from flask import Blueprint, request
+from flask import Blueprint, current_app, has_app_context, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.codecs import Counts, codec_for
 from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
@@ -49,27 +48,22 @@ from aggregator.web.models import (
     StringRow,
 )
 from aggregator.web.plan import n_grid
+from aggregator.web.read_guard import cached, guarded
 from client_sdk.mechanisms.strings import StringSketch, display, normalise
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, answer
 from ldp_api.openapi import Reply, documented
+from ldp_store import schema
+from ldp_store.registry import Registry
 
-__all__ = [
-    "REDISCOVER_SECONDS",
-    "bp",
-    "overview_alarms",
-    "parse_candidates",
-    "string_estimates",
-]
+__all__ = ["bp", "overview_alarms", "parse_candidates", "string_estimates"]
 
 bp = Blueprint("strings", __name__)
 
-REDISCOVER_SECONDS = 30.0
-"""How long a window's discovery is reused while its reports keep arriving: a discovery
-costs seconds of CPU at 10⁶ reports; the dashboard refreshes far more often."""
-
-CACHED_WINDOWS = 64
-"""Discoveries kept per process (the newest windows of a few dozen string metrics)."""
+CLOCK_SLACK_SECONDS = 300.0
+"""Windows are named by Redis's clock (the stream entry ids), the version's creation time
+and "now" by this machine's: a window is outside the version's life only by more than
+this, so a few minutes of skew never hide real reports."""
 
 INTERVAL = (
     "candidates: normal, f̂ ± z·√Var, Var = the inner oracle's variance per row plus the "
@@ -77,11 +71,6 @@ INTERVAL = (
     "(selection_adjusted): the conditional estimate and interval given that the value was "
     "discovered (truncated normal at the Benjamini–Hochberg cutoff, Lee et al. 2016)"
 )
-
-_cache: OrderedDict[tuple[str, int, str], tuple[int, float, Discovery, SketchEstimator]] = (
-    OrderedDict()
-)
-_lock = threading.Lock()
 
 
 def parse_candidates(raw: str | None) -> list[str]:
@@ -103,40 +92,47 @@ def parse_candidates(raw: str | None) -> list[str]:
     return values
 
 
+def _in_life(created: float | None, window: str, now: float) -> bool:
+    """Whether ``window`` overlaps the version's life, from its creation to now (give or
+    take :data:`CLOCK_SLACK_SECONDS`)."""
+    span = schema.window_span(window)
+    if span is None:  # all
+        return True
+    if span[0] > now + CLOCK_SLACK_SECONDS:
+        return False
+    return created is None or span[1] > created - CLOCK_SLACK_SECONDS
+
+
 def _discovery(
-    client: redis.Redis, definition: MetricDefinition, window: str
+    client: redis.Redis, definition: MetricDefinition, window: str, created: float | None
 ) -> tuple[Discovery, SketchEstimator]:
+    codec = codec_for(definition.sketch)
+    if _in_life(created, window, time.time()):
+        counts = read_counts(client, definition, window)
+    else:  # before the version existed, or still to come: no reports, nothing to read
+        counts = Counts.zeros(definition.k)
+    est = SketchEstimator(codec, counts)
+    if counts.n == 0:
+        return Discovery.empty(), est
     key = (definition.name, definition.version, window)
-    counts = read_counts(client, definition, window)
-    now = time.monotonic()
-    with _lock:
-        hit = _cache.get(key)
-    if hit is not None and (hit[0] == counts.n or now - hit[1] < REDISCOVER_SECONDS):
-        return hit[2], hit[3]
-    est = SketchEstimator(codec_for(definition.sketch), counts)
-    found = discover(est)
-    with _lock:
-        _cache[key] = (counts.n, now, found, est)
-        _cache.move_to_end(key)
-        while len(_cache) > CACHED_WINDOWS:
-            _cache.popitem(last=False)
-    return found, est
+    # The estimator is kept with its discovery: candidates are estimated as it was made.
+    return guarded(key, counts.n, lambda: (discover(est), est))
 
 
 def overview_alarms(definition: MetricDefinition, alpha: float) -> tuple[list[Alarm], list[str]]:
     """The all-time window's alarms as the overview shows them, without a discovery of its
-    own (seconds of CPU): those of the discovery the estimates API last made for it in
-    this process, with its discovered values' labels; none when it has made none.
+    own (about a second of CPU): those of the discovery this process last made for it
+    (:func:`~aggregator.web.read_guard.cached`), with its discovered values' labels; none
+    when it has made none.
 
     Args:
         definition: a string metric version.
         alpha: the false-alarm rate per window.
     """
-    with _lock:
-        hit = _cache.get((definition.name, definition.version, "all"))
+    hit = cached((definition.name, definition.version, "all"))
     if hit is None:
         return [], []
-    found, est = hit[2], hit[3]
+    found, est = hit
     return detect_sketch(est, "all", found.values, found.known, alpha), found.labels
 
 
@@ -176,7 +172,9 @@ def string_estimates(
     """The answer of the estimates API for a string metric's window, its alarms tested
     at false-alarm rate ``alarm_rate``."""
     sketch = definition.sketch
-    found, est = _discovery(client, definition, window)
+    registry = current_app.extensions["ldp"].registry if has_app_context() else Registry(client)
+    created = registry.created(definition.name, definition.version)
+    found, est = _discovery(client, definition, window, created)
     alarms = detect_sketch(est, window, found.values, found.known, alarm_rate)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     adj = found.adjusted(confidence)

@@ -1,0 +1,213 @@
+"""Expensive reads kept from starving the service: a string metric's discovery.
+
+A discovery walks every level of the sketch: about a second of CPU whatever the window
+holds. :class:`ReadGuard` (one per app) keeps each window's result until its counts
+change (keyed by n), runs one request's discovery for every request that asks for the
+same window meanwhile, runs it on a native thread so the worker's event loop keeps
+serving, and runs at most ``READ_DISCOVERIES`` at once per process: one more is refused
+with 503 and ``Retry-After`` instead of queueing CPU work nobody bounds. A window without
+reports never gets here (:func:`aggregator.web.strings.string_estimates` answers it
+empty). ``ldp serve`` also runs the read side in worker processes of their own, at a
+lower CPU priority than ingest (:mod:`aggregator.service.serve`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from flask import Flask, current_app, has_app_context
+from prometheus_client import Counter
+from werkzeug.exceptions import ServiceUnavailable
+
+__all__ = [
+    "CACHED_WINDOWS",
+    "DEFAULT_DISCOVERIES",
+    "REDISCOVER_SECONDS",
+    "ReadGuard",
+    "cached",
+    "guarded",
+    "install",
+]
+
+T = TypeVar("T")
+Key = tuple[str, int, str]
+"""(metric, version, window)."""
+
+REDISCOVER_SECONDS = 30.0
+"""How long a window's discovery is reused while its reports keep arriving: a discovery
+costs about a second of CPU; the dashboard refreshes far more often."""
+
+CACHED_WINDOWS = 64
+"""Discoveries kept per process (the newest windows of a few dozen string metrics)."""
+
+DEFAULT_DISCOVERIES = 1
+"""Discoveries one process runs at once (``LDP_READ_DISCOVERIES``). Each is CPU-bound
+and holds the interpreter most of the time, so a second one in the same process only
+halves the speed of both; more read processes (``ldp serve``'s ``LDP_READ_WORKERS``)
+are what adds throughput."""
+
+MAX_DISCOVERIES = 64
+"""Upper bound of the setting: beyond it the bound is no bound."""
+
+WAIT_SECONDS = 60.0
+"""How long a request waits for another request's discovery of the same window before
+it answers 503 (a discovery takes seconds; the gunicorn worker timeout is 30 s)."""
+
+RETRY_AFTER_SECONDS = 2
+"""``Retry-After`` of a refused discovery: about one discovery's time."""
+
+
+@dataclass
+class _Flight:
+    """A discovery under way: who else asked for the window waits on ``done``."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+
+
+def _off_loop(work: Callable[[], T]) -> T:
+    """``work()`` on a native thread when gevent has patched this process (the calling
+    greenlet waits, the event loop serves other connections), else in this thread."""
+    try:
+        from gevent import get_hub, monkey  # type: ignore[import-untyped]  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - gevent is a dependency
+        return work()
+    if not monkey.is_module_patched("threading"):
+        return work()
+    result: T = get_hub().threadpool.spawn(work).get()
+    return result
+
+
+class ReadGuard:
+    """The cache, the single-flight table and the bound of one app's discoveries.
+
+    Args:
+        limit: discoveries run at once in this process.
+        registry: where the counters go (the app's Prometheus registry), or None.
+    """
+
+    def __init__(self, limit: int = DEFAULT_DISCOVERIES, registry: Any = None) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[Key, tuple[int, float, Any]] = OrderedDict()
+        self._flights: dict[Key, _Flight] = {}
+        self._running = 0
+        self.runs = Counter(
+            "ldp_read_discoveries",
+            "String-metric discoveries run (each about a second of CPU); a cached or "
+            "empty window runs none.",
+            registry=registry,
+        )
+        self.refused = Counter(
+            "ldp_read_refused",
+            "Reads refused with 503 because READ_DISCOVERIES discoveries were running.",
+            registry=registry,
+        )
+
+    def peek(self, key: Key) -> Any:
+        """The last result for ``key``, however old, or None; runs nothing."""
+        with self._lock:
+            hit = self._cache.get(key)
+        return None if hit is None else hit[2]
+
+    def get(self, key: Key, n: int, compute: Callable[[], T]) -> T:
+        """The discovery of window ``key`` holding ``n`` reports: cached while n is the
+        same (or for :data:`REDISCOVER_SECONDS` after it changed), else ``compute()``,
+        run once for all concurrent askers, off the event loop.
+
+        Raises:
+            ServiceUnavailable: ``limit`` discoveries are running (with ``Retry-After``),
+                or the one this request waited for failed or took too long.
+        """
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and (hit[0] == n or now - hit[1] < REDISCOVER_SECONDS):
+                self._cache.move_to_end(key)
+                return hit[2]
+            flight = self._flights.get(key)
+            mine = flight is None
+            if flight is None:
+                if self._running >= self.limit:
+                    self.refused.inc()
+                    raise _busy(f"{self._running} discoveries are running")
+                flight = self._flights[key] = _Flight()
+                self._running += 1
+        if not mine:
+            if not flight.done.wait(WAIT_SECONDS) or flight.result is None:
+                raise _busy("the discovery of this window did not finish")
+            return flight.result
+        try:
+            self.runs.inc()
+            result = _off_loop(compute)
+            with self._lock:
+                self._cache[key] = (n, now, result)
+                self._cache.move_to_end(key)
+                while len(self._cache) > CACHED_WINDOWS:
+                    self._cache.popitem(last=False)
+            flight.result = result
+            return result
+        finally:
+            with self._lock:
+                self._running -= 1
+                del self._flights[key]
+            flight.done.set()
+
+
+def _busy(why: str) -> ServiceUnavailable:
+    return ServiceUnavailable(
+        f"too many string estimates are being computed ({why}); retry after "
+        f"{RETRY_AFTER_SECONDS} s (a window already computed answers at once)",
+        retry_after=RETRY_AFTER_SECONDS,
+    )
+
+
+def read_limit(app: Flask) -> int:
+    """``READ_DISCOVERIES`` (``LDP_READ_DISCOVERIES``), checked.
+
+    Raises:
+        ValueError: not an integer in [1, :data:`MAX_DISCOVERIES`].
+    """
+    raw: Any = app.config.get("READ_DISCOVERIES", DEFAULT_DISCOVERIES)
+    try:
+        limit = int(raw)
+    except (TypeError, ValueError):
+        limit = 0
+    if isinstance(raw, bool) or not 1 <= limit <= MAX_DISCOVERIES or str(limit) != str(raw):
+        raise ValueError(
+            f"LDP_READ_DISCOVERIES must be an integer in [1, {MAX_DISCOVERIES}], got {raw!r}"
+        )
+    return limit
+
+
+def install(app: Flask) -> None:
+    """Give ``app`` its guard, counting into its Prometheus registry."""
+    registry = app.extensions["ldp"].telemetry.registry
+    app.extensions["ldp_read_guard"] = ReadGuard(read_limit(app), registry)
+
+
+def cached(key: Key) -> Any:
+    """The current app's last result for ``key``, however old, or None (none yet, or
+    outside an app): for views that show what a discovery found without running one."""
+    if not has_app_context():
+        return None
+    guard: ReadGuard = current_app.extensions["ldp_read_guard"]
+    return guard.peek(key)
+
+
+def guarded(key: Key, n: int, compute: Callable[[], T]) -> T:
+    """:meth:`ReadGuard.get` of the current app's guard; outside an app (``ldp export``)
+    ``compute()`` itself.
+
+    Raises:
+        ServiceUnavailable: see :meth:`ReadGuard.get`.
+    """
+    if not has_app_context():
+        return compute()
+    found: ReadGuard = current_app.extensions["ldp_read_guard"]
+    return found.get(key, n, compute)
