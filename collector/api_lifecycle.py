@@ -165,7 +165,9 @@ def delete_metric(name: str) -> dict[str, Any]:
     ctx = services()
     registry = ctx.registry
     versions = _which(registry, name, version_arg())
-    state = registry.state(name)
+    # Fresh: a retire just answered by another web worker must count (it was refused
+    # for a second after `ldp metrics retire`, the cache's lifetime).
+    state = registry.state(name, fresh=True)
     if state.retired is None and state.current in versions:
         raise ApiError(
             409,

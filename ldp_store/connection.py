@@ -40,7 +40,9 @@ __all__ = [
     "RETRY_BACKOFF_CAP",
     "UNAVAILABLE",
     "connect",
+    "GONE_REPLIES",
     "is_cluster",
+    "stream_gone",
     "unavailable",
 ]
 
@@ -168,6 +170,22 @@ def unavailable(exc: BaseException) -> bool:
             return True
         return any(words in str(exc) for words in _TRANSIENT_CLUSTER)
     return False
+
+
+GONE_REPLIES = ("NOGROUP", "UNBLOCKED", "ERR no such key")
+"""How Redis says a stream or its group went away under a command: ``NOGROUP`` (no
+stream or no group; Redis 6.2 and 7), ``UNBLOCKED the stream key no longer exists``
+(Redis 7, to a read blocked on a stream that was deleted), ``ERR no such key`` (XINFO).
+``ldp metrics delete`` causes all three while workers read: never a reason to stop."""
+
+
+def stream_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` says a stream or its consumer group no longer exists
+    (:data:`GONE_REPLIES`; in a script's or a pipeline's error too)."""
+    if not isinstance(exc, redis.ResponseError):
+        return False
+    text = str(exc)
+    return any(reply in text for reply in GONE_REPLIES)
 
 
 def is_cluster(client: object) -> bool:

@@ -115,10 +115,14 @@ def die_with_parent() -> None:
         pass
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` (an IPv4 or IPv6 address or a name) that nothing listens on
+    right now."""
+    family, _, _, _, address = socket.getaddrinfo(
+        host, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind(address)
         return int(s.getsockname()[1])
 
 

@@ -113,12 +113,13 @@ class Registry:
         """All metric names, sorted."""
         return sorted(x.decode() for x in self.redis.smembers(keys.METRICS_SET))  # type: ignore[union-attr]
 
-    def state(self, name: str) -> MetricState:
+    def state(self, name: str, fresh: bool = False) -> MetricState:
         """The current version, retirement and deleted versions of ``name`` (cached for
-        CURRENT_TTL: one HMGET per name and second, whatever the request rate)."""
+        CURRENT_TTL: one HMGET per name and second, whatever the request rate; ``fresh``:
+        read now, for an operator's decision that another process's change must reach)."""
         now = time.monotonic()
         cached = self._state.get(name)
-        if cached and now - cached[0] < CURRENT_TTL:
+        if cached and not fresh and now - cached[0] < CURRENT_TTL:
             return cached[1]
         raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
         current, retired, deleted = cast(list[bytes | None], raw)

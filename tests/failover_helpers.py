@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from flask import Flask
 
-from aggregator.stream.counts import read_counts
+from aggregator.stream.counts import Lag, lag_details, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, Response
@@ -195,7 +195,8 @@ def run_failover(
     Args:
         base: a fresh directory for the cluster's nodes.
         replica_acks: the collectors' ``REPLICA_ACKS``.
-        seconds: how long the devices report.
+        seconds: how long the devices report at least (they go on until the killed
+            primary is back as a replica).
         kill_after: when (seconds into the load) the primary is killed.
         devices: SDK clients, half on each collector.
         rate: reports a second per device.
@@ -209,6 +210,9 @@ def run_failover(
     workers: list[Worker] = []
     threads: list[threading.Thread] = []
     errors: list[str] = []
+    # Set once the old primary is back: the devices report at least until then, so the
+    # outage meets uploads however slow the machine (a fixed span did not always).
+    over = threading.Event()
     try:
         url = cluster.url
         apps = [collector_app(url, replica_acks) for _ in range(2)]
@@ -240,7 +244,7 @@ def run_failover(
             )
             picker = random.Random(seed * 100 + 50 + i)
             sent = 0
-            while time.monotonic() < stop_at:
+            while time.monotonic() < stop_at or not over.is_set():
                 assert sdk.report(HOT, picker.choice(SPEC["domain"]))
                 sent += 1
                 lag = start + sent / rate - time.monotonic()
@@ -278,19 +282,22 @@ def run_failover(
             assert replica.process is not None
             replica.process.send_signal(signal.SIGCONT)
         # The replica's promotion, as the survivors see it.
-        _wait(lambda: victim_port not in cluster.primary_ports(), 30, "a replica promoted")
+        _wait(lambda: victim_port not in cluster.primary_ports(), 120, "a replica promoted")
         failover_seconds = time.monotonic() - killed_at
         # The dead node comes back, as a supervisor would restart it: it learns it was
         # failed over and rejoins as the new primary's replica. Until then a collector
         # that waits for a replica answers 503 for that shard (nothing to wait for).
         victim = cluster.server_at(victim_port)
         victim.start()
-        _wait(lambda: victim.client().info("replication").get("master_link_status") == "up",
-              30, "the old primary back as a replica")  # fmt: skip
+        try:
+            _wait(lambda: victim.client().info("replication").get("master_link_status") == "up",
+                  120, "the old primary back as a replica")  # fmt: skip
+        finally:
+            over.set()
         for t in fleet:
-            t.join(120)
+            t.join(300)
             assert not t.is_alive(), "a device never got its reports acknowledged"
-        cluster.wait_ready(30)
+        cluster.wait_ready(120)
 
         acked: dict[str, dict[str, Any]] = {}
         for t in trackers:
@@ -312,8 +319,10 @@ def run_failover(
         def counted() -> int:
             return read_counts(client, hot).n
 
-        _wait(lambda: counted() >= len(reports), 60, "every acknowledged report counted")
-        time.sleep(0.5)  # anything counted twice shows up now
+        def drained() -> bool:  # every entry counted and trimmed: nothing more can count
+            return lag_details(client, hot) == Lag(0, 0)
+
+        _wait(lambda: counted() >= len(reports) and drained(), 300, "every report counted")
         counts = read_counts(client, hot)
         double = counts.n - len(reports)
         if double == 0:
@@ -338,6 +347,7 @@ def run_failover(
             raised=[e for t in trackers for e in t.raised],
         )
     finally:
+        over.set()
         for w in workers:
             w.stop()
         for t in threads:

@@ -372,3 +372,46 @@ def test_a_device_learns_a_retirement_from_a_refetched_definition(
         assert client.privacy()["metrics"]["app.later"]["lifetime"]["reports"] == 1
     finally:
         client.shutdown(timeout=2)
+
+
+def test_a_new_version_after_a_delete_says_what_is_readable(server_url: str) -> None:
+    """Issue 29 item 7: after v1 was deleted, `ldp metrics create` still said "v1's
+    estimates stay readable". It names the latest version still kept, or says none is."""
+
+    def new_version(epsilon: float) -> str:
+        code, out = ldp(
+            "metrics", "create", "app.theme", "--url", server_url, "--token", TOKEN,
+            "-d", ",".join(THEME), "-e", str(epsilon), "-m", "grr",
+        )  # fmt: skip
+        assert code == 0, out
+        return " ".join(out.split())
+
+    def delete(version: int) -> None:
+        code, out = ldp("metrics", "delete", "app.theme", "--version", str(version),
+                        "--url", server_url, "--token", TOKEN, "--yes")  # fmt: skip
+        assert code == 0, out
+
+    create(server_url, "app.theme")
+    out = new_version(2.0)
+    assert "now has version 2" in out and "v1's estimates stay readable" in out
+    delete(1)
+    out = new_version(3.0)
+    assert "now has version 3" in out and "v2's estimates stay readable" in out
+    assert out.endswith("/v1/estimates/app.theme?version=2")
+    out = new_version(4.0)
+    delete(3)
+    http(f"{server_url}/v1/metrics/app.theme/retire", "POST", {})
+    delete(4)
+    http(f"{server_url}/v1/metrics/app.theme/unretire", "POST", {})
+    out = new_version(5.0)
+    assert "v2's estimates stay readable (v3–v4 were deleted)" in out, out
+    delete(2)
+    out = new_version(6.0)
+    assert "v5's estimates" in out
+    http(f"{server_url}/v1/metrics/app.theme/retire", "POST", {})
+    delete(5)
+    delete(6)
+    http(f"{server_url}/v1/metrics/app.theme/unretire", "POST", {})
+    out = new_version(7.0)
+    assert "now has version 7" in out and "stay readable" not in out
+    assert "The earlier versions were deleted: no earlier estimates remain." in out

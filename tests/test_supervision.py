@@ -322,6 +322,78 @@ def test_a_child_that_ran_a_minute_is_healthy_again_and_five_fast_exits_give_up(
     assert child.restarts == GIVE_UP_FAILURES  # one after the slow exit, four after fast ones
 
 
+def test_exits_after_progress_never_give_up_exits_without_progress_do() -> None:
+    """Issue 28 item 0: workers that ran and counted, then each exited within seconds (a
+    metric deleted under them), made `ldp serve` give up and stop everything. Only
+    failures that repeat without progress count now: a real process that writes its
+    progress file (as `ldp aggregate --progress-file` does) and then exits is restarted
+    for ever at the first delay; once it exits without writing it, five in a row give up."""
+    now = [0.0]
+    said: list[str] = []
+    procs: list[subprocess.Popen[bytes]] = []
+    work = [True]
+    progress = Path(os.environ.get("TMPDIR", "/tmp")) / f"ldp-progress-{os.getpid()}"
+    code = f"import pathlib, sys; pathlib.Path({str(progress)!r}).write_text('1'); sys.exit(3)"
+
+    def start() -> None:
+        progress.unlink(missing_ok=True)
+        command = code if work[0] else "raise SystemExit(3)"
+        procs.append(subprocess.Popen([sys.executable, "-c", command]))
+        procs[-1].wait()
+
+    try:
+        start()
+        child = Child("worker", start, lambda: procs[-1].poll(), progressed=progress.exists)
+        backoff = Backoff(first=1.0, cap=4.0)
+        supervisor = Supervisor([child], said.append, backoff=backoff, clock=lambda: now[0])
+
+        def step(seconds: float) -> None:
+            now[0] += seconds
+            supervisor.poll()
+
+        for _ in range(3 * GIVE_UP_FAILURES):  # each a few seconds after its start
+            step(2.0)  # the exit
+            assert supervisor.gave_up is None and child.failures == 1
+            assert "restarting in 1.0 s" in said[-1] and "after a healthy run" in said[-1]
+            step(1.0)  # restarted
+        assert child.restarts == 3 * GIVE_UP_FAILURES
+        step(2.0)  # the last exit after progress
+        work[0] = False  # from now on it exits without progress: a crash loop
+        for n in range(2, GIVE_UP_FAILURES + 1):
+            assert child.restart_at is not None
+            step(child.restart_at - now[0])  # restarted
+            step(2.0)  # the exit
+            assert child.failures == n
+        assert supervisor.gave_up is not None and "without progress" in supervisor.gave_up
+    finally:
+        progress.unlink(missing_ok=True)
+
+
+def test_a_running_child_that_made_progress_is_healthy_again() -> None:
+    """A restarted child that works (progress while running) starts its count again."""
+    now, running, progressed = [0.0], [False], [False]
+    child = Child(
+        "worker",
+        lambda: running.__setitem__(0, True),
+        lambda: None if running[0] else 1,
+        progressed=lambda: progressed[0],
+    )
+    supervisor = Supervisor([child], lambda line: None, clock=lambda: now[0])
+    for n in range(1, GIVE_UP_FAILURES):  # four fast failures without progress
+        now[0] += 0.1
+        supervisor.poll()
+        assert child.failures == n
+        now[0] += 60
+        supervisor.poll()  # restarted
+        running[0] = False
+    running[0] = True
+    supervisor.poll()
+    assert child.failures == GIVE_UP_FAILURES - 1  # still running, no progress yet
+    progressed[0] = True
+    supervisor.poll()
+    assert child.failures == 0 and supervisor.gave_up is None
+
+
 GROUP = """
 import subprocess, sys, time
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
 from aggregator.cli.console import err
 
 __all__ = ["aggregate"]
+
+
+def _progress_writer(path: str) -> Callable[[Any], None]:
+    """A worker heartbeat that replaces ``path`` with the statistics as JSON (written
+    aside and renamed, so a reader never sees half a file); a failed write is ignored."""
+    target = Path(path)
+    aside = target.with_name(target.name + ".tmp")
+
+    def write(stats: Any) -> None:
+        try:
+            aside.write_text(json.dumps(stats.to_dict()))
+            os.replace(aside, target)
+        except OSError:  # a full disk must not stop the counting
+            pass
+
+    return write
 
 
 @click.command()
@@ -49,6 +70,13 @@ __all__ = ["aggregate"]
     help="Take over other workers' entries idle this long (or $LDP_CLAIM_IDLE_MS) "
     "[default: 60000].",
 )
+@click.option(
+    "--progress-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the worker's statistics here (JSON) after its first round, then at most "
+    "once a second: how `ldp serve` tells a working worker.",
+)
 def aggregate(
     once: bool,
     redis_url: str | None,
@@ -56,6 +84,7 @@ def aggregate(
     batch_size: int | None,
     block_ms: int | None,
     claim_idle_ms: int | None,
+    progress_file: str | None,
 ) -> None:
     """Run the aggregator worker: count every report in the streams exactly once.
 
@@ -84,6 +113,7 @@ def aggregate(
             claim_idle_ms=(
                 stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
             ),
+            heartbeat=_progress_writer(progress_file) if progress_file else None,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -237,13 +237,36 @@ def metrics_create(
     if body.get("mechanism_reason"):
         out.print(body["mechanism_reason"], markup=False)  # pram's says "P[x, y]"
     if status == 201 and version > 1:  # 201: a new version; 200: the current one kept
-        estimates = f"{url.rstrip('/')}/v1/estimates/{urllib.parse.quote(name, safe='')}"
-        out.print(
-            f"[yellow]note:[/] {name} now has version {version} (its parameters differ from "
-            f"v{version - 1}'s). Reports are counted per version: counts start at zero for "
-            f"v{version}. v{version - 1}'s estimates stay readable: {estimates}"
-            f"?version={version - 1}"
-        )
+        out.print(_new_version_note(url, name, version))
+
+
+def _new_version_note(url: str, name: str, version: int) -> str:
+    """What a new version means for the earlier ones' estimates, true to what is left:
+    the latest earlier version still kept (``ldp metrics delete`` may have removed some),
+    or none."""
+    earlier = next((v for v in range(version - 1, 0, -1) if _version_exists(url, name, v)), None)
+    note = (
+        f"[yellow]note:[/] {name} now has version {version}. Reports are counted per "
+        f"version: counts start at zero for v{version}. "
+    )
+    if earlier is None:
+        return note + "The earlier versions were deleted: no earlier estimates remain."
+    estimates = f"{url.rstrip('/')}/v1/estimates/{urllib.parse.quote(name, safe='')}"
+    gone = {version - 1: "", version - 2: f" (v{version - 1} was deleted)"}.get(
+        earlier, f" (v{earlier + 1}–v{version - 1} were deleted)"
+    )
+    return note + f"v{earlier}'s estimates stay readable{gone}: {estimates}?version={earlier}"
+
+
+def _version_exists(url: str, name: str, version: int) -> bool:
+    """Whether the collector still has ``version`` of ``name`` (not deleted)."""
+    try:
+        _exchange(_metric_url(url, name, f"?version={version}"))
+    except click.ClickException as exc:
+        if exc.message.startswith("404"):
+            return False
+        raise
+    return True
 
 
 TOKEN_OPTION = click.option(

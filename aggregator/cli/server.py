@@ -122,7 +122,7 @@ def _start(
 
     server = Server(
         host=host,
-        port=port or free_port(),
+        port=port or free_port(host),
         redis_url=redis_url,
         data_dir=data_dir,
         web_workers=web_workers,
@@ -132,7 +132,9 @@ def _start(
     try:
         return server.start()
     except (RuntimeError, FileNotFoundError, OSError) as exc:
-        raise click.ClickException(f"could not start: {exc} (logs in {data_dir})") from None
+        # A failed start removes what it made, the data dir too unless its logs say why.
+        logs = f" (logs in {data_dir})" if Path(data_dir).is_dir() else ""
+        raise click.ClickException(f"could not start: {exc}{logs}") from None
 
 
 @click.command()
@@ -257,7 +259,13 @@ def demo(
             )
             out.print(f"fresh data for this run in {run_dir} (removed {runs} from {data_dir})")
         data_dir = str(run_dir)
-    server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
+    try:
+        server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
+    except click.ClickException:
+        run = Path(data_dir)
+        if redis_url is None and run.is_dir() and not any(run.iterdir()):
+            run.rmdir()  # this run's fresh folder, left empty by the failed start
+        raise
     try:
         client = connect(server.redis_url)
         definitions = d.define_metrics(Registry(client))
@@ -307,16 +315,12 @@ def _check_port_free(host: str, port: int) -> None:
     """
     if port == 0:
         return
-    import socket  # noqa: PLC0415
+    from aggregator.service.serve import check_port  # noqa: PLC0415
 
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
-        try:
-            probe.bind((host, port))
-        except OSError as exc:
-            raise click.ClickException(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}; nothing was changed "
-                "(stop what uses it, or pass --port 0 for a free port)"
-            ) from None
+    try:
+        check_port(host, port)
+    except RuntimeError as exc:
+        raise click.ClickException(f"{exc}; nothing was changed") from None
 
 
 def _print_estimates(result: Any, fresh: bool) -> None:

@@ -42,13 +42,15 @@ from aggregator.service.supervise import Backoff, Child, RestartCounter, Supervi
 from ldp_store.connection import connect
 from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port
 
-__all__ = ["Server"]
+__all__ = ["PORT_HINT", "Server", "check_port", "host_port"]
 
 PROMETHEUS_FOLDER = ".prometheus-multiproc"
 """prometheus-client's per-process files of the web workers, in the data dir."""
 
-READY_TIMEOUT = 30.0
-"""Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask)."""
+READY_TIMEOUT = 120.0
+"""Seconds to wait for gunicorn to answer /readyz (imports numpy, scipy, flask): a few
+seconds idle, 15–18 s measured on two cores at load 12–15, so a ceiling far above both
+(a web service that exits is reported at once, without waiting for it)."""
 
 STOP_TIMEOUT = 20.0
 """Seconds a worker gets to finish its batch after SIGTERM before it is killed."""
@@ -72,6 +74,43 @@ one's share), and reads use whatever ingest leaves."""
 ORPHAN_TIMEOUT = 5.0
 """Seconds the web workers of a dead gunicorn master get to finish their requests after
 SIGTERM before they are killed: they hold the port the next master must bind."""
+
+
+PORT_HINT = "stop what uses it, or pass --port 0 for a free port"
+"""The way out of a taken port, in every message that says it is taken."""
+
+
+def host_port(host: str, port: int) -> str:
+    """``host:port`` as gunicorn's bind and a URL take it: an IPv6 address in brackets
+    (``[::1]:8000``), a name or an IPv4 address as it is."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse, with the way out, a ``host:port`` the web service could not listen on.
+
+    The probe binds as gunicorn will (``SO_REUSEADDR``, the address family of ``host``):
+    a port held only by TIME-WAIT connections of a stopped run is free, one another
+    process listens on is not. ``ldp serve`` and ``ldp demo`` both ask this.
+
+    Raises:
+        RuntimeError: the host does not resolve, or ``port`` is taken on it.
+    """
+    where = host_port(host, port)
+    try:
+        family, _, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (OSError, UnicodeError) as exc:
+        raise RuntimeError(f"cannot listen on {where}: {exc}") from None
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise RuntimeError(
+                f"cannot listen on {where}: {exc.strerror or exc} ({PORT_HINT})"
+            ) from None
 
 
 def _child_setup() -> None:
@@ -169,7 +208,7 @@ class Server(Service):
         backoff: Backoff | None = None,
     ) -> None:
         self.host = host
-        self.port = port or free_port()
+        self.port = port or free_port(host)
         self.redis_url = redis_url
         self.data_dir = Path(data_dir)
         self.web_workers = web_workers
@@ -196,7 +235,7 @@ class Server(Service):
     @property
     def url(self) -> str:
         """Base URL of the web service."""
-        return f"http://{self.host}:{self.port}"
+        return f"http://{host_port(self.host, self.port)}"
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -206,7 +245,7 @@ class Server(Service):
                 "LDP_REDIS_URL": self.redis_url,
                 "REDIS_URL": self.redis_url,
                 "LDP_ADMIN_TOKEN": self.admin_token,
-                "LDP_BIND": f"{self.host}:{self.port}",
+                "LDP_BIND": host_port(self.host, self.port),
                 "LDP_WEB_WORKERS": str(self.web_workers),
             }
         )
@@ -262,14 +301,7 @@ class Server(Service):
             raise RuntimeError(
                 f"another ldp serve is using {self.data_dir} (its Redis files must not be shared)"
             ) from None
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                probe.bind((self.host, self.port))
-            except OSError as exc:
-                raise RuntimeError(
-                    f"cannot listen on {self.host}:{self.port}: {exc.strerror}"
-                ) from None
+        check_port(self.host, self.port)
         if self.redis_url is not None:
             try:
                 connect(self.redis_url, socket_connect_timeout=3, socket_timeout=3).ping()
@@ -277,12 +309,34 @@ class Server(Service):
                 raise RuntimeError(f"cannot use Redis at {self.redis_url}: {exc}") from None
 
     def start(self) -> Server:
-        """Start everything and wait until the web service is ready."""
+        """Start everything and wait until the web service is ready.
+
+        A start that fails stops what it started and removes what it created: the data
+        directory's ``.lock`` file, and the data directory itself if this start made it
+        and no log in it says why it failed.
+        """
+        fresh = not self.data_dir.exists()
+        had_lock = (self.data_dir / ".lock").exists()
         try:
-            self._preflight()
-        except RuntimeError:
-            self._unlock()
+            self._start()
+        except BaseException:
+            self.stop()  # what did start; unlocks
+            self._undo_start(fresh, had_lock)
             raise
+        return self
+
+    def _undo_start(self, fresh: bool, had_lock: bool) -> None:
+        """After a failed start: remove the lock file it made, and the data dir it made
+        unless a log there (the web service's, Redis's) holds the reason."""
+        if not had_lock:
+            (self.data_dir / ".lock").unlink(missing_ok=True)
+        if fresh and self.data_dir.is_dir():
+            logs = [p for p in self.data_dir.rglob("*.log") if p.is_file() and p.stat().st_size]
+            if not logs:
+                shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def _start(self) -> None:
+        self._preflight()
         if not self.admin_token:
             token_file = self.data_dir / "admin-token"
             if token_file.exists():
@@ -304,7 +358,6 @@ class Server(Service):
             self.workers.append(self._start_worker(i))
         self._wait_ready()
         self._supervise()
-        return self
 
     def _gunicorn(self, name: str, app: str, env: dict[str, str], setup: Any) -> Any:
         conf = Path(__file__).resolve().parents[2] / "collector" / "gunicorn_conf.py"
@@ -332,8 +385,15 @@ class Server(Service):
         app = "aggregator.service.app:create_server_app()"
         self.read = self._gunicorn("read", app, env, _read_setup)
 
+    def _progress_file(self, i: int) -> Path:
+        """Where worker ``i`` says it works (``ldp aggregate --progress-file``): the
+        supervisor's sign that a worker which exits had made progress first."""
+        return self.data_dir / f"aggregator-{i + 1}.progress"
+
     def _start_worker(self, i: int) -> subprocess.Popen[bytes]:
         out = self._output(f"aggregator-{i + 1}")
+        progress = self._progress_file(i)
+        progress.unlink(missing_ok=True)  # what this start writes is this start's progress
         return subprocess.Popen(
             [
                 sys.executable,
@@ -342,6 +402,8 @@ class Server(Service):
                 "aggregate",
                 "--name",
                 f"worker-{i + 1}",  # the same consumer again: it rereads its pending entries
+                "--progress-file",
+                str(progress),
             ],
             env=self._env(),
             stdout=out,
@@ -384,7 +446,9 @@ class Server(Service):
             )
         )
         for i in range(len(self.workers)):
-            children.append(Child(f"aggregator-{i + 1}", *self._worker_hooks(i)))
+            start, status = self._worker_hooks(i)
+            progressed = self._progress_file(i).exists
+            children.append(Child(f"aggregator-{i + 1}", start, status, progressed=progressed))
         return children
 
     def _start_redis(self) -> None:
@@ -439,7 +503,7 @@ class Server(Service):
             name, url = waiting[0]
             child = self.web if name == "web" else self.read
             if child is not None and child.poll() is not None:
-                self.stop()
+                # start() stops what did start and removes what this start created
                 raise RuntimeError(f"the {name} service exited with status {child.returncode}")
             try:
                 with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
@@ -450,7 +514,6 @@ class Server(Service):
                 pass
             time.sleep(0.2)
         if waiting:
-            self.stop()
             raise RuntimeError(
                 f"the {waiting[0][0]} service did not become ready within {READY_TIMEOUT:.0f} s"
             )

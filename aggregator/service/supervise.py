@@ -9,12 +9,15 @@ has it (in the AOF). So one child's death needs no one else's restart, only its 
 * a child that exits (crash, kill -9, OOM killer, any status) is started again, the same
   way as at first (Redis on the same port and data directory: its AOF replays every
   acknowledged write), after :class:`Backoff` — 0.5 s, doubling to at most 30 s;
-* a child that stays up :data:`FAST_FAILURE_SECONDS` is healthy again: its next crash
-  waits the first delay, not the last;
-* :data:`GIVE_UP_FAILURES` exits in a row, each within :data:`FAST_FAILURE_SECONDS` of
-  its start, mean a restart cannot help (a port taken, a corrupt file, a bad setting):
-  :class:`Supervisor` gives up, says so, and ``ldp serve`` stops everything and exits
-  with status 1.
+* a child that made progress is healthy again: its next crash waits the first delay,
+  not the last. Progress is staying up :data:`FAST_FAILURE_SECONDS`, or, for a child that
+  can tell (an aggregator worker: a round of its loop completed, from its progress
+  file), having worked since its start;
+* :data:`GIVE_UP_FAILURES` exits in a row without progress, each within
+  :data:`FAST_FAILURE_SECONDS` of its start, mean a restart cannot help (a port taken, a
+  corrupt file, a bad setting): :class:`Supervisor` gives up, says so, and ``ldp serve``
+  stops everything and exits with status 1. Failures that each follow progress (a worker
+  that counted, then met a rare error) are restarted for ever instead.
 
 Every death and restart is written to stderr and to ``supervisor.log`` in the data
 directory: which child, how it ended (status or signal), after how long, the next delay.
@@ -50,11 +53,12 @@ __all__ = [
 ]
 
 FAST_FAILURE_SECONDS = 60.0
-"""A child that exits sooner than this after its start failed fast; one that ran longer
-was healthy, and its failure count starts again."""
+"""A child that exits sooner than this after its start, without progress, failed fast;
+one that ran longer (or made progress) was healthy, and its failure count starts again."""
 
 GIVE_UP_FAILURES = 5
-"""Fast failures in a row after which restarting stops: with the default backoff that is
+"""Fast failures in a row (none after progress) after which restarting stops: with the
+default backoff that is
 about 8 s of trying (0.5 + 1 + 2 + 4 s of waits), long enough for a port to free up or a
 Redis to finish loading, short enough that a broken setup is reported at once."""
 
@@ -108,12 +112,16 @@ class Child:
         status: None while it runs, else its returncode.
         cleanup: called once after it ended, before the delay (e.g. stop the orphaned
             workers of a dead gunicorn master, which still hold the listening socket).
+        progressed: whether it made progress since its latest start (None: it cannot
+            tell; only staying up :data:`FAST_FAILURE_SECONDS` counts). A failure after
+            progress is never a fast one.
     """
 
     name: str
     start: Callable[[], None]
     status: Callable[[], int | None]
     cleanup: Callable[[], None] | None = None
+    progressed: Callable[[], bool] | None = None
     started: float = 0.0
     failures: int = 0
     restarts: int = 0
@@ -150,8 +158,19 @@ class RestartCounter:
         self._file.close()
 
 
+def _progressed(child: Child) -> bool:
+    """Whether ``child`` says it made progress since its start (False if it cannot tell,
+    or if asking fails: a broken probe must not hide a crash loop)."""
+    if child.progressed is None:
+        return False
+    try:
+        return child.progressed()
+    except OSError:
+        return False
+
+
 class Supervisor:
-    """Restart children that exit; give up after repeated fast failures.
+    """Restart children that exit; give up after repeated fast failures without progress.
 
     Call :meth:`poll` every fraction of a second (``Server`` does, from a thread).
 
@@ -191,7 +210,9 @@ class Supervisor:
             if child.restart_at is None:
                 status = child.status()
                 if status is None:
-                    if child.failures and now - child.started >= FAST_FAILURE_SECONDS:
+                    if child.failures and (
+                        now - child.started >= FAST_FAILURE_SECONDS or _progressed(child)
+                    ):
                         child.failures = 0  # healthy again
                     continue
                 self._failed(child, describe_exit(status), now)
@@ -202,22 +223,24 @@ class Supervisor:
 
     def _failed(self, child: Child, how: str, now: float) -> None:
         ran = now - child.started
-        child.failures = child.failures + 1 if ran < FAST_FAILURE_SECONDS else 1
+        fast = ran < FAST_FAILURE_SECONDS and not _progressed(child)
+        child.failures = child.failures + 1 if fast else 1
         if child.cleanup is not None:
             child.cleanup()
         if child.failures >= GIVE_UP_FAILURES:
             self.gave_up = (
                 f"{child.name} failed {child.failures} times in a row, each within "
-                f"{FAST_FAILURE_SECONDS:.0f} s of its start (last: {how} after {ran:.1f} s): "
-                "giving up"
+                f"{FAST_FAILURE_SECONDS:.0f} s of its start without progress (last: {how} "
+                f"after {ran:.1f} s): giving up"
             )
             self.say(self.gave_up)
             return
         delay = self.backoff.delay(child.failures)
         child.restart_at = now + delay
+        what = f"fast failure {child.failures}" if fast else "after a healthy run: failure 1"
         self.say(
             f"{child.name} {how} after {ran:.1f} s; restarting in {delay:.1f} s "
-            f"(fast failure {child.failures}; giving up at {GIVE_UP_FAILURES})"
+            f"({what}; giving up at {GIVE_UP_FAILURES} fast ones in a row)"
         )
 
     def _restart(self, child: Child) -> None:

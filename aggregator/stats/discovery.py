@@ -554,7 +554,10 @@ def salt_null(
     spread = [float(np.sqrt(a.var(axis=1).sum())) for _, a in atoms]
     if not max(spread) > 0:
         return out
-    step = min(x for x in spread if x > 0) / NULL_BINS_PER_SD
+    # The grid follows the narrowest level that matters: one whose spread is rounding noise
+    # (at a few dozen reports a level can hold 10⁻³⁰⁰ of it) would ask for a grid of 10³⁰⁰
+    # points; on the coarser grid its cells' mass is still split so that its mean is kept.
+    step = min(x for x in spread if x >= max(spread) * NEGLIGIBLE_SPREAD) / NULL_BINS_PER_SD
     dist, low = np.ones(1), 0.0  # Pr[Σ = low + k·step], the sum over levels level..L−1
     for level in range(L - 1, -1, -1):
         table = atoms[level][1]
@@ -593,6 +596,11 @@ def _convolve(parts: list[np.ndarray]) -> np.ndarray:
         spectrum *= np.fft.rfft(p, fft)
     return np.clip(np.fft.irfft(spectrum, fft)[:size], 0.0, None)
 
+
+NEGLIGIBLE_SPREAD = 1e-3
+"""A level whose T spreads less than this share of the widest level's does not set the
+salt null's grid: its variance is below 10⁻⁶ of that level's, and the grid's rounding adds
+at most step²/4 a row, as for any level."""
 
 NULL_BINS_PER_SD = 64
 """Grid steps per standard deviation of one level's T in :func:`salt_null`: splitting a

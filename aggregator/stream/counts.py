@@ -24,6 +24,7 @@ from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
+from ldp_store.connection import stream_gone
 
 __all__ = [
     "Lag",
@@ -345,7 +346,7 @@ def lag_details(client: redis.Redis, definition: MetricDefinition) -> Lag:
         try:
             summary = client.xpending(key, keys.GROUP)
         except redis.ResponseError as exc:  # no stream or no group yet: nothing pending
-            if "NOGROUP" not in str(exc):
+            if not stream_gone(exc):
                 raise
             continue
         pending += int(cast(dict[str, int], summary)["pending"])

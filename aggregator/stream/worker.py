@@ -72,7 +72,7 @@ from aggregator.stream.entries import (
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
-from ldp_store.connection import is_cluster, unavailable
+from ldp_store.connection import is_cluster, stream_gone, unavailable
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy, expire_untimed
 
@@ -81,6 +81,7 @@ __all__ = [
     "DEFAULT_BLOCK_MS",
     "DEFAULT_CLAIM_IDLE_MS",
     "DEFAULT_NAME",
+    "HEARTBEAT_SECONDS",
     "FenceBroken",
     "MAX_BATCH_SIZE",
     "MAX_DELIVERIES",
@@ -154,6 +155,10 @@ RECONNECT_MAX_WAIT = 10.0
 
 ONCE_RECONNECT_ATTEMPTS = 5
 """In burst mode, give up after this many consecutive connection failures."""
+
+HEARTBEAT_SECONDS = 1.0
+"""Least time between two calls of a worker's ``heartbeat`` (the first completed round
+calls it at once): a supervisor learns within a second that a worker works."""
 
 
 # -- values --------------------------------------------------------------------------------
@@ -229,6 +234,10 @@ class WorkerStats:
     """Windows whose delta blobs this worker folded into their packed counts."""
     merges: int = 0
     """Windows whose delta blobs this worker merged into one blob."""
+    rounds: int = 0
+    """Rounds completed without an error: passes over every stream, each ending in a batch
+    handled or a wait for new entries. A worker that completes rounds is working (``ldp
+    serve``'s supervisor reads this as progress, see ``heartbeat``)."""
 
     def to_dict(self) -> dict[str, int]:
         """Plain dict, for JSON."""
@@ -299,6 +308,8 @@ class Worker:
         retention: how long hour and day windows are kept (default: from the
             environment, :meth:`ldp_store.retention.RetentionPolicy.from_environ`); a
             metric's own retention overrides it.
+        heartbeat: called with the statistics after the first completed round, then at
+            most every :data:`HEARTBEAT_SECONDS` (``ldp aggregate --progress-file``).
 
     Raises:
         ValueError: a parameter out of range (or a retention variable).
@@ -315,6 +326,7 @@ class Worker:
         discover_interval: float = DISCOVER_INTERVAL,
         handle_signals: bool = True,
         retention: RetentionPolicy | None = None,
+        heartbeat: Callable[[WorkerStats], None] | None = None,
     ) -> None:
         if not name or any(c.isspace() for c in name):
             raise ValueError(f"consumer name must be non-empty without spaces, got {name!r}")
@@ -338,6 +350,8 @@ class Worker:
         self.handle_signals = handle_signals
         self.retention = RetentionPolicy.from_environ() if retention is None else retention
         self.stats = WorkerStats()
+        self.heartbeat = heartbeat
+        self._next_beat = 0.0
         self.registry = Registry(client)
         self._reader = raw_reader(client)
         self._read = client.register_script(scripts.READ)
@@ -452,7 +466,9 @@ class Worker:
         try:
             while not self._stopping:
                 try:
-                    if self._round(once):
+                    done = self._round(once)
+                    self._completed_round()
+                    if done:
                         break
                     failures = 0
                 except (redis.RedisError, RedisClusterException) as exc:
@@ -473,6 +489,13 @@ class Worker:
             restore()
         return self.stats
 
+    def _completed_round(self) -> None:
+        self.stats.rounds += 1
+        now = time.monotonic()
+        if self.heartbeat is not None and now >= self._next_beat:
+            self._next_beat = now + HEARTBEAT_SECONDS
+            self.heartbeat(self.stats)
+
     def _round(self, once: bool) -> bool:
         """One pass over every stream; returns True when burst mode is done."""
         if time.monotonic() >= self._next_discovery:
@@ -484,7 +507,7 @@ class Worker:
             try:
                 handled += self._step(stream)
             except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                if not stream_gone(exc):
                     raise
                 definition = stream.definition
                 if not self.registry.exists(definition.name, definition.version):
@@ -526,7 +549,7 @@ class Worker:
             try:
                 summary = self.redis.xpending(s.key, keys.GROUP)
             except redis.ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                if not stream_gone(exc):
                     raise
                 continue  # deleted meanwhile: nothing of ours is pending there
             if any(self._is_me(c["name"]) and int(c["pending"]) for c in summary["consumers"]):
@@ -625,9 +648,12 @@ class Worker:
                 ),
             )
         except redis.ResponseError as exc:
-            if "NOGROUP" not in str(exc):
+            if not stream_gone(exc):
                 raise
-            return  # a stream was deleted: the next round's per-stream read recreates it
+            # A stream was deleted while we waited on it (Redis 7 unblocks the read with
+            # UNBLOCKED; 6.2 keeps waiting): the next round's per-stream reads find which,
+            # and forget it (``ldp metrics delete``) or recreate its group (see _round).
+            return
         finally:
             self._blocking = False
         for key, stream in self._streams.items():
