@@ -39,3 +39,17 @@ def append_past_hours(
                 entry = {"p": json.dumps(payload, separators=(",", ":"))}
                 pipe.xadd(stream, entry, id=f"{start}-{i + 1}")
             pipe.execute()
+
+
+def append_this_hour(client: Any, definition: MetricDefinition, payloads: list[Any]) -> None:
+    """Honest payloads straight into the stream, with entry ids at the start of the current
+    hour (a test's bulk of honest reports, faster than the collector; the window is the
+    same)."""
+    stream = keys.stream_key(definition.name, definition.version)
+    start = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
+    for chunk in range(0, len(payloads), 10_000):
+        with client.pipeline(transaction=False) as pipe:
+            for i, payload in enumerate(payloads[chunk : chunk + 10_000], start=chunk + 1):
+                entry = {"p": json.dumps(payload, separators=(",", ":"))}
+                pipe.xadd(stream, entry, id=f"{start}-{i}")
+            pipe.execute()

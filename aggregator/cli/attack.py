@@ -130,6 +130,14 @@ def attack() -> None:
     help="α of the aggregate detection, the false-alarm rate per window (the "
     "collector's LDP_ALARM_RATE) [default: 0.001].",
 )
+@click.option(
+    "--baseline-windows",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Honest windows of the same population the detection compares the poisoned "
+    "one with; 0: none, as for a fresh metric or the all-time window (then only the "
+    "baseline-free tests run) [default: 6].",
+)
 @PERMANENT_EPSILON
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def poison(
@@ -144,6 +152,7 @@ def poison(
     dist: str,
     seed: int | None,
     alarm_rate: float | None,
+    baseline_windows: int | None,
     permanent_epsilon: float | None,
     as_json: bool,
 ) -> None:
@@ -162,7 +171,7 @@ def poison(
 
     from aggregator.analysis.defences import AggregateDetection, plausibility
     from aggregator.analysis.poisoning import simulate_poisoning
-    from aggregator.stats.detect import DEFAULT_ALARM_RATE
+    from aggregator.stats.detect import DEFAULT_ALARM_RATE, TRAILING
     from aggregator.stats.robustness import fake_count
 
     if beta is not None and fakes is not None:
@@ -178,7 +187,10 @@ def poison(
         values = sorted(np.random.default_rng(seed).choice(m.domain_size, count, replace=False))
     assert values is not None
     m_fakes = fakes if fakes is not None else fake_count(n, 0.01 if beta is None else beta)
-    detection = AggregateDetection(DEFAULT_ALARM_RATE if alarm_rate is None else alarm_rate)
+    detection = AggregateDetection(
+        DEFAULT_ALARM_RATE if alarm_rate is None else alarm_rate,
+        TRAILING["hour"] if baseline_windows is None else baseline_windows,
+    )
     with progress_bar(f"poisoning {m.name}", trials, enabled=not as_json) as advance:
         try:
             result = simulate_poisoning(
@@ -260,8 +272,9 @@ def _print_defences(result: Any, detection: Any) -> None:
         pad_edge=False,
         title="defences, on every trial's crafted reports",
         caption=f"plausibility: the collector's check of each report (mechanism.implausible); "
-        f"detection: the aggregate's alarms (shift, seeds, support) on the poisoned window "
-        f"against {detection.trailing} honest windows of the same population and size, "
+        f"detection: the aggregate's alarms on the poisoned window against "
+        f"{detection.trailing} honest windows of the same population and size (shift, seeds, "
+        f"support; with none, the baseline-free floor, seeds, support), "
         f"α = {detection.alpha:g} per window",
     )
     for col in ("defence", "attack", "caught", "per trial", "refused", "gain left", "alarms"):

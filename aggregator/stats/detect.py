@@ -44,13 +44,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from client_sdk.mechanisms import FrequencyOracle, LocalHashing, PostRandomization
+from aggregator.stats.consistency import floor_test, groups_test, sketch_rows_test
+from client_sdk.mechanisms import FrequencyOracle, GeneralizedRR, LocalHashing, PostRandomization
+from client_sdk.mechanisms.strings import display
 from client_sdk.mechanisms.unary import UnaryEncoding
+
+if TYPE_CHECKING:  # codecs imports detect: only the annotations need them
+    from aggregator.stats.strings import Known, SketchEstimator
 
 __all__ = [
     "ALARM_KINDS",
@@ -60,6 +65,7 @@ __all__ = [
     "TRAILING",
     "Alarm",
     "detect",
+    "detect_sketch",
     "seed_bins",
     "seeds_test",
     "shift_test",
@@ -67,9 +73,10 @@ __all__ = [
     "tests_for",
 ]
 
-AlarmKind = Literal["shift", "seeds", "support"]
-ALARM_KINDS: tuple[AlarmKind, ...] = ("shift", "seeds", "support")
-"""The three tests, in the order they run."""
+AlarmKind = Literal["shift", "floor", "seeds", "support", "groups", "rows"]
+ALARM_KINDS: tuple[AlarmKind, ...] = ("shift", "floor", "seeds", "support", "groups", "rows")
+"""The tests, in the order they run: ``floor`` (GRR without a baseline) and ``groups``,
+``rows`` (string metrics) are :mod:`aggregator.stats.consistency`'s."""
 
 DEFAULT_ALARM_RATE = 1e-3
 """α: the probability that an honest window raises any alarm. One false alarm per
@@ -207,9 +214,16 @@ def _chi2_quantile(alpha: float, df: int) -> float:
     return df * (1.0 - h + _normal_quantile(alpha) * math.sqrt(h)) ** 3
 
 
-def tests_for(m: FrequencyOracle) -> tuple[AlarmKind, ...]:
-    """The tests that apply to a mechanism (α is split evenly among them)."""
-    kinds: list[AlarmKind] = ["shift"]
+def tests_for(m: FrequencyOracle, baseline: bool = True) -> tuple[AlarmKind, ...]:
+    """The tests that apply to a mechanism (α is split evenly among them).
+
+    Without a baseline (a fresh metric, the all-time window) ``shift`` cannot run and
+    GRR's ``floor`` takes its place: with one, the shift test is far the stronger, and
+    the window's α is left to it as before.
+    """
+    kinds: list[AlarmKind] = ["shift"] if baseline else []
+    if not baseline and isinstance(m, GeneralizedRR):
+        kinds.append("floor")
     if isinstance(m, LocalHashing):
         kinds.append("seeds")
     if isinstance(m, UnaryEncoding) or (
@@ -393,20 +407,22 @@ def detect(
         m: the window's mechanism.
         window: its name (carried into the alarms).
         now: (n, C) of the window.
-        trailing: (n, C) of the pooled baseline windows, or None (no baseline yet).
+        trailing: (n, C) of the pooled baseline windows, or None (no baseline yet, or
+            the all-time window): then the baseline-free tests run instead of ``shift``.
         seeds: the window's seed histogram (local hashing), if kept.
         alpha: the window's false-alarm rate, split evenly over :func:`tests_for`.
         labels: value labels for the evidence (default: the indices).
         baseline: how the evidence names the baseline.
     """
-    kinds = tests_for(m)
-    share = alpha / len(kinds)
+    baseline_ok = trailing is not None and trailing[0] >= MIN_REPORTS
+    kinds = tests_for(m, baseline_ok)
     n, support = now[0], np.asarray(now[1], dtype=np.int64)
     names = labels or [str(v) for v in range(m.domain_size)]
     alarms: list[Alarm] = []
-    if n < MIN_REPORTS:
+    if n < MIN_REPORTS or not kinds:
         return alarms
-    if trailing is not None and trailing[0] >= MIN_REPORTS:
+    share = alpha / len(kinds)
+    if trailing is not None and baseline_ok:
         n2, c2 = trailing[0], np.asarray(trailing[1], dtype=np.int64)
         z, pv, reject = shift_test(m, (n, support), (n2, c2), share)
         if reject.any():
@@ -426,6 +442,24 @@ def detect(
                     f"< {share:g}/{m.domain_size} (Holm over the k values)"
                     + (f"; {len(flagged)} values rose" if len(flagged) > 1 else ""),
                     tuple(int(v) for v in flagged),
+                )
+            )
+    if "floor" in kinds:
+        floor = floor_test(m.domain_size, m.p, m.q, n, support, share)
+        if floor is not None and floor.p_value <= share:
+            alarms.append(
+                Alarm(
+                    "floor",
+                    window,
+                    floor.statistic,
+                    floor.threshold,
+                    floor.p_value,
+                    share,
+                    f"{floor.below} of {m.domain_size} values are reported less often than "
+                    f"any honest population allows (GRR reports name each value at least "
+                    f"q* = {_pct(m.q)} of the time): shortfall {floor.statistic:.1f} σ-units "
+                    f"(threshold {floor.threshold:.1f}), negative estimates summing to "
+                    f"−{_pct(floor.deficit)} — crafted reports of other values thin them",
                 )
             )
     if "seeds" in kinds and seeds is not None:
@@ -463,6 +497,76 @@ def detect(
                     f"the {n:,} reports support {total:,} values in all where honest ones "
                     f"support {mean:,.0f} ± {abs(total - mean) / abs(zs):,.0f}: "
                     f"z = {zs:.1f} (two-sided threshold {threshold:.1f})",
+                )
+            )
+    return alarms
+
+
+def detect_sketch(
+    est: SketchEstimator,
+    window: str,
+    values: Sequence[bytes],
+    known: list[Known],
+    alpha: float = DEFAULT_ALARM_RATE,
+) -> list[Alarm]:
+    """Every alarm of a string metric's window: ``groups`` and ``rows``, α/2 each.
+
+    Args:
+        est: the window's sketch estimator.
+        window: its name.
+        values: the padded values the discovery called present.
+        known: what the discovery knew at each level (``Discovery.known``).
+        alpha: the window's false-alarm rate; ``rows`` divides its half over the values.
+    """
+    m = est.m
+    alarms: list[Alarm] = []
+    if est.n < MIN_REPORTS:
+        return alarms
+    share = alpha / 2
+    found = groups_test(m, est.cell_counts.reshape(-1), share)
+    if found is not None and found[2] <= share:
+        chi2, threshold, p_value, bins, fullest = found
+        alarms.append(
+            Alarm(
+                "groups",
+                window,
+                chi2,
+                threshold,
+                p_value,
+                share,
+                f"reports are not spread over the sketch's {m.groups:,} (level, row) groups "
+                f"as devices spread them (uniformly): chi-square {chi2:,.0f} over {bins:,} "
+                f"bins (threshold {threshold:,.0f}); the fullest group holds {fullest:,} "
+                f"where {est.n / m.groups:,.0f} are expected — reports crafted into a few rows",
+            )
+        )
+    if values:
+        padded = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), m.levels)
+        per_value = share / len(values)
+        rows = sketch_rows_test(est, padded, known, per_value)
+        flagged = [
+            i for i in np.argsort(rows.p_values, kind="stable") if rows.p_values[i] <= per_value
+        ]
+        if flagged:
+            top = int(flagged[0])
+            names = [display(v) for v in values]
+            alarms.append(
+                Alarm(
+                    "rows",
+                    window,
+                    float(rows.statistic[top]),
+                    rows.threshold,
+                    float(rows.p_values[top]),
+                    per_value,
+                    f"{names[top]!r} was discovered, but its reports sit in few of the "
+                    f"sketch's rows: its fullest row of each level holds "
+                    f"{_pct(float(rows.top_row_share[top]))} of the level's reports where "
+                    f"devices, picking rows uniformly, put about {_pct(1 / m.rows)}; the "
+                    f"median over the {rows.levels} levels of the rows' dispersion is "
+                    f"z = {rows.statistic[top]:.1f} (threshold {rows.threshold:.1f}, "
+                    f"Bonferroni over the {len(values)} discovered values)"
+                    + (f"; {len(flagged)} values so" if len(flagged) > 1 else ""),
+                    tuple(int(i) for i in flagged),
                 )
             )
     return alarms

@@ -3,13 +3,16 @@
 An alarm is computed when it is read (the estimates API, the overview, ``/metrics``),
 from what the worker committed: the window's counts, its trailing windows of the same
 kind (:data:`~aggregator.stats.detect.TRAILING`) pooled, and for local hashing the
-window's seed histogram. Nothing is stored: a few more ``HGETALL`` per read.
+window's seed histogram. A window without a baseline (a fresh metric's first) and the
+all-time window get the baseline-free tests instead (GRR's floor, the support total).
+String metrics are tested where their discovery runs (:mod:`aggregator.web.strings`).
+Nothing is stored: a few more ``HGETALL`` per read.
 
 The false-alarm rate per window is ``LDP_ALARM_RATE`` (config ``ALARM_RATE``, default
 :data:`~aggregator.stats.detect.DEFAULT_ALARM_RATE`). ``/metrics`` shows
-``ldp_poisoning_alarm{metric, kind, granularity}``: 1 while the newest hour (day) window
-of a metric's current version has an alarm of that kind, else 0 — a label set per metric
-and test, never per value.
+``ldp_poisoning_alarm{metric, kind, granularity}``: 1 while the newest hour (day) window,
+or the all-time window (``granularity="all"``), of a metric's current version has an
+alarm of that kind, else 0 — a label set per metric and test, never per value.
 """
 
 from __future__ import annotations
@@ -42,6 +45,10 @@ __all__ = ["AlarmGauges", "alarm_rate", "alarm_models", "current_alarms", "windo
 
 log = logging.getLogger("ldp.aggregator.alarms")
 
+CATEGORICAL_KINDS = tuple(k for k in ALARM_KINDS if k not in ("groups", "rows"))
+"""The kinds a categorical metric can raise (``groups`` and ``rows`` are the string
+sketch's, which ``/metrics`` does not test: its discovery costs seconds)."""
+
 
 def alarm_rate(app: Flask | None = None) -> float:
     """The configured false-alarm rate per window.
@@ -72,18 +79,22 @@ def window_alarms(
     alpha: float,
     windows: list[str] | None = None,
 ) -> list[Alarm]:
-    """The alarms of one hour or day window (none for ``all`` or an untested metric).
+    """The alarms of one hour, day or the all-time window (none for an untested metric).
 
     Args:
         client: Redis.
         definition: the metric version.
-        window: ``hour:…`` or ``day:…``.
+        window: ``hour:…``, ``day:…`` or ``all`` (tested without a baseline).
         alpha: the false-alarm rate per window.
         windows: the version's windows, newest first, if already read.
     """
     granularity = window.partition(":")[0]
-    if granularity not in TRAILING or not tested(definition):
+    if granularity not in (*TRAILING, "all") or not tested(definition):
         return []
+    if granularity == "all":
+        m = definition.oracle
+        counts = read_counts(client, definition, window)
+        return detect(m, window, (counts.n, counts.support), None, None, alpha, definition.domain)
     if windows is None:
         windows = list_windows(client, definition)
     older = sorted(
@@ -108,7 +119,7 @@ def window_alarms(
 
 
 def current_alarms(client: redis.Redis, definition: MetricDefinition, alpha: float) -> list[Alarm]:
-    """The alarms of the newest hour window and of the newest day window."""
+    """The alarms of the newest hour window, of the newest day window and of ``all``."""
     if not tested(definition):
         return []
     windows = list_windows(client, definition)
@@ -117,11 +128,15 @@ def current_alarms(client: redis.Redis, definition: MetricDefinition, alpha: flo
         newest = next((w for w in windows if w.startswith(granularity + ":")), None)
         if newest is not None:
             found += window_alarms(client, definition, newest, alpha, windows)
-    return found
+    return found + window_alarms(client, definition, "all", alpha, windows)
 
 
-def alarm_models(definition: MetricDefinition, alarms: list[Alarm]) -> list[PoisoningAlarm]:
-    """The API's form of alarms: values by label."""
+def alarm_models(
+    definition: MetricDefinition, alarms: list[Alarm], labels: list[str] | None = None
+) -> list[PoisoningAlarm]:
+    """The API's form of alarms: values by label (``labels``: a string metric's discovered
+    values, which its alarms' indices point into)."""
+    names = definition.domain if labels is None else labels
     return [
         PoisoningAlarm(
             kind=a.kind,
@@ -131,7 +146,7 @@ def alarm_models(definition: MetricDefinition, alarms: list[Alarm]) -> list[Pois
             p_value=a.p_value,
             alpha=a.alpha,
             evidence=a.evidence,
-            values=[definition.domain[v] for v in a.values],
+            values=[names[v] for v in a.values],
         )
         for a in alarms
     ]
@@ -155,8 +170,8 @@ class AlarmGauges(Collector):
         """One gauge per current metric version, test and window granularity."""
         gauge = GaugeMetricFamily(
             "ldp_poisoning_alarm",
-            "1 while the newest hour/day window of a metric has a poisoning alarm of this "
-            "kind (see GET /v1/estimates/<name> for the evidence), else 0.",
+            "1 while the newest hour/day window (or the all-time window) of a metric has a "
+            "poisoning alarm of this kind (see GET /v1/estimates/<name>), else 0.",
             labels=["metric", "kind", "granularity"],
         )
         up = GaugeMetricFamily(
@@ -171,8 +186,8 @@ class AlarmGauges(Collector):
                     (a.kind, a.window.partition(":")[0])
                     for a in current_alarms(self.client, definition, self.alpha)
                 }
-                for kind in ALARM_KINDS:
-                    for granularity in TRAILING:
+                for kind in CATEGORICAL_KINDS:
+                    for granularity in (*TRAILING, "all"):
                         value = 1.0 if (kind, granularity) in raised else 0.0
                         rows.append(([definition.name, kind, granularity], value))
         except (redis.RedisError, ValueError) as exc:

@@ -584,7 +584,9 @@ def get_estimates(name: str) -> Any:
             candidates = parse_candidates(request.args.get("candidates"))
         except ValueError as exc:
             raise BadRequest(f"candidates: {exc}") from None
-        return answer(string_estimates(client, definition, window, confidence, candidates))
+        return answer(
+            string_estimates(client, definition, window, confidence, candidates, alarm_rate())
+        )
     if definition.kind == "numeric" or not simultaneous:
         found = estimate_window(
             client, registry, definition, window, confidence, with_alarms=True, estimand=estimand

@@ -209,12 +209,15 @@ class PoisoningAlarm(Model):
 
     kind: Annotated[str, OneOf(ALARM_KINDS)]
     """shift: values rose more than sampling noise allows against the trailing windows;
+    floor: GRR counts below what any honest population gives (no baseline needed);
     seeds: hash seeds reused far beyond chance (local hashing); support: the support
-    counts' total is outside its honest band (unary encodings, local hashing)."""
+    counts' total is outside its honest band (unary encodings, local hashing); groups,
+    rows: a string metric's reports, or a discovered value's, in few of the sketch's
+    rows."""
     window: str
-    """The window tested (hour:… or day:…)."""
+    """The window tested (hour:…, day:… or all)."""
     statistic: float
-    """z (shift, support) or chi-square (seeds)."""
+    """z (shift, support), the shortfall S (floor) or chi-square (seeds, groups, rows)."""
     threshold: float
     """The statistic's alarm threshold."""
     p_value: Annotated[float, Field(ge=0, le=1)]
@@ -224,7 +227,8 @@ class PoisoningAlarm(Model):
     evidence: str
     """What was seen, in one sentence."""
     values: list[str]
-    """The values that rose (shift), most significant first; empty for the others."""
+    """The values that rose (shift) or whose reports sit in few rows (rows), most
+    significant first; empty for the others."""
 
 
 class ShuffledEpsilon(Model):
@@ -339,6 +343,11 @@ class StringEstimates(Model):
     """The discovered values, by decreasing unadjusted estimate (selection-adjusted)."""
     candidates: list[StringRow]
     """The values of ``?candidates=``, in the order asked."""
+    alarms: list[PoisoningAlarm]
+    """Poisoning alarms of this window (``groups``, ``rows``: reports crafted into a few
+    of the sketch's rows)."""
+    alarm_rate: float
+    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
 
 
 class StringPlanQuery(Model):

@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_DISCOVERIES",
     "REDISCOVER_SECONDS",
     "ReadGuard",
+    "cached",
     "guarded",
     "install",
 ]
@@ -108,6 +109,12 @@ class ReadGuard:
             registry=registry,
         )
 
+    def peek(self, key: Key) -> Any:
+        """The last result for ``key``, however old, or None; runs nothing."""
+        with self._lock:
+            hit = self._cache.get(key)
+        return None if hit is None else hit[2]
+
     def get(self, key: Key, n: int, compute: Callable[[], T]) -> T:
         """The discovery of window ``key`` holding ``n`` reports: cached while n is the
         same (or for :data:`REDISCOVER_SECONDS` after it changed), else ``compute()``,
@@ -182,6 +189,15 @@ def install(app: Flask) -> None:
     """Give ``app`` its guard, counting into its Prometheus registry."""
     registry = app.extensions["ldp"].telemetry.registry
     app.extensions["ldp_read_guard"] = ReadGuard(read_limit(app), registry)
+
+
+def cached(key: Key) -> Any:
+    """The current app's last result for ``key``, however old, or None (none yet, or
+    outside an app): for views that show what a discovery found without running one."""
+    if not has_app_context():
+        return None
+    guard: ReadGuard = current_app.extensions["ldp_read_guard"]
+    return guard.peek(key)
 
 
 def guarded(key: Key, n: int, compute: Callable[[], T]) -> T:

@@ -37,6 +37,7 @@ from aggregator.stream.counts import lag_details, list_windows, per_shard
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms
 from aggregator.web.models import Overview
+from aggregator.web.strings import overview_alarms
 from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import answer
@@ -169,7 +170,8 @@ def overview_rows(
 ) -> list[dict[str, Any]]:
     """One row per metric (current version): the definition, n, newest window, lag,
     memory (all versions), retirement, and the poisoning alarms of its newest hour and day
-    windows at false-alarm rate ``alpha``."""
+    windows and of the all-time window at false-alarm rate ``alpha`` (a string metric's:
+    those of its last discovery, :func:`~aggregator.web.strings.overview_alarms`)."""
     rows = []
     for definition in registry.all_current():
         row = describe(definition)
@@ -177,7 +179,9 @@ def overview_rows(
         hours = [w for w in windows if w.startswith("hour:")]
         days = [w for w in windows if w.startswith("day:")]
         details = lag_details(client, definition)
-        found = current_alarms(client, definition, alpha)
+        found, labels = current_alarms(client, definition, alpha), None
+        if definition.kind == "string":
+            found, labels = overview_alarms(definition, alpha)
         policy = retention_of(definition)
         row.update(
             {
@@ -185,7 +189,7 @@ def overview_rows(
                 "n": reports_counted(client, definition),
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
-                "alarms": [a.model_dump() for a in alarm_models(definition, found)],
+                "alarms": [a.model_dump() for a in alarm_models(definition, found, labels)],
                 "memory_bytes": (
                     None if memory is None else memory.by_metric.get(definition.name, 0)
                 ),

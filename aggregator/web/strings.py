@@ -7,8 +7,9 @@ unadjusted estimate, each with its *selection-adjusted* frequency and interval
 high, and f̂ ± z·σ under-covers those near the threshold — 0.80 where many are) and the
 unadjusted estimate's standard error; the values asked for with ``?candidates=a,b,c``
 (normalised like a device's, estimated the same way), which were chosen before the data
-and keep the plain, unbiased f̂ ± z·σ; and the detection threshold at the current n.
-Each row says which it carries (``selection_adjusted``).
+and keep the plain, unbiased f̂ ± z·σ; the detection threshold at the current n; and the
+window's poisoning alarms (:func:`aggregator.stats.detect.detect_sketch`: reports crafted
+into a few of the sketch's rows). Each row says which it carries (``selection_adjusted``).
 
 Discovery walks every level of the sketch (about a second of CPU at any n): a window
 without reports (none yet, or outside the version's life) is answered empty without one,
@@ -27,12 +28,14 @@ from flask import Blueprint, current_app, has_app_context, request
 from werkzeug.exceptions import BadRequest
 
 from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
 from aggregator.stats.string_planning import collision_floor, detectable_curve, string_plan
 from aggregator.stats.strings import SketchEstimator, padded_array
 from aggregator.stream.counts import read_counts
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.alarms import alarm_models
 from aggregator.web.models import (
     MAX_CANDIDATES,
     MAX_CANDIDATES_QUERY,
@@ -45,7 +48,7 @@ from aggregator.web.models import (
     StringRow,
 )
 from aggregator.web.plan import n_grid
-from aggregator.web.read_guard import guarded
+from aggregator.web.read_guard import cached, guarded
 from client_sdk.mechanisms.strings import StringSketch, display, normalise
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, Mechanism, answer
@@ -53,7 +56,7 @@ from ldp_api.openapi import Reply, documented
 from ldp_store import schema
 from ldp_store.registry import Registry
 
-__all__ = ["bp", "parse_candidates", "string_estimates"]
+__all__ = ["bp", "overview_alarms", "parse_candidates", "string_estimates"]
 
 bp = Blueprint("strings", __name__)
 
@@ -116,6 +119,23 @@ def _discovery(
     return guarded(key, counts.n, lambda: (discover(est), est))
 
 
+def overview_alarms(definition: MetricDefinition, alpha: float) -> tuple[list[Alarm], list[str]]:
+    """The all-time window's alarms as the overview shows them, without a discovery of its
+    own (about a second of CPU): those of the discovery this process last made for it
+    (:func:`~aggregator.web.read_guard.cached`), with its discovered values' labels; none
+    when it has made none.
+
+    Args:
+        definition: a string metric version.
+        alpha: the false-alarm rate per window.
+    """
+    hit = cached((definition.name, definition.version, "all"))
+    if hit is None:
+        return [], []
+    found, est = hit
+    return detect_sketch(est, "all", found.values, found.known, alpha), found.labels
+
+
 def _row(
     value: str,
     f: float,
@@ -147,12 +167,15 @@ def string_estimates(
     window: str,
     confidence: float,
     candidates: list[str],
+    alarm_rate: float = DEFAULT_ALARM_RATE,
 ) -> StringEstimates:
-    """The answer of the estimates API for a string metric's window."""
+    """The answer of the estimates API for a string metric's window, its alarms tested
+    at false-alarm rate ``alarm_rate``."""
     sketch = definition.sketch
     registry = current_app.extensions["ldp"].registry if has_app_context() else Registry(client)
     created = registry.created(definition.name, definition.version)
     found, est = _discovery(client, definition, window, created)
+    alarms = detect_sketch(est, window, found.values, found.known, alarm_rate)
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     adj = found.adjusted(confidence)
     rows = [
@@ -196,6 +219,8 @@ def string_estimates(
         interval=INTERVAL,
         estimates=rows,
         candidates=asked,
+        alarms=alarm_models(definition, alarms, found.labels),
+        alarm_rate=alarm_rate,
     )
 
 

@@ -359,3 +359,17 @@ def test_cli_bad_arguments_say_what_is_wrong(args: tuple[str, ...], message: str
     code, out = run(*merged, "-n", "1000")
     assert code == 2, out
     assert message in out and "Traceback" not in out
+
+
+def test_cli_detection_without_a_baseline_runs_the_floor_test() -> None:
+    """--baseline-windows 0: the poisoned window as a fresh metric sees it (issue 29, 6(a)).
+    Everyone holds value 0, so 1 % crafted reports for 63 thin 63 values below q*: the
+    floor alarm in every trial; the honest-randomizer baseline, none."""
+    args = ("-m", "grr", "-e", "1", "-k", "64", "-n", "100000", "-t", "63,", "--seed", "1")
+    code, out = run(*args, "-d", "point", "--trials", "3", "--baseline-windows", "0", "--json")
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["trailing"] == 0
+    summary = {(s["defence"], s["attack"]): s for s in data["defence_summary"]}
+    assert summary[("detection", "mga")]["alarms"] == {"floor": 3}
+    assert summary[("detection", "input")]["caught"] == 0

@@ -35,6 +35,8 @@
     document.querySelectorAll('[data-field="alpha"]').forEach((e) => { e.textContent = Math.round(body.alpha * 100) + " %"; });
     document.querySelectorAll('[data-field="tested"]').forEach((e) => { e.textContent = L.int(body.tested); });
     document.querySelectorAll('[data-field="confidence"]').forEach((e) => { e.textContent = Math.round(body.confidence * 100) + " %"; });
+    L.renderAlarms($("alarms"), body.alarms);
+    if (body.alarm_rate) $("alarms").querySelector('[data-field="alarm-rate"]').textContent = L.int(Math.round(1 / body.alarm_rate));
     const rows = body.estimates.map((r) => row(r, ""));
     $("discovered-table").querySelector("tbody").replaceChildren(...rows);
     $("none-found").hidden = rows.length > 0;
