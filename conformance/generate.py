@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -117,9 +118,11 @@ def exp_table() -> dict[str, Any]:
         rows.append(
             {
                 "epsilon": eps,
-                "exp": rational(__import__("math").exp(eps)),
+                "exp": rational(math.exp(eps)),
                 "exp_epsilon": rational(base.exp_epsilon(eps)),
                 "exp_upper_bound": rational(base._exp_upper_bound_check(eps)),
+                "exp_half": rational(math.exp(eps / 2)),
+                "hybrid_alpha": rational(-math.expm1(-eps / 2)),
             }
         )
     return {"safety": rational(base._SAFETY), "table": rows}
