@@ -1,0 +1,4 @@
+// ldp-telemetry-client: local differential privacy on the page, as docs/protocol.md says.
+export { build, scale, normalise, prrInfo, prrSeed, expEpsilon, shadeDown, HASH_PRIME } from "./mechanisms.js";
+export { Rng, cryptoBytes, fixedBytes, bernoulli, laneMarks } from "./randomness.js";
+export { buildReport, encodeReport, encodeBatch, mechanismOf, newReportId } from "./wire.js";
