@@ -495,3 +495,6 @@ export function build(params) {
     default: throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
 }
+
+// Each mechanism's factory on its own, for pages that use one and bundle with tree-shaking.
+export { grr, sue, oue, olh, hr, ss, pram };
