@@ -16,7 +16,13 @@ export function gcd(a, b) {
 
 /** Number of binary digits of n >= 0 (bitlen(0) = 0). @param {bigint} n */
 export function bitlen(n) {
-  return n === 0n ? 0 : n.toString(2).length;
+  if (n < 0x100000000n) return 32 - Math.clz32(Number(n));
+  return n.toString(2).length;
+}
+
+/** bitlen of a non-negative safe integer. @param {number} n */
+export function bitlenNumber(n) {
+  return n < 0x100000000 ? 32 - Math.clz32(n) : bitlen(BigInt(n));
 }
 
 /** @param {bigint} n @param {bigint} d @returns {Frac} */
@@ -36,7 +42,19 @@ export const ONE = frac(1n);
 
 /** The exact dyadic form of a finite float: [num, t] with x = num / 2^t (num odd unless 0;
  *  t may be negative for large x). @param {number} x @returns {[bigint, number]} */
+const DYADIC = new Map();
+
 export function dyadic(x) {
+  const hit = DYADIC.get(x);
+  if (hit) return hit;
+  const out = dyadicOf(x);
+  if (DYADIC.size > 1024) DYADIC.clear();
+  DYADIC.set(x, out);
+  return out;
+}
+
+/** @param {number} x @returns {[bigint, number]} */
+function dyadicOf(x) {
   if (x === 0) return [0n, 0];
   F64[0] = x;
   const bits = U64[0];

@@ -88,60 +88,85 @@ export function shake256(data) {
   };
 }
 
-// BLAKE2b with BigInt words: used once per string metric for its hash coefficients.
-const M64 = (1n << 64n) - 1n;
-const IV = [
-  0x6a09e667f3bcc908n, 0xbb67ae8584caa73bn, 0x3c6ef372fe94f82bn, 0xa54ff53a5f1d36f1n,
-  0x510e527fade682d1n, 0x9b05688c2b3e6c1fn, 0x1f83d9abfb41bd6bn, 0x5be0cd19137e2179n,
-];
+// BLAKE2b with 64-bit words as pairs of 32-bit halves (low first), as in RFC 7693's
+// reference code: a string metric draws ~2 coefficients per (level, row) with it.
+const IV32 = new Uint32Array([
+  0xf3bcc908, 0x6a09e667, 0x84caa73b, 0xbb67ae85, 0xfe94f82b, 0x3c6ef372, 0x5f1d36f1, 0xa54ff53a,
+  0xade682d1, 0x510e527f, 0x2b3e6c1f, 0x9b05688c, 0xfb41bd6b, 0x1f83d9ab, 0x137e2179, 0x5be0cd19,
+]);
 const SIGMA = [
-  [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
-  [14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3],
-  [11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4],
-  [7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8],
-  [9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13],
-  [2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9],
-  [12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11],
-  [13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10],
-  [6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5],
-  [10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0],
-];
-const rotr = (/** @type {bigint} */ x, /** @type {bigint} */ n) => ((x >> n) | (x << (64n - n))) & M64;
+  0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+  14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3,
+  11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4,
+  7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8,
+  9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13,
+  2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9,
+  12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11,
+  13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10,
+  6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5,
+  10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0,
+].map((x) => 2 * x);
+const V = new Uint32Array(32);
+const MW = new Uint32Array(32);
 
-/** @param {bigint[]} h @param {Uint8Array} block @param {bigint} t @param {boolean} last */
+/** v[a] += v[b] (64-bit). @param {number} a @param {number} b */
+function add64(a, b) {
+  const lo = V[a] + V[b];
+  V[a + 1] = V[a + 1] + V[b + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+/** v[a] += m[i]. @param {number} a @param {number} i */
+function add64m(a, i) {
+  const lo = V[a] + MW[i];
+  V[a + 1] = V[a + 1] + MW[i + 1] + (lo >= 0x100000000 ? 1 : 0);
+  V[a] = lo;
+}
+
+/** @param {number} a @param {number} b @param {number} c @param {number} d
+ *  @param {number} x @param {number} y */
+function g(a, b, c, d, x, y) {
+  add64(a, b); add64m(a, x);
+  let x0 = V[d] ^ V[a], x1 = V[d + 1] ^ V[a + 1];
+  V[d] = x1; V[d + 1] = x0; // rotr 32
+  add64(c, d);
+  x0 = V[b] ^ V[c]; x1 = V[b + 1] ^ V[c + 1];
+  V[b] = (x0 >>> 24) ^ (x1 << 8); V[b + 1] = (x1 >>> 24) ^ (x0 << 8); // rotr 24
+  add64(a, b); add64m(a, y);
+  x0 = V[d] ^ V[a]; x1 = V[d + 1] ^ V[a + 1];
+  V[d] = (x0 >>> 16) ^ (x1 << 16); V[d + 1] = (x1 >>> 16) ^ (x0 << 16); // rotr 16
+  add64(c, d);
+  x0 = V[b] ^ V[c]; x1 = V[b + 1] ^ V[c + 1];
+  V[b] = (x1 >>> 31) ^ (x0 << 1); V[b + 1] = (x0 >>> 31) ^ (x1 << 1); // rotr 63
+}
+
+/** @param {Uint32Array} h @param {Uint8Array} block @param {number} t @param {boolean} last */
 function compress(h, block, t, last) {
-  const m = [];
-  for (let i = 0; i < 16; i++) {
-    let w = 0n;
-    for (let j = 7; j >= 0; j--) w = (w << 8n) | BigInt(block[8 * i + j]);
-    m.push(w);
+  for (let i = 0; i < 16; i++) { V[i] = h[i]; V[i + 16] = IV32[i]; }
+  V[24] ^= t; // byte counts here stay far below 2^32
+  if (last) { V[28] = ~V[28]; V[29] = ~V[29]; }
+  for (let i = 0; i < 32; i++) {
+    MW[i] = block[4 * i] | (block[4 * i + 1] << 8) | (block[4 * i + 2] << 16) | (block[4 * i + 3] << 24);
   }
-  const v = [...h, ...IV];
-  v[12] ^= t & M64;
-  v[13] ^= t >> 64n;
-  if (last) v[14] ^= M64;
-  const g = (/** @type {number} */ a, /** @type {number} */ b, /** @type {number} */ c,
-    /** @type {number} */ d, /** @type {bigint} */ x, /** @type {bigint} */ y) => {
-    v[a] = (v[a] + v[b] + x) & M64; v[d] = rotr(v[d] ^ v[a], 32n);
-    v[c] = (v[c] + v[d]) & M64; v[b] = rotr(v[b] ^ v[c], 24n);
-    v[a] = (v[a] + v[b] + y) & M64; v[d] = rotr(v[d] ^ v[a], 16n);
-    v[c] = (v[c] + v[d]) & M64; v[b] = rotr(v[b] ^ v[c], 63n);
-  };
   for (let r = 0; r < 12; r++) {
-    const s = SIGMA[r % 10];
-    g(0, 4, 8, 12, m[s[0]], m[s[1]]); g(1, 5, 9, 13, m[s[2]], m[s[3]]);
-    g(2, 6, 10, 14, m[s[4]], m[s[5]]); g(3, 7, 11, 15, m[s[6]], m[s[7]]);
-    g(0, 5, 10, 15, m[s[8]], m[s[9]]); g(1, 6, 11, 12, m[s[10]], m[s[11]]);
-    g(2, 7, 8, 13, m[s[12]], m[s[13]]); g(3, 4, 9, 14, m[s[14]], m[s[15]]);
+    const s = 16 * (r % 10);
+    g(0, 8, 16, 24, SIGMA[s], SIGMA[s + 1]);
+    g(2, 10, 18, 26, SIGMA[s + 2], SIGMA[s + 3]);
+    g(4, 12, 20, 28, SIGMA[s + 4], SIGMA[s + 5]);
+    g(6, 14, 22, 30, SIGMA[s + 6], SIGMA[s + 7]);
+    g(0, 10, 20, 30, SIGMA[s + 8], SIGMA[s + 9]);
+    g(2, 12, 22, 24, SIGMA[s + 10], SIGMA[s + 11]);
+    g(4, 14, 16, 26, SIGMA[s + 12], SIGMA[s + 13]);
+    g(6, 8, 18, 28, SIGMA[s + 14], SIGMA[s + 15]);
   }
-  for (let i = 0; i < 8; i++) h[i] ^= v[i] ^ v[i + 8];
+  for (let i = 0; i < 16; i++) h[i] ^= V[i] ^ V[i + 16];
 }
 
 /** BLAKE2b of ``data`` with ``key`` (up to 64 bytes) and a digest of ``size`` bytes.
  *  @param {Uint8Array} data @param {Uint8Array} key @param {number} size */
 export function blake2b(data, key, size) {
-  const h = [...IV];
-  h[0] ^= 0x01010000n ^ (BigInt(key.length) << 8n) ^ BigInt(size);
+  const h = new Uint32Array(IV32);
+  h[0] ^= 0x01010000 ^ (key.length << 8) ^ size;
   const input = new Uint8Array((key.length ? 128 : 0) + data.length);
   input.set(key);
   input.set(data, key.length ? 128 : 0);
@@ -150,9 +175,9 @@ export function blake2b(data, key, size) {
     const block = new Uint8Array(128);
     block.set(input.subarray(128 * i, 128 * (i + 1)));
     const last = i === blocks - 1;
-    compress(h, block, BigInt(last ? input.length : 128 * (i + 1)), last);
+    compress(h, block, last ? input.length : 128 * (i + 1), last);
   }
   const out = new Uint8Array(size);
-  for (let i = 0; i < size; i++) out[i] = Number((h[i >> 3] >> BigInt(8 * (i & 7))) & 0xffn);
+  for (let i = 0; i < size; i++) out[i] = (h[i >> 2] >>> (8 * (i & 3))) & 0xff;
   return out;
 }

@@ -411,6 +411,13 @@ function numeric(/** @type {string} */ name, /** @type {number} */ eps) {
 
 export const HASH_PRIME = 2 ** 31 - 1;
 
+/** x·y mod 2^31 − 1 in doubles, exactly (x, y < 2^31: 16-bit halves keep every
+ *  intermediate below 2^48). @param {number} x @param {number} y */
+function mulMod(x, y) {
+  const hi = Math.floor(y / 65536), lo = y % 65536;
+  return (((x * hi) % HASH_PRIME) * 65536 + x * lo) % HASH_PRIME;
+}
+
 /** NFC, UTF-8, cut at a character boundary to maxLength bytes, NUL-padded.
  *  @param {string} value @param {number} maxLength */
 export function normalise(value, maxLength) {
@@ -437,7 +444,6 @@ function sketch(/** @type {Params} */ params) {
   const { epsilon: eps, max_length: levels, rows, cells, salt } = params;
   const inner = grr(eps, cells);
   const key = hexBytes(salt);
-  const P = big(HASH_PRIME);
   const draw = (/** @type {string} */ label, /** @type {number} */ low) =>
     low + Number(bigFromBytes(blake2b(utf8.encode(label), key, 8)) % big(HASH_PRIME - low));
   // Coefficients are drawn lazily, per row and per (level, row): a report needs three.
@@ -457,11 +463,11 @@ function sketch(/** @type {Params} */ params) {
   });
   /** @param {Uint8Array} padded @param {number} level @param {number} row */
   const cell = (padded, level, row) => {
-    let phi = 0n;
-    const mult = big(coef(`A:${row}`, 2));
-    for (let i = 0; i <= level; i++) phi = (phi * mult + big(padded[i]) + 1n) % P;
+    const mult = coef(`A:${row}`, 2);
+    let phi = 0;
+    for (let i = 0; i <= level; i++) phi = (mulMod(phi, mult) + padded[i] + 1) % HASH_PRIME;
     const c = coef(`C:${level}:${row}`, 1), b = coef(`B:${level}:${row}`, 0);
-    return Number(((big(c) * phi + big(b)) % P) % big(cells));
+    return ((mulMod(c, phi) + b) % HASH_PRIME) % cells;
   };
   return {
     name: "string-sketch", epsilon: eps, levels, rows, cells, inner, coefficients, cell,

@@ -1,9 +1,9 @@
 // Randomness: one stream of bytes and the draws built on it, exactly as the Python SDK's
 // client_sdk/mechanisms/randomness.py builds them (docs/protocol.md §2).
 
-import { bitlen, dyadic } from "./exact.js";
+import { bitlen, bitlenNumber, dyadic } from "./exact.js";
 
-const BLOCK = 4096;
+const BLOCK = 65536; // getRandomValues' most per call: its cost is per call
 
 /** Bytes from crypto.getRandomValues, read in blocks of 4 KiB (at most 65,536 a call). */
 export function cryptoBytes() {
@@ -82,7 +82,7 @@ export class Rng {
   /** A uniform int in [0, n) (n a positive safe integer). @param {number} n */
   randrange(n) {
     if (n > 2 ** 48) return Number(this.bigRandrange(BigInt(n)));
-    const b = this.minusOne ? bitlen(BigInt(n - 1)) : bitlen(BigInt(n));
+    const b = bitlenNumber(this.minusOne ? n - 1 : n);
     let r = this.smallBits(b);
     while (r >= n) r = this.smallBits(b);
     return r;
@@ -100,6 +100,19 @@ export class Rng {
 /** Exact Bernoulli(p) for a float p in (0, 1). @param {Rng} rng @param {number} p */
 export function bernoulli(rng, p) {
   const [num, t] = dyadic(p);
+  if (t <= 48) {
+    // one draw of t ≤ 48 bits decides: U < p iff its t bits are below num
+    return rng.smallBits(t) < Number(num);
+  }
+  if (t <= 64) {
+    // one draw of t bits decides too; its first 32 bits almost always suffice
+    const n = (t + 7) >> 3;
+    const b = rng.take(n);
+    const top = ((b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]) >>> 0;
+    const numTop = Number(num >> BigInt(t - 32));
+    if (top !== numTop) return top < numTop;
+    return bigFromBytes(b) >> BigInt(8 * n - t) < num;
+  }
   let pos = 0;
   while (pos < t) {
     const w = Math.min(64, t - pos);
@@ -187,7 +200,7 @@ function compareDigits(rng, num, t, raw, lanes) {
 /** An endless stream of uniform ints in [0, n), n ≤ 2^16. @param {Rng} rng
  *  @param {number} n @param {number} batch */
 export function* uniformIndices(rng, n, batch) {
-  const mask = 2 ** bitlen(BigInt(n - 1)) - 1;
+  const mask = 2 ** bitlenNumber(n - 1) - 1;
   const size = 2 * (Math.floor((batch * (mask + 1)) / n) + 4);
   for (;;) {
     const raw = rng.take(size);
@@ -212,7 +225,7 @@ export function subsetMarks(rng, population, size) {
   const [old, now] = have > size ? [1, 0] : [0, 1];
   let todo = have > size ? have - size : size - have;
   const candidates = old ? have : population - have;
-  const mask = 2 ** bitlen(BigInt(population - 1)) - 1;
+  const mask = 2 ** bitlenNumber(population - 1) - 1;
   const nbytes = 2 * (Math.floor((Math.floor((todo * (mask + 1)) / candidates) * 5) / 4) + 4);
   for (;;) {
     const batch = rng.take(nbytes);

@@ -6,6 +6,9 @@ import { Rng, cryptoBytes } from "./randomness.js";
 
 const MECHANISMS = new WeakMap();
 
+/** The page's CSPRNG, buffered (one getRandomValues call per 64 KiB). @type {Rng | null} */
+let defaultRng = null;
+
 /** The mechanism of a definition (built once per definition object). @param {any} definition */
 export function mechanismOf(definition) {
   let m = MECHANISMS.get(definition);
@@ -17,8 +20,11 @@ export function mechanismOf(definition) {
 }
 
 /** 16 fresh CSPRNG bytes as 32 lowercase hex digits. */
+let idBytes = /** @type {((n: number) => Uint8Array) | null} */ (null);
+
 export function newReportId() {
-  const b = globalThis.crypto.getRandomValues(new Uint8Array(16));
+  idBytes ??= cryptoBytes(); // its own buffer: ids never share bytes with the noise
+  const b = idBytes(16);
   return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
 }
 
@@ -44,7 +50,7 @@ export function indexOf(definition, value) {
  * @param {{rng?: Rng, secret?: Uint8Array, id?: string}} [options]
  */
 export async function buildReport(definition, value, options = {}) {
-  const rng = options.rng ?? new Rng(cryptoBytes());
+  const rng = options.rng ?? (defaultRng ??= new Rng(cryptoBytes()));
   const m = mechanismOf(definition);
   let payload;
   if (definition.kind === "numeric") {
