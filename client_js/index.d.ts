@@ -95,3 +95,91 @@ export function buildReport(
 export function encodeReport(report: Report): string;
 /** The exact body of `POST /v1/reports`. */
 export function encodeBatch(reports: Report[]): string;
+
+// -- the client ----------------------------------------------------------------------
+
+export type DropReason =
+  | "unknown_metric" | "invalid_value" | "unreachable" | "queue_full" | "rejected" | "too_large"
+  | "shutdown" | "internal_error" | "budget" | "device_budget" | "disabled" | "storage_error"
+  | "retired" | "bundle_mismatch";
+
+export interface DeviceCaps {
+  epsilon_per_day?: number | null;
+  epsilon_lifetime?: number | null;
+}
+
+/** Where queued reports, the ledger, the device secret and the opt-out are kept. */
+export interface Storage {
+  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
+  put(entry: any, ledger: any): Promise<number>;
+  update(entries: any[]): Promise<void>;
+  remove(keys: number[]): Promise<void>;
+  saveState(name: string, value: unknown): Promise<void>;
+}
+export class MemoryStorage implements Storage {
+  constructor(place?: object);
+  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
+  put(entry: any, ledger: any): Promise<number>;
+  update(entries: any[]): Promise<void>;
+  remove(keys: number[]): Promise<void>;
+  saveState(name: string, value: unknown): Promise<void>;
+}
+export class IndexedDBStorage extends MemoryStorage {
+  constructor(name?: string);
+}
+/** IndexedDB when the environment has it, else memory. */
+export function defaultStorage(): Storage;
+
+export interface ClientOptions {
+  /** Definitions shipped with the app, used until fetched (checked before sending). */
+  definitions?: Definition[];
+  storage?: Storage;
+  fetch?: typeof fetch;
+  /** Queued reports that trigger an upload (20). */
+  flushAt?: number;
+  /** Milliseconds after which queued reports are sent anyway (10,000). */
+  flushInterval?: number;
+  maxBatchReports?: number;
+  maxQueue?: number;
+  metricsTtl?: number;
+  deviceBudget?: DeviceCaps;
+  now?: () => number;
+  random?: () => number;
+  rng?: Rng;
+}
+
+export interface ClientStats {
+  queued: number;
+  reported: number;
+  sent: number;
+  accepted: number;
+  duplicates: number;
+  batches: number;
+  retries: number;
+  dropped: Record<DropReason, number>;
+  last_error: string | null;
+}
+
+/** Reports from a web page: perturbed on the page, queued (IndexedDB) until acknowledged. */
+export class Client {
+  constructor(url: string, options?: ClientOptions);
+  /** Resolves once the stored queue, ledger and opt-out are loaded. */
+  readonly ready: Promise<void>;
+  definition(metric: string): Promise<Definition>;
+  /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). */
+  report(metric: string, value: string | number): Promise<boolean>;
+  /** Send what is queued; whether the queue is now empty. */
+  flush(): Promise<boolean>;
+  stats(): ClientStats;
+  privacy(): Record<string, unknown>;
+  /** Opt out: wipe queued reports (refunding unsent charges) and the device secret. */
+  disable(): Promise<boolean>;
+  enable(): Promise<boolean>;
+  /** Flush, then stop. */
+  shutdown(): Promise<boolean>;
+}
+
+export function classify(status: number | null, error: unknown): "ok" | "retry" | "drop";
+export function parseRetryAfter(value: string | null, nowMs: number): number | null;
+export function backoffDelay(failures: number, retryAfterMs: number | null, random: () => number): number;
+export const DROP_REASONS: DropReason[];
