@@ -7,7 +7,7 @@
  *   charge: import("./ledger.js").Charge}} Entry
  * @typedef {{entries: Entry[], ledger: import("./ledger.js").LedgerState | null,
  *   secret: Uint8Array | null, disabled: boolean}} Saved
- * @typedef {{load(): Promise<Saved>, put(entry: Omit<Entry, "key">, ledger: any): Promise<number>,
+ * @typedef {{load(): Promise<Saved>, put(entries: Omit<Entry, "key">[], ledger: any): Promise<number[]>,
  *   update(entries: Entry[]): Promise<void>, remove(keys: number[]): Promise<void>,
  *   saveState(name: string, value: any): Promise<void>}} Storage
  */
@@ -32,12 +32,16 @@ export class MemoryStorage {
     };
   }
 
-  /** @param {Omit<Entry, "key">} entry @param {any} ledger */
-  async put(entry, ledger) {
-    const key = /** @type {number} */ (this.place.next)++;
-    /** @type {Map<number, Entry>} */ (this.place.entries).set(key, structuredClone({ ...entry, key }));
+  /** Add reports and save the ledger that charges them, together; their keys.
+   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
+  async put(entries, ledger) {
+    const keys = entries.map((entry) => {
+      const key = /** @type {number} */ (this.place.next)++;
+      /** @type {Map<number, Entry>} */ (this.place.entries).set(key, structuredClone({ ...entry, key }));
+      return key;
+    });
     /** @type {Map<string, any>} */ (this.place.state).set("ledger", structuredClone(ledger));
-    return key;
+    return keys;
   }
 
   /** @param {Entry[]} entries */
@@ -109,13 +113,18 @@ export class IndexedDBStorage {
     });
   }
 
-  /** @param {Omit<Entry, "key">} entry @param {any} ledger */
-  async put(entry, ledger) {
-    return this.tx(["reports", "state"], "readwrite", (tx) => new Promise((ok) => {
-      const r = tx.objectStore("reports").add(entry);
+  /** Add reports and save the ledger that charges them in one transaction; their keys.
+   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
+  async put(entries, ledger) {
+    return this.tx(["reports", "state"], "readwrite", (tx) => {
+      const store = tx.objectStore("reports");
+      const added = entries.map((e) => new Promise((ok) => {
+        const r = store.add(e);
+        r.onsuccess = () => ok(/** @type {number} */ (r.result));
+      }));
       tx.objectStore("state").put(ledger, "ledger");
-      r.onsuccess = () => ok(/** @type {number} */ (r.result));
-    }));
+      return Promise.all(added);
+    });
   }
 
   /** @param {Entry[]} entries */
