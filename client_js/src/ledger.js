@@ -5,8 +5,14 @@
 export const EPSILON_SLACK = 1e-9;
 const KEEP_DAYS = 45; // the longest period (a month) and then some
 
-/** The UTC day of a time in ms, as "YYYY-MM-DD". @param {number} ms */
-export const dayOf = (ms) => new Date(ms).toISOString().slice(0, 10);
+let lastDay = [NaN, ""];
+
+/** The UTC day of a time in ms, as "YYYY-MM-DD" (the last one remembered). @param {number} ms */
+export function dayOf(ms) {
+  const n = Math.floor(ms / 86_400_000);
+  if (lastDay[0] !== n) lastDay = [n, new Date(n * 86_400_000).toISOString().slice(0, 10)];
+  return /** @type {string} */ (lastDay[1]);
+}
 
 /** The first day of the budget period containing ``day``. @param {string} day
  *  @param {"day" | "week" | "month"} period */
@@ -103,8 +109,10 @@ export function apply(state, charge, sign = 1) {
   life[1] += sign * charge.epsilon;
   if (charge.day < life[2]) life[2] = charge.day;
   if (charge.permanent !== null) state.permanent[charge.metric] = charge.permanent;
-  const oldest = dayOf(Date.parse(`${charge.day}T00:00:00Z`) - KEEP_DAYS * 86_400_000);
-  for (const d of Object.keys(days)) if (d < oldest) delete days[d];
+  if (sign > 0 && row[0] === 1) { // a new day of this metric: forget days long past
+    const oldest = dayOf(Date.parse(`${charge.day}T00:00:00Z`) - KEEP_DAYS * 86_400_000);
+    for (const d of Object.keys(days)) if (d < oldest) delete days[d];
+  }
 }
 
 /** The stricter of two caps, cap by cap. @param {DeviceCaps | null | undefined} a

@@ -20,12 +20,15 @@ export function mechanismOf(definition) {
 }
 
 /** 16 fresh CSPRNG bytes as 32 lowercase hex digits. */
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 let idBytes = /** @type {((n: number) => Uint8Array) | null} */ (null);
 
 export function newReportId() {
   idBytes ??= cryptoBytes(); // its own buffer: ids never share bytes with the noise
   const b = idBytes(16);
-  return Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  let id = "";
+  for (let i = 0; i < 16; i++) id += HEX[b[i]];
+  return id;
 }
 
 /** The index of a categorical value given as a label or an index. @param {any} definition
