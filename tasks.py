@@ -2,7 +2,8 @@
 """One entry point for a fresh machine with only Python: set up, test, run.
 
     python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
-                                     # + ruff + mypy + the docs site + the whole test suite
+                                     # + npm ci in client_js/ + ruff + mypy + the docs site
+                                     # + the whole test suite (with the JS SDK's tests)
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
 The virtual environment lives in ``.venv`` and is reinstalled only when
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -87,11 +89,37 @@ def ensure_nginx() -> None:
     _apt_install(NGINX, "nginx-light", "the proxy test (tests/test_nginx_proxy.py)")
 
 
+CLIENT_JS = ROOT / "client_js"
+
+
+def ensure_js() -> None:
+    """``npm ci`` in client_js/ (its pinned dev dependencies, from package-lock.json) when
+    the lock file changed. Only the bundle benchmark needs them (esbuild); the JS tests run
+    from pytest on Node alone (tests/test_client_js.py), so a failed install is a note."""
+    npm = shutil.which("npm")
+    if npm is None:
+        print("note: npm is missing: the JS SDK's bundle benchmark cannot build", flush=True)
+        return
+    lock = CLIENT_JS / "package-lock.json"
+    stamp = CLIENT_JS / "node_modules" / f".ci-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
+    if stamp.exists():
+        return
+    print("+ npm ci (client_js)", flush=True)
+    code = subprocess.call(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CLIENT_JS
+    )
+    if code:
+        print("note: npm ci failed: the JS SDK's bundle benchmark cannot build", flush=True)
+        return
+    stamp.touch()
+
+
 def test(args: list[str]) -> None:
     """Lint, type-check, build the documentation site strictly and run every test."""
     ensure_venv("dev")
     ensure_chromium()
     ensure_nginx()
+    ensure_js()
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "mypy")
     _run(BIN / "mkdocs", "build", "--strict", "--quiet")

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from flask import Flask, Response
 
-from collector import api_lifecycle, api_metrics, api_ops, api_reports, settings
+from collector import api_lifecycle, api_metrics, api_ops, api_reports, cors, settings
 from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
@@ -136,6 +136,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     )
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
+    cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)
     for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp):
         app.register_blueprint(blueprint)

@@ -128,6 +128,7 @@ DEFAULTS: dict[str, Any] = {
     "SOURCE_HEADER": None,
     "DEVICE_EPSILON_PER_DAY": None,
     "DEVICE_EPSILON_LIFETIME": None,
+    "CORS_ORIGINS": None,
 }
 
 _POSITIVE_INTS = (
@@ -215,6 +216,7 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = DeviceCaps.check_cap(value, key)
         except ValueError as exc:
             raise ConfigError(f"{exc} (unset: no cap)") from None
+    out["CORS_ORIGINS"] = _origins(config.get("CORS_ORIGINS"))
     out.update(check_tokens(config))
     return out
 
@@ -260,6 +262,28 @@ def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:
             )
         out[key] = token
     return out
+
+
+_ORIGIN = re.compile(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?|\*")
+
+
+def _origins(value: object) -> tuple[str, ...]:
+    """The origins allowed cross-origin (``collector.cors``): a comma- or space-separated
+    string, or a list; each ``scheme://host[:port]`` or ``*``; unset: none."""
+    if value is None or value == "":
+        return ()
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"CORS_ORIGINS must list origins like https://app.example, got {value!r}")
+    out = []
+    for item in items:
+        origin = item.lower().rstrip("/") if isinstance(item, str) else item
+        if not isinstance(origin, str) or not _ORIGIN.fullmatch(origin):
+            raise ConfigError(
+                f"CORS_ORIGINS: {item!r} is not an origin like https://app.example:8443 (or *)"
+            )
+        out.append(origin)
+    return tuple(out)
 
 
 def _limit(key: str, value: object) -> int:

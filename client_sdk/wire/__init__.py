@@ -7,7 +7,8 @@ operator's spec parsed into one), :mod:`~client_sdk.wire.report` (building and c
 report), :mod:`~client_sdk.wire.fields` (the fields' checks and limits),
 :mod:`~client_sdk.wire.budget` (the device budget and its calendar) and
 :mod:`~client_sdk.wire.server` (shards and retention, which only the server acts on).
-The protocol itself, for a second SDK: ``docs/architecture/pipeline.md``.
+The protocol itself, for a second SDK: ``docs/protocol.md`` (with the conformance
+vectors in ``conformance/``).
 
 A *metric definition* (what ``GET /v1/metrics/<name>`` returns)::
 

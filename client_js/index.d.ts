@@ -1,0 +1,185 @@
+// Type declarations of ldp-telemetry-client (hand-written; the sources are JS with JSDoc).
+
+/** A metric definition as `GET /v1/metrics/<name>` serves it. */
+export interface Definition {
+  name: string;
+  version: number;
+  kind: "categorical" | "numeric" | "string";
+  domain?: string[];
+  range?: [number, number];
+  max_length?: number;
+  mechanism: MechanismParams;
+  budget?: { reports_per_period: number; period: "day" | "week" | "month" } | null;
+  [field: string]: unknown;
+}
+
+/** A definition's `mechanism` parameters. */
+export interface MechanismParams {
+  mechanism: string;
+  epsilon: number;
+  domain_size?: number;
+  g?: number;
+  s?: number;
+  keep_probability?: number;
+  permanent_epsilon?: number;
+  matrix?: (number | string)[][];
+  max_length?: number;
+  rows?: number;
+  cells?: number;
+  salt?: string;
+}
+
+/** One report, exactly as sent in `{"reports": [...]}`. */
+export interface Report {
+  metric: string;
+  version: number;
+  id: string;
+  payload: Record<string, unknown>;
+}
+
+/** A source of random bytes: returns the next `n` bytes of its stream. */
+export type ByteSource = (n: number) => Uint8Array;
+
+/** The draws of docs/protocol.md §2 on a byte source. */
+export class Rng {
+  constructor(take: ByteSource, randrangeBits?: "n" | "n-1");
+  take: ByteSource;
+  bits(k: number): bigint;
+  smallBits(k: number): number;
+  randrange(n: number): number;
+  bigRandrange(n: bigint): bigint;
+}
+
+/** Bytes from `crypto.getRandomValues`, read in 4 KiB blocks. */
+export function cryptoBytes(): ByteSource;
+/** Bytes from a fixed array (tests, conformance vectors); throws when they run out. */
+export function fixedBytes(data: Uint8Array): ByteSource & { used(): number };
+/** Exact Bernoulli(p) for a float p in (0, 1). */
+export function bernoulli(rng: Rng, p: number): boolean;
+/** `lanes` exact Bernoulli(p) marks, indexed by value. */
+export function laneMarks(rng: Rng, p: number, lanes: number): Uint8Array;
+
+/** A mechanism built from its parameters; `perturb` gives one report's payload. */
+export interface Mechanism {
+  name: string;
+  epsilon: number;
+  p?: number;
+  q?: number;
+  perturb(value: any, rng: Rng): any;
+  perturbMemoized?(
+    value: number, secret: Uint8Array, metric: string, version: number, rng: Rng,
+  ): Promise<Record<string, unknown>>;
+  permanentResponse?(
+    value: number, secret: Uint8Array, metric?: string, version?: number,
+  ): Promise<Record<string, unknown>>;
+}
+
+export function build(params: MechanismParams): Mechanism;
+export function mechanismOf(definition: Definition): Mechanism;
+export function scale(value: number, low: number, high: number): number;
+export function normalise(value: string, maxLength: number): Uint8Array;
+export function prrInfo(metric: string, version: number, value: number): Uint8Array;
+export function prrSeed(secret: Uint8Array, info: Uint8Array): Promise<Uint8Array>;
+export function expEpsilon(epsilon: number): number;
+export function shadeDown(prob: number, ratio: (f: { n: bigint; d: bigint }) => { n: bigint; d: bigint }, epsilon: number): number;
+export const HASH_PRIME: number;
+
+export function newReportId(): string;
+/** Perturb `value` on the page and wrap it as a report. A longitudinal metric needs `secret`. */
+export function buildReport(
+  definition: Definition,
+  value: string | number,
+  options?: { rng?: Rng; secret?: Uint8Array; id?: string },
+): Promise<Report>;
+/** A report's exact JSON (as the Python SDK encodes it). */
+export function encodeReport(report: Report): string;
+/** The exact body of `POST /v1/reports`. */
+export function encodeBatch(reports: Report[]): string;
+
+// -- the client ----------------------------------------------------------------------
+
+export type DropReason =
+  | "unknown_metric" | "invalid_value" | "unreachable" | "queue_full" | "rejected" | "too_large"
+  | "shutdown" | "internal_error" | "budget" | "device_budget" | "disabled" | "storage_error"
+  | "retired" | "bundle_mismatch";
+
+export interface DeviceCaps {
+  epsilon_per_day?: number | null;
+  epsilon_lifetime?: number | null;
+}
+
+/** Where queued reports, the ledger, the device secret and the opt-out are kept. */
+export interface Storage {
+  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
+  put(entry: any, ledger: any): Promise<number>;
+  update(entries: any[]): Promise<void>;
+  remove(keys: number[]): Promise<void>;
+  saveState(name: string, value: unknown): Promise<void>;
+}
+export class MemoryStorage implements Storage {
+  constructor(place?: object);
+  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
+  put(entry: any, ledger: any): Promise<number>;
+  update(entries: any[]): Promise<void>;
+  remove(keys: number[]): Promise<void>;
+  saveState(name: string, value: unknown): Promise<void>;
+}
+export class IndexedDBStorage extends MemoryStorage {
+  constructor(name?: string);
+}
+/** IndexedDB when the environment has it, else memory. */
+export function defaultStorage(): Storage;
+
+export interface ClientOptions {
+  /** Definitions shipped with the app, used until fetched (checked before sending). */
+  definitions?: Definition[];
+  storage?: Storage;
+  fetch?: typeof fetch;
+  /** Queued reports that trigger an upload (20). */
+  flushAt?: number;
+  /** Milliseconds after which queued reports are sent anyway (10,000). */
+  flushInterval?: number;
+  maxBatchReports?: number;
+  maxQueue?: number;
+  metricsTtl?: number;
+  deviceBudget?: DeviceCaps;
+  now?: () => number;
+  random?: () => number;
+  rng?: Rng;
+}
+
+export interface ClientStats {
+  queued: number;
+  reported: number;
+  sent: number;
+  accepted: number;
+  duplicates: number;
+  batches: number;
+  retries: number;
+  dropped: Record<DropReason, number>;
+  last_error: string | null;
+}
+
+/** Reports from a web page: perturbed on the page, queued (IndexedDB) until acknowledged. */
+export class Client {
+  constructor(url: string, options?: ClientOptions);
+  /** Resolves once the stored queue, ledger and opt-out are loaded. */
+  readonly ready: Promise<void>;
+  definition(metric: string): Promise<Definition>;
+  /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). */
+  report(metric: string, value: string | number): Promise<boolean>;
+  /** Send what is queued; whether the queue is now empty. */
+  flush(): Promise<boolean>;
+  stats(): ClientStats;
+  privacy(): Record<string, unknown>;
+  /** Opt out: wipe queued reports (refunding unsent charges) and the device secret. */
+  disable(): Promise<boolean>;
+  enable(): Promise<boolean>;
+  /** Flush, then stop. */
+  shutdown(): Promise<boolean>;
+}
+
+export function classify(status: number | null, error: unknown): "ok" | "retry" | "drop";
+export function parseRetryAfter(value: string | null, nowMs: number): number | null;
+export function backoffDelay(failures: number, retryAfterMs: number | null, random: () => number): number;
+export const DROP_REASONS: DropReason[];

@@ -1,0 +1,520 @@
+// The browser client: report() perturbs on the page, charges the ledger and queues the
+// report in one step; an uploader sends batches with retries (backoff honouring
+// Retry-After), and a last flush goes out on pagehide. Mirrors client_sdk/client.py and
+// client_sdk/uploader.py; reasons for dropping a report are the Python SDK's.
+
+import { buildReport, encodeReport } from "./wire.js";
+import { Rng, cryptoBytes } from "./randomness.js";
+import { apply, chargeOf, dayOf, emptyLedger, periodStart, refusal, spent, stricter } from "./ledger.js";
+import { defaultStorage } from "./storage.js";
+
+export const RETRY_BASE = 1_000;
+export const RETRY_CAP = 30_000;
+export const FAILURES_PER_RUN = 3;
+export const RETRY_AFTER_CAP = 600_000;
+const SLICE_MS = 10; // well below the 50 ms of a long task
+/** @type {MessageChannel | null} */
+let channel = null;
+const KEEPALIVE_LIMIT = 60_000; // browsers refuse keepalive bodies beyond 64 KiB in flight
+
+export const DROP_REASONS = [
+  "unknown_metric", "invalid_value", "unreachable", "queue_full", "rejected", "too_large",
+  "shutdown", "internal_error", "budget", "device_budget", "disabled", "storage_error",
+  "retired", "bundle_mismatch",
+];
+
+/** ok / retry / drop for an upload's outcome (uploader.classify).
+ *  @param {number | null} status @param {unknown} error */
+export function classify(status, error) {
+  if (error != null || status == null) return "retry";
+  if (status >= 200 && status < 300) return "ok";
+  if (status === 408 || status === 429 || (status >= 500 && status < 600 && status !== 501)) return "retry";
+  return "drop";
+}
+
+/** Milliseconds to wait from a Retry-After header, or null. @param {string | null} value
+ *  @param {number} nowMs */
+export function parseRetryAfter(value, nowMs) {
+  if (value == null) return null;
+  const v = value.trim();
+  if (/^[0-9]+$/.test(v)) return Number(v) * 1000;
+  const when = Date.parse(v);
+  return Number.isNaN(when) ? null : Math.max(0, when - nowMs);
+}
+
+/** The wait after ``failures`` recoverable failures in a row (full jitter; a pause of
+ *  RETRY_CAP every third; Retry-After, capped, a lower bound). @param {number} failures
+ *  @param {number | null} retryAfter @param {() => number} random */
+export function backoffDelay(failures, retryAfter, random) {
+  let delay = failures % FAILURES_PER_RUN === 0
+    ? RETRY_CAP
+    : random() * Math.min(RETRY_CAP, RETRY_BASE * 2 ** Math.min(failures - 1, 16));
+  if (retryAfter != null) delay = Math.max(delay, Math.min(retryAfter, RETRY_AFTER_CAP));
+  return delay;
+}
+
+/** JSON with sorted keys, to compare parameters. @param {any} x @returns {string} */
+const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
+  : x && typeof x === "object" ? `{${Object.keys(x).sort().map((k) => `${JSON.stringify(k)}:${canonical(x[k])}`).join(",")}}`
+    : JSON.stringify(x);
+
+/**
+ * @typedef {object} ClientOptions
+ * @property {any[]} [definitions]  definitions shipped with the app, used until fetched
+ * @property {import("./storage.js").Storage} [storage]  default: IndexedDB, else memory
+ * @property {typeof fetch} [fetch]
+ * @property {number} [flushAt]  queued reports that trigger an upload (20)
+ * @property {number} [flushInterval]  ms after which queued reports are sent anyway (10 s)
+ * @property {number} [maxBatchReports]  reports per request (100)
+ * @property {number} [maxQueue]  reports kept at most (10,000)
+ * @property {number} [metricsTtl]  ms a fetched definition is used (1 h)
+ * @property {import("./ledger.js").DeviceCaps} [deviceBudget]
+ * @property {() => number} [now]  wall clock in ms
+ * @property {() => number} [random]  jitter of the backoff
+ * @property {Rng} [rng]  the perturbation's randomness (tests); default the CSPRNG
+ */
+
+export class Client {
+  /** @param {string} url  the collector's base URL @param {ClientOptions} [options] */
+  constructor(url, options = {}) {
+    this.url = url.replace(/\/+$/, "");
+    this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.storage = options.storage ?? defaultStorage();
+    this.bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
+    this.flushAt = options.flushAt ?? 20;
+    this.flushInterval = options.flushInterval ?? 10_000;
+    this.maxBatch = options.maxBatchReports ?? 100;
+    this.maxQueue = options.maxQueue ?? 10_000;
+    this.ttl = options.metricsTtl ?? 3_600_000;
+    this.now = options.now ?? Date.now;
+    this.random = options.random ?? Math.random;
+    this.rng = options.rng ?? new Rng(cryptoBytes());
+    this.appCaps = options.deviceBudget ?? null;
+    /** @type {import("./ledger.js").DeviceCaps | null} */
+    this.caps = this.appCaps;
+    /** @type {Map<string, {definition: any, expires: number, problem?: string}>} */
+    this.cache = new Map();
+    /** @type {Set<string>} */
+    this.retired = new Set();
+    /** @type {Map<string, boolean>} */
+    this.vetted = new Map();
+    /** @type {import("./storage.js").Entry[]} */
+    this.queue = [];
+    /** Reports made, charged, not yet stored (see _commitSoon).
+     *  @type {Omit<import("./storage.js").Entry, "key">[]} */
+    this.pending = [];
+    /** @type {Promise<void>} */
+    this.storing = Promise.resolve();
+    this.sliceStart = performance.now();
+    /** @type {any} */ this.commitTimer = null;
+    this.ledger = emptyLedger();
+    /** @type {Uint8Array | null} */
+    this.secret = null;
+    this.disabled = false;
+    this.closed = false;
+    this.failures = 0;
+    /** @type {any} */ this.timer = null;
+    /** @type {Promise<void> | null} */ this.uploading = null;
+    this.counts = { reported: 0, sent: 0, accepted: 0, duplicates: 0, batches: 0, retries: 0 };
+    /** @type {Record<string, number>} */
+    this.dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0]));
+    /** @type {string | null} */ this.lastError = null;
+    this.lock = this.ready = this._load();
+    this.onPageHide = () => { this._lastFlush(); };
+    if (typeof globalThis.addEventListener === "function") globalThis.addEventListener("pagehide", this.onPageHide);
+  }
+
+  async _load() {
+    try {
+      const saved = await this.storage.load();
+      this.queue = saved.entries.sort((a, b) => a.key - b.key);
+      this.ledger = saved.ledger ?? emptyLedger();
+      this.secret = saved.secret;
+      this.disabled = saved.disabled;
+      if (this.queue.length) this._schedule(0);
+    } catch (e) {
+      this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+    }
+  }
+
+  /** Run ``fn`` after every earlier call (reports, opt-outs): the ledger's checks and its
+   *  charges never interleave. @template T @param {() => Promise<T>} fn @returns {Promise<T>} */
+  _serial(fn) {
+    const run = this.lock.then(fn, fn);
+    this.lock = run.then(() => {}, () => {});
+    return run;
+  }
+
+  /** The definition of ``metric``: fetched, cached for metricsTtl, stale while the
+   *  collector is unreachable, the app's bundled one until first fetched.
+   *  @param {string} metric @returns {Promise<any>} */
+  async definition(metric) {
+    const now = this.now();
+    const cached = this.cache.get(metric);
+    if (cached && now < cached.expires) {
+      if (!cached.definition) throw Object.assign(new Error(cached.problem), { reason: "unknown_metric" });
+      return cached.definition;
+    }
+    const stale = cached?.definition ?? this.bundle.get(metric) ?? null;
+    let response;
+    try {
+      response = await this.fetch(`${this.url}/v1/metrics/${encodeURIComponent(metric)}`);
+    } catch {
+      if (stale) return stale;
+      throw Object.assign(new Error("unreachable"), { reason: "unreachable" });
+    }
+    if (response.ok) {
+      const data = await response.json();
+      this.cache.set(metric, { definition: data, expires: now + this.ttl });
+      if (data.retired_at) this.retired.add(metric); else this.retired.delete(metric);
+      if (data.device_budget !== undefined) this.caps = stricter(this.appCaps, data.device_budget);
+      return data;
+    }
+    if (response.status === 404) {
+      this.cache.set(metric, { definition: null, expires: now + this.ttl, problem: `unknown metric ${metric}` });
+      throw Object.assign(new Error("unknown"), { reason: "unknown_metric" });
+    }
+    if (stale) return stale;
+    throw Object.assign(new Error("unreachable"), { reason: "unreachable" });
+  }
+
+  /** @param {string} reason */
+  _drop(reason, n = 1) {
+    this.dropped[reason] += n;
+    return false;
+  }
+
+  /**
+   * Perturb ``value`` on the page and queue the perturbed report. Never throws.
+   * @param {string} metric @param {string | number} value
+   * @returns {Promise<boolean>} whether it was queued (and charged); else counted in
+   *   ``stats().dropped`` by reason
+   */
+  report(metric, value) {
+    return this._serial(async () => {
+      await this._breathe();
+      try {
+        if (this.closed) return this._drop("shutdown");
+        if (this.disabled) return this._drop("disabled");
+        let definition;
+        try {
+          definition = await this.definition(metric);
+        } catch (e) {
+          return this._drop(this.retired.has(metric) ? "retired" : /** @type {any} */ (e).reason ?? "unreachable");
+        }
+        if (this.retired.has(metric)) return this._drop("retired");
+        const charge = chargeOf(definition, this.now());
+        const why = refusal(this.ledger, charge, this.caps);
+        if (why) return this._drop(why);
+        if (this.queue.length + this.pending.length >= this.maxQueue) return this._drop("queue_full");
+        let report;
+        try {
+          const secret = definition.mechanism.permanent_epsilon ? await this._secret() : undefined;
+          report = await buildReport(definition, value, { rng: this.rng, secret });
+        } catch {
+          return this._drop("invalid_value");
+        }
+        const entry = {
+          data: encodeReport(report),
+          metric,
+          bundled: definition === this.bundle.get(metric) ? definition.version : 0,
+          attempted: false,
+          charge,
+        };
+        apply(this.ledger, charge);
+        this.pending.push(entry);
+        this.counts.reported++;
+        this._commitSoon();
+        return true;
+      } catch (e) {
+        this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+        return this._drop("internal_error");
+      }
+    });
+  }
+
+  /** Store the reports made since the last commit, with the ledger, in one transaction
+   *  (one IndexedDB commit costs about a millisecond; a report about 50 µs): at the end of
+   *  the current task, or at once on pagehide. */
+  _commitSoon(now = false) {
+    if (now) return this._commit();
+    if (!this.commitTimer) {
+      this.commitTimer = setTimeout(() => { this.commitTimer = null; this._commit(); }, 0);
+      this.commitTimer?.unref?.();
+    }
+    return this.storing;
+  }
+
+  /** Store what is pending now (after every earlier commit); resolves when stored. */
+  _commit() {
+    const entries = this.pending;
+    this.pending = [];
+    this.storing = this.storing.then(async () => {
+      if (!entries.length) return;
+      try {
+        const keys = await this.storage.put(entries, this.ledger);
+        entries.forEach((e, i) => this.queue.push({ ...e, key: keys[i] }));
+      } catch {
+        for (const e of entries) apply(this.ledger, e.charge, -1); // never stored: refunded
+        this.counts.reported -= entries.length;
+        this._drop("storage_error", entries.length);
+        return;
+      }
+      this._schedule(this.queue.length >= this.flushAt ? 0 : this.flushInterval);
+    });
+    return this.storing;
+  }
+
+  /** Give the page's main thread back every SLICE_MS: an app awaiting report() in a
+   *  loop runs as one chain of microtasks, which would otherwise be one long task. */
+  async _breathe() {
+    const now = performance.now();
+    if (now - this.sliceStart < SLICE_MS) return;
+    const g = /** @type {any} */ (globalThis);
+    if (g.scheduler?.yield) await g.scheduler.yield();
+    else {
+      // a message to ourselves: a new task without setTimeout's 4 ms clamp
+      channel ??= new MessageChannel();
+      const port = /** @type {any} */ (channel.port1);
+      await new Promise((r) => {
+        port.onmessage = () => { port.unref?.(); r(undefined); }; // Node: never hold the process
+        port.ref?.();
+        channel?.port2.postMessage(0);
+      });
+    }
+    this.sliceStart = performance.now();
+  }
+
+  async _secret() {
+    if (!this.secret) {
+      this.secret = globalThis.crypto.getRandomValues(new Uint8Array(32));
+      await this.storage.saveState("secret", this.secret);
+    }
+    return this.secret;
+  }
+
+  /** @param {number} delay */
+  _schedule(delay) {
+    if (this.closed || !this.queue.length) return;
+    if (this.timer) {
+      if (delay > 0) return; // already due
+      clearTimeout(this.timer);
+    }
+    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
+    this.timer?.unref?.();
+  }
+
+  /** Send every queued report now; resolves with whether the queue is empty (false when
+   *  uploads failed: the reports stay queued and are retried). */
+  async flush() {
+    await this.lock;
+    await this._commitSoon(true);
+    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    await this._upload();
+    return this.queue.length === 0;
+  }
+
+  _upload() {
+    this.uploading ??= this._drain().finally(() => { this.uploading = null; });
+    return this.uploading;
+  }
+
+  async _drain() {
+    await this.storing;
+    while (this.queue.length && !this.closed) {
+      const { kept: batch, unsure } = await this._vet(this.queue.slice(0, this.maxBatch));
+      if (!batch.length) {
+        if (!unsure) continue; // all refused (and removed): on to the rest
+        this._retryLater(null, null);
+        return;
+      }
+      for (const e of batch) e.attempted = true;
+      await this.storage.update(batch).catch(() => {});
+      const body = `{"reports":[${batch.map((e) => e.data).join(",")}]}`;
+      /** @type {Response | null} */ let response = null;
+      /** @type {unknown} */ let error = null;
+      try {
+        response = await this.fetch(`${this.url}/v1/reports`, {
+          method: "POST", headers: { "Content-Type": "application/json" }, body, credentials: "omit",
+        });
+      } catch (e) { error = e; }
+      const status = response ? response.status : null;
+      const outcome = classify(status, error);
+      if (outcome === "retry") {
+        this._retryLater(response, error);
+        return;
+      }
+      this.failures = 0;
+      const answer = await response?.json().catch(() => ({})) ?? {};
+      const retired = new Set((Array.isArray(answer?.retired) ? answer.retired : []).map((/** @type {any} */ r) => r?.metric));
+      for (const m of retired) if (typeof m === "string") this.retired.add(m);
+      if (outcome === "ok") {
+        const rejected = new Set((Array.isArray(answer.rejected) ? answer.rejected : []).map((/** @type {any} */ r) => r?.index));
+        const gone = batch.filter((e, i) => rejected.has(i) && retired.has(e.metric)).length;
+        const bad = batch.filter((e, i) => rejected.has(i)).length - gone;
+        this.counts.batches++;
+        this.counts.sent += batch.length - rejected.size;
+        this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : batch.length - rejected.size;
+        this.counts.duplicates += Number.isInteger(answer.duplicates) ? answer.duplicates : 0;
+        if (bad) this._drop("rejected", bad);
+        if (gone) this._drop("retired", gone);
+      } else {
+        this.lastError = `HTTP ${status}`;
+        if (status === 413 && batch.length > 1) { this.maxBatch = Math.max(1, batch.length >> 1); continue; }
+        const gone = batch.filter((e) => retired.has(e.metric)).length;
+        if (batch.length > gone) this._drop(status === 413 ? "too_large" : "rejected", batch.length - gone);
+        if (gone) this._drop("retired", gone);
+      }
+      await this._remove(batch);
+    }
+  }
+
+  /** Count a recoverable failure and try again after the backoff.
+   *  @param {Response | null} response @param {unknown} error */
+  _retryLater(response, error) {
+    this.failures++;
+    this.counts.retries++;
+    this.lastError = error ? String(/** @type {any} */ (error)?.name ?? error)
+      : response ? `HTTP ${response.status}` : "definition check failed";
+    const retryAfter = parseRetryAfter(response?.headers.get("retry-after") ?? null, this.now());
+    const delay = backoffDelay(this.failures, retryAfter, this.random);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
+    this.timer?.unref?.();
+  }
+
+  /** @param {import("./storage.js").Entry[]} entries */
+  async _remove(entries) {
+    const keys = new Set(entries.map((e) => e.key));
+    this.queue = this.queue.filter((e) => !keys.has(e.key));
+    await this.storage.remove([...keys]).catch(() => {});
+  }
+
+  /** Drop reports made with a bundled definition the collector does not have under that
+   *  version with the same parameters (asked once per metric and version).
+   *  @param {import("./storage.js").Entry[]} batch */
+  async _vet(batch) {
+    const refused = [];
+    const kept = [];
+    for (const e of batch) {
+      if (!e.bundled) { kept.push(e); continue; }
+      const id = `${e.metric}@${e.bundled}`;
+      let ok = this.vetted.get(id);
+      if (ok === undefined) {
+        const response = await this.fetch(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
+        if (!response || classify(response.status, null) === "retry") return { kept, unsure: true };
+        const server = response.ok ? await response.json() : null;
+        const mine = this.bundle.get(e.metric);
+        ok = Boolean(server) && (!mine || mine.version !== e.bundled || canonical(mine.mechanism) === canonical(server.mechanism));
+        this.vetted.set(id, ok);
+      }
+      (ok ? kept : refused).push(e);
+    }
+    if (refused.length) {
+      this._drop("bundle_mismatch", refused.length);
+      await this._remove(refused);
+    }
+    return { kept, unsure: false };
+  }
+
+  /** The last flush on pagehide: keepalive fetches (the reports stay stored until an
+   *  answer acknowledges them; the collector drops the duplicates of a resend). */
+  _lastFlush() {
+    const waiting = [...this.queue, ...this.pending];
+    this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
+    let batch = [];
+    let size = 0;
+    const send = () => {
+      if (!batch.length) return;
+      const body = `{"reports":[${batch.map((e) => e.data).join(",")}]}`;
+      try {
+        this.fetch(`${this.url}/v1/reports`, {
+          method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive: true, credentials: "omit",
+        }).catch(() => {});
+      } catch { /* the page is going away */ }
+      batch = [];
+      size = 0;
+    };
+    for (const e of waiting) {
+      if (e.bundled) continue;
+      if (size + e.data.length + 20 > KEEPALIVE_LIMIT) send();
+      batch.push(e);
+      size += e.data.length + 1;
+      if (batch.length >= this.maxBatch) send();
+    }
+    send();
+  }
+
+  /** What happened to reports so far. */
+  stats() {
+    return { queued: this.queue.length + this.pending.length, ...this.counts, dropped: { ...this.dropped }, last_error: this.lastError };
+  }
+
+  /** The privacy ledger: ε per metric today, this budget period and over the lifetime. */
+  privacy() {
+    const today = dayOf(this.now());
+    /** @type {Record<string, any>} */
+    const metrics = {};
+    for (const [metric, [reports, epsilon, since]] of Object.entries(this.ledger.lifetime)) {
+      const definition = this.cache.get(metric)?.definition ?? this.bundle.get(metric);
+      const [tr, te] = spent(this.ledger, metric, today, today);
+      const budget = definition?.budget ?? null;
+      const periodSince = budget ? periodStart(today, budget.period) : today;
+      const [pr, pe] = spent(this.ledger, metric, periodSince, today);
+      metrics[metric] = {
+        epsilon_per_report: definition?.mechanism?.epsilon ?? null,
+        budget: budget && { ...budget, remaining_reports: Math.max(0, budget.reports_per_period - pr) },
+        today: { reports: tr, epsilon: te, since: today },
+        period: { reports: pr, epsilon: pe, since: periodSince },
+        lifetime: { reports, epsilon, since },
+        permanent_epsilon: this.ledger.permanent[metric] ?? null,
+      };
+    }
+    return {
+      enabled: !this.disabled,
+      today,
+      accounting: "Sequential composition: m reports at ε each are together (m·ε)-LDP.",
+      device_budget: this.caps,
+      metrics,
+    };
+  }
+
+  /** Opt out: stop reporting, wipe the queued reports (refunding those never sent) and
+   *  the device secret; persisted. @returns {Promise<boolean>} */
+  disable() {
+    return this._serial(async () => {
+      this.disabled = true;
+      try {
+        await this._commitSoon(true);
+        for (const e of this.queue) if (!e.attempted) apply(this.ledger, e.charge, -1);
+        this._drop("disabled", this.queue.length);
+        await this._remove(this.queue);
+        this.secret = null;
+        await this.storage.saveState("secret", null);
+        await this.storage.saveState("ledger", this.ledger);
+        await this.storage.saveState("disabled", true);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** Opt back in. @returns {Promise<boolean>} */
+  enable() {
+    return this._serial(async () => {
+      this.disabled = false;
+      await this.storage.saveState("disabled", false).catch(() => {});
+      return true;
+    });
+  }
+
+  /** Flush, then stop: later reports are dropped as ``shutdown``. */
+  async shutdown() {
+    const empty = await this.flush().catch(() => false);
+    this.closed = true;
+    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    if (typeof globalThis.removeEventListener === "function") globalThis.removeEventListener("pagehide", this.onPageHide);
+    return empty;
+  }
+}

@@ -1,0 +1,167 @@
+// Exact arithmetic the mechanisms need: floats as exact rationals, rationals rounded to
+// floats, nextafter, and e^x correctly rounded (docs/protocol.md §3).
+
+/** @typedef {{n: bigint, d: bigint}} Frac  a rational n/d, d > 0, in lowest terms */
+
+const F64 = new Float64Array(1);
+const U64 = new BigUint64Array(F64.buffer);
+
+/** @param {bigint} a @param {bigint} b @returns {bigint} */
+export function gcd(a, b) {
+  if (a < 0n) a = -a;
+  if (b < 0n) b = -b;
+  while (b) [a, b] = [b, a % b];
+  return a;
+}
+
+/** Number of binary digits of n >= 0 (bitlen(0) = 0). @param {bigint} n */
+export function bitlen(n) {
+  if (n < 0x100000000n) return 32 - Math.clz32(Number(n));
+  return n.toString(2).length;
+}
+
+/** bitlen of a non-negative safe integer. @param {number} n */
+export function bitlenNumber(n) {
+  return n < 0x100000000 ? 32 - Math.clz32(n) : bitlen(BigInt(n));
+}
+
+/** @param {bigint} n @param {bigint} d @returns {Frac} */
+export function frac(n, d = 1n) {
+  if (d < 0n) { n = -n; d = -d; }
+  const g = gcd(n, d) || 1n;
+  return { n: n / g, d: d / g };
+}
+
+export const add = (/** @type {Frac} */ a, /** @type {Frac} */ b) => frac(a.n * b.d + b.n * a.d, a.d * b.d);
+export const sub = (/** @type {Frac} */ a, /** @type {Frac} */ b) => frac(a.n * b.d - b.n * a.d, a.d * b.d);
+export const mul = (/** @type {Frac} */ a, /** @type {Frac} */ b) => frac(a.n * b.n, a.d * b.d);
+export const div = (/** @type {Frac} */ a, /** @type {Frac} */ b) => frac(a.n * b.d, a.d * b.n);
+/** a > b @param {Frac} a @param {Frac} b */
+export const gt = (a, b) => a.n * b.d > b.n * a.d;
+export const ONE = frac(1n);
+
+/** The exact dyadic form of a finite float: [num, t] with x = num / 2^t (num odd unless 0;
+ *  t may be negative for large x). @param {number} x @returns {[bigint, number]} */
+const DYADIC = new Map();
+
+export function dyadic(x) {
+  const hit = DYADIC.get(x);
+  if (hit) return hit;
+  const out = dyadicOf(x);
+  if (DYADIC.size > 1024) DYADIC.clear();
+  DYADIC.set(x, out);
+  return out;
+}
+
+/** @param {number} x @returns {[bigint, number]} */
+function dyadicOf(x) {
+  if (x === 0) return [0n, 0];
+  F64[0] = x;
+  const bits = U64[0];
+  const neg = bits >> 63n ? -1n : 1n;
+  const e = Number((bits >> 52n) & 0x7ffn);
+  let m = bits & 0xfffffffffffffn;
+  let t;
+  if (e === 0) t = 1074;
+  else { m |= 1n << 52n; t = 1075 - e; }
+  while (!(m & 1n)) { m >>= 1n; t -= 1; }
+  return [neg * m, t];
+}
+
+/** The float x as an exact rational. @param {number} x @returns {Frac} */
+export function toFrac(x) {
+  const [num, t] = dyadic(x);
+  return t >= 0 ? { n: num, d: 1n << BigInt(t) } : { n: num << BigInt(-t), d: 1n };
+}
+
+/** 2^e as a float, for any e in the normal and subnormal range. @param {number} e */
+function pow2(e) {
+  let r = 1;
+  while (e > 1000) { r *= 2 ** 1000; e -= 1000; }
+  while (e < -1000) { r *= 2 ** -1000; e += 1000; }
+  return r * 2 ** e;
+}
+
+/** n/d rounded to the nearest float (ties to even), as Python's float(Fraction); normal
+ *  results only (all the mechanisms need). @param {bigint} n @param {bigint} d */
+export function toFloat(n, d) {
+  if (n === 0n) return 0;
+  if (d < 0n) { n = -n; d = -d; }
+  const sign = n < 0n ? -1 : 1;
+  if (n < 0n) n = -n;
+  let s = 53 - (bitlen(n) - bitlen(d));
+  let q, r;
+  for (;;) {
+    const num = s >= 0 ? n << BigInt(s) : n;
+    const den = s >= 0 ? d : d << BigInt(-s);
+    q = num / den;
+    r = num % den;
+    if (q >= 1n << 52n) {
+      if (q >= 1n << 53n) { s -= 1; continue; }
+      const twice = 2n * r;
+      if (twice > den || (twice === den && (q & 1n))) q += 1n;
+      break;
+    }
+    s += 1;
+  }
+  if (q === 1n << 53n) { q >>= 1n; s -= 1; }
+  return sign * Number(q) * pow2(-s);
+}
+
+/** The next float below positive x (nextafter(x, 0)). @param {number} x */
+export function nextDown(x) {
+  F64[0] = x;
+  U64[0] -= 1n;
+  return F64[0];
+}
+
+// e^x correctly rounded: ln 2 and the Taylor series in fixed point with PREC bits.
+const PREC = 320n;
+const SCALE = 1n << PREC;
+let LN2 = 0n;
+function ln2() {
+  if (!LN2) {
+    // ln 2 = Σ_{k≥1} 1/(k·2^k)
+    let sum = 0n;
+    for (let k = 1n; k < PREC + 8n; k++) sum += SCALE / (k << k);
+    LN2 = sum;
+  }
+  return LN2;
+}
+
+const EXP_CACHE = new Map();
+
+/** e^x rounded to the nearest float (the correctly rounded exp; glibc's agrees on the
+ *  ε the conformance vectors use, see exp.json). @param {number} x */
+export function exp(x) {
+  const hit = EXP_CACHE.get(x);
+  if (hit !== undefined) return hit;
+  const f = toFrac(x);
+  const X = (f.n * SCALE) / f.d; // x in fixed point (error < 2^-320)
+  const L = ln2();
+  let k = X / L; // x = k ln2 + r, |r| < ln 2
+  if (X < 0n && k * L !== X) k -= 1n;
+  const R = X - k * L;
+  let term = SCALE;
+  let sum = SCALE;
+  for (let i = 1n; term; i++) {
+    term = (term * R) / (SCALE * i);
+    sum += term;
+  }
+  const out = k >= 0n ? toFloat(sum << k, SCALE) : toFloat(sum, SCALE << -k);
+  if (EXP_CACHE.size > 256) EXP_CACHE.clear();
+  EXP_CACHE.set(x, out);
+  return out;
+}
+
+/** A float as Python's repr writes it (shortest round-trip digits; exponent form below
+ *  1e-4 and from 1e16; always a '.' or an 'e'). @param {number} x */
+export function pyRepr(x) {
+  if (Number.isInteger(x) && Math.abs(x) < 1e16) return x.toFixed(1);
+  const abs = Math.abs(x);
+  if (abs >= 1e-4 && abs < 1e16) return String(x);
+  let [mant, e] = x.toExponential().split("e");
+  const n = Number(e);
+  const exp = (n < 0 ? "-" : "+") + String(Math.abs(n)).padStart(2, "0");
+  return `${mant}e${exp}`;
+}

@@ -1,0 +1,149 @@
+// Where the client keeps queued reports, the ledger, the device secret and the opt-out:
+// IndexedDB in a browser (reports survive reloads and offline spells until acknowledged),
+// memory where IndexedDB is missing. Both keep a report and its ledger charge together.
+
+/**
+ * @typedef {{key: number, data: string, metric: string, bundled: number, attempted: boolean,
+ *   charge: import("./ledger.js").Charge}} Entry
+ * @typedef {{entries: Entry[], ledger: import("./ledger.js").LedgerState | null,
+ *   secret: Uint8Array | null, disabled: boolean}} Saved
+ * @typedef {{load(): Promise<Saved>, put(entries: Omit<Entry, "key">[], ledger: any): Promise<number[]>,
+ *   update(entries: Entry[]): Promise<void>, remove(keys: number[]): Promise<void>,
+ *   saveState(name: string, value: any): Promise<void>}} Storage
+ */
+
+/** Memory only (or a shared ``place`` object, which tests use to play a page reload). */
+export class MemoryStorage {
+  /** @param {{entries?: Map<number, Entry>, state?: Map<string, any>, next?: number}} [place] */
+  constructor(place = {}) {
+    place.entries ??= new Map();
+    place.state ??= new Map();
+    place.next ??= 1;
+    this.place = place;
+  }
+
+  async load() {
+    const { entries, state } = this.place;
+    return {
+      entries: [...entries.values()].map((e) => structuredClone(e)),
+      ledger: structuredClone(state.get("ledger") ?? null),
+      secret: state.get("secret") ?? null,
+      disabled: Boolean(state.get("disabled")),
+    };
+  }
+
+  /** Add reports and save the ledger that charges them, together; their keys.
+   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
+  async put(entries, ledger) {
+    const keys = entries.map((entry) => {
+      const key = /** @type {number} */ (this.place.next)++;
+      /** @type {Map<number, Entry>} */ (this.place.entries).set(key, structuredClone({ ...entry, key }));
+      return key;
+    });
+    /** @type {Map<string, any>} */ (this.place.state).set("ledger", structuredClone(ledger));
+    return keys;
+  }
+
+  /** @param {Entry[]} entries */
+  async update(entries) {
+    for (const e of entries) /** @type {Map<number, Entry>} */ (this.place.entries).set(e.key, structuredClone(e));
+  }
+
+  /** @param {number[]} keys */
+  async remove(keys) {
+    for (const k of keys) /** @type {Map<number, Entry>} */ (this.place.entries).delete(k);
+  }
+
+  /** @param {string} name @param {any} value */
+  async saveState(name, value) {
+    /** @type {Map<string, any>} */ (this.place.state).set(name, structuredClone(value));
+  }
+}
+
+/** IndexedDB: object stores "reports" (auto-increment keys) and "state". */
+export class IndexedDBStorage {
+  /** @param {string} [name] */
+  constructor(name = "ldp-telemetry") {
+    this.name = name;
+    /** @type {Promise<IDBDatabase> | null} */
+    this.db = null;
+  }
+
+  /** @returns {Promise<IDBDatabase>} */
+  open() {
+    this.db ??= new Promise((resolve, reject) => {
+      const request = indexedDB.open(this.name, 1);
+      request.onupgradeneeded = () => {
+        request.result.createObjectStore("reports", { keyPath: "key", autoIncrement: true });
+        request.result.createObjectStore("state");
+      };
+      request.onsuccess = () => resolve(request.result);
+      request.onerror = () => reject(request.error);
+    });
+    return this.db;
+  }
+
+  /** Run ``body`` in one transaction; resolve with its result when the transaction commits.
+   *  @template T @param {string[]} stores @param {"readonly" | "readwrite"} mode
+   *  @param {(tx: IDBTransaction) => T | Promise<T>} body @returns {Promise<T>} */
+  async tx(stores, mode, body) {
+    const db = await this.open();
+    return new Promise((resolve, reject) => {
+      const tx = db.transaction(stores, mode);
+      /** @type {any} */
+      let result;
+      Promise.resolve(body(tx)).then((r) => { result = r; }, reject);
+      tx.oncomplete = () => resolve(result);
+      tx.onerror = tx.onabort = () => reject(tx.error);
+    });
+  }
+
+  async load() {
+    return this.tx(["reports", "state"], "readonly", (tx) => {
+      const req = (/** @type {IDBRequest} */ r) => new Promise((ok) => { r.onsuccess = () => ok(r.result); });
+      const state = tx.objectStore("state");
+      return Promise.all([
+        req(tx.objectStore("reports").getAll()),
+        req(state.get("ledger")),
+        req(state.get("secret")),
+        req(state.get("disabled")),
+      ]).then(([entries, ledger, secret, disabled]) => ({
+        entries, ledger: ledger ?? null, secret: secret ?? null, disabled: Boolean(disabled),
+      }));
+    });
+  }
+
+  /** Add reports and save the ledger that charges them in one transaction; their keys.
+   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
+  async put(entries, ledger) {
+    return this.tx(["reports", "state"], "readwrite", (tx) => {
+      const store = tx.objectStore("reports");
+      const added = entries.map((e) => new Promise((ok) => {
+        const r = store.add(e);
+        r.onsuccess = () => ok(/** @type {number} */ (r.result));
+      }));
+      tx.objectStore("state").put(ledger, "ledger");
+      return Promise.all(added);
+    });
+  }
+
+  /** @param {Entry[]} entries */
+  async update(entries) {
+    await this.tx(["reports"], "readwrite", (tx) => { for (const e of entries) tx.objectStore("reports").put(e); });
+  }
+
+  /** @param {number[]} keys */
+  async remove(keys) {
+    await this.tx(["reports"], "readwrite", (tx) => { for (const k of keys) tx.objectStore("reports").delete(k); });
+  }
+
+  /** @param {string} name @param {any} value */
+  async saveState(name, value) {
+    await this.tx(["state"], "readwrite", (tx) => { tx.objectStore("state").put(value, name); });
+  }
+}
+
+/** IndexedDB when the environment has it, else memory. @returns {Storage} */
+export function defaultStorage() {
+  return typeof indexedDB === "undefined" ? new MemoryStorage() : new IndexedDBStorage();
+}

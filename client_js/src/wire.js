@@ -1,0 +1,97 @@
+// The wire: a report built from a served definition, and its exact JSON (docs/protocol.md §1).
+
+import { build, scale } from "./mechanisms.js";
+import { pyRepr } from "./exact.js";
+import { Rng, cryptoBytes } from "./randomness.js";
+
+const MECHANISMS = new WeakMap();
+
+/** The page's CSPRNG, buffered (one getRandomValues call per 64 KiB). @type {Rng | null} */
+let defaultRng = null;
+
+/** The mechanism of a definition (built once per definition object). @param {any} definition */
+export function mechanismOf(definition) {
+  let m = MECHANISMS.get(definition);
+  if (!m) {
+    m = build(definition.mechanism);
+    MECHANISMS.set(definition, m);
+  }
+  return m;
+}
+
+/** 16 fresh CSPRNG bytes as 32 lowercase hex digits. */
+const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+let idBytes = /** @type {((n: number) => Uint8Array) | null} */ (null);
+
+export function newReportId() {
+  idBytes ??= cryptoBytes(); // its own buffer: ids never share bytes with the noise
+  const b = idBytes(16);
+  let id = "";
+  for (let i = 0; i < 16; i++) id += HEX[b[i]];
+  return id;
+}
+
+/** The index of a categorical value given as a label or an index. @param {any} definition
+ *  @param {string | number} value */
+export function indexOf(definition, value) {
+  const domain = definition.domain;
+  if (typeof value === "string") {
+    const i = domain.indexOf(value);
+    if (i < 0) throw new RangeError(`${JSON.stringify(value)} is not in the domain of ${definition.name}`);
+    return i;
+  }
+  if (!Number.isInteger(value) || value < 0 || value >= domain.length) {
+    throw new RangeError(`value ${value} is outside range(0, ${domain.length})`);
+  }
+  return value;
+}
+
+/**
+ * Perturb ``value`` and wrap it as the report sent in ``{"reports": [...]}``.
+ * @param {any} definition  as ``GET /v1/metrics/<name>`` serves it
+ * @param {string | number} value  a label or index; a number in range; a string
+ * @param {{rng?: Rng, secret?: Uint8Array, id?: string}} [options]
+ */
+export async function buildReport(definition, value, options = {}) {
+  const rng = options.rng ?? (defaultRng ??= new Rng(cryptoBytes()));
+  const m = mechanismOf(definition);
+  let payload;
+  if (definition.kind === "numeric") {
+    const [lo, hi] = definition.range;
+    if (typeof value !== "number" || !(value >= lo && value <= hi)) {
+      throw new RangeError(`value ${value} is outside the range [${lo}, ${hi}] of ${definition.name}`);
+    }
+    payload = m.perturb(scale(value, lo, hi), rng);
+  } else if (definition.kind === "string") {
+    payload = m.perturb(/** @type {string} */ (value), rng);
+  } else if (m.permanentResponse) {
+    if (!options.secret) throw new Error(`metric ${definition.name} is longitudinal: it needs the secret`);
+    payload = await m.perturbMemoized(indexOf(definition, value), options.secret, definition.name, definition.version, rng);
+  } else {
+    payload = m.perturb(indexOf(definition, value), rng);
+  }
+  return { metric: definition.name, version: definition.version, id: options.id ?? newReportId(), payload };
+}
+
+/** JSON as Python's compact encoder writes it (non-ASCII escaped, floats as repr).
+ *  @param {any} x @returns {string} */
+export function encode(x) {
+  if (typeof x === "number") return Number.isInteger(x) ? String(x) : pyRepr(x);
+  if (typeof x === "string") return JSON.stringify(x).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  if (Array.isArray(x)) return `[${x.map(encode).join(",")}]`;
+  if (x === null) return "null";
+  if (typeof x === "boolean") return String(x);
+  return `{${Object.entries(x).map(([k, v]) => `${encode(k)}:${encode(v)}`).join(",")}}`;
+}
+
+/** One report's exact JSON. @param {any} report */
+export function encodeReport(report) {
+  const { payload } = report;
+  const body = "y" in payload ? `{"y":${pyRepr(payload.y)}}` : encode(payload);
+  return `{"metric":${encode(report.metric)},"version":${report.version},"id":${encode(report.id)},"payload":${body}}`;
+}
+
+/** A batch's exact body. @param {any[]} reports */
+export function encodeBatch(reports) {
+  return `{"reports":[${reports.map(encodeReport).join(",")}]}`;
+}

@@ -1,0 +1,254 @@
+// The browser client against a fake collector (a fetch function): batching, retries that
+// honour Retry-After, the ledger's refusals, retirement, bundled definitions, the opt-out,
+// a reload with reports still queued, and the pagehide flush.
+
+import { test, mock } from "node:test";
+import assert from "node:assert/strict";
+
+import { Client, MemoryStorage, backoffDelay, classify, parseRetryAfter } from "../src/index.js";
+
+const DAY = 86_400_000;
+const T0 = Date.parse("2026-11-26T12:00:00Z"); // a Thursday
+
+const theme = {
+  name: "app.theme", version: 1, kind: "categorical", domain: ["light", "dark", "auto"],
+  mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 3 }, budget: null,
+};
+const limited = { ...theme, name: "app.limited", budget: { reports_per_period: 2, period: "day" } };
+const memo = {
+  name: "app.lang", version: 2, kind: "categorical", domain: ["en", "de"],
+  mechanism: { mechanism: "memo-grr", epsilon: 1.0, domain_size: 2, permanent_epsilon: 4.0 },
+  budget: { reports_per_period: 5, period: "day" },
+};
+const minutes = {
+  name: "session.minutes", version: 1, kind: "numeric", range: [0, 120],
+  mechanism: { mechanism: "hybrid", epsilon: 1.0 }, budget: null,
+};
+
+/** A fake collector: answers definitions and ingests, records every request. */
+function collector(definitions = [theme, limited, memo, minutes], extra = {}) {
+  const state = {
+    online: true, posts: /** @type {any[]} */ ([]), ids: new Set(), keepalive: 0,
+    /** @type {Response[]} */ script: [], retired: new Set(), deviceBudget: undefined,
+    ...extra,
+  };
+  /** @param {string} url @param {RequestInit} [init] */
+  const fetch = async (url, init) => {
+    if (!state.online) throw new TypeError("Failed to fetch");
+    const u = new URL(url);
+    if (!init || init.method !== "POST") {
+      const name = decodeURIComponent(u.pathname.split("/").pop() ?? "");
+      const d = definitions.find((x) => x.name === name);
+      if (!d) return new Response('{"error":"unknown"}', { status: 404 });
+      const version = u.searchParams.get("version");
+      if (version && Number(version) !== d.version) return new Response("{}", { status: 404 });
+      return Response.json({
+        ...d, device_budget: state.deviceBudget ?? null,
+        ...(state.retired.has(name) ? { retired_at: "2026-11-26T00:00:00Z" } : {}),
+      });
+    }
+    if (init.keepalive) state.keepalive++;
+    const scripted = state.script.shift();
+    if (scripted) return scripted;
+    const body = JSON.parse(String(init.body));
+    state.posts.push(body);
+    let accepted = 0, duplicates = 0;
+    const rejected = [], retired = [];
+    body.reports.forEach((/** @type {any} */ r, /** @type {number} */ i) => {
+      if (state.retired.has(r.metric)) { rejected.push({ index: i }); retired.push({ metric: r.metric }); return; }
+      if (state.ids.has(r.id)) duplicates++; else { state.ids.add(r.id); accepted++; }
+    });
+    return Response.json({ accepted, duplicates, rejected, retired });
+  };
+  return { fetch, state };
+}
+
+const options = (/** @type {any} */ c, /** @type {any} */ more = {}) => ({
+  fetch: c.fetch, storage: new MemoryStorage(), flushAt: 1000, now: () => T0, ...more,
+});
+
+test("classify, Retry-After and backoff as the Python uploader", () => {
+  assert.equal(classify(200, null), "ok");
+  assert.equal(classify(null, new Error()), "retry");
+  for (const s of [408, 429, 500, 503]) assert.equal(classify(s, null), "retry");
+  for (const s of [400, 401, 413, 501]) assert.equal(classify(s, null), "drop");
+  assert.equal(parseRetryAfter("7", 0), 7000);
+  assert.equal(parseRetryAfter(new Date(T0 + 5000).toUTCString(), T0), 5000);
+  assert.equal(parseRetryAfter("soon", 0), null);
+  assert.equal(backoffDelay(1, null, () => 0.5), 500);
+  assert.equal(backoffDelay(2, null, () => 1), 2000);
+  assert.equal(backoffDelay(3, null, () => 0), 30_000); // every third failure: a pause
+  assert.equal(backoffDelay(1, 9000, () => 0.1), 9000); // Retry-After is a lower bound
+  assert.equal(backoffDelay(1, 3_600_000, () => 0.1), 600_000); // capped
+});
+
+test("reports are perturbed, batched and each delivered once", async () => {
+  const c = collector();
+  const client = new Client("http://collector.test/", options(c, { maxBatchReports: 4 }));
+  for (let i = 0; i < 10; i++) assert.equal(await client.report("app.theme", i % 3), true);
+  assert.equal(await client.report("session.minutes", 37.5), true);
+  assert.equal(await client.flush(), true);
+  const reports = c.state.posts.flatMap((p) => p.reports);
+  assert.equal(c.state.posts.length, 3);
+  assert.equal(reports.length, 11);
+  assert.equal(new Set(reports.map((r) => r.id)).size, 11);
+  for (const r of reports.slice(0, 10)) assert.deepEqual(Object.keys(r), ["metric", "version", "id", "payload"]);
+  assert.equal(typeof reports[10].payload.y, "number");
+  const s = client.stats();
+  assert.deepEqual([s.queued, s.sent, s.accepted, s.batches], [0, 11, 11, 3]);
+});
+
+test("a 503 with Retry-After is retried no sooner than it says", async () => {
+  mock.timers.enable({ apis: ["setTimeout"] });
+  try {
+    const c = collector();
+    c.state.script.push(new Response("{}", { status: 503, headers: { "Retry-After": "20" } }));
+    const client = new Client("http://collector.test", options(c, { random: () => 0 }));
+    await client.report("app.theme", "dark");
+    assert.equal(await client.flush(), false); // stays queued
+    assert.equal(client.stats().retries, 1);
+    mock.timers.tick(19_999);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(c.state.posts.length, 0);
+    mock.timers.tick(1);
+    await client.uploading;
+    await new Promise((r) => setImmediate(r));
+    assert.equal(c.state.posts.length, 1);
+    assert.equal(client.stats().queued, 0);
+  } finally {
+    mock.timers.reset();
+  }
+});
+
+test("a 429 is retried, a 400 drops the batch", async () => {
+  const c = collector();
+  c.state.script.push(new Response("{}", { status: 429 }), new Response('{"error":"bad"}', { status: 400 }));
+  const client = new Client("http://collector.test", options(c, { random: () => 0 }));
+  await client.report("app.theme", 0);
+  assert.equal(await client.flush(), false);
+  assert.equal(await client.flush(), true);
+  assert.equal(client.stats().dropped.rejected, 1);
+  await client.shutdown();
+});
+
+test("the metric's budget and the device's caps refuse reports", async () => {
+  const c = collector();
+  let now = T0;
+  const client = new Client("http://collector.test", options(c, { now: () => now, deviceBudget: { epsilon_per_day: 3.5 } }));
+  assert.equal(await client.report("app.limited", 0), true);
+  assert.equal(await client.report("app.limited", 1), true);
+  assert.equal(await client.report("app.limited", 2), false);
+  assert.equal(client.stats().dropped.budget, 1);
+  assert.equal(await client.report("app.theme", 0), true); // 3 ε today
+  assert.equal(await client.report("app.theme", 0), false); // 4 > 3.5
+  assert.equal(client.stats().dropped.device_budget, 1);
+  now += DAY; // a new UTC day: both allow again
+  assert.equal(await client.report("app.limited", 0), true);
+  const p = client.privacy();
+  assert.equal(p.metrics["app.limited"].lifetime.reports, 3);
+  assert.equal(p.metrics["app.limited"].budget.remaining_reports, 1);
+});
+
+test("a memoized metric counts at most ε∞ towards the device cap, with a kept secret", async () => {
+  const c = collector();
+  const place = {};
+  const client = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place), deviceBudget: { epsilon_per_day: 4.5 } }));
+  for (let i = 0; i < 5; i++) assert.equal(await client.report("app.lang", "de"), true); // 5 ε, counts 4
+  assert.equal(await client.report("app.limited", 0), false); // 4 + 1 > 4.5
+  const secret = /** @type {any} */ (place).state.get("secret");
+  assert.equal(secret.length, 32);
+  const again = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  await again.ready;
+  assert.deepEqual(again.secret, secret);
+});
+
+test("offline reports survive a reload and are counted exactly once", async () => {
+  const c = collector();
+  const place = {};
+  const first = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  assert.equal(await first.report("app.theme", 1), true); // fetches the definition
+  c.state.online = false;
+  for (let i = 0; i < 5; i++) assert.equal(await first.report("app.theme", i % 3), true);
+  assert.equal(await first.flush(), false);
+  // the page reloads while offline; the definition is fetched again once online
+  const second = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  await second.ready;
+  assert.equal(second.stats().queued, 6);
+  c.state.online = true;
+  assert.equal(await second.flush(), true);
+  assert.equal(c.state.ids.size, 6);
+  const third = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  await third.ready;
+  assert.equal(third.stats().queued, 0);
+});
+
+test("a retired metric's reports are dropped and it is no longer reported", async () => {
+  const c = collector();
+  const client = new Client("http://collector.test", options(c));
+  await client.report("app.theme", 0);
+  c.state.retired.add("app.theme");
+  assert.equal(await client.flush(), true);
+  assert.equal(client.stats().dropped.retired, 1);
+  assert.equal(await client.report("app.theme", 0), false);
+  assert.equal(client.stats().dropped.retired, 2);
+});
+
+test("reports made with a bundled definition the collector lacks are dropped", async () => {
+  const served = { ...theme, mechanism: { ...theme.mechanism, epsilon: 2.0 } };
+  const c = collector([served]);
+  c.state.online = false;
+  const client = new Client("http://collector.test", options(c, { definitions: [theme] }));
+  assert.equal(await client.report("app.theme", "dark"), true); // unreachable: the bundled one
+  c.state.online = true;
+  assert.equal(await client.flush(), true);
+  assert.equal(client.stats().dropped.bundle_mismatch, 1);
+  assert.equal(c.state.posts.length, 0);
+});
+
+test("unknown metrics and invalid values are refused, never thrown", async () => {
+  const c = collector();
+  const client = new Client("http://collector.test", options(c));
+  assert.equal(await client.report("no.such", 0), false);
+  assert.equal(await client.report("app.theme", "purple"), false);
+  assert.equal(await client.report("session.minutes", 500), false);
+  const d = client.stats().dropped;
+  assert.deepEqual([d.unknown_metric, d.invalid_value], [1, 2]);
+});
+
+test("disable() wipes the queue and the secret, refunds unsent charges, and sticks", async () => {
+  const c = collector();
+  const place = {};
+  const client = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  await client.report("app.lang", "en");
+  await client.report("app.limited", 0);
+  assert.equal(await client.disable(), true);
+  assert.equal(client.stats().queued, 0);
+  assert.equal(client.privacy().metrics["app.limited"].lifetime.reports, 0);
+  assert.equal(/** @type {any} */ (place).state.get("secret"), null);
+  assert.equal(await client.report("app.theme", 0), false);
+  const again = new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  assert.equal(await again.report("app.theme", 0), false);
+  assert.equal(again.stats().dropped.disabled, 1);
+});
+
+test("pagehide sends what is queued with keepalive", async () => {
+  const page = new EventTarget(); // Node has no window: play one
+  const g = /** @type {any} */ (globalThis);
+  g.addEventListener = page.addEventListener.bind(page);
+  g.removeEventListener = page.removeEventListener.bind(page);
+  g.dispatchEvent = page.dispatchEvent.bind(page);
+  const c = collector();
+  const client = new Client("http://collector.test", options(c));
+  await client.report("app.theme", 0);
+  await client.report("app.theme", 2);
+  globalThis.dispatchEvent(new Event("pagehide"));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(c.state.keepalive, 1);
+  assert.equal(c.state.ids.size, 2);
+  await client.shutdown(); // resends; the collector counts duplicates, not new reports
+  assert.equal(c.state.ids.size, 2);
+  assert.equal(await client.report("app.theme", 0), false);
+  delete g.addEventListener;
+  delete g.removeEventListener;
+  delete g.dispatchEvent;
+});

@@ -1,0 +1,62 @@
+"""Cross-origin access for web pages that report with the JavaScript SDK.
+
+Only the two routes a browser SDK needs answer another origin: ingest (``POST
+/v1/reports``) and the definitions (``GET /v1/metrics``, ``GET /v1/metrics/<name>``), and
+only for the origins in ``CORS_ORIGINS`` (default: none, i.e. same-origin only). No
+credentials are ever allowed (a report carries none); a preflight is answered and may be
+cached for a day. The admin routes (defining, retiring, deleting a metric) and the read
+side never answer cross-origin: a page elsewhere cannot even learn their answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from flask import Flask, Response, request
+
+__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "install"]
+
+CROSS_ORIGIN_ROUTES = {
+    "/v1/reports": "POST",
+    "/v1/metrics": "GET",
+    "/v1/metrics/<name>": "GET",
+}
+"""The routes a page on an allowed origin may use, each with its one method."""
+
+PREFLIGHT_MAX_AGE = 86_400
+"""Seconds a browser may cache a preflight's answer (Chromium caps it at 2 hours): one
+preflight per page session instead of one per upload."""
+
+
+def install(app: Flask, origins: Iterable[str]) -> None:
+    """Answer the :data:`CROSS_ORIGIN_ROUTES` for ``origins`` (``*``: any); nothing else.
+
+    Args:
+        app: the collector.
+        origins: checked origins (``scheme://host[:port]``, lowercase) or ``*``.
+    """
+    allowed = frozenset(origins)
+    if not allowed:
+        return
+
+    def cors(response: Response) -> Response:
+        rule = request.url_rule
+        method = CROSS_ORIGIN_ROUTES.get(rule.rule) if rule is not None else None
+        if method is None:
+            return response
+        response.vary.add("Origin")  # the answer differs by origin: caches must know
+        origin = request.headers.get("Origin")
+        if origin is None or not (origin in allowed or "*" in allowed):
+            return response
+        if request.method == "OPTIONS":
+            if request.headers.get("Access-Control-Request-Method") != method:
+                return response
+            response.headers["Access-Control-Allow-Methods"] = method
+            response.headers["Access-Control-Allow-Headers"] = "Content-Type"
+            response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+        elif request.method not in (method, "HEAD" if method == "GET" else method):
+            return response
+        response.headers["Access-Control-Allow-Origin"] = origin
+        return response
+
+    app.after_request(cors)

@@ -1,0 +1,511 @@
+"""Write the conformance vectors: what the reference (Python) SDK does, byte for byte.
+
+Run ``.venv/bin/python conformance/generate.py`` from the repository root; it rewrites
+``conformance/vectors/*.json``. ``tests/test_conformance.py`` regenerates them in memory
+and compares, so the committed vectors cannot drift from the Python SDK. Another SDK
+replays every vector: the same spec, the same random bytes in, the same payload out.
+The format is described in ``conformance/README.md``; the protocol in ``docs/protocol.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+from client_sdk import mechanisms, wire  # noqa: E402
+from client_sdk.mechanisms import base, memoized, numeric, strings  # noqa: E402
+from client_sdk.mechanisms.randomness import SecureRandom  # noqa: E402
+
+VECTORS = Path(__file__).resolve().parent / "vectors"
+
+FORMAT = 1
+"""Bumped when the layout of the vector files changes (not when a vector does)."""
+
+
+def rational(x: float | Fraction | int) -> str:
+    """An exact rational as ``"num/den"`` in lowest terms (a float converted exactly)."""
+    f = Fraction(x)
+    return f"{f.numerator}/{f.denominator}"
+
+
+def stream(label: str) -> Iterator[bytes]:
+    """The random bytes of one case: SHAKE-256 of ``conformance:<label>``, unbounded."""
+    size = 1024
+    while True:
+        yield hashlib.shake_256(f"conformance:{label}".encode()).digest(size)
+        size *= 4
+
+
+class StreamRandom(SecureRandom):
+    """The SDK's production generator with its OS bytes replaced by a fixed stream.
+
+    Everything above the byte source (``getrandbits``, ``randrange``, the buffer read of
+    ``random_bytes``) is the production :class:`SecureRandom` code, so a vector's bytes
+    are exactly what ``os.urandom`` would have had to return for that payload. Records
+    the bytes consumed and the top-level calls made.
+    """
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self._label = label
+        self._source = stream(label)
+        self._all = next(self._source)
+        self.used = 0
+        self.calls: list[str] = []
+        self._depth = 0
+
+    def randbytes(self, n: int) -> bytes:  # noqa: D102
+        end = self.used + n
+        while end > len(self._all):
+            self._all = next(self._source)
+        out = self._all[self.used : end]
+        self.used = end
+        if self._depth == 0:
+            self.calls.append(f"randbytes({n})")
+        return out
+
+    def getrandbits(self, k: int, /) -> int:  # noqa: D102
+        if self._depth == 0:
+            self.calls.append(f"getrandbits({k})")
+        self._depth += 1
+        try:
+            return super().getrandbits(k)
+        finally:
+            self._depth -= 1
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1, /) -> int:  # noqa: D102
+        if self._depth == 0:
+            self.calls.append(
+                f"randrange({start})" if stop is None else f"randrange({start}, {stop})"
+            )
+        self._depth += 1
+        try:
+            return super().randrange(start, stop, step)
+        finally:
+            self._depth -= 1
+
+    def record(self) -> dict[str, Any]:
+        """The randomness a case consumed: the bytes (hex) and the calls, in order."""
+        return {"random": self._all[: self.used].hex(), "calls": self.calls}
+
+
+def compact(obj: Any) -> str:
+    """The SDK's JSON encoding of a report (``client_sdk.client._ENCODER``)."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
+# -- the numbers every mechanism is built on -------------------------------------------
+
+EPSILONS = (0.1, 0.5, 0.61, 0.7, 1.0, 1.0986122886681098, 2.0, 3.5, 4.0, 6.0, 10.0, 20.0)
+
+
+def exp_table() -> dict[str, Any]:
+    """e^ε as Python's libm computes it, and the two derived numbers of ``base``."""
+    rows = []
+    for eps in EPSILONS:
+        rows.append(
+            {
+                "epsilon": eps,
+                "exp": rational(math.exp(eps)),
+                "exp_epsilon": rational(base.exp_epsilon(eps)),
+                "exp_upper_bound": rational(base._exp_upper_bound_check(eps)),
+                "exp_half": rational(math.exp(eps / 2)),
+                "hybrid_alpha": rational(-math.expm1(-eps / 2)),
+            }
+        )
+    return {"safety": rational(base._SAFETY), "table": rows}
+
+
+# -- frequency oracles ------------------------------------------------------------------
+
+ORACLE_SPECS: list[dict[str, Any]] = [
+    {"mechanism": "rr", "epsilon": 1.0, "domain_size": 2},
+    {"mechanism": "rr", "domain_size": 2, "keep_probability": 0.75},
+    {"mechanism": "grr", "epsilon": 1.0, "domain_size": 3},
+    {"mechanism": "grr", "epsilon": 4.0, "domain_size": 10},
+    {"mechanism": "grr", "epsilon": 0.5, "domain_size": 2},
+    {"mechanism": "sue", "epsilon": 1.0, "domain_size": 5},
+    {"mechanism": "sue", "epsilon": 2.0, "domain_size": 64},
+    {"mechanism": "sue", "epsilon": 1.0, "domain_size": 65},
+    {"mechanism": "oue", "epsilon": 1.0, "domain_size": 8},
+    {"mechanism": "oue", "epsilon": 3.5, "domain_size": 65},
+    {"mechanism": "oue", "epsilon": 1.0, "domain_size": 300},
+    {"mechanism": "olh", "epsilon": 2.0, "domain_size": 10},
+    {"mechanism": "olh", "epsilon": 1.0, "domain_size": 1000, "g": 4},
+    {"mechanism": "blh", "epsilon": 1.0, "domain_size": 20},
+    {"mechanism": "hr", "epsilon": 1.0, "domain_size": 7},
+    {"mechanism": "hr", "epsilon": 2.0, "domain_size": 100},
+    {"mechanism": "ss", "epsilon": 1.0, "domain_size": 8},
+    {"mechanism": "ss", "epsilon": 1.0, "domain_size": 100, "s": 3},
+    {"mechanism": "ss", "epsilon": 0.5, "domain_size": 300, "s": 120},
+    {"mechanism": "memo-grr", "epsilon": 1.0, "domain_size": 4, "permanent_epsilon": 4.0},
+    {"mechanism": "memo-sue", "epsilon": 1.0, "domain_size": 12, "permanent_epsilon": 3.0},
+    {"mechanism": "memo-oue", "epsilon": 1.0, "domain_size": 16, "permanent_epsilon": 4.0},
+    {"mechanism": "memo-oue", "epsilon": 0.5, "domain_size": 100, "permanent_epsilon": 2.0},
+    {
+        "mechanism": "pram",
+        "domain_size": 3,
+        "matrix": [["1/2", "1/4", "1/4"], ["1/4", "1/2", "1/4"], [0.25, 0.25, 0.5]],
+    },
+    {
+        "mechanism": "pram",
+        "domain_size": 4,
+        "matrix": [
+            [0.7, 0.1, 0.1, 0.1],
+            [0.15, 0.6, 0.15, 0.1],
+            [0.1, 0.15, 0.6, 0.15],
+            [0.1, 0.1, 0.1, 0.7],
+        ],
+    },
+]
+
+
+def _build(spec: dict[str, Any]) -> mechanisms.FrequencyOracle:
+    rest = {k: v for k, v in spec.items() if k not in ("mechanism", "epsilon", "domain_size")}
+    return mechanisms.create(
+        spec["mechanism"], epsilon=spec.get("epsilon"), domain_size=spec["domain_size"], **rest
+    )
+
+
+def _probabilities(m: mechanisms.FrequencyOracle) -> dict[str, Any]:
+    """The exact numbers a device samples with, per mechanism."""
+    out: dict[str, Any] = {}
+    if isinstance(m, mechanisms.PostRandomization):
+        out["matrix"] = [[rational(e) for e in row] for row in m.rows]
+        out["thresholds"] = [
+            {"denominator": str(d), "cumulative": [str(c) for c in cum]} for d, cum in m._thresholds
+        ]
+        return out
+    out["p"] = rational(m.p)
+    out["q"] = rational(m.q)
+    if isinstance(m, mechanisms.Memoized):
+        p_star, q_star = m.composed_probabilities()
+        out["p_star_exact"] = rational(p_star)
+        out["q_star_exact"] = rational(q_star)
+        perm = m.permanent
+        out["permanent"] = {"p": rational(perm.p), "q": rational(perm.q)}
+        out["irr_keep"] = rational(m.irr_keep)
+        if isinstance(m, memoized._MemoizedUnary):
+            out["irr_flip"] = rational(m.irr_flip)
+    if isinstance(m, mechanisms.LocalHashing):
+        out["g"] = m.g
+        out["prime"] = m.prime
+        out["keep"] = rational(m.keep)
+    if isinstance(m, mechanisms.GeneralizedRR | mechanisms.SubsetSelection):
+        out["keep"] = rational(m.keep)
+    if isinstance(m, mechanisms.SubsetSelection):
+        out["s"] = m.s
+        out["dense"] = m.dense
+    if isinstance(m, mechanisms.HadamardResponse):
+        out["order"] = m.order
+    return out
+
+
+def _values(k: int) -> list[int]:
+    return sorted({0, 1, k // 2, k - 1})
+
+
+def oracle_vectors() -> dict[str, Any]:
+    """Every frequency oracle: spec → exact probabilities; value + bytes → payload."""
+    out = []
+    for n, spec in enumerate(ORACLE_SPECS):
+        m = _build(spec)
+        cases = []
+        for value in _values(m.domain_size):
+            for rep in range(3):
+                rng = StreamRandom(f"oracle:{n}:{value}:{rep}")
+                payload = m.perturb(value, rng)
+                cases.append({"value": value, **rng.record(), "payload": payload})
+        out.append(
+            {
+                "spec": spec,
+                "params": m.params(),
+                "probabilities": _probabilities(m),
+                "wire_bytes": m.wire_bytes,
+                "cases": cases,
+            }
+        )
+    return {"format": FORMAT, "mechanisms": out}
+
+
+# -- memoized: the permanent response --------------------------------------------------
+
+SECRETS = (bytes(range(32)), bytes.fromhex("ff" * 16), hashlib.sha256(b"device").digest())
+
+
+def memoized_vectors() -> dict[str, Any]:
+    """The PRR's HMAC seed and SHAKE-256 stream, the PRR, and PRR + IRR reports."""
+    out = []
+    for n, spec in enumerate(s for s in ORACLE_SPECS if s["mechanism"].startswith("memo-")):
+        m = _build(spec)
+        assert isinstance(m, mechanisms.Memoized)
+        prrs = []
+        for secret in SECRETS:
+            for metric, version in (("app.theme", 1), ("", 0), ("müsli.ünits", 7)):
+                for value in _values(m.domain_size):
+                    info = memoized.prr_info(metric, version, value)
+                    seed = hmac.digest(secret, info, hashlib.sha256)
+                    prr = m.permanent_response(value, secret, metric, version)
+                    rng = StreamRandom(f"memo:{n}:{secret.hex()}:{metric}:{value}")
+                    report = m.perturb_memoized(value, secret, metric, version, rng)
+                    prrs.append(
+                        {
+                            "secret": secret.hex(),
+                            "metric": metric,
+                            "version": version,
+                            "value": value,
+                            "info": info.hex(),
+                            "seed": seed.hex(),
+                            "stream_head": hashlib.shake_256(seed).digest(64).hex(),
+                            "permanent_response": prr,
+                            "irr": rng.record(),
+                            "payload": report,
+                        }
+                    )
+        out.append({"spec": spec, "params": m.params(), "cases": prrs})
+    return {"format": FORMAT, "label": memoized.PRR_LABEL.decode(), "mechanisms": out}
+
+
+# -- numeric ------------------------------------------------------------------------------
+
+NUMERIC_SPECS = [
+    ("duchi", 0.5),
+    ("duchi", 1.0986122886681098),
+    ("duchi", 4.0),
+    ("pm", 1.0),
+    ("pm", 4.0),
+    ("hybrid", 0.5),
+    ("hybrid", 1.0),
+    ("hybrid", 6.0),
+]
+
+NUMERIC_INPUTS = (-1.0, -0.3333333333333333, 0.0, 2**-40, 0.1, 0.5, 0.9999999999999999, 1.0)
+
+SCALE_CASES = (
+    (0.0, 0.0, 120.0),
+    (120.0, 0.0, 120.0),
+    (37.5, 0.0, 120.0),
+    (0.1, -1.0, 1.0),
+    (-3.0, -7.25, 1e6),
+    (1e300, -1e300, 1e300),
+)
+
+
+def numeric_vectors() -> dict[str, Any]:
+    """Scaling, the grid constants, and value + bytes → payload of each numeric mechanism."""
+    out = []
+    for n, (name, eps) in enumerate(NUMERIC_SPECS):
+        m = mechanisms.create_numeric(name, eps)
+        constants: dict[str, Any] = {"bound_units": str(m.bound_units)}
+        if isinstance(m, mechanisms.PiecewiseMechanism | mechanisms.HybridMechanism):
+            pm = m if isinstance(m, mechanisms.PiecewiseMechanism) else m.pm
+            constants["window"] = str(pm.window)
+            constants["cells"] = str(pm.cells)
+        if isinstance(m, mechanisms.HybridMechanism):
+            constants["alpha"] = rational(m.alpha)
+            constants["duchi_bound_units"] = str(m.duchi.bound_units)
+        cases = []
+        for x in NUMERIC_INPUTS:
+            for rep in range(3):
+                rng = StreamRandom(f"numeric:{n}:{x!r}:{rep}")
+                payload = m.perturb(x, rng)
+                cases.append(
+                    {
+                        "x": x,
+                        "x_exact": rational(x),
+                        **rng.record(),
+                        "units": str(int(payload["y"] * numeric.SCALE)),
+                        "payload": payload,
+                        "payload_json": compact(payload),
+                    }
+                )
+        out.append({"params": m.params(), "constants": constants, "cases": cases})
+    scaling = [
+        {
+            "value": v,
+            "range": [lo, hi],
+            "x": numeric.scale(v, lo, hi),
+            "x_exact": rational(numeric.scale(v, lo, hi)),
+        }
+        for v, lo, hi in SCALE_CASES
+    ]
+    return {
+        "format": FORMAT,
+        "resolution_bits": numeric.RESOLUTION_BITS,
+        "scaling": scaling,
+        "mechanisms": out,
+    }
+
+
+# -- strings --------------------------------------------------------------------------------
+
+NORMALISE_CASES = (
+    ("", 4),
+    ("abc", 4),
+    ("abcd", 4),
+    ("abcdef", 4),
+    ("café", 4),  # é is 2 bytes: cut before it
+    ("cafe\u0301", 8),  # e + combining acute: NFC makes it é
+    ("日本語", 4),  # 3-byte characters: cut to one
+    ("日本語", 6),
+    ("a😀b", 4),  # a 4-byte character that fits exactly
+    ("a😀b", 3),  # ... and one that does not
+    ("Å", 2),  # U+212B ANGSTROM SIGN, NFC → U+00C5
+)
+
+STRING_SPECS: list[dict[str, Any]] = [
+    {"epsilon": 4.0, "max_length": 4, "rows": 2, "cells": 8, "salt": "00"},
+    {"epsilon": 2.0, "max_length": 6, "rows": 3, "cells": 5, "salt": "a1b2c3"},
+    {"epsilon": 4.0, "max_length": 16, "salt": strings.derived_salt("search.term")},
+]
+
+
+def string_vectors() -> dict[str, Any]:
+    """Normalisation, the sketch's hash coefficients and cells, and perturbation."""
+    normalised = []
+    for value, length in NORMALISE_CASES:
+        normalised.append(
+            {"value": value, "max_length": length, "padded": strings.normalise(value, length).hex()}
+        )
+    refused = [{"value": "a\x00b", "max_length": 4, "error": "NUL"}]
+    out = []
+    for n, spec in enumerate(STRING_SPECS):
+        m = strings.StringSketch(**spec)
+        a, cb = m.coefficients
+        values = ["", "a", "abc", "ab\u00e9", "zzzzzzzzzzzzzzzzzzzz", "日本"]
+        cells = []
+        for value in values:
+            padded = strings.normalise(value, m.max_length)
+            cells.append(
+                {
+                    "value": value,
+                    "padded": padded.hex(),
+                    "cells": [
+                        [m.cell(padded, level, row) for row in range(m.rows)]
+                        for level in range(m.levels)
+                    ],
+                }
+            )
+        cases = []
+        for value in values:
+            for rep in range(3):
+                rng = StreamRandom(f"string:{n}:{value}:{rep}")
+                payload = m.perturb(value, rng)
+                cases.append({"value": value, **rng.record(), "payload": payload})
+        out.append(
+            {
+                "spec": spec,
+                "params": m.params(),
+                "inner": {"p": rational(m.inner.p), "q": rational(m.inner.q)},
+                "coefficients": {"a": list(a), "c_b": [list(x) for x in cb]},
+                "cells": cells,
+                "cases": cases,
+            }
+        )
+    return {
+        "format": FORMAT,
+        "hash_prime": strings.HASH_PRIME,
+        "derived_salts": [
+            {"name": name, "salt": strings.derived_salt(name)}
+            for name in ("search.term", "a", "app.page-title")
+        ],
+        "normalise": normalised,
+        "refused": refused,
+        "sketches": out,
+    }
+
+
+# -- the wire: definitions, reports and a batch ---------------------------------------------
+
+WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
+    (
+        "app.theme",
+        {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"},
+        "dark",
+    ),
+    ("app.page", {"domain": [f"p{i}" for i in range(32)], "epsilon": 2.0, "mechanism": "oue"}, 7),
+    (
+        "app.lang",
+        {
+            "domain": ["en", "de", "fr", "ja"],
+            "epsilon": 1.0,
+            "mechanism": "grr",
+            "longitudinal": {"permanent_epsilon": 4.0},
+            "budget": {"reports_per_period": 1, "period": "day"},
+        },
+        "ja",
+    ),
+    ("session.minutes", {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}, 37.5),
+    ("search.term", {"kind": "string", "max_length": 8, "epsilon": 4.0}, "café au lait"),
+]
+
+WIRE_SECRET = bytes(range(100, 132))
+
+
+def wire_vectors() -> dict[str, Any]:
+    """Definitions as served, reports built from them, and one batch's exact body."""
+    items = []
+    reports = []
+    for n, (name, spec, value) in enumerate(WIRE_SPECS):
+        definition = wire.parse_spec(name, spec, version=n + 1)
+        served = definition.to_dict()
+        rid = hashlib.sha256(f"report:{n}".encode()).hexdigest()[:32]
+        rng = StreamRandom(f"wire:{n}")
+        with mock.patch("client_sdk.wire.report.new_report_id", lambda rid=rid: rid):
+            report = wire.build_report(definition, value, rng, WIRE_SECRET)
+        reports.append(report)
+        items.append(
+            {
+                "definition": served,
+                "value": value,
+                "secret": WIRE_SECRET.hex() if definition.longitudinal else None,
+                "id": rid,
+                **rng.record(),
+                "report": report,
+                "report_json": compact(report),
+            }
+        )
+    body = '{"reports":[' + ",".join(compact(r) for r in reports) + "]}"
+    return {"format": FORMAT, "reports": items, "batch": body}
+
+
+GENERATORS: dict[str, Callable[[], dict[str, Any]]] = {
+    "exp.json": exp_table,
+    "oracles.json": oracle_vectors,
+    "memoized.json": memoized_vectors,
+    "numeric.json": numeric_vectors,
+    "strings.json": string_vectors,
+    "wire.json": wire_vectors,
+}
+
+
+def render() -> dict[str, str]:
+    """Every vector file's text, by file name."""
+    return {
+        name: json.dumps(make(), indent=1, ensure_ascii=False) + "\n"
+        for name, make in GENERATORS.items()
+    }
+
+
+def main() -> None:
+    """Rewrite ``conformance/vectors/``."""
+    VECTORS.mkdir(exist_ok=True)
+    for name, text in render().items():
+        (VECTORS / name).write_text(text, encoding="utf-8")
+        print(f"wrote {VECTORS / name} ({len(text):,} bytes)")
+
+
+if __name__ == "__main__":
+    main()

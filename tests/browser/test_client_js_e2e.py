@@ -1,0 +1,136 @@
+"""End to end in a real browser: a page on another origin reports with the JavaScript SDK
+to a real ``ldp serve`` that allows that origin (CORS), offline spells and a reload
+included, and the real aggregator counts every report exactly once; a page on an origin
+the collector does not allow gets nothing through.
+
+The module itself is served by a small static server on the page's origin (``ldp serve``
+does not serve the JS SDK yet).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browser_helpers import chromium_missing
+
+_missing = chromium_missing()
+if _missing:
+    pytest.skip(_missing, allow_module_level=True)
+
+from test_dashboard_browser import _request  # noqa: E402
+
+from aggregator.service.serve import Server  # noqa: E402
+
+CLIENT_JS = Path(__file__).resolve().parents[2] / "client_js"
+
+SPECS = {
+    "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},
+    "session.minutes": {"kind": "numeric", "range": [0, 120], "epsilon": 1.0},
+    "search.term": {"kind": "string", "max_length": 8, "epsilon": 4.0},
+}
+
+PAGE = b"""<!doctype html><meta charset="utf-8"><title>ldp e2e</title>
+<script type="module">
+import { Client } from "/src/index.js";
+const collector = new URLSearchParams(location.search).get("collector");
+window.client = new Client(collector, { flushAt: 100, flushInterval: 300 });
+window.values = (i) => [["app.theme", i % 3], ["session.minutes", i % 121],
+                        ["search.term", ["caf\\u00e9", "ldp", "x" + (i % 7)][i % 3]]][i % 3];
+window.reportMany = async (from, to) => {
+  let ok = 0;
+  for (let i = from; i < to; i++) ok += await client.report(...values(i));
+  return ok;
+};
+window.ready = true;
+</script>"""
+
+
+class Static(SimpleHTTPRequestHandler):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, directory=str(CLIENT_JS), **kwargs)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        return None
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.startswith("/page.html"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(PAGE)))
+            self.end_headers()
+            self.wfile.write(PAGE)
+        else:
+            super().do_GET()
+
+
+@pytest.fixture(scope="module")
+def origins() -> Iterator[tuple[str, str]]:
+    """Two static origins serving the page and the module: (allowed, not allowed)."""
+    servers = [ThreadingHTTPServer(("127.0.0.1", 0), Static) for _ in range(2)]
+    for s in servers:
+        threading.Thread(target=s.serve_forever, daemon=True).start()
+    yield tuple(f"http://127.0.0.1:{s.server_address[1]}" for s in servers)  # type: ignore[misc]
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, origins: tuple[str, str]) -> Iterator[Server]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LDP_CORS_ORIGINS", origins[0])
+        data = tmp_path_factory.mktemp("e2e")
+        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
+            for name, spec in SPECS.items():
+                _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+            yield s
+
+
+def _counted(server: Server) -> dict[str, int]:
+    return {name: _request(f"{server.url}/v1/estimates/{name}")["n"] for name in SPECS}
+
+
+def test_a_page_reports_offline_and_after_a_reload_and_every_report_counts_once(
+    browser: Any, server: Server, origins: tuple[str, str]
+) -> None:
+    allowed, refused = origins
+    context = browser.new_context()
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{allowed}/page.html?collector={server.url}")
+    page.wait_for_function("window.ready === true")
+    assert page.evaluate("reportMany(0, 600)") == 600
+    assert page.evaluate("client.flush()") is True
+    context.set_offline(True)
+    assert page.evaluate("reportMany(600, 1000)") == 400
+    assert page.evaluate("client.flush()") is False
+    page.goto("about:blank")  # leave with 400 reports in IndexedDB
+    context.set_offline(False)
+    page.goto(f"{allowed}/page.html?collector={server.url}")
+    page.wait_for_function("window.ready === true")
+    page.wait_for_function("client.flush()")
+    assert page.evaluate("client.stats().queued") == 0
+    expected = {"app.theme": 334, "session.minutes": 333, "search.term": 333}
+    deadline = time.monotonic() + 120
+    while _counted(server) != expected:
+        assert time.monotonic() < deadline, f"counted {_counted(server)}, expected {expected}"
+        time.sleep(0.3)
+    assert not errors, errors
+
+    # A page on an origin the collector does not allow: the browser blocks every answer.
+    other = context.new_page()
+    other.goto(f"{refused}/page.html?collector={server.url}")
+    other.wait_for_function("window.ready === true")
+    assert other.evaluate("reportMany(0, 3)") == 0
+    assert other.evaluate("client.stats().dropped.unreachable") == 3
+    time.sleep(1.0)  # nothing in flight could arrive late
+    assert _counted(server) == expected
+    context.close()

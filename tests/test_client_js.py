@@ -1,0 +1,51 @@
+"""The JavaScript SDK's own tests (client_js/test, Node's built-in runner), run from pytest
+so that they count in the suite's summary and fail the test command when one fails."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+CLIENT_JS = Path(__file__).resolve().parent.parent / "client_js"
+NODE = shutil.which("node")
+
+TEST_FILES = sorted(p.name for p in (CLIENT_JS / "test").glob("*.test.js"))
+
+
+def _node_major() -> int:
+    if NODE is None:
+        return 0
+    out = subprocess.run([NODE, "--version"], capture_output=True, text=True, check=False).stdout
+    return int(out.strip().lstrip("v").split(".")[0] or 0)
+
+
+pytestmark = pytest.mark.skipif(
+    _node_major() < 20, reason="Node 20 or later is not installed (node --test, Web Crypto)"
+)
+
+
+def test_the_js_tests_are_found() -> None:
+    assert {"conformance.test.js", "distribution.test.js", "client.test.js"} <= set(TEST_FILES)
+
+
+@pytest.mark.parametrize("name", TEST_FILES)
+def test_js_sdk(name: str) -> None:
+    assert NODE is not None
+    # A generous deadline: the machine may be shared; the tests take seconds when idle.
+    result = subprocess.run(
+        [NODE, "--test", "--test-reporter=tap", f"test/{name}"],
+        cwd=CLIENT_JS,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    failed = [line for line in result.stdout.splitlines() if line.startswith("not ok")]
+    assert result.returncode == 0, (
+        f"node --test test/{name} failed: {failed}\n"
+        + result.stdout[-6000:]
+        + result.stderr[-2000:]
+    )
