@@ -94,12 +94,24 @@ def pram_intervals(
 
 
 def pram_zero_p_values(m: PostRandomization, n: int, support: npt.ArrayLike) -> FloatArray:
-    """One-sided p-values of f(v) = 0: normal with the variance at f_v = 0 (score regime),
-    1 in the small-count regime (see the module)."""
+    """One-sided p-values of f(v) = 0 from Bennett's inequality (score regime), 1 in the
+    small-count regime (see the module).
+
+    Under f(v) = 0 each report adds X = P⁻¹[Y, v] to n·f̂_v: independent, mean 0, variance
+    σ² (the variance line at f_v = 0) and at most b = max_y P⁻¹[y, v], so
+    P(n·f̂_v ≥ t) ≤ exp(−(nσ²/b²)·h(b·t/(nσ²))), h(u) = (1 + u)·ln(1 + u) − u. The normal
+    tail it replaces is too light where Benjamini–Hochberg and Bonferroni read it: at
+    p ≤ 10⁻³ it was crossed 4.4× too often at n = 120 and 1.6× at n = 1000 (the README's
+    age bands, a value held by nobody).
+    """
     if pram_method(m, n) == EXACT:
         return np.ones(m.domain_size)
-    from scipy.special import ndtr  # noqa: PLC0415
-
     f = pram_estimate(m, n, support)
     _, rest = _lines(m, f)
-    return np.asarray(ndtr(-f / np.sqrt(rest / n)), dtype=np.float64)
+    bound = np.asarray(m.inverse, dtype=np.float64).max(axis=0)  # b of each value v
+    b = np.maximum(bound, 1e-300)
+    u = b * np.maximum(f, 0.0) / np.maximum(rest, 1e-300)
+    h = (1.0 + u) * np.log1p(u) - u
+    tail = np.exp(-n * rest / b**2 * h)
+    # b ≤ 0: no report can raise f̂_v above 0, so nothing can count against f(v) = 0.
+    return np.asarray(np.where(bound > 0, tail, 1.0), dtype=np.float64)
