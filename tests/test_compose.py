@@ -111,10 +111,10 @@ def test_redis_keeps_what_it_accepted(compose: dict[str, Any]) -> None:
 
 
 def test_env_is_documented(services: dict[str, dict[str, Any]]) -> None:
-    pipeline = _documented(ROOT / "docs" / "pipeline.md")
+    pipeline = _documented(ROOT / "docs" / "reference" / "configuration.md")
     pipeline |= {"LDP_REDIS_URL", "LDP_ERROR_LOG"}  # documented in pairs on one row
     assert {"REDIS_URL", "LDP_BIND", "LDP_WEB_WORKERS"} <= pipeline
-    locust = _documented(ROOT / "loadtests" / "locustfile.py")
+    locust = _documented(ROOT / "docs" / "guides" / "deployment.md")
     assert "LDP_MAX_P95_MS" in locust
     for name, service in services.items():
         env = service.get("environment", {})

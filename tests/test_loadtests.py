@@ -49,7 +49,8 @@ def test_a_small_headless_locust_load_against_ldp_serve_passes_its_checks(
         line = serve.stdout.readline()
         found = re.search(r"running \(Redis: (\S+)\)", line)
         assert found, line + (serve.stderr.read() if serve.stderr else "")
-        redis_url = found.group(1)
+        # The printed URL hides the embedded Redis's password; the data dir holds it (0600).
+        redis_url = (tmp_path / "data" / "redis-url").read_text().strip()
         out = tmp_path / "load"
         load = subprocess.run(
             [sys.executable, "-m", "loadtests.run", "--host", "127.0.0.1", "--port", str(port)]

@@ -33,7 +33,7 @@ from client_sdk.mechanisms.strings import normalise
 from client_sdk.wire import MetricDefinition, new_report_id
 from ldp_store import schema
 
-ADMIN = "admin-e2e-fresh"
+ADMIN = "admin-e2e-fresh-metric-token"
 K, N = 64, 200_000
 FAKES = round(0.01 * N / 0.99)
 
