@@ -57,6 +57,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from aggregator.stats.intervals import benjamini_hochberg
 from aggregator.stats.selection import Adjusted, selection_adjusted
 from aggregator.stats.sendable import BOUNDARY, DEAD, advance, complete_nfc
 from aggregator.stats.strings import (
@@ -157,19 +158,6 @@ class Discovery:
     def labels(self) -> list[str]:
         """The values as text (padding removed)."""
         return [display(v) for v in self.values]
-
-
-def benjamini_hochberg(p_values: np.ndarray, alpha: float) -> np.ndarray:
-    """Mask of the hypotheses rejected at false discovery rate α."""
-    n = len(p_values)
-    if not n:
-        return np.zeros(0, dtype=bool)
-    order = np.argsort(p_values, kind="stable")
-    passed = p_values[order] <= alpha * np.arange(1, n + 1) / n
-    keep = np.zeros(n, dtype=bool)
-    if passed.any():
-        keep[order[: np.flatnonzero(passed).max() + 1]] = True
-    return keep
 
 
 def _accept(

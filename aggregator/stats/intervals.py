@@ -53,10 +53,8 @@ the normal one, and the flags' false discovery rate came out at 6–13 % instead
 (``benchmarks/bench_fdr.py``).
 
 **Means.** :func:`t_value` is the Student-t quantile the numeric means use
-(:mod:`aggregator.stats.numeric`), computed here rather than taken from scipy, which the
-stream worker does not load: the regularized incomplete beta function by its continued
-fraction, inverted by safeguarded Newton steps, and the Cornish–Fisher expansion for large
-degrees of freedom.
+(:mod:`aggregator.stats.numeric`), scipy's, imported when an estimate is read: the stream
+worker, which never reads one, does not load scipy.
 
 References:
     E. B. Wilson. "Probable inference, the law of succession, and statistical
@@ -66,9 +64,6 @@ References:
     trials". Ann. Math. Statist. 27 (1956) — Poisson-binomial tails.
     Y. Benjamini, Y. Hochberg. JRSS-B 57 (1995) — the false discovery rate.
     L. Kish. Survey Sampling (1965) — the design effect.
-    M. Abramowitz, I. A. Stegun. *Handbook of Mathematical Functions* (1964): 26.7.1,
-    26.5.8, 26.7.5 (the t distribution, its continued fraction, Cornish–Fisher).
-    W. H. Press et al. *Numerical Recipes*, 3rd ed. (2007), §6.4 (``betacf``).
 """
 
 from __future__ import annotations
@@ -327,89 +322,19 @@ def zero_p_values(
 
 
 def benjamini_hochberg(p_values: npt.ArrayLike, alpha: float) -> np.ndarray:
-    """Which hypotheses the Benjamini–Hochberg step-up procedure rejects at FDR ``alpha``.
+    """Which hypotheses the Benjamini–Hochberg step-up procedure rejects at FDR ``alpha``:
+    those whose BH-adjusted p-value (``scipy.stats.false_discovery_control``) is ≤ α.
 
-    Reject the i smallest p-values, i the largest with p₍ᵢ₎ ≤ i·α/m.
+    Reject the i smallest p-values, i the largest with p₍ᵢ₎ ≤ i·α/m. A NaN p-value is never
+    rejected and counts in m.
     """
+    from scipy.stats import false_discovery_control  # noqa: PLC0415  # at read time only
+
     values = np.asarray(p_values, dtype=np.float64)
-    m = values.size
-    if m == 0:
+    if values.size == 0:
         return np.zeros(0, dtype=bool)
-    order = np.argsort(values, kind="stable")
-    passed = values[order] <= alpha * np.arange(1, m + 1) / m
-    reject = np.zeros(m, dtype=bool)
-    if passed.any():
-        last = int(np.flatnonzero(passed)[-1])
-        reject[order[: last + 1]] = True
-    return reject
-
-
-CORNISH_FISHER_DF = 1000
-"""From this many degrees of freedom on, the t quantile is the Cornish–Fisher expansion to
-the ν⁻⁴ term: its error is O(ν⁻⁵), below 10⁻¹² relative at ν = 1000 for confidence ≤
-1 − 10⁻⁹ (checked against scipy in the tests). Below it, the incomplete beta function's
-continued fraction converges in O(√ν) terms, a few dozen at most."""
-
-_CF_TERMS = 10_000
-"""Continued-fraction terms before giving up: at ν < 1000 and x < (a+1)/(a+b+2) it needs
-far fewer (Numerical Recipes: O(√max(a, b)))."""
-
-_TINY = 1e-300
-"""Lentz's guard against a zero denominator."""
-
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of I_x(a, b) (A&S 26.5.8), by the modified Lentz method."""
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > _TINY else _TINY)
-    h = d
-    for m in range(1, _CF_TERMS):
-        for num in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > _TINY else _TINY)
-            c = 1.0 + num / c
-            c = c if abs(c) > _TINY else _TINY
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-16:
-            return h
-    raise ArithmeticError(f"incomplete beta fraction did not converge (a={a}, b={b}, x={x})")
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b), 0 ≤ x ≤ 1."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _beta_fraction(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
-
-
-def _t_tail(t: float, df: float) -> float:
-    """Pr[|T| > t] for T ~ Student t with ``df`` degrees of freedom, t ≥ 0 (A&S 26.7.1)."""
-    return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-
-
-def _t_density(t: float, df: float) -> float:
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-    return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
-
-
-def _cornish_fisher(z: float, df: float) -> float:
-    """The t quantile from the normal one, to the ν⁻⁴ term (A&S 26.7.5)."""
-    z2 = z * z
-    g1 = (z2 + 1) * z / 4
-    g2 = ((5 * z2 + 16) * z2 + 3) * z / 96
-    g3 = (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384
-    g4 = ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160
-    return z + (g1 + (g2 + (g3 + g4 / df) / df) / df) / df
+    adjusted = false_discovery_control(np.where(np.isnan(values), 1.0, values), method="bh")
+    return np.asarray((adjusted <= alpha) & ~np.isnan(values), dtype=bool)
 
 
 @lru_cache(maxsize=4096)
@@ -421,35 +346,14 @@ def t_value(confidence: float, df: int) -> float:
         df: degrees of freedom, a positive integer (n − 1 for a mean of n reports).
 
     Returns:
-        The quantile t_{df}(1 − α/2), α = 1 − confidence; about 10⁻¹² relative accuracy.
+        The quantile t_{df}(1 − α/2), α = 1 − confidence (``scipy.special.stdtrit``).
 
     Raises:
         ValueError: a bad confidence or df.
     """
-    z = z_value(confidence)
+    z_value(confidence)  # checks the level
     if isinstance(df, bool) or not isinstance(df, int) or df < 1:
         raise ValueError(f"degrees of freedom must be a positive int, got {df!r}")
-    guess = _cornish_fisher(z, df)
-    if df >= CORNISH_FISHER_DF:
-        return guess
-    alpha = 1.0 - confidence
-    # Bracket the root of tail(t) = α (tail decreases in t), then Newton, bisecting
-    # whenever a step leaves the bracket.
-    low, high = z, max(guess, z) * 2.0
-    while _t_tail(high, df) > alpha:
-        low, high = high, high * 2.0
-    t = min(max(guess, low), high)
-    for _ in range(200):
-        gap = _t_tail(t, df) - alpha
-        if gap > 0:
-            low = t
-        else:
-            high = t
-        step = gap / (2.0 * _t_density(t, df))  # d tail / dt = −2·density
-        nxt = t + step
-        if not low < nxt < high:
-            nxt = (low + high) / 2.0
-        if abs(nxt - t) <= 1e-15 * t or high - low <= 1e-15 * t:
-            return nxt
-        t = nxt
-    return t  # pragma: no cover - Newton converges in a handful of steps
+    from scipy.special import stdtrit  # noqa: PLC0415  # at read time only
+
+    return float(stdtrit(df, 0.5 + confidence / 2.0))

@@ -90,7 +90,7 @@ def test_the_seed_test_is_calibrated_on_honest_seeds() -> None:
     p_values = np.array([detect.seeds_test(m, h, alpha)[2] for h in hist])
     rate = (p_values <= alpha).sum()
     sd = math.sqrt(windows * alpha * (1 - alpha))
-    assert abs(rate - windows * alpha) <= 4 * sd  # Wilson–Hilferty's tail at df = 1023
+    assert abs(rate - windows * alpha) <= 4 * sd  # the chi-square tail at df = 1023
 
 
 def test_the_support_test_is_calibrated_for_unary_and_local_hashing() -> None:
