@@ -4,32 +4,7 @@ One client must not be able to send everything: a flood from one address gets ``
 with ``Retry-After`` once its buckets are empty, and other sources go on being served.
 Each source has two buckets, both refilled continuously:
 
-* **requests**: ``SOURCE_REQUESTS_PER_SECOND`` tokens a second, as many at most; every
-  ``POST /v1/reports`` takes one before its body is read;
-* **reports**: ``SOURCE_REPORTS_PER_MINUTE`` tokens a minute, as many at most; a request
-  takes one per report it carries (valid or not) after its body is parsed, before
-  anything is validated or appended.
-
-A request the buckets cannot pay for is refused whole and appends nothing (what was
-accepted before stays accepted); its ``Retry-After`` is the time until the bucket holds
-enough. It takes no report token; one refused for its reports has spent its request
-token (its body was read and parsed), one refused for requests takes nothing. A limit of
-0 turns its bucket off.
-
-**Who is a source.** The peer address of the connection (``REMOTE_ADDR``), or, behind a
-proxy the operator names in ``SOURCE_HEADER``, the last address in that header. It is
-used only as ``BLAKE2b-128(key, address)``, under a key of 32 random bytes made in memory
-at start and replaced every :data:`KEY_LIFETIME` seconds (the buckets are forgotten with
-it). The key is never written anywhere; the address and its hash never reach Redis, a
-log or a metric label. Whoever reads the process's memory can still test addresses
-against the hashes of the current day: the limiter needs to recognise a source, and for
-that long it does.
-
-**Several processes.** Every gunicorn worker (and every collector replica) keeps its own
-buckets: a source whose requests spread over w workers may send up to w times the limits.
-One kept-alive connection (the SDK's) stays with one worker, so it meets the limits as
-set; the limits are not divided by the number of workers, so that they stay far above
-what one device does however the requests are spread.
+In full: ``docs/security/limits.md``.
 """
 
 from __future__ import annotations

@@ -2,35 +2,7 @@
 
 Run: ``gunicorn -c collector/gunicorn_conf.py 'collector:create_app()'``.
 
-Environment:
-
-| variable | default | meaning |
-|---|---|---|
-| ``LDP_BIND`` | ``127.0.0.1:8000`` | address to listen on (else ``0.0.0.0:$PORT`` if set) |
-| ``LDP_WEB_WORKERS`` | ``2 × CPUs + 1``, at most 8 | worker processes |
-| ``LDP_WORKER_CLASS`` | ``gevent`` | gunicorn's worker class (``sync`` was the old default) |
-| ``LDP_ACCESS_LOG`` | ``-`` (stdout) | access log file; ``off`` for none |
-| ``LDP_ERROR_LOG`` | ``-`` (stderr) | error log file |
-| ``LDP_LOG_LEVEL`` | ``info`` | gunicorn's log level |
-
-The access log holds method, path, status, size and duration, nothing else: no client
-address (``%(h)s``), time (``%(t)s``), user agent (``%(a)s``), referer or query string,
-and :class:`~collector.gunicorn_logging.PrivateGunicornLogger` blanks those atoms even
-if this format is changed. Proxy headers are not trusted (``forwarded_allow_ips`` and
-``proxy_allow_ips`` empty), and the app strips them from every request anyway.
-
-Slow clients: a ``sync`` worker serves one connection at a time, from the first header
-byte to the last response byte, so two clients that dribble their headers stop a
-two-worker service (gunicorn's docs: sync workers assume a buffering proxy in front).
-``ldp serve`` has no proxy in front, so the default is ``gevent``: each connection is a
-greenlet of a few KB, a slow one waits on its socket without holding anything else,
-and one worker holds up to :data:`WORKER_CONNECTIONS` at once; headers must arrive within
-``keepalive`` seconds, a body at a bytes/s floor and within a deadline
-(:mod:`collector.slow_bodies`). ``gthread`` also defers
-connections that send *nothing* but gives a thread to one that sends a byte now and then,
-so it holds only as many slow clients as it has threads. In production put a buffering
-proxy with header and body timeouts in front anyway (``deploy/nginx.conf`` in
-``docker-compose.yml``): it bounds slow clients by time, not only by count.
+In full: ``docs/guides/operating.md``.
 """
 
 from __future__ import annotations

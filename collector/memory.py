@@ -1,50 +1,8 @@
 """The memory high-water mark and the replay guard's budget: refuse ingest (503) before
+
 Redis refuses writes, but never for memory that only time frees.
 
-Redis runs with ``maxmemory`` and ``noeviction``: at the limit it refuses every command
-that may grow memory, and the collector answers 503 for the OOM error. That is safe for
-what was accepted, but too late for the aggregator: its commit adds counts as it drains,
-so ingest must stop while there is room left. Two kinds of memory grow with ingest:
-
-* what the aggregator frees (the streams' backlog, which it drains and trims);
-* what only time frees: the replay guard (:mod:`ldp_store.guard`), which keeps every id
-  of today and yesterday (UTC), about ten bytes each, whether the stream is drained or not.
-
-Counting both against one mark let a million junk reports pin the guard above it: ingest
-answered 503 with nothing left to drain, for up to two days (issue 29). So the guard has
-a budget of its own, ``guard_share`` of ``maxmemory`` (``LDP_GUARD_BUDGET``, 20 %), and
-:class:`MemoryGuard` keeps two rules:
-
-* **the mark**: the rest of memory (used minus the guard) may fill ``high_water`` of what
-  the budget leaves, ``maxmemory − budget``; past it ingest answers 503 (reason
-  ``memory``) until the aggregator has drained. With the guard within its budget, Redis
-  as a whole then stays under ``high_water`` of ``maxmemory`` plus the budget's share of
-  the remaining 10 %, so the aggregator keeps room to count.
-* **the budget**: the guard's size is the ids it took today and yesterday (one counter
-  per day, :func:`ldp_store.keys.guard_held_key`) times
-  :data:`ldp_store.guard.BYTES_PER_ID`. At the budget the guard *shortens its window*:
-  one collector drops yesterday's ids (every metric's, found by SCAN, unlinked) and logs
-  a warning; replays of reports accepted yesterday are no longer refused (the window is
-  "since 00:00 UTC" until tomorrow, when it is 24–48 h again). If today's ids alone fill
-  the budget, new reports answer 503 (reason ``guard``) until 00:00 UTC rather than be
-  accepted unguarded: the promise that an accepted report is counted once, for the
-  window the guard states, stays true. Raise ``LDP_GUARD_BUDGET`` (or ``maxmemory``) for
-  traffic of that size.
-
-This is also the global backlog limit. ``MAX_BACKLOG`` bounds each stream, inside the
-append script; a count across streams would need a key that every metric's script
-updates, and on a Redis Cluster one script may touch only one hash slot, so no such
-counter can be kept atomically. Memory is what a backlog actually exhausts, it is global
-per Redis node, and INFO reads it in one command. On a cluster the fullest node decides
-(a full node stops ingest everywhere), and the guard's ids are counted as spread evenly
-over the primaries.
-
-``INFO memory`` costs Redis about 6 µs and the collector about 100 µs to parse, too much
-for every request at 100,000 reports/s (``benchmarks/bench_replay_guard.py`` measures
-it), so a reading (with the two guard counters) is reused for ``interval`` seconds, and
-for ``near_interval`` once either rule is within ``NEAR`` of its limit. What ingest can
-add in that time (at 100,000 reports/s, about 3 MB in 0.1 s) is what the margin above the
-mark must hold; past it Redis refuses writes itself and the collector still answers 503.
+In full: ``docs/guides/operating.md``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,8 @@
 """Keeping ``ldp serve``'s children up: restart a crashed one with backoff, give up on one
+
 that keeps crashing.
 
-The children (the embedded redis-server, gunicorn's master, each aggregator worker) do
-not depend on one another being up: the collector answers 503 with ``Retry-After`` while
-Redis is away, the workers wait for it, and a report is acknowledged only after Redis
-has it (in the AOF). So one child's death needs no one else's restart, only its own:
-
-* a child that exits (crash, kill -9, OOM killer, any status) is started again, the same
-  way as at first (Redis on the same port and data directory: its AOF replays every
-  acknowledged write), after :class:`Backoff` — 0.5 s, doubling to at most 30 s;
-* a child that made progress is healthy again: its next crash waits the first delay,
-  not the last. Progress is staying up :data:`FAST_FAILURE_SECONDS`, or, for a child that
-  can tell (an aggregator worker: a round of its loop completed, from its progress
-  file), having worked since its start;
-* :data:`GIVE_UP_FAILURES` exits in a row without progress, each within
-  :data:`FAST_FAILURE_SECONDS` of its start, mean a restart cannot help (a port taken, a
-  corrupt file, a bad setting): :class:`Supervisor` gives up, says so, and ``ldp serve``
-  stops everything and exits with status 1. Failures that each follow progress (a worker
-  that counted, then met a rare error) are restarted for ever instead.
-
-Every death and restart is written to stderr and to ``supervisor.log`` in the data
-directory: which child, how it ended (status or signal), after how long, the next delay.
-
-Restarts are counted in ``/metrics`` as ``ldp_supervisor_restarts_total{child=...}``.
-The supervisor is not one of the web workers, and the number must be there while Redis
-is down (when it matters most), so it is not kept in Redis: :class:`RestartCounter`
-writes it to a file of its own in the web service's prometheus-client multiprocess
-folder, in that library's own format (``MmapedDict``), and ``/metrics`` adds it up with
-the web workers' files as it already does. It starts at 0 with each ``ldp serve``, like
-every counter there.
+In full: ``docs/guides/operating.md``.
 """
 
 from __future__ import annotations

@@ -5,36 +5,7 @@ values far beyond their number. Three tests look for that in the aggregate, each
 honest population cannot produce what it sees (pure functions over counts; the web layer
 reads the windows, :mod:`aggregator.web.alarms`):
 
-* **shift** (every frequency oracle): a value's support rate in a window against the
-  pooled trailing windows of the same kind. Under "same population, fresh reports" each
-  report supports v with one probability π_v = q* + f(v)(p* − q*) in both, so
-  C_now | C_now + C_trail is hypergeometric whatever the mechanism: the p-value is its
-  upper tail (an exact conditional test, Fisher's), and ``z`` the
-  standardised difference of the two frequency estimates with the pooled variance
-  π̂(1 − π̂)/(p* − q*)² per report — docs/concepts/formulas.md's variance plus the sampling term
-  f(1 − f), since the windows hold different users. One-sided (promotions: the attack
-  adds support; a value's share falls only as others rise), Holm over the k values.
-* **seeds** (local hashing): each report draws its hash seed (a, b) uniformly from
-  (P − 1)·P seeds, so the seeds of a window, folded into bins, are multinomial with
-  known cell probabilities. A seed reused far beyond chance — fakes that searched for
-  one seed hashing all their targets together — shows as a chi-square excess.
-* **support** (unary encodings, local hashing): Σ_v C(v), the support counts' total, has
-  mean n(p* + (k − 1)q*) whatever the true values are; for unary encodings it is exactly
-  Bin(n, p*) + Bin(n(k − 1), q*), for local hashing its per-report variance is bounded by
-  the largest over true values (enumerated over every seed). Two-sided: fakes that set
-  only their targets' bits fall short, fakes that set all bits overshoot. Vacuous for rr,
-  grr and ss (every report supports exactly one or s values) and not computed for hr.
-
-The window's false-alarm rate α is split evenly over the tests that apply to its
-mechanism (Bonferroni over kinds), so an honest window raises any alarm with probability
-at most α (approximately: normal and chi-square approximations, measured in
-``tests/aggregator/test_detect.py``).
-
-References:
-    X. Cao, J. Jia, N. Z. Gong. "Data poisoning attacks to local differential privacy
-    protocols". USENIX Security 2021 — the maximal-gain attack.
-    S. Holm. "A simple sequentially rejective multiple test procedure". Scand. J.
-    Statist. 6 (1979).
+In full: ``docs/statistics/poisoning-alarms.md``.
 """
 
 from __future__ import annotations

@@ -5,48 +5,10 @@ by every byte value; the sketch (:class:`~aggregator.stats.strings.SketchEstimat
 estimates each extension from that level's reports alone, and the ``beam`` most frequent
 of those that clear a loose z-score survive to the next level (Wang, Li & Jha's Prefix
 Extending Method with one group of users per level; Bassily et al.'s TreeHist walks the
-same tree). Only prefixes and values a device can send are extended and tested: valid
-UTF-8 whose completed characters are NFC text, NUL padding at the end only
-(:mod:`aggregator.stats.sendable`); anything else cannot be present, and testing it only
-added false discoveries (on English words, 87 of the 101 values wrongly called present
-were such byte strings). A prefix extended by the padding byte NUL is a *complete* value; it is
-estimated from every level from there on (:meth:`SketchEstimator.strings`), and all
-complete values are then tested together, Benjamini–Hochberg at level α, against the
-table with only the *strong* values taken out (:data:`STRONG_Z`; why: :func:`_test`).
-Each p-value is exact over the hash's salt given the window's counts
-(:func:`salt_null`): the test statistic sums, over the value's rows, what its
-cell holds weighted by the inverse of the cell's variance, and an absent value's cells
-are uniform draws, so the null is the convolution of the rows' cell distributions — LDP
-noise, collisions and heavy cells as they are, no normal approximation.
+same tree); only values a device can send are tested, all together, by
+Benjamini–Hochberg with p-values exact over the hash's salt (:func:`salt_null`).
 
-BH's promise — among the values called present the expected share of false ones is at
-most α (here α·T₀/T ≈ α: nearly every tested value is absent) — measured
-(docs/benchmarks/quality.md, "False discoveries"), mean over seeds: 0.047 at n = 10⁷,
-ε = 8, 16 bytes (3 seeds);
-0.048 ± 0.012 at ε = 2, 6 bytes (30 seeds of ≈ 10 values called present); 0.049 ± 0.005
-at ε = 8, 6 bytes (20 seeds); 0.004 at ε = 8, 16 bytes, n = 6.5·10⁵; 0 at ε = 4,
-n = 10⁷. It rests
-on the hash behaving as uniform and independent across rows for the values tested (the
-polynomial fingerprint is not a random function; no structure was found: the siblings
-of heavy words share their cells in 8 ± 3 rows of 128, as chance has it) and on BH's
-own assumption of independent or positively dependent p-values.
-
-A value called present was selected *because* its estimate came out high, so the plain
-interval f̂ ± z·σ under-covers near the threshold (0.80 at ε = 8, n = 10⁵). Each value's
-selection event, {f̂ ≥ a} in the reported estimate's units (:func:`_truncation`), is kept
-in :attr:`Discovery.truncation`, and :meth:`Discovery.adjusted` gives the conditional
-estimate and interval given it (:mod:`aggregator.stats.selection`).
-
-The detection threshold (:func:`detection_threshold`) is the frequency at which a value
-is found with probability about one half: z_{1−α/T}·σ₀ with σ₀ the standard deviation at
-f = 0 and T the number of complete values tested.
-
-References:
-    T. Wang, N. Li, S. Jha, "Locally Differentially Private Heavy Hitter Identification",
-    IEEE TDSC 2019.
-    R. Bassily, K. Nissim, U. Stemmer, A. Thakurta, "Practical Locally Private Heavy
-    Hitters", NeurIPS 2017.
-    Y. Benjamini, Y. Hochberg, "Controlling the false discovery rate", JRSS-B 1995.
+In full: ``docs/statistics/strings.md``.
 """
 
 from __future__ import annotations

@@ -5,41 +5,7 @@ The device side is :class:`client_sdk.mechanisms.strings.StringSketch`. Its coun
 ``g·m``: one additive vector, summed by the exactly-once commit script like any frequency
 metric's support counts. A report increments one counter.
 
-Estimating a prefix x of length l (level l−1) from the counts, with G = L·h groups, each
-picked with probability 1/G:
-
-    F̂_g(c)  = (G·C_g(c)/n − q*)/(p* − q*)            unbiased for the cell's frequency F
-    F̄(x)    = (1/h) Σ_r R_{l,r}(H_{l,r}(x))            mean over the level's rows
-    f̂(x)    = (F̄(x) − (1 − M)/m)/(1 − 1/m)            Count Mean Sketch debiasing
-
-where R = F̂ minus the estimates of the *known* values (those the discovery accepted at
-this level, x excepted) that hash to the same cell, and M their total estimate (M = 0 and
-R = F̂ when nothing is known: Apple's CMS estimate). E[F_{l,r}(H(x))] = f(x) + Σ_{y≠x}
-f(y)·Pr[H(y) = H(x)], the probability 1/m over the salt; taking the known values' mass
-out leaves f(x) + (1 − f(x) − M)/m, so E[f̂(x)] = f(x): unbiased over the salt and the
-noise (up to the known values' own estimation error, divided by m). The variance:
-
-    Var[f̂] = (m/(m−1))² · [ Σ_r Var_r / h²  +  (Σ_{y≠x} e_y²)·(1/m)(1 − 1/m) / h ]
-
-Var_r = G·π(1 − π/G)/(n(p* − q*)²), π = q* + (p* − q*)F (C ~ Bin(n, π/G)), at the cell's
-plug-in F, less the rows' covariance: a report lands in one group only, so given the
-population the counts are multinomial and two of x's rows (or levels) covary by −c
-(:meth:`SketchEstimator.coupling`; the mean of h rows loses (1 − 1/h)·c, the mean of ℓ
-levels (ℓ − 1)·c̄/ℓ more); the second term is the collision noise: another prefix y lands
-in x's cell with probability 1/m, independently across rows, adding e_y·Bernoulli(1/m),
-e_y = what is left of f(y) in the residual (f(y) itself if y is not known, its
-estimation error if it is). Σ_y e_y² is read off the residual table as S₂ = Σ_y f(y)² is
-off the raw one: E[Σ_c F_r(c)²] = S₂ + (1 − S₂)/m and E[F̂²] = F² + Var, with each cell's
-Var read at its own unclipped F̂ (Var is linear in F, so that plug-in is unbiased).
-
-A string s shorter than L bytes has the same frequency as each of its padded prefixes
-s‖0…0 at levels |s|+1..L (no other value starts with s‖0), so its estimate averages those
-levels' estimates: short strings get more reports than long ones.
-
-References:
-    Apple Differential Privacy Team, "Learning with Privacy at Scale", 2017 (CMS).
-    G. Cormode, S. Muthukrishnan, "An improved data stream summary: the count-min sketch
-    and its applications", J. Algorithms 2005.
+In full: ``docs/statistics/strings.md``.
 """
 
 from __future__ import annotations

@@ -10,25 +10,7 @@ report), :mod:`~client_sdk.wire.fields` (the fields' checks and limits),
 The protocol itself, for a second SDK: ``docs/protocol.md`` (with the conformance
 vectors in ``conformance/``).
 
-A *metric definition* (what ``GET /v1/metrics/<name>`` returns)::
-
-    {"name": "app.theme", "version": 3, "kind": "categorical",
-     "domain": ["light", "dark", "auto"], "description": "...",
-     "mechanism": {"mechanism": "grr", "epsilon": 1.0, "domain_size": 3},
-     "mechanism_reason": "..."}
-
-or, for a numeric metric (a mean is estimated; values are scaled from the range to
-[−1, 1] on the device, then perturbed)::
-
-    {"name": "session.minutes", "version": 1, "kind": "numeric", "range": [0.0, 120.0],
-     "mechanism": {"mechanism": "hybrid", "epsilon": 1.0}, ...}
-
-A *report* (one item of ``POST /v1/reports``'s ``{"reports": [...]}``)::
-
-    {"metric": "app.theme", "version": 3, "id": "<32 hex digits>", "payload": {...}}
-
-and nothing else: no device id, no timestamp. The id is 16 fresh bytes from the
-operating system's CSPRNG, used only to discard replays.
+In full: ``docs/protocol.md``.
 """
 
 from __future__ import annotations
