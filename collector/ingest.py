@@ -271,7 +271,8 @@ def validate(
 
 
 class Appender:
-    """Appends groups of reports to their stream through the registered Lua script.
+    """Appends groups of reports to their stream through the append script
+    (:func:`ldp_store.scripts.append_call`).
 
     Args:
         client: the Redis client (redis-py reloads the script after a restart).
