@@ -114,8 +114,8 @@ def main() -> None:
     ap.add_argument("--redis-url", default=None, help="default: an embedded redis-server")
     args = ap.parse_args()
 
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average (1, 5, 15 min) at the start: {load}; {os.cpu_count()} CPUs")
+    loadavg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the start: {loadavg}; {os.cpu_count()} CPUs")
     print(f"{'mechanism':>9} {'k':>5} {'workers':>7} {'reports':>10} {'wall s':>7} "
           f"{'reports/s':>10} {'redis µs/rep':>12} {'workers µs/rep':>14}")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
@@ -150,8 +150,8 @@ def main() -> None:
         finally:
             if server is not None:
                 server.stop()
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average (1, 5, 15 min) at the end: {load}")
+    loadavg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the end: {loadavg}")
 
 
 if __name__ == "__main__":

@@ -271,7 +271,8 @@ def validate(
 
 
 class Appender:
-    """Appends groups of reports to their stream through the registered Lua script.
+    """Appends groups of reports to their stream through the append script
+    (:func:`ldp_store.scripts.append_call`).
 
     Args:
         client: the Redis client (redis-py reloads the script after a restart).
@@ -298,11 +299,8 @@ class Appender:
         self.max_backlog = max_backlog
         self.client = client
         self.memory = MemoryGuard(client, high_water, guard_share)
-        self._script = client.register_script(scripts.APPEND)
         self._replicas = (
-            ReplicaWait(client, scripts.APPEND, replica_acks, replica_wait_ms)
-            if replica_acks
-            else None
+            ReplicaWait(client, replica_acks, replica_wait_ms) if replica_acks else None
         )
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
 
@@ -376,40 +374,24 @@ class Appender:
         cached = (name, version, shard, days)
         layout = self._layouts.get(cached) or guard.Layout(name, version, shard, days)
         for _ in range(LAYOUT_TRIES):
-            guard_keys, per_id = layout.keys_and_args([rid for rid, _ in part])
-            args: list[Any] = [
-                self.max_backlog,
-                guard.expires_at(days[0]),
-                *layout.believed(),
-                guard.SIZED_FOR,
-                guard.BUCKET_FILL,
-                guard.GENERATION_STEP,
-            ]
-            for (rid, payload), (member, *indexes) in zip(part, per_id, strict=True):
-                args += [rid, member, payload, *indexes]
-            stream = keys.stream_key(name, version, shard)
-            reply = self._run([stream, *guard_keys], args)
-            if int(reply[0]) >= 0:
-                return int(reply[0]), int(reply[1]), bool(reply[2])
-            layout = guard.Layout(
-                name,
-                version,
-                shard,
-                days,
-                guard.parse_generations(reply[1]),
-                guard.parse_generations(reply[2]),
+            call = scripts.append_call(
+                self.client, layout=layout, reports=part, max_backlog=self.max_backlog
             )
+            reply = scripts.AppendReply.of(self._run(call))
+            if reply.layout is None:
+                return reply.appended, reply.duplicates, reply.backlog
+            layout = guard.Layout(name, version, shard, days, *reply.layout)
             if len(self._layouts) >= MAX_LAYOUTS:
                 self._layouts.clear()
             self._layouts[cached] = layout
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
 
-    def _run(self, script_keys: list[str], args: list[Any]) -> Any:
+    def _run(self, call: scripts.Call) -> Any:
         """The append script's reply; with ``replica_acks``, once replicas hold it
         (:class:`collector.replicas.ReplicaWait`)."""
         if self._replicas is None:
-            return self._script(keys=script_keys, args=args)
-        return self._replicas.run(self._script.sha, script_keys, args)
+            return call.run()
+        return self._replicas.run(call)
 
 
 def ingest(

@@ -41,6 +41,7 @@ from redis.exceptions import (
 
 from collector.errors import Unavailable
 from ldp_store.connection import is_cluster
+from ldp_store.scripts import Call
 
 __all__ = ["OFFSET_POLL_MS", "ReplicaWait"]
 
@@ -57,18 +58,16 @@ class ReplicaWait:
 
     Args:
         client: the collector's Redis or Redis Cluster client.
-        script: the script's source (loaded again on a node that lacks it).
         acks: the replicas that must hold the append (≥ 1).
         wait_ms: how long they may take.
     """
 
-    def __init__(self, client: redis.Redis, script: str, acks: int, wait_ms: int) -> None:
+    def __init__(self, client: redis.Redis, acks: int, wait_ms: int) -> None:
         self.acks = acks
         self.wait_ms = wait_ms
         self._client = client
-        self._source = script
 
-    def run(self, sha: str, keys: list[str], args: list[Any]) -> Any:
+    def run(self, call: Call) -> Any:
         """The script's reply, once ``acks`` replicas hold what it appended.
 
         The script's reply is ``[appended, replays, ...]``, or a negative first element
@@ -82,15 +81,15 @@ class ReplicaWait:
         node: Any = self._client
         if is_cluster(self._client):
             cluster: Any = self._client
-            node = cluster.get_redis_connection(cluster.get_node_from_key(keys[0]))
+            node = cluster.get_redis_connection(cluster.get_node_from_key(call.slot_key))
         for _ in range(2):
             pipe = node.pipeline(transaction=False)
-            pipe.evalsha(sha, len(keys), *keys, *args)
+            call.queue(pipe)
             pipe.execute_command("WAIT", self.acks, self.wait_ms)
             try:
                 reply, acked = pipe.execute()
             except NoScriptError:  # a new or restarted primary: load, then once more
-                node.script_load(self._source)
+                call.load(node)
                 continue
             except (AskError, TryAgainError) as exc:  # the slot moved (MOVED) or is moving
                 self._refresh_slots()

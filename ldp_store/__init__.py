@@ -7,10 +7,12 @@ place.
 * :mod:`~ldp_store.keys`: key builders with hash tags (one slot per metric version and
   shard)
 * :mod:`~ldp_store.schema`: the counts hashes' fields (``n``, ``s:<i>``, ``s2:<i>``; ``c:<v>``
-  before compact counts), the packed support counts, and window names
+  before compact counts), what a batch adds to them (``Increments``), the packed support
+  counts, and window names
 * :mod:`~ldp_store.retention`: how long each window kind is kept, and when one expires
-* :mod:`~ldp_store.scripts`: every Lua script: the collector's append, the worker's read,
-  commit, dead-letter and trim
+* :mod:`~ldp_store.scripts`: every Lua script (the collector's append, the worker's read,
+  commit, dead-letter, window read and fold), each beside the typed function that builds
+  its call: the only code that knows its KEYS/ARGV
 * :mod:`~ldp_store.registry`: the metric registry: versioned definitions in Redis, cached
 * :mod:`~ldp_store.connection`: the connection factory: one server or a Redis Cluster,
   retries, outage detection

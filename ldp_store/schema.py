@@ -9,9 +9,10 @@ In full: ``docs/architecture/storage.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "ALL",
@@ -32,12 +33,15 @@ __all__ = [
     "WINDOW_PATTERN",
     "WINDOW_REGEX",
     "Field",
+    "Increments",
     "count_field",
     "frequency_increments",
+    "increment_fields",
     "limbs",
     "numeric_fields",
     "numeric_increments",
     "parse_field",
+    "read_n",
     "window_names",
     "window_span",
 ]
@@ -123,6 +127,63 @@ def parse_field(name: bytes | str) -> Field:
     if prefix in (COUNT_PREFIX, SUM_PREFIX, SUM_SQ_PREFIX) and index.isdigit():
         return prefix, int(index)  # type: ignore[return-value]  # checked just above
     raise ValueError(f"field {text!r} does not belong to a counts hash")
+
+
+@dataclass(frozen=True, slots=True)
+class Increments:
+    """What one batch adds to a window's counts, said without field names.
+
+    A codec (:mod:`aggregator.stats.batch`) returns one per batch;
+    :func:`increment_fields` words it as the commit script's field/increment pairs.
+    """
+
+    n: int
+    """Reports in the batch."""
+    values: Sequence[int] = ()
+    """Support values v with a nonzero count C(v), ascending (frequency kinds)."""
+    counts: Sequence[int] = ()
+    """Their C(v), in the same order."""
+    delta: bytes = b""
+    """Or the batch's support counts as one delta blob (k ≥ :data:`DELTA_MIN_K`)."""
+    sums: tuple[int, int] | None = None
+    """Numeric kinds: Σy and Σy² of the batch, in integer units."""
+
+
+_COUNT_FIELDS: list[str] = []
+"""``c:<v>`` for v = 0, 1, …, grown on demand (formatting each costs more than a lookup)."""
+
+
+def _count_fields(size: int) -> list[str]:
+    """The table of count field names, at least ``size`` long (replaced whole when it
+    grows, so a thread never sees it half built)."""
+    global _COUNT_FIELDS  # noqa: PLW0603 (a cache)
+    table = _COUNT_FIELDS
+    if len(table) < size:
+        table = [count_field(v) for v in range(max(size, 2 * len(table)))]
+        _COUNT_FIELDS = table
+    return table
+
+
+def increment_fields(increments: Increments) -> list[str | int | bytes]:
+    """The commit script's field/increment pairs of a batch: ``n`` first, then ``d`` and
+    its delta blob, or ``c:<v>`` pairs (the packed support counts), or the nonzero limbs
+    of a numeric batch's sums (the counts hash)."""
+    pairs: list[str | int | bytes] = [N, increments.n]
+    if increments.delta:
+        pairs += [DELTA_FIELD, increments.delta]
+    elif increments.values:
+        names = _count_fields(max(increments.values) + 1)
+        for v, c in zip(increments.values, increments.counts, strict=True):
+            pairs += (names[v], c)
+    if increments.sums is not None:
+        pairs += numeric_increments(increments.n, *increments.sums)[2:]
+    return pairs
+
+
+def read_n(client: Any, counts_key: str) -> Any:
+    """``HGET`` of a counts hash's ``n`` (on a client: the reply, bytes or None; on a
+    pipeline: queued)."""
+    return client.hget(counts_key, N)
 
 
 def frequency_increments(n: int, support: Iterable[tuple[int, int]]) -> list[str | int]:

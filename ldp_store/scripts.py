@@ -1,25 +1,105 @@
 """Every Lua script of the storage contract, in one module (as rq keeps ``rq/scripts.py``).
 
 Each script touches only keys of one metric version and shard, which share a hash tag
-(:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster. Callers
-load them with redis-py's ``register_script``, which reloads a script after a restart
-(``NOSCRIPT``).
+(:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster. Beside each
+script is the typed function that calls it: the only code that knows its KEYS/ARGV
+layout; callers pass named values. Each function registers its script once per client
+(redis-py's ``register_script``, which reloads a script after a restart: ``NOSCRIPT``).
 
-| script | caller | what |
-|---|---|---|
-| :data:`APPEND` | the collector's ingest | replay guard + ``XADD``, or "backlog" |
-| :data:`READ` | the stream worker | fresh, history or claim reads as one packed reply |
-| :data:`COMMIT` | the stream worker | acknowledge + count, exactly once; trim |
-| :data:`DEAD` | the stream worker | dead-letter undecodable entries once; trim |
-| :data:`WINDOW` | every reader of counts | a window's hash, packed counts and deltas, at once |
-| :data:`FOLD` | the stream worker | fold a window's deltas into its packed counts, or merge them |
+| script | function | caller | what |
+|---|---|---|---|
+| :data:`APPEND` | :func:`append_call` | collector | replay guard + ``XADD``, or "backlog" |
+| :data:`READ` | :func:`read` | worker | history or claim reads as one packed reply |
+| :data:`COMMIT` | :func:`commit` | worker | acknowledge + count, exactly once; trim |
+| :data:`DEAD` | :func:`dead` | worker | dead-letter undecodable entries once; trim |
+| :data:`WINDOW` | :func:`read_window` | readers | a window's counts, one snapshot |
+| :data:`FOLD` | :func:`fold` | worker | fold a window's deltas into its packed counts |
 """
 
 from __future__ import annotations
 
-from ldp_store.schema import MAX_WINDOW_REPORTS, SUPPORT_BYTES, SUPPORT_TYPE
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-__all__ = ["APPEND", "COMMIT", "DEAD", "FOLD", "ID_CHUNK", "READ", "WINDOW"]
+import redis
+from redis.commands.core import Script
+
+from ldp_store import guard, keys
+from ldp_store.schema import (
+    MAX_WINDOW_REPORTS,
+    SUPPORT_BYTES,
+    SUPPORT_TYPE,
+    Increments,
+    increment_fields,
+)
+
+__all__ = [
+    "APPEND",
+    "COMMIT",
+    "DEAD",
+    "FOLD",
+    "ID_CHUNK",
+    "READ",
+    "WINDOW",
+    "AppendReply",
+    "Call",
+    "append_call",
+    "commit",
+    "dead",
+    "fold",
+    "read",
+    "read_window",
+]
+
+_REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
+"""Per client: its registered scripts, by source."""
+
+
+def _script(client: redis.Redis, source: str) -> Script:
+    """``client.register_script(source)``, once per client."""
+    mine = _REGISTERED.get(client)
+    if mine is None:
+        mine = _REGISTERED[client] = {}
+    found = mine.get(source)
+    if found is None:
+        found = mine[source] = client.register_script(source)
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One script call as a function below builds it: :meth:`run` it, or hand it to a
+    runner that sends it its own way (:class:`collector.replicas.ReplicaWait`)."""
+
+    script: Script
+    keys: list[str]
+    args: list[Any]
+
+    @property
+    def slot_key(self) -> str:
+        """A key of the call's one hash slot (every key of a call shares it)."""
+        return self.keys[0]
+
+    @property
+    def source(self) -> str:
+        """The script's Lua source (to load it on a node that lacks it)."""
+        return str(self.script.script)
+
+    def run(self) -> Any:
+        """The script's reply (``EVALSHA``, loading the script on ``NOSCRIPT``)."""
+        return self.script(keys=self.keys, args=self.args)
+
+    def queue(self, pipe: Any) -> None:
+        """Queue the call on a pipeline as a bare ``EVALSHA`` (its ``NOSCRIPT`` is the
+        caller's: :meth:`load`, then queue it again)."""
+        pipe.evalsha(self.script.sha, len(self.keys), *self.keys, *self.args)
+
+    def load(self, node: Any) -> None:
+        """Load the script on a node (``SCRIPT LOAD``) that answered ``NOSCRIPT``."""
+        node.script_load(self.source)
+
 
 ID_CHUNK = 1_000
 """Ids per command inside a script: Lua's ``unpack`` fails beyond about 8,000 values."""
@@ -136,6 +216,40 @@ return {cursor, table.concat(ids, ','), table.concat(sizes, ','),
 idle entries (XAUTOCLAIM, then XCLAIM for content and delivery counts). The reply packs
 ids, sizes, payloads and delivery counts into comma-joined strings, and ends with the
 claim fence's value (see :data:`COMMIT`)."""
+
+
+def read(
+    client: redis.Redis,
+    *,
+    stream: str,
+    fence: str,
+    consumer: str,
+    count: int,
+    mode: str,
+    min_idle_ms: int = 0,
+    start: str = "0-0",
+    group: str = keys.GROUP,
+) -> list[Any]:
+    """Run :data:`READ`: a history read or a claim of one stream's entries.
+
+    Args:
+        stream: the stream's key.
+        fence: its claim fence (:func:`ldp_store.keys.claims_key`).
+        consumer: the reading consumer's name.
+        count: the most entries to read.
+        mode: ``'>'`` (fresh), a history cursor, or ``'claim'``.
+        min_idle_ms: a claim's least idle time.
+        start: a claim's start id.
+        group: the consumer group.
+
+    Returns:
+        ``[cursor, ids, sizes, payloads, deliveries, fence]``, each comma-joined.
+    """
+    reply = _script(client, READ)(
+        keys=[stream, fence], args=[group, consumer, count, mode, min_idle_ms, start]
+    )
+    return list(reply)
+
 
 COMMIT = (
     _TRIM
@@ -380,6 +494,83 @@ when nothing is pending): an entry id is an arrival time, kept no longer than ne
 nothing unacknowledged is ever trimmed.
 """
 
+
+def commit(
+    client: redis.Redis,
+    *,
+    name: str,
+    version: int,
+    shard: int,
+    consumer: str | bytes,
+    ids: bytes,
+    hour: str,
+    hour_start: int,
+    day: str,
+    day_start: int,
+    fence: bytes,
+    hour_expiry_ms: int,
+    day_expiry_ms: int,
+    k: int,
+    seeds: Sequence[int],
+    increments: Increments,
+    group: str = keys.GROUP,
+) -> int | list[bytes]:
+    """Run :data:`COMMIT` for one batch of one stream, all of one hour.
+
+    Args:
+        name, version, shard: the stream's metric version and shard (which name its keys).
+        consumer: the committing consumer's name.
+        ids: the batch's entry ids, comma-joined.
+        hour, hour_start, day, day_start: the batch's hour and day windows and their
+            starts (:func:`ldp_store.schema.window_names`).
+        fence: the fast-path token ``<fence>:<own pending>`` read with a fresh delivery
+            of ``ids``, or empty: every id is checked one by one.
+        hour_expiry_ms, day_expiry_ms: when the hour and day windows expire (ms since
+            the epoch).
+        k: the metric's packed support counters (0: none).
+        seeds: seed-bin increments as flat (bin, count) pairs (local hashing; else empty).
+        increments: what the batch adds to the counts.
+        group: the consumer group.
+
+    Returns:
+        The entries counted when every id was pending; otherwise the ids that still are
+        (nothing changed).
+
+    Raises:
+        redis.ResponseError: starting ``FULL`` (a window would hold too many reports) or
+            ``FENCE`` (ids acknowledged by hand); nothing counted.
+    """
+    windows = ("all", hour, day)
+    script_keys = [
+        keys.stream_key(name, version, shard),
+        *(keys.counts_key(name, version, w, shard) for w in windows),
+        keys.windows_key(name, version, shard),
+        keys.claims_key(name, version, shard),
+        *(keys.support_key(name, version, w, shard) for w in windows),
+        keys.expiries_key(name, version, shard),
+        keys.seeds_key(name, version, hour, shard),
+        keys.seeds_key(name, version, day, shard),
+        *(keys.delta_key(name, version, w, shard) for w in windows),
+    ]
+    args: list[Any] = [
+        group,
+        consumer,
+        ids,
+        hour,
+        hour_start,
+        day,
+        day_start,
+        fence,
+        hour_expiry_ms,
+        day_expiry_ms,
+        k,
+        ",".join(map(str, seeds)),
+        *increment_fields(increments),
+    ]
+    reply = _script(client, COMMIT)(keys=script_keys, args=args)
+    return reply if isinstance(reply, int) else list(reply)
+
+
 WINDOW = """
 -- KEYS: counts hash, packed support, delta list of one window. One snapshot of all three:
 -- a fold between separate reads could count a blob twice or not at all.
@@ -388,6 +579,18 @@ return {redis.call('HGETALL', KEYS[1]), redis.call('GET', KEYS[2]) or false,
 """
 """A window's counts as one atomic snapshot: ``[hash fields flat, packed support or nil,
 [delta blobs]]`` (see Deltas in :mod:`ldp_store.schema`)."""
+
+
+def read_window(
+    client: redis.Redis, *, name: str, version: int, window: str, shard: int = 0
+) -> tuple[dict[bytes, bytes], bytes | None, list[bytes]]:
+    """Run :data:`WINDOW`: one window's counts hash fields, packed support counts (None:
+    none) and delta blobs, as one snapshot."""
+    flat, packed, blobs = _script(client, WINDOW)(
+        keys=list(keys.window_keys(name, version, window, shard))
+    )
+    return dict(zip(flat[0::2], flat[1::2], strict=True)), packed, list(blobs)
+
 
 FOLD = """
 -- KEYS: packed support, delta list, counts hash of one window.
@@ -429,6 +632,41 @@ merge them into one blob, as the caller computed — only if the list still star
 the blobs it read and the string is the one it read (else 0, nothing changed). A merged
 list keeps neither the batches' boundaries nor their order."""
 
+
+def fold(
+    client: redis.Redis,
+    *,
+    name: str,
+    version: int,
+    window: str,
+    shard: int,
+    blobs: int,
+    blobs_sha1: str,
+    packed_sha1: str,
+    mode: Literal["fold", "merge"],
+    payload: bytes,
+) -> bool:
+    """Run :data:`FOLD` on one window.
+
+    Args:
+        name, version, window, shard: the window.
+        blobs: how many blobs the caller read from the head of its delta list.
+        blobs_sha1: the SHA-1 (hex) of those blobs joined.
+        packed_sha1: the SHA-1 (hex) of the packed string read (of b"" when none).
+        mode: ``"fold"`` (``payload`` is the new packed counts) or ``"merge"``
+            (``payload`` is the one merged blob).
+        payload: what to write.
+
+    Returns:
+        Whether it wrote (False: the list or the string changed since the caller read).
+    """
+    counts, support, delta = keys.window_keys(name, version, window, shard)
+    done = _script(client, FOLD)(
+        keys=[support, delta, counts], args=[blobs, blobs_sha1, packed_sha1, mode, payload]
+    )
+    return bool(int(done))
+
+
 DEAD = (
     _TRIM
     + """
@@ -451,6 +689,23 @@ return moved
 payload and reason. An entry moves only if this call acknowledged it (XACK returned 1), so
 a bad entry lands there once however many workers saw it; then the stream is trimmed as
 after a commit."""
+
+
+def dead(
+    client: redis.Redis,
+    *,
+    stream: str,
+    dead_letters: str,
+    entries: Sequence[tuple[bytes | str, str, bytes]],
+    maxlen: int,
+    group: str = keys.GROUP,
+) -> int:
+    """Run :data:`DEAD`: move ``entries`` (id, reason, payload) of ``stream`` to the
+    dead-letter stream ``dead_letters`` (capped near ``maxlen``); returns how many moved."""
+    args: list[Any] = [group, maxlen]
+    for entry in entries:
+        args += entry
+    return int(_script(client, DEAD)(keys=[stream, dead_letters], args=args))
 
 
 APPEND = """
@@ -540,3 +795,57 @@ bucket in today's newest generation (expiring at the end of tomorrow, UTC), adds
 count ``n``, and starts a generation 2**step times larger when ``n`` passes what the generations
 hold. Every report write comes after every check, so a refusal (backlog, or Redis out of memory at
 the first write) appends nothing. Returns {appended, duplicates, backlog flag}."""
+
+
+@dataclass(frozen=True, slots=True)
+class AppendReply:
+    """:data:`APPEND`'s answer."""
+
+    appended: int
+    duplicates: int
+    backlog: bool
+    layout: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    """When Redis holds another guard layout: today's and yesterday's generations as it
+    holds them (nothing appended; retry with them)."""
+
+    @classmethod
+    def of(cls, reply: Sequence[Any]) -> AppendReply:
+        """Parse the script's reply."""
+        if int(reply[0]) < 0:
+            today, yesterday = guard.parse_generations(reply[1]), guard.parse_generations(reply[2])
+            return cls(0, 0, False, (today, yesterday))
+        return cls(int(reply[0]), int(reply[1]), bool(int(reply[2])))
+
+
+def append_call(
+    client: redis.Redis,
+    *,
+    layout: guard.Layout,
+    reports: Sequence[tuple[bytes, str | bytes]],
+    max_backlog: int,
+) -> Call:
+    """Build the :data:`APPEND` call of one group of reports (one metric version and shard).
+
+    Args:
+        layout: the replay guard's layout of that version and shard as the caller believes
+            it (its day pair picks the guard keys).
+        reports: (16-byte report id, payload) pairs.
+        max_backlog: the most entries the stream may hold.
+
+    Returns:
+        The call: :meth:`Call.run` it (or hand it to a runner), then parse the reply with
+        :meth:`AppendReply.of`.
+    """
+    guard_keys, per_id = layout.keys_and_args([rid for rid, _ in reports])
+    args: list[Any] = [
+        max_backlog,
+        guard.expires_at(layout.days[0]),
+        *layout.believed(),
+        guard.SIZED_FOR,
+        guard.BUCKET_FILL,
+        guard.GENERATION_STEP,
+    ]
+    for (rid, payload), (member, *indexes) in zip(reports, per_id, strict=True):
+        args += [rid, member, payload, *indexes]
+    stream = keys.stream_key(layout.name, layout.version, layout.shard)
+    return Call(_script(client, APPEND), [stream, *guard_keys], args)

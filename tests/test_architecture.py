@@ -249,6 +249,94 @@ def test_the_worker_treats_every_codec_alike() -> None:
         assert not re.search(r"isinstance\([^)]*(Codec|Mechanism|Oracle)", text), path.name
 
 
+# -- storage calls (docs/architecture/layout.md) -----------------------------------------------
+
+STORE_SCRIPTS = {"APPEND", "READ", "COMMIT", "DEAD", "WINDOW", "FOLD"}
+"""The Lua sources of :mod:`ldp_store.scripts`: only its typed functions may call them."""
+
+FIELD_NAMING = {
+    "N",
+    "COUNT_PREFIX",
+    "SUM_PREFIX",
+    "SUM_SQ_PREFIX",
+    "DELTA_FIELD",
+    "count_field",
+    "frequency_increments",
+    "numeric_increments",
+    "increment_fields",
+}
+"""What :mod:`ldp_store.schema` names the counts fields with."""
+
+RAW_SCRIPT_CALLS = {"register_script", "evalsha", "eval", "script_load", "fcall"}
+HASH_CALLS = {"hget", "hmget", "hset", "hincrby", "hdel", "hexists"}
+
+
+def _service_modules() -> list[Path]:
+    return [p for package in PACKAGES if package != "ldp_store" for p in modules(package)]
+
+
+def _other_modules() -> list[Path]:
+    """Tests, benchmarks and load tests outside the storage package's own tests."""
+    found = [p for folder in ("benchmarks", "loadtests", "tests") for p in modules(folder)]
+    return [p for p in found if "ldp_store" not in p.relative_to(ROOT).parts]
+
+
+def _store_script_uses(tree: ast.AST) -> Iterator[str]:
+    """References to a Lua source of ``ldp_store.scripts`` (``scripts.COMMIT``, or a name
+    imported from the module)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in STORE_SCRIPTS:
+            if isinstance(node.value, ast.Name) and node.value.id == "scripts":
+                yield f"scripts.{node.attr}"
+        if isinstance(node, ast.ImportFrom) and node.module == "ldp_store.scripts":
+            yield from (a.name for a in node.names if a.name in STORE_SCRIPTS)
+
+
+def _storage_calls(tree: ast.AST) -> Iterator[str]:
+    """What builds a script call or names a counts field: raw script calls, calls with
+    positional ``keys=``, schema's field names, literal fields of a hash command."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in RAW_SCRIPT_CALLS:
+                yield f"{name}(…)"
+            # KeyCount(keys=…) is the lifecycle API's body (a count of keys), not a script call.
+            if name != "KeyCount" and any(k.arg == "keys" for k in node.keywords):
+                yield f"{name}(keys=…)"
+            if name in HASH_CALLS and any(
+                isinstance(a, ast.Constant) and isinstance(a.value, str | bytes)
+                for a in node.args[1:]
+            ):
+                yield f"{name}(…, a literal field)"
+        if isinstance(node, ast.Attribute) and node.attr in FIELD_NAMING:
+            if isinstance(node.value, ast.Name) and node.value.id == "schema":
+                yield f"schema.{node.attr}"
+        if isinstance(node, ast.ImportFrom) and node.module == "ldp_store.schema":
+            yield from (a.name for a in node.names if a.name in FIELD_NAMING)
+
+
+def test_only_the_storage_package_builds_script_calls_or_names_counts_fields() -> None:
+    """KEYS/ARGV layouts and counts field names live in ``ldp_store`` alone: the services
+    call the typed functions of :mod:`ldp_store.scripts` with named values, and a codec
+    says what a batch adds as typed :class:`ldp_store.schema.Increments`."""
+    found = {
+        str(path.relative_to(ROOT)): sorted(set(_storage_calls(ast.parse(path.read_text()))))
+        for path in _service_modules()
+    }
+    assert {path: uses for path, uses in found.items() if uses} == {}
+
+
+def test_tests_and_benchmarks_call_the_store_scripts_through_their_functions() -> None:
+    """A test or benchmark may run Lua of its own (a loader), but the store's scripts only
+    through their typed functions, which keep the one KEYS/ARGV layout."""
+    found = {
+        str(path.relative_to(ROOT)): sorted(set(_store_script_uses(ast.parse(path.read_text()))))
+        for path in [*_service_modules(), *_other_modules()]
+    }
+    assert {path: uses for path, uses in found.items() if uses} == {}
+
+
 # -- rooms and names (docs/architecture/rules.md) ----------------------------------------------
 
 

@@ -10,10 +10,10 @@ same four steps:
   as strictly as the SDK's ``check_payload`` (which words the error of the first bad one);
 * :meth:`Codec.decode`: payloads → the kind's additive statistic (support
   :class:`~aggregator.stats.codecs.Counts`, or :class:`~aggregator.stats.numeric.NumericStats`);
-* :meth:`Codec.increments`: a parsed batch → the field/increment pairs the commit script
-  adds to a window's counts (``n`` and the numeric limbs to the counts hash, ``c:<v>`` to
-  the packed support counts, or one delta blob for a wide batch:
-  :func:`support_increments`; :mod:`ldp_store.schema`);
+* :meth:`Codec.increments`: a parsed batch → what it adds to a window's counts, as typed
+  :class:`~ldp_store.schema.Increments` (``n``, the nonzero support counts or one delta
+  blob for a wide batch: :func:`support_increments`; a numeric batch's sums), which the
+  storage package words as the commit script's fields;
 * :meth:`Codec.seed_increments`: a local-hashing batch's seed bins (the commit script adds
   them to the window's seed histograms; empty for other kinds);
 * :meth:`Codec.encode` / :meth:`Codec.to_payloads`: true values → perturbed columns with a
@@ -33,11 +33,9 @@ import numpy as np
 
 from client_sdk.mechanisms import PayloadError
 from ldp_store import schema
+from ldp_store.schema import Increments
 
 __all__ = ["Batch", "Codec", "Increments", "delta_blob", "raise_first_error", "support_increments"]
-
-Increments = list[str | int | bytes]
-"""The commit script's field/increment pairs (a delta blob is bytes)."""
 
 S_co = TypeVar("S_co", covariant=True)
 
@@ -76,7 +74,7 @@ class Codec(Protocol[S_co]):
         ...
 
     def increments(self, batch: Batch) -> Increments:
-        """The commit script's field/increment pairs of a parsed batch."""
+        """What a parsed batch adds to a window's counts."""
         ...
 
     def seed_increments(self, batch: Batch) -> list[int]:
@@ -94,27 +92,19 @@ class Codec(Protocol[S_co]):
         ...
 
 
-def support_increments(n: int, support: np.ndarray, names: list[str] | None = None) -> Increments:
-    """The increments of a frequency batch: ``n``, then its nonzero support counts as
-    ``c:<v>`` pairs, or as one delta blob (field ``d``) when k ≥
-    :data:`~ldp_store.schema.DELTA_MIN_K` (one list push a window instead of one
-    ``BITFIELD`` increment per counter; see Deltas in :mod:`ldp_store.schema`).
+def support_increments(n: int, support: np.ndarray) -> Increments:
+    """The increments of a frequency batch: ``n``, then its nonzero support counts, or
+    one delta blob when k ≥ :data:`~ldp_store.schema.DELTA_MIN_K` (one list push a window
+    instead of one ``BITFIELD`` increment per counter; see Deltas in :mod:`ldp_store.schema`).
 
     Args:
         n: reports in the batch.
         support: its support counts C(0..k−1).
-        names: ``c:<v>`` for every v, when the caller keeps a table (faster than formatting).
     """
     nonzero = np.flatnonzero(support)
     if len(support) >= schema.DELTA_MIN_K:
-        if not len(nonzero):
-            return [schema.N, n]
-        return [schema.N, n, schema.DELTA_FIELD, delta_blob(support)]
-    out: Increments = [schema.N, n]
-    counts = support[nonzero].tolist()
-    for i, v in enumerate(nonzero.tolist()):
-        out += [names[v] if names is not None else schema.count_field(v), counts[i]]
-    return out
+        return Increments(n, delta=delta_blob(support) if len(nonzero) else b"")
+    return Increments(n, nonzero.tolist(), support[nonzero].tolist())
 
 
 def delta_blob(support: np.ndarray) -> bytes:

@@ -139,7 +139,7 @@ class FrequencyCodec:
         return Counts(batch.n, self.count(batch))
 
     def increments(self, batch: Batch) -> Increments:
-        """The commit's pairs of a parsed batch: ``n``, then C(v) (:func:`support_increments`)."""
+        """What a parsed batch adds: ``n``, then C(v) (:func:`support_increments`)."""
         return support_increments(batch.n, self.count(batch))
 
     def seed_increments(self, batch: Batch) -> list[int]:

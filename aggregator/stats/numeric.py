@@ -78,9 +78,9 @@ class NumericStats:
         values = [int(u) for u in units]
         return cls(len(values), sum(values), sum(map(mul, values, values)))
 
-    def increments(self) -> list[str | int]:
-        """``HINCRBY`` field/increment pairs: ``n``, then the nonzero limbs of Σy and Σy²."""
-        return schema.numeric_increments(self.n, self.total, self.total_sq)
+    def increments(self) -> Increments:
+        """What these statistics add to a window's counts: ``n``, Σy and Σy²."""
+        return Increments(self.n, sums=(self.total, self.total_sq))
 
     @classmethod
     def from_fields(cls, fields: Mapping[bytes, bytes] | Mapping[str, str | int]) -> NumericStats:
@@ -187,8 +187,8 @@ class NumericCodec:
         return NumericStats.of_units(batch.columns["y"].tolist())
 
     def increments(self, batch: Batch) -> Increments:
-        """The commit script's ``HINCRBY`` pairs of a parsed batch."""
-        return list(self.stats(batch).increments())
+        """What a parsed batch adds to a window's counts."""
+        return self.stats(batch).increments()
 
     def seed_increments(self, batch: Batch) -> list[int]:
         """None: numeric reports carry no hash seed."""

@@ -22,7 +22,6 @@ import numpy.typing as npt
 from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
 from aggregator.stats.codecs import Counts
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
-from ldp_store import schema
 
 __all__ = [
     "Known",
@@ -103,14 +102,9 @@ class StringCodec:
         return Counts(batch.n, self.count(batch))
 
     def increments(self, batch: Batch) -> Increments:
-        """The commit's pairs of a parsed batch (:func:`support_increments`): a delta blob
-        for all but the smallest batches, which raise a counter each."""
-        return support_increments(batch.n, self.count(batch), self._field_names)
-
-    @cached_property
-    def _field_names(self) -> list[str]:
-        """``c:<i>`` of every counter (:func:`ldp_store.schema.count_field`)."""
-        return [schema.count_field(i) for i in range(self.k)]
+        """What a parsed batch adds (:func:`support_increments`): a delta blob for all but
+        the smallest domains, which raise a counter each."""
+        return support_increments(batch.n, self.count(batch))
 
     def seed_increments(self, batch: Batch) -> list[int]:
         """None: the poisoning test's seed histograms are local hashing's."""

@@ -13,7 +13,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import redis
@@ -75,15 +75,10 @@ def _window_replies(
     """Each shard's counts hash, packed support counts and unfolded delta blobs of a
     window, each shard's three as one snapshot (:data:`ldp_store.scripts.WINDOW`)."""
     name, version = definition.name, definition.version
-    script = client.register_script(scripts.WINDOW)
-    out = []
-    for shard in range(definition.shards):
-        flat, packed, deltas = cast(
-            list[Any], script(keys=list(keys.window_keys(name, version, window, shard)))
-        )
-        fields = dict(zip(flat[0::2], flat[1::2], strict=True))
-        out.append((fields, packed, list(deltas)))
-    return out
+    return [
+        scripts.read_window(client, name=name, version=version, window=window, shard=shard)
+        for shard in range(definition.shards)
+    ]
 
 
 def add_packed(support: np.ndarray, packed: bytes | None, key: str) -> None:
@@ -140,29 +135,34 @@ def tidy_window(
         ValueError: corrupt counts (a packed string of the wrong length, a bad blob).
     """
     name, version, k = definition.name, definition.version, definition.k
-    counts, support_key, delta_key = keys.window_keys(name, version, window, shard)
-    _, packed, blobs = cast(
-        list[Any], client.register_script(scripts.WINDOW)(keys=[counts, support_key, delta_key])
+    _, support_key, delta_key = keys.window_keys(name, version, window, shard)
+    _, packed, blobs = scripts.read_window(
+        client, name=name, version=version, window=window, shard=shard
     )
     size = sum(len(b) for b in blobs)
     if not blobs or (len(blobs) == 1 and size < fold_bytes):
         return None, 0
     delta = np.zeros(k, dtype=np.int64)
     add_deltas(delta, blobs, delta_key)
-    guard: list[int | str] = [
-        len(blobs),
-        hashlib.sha1(b"".join(blobs)).hexdigest(),  # noqa: S324 (identity, not security)
-        hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324
-    ]
+    mode: Literal["fold", "merge"]
     if size >= fold_bytes:
         add_packed(delta, packed, support_key)
         mode, payload = "fold", delta.astype(schema.SUPPORT_DTYPE).tobytes()
     else:
         mode, payload = "merge", delta_blob(delta)
-    done = client.register_script(scripts.FOLD)(
-        keys=[support_key, delta_key, counts], args=[*guard, mode, payload]
+    done = scripts.fold(
+        client,
+        name=name,
+        version=version,
+        window=window,
+        shard=shard,
+        blobs=len(blobs),
+        blobs_sha1=hashlib.sha1(b"".join(blobs)).hexdigest(),  # noqa: S324 (identity)
+        packed_sha1=hashlib.sha1(packed or b"").hexdigest(),  # noqa: S324
+        mode=mode,
+        payload=payload,
     )
-    if not int(done):
+    if not done:
         return None, 0
     return ("folded" if mode == "fold" else "merged"), len(blobs)
 

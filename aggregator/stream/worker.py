@@ -354,9 +354,6 @@ class Worker:
         self._next_beat = 0.0
         self.registry = Registry(client)
         self._reader = raw_reader(client)
-        self._read = client.register_script(scripts.READ)
-        self._commit = client.register_script(scripts.COMMIT)
-        self._dead = client.register_script(scripts.DEAD)
         self._unfolded: dict[str, _Untidy] = {}
         """Per stream: the delta commits and windows since this worker last tidied them."""
         self._streams: dict[str, _Stream] = {}
@@ -582,13 +579,19 @@ class Worker:
         delivery = self._fetch(s, ">")
         return self._handle(s, delivery) if delivery.ids else 0
 
-    def _read_args(self, mode: str, start: str) -> list[str | int]:
-        return [keys.GROUP, self.name, self.batch_size, mode, self.claim_idle_ms, start]
-
     def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> Delivery:
         if mode == ">":
             return self._fetch_new(s)
-        reply = self._read(keys=[s.key, s.claims], args=self._read_args(mode, start))
+        reply = scripts.read(
+            self.redis,
+            stream=s.key,
+            fence=s.claims,
+            consumer=self.name,
+            count=self.batch_size,
+            mode=mode,
+            min_idle_ms=self.claim_idle_ms,
+            start=start,
+        )
         return Delivery.from_reply(reply)
 
     def _fetch_new(self, s: _Stream) -> Delivery:
@@ -783,39 +786,23 @@ class Worker:
         )
         increments = codec.increments(batch)
         try:
-            reply = self._commit(
-                keys=[
-                    keys.stream_key(name, version, shard),
-                    keys.counts_key(name, version, "all", shard),
-                    keys.counts_key(name, version, hour, shard),
-                    keys.counts_key(name, version, day, shard),
-                    keys.windows_key(name, version, shard),
-                    keys.claims_key(name, version, shard),
-                    keys.support_key(name, version, "all", shard),
-                    keys.support_key(name, version, hour, shard),
-                    keys.support_key(name, version, day, shard),
-                    keys.expiries_key(name, version, shard),
-                    keys.seeds_key(name, version, hour, shard),
-                    keys.seeds_key(name, version, day, shard),
-                    keys.delta_key(name, version, "all", shard),
-                    keys.delta_key(name, version, hour, shard),
-                    keys.delta_key(name, version, day, shard),
-                ],
-                args=[
-                    keys.GROUP,
-                    self.name,
-                    joined or b",".join(raw),
-                    hour,
-                    hour_start,
-                    day,
-                    day_start,
-                    fence,
-                    hour_expiry,
-                    day_expiry,
-                    definition.k,
-                    ",".join(map(str, codec.seed_increments(batch))),
-                    *increments,
-                ],
+            reply = scripts.commit(
+                self.redis,
+                name=name,
+                version=version,
+                shard=shard,
+                consumer=self.name,
+                ids=joined or b",".join(raw),
+                hour=hour,
+                hour_start=hour_start,
+                day=day,
+                day_start=day_start,
+                fence=fence,
+                hour_expiry_ms=hour_expiry,
+                day_expiry_ms=day_expiry,
+                k=definition.k,
+                seeds=codec.seed_increments(batch),
+                increments=increments,
             )
         except redis.ResponseError as exc:
             if str(exc).startswith("FULL"):
@@ -825,7 +812,7 @@ class Worker:
             raise FenceBroken(str(exc)) from None
         if isinstance(reply, int):
             self.stats.counted += reply
-            if increments[2:3] == [schema.DELTA_FIELD]:
+            if increments.delta:
                 self._after_delta(definition, shard, (schema.ALL, hour, day))
             return reply, []
         return 0, list(reply)
@@ -876,10 +863,13 @@ class Worker:
     def _dead_letter(self, s: _Stream, delivery: Delivery, bad: list[tuple[int, str]]) -> None:
         """Move bad entries to the dead-letter stream, acking each, in one script."""
         raws = list(delivery.raw())
-        args: list[str | int | bytes] = [keys.GROUP, DEAD_MAXLEN]
-        for i, reason in sorted(bad):
-            args += [delivery.ids[i], reason, raws[i]]
-        moved = int(self._dead(keys=[s.key, s.dead], args=args))
+        moved = scripts.dead(
+            self.redis,
+            stream=s.key,
+            dead_letters=s.dead,
+            entries=[(delivery.ids[i], reason, raws[i]) for i, reason in sorted(bad)],
+            maxlen=DEAD_MAXLEN,
+        )
         self.stats.dead_lettered += moved
         if moved:
             log.warning(

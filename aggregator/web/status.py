@@ -42,7 +42,7 @@ from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
-from ldp_store import keys
+from ldp_store import keys, schema
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy
@@ -92,7 +92,7 @@ def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
     """
     name, version = definition.name, definition.version
     replies = per_shard(
-        client, definition, lambda c, s: c.hget(keys.counts_key(name, version, "all", s), "n")
+        client, definition, lambda c, s: schema.read_n(c, keys.counts_key(name, version, "all", s))
     )
     return sum(int(raw) for raw in replies if raw is not None)
 

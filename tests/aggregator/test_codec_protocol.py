@@ -23,8 +23,9 @@ from ldp_store import schema
 FREQUENCY = [("rr", 2), ("grr", 12), ("sue", 9), ("oue", 33), ("olh", 40), ("hr", 15), ("ss", 20)]
 
 
-def hincrby(pairs: list[str | int]) -> dict[str, int]:
-    """What HINCRBY of these field/increment pairs leaves in an empty hash."""
+def hincrby(increments: schema.Increments) -> dict[str, int]:
+    """What HINCRBY of a batch's commit fields leaves in an empty hash."""
+    pairs = schema.increment_fields(increments)
     fields: Counter[str] = Counter()
     for field, increment in zip(pairs[::2], pairs[1::2], strict=True):
         assert isinstance(field, str) and isinstance(increment, int)

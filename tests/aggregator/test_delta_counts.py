@@ -12,7 +12,7 @@ packed string is gone keeps the window's expiry.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pytest
@@ -117,26 +117,32 @@ def test_shards_sum_their_deltas(redis_db: Any) -> None:
 
 
 def snapshot(client: redis.Redis, d: MetricDefinition) -> tuple[bytes | None, list[bytes]]:
-    counts, support, deltas = keys.window_keys(d.name, d.version, "all")
-    window = client.register_script(scripts.WINDOW)
-    _, packed, blobs = cast(list[Any], window(keys=[counts, support, deltas]))
-    return packed, list(blobs)
+    _, packed, blobs = scripts.read_window(client, name=d.name, version=d.version, window="all")
+    return packed, blobs
 
 
 def stale_fold(
     client: redis.Redis, d: MetricDefinition, packed: bytes | None, blobs: list[bytes]
 ) -> int:
     """The FOLD a worker would send after reading ``packed`` and ``blobs``: their sum."""
-    counts, support, deltas = keys.window_keys(d.name, d.version, "all")
+    deltas = keys.delta_key(d.name, d.version)
     total = np.zeros(K, dtype=np.int64)
     add_deltas(total, blobs, deltas)
     if packed is not None:
         total += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
-    guard = [len(blobs), hashlib.sha1(b"".join(blobs)).hexdigest()]
-    guard.append(hashlib.sha1(packed or b"").hexdigest())
-    fold = client.register_script(scripts.FOLD)
-    payload = total.astype(schema.SUPPORT_DTYPE).tobytes()
-    return int(fold(keys=[support, deltas, counts], args=[*guard, "fold", payload]))
+    done = scripts.fold(
+        client,
+        name=d.name,
+        version=d.version,
+        window="all",
+        shard=0,
+        blobs=len(blobs),
+        blobs_sha1=hashlib.sha1(b"".join(blobs)).hexdigest(),
+        packed_sha1=hashlib.sha1(packed or b"").hexdigest(),
+        mode="fold",
+        payload=total.astype(schema.SUPPORT_DTYPE).tobytes(),
+    )
+    return int(done)
 
 
 @pytest.mark.usefixtures("untidy")
@@ -181,38 +187,24 @@ def test_a_bad_blob_is_refused_before_anything_is_acknowledged(redis_db: Any) ->
     client.xgroup_create(stream, keys.GROUP, id="0")
     ids = [entry[0] for entry in client.xreadgroup(keys.GROUP, "w", {stream: ">"})[0][1]]
     hour, hour_start, day, day_start = schema.window_names(int(ids[0].split(b"-")[0]))
-    commit = client.register_script(scripts.COMMIT)
     with pytest.raises(redis.ResponseError, match="DELTA blob of 7 bytes"):
-        commit(
-            keys=[
-                stream,
-                *(keys.counts_key(d.name, d.version, w) for w in ("all", hour, day)),
-                keys.windows_key(d.name, d.version),
-                keys.claims_key(d.name, d.version),
-                *(keys.support_key(d.name, d.version, w) for w in ("all", hour, day)),
-                keys.expiries_key(d.name, d.version),
-                keys.seeds_key(d.name, d.version, hour),
-                keys.seeds_key(d.name, d.version, day),
-                *(keys.delta_key(d.name, d.version, w) for w in ("all", hour, day)),
-            ],
-            args=[
-                keys.GROUP,
-                "w",
-                b",".join(ids),
-                hour,
-                hour_start,
-                day,
-                day_start,
-                "",
-                0,
-                0,
-                K,
-                "",
-                schema.N,
-                len(ids),
-                schema.DELTA_FIELD,
-                b"\x00" * 7,
-            ],
+        scripts.commit(
+            client,
+            name=d.name,
+            version=d.version,
+            shard=0,
+            consumer="w",
+            ids=b",".join(ids),
+            hour=hour,
+            hour_start=hour_start,
+            day=day,
+            day_start=day_start,
+            fence=b"",
+            hour_expiry_ms=0,
+            day_expiry_ms=0,
+            k=K,
+            seeds=[],
+            increments=schema.Increments(len(ids), delta=b"\x00" * 7),
         )
     assert client.xpending(stream, keys.GROUP)["pending"] == 5  # nothing acknowledged
     assert not client.exists(keys.counts_key(d.name, d.version))
