@@ -7,29 +7,7 @@ shard's) hash tag, so it runs unchanged on a Redis Cluster: the stream and the r
 guard of today and yesterday (UTC; :mod:`ldp_store.guard`: ids as 64-bit integers in
 small bucketed sets). The script
 
-1. agrees with the caller on the guard's layout (or answers it, and the call is repeated);
-2. sorts the reports into new ones and replays: an id in today's or yesterday's guard,
-   or one repeated in the request;
-3. answers "backlog" without writing if the new ones would take the stream past
-   ``MAX_BACKLOG`` entries;
-4. otherwise appends ``XADD stream * p <payload JSON>`` for each new report, adds its id
-   to today's guard (which expires at the end of tomorrow, UTC), and returns how many it
-   appended and
-   how many were replays.
-
-With ``replica_acks`` > 0 (``LDP_REPLICA_ACKS``) the script call is followed, on the
-same connection to the primary that ran it, by ``WAIT replica_acks replica_wait_ms``:
-the request is answered 202 only once that many replicas hold the append, so a failover
-cannot lose it. A wait that times out answers 503; the client's retry finds the appended
-reports as replays, and waits until the replicas hold them too
-(:mod:`collector.replicas`).
-
-Before any of that, :class:`collector.memory.MemoryGuard` answers 503 while Redis is at its memory
-high-water mark, and keeps the replay guard within its budget. Nothing else is stored: no report id
-in the stream, no time but the entry id, no client metadata. A client that gets a 503 re-sends the
-whole batch; the replay guard turns what was already appended into duplicates, so a retry is
-harmless. Streams are never capped with ``MAXLEN`` here: that would silently drop unaggregated
-reports.
+In full: ``docs/architecture/pipeline.md``.
 """
 
 from __future__ import annotations

@@ -1,46 +1,10 @@
 """The stream worker: turns every report in the streams into support counts, exactly once.
 
 One consumer group (:data:`ldp_store.keys.GROUP`) per metric-version stream; each worker
-is a consumer with a *stable* name, so a restarted worker finds its own pending entries.
-The loop, per stream (models: walrus ``ConsumerGroup``, rq's worker)::
+is a consumer with a *stable* name, so a restarted worker finds its own pending entries;
+a batch's counts and its acknowledgement commit in one script (exactly once).
 
-    own pending (XREADGROUP … 0) until empty ─► XAUTOCLAIM a dead worker's entries ─►
-    fence + new entries (XREADGROUP … >) ─► decode ─►
-    Lua: XACK-check + HINCRBY/BITFIELD ─► XTRIM MINID
-
-**Exactly once.** A batch is acknowledged and counted by one script,
-:data:`ldp_store.scripts.COMMIT`, which makes the pending list the idempotency set: its
-docstring holds the argument, and the fast path that acknowledges fresh batches in bulk
-behind the *claim fence*. This module keeps the loop: what to read when, what to do with
-the script's answers (recount the subset it returns; raise :class:`FenceBroken`).
-
-**Numeric metrics** commit the same way: their increments are ``n`` and the base-2³²
-limbs of Σy and Σy² (``s:<i>``, ``s2:<i>``; see :mod:`aggregator.stats.numeric`), exact integers
-added with the same HINCRBY in the same script.
-
-**Shards.** A version with ``shards`` N has N streams (:func:`ldp_store.keys.stream_key`
-with shard 0..N−1, each in its own hash slot, so on a Redis Cluster they spread over the
-nodes); each is consumed like any other stream, with its own counts hashes, which the
-readers (:mod:`aggregator.stream.counts`) sum.
-
-**Windows.** Counts go to the hashes ``counts:all``, ``counts:hour:<YYYY-MM-DDTHH>`` and
-``counts:day:<YYYY-MM-DD>`` of the entries' arrival time (the entry id's milliseconds,
-UTC; :func:`ldp_store.schema.window_names`), and a frequency metric's support counts to
-the packed strings ``support:<window>`` beside them; a batch spanning an hour boundary is
-committed per hour. Hour and day windows get their expiry when first written
-(:mod:`ldp_store.retention`); when the worker joins a version it gives one to windows
-written before retention existed.
-
-**Dead letters.** An entry that cannot be decoded (invalid JSON, a payload the mechanism
-rejects, no ``p`` field, deleted from the stream) or that was delivered more than
-``max_deliveries`` times is moved to the dead-letter stream with its payload and the
-reason, and acknowledged, in one script: a bad entry never stops the worker.
-
-**Trimming** happens inside the commit and dead-letter scripts (``XTRIM MINID`` below
-what every group still needs, never ``MAXLEN``).
-
-**Signals.** The first SIGTERM/SIGINT finishes the current batch and returns; a second
-stops at once (which is safe: whatever was not committed is still pending).
+In full: ``docs/architecture/pipeline.md``.
 """
 
 from __future__ import annotations
