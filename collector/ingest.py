@@ -1,11 +1,8 @@
 """Ingest: validate a batch of reports strictly, then append the valid ones exactly once.
 
-Valid reports are grouped by metric version (and, for a version with ``shards`` > 1, by
-the shard :func:`ldp_store.keys.shard_of` their id picks); each group is appended by ONE
-Lua script call (:data:`ldp_store.scripts.APPEND`) on keys that share the version's (and
-shard's) hash tag, so it runs unchanged on a Redis Cluster: the stream and the replay
-guard of today and yesterday (UTC; :mod:`ldp_store.guard`: ids as 64-bit integers in
-small bucketed sets). The script
+Valid reports are grouped by metric version (and shard); each group is appended by one
+call of the append script (:func:`ldp_store.scripts.append_call`), which refuses replays
+through the replay guard and appends the rest, on keys that share one hash slot.
 
 In full: ``docs/architecture/pipeline.md``.
 """
