@@ -5,8 +5,11 @@ leaves), and the page shows n going up by exactly one once the aggregator has co
 from __future__ import annotations
 
 import json
+import re
+import time
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,4 +88,30 @@ def test_a_value_reported_from_the_page_arrives_perturbed_and_counted_once(
     # the SDK came from ldp serve itself
     assert f"{server.url}/sdk/ldp-telemetry/index.js" in watched.requests
     watched.check()
+    page.close()
+
+
+def test_the_readmes_web_page_snippet_works_when_pasted(browser: Any, server: Server) -> None:
+    """The README's "In a web page" block, pasted into a page of ``ldp serve``'s origin
+    (served here by Playwright: ``ldp serve`` hosts no user pages), reports one value."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## In a web page", 1)[1]
+    snippet = re.search(r"```html\n(.*?)```", section, re.S)
+    assert snippet is not None
+    html = snippet.group(1).replace("http://127.0.0.1:8000", server.url)
+    before = _request(f"{server.url}/v1/estimates/app.theme")["n"]
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route(
+        f"{server.url}/pasted.html",
+        lambda route: route.fulfill(content_type="text/html", body=f"<!doctype html>{html}"),
+    )
+    page.goto(f"{server.url}/pasted.html")
+    deadline = time.monotonic() + 60
+    while _request(f"{server.url}/v1/estimates/app.theme")["n"] != before + 1:
+        assert not errors, errors
+        assert time.monotonic() < deadline, "the snippet's report was not counted"
+        time.sleep(0.3)
+    assert not errors, errors
     page.close()
