@@ -20,6 +20,7 @@ COPY client_sdk ./client_sdk
 COPY ldp_store ./ldp_store
 COPY ldp_api ./ldp_api
 COPY collector ./collector
+COPY client_js/src ./client_js/src
 COPY aggregator ./aggregator
 COPY loadtests ./loadtests
 RUN pip install ".[${EXTRAS}]"

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 from flask import Flask, Response
 
-from collector import api_lifecycle, api_metrics, api_ops, api_reports, cors, settings
+from collector import api_lifecycle, api_metrics, api_ops, api_reports, api_sdk, cors, settings
 from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
@@ -138,7 +138,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.after_request(answer_headers)  # errors pass through it too
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)
-    for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp):
+    for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp, api_sdk.bp):
         app.register_blueprint(blueprint)
 
     # The source's keyed hash is taken first; then the address leaves the environ.

@@ -1,7 +1,8 @@
 """Cross-origin access for web pages that report with the JavaScript SDK.
 
-Only the two routes a browser SDK needs answer another origin: ingest (``POST
-/v1/reports``) and the definitions (``GET /v1/metrics``, ``GET /v1/metrics/<name>``), and
+Only the routes a browser SDK needs answer another origin: ingest (``POST /v1/reports``),
+the definitions (``GET /v1/metrics``, ``GET /v1/metrics/<name>``) and the module itself
+(``GET /sdk/ldp-telemetry/<name>``, which a page's ``import`` fetches in CORS mode), and
 only for the origins in ``CORS_ORIGINS`` (default: none, i.e. same-origin only). No
 credentials are ever allowed (a report carries none); a preflight is answered and may be
 cached for a day. The admin routes (defining, retiring, deleting a metric) and the read
@@ -20,6 +21,7 @@ CROSS_ORIGIN_ROUTES = {
     "/v1/reports": "POST",
     "/v1/metrics": "GET",
     "/v1/metrics/<name>": "GET",
+    "/sdk/ldp-telemetry/<name>": "GET",
 }
 """The routes a page on an allowed origin may use, each with its one method."""
 

@@ -11,7 +11,11 @@ Pages:
   explorer: half-width against N per mechanism and for central Laplace at a chosen ε,
   and the users a target half-width needs; in string mode (a string metric's, or
   ``/ui/explorer?kind=string&max_length=L``) the frequency N users find against N down
-  to the collision floor, and the users needed to find values of a frequency.
+  to the collision floor, and the users needed to find values of a frequency;
+* ``/ui/try`` — report a value of a categorical metric from this browser: the page
+  perturbs it with the JavaScript SDK (``/sdk/ldp-telemetry/index.js``), shows the exact
+  report that left it beside the true value, then the metric's n and estimates once the
+  aggregator has counted it.
 
 The pages hold no state: the server renders what a metric *is* (its definition), the
 browser fetches what it *says* from ``/v1/estimates/…``, ``/v1/overview`` and
@@ -345,3 +349,31 @@ def explorer() -> str:
         abort(400, f"epsilon must be in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}]")
     page = _explorer_page(None, k, epsilon, kind, max_length)
     return render_template("explorer.html", d=None, page=page, unsupported=False)
+
+
+@bp.get("/ui/try")
+def try_reporting() -> str:
+    """Report a value from the browser and watch it arrive, perturbed, in the estimates.
+
+    Lists the current categorical metrics (it defines none); the page's script does the
+    rest with the JavaScript SDK the collector serves.
+    """
+    registry = current_app.extensions["ldp"].registry
+    metrics = [
+        {
+            "name": d.name,
+            "version": d.version,
+            "domain": list(d.domain),
+            "estimates": url_for("estimates.get_estimates", name=d.name, version=d.version),
+            "page": url_for("dashboard.metric", name=d.name, version=d.version),
+        }
+        for d in registry.all_current()
+        if d.kind == "categorical" and d.domain and registry.retired(d.name) is None
+    ]
+    page = {
+        "page": "try",
+        "metrics": metrics,
+        "sdk": url_for("sdk.module_file", name="index.js"),
+        "refresh": 0,
+    }
+    return render_template("try.html", page=page, metrics=metrics)

@@ -3,8 +3,9 @@ to a real ``ldp serve`` that allows that origin (CORS), offline spells and a rel
 included, and the real aggregator counts every report exactly once; a page on an origin
 the collector does not allow gets nothing through.
 
-The module itself is served by a small static server on the page's origin (``ldp serve``
-does not serve the JS SDK yet).
+The page comes from a small static server (its origin); the module itself is imported
+from ``ldp serve`` (``/sdk/ldp-telemetry/index.js``), which the disallowed origin cannot
+even import.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -27,8 +27,6 @@ from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.service.serve import Server  # noqa: E402
 
-CLIENT_JS = Path(__file__).resolve().parents[2] / "client_js"
-
 SPECS = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},
     "session.minutes": {"kind": "numeric", "range": [0, 120], "epsilon": 1.0},
@@ -37,8 +35,22 @@ SPECS = {
 
 PAGE = b"""<!doctype html><meta charset="utf-8"><title>ldp e2e</title>
 <script type="module">
-import { Client } from "/src/index.js";
 const collector = new URLSearchParams(location.search).get("collector");
+window.send = async () => {  // a raw upload, as the SDK would make it
+  try {
+    const r = await fetch(collector + "/v1/reports", { method: "POST",
+      headers: { "Content-Type": "application/json" }, body: '{"reports": []}' });
+    return r.status;
+  } catch (e) { return "refused"; }
+};
+let Client;
+try {
+  ({ Client } = await import(collector + "/sdk/ldp-telemetry/index.js"));
+} catch (e) {
+  window.importFailed = String(e);
+  window.ready = true;
+  throw e;
+}
 window.client = new Client(collector, { flushAt: 100, flushInterval: 300 });
 window.values = (i) => [["app.theme", i % 3], ["session.minutes", i % 121],
                         ["search.term", ["caf\\u00e9", "ldp", "x" + (i % 7)][i % 3]]][i % 3];
@@ -51,9 +63,8 @@ window.ready = true;
 </script>"""
 
 
-class Static(SimpleHTTPRequestHandler):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, directory=str(CLIENT_JS), **kwargs)
+class Static(BaseHTTPRequestHandler):
+    """The page, and nothing else (the module comes from ``ldp serve``)."""
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         return None
@@ -66,12 +77,12 @@ class Static(SimpleHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(PAGE)
         else:
-            super().do_GET()
+            self.send_error(404)
 
 
 @pytest.fixture(scope="module")
 def origins() -> Iterator[tuple[str, str]]:
-    """Two static origins serving the page and the module: (allowed, not allowed)."""
+    """Two static origins serving the page: (allowed, not allowed)."""
     servers = [ThreadingHTTPServer(("127.0.0.1", 0), Static) for _ in range(2)]
     for s in servers:
         threading.Thread(target=s.serve_forever, daemon=True).start()
@@ -105,8 +116,13 @@ def test_a_page_reports_offline_and_after_a_reload_and_every_report_counts_once(
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
+    module_urls: list[str] = []
+    page.on("request", lambda r: module_urls.append(r.url) if r.url.endswith(".js") else None)
     page.goto(f"{allowed}/page.html?collector={server.url}")
     page.wait_for_function("window.ready === true")
+    # the module and its siblings came from ldp serve, with the right type
+    assert f"{server.url}/sdk/ldp-telemetry/index.js" in module_urls
+    assert all(u.startswith(f"{server.url}/sdk/ldp-telemetry/") for u in module_urls)
     assert page.evaluate("reportMany(0, 600)") == 600
     assert page.evaluate("client.flush()") is True
     context.set_offline(True)
@@ -125,12 +141,14 @@ def test_a_page_reports_offline_and_after_a_reload_and_every_report_counts_once(
         time.sleep(0.3)
     assert not errors, errors
 
-    # A page on an origin the collector does not allow: the browser blocks every answer.
+    # A page on an origin the collector does not allow: the browser refuses it the module
+    # and every upload.
     other = context.new_page()
     other.goto(f"{refused}/page.html?collector={server.url}")
     other.wait_for_function("window.ready === true")
-    assert other.evaluate("reportMany(0, 3)") == 0
-    assert other.evaluate("client.stats().dropped.unreachable") == 3
+    assert other.evaluate("window.importFailed")
+    assert other.evaluate("send()") == "refused"
+    assert page.evaluate("send()") == 400  # the allowed page sees the answer (empty batch)
     time.sleep(1.0)  # nothing in flight could arrive late
     assert _counted(server) == expected
     context.close()
