@@ -111,6 +111,17 @@ def counted(server: Server, definition: MetricDefinition) -> int:
         client.close()
 
 
+def aof_written(server: Server) -> bool:
+    """Everything Redis acknowledged is in its AOF file (the OS's cache), so a kill -9 of
+    the process loses none of it: under appendfsync everysec Redis postpones that write by
+    up to 2 s while an earlier fsync is still under way (a slow disk, a loaded machine)."""
+    from ldp_store.connection import connect
+
+    assert server.redis_url is not None
+    info = connect(server.redis_url).info("persistence")
+    return info.get("aof_buffer_length", 0) == 0 and info.get("aof_pending_bio_fsync", 0) == 0
+
+
 def assert_counted_exactly(server: Server, definition: MetricDefinition, accepted: int) -> None:
     """The aggregator's n reaches the acknowledged count and does not pass it."""
     wait_for(lambda: counted(server, definition) >= accepted, f"{accepted} counted")
@@ -139,6 +150,7 @@ def test_kill_9_redis_503_while_down_then_back_nothing_lost_or_doubled(server: S
         accepted += body["accepted"]
     before = server.restarts()["redis"]
     assert server.redis is not None and server.redis.process is not None
+    wait_for(lambda: aof_written(server), "what Redis acknowledged is in its AOF")
     os.kill(server.redis.process.pid, signal.SIGKILL)
 
     held = batch(theme, 70, rng)
