@@ -18,7 +18,13 @@ from rich.table import Table
 from rich.text import Text
 
 from aggregator.cli.console import echo_json, err, out
-from aggregator.cli.export import redis_options, redis_url_of, window_rows, write_csv_stdout
+from aggregator.cli.export import (
+    CONFIDENCE,
+    redis_options,
+    redis_url_of,
+    window_rows,
+    write_csv_stdout,
+)
 
 __all__ = ["estimates", "points", "shown_value"]
 
@@ -98,13 +104,7 @@ def _table(rows: list[dict[str, Any]], kind: str) -> Table:
     type=click.Choice(["table", "csv", "json"]),
     help="csv: the columns of ldp export; json: one object per row, values raw.",
 )
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=click.FloatRange(0.5, 0.9999),
-    help="Level of the intervals.",
-)
+@CONFIDENCE
 @redis_options
 def estimates(
     name: str,

@@ -198,6 +198,16 @@ def window_rows(
         }
 
 
+CONFIDENCE = click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0.5, 0.9999),
+    help="Level of the intervals.",
+)
+"""The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
+
+
 TEXT_COLUMNS = {"value"}
 """Columns of device- or admin-written text: made visible and formula-safe in CSV
 (:func:`~aggregator.safe_text.csv_text`), raw in Parquet. Numbers keep their minus."""
@@ -311,13 +321,7 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     help="Default: parquet for a .parquet file, csv otherwise. Parquet needs pyarrow "
     "(pip install 'ldp-telemetry[export]').",
 )
-@click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=click.FloatRange(0.5, 0.9999),
-    help="Level of the intervals.",
-)
+@CONFIDENCE
 @redis_options
 def export(
     name: str | None,

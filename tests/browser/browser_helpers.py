@@ -78,3 +78,16 @@ def watch(page: Page, origin: str) -> Watched:
     page.on("pageerror", lambda e: w.errors.append(f"pageerror: {e}"))
     page.on("request", lambda r: w.requests.append(r.url))
     return w
+
+
+REPORT_MANY_JS = b"""window.values = (i) => [["app.theme", i % 3], ["session.minutes", i % 121],
+                        ["search.term", ["caf\\u00e9", "ldp", "x" + (i % 7)][i % 3]]][i % 3];
+window.reportMany = async (from, to) => {
+  let ok = 0;
+  for (let i = from; i < to; i++) ok += await client.report(...values(i));
+  return ok;
+};
+window.ready = true;
+</script>"""
+"""The end of a JS SDK test page: three kinds of values by index, and a loop reporting a
+range of them through ``window.client`` (the page makes the client first)."""

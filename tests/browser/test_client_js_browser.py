@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import REPORT_MANY_JS
 
 from client_sdk import wire
 
@@ -30,19 +31,14 @@ DEFINITIONS = {
     )
 }
 
-PAGE = b"""<!doctype html><meta charset="utf-8"><title>ldp client</title>
+PAGE = (
+    b"""<!doctype html><meta charset="utf-8"><title>ldp client</title>
 <script type="module">
 import { Client } from "/src/index.js";
 window.client = new Client(location.origin, { flushAt: 50, flushInterval: 200 });
-window.values = (i) => [["app.theme", i % 3], ["session.minutes", i % 121],
-                        ["search.term", ["caf\\u00e9", "ldp", "x" + (i % 7)][i % 3]]][i % 3];
-window.reportMany = async (from, to) => {
-  let ok = 0;
-  for (let i = from; i < to; i++) ok += await client.report(...values(i));
-  return ok;
-};
-window.ready = true;
-</script>"""
+"""
+    + REPORT_MANY_JS
+)
 
 
 class Collector:

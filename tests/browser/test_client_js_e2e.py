@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from browser_helpers import chromium_missing
+from browser_helpers import REPORT_MANY_JS, chromium_missing
 
 _missing = chromium_missing()
 if _missing:
@@ -33,7 +33,8 @@ SPECS = {
     "search.term": {"kind": "string", "max_length": 8, "epsilon": 4.0},
 }
 
-PAGE = b"""<!doctype html><meta charset="utf-8"><title>ldp e2e</title>
+PAGE = (
+    b"""<!doctype html><meta charset="utf-8"><title>ldp e2e</title>
 <script type="module">
 const collector = new URLSearchParams(location.search).get("collector");
 window.send = async () => {  // a raw upload, as the SDK would make it
@@ -52,15 +53,9 @@ try {
   throw e;
 }
 window.client = new Client(collector, { flushAt: 100, flushInterval: 300 });
-window.values = (i) => [["app.theme", i % 3], ["session.minutes", i % 121],
-                        ["search.term", ["caf\\u00e9", "ldp", "x" + (i % 7)][i % 3]]][i % 3];
-window.reportMany = async (from, to) => {
-  let ok = 0;
-  for (let i = from; i < to; i++) ok += await client.report(...values(i));
-  return ok;
-};
-window.ready = true;
-</script>"""
+"""
+    + REPORT_MANY_JS
+)
 
 
 class Static(BaseHTTPRequestHandler):
