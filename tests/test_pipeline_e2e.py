@@ -31,7 +31,7 @@ from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
 from client_sdk.wire import MetricDefinition
-from ldp_store.registry import Registry
+from ldp_store.registry import UNKNOWN_TTL, Registry
 
 METRICS = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},  # grr
@@ -114,6 +114,9 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     ) as s:
         for name, spec in METRICS.items():
             put_metric(s, name, spec)
+        # A web worker that looked a name up before it existed says "unknown" for up to
+        # UNKNOWN_TTL (a device then retries a minute later): let every worker know them.
+        time.sleep(UNKNOWN_TTL + 0.5)
         yield s
 
 
