@@ -25,8 +25,8 @@ import redis
 from click.testing import CliRunner
 
 from aggregator.cli import main
+from aggregator.query.window import read_counts
 from aggregator.service.serve import Server
-from aggregator.stream.counts import read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import create_app

@@ -21,8 +21,8 @@ import pytest
 import redis
 from test_pipeline_e2e import Recorder, offline_counts, put_metric, wait_counted
 
+from aggregator.query.window import read_counts
 from aggregator.service.serve import Server
-from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
 from ldp_store.registry import Registry

@@ -30,6 +30,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from aggregator.query.window import read_counts
 from aggregator.service.serve import Server
 from aggregator.service.supervise import (
     FAST_FAILURE_SECONDS,
@@ -39,7 +40,6 @@ from aggregator.service.supervise import (
     Supervisor,
     describe_exit,
 )
-from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition, build_report
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -118,7 +118,7 @@ def estimates(
     """Print one window's estimates with intervals (as GET /v1/estimates computes them)."""
     import redis as redis_py
 
-    from aggregator.stream.counts import list_windows
+    from aggregator.query.window import list_windows
     from client_sdk.wire import check_name
     from ldp_store import schema
     from ldp_store.connection import connect

@@ -34,8 +34,8 @@ import requests
 import requests.adapters
 from test_pipeline_e2e import offline_counts, wait_counted
 
+from aggregator.query.window import read_counts
 from aggregator.service.serve import Server
-from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.bundle import load_metrics_file, split_version
 from ldp_store.embedded import free_port

@@ -26,8 +26,8 @@ import pytest
 import redis
 from test_pipeline_e2e import offline_counts, put_metric, wait_counted
 
+from aggregator.query.window import read_counts
 from aggregator.service.serve import Server
-from aggregator.stream.counts import read_counts
 from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]
