@@ -12,7 +12,8 @@ The false-alarm rate per window is ``LDP_ALARM_RATE`` (config ``ALARM_RATE``, de
 :data:`~aggregator.stats.detect.DEFAULT_ALARM_RATE`). ``/metrics`` shows
 ``ldp_poisoning_alarm{metric, kind, granularity}``: 1 while the newest hour (day) window,
 or the all-time window (``granularity="all"``), of a metric's current version has an
-alarm of that kind, else 0 — a label set per metric and test, never per value.
+alarm of that kind, else 0 — a label set per metric and test, never per value. The tests:
+docs/security/poisoning.md and docs/statistics/poisoning-alarms.md.
 """
 
 from __future__ import annotations
