@@ -17,6 +17,7 @@ from client_sdk import mechanisms
 from ldp_api.models import Mechanism, Model, OneOf
 
 __all__ = [
+    "DEFAULT_CONFIDENCE",
     "GRANULARITIES",
     "INTERVALS",
     "MAX_TREND_WINDOWS",
@@ -31,6 +32,9 @@ __all__ = [
     "Trend",
     "TrendPoint",
 ]
+
+DEFAULT_CONFIDENCE = 0.95
+"""The intervals' level unless a request asks for another: the convention of reports."""
 
 GRANULARITIES = ("hour", "day")
 """The windows a trend can follow."""

@@ -25,6 +25,7 @@ import redis
 
 from aggregator.query.alarms import alarm_models, current_alarms, window_alarms
 from aggregator.query.answers import (
+    DEFAULT_CONFIDENCE,
     EstimateRow,
     Estimates,
     MeanEstimate,
@@ -52,7 +53,6 @@ from ldp_store import schema
 from ldp_store.registry import Registry
 
 __all__ = [
-    "DEFAULT_CONFIDENCE",
     "Ask",
     "Estimator",
     "FrequencyEstimator",
@@ -65,9 +65,6 @@ __all__ = [
     "estimator_for",
     "trend",
 ]
-
-DEFAULT_CONFIDENCE = 0.95
-"""The intervals' level unless a request asks for another: the convention of reports."""
 
 T = TypeVar("T")
 S = TypeVar("S")

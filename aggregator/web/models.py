@@ -15,6 +15,7 @@ from typing import Annotated
 from pydantic import ConfigDict, Field
 
 from aggregator.query.answers import (
+    DEFAULT_CONFIDENCE,
     GRANULARITIES,
     MAX_TREND_WINDOWS,
     Estimand,
@@ -64,9 +65,6 @@ __all__ = [
 
 FORMATS = ("json", "csv")
 """What ``GET /v1/estimates/<name>`` answers in."""
-
-DEFAULT_CONFIDENCE = 0.95
-"""The intervals' level unless a request asks for another: the convention of reports."""
 
 MIN_CONFIDENCE = 0.5
 """The lowest level a request may ask for: an interval below it is more likely wrong
