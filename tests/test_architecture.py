@@ -74,12 +74,13 @@ PACKAGES = ("client_sdk", "ldp_store", "ldp_api", "collector", "aggregator")
 MAY_IMPORT = {
     "client_sdk": {"client_sdk"},
     "ldp_store": {"client_sdk", "ldp_store"},
-    "ldp_api": {"client_sdk", "ldp_api"},
+    "ldp_api": {"client_sdk", "ldp_store", "ldp_api"},
     "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
 }
 """The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
-(the SDK's protocol, the Redis contract, the HTTP contract); those import no service."""
+(the SDK's protocol, the Redis contract, the HTTP contract and request context); those
+import no service."""
 
 COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
 """The one module that composes both services (``ldp serve``'s app)."""
@@ -96,6 +97,41 @@ def test_the_packages_import_only_along_the_arrows() -> None:
                 if top in PACKAGES and top not in allowed
             ]
     assert "collector" in {top for top, _ in imports(COMPOSITION)}  # the rule's one door
+    assert not offenders, "\n".join(offenders)
+
+
+CONTEXT_MODULE = ROOT / "ldp_api" / "context.py"
+"""The one module that touches ``app.extensions``: the shared request context and the
+typed slots of a room's own per-app objects."""
+
+
+def _extensions_uses(tree: ast.AST) -> Iterator[int]:
+    """Lines that touch a Flask app's ``extensions``: ``x.extensions`` (read, subscript,
+    assignment) or ``getattr(x, "extensions")``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "extensions":
+            yield node.lineno
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") in ("getattr", "setattr")
+            and any(isinstance(a, ast.Constant) and a.value == "extensions" for a in node.args)
+        ):
+            yield node.lineno
+
+
+def test_only_the_context_module_touches_app_extensions() -> None:
+    """The shared context is attached once and read through one typed accessor
+    (:func:`ldp_api.context.shared`): no module, test or benchmark reads
+    ``app.extensions["ldp"]`` (or any other extension) by its string key."""
+    folders = (*PACKAGES, "tests", "benchmarks", "loadtests", "tools")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in folders
+        for path in modules(folder)
+        if path != CONTEXT_MODULE
+        for line in _extensions_uses(ast.parse(path.read_text()))
+    ]
+    assert list(_extensions_uses(ast.parse(CONTEXT_MODULE.read_text())))  # the one door
     assert not offenders, "\n".join(offenders)
 
 

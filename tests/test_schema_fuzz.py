@@ -49,6 +49,7 @@ from aggregator.service.app import create_server_app  # noqa: E402
 from aggregator.stream.worker import Worker  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from collector.context import services
 from ldp_store.embedded import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +118,7 @@ def populate(redis_url: str) -> None:
                 value = rng.randrange(definition.k)
                 batch.append(build_report(definition, value, rng, mechanisms.new_secret()))
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
-    Worker(client.application.extensions["ldp"].redis, handle_signals=False).run(once=True)
+    Worker(services(client.application).redis, handle_signals=False).run(once=True)
     overview = client.get("/v1/overview").json["metrics"]
     assert sorted(row["n"] for row in overview) == [40] * len(METRICS)
 

@@ -2,7 +2,7 @@
 
 Flask blueprints over the counts in Redis (:mod:`aggregator.stream.counts`) and the
 statistics (:mod:`aggregator.stats`); no state of their own. :func:`install` mounts them
-on an app that already carries ``app.extensions["ldp"]`` (Redis and the metric registry,
+on an app that already carries ``shared(app=app)`` (Redis and the metric registry,
 as the collector's app factory sets them up): see :mod:`aggregator.service.app`.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
@@ -19,6 +19,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.web import access, alarms, dashboard, estimates, plan, read_guard, status, strings
+from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
 
@@ -35,7 +36,7 @@ def install(app: Flask) -> None:
             retention variable out of range (``LDP_RETENTION_…``).
     """
     status.install_retention(app)
-    ext = app.extensions["ldp"]
+    ext = shared(app=app)
     ext.telemetry.add_collector(alarms.AlarmGauges(ext.redis, ext.registry, alarms.alarm_rate(app)))
     read_guard.install(app)
     for blueprint in BLUEPRINTS:
