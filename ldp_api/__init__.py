@@ -1,7 +1,7 @@
 """The contract that the collector and the read side share: HTTP answers, request context.
 
 ``ldp serve`` runs the collector and the aggregator's read APIs in one app
-(:mod:`aggregator.service.app`), yet neither package imports the other. What both must
+(:mod:`ldp_server.app`), yet neither package imports the other. What both must
 agree on lives here, as the Redis contract lives in :mod:`ldp_store`:
 
 * :mod:`ldp_api.models`: the typed JSON both sides answer with: the error body

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 from flask import Flask
 
-from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.numeric import NumericStats
 from aggregator.stream.counts import Lag, fold_window, lag_details, read_counts, read_numeric
@@ -37,6 +36,7 @@ from client_sdk.transport import CallableTransport, Response
 from client_sdk.wire import MetricDefinition, build_report
 from collector.context import services
 from collector.ingest import Appender
+from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.connection import connect, is_cluster
 from ldp_store.embedded import free_port

@@ -3,7 +3,7 @@
 Flask blueprints over the counts in Redis (:mod:`aggregator.stream.counts`) and the
 statistics (:mod:`aggregator.stats`); no state of their own. :func:`install` mounts them
 on an app that already carries ``shared(app=app)`` (Redis and the metric registry,
-as the collector's app factory sets them up): see :mod:`aggregator.service.app`.
+as the collector's app factory sets them up): see :mod:`ldp_server.app`.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
 * :mod:`~aggregator.web.status`: ``/v1/overview``

@@ -8,7 +8,7 @@ serving, and runs at most ``READ_DISCOVERIES`` at once per process: one more is 
 with 503 and ``Retry-After`` instead of queueing CPU work nobody bounds. A window without
 reports never gets here (:func:`aggregator.web.strings.string_estimates` answers it
 empty). ``ldp serve`` also runs the read side in worker processes of their own, at a
-lower CPU priority than ingest (:mod:`aggregator.service.serve`).
+lower CPU priority than ingest (:mod:`ldp_server.serve`).
 """
 
 from __future__ import annotations

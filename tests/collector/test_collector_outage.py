@@ -13,10 +13,10 @@ from collector_helpers import PAGES_SPEC, THEME_SPEC, TOKEN, define, make_app, r
 from flask.testing import FlaskClient
 
 import collector
-from aggregator.service.app import create_server_app
 from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.wire import MetricDefinition
 from collector.context import services
+from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.embedded import EmbeddedRedis
 
