@@ -2,8 +2,9 @@
 
 Flask blueprints over the counts in Redis (:mod:`aggregator.stream.counts`) and the
 statistics (:mod:`aggregator.stats`); no state of their own. :func:`install` mounts them
-on an app that already carries ``shared(app=app)`` (Redis and the metric registry,
-as the collector's app factory sets them up): see :mod:`ldp_server.app`.
+on an app that carries the shared request context (Redis, the metric registry, memory
+readings, the app's metrics: :mod:`ldp_api.context`), as the collector's app factory
+attaches it; :mod:`ldp_server.app` composes the two.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
 * :mod:`~aggregator.web.status`: ``/v1/overview``
