@@ -63,7 +63,14 @@ MATH = [
 def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
     """The protocol is defined once: no `p =`, `q =`, `exp(epsilon)` outside the mechanisms."""
     offenders = []
-    for folder in ("aggregator", "collector", "ldp_server", "loadtests", "benchmarks", "client_sdk"):
+    for folder in (
+        "aggregator",
+        "collector",
+        "ldp_server",
+        "loadtests",
+        "benchmarks",
+        "client_sdk",
+    ):
         for path in (ROOT / folder).rglob("*.py"):
             if SDK_MECHANISMS in path.parents:
                 continue
