@@ -22,9 +22,9 @@ import redis
 from test_pipeline_e2e import Recorder, offline_counts, put_metric, wait_counted
 
 from aggregator.query.window import read_counts
-from aggregator.service.serve import Server
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
 

@@ -2,9 +2,10 @@
 
 Flask blueprints over the read package (:mod:`aggregator.query`: a window's counts, its
 estimate for any kind, alarms, the answers); views and the dashboard, no state and no
-statistics of their own. :func:`install` mounts them
-on an app that already carries ``app.extensions["ldp"]`` (Redis and the metric registry,
-as the collector's app factory sets them up): see :mod:`aggregator.service.app`.
+statistics of their own. :func:`install` mounts them on an app that carries the shared
+request context (Redis, the metric registry, memory readings, the app's metrics:
+:mod:`ldp_api.context`), as the collector's app factory attaches it;
+:mod:`ldp_server.app` composes the two.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
 * :mod:`~aggregator.web.status`: ``/v1/overview``
@@ -21,6 +22,7 @@ from flask import Blueprint, Flask
 
 from aggregator.query.alarms import AlarmGauges
 from aggregator.web import access, dashboard, estimates, plan, read_guard, status, strings
+from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
 
@@ -37,7 +39,7 @@ def install(app: Flask) -> None:
             retention variable out of range (``LDP_RETENTION_…``).
     """
     status.install_retention(app)
-    ext = app.extensions["ldp"]
+    ext = shared(app=app)
     ext.telemetry.add_collector(AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app)))
     read_guard.install(app)
     for blueprint in BLUEPRINTS:

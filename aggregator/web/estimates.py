@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 import redis
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.query.answers import (
@@ -68,6 +68,7 @@ from aggregator.web.read_guard import guarded
 from aggregator.web.status import alarm_rate, retention_of
 from aggregator.web.strings import parse_candidates
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
@@ -116,7 +117,7 @@ _CSV = Media(
 
 
 def _services() -> tuple[redis.Redis, Registry]:
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     return ext.redis, ext.registry
 
 

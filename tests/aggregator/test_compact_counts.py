@@ -19,10 +19,10 @@ import pytest
 import redis
 
 from aggregator.query.window import read_counts
-from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stream.worker import WindowFull, Worker
 from client_sdk.wire import MetricDefinition
+from ldp_server.app import create_server_app
 from ldp_store import keys, schema
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import assert_counts, offline, pooled

@@ -17,9 +17,9 @@ import redis
 from flask.testing import FlaskClient
 
 from aggregator.query.window import list_windows, read_counts
-from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition, Retention, parse_spec
+from ldp_server.app import create_server_app
 from ldp_store import keys, schema
 from ldp_store.registry import Registry
 from ldp_store.retention import (
