@@ -46,6 +46,12 @@ __all__ = ["relay"]
 )
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True, type=int)
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, type=float)
+@click.option(
+    "--cors-origins",
+    default="",
+    envvar="LDP_RELAY_CORS_ORIGINS",
+    help="Origins (comma-separated, or *) whose web pages may post through the relay.",
+)
 def relay(
     gateway: str,
     host: str,
@@ -55,6 +61,7 @@ def relay(
     source_header: str | None,
     max_body_bytes: int,
     timeout: float,
+    cors_origins: str,
 ) -> None:
     """Forward sealed uploads (message/ohttp-req) to a collector's gateway, blind.
 
@@ -72,6 +79,7 @@ def relay(
         "LDP_RELAY_SOURCE_REQUESTS_PER_SECOND": str(requests_per_second),
         "LDP_RELAY_MAX_BODY_BYTES": str(max_body_bytes),
         "LDP_RELAY_TIMEOUT": str(timeout),
+        "LDP_RELAY_CORS_ORIGINS": cors_origins,
     }
     if source_header:
         env["LDP_RELAY_SOURCE_HEADER"] = source_header

@@ -20,6 +20,7 @@ import requests.adapters
 import urllib3.util
 
 from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+from collector import cors
 from collector.admission import Admission, TooManyRequests, environ_key
 from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
@@ -53,6 +54,8 @@ class Relay:
             address in; None: the peer address.
         max_body_bytes: the largest body forwarded.
         timeout: seconds for the gateway to answer.
+        cors_origins: origins whose web pages may post through the relay (the web SDK),
+            or ``*``; none by default. ``Origin`` is read for that and never forwarded.
     """
 
     def __init__(
@@ -62,6 +65,7 @@ class Relay:
         source_header: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout: float = DEFAULT_TIMEOUT,
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         if not gateway.startswith(("http://", "https://")):
             raise ValueError(f"the gateway must be an http(s) URL, got {gateway!r}")
@@ -71,9 +75,20 @@ class Relay:
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.session = _session()
+        self.cors_origins = cors_origins
 
-    def __call__(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
-        """Serve one request."""
+    def __call__(self, env: dict[str, Any], start: WsgiStart) -> Iterable[bytes]:
+        """Serve one request (with CORS headers for an allowed page's origin)."""
+        cross = cors.wsgi_headers(env, self.cors_origins, "POST")
+
+        def start_response(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
+            return start(status, headers + list(cross.items()), *info)
+
+        if env.get("REQUEST_METHOD") == "OPTIONS" and env.get("PATH_INFO", "/") == "/":
+            return _answer(start_response, 204, {}, b"")
+        return self._serve(env, start_response)
+
+    def _serve(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
         path, method = env.get("PATH_INFO", "/"), env.get("REQUEST_METHOD", "GET")
         if path == "/healthz" and method in ("GET", "HEAD"):
             return _answer(start_response, 200, {"Content-Type": "text/plain"}, b"ok")
@@ -141,6 +156,7 @@ def _read(env: Mapping[str, Any], limit: int) -> bytes | None:
 
 _REASONS = {
     200: "OK",
+    204: "No Content",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
@@ -175,7 +191,8 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     """The relay configured from the environment (gunicorn's app factory).
 
     Variables: ``LDP_RELAY_GATEWAY`` (required), ``LDP_RELAY_SOURCE_REQUESTS_PER_SECOND``,
-    ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``.
+    ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``,
+    ``LDP_RELAY_CORS_ORIGINS`` (comma-separated, or ``*``).
 
     Raises:
         ValueError: a variable is missing or invalid.
@@ -195,4 +212,6 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     if rate < 0 or size <= 0 or timeout <= 0:
         raise ValueError("relay limits must be positive (the request rate may be 0: off)")
     header = environ.get("LDP_RELAY_SOURCE_HEADER") or None
-    return Relay(gateway, rate, header, size, timeout)
+    raw = environ.get("LDP_RELAY_CORS_ORIGINS", "")
+    origins = tuple(o.strip().rstrip("/").lower() for o in raw.split(",") if o.strip())
+    return Relay(gateway, rate, header, size, timeout, origins)
