@@ -40,10 +40,12 @@ from client_sdk.mechanisms import (
     PostRandomization,
     SubsetSelection,
 )
+from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
 
 if TYPE_CHECKING:
+    from aggregator.stats.joint_codec import JointCodec
     from aggregator.stats.strings import StringCodec
 
 __all__ = [
@@ -534,12 +536,14 @@ def codec_for(mechanism: NumericMechanism) -> NumericCodec: ...
 @overload
 def codec_for(mechanism: StringSketch) -> StringCodec: ...
 @overload
+def codec_for(mechanism: JointMechanism) -> JointCodec: ...
+@overload
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
-) -> FrequencyCodec | NumericCodec | StringCodec: ...
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec: ...
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
-) -> FrequencyCodec | NumericCodec | StringCodec:
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec:
     """The batch codec of a mechanism object: a frequency oracle's or a numeric one's.
 
     Raises:
@@ -551,6 +555,10 @@ def codec_for(
         from aggregator.stats.strings import StringCodec
 
         return StringCodec(mechanism)
+    if isinstance(mechanism, JointMechanism):  # its codec builds on this module's too
+        from aggregator.stats.joint_codec import JointCodec
+
+        return JointCodec(mechanism)
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),
