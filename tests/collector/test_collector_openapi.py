@@ -27,8 +27,8 @@ from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from aggregator.web import models as read_models
 from client_sdk import mechanisms, wire
-from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.mechanisms.joint import MAX_ATTRIBUTE_SIZE, MAX_ATTRIBUTES
+from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import build_report
 from collector import models as collector_models
