@@ -32,12 +32,14 @@ from client_sdk.mechanisms.joint import JointMechanism
 
 __all__ = [
     "CONSISTENCY_ROUNDS",
+    "JointPlanRow",
     "MarginalEstimate",
     "consistent_marginal",
     "consistent_tables",
     "estimate_marginal",
     "group_counts",
     "marginal_support",
+    "plan_joint",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -289,3 +291,60 @@ def consistent_marginal(
     g = m.source(wanted)
     tables = consistent_tables(m, counts)
     return np.asarray(_reduce(m, g, tables[g], wanted), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class JointPlanRow:
+    """One layout's answer for one marginal: a cell's n·Var at f ≈ 0 and what it buys."""
+
+    layout: str
+    attributes: tuple[int, ...]
+    variance_star: float
+    half_width: float
+    users: int
+    auto: bool
+
+
+def plan_joint(
+    epsilon: float,
+    sizes: Sequence[int],
+    users: int | None = None,
+    width: float | None = None,
+    confidence: float = 0.95,
+) -> list[JointPlanRow]:
+    """Half-width of a marginal cell for ``users`` users, or users for a half-width.
+
+    One row per layout ``auto`` weighs (:func:`~client_sdk.mechanisms.joint.choose_joint`)
+    and per 1- and 2-way marginal; a cell's variance counts that its group gets 1/G of
+    the users (w = z·√(Var*/n), n = z²·Var*/w², Var* at f ≈ 0).
+
+    Raises:
+        ValueError: not exactly one of ``users`` and ``width``, or either out of range.
+    """
+    import math
+    from itertools import combinations
+
+    from aggregator.stats.intervals import z_value
+    from client_sdk.mechanisms.joint import choose_joint
+
+    if (users is None) == (width is None):
+        raise ValueError("give exactly one of users and width")
+    if users is not None and users < 1:
+        raise ValueError(f"users must be at least 1, got {users}")
+    if width is not None and not 0.0 < width < 1.0:
+        raise ValueError(f"width must be in (0, 1), got {width}")
+    z = z_value(confidence)
+    choice = choose_joint(epsilon, tuple(sizes))
+    d = len(choice.mechanism.sizes)
+    marginals = [(a,) for a in range(d)] + list(combinations(range(d), 2))
+    rows = []
+    for m in choice.candidates:
+        for attrs in marginals:
+            var = m.cell_variance_star(attrs)
+            if users is not None:
+                n, w = users, z * math.sqrt(var / users)
+            else:
+                assert width is not None
+                n, w = math.ceil(z * z * var / width**2), width
+            rows.append(JointPlanRow(m.method, attrs, var, w, n, m == choice.mechanism))
+    return rows

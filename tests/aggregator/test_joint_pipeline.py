@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from aggregator.cli import main
 from aggregator.service.app import create_server_app
 from aggregator.stats.joint import estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
@@ -48,7 +50,9 @@ def tuples(n: int, seed: int) -> list[dict[str, str]]:
     return out
 
 
-def test_joint_metric_through_the_worker_and_estimates_api(redis_db: Any, web: Any) -> None:
+def test_joint_metric_through_the_worker_and_estimates_api(
+    redis_db: Any, web: Any, tmp_path: Any
+) -> None:
     admin = {"Authorization": f"Bearer {TOKEN}"}
     created = web.put("/v1/metrics/app.crashes", json=SPEC, headers=admin)
     assert created.status_code == 201, created.json
@@ -86,6 +90,19 @@ def test_joint_metric_through_the_worker_and_estimates_api(redis_db: Any, web: A
     assert len(rows) == 9 and rows[1]["cell"] == "android×oom"
     assert float(rows[1]["frequency"]) == pytest.approx(oom["frequency"])
 
+    # ldp export: every cell of every 1- and 2-way marginal, the API's numbers
+    out = tmp_path / "joint.csv"
+    result = CliRunner().invoke(
+        main, ["export", "app.crashes", "--out", str(out), "--redis-url", redis_db.url]
+    )
+    assert result.exit_code == 0, result.output
+    exported = [r for r in csv.DictReader(out.open()) if r["window"] == "all"]
+    assert len(exported) == 3 + 4 + 3 + 12 + 9 + 12  # 1-way, then os×version, os×crash, …
+    row = next(r for r in exported if r["value"] == "os=android;crash=oom")
+    assert float(row["estimate"]) == pytest.approx(oom["frequency"], rel=1e-12)
+    assert float(row["norm_sub"]) == pytest.approx(oom["consistent"], rel=1e-9)
+    assert row["kind"] == "joint" and int(row["n"]) == pair[0]["n"]
+
 
 def test_bad_joint_queries_and_specs_are_4xx(web: Any) -> None:
     admin = {"Authorization": f"Bearer {TOKEN}"}
@@ -105,3 +122,24 @@ def test_bad_joint_queries_and_specs_are_4xx(web: Any) -> None:
     report = {"metric": "app.crashes", "version": 1, "id": "0" * 32, "payload": {"g": 7, "v": 0}}
     got = web.post("/v1/reports", json={"reports": [report]})
     assert got.status_code == 400 and "'g' must be an int in range(0, 3)" in str(got.json)
+
+
+def test_ldp_plan_for_a_joint_metric() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["plan", "--kind", "joint", "-e", "2", "--sizes", "3,4,16", "--users", "100000", "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    rows = json.loads(result.output)
+    auto = [r for r in rows if r["auto"]]
+    assert {r["layout"] for r in auto} == {"marginals"} and len(auto) == 3 + 3
+    pair = next(r for r in auto if r["attributes"] == [0, 1])
+    assert pair["half_width"] == pytest.approx(
+        1.959963984540054 * (pair["variance_star"] / 1e5) ** 0.5
+    )
+    bad = CliRunner().invoke(
+        main, ["plan", "--kind", "joint", "-e", "2", "--sizes", "3", "--users", "9"]
+    )
+    assert bad.exit_code == 2 and "2 to 8 attributes" in bad.output
