@@ -17,6 +17,10 @@
   with numpy (``JointCodec.encode``: the SDK's mechanism math, a numpy generator).
 * ``coverage``: the share of 95 % intervals of 2-way (and 1-way) marginal cells that
   hold the truth, over seeds, with the binomial 99.9 % band of a correct 95 %.
+* ``audit``: RS+FD[GRR]'s likelihood ratio for two tuples differing in every attribute.
+* ``drain``: one embedded Redis, single and joint metrics each loaded with the same number
+  of SDK payloads and drained by one ``ldp aggregate --once`` (bench_aggregator's), in
+  one run: reports/s and CPU µs per report of Redis and the worker.
 
 Run: ``python benchmarks/bench_joint.py mse --seeds 5,3,2`` (the library's clients take
 20–330 µs per user in Python: about 40 minutes at these seeds) or ``coverage``. Prints
@@ -209,9 +213,114 @@ def run_audit(out: list[dict[str, Any]]) -> None:
         )
 
 
+DRAIN_METRICS: list[tuple[str, dict[str, Any]]] = [
+    (
+        "single grr k=12",
+        {"domain": [f"v{i}" for i in range(12)], "epsilon": 2.0, "mechanism": "grr"},
+    ),
+    (
+        "single olh k=128",
+        {"domain": [f"v{i}" for i in range(128)], "epsilon": 2.0, "mechanism": "olh"},
+    ),
+    (
+        "joint 3×4×3 (grr pairs)",
+        {
+            "kind": "joint",
+            "epsilon": 2.0,
+            "attributes": [
+                {"name": f"a{j}", "domain": [f"v{i}" for i in range(k)]}
+                for j, k in enumerate((3, 4, 3))
+            ],
+        },
+    ),
+    (
+        "joint 4×8×16 (olh pairs)",
+        {
+            "kind": "joint",
+            "epsilon": 2.0,
+            "attributes": [
+                {"name": f"a{j}", "domain": [f"v{i}" for i in range(k)]}
+                for j, k in enumerate(SIZES)
+            ],
+        },
+    ),
+]
+"""Single metrics and joint ones, drained in one run (same Redis, same worker command)."""
+
+
+def run_drain(reports: int, out: list[dict[str, Any]]) -> None:
+    """Each metric: ``reports`` SDK payloads appended, one ``ldp aggregate --once`` drains."""
+    import random
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import redis
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_aggregator import _LOADER, LOAD_CHUNK, POOL, _children_cpu, _redis_cpu, drain
+
+    from aggregator.stream.counts import read_counts
+    from client_sdk.wire import build_report
+    from ldp_store import keys
+    from ldp_store.embedded import EmbeddedRedis
+    from ldp_store.registry import Registry
+
+    print(
+        f"{'metric':>26} {'reports':>9} {'wall s':>7} {'reports/s':>10} "
+        f"{'redis µs/rep':>12} {'worker µs/rep':>13}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        server = EmbeddedRedis(tmp).start()
+        try:
+            client = redis.Redis.from_url(server.url)
+            loader = client.register_script(_LOADER)
+            for i, (label, spec) in enumerate(DRAIN_METRICS):
+                name = f"bench.joint.{i}"
+                definition = Registry(client).put(name, spec).definition
+                rng = random.Random(7)
+                if definition.kind == "joint":
+                    values = [
+                        [rng.randrange(len(labels)) for _, labels in definition.attributes]
+                        for _ in range(POOL)
+                    ]
+                else:
+                    values = [rng.randrange(len(definition.domain)) for _ in range(POOL)]
+                pool = [
+                    json.dumps(build_report(definition, v, rng)["payload"], separators=(",", ":"))
+                    for v in values
+                ]
+                stream = keys.stream_key(name, definition.version)
+                for start in range(0, reports, LOAD_CHUNK):
+                    stop = min(reports, start + LOAD_CHUNK)
+                    loader(keys=[stream], args=[pool[j % POOL] for j in range(start, stop)])
+                redis0, workers0 = _redis_cpu(client), _children_cpu()
+                elapsed = drain(server.url, 1, None)
+                redis_cpu, worker_cpu = _redis_cpu(client) - redis0, _children_cpu() - workers0
+                n = read_counts(client, definition).n
+                assert n == reports, f"{label}: counted {n} of {reports}"
+                out.append(
+                    {
+                        "metric": label,
+                        "reports": n,
+                        "seconds": elapsed,
+                        "redis_us": redis_cpu / n * 1e6,
+                        "worker_us": worker_cpu / n * 1e6,
+                    }
+                )
+                print(
+                    f"{label:>26} {n:>9,} {elapsed:>7.2f} {n / elapsed:>10,.0f} "
+                    f"{redis_cpu / n * 1e6:>12.2f} {worker_cpu / n * 1e6:>13.2f}",
+                    flush=True,
+                )
+        finally:
+            server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("part", choices=["mse", "coverage", "audit"])
+    parser.add_argument("part", choices=["mse", "coverage", "audit", "drain"])
+    parser.add_argument("--reports", type=int, default=200_000, help="per metric (drain)")
     parser.add_argument("--seeds", default="5,3,2", help="seeds at n = 10⁴, 10⁵, 10⁶ (mse)")
     parser.add_argument("--methods", default="SPL,SMP,RS+FD")
     parser.add_argument("--coverage-seeds", type=int, default=40)
@@ -223,6 +332,8 @@ def main() -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
         ns = {10**4: seeds[0], 10**5: seeds[1], 10**6: seeds[2]}
         run_mse({n: s for n, s in ns.items() if s > 0}, args.methods.split(","), rows)
+    elif args.part == "drain":
+        run_drain(args.reports, rows)
     elif args.part == "coverage":
         run_coverage(args.coverage_seeds, rows)
     else:
