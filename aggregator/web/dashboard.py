@@ -280,7 +280,7 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
 
 def _joint_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
     """A joint metric's page: one attribute's shares, or its breakdown by another."""
-    query = {"name": definition.name, "version": definition.version}
+    query: dict[str, Any] = {"name": definition.name, "version": definition.version}
     page = {
         "page": "joint",
         "metric": d,

@@ -36,6 +36,9 @@ class JointCell(Model):
     std_error: float | None
     ci_low: float | None
     ci_high: float | None
+    cs_low: float | None
+    """The confidence sequence: valid at every n at once, however often one looks."""
+    cs_high: float | None
     distinguishable_from_zero: bool
     """Above zero with the false discovery rate over the marginal's cells ≤ 1 − confidence."""
     consistent: float | None
@@ -110,9 +113,12 @@ def requested(
     return [attrs]
 
 
-def _marginal(definition: MetricDefinition, est: MarginalEstimate) -> JointMarginal:
+def _marginal(
+    definition: MetricDefinition, est: MarginalEstimate, seq: MarginalEstimate
+) -> JointMarginal:
     labels = [definition.attributes[a][1] for a in est.attributes]
     data = est.to_dict(labels)
+    sequence = seq.to_dict(labels)["cells"]
     return JointMarginal(
         attributes=[definition.attributes[a][0] for a in est.attributes],
         n=est.n,
@@ -124,10 +130,12 @@ def _marginal(definition: MetricDefinition, est: MarginalEstimate) -> JointMargi
                 std_error=row["std_error"],
                 ci_low=row["ci_low"],
                 ci_high=row["ci_high"],
+                cs_low=cs["ci_low"],
+                cs_high=cs["ci_high"],
                 distinguishable_from_zero=row["distinguishable"],
                 consistent=row["consistent"],
             )
-            for row in data["cells"]
+            for row, cs in zip(data["cells"], sequence, strict=True)
         ],
     )
 
@@ -147,6 +155,9 @@ def joint_estimates(
         _marginal(
             definition,
             estimate_marginal(m, counts.support, attrs, confidence, simultaneous=simultaneous),
+            estimate_marginal(
+                m, counts.support, attrs, confidence, simultaneous=simultaneous, anytime=True
+            ),
         )
         for attrs in marginals
     ]
@@ -169,7 +180,16 @@ def joint_csv(body: JointEstimates) -> Response:
     """CSV of the marginals: one row per cell."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    header = ["marginal", "cell", "frequency", "std_error", "ci_low", "ci_high"]
+    header = [
+        "marginal",
+        "cell",
+        "frequency",
+        "std_error",
+        "ci_low",
+        "ci_high",
+        "cs_low",
+        "cs_high",
+    ]
     writer.writerow([*header, "distinguishable_from_zero", "consistent", "n"])
     for marginal in body.marginals:
         for c in marginal.cells:
@@ -181,6 +201,8 @@ def joint_csv(body: JointEstimates) -> Response:
                     c.std_error,
                     c.ci_low,
                     c.ci_high,
+                    c.cs_low,
+                    c.cs_high,
                     c.distinguishable_from_zero,
                     c.consistent,
                     marginal.n,

@@ -85,6 +85,7 @@ def test_joint_metric_through_the_worker_and_estimates_api(
     truth = sum(v["os"] == "android" and v["crash"] == "oom" for v in values) / 3000
     oom = cells[1]
     assert oom["ci_low"] <= truth <= oom["ci_high"]  # 95 %: fixed seed, checked once
+    assert oom["cs_low"] < oom["ci_low"] < oom["ci_high"] < oom["cs_high"]  # the sequence: wider
     text = web.get("/v1/estimates/app.crashes?marginal=os,crash&format=csv").get_data(as_text=True)
     rows = list(csv.DictReader(io.StringIO(text)))
     assert len(rows) == 9 and rows[1]["cell"] == "android×oom"
