@@ -121,7 +121,7 @@ def test_marginal_intervals_cover_at_the_nominal_rate(method: str) -> None:
     values = population(20_000)
     gen = np.random.default_rng(11)
     runs = 300
-    marginals = [(0, 1), (1, 2), (0, 2), (2,)]
+    marginals = [(0, 1), (1, 2), (0, 2), (2,), (0,)]  # (0,) sums 128 of 512 joint cells
     covered = dict.fromkeys(marginals, 0)
     z2 = {key: [] for key in marginals}
     for run in range(runs):
@@ -137,6 +137,20 @@ def test_marginal_intervals_cover_at_the_nominal_rate(method: str) -> None:
         assert low <= covered[attrs] <= high, (attrs, covered[attrs])
         # mean of z² over 300 runs: sd ≈ √(2/300) = 0.08 for a normal; ± 0.3 is > 3.5 sd
         assert abs(np.mean(z2[attrs]) - 1.0) < 0.3, (attrs, np.mean(z2[attrs]))
+
+
+def test_the_joint_layout_answers_the_full_joint_and_pairs_do_not() -> None:
+    values = population(5000)
+    joint = joint_mechanism(4.0, SIZES, "joint")
+    counts = JointCodec(joint).count(JointCodec(joint).encode(values, np.random.default_rng(8)))
+    full = estimate_marginal(joint, counts, (0, 1, 2))
+    assert full.frequencies.shape == (512,)
+    # Σ f̂ over every cell is the set oracle over all 512 cells at f = 1: within 4 σ of 1
+    sd = float(np.sqrt(SetOracle(joint.oracles[0], 512).variance(5000, 1.0)))
+    assert abs(full.frequencies.sum() - 1.0) < 4 * sd
+    pairs = joint_mechanism(4.0, SIZES, "marginals")
+    with pytest.raises(ValueError, match="no group holds"):
+        estimate_marginal(pairs, np.zeros(pairs.counters, dtype=np.int64), (0, 1, 2))
 
 
 def test_anytime_and_fdr_flags() -> None:
