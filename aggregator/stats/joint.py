@@ -22,13 +22,15 @@ import numpy.typing as npt
 
 from aggregator.stats.anytime import frequency_cs
 from aggregator.stats.intervals import (
+    EXACT,
     benjamini_hochberg,
     frequency_intervals,
     json_float,
+    z_value,
     zero_p_values,
 )
 from aggregator.stats.postprocess import norm_sub
-from client_sdk.mechanisms.joint import JointMechanism
+from client_sdk.mechanisms.joint import JointMechanism, SetOracle
 
 __all__ = [
     "CONSISTENCY_ROUNDS",
@@ -179,10 +181,10 @@ def estimate_marginal(
     """
     wanted = _check_attrs(m, attrs)
     g, n, summed = marginal_support(m, counts, wanted)
-    oracle = m.set_oracle(g, wanted)
+    total = int(group_counts(m, counts)[0].sum())
+    oracle = m.set_oracle(g, wanted, population=total if len(m.groups) > 1 else 0)
     shape = tuple(m.sizes[a] for a in wanted)
     cells = int(np.prod(shape))
-    total = int(group_counts(m, counts)[0].sum())
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     support = np.asarray(oracle.scaled_support(summed.astype(np.float64)))
@@ -202,6 +204,8 @@ def estimate_marginal(
             lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
         else:
             lo, hi, method = frequency_intervals(oracle, n, support, confidence, comparisons)
+            if method == EXACT and oracle.population > n:
+                lo, hi = _widen(oracle, n, lo, hi, z_value(confidence, comparisons))
         pv = zero_p_values(oracle, n, support)
         flags = benjamini_hochberg(pv, 1.0 - confidence)
     consistent = consistent_marginal(m, counts, wanted) if n else np.full(cells, np.nan)
@@ -221,6 +225,16 @@ def estimate_marginal(
         consistent=consistent,
         confidence=confidence,
     )
+
+
+def _widen(
+    oracle: SetOracle, n: int, lo: FloatArray, hi: FloatArray, z: float
+) -> tuple[FloatArray, FloatArray]:
+    """An exact (mechanism-only) interval widened by the group's sampling spread, at its
+    largest over the interval: z·√(max f(1 − f)·(1/n − 1/population)), f in [lo, hi]."""
+    widest = np.clip(0.5, np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0))
+    spread = z * np.sqrt(np.asarray(oracle.sampling_variance(n, widest), dtype=np.float64))
+    return lo - spread, hi + spread
 
 
 def raw_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArray]:

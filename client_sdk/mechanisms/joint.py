@@ -83,10 +83,17 @@ class SetOracle:
     interval code is C_S/m (a binomial interval on a [0, 1] mean is conservative); the
     variance adds the m cells' variances (the hash family's pairs are uniform, so distinct
     cells' support indicators are uncorrelated up to O(1/P)).
+
+    When the group is a random part of ``population`` reports (a device picks its group
+    uniformly), its share of the set differs from everyone's by sampling:
+    :meth:`variance` adds f(1 − f)(1/n − 1/population), the variance of a uniform
+    sample of n of them (without replacement), which dominates at large ε.
     """
 
     base: FrequencyOracle
     m: int
+    population: int = 0
+    """Every report of the metric (0: the group is all of them, no sampling term)."""
 
     @property
     def exact(self) -> bool:
@@ -117,7 +124,12 @@ class SetOracle:
         return (support_count / n - self.q) / (self.p - self.q)
 
     def variance(self, n: Any, frequency: Any = 0.0) -> Any:
-        """Variance of f̂_S from n reports of the group at true set frequency f."""
+        """Variance of f̂_S from n reports of the group at true set frequency f (the share
+        of all ``population`` reports, sampling included)."""
+        return self.ldp_variance(n, frequency) + self.sampling_variance(n, frequency)
+
+    def ldp_variance(self, n: Any, frequency: Any = 0.0) -> Any:
+        """The mechanism's part: the variance of f̂_S around the group's own share."""
         p, q = self.base.p, self.base.q
         if self.exact:
             ps, qs = self.p, self.q
@@ -125,6 +137,14 @@ class SetOracle:
                 n * (ps - qs)
             )
         return (self.m * q * (1 - q) + frequency * (p - q) * (1 - p - q)) / (n * (p - q) ** 2)
+
+    def sampling_variance(self, n: Any, frequency: Any = 0.0) -> Any:
+        """f(1 − f)(1/n − 1/population): the group's share around everyone's (0 when the
+        group is everyone)."""
+        if self.population <= 0:
+            return 0.0 * frequency
+        gap = 1.0 / n - 1.0 / self.population
+        return frequency * (1 - frequency) * (gap if gap > 0 else 0.0)
 
     def variance_star(self) -> float:
         """n·Var at f ≈ 0."""
@@ -298,10 +318,11 @@ class JointMechanism:
         """Groups holding every attribute of ``attrs``."""
         return [g for g, held in enumerate(self.groups) if set(attrs) <= set(held)]
 
-    def set_oracle(self, g: int, attrs: tuple[int, ...]) -> SetOracle:
-        """Group g's oracle seen through one cell of the marginal over ``attrs``."""
+    def set_oracle(self, g: int, attrs: tuple[int, ...], population: int = 0) -> SetOracle:
+        """Group g's oracle seen through one cell of the marginal over ``attrs``
+        (``population``: every report of the metric, for the sampling term)."""
         held = _product(tuple(self.sizes[a] for a in attrs))
-        return SetOracle(self.oracles[g], self.group_sizes[g] // held)
+        return SetOracle(self.oracles[g], self.group_sizes[g] // held, population)
 
     def source(self, attrs: tuple[int, ...]) -> int:
         """The group whose estimate of a cell of ``attrs`` has the lowest variance at f ≈ 0,

@@ -192,3 +192,21 @@ def test_consistency_makes_shared_margins_agree_and_keeps_raw() -> None:
     n, support = group_counts(m, counts)[0][g], marginal_support(m, counts, (0, 2))[2]
     assert np.allclose(est.frequencies, m.set_oracle(g, (0, 2)).debias(support / 1.0, n))
     assert not np.allclose(est.frequencies, est.consistent)
+
+
+def test_a_groups_sampling_spread_is_in_the_variance_at_large_epsilon() -> None:
+    """At ε = 6 a group's share of a cell differs from everyone's mostly by sampling (the
+    group is a random third of the devices): the z-scores against everyone's share have
+    unit variance only with f(1 − f)(1/n_g − 1/n) in the variance (without it: 1.6–5)."""
+    m = joint_mechanism(6.0, SIZES, "marginals")
+    codec = JointCodec(m)
+    values = population(20_000)
+    true = truth(values, (0,))
+    gen = np.random.default_rng(21)
+    z = []
+    for _ in range(200):
+        est = estimate_marginal(m, codec.count(codec.encode(values, gen)), (0,))
+        z.append((est.frequencies - true) / est.std_errors)
+    variance = np.var(np.array(z), axis=0)
+    # 200 runs: the variance of a z-score is within ±0.35 of 1 (> 3.5 sd) if the model holds
+    assert np.all(np.abs(variance - 1.0) < 0.35), variance
