@@ -22,7 +22,9 @@
   of SDK payloads and drained by one ``ldp aggregate --once`` (bench_aggregator's), in
   one run: reports/s and CPU µs per report of Redis and the worker.
 
-Run: ``python benchmarks/bench_joint.py mse --seeds 5,3,2`` (the library's clients take
+Needs ``pip install multi-freq-ldpy`` (0.2.5 measured) for ``mse`` and ``audit``: a
+benchmark-only dependency, not in pyproject.toml (there is no ``bench`` extra). Run:
+``python benchmarks/bench_joint.py mse --seeds 5,3,2`` (the library's clients take
 20–330 µs per user in Python: about 40 minutes at these seeds) or ``coverage``. Prints
 the load average before and after; ``--json FILE`` keeps the rows.
 """
