@@ -210,3 +210,9 @@ def test_a_groups_sampling_spread_is_in_the_variance_at_large_epsilon() -> None:
     variance = np.var(np.array(z), axis=0)
     # 200 runs: the variance of a z-score is within ±0.35 of 1 (> 3.5 sd) if the model holds
     assert np.all(np.abs(variance - 1.0) < 0.35), variance
+
+
+def test_auto_picks_the_joint_domain_for_small_products_at_large_epsilon() -> None:
+    assert choose_joint(4.0, (2, 2, 2)).mechanism.method == "joint"
+    assert choose_joint(1.0, (2, 2, 2)).mechanism.method == "marginals"
+    assert choose_joint(6.0, (4, 4, 4)).mechanism.method == "marginals"
