@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import random
 from typing import Any
 
@@ -103,6 +104,14 @@ def test_joint_metric_through_the_worker_and_estimates_api(
     assert float(row["estimate"]) == pytest.approx(oom["frequency"], rel=1e-12)
     assert float(row["norm_sub"]) == pytest.approx(oom["consistent"], rel=1e-9)
     assert row["kind"] == "joint" and int(row["n"]) == pair[0]["n"]
+    shown = CliRunner().invoke(
+        main, ["estimates", "app.crashes", "--format", "json", "--redis-url", redis_db.url]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert len(json.loads(shown.output)) == len(exported)
+    table = CliRunner().invoke(main, ["estimates", "app.crashes", "--redis-url", redis_db.url])
+    assert table.exit_code == 0 and "n = 3,000" in table.output
+    assert "consistent estimate" in table.output
 
 
 def test_bad_joint_queries_and_specs_are_4xx(web: Any) -> None:
@@ -131,8 +140,6 @@ def test_ldp_plan_for_a_joint_metric() -> None:
         ["plan", "--kind", "joint", "-e", "2", "--sizes", "3,4,16", "--users", "100000", "--json"],
     )
     assert result.exit_code == 0, result.output
-    import json
-
     rows = json.loads(result.output)
     auto = [r for r in rows if r["auto"]]
     assert {r["layout"] for r in auto} == {"marginals"} and len(auto) == 3 + 3
