@@ -214,14 +214,15 @@ def _joint_rows(
     from itertools import combinations
 
     from aggregator.stats.intervals import json_float
-    from aggregator.stats.joint import estimate_marginal, marginal_support
+    from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
     from aggregator.stream.counts import read_counts
 
     m = definition.joint
     counts = read_counts(client, definition, window).support
+    tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None
     d = len(definition.attributes)
     for attrs in [*((a,) for a in range(d)), *combinations(range(d), 2)]:
-        est = estimate_marginal(m, counts, attrs, confidence)
+        est = estimate_marginal(m, counts, attrs, confidence, tables=tables)
         support = marginal_support(m, counts, attrs)[2]
         cells = [[]]  # type: list[list[str]]
         for a in attrs:

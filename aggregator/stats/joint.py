@@ -165,6 +165,7 @@ def estimate_marginal(
     *,
     simultaneous: bool = False,
     anytime: bool = False,
+    tables: list[FloatArray] | None = None,
 ) -> MarginalEstimate:
     """The marginal over ``attrs`` with its variance and the single metrics' intervals.
 
@@ -175,6 +176,8 @@ def estimate_marginal(
         confidence: level of each interval; 1 − the FDR of ``distinguishable``.
         simultaneous: Bonferroni over the marginal's cells.
         anytime: confidence sequences (valid at every n at once) instead of fixed-n.
+        tables: :func:`consistent_tables` of these counts if the caller has them (several
+            marginals of one window share them); computed here otherwise.
 
     Raises:
         ValueError: bad attributes, counters or confidence; a marginal no group holds.
@@ -208,7 +211,11 @@ def estimate_marginal(
                 lo, hi = _widen(oracle, n, lo, hi, z_value(confidence, comparisons))
         pv = zero_p_values(oracle, n, support)
         flags = benjamini_hochberg(pv, 1.0 - confidence)
-    consistent = consistent_marginal(m, counts, wanted) if n else np.full(cells, np.nan)
+    if not n:
+        consistent = np.full(cells, np.nan)
+    else:
+        tables = consistent_tables(m, counts) if tables is None else tables
+        consistent = np.asarray(_reduce(m, g, tables[g], wanted), dtype=np.float64)
     return MarginalEstimate(
         attributes=wanted,
         shape=shape,

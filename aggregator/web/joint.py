@@ -19,7 +19,7 @@ from flask import Response
 from werkzeug.exceptions import BadRequest
 
 from aggregator.safe_text import csv_text
-from aggregator.stats.joint import MarginalEstimate, estimate_marginal
+from aggregator.stats.joint import MarginalEstimate, consistent_tables, estimate_marginal
 from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Model
@@ -151,12 +151,21 @@ def joint_estimates(
     """The answer of the estimates API for a joint metric's window."""
     m = definition.joint
     counts = read_counts(client, definition, window)
+    tables = consistent_tables(m, counts.support) if counts.n else None
     out = [
         _marginal(
             definition,
-            estimate_marginal(m, counts.support, attrs, confidence, simultaneous=simultaneous),
-            estimate_marginal(
-                m, counts.support, attrs, confidence, simultaneous=simultaneous, anytime=True
+            *(
+                estimate_marginal(
+                    m,
+                    counts.support,
+                    attrs,
+                    confidence,
+                    simultaneous=simultaneous,
+                    anytime=anytime,
+                    tables=tables,
+                )
+                for anytime in (False, True)
             ),
         )
         for attrs in marginals

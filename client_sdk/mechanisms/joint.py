@@ -54,6 +54,11 @@ MAX_ATTRIBUTE_SIZE = 256
 """Most labels of one attribute: a pair's domain (≤ 256² = 65 536) must fit one oracle
 (:data:`~client_sdk.mechanisms.base.MAX_DOMAIN_SIZE`)."""
 
+MAX_COUNTERS = 1 << 20
+"""Most counters of one joint metric (group sizes plus every group's cells): 8 MiB of
+packed counts per window, the string metrics' ceiling; 8 attributes of 256 values in
+pairs would need 1.8 M."""
+
 INNER = {"grr": GeneralizedRR, "olh": LocalHashing}
 """Oracles a group may use: GRR and OLH report one small value, and their support of a
 set of cells has a variance known in closed form (:class:`SetOracle`)."""
@@ -197,6 +202,11 @@ class JointMechanism:
         covered = {a for attrs in self.groups for a in attrs}
         if covered != set(range(d)):
             raise ValueError("every attribute must be in some group")
+        if self.counters > MAX_COUNTERS:
+            raise ValueError(
+                f"this layout needs {self.counters:,} counters a window, more than "
+                f"{MAX_COUNTERS:,}: fewer attributes or values"
+            )
 
     # -- layout ------------------------------------------------------------------------
     @property

@@ -216,3 +216,9 @@ def test_auto_picks_the_joint_domain_for_small_products_at_large_epsilon() -> No
     assert choose_joint(4.0, (2, 2, 2)).mechanism.method == "joint"
     assert choose_joint(1.0, (2, 2, 2)).mechanism.method == "marginals"
     assert choose_joint(6.0, (4, 4, 4)).mechanism.method == "marginals"
+
+
+def test_a_layout_beyond_the_counters_ceiling_is_refused_with_its_size() -> None:
+    with pytest.raises(ValueError, match="1,835,036 counters"):
+        choose_joint(1.0, (256,) * 8)
+    assert choose_joint(1.0, (64,) * 8).mechanism.counters <= 1 << 20
