@@ -277,6 +277,10 @@ def run_drain(reports: int, out: list[dict[str, Any]]) -> None:
         try:
             client = redis.Redis.from_url(server.url)
             loader = client.register_script(_LOADER)
+            before = _children_cpu()
+            drain(server.url, 1, None)  # nothing to drain: the worker's start-up alone
+            startup = _children_cpu() - before
+            print(f"worker start-up (subtracted below): {startup:.2f} s CPU")
             for i, (label, spec) in enumerate(DRAIN_METRICS):
                 name = f"bench.joint.{i}"
                 definition = Registry(client).put(name, spec).definition
@@ -298,7 +302,8 @@ def run_drain(reports: int, out: list[dict[str, Any]]) -> None:
                     loader(keys=[stream], args=[pool[j % POOL] for j in range(start, stop)])
                 redis0, workers0 = _redis_cpu(client), _children_cpu()
                 elapsed = drain(server.url, 1, None)
-                redis_cpu, worker_cpu = _redis_cpu(client) - redis0, _children_cpu() - workers0
+                redis_cpu = _redis_cpu(client) - redis0
+                worker_cpu = _children_cpu() - workers0 - startup
                 n = read_counts(client, definition).n
                 assert n == reports, f"{label}: counted {n} of {reports}"
                 out.append(

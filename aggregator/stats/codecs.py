@@ -180,8 +180,12 @@ class RRCodec(FrequencyCodec):
 
     m: GeneralizedRR
 
+    def int_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each payload field's [low, high) (the joint codec checks group payloads so)."""
+        return {"v": (0, self.k)}
+
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, {"v": (0, self.k)})
+        return self._int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:  # noqa: D102
         return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
@@ -326,9 +330,13 @@ class LocalHashCodec(FrequencyCodec):
     m: LocalHashing
     exact_joint = False
 
-    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+    def int_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each payload field's [low, high) (the joint codec checks group payloads so)."""
         P = self.m.prime
-        return self._int_columns(payloads, {"a": (1, P), "b": (0, P), "y": (0, self.m.g)})
+        return {"a": (1, P), "b": (0, P), "y": (0, self.m.g)}
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        return self._int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:
         """Support counts, by whichever of two exact methods does less work for this batch.
