@@ -23,8 +23,8 @@ if _missing:
 from playwright.sync_api import expect  # noqa: E402
 from test_dashboard_browser import _request, close, graph  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 NAME = "app.crashes"
 SPEC = {
