@@ -73,6 +73,11 @@ def test_joint_metric_through_the_worker_and_estimates_api(
     assert counts.n == 3000
     assert np.array_equal(counts.support, expected)
 
+    overview = web.get("/v1/overview")
+    assert overview.status_code == 200, overview.json
+    assert "app.crashes" in overview.get_data(as_text=True)
+    assert web.get("/ui/metric/app.crashes").status_code == 200
+    assert web.get("/").status_code == 200
     body = web.get("/v1/estimates/app.crashes").json
     assert body["kind"] == "joint" and body["n"] == 3000
     assert [m["attributes"] for m in body["marginals"]] == [["os"], ["version"], ["crash"]]
