@@ -37,13 +37,19 @@ from aggregator.query.answers import (
     TrendPoint,
 )
 from aggregator.query.window import list_windows, newest_arrival, read_counts, read_numeric
-from aggregator.stats.accounting import ReportsPerDevice, reports_per_device, shuffled_view
+from aggregator.stats.accounting import (
+    ReportsPerDevice,
+    relayed_view,
+    reports_per_device,
+    shuffled_view,
+)
 from aggregator.stats.codecs import Counts, codec_for
 from aggregator.stats.detect import DEFAULT_ALARM_RATE, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import POPULATION, REPORTERS, json_float
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
+from aggregator.stats.shuffling import Amplification
 from aggregator.stats.strings import SketchEstimator, padded_array
 from client_sdk.mechanisms import Memoized, PostRandomization
 from client_sdk.mechanisms.strings import display, normalise
@@ -63,6 +69,8 @@ __all__ = [
     "StringEstimator",
     "estimate_window",
     "estimator_for",
+    "relayed_epsilon",
+    "shuffled_epsilon",
     "trend",
 ]
 
@@ -175,9 +183,7 @@ def intervals_note(est: FrequencyEstimate) -> str:
     )
 
 
-def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEpsilon | None:
-    """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.accounting.shuffled_view`)."""
-    found = shuffled_view(epsilon, n, budgeted)
+def _shuffled(found: Amplification | None) -> ShuffledEpsilon | None:
     if found is None:
         return None
     return ShuffledEpsilon(
@@ -187,6 +193,17 @@ def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEp
         reports_per_device=found.reports_per_device,
         condition=found.condition,
     )
+
+
+def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEpsilon | None:
+    """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.accounting.shuffled_view`)."""
+    return _shuffled(shuffled_view(epsilon, n, budgeted))
+
+
+def relayed_epsilon(epsilon: float, batch: int, budgeted: int | None) -> ShuffledEpsilon | None:
+    """The metric page's ε towards the collector's operator behind an Oblivious HTTP relay
+    (:func:`aggregator.stats.accounting.relayed_view`)."""
+    return _shuffled(relayed_view(epsilon, batch, budgeted))
 
 
 def _per_device(reader: Reader, definition: MetricDefinition, window: str) -> ReportsPerDevice:

@@ -5,7 +5,8 @@ device a window's counts can hold (:func:`reports_per_device`) and its check
 (:func:`checked_reports_per_device`), sequential composition (:func:`composed_epsilon`),
 a device's most per UTC day on one metric and over every metric against the device-wide
 caps (:func:`epsilon_per_day_max`, :func:`device_spend`), and the shuffled view's ε
-(:func:`shuffled_view`, the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
+(:func:`shuffled_view`; towards the collector's operator behind an Oblivious HTTP relay,
+:func:`relayed_view`; the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
 Redis. The derivations: docs/statistics/memoized.md and docs/statistics/shuffling.md.
 """
 
@@ -31,6 +32,7 @@ __all__ = [
     "composed_epsilon",
     "device_spend",
     "epsilon_per_day_max",
+    "relayed_view",
     "reports_per_device",
     "shuffled_view",
 ]
@@ -173,4 +175,32 @@ def shuffled_view(epsilon: float, n: int, budgeted: int | None) -> Amplification
         found,
         epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
         condition=found.condition + (UNBOUNDED_NOTE if budgeted is None else ""),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def relayed_view(epsilon: float, batch: int, budgeted: int | None) -> Amplification | None:
+    """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
+    relay and reached the stream in shuffled batches of at least ``batch`` (B) reports, a
+    device having at most ``budgeted`` reports in a batch (None: no budget; given for one,
+    and the condition says so). ε_c is rounded up to four decimals: still a bound. None
+    for batches of fewer than two reports (nothing is shuffled).
+    """
+    from aggregator.stats.shuffling import amplification  # noqa: PLC0415 (see shuffled_view)
+
+    if batch < 2:
+        return None
+    found = amplification(epsilon, batch, budgeted or 1)
+    per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
+    condition = (
+        f"holds towards whoever runs the collector and reads its Redis, for reports sent "
+        f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
+        f"of at least {batch} (LDP_SHUFFLE_MIN_BATCH), if each device sent at most {per} of "
+        f"a batch; if the relay and the collector collude, or without a relay, each report "
+        f"is ε = {epsilon:.3g} (local DP) towards them"
+    )
+    return replace(
+        found,
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        condition=condition + (UNBOUNDED_NOTE if budgeted is None else ""),
     )
