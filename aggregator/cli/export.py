@@ -129,7 +129,7 @@ def window_rows(
     confidence: float,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one window: counts read once, estimated as the API does."""
-    from aggregator.query.answers import Estimates, MeanEstimate
+    from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
     from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
 
     m = definition.mechanism
@@ -164,7 +164,7 @@ def window_rows(
             "cs_high": body.cs_high,
         }
         return
-    if not isinstance(body, Estimates):  # a string metric: the discovered values
+    if isinstance(body, StringEstimates):  # the discovered values
         for r in body.estimates:
             yield {
                 **head,
@@ -177,6 +177,7 @@ def window_rows(
                 "ci_high": r.ci_high,
             }
         return
+    assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
     for row in body.estimates:
         yield {
             **head,

@@ -22,6 +22,9 @@ __all__ = [
     "INTERVALS",
     "MAX_TREND_WINDOWS",
     "EstimateRow",
+    "JointCell",
+    "JointEstimates",
+    "JointMarginal",
     "Estimates",
     "MeanEstimate",
     "MeanTrendPoint",
@@ -298,3 +301,50 @@ class Trend(Model):
     """Whose share the categorical windows' intervals are for (as in the estimates)."""
     windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
     """The newest windows with counts (at most two weeks of hours), oldest first."""
+
+
+class JointCell(Model):
+    """One cell of a marginal: a label of each of its attributes."""
+
+    cell: list[str]
+    frequency: float | None
+    """Unbiased estimate of the share of reporters in this cell."""
+    std_error: float | None
+    ci_low: float | None
+    ci_high: float | None
+    cs_low: float | None
+    """The confidence sequence: valid at every n at once, however often one looks."""
+    cs_high: float | None
+    distinguishable_from_zero: bool
+    """Above zero with the false discovery rate over the marginal's cells ≤ 1 − confidence."""
+    consistent: float | None
+    """Post-processed (shared margins agree across marginals, cells ≥ 0): biased."""
+
+
+class JointMarginal(Model):
+    """One marginal over some of the metric's attributes."""
+
+    attributes: list[str]
+    n: int
+    """Reports of the group this marginal is read from."""
+    interval: str
+    """score, exact (small counts) or anytime."""
+    cells: list[JointCell]
+
+
+class JointEstimates(Model):
+    """A joint metric's marginals in one window."""
+
+    metric: str
+    version: int
+    kind: str
+    mechanism: str
+    """``joint`` (one oracle over the product domain) or ``marginals`` (pairwise groups)."""
+    mechanism_reason: str
+    epsilon: float
+    n: int
+    """Every report of the window (each device's tuple once)."""
+    confidence: float
+    window: str
+    marginals: list[JointMarginal]
+    post_processing: str

@@ -28,6 +28,9 @@ from aggregator.query.answers import (
     DEFAULT_CONFIDENCE,
     EstimateRow,
     Estimates,
+    JointCell,
+    JointEstimates,
+    JointMarginal,
     MeanEstimate,
     MeanTrendPoint,
     ShuffledEpsilon,
@@ -48,6 +51,7 @@ from aggregator.stats.detect import DEFAULT_ALARM_RATE, detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import POPULATION, REPORTERS, json_float
+from aggregator.stats.joint import MarginalEstimate, consistent_tables, estimate_marginal
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
 from aggregator.stats.shuffling import Amplification
 from aggregator.stats.strings import SketchEstimator, padded_array
@@ -62,6 +66,7 @@ __all__ = [
     "Ask",
     "Estimator",
     "FrequencyEstimator",
+    "JointEstimator",
     "MemoizedEstimator",
     "NumericEstimator",
     "PramEstimator",
@@ -113,9 +118,12 @@ class Ask:
     """The false-alarm rate per window."""
     candidates: Sequence[str] = field(default=())
     """String metrics: values to estimate besides those discovered."""
+    marginals: Sequence[Sequence[int]] = field(default=())
+    """Joint metrics: the marginals asked for, each by its attributes' indices (every
+    1-way marginal when empty)."""
 
 
-Answer = Estimates | MeanEstimate | StringEstimates
+Answer = Estimates | MeanEstimate | StringEstimates | JointEstimates
 
 
 class Estimator(Protocol[S]):
@@ -531,6 +539,97 @@ class StringEstimator:
         )
 
 
+# -- joint metrics ----------------------------------------------------------------------------
+
+JOINT_POST_PROCESSING = (
+    "frequency is unbiased; consistent is post-processed (shared 1-way margins made to "
+    "agree across the groups at their inverse-variance mean, each table projected onto the "
+    "simplex, repeated): biased, for display"
+)
+
+
+def _joint_marginal(
+    definition: MetricDefinition, est: MarginalEstimate, seq: MarginalEstimate
+) -> JointMarginal:
+    labels = [definition.attributes[a][1] for a in est.attributes]
+    data = est.to_dict(labels)
+    sequence = seq.to_dict(labels)["cells"]
+    return JointMarginal(
+        attributes=[definition.attributes[a][0] for a in est.attributes],
+        n=est.n,
+        interval=est.interval,
+        cells=[
+            JointCell(
+                cell=row["cell"],
+                frequency=row["frequency"],
+                std_error=row["std_error"],
+                ci_low=row["ci_low"],
+                ci_high=row["ci_high"],
+                cs_low=cs["ci_low"],
+                cs_high=cs["ci_high"],
+                distinguishable_from_zero=row["distinguishable"],
+                consistent=row["consistent"],
+            )
+            for row, cs in zip(data["cells"], sequence, strict=True)
+        ],
+    )
+
+
+class JointEstimator:
+    """Joint metrics (a tuple of attributes at one ε): the 1- and 2-way marginals asked
+    for (``ask.marginals``; every 1-way one by default), each cell's unbiased frequency
+    with its interval and confidence sequence, and the consistent (post-processed)
+    estimate beside it (:mod:`aggregator.stats.joint`)."""
+
+    sequence: ClassVar[bool] = True
+    no_sequence: ClassVar[str] = ""
+
+    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
+        """The window's counts over the groups' cells."""
+        return read_counts(reader.client, definition, window)
+
+    def estimate(
+        self, reader: Reader, definition: MetricDefinition, window: str, stats: Counts, ask: Ask
+    ) -> JointEstimates:
+        """The marginals of the window."""
+        m = definition.joint
+        tables = consistent_tables(m, stats.support) if stats.n else None
+        wanted = [list(a) for a in ask.marginals] or [
+            [a] for a in range(len(definition.attributes))
+        ]
+        out = [
+            _joint_marginal(
+                definition,
+                *(
+                    estimate_marginal(
+                        m,
+                        stats.support,
+                        attrs,
+                        ask.confidence,
+                        simultaneous=ask.simultaneous,
+                        anytime=anytime,
+                        tables=tables,
+                    )
+                    for anytime in (False, True)
+                ),
+            )
+            for attrs in wanted
+        ]
+        return JointEstimates(
+            metric=definition.name,
+            version=definition.version,
+            kind="joint",
+            mechanism=m.method,
+            mechanism_reason=definition.mechanism_reason,
+            epsilon=m.epsilon,
+            n=stats.n,
+            confidence=ask.confidence,
+            window=window,
+            marginals=out,
+            post_processing=JOINT_POST_PROCESSING,
+        )
+
+
 # -- one entry --------------------------------------------------------------------------------
 
 _FREQUENCY = FrequencyEstimator()
@@ -538,12 +637,15 @@ _MEMOIZED = MemoizedEstimator()
 _PRAM = PramEstimator()
 _NUMERIC = NumericEstimator()
 _STRING = StringEstimator()
+_JOINT = JointEstimator()
 
 
 def estimator_for(definition: MetricDefinition) -> Estimator[Any]:
     """The estimator of a metric version's kind and mechanism."""
     if definition.kind == "string":
         return _STRING
+    if definition.kind == "joint":
+        return _JOINT
     if definition.kind == "numeric":
         return _NUMERIC
     m = definition.mechanism
@@ -590,10 +692,11 @@ def trend(
     alarms.
 
     Raises:
-        ValueError: a string metric (its values are discovered per window: no trend).
+        ValueError: a string metric (its values are discovered per window) or a joint one
+            (its marginals are asked per window): no trend.
     """
-    if definition.kind == "string":
-        raise ValueError("a string metric has no trend")
+    if definition.kind in ("string", "joint"):
+        raise ValueError(f"a {definition.kind} metric has no trend")
     windows = [
         w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")
     ]

@@ -48,6 +48,7 @@ from aggregator.query.answers import (
     GRANULARITIES,
     MAX_TREND_WINDOWS,
     Estimates,
+    JointEstimates,
     MeanEstimate,
     StringEstimates,
     Trend,
@@ -56,7 +57,7 @@ from aggregator.query.estimators import NUMERIC_FIELDS, Ask, Reader, estimate_wi
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
-from aggregator.web.joint import JointEstimates, joint_csv, joint_estimates, requested
+from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
     FORMATS,
@@ -269,10 +270,9 @@ def get_estimates(name: str) -> Any:
             candidates = parse_candidates(request.args.get("candidates"))
         except ValueError as exc:
             raise BadRequest(f"candidates: {exc}") from None
+    marginals: list[list[int]] = []
     if definition.kind == "joint":
-        wanted = requested(definition, request.args.get("marginal"), request.args.get("by"))
-        joint = joint_estimates(client, definition, window, confidence, simultaneous, wanted)
-        return joint_csv(joint) if fmt == "csv" else answer(joint)
+        marginals = requested(definition, request.args.get("marginal"), request.args.get("by"))
     ask = Ask(
         confidence=confidence,
         simultaneous=simultaneous,
@@ -280,8 +280,11 @@ def get_estimates(name: str) -> Any:
         with_alarms=True,
         alarm_rate=alarm_rate(),
         candidates=candidates,
+        marginals=marginals,
     )
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
+    if fmt == "csv" and isinstance(found, JointEstimates):
+        return joint_csv(found)
     if fmt == "csv" and isinstance(found, MeanEstimate):
         return _numeric_csv(found)
     if fmt == "csv" and isinstance(found, Estimates):

@@ -11,6 +11,7 @@ import pytest
 from aggregator.query.estimators import (
     Ask,
     FrequencyEstimator,
+    JointEstimator,
     MemoizedEstimator,
     NumericEstimator,
     PramEstimator,
@@ -31,6 +32,12 @@ from ldp_store.registry import Registry
 from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
 
 DOMAIN = ["a", "b", "c", "d"]
+
+JOINT = {
+    "kind": "joint",
+    "attributes": [{"name": "os", "domain": ["ios", "web"]}, {"name": "v", "domain": DOMAIN}],
+    "epsilon": 2.0,
+}
 
 
 @pytest.mark.parametrize(
@@ -53,6 +60,7 @@ DOMAIN = ["a", "b", "c", "d"]
         (AGES, PramEstimator, False),
         ({"kind": "numeric", "range": [0, 60], "epsilon": 1.0}, NumericEstimator, True),
         ({"kind": "string", "max_length": 8, "epsilon": 4.0}, StringEstimator, False),
+        (JOINT, JointEstimator, True),
     ],
 )
 def test_each_kind_is_read_by_its_estimator(
@@ -73,6 +81,7 @@ def test_a_window_without_reports_answers_every_kind_with_nulls(redis_db: Any) -
         AGES,
         {"kind": "numeric", "range": [0, 60], "epsilon": 1.0},
         {"kind": "string", "max_length": 8, "epsilon": 4.0},
+        JOINT,
     ):
         definition = parse_spec("m.x", spec)
         body = estimate_window(reader, definition, "all", Ask(confidence=0.9)).model_dump()
@@ -82,6 +91,10 @@ def test_a_window_without_reports_answers_every_kind_with_nulls(redis_db: Any) -
             assert body["shuffled_epsilon"] is None
         elif definition.kind == "numeric":
             assert body["mean"] is None and body["cs_low"] is None
+        elif definition.kind == "joint":  # every 1-way marginal, no estimate in a cell
+            assert [m["attributes"] for m in body["marginals"]] == [["os"], ["v"]]
+            cells = [c for m in body["marginals"] for c in m["cells"]]
+            assert len(cells) == 2 + 4 and all(c["frequency"] is None for c in cells)
         else:
             assert body["estimates"] == [] and body["candidates"] == []
 
