@@ -39,21 +39,27 @@ const EMPTY = new Uint8Array(0);
 // refuses empty keys: RFC 5869's default salt.
 const ZERO_SALT = new Uint8Array(32);
 
-/** HMAC-SHA256. @param {Uint8Array} key @param {Uint8Array} data */
+/** An HMAC-SHA256 key. @param {Uint8Array} key */
+export const hmacKey = (key) =>
+  subtle().importKey("raw", key.length ? key : ZERO_SALT, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+
+/** HMAC-SHA256. @param {Uint8Array | CryptoKey} key @param {Uint8Array} data */
 async function hmac(key, data) {
-  const k = await subtle().importKey("raw", key.length ? key : ZERO_SALT, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const k = key instanceof Uint8Array ? await hmacKey(key) : key;
   return new Uint8Array(await subtle().sign("HMAC", k, data));
 }
 
 /** HKDF-Extract (RFC 5869). @param {Uint8Array} salt @param {Uint8Array} ikm */
 export const extract = (salt, ikm) => hmac(salt, ikm);
 
-/** HKDF-Expand (RFC 5869). @param {Uint8Array} prk @param {Uint8Array} info @param {number} length */
+/** HKDF-Expand (RFC 5869). @param {Uint8Array | CryptoKey} prk  the bytes, or imported once
+ *  for several expansions @param {Uint8Array} info @param {number} length */
 export async function expand(prk, info, length) {
+  const key = prk instanceof Uint8Array ? await hmacKey(prk) : prk;
   const out = new Uint8Array(length);
   let t = EMPTY;
   for (let i = 1, at = 0; at < length; i++, at += 32) {
-    t = await hmac(prk, concat(t, info, Uint8Array.of(i)));
+    t = await hmac(key, concat(t, info, Uint8Array.of(i)));
     out.set(t.subarray(0, Math.min(32, length - at)), at);
   }
   return out;
@@ -61,7 +67,7 @@ export async function expand(prk, info, length) {
 
 /** @param {Uint8Array} suite @param {Uint8Array} salt @param {string} label @param {Uint8Array} ikm */
 const labeledExtract = (suite, salt, label, ikm) => extract(salt, concat(HPKE_V1, suite, utf8(label), ikm));
-/** @param {Uint8Array} suite @param {Uint8Array} prk @param {string} label @param {Uint8Array} info @param {number} length */
+/** @param {Uint8Array} suite @param {Uint8Array | CryptoKey} prk @param {string} label @param {Uint8Array} info @param {number} length */
 const labeledExpand = (suite, prk, label, info, length) =>
   expand(prk, concat(i2osp(length, 2), HPKE_V1, suite, utf8(label), info), length);
 
@@ -145,15 +151,29 @@ export class Context {
   }
 }
 
+// The key schedule's hashes of the (empty) PSK id and of the info: the same for every
+// request under one key configuration, computed once (two HMACs of the ~ten a request costs).
+/** @type {Promise<Uint8Array> | null} */
+let pskIdHash = null;
+/** @type {Map<string, Promise<Uint8Array>>} */
+const infoHashes = new Map();
+
 /** The base mode's key schedule (RFC 9180 §5.1). @param {Uint8Array} shared @param {Uint8Array} info */
 export async function keySchedule(shared, info) {
-  const pskIdHash = await labeledExtract(HPKE_SUITE, EMPTY, "psk_id_hash", EMPTY);
-  const infoHash = await labeledExtract(HPKE_SUITE, EMPTY, "info_hash", info);
-  const context = concat(Uint8Array.of(0), pskIdHash, infoHash);
-  const secret = await labeledExtract(HPKE_SUITE, shared, "secret", EMPTY);
-  const key = await labeledExpand(HPKE_SUITE, secret, "key", context, NK);
-  const baseNonce = await labeledExpand(HPKE_SUITE, secret, "base_nonce", context, NN);
-  const exporterSecret = await labeledExpand(HPKE_SUITE, secret, "exp", context, 32);
+  pskIdHash ??= labeledExtract(HPKE_SUITE, EMPTY, "psk_id_hash", EMPTY);
+  const id = info.join();
+  let infoHash = infoHashes.get(id);
+  if (!infoHash) {
+    if (infoHashes.size > 16) infoHashes.clear();
+    infoHashes.set(id, infoHash = labeledExtract(HPKE_SUITE, EMPTY, "info_hash", info));
+  }
+  const context = concat(Uint8Array.of(0), await pskIdHash, await infoHash);
+  const secret = await hmacKey(await labeledExtract(HPKE_SUITE, shared, "secret", EMPTY));
+  const [key, baseNonce, exporterSecret] = await Promise.all([
+    labeledExpand(HPKE_SUITE, secret, "key", context, NK),
+    labeledExpand(HPKE_SUITE, secret, "base_nonce", context, NN),
+    labeledExpand(HPKE_SUITE, secret, "exp", context, 32),
+  ]);
   const aes = await subtle().importKey("raw", key, "AES-GCM", false, ["encrypt", "decrypt"]);
   return { context: new Context(aes, baseNonce, exporterSecret), key, baseNonce, exporterSecret, shared, scheduleContext: context };
 }

@@ -4,7 +4,7 @@
 // (`ldp-telemetry-client/ohttp`): a page that sends directly does not load it.
 // See docs/guides/web.md ("Through an Oblivious HTTP relay").
 
-import { AEAD_AES128GCM, KDF_SHA256, KEM_X25519, NENC, NK, NN, concat, expand, extract, i2osp, setupBaseS } from "./hpke.js";
+import { AEAD_AES128GCM, KDF_SHA256, KEM_X25519, NENC, NK, NN, concat, expand, extract, hmacKey, i2osp, setupBaseS } from "./hpke.js";
 import { decodeResponse, encodeRequest } from "./bhttp.js";
 
 export const KEYS_TYPE = "application/ohttp-keys";
@@ -98,8 +98,9 @@ export async function encapsulate(config, request, ephemeral) {
 /** The response's AEAD key and nonce (RFC 9458 §4.4).
  *  @param {Uint8Array} secret @param {Uint8Array} enc @param {Uint8Array} responseNonce */
 export async function responseKeys(secret, enc, responseNonce) {
-  const prk = await extract(concat(enc, responseNonce), secret);
-  return { key: await expand(prk, utf8.encode("key"), NK), nonce: await expand(prk, utf8.encode("nonce"), NN) };
+  const prk = await hmacKey(await extract(concat(enc, responseNonce), secret));
+  const [key, nonce] = await Promise.all([expand(prk, utf8.encode("key"), NK), expand(prk, utf8.encode("nonce"), NN)]);
+  return { key, nonce };
 }
 
 /** An error the caller retries (the client's uploader: with its backoff). */
