@@ -9,10 +9,10 @@
 * OHTTP's cost per batch on the device: encoding a batch of GRR reports as Binary HTTP,
   encapsulating it (a fresh X25519 key pair, the HPKE key schedule, AES-128-GCM) and
   decapsulating the gateway's answer, in Node 20 (Web Crypto), for batches of 20 (the
-  client's ``flushAt``) and 100 reports (its ``maxBatchReports``): medians of 300 timed batches after 300 untimed ones
-  (the machine is shared: a mean would carry other processes' bursts); per report
-  amortised.
-  The gateway's work (the test gateway of ``client_js/test``) is outside the timing.
+  client's ``flushAt``) and 100 reports (its ``maxBatchReports``): the median of 7 blocks'
+  means of 50 batches, after one untimed block; per report amortised. The timing is
+  ``client_js/bench/ohttp_timing.js``; the gateway's work (the test gateway of
+  ``client_js/test``) is outside the timing.
 * ``report()`` time: one perturbation + report of OUE at k = 1,024 and of a string
   metric (max_length 16, the automatic sketch at ε = 4), in Node 20 with the CSPRNG,
   beside the Python SDK's ``build_report`` for the same definitions as a yardstick.
@@ -40,48 +40,9 @@ ESBUILD = JS / "node_modules" / ".bin" / "esbuild"
 
 OHTTP_ONLY = 'export { Relay } from "./src/ohttp.js";\n'
 
-OHTTP_TIMING = """
-import { buildReport, encodeReport } from "ROOT/src/wire.js";
-import { encapsulate, parseKeyConfigs } from "ROOT/src/ohttp.js";
-import { decodeResponse, encodeRequest } from "ROOT/src/bhttp.js";
-import { deriveKeyPair } from "ROOT/src/hpke.js";
-import { TestGateway, encodeResponse } from "ROOT/test/ohttp_gateway.js";
-
-const GRR = { name: "bench.grr", version: 1, kind: "categorical", domain: ["a", "b", "c", "d"],
-  mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 4 }, budget: null };
-const utf8 = new TextEncoder();
-
-/** Median µs per batch of ``size`` GRR reports (``n`` timed after ``n`` untimed):
- *  encode + encapsulate, and decapsulate + decode the answer. */
-export async function timeOhttp(size, n) {
-  const k = await deriveKeyPair(crypto.getRandomValues(new Uint8Array(32)));
-  const gateway = new TestGateway(1, k.secret, k.publicKey);
-  const config = parseKeyConfigs(gateway.keys())[0];
-  const reports = [];
-  for (let i = 0; i < size; i++) reports.push(encodeReport(await buildReport(GRR, i % 4)));
-  const body = `{"reports":[${reports.join(",")}]}`;
-  const answer = encodeResponse(200, [["content-type", "application/json"]], utf8.encode(`{"accepted":${size},"duplicates":0}`));
-  const seal = [], open = [];
-  for (let i = 0; i < 2 * n; i++) {
-    const t0 = performance.now();
-    const request = encodeRequest({ method: "POST", scheme: "https", authority: "collector.example",
-      path: "/v1/reports", headers: [["content-type", "application/json"]], body: utf8.encode(body) });
-    const sealed = await encapsulate(config, request);
-    const t1 = performance.now();
-    const response = await (await gateway.decapsulate(sealed.body)).respond(answer);
-    const t2 = performance.now();
-    decodeResponse(await sealed.open(response));
-    const t3 = performance.now();
-    if (i >= n) { seal.push(t1 - t0); open.push(t3 - t2); }  // the first n warm up
-  }
-  const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1] * 1000;
-  return { bytes: body.length, seal: median(seal), open: median(open) };
-}
-"""
-
 NODE_OHTTP = """
-import { timeOhttp } from "./_bench_ohttp.mjs";
-for (const size of [100, 20]) console.log(JSON.stringify({ size, ...(await timeOhttp(size, 300)) }));
+import { timeOhttp } from "./bench/ohttp_timing.js";
+for (const size of [100, 20]) console.log(JSON.stringify({ size, ...await timeOhttp(size, 50) }));
 """
 
 GRR_ONLY = 'import { grr } from "./src/mechanisms.js"; export const m = grr(1.0, 4);\n'
@@ -114,12 +75,8 @@ def bundle(entry: Path) -> tuple[int, int]:
     return len(out), len(gzip.compress(out, 9))
 
 
-def node_lines(script: str, modules: dict[str, str] | None = None) -> list[str]:
-    """The lines a Node script (an ES module in client_js/) prints; ``modules`` are
-    written beside it first (file name: source)."""
-    written = [JS / name for name in modules or {}]
-    for path in written:
-        path.write_text((modules or {})[path.name])
+def node_lines(script: str) -> list[str]:
+    """The lines a Node script (an ES module in client_js/) prints."""
     main_script = JS / "_bench_script.mjs"
     main_script.write_text(script)
     try:
@@ -127,8 +84,7 @@ def node_lines(script: str, modules: dict[str, str] | None = None) -> list[str]:
             ["node", str(main_script)], cwd=JS, check=True, capture_output=True, text=True
         ).stdout.splitlines()
     finally:
-        for path in [main_script, *written]:
-            path.unlink()
+        main_script.unlink()
 
 
 def main() -> None:
@@ -154,7 +110,7 @@ def main() -> None:
         f"bundle, the OHTTP module (Relay; loaded only with a relay): {ohttp_only[0]:,} B "
         f"minified, {ohttp_only[1]:,} B min+gzip"
     )
-    for line in node_lines(NODE_OHTTP, {"_bench_ohttp.mjs": OHTTP_TIMING.replace("ROOT", ".")}):
+    for line in node_lines(NODE_OHTTP):
         r = json.loads(line)
         print(
             f"OHTTP, batch of {r['size']} GRR reports ({r['bytes']:,} B of JSON), Node: "
