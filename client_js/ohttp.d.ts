@@ -6,6 +6,8 @@ export const REQUEST_TYPE: "message/ohttp-req";
 export const RESPONSE_TYPE: "message/ohttp-res";
 /** The problem type of a request under a key the gateway does not have (RFC 9458 §5.3). */
 export const KEY_PROBLEM: "https://iana.org/assignments/http-problem-types#ohttp-key";
+/** Where the collector publishes its key configurations and takes encapsulated requests. */
+export const GATEWAY_PATH: "/.well-known/ohttp-gateway";
 
 /** One key configuration (RFC 9458 §3.1). */
 export interface KeyConfig {
@@ -26,7 +28,8 @@ export function encapsulate(
 ): Promise<{ body: Uint8Array; open(response: Uint8Array): Promise<Uint8Array> }>;
 
 export interface RelayOptions {
-  /** Where the gateway's `application/ohttp-keys` are fetched (through the relay is best). */
+  /** Where the gateway's `application/ohttp-keys` are fetched; default the collector's
+   *  `GATEWAY_PATH` (the base URL the client was given, followed by it). */
   keysUrl?: string;
   /** The `application/ohttp-keys` shipped with the app: then never fetched. */
   keys?: Uint8Array;
@@ -42,7 +45,7 @@ export class Relay {
   /** Requests sent, key configurations fetched, requests resent after the gateway's key problem. */
   readonly counts: { requests: number; keyFetches: number; keyRetries: number };
   /** The key configuration in use (pinned, cached, or fetched; again when `refresh`). */
-  keyConfig(refresh?: boolean): Promise<KeyConfig>;
+  keyConfig(refresh?: boolean, target?: string): Promise<KeyConfig>;
   /** `fetch` through the relay: the request encapsulated, the answer decapsulated. */
   fetch(url: string, init?: RequestInit): Promise<Response>;
 }

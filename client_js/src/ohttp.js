@@ -12,6 +12,8 @@ export const REQUEST_TYPE = "message/ohttp-req";
 export const RESPONSE_TYPE = "message/ohttp-res";
 /** The problem type of a request under a key the gateway does not have (RFC 9458 §5.3). */
 export const KEY_PROBLEM = "https://iana.org/assignments/http-problem-types#ohttp-key";
+/** Where the collector publishes its key configurations (and takes encapsulated requests). */
+export const GATEWAY_PATH = "/.well-known/ohttp-gateway";
 
 const utf8 = new TextEncoder();
 const REQUEST_LABEL = utf8.encode("message/bhttp request");
@@ -108,7 +110,8 @@ class Retry extends Error {}
 
 /**
  * @typedef {object} RelayOptions
- * @property {string} [keysUrl]  where the gateway's ``application/ohttp-keys`` are fetched
+ * @property {string} [keysUrl]  where the gateway's ``application/ohttp-keys`` are fetched;
+ *   default the collector's GATEWAY_PATH
  * @property {Uint8Array} [keys]  the ``application/ohttp-keys`` shipped with the app (then
  *   never fetched: every copy of the app uses the same keys)
  * @property {typeof fetch} [fetch]
@@ -123,7 +126,6 @@ export class Relay {
   /** @param {string} url  the relay resource (it forwards to the collector's gateway)
    *  @param {RelayOptions} [options] */
   constructor(url, options = {}) {
-    if (!options.keys && !options.keysUrl) throw new TypeError("Relay: give keysUrl or keys (the gateway's application/ohttp-keys)");
     this.url = url;
     this.keysUrl = options.keysUrl ?? null;
     this.pinned = options.keys ? parseKeyConfigs(options.keys) : null;
@@ -135,15 +137,17 @@ export class Relay {
     this.counts = { requests: 0, keyFetches: 0, keyRetries: 0 };
   }
 
-  /** The key configuration to use: pinned, cached, or fetched (again when ``refresh``).
-   *  @param {boolean} [refresh] @returns {Promise<KeyConfig>} */
-  async keyConfig(refresh = false) {
+  /** The key configuration to use: pinned, cached, or fetched (again when ``refresh``)
+   *  from keysUrl, by default the GATEWAY_PATH of the collector at ``target``.
+   *  @param {boolean} [refresh] @param {string} [target]  a URL of the collector's API
+   *  @returns {Promise<KeyConfig>} */
+  async keyConfig(refresh = false, target) {
     if (this.pinned) return /** @type {KeyConfig} */ (this.pinned.find(usable));
     if (!refresh && this.cached && this.now() < this.cached.expires) return this.cached.config;
     this.counts.keyFetches++;
     let response;
     try {
-      response = await this.fetchImpl(/** @type {string} */ (this.keysUrl), { credentials: "omit", cache: refresh ? "no-cache" : "default" });
+      response = await this.fetchImpl(this.keysUrl ?? gatewayOf(/** @type {string} */ (target)), { credentials: "omit", cache: refresh ? "no-cache" : "default" });
     } catch (e) {
       throw new Retry(`ohttp: the key configuration is unreachable (${/** @type {any} */ (e)?.name ?? e})`);
     }
@@ -177,7 +181,7 @@ export class Relay {
       body: init.body == null ? undefined : utf8.encode(init.body),
     });
     for (let attempt = 0; ; attempt++) {
-      const config = await this.keyConfig(attempt > 0);
+      const config = await this.keyConfig(attempt > 0, url);
       const { body, open } = await encapsulate(config, request);
       this.counts.requests++;
       const response = await this.fetchImpl(this.url, {
@@ -201,6 +205,13 @@ export class Relay {
     }
   }
 }
+
+/** The gateway of the collector whose API ``url`` is: its base URL (what precedes
+ *  ``/v1/``) followed by GATEWAY_PATH. @param {string} url */
+const gatewayOf = (url) => {
+  const at = url.indexOf("/v1/");
+  return (at < 0 ? new URL(url).origin : url.slice(0, at)) + GATEWAY_PATH;
+};
 
 /** Whether ``response`` says the gateway does not have the key (RFC 9458 §5.3: a 400 with
  *  a problem document of type KEY_PROBLEM). @param {Response} response */

@@ -130,10 +130,11 @@ test("Binary HTTP: varints of every width; a request with fields and content; in
 /** A relay and gateway in one: what ``Relay`` sends is decapsulated, handled by ``handle``,
  *  answered encapsulated. Knows keys ``gateways``; ``served`` is the key config offered. */
 function network({ gateways, served, handle = null, relayStatus = null, tamper = false }) {
-  const log = { keyFetches: 0, posts: 0, bodies: /** @type {Uint8Array[]} */ ([]), requests: /** @type {any[]} */ ([]) };
+  const log = { keyUrls: /** @type {string[]} */ ([]), keyFetches: 0, posts: 0, bodies: /** @type {Uint8Array[]} */ ([]), requests: /** @type {any[]} */ ([]) };
   /** @type {typeof fetch} */
   const fetchImpl = async (url, init) => {
-    if (String(url).endsWith("/ohttp-keys")) {
+    if (String(url).endsWith("/.well-known/ohttp-gateway")) {
+      log.keyUrls.push(String(url));
       log.keyFetches++;
       return new Response(served().keys(), { headers: { "Content-Type": "application/ohttp-keys", "Cache-Control": "max-age=60" } });
     }
@@ -167,7 +168,7 @@ const newGateway = async (/** @type {number} */ id) => {
 test("Relay.fetch: the inner request carries method, target, content type and body; the answer comes back as a Response", async () => {
   const g = await newGateway(3);
   const { fetchImpl, log } = network({ gateways: () => [g], served: () => g, handle: () => [200, { accepted: 2, duplicates: 0 }] });
-  const relay = new Relay("https://relay.example/relay", { keysUrl: "https://relay.example/ohttp-keys", fetch: fetchImpl });
+  const relay = new Relay("https://relay.example/relay", { fetch: fetchImpl });
   const r = await relay.fetch("https://collector.example:8443/v1/reports", {
     method: "POST", headers: { "Content-Type": "application/json" }, body: '{"reports":[1,2]}',
   });
@@ -178,6 +179,7 @@ test("Relay.fetch: the inner request carries method, target, content type and bo
   assert.ok(!new TextDecoder().decode(log.bodies[0]).includes("reports"), "the relay sees no plaintext");
   await relay.fetch("https://collector.example:8443/v1/reports", { method: "POST", body: "{}" });
   assert.equal(log.keyFetches, 1, "the key configuration is cached (max-age=60)");
+  assert.deepEqual(log.keyUrls, ["https://collector.example:8443/.well-known/ohttp-gateway"]);
   assert.notEqual(toHex(log.bodies[0].subarray(7, 39)), toHex(log.bodies[1].subarray(7, 39)), "a fresh ephemeral key per request");
 });
 
@@ -187,7 +189,7 @@ test("Relay.fetch: a key the gateway no longer has → the key configuration is 
   let live = [old];
   let offered = old;
   const { fetchImpl, log } = network({ gateways: () => live, served: () => offered });
-  const relay = new Relay("https://relay.example/relay", { keysUrl: "https://relay.example/ohttp-keys", fetch: fetchImpl });
+  const relay = new Relay("https://relay.example/relay", { fetch: fetchImpl });
   assert.equal((await relay.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" })).status, 200);
   live = [rotated];
   offered = rotated;
@@ -204,17 +206,16 @@ test("Relay.fetch: a key the gateway no longer has → the key configuration is 
 test("Relay.fetch: a tampered response rejects (retried later), the relay's own 429 comes back as it is, keys pinned in the app are never fetched", async () => {
   const g = await newGateway(4);
   const tampered = network({ gateways: () => [g], served: () => g, tamper: true });
-  const relay = new Relay("https://relay.example/relay", { keysUrl: "https://relay.example/ohttp-keys", fetch: tampered.fetchImpl });
+  const relay = new Relay("https://relay.example/relay", { fetch: tampered.fetchImpl });
   await assert.rejects(relay.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" }), /decapsulated/);
   const busy = network({ gateways: () => [g], served: () => g, relayStatus: 429 });
-  const r = await new Relay("https://relay.example/relay", { keysUrl: "https://relay.example/ohttp-keys", fetch: busy.fetchImpl })
+  const r = await new Relay("https://relay.example/relay", { fetch: busy.fetchImpl })
     .fetch("https://c.example/v1/reports", { method: "POST", body: "{}" });
   assert.deepEqual([r.status, r.headers.get("retry-after")], [429, "9"]);
   const pinned = network({ gateways: () => [g], served: () => g });
   const p = new Relay("https://relay.example/relay", { keys: g.keys(), fetch: pinned.fetchImpl });
   assert.equal((await p.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" })).status, 200);
   assert.equal(pinned.log.keyFetches, 0);
-  assert.throws(() => new Relay("https://relay.example/relay"), /keysUrl or keys/);
 });
 
 const DEFINITION = { name: "app.theme", version: 1, kind: "categorical", domain: ["light", "dark", "auto"], mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 3 }, budget: null };
@@ -239,7 +240,7 @@ test("Client with a relay: reports go through the relay (definitions directly), 
     direct.push(String(url));
     return new Response(JSON.stringify(DEFINITION), { headers: { "Content-Type": "application/json" } });
   };
-  const relay = new Relay("https://relay.example/relay", { keysUrl: "https://relay.example/ohttp-keys", fetch: fetchImpl });
+  const relay = new Relay("https://relay.example/relay", { fetch: fetchImpl });
   const client = new Client("https://c.example", { fetch: collectorFetch, relay, storage: new MemoryStorage(), flushAt: 1000, random: () => 0 });
   for (let i = 0; i < 30; i++) assert.equal(await client.report("app.theme", i % 3), true);
   assert.equal(await client.flush(), false); // the 503: kept, retried after the backoff
