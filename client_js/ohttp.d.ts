@@ -41,6 +41,8 @@ export interface RelayOptions {
 /** An Oblivious Relay Resource and the gateway's keys: `new Client(url, { relay })`. */
 export class Relay {
   constructor(url: string, options?: RelayOptions);
+  /** Whether this browser's Web Crypto has X25519 (without it, sealed uploads wait in the queue). */
+  static supported(): Promise<boolean>;
   readonly url: string;
   /** Requests sent, key configurations fetched, requests resent after the gateway's key problem. */
   readonly counts: { requests: number; keyFetches: number; keyRetries: number };

@@ -137,6 +137,18 @@ export class Relay {
     this.counts = { requests: 0, keyFetches: 0, keyRetries: 0 };
   }
 
+  /** Whether this browser's Web Crypto has X25519 (every current one does; older ones do
+   *  not): without it every sealed upload fails and waits in the queue, so an app may send
+   *  directly instead. @returns {Promise<boolean>} */
+  static async supported() {
+    try {
+      await globalThis.crypto.subtle.generateKey({ name: "X25519" }, false, ["deriveBits"]);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   /** The key configuration to use: pinned, cached, or fetched (again when ``refresh``)
    *  from keysUrl, by default the GATEWAY_PATH of the collector at ``target``.
    *  @param {boolean} [refresh] @param {string} [target]  a URL of the collector's API

@@ -216,6 +216,7 @@ test("Relay.fetch: a tampered response rejects (retried later), the relay's own 
   const p = new Relay("https://relay.example/relay", { keys: g.keys(), fetch: pinned.fetchImpl });
   assert.equal((await p.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" })).status, 200);
   assert.equal(pinned.log.keyFetches, 0);
+  assert.equal(await Relay.supported(), true); // Node 20's Web Crypto has X25519
 });
 
 const DEFINITION = { name: "app.theme", version: 1, kind: "categorical", domain: ["light", "dark", "auto"], mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 3 }, budget: null };
