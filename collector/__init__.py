@@ -154,7 +154,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
     # The Oblivious HTTP gateway serves its inner requests through `private` too.
     gateway = ohttp_gateway.install(app.config, private, client, telemetry.registry)
-    identified = IdentifySource(gateway, admission)
+    # A page needs the gateway's keys to seal uploads for a relay: they answer its origin.
+    identified = IdentifySource(
+        cors.CrossOriginKeys(gateway, app.config["CORS_ORIGINS"]), admission
+    )
     # A body that comes too slowly is cut (408) before any of that runs.
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign, assignment]
         identified, app.config["MAX_BODY_BYTES"], telemetry.registry

@@ -7,15 +7,23 @@ only for the origins in ``CORS_ORIGINS`` (default: none, i.e. same-origin only).
 credentials are ever allowed (a report carries none); a preflight is answered and may be
 cached for a day. The admin routes (defining, retiring, deleting a metric) and the read
 side never answer cross-origin: a page elsewhere cannot even learn their answers.
+
+The Oblivious HTTP gateway's key configurations (``GET /.well-known/ohttp-gateway``, served
+outside Flask by :mod:`collector.ohttp_gateway`) answer the same origins through
+:class:`CrossOriginKeys`: a page that seals its uploads for a relay needs them. Posting
+there is the relay's business, never a page's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from flask import Flask, Response, request
 
-__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "install"]
+from client_sdk.ohttp.keys import GATEWAY_PATH
+
+__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "CrossOriginKeys", "install"]
 
 CROSS_ORIGIN_ROUTES = {
     "/v1/reports": "POST",
@@ -62,3 +70,37 @@ def install(app: Flask, origins: Iterable[str]) -> None:
         return response
 
     app.after_request(cors)
+
+
+class CrossOriginKeys:
+    """WSGI middleware: ``GET``/``HEAD`` of the gateway's key configurations
+    (:data:`~client_sdk.ohttp.keys.GATEWAY_PATH`) answer pages on ``origins``; every other
+    request passes untouched.
+
+    Args:
+        app: the gateway (and everything behind it).
+        origins: as for :func:`install`; none: the middleware adds nothing.
+    """
+
+    def __init__(self, app: Callable[..., Any], origins: Iterable[str]) -> None:
+        self.app = app
+        self.allowed = frozenset(origins)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        """Add ``Access-Control-Allow-Origin`` (and ``Vary: Origin``) to the keys' answer."""
+        keys = environ.get("PATH_INFO") == GATEWAY_PATH and environ.get("REQUEST_METHOD") in (
+            "GET",
+            "HEAD",
+        )
+        if not keys or not self.allowed:
+            return self.app(environ, start_response)
+        origin = environ.get("HTTP_ORIGIN")
+        allow = origin is not None and (origin in self.allowed or "*" in self.allowed)
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            headers = [*headers, ("Vary", "Origin")]
+            if allow:
+                headers.append(("Access-Control-Allow-Origin", str(origin)))
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, start)
