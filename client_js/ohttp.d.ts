@@ -46,6 +46,8 @@ export class Relay {
   readonly url: string;
   /** Requests sent, key configurations fetched, requests resent after the gateway's key problem. */
   readonly counts: { requests: number; keyFetches: number; keyRetries: number };
+  /** Fetch the gateway's keys now, off the upload path (the client calls it when made). */
+  prepare(collectorUrl: string): void;
   /** The key configuration in use (pinned, cached, or fetched; again when `refresh`). */
   keyConfig(refresh?: boolean, target?: string): Promise<KeyConfig>;
   /** `fetch` through the relay: the request encapsulated, the answer decapsulated. */

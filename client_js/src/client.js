@@ -72,7 +72,7 @@ const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
  * @property {() => number} [now]  wall clock in ms
  * @property {() => number} [random]  jitter of the backoff
  * @property {Rng} [rng]  the perturbation's randomness (tests); default the CSPRNG
- * @property {{fetch(url: string, init: any): Promise<Response>}} [relay]  send the reports
+ * @property {{fetch(url: string, init: any): Promise<Response>, prepare?(url: string): void}} [relay]  send the reports
  *   through an Oblivious HTTP relay: a ``Relay`` of ``ldp-telemetry-client/ohttp``
  */
 
@@ -82,6 +82,7 @@ export class Client {
     this.url = url.replace(/\/+$/, "");
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.relay = options.relay ?? null;
+    this.relay?.prepare?.(this.url); // its keys now, not just before a sealed upload
     this.storage = options.storage ?? defaultStorage();
     this.bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
     this.flushAt = options.flushAt ?? 20;

@@ -134,6 +134,10 @@ export class Relay {
     this.now = options.now ?? Date.now;
     /** @type {{config: KeyConfig, expires: number} | null} */
     this.cached = null;
+    /** @type {Promise<KeyConfig> | null} */ this.pending = null;
+    /** @type {any} */ this.refreshTimer = null;
+    this.refreshDelay = [10_000, 60_000]; // ms: an expired configuration is refreshed after 10–70 s
+    /** @type {string | undefined} */ this.target = undefined;
     this.counts = { requests: 0, keyFetches: 0, keyRetries: 0 };
   }
 
@@ -149,17 +153,50 @@ export class Relay {
     }
   }
 
-  /** The key configuration to use: pinned, cached, or fetched (again when ``refresh``)
-   *  from keysUrl, by default the GATEWAY_PATH of the collector at ``target``.
+  /** Fetch the gateway's keys now, off the upload path: the client calls this when it is
+   *  made. The collector sees who fetches its keys and when, so a fetch just before a sealed
+   *  upload would tie that upload to the address. @param {string} target  the collector's URL */
+  prepare(target) {
+    this.target ??= target;
+    if (!this.pinned && !this.cached && !this.pending) this._fetchKeys(false).catch(() => {});
+  }
+
+  /** The key configuration to use: pinned; cached (once expired it is still used while a
+   *  refresh runs at a random moment 10–70 s later, apart from the upload at hand); or
+   *  fetched, when there is none yet or ``refresh`` (the gateway no longer has the key), from
+   *  keysUrl, by default the GATEWAY_PATH of the collector.
    *  @param {boolean} [refresh] @param {string} [target]  a URL of the collector's API
    *  @returns {Promise<KeyConfig>} */
   async keyConfig(refresh = false, target) {
     if (this.pinned) return /** @type {KeyConfig} */ (this.pinned.find(usable));
-    if (!refresh && this.cached && this.now() < this.cached.expires) return this.cached.config;
+    this.target ??= target;
+    if (!refresh && this.cached) {
+      if (this.now() >= this.cached.expires && !this.refreshTimer) {
+        const [least, spread] = this.refreshDelay;
+        const delay = least + globalThis.crypto.getRandomValues(new Uint32Array(1))[0] / 2 ** 32 * spread;
+        this.refreshTimer = setTimeout(() => { this._fetchKeys(false).catch(() => {}).finally(() => { this.refreshTimer = null; }); }, delay);
+        this.refreshTimer?.unref?.();
+      }
+      return this.cached.config;
+    }
+    if (!refresh && this.pending) return this.pending;
+    return this._fetchKeys(refresh);
+  }
+
+  /** @param {boolean} refresh @returns {Promise<KeyConfig>} */
+  _fetchKeys(refresh) {
+    const run = this._download(refresh);
+    this.pending = run;
+    run.then(() => { this.pending = null; }, () => { this.pending = null; });
+    return run;
+  }
+
+  /** @param {boolean} refresh @returns {Promise<KeyConfig>} */
+  async _download(refresh) {
     this.counts.keyFetches++;
     let response;
     try {
-      response = await this.fetchImpl(this.keysUrl ?? gatewayOf(/** @type {string} */ (target)), { credentials: "omit", cache: refresh ? "no-cache" : "default" });
+      response = await this.fetchImpl(this.keysUrl ?? gatewayOf(/** @type {string} */ (this.target)), { credentials: "omit", cache: refresh ? "no-cache" : "default" });
     } catch (e) {
       throw new Retry(`ohttp: the key configuration is unreachable (${/** @type {any} */ (e)?.name ?? e})`);
     }

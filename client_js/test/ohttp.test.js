@@ -219,6 +219,27 @@ test("Relay.fetch: a tampered response rejects (retried later), the relay's own 
   assert.equal(await Relay.supported(), true); // Node 20's Web Crypto has X25519
 });
 
+test("Relay keys: fetched when the client is made, not before an upload; once expired, refreshed apart from the uploads", async () => {
+  const g = await newGateway(6);
+  const { fetchImpl, log } = network({ gateways: () => [g], served: () => g });
+  const order = /** @type {string[]} */ ([]);
+  /** @type {typeof fetch} */
+  const traced = async (url, init) => { order.push(String(url).endsWith("ohttp-gateway") ? "keys" : "post"); return fetchImpl(url, init); };
+  let now = 0;
+  const relay = new Relay("https://relay.example/relay", { fetch: traced, now: () => now });
+  relay.refreshDelay = [300, 0];
+  relay.prepare("https://c.example");
+  await relay.pending;
+  assert.deepEqual(order, ["keys"]);
+  await relay.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" });
+  now = 61_000; // past the max-age=60 the test gateway gives
+  await relay.fetch("https://c.example/v1/reports", { method: "POST", body: "{}" });
+  assert.deepEqual(order, ["keys", "post", "post"], "the expired key was used, nothing fetched before the upload");
+  await new Promise((r) => setTimeout(r, 600)); // the refresh, at a moment of its own
+  assert.deepEqual(order, ["keys", "post", "post", "keys"]);
+  assert.equal(log.keyFetches, 2);
+});
+
 const DEFINITION = { name: "app.theme", version: 1, kind: "categorical", domain: ["light", "dark", "auto"], mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 3 }, budget: null };
 
 test("Client with a relay: reports go through the relay (definitions directly), each accepted once, with the direct path's retries", async () => {
