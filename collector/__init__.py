@@ -24,6 +24,7 @@ from collector import (
     api_sdk,
     cors,
     ohttp_gateway,
+    ohttp_shuffle,
     settings,
 )
 from collector.admission import Admission, IdentifySource, environ_key
@@ -152,8 +153,13 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     # The source's keyed hash is taken first; then the address leaves the environ.
     private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
-    # The Oblivious HTTP gateway serves its inner requests through `private` too.
-    gateway = ohttp_gateway.install(app.config, private, client, telemetry.registry)
+    # The Oblivious HTTP gateway serves its inner requests through `private` too; their
+    # reports go to the shuffle pools (ohttp_shuffle).
+    pool = ohttp_shuffle.install(
+        app.config, app.extensions["ldp"].appender, client, telemetry.registry
+    )
+    app.extensions[ohttp_shuffle.EXTENSION] = pool
+    gateway = ohttp_gateway.install(app.config, private, client, telemetry.registry, pool)
     # A page needs the gateway's keys to seal uploads for a relay: they answer its origin.
     identified = IdentifySource(
         cors.CrossOriginKeys(gateway, app.config["CORS_ORIGINS"]), admission

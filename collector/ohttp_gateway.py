@@ -35,6 +35,7 @@ from client_sdk.ohttp.keys import (
     encode_key_configs,
 )
 from collector.admission import Admission, TooManyRequests
+from collector.ohttp_shuffle import PoolAppender, Shuffler
 from ldp_store.ohttp_keys import DEFAULT_LIFETIME, DEFAULT_OVERLAP, GatewayKeys, LiveKey
 
 __all__ = [
@@ -112,6 +113,7 @@ class ObliviousGateway:
         max_body_bytes: the app's body limit (an inner body is held to it again).
         registry: the Prometheus registry to count outcomes in.
         relay_admission: the per-relay request limit.
+        shuffler: the relayed reports' shuffler, or None (kept for ``/metrics``).
     """
 
     def __init__(
@@ -121,8 +123,10 @@ class ObliviousGateway:
         max_body_bytes: int,
         registry: Any = None,
         relay_admission: Admission | None = None,
+        shuffler: Shuffler | None = None,
     ) -> None:
         self.app = app
+        self.shuffler = shuffler
         self.keys = keys
         self.max_bytes = max_body_bytes + ENCAPSULATION_OVERHEAD
         self.relay_admission = relay_admission
@@ -357,7 +361,11 @@ def _inner_error(status: int, error: str, details: list[str]) -> bhttp.BinaryRes
 
 
 def install(
-    app_config: Mapping[str, Any], wsgi: WsgiApp, client: redis.Redis, registry: Any
+    app_config: Mapping[str, Any],
+    wsgi: WsgiApp,
+    client: redis.Redis,
+    registry: Any,
+    pool: PoolAppender | None = None,
 ) -> WsgiApp:
     """Wrap ``wsgi`` (the app behind :class:`collector.logs.StripClientMetadata`) in the
     gateway, configured from the app's settings (``OHTTP_KEY_LIFETIME``,
@@ -372,7 +380,12 @@ def install(
     relay_admission = Admission(int(rate), 0, app_config.get("SOURCE_HEADER"))
     keys = GatewayKeys(client, lifetime, overlap)
     return ObliviousGateway(
-        wsgi, keys, int(app_config["MAX_BODY_BYTES"]), registry, relay_admission
+        wsgi,
+        keys,
+        int(app_config["MAX_BODY_BYTES"]),
+        registry,
+        relay_admission,
+        None if pool is None else pool.shuffler,
     )
 
 

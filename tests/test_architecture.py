@@ -69,7 +69,7 @@ def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-PACKAGES = ("client_sdk", "ldp_store", "ldp_api", "collector", "aggregator")
+PACKAGES = ("client_sdk", "ldp_store", "ldp_api", "collector", "aggregator", "ldp_relay")
 
 MAY_IMPORT = {
     "client_sdk": {"client_sdk"},
@@ -77,6 +77,8 @@ MAY_IMPORT = {
     "ldp_api": {"client_sdk", "ldp_api"},
     "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
+    # The relay reuses the collector's per-source limiter and private gunicorn logger.
+    "ldp_relay": {"client_sdk", "collector", "ldp_relay"},
 }
 """The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
 (the SDK's protocol, the Redis contract, the HTTP contract); those import no service."""
@@ -84,12 +86,16 @@ MAY_IMPORT = {
 COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
 """The one module that composes both services (``ldp serve``'s app)."""
 
+CLI_ENTRY = ROOT / "aggregator" / "cli" / "__init__.py"
+"""The ``ldp`` group, which registers ``ldp relay`` (its module loads nothing else)."""
+
 
 def test_the_packages_import_only_along_the_arrows() -> None:
     offenders = []
     for package in PACKAGES:
         for path in modules(package):
             allowed = MAY_IMPORT[package] | ({"collector"} if path == COMPOSITION else set())
+            allowed |= {"ldp_relay"} if path == CLI_ENTRY else set()
             offenders += [
                 f"{path.relative_to(ROOT)} imports {top}"
                 for top, _ in imports(path)

@@ -7,6 +7,8 @@
 * :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
+* :mod:`~aggregator.cli.keys`: ``keys list|rotate`` (the Oblivious HTTP gateway's keys)
+* :mod:`ldp_relay.cli`: ``relay`` (the Oblivious HTTP relay, a package of its own)
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
 
@@ -23,11 +25,13 @@ from aggregator.cli import (
     attack,
     estimates,
     export,
+    keys,
     metrics,
     server,
     study,
 )
 from aggregator.cli.console import err, out, progress_bar
+from ldp_relay.cli import relay
 
 __all__ = ["err", "main", "out", "progress_bar"]
 
@@ -47,5 +51,7 @@ for _command in (
     aggregate.aggregate,
     export.export,
     estimates.estimates,
+    keys.keys,
+    relay,
 ):
     main.add_command(_command)

@@ -8,6 +8,7 @@ encapsulated request appends nothing.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,8 +28,24 @@ from client_sdk.ohttp.keys import (
     decode_key_configs,
 )
 from client_sdk.wire import MetricDefinition
+from collector.ohttp_shuffle import stop_timers
 from ldp_store import keys
 from ldp_store.ohttp_keys import KEYS_KEY, GatewayKeys
+
+
+@pytest.fixture
+def app(redis_db: Any) -> Flask:
+    """A collector whose relayed reports go straight to the streams (B = 1: the shuffle
+    pools are tested in test_ohttp_shuffle.py)."""
+    return make_app(redis_db.url, SHUFFLE_MIN_BATCH=1)
+
+
+@pytest.fixture(autouse=True)
+def _no_timers_of_earlier_apps() -> Iterator[None]:
+    """Shuffle timers of other tests' apps share this process and Redis: stop them."""
+    stop_timers()
+    yield
+    stop_timers()
 
 
 def key_config(client: FlaskClient) -> KeyConfig:
@@ -190,7 +207,7 @@ def test_wrong_type_and_method_get_clear_errors(client: FlaskClient) -> None:
 
 
 def test_a_body_over_the_limit_is_a_413(redis_db: Any) -> None:
-    client = make_app(redis_db.url, MAX_BODY_BYTES=1000).test_client()
+    client = make_app(redis_db.url, MAX_BODY_BYTES=1000, SHUFFLE_MIN_BATCH=1).test_client()
     answer = post(client, b"\0" * 3000)
     assert answer.status_code == 413
 
