@@ -17,6 +17,7 @@ from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
     DEFAULT_TIMEOUT,
+    parse_origins,
 )
 
 __all__ = ["relay"]
@@ -46,6 +47,12 @@ __all__ = ["relay"]
 )
 @click.option("--max-body-bytes", default=DEFAULT_MAX_BODY_BYTES, show_default=True, type=int)
 @click.option("--timeout", default=DEFAULT_TIMEOUT, show_default=True, type=float)
+@click.option(
+    "--cors-origins",
+    default="",
+    envvar="LDP_RELAY_CORS_ORIGINS",
+    help="Origins whose web pages may post (comma-separated, or *): the JavaScript SDK.",
+)
 def relay(
     gateway: str,
     host: str,
@@ -55,6 +62,7 @@ def relay(
     source_header: str | None,
     max_body_bytes: int,
     timeout: float,
+    cors_origins: str,
 ) -> None:
     """Forward sealed uploads (message/ohttp-req) to a collector's gateway, blind.
 
@@ -63,6 +71,10 @@ def relay(
     """
     if not gateway.startswith(("http://", "https://")):
         raise click.BadParameter("must be an http:// or https:// URL", param_hint="--gateway")
+    try:
+        parse_origins(cors_origins)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--cors-origins") from None
     bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     env = {
         **os.environ,
@@ -72,6 +84,7 @@ def relay(
         "LDP_RELAY_SOURCE_REQUESTS_PER_SECOND": str(requests_per_second),
         "LDP_RELAY_MAX_BODY_BYTES": str(max_body_bytes),
         "LDP_RELAY_TIMEOUT": str(timeout),
+        "LDP_RELAY_CORS_ORIGINS": cors_origins,
     }
     if source_header:
         env["LDP_RELAY_SOURCE_HEADER"] = source_header

@@ -5,6 +5,11 @@ request bucket (:class:`collector.admission.Admission`, a keyed hash of the addr
 in memory only), then posted to the gateway with ``Content-Type`` as its only header; the
 gateway's status, ``Content-Type``, ``Retry-After`` and body come back. ``GET /healthz``
 answers ``ok``. Nothing else is served, and nothing about a request is logged.
+
+Web pages (the JavaScript SDK) post from their own origin: for the origins in
+``LDP_RELAY_CORS_ORIGINS`` the relay answers the preflight of ``POST /`` and lets the page
+read the answer (and its ``Retry-After``); no credentials, and the ``Origin`` is not
+forwarded.
 """
 
 from __future__ import annotations
@@ -25,14 +30,20 @@ from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
     DEFAULT_TIMEOUT,
+    parse_origins,
 )
 
 __all__ = [
+    "PREFLIGHT_MAX_AGE",
     "Relay",
     "create_relay",
 ]
 
 log = logging.getLogger(__name__)
+
+PREFLIGHT_MAX_AGE = 86_400
+"""Seconds a browser may keep the relay's answer to a preflight (Chromium caps it at two
+hours): one preflight per page session, not one per upload."""
 
 PASSED_BACK = ("Content-Type", "Retry-After")
 """The gateway's headers the device gets: what it needs to read the answer and to wait."""
@@ -53,6 +64,8 @@ class Relay:
             address in; None: the peer address.
         max_body_bytes: the largest body forwarded.
         timeout: seconds for the gateway to answer.
+        cors_origins: origins whose pages may post (``scheme://host[:port]``, or ``*``);
+            none: same-origin only, i.e. no page elsewhere can read an answer.
     """
 
     def __init__(
@@ -62,6 +75,7 @@ class Relay:
         source_header: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout: float = DEFAULT_TIMEOUT,
+        cors_origins: Iterable[str] = (),
     ) -> None:
         if not gateway.startswith(("http://", "https://")):
             raise ValueError(f"the gateway must be an http(s) URL, got {gateway!r}")
@@ -71,9 +85,30 @@ class Relay:
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.session = _session()
+        self.cors_origins = frozenset(cors_origins)
 
     def __call__(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
-        """Serve one request."""
+        """Serve one request (answering an allowed page's origin, see :meth:`_cors`)."""
+        origin = env.get("HTTP_ORIGIN")
+        allowed = origin is not None and (origin in self.cors_origins or "*" in self.cors_origins)
+        if not allowed or env.get("PATH_INFO", "/") != "/":
+            return self._serve(env, start_response)
+        if env.get("REQUEST_METHOD") == "OPTIONS":
+            if env.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD") != "POST":
+                return self._serve(env, start_response)
+            preflight = {
+                "Access-Control-Allow-Methods": "POST",
+                "Access-Control-Allow-Headers": "Content-Type",
+                "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE),
+            }
+            return _answer(start_response, 204, {**preflight, **_cors(str(origin))}, b"")
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, [*headers, *_cors(str(origin)).items()], exc_info)
+
+        return self._serve(env, start)
+
+    def _serve(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
         path, method = env.get("PATH_INFO", "/"), env.get("REQUEST_METHOD", "GET")
         if path == "/healthz" and method in ("GET", "HEAD"):
             return _answer(start_response, 200, {"Content-Type": "text/plain"}, b"ok")
@@ -113,6 +148,15 @@ class Relay:
 _RETRY = {"Retry-After": "5"}
 
 
+def _cors(origin: str) -> dict[str, str]:
+    """What lets a page on ``origin`` read the answer, and its ``Retry-After``."""
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Expose-Headers": "Retry-After",
+        "Vary": "Origin",
+    }
+
+
 def _session() -> requests.Session:
     """A pooled session that sends no header but the ones given: no user agent, no
     ``Accept-Encoding``, no cookies, and no proxy from the environment."""
@@ -141,6 +185,7 @@ def _read(env: Mapping[str, Any], limit: int) -> bytes | None:
 
 _REASONS = {
     200: "OK",
+    204: "No Content",
     404: "Not Found",
     405: "Method Not Allowed",
     413: "Content Too Large",
@@ -175,7 +220,8 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     """The relay configured from the environment (gunicorn's app factory).
 
     Variables: ``LDP_RELAY_GATEWAY`` (required), ``LDP_RELAY_SOURCE_REQUESTS_PER_SECOND``,
-    ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``.
+    ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``,
+    ``LDP_RELAY_CORS_ORIGINS``.
 
     Raises:
         ValueError: a variable is missing or invalid.
@@ -195,4 +241,5 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     if rate < 0 or size <= 0 or timeout <= 0:
         raise ValueError("relay limits must be positive (the request rate may be 0: off)")
     header = env.get("LDP_RELAY_SOURCE_HEADER") or None
-    return Relay(gateway, rate, header, size, timeout)
+    origins = parse_origins(env.get("LDP_RELAY_CORS_ORIGINS", ""))
+    return Relay(gateway, rate, header, size, timeout, origins)
