@@ -4,7 +4,9 @@ its batches for the gateway of a real ``ldp serve`` and posts them through a rea
 gateway no longer has gets RFC 9458 §5.3's problem, and the SDK fetches the keys again and
 recovers.
 
-The client is ``client_js/src`` (its ``Client`` and ``Relay``), run by Node 20.
+The client is ``client_js/src`` (its ``Client`` and ``Relay``), run by Node 20. The
+collector shuffles relayed reports in batches of at least ``LDP_SHUFFLE_MIN_BATCH`` = 10
+per metric version (every count sent here is a multiple of it, so every pool is released).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from relay_helpers import run_relay
 
 from aggregator.service.serve import Server
 from client_sdk.ohttp.keys import GATEWAY_PATH
@@ -65,11 +68,19 @@ def _request(url: str, method: str = "GET", body: Any = None, token: str | None 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("ohttp-js")
-    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-        for name, spec in SPECS.items():
-            _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
-        yield s
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LDP_SHUFFLE_MIN_BATCH", "10")
+        data = tmp_path_factory.mktemp("ohttp-js")
+        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
+            for name, spec in SPECS.items():
+                _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+            yield s
+
+
+@pytest.fixture(scope="module")
+def relay(server: Server) -> Iterator[str]:
+    """A real ``ldp relay`` (its own process) in front of the collector's gateway."""
+    yield from run_relay(f"{server.url}{GATEWAY_PATH}")
 
 
 def _node(tmp_path: Path, *args: str) -> dict[str, Any]:
@@ -94,12 +105,11 @@ def _wait_for(server: Server, expected: dict[str, int]) -> None:
         time.sleep(0.3)
 
 
-def test_a_node_client_reports_through_the_gateway_and_each_report_counts_once(
-    server: Server, tmp_path: Path
+def test_a_node_client_reports_through_a_real_relay_and_each_report_counts_once(
+    server: Server, relay: str, tmp_path: Path
 ) -> None:
     before = _counted(server)
-    # The relay is the gateway itself here: the encapsulation against the real gateway.
-    out = _node(tmp_path, server.url, f"{server.url}{GATEWAY_PATH}", "", "300")
+    out = _node(tmp_path, server.url, relay, "", "300")
     assert out["ok"] == 300 and out["empty"] is True, out
     assert out["stats"]["accepted"] == 300 and out["stats"]["batches"] == 3, out
     assert out["relay"] == {"requests": 3, "keyFetches": 1, "keyRetries": 0}
@@ -133,7 +143,7 @@ class StaleKeys(BaseHTTPRequestHandler):
 
 
 def test_a_key_the_gateway_does_not_hold_is_refused_and_the_sdk_fetches_the_keys_again(
-    server: Server, tmp_path: Path
+    server: Server, relay: str, tmp_path: Path
 ) -> None:
     StaleKeys.gateway = f"{server.url}{GATEWAY_PATH}"
     StaleKeys.served = 0
@@ -142,7 +152,7 @@ def test_a_key_the_gateway_does_not_hold_is_refused_and_the_sdk_fetches_the_keys
     try:
         before = _counted(server)
         keys_url = f"http://127.0.0.1:{keys.server_address[1]}/keys"
-        out = _node(tmp_path, server.url, f"{server.url}{GATEWAY_PATH}", keys_url, "40")
+        out = _node(tmp_path, server.url, relay, keys_url, "40")
     finally:
         keys.shutdown()
         keys.server_close()
