@@ -22,6 +22,7 @@ COPY ldp_api ./ldp_api
 COPY collector ./collector
 COPY client_js/src ./client_js/src
 COPY aggregator ./aggregator
+COPY ldp_relay ./ldp_relay
 COPY loadtests ./loadtests
 RUN pip install ".[${EXTRAS}]"
 

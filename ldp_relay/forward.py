@@ -226,20 +226,20 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     Raises:
         ValueError: a variable is missing or invalid.
     """
-    env = os.environ if environ is None else environ
-    gateway = env.get("LDP_RELAY_GATEWAY", "")
+    environ = os.environ if environ is None else environ
+    gateway = environ.get("LDP_RELAY_GATEWAY", "")
     if not gateway:
         raise ValueError("LDP_RELAY_GATEWAY (the collector's gateway URL) is required")
     try:
         rate = int(
-            env.get("LDP_RELAY_SOURCE_REQUESTS_PER_SECOND", DEFAULT_SOURCE_REQUESTS_PER_SECOND)
+            environ.get("LDP_RELAY_SOURCE_REQUESTS_PER_SECOND", DEFAULT_SOURCE_REQUESTS_PER_SECOND)
         )
-        size = int(env.get("LDP_RELAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
-        timeout = float(env.get("LDP_RELAY_TIMEOUT", DEFAULT_TIMEOUT))
+        size = int(environ.get("LDP_RELAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+        timeout = float(environ.get("LDP_RELAY_TIMEOUT", DEFAULT_TIMEOUT))
     except ValueError as exc:
         raise ValueError(f"invalid relay setting: {exc}") from None
     if rate < 0 or size <= 0 or timeout <= 0:
         raise ValueError("relay limits must be positive (the request rate may be 0: off)")
-    header = env.get("LDP_RELAY_SOURCE_HEADER") or None
-    origins = parse_origins(env.get("LDP_RELAY_CORS_ORIGINS", ""))
+    header = environ.get("LDP_RELAY_SOURCE_HEADER") or None
+    origins = parse_origins(environ.get("LDP_RELAY_CORS_ORIGINS", ""))
     return Relay(gateway, rate, header, size, timeout, origins)
