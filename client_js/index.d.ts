@@ -148,7 +148,7 @@ export interface ClientOptions {
   rng?: Rng;
   /** Send the reports through an Oblivious HTTP relay (a `Relay` of
    *  `ldp-telemetry-client/ohttp`); definitions are still fetched from `url`. */
-  relay?: { fetch(url: string, init: RequestInit): Promise<Response> };
+  relay?: { fetch(url: string, init: RequestInit): Promise<Response>; prepare?(url: string): void };
 }
 
 export interface ClientStats {
