@@ -160,10 +160,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     )
     app.extensions[ohttp_shuffle.EXTENSION] = pool
     gateway = ohttp_gateway.install(app.config, private, client, telemetry.registry, pool)
-    # A page needs the gateway's keys to seal uploads for a relay: they answer its origin.
-    identified = IdentifySource(
-        cors.CrossOriginKeys(gateway, app.config["CORS_ORIGINS"]), admission
-    )
+    identified = IdentifySource(gateway, admission)
     # A body that comes too slowly is cut (408) before any of that runs.
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign, assignment]
         identified, app.config["MAX_BODY_BYTES"], telemetry.registry

@@ -7,23 +7,16 @@ only for the origins in ``CORS_ORIGINS`` (default: none, i.e. same-origin only).
 credentials are ever allowed (a report carries none); a preflight is answered and may be
 cached for a day. The admin routes (defining, retiring, deleting a metric) and the read
 side never answer cross-origin: a page elsewhere cannot even learn their answers.
-
-The Oblivious HTTP gateway's key configurations (``GET /.well-known/ohttp-gateway``, served
-outside Flask by :mod:`collector.ohttp_gateway`) answer the same origins through
-:class:`CrossOriginKeys`: a page that seals its uploads for a relay needs them. Posting
-there is the relay's business, never a page's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from flask import Flask, Response, request
 
-from client_sdk.ohttp.keys import GATEWAY_PATH
-
-__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "CrossOriginKeys", "install"]
+__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "install", "wsgi_headers"]
 
 CROSS_ORIGIN_ROUTES = {
     "/v1/reports": "POST",
@@ -75,34 +68,31 @@ def install(app: Flask, origins: Iterable[str]) -> None:
     app.after_request(cors)
 
 
-class CrossOriginKeys:
-    """WSGI middleware: ``GET``/``HEAD`` of the gateway's key configurations
-    (:data:`~client_sdk.ohttp.keys.GATEWAY_PATH`) answer pages on ``origins``; every other
-    request passes untouched.
+def wsgi_headers(env: Mapping[str, Any], origins: Iterable[str], methods: str) -> dict[str, str]:
+    """The CORS headers of an answer served outside Flask (the Oblivious HTTP gateway's
+    keys and requests, the relay's forwarding), by the rules above: ``Vary: Origin``
+    always, the rest only for an allowed origin (a preflight also names ``methods``).
 
     Args:
-        app: the gateway (and everything behind it).
-        origins: as for :func:`install`; none: the middleware adds nothing.
+        env: the request's WSGI environ.
+        origins: the allowed origins, or ``*``.
+        methods: the methods the resource takes cross-origin, e.g. ``"GET, POST"``.
     """
-
-    def __init__(self, app: Callable[..., Any], origins: Iterable[str]) -> None:
-        self.app = app
-        self.allowed = frozenset(origins)
-
-    def __call__(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        """Add ``Access-Control-Allow-Origin`` (and ``Vary: Origin``) to the keys' answer."""
-        # (named env, not environ: tests/test_config_docs.py reads environ.get("X") as a
-        # setting, and these are WSGI keys)
-        keys = env.get("PATH_INFO") == GATEWAY_PATH and env.get("REQUEST_METHOD") in ("GET", "HEAD")
-        if not keys or not self.allowed:
-            return self.app(env, start_response)
-        origin = env.get("HTTP_ORIGIN")
-        allow = origin is not None and (origin in self.allowed or "*" in self.allowed)
-
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            headers = [*headers, ("Vary", "Origin")]
-            if allow:
-                headers.append(("Access-Control-Allow-Origin", str(origin)))
-            return start_response(status, headers, exc_info)
-
-        return self.app(env, start)
+    allowed = frozenset(origins)
+    if not allowed:
+        return {}
+    headers = {"Vary": "Origin"}
+    origin = env.get("HTTP_ORIGIN")
+    if origin is None or not (origin in allowed or "*" in allowed):
+        return headers
+    if env.get("REQUEST_METHOD") == "OPTIONS":
+        wanted = env.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD", "")
+        if wanted not in [m.strip() for m in methods.split(",")]:
+            return headers
+        headers["Access-Control-Allow-Methods"] = methods
+        headers["Access-Control-Allow-Headers"] = "Content-Type"
+        headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+    else:
+        headers["Access-Control-Expose-Headers"] = "Retry-After"  # the SDK's backoff reads it
+    headers["Access-Control-Allow-Origin"] = origin
+    return headers

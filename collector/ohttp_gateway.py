@@ -34,6 +34,7 @@ from client_sdk.ohttp.keys import (
     RESPONSE_MEDIA_TYPE,
     encode_key_configs,
 )
+from collector import cors
 from collector.admission import Admission, TooManyRequests
 from collector.ohttp_shuffle import PoolAppender, Shuffler
 from ldp_store.ohttp_keys import DEFAULT_LIFETIME, DEFAULT_OVERLAP, GatewayKeys, LiveKey
@@ -114,6 +115,7 @@ class ObliviousGateway:
         registry: the Prometheus registry to count outcomes in.
         relay_admission: the per-relay request limit.
         shuffler: the relayed reports' shuffler, or None (kept for ``/metrics``).
+        cors_origins: origins whose pages may fetch the keys and post (``CORS_ORIGINS``).
     """
 
     def __init__(
@@ -124,8 +126,10 @@ class ObliviousGateway:
         registry: Any = None,
         relay_admission: Admission | None = None,
         shuffler: Shuffler | None = None,
+        cors_origins: Iterable[str] = (),
     ) -> None:
         self.app = app
+        self.cors_origins = tuple(cors_origins)
         self.shuffler = shuffler
         self.keys = keys
         self.max_bytes = max_body_bytes + ENCAPSULATION_OVERHEAD
@@ -173,6 +177,18 @@ class ObliviousGateway:
         if env.get("PATH_INFO") != GATEWAY_PATH:
             return self.app(env, start_response)
         method = env.get("REQUEST_METHOD", "GET")
+        cross = cors.wsgi_headers(env, self.cors_origins, "GET, POST")
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            return start_response(status, headers + list(cross.items()), exc_info)
+
+        if method == "OPTIONS":  # a browser's preflight (the web SDK)
+            return _answer(start, 204, {}, b"")
+        return self._serve_gateway(env, start, method)
+
+    def _serve_gateway(
+        self, env: dict[str, Any], start_response: Callable[..., Any], method: str
+    ) -> Any:
         try:
             if method in ("GET", "HEAD"):
                 configs = encode_key_configs([k.config for k in self.live_keys()])
@@ -186,8 +202,8 @@ class ObliviousGateway:
                     start_response,
                     405,
                     "method not allowed",
-                    ["allowed: GET, HEAD, POST"],
-                    {"Allow": "GET, HEAD, POST"},
+                    ["allowed: GET, HEAD, POST, OPTIONS"],
+                    {"Allow": "GET, HEAD, POST, OPTIONS"},
                 )
             return self._post(env, start_response)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
@@ -313,6 +329,7 @@ def _answer(
 ) -> list[bytes]:
     reason = {
         200: "OK",
+        204: "No Content",
         400: "Bad Request",
         405: "Method Not Allowed",
         413: "Content Too Large",
@@ -386,6 +403,7 @@ def install(
         registry,
         relay_admission,
         None if pool is None else pool.shuffler,
+        app_config.get("CORS_ORIGINS", ()),
     )
 
 

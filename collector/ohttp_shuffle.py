@@ -52,11 +52,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MIN_BATCH = 100
-"""B: reports a batch holds at least. Feldman–McMillan–Talwar's shuffled ε of B reports
-of ε₀ = 1 is about 0.9 at δ = 10⁻⁶ only from B ≈ 1000 on; B = 100 already hides a
-report's arrival among 99 others (the order carries no arrival information within a
-batch). See ``docs/concepts/privacy-model.md`` for the ε_c each B buys."""
+DEFAULT_MIN_BATCH = keys.SHUFFLE_MIN_BATCH
+"""B: reports a batch holds at least (100). Within a batch the stream order carries no
+arrival information; ``docs/concepts/privacy-model.md`` shows the ε_c each B buys."""
 
 DEFAULT_MAX_DELAY = 0.0
 """Seconds after which a pool below B is released anyway; 0: never (a guarantee of B)."""

@@ -5,11 +5,6 @@ request bucket (:class:`collector.admission.Admission`, a keyed hash of the addr
 in memory only), then posted to the gateway with ``Content-Type`` as its only header; the
 gateway's status, ``Content-Type``, ``Retry-After`` and body come back. ``GET /healthz``
 answers ``ok``. Nothing else is served, and nothing about a request is logged.
-
-Web pages (the JavaScript SDK) post from their own origin: for the origins in
-``LDP_RELAY_CORS_ORIGINS`` the relay answers the preflight of ``POST /`` and lets the page
-read the answer (and its ``Retry-After``); no credentials, and the ``Origin`` is not
-forwarded.
 """
 
 from __future__ import annotations
@@ -25,25 +20,20 @@ import requests.adapters
 import urllib3.util
 
 from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+from collector import cors
 from collector.admission import Admission, TooManyRequests, environ_key
 from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
     DEFAULT_TIMEOUT,
-    parse_origins,
 )
 
 __all__ = [
-    "PREFLIGHT_MAX_AGE",
     "Relay",
     "create_relay",
 ]
 
 log = logging.getLogger(__name__)
-
-PREFLIGHT_MAX_AGE = 86_400
-"""Seconds a browser may keep the relay's answer to a preflight (Chromium caps it at two
-hours): one preflight per page session, not one per upload."""
 
 PASSED_BACK = ("Content-Type", "Retry-After")
 """The gateway's headers the device gets: what it needs to read the answer and to wait."""
@@ -64,8 +54,8 @@ class Relay:
             address in; None: the peer address.
         max_body_bytes: the largest body forwarded.
         timeout: seconds for the gateway to answer.
-        cors_origins: origins whose pages may post (``scheme://host[:port]``, or ``*``);
-            none: same-origin only, i.e. no page elsewhere can read an answer.
+        cors_origins: origins whose web pages may post through the relay (the web SDK),
+            or ``*``; none by default. ``Origin`` is read for that and never forwarded.
     """
 
     def __init__(
@@ -75,7 +65,7 @@ class Relay:
         source_header: str | None = None,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         timeout: float = DEFAULT_TIMEOUT,
-        cors_origins: Iterable[str] = (),
+        cors_origins: tuple[str, ...] = (),
     ) -> None:
         if not gateway.startswith(("http://", "https://")):
             raise ValueError(f"the gateway must be an http(s) URL, got {gateway!r}")
@@ -85,28 +75,18 @@ class Relay:
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.session = _session()
-        self.cors_origins = frozenset(cors_origins)
+        self.cors_origins = cors_origins
 
-    def __call__(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
-        """Serve one request (answering an allowed page's origin, see :meth:`_cors`)."""
-        origin = env.get("HTTP_ORIGIN")
-        allowed = origin is not None and (origin in self.cors_origins or "*" in self.cors_origins)
-        if not allowed or env.get("PATH_INFO", "/") != "/":
-            return self._serve(env, start_response)
-        if env.get("REQUEST_METHOD") == "OPTIONS":
-            if env.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD") != "POST":
-                return self._serve(env, start_response)
-            preflight = {
-                "Access-Control-Allow-Methods": "POST",
-                "Access-Control-Allow-Headers": "Content-Type",
-                "Access-Control-Max-Age": str(PREFLIGHT_MAX_AGE),
-            }
-            return _answer(start_response, 204, {**preflight, **_cors(str(origin))}, b"")
+    def __call__(self, env: dict[str, Any], start: WsgiStart) -> Iterable[bytes]:
+        """Serve one request (with CORS headers for an allowed page's origin)."""
+        cross = cors.wsgi_headers(env, self.cors_origins, "POST")
 
-        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            return start_response(status, [*headers, *_cors(str(origin)).items()], exc_info)
+        def start_response(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
+            return start(status, headers + list(cross.items()), *info)
 
-        return self._serve(env, start)
+        if env.get("REQUEST_METHOD") == "OPTIONS" and env.get("PATH_INFO", "/") == "/":
+            return _answer(start_response, 204, {}, b"")
+        return self._serve(env, start_response)
 
     def _serve(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
         path, method = env.get("PATH_INFO", "/"), env.get("REQUEST_METHOD", "GET")
@@ -146,15 +126,6 @@ class Relay:
 
 
 _RETRY = {"Retry-After": "5"}
-
-
-def _cors(origin: str) -> dict[str, str]:
-    """What lets a page on ``origin`` read the answer, and its ``Retry-After``."""
-    return {
-        "Access-Control-Allow-Origin": origin,
-        "Access-Control-Expose-Headers": "Retry-After",
-        "Vary": "Origin",
-    }
 
 
 def _session() -> requests.Session:
@@ -221,7 +192,7 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
 
     Variables: ``LDP_RELAY_GATEWAY`` (required), ``LDP_RELAY_SOURCE_REQUESTS_PER_SECOND``,
     ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``,
-    ``LDP_RELAY_CORS_ORIGINS``.
+    ``LDP_RELAY_CORS_ORIGINS`` (comma-separated, or ``*``).
 
     Raises:
         ValueError: a variable is missing or invalid.
@@ -241,5 +212,6 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     if rate < 0 or size <= 0 or timeout <= 0:
         raise ValueError("relay limits must be positive (the request rate may be 0: off)")
     header = environ.get("LDP_RELAY_SOURCE_HEADER") or None
-    origins = parse_origins(environ.get("LDP_RELAY_CORS_ORIGINS", ""))
+    raw = environ.get("LDP_RELAY_CORS_ORIGINS", "")
+    origins = tuple(o.strip().rstrip("/").lower() for o in raw.split(",") if o.strip())
     return Relay(gateway, rate, header, size, timeout, origins)

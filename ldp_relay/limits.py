@@ -1,14 +1,8 @@
-"""The relay's defaults and the parsing of its settings (standard library only: ``ldp
---help`` imports them)."""
+"""The relay's defaults (standard library only: ``ldp --help`` imports them)."""
 
 from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MAX_BODY_BYTES",
-    "DEFAULT_SOURCE_REQUESTS_PER_SECOND",
-    "DEFAULT_TIMEOUT",
-    "parse_origins",
-]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_SOURCE_REQUESTS_PER_SECOND", "DEFAULT_TIMEOUT"]
 
 DEFAULT_SOURCE_REQUESTS_PER_SECOND = 20
 """Uploads one device (address) may send per second, and at once: the collector's own
@@ -23,21 +17,3 @@ could only be refused by the gateway, so it is refused here without forwarding."
 DEFAULT_TIMEOUT = 10.0
 """Seconds to connect to the gateway and to wait for its answer (it answers within 2 s
 even when its Redis is in trouble: ``collector.LONGEST_REDIS_WAIT``)."""
-
-
-def parse_origins(value: str) -> frozenset[str]:
-    """``LDP_RELAY_CORS_ORIGINS``: origins separated by commas or spaces, or ``*``.
-
-    Raises:
-        ValueError: an entry that is not ``http(s)://host[:port]`` nor ``*``.
-    """
-    found = set()
-    for item in value.replace(",", " ").split():
-        origin = item.strip().lower().rstrip("/")
-        scheme, _, rest = origin.partition("://")
-        if origin != "*" and (scheme not in ("http", "https") or not rest or "/" in rest):
-            raise ValueError(
-                f"LDP_RELAY_CORS_ORIGINS: {item!r} is not an origin like https://app.example"
-            )
-        found.add(origin)
-    return frozenset(found)

@@ -20,6 +20,7 @@ __all__ = [
     "GROUP",
     "METRICS_SET",
     "POOLS_SET",
+    "SHUFFLE_MIN_BATCH",
     "claims_key",
     "counts_key",
     "dead_key",
@@ -45,6 +46,10 @@ METRICS_SET = f"{PREFIX}:metrics"
 POOLS_SET = f"{PREFIX}:shuffle:pools"
 """Every shuffle pool that may hold reports, as ``name:version:shard`` (for the timer that
 releases overdue ones; :mod:`collector.ohttp_shuffle`)."""
+SHUFFLE_MIN_BATCH = 100
+"""B by default: the least reports a shuffled batch of relayed reports holds
+(``LDP_SHUFFLE_MIN_BATCH``; the collectors release pools at it, the dashboard states the ε
+it buys). Here because both services read it."""
 GROUP = "aggregators"
 """The one consumer group every aggregator worker joins."""
 

@@ -39,11 +39,13 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
+from aggregator.web.estimates import relayed_epsilon
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
+from ldp_store import keys
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -236,6 +238,12 @@ def metric(name: str) -> str | tuple[str, int]:
         return _string_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
+    if definition.kind == "categorical":
+        batch = int(current_app.config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH))
+        per_batch = definition.budget.reports_per_period if definition.budget else None
+        relayed = relayed_epsilon(definition.oracle.epsilon, batch, per_batch)
+        d["relayed"] = None if relayed is None else relayed.model_dump()
+        d["relayed_batch"] = batch
     query = {"version": d["version"]}
     page = {
         "page": "metric",

@@ -85,30 +85,3 @@ def test_other_origins_and_other_routes_are_refused(cors_client: Any) -> None:
 def test_a_malformed_origin_is_a_configuration_error(redis_db: Any, bad: str) -> None:
     with pytest.raises(ConfigError, match="CORS_ORIGINS"):
         make_app(redis_db.url, CORS_ORIGINS=bad)
-
-
-def test_an_allowed_origin_gets_the_gateway_keys_and_nothing_else_of_the_gateway(
-    cors_client: Any, client: Any
-) -> None:
-    from client_sdk.ohttp.keys import GATEWAY_PATH, KEYS_MEDIA_TYPE
-
-    r = cors_client.get(GATEWAY_PATH, headers={"Origin": APP})
-    assert r.status_code == 200 and r.mimetype == KEYS_MEDIA_TYPE
-    assert r.headers["Access-Control-Allow-Origin"] == APP
-    assert "Origin" in r.headers["Vary"]
-    assert "Access-Control-Allow-Credentials" not in r.headers
-    elsewhere = cors_client.get(GATEWAY_PATH, headers={"Origin": "https://evil.example"})
-    assert elsewhere.status_code == 200
-    assert "Access-Control-Allow-Origin" not in elsewhere.headers
-    # a page never posts to the gateway itself (the relay does): no preflight, no CORS answer
-    post = cors_client.post(
-        GATEWAY_PATH,
-        data=b"x",
-        headers={"Origin": APP, "Content-Type": "message/ohttp-req"},
-    )
-    assert "Access-Control-Allow-Origin" not in post.headers
-    # and by default (no LDP_CORS_ORIGINS) nothing answers another origin
-    assert (
-        "Access-Control-Allow-Origin"
-        not in client.get(GATEWAY_PATH, headers={"Origin": APP}).headers
-    )

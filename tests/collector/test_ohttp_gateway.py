@@ -201,7 +201,7 @@ def test_wrong_type_and_method_get_clear_errors(client: FlaskClient) -> None:
     answer = client.post(GATEWAY_PATH, data=b"x", headers={"Content-Type": "application/json"})
     assert answer.status_code == 415 and "message/ohttp-req" in answer.json["error"]
     answer = client.put(GATEWAY_PATH, data=b"x")
-    assert answer.status_code == 405 and answer.headers["Allow"] == "GET, HEAD, POST"
+    assert answer.status_code == 405 and answer.headers["Allow"] == "GET, HEAD, POST, OPTIONS"
     answer = post(client, b"\x01\x00")
     assert answer.status_code == 400 and "too short" in answer.json["details"][0]
 
@@ -217,3 +217,21 @@ def test_the_relay_limit_answers_429(redis_db: Any, theme: MetricDefinition) -> 
     config = key_config(client)
     statuses = [post(client, seal(config, b"{}")[0]).status_code for _ in range(4)]
     assert statuses[:2] == [200, 200] and statuses[2] == 429
+
+
+def test_an_allowed_origin_may_fetch_the_keys_and_post(redis_db: Any) -> None:
+    """The web SDK fetches the keys and, without a relay, posts from a page."""
+    page = "https://app.example"
+    client = make_app(redis_db.url, CORS_ORIGINS=[page], SHUFFLE_MIN_BATCH=1).test_client()
+    preflight = client.options(
+        GATEWAY_PATH,
+        headers={"Origin": page, "Access-Control-Request-Method": "POST"},
+    )
+    assert preflight.status_code == 204
+    assert preflight.headers["Access-Control-Allow-Origin"] == page
+    assert preflight.headers["Access-Control-Allow-Headers"] == "Content-Type"
+    keys_answer = client.get(GATEWAY_PATH, headers={"Origin": page})
+    assert keys_answer.headers["Access-Control-Allow-Origin"] == page
+    other = client.get(GATEWAY_PATH, headers={"Origin": "https://evil.example"})
+    assert "Access-Control-Allow-Origin" not in other.headers
+    assert other.headers["Vary"] == "Origin"
