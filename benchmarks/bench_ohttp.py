@@ -250,6 +250,25 @@ def sealed(config: KeyConfig, url: str, body: bytes) -> bytes:
 # -- collector throughput ----------------------------------------------------------------
 
 
+def cpu_seconds(master: int) -> float:
+    """CPU seconds (user + system) of a gunicorn master and its workers, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [master]
+    try:
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        pids += [int(c) for c in children]
+    except OSError:
+        pass
+    total = 0.0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 def phase(target: str, bodies: list[bytes], kind: str, clients: int) -> float:
     """Post every body (``clients`` threads, a session each); seconds from start to last."""
     chunks = [bodies[i::clients] for i in range(clients)]
@@ -282,6 +301,7 @@ def bench_throughput(
     clients: int,
     rounds: int,
     redis: Any,
+    master: int,
 ) -> None:
     config = key_config(url)
     probe = [
@@ -294,9 +314,9 @@ def bench_throughput(
         f"\ncollector: {requests_per_phase} requests of {batch} reports per phase, "
         f"{clients} client threads, 2 gunicorn workers, rounds alternate"
     )
-    ratios = []
+    ratios, cpu_ratios = [], []
     for r in range(rounds):
-        figures = {}
+        figures, cpu = {}, {}
         for name in ("direct", "gateway") if r % 2 == 0 else ("gateway", "direct"):
             bodies = [
                 json.dumps(
@@ -310,14 +330,22 @@ def bench_throughput(
             else:
                 target, kind = url + "/v1/reports", "application/json"
             redis.delete(keys.stream_key(definition.name, definition.version))
+            before = cpu_seconds(master)
             elapsed = phase(target, bodies, kind, clients)
+            cpu[name] = (cpu_seconds(master) - before) / (requests_per_phase * batch) * 1e6
             figures[name] = requests_per_phase * batch / elapsed
         ratios.append(figures["gateway"] / figures["direct"])
+        cpu_ratios.append(cpu["gateway"] / cpu["direct"])
         print(
-            f"  round {r + 1}: direct {figures['direct']:8.0f} reports/s   "
-            f"gateway {figures['gateway']:8.0f} reports/s   gateway/direct {ratios[-1]:.2f}"
+            f"  round {r + 1}: direct {figures['direct']:7.0f} reports/s {cpu['direct']:5.1f} "
+            f"µs CPU/report   gateway {figures['gateway']:7.0f} reports/s "
+            f"{cpu['gateway']:5.1f} µs CPU/report   gateway/direct {ratios[-1]:.2f} "
+            f"(CPU {cpu_ratios[-1]:.2f})"
         )
-    print(f"  median gateway/direct {statistics.median(ratios):.2f}")
+    print(
+        f"  median gateway/direct: throughput {statistics.median(ratios):.2f}, "
+        f"collector CPU per report {statistics.median(cpu_ratios):.2f}"
+    )
 
 
 # -- relay latency -----------------------------------------------------------------------
@@ -431,7 +459,14 @@ def main() -> None:
             processes.append(collector)
             definition = define(url)
             bench_throughput(
-                url, definition, args.batch, args.seconds, args.clients, args.rounds, redis
+                url,
+                definition,
+                args.batch,
+                args.seconds,
+                args.clients,
+                args.rounds,
+                redis,
+                collector.pid,
             )
             relay, relay_url = start_relay(url + GATEWAY_PATH, logs)
             processes.append(relay)

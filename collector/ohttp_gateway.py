@@ -268,7 +268,8 @@ class ObliviousGateway:
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
         """The app's answer to the inner request, served from a fresh environ."""
-        if inner.path.split("?", 1)[0] != INNER_PATH:
+        path = inner.path.split("?", 1)[0]
+        if not path.endswith(INNER_PATH) or not path.startswith("/"):  # a prefix is the URL's
             return _inner_error(
                 404, "the gateway serves only POST /v1/reports", [f"got {inner.path[:100]!r}"]
             )

@@ -104,8 +104,12 @@ class ObliviousTransport:
             answer = self._relay.exchange(
                 "POST", "", sealed, REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
             )
-            if _is_unknown_key(answer) and attempt == 0:
-                continue
+            if _is_unknown_key(answer):
+                if attempt == 0:
+                    continue  # a rotation since the keys were fetched: fetch, seal anew
+                # It does not know the key it just published (replicas out of step for a
+                # few seconds): try later, keep the reports.
+                raise OSError("the gateway refused the key it publishes; retrying later")
             if answer.status != 200 or not answer.headers.get("content-type", "").startswith(
                 RESPONSE_MEDIA_TYPE
             ):

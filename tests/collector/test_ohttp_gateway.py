@@ -188,6 +188,9 @@ def test_the_keys_are_outside_every_metric_keyspace(
         ("/v1/metrics", "GET", 404),
         ("/v1/metrics/app.theme", "PUT", 404),
         ("/v1/reports", "GET", 405),
+        ("/v1/reportsx", "POST", 404),
+        ("v1/reports", "POST", 404),
+        ("/ldp/v1/reports", "POST", 400),  # behind a path prefix: the ingest route ({} is bad)
     ],
 )
 def test_the_gateway_serves_only_the_ingest_route(
