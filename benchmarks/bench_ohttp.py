@@ -182,7 +182,7 @@ def start_relay(gateway: str, logs: Path) -> tuple[subprocess.Popen[bytes], str]
         [
             sys.executable,
             "-m",
-            "aggregator.cli",
+            "ldp_server",
             "relay",
             "--gateway",
             gateway,

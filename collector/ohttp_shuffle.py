@@ -35,6 +35,7 @@ import redis
 from prometheus_client import Counter, Histogram
 
 from collector.ingest import Appender, Item
+from ldp_api.context import Slot
 from ldp_store import keys, scripts
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MAX_DELAY",
-    "EXTENSION",
+    "POOL",
     "DEFAULT_MIN_BATCH",
     "TICK_SECONDS",
     "PoolAppender",
@@ -58,9 +59,6 @@ arrival information; ``docs/concepts/privacy-model.md`` shows the ε_c each B bu
 
 DEFAULT_MAX_DELAY = 0.0
 """Seconds after which a pool below B is released anyway; 0: never (a guarantee of B)."""
-
-EXTENSION = "ldp_shuffle"
-"""The app's :class:`PoolAppender` (or None: no shuffling) in ``app.extensions``."""
 
 TICK_SECONDS = 1.0
 """How often a collector process looks for pools to release (one ``SMEMBERS`` and one
@@ -249,10 +247,12 @@ def install(
     return PoolAppender(appender, Shuffler(client, batch, float(delay), registry))
 
 
+POOL: Slot[PoolAppender] = Slot("ldp_shuffle", PoolAppender)
+"""The app's :class:`PoolAppender` (none attached: no shuffling)."""
+
+
 def relayed(ctx: Services) -> Services:
     """The services an inner (relayed) request ingests with: the app's
     :class:`PoolAppender` in place of its appender, when shuffling is on."""
-    from flask import current_app
-
-    pool = current_app.extensions.get(EXTENSION)
+    pool = POOL.find()
     return ctx if pool is None else dataclasses.replace(ctx, appender=pool)

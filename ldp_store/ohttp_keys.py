@@ -128,7 +128,7 @@ class GatewayKeys:
 
     def _rotate(self, force: bool) -> list[LiveKey]:
         for _ in range(TRIES):
-            with self.client.pipeline() as pipe:
+            with self.client.pipeline(transaction=True) as pipe:
                 try:
                     pipe.watch(KEYS_KEY)
                     now = self._time()

@@ -109,7 +109,7 @@ class Stack:
             [
                 sys.executable,
                 "-m",
-                "aggregator.cli",
+                "ldp_server",
                 "relay",
                 "--gateway",
                 self.url + GATEWAY_PATH,
@@ -280,7 +280,7 @@ def test_after_a_rotation_the_sdk_fetches_the_keys_again_and_delivers(
         rotate = [
             sys.executable,
             "-m",
-            "aggregator.cli",
+            "ldp_server",
             "keys",
             "rotate",
             "--redis-url",

@@ -57,7 +57,7 @@ def relay(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         [
             sys.executable,
             "-m",
-            "aggregator.cli",
+            "ldp_server",
             "relay",
             "--gateway",
             f"http://127.0.0.1:{gateway.server_port}/.well-known/ohttp-gateway",

@@ -28,6 +28,7 @@ from client_sdk.ohttp.keys import (
     decode_key_configs,
 )
 from client_sdk.wire import MetricDefinition
+from collector.context import services
 from collector.ohttp_shuffle import stop_timers
 from ldp_store import keys
 from ldp_store.ohttp_keys import KEYS_KEY, GatewayKeys
@@ -77,7 +78,7 @@ def opened(answer: Any, context: ClientContext) -> bhttp.BinaryResponse:
 
 
 def stream_length(app: Flask, definition: MetricDefinition) -> int:
-    redis = app.extensions["ldp"].redis
+    redis = services(app).redis
     return int(redis.xlen(keys.stream_key(definition.name, definition.version)))
 
 

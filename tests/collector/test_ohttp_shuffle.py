@@ -22,7 +22,8 @@ from flask.testing import FlaskClient
 from test_ohttp_gateway import key_config, opened, post, seal
 
 from client_sdk.wire import MetricDefinition
-from collector.ohttp_shuffle import EXTENSION, PoolAppender, stop_timers
+from collector.context import services
+from collector.ohttp_shuffle import POOL, PoolAppender, stop_timers
 from ldp_store import keys
 
 WIDE_SPEC = {"domain": [f"v{i}" for i in range(400)], "epsilon": 1.0, "mechanism": "grr"}
@@ -51,13 +52,13 @@ def send_one_by_one(client: FlaskClient, batch: list[dict[str, Any]]) -> None:
 
 
 def stream_values(app: Flask, definition: MetricDefinition) -> list[int]:
-    redis = app.extensions["ldp"].redis
+    redis = services(app).redis
     entries = redis.xrange(keys.stream_key(definition.name, definition.version))
     return [json.loads(fields[b"p"])["v"] for _, fields in entries]
 
 
 def pool_length(app: Flask, definition: MetricDefinition) -> int:
-    redis = app.extensions["ldp"].redis
+    redis = services(app).redis
     return int(redis.xlen(keys.pool_key(definition.name, definition.version)))
 
 
@@ -116,24 +117,24 @@ def test_max_delay_releases_a_small_pool_and_zero_never_does(redis_db: Any) -> N
     client = app.test_client()
     wide = define(client, "app.wide", WIDE_SPEC)
     send_one_by_one(client, labelled(wide, 3))
-    shuffler = app.extensions[EXTENSION].shuffler
+    shuffler = POOL.get(app).shuffler
     assert shuffler.release_due() == 0  # 3 < B, and not 30 s old
     shuffler.clock = lambda: time.time() + 31
     assert shuffler.release_due() == 3
     assert sorted(stream_values(app, wide)) == [0, 1, 2]
-    assert not app.extensions["ldp"].redis.smembers(keys.POOLS_SET)  # forgotten once empty
+    assert not services(app).redis.smembers(keys.POOLS_SET)  # forgotten once empty
 
     never = make_app(redis_db.url, SHUFFLE_MIN_BATCH=10)
     send_one_by_one(never.test_client(), labelled(wide, 13)[10:])
-    never.extensions[EXTENSION].shuffler.clock = lambda: time.time() + 10**6
-    assert never.extensions[EXTENSION].shuffler.release_due() == 0
+    POOL.get(never).shuffler.clock = lambda: time.time() + 10**6
+    assert POOL.get(never).shuffler.release_due() == 0
 
 
 def test_the_pool_appender_shares_the_appender_state(redis_db: Any) -> None:
     app = make_app(redis_db.url)
-    pool = app.extensions[EXTENSION]
+    pool = POOL.get(app)
     assert isinstance(pool, PoolAppender)
-    assert pool.client is app.extensions["ldp"].appender.client
+    assert pool.client is services(app).appender.client
     assert pool.target("a", 1, 0) == keys.pool_key("a", 1, 0)
 
 
