@@ -23,7 +23,7 @@ def run_relay(gateway: str, cors_origins: str = "") -> Iterator[str]:
     if cors_origins:
         args += ["--cors-origins", cors_origins]
     process = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", "relay", *args],
+        [sys.executable, "-m", "ldp_server", "relay", *args],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from relay_helpers import run_relay
 
-from aggregator.service.serve import Server
 from client_sdk.ohttp.keys import GATEWAY_PATH
+from ldp_server.serve import Server
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = (ROOT / "client_js" / "src").as_uri()

@@ -29,8 +29,8 @@ if _missing:
 
 from test_dashboard_browser import _request  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk.ohttp.keys import GATEWAY_PATH  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 CLIENT_JS = Path(__file__).resolve().parents[2] / "client_js"
 APPENDIX_A = json.loads((CLIENT_JS / "test" / "vectors" / "rfc9458-appendix-a.json").read_text())
