@@ -155,6 +155,9 @@ export interface ClientOptions {
   now?: () => number;
   random?: () => number;
   rng?: Rng;
+  /** Send the reports through an Oblivious HTTP relay (a `Relay` of
+   *  `ldp-telemetry-client/ohttp`); definitions are still fetched from `url`. */
+  relay?: { fetch(url: string, init: RequestInit): Promise<Response>; prepare?(url: string): void };
 }
 
 export interface ClientStats {
