@@ -58,8 +58,8 @@ def bundle(entry: Path) -> tuple[int, int]:
     return len(out), len(gzip.compress(out, 9))
 
 
-def main() -> None:
-    print(f"load average at the start {os.getloadavg()[0]:.2f}")
+def bundle_sizes() -> tuple[tuple[int, int], tuple[int, int]]:
+    """(minified, gzipped) bytes of the whole module and of a GRR-only page."""
     if not ESBUILD.exists():
         sys.exit("run `npm ci` in client_js/ first (esbuild is a pinned dev dependency)")
     full = bundle(JS / "src" / "index.js")
@@ -69,6 +69,12 @@ def main() -> None:
         grr_only = bundle(Path(f.name))
     finally:
         os.unlink(f.name)
+    return full, grr_only
+
+
+def main() -> None:
+    print(f"load average at the start {os.getloadavg()[0]:.2f}")
+    full, grr_only = bundle_sizes()
     print(f"bundle, every mechanism: {full[0]:,} B minified, {full[1]:,} B min+gzip")
     print(f"bundle, GRR only (tree-shaken): {grr_only[0]:,} B minified, {grr_only[1]:,} B min+gzip")
 
