@@ -24,6 +24,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.slow_bodies import BodyDeadline
 from collector.telemetry import Telemetry
+from ldp_api import context
 from ldp_store import connection
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
@@ -91,7 +92,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     Returns:
         The app, with its Redis client, registry, appender and telemetry attached once
-        as ``app.extensions["ldp"]``.
+        as its shared context (:func:`ldp_api.context.shared`).
 
     Raises:
         collector.settings.ConfigError: a setting is missing or invalid.
@@ -119,7 +120,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     admission = Admission(
         app.config["SOURCE_REQUESTS_PER_SECOND"], app.config["SOURCE_REPORTS_PER_MINUTE"], header
     )
-    app.extensions["ldp"] = Services(
+    services = Services(
         redis=client,
         registry=Registry(client),
         appender=Appender(
@@ -134,6 +135,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         admission=admission,
         memory=MemoryUsage(client),
     )
+    context.attach(app, services)
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only

@@ -35,7 +35,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
+from flask import Blueprint, Response, abort, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
@@ -44,6 +44,7 @@ from aggregator.web.status import describe, overview_body, published_caps, reten
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -212,7 +213,7 @@ def _missing(name: str) -> tuple[str, int]:
 @bp.get("/")
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
     rows, memory, device = body["metrics"], body["memory"], body["device"]
     page = {
@@ -226,7 +227,7 @@ def overview() -> str:
 @bp.get("/ui/metric/<name>")
 def metric(name: str) -> str | tuple[str, int]:
     """One metric version: estimates, intervals, table, CSV, trend."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     version = _version()
     definition = ext.registry.get(name, version)
     if definition is None:
@@ -313,7 +314,7 @@ def _explorer_page(
 @bp.get("/ui/metric/<name>/explorer")
 def metric_explorer(name: str) -> str | tuple[str, int]:
     """The tradeoff explorer for a metric's k, starting at its ε and marking its N."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     definition = ext.registry.get(name, _version())
     if definition is None:
         return _missing(name)
@@ -358,7 +359,7 @@ def try_reporting() -> str:
     Lists the current categorical metrics (it defines none); the page's script does the
     rest with the JavaScript SDK the collector serves.
     """
-    registry = current_app.extensions["ldp"].registry
+    registry = shared().registry
     metrics = [
         {
             "name": d.name,

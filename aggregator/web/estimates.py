@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import redis
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.safe_text import csv_text
@@ -86,6 +86,7 @@ from aggregator.web.status import retention_of
 from aggregator.web.strings import parse_candidates, string_estimates
 from client_sdk.mechanisms import PostRandomization
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
 from ldp_api.models import Error, Mechanism, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
@@ -147,7 +148,7 @@ _CSV = Media(
 
 
 def _services() -> tuple[redis.Redis, Registry]:
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     return ext.redis, ext.registry
 
 
