@@ -23,6 +23,7 @@ COPY collector ./collector
 COPY client_js/src ./client_js/src
 COPY aggregator ./aggregator
 COPY ldp_server ./ldp_server
+COPY ldp_relay ./ldp_relay
 COPY loadtests ./loadtests
 RUN pip install ".[${EXTRAS}]"
 

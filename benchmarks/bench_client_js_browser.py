@@ -12,6 +12,10 @@ observer), and while reporting (observers without ``buffered``, started once the
 are ready, stopped after the first 1,000 and after all 8,000 reports are flushed); each
 with its start, duration and attribution.
 
+Then times Oblivious HTTP on the page (``client_js/bench/ohttp_timing.js``): a batch of 100
+and of 20 GRR reports encoded as Binary HTTP and encapsulated, and the gateway's answer
+decapsulated, with Chromium's Web Crypto (the median of 7 blocks' means of 50 batches).
+
 Run: ``python benchmarks/bench_client_js_browser.py`` (after ``npm ci`` in client_js/).
 Prints the load average before and after.
 """
@@ -53,6 +57,8 @@ window.loadObserver = new PerformanceObserver((l) => { loadTasks.push(...l.getEn
 loadObserver.observe({ type: "longtask", buffered: true });
 </script><script type="module">
 import { Client, MemoryStorage } from "/src/index.js";
+import { timeOhttp } from "/bench/ohttp_timing.js";
+window.timeOhttp = timeOhttp;
 const entry = (e) => ({
   start: e.startTime, duration: e.duration, name: e.name,
   where: [e.name, ...(e.attribution ?? []).map((a) => a.containerType)],
@@ -232,6 +238,13 @@ def run(url: str, trace: bool) -> None:
         probe = page.evaluate("probe()")  # the observer sees a task it should
         if not any(t["duration"] >= 80 for t in probe):
             raise SystemExit(f"the long-task observer missed an 80 ms busy loop: {probe}")
+        for size in (100, 20):
+            r = page.evaluate(f"timeOhttp({size}, 50)")
+            print(
+                f"OHTTP, batch of {size} GRR reports ({r['bytes']:,} B): "
+                f"encapsulate {r['seal']:.0f} µs + decapsulate the answer {r['open']:.0f} µs "
+                f"= {(r['seal'] + r['open']) / size:.1f} µs per report"
+            )
         browser.close()
 
 

@@ -1,5 +1,6 @@
 """The ``ldp`` command line: the aggregator's commands (:mod:`aggregator.cli`) with
-``serve`` and ``demo`` (:mod:`ldp_server.commands`), the console script of the package.
+``serve`` and ``demo`` (:mod:`ldp_server.commands`) and ``relay`` (:mod:`ldp_relay.cli`),
+the console script of the package.
 
 Each command imports what its job needs when it runs, so ``ldp --help`` loads neither
 numpy nor Redis, and ``ldp aggregate`` neither Flask nor the collector.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import click
 
 from aggregator.cli import COMMANDS
+from ldp_relay.cli import relay
 from ldp_server import commands
 
 __all__ = ["main"]
@@ -21,5 +23,5 @@ def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
 
 
-for _command in (*COMMANDS, commands.serve, commands.demo):
+for _command in (*COMMANDS, commands.serve, commands.demo, relay):
     main.add_command(_command)

@@ -6,6 +6,7 @@
 * :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
+* :mod:`~aggregator.cli.keys`: ``keys list|rotate`` (the Oblivious HTTP gateway's keys)
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
 
@@ -23,6 +24,7 @@ from aggregator.cli import (
     attack,
     estimates,
     export,
+    keys,
     metrics,
     study,
 )
@@ -36,5 +38,6 @@ COMMANDS: tuple[click.Command, ...] = (
     aggregate.aggregate,
     export.export,
     estimates.estimates,
+    keys.keys,
 )
 """Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

@@ -12,6 +12,8 @@ Pages:
   and the users a target half-width needs; in string mode (a string metric's, or
   ``/ui/explorer?kind=string&max_length=L``) the frequency N users find against N down
   to the collision floor, and the users needed to find values of a frequency;
+* ``/ui/metric/<name>`` of a joint metric — one attribute's shares with intervals, or
+  its breakdown by another: grouped bars with intervals and a heatmap;
 * ``/ui/try`` — report a value of a categorical metric from this browser: the page
   perturbs it with the JavaScript SDK (``/sdk/ldp-telemetry/index.js``), shows the exact
   report that left it beside the true value, then the metric's n and estimates once the
@@ -35,16 +37,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, abort, render_template, request, url_for
+from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
+from aggregator.web.estimates import relayed_epsilon
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import shared
+from ldp_store import keys
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -235,8 +239,16 @@ def metric(name: str) -> str | tuple[str, int]:
     d = describe(definition)
     if definition.kind == "string":
         return _string_page(definition, d, ext.registry.current_version(name))
+    if definition.kind == "joint":
+        return _joint_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
+    if definition.kind == "categorical":
+        batch = int(current_app.config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH))
+        per_batch = definition.budget.reports_per_period if definition.budget else None
+        relayed = relayed_epsilon(definition.oracle.epsilon, batch, per_batch)
+        d["relayed"] = None if relayed is None else relayed.model_dump()
+        d["relayed_batch"] = batch
     query = {"version": d["version"]}
     page = {
         "page": "metric",
@@ -272,6 +284,27 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
     }
     return render_template(
         "string.html", d=d, page=page, sketch=definition.sketch, current_version=current
+    )
+
+
+def _joint_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
+    """A joint metric's page: one attribute's shares, or its breakdown by another."""
+    query: dict[str, Any] = {"name": definition.name, "version": definition.version}
+    page = {
+        "page": "joint",
+        "metric": d,
+        "refresh": _refresh_seconds(),
+        "attributes": [name for name, _ in definition.attributes],
+        "api": {"estimates": url_for("estimates.get_estimates", **query)},
+        "csv": url_for("estimates.get_estimates", format="csv", **query),
+    }
+    return render_template(
+        "joint.html",
+        d=d,
+        page=page,
+        joint=definition.joint,
+        attributes=definition.attributes,
+        current_version=current,
     )
 
 
