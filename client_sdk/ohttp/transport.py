@@ -32,19 +32,25 @@ from client_sdk.ohttp.keys import (
     PROBLEM_KEY,
     REQUEST_MEDIA_TYPE,
     RESPONSE_MEDIA_TYPE,
+    SEALING_OVERHEAD,
     KeyConfig,
     decode_key_configs,
 )
 from client_sdk.transport import HTTPTransport, Response
+from client_sdk.uploader import REPORTS_PATH
 
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["KEYS_TTL", "REFRESH_DELAY", "ObliviousTransport"]
+__all__ = ["HPKE_OVERHEAD", "KEYS_TTL", "REFRESH_DELAY", "ObliviousTransport"]
 
 KEYS_TTL = 3600.0
 """Seconds after which a fetched key configuration is refreshed: well inside the
 gateway's overlap (a day by default), so a rotation is followed without an error."""
+
+HPKE_OVERHEAD = 7 + 32 + 16
+"""Bytes HPKE adds to the sealed plaintext (RFC 9458 §4.1): the header (key id, KEM, KDF
+and AEAD ids), the X25519 share, the AEAD tag."""
 
 REFRESH_DELAY = (10.0, 60.0)
 """An expired configuration is still used, and fetched again at a moment drawn uniformly
@@ -66,7 +72,9 @@ class ObliviousTransport:
             upload and never fetched; None: fetched from the collector.
 
     Raises:
-        ValueError: ``keys`` holds no configuration this client can use.
+        ValueError: ``keys`` holds no configuration this client can use, or the
+            collector's URL is so long that a sealed upload would exceed the collector's
+            body limit by more than :data:`~client_sdk.ohttp.keys.SEALING_OVERHEAD`.
     """
 
     def __init__(
@@ -84,6 +92,14 @@ class ObliviousTransport:
         self._scheme = parts.scheme
         self._authority = parts.netloc
         self._prefix = parts.path
+        self.overhead = HPKE_OVERHEAD + len(self._encode(b"")) + 3
+        """Bytes a sealed upload adds to its body (the empty body's length varint, 1
+        byte, becomes at most 4 for a body under 1 GiB)."""
+        if self.overhead > SEALING_OVERHEAD:
+            raise ValueError(
+                f"the collector URL is too long for sealed uploads: {self.overhead} bytes of "
+                f"framing, at most {SEALING_OVERHEAD} fit the gateway path's body limit"
+            )
         self._clock = clock
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -124,15 +140,7 @@ class ObliviousTransport:
         Raises:
             OSError: no answer came, or one that cannot be opened (retried later).
         """
-        request = bhttp.BinaryRequest(
-            "POST",
-            self._scheme,
-            self._authority,
-            self._prefix + path,
-            (("content-type", "application/json"),),
-            body,
-        )
-        encoded = bhttp.encode_request(request)
+        encoded = self._encode(body, path)
         for attempt in range(2):
             config = self._current() if attempt == 0 else self._fetch()
             sealed, context = encapsulate_request(config, encoded)
@@ -155,6 +163,18 @@ class ObliviousTransport:
                 raise OSError(f"the gateway's answer cannot be opened: {exc}") from None
             return Response(inner.status, dict(inner.headers), inner.content)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _encode(self, body: bytes, path: str = REPORTS_PATH) -> bytes:
+        """``POST path`` with ``body`` as the Binary HTTP request that is sealed."""
+        request = bhttp.BinaryRequest(
+            "POST",
+            self._scheme,
+            self._authority,
+            self._prefix + path,
+            (("content-type", "application/json"),),
+            body,
+        )
+        return bhttp.encode_request(request)
 
     def close(self) -> None:  # noqa: D102
         with self._lock:
