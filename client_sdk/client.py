@@ -150,7 +150,7 @@ class Client:
                 options.timeout,
                 options.session,
                 clock=options.clock,
-                keys=options.relay_keys,
+                pinned=options.relay_keys,
             )
         )
         if isinstance(self._transport, ObliviousTransport):

@@ -68,11 +68,11 @@ class ObliviousTransport:
         timeout: seconds to connect and to wait for each answer.
         session: a ``requests.Session`` for both (the app's), or None.
         clock: monotonic seconds (key configuration age, refresh moments).
-        keys: an ``application/ohttp-keys`` body shipped with the app: used for every
+        pinned: an ``application/ohttp-keys`` body shipped with the app: used for every
             upload and never fetched; None: fetched from the collector.
 
     Raises:
-        ValueError: ``keys`` holds no configuration this client can use, or the
+        ValueError: ``pinned`` holds no configuration this client can use, or the
             collector's URL is so long that a sealed upload would exceed the collector's
             body limit by more than :data:`~client_sdk.ohttp.keys.SEALING_OVERHEAD`.
     """
@@ -84,7 +84,7 @@ class ObliviousTransport:
         timeout: float,
         session: requests.Session | None = None,
         clock: Callable[[], float] = time.monotonic,
-        keys: bytes | None = None,
+        pinned: bytes | None = None,
     ) -> None:
         self._direct = HTTPTransport(collector_url, timeout, session)
         self._relay = HTTPTransport(relay_url, timeout, session)
@@ -104,9 +104,9 @@ class ObliviousTransport:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._config: KeyConfig | None = None
-        self._pinned = keys is not None
-        if keys is not None:
-            self._config = _usable(keys, ValueError)
+        self._pinned = pinned is not None
+        if pinned is not None:
+            self._config = _usable(pinned, ValueError)
         self._fetched_at = 0.0
         self._fetching = False  # a fetch off the upload path is under way
         self._refresh_at: float | None = None  # clock() of the next scheduled fetch
