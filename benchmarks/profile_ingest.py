@@ -77,7 +77,16 @@ def evalsha_usec(client: Any) -> tuple[int, int]:
 
 def profile(name: str, args: argparse.Namespace, server: EmbeddedRedis) -> None:
     """Time each phase for one metric and print the µs per report."""
-    app = create_app({"REDIS_URL": server.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    app = create_app(
+        {
+            "REDIS_URL": server.url,
+            "ADMIN_TOKEN": TOKEN,
+            "TESTING": True,
+            # per-source limits off, as bench_collector.py runs the collector by default
+            "SOURCE_REQUESTS_PER_SECOND": 0,
+            "SOURCE_REPORTS_PER_MINUTE": 0,
+        }
+    )
     ctx: Services = app.extensions["ldp"]
     http = app.test_client()
     metric = f"profile.{name}"

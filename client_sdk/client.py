@@ -76,7 +76,6 @@ from client_sdk.uploader import (
 )
 
 if TYPE_CHECKING:
-
     from client_sdk.store import Store
 
 __all__ = [

@@ -72,8 +72,6 @@ ZIPF_S = click.option(
 )
 
 
-
-
 def show_string_plan(
     epsilon: float,
     max_length: int,
@@ -167,7 +165,6 @@ def _tradeoff_table(
     return table
 
 
-
 def run_string_simulation(
     epsilon: float,
     max_length: int,
@@ -245,4 +242,3 @@ def run_string_simulation(
     )
     for k, s in scores.items():
         out.print(f"top-{k}: precision {s.precision:.2f}, recall {s.recall:.2f}")
-

@@ -400,9 +400,7 @@ def test_forty_reports_never_break_the_salt_null() -> None:
     codec = codec_for(definition.sketch)
     for seed in (41, 7, 8):
         rng = random.Random(seed)
-        payloads = [
-            build_report(definition, f"term{i % 4}", rng=rng)["payload"] for i in range(40)
-        ]
+        payloads = [build_report(definition, f"term{i % 4}", rng=rng)["payload"] for i in range(40)]
         counts = Counts(len(payloads), codec.count(codec.parse(payloads)))
         found = discover(SketchEstimator(codec, counts))
         assert np.all(np.isfinite(found.p_values)) and np.all(found.p_values <= 1.0)
