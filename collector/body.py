@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
+import orjson
 from flask import Request
 
 from collector.errors import ApiError, clip
@@ -31,6 +33,12 @@ _DIGIT_RUNS = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256
 
 _LONG_RUN = b"0" * (MAX_INT_DIGITS + 1)
 """A run of digits too long for an integer we accept, in a body translated as above."""
+
+
+_LONG_INT = re.compile(rb"[:\[,]\s*-?[0-9]{19}")
+"""An integer literal of 19 digits or more (a value may pass 2**63): orjson reads those
+as floats, so such a body takes the stdlib's parse. Also found inside a string such as
+``",1234…"``, which only costs that body the slower parse."""
 
 
 class _Rejected(ValueError):
@@ -90,6 +98,12 @@ def parse_json(raw: bytes) -> Any:
     """
     if not raw.strip():
         raise ApiError(400, "the request body is empty; send a JSON object")
+    fast = _fast_parse(raw)
+    return fast if fast is not _SLOW else _strict_parse(raw)
+
+
+def _strict_parse(raw: bytes) -> Any:
+    """:func:`parse_json` with the stdlib's parser alone: every refusal's message."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -122,6 +136,48 @@ def parse_json(raw: bytes) -> Any:
         raise ApiError(400, "malformed JSON", ["nesting is too deep"]) from None
     except ValueError as exc:  # e.g. an integer over Python's digit limit
         raise ApiError(400, "malformed JSON", [clip(str(exc))]) from None
+
+
+_SLOW = object()
+"""What :func:`_fast_parse` answers when the body needs the stdlib's strict parse."""
+
+
+def _fast_parse(raw: bytes) -> Any:
+    """orjson's parse of a batch when it provably equals :func:`parse_json`'s, else _SLOW.
+
+    orjson refuses what the strict parse refuses (NaN, Infinity, numbers out of a
+    double's range, invalid UTF-8, control characters, trailing data); it also refuses
+    lone surrogates, which the strict parse accepts (those bodies go the slow way). It
+    differs in two ways, both checked here:
+
+    * integers beyond 64 bits become floats: a body with a 19-digit literal goes the
+      slow way (:data:`_LONG_INT`);
+    * of two equal keys in one object it keeps the last, silently. Every member of an
+      object has exactly one ``:`` outside strings, so the body's colons number at least
+      the members parsed; here the members of the body, its reports and their payloads
+      are counted. If the colons are no more than those, no object lost a duplicate key
+      (and none is nested deeper, nor holds a colon in a string); else the slow way.
+
+    About 0.3 µs a report instead of 1.2-1.5 (profile: docs/benchmarks/performance.md).
+    """
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return _SLOW
+    if _LONG_INT.search(raw) is not None:
+        return _SLOW
+    reports = body.get("reports") if type(body) is dict else None
+    if type(reports) is not list:  # not the usual shape: its errors come from the slow way
+        return _SLOW
+    members = len(body)
+    for report in reports:
+        if type(report) is not dict:
+            return _SLOW
+        payload = report.get("payload")
+        members += len(report) + (len(payload) if type(payload) is dict else 0)
+    if raw.count(b":") != members:
+        return _SLOW
+    return body
 
 
 def read_json(request: Request, max_bytes: int) -> Any:
