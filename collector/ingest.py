@@ -376,10 +376,10 @@ class Appender:
         guard. Outside the script (another slot on a cluster): a crash between the two
         undercounts by one request, never more."""
         held = keys.guard_held_key(day)
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.incrby(held, added)
-            pipe.expireat(held, guard.expires_at(day))
-            pipe.execute()
+        # One command, not a pipeline of two: only the INCRBY that made the key (its
+        # answer is what it added) gives it its expiry.
+        if int(self.client.incrby(held, added)) == added:
+            self.client.expireat(held, guard.expires_at(day))
 
     def _append_part(
         self, name: str, version: int, shard: int, days: tuple[str, str], part: list[Item]
