@@ -1,4 +1,4 @@
-"""The strict JSON parse of request bodies: its fast path (orjson) answers exactly what the
+"""The strict JSON parse of request bodies: its fast path (msgspec) answers exactly what the
 stdlib's strict parse answers, or leaves the body to it."""
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ BODIES = [
     b'{"reports":[{"metric":"a","version":18446744073709551616,"id":"x","payload":{"v":1}}]}',
     b'{"reports":[{"metric":"a","version":-9223372036854775809,"id":"x","payload":{"v":1}}]}',
     b'{"reports":[{"metric":"a","version":1,"id":"x","payload":{"v":' + b"9" * 101 + b"}}]}",
-    # what orjson and the strict parse both refuse, and what only orjson refuses
+    # what msgspec and the strict parse both refuse, what only msgspec refuses, long ints
     b'{"reports":[NaN]}',
     b'{"reports":[1e400]}',
     b'{"reports":[-Infinity]}',
@@ -75,6 +75,8 @@ BODIES = [
     b'{"reports":[1,]}',
     b'{"reports":[]} x',
     b"[" * 5000 + b"]" * 5000,
+    b'{"reports":[{"metric":"a","version":1,"id":"x","payload":{"v":' + b"9" * 150 + b"}}]}",
+    b'{"reports":[{"metric":"a","version":1,"id":"x","payload":{"v":' + b"9" * 100 + b"}}]}",
     # other shapes, floats
     b'["reports"]',
     b'"reports"',
