@@ -21,7 +21,7 @@ import msgspec
 import redis
 
 from client_sdk.errors import ReportError
-from client_sdk.mechanisms import NumericMechanism
+from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
@@ -188,6 +188,18 @@ def _category(report: object, error: str) -> str:
     return "payload"
 
 
+def _plan(
+    definition: MetricDefinition, retired: Callable[[str], float | None], batch: Validated
+) -> tuple[str, float | None, Any, list[Item], Callable[[Any], bytes]]:
+    """What :func:`validate` needs of a definition, once per request (see there)."""
+    mechanism = definition.mechanism
+    overridden = getattr(type(mechanism), "implausible", None) is not FrequencyOracle.implausible
+    group = batch.groups.setdefault((definition.name, definition.version), [])
+    since = retired(definition.name)
+    check = mechanism.implausible if overridden else None
+    return definition.name, since, check, group, _encoder(definition)
+
+
 def _named_versions(reports: list[Any]) -> set[tuple[str, int]]:
     """The distinct (metric, version) pairs the reports name (those of the right types)."""
     named = set()
@@ -242,9 +254,10 @@ def validate(
         return found[key]
 
     batch = Validated()
-    groups = batch.groups
-    since_of: dict[str, float | None] = {}  # retired(name), once per metric of the request
-    encoders: dict[tuple[str, int], Callable[[Any], bytes]] = {}
+    # What each definition met in the request needs, looked up once: its name, when it
+    # was retired (None: it was not), its plausibility check (None: its mechanism has
+    # none), its group and how its payloads are stored.
+    plans: dict[int, tuple[str, float | None, Any, list[Item], Callable[[Any], bytes]]] = {}
     fromhex = bytes.fromhex
     for index, report in enumerate(reports):
         try:
@@ -255,18 +268,17 @@ def validate(
                 Rejection(index=index, error=error, reason=_category(report, error))
             )
             continue
-        name = definition.name
-        if name in since_of:
-            since = since_of[name]
-        else:
-            since = since_of[name] = retired(name)
+        plan = plans.get(id(definition))
+        if plan is None:
+            plan = plans[id(definition)] = _plan(definition, retired, batch)
+        name, since, implausible_of, group, encode = plan
         if since is not None:
             batch.retired[name] = since
             error = f"metric {name} was retired on {retired_on(since)}"
             error += "; stop reporting it"
             batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
             continue
-        implausible = definition.mechanism.implausible(payload)
+        implausible = implausible_of(payload) if implausible_of is not None else None
         if implausible is not None:
             batch.rejected.append(
                 Rejection(
@@ -278,12 +290,8 @@ def validate(
                 )
             )
             continue
-        key = (name, definition.version)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = []
-            encoders[key] = _encoder(definition)
-        group.append((fromhex(rid), encoders[key](payload)))
+        group.append((fromhex(rid), encode(payload)))
+    batch.groups = {key: group for key, group in batch.groups.items() if group}
     for key in batch.groups:
         known = found.get(key)
         batch.shards[key] = known.shards if known is not None else 1
