@@ -5,6 +5,7 @@
     python benchmarks/bench_collector.py --targets collector --worker-classes sync,gevent
     python benchmarks/bench_collector.py --targets collector --appendfsync everysec,always
     python benchmarks/bench_collector.py --targets collector --admission off,on
+    python benchmarks/bench_collector.py --before ../main-worktree --mechanism string -k 100
 
 One run measures three targets with the same load generator (``--clients`` processes
 sending ``--batch``-report requests) against the same embedded redis-server (AOF on, as
@@ -43,6 +44,12 @@ worker class (``LDP_WORKER_CLASS``; bare keeps the config's default) and they ta
 like the other targets; ``--appendfsync everysec,always`` runs every target under each
 AOF fsync policy, switched with ``CONFIG SET appendfsync`` on the one redis-server before
 its phase. Each later variant is then divided by the first of its kind ("after/before").
+
+Other code in one run: ``--before TREE`` starts one more collector, "collector[before]",
+whose web workers import the collector from another checkout (``git worktree add
+--detach ../before main``; ``PYTHONPATH``, with the cwd outside both trees); it takes
+turns with the others and is divided into the later ones (after/before). ``--mechanism
+string`` benchmarks a string metric (``-k`` distinct words, ``--max-length`` bytes).
 
 Admission limits (``collector/admission.py``): the load comes from one address, the flood
 they exist to stop, so by default the collectors run with them off (``--admission off``).
