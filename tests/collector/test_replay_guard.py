@@ -176,3 +176,21 @@ def test_a_replay_within_one_batch_is_appended_once_on_either_path(
     assert r.xlen(keys.stream_key(NAME, VERSION)) == 3
     assert append(appender, [a, d, b, d, c], MONDAY) == (1, 4)  # 3 + 1 fits within 4
     assert r.xlen(keys.stream_key(NAME, VERSION)) == 4
+
+
+def test_ids_guarded_by_the_previous_script_are_replays_after_the_upgrade(redis_db: Any) -> None:
+    """Issue 27 changed the append script's arguments, not what it stores: a guard as the
+    previous script left it (members from :func:`guard.member_of` in the buckets of
+    :func:`guard.bucket_of`, the day's generations and count in its hash) still refuses
+    those ids, so a retry that spans a rolling upgrade is a replay."""
+    r = redis_db.client()
+    day = MONDAY.date().isoformat()
+    old = ids(300, 17)
+    r.hset(keys.guard_key(NAME, VERSION, day), mapping={"g": "0,4", "n": len(old)})
+    for n, rid in enumerate(old):
+        j = 0 if n < 256 else 4  # the first 256 went to generation 0, the rest to 4
+        bucket = keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(rid, j))
+        r.sadd(bucket, guard.member_of(rid))
+    appender = Appender(r, max_backlog=10**9)
+    assert append(appender, [*old[::3], *ids(7, 18)], MONDAY) == (7, 100)
+    assert r.hget(keys.guard_key(NAME, VERSION, day), "n") == b"307"
