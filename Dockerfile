@@ -22,6 +22,8 @@ COPY ldp_api ./ldp_api
 COPY collector ./collector
 COPY client_js/src ./client_js/src
 COPY aggregator ./aggregator
+COPY ldp_server ./ldp_server
+COPY ldp_relay ./ldp_relay
 COPY loadtests ./loadtests
 RUN pip install ".[${EXTRAS}]"
 
@@ -30,4 +32,4 @@ USER ldp
 ENV LDP_BIND=0.0.0.0:8000
 EXPOSE 8000
 
-CMD ["gunicorn", "-c", "collector/gunicorn_conf.py", "aggregator.service.app:create_server_app()"]
+CMD ["gunicorn", "-c", "collector/gunicorn_conf.py", "ldp_server.app:create_server_app()"]

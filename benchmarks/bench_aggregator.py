@@ -83,7 +83,7 @@ def _children_cpu() -> float:
 
 def drain(url: str, workers: int, batch_size: int | None) -> float:
     """Run ``workers`` burst-mode workers at once; return the wall seconds until all exit."""
-    cmd = [sys.executable, "-m", "aggregator.cli", "aggregate", "--once", "--redis-url", url]
+    cmd = [sys.executable, "-m", "ldp_server", "aggregate", "--once", "--redis-url", url]
     if batch_size:
         cmd += ["--batch-size", str(batch_size)]
     t0 = time.perf_counter()

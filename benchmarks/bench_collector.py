@@ -12,7 +12,7 @@ sending ``--batch``-report requests) against the same embedded redis-server (AOF
 ``ldp serve`` runs it):
 
 * **collector** — the web service exactly as ``ldp serve`` starts it (gunicorn with
-  ``collector/gunicorn_conf.py``, ``aggregator.service.app:create_server_app()``): strict JSON,
+  ``collector/gunicorn_conf.py``, ``ldp_server.app:create_server_app()``): strict JSON,
   validation with the SDK's wire code, the replay guard and backlog check in one Lua script;
 * **bare** — ``benchmarks/bare_flask_app.py`` under the same gunicorn settings (same
   config file, worker count and class, bind style, access log): parse the JSON body,
@@ -84,9 +84,9 @@ import redis  # noqa: E402
 from bare_flask_app import APPEND  # noqa: E402  (beside this script)
 from bare_flask_app import STREAM as BARE_STREAM  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk.transport import HTTPTransport  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis, die_with_parent, free_port  # noqa: E402
 from ldp_store.registry import Registry  # noqa: E402
 

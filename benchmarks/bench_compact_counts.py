@@ -86,7 +86,7 @@ def load(client: redis.Redis, name: str, k: int, reports: int) -> None:
 def drain(url: str, tree: Path) -> float:
     """Seconds a burst-mode worker of ``tree`` takes to drain everything."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    cmd = [sys.executable, "-m", "aggregator.cli", "aggregate", "--once", "--redis-url", url]
+    cmd = [sys.executable, "-m", "ldp_server", "aggregate", "--once", "--redis-url", url]
     t0 = time.perf_counter()
     subprocess.run(cmd, cwd=tree, env=env, check=True, capture_output=True)
     return time.perf_counter() - t0

@@ -76,7 +76,7 @@ def serve(tree: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
         LDP_SOURCE_REPORTS_PER_MINUTE="0",
         PYTHONPATH=str(tree),
     )
-    args = [sys.executable, "-m", "aggregator.cli", "serve", "--port", str(port)]
+    args = [sys.executable, "-m", "ldp_server", "serve", "--port", str(port)]
     args += ["--data-dir", str(data), "--web-workers", "2", "--aggregators", "1"]
     process = subprocess.Popen(
         args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

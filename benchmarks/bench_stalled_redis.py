@@ -7,7 +7,7 @@ Run on purpose, not as a test::
     .venv/bin/python benchmarks/bench_stalled_redis.py --after-only
 
 A real redis-server (:class:`~ldp_store.embedded.EmbeddedRedis`) and the composed web app
-(:func:`aggregator.service.app.create_server_app`: collector plus estimates API) served
+(:func:`ldp_server.app.create_server_app`: collector plus estimates API) served
 over real HTTP on loopback by werkzeug's threaded server. For each Redis client setting —
 *before* (connect 2 s, read 5 s, 2 retries that also retry timeouts: the collector's
 settings until issue 12) and *after* (:func:`collector.open_redis`) — it times, with Redis
@@ -42,9 +42,9 @@ import redis  # noqa: E402
 from werkzeug.serving import make_server  # noqa: E402
 
 import collector  # noqa: E402
-from aggregator.service.app import create_server_app  # noqa: E402
 from client_sdk.transport import DEFAULT_TIMEOUT  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_server.app import create_server_app  # noqa: E402
 from ldp_store import connection  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
 

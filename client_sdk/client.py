@@ -58,6 +58,7 @@ from client_sdk.ledger import (
     summarize,
     window_start,
 )
+from client_sdk.ohttp.transport import ObliviousTransport
 from client_sdk.options import ClientOptions
 from client_sdk.queue import (
     Entry,
@@ -142,6 +143,8 @@ class Client:
             options.transport
             if options.transport is not None
             else HTTPTransport(url, options.timeout, options.session)
+            if options.relay is None
+            else ObliviousTransport(url, options.relay, options.timeout, options.session)
         )
         self._bundle: dict[str, wire.MetricDefinition] = (
             {} if options.definitions is None else load_bundle(options.definitions)

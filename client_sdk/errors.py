@@ -21,11 +21,13 @@ __all__ = [
     "DefinitionError",
     "DeviceBudgetExhaustedError",
     "MetricsUnavailableError",
+    "ObliviousError",
     "PayloadError",
     "QueueFullError",
     "ReportError",
     "ReportingDisabledError",
     "StoreError",
+    "UnknownKeyIdError",
     "UnknownMetricError",
 ]
 
@@ -126,3 +128,30 @@ class ReportError(ValueError):
     report (and lists it in its 202 answer's ``rejected``, which the SDK drops). Never
     raised on the device.
     """
+
+
+# -- Oblivious HTTP (client_sdk.ohttp): the device's and the gateway's verdicts -----------
+
+
+class ObliviousError(ValueError):
+    """A Binary HTTP message, key configuration or encapsulated message that cannot be
+    read: malformed, an algorithm not offered, or a ciphertext that fails authentication.
+
+    Raised by ``client_sdk.ohttp`` on both sides: the collector's gateway answers 400 to
+    it; the SDK's oblivious transport treats an answer it cannot decapsulate as a
+    network error (retried).
+    """
+
+
+class UnknownKeyIdError(ObliviousError):
+    """An encapsulated request under a key identifier the gateway does not hold (a key
+    configuration fetched before a rotation). The gateway answers it with the
+    ``ohttp-key`` problem of RFC 9458 §5.3; the SDK then fetches the keys again.
+
+    Args:
+        key_id: the request's key identifier.
+    """
+
+    def __init__(self, key_id: int) -> None:
+        super().__init__(f"key identifier {key_id} unknown")
+        self.key_id = key_id

@@ -107,10 +107,15 @@ class ClientOptions:
             ``{"epsilon_per_day": ε, "epsilon_lifetime": ε}`` (either may be left out;
             positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceCaps`.
             The stricter of it and the collector's published caps applies.
+        relay: the URL of an Oblivious HTTP relay (``ldp relay``; RFC 9458): each upload
+            is sealed to the collector's gateway key and sent through it, so the collector
+            never sees the device's address; None: uploads go to the collector directly.
+            Needs the ``ldp-telemetry[ohttp]`` extra. Not together with ``transport``.
 
     Raises:
         ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``,
-            or both ``session`` and ``transport``.
+            or both ``session`` and ``transport``, or both ``relay`` and ``transport``,
+            or ``relay`` without the ``ohttp`` extra installed.
     """
 
     transport: Transport | None = None
@@ -131,6 +136,7 @@ class ClientOptions:
     definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None = None
     session: requests.Session | None = None
     device_budget: DeviceCaps | Mapping[str, Any] | None = None
+    relay: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> ClientOptions:
@@ -184,6 +190,8 @@ class ClientOptions:
                 "definitions must be a path (str or os.PathLike), a mapping or None, "
                 f"got {type(definitions).__name__}"
             )
+        if self.relay is not None:
+            _check_relay(self.relay, self.transport)
         if self.session is not None:
             if self.transport is not None:
                 raise ValueError("give session or transport, not both")
@@ -191,3 +199,17 @@ class ClientOptions:
                 raise ValueError(
                     f"session must be a requests.Session, got {type(self.session).__name__}"
                 )
+
+
+def _check_relay(relay: object, transport: object) -> None:
+    """A relay URL is a string, comes without ``transport``, and needs the HPKE extra."""
+    import importlib.util
+
+    if not isinstance(relay, str) or not relay.startswith(("http://", "https://")):
+        raise ValueError(f"relay must be an http:// or https:// URL, got {relay!r}")
+    if transport is not None:
+        raise ValueError("give relay or transport, not both")
+    if importlib.util.find_spec("pyhpke") is None:
+        raise ValueError(
+            "relay= needs the Oblivious HTTP extra: pip install 'ldp-telemetry[ohttp]'"
+        )

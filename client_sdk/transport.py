@@ -185,10 +185,24 @@ class HTTPTransport:
         if own is not None:
             own.close()
 
-    def _request(self, method: str, path: str, body: bytes | None) -> Response:
-        headers = {"Accept": "application/json"}
+    def exchange(
+        self, method: str, path: str, body: bytes | None, content_type: str, accept: str
+    ) -> Response:
+        """Send ``body`` as ``content_type`` and ask for ``accept`` (the oblivious
+        transport's key fetches and relay posts); raise like :meth:`get`."""
+        return self._request(method, path, body, content_type, accept)
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> Response:
+        headers = {"Accept": accept}
         if body is not None:
-            headers["Content-Type"] = "application/json"
+            headers["Content-Type"] = content_type
         try:
             answer = self.session.request(
                 method,

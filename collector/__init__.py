@@ -16,7 +16,17 @@ from typing import Any
 import redis
 from flask import Flask, Response
 
-from collector import api_lifecycle, api_metrics, api_ops, api_reports, api_sdk, cors, settings
+from collector import (
+    api_lifecycle,
+    api_metrics,
+    api_ops,
+    api_reports,
+    api_sdk,
+    cors,
+    ohttp_gateway,
+    ohttp_shuffle,
+    settings,
+)
 from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
@@ -24,6 +34,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.slow_bodies import BodyDeadline
 from collector.telemetry import Telemetry
+from ldp_api import context
 from ldp_store import connection
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
@@ -91,7 +102,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     Returns:
         The app, with its Redis client, registry, appender and telemetry attached once
-        as ``app.extensions["ldp"]``.
+        as its shared context (:func:`ldp_api.context.shared`).
 
     Raises:
         collector.settings.ConfigError: a setting is missing or invalid.
@@ -119,7 +130,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     admission = Admission(
         app.config["SOURCE_REQUESTS_PER_SECOND"], app.config["SOURCE_REPORTS_PER_MINUTE"], header
     )
-    app.extensions["ldp"] = Services(
+    services = Services(
         redis=client,
         registry=Registry(client),
         appender=Appender(
@@ -134,6 +145,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         admission=admission,
         memory=MemoryUsage(client),
     )
+    context.attach(app, services)
     register_error_handlers(app)
     app.after_request(answer_headers)  # errors pass through it too
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
@@ -143,7 +155,13 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
 
     # The source's keyed hash is taken first; then the address leaves the environ.
     private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
-    identified = IdentifySource(private, admission)
+    # The Oblivious HTTP gateway serves its inner requests through `private` too; their
+    # reports go to the shuffle pools (ohttp_shuffle).
+    pool = ohttp_shuffle.install(app.config, services.appender, client, telemetry.registry)
+    if pool is not None:
+        ohttp_shuffle.POOL.attach(app, pool)
+    gateway = ohttp_gateway.install(app.config, private, client, telemetry.registry, pool)
+    identified = IdentifySource(gateway, admission)
     # A body that comes too slowly is cut (408) before any of that runs.
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign, assignment]
         identified, app.config["MAX_BODY_BYTES"], telemetry.registry

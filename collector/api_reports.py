@@ -11,6 +11,8 @@ from collector.body import read_json
 from collector.context import Services, services
 from collector.ingest import ingest, reports_of
 from collector.models import IngestError, IngestResult, ReportBatch
+from collector.ohttp_gateway import OBLIVIOUS_ENVIRON_KEY
+from collector.ohttp_shuffle import relayed
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
 
@@ -56,6 +58,8 @@ TOO_MANY = Reply(
 def post_reports() -> tuple[dict[str, Any], int]:
     """Admit, validate and append ``{"reports": [...]}``; 202 once Redis has them."""
     ctx = services()
+    if request.environ.get(OBLIVIOUS_ENVIRON_KEY):  # relayed: to the shuffle pools
+        ctx = relayed(ctx)
     body = _admitted(ctx)
     result = ingest(body, ctx, current_app.config["MAX_REPORTS"])
     return answer(result), 202

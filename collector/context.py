@@ -1,40 +1,33 @@
-"""What every request of one app shares, attached once as ``app.extensions["ldp"]``."""
+"""The collector's request context: the shared one (:mod:`ldp_api.context`) and its own parts."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import redis
-from flask import current_app
+from flask import Flask
 
 from collector.admission import Admission
 from collector.ingest import Appender
 from collector.telemetry import Telemetry
-from ldp_store.lifecycle import MemoryUsage
-from ldp_store.registry import Registry
+from ldp_api.context import SharedContext, shared
 
 __all__ = ["Services", "services"]
 
 
 @dataclass(frozen=True)
-class Services:
-    """The app's Redis client, metric registry, stream appender, metrics, limiter and the
-    cached reading of Redis memory per metric (for ``/metrics`` and the dashboard).
+class Services(SharedContext):
+    """The shared context (Redis client, metric registry, cached reading of Redis memory
+    per metric) with the collector's stream appender, metrics and limiter.
 
-    The aggregator's blueprints, mounted on the same app by ``ldp serve``, read
-    ``redis`` and ``registry`` from here too.
+    The read side, mounted on the same app by ``ldp serve``, reads the shared part
+    through :func:`ldp_api.context.shared`.
     """
 
-    redis: redis.Redis
-    registry: Registry
-    appender: Appender
     telemetry: Telemetry
+    appender: Appender
     admission: Admission
-    memory: MemoryUsage
 
 
-def services() -> Services:
-    """The current app's :class:`Services`."""
-    found = current_app.extensions["ldp"]
-    assert isinstance(found, Services)
-    return found
+def services(app: Flask | None = None) -> Services:
+    """``app``'s :class:`Services` (default: the current app's)."""
+    return shared(Services, app)

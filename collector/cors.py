@@ -11,11 +11,12 @@ side never answer cross-origin: a page elsewhere cannot even learn their answers
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from flask import Flask, Response, request
 
-__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "install"]
+__all__ = ["CROSS_ORIGIN_ROUTES", "PREFLIGHT_MAX_AGE", "install", "wsgi_headers"]
 
 CROSS_ORIGIN_ROUTES = {
     "/v1/reports": "POST",
@@ -62,3 +63,31 @@ def install(app: Flask, origins: Iterable[str]) -> None:
         return response
 
     app.after_request(cors)
+
+
+def wsgi_headers(env: Mapping[str, Any], origins: Iterable[str], methods: str) -> dict[str, str]:
+    """The CORS headers of an answer served outside Flask (the Oblivious HTTP gateway's
+    keys and requests, the relay's forwarding), by the rules above: ``Vary: Origin``
+    always, the rest only for an allowed origin (a preflight also names ``methods``).
+
+    Args:
+        env: the request's WSGI environ.
+        origins: the allowed origins, or ``*``.
+        methods: the methods the resource takes cross-origin, e.g. ``"GET, POST"``.
+    """
+    allowed = frozenset(origins)
+    if not allowed:
+        return {}
+    headers = {"Vary": "Origin"}
+    origin = env.get("HTTP_ORIGIN")
+    if origin is None or not (origin in allowed or "*" in allowed):
+        return headers
+    if env.get("REQUEST_METHOD") == "OPTIONS":
+        wanted = env.get("HTTP_ACCESS_CONTROL_REQUEST_METHOD", "")
+        if wanted not in [m.strip() for m in methods.split(",")]:
+            return headers
+        headers["Access-Control-Allow-Methods"] = methods
+        headers["Access-Control-Allow-Headers"] = "Content-Type"
+        headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+    headers["Access-Control-Allow-Origin"] = origin
+    return headers

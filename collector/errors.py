@@ -98,7 +98,9 @@ def _api_error(exc: ApiError) -> Response:
 
 def _unavailable(exc: Unavailable) -> Response:
     retry_after = int(current_app.config["RETRY_AFTER"])
-    telemetry = current_app.extensions["ldp"].telemetry
+    from collector.context import services  # noqa: PLC0415 - it imports this module
+
+    telemetry = services().telemetry
     telemetry.unavailable.labels(reason=exc.reason).inc()
     response = _error(
         503, exc.error, exc.details or [f"retry after {retry_after} s; nothing was lost"]

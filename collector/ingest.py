@@ -403,7 +403,11 @@ class Appender:
         layout = self._layouts.get(cached) or guard.Layout(name, version, shard, days)
         for _ in range(LAYOUT_TRIES):
             call = scripts.append_call(
-                self.client, layout=layout, reports=part, max_backlog=self.max_backlog
+                self.client,
+                layout=layout,
+                reports=part,
+                max_backlog=self.max_backlog,
+                stream=self.target(name, version, shard),
             )
             reply = scripts.AppendReply.of(self._run(call))
             if reply.layout is None:
@@ -413,6 +417,11 @@ class Appender:
                 self._layouts.clear()
             self._layouts[cached] = layout
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def target(self, name: str, version: int, shard: int) -> str:
+        """The key the reports go to: the version's stream (a subclass may say otherwise:
+        :class:`collector.ohttp_shuffle.PoolAppender`)."""
+        return keys.stream_key(name, version, shard)
 
     def _run(self, call: scripts.Call) -> Any:
         """The append script's reply; with ``replica_acks``, once replicas hold it

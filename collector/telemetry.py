@@ -7,7 +7,7 @@ about a client: metric names come from the registry, endpoints from the URL rule
 Under gunicorn each worker counts for itself; set ``PROMETHEUS_MULTIPROC_DIR`` (an empty
 directory) to have ``/metrics`` add up all workers (prometheus-client's multiprocess mode).
 Under ``ldp serve`` the supervisor writes one more file there, its
-``ldp_supervisor_restarts_total{child}`` (:mod:`aggregator.service.supervise` says why
+``ldp_supervisor_restarts_total{child}`` (:mod:`ldp_server.supervise` says why
 there and not in Redis), and ``/metrics`` shows it with the rest.
 """
 

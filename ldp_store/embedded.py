@@ -34,6 +34,7 @@ from redis.retry import Retry
 
 __all__ = [
     "APPENDFSYNC_POLICIES",
+    "REDIS_URL_FILE",
     "EmbeddedRedis",
     "Service",
     "appendfsync",
@@ -43,6 +44,11 @@ __all__ = [
     "free_port",
     "write_private",
 ]
+
+REDIS_URL_FILE = "redis-url"
+"""The file in ``ldp serve``'s data dir that holds its embedded Redis address (its port
+is chosen free at each start), for the commands that read Redis directly (``ldp export``,
+``ldp estimates``)."""
 
 APPENDFSYNC_POLICIES = ("everysec", "always", "no")
 """Redis's AOF fsync policies: once a second (the default), before every reply, or when

@@ -19,6 +19,8 @@ from __future__ import annotations
 __all__ = [
     "GROUP",
     "METRICS_SET",
+    "POOLS_SET",
+    "SHUFFLE_MIN_BATCH",
     "claims_key",
     "counts_key",
     "dead_key",
@@ -28,6 +30,7 @@ __all__ = [
     "guard_held_key",
     "guard_key",
     "metric_key",
+    "pool_key",
     "seeds_key",
     "seen_key",
     "shard_of",
@@ -40,6 +43,13 @@ __all__ = [
 
 PREFIX = "ldp"
 METRICS_SET = f"{PREFIX}:metrics"
+POOLS_SET = f"{PREFIX}:shuffle:pools"
+"""Every shuffle pool that may hold reports, as ``name:version:shard`` (for the timer that
+releases overdue ones; :mod:`collector.ohttp_shuffle`)."""
+SHUFFLE_MIN_BATCH = 100
+"""B by default: the least reports a shuffled batch of relayed reports holds
+(``LDP_SHUFFLE_MIN_BATCH``; the collectors release pools at it, the dashboard states the ε
+it buys). Here because both services read it."""
 GROUP = "aggregators"
 """The one consumer group every aggregator worker joins."""
 
@@ -155,3 +165,9 @@ def shard_of(report_id: bytes, shards: int) -> int:
 def claims_key(name: str, version: int, shard: int = 0) -> str:
     """The claim fence: a counter the worker bumps whenever entries may change owner."""
     return f"{PREFIX}:{tag(name, version, shard)}:claims"
+
+
+def pool_key(name: str, version: int, shard: int = 0) -> str:
+    """The shuffle pool: relayed reports accepted but not yet appended to the stream, which
+    receives them in shuffled batches (:data:`ldp_store.scripts.SHUFFLE`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:pool"

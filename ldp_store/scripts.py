@@ -14,6 +14,7 @@ layout; callers pass named values. Each function registers its script once per c
 | :data:`DEAD` | :func:`dead` | worker | dead-letter undecodable entries once; trim |
 | :data:`WINDOW` | :func:`read_window` | readers | a window's counts, one snapshot |
 | :data:`FOLD` | :func:`fold` | worker | fold a window's deltas into its packed counts |
+| :data:`SHUFFLE` | :func:`shuffle_call` | collector | a shuffle pool into the stream, permuted |
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "FOLD",
     "ID_CHUNK",
     "READ",
+    "SHUFFLE",
     "WINDOW",
     "AppendReply",
     "Call",
@@ -51,6 +53,7 @@ __all__ = [
     "fold",
     "read",
     "read_window",
+    "shuffle_call",
 ]
 
 _REGISTERED: weakref.WeakKeyDictionary[Any, dict[str, Script]] = weakref.WeakKeyDictionary()
@@ -915,6 +918,7 @@ def append_call(
     layout: guard.Layout,
     reports: Sequence[tuple[bytes, str | bytes]],
     max_backlog: int,
+    stream: str | None = None,
 ) -> Call:
     """Build the :data:`APPEND` call of one group of reports (one metric version and shard).
 
@@ -923,6 +927,8 @@ def append_call(
             it (its day pair picks the guard keys).
         reports: (16-byte report id, payload) pairs.
         max_backlog: the most entries the stream may hold.
+        stream: where the reports go: the version's stream (None), or its shuffle pool
+            (:func:`ldp_store.keys.pool_key`), whose reports :data:`SHUFFLE` moves on.
 
     Returns:
         The call: :meth:`Call.run` it (or hand it to a runner), then parse the reply with
@@ -943,5 +949,47 @@ def append_call(
         b"".join(payloads),
         *indexes,
     ]
-    stream = keys.stream_key(layout.name, layout.version, layout.shard)
+    if stream is None:
+        stream = keys.stream_key(layout.name, layout.version, layout.shard)
     return Call(_script(client, APPEND), [stream, *guard_keys], args)
+
+
+SHUFFLE = """
+-- KEYS: 1 the shuffle pool, 2 the stream (one hash slot)
+-- ARGV: 1 n, the pool's length as the caller read it, then a permutation of 1..n
+local n = tonumber(ARGV[1])
+local entries = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', n)
+if #entries < n then return -1 end
+for i = 2, n + 1 do
+  local fields = entries[tonumber(ARGV[i])][2]
+  redis.call('XADD', KEYS[2], '*', unpack(fields))
+end
+local ids = {}
+for _, entry in ipairs(entries) do
+  ids[#ids + 1] = entry[1]
+  if #ids == 1000 then
+    redis.call('XDEL', KEYS[1], unpack(ids))
+    ids = {}
+  end
+end
+if #ids > 0 then redis.call('XDEL', KEYS[1], unpack(ids)) end
+if redis.call('XLEN', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end
+return n
+"""
+"""The shuffler's release of one pool: its first ``n`` reports, in the order the caller's
+permutation gives (drawn from a CSPRNG), appended to the stream, and deleted from the pool,
+in one script: a crash leaves each report in the pool or in the stream, never both or
+neither. Reports came into the pool through :data:`APPEND`, whose replay guard already
+judged them. Answers ``n``, or -1 when the pool holds fewer than ``n`` (another collector
+released it meanwhile: nothing done)."""
+
+
+def shuffle_call(client: redis.Redis, *, pool: str, stream: str, order: Sequence[int]) -> Call:
+    """Build the :data:`SHUFFLE` call releasing the first ``len(order)`` reports of ``pool``.
+
+    Args:
+        pool: the shuffle pool (:func:`ldp_store.keys.pool_key`).
+        stream: the stream of the same version and shard.
+        order: a permutation of 1..n: the pool's ``order[i]``-th report is appended i-th.
+    """
+    return Call(_script(client, SHUFFLE), [pool, stream], [len(order), *order])

@@ -406,7 +406,7 @@ def drain(url: str, workers: int, batch_size: int | None = None) -> tuple[float,
     procs = []
     start = time.perf_counter()
     for i in range(workers):
-        cmd = [sys.executable, "-m", "aggregator.cli", "aggregate", "--once"]
+        cmd = [sys.executable, "-m", "ldp_server", "aggregate", "--once"]
         cmd += ["--redis-url", url, "--name", f"w{i}"]
         if batch_size:
             cmd += ["--batch-size", str(batch_size)]

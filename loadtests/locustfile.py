@@ -65,7 +65,7 @@ def _weights(definition: MetricDefinition) -> list[float]:
     if kind == "uniform":
         return [1.0] * k
     if kind == "demo":
-        from aggregator.service.demo import DEMO_METRICS  # noqa: PLC0415 - only for this mode
+        from ldp_server.demo import DEMO_METRICS  # noqa: PLC0415 - only for this mode
 
         entry = DEMO_METRICS.get(definition.name)
         if entry is not None and len(entry["shares"]) == k:

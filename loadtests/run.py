@@ -129,8 +129,8 @@ def _plural(n: int, noun: str) -> str:
 def run(args: argparse.Namespace) -> LoadResult:
     """Start the server, run Locust, check; returns the figures and failed checks."""
     # server-side imports kept out of --help
-    from aggregator.service.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
-    from aggregator.service.serve import Server  # noqa: PLC0415
+    from ldp_server.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
+    from ldp_server.serve import Server  # noqa: PLC0415
     from ldp_store.connection import connect  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
     from ldp_store.registry import Registry  # noqa: PLC0415

@@ -14,7 +14,7 @@ CONF = ROOT / "collector" / "gunicorn_conf.py"
 COLLECTOR = "collector:create_app()"
 """The collector alone."""
 
-SERVER = "aggregator.service.app:create_server_app()"
+SERVER = "ldp_server.app:create_server_app()"
 """What ``ldp serve`` runs: the collector with the read APIs and the dashboard."""
 
 

@@ -2,8 +2,12 @@
 
 * the SDK is standard-library only, and the mechanism math lives in it alone;
 * ``ldp_store`` (the Redis contract) imports neither service;
-* collector and aggregator are peers: neither imports the other, except
-  ``aggregator/service/app.py``, which composes ``ldp serve``'s one WSGI app;
+* collector and aggregator are peers: neither imports the other in any form (lazy imports
+  inside functions and ``python -m`` / gunicorn module strings included); ``ldp_server``,
+  the composition root of ``ldp serve`` and the ``ldp`` CLI, is the only package that
+  imports both, and nothing imports it;
+* the request context is attached and read in ``ldp_api/context.py`` alone: no other
+  module touches ``app.extensions``;
 * each process loads its own job's dependencies only: the stream worker no Flask,
   matplotlib or scipy (checked on the real ``ldp aggregate`` process with
   ``python -X importtime``), the web app no matplotlib or scipy, the collector no numpy;
@@ -59,7 +63,14 @@ MATH = [
 def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
     """The protocol is defined once: no `p =`, `q =`, `exp(epsilon)` outside the mechanisms."""
     offenders = []
-    for folder in ("aggregator", "collector", "loadtests", "benchmarks", "client_sdk"):
+    for folder in (
+        "aggregator",
+        "collector",
+        "ldp_server",
+        "loadtests",
+        "benchmarks",
+        "client_sdk",
+    ):
         for path in (ROOT / folder).rglob("*.py"):
             if SDK_MECHANISMS in path.parents:
                 continue
@@ -69,33 +80,127 @@ def test_mechanism_math_is_defined_only_in_the_sdk() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-PACKAGES = ("client_sdk", "ldp_store", "ldp_api", "collector", "aggregator")
+PACKAGES = (
+    "client_sdk",
+    "ldp_store",
+    "ldp_api",
+    "collector",
+    "aggregator",
+    "ldp_server",
+    "ldp_relay",
+)
+
+SERVICES = ("collector", "aggregator")
+
+COMPOSITION_ROOT = "ldp_server"
+"""``ldp serve``'s app, processes and supervisor, and the ``ldp`` command line."""
 
 MAY_IMPORT = {
     "client_sdk": {"client_sdk"},
     "ldp_store": {"client_sdk", "ldp_store"},
-    "ldp_api": {"client_sdk", "ldp_api"},
+    "ldp_api": {"client_sdk", "ldp_store", "ldp_api"},
     "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
+    # The relay reuses the collector's per-source limiter and private gunicorn logger.
+    "ldp_relay": {"client_sdk", "collector", "ldp_relay"},
+    "ldp_server": set(PACKAGES),
 }
 """The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
-(the SDK's protocol, the Redis contract, the HTTP contract); those import no service."""
-
-COMPOSITION = ROOT / "aggregator" / "service" / "app.py"
-"""The one module that composes both services (``ldp serve``'s app)."""
+(the SDK's protocol, the Redis contract, the HTTP contract and request context); those
+import no service; only the composition root imports the services, and nothing imports it."""
 
 
 def test_the_packages_import_only_along_the_arrows() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {top}"
+        for package in PACKAGES
+        for path in modules(package)
+        for top, _ in imports(path)
+        if top in PACKAGES and top not in MAY_IMPORT[package]
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_composition_root_alone_imports_both_services() -> None:
+    both = sorted(
+        package
+        for package in PACKAGES
+        if set(SERVICES) <= {top for path in modules(package) for top, _ in imports(path)}
+    )
+    assert both == [COMPOSITION_ROOT]
+
+
+def _module_strings(tree: ast.AST) -> Iterator[str]:
+    """String constants that name a module to run or import: ``importlib.import_module``
+    and ``__import__`` arguments, ``python -m`` targets, gunicorn's ``module:app()``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.fullmatch(r"[A-Za-z_][\w.]*(:[\w.()]*)?", node.value):
+                yield node.value
+
+
+def test_the_aggregator_uses_nothing_of_the_collector() -> None:
+    """Not at module level, not inside a function, not by a module name in a string (a
+    subprocess ``-m``, a gunicorn app, ``import_module``)."""
     offenders = []
-    for package in PACKAGES:
-        for path in modules(package):
-            allowed = MAY_IMPORT[package] | ({"collector"} if path == COMPOSITION else set())
-            offenders += [
-                f"{path.relative_to(ROOT)} imports {top}"
-                for top, _ in imports(path)
-                if top in PACKAGES and top not in allowed
-            ]
-    assert "collector" in {top for top, _ in imports(COMPOSITION)}  # the rule's one door
+    for path in modules("aggregator"):
+        tree = ast.parse(path.read_text())
+        offenders += [
+            f"{path.relative_to(ROOT)} imports {name}"
+            for name in dotted_imports(path)
+            if name.split(".")[0] in ("collector", COMPOSITION_ROOT)
+        ]
+        offenders += [
+            f"{path.relative_to(ROOT)} names {text!r}"
+            for text in _module_strings(tree)
+            if re.split(r"[.:]", text)[0] in ("collector", COMPOSITION_ROOT)
+        ]
+    assert not offenders, "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", ["ldp_api", "ldp_store", "client_sdk"])
+def test_a_shared_room_imports_no_service_and_no_composition(package: str) -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in modules(package)
+        for name in dotted_imports(path)
+        if name.split(".")[0] in (*SERVICES, COMPOSITION_ROOT)
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+CONTEXT_MODULE = ROOT / "ldp_api" / "context.py"
+"""The one module that touches ``app.extensions``: the shared request context and the
+typed slots of a room's own per-app objects."""
+
+
+def _extensions_uses(tree: ast.AST) -> Iterator[int]:
+    """Lines that touch a Flask app's ``extensions``: ``x.extensions`` (read, subscript,
+    assignment) or ``getattr(x, "extensions")``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "extensions":
+            yield node.lineno
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") in ("getattr", "setattr")
+            and any(isinstance(a, ast.Constant) and a.value == "extensions" for a in node.args)
+        ):
+            yield node.lineno
+
+
+def test_only_the_context_module_touches_app_extensions() -> None:
+    """The shared context is attached once and read through one typed accessor
+    (:func:`ldp_api.context.shared`): no module, test or benchmark reads
+    ``app.extensions["ldp"]`` (or any other extension) by its string key."""
+    folders = (*PACKAGES, "tests", "benchmarks", "loadtests", "tools")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for folder in folders
+        for path in modules(folder)
+        if path != CONTEXT_MODULE
+        for line in _extensions_uses(ast.parse(path.read_text()))
+    ]
+    assert list(_extensions_uses(ast.parse(CONTEXT_MODULE.read_text())))  # the one door
     assert not offenders, "\n".join(offenders)
 
 
@@ -103,16 +208,25 @@ OFFLINE_TOOLS = "aggregator.analysis"
 """The offline studies (simulation, audit, attacks, the tradeoff sweep): only the CLI, the
 load tests and the benchmarks run them."""
 
-LIVE_SERVICE = ("web", "stats", "stream", "service")
-"""What ``ldp serve`` runs: the read APIs and dashboard, the math they serve (planning and
-accounting included), the stream runtime and the composition."""
+LIVE_SERVICE = ("web", "stats", "stream")
+"""What ``ldp serve`` runs of the aggregator: the read APIs and dashboard, the math they
+serve (planning and accounting included) and the stream runtime."""
+
+LIVE_COMPOSITION = ("app.py", "forward.py", "serve.py", "supervise.py")
+"""What ``ldp serve`` runs of the composition root."""
 
 
 def test_the_live_service_imports_no_offline_tool() -> None:
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
-        for room in LIVE_SERVICE
-        for path in sorted((ROOT / "aggregator" / room).rglob("*.py"))
+        for path in [
+            *(
+                p
+                for room in LIVE_SERVICE
+                for p in sorted((ROOT / "aggregator" / room).rglob("*.py"))
+            ),
+            *(ROOT / COMPOSITION_ROOT / name for name in LIVE_COMPOSITION),
+        ]
         for name in dotted_imports(path)
         if name == OFFLINE_TOOLS or name.startswith(OFFLINE_TOOLS + ".")
     ]
@@ -149,7 +263,17 @@ HTTP_STACK = {"requests", "urllib3"}
 """The one third-party stack the SDK uses: its HTTP transport's, imported by the first
 request (``transport.py``), and named in type annotations (``client.py``, ``options.py``)."""
 
-HTTP_STACK_USERS = {SDK / "transport.py", SDK / "client.py", SDK / "options.py"}
+HTTP_STACK_USERS = {
+    SDK / "transport.py",
+    SDK / "client.py",
+    SDK / "options.py",
+    SDK / "ohttp" / "transport.py",
+}
+
+HPKE_STACK = {"pyhpke", "cryptography"}
+"""The ``ohttp`` extra's HPKE, imported by the first encapsulation (``Client(url, relay=…)``)."""
+
+HPKE_STACK_USERS = {SDK / "ohttp" / "encapsulation.py"}
 
 
 def test_the_whole_sdk_imports_only_the_standard_library() -> None:
@@ -162,6 +286,7 @@ def test_the_whole_sdk_imports_only_the_standard_library() -> None:
         if name not in sys.stdlib_module_names
         and name not in ("client_sdk", "__future__")
         and (top or name not in HTTP_STACK or path not in HTTP_STACK_USERS)
+        and (top or name not in HPKE_STACK or path not in HPKE_STACK_USERS)
     ]
     assert not offenders, "\n".join(offenders)
 
@@ -197,13 +322,13 @@ def loaded_by(args: list[str]) -> set[str]:
 
 def test_the_stream_worker_process_loads_no_flask_matplotlib_or_scipy(redis_db: Any) -> None:
     """The real ``ldp aggregate`` process, draining an empty Redis in burst mode."""
-    names = loaded_by(["-m", "aggregator.cli", "aggregate", "--once", "--redis-url", redis_db.url])
+    names = loaded_by(["-m", "ldp_server", "aggregate", "--once", "--redis-url", redis_db.url])
     assert {"redis", "numpy", "ldp_store"} <= names
     assert not names & {"flask", "werkzeug", "jinja2", "matplotlib", "scipy", "collector"}
 
 
 def test_the_web_app_loads_no_matplotlib_or_scipy() -> None:
-    names = loaded_by(["-c", "from aggregator.service.app import create_server_app"])
+    names = loaded_by(["-c", "from ldp_server.app import create_server_app"])
     assert {"flask", "collector", "aggregator"} <= names
     assert not names & {"matplotlib", "scipy"}
 

@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 from flask import Flask
 
-from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.numeric import NumericStats
 from aggregator.stream.counts import Lag, fold_window, lag_details, read_counts, read_numeric
@@ -35,7 +34,9 @@ from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.transport import CallableTransport, Response
 from client_sdk.wire import MetricDefinition, build_report
+from collector.context import services
 from collector.ingest import Appender
+from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.connection import connect, is_cluster
 from ldp_store.embedded import free_port
@@ -163,7 +164,7 @@ def test_registry_on_a_cluster_versions_shards_and_skips_half_written_names(
 
 def test_collectors_and_workers_on_a_cluster_count_exactly(cluster_db: Any) -> None:
     apps = [make_app(cluster_db.url) for _ in range(3)]
-    assert all(is_cluster(app.extensions["ldp"].redis) for app in apps)
+    assert all(is_cluster(services(app).redis) for app in apps)
     assert apps[0].test_client().get("/readyz").status_code == 200  # PING every node
     definitions = {name: put(apps[0], name, spec) for name, spec in METRICS.items()}
     hot = definitions["app.hot"]

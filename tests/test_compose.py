@@ -31,11 +31,13 @@ REQUIRED = {
     "exporter",
     "locust-master",
     "locust-worker",
+    "relay",
 }
 SCALABLE = {"collector", "aggregator", "locust-worker"}
 """Services run as several replicas (``--scale``): no container_name, no fixed host port."""
-NOT_REDIS_CLIENTS = {"redis", "proxy"}
-"""Services that neither talk to Redis nor wait for it (the proxy waits for collectors)."""
+NOT_REDIS_CLIENTS = {"redis", "proxy", "relay"}
+"""Services that neither talk to Redis nor wait for it (the proxy waits for collectors, the
+Oblivious HTTP relay for the proxy)."""
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 
 

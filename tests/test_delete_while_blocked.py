@@ -24,12 +24,12 @@ from typing import Any
 import redis
 from click.testing import CliRunner
 
-from aggregator.cli import main
-from aggregator.service.serve import Server
 from aggregator.stream.counts import read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import create_app
+from ldp_server.cli import main
+from ldp_server.serve import Server
 from ldp_store import keys
 
 TOKEN = "test-admin-token-delete-blocked"

@@ -22,11 +22,11 @@ import pytest
 from click.testing import CliRunner
 from werkzeug.serving import make_server
 
-from aggregator.cli import main
-from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
+from ldp_server.cli import main
 from ldp_store import keys, lifecycle
 from ldp_store.embedded import free_port
 

@@ -36,7 +36,7 @@ def test_a_small_headless_locust_load_against_ldp_serve_passes_its_checks(
            "LDP_SOURCE_REPORTS_PER_MINUTE": "0"}  # fmt: skip
     env.pop("REDIS_URL", None)
     serve = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", "serve", "--port", str(port)]
+        [sys.executable, "-m", "ldp_server", "serve", "--port", str(port)]
         + ["--data-dir", str(tmp_path / "data"), "--aggregators", "1", "--web-workers", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -24,13 +24,13 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.service.serve import Server
-from aggregator.service.supervise import Backoff
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
 from client_sdk.wire import MetricDefinition
+from ldp_server.serve import Server
+from ldp_server.supervise import Backoff
 from ldp_store.registry import UNKNOWN_TTL, Registry
 
 METRICS = {

@@ -21,12 +21,12 @@ import pytest
 import redis
 from test_pipeline_e2e import Recorder, put_metric
 
-from aggregator.service.serve import Server
 from aggregator.stats.numeric import NumericStats
 from aggregator.stream.counts import read_numeric
 from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.transport import CallableTransport
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
 SPEC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0, "description": "minutes"}

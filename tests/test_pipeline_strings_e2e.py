@@ -25,12 +25,12 @@ import redis
 from click.testing import CliRunner
 from test_pipeline_e2e import Recorder, put_metric
 
-from aggregator.cli import main
-from aggregator.service.serve import Server
 from aggregator.stats.codecs import codec_for
 from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
+from ldp_server.cli import main
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
 SPEC = {"kind": "string", "max_length": 8, "epsilon": 6.0, "description": "search terms"}

@@ -20,9 +20,9 @@ from markupsafe import escape
 from poisoning_helpers import append_past_hours, zipf_population
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
 from ldp_store import schema
 
 ADMIN = "admin-e2e-token-01"

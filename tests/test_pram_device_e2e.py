@@ -21,10 +21,10 @@ import pytest
 import redis
 from test_pipeline_e2e import Recorder, offline_counts, put_metric, wait_counted
 
-from aggregator.service.serve import Server
 from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
 

@@ -1,6 +1,6 @@
 """The API does what /openapi.json says: schemathesis against ``ldp serve``'s app.
 
-The whole web app (``aggregator.service.app:create_server_app()``) runs under a real
+The whole web app (``ldp_server.app:create_server_app()``) runs under a real
 gunicorn with ``collector/gunicorn_conf.py`` on a free port, over a real Redis holding a
 categorical, a numeric, a memoized (budgeted) and a sharded metric with counted reports,
 so the estimates routes answer real numbers. Schemathesis' CLI then tests every
@@ -45,10 +45,11 @@ from gunicorn_helpers import SERVER, start_gunicorn
 
 pytest.importorskip("schemathesis", reason="schemathesis is in the dev extra")
 
-from aggregator.service.app import create_server_app  # noqa: E402
 from aggregator.stream.worker import Worker  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from collector.context import services
+from ldp_server.app import create_server_app  # noqa: E402
 from ldp_store.embedded import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +118,7 @@ def populate(redis_url: str) -> None:
                 value = rng.randrange(definition.k)
                 batch.append(build_report(definition, value, rng, mechanisms.new_secret()))
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
-    Worker(client.application.extensions["ldp"].redis, handle_signals=False).run(once=True)
+    Worker(services(client.application).redis, handle_signals=False).run(once=True)
     overview = client.get("/v1/overview").json["metrics"]
     assert sorted(row["n"] for row in overview) == [40] * len(METRICS)
 

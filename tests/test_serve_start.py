@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from aggregator.cli import main
-from aggregator.service.serve import check_port, host_port
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.cli import main
+from ldp_server.serve import check_port, host_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "test-admin-token-serve-start"
@@ -110,7 +110,7 @@ def test_ldp_serve_on_ipv6_loopback_serves_a_real_request(redis_db: Any, tmp_pat
     """`ldp serve --host ::1`: the port check, gunicorn's bind and the printed URLs all take
     the IPv6 address; a metric is created and a report accepted over it."""
     serve = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", "serve", "--host", "::1", "--port", "0"]
+        [sys.executable, "-m", "ldp_server", "serve", "--host", "::1", "--port", "0"]
         + ["--data-dir", str(tmp_path / "data"), "--redis-url", redis_db.url]
         + ["--web-workers", "1", "--aggregators", "1"],
         stdout=subprocess.PIPE,

@@ -30,8 +30,10 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.service.serve import Server
-from aggregator.service.supervise import (
+from aggregator.stream.counts import read_counts
+from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.serve import Server
+from ldp_server.supervise import (
     FAST_FAILURE_SECONDS,
     GIVE_UP_FAILURES,
     Backoff,
@@ -39,8 +41,6 @@ from aggregator.service.supervise import (
     Supervisor,
     describe_exit,
 )
-from aggregator.stream.counts import read_counts
-from client_sdk.wire import MetricDefinition, build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
@@ -260,7 +260,7 @@ def test_a_child_that_keeps_dying_makes_ldp_serve_give_up_non_zero(tmp_path: Pat
     """Redis cannot start again (its port was taken): after GIVE_UP_FAILURES fast failures
     `ldp serve` says why on stderr, stops the rest and exits 1 (about 8 s of backoff)."""
     serve = subprocess.Popen(
-        [sys.executable, "-m", "aggregator.cli", "serve", "--port", "0"]
+        [sys.executable, "-m", "ldp_server", "serve", "--port", "0"]
         + ["--data-dir", str(tmp_path / "data"), "--aggregators", "1", "--web-workers", "1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -418,7 +418,7 @@ time.sleep(60)
 def test_orphans_are_found_by_group_and_start_time_so_a_reused_id_is_spared() -> None:
     """Review finding of issue 12: after gunicorn's master died, its group id may be reused
     once the group is empty; only processes started before the death was seen count."""
-    from aggregator.service.serve import _members, _signal, _ticks_now  # noqa: PLC0415
+    from ldp_server.serve import _members, _signal, _ticks_now  # noqa: PLC0415
 
     before = _ticks_now()
     time.sleep(0.05)  # start times are in clock ticks (10 ms): the group starts later

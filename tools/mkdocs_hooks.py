@@ -28,8 +28,8 @@ def _parameters(op: dict[str, Any]) -> str:
 
 def http_api_markdown() -> str:
     """The operations of ``ldp serve``'s app as Markdown, one section per path."""
-    from aggregator.service.app import create_server_app
     from ldp_api.openapi import document
+    from ldp_server.app import create_server_app
 
     # No request is made: the app is only walked for its routes. Redis is never reached,
     # so the warnings of collectors that try it at registration are not the build's news.

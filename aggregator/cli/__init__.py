@@ -1,17 +1,18 @@
-"""The ``ldp`` command line: one module per command group (as ``rq/cli/``).
+"""The aggregator's ``ldp`` commands: one module per command group (as ``rq/cli/``).
 
 * :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
 * :mod:`~aggregator.cli.attack`: ``attack poison``
-* :mod:`~aggregator.cli.server`: ``serve``, ``demo``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
 * :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
+* :mod:`~aggregator.cli.keys`: ``keys list|rotate`` (the Oblivious HTTP gateway's keys)
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
 
-Each command imports what its job needs when it runs, so ``ldp --help`` loads neither
-numpy nor Redis.
+The ``ldp`` group itself, with ``serve`` and ``demo``, is assembled by the composition
+root (:mod:`ldp_server.cli`). Each command imports what its job needs when it runs, so
+``ldp --help`` loads neither numpy nor Redis.
 """
 
 from __future__ import annotations
@@ -23,29 +24,20 @@ from aggregator.cli import (
     attack,
     estimates,
     export,
+    keys,
     metrics,
-    server,
     study,
 )
-from aggregator.cli.console import err, out, progress_bar
 
-__all__ = ["err", "main", "out", "progress_bar"]
+__all__ = ["COMMANDS"]
 
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="ldp-telemetry")
-def main() -> None:
-    """ldp-telemetry: usage telemetry under local differential privacy."""
-
-
-for _command in (
+COMMANDS: tuple[click.Command, ...] = (
     *study.COMMANDS,
     attack.attack,
-    server.serve,
-    server.demo,
     metrics.metrics,
     aggregate.aggregate,
     export.export,
     estimates.estimates,
-):
-    main.add_command(_command)
+    keys.keys,
+)
+"""Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

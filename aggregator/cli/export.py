@@ -281,7 +281,7 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     """
     if redis_url:
         return redis_url
-    from aggregator.service.serve import REDIS_URL_FILE  # noqa: PLC0415
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
 
     found = data_dir / REDIS_URL_FILE
     if not found.is_file():

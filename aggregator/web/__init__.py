@@ -2,8 +2,9 @@
 
 Flask blueprints over the counts in Redis (:mod:`aggregator.stream.counts`) and the
 statistics (:mod:`aggregator.stats`); no state of their own. :func:`install` mounts them
-on an app that already carries ``app.extensions["ldp"]`` (Redis and the metric registry,
-as the collector's app factory sets them up): see :mod:`aggregator.service.app`.
+on an app that carries the shared request context (Redis, the metric registry, memory
+readings, the app's metrics: :mod:`ldp_api.context`), as the collector's app factory
+attaches it; :mod:`ldp_server.app` composes the two.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
 * :mod:`~aggregator.web.status`: ``/v1/overview``
@@ -19,6 +20,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.web import access, alarms, dashboard, estimates, plan, read_guard, status, strings
+from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
 
@@ -35,7 +37,7 @@ def install(app: Flask) -> None:
             retention variable out of range (``LDP_RETENTION_…``).
     """
     status.install_retention(app)
-    ext = app.extensions["ldp"]
+    ext = shared(app=app)
     ext.telemetry.add_collector(alarms.AlarmGauges(ext.redis, ext.registry, alarms.alarm_rate(app)))
     read_guard.install(app)
     for blueprint in BLUEPRINTS:

@@ -39,11 +39,14 @@ from flask import Blueprint, Response, abort, current_app, render_template, requ
 from werkzeug.exceptions import NotFound
 
 from aggregator.web.alarms import alarm_rate
+from aggregator.web.estimates import relayed_epsilon
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import describe, overview_body, published_caps, retention_of
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
+from ldp_store import keys
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -212,7 +215,7 @@ def _missing(name: str) -> tuple[str, int]:
 @bp.get("/")
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
     rows, memory, device = body["metrics"], body["memory"], body["device"]
     page = {
@@ -226,7 +229,7 @@ def overview() -> str:
 @bp.get("/ui/metric/<name>")
 def metric(name: str) -> str | tuple[str, int]:
     """One metric version: estimates, intervals, table, CSV, trend."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     version = _version()
     definition = ext.registry.get(name, version)
     if definition is None:
@@ -236,6 +239,12 @@ def metric(name: str) -> str | tuple[str, int]:
         return _string_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
+    if definition.kind == "categorical":
+        batch = int(current_app.config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH))
+        per_batch = definition.budget.reports_per_period if definition.budget else None
+        relayed = relayed_epsilon(definition.oracle.epsilon, batch, per_batch)
+        d["relayed"] = None if relayed is None else relayed.model_dump()
+        d["relayed_batch"] = batch
     query = {"version": d["version"]}
     page = {
         "page": "metric",
@@ -313,7 +322,7 @@ def _explorer_page(
 @bp.get("/ui/metric/<name>/explorer")
 def metric_explorer(name: str) -> str | tuple[str, int]:
     """The tradeoff explorer for a metric's k, starting at its ε and marking its N."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     definition = ext.registry.get(name, _version())
     if definition is None:
         return _missing(name)
@@ -358,7 +367,7 @@ def try_reporting() -> str:
     Lists the current categorical metrics (it defines none); the page's script does the
     rest with the JavaScript SDK the collector serves.
     """
-    registry = current_app.extensions["ldp"].registry
+    registry = shared().registry
     metrics = [
         {
             "name": d.name,

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import redis
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.safe_text import csv_text
@@ -86,6 +86,7 @@ from aggregator.web.status import retention_of
 from aggregator.web.strings import parse_candidates, string_estimates
 from client_sdk.mechanisms import PostRandomization
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
 from ldp_api.models import Error, Mechanism, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
 from ldp_store import schema
@@ -147,7 +148,7 @@ _CSV = Media(
 
 
 def _services() -> tuple[redis.Redis, Registry]:
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     return ext.redis, ext.registry
 
 
@@ -265,6 +266,34 @@ def shuffled_epsilon(
         return None
     found = amplification(epsilon, _round_down(n), reports_per_device or 1)
     condition = found.condition + (UNBOUNDED_NOTE if reports_per_device is None else "")
+    return ShuffledEpsilon(
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        delta=found.delta,
+        devices=found.devices,
+        reports_per_device=found.reports_per_device,
+        condition=condition,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def relayed_epsilon(
+    epsilon: float, batch: int, reports_per_device: int | None
+) -> ShuffledEpsilon | None:
+    """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
+    relay and reached the stream in shuffled batches of at least ``batch`` (B) reports,
+    r per device in a batch at most (``None``: no budget; shown for r = 1, said so)."""
+    if batch < 2:
+        return None
+    found = amplification(epsilon, batch, reports_per_device or 1)
+    per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
+    condition = (
+        f"holds towards whoever runs the collector and reads its Redis, for reports sent "
+        f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
+        f"of at least {batch} (LDP_SHUFFLE_MIN_BATCH), if each device sent at most {per} of "
+        f"a batch; if the relay and the collector collude, or without a relay, each report "
+        f"is ε = {epsilon:.3g} (local DP) towards them"
+    )
+    condition += UNBOUNDED_NOTE if reports_per_device is None else ""
     return ShuffledEpsilon(
         epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
         delta=found.delta,

@@ -8,7 +8,7 @@ serving, and runs at most ``READ_DISCOVERIES`` at once per process: one more is 
 with 503 and ``Retry-After`` instead of queueing CPU work nobody bounds. A window without
 reports never gets here (:func:`aggregator.web.strings.string_estimates` answers it
 empty). ``ldp serve`` also runs the read side in worker processes of their own, at a
-lower CPU priority than ingest (:mod:`aggregator.service.serve`).
+lower CPU priority than ingest (:mod:`ldp_server.serve`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from flask import Flask, current_app, has_app_context
+from flask import Flask, has_app_context
 from prometheus_client import Counter
 from werkzeug.exceptions import ServiceUnavailable
+
+from ldp_api.context import Slot, shared
 
 __all__ = [
     "CACHED_WINDOWS",
@@ -185,10 +187,13 @@ def read_limit(app: Flask) -> int:
     return limit
 
 
+GUARD: Slot[ReadGuard] = Slot("ldp_read_guard", ReadGuard)
+"""The app's guard."""
+
+
 def install(app: Flask) -> None:
     """Give ``app`` its guard, counting into its Prometheus registry."""
-    registry = app.extensions["ldp"].telemetry.registry
-    app.extensions["ldp_read_guard"] = ReadGuard(read_limit(app), registry)
+    GUARD.attach(app, ReadGuard(read_limit(app), shared(app=app).telemetry.registry))
 
 
 def cached(key: Key) -> Any:
@@ -196,8 +201,7 @@ def cached(key: Key) -> Any:
     outside an app): for views that show what a discovery found without running one."""
     if not has_app_context():
         return None
-    guard: ReadGuard = current_app.extensions["ldp_read_guard"]
-    return guard.peek(key)
+    return GUARD.get().peek(key)
 
 
 def guarded(key: Key, n: int, compute: Callable[[], T]) -> T:
@@ -209,5 +213,4 @@ def guarded(key: Key, n: int, compute: Callable[[], T]) -> T:
     """
     if not has_app_context():
         return compute()
-    found: ReadGuard = current_app.extensions["ldp_read_guard"]
-    return found.get(key, n, compute)
+    return GUARD.get().get(key, n, compute)

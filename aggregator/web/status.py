@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import redis
 from flask import Blueprint, Flask, current_app, has_app_context
@@ -40,6 +40,7 @@ from aggregator.web.models import Overview
 from aggregator.web.strings import overview_alarms
 from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import Slot, shared
 from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store import keys, schema
@@ -64,7 +65,7 @@ bp = Blueprint("status", __name__)
 
 log = logging.getLogger(__name__)
 
-RETENTION_EXTENSION = "ldp_retention"
+RETENTION = Slot("ldp_retention", RetentionPolicy)
 """Where the app keeps the deployment's retention policy (read once, at start)."""
 
 
@@ -74,14 +75,14 @@ def install_retention(app: Flask) -> None:
     Raises:
         ValueError: a retention variable out of range (the app does not start).
     """
-    app.extensions[RETENTION_EXTENSION] = RetentionPolicy.from_environ()
+    RETENTION.attach(app, RetentionPolicy.from_environ())
 
 
 def retention_of(definition: MetricDefinition) -> RetentionPolicy:
     """How long this metric version's windows are kept: the deployment's policy with the
     metric's own overrides."""
-    policy = current_app.extensions.get(RETENTION_EXTENSION) or RetentionPolicy.from_environ()
-    return cast(RetentionPolicy, policy).for_metric(definition)
+    policy = RETENTION.find() or RetentionPolicy.from_environ()
+    return policy.for_metric(definition)
 
 
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
@@ -212,7 +213,7 @@ def overview_rows(
 )
 def get_overview() -> dict[str, Any]:
     """Every metric's current version with n so far, last update, lag and memory."""
-    ext = current_app.extensions["ldp"]
+    ext = shared()
     return answer(
         Overview.model_validate(
             overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())

@@ -24,7 +24,7 @@ from statistics import NormalDist
 
 import numpy as np
 import redis
-from flask import Blueprint, current_app, has_app_context, request
+from flask import Blueprint, has_app_context, request
 from werkzeug.exceptions import BadRequest
 
 from aggregator.stats.codecs import Counts, codec_for
@@ -51,6 +51,7 @@ from aggregator.web.plan import n_grid
 from aggregator.web.read_guard import cached, guarded
 from client_sdk.mechanisms.strings import StringSketch, display, normalise
 from client_sdk.wire import MetricDefinition
+from ldp_api.context import shared
 from ldp_api.models import Error, Mechanism, answer
 from ldp_api.openapi import Reply, documented
 from ldp_store import schema
@@ -172,7 +173,7 @@ def string_estimates(
     """The answer of the estimates API for a string metric's window, its alarms tested
     at false-alarm rate ``alarm_rate``."""
     sketch = definition.sketch
-    registry = current_app.extensions["ldp"].registry if has_app_context() else Registry(client)
+    registry = shared().registry if has_app_context() else Registry(client)
     created = registry.created(definition.name, definition.version)
     found, est = _discovery(client, definition, window, created)
     alarms = detect_sketch(est, window, found.values, found.known, alarm_rate)

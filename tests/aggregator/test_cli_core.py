@@ -10,8 +10,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from aggregator.cli import main, study
+from aggregator.cli import study
 from client_sdk import mechanisms
+from ldp_server.cli import main
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -148,7 +149,7 @@ def test_bad_input_is_a_clear_usage_error() -> None:
 
 def test_console_script_is_installed() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "aggregator.cli", "--help"],
+        [sys.executable, "-m", "ldp_server", "--help"],
         capture_output=True,
         text=True,
         check=True,

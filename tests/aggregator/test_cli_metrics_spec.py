@@ -15,10 +15,10 @@ import pytest
 from click.testing import CliRunner
 from wsgi_helpers import serving
 
-from aggregator.cli import main
 from aggregator.cli.spec_flags import SPEC_FLAGS, build_spec
 from client_sdk.wire import NUMERIC_SPEC_FIELDS, SPEC_FIELDS, STRING_SPEC_FIELDS
 from collector import create_app
+from ldp_server.cli import main
 
 TOKEN = "test-admin-token"
 

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from wsgi_helpers import serving
 
 from aggregator.analysis.audit import AuditResult
-from aggregator.cli import main
 from aggregator.cli import metrics as cli_metrics
-from aggregator.cli import server as cli_server
 from aggregator.cli.study import inconclusive
 from collector import create_app
+from ldp_server import commands as cli_server
+from ldp_server.cli import main
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 from loadtests import run as loadrun

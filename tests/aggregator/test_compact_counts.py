@@ -18,11 +18,11 @@ import numpy as np
 import pytest
 import redis
 
-from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stream.counts import read_counts
 from aggregator.stream.worker import WindowFull, Worker
 from client_sdk.wire import MetricDefinition
+from ldp_server.app import create_server_app
 from ldp_store import keys, schema
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import assert_counts, offline, pooled

@@ -19,7 +19,6 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.service.app import create_server_app
 from aggregator.stats.intervals import z_value
 from aggregator.stats.planning import plan
 from aggregator.stats.shuffling import amplification
@@ -28,6 +27,7 @@ from aggregator.web import dashboard
 from aggregator.web.status import describe
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
 from ldp_store import keys
 
 ADMIN_TOKEN = "admin-token-5510"

@@ -132,8 +132,8 @@ def test_ldp_plan_shows_pram_and_refuses_bad_matrices(tmp_path: Any) -> None:
 
     from click.testing import CliRunner
 
-    from aggregator.cli import main
     from client_sdk import mechanisms
+    from ldp_server.cli import main
 
     matrix = AGES["options"]["matrix"]
     args = ["plan", "-e", "1", "-k", "4", "-n", "1000", "--json", "--matrix", json.dumps(matrix)]

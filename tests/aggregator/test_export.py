@@ -21,11 +21,12 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.cli import console, main
-from aggregator.service.app import create_server_app
+from aggregator.cli import console
 from aggregator.stats.numeric import NumericStats, estimate_mean
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
+from ldp_server.cli import main
 from ldp_store import keys, schema
 from ldp_store.connection import connect
 from ldp_store.registry import Registry
@@ -215,7 +216,8 @@ def test_export_refuses_bad_input_with_a_message(
 def test_export_finds_a_running_ldp_serve_by_its_data_dir(tmp_path: Path) -> None:
     """New-user finding: after `ldp serve`, `ldp export` said 'pass --redis-url' although
     the embedded Redis's port is random; the serve's data dir now says where it is."""
-    from aggregator.service.serve import REDIS_URL_FILE, Server  # noqa: PLC0415
+    from ldp_server.serve import Server  # noqa: PLC0415
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
 
     data = tmp_path / "ldp-data"
     with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as server:

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 import redis
 
-from aggregator.service.app import create_server_app
 from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition
+from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy

@@ -22,10 +22,10 @@ from click.testing import CliRunner
 
 from aggregator.analysis.crafting import InputManipulation, MaximalGain
 from aggregator.analysis.poisoning import DefenceVerdict, PoisonedBatch, simulate_poisoning
-from aggregator.cli import main
 from aggregator.stats.robustness import expected_gain, fake_count, max_gain
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, check_report, new_report_id, parse_spec
+from ldp_server.cli import main
 
 Z = 4.5
 """Standard deviations allowed per comparison (see the module docstring)."""

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.analysis.reconstruction import ldp_bound, run_reconstruction
-from aggregator.cli import main
+from ldp_server.cli import main
 
 N, TRIALS = 100, 5
 

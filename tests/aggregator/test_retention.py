@@ -16,10 +16,10 @@ import pytest
 import redis
 from flask.testing import FlaskClient
 
-from aggregator.service.app import create_server_app
 from aggregator.stream.counts import list_windows, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition, Retention, parse_spec
+from ldp_server.app import create_server_app
 from ldp_store import keys, schema
 from ldp_store.registry import Registry
 from ldp_store.retention import (

@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from aggregator.cli import console, main
+from aggregator.cli import console
 from aggregator.safe_text import csv_text, visible, visible_parts
-from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
+from ldp_server.cli import main
 
 TOKEN = "test-admin-token"
 HOSTILE = [

@@ -13,8 +13,6 @@ from click.testing import CliRunner
 
 from aggregator.analysis.string_simulation import simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary
-from aggregator.cli import main
-from aggregator.service.app import create_server_app
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import decoys, estimate_values
 from aggregator.stats.string_planning import (
@@ -26,6 +24,8 @@ from aggregator.stats.string_planning import (
 )
 from aggregator.stats.strings import SketchEstimator
 from client_sdk.mechanisms.strings import StringSketch
+from ldp_server.app import create_server_app
+from ldp_server.cli import main
 
 # -- σ₀ against simulation ------------------------------------------------------------------
 

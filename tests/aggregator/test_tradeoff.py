@@ -27,12 +27,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aggregator import cli
 from aggregator.analysis import tradeoff
 from aggregator.analysis.simulation import distribution
+from aggregator.cli import study
 from aggregator.stats.planning import central_laplace_std
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
+from ldp_server.cli import main as ldp_main
 
 EPSILONS = (0.5, 2.0, 6.0)
 USERS = (1_000, 100_000)
@@ -248,9 +249,9 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
         yield advance
 
-    monkeypatch.setattr(cli.study, "progress_bar", recording_bar)
+    monkeypatch.setattr(study, "progress_bar", recording_bar)
     out = tmp_path / "slides"
-    result = CliRunner().invoke(cli.main, ["tradeoff", "--out", str(out), "--reps", "2"])
+    result = CliRunner().invoke(ldp_main, ["tradeoff", "--out", str(out), "--reps", "2"])
     assert result.exit_code == 0, result.output
     assert totals == [tradeoff.total_steps()]
     assert sum(advanced) == tradeoff.total_steps()
@@ -263,6 +264,6 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cli_rejects_bad_options(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli.main, ["tradeoff", "--out", str(tmp_path), "--reps", "1"])
+    result = CliRunner().invoke(ldp_main, ["tradeoff", "--out", str(tmp_path), "--reps", "1"])
     assert result.exit_code == 2
     assert "--reps" in result.output

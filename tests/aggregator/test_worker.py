@@ -24,13 +24,13 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from aggregator.cli import main
 from aggregator.stats.codecs import Counts, codec_for
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stream.counts import lag, lag_details, list_windows, read_counts
 from aggregator.stream.entries import bulk_json
 from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition
+from ldp_server.cli import main
 from ldp_store import keys
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy
@@ -122,7 +122,7 @@ def counted(client: redis.Redis, d: MetricDefinition) -> int:
 
 def start_worker(url: str, name: str, log: Path, *options: str) -> subprocess.Popen[bytes]:
     """``ldp aggregate`` as a real process, as production runs it."""
-    cmd = [sys.executable, "-m", "aggregator.cli", "aggregate", "--redis-url", url, "--name", name]
+    cmd = [sys.executable, "-m", "ldp_server", "aggregate", "--redis-url", url, "--name", name]
     with log.open("ab") as out:
         return subprocess.Popen([*cmd, *options], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
@@ -130,7 +130,7 @@ def start_worker(url: str, name: str, log: Path, *options: str) -> subprocess.Po
 def restart_once(url: str, name: str) -> None:
     """Restart a killed worker in burst mode, as a real process: it must drain cleanly."""
     restart = subprocess.run(
-        [sys.executable, "-m", "aggregator.cli", "aggregate", "--once"]
+        [sys.executable, "-m", "ldp_server", "aggregate", "--once"]
         + ["--redis-url", url, "--name", name],
         cwd=ROOT,
         capture_output=True,

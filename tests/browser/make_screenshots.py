@@ -2,8 +2,8 @@
 
     .venv/bin/python tests/browser/make_screenshots.py [--users 30000] [--out docs]
 
-Starts the real system (``aggregator.service.serve.Server`` on a free port, embedded Redis in a
-temporary folder), defines ``aggregator.service.demo``'s metrics, sends a population through the
+Starts the real system (``ldp_server.serve.Server`` on a free port, embedded Redis in a
+temporary folder), defines ``ldp_server.demo``'s metrics, sends a population through the
 SDK over real HTTP, waits for the aggregator, then photographs the overview, a metric
 page, the explorer and the metric page on a phone-sized screen in Chromium.
 """
@@ -27,10 +27,10 @@ from browser_helpers import chromium_missing, launch
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import Page, sync_playwright
 
-from aggregator.service.demo import define_metrics, run_population, wait_for_counts
-from aggregator.service.serve import Server
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.demo import define_metrics, run_population, wait_for_counts
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -38,8 +38,8 @@ from playwright.sync_api import Browser  # noqa: E402
 from poisoning_helpers import append_past_hours, zipf_population  # noqa: E402
 from test_dashboard_browser import _request  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 from ldp_store import schema  # noqa: E402
 
 K, N = 16, 3_000

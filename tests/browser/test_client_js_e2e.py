@@ -25,7 +25,7 @@ if _missing:
 
 from test_dashboard_browser import _request  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 SPECS = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},

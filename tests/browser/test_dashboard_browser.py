@@ -1,6 +1,6 @@
 """The operators' dashboard in a real Chromium, on the real system.
 
-``aggregator.service.serve.Server`` runs gunicorn, an aggregator worker and an embedded Redis;
+``ldp_server.serve.Server`` runs gunicorn, an aggregator worker and an embedded Redis;
 the SDK's ``Client`` sends perturbed reports over HTTP; the worker counts them. Then
 Chromium (Debian's, driven by Playwright) opens the pages, and the tests read what the
 page drew — Plotly's own graph data and the SVG it rendered — against the JSON APIs.
@@ -31,10 +31,10 @@ if _missing:
 from playwright.sync_api import Browser, Page, Route  # noqa: E402
 from playwright.sync_api import Error as PlaywrightError  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
 from client_sdk.mechanisms import new_secret  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 from ldp_store.lifecycle import human_bytes  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {

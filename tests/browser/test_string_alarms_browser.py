@@ -28,10 +28,10 @@ from test_alarms_browser import banner_lines, expected_lines, post  # noqa: E402
 from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares  # noqa: E402
-from aggregator.service.serve import Server  # noqa: E402
 from aggregator.stats.codecs import codec_for  # noqa: E402
 from client_sdk.mechanisms.strings import normalise  # noqa: E402
 from client_sdk.wire import MetricDefinition, new_report_id  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 from ldp_store import schema  # noqa: E402
 
 NAME = "search.term"

@@ -26,8 +26,8 @@ if _missing:
 from playwright.sync_api import expect  # noqa: E402
 from test_dashboard_browser import _request, graph, points  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 NAME = "search.term"
 SPEC = {"kind": "string", "max_length": 8, "epsilon": 6.0, "description": "What people search"}

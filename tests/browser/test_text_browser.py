@@ -25,8 +25,8 @@ if _missing:
 from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.safe_text import visible  # noqa: E402
-from aggregator.service.serve import Server  # noqa: E402
 from client_sdk import Client  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 LABELS = {
     "<b>bold</b>": 0.2,

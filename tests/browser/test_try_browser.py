@@ -22,8 +22,8 @@ if _missing:
 
 from test_dashboard_browser import _request  # noqa: E402
 
-from aggregator.service.serve import Server  # noqa: E402
 from aggregator.web.dashboard import CONTENT_SECURITY_POLICY  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
 
 SPECS = {
     "app.theme": {"domain": ["light", "dark", "sepia-zq"], "epsilon": 1.0},

@@ -1,6 +1,6 @@
 """An app that ships its metric definitions reports from its first start, offline.
 
-The real stack (``aggregator.service.serve.Server``) and the same metrics file on both
+The real stack (``ldp_server.serve.Server``) and the same metrics file on both
 sides: the server registers it as ``ldp serve --metrics`` does, the app bundles it
 (``Client(url, definitions=path)``). A device that has never reached the collector
 reports, is SIGKILLed, restarts once the server is up and delivers every report, counted
@@ -34,10 +34,10 @@ import requests
 import requests.adapters
 from test_pipeline_e2e import offline_counts, wait_counted
 
-from aggregator.service.serve import Server
 from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.bundle import load_metrics_file, split_version
+from ldp_server.serve import Server
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 

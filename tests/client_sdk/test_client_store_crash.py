@@ -1,6 +1,6 @@
 """Kill the app in the middle of a flush, restart it: every report made counts exactly once.
 
-The real stack (``aggregator.service.serve.Server``: gunicorn collector, aggregator workers,
+The real stack (``ldp_server.serve.Server``: gunicorn collector, aggregator workers,
 embedded Redis) and a real app process using ``Client(url, storage_dir=...)``. The app
 makes its reports, records every one of them (read back from its store before the first
 upload) to a side file, then flushes in small batches and is SIGKILLed mid-flush — by the
@@ -26,8 +26,8 @@ import pytest
 import redis
 from test_pipeline_e2e import offline_counts, put_metric, wait_counted
 
-from aggregator.service.serve import Server
 from aggregator.stream.counts import read_counts
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[2]

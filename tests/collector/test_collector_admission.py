@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from client_sdk.wire import MetricDefinition, new_report_id
 from collector.admission import MAX_SOURCES, Admission, TooManyRequests
-from collector.context import Services
+from collector.context import services
 from collector.settings import ConfigError
 from ldp_store import keys
 
@@ -39,16 +39,10 @@ class Clock:
         return self.now
 
 
-def _services(app: Flask) -> Services:
-    found = app.extensions["ldp"]
-    assert isinstance(found, Services)
-    return found
-
-
 def _clocked(app: Flask) -> Clock:
     """Give the app's limiter a clock the test moves (and a key made under it)."""
     clock = Clock()
-    admission = _services(app).admission
+    admission = services(app).admission
     admission.clock = clock
     admission.rotate()
     return clock
@@ -193,7 +187,7 @@ def test_nothing_of_the_source_reaches_redis_logs_or_metrics(
     theme = define(client, "app.theme", THEME_SPEC)
     for i in range(4):
         _post(client, reports(theme, 3, seed=i), "10.0.0.1", **{"X-Real-IP": FLOODER})
-    admission = _services(app).admission
+    admission = services(app).admission
     digest = admission.source({"HTTP_X_REAL_IP": FLOODER})
     assert len(admission) == 1  # the flooder is remembered, by this hash
     traces = [FLOODER.encode(), digest, digest.hex().encode(), repr(digest).encode()]
@@ -234,8 +228,8 @@ def test_the_app_sees_neither_the_address_nor_the_trusted_header(redis_db: Any) 
 
 def test_limits_are_settings_with_checked_values(redis_db: Any) -> None:
     off = make_app(redis_db.url, SOURCE_REQUESTS_PER_SECOND="0", SOURCE_REPORTS_PER_MINUTE=0)
-    assert not _services(off).admission.enabled
-    default = _services(make_app(redis_db.url)).admission
+    assert not services(off).admission.enabled
+    default = services(make_app(redis_db.url)).admission
     assert (default.requests_per_second, default.reports_per_minute) == (20, 20_000)
     assert default.header_key is None
     bad: list[dict[str, Any]] = [
@@ -249,7 +243,7 @@ def test_limits_are_settings_with_checked_values(redis_db: Any) -> None:
     for config in bad:
         with pytest.raises(ConfigError, match=next(iter(config))):
             make_app(redis_db.url, **config)
-    assert _services(make_app(redis_db.url, SOURCE_REPORTS_PER_MINUTE=100, MAX_REPORTS=100))
+    assert services(make_app(redis_db.url, SOURCE_REPORTS_PER_MINUTE=100, MAX_REPORTS=100))
 
 
 # -- implausible reports -------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 from collector_helpers import THEME_SPEC, TOKEN
 
 from collector import create_app, settings
-from collector.context import Services
+from collector.context import Services, services
 from collector.settings import ConfigError
 
 ENV = ("REDIS_URL", "LDP_REDIS_URL", "LDP_ADMIN_TOKEN", "LDP_MAX_REPORTS", "LDP_MAX_BACKLOG")
@@ -27,7 +27,7 @@ def test_defaults(redis_db: Any) -> None:
     assert app.config["MAX_BACKLOG"] == 5_000_000
     assert app.config["RETRY_AFTER"] == 5
     assert app.config["ADMIN_TOKEN"] is None
-    ext = app.extensions["ldp"]
+    ext = services(app)
     assert isinstance(ext, Services)
     assert ext.registry.redis is ext.redis  # one client, shared
 

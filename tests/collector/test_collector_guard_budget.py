@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
 
+from collector.context import services
 from collector.ingest import Appender
 from ldp_store import guard, keys
 from ldp_store.embedded import EmbeddedRedis
@@ -53,7 +54,7 @@ def test_a_full_guard_with_a_drained_stream_does_not_stop_ingest(
     own_any_redis: EmbeddedRedis, caplog: pytest.LogCaptureFixture
 ) -> None:
     app = make_app(own_any_redis.url, SOURCE_REQUESTS_PER_SECOND=0)
-    ext = app.extensions["ldp"]
+    ext = services(app)
     ext.appender.memory.interval = ext.appender.memory.near_interval = 0.0
     client = app.test_client()
     theme = define(client, "app.theme", THEME_SPEC)
@@ -100,7 +101,7 @@ def test_todays_ids_alone_at_the_budget_answer_503_until_the_day_ends(
     own_any_redis: EmbeddedRedis,
 ) -> None:
     app = make_app(own_any_redis.url, SOURCE_REQUESTS_PER_SECOND=0, GUARD_BUDGET=5)
-    ext = app.extensions["ldp"]
+    ext = services(app)
     ext.appender.memory.interval = ext.appender.memory.near_interval = 0.0
     client = app.test_client()
     theme = define(client, "app.theme", THEME_SPEC)

@@ -8,7 +8,7 @@ from collector_helpers import ADMIN, THEME_SPEC, TOKEN, define, reports
 from flask import Flask
 from flask.testing import FlaskClient
 
-from aggregator.service.app import create_server_app
+from ldp_server.app import create_server_app
 
 
 def _check(response: Any, what: str) -> None:

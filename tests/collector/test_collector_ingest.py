@@ -13,6 +13,7 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition, build_report
+from collector.context import services
 from collector.ingest import MAX_VERSIONS_PER_REQUEST, SEEN_TTL_SECONDS, Appender
 from ldp_store import guard, keys
 from ldp_store.registry import UNKNOWN_TTL
@@ -219,7 +220,7 @@ def test_a_version_created_after_a_miss_is_known_at_once(
     """``put`` forgets its own process's miss; another process's expires after UNKNOWN_TTL."""
     ahead = _bogus(theme, range(theme.version + 1, theme.version + 2))
     assert client.post("/v1/reports", json={"reports": ahead}).status_code == 400
-    other = make_app(redis_db.url).extensions["ldp"].registry  # another process's registry
+    other = services(make_app(redis_db.url)).registry  # another process's registry
     assert other.lookup(theme.name, theme.version + 1) is None
     new = define(client, theme.name, {**THEME_SPEC, "epsilon": 2.0})  # version + 1
     assert new.version == theme.version + 1

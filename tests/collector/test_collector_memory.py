@@ -9,6 +9,7 @@ import pytest
 from collector_helpers import define, make_app, reports
 
 from aggregator.stream.worker import Worker
+from collector.context import services
 from collector.memory import MemoryGuard, fullest
 from ldp_store import keys
 from ldp_store.connection import connect
@@ -62,7 +63,7 @@ def test_ingest_answers_503_at_the_high_water_mark_and_resumes_after_draining(
         MEMORY_HIGH_WATER=90,
         SOURCE_REQUESTS_PER_SECOND=0,  # one test client stands for many devices
     )
-    guard = app.extensions["ldp"].appender.memory
+    guard = services(app).appender.memory
     guard.interval = guard.near_interval = 0.0  # read INFO on every request: exact here
     client = app.test_client()
     pages = define(client, "app.wide", WIDE_SPEC)
@@ -100,7 +101,7 @@ def test_the_aggregator_drains_even_when_redis_refuses_writes(own_any_redis: Emb
     the worker's reads, XACK and trims are not refused, and its count increments follow a
     write inside one script, which Redis allows: the backlog still drains."""
     app = make_app(own_any_redis.url, RETRY_AFTER=RETRY_AFTER, SOURCE_REQUESTS_PER_SECOND=0)
-    app.extensions["ldp"].appender.memory.high_water = float("inf")  # no mark
+    services(app).appender.memory.high_water = float("inf")  # no mark
     client = app.test_client()
     pages = define(client, "app.wide", WIDE_SPEC)
     r = own_any_redis.client()

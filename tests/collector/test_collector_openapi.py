@@ -1,7 +1,7 @@
 """The OpenAPI document in sync with the apps that serve it, and with their answers.
 
 Both apps are checked: the collector alone (``collector:create_app``) and ``ldp serve``'s
-(``aggregator.service.app:create_server_app``, the collector plus the read APIs and the
+(``ldp_server.app:create_server_app``, the collector plus the read APIs and the
 dashboard). The document is generated from the routes' own models (:mod:`ldp_api.openapi`);
 these tests hold it to what the apps do: every URL rule is documented with its methods and
 nothing else is, except the dashboard blueprint's HTML pages and assets (``/``, ``/ui/…``);
@@ -23,7 +23,6 @@ from flask.testing import FlaskClient
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
 
-from aggregator.service.app import create_server_app
 from aggregator.stream.worker import Worker
 from aggregator.web import models as read_models
 from client_sdk import mechanisms, wire
@@ -32,6 +31,7 @@ from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import build_report
 from collector import models as collector_models
 from collector import settings
+from ldp_server.app import create_server_app
 from ldp_store import schema
 from ldp_store.embedded import free_port
 

@@ -13,9 +13,10 @@ from collector_helpers import PAGES_SPEC, THEME_SPEC, TOKEN, define, make_app, r
 from flask.testing import FlaskClient
 
 import collector
-from aggregator.service.app import create_server_app
 from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.wire import MetricDefinition
+from collector.context import services
+from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.embedded import EmbeddedRedis
 
@@ -170,7 +171,7 @@ def test_a_batch_hitting_the_backlog_is_safe_to_retry(redis_db: Any) -> None:
 def test_redis_out_of_memory_is_503(own_any_redis: EmbeddedRedis) -> None:
     own_redis = own_any_redis
     app = make_app(own_redis.url, RETRY_AFTER=RETRY_AFTER)
-    app.extensions["ldp"].appender.memory.high_water = float("inf")  # Redis's own refusal, not ours
+    services(app).appender.memory.high_water = float("inf")  # Redis's own refusal, not ours
     client: FlaskClient = app.test_client()
     theme = define(client, "app.theme", THEME_SPEC)
     r = own_redis.client()

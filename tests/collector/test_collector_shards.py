@@ -17,12 +17,12 @@ from collector_helpers import ADMIN, TOKEN, define, make_app, reports
 from flask.testing import FlaskClient
 from wsgi_helpers import serving
 
-from aggregator.cli import main
-from aggregator.service.app import create_server_app
 from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec
+from ldp_server.app import create_server_app
+from ldp_server.cli import main
 from ldp_store import keys
 
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}

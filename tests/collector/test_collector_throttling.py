@@ -17,6 +17,7 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 from prometheus_client.parser import text_string_to_metric_families
 
 from collector.admission import THROTTLE_LOG_INTERVAL
+from collector.context import services
 
 FLOODER = "203.0.113.66"
 OTHER = "198.51.100.23"
@@ -49,7 +50,7 @@ def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
     app = make_app(
         redis_db.url, SOURCE_REQUESTS_PER_SECOND=3, SOURCE_REPORTS_PER_MINUTE=20, MAX_REPORTS=10
     )
-    admission = app.extensions["ldp"].admission
+    admission = services(app).admission
     clock = Clock()
     admission.clock = clock
     admission.rotate()

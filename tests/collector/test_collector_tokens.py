@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from aggregator.service.app import create_server_app
 from collector import settings
 from collector.settings import ConfigError
+from ldp_server.app import create_server_app
 
 BAD_VALUES = ["null", "0", "false", "1e999", "short-token"]
 """What JSON parsing turned into None, falsy values or inf, and a plain short token."""
@@ -86,7 +86,7 @@ def _ldp_serve(tmp_path: Path, variable: str, value: str) -> subprocess.Complete
     env[variable] = value
     if variable != "LDP_ADMIN_TOKEN":
         env["LDP_ADMIN_TOKEN"] = GOOD
-    argv = [sys.executable, "-m", "aggregator.cli", "serve", "--port", "0"]
+    argv = [sys.executable, "-m", "ldp_server", "serve", "--port", "0"]
     argv += ["--data-dir", str(tmp_path / "data")]
     try:
         return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
@@ -110,7 +110,7 @@ def test_ldp_serve_takes_an_empty_read_token_as_unset(tmp_path: Path) -> None:
     """Compose's ``${LDP_READ_TOKEN:-}``: ``ldp serve`` starts, and reads are open."""
     env = {k: v for k, v in os.environ.items() if k not in (*TOKENS, "REDIS_URL")}
     env.update(LDP_READ_TOKEN="", LDP_METRICS_TOKEN="", LDP_ADMIN_TOKEN=GOOD, COLUMNS="200")
-    argv = [sys.executable, "-m", "aggregator.cli", "serve", "--port", "0"]
+    argv = [sys.executable, "-m", "ldp_server", "serve", "--port", "0"]
     argv += ["--data-dir", str(tmp_path / "data"), "--aggregators", "1", "--web-workers", "1"]
     serve = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from aggregator.cli import main
-from aggregator.service.serve import REDIS_URL_FILE, Server
+from ldp_server.cli import main
+from ldp_server.serve import Server
 from ldp_store import keys
-from ldp_store.embedded import EmbeddedRedis
+from ldp_store.embedded import REDIS_URL_FILE, EmbeddedRedis
 
 NOBODY = 65534
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from aggregator.service.serve import PROMETHEUS_FOLDER, Server
+from ldp_server.serve import PROMETHEUS_FOLDER, Server
 
 
 def test_only_its_own_folder_is_emptied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

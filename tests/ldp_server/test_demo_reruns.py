@@ -8,8 +8,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from aggregator.cli import main
-from aggregator.service.demo import DEMO_METRICS, fresh_run_folder
+from ldp_server.cli import main
+from ldp_server.demo import DEMO_METRICS, fresh_run_folder
 
 INTERVALS = sum(len(e["spec"]["domain"]) for e in DEMO_METRICS.values())
 

@@ -120,8 +120,8 @@ def server_options(data_dir: str) -> Callable[[Any], Any]:
 def _start(
     host: str, port: int, redis_url: str | None, data_dir: str, web_workers: int, aggregators: int
 ) -> Any:
-    from aggregator.service.app import check_tokens  # noqa: PLC0415
-    from aggregator.service.serve import Server  # noqa: PLC0415
+    from ldp_server.app import check_tokens  # noqa: PLC0415
+    from ldp_server.serve import Server  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
 
     try:
@@ -247,7 +247,7 @@ def demo(
     keep_serving: bool,
 ) -> None:
     """Serve, define demo metrics, simulate users through real HTTP, compare with the truth."""
-    from aggregator.service import demo as d  # noqa: PLC0415
+    from ldp_server import demo as d  # noqa: PLC0415
     from ldp_store.connection import connect  # noqa: PLC0415
     from ldp_store.registry import Registry  # noqa: PLC0415
 
@@ -324,7 +324,7 @@ def _check_port_free(host: str, port: int) -> None:
     """
     if port == 0:
         return
-    from aggregator.service.serve import check_port  # noqa: PLC0415
+    from ldp_server.serve import check_port  # noqa: PLC0415
 
     try:
         check_port(host, port)

@@ -1,11 +1,10 @@
-"""The one place that composes the whole web service: the collector plus the read side.
+"""The whole web service composed: the collector plus the read side, on one app.
 
-Collector and aggregator are peers that share Redis through :mod:`ldp_store`; neither
-imports the other. ``ldp serve`` (and compose's ``dashboard`` service) run one WSGI app
-that holds both (``ldp serve`` twice: its public gunicorn forwards the read routes to the
-other, see :func:`create_ingest_app`), and this module is where the two meet —
-``tests/test_architecture.py`` allows ``import collector`` under ``aggregator/`` here and
-nowhere else.
+Collector and aggregator are peers that share Redis through :mod:`ldp_store` and the
+request context through :mod:`ldp_api.context`; neither imports the other. ``ldp serve``
+(and compose's ``dashboard`` service) run one WSGI app that holds both (``ldp serve``
+twice: its public gunicorn forwards the read routes to the other, see
+:func:`create_ingest_app`), and this module is where the two meet.
 """
 
 from __future__ import annotations
@@ -16,8 +15,8 @@ from typing import Any
 from flask import Flask
 
 import aggregator.web
-from aggregator.service.forward import ForwardReads
 from collector import create_app, settings
+from ldp_server.forward import ForwardReads
 
 __all__ = ["READ_ENDPOINTS", "check_tokens", "create_ingest_app", "create_server_app"]
 
@@ -47,7 +46,7 @@ def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
         test_config: settings that replace the environment's (as ``create_app``'s).
 
     Returns:
-        The WSGI app gunicorn serves (``aggregator.service.app:create_server_app()``).
+        The WSGI app gunicorn serves (``ldp_server.app:create_server_app()``).
     """
     app = create_app(test_config)
     aggregator.web.install(app)
@@ -58,7 +57,7 @@ def create_ingest_app(
     test_config: dict[str, Any] | None = None, upstream: str | None = None
 ) -> Flask:
     """The app of ``ldp serve``'s ingest workers: :func:`create_server_app`, with every
-    read route forwarded to the read workers (:mod:`aggregator.service.forward`).
+    read route forwarded to the read workers (:mod:`ldp_server.forward`).
 
     Args:
         test_config: as :func:`create_server_app`'s.
@@ -66,7 +65,7 @@ def create_ingest_app(
             without either nothing is forwarded.
 
     Returns:
-        The WSGI app (``aggregator.service.app:create_ingest_app()``).
+        The WSGI app (``ldp_server.app:create_ingest_app()``).
     """
     app = create_server_app(test_config)
     upstream = upstream or os.environ.get("LDP_READ_UPSTREAM")

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 from test_pipeline_e2e import put_metric
 
-from aggregator.service.serve import Server
 from client_sdk.wire import MetricDefinition, build_report
 from collector.slow_bodies import MAX_SECONDS
+from ldp_server.serve import Server
 
 SLOW = 150
 CHUNKED = 10

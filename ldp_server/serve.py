@@ -9,12 +9,12 @@ One supervisor process starts and watches:
   overview, plans, dashboard) to
 * the read service: a second gunicorn on a loopback port, at a lower CPU priority, so
   reads (a string discovery is a second of CPU) wait behind ingest, never in its event
-  loop (:func:`aggregator.service.app.create_ingest_app`, :mod:`aggregator.service.forward`);
+  loop (:func:`ldp_server.app.create_ingest_app`, :mod:`ldp_server.forward`);
 * one or more aggregator workers (``ldp aggregate`` processes).
 
 A child that exits is started again with backoff, alone: the others ride out its absence
 (the collector answers 503 + ``Retry-After`` while Redis is away), and the supervisor
-gives up only on a child that keeps failing fast (:mod:`aggregator.service.supervise`).
+gives up only on a child that keeps failing fast (:mod:`ldp_server.supervise`).
 Each child runs in its own session, so a Ctrl-C at the terminal reaches only the
 supervisor, which stops the workers after their current batch, then gunicorn, then the
 embedded Redis, in that order, so nothing accepted is lost.
@@ -23,6 +23,7 @@ embedded Redis, in that order, so nothing accepted is lost.
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import os
 import secrets
 import shutil
@@ -38,9 +39,16 @@ from typing import Any
 
 import redis
 
-from aggregator.service.supervise import Backoff, Child, RestartCounter, Supervisor
+from ldp_server.supervise import Backoff, Child, RestartCounter, Supervisor
 from ldp_store.connection import connect
-from ldp_store.embedded import EmbeddedRedis, Service, die_with_parent, free_port, write_private
+from ldp_store.embedded import (
+    REDIS_URL_FILE,
+    EmbeddedRedis,
+    Service,
+    die_with_parent,
+    free_port,
+    write_private,
+)
 
 __all__ = ["PORT_HINT", "Server", "check_port", "host_port"]
 
@@ -57,10 +65,6 @@ STOP_TIMEOUT = 20.0
 
 POLL_SECONDS = 0.2
 """How often the supervisor looks at its children: a dead one is noticed this fast."""
-
-REDIS_URL_FILE = "redis-url"
-"""The file in the data dir that holds a running ``ldp serve``'s embedded Redis address
-(its port is chosen free at each start), for the commands that read Redis directly."""
 
 READ_WORKERS = 1
 """Gunicorn worker processes of the read service. Its CPU-heavy work (string discovery)
@@ -176,6 +180,14 @@ def _signal(pid: int, group: int, started_by: int | None, sig: signal.Signals) -
             signal.pidfd_send_signal(fd, sig)
     finally:
         os.close(fd)
+
+
+def _collector_file(name: str) -> Path:
+    """A file of the installed :mod:`collector` package, found without importing it (the
+    supervisor loads no Flask)."""
+    spec = importlib.util.find_spec("collector")
+    assert spec is not None and spec.origin is not None, "the collector is not installed"
+    return Path(spec.origin).parent / name
 
 
 class Server(Service):
@@ -361,7 +373,7 @@ class Server(Service):
         self._supervise()
 
     def _gunicorn(self, name: str, app: str, env: dict[str, str], setup: Any) -> Any:
-        conf = Path(__file__).resolve().parents[2] / "collector" / "gunicorn_conf.py"
+        conf = _collector_file("gunicorn_conf.py")
         out = self._output(name)
         return subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", str(conf), app],
@@ -374,7 +386,7 @@ class Server(Service):
 
     def _start_web(self) -> None:
         env = {**self._env(), "LDP_READ_UPSTREAM": f"127.0.0.1:{self.read_port}"}
-        app = "aggregator.service.app:create_ingest_app()"
+        app = "ldp_server.app:create_ingest_app()"
         self.web = self._gunicorn("web", app, env, _child_setup)
 
     def _start_read(self) -> None:
@@ -383,7 +395,7 @@ class Server(Service):
             "LDP_BIND": f"127.0.0.1:{self.read_port}",
             "LDP_WEB_WORKERS": str(self.read_workers),
         }
-        app = "aggregator.service.app:create_server_app()"
+        app = "ldp_server.app:create_server_app()"
         self.read = self._gunicorn("read", app, env, _read_setup)
 
     def _progress_file(self, i: int) -> Path:
@@ -399,7 +411,7 @@ class Server(Service):
             [
                 sys.executable,
                 "-m",
-                "aggregator.cli",
+                "ldp_server",
                 "aggregate",
                 "--name",
                 f"worker-{i + 1}",  # the same consumer again: it rereads its pending entries

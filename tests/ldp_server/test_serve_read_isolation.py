@@ -28,9 +28,9 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from test_pipeline_e2e import put_metric
 
-from aggregator.service.serve import Server
 from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
 SPEC = {"kind": "string", "max_length": 16, "epsilon": 4.0}

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from aggregator.service.serve import Server
 from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.serve import Server
 
 SLOW_CLIENTS = 200
 """The issue's bar: at least 200 slow connections held at once."""

@@ -95,7 +95,7 @@ def fresh_run_folder(data_dir: str | Path) -> tuple[Path, list[Path]]:
     """A new, empty folder for this run's data, after removing earlier runs' folders.
 
     Only ``run-*`` folders the demo made are removed, and none that a running demo holds
-    (its ``.lock``, as :class:`~aggregator.service.serve.Server` takes it).
+    (its ``.lock``, as :class:`~ldp_server.serve.Server` takes it).
 
     Returns:
         (the new folder, the earlier folders removed).

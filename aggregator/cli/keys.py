@@ -1,0 +1,84 @@
+"""``ldp keys list|rotate``: the Oblivious HTTP gateway's keys (:mod:`ldp_store.ohttp_keys`).
+
+Reads and writes Redis directly (``--redis-url``, or the ``ldp serve`` on ``--data-dir``);
+the collectors see a rotation within seconds. In full: ``docs/reference/ohttp.md``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from aggregator.cli.console import out
+from aggregator.cli.export import redis_options, redis_url_of
+
+if TYPE_CHECKING:
+    from ldp_store.ohttp_keys import GatewayKeys, LiveKey
+
+__all__ = ["keys"]
+
+
+def _when(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _store(redis_url: str | None, data_dir: Path, lifetime: float, overlap: float) -> GatewayKeys:
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.ohttp_keys import GatewayKeys  # noqa: PLC0415
+
+    return GatewayKeys(connect(redis_url_of(redis_url, data_dir)), lifetime, overlap)
+
+
+def _show(live: list[LiveKey]) -> None:
+    out.print("key id  current  created               retires               public key")
+    for key in live:
+        out.print(
+            f"{key.config.key_id:>6}  {'yes' if key.expires is None else 'no':<7}  "
+            f"{_when(key.created):<20}  {_when(key.expires):<20}  {key.config.public_key.hex()}"
+        )
+
+
+_lifetime = click.option(
+    "--lifetime",
+    type=click.FloatRange(min=1),
+    default=7 * 24 * 3600.0,
+    show_default=True,
+    envvar="LDP_OHTTP_KEY_LIFETIME",
+    help="Seconds a key is current (as the collectors' LDP_OHTTP_KEY_LIFETIME).",
+)
+_overlap = click.option(
+    "--overlap",
+    type=click.FloatRange(min=0),
+    default=24 * 3600.0,
+    show_default=True,
+    envvar="LDP_OHTTP_KEY_OVERLAP",
+    help="Seconds the previous key stays accepted (as LDP_OHTTP_KEY_OVERLAP).",
+)
+
+
+@click.group()
+def keys() -> None:
+    """The Oblivious HTTP gateway's keys: list them, rotate them."""
+
+
+@keys.command("list")
+@redis_options
+@_lifetime
+@_overlap
+def list_keys(redis_url: str | None, data_dir: Path, lifetime: float, overlap: float) -> None:
+    """The live keys (made now if there is none), the current one first."""
+    _show(_store(redis_url, data_dir, lifetime, overlap).ensure())
+
+
+@keys.command()
+@redis_options
+@_lifetime
+@_overlap
+def rotate(redis_url: str | None, data_dir: Path, lifetime: float, overlap: float) -> None:
+    """Make a new current key now; the previous one is accepted for --overlap more."""
+    _show(_store(redis_url, data_dir, lifetime, overlap).rotate())

@@ -1,0 +1,217 @@
+"""The relay's one job: forward sealed uploads to the gateway, blind (RFC 9458 §6.2).
+
+A WSGI app. ``POST /`` with a ``message/ohttp-req`` body is admitted by its source's
+request bucket (:class:`collector.admission.Admission`, a keyed hash of the address held
+in memory only), then posted to the gateway with ``Content-Type`` as its only header; the
+gateway's status, ``Content-Type``, ``Retry-After`` and body come back. ``GET /healthz``
+answers ``ok``. Nothing else is served, and nothing about a request is logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import requests
+import requests.adapters
+import urllib3.util
+
+from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
+from collector import cors
+from collector.admission import Admission, TooManyRequests, environ_key
+from ldp_relay.limits import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_SOURCE_REQUESTS_PER_SECOND,
+    DEFAULT_TIMEOUT,
+)
+
+__all__ = [
+    "Relay",
+    "create_relay",
+]
+
+log = logging.getLogger(__name__)
+
+PASSED_BACK = ("Content-Type", "Retry-After")
+"""The gateway's headers the device gets: what it needs to read the answer and to wait."""
+
+POOL_CONNECTIONS = 20
+"""Kept-alive connections to the gateway per worker (one per concurrent upload)."""
+
+WsgiStart = Callable[..., Any]
+
+
+class Relay:
+    """The relay's WSGI app.
+
+    Args:
+        gateway: the gateway URL (``https://collector.example/.well-known/ohttp-gateway``).
+        requests_per_second: per-source uploads per second; 0: no limit.
+        source_header: the header a trusted proxy in front of the relay puts the device's
+            address in; None: the peer address.
+        max_body_bytes: the largest body forwarded.
+        timeout: seconds for the gateway to answer.
+        cors_origins: origins whose web pages may post through the relay (the web SDK),
+            or ``*``; none by default. ``Origin`` is read for that and never forwarded.
+    """
+
+    def __init__(
+        self,
+        gateway: str,
+        requests_per_second: int = DEFAULT_SOURCE_REQUESTS_PER_SECOND,
+        source_header: str | None = None,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        timeout: float = DEFAULT_TIMEOUT,
+        cors_origins: tuple[str, ...] = (),
+    ) -> None:
+        if not gateway.startswith(("http://", "https://")):
+            raise ValueError(f"the gateway must be an http(s) URL, got {gateway!r}")
+        self.gateway = gateway
+        self.admission = Admission(requests_per_second, 0, source_header)
+        self.source_key = environ_key(source_header) if source_header else None
+        self.max_body_bytes = max_body_bytes
+        self.timeout = timeout
+        self.session = _session()
+        self.cors_origins = cors_origins
+
+    def __call__(self, env: dict[str, Any], start: WsgiStart) -> Iterable[bytes]:
+        """Serve one request (with CORS headers for an allowed page's origin)."""
+        cross = cors.wsgi_headers(env, self.cors_origins, "POST")
+
+        def start_response(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
+            return start(status, headers + list(cross.items()), *info)
+
+        if env.get("REQUEST_METHOD") == "OPTIONS" and env.get("PATH_INFO", "/") == "/":
+            return _answer(start_response, 204, {}, b"")
+        return self._serve(env, start_response)
+
+    def _serve(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
+        path, method = env.get("PATH_INFO", "/"), env.get("REQUEST_METHOD", "GET")
+        if path == "/healthz" and method in ("GET", "HEAD"):
+            return _answer(start_response, 200, {"Content-Type": "text/plain"}, b"ok")
+        if path != "/":
+            return _error(start_response, 404, "the relay serves only POST /")
+        if method != "POST":
+            return _error(start_response, 405, "the relay takes POST", {"Allow": "POST"})
+        kind = env.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
+        if kind != REQUEST_MEDIA_TYPE:
+            return _error(start_response, 415, f"the relay forwards only {REQUEST_MEDIA_TYPE}")
+        if self.admission.enabled:
+            try:
+                self.admission.admit_request(self.admission.source(env))
+            except TooManyRequests as exc:
+                return _error(start_response, 429, exc.error, exc.headers, exc.details)
+        body = _read(env, self.max_body_bytes)
+        if body is None:
+            return _error(start_response, 413, "the request is too large")
+        try:
+            answer = self.session.post(
+                self.gateway,
+                data=body,
+                headers={"Content-Type": REQUEST_MEDIA_TYPE, "Accept": RESPONSE_MEDIA_TYPE},
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+        except requests.Timeout:
+            return _error(start_response, 504, "the gateway did not answer in time", _RETRY)
+        except requests.RequestException as exc:
+            log.warning("gateway unreachable: %s", type(exc).__name__)  # nothing of the device
+            return _error(start_response, 502, "the gateway cannot be reached", _RETRY)
+        headers = {k: answer.headers[k] for k in PASSED_BACK if k in answer.headers}
+        headers["Cache-Control"] = "no-store"
+        return _answer(start_response, answer.status_code, headers, answer.content)
+
+
+_RETRY = {"Retry-After": "5"}
+
+
+def _session() -> requests.Session:
+    """A pooled session that sends no header but the ones given: no user agent, no
+    ``Accept-Encoding``, no cookies, and no proxy from the environment."""
+    session = requests.Session()
+    session.trust_env = False  # no proxy or netrc credentials picked up by accident
+    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=POOL_CONNECTIONS)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    session.headers.clear()
+    session.headers["User-Agent"] = urllib3.util.SKIP_HEADER
+    session.headers["Accept-Encoding"] = urllib3.util.SKIP_HEADER
+    return session
+
+
+def _read(env: Mapping[str, Any], limit: int) -> bytes | None:
+    try:
+        length = int(env.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return None
+    if length > limit:
+        return None
+    stream = env["wsgi.input"]
+    body = stream.read(length) if length > 0 else stream.read(limit + 1)
+    return None if len(body) > limit else bytes(body)
+
+
+_REASONS = {
+    200: "OK",
+    204: "No Content",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    429: "Too Many Requests",
+    502: "Bad Gateway",
+    504: "Gateway Timeout",
+}
+
+
+def _answer(
+    start_response: WsgiStart, status: int, headers: Mapping[str, str], body: bytes
+) -> list[bytes]:
+    out = {**headers, "Content-Length": str(len(body)), "X-Content-Type-Options": "nosniff"}
+    start_response(f"{status} {_REASONS.get(status, 'Status')}", list(out.items()))
+    return [body]
+
+
+def _error(
+    start_response: WsgiStart,
+    status: int,
+    error: str,
+    headers: Mapping[str, str] | None = None,
+    details: list[str] | None = None,
+) -> list[bytes]:
+    body = json.dumps({"error": error, "details": details or []}).encode()
+    out = {"Content-Type": "application/json", "Cache-Control": "no-store", **(headers or {})}
+    return _answer(start_response, status, out, body)
+
+
+def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
+    """The relay configured from the environment (gunicorn's app factory).
+
+    Variables: ``LDP_RELAY_GATEWAY`` (required), ``LDP_RELAY_SOURCE_REQUESTS_PER_SECOND``,
+    ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``,
+    ``LDP_RELAY_CORS_ORIGINS`` (comma-separated, or ``*``).
+
+    Raises:
+        ValueError: a variable is missing or invalid.
+    """
+    environ = os.environ if environ is None else environ
+    gateway = environ.get("LDP_RELAY_GATEWAY", "")
+    if not gateway:
+        raise ValueError("LDP_RELAY_GATEWAY (the collector's gateway URL) is required")
+    try:
+        rate = int(
+            environ.get("LDP_RELAY_SOURCE_REQUESTS_PER_SECOND", DEFAULT_SOURCE_REQUESTS_PER_SECOND)
+        )
+        size = int(environ.get("LDP_RELAY_MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES))
+        timeout = float(environ.get("LDP_RELAY_TIMEOUT", DEFAULT_TIMEOUT))
+    except ValueError as exc:
+        raise ValueError(f"invalid relay setting: {exc}") from None
+    if rate < 0 or size <= 0 or timeout <= 0:
+        raise ValueError("relay limits must be positive (the request rate may be 0: off)")
+    header = environ.get("LDP_RELAY_SOURCE_HEADER") or None
+    raw = environ.get("LDP_RELAY_CORS_ORIGINS", "")
+    origins = tuple(o.strip().rstrip("/").lower() for o in raw.split(",") if o.strip())
+    return Relay(gateway, rate, header, size, timeout, origins)

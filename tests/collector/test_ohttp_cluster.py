@@ -1,0 +1,40 @@
+"""The gateway, its keys and the shuffle pools on a Redis Cluster of real redis-servers:
+the key rotation's transaction touches one key, a pool and its stream share a hash slot."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from collector_helpers import define, make_app, reports
+from test_ohttp_gateway import key_config, opened, post, seal
+
+from collector.ohttp_shuffle import stop_timers
+from ldp_store import keys
+from ldp_store.ohttp_keys import GatewayKeys
+
+SPEC = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
+
+
+@pytest.fixture(autouse=True)
+def _no_timers_of_earlier_apps() -> Iterator[None]:
+    stop_timers()
+    yield
+    stop_timers()
+
+
+def test_relayed_reports_are_pooled_and_released_on_a_cluster(cluster_db: Any) -> None:
+    app = make_app(cluster_db.url, SHUFFLE_MIN_BATCH=5)
+    client = app.test_client()
+    theme = define(client, "app.theme", SPEC)
+    config = key_config(client)
+    for report in reports(theme, 5):
+        sealed, context = seal(config, json.dumps({"reports": [report]}).encode())
+        assert opened(post(client, sealed), context).status == 202
+    redis = cluster_db.client()
+    assert redis.xlen(keys.stream_key(theme.name, theme.version)) == 5
+    assert not redis.exists(keys.pool_key(theme.name, theme.version))
+    store = GatewayKeys(redis)
+    assert len(store.rotate()) == 2  # WATCH/MULTI on the one keys hash works on a cluster

@@ -1,0 +1,388 @@
+"""Oblivious HTTP end to end with the real pieces: the collector under gunicorn, ``ldp
+relay`` as its own process, a real Redis, and the SDK's ``Client(url, relay=…)``.
+
+The device connects from 127.0.0.77 (its sockets are bound there), the relay listens on
+127.0.0.2 and reaches the collector from 127.0.0.1: the device's address must appear in
+none of the collector's logs, Redis or ``/metrics``, nor in the relay's logs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import requests.adapters
+
+from client_sdk import Client
+from client_sdk.ohttp import bhttp
+from client_sdk.ohttp.encapsulation import encapsulate_request
+from client_sdk.ohttp.keys import (
+    GATEWAY_PATH,
+    REQUEST_MEDIA_TYPE,
+    decode_key_configs,
+)
+from client_sdk.wire import MetricDefinition, build_report
+from collector.ohttp_gateway import KEY_CACHE_SECONDS
+from ldp_store import keys
+from ldp_store.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "e2e-admin-token-0123"
+DEVICE = "127.0.0.77"
+RELAY_HOST = "127.0.0.2"
+SPEC = {"domain": [f"v{i}" for i in range(400)], "epsilon": 1.0, "mechanism": "grr"}
+
+
+def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        assert process.poll() is None, log.read_text()
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"{url} did not come up:\n{log.read_text()}"
+        time.sleep(0.1)
+
+
+class Stack:
+    """A collector (gunicorn) and a relay (``ldp relay``), each its own process group."""
+
+    def __init__(self, redis_url: str, logs: Path, min_batch: int, relay_rate: int) -> None:
+        self.redis_url, self.logs, self.min_batch = redis_url, logs, min_batch
+        self.relay_rate = relay_rate
+        self.port, self.relay_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.relay_url = f"http://{RELAY_HOST}:{self.relay_port}/"
+        self.collector: subprocess.Popen[bytes] | None = None
+        self.relay: subprocess.Popen[bytes] | None = None
+
+    def start_collector(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+        env.update(
+            REDIS_URL=self.redis_url,
+            LDP_ADMIN_TOKEN=TOKEN,
+            LDP_BIND=f"127.0.0.1:{self.port}",
+            LDP_WEB_WORKERS="1",
+            LDP_ACCESS_LOG=str(self.logs / "access.log"),
+            LDP_ERROR_LOG=str(self.logs / "error.log"),
+            LDP_LOG_LEVEL="debug",
+            LDP_SHUFFLE_MIN_BATCH=str(self.min_batch),
+        )
+        out = open(self.logs / "collector.out", "ab")  # noqa: SIM115
+        self.collector = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "collector/gunicorn_conf.py",
+                "collector:create_app()",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_ready(self.url + "/readyz", self.collector, self.logs / "collector.out")
+
+    def start_relay(self) -> None:
+        out = open(self.logs / "relay.out", "ab")  # noqa: SIM115
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+        self.relay = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ldp_server",
+                "relay",
+                "--gateway",
+                self.url + GATEWAY_PATH,
+                "--host",
+                RELAY_HOST,
+                "--port",
+                str(self.relay_port),
+                "--workers",
+                "1",
+                "--requests-per-second",
+                str(self.relay_rate),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_ready(self.relay_url + "healthz", self.relay, self.logs / "relay.out")
+
+    def kill_collector(self) -> None:
+        assert self.collector is not None
+        os.killpg(self.collector.pid, signal.SIGKILL)
+        self.collector.wait()
+
+    def stop(self) -> None:
+        for process in (self.relay, self.collector):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+
+    def define(self) -> MetricDefinition:
+        answer = requests.put(
+            self.url + "/v1/metrics/app.wide",
+            json=SPEC,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+            timeout=10,
+        )
+        assert answer.status_code in (200, 201), answer.text
+        return MetricDefinition.from_dict(answer.json())
+
+
+@pytest.fixture
+def stack_of(redis_db: Any, tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    made: list[Stack] = []
+
+    def make(min_batch: int, relay_rate: int = 20) -> Stack:
+        stack = Stack(redis_db.url, tmp_path, min_batch, relay_rate)
+        made.append(stack)
+        stack.start_collector()
+        stack.start_relay()
+        return stack
+
+    yield make
+    for stack in made:
+        stack.stop()
+
+
+class FromAddress(requests.adapters.HTTPAdapter):
+    """Connections bound to one local address: the device's."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["source_address"] = (DEVICE, 0)
+        super().init_poolmanager(*args, **kwargs)
+
+
+def device_session() -> requests.Session:
+    session = requests.Session()
+    session.trust_env = False
+    session.mount("http://", FromAddress())
+    return session
+
+
+def stream(redis_db: Any, definition: MetricDefinition) -> list[int]:
+    entries = redis_db.client().xrange(keys.stream_key(definition.name, definition.version))
+    return [json.loads(fields[b"p"])["v"] for _, fields in entries]
+
+
+def sealed_upload(stack: Stack, reports: list[dict[str, Any]]) -> bytes:
+    with urllib.request.urlopen(stack.url + GATEWAY_PATH, timeout=10) as answer:
+        config = decode_key_configs(answer.read())[0]
+    body = json.dumps({"reports": reports}).encode()
+    request = bhttp.BinaryRequest(
+        "POST",
+        "http",
+        f"127.0.0.1:{stack.port}",
+        "/v1/reports",
+        (("content-type", "application/json"),),
+        body,
+    )
+    return encapsulate_request(config, bhttp.encode_request(request))[0]
+
+
+def relay_post(url: str, sealed: bytes) -> requests.Response:
+    return device_session().post(
+        url, data=sealed, headers={"Content-Type": REQUEST_MEDIA_TYPE}, timeout=10
+    )
+
+
+def everything_the_collector_keeps(stack: Stack, redis_db: Any) -> str:
+    texts = [
+        (stack.logs / name).read_text() for name in ("access.log", "error.log", "collector.out")
+    ]
+    with urllib.request.urlopen(stack.url + "/metrics", timeout=10) as answer:
+        texts.append(answer.read().decode())
+    client = redis_db.client()
+    for key in client.scan_iter(count=1000):
+        texts.append(key.decode(errors="replace"))
+        kind = client.type(key).decode()
+        if kind == "stream":
+            texts += [repr(e) for e in client.xrange(key)]
+        elif kind == "hash":
+            texts += [repr(client.hgetall(key))]
+        elif kind == "set":
+            texts += [repr(client.smembers(key))]
+        elif kind == "string":
+            texts += [repr(client.get(key))]
+    return "\n".join(texts)
+
+
+def test_the_sdk_reports_through_the_relay_and_no_device_address_reaches_the_collector(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    stack = stack_of(20)
+    wide = stack.define()
+    client = Client(stack.url, relay=stack.relay_url, session=device_session(), flush_at=1000)
+    try:
+        for i in range(20):
+            assert client.report("app.wide", f"v{i}")
+        assert client.flush(timeout=20)
+        stats = client.stats()
+        assert stats["accepted"] == 20 and not any(stats["dropped"].values()), stats
+    finally:
+        client.shutdown()
+    assert len(stream(redis_db, wide)) == 20  # B = 20: released at once
+    time.sleep(0.3)  # the workers write their log lines after answering
+    kept = everything_the_collector_keeps(stack, redis_db)
+    assert "POST /.well-known/ohttp-gateway" in kept  # the access log is written
+    assert 'ldp_ohttp_requests_total{outcome="ok"} 1.0' in kept
+    assert DEVICE not in kept
+    assert DEVICE not in (stack.logs / "relay.out").read_text()
+
+
+def test_a_replay_through_the_relay_appends_nothing(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    stack = stack_of(1)
+    wide = stack.define()
+    sealed = sealed_upload(stack, [build_report(wide, i) for i in range(5)])
+    first, again = relay_post(stack.relay_url, sealed), relay_post(stack.relay_url, sealed)
+    assert first.status_code == again.status_code == 200
+    assert len(stream(redis_db, wide)) == 5
+
+
+def test_after_a_rotation_the_sdk_fetches_the_keys_again_and_delivers(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    stack = stack_of(1)
+    wide = stack.define()
+    client = Client(stack.url, relay=stack.relay_url, session=device_session(), flush_at=1000)
+    try:
+        client.report("app.wide", "v1")
+        assert client.flush(timeout=20)
+        rotate = [
+            sys.executable,
+            "-m",
+            "ldp_server",
+            "keys",
+            "rotate",
+            "--redis-url",
+            redis_db.url,
+            "--overlap",
+            "0",
+        ]
+        done = subprocess.run(rotate, cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        time.sleep(KEY_CACHE_SECONDS + 0.5)  # the collector's reading of the keys expires
+        client.report("app.wide", "v2")
+        assert client.flush(timeout=20)
+        stats = client.stats()
+        assert stats["accepted"] == 2 and not any(stats["dropped"].values()), stats
+        assert client._transport.key_fetches == 2  # type: ignore[attr-defined]
+    finally:
+        client.shutdown()
+    assert len(stream(redis_db, wide)) == 2
+
+
+class Tampering(BaseHTTPRequestHandler):
+    """A relay that flips one bit of every ciphertext before forwarding it."""
+
+    target = ""
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = bytearray(self.rfile.read(int(self.headers["Content-Length"])))
+        body[-5] ^= 0x01
+        answer = requests.post(
+            self.target, data=bytes(body), headers={"Content-Type": REQUEST_MEDIA_TYPE}, timeout=10
+        )
+        self.send_response(answer.status_code)
+        self.send_header("Content-Type", answer.headers["Content-Type"])
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_tampering_relay_gets_a_400_and_nothing_is_appended(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    stack = stack_of(1)
+    wide = stack.define()
+    handler = type("ToGateway", (Tampering,), {"target": stack.url + GATEWAY_PATH})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    client = Client(
+        stack.url,
+        relay=f"http://127.0.0.1:{server.server_port}/",
+        session=device_session(),
+        flush_at=1000,
+    )
+    try:
+        client.report("app.wide", "v3")
+        client.flush(timeout=20)
+        stats = client.stats()
+        assert stats["last_error"] == "HTTP 400" and stats["dropped"]["rejected"] == 1, stats
+    finally:
+        client.shutdown()
+        server.shutdown()
+    assert stream(redis_db, wide) == []
+
+
+def spearman(order: list[int]) -> float:
+    n = len(order)
+    return 1 - 6 * sum((r - v) ** 2 for r, v in enumerate(order)) / (n * (n * n - 1))
+
+
+def test_stream_order_is_not_arrival_order_and_a_crash_loses_no_pooled_report(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    """n = 200 labelled reports through the relay, one per request; the collector is
+    killed (SIGKILL) after 150 were acknowledged and held in the pool, and a new one takes
+    the rest. Under a uniform permutation Spearman's ρ has mean 0 and variance 1/(n − 1):
+    |ρ| ≤ 5/√(n − 1) fails with probability below 10⁻⁶."""
+    n = 200
+    stack = stack_of(n, relay_rate=0)
+    wide = stack.define()
+    labelled = [build_report(wide, 0) | {"payload": {"v": i}} for i in range(n)]
+    for i, report in enumerate(labelled):
+        if i == 150:
+            assert stream(redis_db, wide) == []  # all held in the pool
+            stack.kill_collector()
+            stack.start_collector()
+        answer = relay_post(stack.relay_url, sealed_upload(stack, [report]))
+        assert answer.status_code == 200, answer.text
+    order = stream(redis_db, wide)
+    assert sorted(order) == list(range(n))  # every acknowledged report, once
+    assert abs(spearman(order)) <= 5 / math.sqrt(n - 1), spearman(order)
+
+
+def test_the_per_device_limit_is_the_relays(stack_of: Callable[..., Stack], redis_db: Any) -> None:
+    """The relay sees the device's address and limits it (here 2 requests at once, then 2
+    a second): the third of a quick burst gets 429 with Retry-After from the relay."""
+    stack = stack_of(1, relay_rate=2)
+    wide = stack.define()
+    sealed = [sealed_upload(stack, [build_report(wide, 0)]) for _ in range(3)]
+    answers = [relay_post(stack.relay_url, s) for s in sealed]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert answers[2].headers["Retry-After"] == "1"
+    assert "per source" in answers[2].json()["details"][0]
+    assert len(stream(redis_db, wide)) == 2

@@ -1,0 +1,168 @@
+"""``ldp relay`` as its own process, in front of a recording gateway: it forwards the body
+unread with no header of the device and none of its own, passes back only what the device
+needs, answers a page's preflight for allowed origins, and logs nothing about devices."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from ldp_store.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+SEALED = bytes(range(256)) * 3
+PAGE = "https://app.example"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    """A stand-in gateway that keeps what reached it and answers like one."""
+
+    seen: list[tuple[dict[str, str], bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append(({k.lower(): v for k, v in self.headers.items()}, body))
+        self.send_response(200)
+        self.send_header("Content-Type", "message/ohttp-res")
+        self.send_header("Set-Cookie", "tracking=1")
+        self.send_header("X-Gateway-Secret", "internal")
+        self.send_header("Content-Length", "4")
+        self.end_headers()
+        self.wfile.write(b"\x01\x02\x03\x04")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def relay(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    Recorder.seen = []
+    gateway = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=gateway.serve_forever, daemon=True).start()
+    port = free_port()
+    log = tmp_path / "relay.out"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ldp_server",
+            "relay",
+            "--gateway",
+            f"http://127.0.0.1:{gateway.server_port}/.well-known/ohttp-gateway",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--cors-origins",
+            PAGE,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,  # noqa: SIM115
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert process.poll() is None, log.read_text()
+            try:
+                if requests.get(url + "healthz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        yield url, log
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(20)
+        gateway.shutdown()
+
+
+DEVICE_HEADERS = {
+    "Content-Type": "message/ohttp-req",
+    "User-Agent": "ZqDeviceAgent/1.0",
+    "Cookie": "session=zq-cookie",
+    "X-Forwarded-For": "203.0.113.9",
+    "Forwarded": "for=203.0.113.9",
+    "X-Real-IP": "203.0.113.9",
+    "Authorization": "Bearer zq-secret-token-123",
+    "Accept-Language": "zq-ZQ",
+    "Origin": PAGE,
+}
+
+
+def test_the_body_goes_through_unread_and_no_device_header_with_it(
+    relay: tuple[str, Path],
+) -> None:
+    url, log = relay
+    answer = requests.post(url, data=SEALED, headers=DEVICE_HEADERS, timeout=10)
+    assert answer.status_code == 200 and answer.content == b"\x01\x02\x03\x04"
+    assert answer.headers["Content-Type"] == "message/ohttp-res"
+    assert "Set-Cookie" not in answer.headers and "X-Gateway-Secret" not in answer.headers
+    assert answer.headers["Access-Control-Allow-Origin"] == PAGE
+    [(headers, body)] = Recorder.seen
+    assert body == SEALED
+    assert set(headers) <= {"host", "content-type", "accept", "content-length", "connection"}
+    assert headers["content-type"] == "message/ohttp-req"
+    time.sleep(0.2)
+    text = log.read_text()
+    assert "Booting worker" in text  # the log is written
+    assert "zq" not in text.lower() and "203.0.113.9" not in text  # (the device's address:
+    # tests/test_ohttp_e2e.py, where it differs from the relay's own)
+
+
+def test_a_pages_preflight_is_answered_for_allowed_origins_only(relay: tuple[str, Path]) -> None:
+    url, _ = relay
+    asked = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    allowed = requests.options(url, headers={"Origin": PAGE, **asked}, timeout=10)
+    assert allowed.status_code == 204
+    assert allowed.headers["Access-Control-Allow-Origin"] == PAGE
+    assert allowed.headers["Access-Control-Allow-Methods"] == "POST"
+    other = requests.options(url, headers={"Origin": "https://evil.example", **asked}, timeout=10)
+    assert "Access-Control-Allow-Origin" not in other.headers
+    assert Recorder.seen == []  # nothing forwarded
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "headers", "status"),
+    [
+        ("POST", "", {"Content-Type": "application/json"}, 415),
+        ("GET", "", {}, 405),
+        ("POST", "v1/reports", {"Content-Type": "message/ohttp-req"}, 404),
+    ],
+)
+def test_anything_but_a_sealed_post_is_refused_unforwarded(
+    relay: tuple[str, Path], method: str, path: str, headers: dict[str, str], status: int
+) -> None:
+    url, _ = relay
+    answer = requests.request(method, url + path, data=b"x", headers=headers, timeout=10)
+    assert answer.status_code == status and answer.json()["error"]
+    assert Recorder.seen == []
+
+
+def test_an_unreachable_gateway_is_a_502_to_retry(tmp_path: Path) -> None:
+    from werkzeug.test import Client
+
+    from ldp_relay.forward import create_relay
+
+    app = create_relay({"LDP_RELAY_GATEWAY": f"http://127.0.0.1:{free_port()}/x"})
+    answer = Client(app).post("/", data=b"x", headers={"Content-Type": "message/ohttp-req"})
+    assert answer.status_code == 502 and answer.headers["Retry-After"] == "5"
