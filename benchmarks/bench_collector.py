@@ -434,8 +434,11 @@ def main() -> None:
 
     if args.before is not None:
         args.before = args.before.resolve()
-        if not (args.before / "collector" / "__init__.py").is_file():
-            parser.error(f"--before {args.before}: no collector package there")
+        if not (args.before / "ldp_server" / "app.py").is_file():
+            parser.error(
+                f"--before {args.before}: no ldp_server/app.py there (the web service this "
+                "script starts; a checkout from before it moved there cannot be served)"
+            )
         # `python -m gunicorn` puts its cwd first on sys.path: neither tree may be it.
         os.chdir(tempfile.gettempdir())
         print(
