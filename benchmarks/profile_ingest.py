@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from collector import create_app  # noqa: E402
 from collector.body import parse_json  # noqa: E402
-from collector.context import Services  # noqa: E402
+from collector.context import services  # noqa: E402
 from collector.ingest import validate  # noqa: E402
 from ldp_store import guard, scripts  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
@@ -87,7 +87,7 @@ def profile(name: str, args: argparse.Namespace, server: EmbeddedRedis) -> None:
             "SOURCE_REPORTS_PER_MINUTE": 0,
         }
     )
-    ctx: Services = app.extensions["ldp"]
+    ctx = services(app)
     http = app.test_client()
     metric = f"profile.{name}"
     answer = http.put(
