@@ -3,6 +3,16 @@
 * Bundle size: ``client_js/src/index.js`` (every mechanism) bundled and minified by the
   pinned esbuild of ``client_js/package.json``, then gzipped (level 9); and a page that
   imports only GRR's factory, as a tree-shaking bundler leaves it.
+* The Oblivious HTTP module (``client_js/src/ohttp.js``): what a page that sends through
+  a relay adds (it imports ``Relay`` only), bundled the same way; the core bundle is the
+  one above (it does not import it).
+* OHTTP's cost per batch on the device: encoding a batch of GRR reports as Binary HTTP,
+  encapsulating it (a fresh X25519 key pair, the HPKE key schedule, AES-128-GCM) and
+  decapsulating the gateway's answer, in Node 20 (Web Crypto), for batches of 20 (the
+  client's ``flushAt``) and 100 reports (its ``maxBatchReports``): the median of 7 blocks'
+  means of 50 batches, after one untimed block; per report amortised. The timing is
+  ``client_js/bench/ohttp_timing.js``; the gateway's work (the test gateway of
+  ``client_js/test``) is outside the timing.
 * ``report()`` time: one perturbation + report of OUE at k = 1,024 and of a string
   metric (max_length 16, the automatic sketch at ε = 4), in Node 20 with the CSPRNG,
   beside the Python SDK's ``build_report`` for the same definitions as a yardstick.
@@ -27,6 +37,13 @@ from client_sdk import wire
 ROOT = Path(__file__).resolve().parent.parent
 JS = ROOT / "client_js"
 ESBUILD = JS / "node_modules" / ".bin" / "esbuild"
+
+OHTTP_ONLY = 'export { Relay } from "./src/ohttp.js";\n'
+
+NODE_OHTTP = """
+import { timeOhttp } from "./bench/ohttp_timing.js";
+for (const size of [100, 20]) console.log(JSON.stringify({ size, ...await timeOhttp(size, 50) }));
+"""
 
 GRR_ONLY = 'import { grr } from "./src/mechanisms.js"; export const m = grr(1.0, 4);\n'
 
@@ -58,6 +75,18 @@ def bundle(entry: Path) -> tuple[int, int]:
     return len(out), len(gzip.compress(out, 9))
 
 
+def node_lines(script: str) -> list[str]:
+    """The lines a Node script (an ES module in client_js/) prints."""
+    main_script = JS / "_bench_script.mjs"
+    main_script.write_text(script)
+    try:
+        return subprocess.run(
+            ["node", str(main_script)], cwd=JS, check=True, capture_output=True, text=True
+        ).stdout.splitlines()
+    finally:
+        main_script.unlink()
+
+
 def main() -> None:
     print(f"load average at the start {os.getloadavg()[0]:.2f}")
     if not ESBUILD.exists():
@@ -69,8 +98,25 @@ def main() -> None:
         grr_only = bundle(Path(f.name))
     finally:
         os.unlink(f.name)
+    with tempfile.NamedTemporaryFile("w", suffix=".js", dir=JS, delete=False) as f:
+        f.write(OHTTP_ONLY)
+    try:
+        ohttp_only = bundle(Path(f.name))
+    finally:
+        os.unlink(f.name)
     print(f"bundle, every mechanism: {full[0]:,} B minified, {full[1]:,} B min+gzip")
     print(f"bundle, GRR only (tree-shaken): {grr_only[0]:,} B minified, {grr_only[1]:,} B min+gzip")
+    print(
+        f"bundle, the OHTTP module (Relay; loaded only with a relay): {ohttp_only[0]:,} B "
+        f"minified, {ohttp_only[1]:,} B min+gzip"
+    )
+    for line in node_lines(NODE_OHTTP):
+        r = json.loads(line)
+        print(
+            f"OHTTP, batch of {r['size']} GRR reports ({r['bytes']:,} B of JSON), Node: "
+            f"encapsulate {r['seal']:.0f} µs + decapsulate the answer {r['open']:.0f} µs "
+            f"= {(r['seal'] + r['open']) / r['size']:.1f} µs per report"
+        )
 
     defs = [
         wire.parse_spec("bench.oue", OUE).to_dict(),

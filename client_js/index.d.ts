@@ -4,14 +4,20 @@
 export interface Definition {
   name: string;
   version: number;
-  kind: "categorical" | "numeric" | "string";
+  kind: "categorical" | "numeric" | "string" | "joint";
   domain?: string[];
+  /** A joint metric's attributes, in tuple order. */
+  attributes?: { name: string; domain: string[] }[];
   range?: [number, number];
   max_length?: number;
   mechanism: MechanismParams;
   budget?: { reports_per_period: number; period: "day" | "week" | "month" } | null;
   [field: string]: unknown;
 }
+
+/** A value: a label or index, a number, a string, or a joint metric's
+ *  `{attribute: label}` naming every attribute (or its labels in order). */
+export type JointValue = string | number | Record<string, string | number> | (string | number)[];
 
 /** A definition's `mechanism` parameters. */
 export interface MechanismParams {
@@ -27,6 +33,9 @@ export interface MechanismParams {
   rows?: number;
   cells?: number;
   salt?: string;
+  sizes?: number[];
+  groups?: number[][];
+  oracles?: MechanismParams[];
 }
 
 /** One report, exactly as sent in `{"reports": [...]}`. */
@@ -88,7 +97,7 @@ export function newReportId(): string;
 /** Perturb `value` on the page and wrap it as a report. A longitudinal metric needs `secret`. */
 export function buildReport(
   definition: Definition,
-  value: string | number,
+  value: JointValue,
   options?: { rng?: Rng; secret?: Uint8Array; id?: string },
 ): Promise<Report>;
 /** A report's exact JSON (as the Python SDK encodes it). */
@@ -146,6 +155,9 @@ export interface ClientOptions {
   now?: () => number;
   random?: () => number;
   rng?: Rng;
+  /** Send the reports through an Oblivious HTTP relay (a `Relay` of
+   *  `ldp-telemetry-client/ohttp`); definitions are still fetched from `url`. */
+  relay?: { fetch(url: string, init: RequestInit): Promise<Response>; prepare?(url: string): void };
 }
 
 export interface ClientStats {
@@ -167,7 +179,7 @@ export class Client {
   readonly ready: Promise<void>;
   definition(metric: string): Promise<Definition>;
   /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). */
-  report(metric: string, value: string | number): Promise<boolean>;
+  report(metric: string, value: JointValue): Promise<boolean>;
   /** Send what is queued; whether the queue is now empty. */
   flush(): Promise<boolean>;
   stats(): ClientStats;

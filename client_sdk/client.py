@@ -493,14 +493,15 @@ class Client:
         return False
 
     # -- reporting --------------------------------------------------------------------
-    def build_report(self, metric: str, value: str | float) -> dict[str, Any]:
+    def build_report(self, metric: str, value: object) -> dict[str, Any]:
         """Perturb ``value`` and return the exact JSON object that would be sent.
 
         Nothing is queued or charged to the ledger.
 
         Args:
             metric: the metric's name.
-            value: a label of its domain, or its index; for a numeric metric, a number.
+            value: a label of its domain, or its index; for a numeric metric, a number;
+                for a joint metric, ``{attribute: label}`` naming every attribute.
 
         Raises:
             ValueError: unknown metric (:class:`~client_sdk.errors.UnknownMetricError`) or value.
@@ -512,7 +513,7 @@ class Client:
         secret = self._ledger.device_secret() if definition.longitudinal else None
         return wire.build_report(definition, value, self._rng, secret)
 
-    def report(self, metric: str, value: str | float) -> bool:
+    def report(self, metric: str, value: object) -> bool:
         """Perturb ``value`` now and queue the perturbed report for upload.
 
         Never raises. The value itself is neither kept nor logged. The first report of a
@@ -523,7 +524,9 @@ class Client:
         Args:
             metric: the metric's name.
             value: a label of its domain, or its index; for a numeric metric, a number
-                in its range. A longitudinal (memoized) metric uses the device secret.
+                in its range; for a joint metric, ``{attribute: label}`` naming every
+                attribute (the whole tuple is one report, charged ε once). A
+                longitudinal (memoized) metric uses the device secret.
 
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
@@ -841,6 +844,9 @@ def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return f"wrong type: a numeric metric takes a number, got {kind}"
         return "value outside the metric's range (or not finite)"
+    if definition.kind == "joint":
+        names = [name for name, _ in definition.attributes]
+        return f"a joint metric takes {{attribute: label}} for exactly {names}, each a known label"
     if definition.kind == "string":
         if not isinstance(value, str):
             return f"wrong type: a string metric takes a str, got {kind}"

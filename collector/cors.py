@@ -59,6 +59,9 @@ def install(app: Flask, origins: Iterable[str]) -> None:
             response.headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
         elif request.method not in (method, "HEAD" if method == "GET" else method):
             return response
+        else:
+            # the SDK waits at least Retry-After (429, 503); a page reads only exposed headers
+            response.headers["Access-Control-Expose-Headers"] = "Retry-After"
         response.headers["Access-Control-Allow-Origin"] = origin
         return response
 
@@ -89,5 +92,7 @@ def wsgi_headers(env: Mapping[str, Any], origins: Iterable[str], methods: str) -
         headers["Access-Control-Allow-Methods"] = methods
         headers["Access-Control-Allow-Headers"] = "Content-Type"
         headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
+    else:
+        headers["Access-Control-Expose-Headers"] = "Retry-After"  # the SDK's backoff reads it
     headers["Access-Control-Allow-Origin"] = origin
     return headers

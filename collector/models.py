@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, RootModel
 
 from client_sdk import mechanisms
+from client_sdk.mechanisms.joint import JOINT_METHODS, MAX_ATTRIBUTE_SIZE, MAX_ATTRIBUTES
 from client_sdk.mechanisms.memoized import MIN_EPSILON_GAP
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
@@ -41,8 +42,10 @@ from ldp_api.models import (
 )
 
 __all__ = [
+    "Attribute",
     "CategoricalSpec",
     "IngestError",
+    "JointSpec",
     "IngestResult",
     "KeyCount",
     "Longitudinal",
@@ -72,6 +75,18 @@ Range = Annotated[
 Kind = Annotated[str, OneOf(KINDS)]
 MaxLength = Annotated[int, Field(ge=1, le=MAX_STRING_LENGTH)]
 """A string metric's bytes per value."""
+
+
+class Attribute(Model):
+    """One attribute of a joint metric: a name and its distinct labels."""
+
+    closed = True
+
+    name: MetricName
+    domain: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]],
+        Field(min_length=2, max_length=MAX_ATTRIBUTE_SIZE, json_schema_extra={"uniqueItems": True}),
+    ]
 
 
 class Metric(Model):
@@ -105,6 +120,8 @@ class Metric(Model):
     no reports (410), so a device stops reporting it before it spends ε on one."""
     max_length: MaxLength | Absent = None
     """A string metric's bytes per value (it has no domain: values are discovered)."""
+    attributes: list[Attribute] | Absent = None
+    """A joint metric's attributes, each with its values (it has no domain)."""
 
     @classmethod
     def of(
@@ -259,9 +276,34 @@ class StringSpec(Model):
     """As for a categorical metric."""
 
 
-class MetricSpec(RootModel[CategoricalSpec | NumericSpec | StringSpec]):
+class JointSpec(Model):
+    """What an operator sends for a joint metric (marginals of a tuple of attributes).
+
+    One report carries the whole tuple at ε; ``auto`` picks the layout (one oracle over
+    the product domain, or pairwise marginal groups) and says why.
+    """
+
+    closed = True
+
+    kind: Literal["joint"]
+    attributes: Annotated[list[Attribute], Field(min_length=2, max_length=MAX_ATTRIBUTES)]
+    """The attributes, in the order a device's tuple lists them; names distinct."""
+    epsilon: Epsilon
+    """ε per report (of the whole tuple)."""
+    mechanism: Annotated[str, OneOf(["auto", *JOINT_METHODS])] = "auto"
+    description: Description = ""
+    budget: DeviceBudget | None = None
+    """A device-side limit: at most reports_per_period reports per period (null: none)."""
+    shards: Shards | None = 1
+    """As for a categorical metric."""
+    retention: WindowRetention | None = None
+    """As for a categorical metric."""
+
+
+class MetricSpec(RootModel[CategoricalSpec | NumericSpec | StringSpec | JointSpec]):
     """The body of ``PUT /v1/metrics/<name>``: a categorical metric's spec, a numeric
-    one's (``"kind": "numeric"``) or a string one's (``"kind": "string"``)."""
+    one's (``"kind": "numeric"``), a string one's (``"kind": "string"``) or a joint
+    one's (``"kind": "joint"``)."""
 
 
 class Report(Model):

@@ -25,7 +25,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from client_sdk import mechanisms, wire  # noqa: E402
-from client_sdk.mechanisms import base, memoized, numeric, strings  # noqa: E402
+from client_sdk.mechanisms import base, joint, memoized, numeric, strings  # noqa: E402
 from client_sdk.mechanisms.randomness import SecureRandom  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
@@ -349,6 +349,53 @@ def numeric_vectors() -> dict[str, Any]:
     }
 
 
+# -- joint ----------------------------------------------------------------------------------
+
+JOINT_SPECS: tuple[tuple[float, tuple[int, ...], str], ...] = (
+    (2.0, (3, 4), "joint"),
+    (2.0, (4, 4, 4), "joint"),
+    (1.0, (4, 8, 16), "marginals"),
+    (4.0, (3, 4, 5), "marginals"),
+)
+"""Joint layouts: one GRR group, one OLH group over 64 cells, OLH pairs, GRR pairs."""
+
+
+def joint_vectors() -> dict[str, Any]:
+    """Joint mechanisms: params, the counters' layout, each case's cell, tuple + bytes → payload."""
+    out = []
+    for n, (eps, sizes, method) in enumerate(JOINT_SPECS):
+        m = joint.joint_mechanism(eps, sizes, method)
+        tuples = [
+            tuple(0 for _ in sizes),
+            tuple(k - 1 for k in sizes),
+            tuple(k // 2 for k in sizes),
+        ]
+        cases = []
+        for values in tuples:
+            for rep in range(3):
+                rng = StreamRandom(f"joint:{n}:{values}:{rep}")
+                payload = m.perturb(values, rng)
+                g = payload["g"]
+                cases.append(
+                    {
+                        "values": list(values),
+                        **rng.record(),
+                        "cell": m.cell(values, m.groups[g]),
+                        "payload": payload,
+                    }
+                )
+        out.append(
+            {
+                "params": m.params(),
+                "method": m.method,
+                "counters": m.counters,
+                "offsets": list(m.offsets),
+                "cases": cases,
+            }
+        )
+    return {"format": FORMAT, "mechanisms": out}
+
+
 # -- strings --------------------------------------------------------------------------------
 
 NORMALISE_CASES = (
@@ -449,6 +496,19 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
     ),
     ("session.minutes", {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}, 37.5),
     ("search.term", {"kind": "string", "max_length": 8, "epsilon": 4.0}, "café au lait"),
+    (
+        "app.crashes",
+        {
+            "kind": "joint",
+            "attributes": [
+                {"name": "os", "domain": ["android", "ios", "web"]},
+                {"name": "version", "domain": ["1.0", "1.1", "2.0", "2.1"]},
+                {"name": "crash", "domain": ["none", "oom", "anr"]},
+            ],
+            "epsilon": 2.0,
+        },
+        {"os": "ios", "version": "2.0", "crash": "oom"},
+    ),
 ]
 
 WIRE_SECRET = bytes(range(100, 132))
@@ -487,6 +547,7 @@ GENERATORS: dict[str, Callable[[], dict[str, Any]]] = {
     "memoized.json": memoized_vectors,
     "numeric.json": numeric_vectors,
     "strings.json": string_vectors,
+    "joint.json": joint_vectors,
     "wire.json": wire_vectors,
 }
 

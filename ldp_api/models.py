@@ -19,6 +19,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from client_sdk import mechanisms
 from client_sdk.device import MAX_DEVICE_EPSILON
+from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.wire import (
     BUDGET_PERIODS,
@@ -118,7 +119,15 @@ class Mechanism(Model):
     model_config = ConfigDict(extra="allow")
 
     mechanism: Annotated[
-        str, OneOf([*mechanisms.MECHANISMS, *mechanisms.NUMERIC_MECHANISMS, StringSketch.name])
+        str,
+        OneOf(
+            [
+                *mechanisms.MECHANISMS,
+                *mechanisms.NUMERIC_MECHANISMS,
+                StringSketch.name,
+                JointMechanism.name,
+            ]
+        ),
     ]
     epsilon: Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
     """ε per report."""

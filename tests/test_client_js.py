@@ -28,7 +28,12 @@ pytestmark = pytest.mark.skipif(
 
 
 def test_the_js_tests_are_found() -> None:
-    assert {"conformance.test.js", "distribution.test.js", "client.test.js"} <= set(TEST_FILES)
+    assert {
+        "conformance.test.js",
+        "distribution.test.js",
+        "client.test.js",
+        "ohttp.test.js",
+    } <= set(TEST_FILES)
 
 
 @pytest.mark.parametrize("name", TEST_FILES)

@@ -160,6 +160,10 @@ def estimates(
         return
     m = definition.mechanism
     n = rows[0]["n"] if rows else 0
+    if definition.kind == "joint":  # each row's n is its marginal's group's
+        from aggregator.stream.counts import read_counts
+
+        n = read_counts(client, definition, window).n
     out.print(
         Text(
             f"{definition.name} v{definition.version} · {definition.kind} · {m.name} "
@@ -172,3 +176,8 @@ def estimates(
     out.print(_table(rows, definition.kind))
     if definition.kind == "string":
         out.print("discovered values: selection-adjusted estimates and intervals")
+    if definition.kind == "joint":
+        out.print(
+            "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
+            "(post-processed); each marginal is read from one group of the reports"
+        )

@@ -178,6 +178,9 @@ def window_rows(
                 "ci_high": r.ci_high,
             }
         return
+    if definition.kind == "joint":
+        yield from _joint_rows(client, definition, window, confidence, head)
+        return
     counts = read_counts(client, definition, window)
     body = estimate_window(client, registry, definition, window, confidence, counts)
     assert not isinstance(body, MeanEstimate)
@@ -196,6 +199,48 @@ def window_rows(
             "cs_high": row.cs_high,
             "norm_sub": row.norm_sub,
         }
+
+
+def _joint_rows(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    head: dict[str, Any],
+) -> Iterator[dict[str, Any]]:
+    """A joint metric's rows: every cell of every 1- and 2-way marginal, ``value`` as
+    ``attr=label;attr=label``, ``n`` its group's reports, ``support_count`` the cell's
+    summed support (C_S), ``norm_sub`` the consistent (post-processed) estimate."""
+    from itertools import combinations
+
+    from aggregator.stats.intervals import json_float
+    from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
+    from aggregator.stream.counts import read_counts
+
+    m = definition.joint
+    counts = read_counts(client, definition, window).support
+    tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None
+    d = len(definition.attributes)
+    for attrs in [*((a,) for a in range(d)), *combinations(range(d), 2)]:
+        est = estimate_marginal(m, counts, attrs, confidence, tables=tables)
+        support = marginal_support(m, counts, attrs)[2]
+        cells = [[]]  # type: list[list[str]]
+        for a in attrs:
+            name, labels = definition.attributes[a]
+            cells = [[*c, f"{name}={label}"] for c in cells for label in labels]
+        for i, cell in enumerate(cells):
+            yield {
+                **head,
+                "n": est.n,
+                "reports_per_device": 1,
+                "value": ";".join(cell),
+                "support_count": int(support[i]),
+                "estimate": json_float(est.frequencies[i]),
+                "std_error": json_float(est.std_errors[i]),
+                "ci_low": json_float(est.ci_low[i]),
+                "ci_high": json_float(est.ci_high[i]),
+                "norm_sub": json_float(est.consistent[i]),
+            }
 
 
 CONFIDENCE = click.option(

@@ -136,6 +136,17 @@ KIND = click.option(
 )
 
 
+PLAN_KIND = click.option(
+    "--kind",
+    default="categorical",
+    show_default=True,
+    type=click.Choice(["categorical", "string", "joint"]),
+    help="categorical: k known values (a frequency oracle); string: values without a "
+    "dictionary, found by discovery (a string sketch); joint: a tuple of attributes "
+    "(--sizes), its 1- and 2-way marginals.",
+)
+
+
 def refuse_given(ctx: click.Context, names: Iterable[str], why: str) -> None:
     """A usage error for the first of the parameters ``names`` given on the command line
     (or in the environment): an option that means nothing for the command as asked.

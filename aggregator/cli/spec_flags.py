@@ -84,6 +84,19 @@ def option_pairs(values: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
+def attributes(items: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``--attribute os=android,ios`` (repeated) → ``[{"name": "os", "domain": [...]}, ...]``."""
+    out = []
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise click.UsageError(
+                f"--attribute takes NAME=a,b,c (e.g. os=android,ios), got {item!r}"
+            )
+        out.append({"name": name.strip(), "domain": [x.strip() for x in raw.split(",")]})
+    return out
+
+
 @dataclass(frozen=True)
 class SpecFlag:
     """One flag of ``ldp metrics create`` and the spec key it sets.
@@ -121,8 +134,8 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         ("kind",),
         text,
         f"One of {', '.join(KINDS)}: frequencies of --domain's labels (the default), the "
-        "mean of a number within --range, or strings of --max-length bytes discovered "
-        "without a domain (string).",
+        "mean of a number within --range, strings of --max-length bytes discovered "
+        "without a domain (string), or a tuple of --attribute's (joint).",
         metavar="KIND",
     ),
     SpecFlag(
@@ -134,6 +147,15 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         metavar="BYTES",
     ),
     SpecFlag("--domain", ("domain",), labels, "Comma-separated labels, or @file.json.", "-d"),
+    SpecFlag(
+        "--attribute",
+        ("attributes",),
+        attributes,
+        "NAME=a,b,c: one attribute of a joint metric (--kind joint) and its labels; "
+        "repeatable, in the order a device's tuple lists them.",
+        metavar="NAME=LABELS",
+        multiple=True,
+    ),
     SpecFlag(
         "--range",
         ("range",),

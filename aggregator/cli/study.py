@@ -23,6 +23,7 @@ from aggregator.cli.options import (
     MEMOIZED,
     MIN_WIDTH,
     PERMANENT_EPSILON,
+    PLAN_KIND,
     build_mechanism,
     confidence_option,
     domain_option,
@@ -160,9 +161,14 @@ def simulate(
 
 
 @click.command()
-@KIND
+@PLAN_KIND
 @EPSILON
 @domain_option(required=False)
+@click.option(
+    "--sizes",
+    default=None,
+    help="--kind joint: each attribute's number of values, comma-separated (e.g. 3,4,16).",
+)
 @users_option(
     "Users: print the half-width they buy (--kind string: the frequency they find).",
     required=False,
@@ -200,6 +206,7 @@ def plan(
     kind: str,
     epsilon: float,
     domain_size: int | None,
+    sizes: str | None,
     users: int | None,
     width: float | None,
     confidence: float,
@@ -218,8 +225,22 @@ def plan(
 
     --kind string: the users needed to find values of frequency ≥ --find, or the frequency
     --users find, and the same across ε.
+
+    --kind joint --sizes 3,4,16: a marginal cell's half-width (or the users for one), for
+    every 1- and 2-way marginal, per layout auto weighs.
     """
     from aggregator.stats.planning import plan as make_plan
+
+    if kind == "joint":
+        refuse_given(
+            ctx,
+            ("domain_size", "beta", "matrix", "max_length", "frequency", "concentration", "power"),
+            "is not for --kind joint (give --sizes)",
+        )
+        show_joint_plan(epsilon, sizes, users, width, confidence, as_json)
+        return
+    if sizes is not None:
+        raise click.UsageError("--sizes is for --kind joint")
 
     if kind == "string":
         refuse_given(
@@ -283,6 +304,46 @@ def plan(
         "(maximal gain attack; ldp attack poison measures it)"
     )
     out.print(mechanisms.choose(epsilon, domain_size).reason)
+
+
+def show_joint_plan(
+    epsilon: float,
+    sizes: str | None,
+    users: int | None,
+    width: float | None,
+    confidence: float,
+    as_json: bool,
+) -> None:
+    """``ldp plan --kind joint``: a marginal cell's half-width or users, per layout."""
+    from aggregator.stats.joint import plan_joint
+    from client_sdk.mechanisms.joint import choose_joint
+
+    if sizes is None:
+        raise click.UsageError("Missing option '--sizes' (e.g. --sizes 3,4,16) for --kind joint")
+    try:
+        parsed = tuple(int(part) for part in sizes.split(","))
+        rows = plan_joint(epsilon, parsed, users=users, width=width, confidence=confidence)
+    except ValueError as exc:
+        raise click.UsageError(f"--sizes {sizes!r}: {exc}") from None
+    if as_json:
+        echo_json([r.__dict__ for r in rows])
+        return
+    what = f"{users:,} users" if users else f"half-width ±{(width or 0) * 100:g} points"
+    table = Table(
+        title=f"ε={epsilon:g}, sizes {parsed}: {what}, {confidence:.0%} intervals on a cell near 0"
+    )
+    for col in ("layout", "marginal", "n·Var*", "± half-width (points)", "users"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            r.layout + (" (auto)" if r.auto else ""),
+            "×".join(f"#{a}" for a in r.attributes),
+            f"{r.variance_star:.4g}",
+            f"{r.half_width * 100:.4f}",
+            f"{r.users:,}",
+        )
+    out.print(table)
+    out.print(choose_joint(epsilon, parsed).reason)
 
 
 def _pram_of(matrix: str, domain_size: int) -> mechanisms.FrequencyOracle:

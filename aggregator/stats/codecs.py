@@ -40,10 +40,12 @@ from client_sdk.mechanisms import (
     PostRandomization,
     SubsetSelection,
 )
+from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
 
 if TYPE_CHECKING:
+    from aggregator.stats.joint_codec import JointCodec
     from aggregator.stats.strings import StringCodec
 
 __all__ = [
@@ -178,8 +180,12 @@ class RRCodec(FrequencyCodec):
 
     m: GeneralizedRR
 
+    def int_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each payload field's [low, high) (the joint codec checks group payloads so)."""
+        return {"v": (0, self.k)}
+
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, {"v": (0, self.k)})
+        return self._int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:  # noqa: D102
         return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
@@ -324,9 +330,13 @@ class LocalHashCodec(FrequencyCodec):
     m: LocalHashing
     exact_joint = False
 
-    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+    def int_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each payload field's [low, high) (the joint codec checks group payloads so)."""
         P = self.m.prime
-        return self._int_columns(payloads, {"a": (1, P), "b": (0, P), "y": (0, self.m.g)})
+        return {"a": (1, P), "b": (0, P), "y": (0, self.m.g)}
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        return self._int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:
         """Support counts, by whichever of two exact methods does less work for this batch.
@@ -534,12 +544,14 @@ def codec_for(mechanism: NumericMechanism) -> NumericCodec: ...
 @overload
 def codec_for(mechanism: StringSketch) -> StringCodec: ...
 @overload
+def codec_for(mechanism: JointMechanism) -> JointCodec: ...
+@overload
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
-) -> FrequencyCodec | NumericCodec | StringCodec: ...
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec: ...
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch,
-) -> FrequencyCodec | NumericCodec | StringCodec:
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec:
     """The batch codec of a mechanism object: a frequency oracle's or a numeric one's.
 
     Raises:
@@ -551,6 +563,10 @@ def codec_for(
         from aggregator.stats.strings import StringCodec
 
         return StringCodec(mechanism)
+    if isinstance(mechanism, JointMechanism):  # its codec builds on this module's too
+        from aggregator.stats.joint_codec import JointCodec
+
+        return JointCodec(mechanism)
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),

@@ -12,6 +12,8 @@ Pages:
   and the users a target half-width needs; in string mode (a string metric's, or
   ``/ui/explorer?kind=string&max_length=L``) the frequency N users find against N down
   to the collision floor, and the users needed to find values of a frequency;
+* ``/ui/metric/<name>`` of a joint metric — one attribute's shares with intervals, or
+  its breakdown by another: grouped bars with intervals and a heatmap;
 * ``/ui/try`` — report a value of a categorical metric from this browser: the page
   perturbs it with the JavaScript SDK (``/sdk/ldp-telemetry/index.js``), shows the exact
   report that left it beside the true value, then the metric's n and estimates once the
@@ -237,6 +239,8 @@ def metric(name: str) -> str | tuple[str, int]:
     d = describe(definition)
     if definition.kind == "string":
         return _string_page(definition, d, ext.registry.current_version(name))
+    if definition.kind == "joint":
+        return _joint_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     if definition.kind == "categorical":
@@ -280,6 +284,27 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
     }
     return render_template(
         "string.html", d=d, page=page, sketch=definition.sketch, current_version=current
+    )
+
+
+def _joint_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
+    """A joint metric's page: one attribute's shares, or its breakdown by another."""
+    query: dict[str, Any] = {"name": definition.name, "version": definition.version}
+    page = {
+        "page": "joint",
+        "metric": d,
+        "refresh": _refresh_seconds(),
+        "attributes": [name for name, _ in definition.attributes],
+        "api": {"estimates": url_for("estimates.get_estimates", **query)},
+        "csv": url_for("estimates.get_estimates", format="csv", **query),
+    }
+    return render_template(
+        "joint.html",
+        d=d,
+        page=page,
+        joint=definition.joint,
+        attributes=definition.attributes,
+        current_version=current,
     )
 
 

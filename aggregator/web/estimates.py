@@ -63,6 +63,7 @@ from aggregator.stream.counts import (
 )
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms, window_alarms
+from aggregator.web.joint import JointEstimates, joint_csv, joint_estimates, requested
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
     FORMATS,
@@ -564,7 +565,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate, StringEstimates),
+            (Estimates, MeanEstimate, StringEstimates, JointEstimates),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -583,7 +584,8 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     },
     description="Computed from the counts in Redis on each request. Categorical metrics "
     "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
-    "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c).",
+    "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c), joint "
+    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
@@ -616,6 +618,10 @@ def get_estimates(name: str) -> Any:
         return answer(
             string_estimates(client, definition, window, confidence, candidates, alarm_rate())
         )
+    if definition.kind == "joint":
+        wanted = requested(definition, request.args.get("marginal"), request.args.get("by"))
+        joint = joint_estimates(client, definition, window, confidence, simultaneous, wanted)
+        return joint_csv(joint) if fmt == "csv" else answer(joint)
     if definition.kind == "numeric" or not simultaneous:
         found = estimate_window(
             client, registry, definition, window, confidence, with_alarms=True, estimand=estimand
@@ -651,6 +657,11 @@ def get_trend(name: str) -> dict[str, Any]:
         raise BadRequest(
             "a string metric has no trend: its values are discovered per window "
             "(GET /v1/estimates/<name>?window=hour:… for one window)"
+        )
+    if definition.kind == "joint":
+        raise BadRequest(
+            "a joint metric has no trend yet: ask one window's marginals "
+            "(GET /v1/estimates/<name>?window=day:…&marginal=a,b)"
         )
     granularity = request.args.get("granularity", GRANULARITIES[0])
     if granularity not in GRANULARITIES:

@@ -158,6 +158,11 @@ class EstimatesQuery(Model):
     candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
     """String metrics: comma-separated values to estimate besides those discovered (at
     most 100 values and 300 characters; each normalised like a device's value)."""
+    marginal: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """Joint metrics: comma-separated attributes of the marginal to estimate (one or two;
+    default every 1-way marginal)."""
+    by: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """Joint metrics: an attribute to break the marginal down by (its cells first)."""
 
 
 class TrendQuery(Model):

@@ -72,6 +72,8 @@ const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
  * @property {() => number} [now]  wall clock in ms
  * @property {() => number} [random]  jitter of the backoff
  * @property {Rng} [rng]  the perturbation's randomness (tests); default the CSPRNG
+ * @property {{fetch(url: string, init: any): Promise<Response>, prepare?(url: string): void}} [relay]  send the reports
+ *   through an Oblivious HTTP relay: a ``Relay`` of ``ldp-telemetry-client/ohttp``
  */
 
 export class Client {
@@ -79,6 +81,8 @@ export class Client {
   constructor(url, options = {}) {
     this.url = url.replace(/\/+$/, "");
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
+    this.relay = options.relay ?? null;
+    this.relay?.prepare?.(this.url); // its keys now, not just before a sealed upload
     this.storage = options.storage ?? defaultStorage();
     this.bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
     this.flushAt = options.flushAt ?? 20;
@@ -334,9 +338,7 @@ export class Client {
       /** @type {Response | null} */ let response = null;
       /** @type {unknown} */ let error = null;
       try {
-        response = await this.fetch(`${this.url}/v1/reports`, {
-          method: "POST", headers: { "Content-Type": "application/json" }, body, credentials: "omit",
-        });
+        response = await this._post(body, false);
       } catch (e) { error = e; }
       const status = response ? response.status : null;
       const outcome = classify(status, error);
@@ -367,6 +369,13 @@ export class Client {
       }
       await this._remove(batch);
     }
+  }
+
+  /** POST a batch: directly, or through the relay (encapsulated; its answer decapsulated).
+   *  @param {string} body @param {boolean} keepalive */
+  _post(body, keepalive) {
+    const init = { method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive, credentials: "omit" };
+    return this.relay ? this.relay.fetch(`${this.url}/v1/reports`, init) : this.fetch(`${this.url}/v1/reports`, init);
   }
 
   /** Count a recoverable failure and try again after the backoff.
@@ -428,9 +437,7 @@ export class Client {
       if (!batch.length) return;
       const body = `{"reports":[${batch.map((e) => e.data).join(",")}]}`;
       try {
-        this.fetch(`${this.url}/v1/reports`, {
-          method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive: true, credentials: "omit",
-        }).catch(() => {});
+        this._post(body, true).catch(() => {});
       } catch { /* the page is going away */ }
       batch = [];
       size = 0;

@@ -481,6 +481,37 @@ function sketch(/** @type {Params} */ params) {
   };
 }
 
+/** A joint metric's mechanism (client_sdk/mechanisms/joint.py): a uniform group (a draw
+ *  only when there are several), then the tuple's cell in that group's attributes
+ *  (row-major) through the group's GRR or OLH at the full ε. @param {Params} params */
+function joint(params) {
+  const sizes = /** @type {number[]} */ (params.sizes);
+  const groups = /** @type {number[][]} */ (params.groups);
+  const oracles = /** @type {Params[]} */ (params.oracles).map((p) => {
+    if (p.mechanism !== "grr" && p.mechanism !== "olh") throw new Error(`a joint group uses grr or olh, got ${p.mechanism}`);
+    return build(p);
+  });
+  return {
+    name: "joint",
+    sizes,
+    groups,
+    oracles,
+    /** @param {number[]} values @param {Rng} rng */
+    perturb(values, rng) {
+      if (!Array.isArray(values) || values.length !== sizes.length) {
+        throw new RangeError(`a joint value is a tuple of ${sizes.length} values`);
+      }
+      values.forEach((x, j) => {
+        if (!Number.isInteger(x) || x < 0 || x >= sizes[j]) throw new RangeError(`value #${j} must be an int in range(0, ${sizes[j]})`);
+      });
+      const g = groups.length > 1 ? rng.randrange(groups.length) : 0;
+      let cell = 0;
+      for (const a of groups[g]) cell = cell * sizes[a] + values[a];
+      return { g, ...oracles[g].perturb(cell, rng) };
+    },
+  };
+}
+
 /** The mechanism of a definition's ``mechanism`` parameters. @param {Params} params
  *  @returns {any} */
 export function build(params) {
@@ -498,6 +529,7 @@ export function build(params) {
     case "memo-grr": case "memo-sue": case "memo-oue": return memo(name, params);
     case "duchi": case "pm": case "hybrid": return numeric(name, eps);
     case "string-sketch": return sketch(params);
+    case "joint": return joint(params);
     default: throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
 }

@@ -46,10 +46,38 @@ export function indexOf(definition, value) {
   return value;
 }
 
+/** A joint metric's value as attribute indices: ``{attribute: label}`` naming every
+ *  attribute, or the labels (or indices) in attribute order. @param {any} definition
+ *  @param {any} value @returns {number[]} */
+export function jointIndices(definition, value) {
+  const attributes = /** @type {{name: string, domain: string[]}[]} */ (definition.attributes);
+  const names = attributes.map((a) => a.name);
+  let items;
+  if (Array.isArray(value)) {
+    if (value.length !== names.length) throw new RangeError(`a value of ${definition.name} has ${names.length} labels`);
+    items = value;
+  } else if (value !== null && typeof value === "object") {
+    const keys = Object.keys(value);
+    if (keys.length !== names.length || !names.every((n) => Object.hasOwn(value, n))) {
+      throw new RangeError(`a value of ${definition.name} names the attributes ${names.join(", ")}`);
+    }
+    items = names.map((n) => value[n]);
+  } else {
+    throw new RangeError(`a value of ${definition.name} is {attribute: label} for ${names.join(", ")}`);
+  }
+  return items.map((item, j) => {
+    const labels = attributes[j].domain;
+    const i = typeof item === "string" ? labels.indexOf(item) : item;
+    if (!Number.isInteger(i) || i < 0 || i >= labels.length) throw new RangeError(`attribute ${names[j]} of ${definition.name} has no such value`);
+    return i;
+  });
+}
+
 /**
  * Perturb ``value`` and wrap it as the report sent in ``{"reports": [...]}``.
  * @param {any} definition  as ``GET /v1/metrics/<name>`` serves it
- * @param {string | number} value  a label or index; a number in range; a string
+ * @param {any} value  a label or index; a number in range; a string; a joint metric's
+ *   ``{attribute: label}``
  * @param {{rng?: Rng, secret?: Uint8Array, id?: string}} [options]
  */
 export async function buildReport(definition, value, options = {}) {
@@ -64,6 +92,8 @@ export async function buildReport(definition, value, options = {}) {
     payload = m.perturb(scale(value, lo, hi), rng);
   } else if (definition.kind === "string") {
     payload = m.perturb(/** @type {string} */ (value), rng);
+  } else if (definition.kind === "joint") {
+    payload = m.perturb(jointIndices(definition, value), rng);
   } else if (m.permanentResponse) {
     if (!options.secret) throw new Error(`metric ${definition.name} is longitudinal: it needs the secret`);
     payload = await m.perturbMemoized(indexOf(definition, value), options.secret, definition.name, definition.version, rng);

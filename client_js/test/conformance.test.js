@@ -66,6 +66,19 @@ test("frequency oracles: probabilities and payloads", () => {
   }
 });
 
+test("joint mechanisms: every case, byte for byte", async () => {
+  let n = 0;
+  for (const entry of load("joint.json").mechanisms) {
+    const m = build(entry.params);
+    for (const c of entry.cases) {
+      const payload = await replay(c.random, (rng) => m.perturb(c.values, rng));
+      assert.deepEqual(payload, c.payload, `joint ${entry.method} ${c.values}`);
+      n++;
+    }
+  }
+  assert.ok(n >= 36);
+});
+
 test("frequency oracles: every case, byte for byte", async () => {
   let n = 0;
   for (const entry of load("oracles.json").mechanisms) {

@@ -50,6 +50,7 @@ from client_sdk.wire.server import (
     Retention,
 )
 from client_sdk.wire.spec import (
+    JOINT_SPEC_FIELDS,
     NUMERIC_SPEC_FIELDS,
     SPEC_FIELDS,
     STRING_SPEC_FIELDS,
@@ -62,6 +63,7 @@ __all__ = [
     "BUDGET_PERIODS",
     "Budget",
     "DefinitionError",
+    "JOINT_SPEC_FIELDS",
     "KINDS",
     "MAX_DESCRIPTION_LENGTH",
     "MAX_LABEL_LENGTH",

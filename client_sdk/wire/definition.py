@@ -11,6 +11,12 @@ from typing import Any
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
+from client_sdk.mechanisms.joint import (
+    MAX_ATTRIBUTE_SIZE,
+    MAX_ATTRIBUTES,
+    JointMechanism,
+    joint_from_params,
+)
 from client_sdk.mechanisms.numeric import scale
 from client_sdk.mechanisms.pram import PostRandomization
 from client_sdk.mechanisms.strings import (
@@ -22,6 +28,7 @@ from client_sdk.mechanisms.strings import (
 from client_sdk.wire.budget import Budget, _check_budget
 from client_sdk.wire.fields import (
     KINDS,
+    NAME_PATTERN,
     _check_domain,
     _check_epsilon,
     _check_range,
@@ -43,7 +50,7 @@ class MetricDefinition:
     name: str
     version: int
     domain: tuple[str, ...]
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch
+    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism
     description: str = ""
     mechanism_reason: str = ""
     kind: str = "categorical"
@@ -58,6 +65,8 @@ class MetricDefinition:
     retention: Retention | None = None
     """How long this metric's windows are kept, where it differs from the deployment's
     default: not a decoding parameter (see :meth:`same_parameters`)."""
+    attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """A joint metric's attributes (``kind == "joint"``, no domain): (name, labels) each."""
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,10 +74,56 @@ class MetricDefinition:
 
     @property
     def k(self) -> int:
-        """Domain size; for a string metric, the sketch's counters (what its counts hold)."""
-        if isinstance(self.mechanism, StringSketch):
+        """Domain size; for a string or joint metric, its counters (what its counts hold)."""
+        if isinstance(self.mechanism, StringSketch | JointMechanism):
             return self.mechanism.counters
         return len(self.domain)
+
+    @property
+    def joint(self) -> JointMechanism:
+        """The mechanism of a joint metric.
+
+        Raises:
+            TypeError: the metric is not a joint metric.
+        """
+        if not isinstance(self.mechanism, JointMechanism):
+            raise TypeError(f"metric {self.name!r} is {self.kind}, not joint")
+        return self.mechanism
+
+    def joint_value(self, value: object) -> tuple[int, ...]:
+        """A joint metric's value as attribute indices: a mapping {attribute: label}
+        naming every attribute, or a sequence of labels (or indices) in attribute order.
+
+        Raises:
+            ValueError: a missing or unknown attribute, or a label not among its values.
+        """
+        names = [name for name, _ in self.attributes]
+        if isinstance(value, Mapping):
+            unknown = sorted(str(key) for key in value if key not in names)
+            missing = [name for name in names if name not in value]
+            if unknown or missing:
+                raise ValueError(
+                    f"a value of joint metric {self.name!r} names the attributes {names}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {unknown}" if unknown else "")
+                )
+            items = [value[name] for name in names]
+        elif isinstance(value, list | tuple) and len(value) == len(names):
+            items = list(value)
+        else:
+            raise ValueError(
+                f"a value of joint metric {self.name!r} is a mapping of {names} to labels, "
+                f"or {len(names)} labels in that order"
+            )
+        out = []
+        for (name, labels), item in zip(self.attributes, items, strict=True):
+            if isinstance(item, str) and item in labels:
+                out.append(labels.index(item))
+            elif type(item) is int and 0 <= item < len(labels):
+                out.append(item)
+            else:
+                raise ValueError(f"attribute {name!r} of metric {self.name!r} has no such value")
+        return tuple(out)
 
     @property
     def sketch(self) -> StringSketch:
@@ -180,6 +235,7 @@ class MetricDefinition:
             and self.mechanism.params() == other.mechanism.params()
             and self.kind == other.kind
             and self.value_range == other.value_range
+            and self.attributes == other.attributes
             and self.shards == other.shards
         )
 
@@ -203,6 +259,11 @@ class MetricDefinition:
         if isinstance(self.mechanism, StringSketch):  # string: a length instead of a domain
             del data["domain"]
             data["max_length"] = self.mechanism.max_length
+        if isinstance(self.mechanism, JointMechanism):  # joint: attributes instead
+            del data["domain"]
+            data["attributes"] = [
+                {"name": name, "domain": list(labels)} for name, labels in self.attributes
+            ]
         return data
 
     @classmethod
@@ -228,6 +289,8 @@ class MetricDefinition:
             problems.append("a numeric metric has a range, not a domain")
         if kind == "string":
             return _string_from_dict(data, problems)
+        if kind == "joint":
+            return _joint_from_dict(data, problems)
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         budget = _check_budget(data.get("budget"), problems)
         shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
@@ -337,4 +400,69 @@ def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDef
         kind="string",
         shards=shards,
         retention=retention,
+    )
+
+
+def _check_attributes(
+    attributes: object, problems: list[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A joint metric's ``[{"name": ..., "domain": [...]}, ...]``, checked."""
+    if not isinstance(attributes, list) or not 2 <= len(attributes) <= MAX_ATTRIBUTES:
+        problems.append(
+            f'attributes must be a list of 2 to {MAX_ATTRIBUTES} {{"name": ..., "domain": [...]}}'
+        )
+        return ()
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for i, item in enumerate(attributes):
+        if not isinstance(item, dict) or set(item) != {"name", "domain"}:
+            problems.append(f'attributes[{i}] must be {{"name": ..., "domain": [...]}}')
+            continue
+        name = item["name"]
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > 64:
+            problems.append(
+                f"attributes[{i}].name must be a name of a-z, 0-9, '_', '.', '-' (at most 64)"
+            )
+            continue
+        before = len(problems)
+        labels = _check_domain(item["domain"], problems)
+        problems[before:] = [f"attributes[{i}] ({name}): {p}" for p in problems[before:]]
+        if len(labels) > MAX_ATTRIBUTE_SIZE:
+            problems.append(f"attributes[{i}] ({name}) has more than {MAX_ATTRIBUTE_SIZE} values")
+        out.append((name, labels))
+    names = [name for name, _ in out]
+    if len(set(names)) != len(names):
+        problems.append(f"attribute names must be distinct, got {names}")
+    return tuple(out)
+
+
+def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefinition:
+    """:meth:`MetricDefinition.from_dict` of a joint metric (``problems``: so far)."""
+    if "domain" in data or "range" in data:
+        problems.append("a joint metric has attributes, not a domain or range")
+    attributes = _check_attributes(data.get("attributes"), problems)
+    budget = _check_budget(data.get("budget"), problems)
+    shards = _check_shards(data.get("shards"), problems)
+    retention = _check_retention(data.get("retention"), problems)
+    mech: JointMechanism | None = None
+    try:
+        mech = joint_from_params(data.get("mechanism"))  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+    if mech is not None and attributes and mech.sizes != tuple(len(v) for _, v in attributes):
+        problems.append("the mechanism's attribute sizes differ from the attributes'")
+    version = data.get("version")
+    if problems or mech is None or type(version) is not int:
+        raise DefinitionError(problems or ["invalid definition"])
+    return MetricDefinition(
+        name=str(data.get("name")),
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=str(data.get("description", "")),
+        mechanism_reason=str(data.get("mechanism_reason", "")),
+        budget=budget,
+        kind="joint",
+        shards=shards,
+        retention=retention,
+        attributes=attributes,
     )

@@ -107,9 +107,10 @@ def _json_integer(value: object) -> int | None:
     return None
 
 
-KINDS = ("categorical", "numeric", "string")
-"""Metric kinds: frequencies of labels, the mean of a number within a range, or the
-frequent values of a string from an unknown domain."""
+KINDS = ("categorical", "numeric", "string", "joint")
+"""Metric kinds: frequencies of labels, the mean of a number within a range, the
+frequent values of a string from an unknown domain, or the marginals of a tuple of
+categorical attributes."""
 
 
 def _format_range_end(x: float) -> str:

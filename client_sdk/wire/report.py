@@ -10,6 +10,7 @@ from typing import Any
 from client_sdk import mechanisms
 from client_sdk.errors import PayloadError, ReportError
 from client_sdk.mechanisms import NumericMechanism
+from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.mechanisms.strings import (
     StringSketch,
@@ -33,7 +34,7 @@ def new_report_id() -> str:
 
 def build_report(
     definition: MetricDefinition,
-    value: str | float,
+    value: object,
     rng: RandomSource | None = None,
     secret: bytes | None = None,
 ) -> dict[str, Any]:
@@ -42,7 +43,9 @@ def build_report(
     Args:
         definition: the metric version.
         value: a label of its domain, or its index; for a numeric metric, a number
-            within its range (scaled to [−1, 1] here, then perturbed).
+            within its range (scaled to [−1, 1] here, then perturbed); for a joint
+            metric, ``{attribute: label}`` for every attribute, or the labels in order
+            (:meth:`MetricDefinition.joint_value`): the whole tuple, one report at ε.
         rng: the perturbation's randomness; default: the CSPRNG.
         secret: the device's secret (``mechanisms.new_secret()``, kept on the device).
             Required for a longitudinal metric: its permanent response is derived from
@@ -60,6 +63,13 @@ def build_report(
             "id": new_report_id(),
             "payload": definition.mechanism.perturb(normalise_value(definition, value), rng),
         }
+    if isinstance(definition.mechanism, JointMechanism):
+        return {
+            "metric": definition.name,
+            "version": definition.version,
+            "id": new_report_id(),
+            "payload": definition.mechanism.perturb(definition.joint_value(value), rng),
+        }
     if isinstance(definition.mechanism, NumericMechanism):
         return {
             "metric": definition.name,
@@ -67,7 +77,7 @@ def build_report(
             "id": new_report_id(),
             "payload": definition.mechanism.perturb(definition.scaled(value), rng),
         }
-    mech, index = definition.mechanism, definition.index(value)
+    mech, index = definition.mechanism, definition.index(value)  # type: ignore[arg-type]
     if isinstance(mech, mechanisms.Memoized):
         if secret is None:
             raise ValueError(f"metric {definition.name!r} is longitudinal: it needs the secret")

@@ -8,9 +8,10 @@ from typing import Any
 
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
+from client_sdk.mechanisms.joint import JOINT_METHODS, choose_joint, joint_mechanism
 from client_sdk.mechanisms.pram import PostRandomization
 from client_sdk.wire.budget import _check_budget
-from client_sdk.wire.definition import MetricDefinition, _string_mechanism
+from client_sdk.wire.definition import MetricDefinition, _check_attributes, _string_mechanism
 from client_sdk.wire.fields import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
@@ -146,6 +147,8 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         raise DefinitionError([*problems, "the body must be a JSON object"])
     if spec.get("kind") == "string":
         return _parse_string_spec(name, spec, version, problems)
+    if spec.get("kind") == "joint":
+        return _parse_joint_spec(name, spec, version, problems)
     if spec.get("kind", "categorical") != "categorical":
         return _parse_numeric_spec(name, spec, version, problems)
     unknown = sorted(set(spec) - SPEC_FIELDS)
@@ -257,4 +260,64 @@ def _parse_string_spec(
         kind="string",
         shards=shards,
         retention=retention,
+    )
+
+
+JOINT_SPEC_FIELDS = {
+    "kind",
+    "attributes",
+    "epsilon",
+    "mechanism",
+    "description",
+    "budget",
+    "shards",
+    "retention",
+}
+"""What a joint metric's spec holds: ``{"kind": "joint", "attributes": [{"name": "os",
+"domain": [...]}, ...], "epsilon": 2.0, "mechanism": "auto"|"joint"|"marginals"}``, and
+budget, shards, retention and description as for other kinds. One report carries the
+whole tuple at ε (see :mod:`client_sdk.mechanisms.joint`)."""
+
+
+def _parse_joint_spec(
+    name: str, spec: dict[str, Any], version: int, problems: list[str]
+) -> MetricDefinition:
+    """:func:`parse_spec` for ``"kind": "joint"`` (``problems`` so far: the name's)."""
+    unknown = sorted(set(spec) - JOINT_SPEC_FIELDS)
+    if unknown:
+        problems.append(
+            f"unknown fields {unknown} for a joint metric; allowed: {sorted(JOINT_SPEC_FIELDS)}"
+        )
+    attributes = _check_attributes(spec.get("attributes"), problems)
+    epsilon = _check_epsilon(spec.get("epsilon"), problems)
+    method = spec.get("mechanism", "auto")
+    if method not in ("auto", *JOINT_METHODS):
+        problems.append(
+            f"mechanism of a joint metric must be one of auto, {', '.join(JOINT_METHODS)}, "
+            f"got {method!r}"
+        )
+    budget, shards, retention, description = _check_common(spec, problems)
+    if problems or epsilon is None:
+        raise DefinitionError(problems or ["invalid joint metric"])
+    sizes = tuple(len(labels) for _, labels in attributes)
+    try:
+        if method == "auto":
+            choice = choose_joint(epsilon, sizes)
+            mech, reason = choice.mechanism, choice.reason
+        else:
+            mech, reason = joint_mechanism(epsilon, sizes, method), ""
+    except ValueError as exc:
+        raise DefinitionError([f"mechanism: {exc}"]) from None
+    return MetricDefinition(
+        name=name,
+        version=version,
+        domain=(),
+        mechanism=mech,
+        description=description,
+        mechanism_reason=reason,
+        budget=budget,
+        kind="joint",
+        shards=shards,
+        retention=retention,
+        attributes=attributes,
     )

@@ -16,7 +16,12 @@ from click.testing import CliRunner
 from wsgi_helpers import serving
 
 from aggregator.cli.spec_flags import SPEC_FLAGS, build_spec
-from client_sdk.wire import NUMERIC_SPEC_FIELDS, SPEC_FIELDS, STRING_SPEC_FIELDS
+from client_sdk.wire import (
+    JOINT_SPEC_FIELDS,
+    NUMERIC_SPEC_FIELDS,
+    SPEC_FIELDS,
+    STRING_SPEC_FIELDS,
+)
 from collector import create_app
 from ldp_server.cli import main
 
@@ -61,7 +66,7 @@ def stored(url: str, name: str) -> dict[str, Any]:
 
 def test_every_spec_key_has_a_flag() -> None:
     keys = {row.path[0] for row in SPEC_FLAGS}
-    assert keys == SPEC_FIELDS | NUMERIC_SPEC_FIELDS | STRING_SPEC_FIELDS
+    assert keys == SPEC_FIELDS | NUMERIC_SPEC_FIELDS | STRING_SPEC_FIELDS | JOINT_SPEC_FIELDS
 
 
 def test_a_string_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> None:
@@ -74,6 +79,24 @@ def test_a_string_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> 
     for body in (by_flags, by_json):
         body["mechanism"].pop("salt")  # each string metric draws its own hash salt
     assert by_flags == by_json and by_flags["max_length"] == 12
+
+
+def test_a_joint_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> None:
+    spec = {
+        "kind": "joint",
+        "epsilon": 2.0,
+        "attributes": [
+            {"name": "os", "domain": ["android", "ios"]},
+            {"name": "crash", "domain": ["none", "oom", "anr"]},
+        ],
+    }
+    assert put(url, "joint.json", spec)[0] == 201
+    flags = ("--attribute", "os=android,ios", "--attribute", "crash=none,oom,anr")
+    code, out = create(url, "joint.flags", "--kind", "joint", "-e", "2", *flags)
+    assert code == 0, out
+    assert stored(url, "joint.flags") == stored(url, "joint.json")
+    code, out = create(url, "joint.bad", "--kind", "joint", "-e", "2", "--attribute", "os")
+    assert code != 0 and "--attribute takes NAME=a,b,c" in out
 
 
 # Each case: the flags, and the JSON spec a person would PUT for the same metric.

@@ -26,6 +26,7 @@ from openapi_spec_validator import validate as validate_openapi
 from aggregator.stream.worker import Worker
 from aggregator.web import models as read_models
 from client_sdk import mechanisms, wire
+from client_sdk.mechanisms.joint import MAX_ATTRIBUTE_SIZE, MAX_ATTRIBUTES
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import build_report
@@ -228,7 +229,13 @@ def test_the_documents_limits_are_the_enforcing_constants(redis_db: Any) -> None
         {"$ref": "#/components/schemas/CategoricalSpec"},
         {"$ref": "#/components/schemas/NumericSpec"},
         {"$ref": "#/components/schemas/StringSpec"},
+        {"$ref": "#/components/schemas/JointSpec"},
     ]
+    joint = component(doc, "JointSpec")
+    assert joint["properties"]["kind"]["const"] == wire.KINDS[3]
+    assert set(joint["required"]) == {"kind", "attributes", "epsilon"}
+    assert joint["properties"]["attributes"]["maxItems"] == MAX_ATTRIBUTES
+    assert component(doc, "Attribute", "domain")["maxItems"] == MAX_ATTRIBUTE_SIZE
     strings = component(doc, "StringSpec")
     assert strings["properties"]["kind"]["const"] == wire.KINDS[2]
     assert set(strings["required"]) == {"kind", "max_length", "epsilon"}
@@ -309,6 +316,7 @@ def test_the_request_models_have_the_wire_codes_fields() -> None:
     assert set(collector_models.CategoricalSpec.model_fields) == wire.SPEC_FIELDS
     assert set(collector_models.NumericSpec.model_fields) == wire.NUMERIC_SPEC_FIELDS
     assert set(collector_models.StringSpec.model_fields) == wire.STRING_SPEC_FIELDS
+    assert set(collector_models.JointSpec.model_fields) == wire.JOINT_SPEC_FIELDS
     assert tuple(collector_models.Report.model_fields) == wire.REPORT_FIELDS
 
 

@@ -54,6 +54,8 @@ def test_an_allowed_origin_gets_definitions_and_posts_reports(cors_client: Any) 
     )
     assert posted.status_code == 202, posted.json
     assert posted.headers["Access-Control-Allow-Origin"] == APP
+    # the SDK's backoff reads Retry-After, which a page only sees when it is exposed
+    assert posted.headers["Access-Control-Expose-Headers"] == "Retry-After"
 
 
 def test_other_origins_and_other_routes_are_refused(cors_client: Any) -> None:

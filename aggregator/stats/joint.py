@@ -1,0 +1,371 @@
+"""Estimates of a joint metric's 1- and 2-way marginals, with intervals and consistency.
+
+A joint metric's counts (:attr:`JointMechanism.counters`) hold each group's report
+count n_g, then its support counts over the group's cells. A marginal over attributes
+A is read from one group holding A (:meth:`JointMechanism.source`, the lowest variance):
+its cells are sums of the group's cells, each an unbiased estimate through the group's
+:class:`~client_sdk.mechanisms.joint.SetOracle`, so the intervals, p-values and
+confidence sequences of single metrics apply unchanged. The consistent estimate
+(:func:`consistent_tables`) is post-processing, labelled beside the raw one.
+
+In full: ``docs/statistics/joint.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from aggregator.stats.anytime import frequency_cs
+from aggregator.stats.intervals import (
+    EXACT,
+    benjamini_hochberg,
+    frequency_intervals,
+    json_float,
+    z_value,
+    zero_p_values,
+)
+from aggregator.stats.postprocess import norm_sub
+from client_sdk.mechanisms.joint import JointMechanism, SetOracle
+
+__all__ = [
+    "CONSISTENCY_ROUNDS",
+    "JointPlanRow",
+    "MarginalEstimate",
+    "consistent_marginal",
+    "consistent_tables",
+    "estimate_marginal",
+    "group_counts",
+    "marginal_support",
+    "plan_joint",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+CONSISTENCY_ROUNDS = 20
+"""Rounds of (make shared margins agree, project each table onto the simplex) before the
+final agreement step; measured: the tables stop changing by more than 10⁻⁶ within ~10."""
+
+
+def group_counts(m: JointMechanism, counts: npt.ArrayLike) -> tuple[IntArray, list[IntArray]]:
+    """(n_g of each group, each group's support counts) from a window's counters.
+
+    Raises:
+        ValueError: counters of the wrong length, negative, or a support above its n_g.
+    """
+    flat = np.asarray(counts, dtype=np.int64)
+    if flat.shape != (m.counters,):
+        raise ValueError(f"a joint window has {m.counters} counters, got shape {flat.shape}")
+    sizes = flat[: len(m.groups)]
+    supports = [flat[o : o + k] for o, k in zip(m.offsets, m.group_sizes, strict=True)]
+    if flat.min(initial=0) < 0 or any(
+        s.size and s.max() > n for s, n in zip(supports, sizes, strict=True)
+    ):
+        raise ValueError("support counts must lie in [0, n_g]")
+    return sizes, supports
+
+
+def _check_attrs(m: JointMechanism, attrs: Sequence[int]) -> tuple[int, ...]:
+    out = tuple(int(a) for a in attrs)
+    if not 1 <= len(out) <= len(m.sizes) or len(set(out)) != len(out):
+        raise ValueError(f"a marginal names 1 to {len(m.sizes)} distinct attributes")
+    if not all(0 <= a < len(m.sizes) for a in out):
+        raise ValueError(f"attribute indices are in range(0, {len(m.sizes)})")
+    return out
+
+
+def _reduce(m: JointMechanism, g: int, table: npt.ArrayLike, attrs: tuple[int, ...]) -> Any:
+    """Group g's flat cell table summed onto ``attrs`` (in that order), flattened."""
+    held = m.groups[g]
+    shaped = np.asarray(table).reshape(tuple(m.sizes[a] for a in held))
+    drop = tuple(i for i, a in enumerate(held) if a not in attrs)
+    summed = shaped.sum(axis=drop) if drop else shaped
+    kept = [a for a in held if a in attrs]
+    return np.transpose(summed, [kept.index(a) for a in attrs]).ravel()
+
+
+def marginal_support(
+    m: JointMechanism, counts: npt.ArrayLike, attrs: Sequence[int]
+) -> tuple[int, int, IntArray]:
+    """(source group, its n_g, the summed support C_S of each cell of the marginal)."""
+    wanted = _check_attrs(m, attrs)
+    g = m.source(wanted)
+    sizes, supports = group_counts(m, counts)
+    return g, int(sizes[g]), np.asarray(_reduce(m, g, supports[g], wanted), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class MarginalEstimate:
+    """One marginal's cells (row-major over ``shape``), raw and consistent.
+
+    ``frequencies`` are unbiased; ``consistent`` is the post-processed estimate (shared
+    margins agree across every marginal, cells non-negative), biased, labelled apart.
+    ``n`` counts the source group's reports (``total`` all the metric's).
+    """
+
+    attributes: tuple[int, ...]
+    shape: tuple[int, ...]
+    group: int
+    n: int
+    total: int
+    frequencies: FloatArray
+    std_errors: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    interval: str
+    p_values: FloatArray
+    distinguishable: np.ndarray
+    consistent: FloatArray
+    confidence: float
+
+    def table(self, which: str = "frequencies") -> FloatArray:
+        """A field as an array of ``shape``."""
+        return np.asarray(getattr(self, which)).reshape(self.shape)
+
+    def to_dict(self, labels: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
+        """JSON form: one row per cell with its labels (or indices)."""
+        cells = np.indices(self.shape).reshape(len(self.shape), -1).T
+        rows = []
+        for i, cell in enumerate(cells):
+            names = [
+                labels[j][c] if labels is not None else str(c) for j, c in enumerate(cell.tolist())
+            ]
+            rows.append(
+                {
+                    "cell": names,
+                    "frequency": json_float(self.frequencies[i]),
+                    "std_error": json_float(self.std_errors[i]),
+                    "ci_low": json_float(self.ci_low[i]),
+                    "ci_high": json_float(self.ci_high[i]),
+                    "distinguishable": bool(self.distinguishable[i]),
+                    "consistent": json_float(self.consistent[i]),
+                }
+            )
+        return {
+            "attributes": list(self.attributes),
+            "n": self.n,
+            "total": self.total,
+            "group": self.group,
+            "confidence": self.confidence,
+            "interval": self.interval,
+            "cells": rows,
+        }
+
+
+def estimate_marginal(
+    m: JointMechanism,
+    counts: npt.ArrayLike,
+    attrs: Sequence[int],
+    confidence: float = 0.95,
+    *,
+    simultaneous: bool = False,
+    anytime: bool = False,
+    tables: list[FloatArray] | None = None,
+) -> MarginalEstimate:
+    """The marginal over ``attrs`` with its variance and the single metrics' intervals.
+
+    Args:
+        m: the metric's joint mechanism.
+        counts: the window's counters (:attr:`JointMechanism.counters` of them).
+        attrs: attribute indices, in the order the cells should vary (last fastest).
+        confidence: level of each interval; 1 − the FDR of ``distinguishable``.
+        simultaneous: Bonferroni over the marginal's cells.
+        anytime: confidence sequences (valid at every n at once) instead of fixed-n.
+        tables: :func:`consistent_tables` of these counts if the caller has them (several
+            marginals of one window share them); computed here otherwise.
+
+    Raises:
+        ValueError: bad attributes, counters or confidence; a marginal no group holds.
+    """
+    wanted = _check_attrs(m, attrs)
+    g, n, summed = marginal_support(m, counts, wanted)
+    total = int(group_counts(m, counts)[0].sum())
+    oracle = m.set_oracle(g, wanted, population=total if len(m.groups) > 1 else 0)
+    shape = tuple(m.sizes[a] for a in wanted)
+    cells = int(np.prod(shape))
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    support = np.asarray(oracle.scaled_support(summed.astype(np.float64)))
+    comparisons = cells if simultaneous else 1
+    if n == 0:
+        nan = np.full(cells, np.nan)
+        f = se = lo = hi = pv = nan
+        flags = np.zeros(cells, dtype=bool)
+        method = "score"
+    else:
+        f = np.asarray(oracle.debias(support, n), dtype=np.float64)
+        se = np.sqrt(np.asarray(oracle.variance(n, np.clip(f, 0.0, 1.0)), dtype=np.float64))
+        if anytime:
+            method = "anytime"
+            alpha = (1.0 - confidence) / comparisons
+            lo, hi = frequency_cs(oracle, n, support, alpha, clip=False)  # type: ignore[arg-type]
+            lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        else:
+            lo, hi, method = frequency_intervals(oracle, n, support, confidence, comparisons)
+            if method == EXACT and oracle.population > n:
+                lo, hi = _widen(oracle, n, lo, hi, z_value(confidence, comparisons))
+        pv = zero_p_values(oracle, n, support)
+        flags = benjamini_hochberg(pv, 1.0 - confidence)
+    if not n:
+        consistent = np.full(cells, np.nan)
+    else:
+        tables = consistent_tables(m, counts) if tables is None else tables
+        consistent = np.asarray(_reduce(m, g, tables[g], wanted), dtype=np.float64)
+    return MarginalEstimate(
+        attributes=wanted,
+        shape=shape,
+        group=g,
+        n=n,
+        total=total,
+        frequencies=f,
+        std_errors=se,
+        ci_low=lo,
+        ci_high=hi,
+        interval=method,
+        p_values=pv,
+        distinguishable=flags,
+        consistent=consistent,
+        confidence=confidence,
+    )
+
+
+def _widen(
+    oracle: SetOracle, n: int, lo: FloatArray, hi: FloatArray, z: float
+) -> tuple[FloatArray, FloatArray]:
+    """An exact (mechanism-only) interval widened by the group's sampling spread, at its
+    largest over the interval: z·√(max f(1 − f)·(1/n − 1/population)), f in [lo, hi]."""
+    widest = np.clip(0.5, np.clip(lo, 0.0, 1.0), np.clip(hi, 0.0, 1.0))
+    spread = z * np.sqrt(np.asarray(oracle.sampling_variance(n, widest), dtype=np.float64))
+    return lo - spread, hi + spread
+
+
+def raw_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArray]:
+    """Each group's unbiased cell estimates (NaN for a group without reports)."""
+    sizes, supports = group_counts(m, counts)
+    out = []
+    for g, (n, support) in enumerate(zip(sizes, supports, strict=True)):
+        oracle = m.oracles[g]
+        if n == 0:
+            out.append(np.full(m.group_sizes[g], np.nan))
+        else:
+            out.append(np.asarray(oracle.debias(support.astype(np.float64), int(n))))
+    return out
+
+
+def consistent_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArray]:
+    """Every group's table after consistency post-processing (CALM's, Zhang et al. §5).
+
+    Alternately (1) make every 1-way margin that several groups share agree, at the
+    inverse-variance weighted mean of the groups' margins, spreading each correction
+    evenly over the cells it sums, and (2) project each table onto the probability
+    simplex (Norm-Sub); :data:`CONSISTENCY_ROUNDS` rounds, then (1) once more so the
+    margins agree exactly. Groups without reports are left out. With one group (the
+    joint layout) this is Norm-Sub of the joint.
+    """
+    sizes, _ = group_counts(m, counts)
+    tables = raw_tables(m, counts)
+    live = [g for g in range(len(m.groups)) if sizes[g] > 0]
+    if len(live) <= 1:
+        return [norm_sub(t) if g in live else t for g, t in enumerate(tables)]
+    shared = [a for a in range(len(m.sizes)) if sum(a in m.groups[g] for g in live) > 1]
+    weights = {
+        (g, a): 1.0 / float(m.set_oracle(g, (a,)).variance(int(sizes[g])))
+        for g in live
+        for a in shared
+        if a in m.groups[g]
+    }
+
+    def agree() -> None:
+        for a in shared:
+            holders = [g for g in live if a in m.groups[g]]
+            margins = {g: _reduce(m, g, tables[g], (a,)) for g in holders}
+            w = np.array([weights[(g, a)] for g in holders])
+            target = sum(wi * margins[g] for wi, g in zip(w, holders, strict=True)) / w.sum()
+            for g in holders:
+                held = m.groups[g]
+                shaped = tables[g].reshape(tuple(m.sizes[b] for b in held))
+                spread = m.group_sizes[g] // m.sizes[a]
+                fix = (target - margins[g]) / spread
+                axis = held.index(a)
+                view = [1] * len(held)
+                view[axis] = m.sizes[a]
+                tables[g] = (shaped + fix.reshape(view)).ravel()
+
+    for _ in range(CONSISTENCY_ROUNDS):
+        agree()
+        for g in live:
+            tables[g] = norm_sub(tables[g])
+    agree()
+    return tables
+
+
+def consistent_marginal(
+    m: JointMechanism, counts: npt.ArrayLike, attrs: Sequence[int]
+) -> FloatArray:
+    """The consistent estimate of the marginal over ``attrs`` (see :func:`consistent_tables`)."""
+    wanted = _check_attrs(m, attrs)
+    g = m.source(wanted)
+    tables = consistent_tables(m, counts)
+    return np.asarray(_reduce(m, g, tables[g], wanted), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class JointPlanRow:
+    """One layout's answer for one marginal: a cell's n·Var at f ≈ 0 and what it buys."""
+
+    layout: str
+    attributes: tuple[int, ...]
+    variance_star: float
+    half_width: float
+    users: int
+    auto: bool
+
+
+def plan_joint(
+    epsilon: float,
+    sizes: Sequence[int],
+    users: int | None = None,
+    width: float | None = None,
+    confidence: float = 0.95,
+) -> list[JointPlanRow]:
+    """Half-width of a marginal cell for ``users`` users, or users for a half-width.
+
+    One row per layout ``auto`` weighs (:func:`~client_sdk.mechanisms.joint.choose_joint`)
+    and per 1- and 2-way marginal; a cell's variance counts that its group gets 1/G of
+    the users (w = z·√(Var*/n), n = z²·Var*/w², Var* at f ≈ 0).
+
+    Raises:
+        ValueError: not exactly one of ``users`` and ``width``, or either out of range.
+    """
+    import math
+    from itertools import combinations
+
+    from aggregator.stats.intervals import z_value
+    from client_sdk.mechanisms.joint import choose_joint
+
+    if (users is None) == (width is None):
+        raise ValueError("give exactly one of users and width")
+    if users is not None and users < 1:
+        raise ValueError(f"users must be at least 1, got {users}")
+    if width is not None and not 0.0 < width < 1.0:
+        raise ValueError(f"width must be in (0, 1), got {width}")
+    z = z_value(confidence)
+    choice = choose_joint(epsilon, tuple(sizes))
+    d = len(choice.mechanism.sizes)
+    marginals = [(a,) for a in range(d)] + list(combinations(range(d), 2))
+    rows = []
+    for m in choice.candidates:
+        for attrs in marginals:
+            var = m.cell_variance_star(attrs)
+            if users is not None:
+                n, w = users, z * math.sqrt(var / users)
+            else:
+                assert width is not None
+                n, w = math.ceil(z * z * var / width**2), width
+            rows.append(JointPlanRow(m.method, attrs, var, w, n, m == choice.mechanism))
+    return rows
