@@ -294,8 +294,11 @@ class FrequencyOracle:
     def _fields(self, payload: object, names: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(payload, dict):
             raise self._reject(payload, f"must be an object with fields {list(names)}")
-        keys = set(payload)
-        if keys != set(names):
+        expected = _NAME_SETS.get(names)
+        if expected is None:
+            expected = _NAME_SETS[names] = frozenset(names)
+        if payload.keys() != expected:  # a view compared with a set: none built per payload
+            keys = set(payload)
             missing = sorted(set(names) - keys)
             extra = sorted(str(x) for x in keys - set(names))
             parts = ([f"missing {missing}"] if missing else []) + (
@@ -311,6 +314,10 @@ class FrequencyOracle:
         if not 0 <= x < upper:
             raise self._reject(payload, f"{field!r} = {x} is outside range(0, {upper})")
         return x
+
+
+_NAME_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+"""The field sets payloads are checked against, by their names' tuple (a handful)."""
 
 
 class _Rated(Protocol):
