@@ -14,6 +14,10 @@ One run, four figures, each beside a yardstick measured in the same run:
   load generator does the same work for both: post bytes, read the answer);
 * **relay**: p50/p99 of one upload's round trip, one at a time, to the gateway directly
   and through ``ldp relay`` (its own process, loopback): the relay's added latency;
+* **definitions**: p50/p99 of one definition fetch (``GET /v1/metrics/<name>``) with the
+  SDK's own transports, directly (``HTTPTransport``) and sealed through the relay
+  (``ObliviousTransport``: seal, relay, gateway, open), as a device behind a relay now
+  fetches them (``--only definitions`` runs just this);
 * **shuffle**: a second collector with ``LDP_SHUFFLE_MIN_BATCH`` = B; single-report
   uploads through the gateway at a steady rate λ; each report's wait from its 202 to its
   batch's release (the stream entry's id is the release time), against theory: a report
@@ -385,6 +389,41 @@ def bench_latency(url: str, relay: str, definition: MetricDefinition, n: int) ->
     print(f"  added by the relay: p50 {added50:+.2f} ms, p99 {added99:+.2f} ms")
 
 
+# -- definition fetches ------------------------------------------------------------------
+
+
+def bench_definitions(url: str, relay: str, definition: MetricDefinition, n: int) -> None:
+    """A definition fetched with the SDK's transports, directly and through the relay,
+    interleaved one by one, after 20 of each to warm the connections."""
+    from client_sdk.ohttp.transport import ObliviousTransport
+    from client_sdk.transport import HTTPTransport
+
+    sealed_transport = ObliviousTransport(url, relay, 30.0)
+    sealed_transport.prepare()
+    transports = {"directly": HTTPTransport(url, 30.0), "through the relay": sealed_transport}
+    path = "/v1/metrics/" + definition.name
+    times: dict[str, list[float]] = {name: [] for name in transports}
+    for i in range(n + 20):
+        order = list(transports) if i % 2 == 0 else list(reversed(transports))
+        for name in order:
+            started = time.perf_counter()
+            answer = transports[name].get(path)
+            if i >= 20:
+                times[name].append((time.perf_counter() - started) * 1000)
+            assert answer.status == 200 and answer.json()["name"] == definition.name
+    print(f"\ndefinitions: {n} fetches each way, interleaved, loopback (ms)")
+    p50s = {}
+    for name, found in times.items():
+        found.sort()
+        p50s[name] = found[len(found) // 2]
+        print(f"  {name:<18} p50 {p50s[name]:6.2f}   p99 {found[int(len(found) * 0.99) - 1]:6.2f}")
+    print(
+        f"  through the relay / directly, p50: {p50s['through the relay'] / p50s['directly']:.2f}"
+    )
+    for transport in transports.values():
+        transport.close()
+
+
 # -- shuffle delay -----------------------------------------------------------------------
 
 
@@ -446,8 +485,26 @@ def main() -> None:
     parser.add_argument("--shuffle-b", type=int, default=100)
     parser.add_argument("--shuffle-rate", type=float, default=200.0, help="uploads per second")
     parser.add_argument("--shuffle-batches", type=int, default=5)
+    parser.add_argument("--only", choices=["definitions"], help="run just this part")
     args = parser.parse_args()
     print(f"load average {load()} (start)")
+    if args.only == "definitions":
+        with tempfile.TemporaryDirectory() as tmp:
+            logs = Path(tmp)
+            redis_server = EmbeddedRedis(logs / "redis").start()
+            processes = []
+            try:
+                collector, url = start_collector(redis_server.url, logs, 1, 1)
+                processes.append(collector)
+                relay, relay_url = start_relay(url + GATEWAY_PATH, logs)
+                processes.append(relay)
+                bench_definitions(url, relay_url, define(url), args.latency_n)
+            finally:
+                for process in processes:
+                    stop(process)
+                redis_server.stop()
+        print(f"\nload average {load()} (end)")
+        return
     bench_device(args.batch, args.repeat)
     with tempfile.TemporaryDirectory() as tmp:
         logs = Path(tmp)
@@ -471,6 +528,7 @@ def main() -> None:
             relay, relay_url = start_relay(url + GATEWAY_PATH, logs)
             processes.append(relay)
             bench_latency(url, relay_url, definition, args.latency_n)
+            bench_definitions(url, relay_url, definition, args.latency_n)
             shuffling, shuffle_url = start_collector(redis_server.url, logs, args.shuffle_b, 1)
             processes.append(shuffling)
             bench_shuffle(

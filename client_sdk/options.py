@@ -108,8 +108,9 @@ class ClientOptions:
             positive numbers), or None; kept as a :class:`~client_sdk.device.DeviceCaps`.
             The stricter of it and the collector's published caps applies.
         relay: the URL of an Oblivious HTTP relay (``ldp relay``; RFC 9458): each upload
-            is sealed to the collector's gateway key and sent through it, so the collector
-            never sees the device's address; None: uploads go to the collector directly.
+            and each definition fetch is sealed to the collector's gateway key and sent
+            through it, so the collector never sees the device's address (except on the
+            key fetches, apart from the uploads); None: all go to the collector directly.
             Needs the ``ldp-telemetry[ohttp]`` extra. Not together with ``transport``.
         relay_keys: the gateway's ``application/ohttp-keys`` bytes shipped with the app,
             for ``relay``: then the keys are never fetched (a rotated-out key leaves the

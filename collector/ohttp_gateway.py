@@ -1,10 +1,11 @@
-"""The collector as an Oblivious HTTP gateway (RFC 9458) for ``POST /v1/reports``.
+"""The collector as an Oblivious HTTP gateway (RFC 9458) for the SDK's routes.
 
 ``GET /.well-known/ohttp-gateway`` answers the key configurations
 (``application/ohttp-keys``); ``POST`` of a ``message/ohttp-req`` is decapsulated, and the
-Binary HTTP request inside, which must be ``POST /v1/reports``, is served by the app
-itself, through the same WSGI stack, view, validation, limits and append as a direct one,
-from a fresh environ that holds no address or header of the sender (the relay). Its
+Binary HTTP request inside, which must be ``POST /v1/reports`` or the read-only
+``GET /v1/metrics/<name>`` (a definition), is served by the app itself, through the same
+WSGI stack, view, validation, limits and append as a direct one, from a fresh environ
+that holds no address or header of the sender (the relay). Its
 answer goes back sealed, as ``message/ohttp-res``. A request under a key id the gateway
 does not hold gets RFC 9458 §5.3's ``ohttp-key`` problem, on which the SDK fetches the
 keys again. In full: ``docs/reference/ohttp.md``.
@@ -15,8 +16,10 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -42,6 +45,7 @@ from ldp_store.ohttp_keys import DEFAULT_LIFETIME, DEFAULT_OVERLAP, GatewayKeys,
 
 __all__ = [
     "GATEWAY_PATH",
+    "DEFINITION_PATH",
     "INNER_PATH",
     "OBLIVIOUS_ENVIRON_KEY",
     "PROBLEM_KEY",
@@ -52,7 +56,14 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 INNER_PATH = "/v1/reports"
-"""The one route an encapsulated request may name: the gateway is not a proxy to the API."""
+"""The route an encapsulated ``POST`` may name: the gateway is not a proxy to the API."""
+
+DEFINITION_PATH = "/v1/metrics/"
+"""The route (followed by one metric name) an encapsulated ``GET`` may name: a device
+behind a relay fetches its definitions there too, so the collector never sees its
+address. Read-only, no credentials: served as a direct ``GET`` without a token."""
+
+_DEFINITION = re.compile(r"/v1/metrics/([^/]+)\Z")
 
 OBLIVIOUS_ENVIRON_KEY = "ldp.oblivious"
 """Set (True) in the environ of an inner request: it came through the gateway."""
@@ -80,8 +91,9 @@ default: the collector's own limit on a relay, which pools many devices and appl
 per-device limits itself (``ldp relay``). 0: no limit."""
 
 INNER_HEADERS = ("content-type", "content-encoding")
-"""Inner request headers passed to the app: what ``POST /v1/reports`` reads. Everything
-else a device put inside (a user agent, a cookie) is dropped unread."""
+"""Inner request headers passed to the app with a ``POST``: what ``POST /v1/reports``
+reads. Everything else a device put inside (a user agent, a cookie, a token) is dropped
+unread; an inner ``GET`` gets no header at all."""
 
 ANSWER_HEADERS = ("content-type", "retry-after")
 """Headers of the app's answer sealed into the encapsulated response."""
@@ -269,28 +281,39 @@ class ObliviousGateway:
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
         """The app's answer to the inner request, served from a fresh environ."""
-        path = inner.path.split("?", 1)[0]
-        if not path.endswith(INNER_PATH) or not path.startswith("/"):  # a prefix is the URL's
+        path, _, query = inner.path.partition("?")
+        # A prefix before /v1/ is the collector URL's own (the SDK names it as it is).
+        match = _DEFINITION.search(path) if path.startswith("/") else None
+        name = "" if match is None else urllib.parse.unquote(match.group(1))
+        if name and "/" not in name:
+            if inner.method != "GET":
+                return _inner_error(405, "method not allowed", [f"allowed for {path[:100]}: GET"])
+            route = DEFINITION_PATH + name
+        elif path.startswith("/") and path.endswith(INNER_PATH):
+            if inner.method != "POST":
+                return _inner_error(405, "method not allowed", [f"allowed for {INNER_PATH}: POST"])
+            route, query = INNER_PATH, ""
+        else:
             return _inner_error(
-                404, "the gateway serves only POST /v1/reports", [f"got {inner.path[:100]!r}"]
+                404,
+                "the gateway serves only POST /v1/reports and GET /v1/metrics/<name>",
+                [f"got {inner.method[:10]} {inner.path[:100]!r}"],
             )
-        if inner.method != "POST":
-            return _inner_error(405, "method not allowed", ["allowed: POST"])
         environ: dict[str, Any] = {k: outer[k] for k in _SERVER_KEYS if k in outer}
         environ.update(
             {
-                "REQUEST_METHOD": "POST",
-                "PATH_INFO": INNER_PATH,
-                "QUERY_STRING": "",
+                "REQUEST_METHOD": inner.method,
+                "PATH_INFO": route,
+                "QUERY_STRING": query,
                 "CONTENT_LENGTH": str(len(inner.content)),
                 "wsgi.input": io.BytesIO(inner.content),
                 OBLIVIOUS_ENVIRON_KEY: True,
             }
         )
-        for name in INNER_HEADERS:
-            value = inner.header(name)
+        for header in INNER_HEADERS if inner.method == "POST" else ():
+            value = inner.header(header)
             if value is not None:
-                key = name.upper().replace("-", "_")
+                key = header.upper().replace("-", "_")
                 environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
         status: list[int] = []
         headers: list[tuple[str, str]] = []

@@ -37,7 +37,10 @@ __all__ = ["relay"]
     default=DEFAULT_SOURCE_REQUESTS_PER_SECOND,
     show_default=True,
     type=click.IntRange(min=0),
-    help="Uploads one device (address) may send per second, and at once; 0: no limit.",
+    help=(
+        "Sealed requests (uploads and definition fetches) one device (address) may send "
+        "per second, and at once; 0: no limit."
+    ),
 )
 @click.option(
     "--source-header",

@@ -5,7 +5,8 @@ from __future__ import annotations
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_SOURCE_REQUESTS_PER_SECOND", "DEFAULT_TIMEOUT"]
 
 DEFAULT_SOURCE_REQUESTS_PER_SECOND = 20
-"""Uploads one device (address) may send per second, and at once: the collector's own
+"""Sealed requests (uploads, and the definition fetches of a device that reports through
+the relay) one device (address) may send per second, and at once: the collector's own
 default for a direct source (``LDP_SOURCE_REQUESTS_PER_SECOND``), which now applies here,
 where the source is visible. The reports in them are sealed, so the relay cannot count
 reports; the collector's ``LDP_MAX_REPORTS`` per request bounds them."""

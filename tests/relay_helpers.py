@@ -1,4 +1,5 @@
-"""A real ``ldp relay`` for tests: its own process, stopped after."""
+"""A real ``ldp relay`` for tests (its own process, stopped after), and a recording front
+for the collector (who reached it, when, with what)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
+
+import requests
 
 from ldp_store.embedded import free_port
 
@@ -47,3 +52,37 @@ def run_relay(gateway: str, cors_origins: str = "") -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+class Recording(BaseHTTPRequestHandler):
+    """In front of the collector: forwards every request and records, for each, the
+    device's (injected) clock when it arrived, the method, the path and the peer's
+    address (the device's, or the relay's)."""
+
+    target = ""
+    clock: Callable[[], float] = time.monotonic
+    seen: list[tuple[float, str, str, str]] = []
+
+    def forward(self) -> None:
+        self.seen.append((self.clock(), self.command, self.path, self.client_address[0]))
+        size = int(self.headers.get("Content-Length") or 0)
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+        answer = requests.request(
+            self.command,
+            self.target + self.path,
+            data=self.rfile.read(size) if size else None,
+            headers=headers,
+            timeout=10,
+        )
+        self.send_response(answer.status_code)
+        for name in ("Content-Type", "Cache-Control", "Retry-After"):
+            if name in answer.headers:
+                self.send_header(name, answer.headers[name])
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    do_GET = do_POST = do_PUT = forward  # noqa: N815
+
+    def log_message(self, *args: Any) -> None:
+        pass

@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import requests
 import requests.adapters
+from relay_helpers import Recording
 
 from client_sdk import Client
 from client_sdk.ohttp import bhttp
@@ -257,7 +258,9 @@ def test_the_sdk_reports_through_the_relay_and_no_device_address_reaches_the_col
     time.sleep(0.3)  # the workers write their log lines after answering
     kept = everything_the_collector_keeps(stack, redis_db)
     assert "POST /.well-known/ohttp-gateway" in kept  # the access log is written
-    assert 'ldp_ohttp_requests_total{outcome="ok"} 1.0' in kept
+    # One batch and the metric's definition, both sealed: no direct definition fetch.
+    assert 'ldp_ohttp_requests_total{outcome="ok"} 2.0' in kept
+    assert "GET /v1/metrics/app.wide" not in kept
     assert DEVICE not in kept
     assert DEVICE not in (stack.logs / "relay.out").read_text()
 
@@ -307,13 +310,19 @@ def test_after_a_rotation_the_sdk_fetches_the_keys_again_and_delivers(
 
 
 class Tampering(BaseHTTPRequestHandler):
-    """A relay that flips one bit of every ciphertext before forwarding it."""
+    """A relay that flips one bit of every ciphertext after the first ``spared`` before
+    forwarding it."""
 
     target = ""
+    spared = 0
 
     def do_POST(self) -> None:  # noqa: N802
         body = bytearray(self.rfile.read(int(self.headers["Content-Length"])))
-        body[-5] ^= 0x01
+        cls = type(self)
+        if cls.spared > 0:
+            cls.spared -= 1
+        else:
+            body[-5] ^= 0x01
         answer = requests.post(
             self.target, data=bytes(body), headers={"Content-Type": REQUEST_MEDIA_TYPE}, timeout=10
         )
@@ -330,22 +339,28 @@ class Tampering(BaseHTTPRequestHandler):
 def test_a_tampering_relay_gets_a_400_and_nothing_is_appended(
     stack_of: Callable[..., Stack], redis_db: Any
 ) -> None:
+    """The definition fetch (the first sealed request) is let through; the upload is
+    tampered with. A tampered definition fetch is the collector unreachable, never an
+    unknown metric (the gateway's 400 says nothing about the metric)."""
     stack = stack_of(1)
     wide = stack.define()
-    handler = type("ToGateway", (Tampering,), {"target": stack.url + GATEWAY_PATH})
+    handler = type("ToGateway", (Tampering,), {"target": stack.url + GATEWAY_PATH, "spared": 1})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    client = Client(
-        stack.url,
-        relay=f"http://127.0.0.1:{server.server_port}/",
-        session=device_session(),
-        flush_at=1000,
-    )
+    relay = f"http://127.0.0.1:{server.server_port}/"
+    client = Client(stack.url, relay=relay, session=device_session(), flush_at=1000)
     try:
-        client.report("app.wide", "v3")
+        assert client.report("app.wide", "v3")
         client.flush(timeout=20)
         stats = client.stats()
         assert stats["last_error"] == "HTTP 400" and stats["dropped"]["rejected"] == 1, stats
+    finally:
+        client.shutdown()
+    client = Client(stack.url, relay=relay, session=device_session(), flush_at=1000)
+    try:
+        assert not client.report("app.wide", "v4")
+        dropped = client.stats()["dropped"]
+        assert dropped["unreachable"] == 1 and dropped["unknown_metric"] == 0, dropped
     finally:
         client.shutdown()
         server.shutdown()
@@ -393,39 +408,6 @@ def test_the_per_device_limit_is_the_relays(stack_of: Callable[..., Stack], redi
     assert len(stream(redis_db, wide)) == 2
 
 
-class Recording(BaseHTTPRequestHandler):
-    """In front of the collector: forwards every request and records, for each, the
-    device's (injected) clock when it arrived, the method and the path."""
-
-    target = ""
-    clock: Callable[[], float] = time.monotonic
-    seen: list[tuple[float, str, str]] = []
-
-    def forward(self) -> None:
-        self.seen.append((self.clock(), self.command, self.path))
-        size = int(self.headers.get("Content-Length") or 0)
-        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
-        answer = requests.request(
-            self.command,
-            self.target + self.path,
-            data=self.rfile.read(size) if size else None,
-            headers=headers,
-            timeout=10,
-        )
-        self.send_response(answer.status_code)
-        for name in ("Content-Type", "Cache-Control", "Retry-After"):
-            if name in answer.headers:
-                self.send_header(name, answer.headers[name])
-        self.send_header("Content-Length", str(len(answer.content)))
-        self.end_headers()
-        self.wfile.write(answer.content)
-
-    do_GET = do_POST = do_PUT = forward  # noqa: N815
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
     stack_of: Callable[..., Stack], redis_db: Any
 ) -> None:
@@ -436,7 +418,7 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
     from client_sdk.ohttp.transport import KEYS_TTL, REFRESH_DELAY
 
     now = [0.0]
-    seen: list[tuple[float, str, str]] = []
+    seen: list[tuple[float, str, str, str]] = []
     handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -446,7 +428,7 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
     wide = stack.define()
 
     def fetches() -> list[float]:
-        return [t for t, method, path in seen if method == "GET" and path == GATEWAY_PATH]
+        return [t for t, method, path, _ in seen if method == "GET" and path == GATEWAY_PATH]
 
     def wait_for_fetches(count: int) -> None:
         deadline = time.monotonic() + 15
@@ -481,10 +463,59 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
     finally:
         client.shutdown()
         server.shutdown()
-    uploads = [t for t, method, path in seen if method == "POST" and path == GATEWAY_PATH]
-    assert len(uploads) == 3 and len(fetches()) == 2, seen
+    uploads = [t for t, method, path, _ in seen if method == "POST" and path == GATEWAY_PATH]
+    # Three uploads and two definition fetches, sealed through the relay too (the first
+    # report's, and the second's: its definition had expired, metrics_ttl).
+    assert len(uploads) == 5 and len(fetches()) == 2, seen
     for upload in uploads:
         assert all(abs(upload - fetch) >= least for fetch in fetches()), seen
+    assert len(stream(redis_db, wide)) == 3
+
+
+def test_with_a_relay_the_device_never_reaches_the_collector_while_it_reports(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    """The collector (behind a recording front) sees the device's address only on the key
+    fetch made when the client is made: every definition fetch (the first report of a
+    metric, and again after ``metrics_ttl``) goes through the relay like the uploads.
+    Fails on the old SDK, which fetched each definition directly on the reporting thread
+    just before the relayed upload that carried it."""
+    now = [0.0]
+    seen: list[tuple[float, str, str, str]] = []
+    handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    front = f"http://127.0.0.1:{server.server_address[1]}"
+    stack = stack_of(1, gateway=lambda collector: front + GATEWAY_PATH)
+    handler.target = stack.url  # type: ignore[attr-defined]
+    wide = stack.define()
+    client = Client(
+        front,
+        relay=stack.relay_url,
+        session=device_session(),
+        flush_at=1,
+        clock=lambda: now[0],
+        metrics_ttl=300,
+    )
+    try:
+        deadline = time.monotonic() + 15
+        while not any(peer == DEVICE for *_, peer in seen):
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.05)
+        made = len(seen)
+        for at, value in ((30.0, "v1"), (60.0, "v2"), (400.0, "v3")):  # 400: the TTL is past
+            now[0] = at
+            assert client.report("app.wide", value)
+            assert client.flush(timeout=20)
+        stats = client.stats()
+        assert stats["accepted"] == 3 and not any(stats["dropped"].values()), stats
+    finally:
+        client.shutdown()
+        server.shutdown()
+    assert [(m, p) for _, m, p, peer in seen[:made] if peer == DEVICE] == [("GET", GATEWAY_PATH)]
+    assert [r for r in seen[made:] if r[3] == DEVICE] == [], seen
+    relayed = [(m, p) for _, m, p, peer in seen[made:] if peer != DEVICE]
+    assert relayed == [("POST", GATEWAY_PATH)] * 5, seen  # 2 definitions, 3 uploads
     assert len(stream(redis_db, wide)) == 3
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relay_helpers import run_relay
+from relay_helpers import Recording, run_relay
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
@@ -112,7 +112,8 @@ def test_a_node_client_reports_through_a_real_relay_and_each_report_counts_once(
     out = _node(tmp_path, server.url, relay, "", "300")
     assert out["ok"] == 300 and out["empty"] is True, out
     assert out["stats"]["accepted"] == 300 and out["stats"]["batches"] == 3, out
-    assert out["relay"] == {"requests": 3, "keyFetches": 1, "keyRetries": 0}
+    # 3 batches and the 2 definitions, all sealed: the keys are the one direct fetch.
+    assert out["relay"] == {"requests": 5, "keyFetches": 1, "keyRetries": 0}
     _wait_for(server, {name: before[name] + 150 for name in SPECS})
 
 
@@ -157,6 +158,36 @@ def test_a_key_the_gateway_does_not_hold_is_refused_and_the_sdk_fetches_the_keys
         keys.shutdown()
         keys.server_close()
     assert out["ok"] == 40 and out["empty"] is True, out
-    assert out["relay"] == {"requests": 2, "keyFetches": 2, "keyRetries": 1}
+    # The first definition fetch is refused (the key) and sealed anew; then the other
+    # definition and the batch.
+    assert out["relay"] == {"requests": 4, "keyFetches": 2, "keyRetries": 1}
     assert out["stats"]["accepted"] == 40 and out["stats"]["retries"] == 0, out
     _wait_for(server, {name: before[name] + 20 for name in SPECS})
+
+
+def test_with_a_relay_the_node_client_reaches_the_collector_only_for_its_keys(
+    server: Server, tmp_path: Path
+) -> None:
+    """A recording front before the collector: the device (Node) names it as the
+    collector, and the real relay forwards to its gateway. The device's only direct
+    request is the key fetch made when the client is made; the definitions are sealed
+    through the relay like the batches (the relay only ever POSTs the gateway). Fails on
+    the old SDK, which fetched each definition directly just before the relayed upload."""
+    seen: list[tuple[float, str, str, str]] = []
+    handler = type("ToCollector", (Recording,), {"target": server.url, "seen": seen})
+    front = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=front.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{front.server_address[1]}"
+    try:
+        before = _counted(server)
+        relay = run_relay(url + GATEWAY_PATH)
+        out = _node(tmp_path, url, next(relay), "", "20")
+        relay.close()
+    finally:
+        front.shutdown()
+        front.server_close()
+    assert out["ok"] == 20 and out["stats"]["accepted"] == 20, out
+    direct = [(m, p) for _, m, p, _ in seen if (m, p) != ("POST", GATEWAY_PATH)]
+    assert direct == [("GET", GATEWAY_PATH)], seen
+    assert len(seen) == 1 + 3, seen  # the keys; 2 definitions and 1 batch, relayed
+    _wait_for(server, {name: before[name] + 10 for name in SPECS})

@@ -74,7 +74,8 @@ const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
  * @property {() => number} [random]  jitter of the backoff
  * @property {Rng} [rng]  the perturbation's randomness (tests); default the CSPRNG
  * @property {{fetch(url: string, init: any): Promise<Response>, prepare?(url: string): void}} [relay]  send the reports
- *   through an Oblivious HTTP relay: a ``Relay`` of ``ldp-telemetry-client/ohttp``
+ *   and the definition fetches through an Oblivious HTTP relay: a ``Relay`` of
+ *   ``ldp-telemetry-client/ohttp`` (only its key fetches reach the collector directly)
  */
 
 export class Client {
@@ -163,7 +164,7 @@ export class Client {
     const stale = cached?.definition ?? this.bundle.get(metric) ?? null;
     let response;
     try {
-      response = await this.fetch(`${this.url}/v1/metrics/${encodeURIComponent(metric)}`);
+      response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(metric)}`);
     } catch {
       if (stale) return stale;
       throw Object.assign(new Error("unreachable"), { reason: "unreachable" });
@@ -380,6 +381,13 @@ export class Client {
     }
   }
 
+  /** GET a definition: directly, or, with a relay, through it like the uploads (the
+   *  collector would otherwise see the device's address fetch a metric's definition just
+   *  before the relayed upload that carries it). @param {string} url */
+  _get(url) {
+    return this.relay ? this.relay.fetch(url, { method: "GET" }) : this.fetch(url);
+  }
+
   /** POST a batch: directly, or through the relay (encapsulated; its answer decapsulated).
    *  @param {string} body @param {boolean} keepalive */
   _post(body, keepalive) {
@@ -419,7 +427,7 @@ export class Client {
       const id = `${e.metric}@${e.bundled}`;
       let ok = this.vetted.get(id);
       if (ok === undefined) {
-        const response = await this.fetch(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
+        const response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
         if (!response || classify(response.status, null) === "retry") return { kept, unsure: true };
         const server = response.ok ? await response.json() : null;
         const mine = this.bundle.get(e.metric);

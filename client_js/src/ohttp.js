@@ -1,6 +1,6 @@
-// Oblivious HTTP (RFC 9458) for the web SDK: reports reach the collector through a relay
-// that sees the device's address but not the reports, while the collector (the gateway)
-// sees the reports but not the address. An optional entry point
+// Oblivious HTTP (RFC 9458) for the web SDK: reports (and the definition fetches) reach
+// the collector through a relay that sees the device's address but not the reports, while
+// the collector (the gateway) sees the reports but not the address. An optional entry point
 // (`ldp-telemetry-client/ohttp`): a page that sends directly does not load it.
 // See docs/guides/web.md ("Through an Oblivious HTTP relay").
 

@@ -242,13 +242,14 @@ test("Relay keys: fetched when the client is made, not before an upload; once ex
 
 const DEFINITION = { name: "app.theme", version: 1, kind: "categorical", domain: ["light", "dark", "auto"], mechanism: { mechanism: "grr", epsilon: 1.0, domain_size: 3 }, budget: null };
 
-test("Client with a relay: reports go through the relay (definitions directly), each accepted once, with the direct path's retries", async () => {
+test("Client with a relay: reports and definitions go through the relay (nothing reaches the collector directly), each accepted once, with the direct path's retries", async () => {
   const g = await newGateway(5);
   const seen = new Set();
   let down = 1; // the gateway's collector answers 503 once: the uploader backs off and resends
   const { fetchImpl, log } = network({
     gateways: () => [g], served: () => g,
     handle: (inner) => {
+      if (inner.method === "GET") return [200, DEFINITION];
       if (down-- > 0) return [503, { error: "busy" }];
       const reports = JSON.parse(new TextDecoder().decode(inner.body)).reports;
       let duplicates = 0;
@@ -270,7 +271,9 @@ test("Client with a relay: reports go through the relay (definitions directly), 
   assert.equal(await client.flush(), true);
   assert.equal(seen.size, 30);
   assert.deepEqual(client.stats().accepted, 30);
-  assert.ok(direct.every((u) => u.includes("/v1/metrics/")), direct.join());
-  assert.ok(log.requests.every((r) => r.path === "/v1/reports" && r.authority === "c.example"));
+  assert.deepEqual(direct, [], "no request of the client reaches the collector directly");
+  const [definition, ...uploads] = log.requests;
+  assert.deepEqual(definition, { method: "GET", scheme: "https", authority: "c.example", path: "/v1/metrics/app.theme", headers: [], body: new Uint8Array(0) });
+  assert.ok(uploads.length === 2 && uploads.every((r) => r.method === "POST" && r.path === "/v1/reports" && r.authority === "c.example"));
   await client.shutdown();
 });

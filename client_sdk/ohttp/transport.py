@@ -1,13 +1,14 @@
-"""The SDK's uploads through an Oblivious HTTP relay: :class:`ObliviousTransport`.
+"""The SDK's requests through an Oblivious HTTP relay: :class:`ObliviousTransport`.
 
-Each ``POST /v1/reports`` is written as a Binary HTTP request, sealed to the collector's
-current gateway key and posted to the relay, which forwards it without being able to read
-it; the collector opens it without learning who sent it (the relay's address is all it
-sees). Definitions and the key configuration are fetched from the collector directly:
-they are the same for every device and carry no report. The keys are fetched when the
-client is made and refreshed on a thread of their own at a random moment away from the
-uploads, never right before one (the collector could tie the two by timing), or pinned
-and never fetched. On RFC 9458's ``ohttp-key`` problem (a key rotated away) the keys are
+Each ``POST /v1/reports``, and each ``GET /v1/metrics/<name>`` (a definition, fetched on
+the reporting thread just before the upload that carries the metric), is written as a
+Binary HTTP request, sealed to the collector's current gateway key and posted to the
+relay, which forwards it without being able to read it; the collector opens it without
+learning who sent it (the relay's address is all it sees). Only the key configuration is
+fetched from the collector directly (it cannot be sealed without it): when the client is
+made and then on a thread of its own at a random moment away from the uploads, never
+right before one (the collector could tie the two by timing), or pinned and never
+fetched. On RFC 9458's ``ohttp-key`` problem (a key rotated away) the keys are
 fetched again and the upload is sealed anew, once. In full: ``docs/reference/ohttp.md``
 and ``docs/guides/relay.md``.
 """
@@ -37,7 +38,7 @@ from client_sdk.ohttp.keys import (
     decode_key_configs,
 )
 from client_sdk.transport import HTTPTransport, Response
-from client_sdk.uploader import REPORTS_PATH
+from client_sdk.uploader import REPORTS_PATH, classify
 
 if TYPE_CHECKING:
     import requests
@@ -62,8 +63,8 @@ class ObliviousTransport:
     """A :class:`~client_sdk.transport.Transport` whose uploads go through a relay.
 
     Args:
-        collector_url: the collector (definitions, keys, and the authority the sealed
-            requests name).
+        collector_url: the collector (its keys, and the authority the sealed requests
+            name).
         relay_url: the relay's full URL that takes ``message/ohttp-req`` posts.
         timeout: seconds to connect and to wait for each answer.
         session: a ``requests.Session`` for both (the app's), or None.
@@ -126,8 +127,12 @@ class ObliviousTransport:
                 self._refresh_at = self._clock()
             self._start()
 
-    def get(self, path: str) -> Response:  # noqa: D102
-        return self._direct.get(path)
+    def get(self, path: str) -> Response:
+        """Seal ``GET path`` (a definition) and send it through the relay; answers and
+        raises like :meth:`post`, except that a refusal by the relay or the gateway that is
+        not to be retried (a 400: a ciphertext that could not be opened) raises OSError:
+        it says nothing about the metric, which must not be taken as unknown."""
+        return self._send("GET", path, None)
 
     def post(self, path: str, body: bytes) -> Response:
         """Seal ``POST path`` with ``body`` and send it through the relay.
@@ -140,7 +145,10 @@ class ObliviousTransport:
         Raises:
             OSError: no answer came, or one that cannot be opened (retried later).
         """
-        encoded = self._encode(body, path)
+        return self._send("POST", path, body)
+
+    def _send(self, method: str, path: str, body: bytes | None) -> Response:
+        encoded = self._encode(body, path, method)
         for attempt in range(2):
             config = self._current() if attempt == 0 else self._fetch()
             sealed, context = encapsulate_request(config, encoded)
@@ -156,6 +164,10 @@ class ObliviousTransport:
             if answer.status != 200 or not answer.headers.get("content-type", "").startswith(
                 RESPONSE_MEDIA_TYPE
             ):
+                if method == "GET" and classify(answer.status, None) == "drop":
+                    # The relay or gateway refused the sealed request (a 400: it could not
+                    # be opened): the collector said nothing about the metric.
+                    raise OSError(f"the relay or gateway answered HTTP {answer.status}")
                 return answer
             try:
                 inner = bhttp.decode_response(context.decapsulate_response(answer.body))
@@ -164,15 +176,16 @@ class ObliviousTransport:
             return Response(inner.status, dict(inner.headers), inner.content)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _encode(self, body: bytes, path: str = REPORTS_PATH) -> bytes:
-        """``POST path`` with ``body`` as the Binary HTTP request that is sealed."""
+    def _encode(self, body: bytes | None, path: str = REPORTS_PATH, method: str = "POST") -> bytes:
+        """``method path`` with ``body`` (None: a ``GET``, without) as the Binary HTTP
+        request that is sealed."""
         request = bhttp.BinaryRequest(
-            "POST",
+            method,
             self._scheme,
             self._authority,
             self._prefix + path,
-            (("content-type", "application/json"),),
-            body,
+            () if body is None else (("content-type", "application/json"),),
+            b"" if body is None else body,
         )
         return bhttp.encode_request(request)
 
@@ -197,10 +210,12 @@ class ObliviousTransport:
                 assert config is not None
                 return config
             if config is None:
-                # Fetched since the client was made: wait for that fetch, not a new one.
-                if self._fetching:
+                # Fetched since the client was made (the key thread may not have started
+                # it yet): wait for that fetch, not a new one.
+                if self._fetching or self._due():
                     self._cond.wait_for(
-                        lambda: not self._fetching or self._closed, timeout=self._direct.timeout
+                        lambda: self._closed or not (self._fetching or self._due()),
+                        timeout=self._direct.timeout,
                     )
                     config = self._config
                 if config is None:
@@ -209,6 +224,10 @@ class ObliviousTransport:
             elif self._clock() - self._fetched_at >= KEYS_TTL:
                 self._schedule()
             return config
+
+    def _due(self) -> bool:
+        """With the lock held: a fetch is due now (the key thread is about to run it)."""
+        return self._refresh_at is not None and self._refresh_at <= self._clock()
 
     def _schedule(self) -> None:
         """With the lock held: fetch the keys at a random moment from now."""

@@ -192,6 +192,8 @@ def test_a_page_reports_through_a_real_relay_offline_and_after_a_reload_each_rep
     page.on("pageerror", lambda e: errors.append(str(e)))
     posts: list[str] = []
     page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    direct: list[str] = []  # what the page asked the collector itself
+    page.on("request", lambda r: direct.append(r.url) if r.url.startswith(collector.url) else None)
     url = f"{origin}/page.html?collector={collector.url}&relay={relay}"
     page.goto(url)
     page.wait_for_function("window.ready === true")
@@ -213,5 +215,9 @@ def test_a_page_reports_through_a_real_relay_offline_and_after_a_reload_each_rep
         time.sleep(0.3)
     # every upload went to the relay; the collector was never posted to directly
     assert posts and all(p == relay for p in posts), posts
+    # and the collector saw the page only load the module and fetch the keys: the
+    # definitions came sealed through the relay
+    asked = {u for u in direct if not u.startswith(collector.url + "/sdk/")}
+    assert asked == {collector.url + GATEWAY_PATH}, direct
     assert not errors, errors
     context.close()

@@ -187,18 +187,44 @@ def test_the_keys_are_outside_every_metric_keyspace(
     ("path", "method", "status"),
     [
         ("/v1/metrics", "GET", 404),
-        ("/v1/metrics/app.theme", "PUT", 404),
+        ("/v1/metrics/app.theme", "PUT", 405),
+        ("/v1/metrics/app.theme/keys", "GET", 404),
+        ("/v1/metrics/app.theme%2Fkeys", "GET", 404),
+        ("/v1/metrics/app.theme/retire", "POST", 404),
+        ("/v1/metrics/app.nope", "GET", 404),  # the app's own answer: no such metric
+        ("/v1/metrics/app.theme?version=x", "GET", 400),  # the app's validation
         ("/v1/reports", "GET", 405),
         ("/v1/reportsx", "POST", 404),
         ("v1/reports", "POST", 404),
         ("/ldp/v1/reports", "POST", 400),  # behind a path prefix: the ingest route ({} is bad)
     ],
 )
-def test_the_gateway_serves_only_the_ingest_route(
+def test_the_gateway_serves_only_the_sdk_routes(
     client: FlaskClient, theme: MetricDefinition, path: str, method: str, status: int
 ) -> None:
     sealed, context = seal(key_config(client), b"{}", path, method)
     assert opened(post(client, sealed), context).status == status
+
+
+@pytest.mark.parametrize("path", ["/v1/metrics/app.theme", "/ldp/v1/metrics/app.theme?version=1"])
+def test_an_encapsulated_definition_fetch_gets_the_direct_answer(
+    client: FlaskClient, theme: MetricDefinition, path: str
+) -> None:
+    """A device behind a relay fetches definitions sealed too: the same JSON as a direct
+    ``GET`` (a path prefix is the collector URL's), read-only whatever it carries."""
+    request = bhttp.BinaryRequest(
+        "GET",
+        "https",
+        "collector.example",
+        path,
+        (("authorization", "Bearer not-forwarded-0123456789"), ("cookie", "a=b")),
+        b"",
+    )
+    sealed, context = encapsulate_request(key_config(client), bhttp.encode_request(request))
+    inner = opened(post(client, sealed), context)
+    assert inner.status == 200 and inner.header("content-type") == "application/json"
+    direct = client.get("/v1/metrics/app.theme" + path.partition("?")[1] + path.partition("?")[2])
+    assert json.loads(inner.content) == direct.json
 
 
 def test_wrong_type_and_method_get_clear_errors(client: FlaskClient) -> None:
