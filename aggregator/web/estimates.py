@@ -53,7 +53,8 @@ from aggregator.query.answers import (
     StringEstimates,
     Trend,
 )
-from aggregator.query.estimators import NUMERIC_FIELDS, Ask, Reader, estimate_window, trend
+from aggregator.query.estimators import Ask, Reader, estimate_window, trend
+from aggregator.query.estimators.numeric import NUMERIC_FIELDS
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED

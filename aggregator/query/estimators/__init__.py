@@ -1,0 +1,159 @@
+"""Estimating a window of any metric kind, through one estimator protocol.
+
+As the write side sees every kind through one codec protocol
+(:mod:`aggregator.stats.batch`), the read side sees it through one :class:`Estimator`:
+``read`` a window's additive statistic (:mod:`aggregator.query.window`), then
+``estimate`` the answer from it (:mod:`aggregator.query.answers`).
+:func:`estimator_for` picks a metric version's; :func:`estimate_window` and
+:func:`trend` are what ``GET /v1/estimates/<name>`` (and ``…/trend``), ``ldp export`` and
+``ldp estimates`` call, so they all hold the same numbers. Flask-free: the web views
+parse the request and render the answer. See docs/architecture/layout.md and
+docs/reference/http.md for the answers' fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aggregator.query.answers import Estimates, MeanEstimate, MeanTrendPoint, Trend, TrendPoint
+from aggregator.query.estimators.base import (
+    Answer,
+    Ask,
+    Estimator,
+    Reader,
+    relayed_epsilon,
+    shuffled_epsilon,
+)
+from aggregator.query.estimators.frequency import (
+    FrequencyEstimator,
+    MemoizedEstimator,
+    PramEstimator,
+)
+from aggregator.query.estimators.joint import JointEstimator
+from aggregator.query.estimators.numeric import NumericEstimator
+from aggregator.query.estimators.strings import StringEstimator
+from aggregator.query.window import list_windows
+from client_sdk.mechanisms import Memoized, PostRandomization
+from client_sdk.wire import MetricDefinition
+
+__all__ = [
+    "Ask",
+    "Estimator",
+    "FrequencyEstimator",
+    "JointEstimator",
+    "MemoizedEstimator",
+    "NumericEstimator",
+    "PramEstimator",
+    "Reader",
+    "StringEstimator",
+    "estimate_window",
+    "estimator_for",
+    "relayed_epsilon",
+    "shuffled_epsilon",
+    "trend",
+]
+
+
+# -- one entry --------------------------------------------------------------------------------
+
+_FREQUENCY = FrequencyEstimator()
+_MEMOIZED = MemoizedEstimator()
+_PRAM = PramEstimator()
+_NUMERIC = NumericEstimator()
+_STRING = StringEstimator()
+_JOINT = JointEstimator()
+
+
+def estimator_for(definition: MetricDefinition) -> Estimator[Any]:
+    """The estimator of a metric version's kind and mechanism."""
+    if definition.kind == "string":
+        return _STRING
+    if definition.kind == "joint":
+        return _JOINT
+    if definition.kind == "numeric":
+        return _NUMERIC
+    m = definition.mechanism
+    if isinstance(m, PostRandomization):
+        return _PRAM
+    if isinstance(m, Memoized):
+        return _MEMOIZED
+    return _FREQUENCY
+
+
+def estimate_window(
+    reader: Reader,
+    definition: MetricDefinition,
+    window: str,
+    ask: Ask | None = None,
+    stats: Any = None,
+) -> Answer:
+    """What ``GET /v1/estimates/<name>?window=…`` answers, as a model: the one function
+    the API, ``ldp export`` and ``ldp estimates`` call, so an export holds the API's
+    numbers.
+
+    Args:
+        reader: Redis, the registry, and how a discovery runs.
+        definition: the metric version.
+        window: ``all``, ``hour:…`` or ``day:…``.
+        ask: the level, simultaneity, estimand, alarms and candidates asked for.
+        stats: the window's statistic if the caller read it (its estimator's ``read``);
+            read here otherwise.
+    """
+    estimator = estimator_for(definition)
+    if stats is None:
+        stats = estimator.read(reader, definition, window)
+    return estimator.estimate(reader, definition, window, stats, ask or Ask())
+
+
+def trend(
+    reader: Reader,
+    definition: MetricDefinition,
+    granularity: str,
+    ask: Ask,
+    max_windows: int,
+) -> Trend:
+    """One estimate per hour or day window (the newest ``max_windows``), oldest first; no
+    alarms.
+
+    Raises:
+        ValueError: a string metric (its values are discovered per window) or a joint one
+            (its marginals are asked per window): no trend.
+    """
+    if definition.kind in ("string", "joint"):
+        raise ValueError(f"a {definition.kind} metric has no trend")
+    windows = [
+        w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")
+    ]
+    points: list[TrendPoint | MeanTrendPoint] = []
+    for window in sorted(windows[:max_windows]):
+        body = estimate_window(reader, definition, window, ask)
+        if isinstance(body, MeanEstimate):
+            points.append(
+                MeanTrendPoint(
+                    window=window,
+                    n=body.n,
+                    mean=body.mean,
+                    std_error=body.std_error,
+                    ci_low=body.ci_low,
+                    ci_high=body.ci_high,
+                    cs_low=body.cs_low,
+                    cs_high=body.cs_high,
+                )
+            )
+        elif isinstance(body, Estimates):
+            points.append(
+                TrendPoint(
+                    window=window,
+                    n=body.n,
+                    reports_per_device=body.reports_per_device,
+                    estimates=body.estimates,
+                )
+            )
+    return Trend(
+        metric=definition.name,
+        version=definition.version,
+        granularity=granularity,
+        confidence=ask.confidence,
+        estimand=ask.estimand,
+        windows=points,
+    )

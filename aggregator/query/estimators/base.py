@@ -1,0 +1,178 @@
+"""What every kind's estimator shares: the :class:`Estimator` protocol, what a reader
+asks (:class:`Ask`) and reads with (:class:`Reader`), and the notes and ε views an
+answer carries. See docs/architecture/layout.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar
+
+import redis
+
+from aggregator.query.answers import (
+    DEFAULT_CONFIDENCE,
+    Estimates,
+    JointEstimates,
+    MeanEstimate,
+    ShuffledEpsilon,
+    StringEstimates,
+)
+from aggregator.query.window import newest_arrival
+from aggregator.stats.accounting import (
+    ReportsPerDevice,
+    relayed_view,
+    reports_per_device,
+    shuffled_view,
+)
+from aggregator.stats.detect import DEFAULT_ALARM_RATE
+from aggregator.stats.frequency import FrequencyEstimate
+from aggregator.stats.intervals import POPULATION, REPORTERS
+from aggregator.stats.shuffling import Amplification
+from client_sdk.wire import MetricDefinition
+from ldp_store.registry import Registry
+
+T = TypeVar("T")
+S = TypeVar("S")
+
+Run = Callable[[tuple[str, int, str], int, Callable[[], Any]], Any]
+"""How an expensive computation of a window runs: ``run(key, n, compute)`` (the web app's
+read guard caches and bounds it; elsewhere it is ``compute()`` itself)."""
+
+
+def run_directly(key: tuple[str, int, str], n: int, compute: Callable[[], T]) -> T:
+    """``compute()``: what :class:`Reader` runs a discovery with outside the web app."""
+    return compute()
+
+
+@dataclass(frozen=True)
+class Reader:
+    """What reading needs: Redis, the registry (creation times), and how an expensive
+    computation runs."""
+
+    client: redis.Redis
+    registry: Registry
+    run: Run = run_directly
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a reader asks of a window (the query of ``GET /v1/estimates/<name>``)."""
+
+    confidence: float = DEFAULT_CONFIDENCE
+    simultaneous: bool = False
+    """Categorical metrics: intervals that hold for every value at once (Bonferroni)."""
+    estimand: str = REPORTERS
+    """Categorical metrics: whose share the intervals are for."""
+    with_alarms: bool = False
+    """Compute the window's poisoning alarms (the API does; an export has no column for
+    them, and they cost the trailing windows' reads). String metrics always test theirs."""
+    alarm_rate: float = DEFAULT_ALARM_RATE
+    """The false-alarm rate per window."""
+    candidates: Sequence[str] = field(default=())
+    """String metrics: values to estimate besides those discovered."""
+    marginals: Sequence[Sequence[int]] = field(default=())
+    """Joint metrics: the marginals asked for, each by its attributes' indices (every
+    1-way marginal when empty)."""
+
+
+Answer = Estimates | MeanEstimate | StringEstimates | JointEstimates
+
+
+class Estimator(Protocol[S]):
+    """One metric kind's read side: a window's additive statistic, and the answer from it.
+
+    ``sequence`` says whether the answer carries a confidence sequence ("valid while you
+    watch"); a kind without one says why in ``no_sequence``.
+    """
+
+    sequence: ClassVar[bool]
+    no_sequence: ClassVar[str]
+
+    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> S:
+        """The window's statistic, summed over shards."""
+        ...
+
+    def estimate(
+        self, reader: Reader, definition: MetricDefinition, window: str, stats: S, ask: Ask
+    ) -> Answer:
+        """The answer for the window from its statistic."""
+        ...
+
+
+# -- frequency oracles ------------------------------------------------------------------------
+
+POST_PROCESSING_NOTE = (
+    "norm_sub: the estimates projected onto the probability simplex (Norm-Sub); "
+    "post-processed and biased, for display. frequency: unbiased."
+)
+
+ANYTIME_NOTE = (
+    "the fixed-n interval is right 95 % of the time if you look once; if you keep "
+    "watching and stop when it looks interesting, use 'valid while you watch' (a "
+    "confidence sequence): it stays right at every look, at the price of more width "
+    "(the 'distinguishable from zero' flags are still for one look)"
+)
+
+PRAM_ANYTIME_NOTE = (
+    "pram has no confidence sequence ('valid while you watch'): its estimate mixes all "
+    "reported values through the inverse of its matrix; the fixed-n interval is right "
+    "for one look"
+)
+
+
+def intervals_note(est: FrequencyEstimate) -> str:
+    """One sentence on what the intervals and the flags promise."""
+    level = f"{est.confidence:.0%}"
+    which = (
+        f"all {est.k} intervals hold together with {level} confidence (Bonferroni)"
+        if est.simultaneous
+        else f"each interval holds the true share with {level} confidence"
+    )
+    whose = (
+        "that in a larger population the reporting devices are a random sample of "
+        "(sampling spread included)"
+        if est.estimand == POPULATION
+        else f"that among the {est.n:,} devices that reported, not in a larger population "
+        "they were drawn from (estimand=population gives that)"
+    )
+    how = "exact (counts too small for a normal tail)" if est.interval == "exact" else "score"
+    return (
+        f"{which} ({how} intervals, fixed n: valid for one look); the share is {whose}; "
+        f"'distinguishable from zero' flags are wrong for at most {1 - est.confidence:.0%} "
+        "of the flagged values on average (Benjamini–Hochberg false discovery rate)"
+    )
+
+
+def _shuffled(found: Amplification | None) -> ShuffledEpsilon | None:
+    if found is None:
+        return None
+    return ShuffledEpsilon(
+        epsilon=found.epsilon,
+        delta=found.delta,
+        devices=found.devices,
+        reports_per_device=found.reports_per_device,
+        condition=found.condition,
+    )
+
+
+def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEpsilon | None:
+    """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.accounting.shuffled_view`)."""
+    return _shuffled(shuffled_view(epsilon, n, budgeted))
+
+
+def relayed_epsilon(epsilon: float, batch: int, budgeted: int | None) -> ShuffledEpsilon | None:
+    """The metric page's ε towards the collector's operator behind an Oblivious HTTP relay
+    (:func:`aggregator.stats.accounting.relayed_view`)."""
+    return _shuffled(relayed_view(epsilon, batch, budgeted))
+
+
+def _per_device(reader: Reader, definition: MetricDefinition, window: str) -> ReportsPerDevice:
+    now = time.time()
+    if definition.budget is not None:
+        # Never a bound that ends before reports arrived (this clock behind Redis's).
+        now = max(now, newest_arrival(reader.client, definition) or now)
+    created = reader.registry.created(definition.name, definition.version)
+    return reports_per_device(definition, created, window, now)

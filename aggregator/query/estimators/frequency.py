@@ -1,0 +1,135 @@
+"""The frequency oracles' estimators: fresh-noise mechanisms, memoized ones and PRAM.
+See docs/statistics/intervals.md.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import numpy as np
+
+from aggregator.query.alarms import alarm_models, current_alarms, window_alarms
+from aggregator.query.answers import (
+    EstimateRow,
+    Estimates,
+)
+from aggregator.query.estimators.base import (
+    ANYTIME_NOTE,
+    POST_PROCESSING_NOTE,
+    PRAM_ANYTIME_NOTE,
+    Ask,
+    Reader,
+    _per_device,
+    intervals_note,
+    shuffled_epsilon,
+)
+from aggregator.query.window import read_counts
+from aggregator.stats.codecs import Counts
+from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from aggregator.stats.intervals import json_float
+from client_sdk.wire import MetricDefinition
+from ldp_api.models import Mechanism
+from ldp_store import schema
+
+
+class FrequencyEstimator:
+    """The frequency oracles whose reports carry fresh noise: the GRR family (rr, grr,
+    subset selection), the unary encodings (sue, oue), local hashing (olh, blh) and
+    Hadamard response. One implementation serves them all: each is debiased through the
+    p*, q* of its own mechanism object (:func:`aggregator.stats.frequency.estimate_from_counts`),
+    and a local-hashing window's seed histogram is read by its alarms."""
+
+    sequence: ClassVar[bool] = True
+    no_sequence: ClassVar[str] = ""
+
+    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
+        """The window's support counts (:func:`~aggregator.query.window.read_counts`)."""
+        return read_counts(reader.client, definition, window)
+
+    def confidence_sequence(self, est: FrequencyEstimate) -> tuple[np.ndarray, np.ndarray]:
+        """The answer's cs_low, cs_high (NaN without reports or without a sequence)."""
+        if not self.sequence or not est.n:
+            nan = np.full(est.k, np.nan)
+            return nan, nan
+        return est.confidence_sequence()
+
+    def estimate(
+        self, reader: Reader, definition: MetricDefinition, window: str, stats: Counts, ask: Ask
+    ) -> Estimates:
+        """The window's frequencies with intervals, confidence sequence, the reports per
+        device they assume, the shuffled view's ε and (``ask.with_alarms``) its alarms (of
+        the newest hour and day for ``all``)."""
+        per_device = _per_device(reader, definition, window)
+        est = estimate_from_counts(
+            definition.oracle,
+            stats,
+            confidence=ask.confidence,
+            simultaneous=ask.simultaneous,
+            labels=definition.domain,
+            reports_per_device=per_device.bound,
+            estimand=ask.estimand,
+        )
+        found = []
+        if ask.with_alarms:
+            found = (
+                current_alarms(reader.client, definition, ask.alarm_rate)
+                if window == schema.ALL
+                else window_alarms(reader.client, definition, window, ask.alarm_rate)
+            )
+        m = definition.mechanism
+        zero = est.indistinguishable_from_zero()
+        cs_low, cs_high = self.confidence_sequence(est)
+        p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
+        return Estimates(
+            metric=definition.name,
+            version=definition.version,
+            mechanism=m.name,
+            epsilon=m.epsilon,
+            mechanism_params=Mechanism.model_validate(m.params()),
+            n=est.n,
+            confidence=est.confidence,
+            simultaneous=est.simultaneous,
+            window=window,
+            interval=est.interval,
+            estimand=est.estimand,
+            intervals_note=intervals_note(est),
+            anytime_note=self.no_sequence or ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
+            reports_per_device=per_device.bound,
+            reports_per_device_note=per_device.reason,
+            post_processing=POST_PROCESSING_NOTE,
+            estimates=[
+                EstimateRow(
+                    value=label,
+                    frequency=json_float(est.frequencies[i]),
+                    std_error=json_float(est.std_errors[i]),
+                    ci_low=json_float(est.ci_low[i]),
+                    ci_high=json_float(est.ci_high[i]),
+                    norm_sub=json_float(est.norm_sub[i]),
+                    support_count=int(est.support_counts[i]),
+                    cs_low=json_float(cs_low[i]),
+                    cs_high=json_float(cs_high[i]),
+                    p_value=json_float(p_values[i]),
+                    distinguishable_from_zero=None if est.n == 0 else not bool(zero[i]),
+                )
+                for i, label in enumerate(definition.domain)
+            ],
+            alarms=alarm_models(definition, found),
+            alarm_rate=ask.alarm_rate,
+            shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, per_device.budgeted),
+        )
+
+
+class MemoizedEstimator(FrequencyEstimator):
+    """Memoized (longitudinal) frequency oracles: a device's reports share its permanent
+    response, so the intervals and the sequence assume the budget's r reports per device
+    (:func:`aggregator.stats.accounting.reports_per_device`), and their counts are not
+    tested for poisoning (:func:`aggregator.query.alarms.tested`)."""
+
+
+class PramEstimator(FrequencyEstimator):
+    """Post-randomization (pram): debiased through the inverse of its matrix; no single
+    p*, q*, hence no confidence sequence."""
+
+    sequence: ClassVar[bool] = False
+    no_sequence: ClassVar[str] = PRAM_ANYTIME_NOTE

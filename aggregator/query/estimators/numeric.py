@@ -1,0 +1,83 @@
+"""The numeric kinds' estimator: a window's mean with its intervals.
+See docs/statistics/numeric.md.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from aggregator.query.answers import (
+    MeanEstimate,
+)
+from aggregator.query.estimators.base import (
+    ANYTIME_NOTE,
+    Ask,
+    Reader,
+)
+from aggregator.query.window import read_numeric
+from aggregator.stats.intervals import json_float
+from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
+from client_sdk.wire import MetricDefinition
+from ldp_api.models import Mechanism
+
+# -- numeric means ----------------------------------------------------------------------------
+
+NUMERIC_POST_PROCESSING_NOTE = (
+    "mean_clipped: the mean clipped into the metric's range; post-processed and biased, "
+    "for display. mean: unbiased (it can leave the range when n is small)."
+)
+
+NUMERIC_ANYTIME_NOTE = ANYTIME_NOTE.removesuffix(
+    " (the 'distinguishable from zero' flags are still for one look)"
+)
+"""A mean has no 'distinguishable from zero' flags to speak of."""
+
+NUMERIC_FIELDS = ("mean", "std_error", "ci_low", "ci_high", "cs_low", "cs_high")
+"""A numeric estimate's fields per CSV row (cs_*: the confidence sequence)."""
+
+
+class NumericEstimator:
+    """Numeric means (duchi, pm, hybrid): Σy and Σy² in, the mean with its interval and
+    confidence sequence out."""
+
+    sequence: ClassVar[bool] = True
+    no_sequence: ClassVar[str] = ""
+
+    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> NumericStats:
+        """The window's sums (:func:`~aggregator.query.window.read_numeric`)."""
+        return read_numeric(reader.client, definition, window)
+
+    def estimate(
+        self,
+        reader: Reader,
+        definition: MetricDefinition,
+        window: str,
+        stats: NumericStats,
+        ask: Ask,
+    ) -> MeanEstimate:
+        """The window's mean, in the metric's units."""
+        est: NumericEstimate = estimate_mean(definition, stats, ask.confidence)
+        m = definition.mechanism
+        body = est.to_dict()
+        cs_low, cs_high = est.confidence_sequence() if est.n else (math.nan, math.nan)
+        return MeanEstimate(
+            metric=definition.name,
+            version=definition.version,
+            kind="numeric",
+            mechanism=m.name,
+            epsilon=m.epsilon,
+            mechanism_params=Mechanism.model_validate(m.params()),
+            n=est.n,
+            confidence=est.confidence,
+            window=window,
+            range=body["range"],
+            **{name: body[name] for name in NUMERIC_FIELDS if name in body},
+            cs_low=json_float(cs_low),
+            cs_high=json_float(cs_high),
+            interval=est.interval,
+            anytime_note=NUMERIC_ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
+            std_error_worst_case=body["std_error_worst_case"],
+            mean_clipped=body["mean_clipped"],
+            post_processing=NUMERIC_POST_PROCESSING_NOTE,
+        )
