@@ -176,3 +176,26 @@ def test_bad_parameters_are_refused() -> None:
     for k, p, q in ((1, 0.5, 0.2), (8, 0.0, 0.2), (8, 0.5, 1.0)):
         with pytest.raises(ValueError, match="need k >= 2"):
             ones_range(k, p, q)
+
+
+def test_the_check_s_decoded_bits_serve_only_the_payload_it_checked() -> None:
+    """``implausible`` reuses the bits ``check_payload`` just decoded (one base64 decode a
+    report in the collector, issue 27), but only for that very payload, in that thread:
+    a payload checked elsewhere, or not checked at all, is judged on its own bits."""
+    import threading
+
+    m = _make("oue", 1.0, 128)
+    lo, hi = m.plausible_ones()
+    full, fine = _payload(m, 128), _payload(m, (lo + hi) // 2)  # checked: fine last
+    assert m.implausible(fine) is None
+    assert m.implausible(full) is not None  # not the last checked: decoded itself
+    unchecked = {"b": base64.b64encode(bytes([255]) * m.nbytes).decode()}
+    assert m.implausible(unchecked) is not None
+    assert m.implausible(_payload(m, 0)) is not None  # the check's own bits, just decoded
+    found: list[object] = []
+    other = threading.Thread(target=lambda: found.append(m.implausible(_payload(m, lo))))
+    m.check_payload(full)  # this thread's last check: all ones
+    other.start()
+    other.join()
+    assert found == [None]  # the other thread's check, not this one's, decided there
+    assert m.implausible(full) is not None and m.implausible(fine) is None
