@@ -25,7 +25,7 @@ from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
 from collector.replicas import ReplicaWait
-from ldp_store import guard, keys, scripts
+from ldp_store import guard, keys, schema, scripts
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def reports_of(body: object, max_reports: int) -> list[Any]:
 
 def _category(report: object, error: str) -> str:
     """The rejection category of a report ``check_report`` refused with ``error``."""
-    if not isinstance(report, dict) or set(report) != set(REPORT_FIELDS):
+    if not isinstance(report, dict) or set(report) - {"dimensions"} != set(REPORT_FIELDS):
         return "shape"
     if error.startswith("unknown metric"):
         return "unknown_metric"
@@ -237,6 +237,8 @@ def validate(
                 )
             )
             continue
+        if definition.dimensions:  # checked by check_report; stored beside the payload
+            payload = {**payload, schema.SEGMENT_KEY: definition.segment(report["dimensions"])}
         item = (bytes.fromhex(rid), _COMPACT.encode(payload))
         batch.groups.setdefault((definition.name, definition.version), []).append(item)
     for key in batch.groups:

@@ -1,0 +1,171 @@
+"""Public dimensions end to end: PUT a spec with dimensions, POST SDK reports with their
+segments, the real worker on a real Redis, then the counts per segment (exactly the
+codec's counts of each segment's payloads) beside the unchanged totals."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from aggregator.stats.codecs import codec_for
+from aggregator.stream.counts import read_counts, read_numeric, read_segments
+from aggregator.stream.worker import Worker
+from client_sdk.wire import MetricDefinition, build_report
+from ldp_server.app import create_server_app
+from ldp_store import keys
+
+TOKEN = "test-admin-token-dimensions"
+PLATFORMS = ["ios", "android", "web"]
+SPEC = {
+    "domain": ["light", "dark", "auto"],
+    "epsilon": 2.0,
+    "dimensions": [
+        {"name": "platform", "values": PLATFORMS},
+        {"name": "app_version", "values": ["1", "2"]},
+    ],
+}
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture
+def web(redis_db: Any) -> Any:
+    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    return app.test_client()
+
+
+def _post(web: Any, reports: list[dict[str, Any]]) -> None:
+    for start in range(0, len(reports), 500):
+        reply = web.post("/v1/reports", json={"reports": reports[start : start + 500]})
+        assert reply.status_code == 202, reply.json
+        assert reply.json["accepted"] == len(reports[start : start + 500])
+
+
+def test_counts_per_segment_beside_the_totals(redis_db: Any, web: Any) -> None:
+    created = web.put("/v1/metrics/app.theme", json=SPEC, headers=ADMIN)
+    assert created.status_code == 201, created.json
+    definition = MetricDefinition.from_dict(created.json)
+    assert definition.segments == 6
+    rng = random.Random(7)
+    sent: dict[int, list[Any]] = {}
+    reports = []
+    for i in range(3000):
+        dims = {"platform": PLATFORMS[i % 3], "app_version": "1" if i % 7 else "2"}
+        report = build_report(definition, rng.choice(["light", "dark", "auto"]), rng, None, dims)
+        assert report["dimensions"] == dims
+        sent.setdefault(definition.segment(dims), []).append(report["payload"])
+        reports.append(report)
+    _post(web, reports)
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+
+    codec = codec_for(definition.mechanism)
+    everything = [p for payloads in sent.values() for p in payloads]
+    total = read_counts(redis_db.client(), definition)
+    assert total.n == 3000
+    assert np.array_equal(total.support, codec.decode(everything).support)
+    segments = read_segments(redis_db.client(), definition)
+    assert sorted(segments) == sorted(sent)
+    for segment, payloads in sent.items():
+        counts = segments[segment]
+        assert counts.n == len(payloads)
+        assert np.array_equal(counts.support, codec.decode(payloads).support)  # type: ignore[union-attr]
+
+
+def test_a_numeric_metric_sums_per_segment(redis_db: Any, web: Any) -> None:
+    spec = {
+        "kind": "numeric",
+        "range": [0, 100],
+        "epsilon": 1.0,
+        "dimensions": [{"name": "platform", "values": PLATFORMS}],
+    }
+    created = web.put("/v1/metrics/app.load_ms", json=spec, headers=ADMIN)
+    assert created.status_code == 201, created.json
+    definition = MetricDefinition.from_dict(created.json)
+    rng = random.Random(2)
+    reports = [
+        build_report(definition, rng.uniform(0, 100), rng, None, {"platform": PLATFORMS[i % 3]})
+        for i in range(900)
+    ]
+    _post(web, reports)
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    segments = read_segments(redis_db.client(), definition)
+    total = read_numeric(redis_db.client(), definition)
+    assert total.n == 900 and sorted(segments) == [0, 1, 2]
+    assert sum(s.n for s in segments.values()) == 900
+    assert sum(s.total for s in segments.values()) == total.total  # type: ignore[union-attr]
+
+
+def test_an_entry_without_dimensions_is_stored_and_drains_as_before(
+    redis_db: Any, web: Any
+) -> None:
+    """The storage format is pinned: a metric without dimensions keeps ``p`` = exactly
+    the canonical payload, and its counts hash holds ``n`` and nothing per segment."""
+    spec = {"domain": ["a", "b"], "epsilon": 1.0, "mechanism": "grr"}
+    created = web.put("/v1/metrics/plain", json=spec, headers=ADMIN)
+    definition = MetricDefinition.from_dict(created.json)
+    assert "dimensions" not in created.json
+    report = build_report(definition, "a", random.Random(1))
+    assert set(report) == {"metric", "version", "id", "payload"}
+    _post(web, [report])
+    client = redis_db.client()
+    [(_, fields)] = client.xrange(keys.stream_key("plain", 1))
+    assert fields == {b"p": json.dumps(report["payload"], separators=(",", ":")).encode()}
+    Worker(client, handle_signals=False, block_ms=10).run(once=True)
+    assert client.hkeys(keys.counts_key("plain", 1)) == [b"n"]
+    assert read_counts(client, definition).n == 1
+    assert read_segments(client, definition) == {}
+
+
+@pytest.mark.parametrize(
+    ("dimensions", "words"),
+    [
+        ({"platform": "symbian", "app_version": "1"}, "has no value 'symbian'"),
+        ({"platform": "ios"}, "missing ['app_version']"),
+        ({"platform": "ios", "app_version": "1", "device": "x"}, "unknown ['device']"),
+        (None, "declares the dimensions"),
+    ],
+)
+def test_the_collector_refuses_bad_dimensions_with_a_message(
+    web: Any, dimensions: Any, words: str
+) -> None:
+    created = web.put("/v1/metrics/app.theme", json=SPEC, headers=ADMIN)
+    definition = MetricDefinition.from_dict(created.json)
+    report = build_report(
+        definition, "dark", random.Random(1), None, {"platform": "ios", "app_version": "1"}
+    )
+    if dimensions is None:
+        del report["dimensions"]
+    else:
+        report["dimensions"] = dimensions
+    reply = web.post("/v1/reports", json={"reports": [report]})
+    assert 400 <= reply.status_code < 500
+    assert words in json.dumps(reply.json)
+
+
+def test_dimensions_on_a_metric_that_declares_none_are_refused(web: Any) -> None:
+    created = web.put(
+        "/v1/metrics/plain", json={"domain": ["a", "b"], "epsilon": 1.0}, headers=ADMIN
+    )
+    report = build_report(MetricDefinition.from_dict(created.json), "a")
+    report["dimensions"] = {"platform": "ios"}
+    reply = web.post("/v1/reports", json={"reports": [report]})
+    assert 400 <= reply.status_code < 500
+    assert "declares no dimensions" in json.dumps(reply.json)
+
+
+def test_a_spec_past_the_segment_bound_is_refused(web: Any) -> None:
+    spec = {
+        "domain": ["a", "b"],
+        "epsilon": 1.0,
+        "dimensions": [
+            {"name": "country", "values": [f"c{i}" for i in range(20)]},
+            {"name": "platform", "values": PLATFORMS + ["tv"]},
+        ],
+    }
+    reply = web.put("/v1/metrics/too.fine", json=spec, headers=ADMIN)
+    assert reply.status_code == 400
+    assert "80 segments" in json.dumps(reply.json)
+    assert "device identifier" in json.dumps(reply.json)
