@@ -77,12 +77,14 @@ from aggregator.web.models import (
     MeanEstimate,
     MeanTrendPoint,
     PoisoningAlarm,
+    SegmentEstimates,
     ShuffledEpsilon,
     StringEstimates,
     Trend,
     TrendPoint,
     TrendQuery,
 )
+from aggregator.web.segments import min_segment_reports, segment_estimates
 from aggregator.web.status import retention_of
 from aggregator.web.strings import parse_candidates, string_estimates
 from client_sdk.mechanisms import PostRandomization
@@ -521,6 +523,39 @@ def estimate_window(
     )
 
 
+def segments_csv(body: SegmentEstimates) -> Response:
+    """A breakdown as CSV: one row per (group, value) of the shown groups, a row with
+    the reason for each group not shown."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["by", "group", "shown", "reason", *CSV_HEAD, *ROW_FIELDS])
+    for group in body.groups:
+        head = [csv_text(body.by), csv_text(group.value), group.shown, group.reason or ""]
+        found = group.estimates
+        if found is None or isinstance(found, MeanEstimate):
+            cells = {} if found is None else answer(found)
+            mean = [cells.get("mean", "")] if found is not None else []
+            n = found.n if found is not None else ""
+            writer.writerow(
+                [*head, body.metric, body.version, body.window, n, body.confidence, *mean]
+            )
+            continue
+        for row in found.estimates:
+            cells = {**answer(row), "value": csv_text(row.value)}
+            writer.writerow(
+                head
+                + [found.metric, found.version, found.window, found.n, found.confidence]
+                + [found.interval, found.estimand, found.reports_per_device]
+                + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
+            )
+    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}-by-{body.by}.csv"
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 def _csv(body: Estimates) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -565,7 +600,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate, StringEstimates, JointEstimates),
+            (Estimates, MeanEstimate, StringEstimates, JointEstimates, SegmentEstimates),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -585,7 +620,9 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     description="Computed from the counts in Redis on each request. Categorical metrics "
     "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
     "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c), joint "
-    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a).",
+    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a); ?by=<dimension> of a metric "
+    "with public dimensions answers SegmentEstimates (kind segments: one estimate per "
+    "value, groups below LDP_MIN_SEGMENT_REPORTS not shown, and why).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
@@ -617,6 +654,19 @@ def get_estimates(name: str) -> Any:
             raise BadRequest(f"candidates: {exc}") from None
         return answer(
             string_estimates(client, definition, window, confidence, candidates, alarm_rate())
+        )
+    by = request.args.get("by")
+    if by is not None and definition.dimensions and by in dict(definition.dimensions):
+        minimum = min_segment_reports()
+        breakdown = segment_estimates(
+            client, registry, definition, window, by, confidence, minimum, estimate_window
+        )
+        return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
+    if by is not None and definition.kind != "joint":
+        names = [name for name, _ in definition.dimensions]
+        raise BadRequest(
+            f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
+            + (f"its dimensions: {names}" if names else "it declares none")
         )
     if definition.kind == "joint":
         wanted = requested(definition, request.args.get("marginal"), request.args.get("by"))

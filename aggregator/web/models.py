@@ -162,7 +162,9 @@ class EstimatesQuery(Model):
     """Joint metrics: comma-separated attributes of the marginal to estimate (one or two;
     default every 1-way marginal)."""
     by: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
-    """Joint metrics: an attribute to break the marginal down by (its cells first)."""
+    """Joint metrics: an attribute to break the marginal down by (its cells first). A
+    metric with public dimensions: a dimension to break the estimates down by (one
+    estimate per value, groups below the minimum count not shown)."""
 
 
 class TrendQuery(Model):
@@ -451,6 +453,35 @@ class MeanEstimate(Model):
     mean_clipped: Number
     """The mean clipped into the range: post-processed, biased."""
     post_processing: str
+
+
+class SegmentGroup(Model):
+    """One value of the breakdown's dimension: its estimates, or why they are not shown."""
+
+    value: str
+    shown: bool
+    reason: str | None = None
+    """Why not shown (null when shown)."""
+    estimates: Estimates | MeanEstimate | None = None
+    """The group's estimates, exactly as a whole metric's (null when not shown)."""
+
+
+class SegmentEstimates(Model):
+    """A breakdown by one public dimension (``?by=<dimension>``)."""
+
+    metric: str
+    version: int
+    kind: Literal["segments"] = "segments"
+    window: str
+    by: str
+    confidence: float
+    min_segment_reports: int
+    """The least reports a shown group has (LDP_MIN_SEGMENT_REPORTS)."""
+    not_protected: str
+    """What the dimensions are: public labels, NOT protected by ε."""
+    released: str
+    """What this answer releases, and how suppression keeps a small group hidden."""
+    groups: list[SegmentGroup]
 
 
 class TrendPoint(Model):

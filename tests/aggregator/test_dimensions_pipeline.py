@@ -169,3 +169,62 @@ def test_a_spec_past_the_segment_bound_is_refused(web: Any) -> None:
     assert reply.status_code == 400
     assert "80 segments" in json.dumps(reply.json)
     assert "device identifier" in json.dumps(reply.json)
+
+
+# -- the read side: ?by=<dimension> --------------------------------------------------------
+
+
+def _by_platform(web: Any, redis_db: Any, sizes: dict[str, int]) -> MetricDefinition:
+    spec = {**SPEC, "dimensions": [{"name": "platform", "values": PLATFORMS}]}
+    created = web.put("/v1/metrics/app.theme", json=spec, headers=ADMIN)
+    definition = MetricDefinition.from_dict(created.json)
+    rng = random.Random(11)
+    reports = [
+        build_report(definition, rng.choice(["light", "dark"]), rng, None, {"platform": p})
+        for p, n in sizes.items()
+        for _ in range(n)
+    ]
+    _post(web, reports)
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    return definition
+
+
+def test_by_dimension_estimates_each_group_as_a_whole_metric(redis_db: Any, web: Any) -> None:
+    _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 200})
+    body = web.get("/v1/estimates/app.theme?by=platform").json
+    assert body["kind"] == "segments" and body["by"] == "platform"
+    assert "NOT protected by ε" in body["not_protected"]
+    groups = {g["value"]: g for g in body["groups"]}
+    assert [g["value"] for g in body["groups"]] == PLATFORMS
+    assert all(g["shown"] for g in groups.values())
+    assert [groups[p]["estimates"]["n"] for p in PLATFORMS] == [400, 300, 200]
+    whole = web.get("/v1/estimates/app.theme").json
+    assert whole["n"] == 900
+    # each group's support counts add up to the whole metric's
+    for i in range(3):
+        assert (
+            sum(groups[p]["estimates"]["estimates"][i]["support_count"] for p in PLATFORMS)
+            == (whole["estimates"][i]["support_count"])
+        )
+    csv_text = web.get("/v1/estimates/app.theme?by=platform&format=csv").get_data(as_text=True)
+    assert csv_text.count("\n") == 1 + 3 * 3
+
+
+def test_a_small_group_is_not_shown_nor_recoverable_by_subtraction(redis_db: Any, web: Any) -> None:
+    _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 10})
+    body = web.get("/v1/estimates/app.theme?by=platform").json
+    groups = {g["value"]: g for g in body["groups"]}
+    assert not groups["web"]["shown"] and groups["web"]["estimates"] is None
+    assert "fewer than 50 reports" in groups["web"]["reason"]
+    # the total (900 − …) minus the shown groups must not give web's 10 alone: android,
+    # the smallest other group, is held back too, and says why
+    assert not groups["android"]["shown"] and "held back" in groups["android"]["reason"]
+    assert groups["ios"]["shown"] and groups["ios"]["estimates"]["n"] == 400
+    assert "10" not in json.dumps(groups["web"])
+
+
+def test_by_an_unknown_dimension_is_a_400_with_the_declared_ones(redis_db: Any, web: Any) -> None:
+    _by_platform(web, redis_db, {"ios": 5})
+    reply = web.get("/v1/estimates/app.theme?by=country")
+    assert reply.status_code == 400
+    assert "platform" in json.dumps(reply.json)
