@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
 
 from aggregator.stats.codecs import Counts
 from aggregator.stats.numeric import NumericStats
@@ -26,12 +25,12 @@ DEFAULT_MIN_SEGMENT_REPORTS = 50
 reports an LDP estimate is mostly noise anyway, and a group that small is close to
 naming the few devices in it."""
 
-S = TypeVar("S", Counts, NumericStats)
+Stats = Counts | NumericStats
 
 
 def group_by(
-    definition: MetricDefinition, segments: Mapping[int, S], dimension: str
-) -> dict[str, S]:
+    definition: MetricDefinition, segments: Mapping[int, Stats], dimension: str
+) -> dict[str, Stats]:
     """The segments' counts summed per value of ``dimension`` (every declared value,
     with empty counts where no report has it; counts are additive).
 
@@ -45,11 +44,11 @@ def group_by(
             + (f"its dimensions: {names}" if names else "it declares none")
         )
     values = dict(definition.dimensions)[dimension]
-    out: dict[str, S | None] = dict.fromkeys(values)
+    out: dict[str, Stats | None] = dict.fromkeys(values)
     for segment, stats in segments.items():
         label = segment_labels(definition.dimensions, segment)[dimension]
         before = out[label]
-        out[label] = stats if before is None else before + stats  # type: ignore[operator]
+        out[label] = stats if before is None else before + stats  # type: ignore[operator]  # one kind per metric
     return {label: stats for label, stats in out.items() if stats is not None}
 
 
