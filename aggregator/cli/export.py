@@ -68,11 +68,14 @@ COLUMNS = (
     "cs_low",
     "cs_high",
     "norm_sub",
+    "segment",
 )
 """One row: the version and window; its counts (``support_count`` of ``value``, or a
 numeric metric's ``sum_units`` Σy and ``sum_sq_units`` Σy²); the estimate (a value's
 frequency, or the mean) with its standard error, interval, confidence sequence and (for
-frequencies) the Norm-Sub post-processed share. Empty where a kind has no such field."""
+frequencies) the Norm-Sub post-processed share; ``segment`` (``platform=ios``): a row of
+one group of a breakdown by a public dimension (shown groups only, as ``?by=`` answers;
+empty for the metric's own rows). Empty where a kind has no such field."""
 
 INTEGER_COLUMNS = {"version", "n", "reports_per_device", "support_count"}
 FLOAT_COLUMNS = {
@@ -161,6 +164,7 @@ def window_rows(
             "cs_low": mean.cs_low,
             "cs_high": mean.cs_high,
         }
+        yield from _segment_rows(client, registry, definition, window, confidence, head)
         return
     if definition.kind == "string":  # the discovered values, as the API lists them
         from aggregator.web.strings import string_estimates
@@ -184,6 +188,59 @@ def window_rows(
     counts = read_counts(client, definition, window)
     body = estimate_window(client, registry, definition, window, confidence, counts)
     assert not isinstance(body, MeanEstimate)
+    yield from _frequency_rows(head, body)
+    yield from _segment_rows(client, registry, definition, window, confidence, head)
+
+
+def _segment_rows(
+    client: redis.Redis,
+    registry: Registry,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    head: dict[str, Any],
+) -> Iterator[dict[str, Any]]:
+    """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
+    them (suppressed groups have no row: an export releases what the API releases)."""
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+    from aggregator.web.estimates import estimate_window
+    from aggregator.web.models import MeanEstimate
+    from aggregator.web.segments import segment_estimates
+
+    for dimension, _ in definition.dimensions:
+        breakdown = segment_estimates(
+            client,
+            registry,
+            definition,
+            window,
+            dimension,
+            confidence,
+            DEFAULT_MIN_SEGMENT_REPORTS,
+            estimate_window,
+        )
+        for group in breakdown.groups:
+            found = group.estimates
+            if found is None:
+                continue
+            tag = {**head, "segment": f"{dimension}={group.value}"}
+            if isinstance(found, MeanEstimate):
+                yield {
+                    **tag,
+                    "n": found.n,
+                    "reports_per_device": 1,
+                    "estimate": found.mean,
+                    "std_error": found.std_error,
+                    "ci_low": found.ci_low,
+                    "ci_high": found.ci_high,
+                    "cs_low": found.cs_low,
+                    "cs_high": found.cs_high,
+                }
+            else:
+                yield from _frequency_rows(tag, found)
+
+
+def _frequency_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
+    """A categorical estimate's rows, one per value."""
     for row in body.estimates:
         yield {
             **head,

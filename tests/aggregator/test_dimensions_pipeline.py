@@ -228,3 +228,35 @@ def test_by_an_unknown_dimension_is_a_400_with_the_declared_ones(redis_db: Any, 
     reply = web.get("/v1/estimates/app.theme?by=country")
     assert reply.status_code == 400
     assert "platform" in json.dumps(reply.json)
+
+
+def test_the_export_holds_the_shown_groups_as_the_api_answers_them(
+    redis_db: Any, web: Any, tmp_path: Any
+) -> None:
+    import csv
+
+    from click.testing import CliRunner
+
+    from ldp_server.cli import main
+
+    _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 10})
+    out = tmp_path / "theme.csv"
+    args = [
+        "export",
+        "app.theme",
+        "--window",
+        "all",
+        "--out",
+        str(out),
+        "--redis-url",
+        redis_db.url,
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.open()))
+    assert {r["segment"] for r in rows} == {"", "platform=ios"}  # web and android held back
+    api = web.get("/v1/estimates/app.theme?by=platform").json
+    ios = next(g for g in api["groups"] if g["value"] == "ios")["estimates"]
+    mine = [r for r in rows if r["segment"] == "platform=ios"]
+    assert [int(r["support_count"]) for r in mine] == [e["support_count"] for e in ios["estimates"]]
+    assert [float(r["ci_low"]) for r in mine] == [e["ci_low"] for e in ios["estimates"]]
