@@ -35,7 +35,7 @@ import redis
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.stream.counts import read_counts  # noqa: E402
+from aggregator.query.window import read_counts  # noqa: E402
 from ldp_store import keys  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
 from ldp_store.registry import Registry  # noqa: E402

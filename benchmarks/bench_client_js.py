@@ -87,23 +87,27 @@ def node_lines(script: str) -> list[str]:
         main_script.unlink()
 
 
-def main() -> None:
-    print(f"load average at the start {os.getloadavg()[0]:.2f}")
+def bundle_of(source: str) -> tuple[int, int]:
+    """(minified, gzipped) bytes of a page whose module is ``source``."""
+    with tempfile.NamedTemporaryFile("w", suffix=".js", dir=JS, delete=False) as f:
+        f.write(source)
+    try:
+        return bundle(Path(f.name))
+    finally:
+        os.unlink(f.name)
+
+
+def bundle_sizes() -> tuple[tuple[int, int], tuple[int, int]]:
+    """(minified, gzipped) bytes of the whole module and of a GRR-only page."""
     if not ESBUILD.exists():
         sys.exit("run `npm ci` in client_js/ first (esbuild is a pinned dev dependency)")
-    full = bundle(JS / "src" / "index.js")
-    with tempfile.NamedTemporaryFile("w", suffix=".js", dir=JS, delete=False) as f:
-        f.write(GRR_ONLY)
-    try:
-        grr_only = bundle(Path(f.name))
-    finally:
-        os.unlink(f.name)
-    with tempfile.NamedTemporaryFile("w", suffix=".js", dir=JS, delete=False) as f:
-        f.write(OHTTP_ONLY)
-    try:
-        ohttp_only = bundle(Path(f.name))
-    finally:
-        os.unlink(f.name)
+    return bundle(JS / "src" / "index.js"), bundle_of(GRR_ONLY)
+
+
+def main() -> None:
+    print(f"load average at the start {os.getloadavg()[0]:.2f}")
+    full, grr_only = bundle_sizes()
+    ohttp_only = bundle_of(OHTTP_ONLY)
     print(f"bundle, every mechanism: {full[0]:,} B minified, {full[1]:,} B min+gzip")
     print(f"bundle, GRR only (tree-shaken): {grr_only[0]:,} B minified, {grr_only[1]:,} B min+gzip")
     print(

@@ -5,6 +5,7 @@
     python benchmarks/bench_collector.py --targets collector --worker-classes sync,gevent
     python benchmarks/bench_collector.py --targets collector --appendfsync everysec,always
     python benchmarks/bench_collector.py --targets collector --admission off,on
+    python benchmarks/bench_collector.py --before ../main-worktree --mechanism string -k 100
 
 One run measures three targets with the same load generator (``--clients`` processes
 sending ``--batch``-report requests) against the same embedded redis-server (AOF on, as
@@ -44,6 +45,12 @@ like the other targets; ``--appendfsync everysec,always`` runs every target unde
 AOF fsync policy, switched with ``CONFIG SET appendfsync`` on the one redis-server before
 its phase. Each later variant is then divided by the first of its kind ("after/before").
 
+Other code in one run: ``--before TREE`` starts one more collector, "collector[before]",
+whose web workers import the collector from another checkout (``git worktree add
+--detach ../before main``; ``PYTHONPATH``, with the cwd outside both trees); it takes
+turns with the others and is divided into the later ones (after/before). ``--mechanism
+string`` benchmarks a string metric (``-k`` distinct words, ``--max-length`` bytes).
+
 Admission limits (``collector/admission.py``): the load comes from one address, the flood
 they exist to stop, so by default the collectors run with them off (``--admission off``).
 ``--admission off,on`` starts one collector each, "on" with every check made (source
@@ -53,6 +60,7 @@ hash, both buckets) and limits too high to refuse anything: the cost of the limi
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -397,8 +405,20 @@ def main() -> None:
         help="comma-separated: off (no per-source limits), on (every check, nothing "
         "refused); one collector each, e.g. off,on for the limiter's cost",
     )
-    parser.add_argument("--mechanism", default="grr")
-    parser.add_argument("-k", type=int, default=16)
+    parser.add_argument(
+        "--mechanism", default="grr", help="a frequency oracle (grr, oue, ...) or 'string'"
+    )
+    parser.add_argument(
+        "-k", type=int, default=16, help="domain size (string: distinct words reported)"
+    )
+    parser.add_argument("--max-length", type=int, default=8, help="a string metric's bytes")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        default=None,
+        help="a checkout of other code (e.g. a git worktree of main): one more collector, "
+        "'collector[before]', served from it, taking turns with the others (after/before)",
+    )
     parser.add_argument("--epsilon", type=float, default=1.0)
     args = parser.parse_args()
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
@@ -412,6 +432,19 @@ def main() -> None:
     if not policies or set(policies) - {"everysec", "always", "no"}:
         parser.error("--appendfsync takes everysec, always and no")
 
+    if args.before is not None:
+        args.before = args.before.resolve()
+        if not (args.before / "ldp_server" / "app.py").is_file():
+            parser.error(
+                f"--before {args.before}: no ldp_server/app.py there (the web service this "
+                "script starts; a checkout from before it moved there cannot be served)"
+            )
+        # `python -m gunicorn` puts its cwd first on sys.path: neither tree may be it.
+        os.chdir(tempfile.gettempdir())
+        print(
+            f"collector[before] from {args.before} ({_commit(args.before)}), collector from "
+            f"{ROOT} ({_commit(ROOT)})"
+        )
     print(
         f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
         f"(1, 5, 15 min) {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
@@ -422,13 +455,19 @@ def main() -> None:
         redis_url = embedded.url
         admin = redis.Redis.from_url(redis_url)
         collectors: dict[str, Server] = {}
-        for worker_class in classes or [""]:
+        trees = {"": ROOT} if args.before is None else {"before": args.before, "": ROOT}
+        for (tree_tag, tree), worker_class in itertools.product(trees.items(), classes or [""]):
             for admission in admissions:
-                tags = ([worker_class] if worker_class else []) + (
-                    [f"admission={admission}"] if len(admissions) > 1 else []
+                tags = (
+                    ([tree_tag] if tree_tag else [])
+                    + ([worker_class] if worker_class else [])
+                    + ([f"admission={admission}"] if len(admissions) > 1 else [])
                 )
                 label = f"collector[{','.join(tags)}]" if tags else "collector"
                 env = dict.fromkeys(ADMISSION_VARIABLES, ADMISSION_LIMITS[admission])
+                # The web workers import the collector from this tree: PYTHONPATH comes
+                # before the editable install (and main() left the trees as the cwd).
+                env["PYTHONPATH"] = str(tree)
                 if worker_class:
                     env["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
                 with _environment(env):
@@ -437,7 +476,7 @@ def main() -> None:
                             port=0,
                             redis_url=redis_url,
                             data_dir=Path(tmp)
-                            / f"collector-{worker_class or 'default'}-{admission}",
+                            / f"collector-{tree_tag}-{worker_class or 'default'}-{admission}",
                             web_workers=args.web_workers,
                             aggregators=args.aggregators,
                             quiet=True,
@@ -467,11 +506,17 @@ def main() -> None:
             for label, kind, url, master in servers
         ]
 
-        spec = {
+        spec: dict[str, Any] = {
             "domain": [f"v{i}" for i in range(args.k)],
             "epsilon": args.epsilon,
             "mechanism": args.mechanism,
         }
+        if args.mechanism == "string":  # a string metric: values are words, not labels
+            spec = {"kind": "string", "max_length": args.max_length, "epsilon": args.epsilon}
+
+        def value(i: int) -> int | str:
+            return f"w{i % args.k}" if args.mechanism == "string" else i % args.k
+
         definition = Registry(admin).put(METRIC, spec).definition
         assert isinstance(definition, MetricDefinition)
         streams = [BARE_STREAM, RAW_STREAM]  # quiesce finds the collector's (every shard)
@@ -484,7 +529,7 @@ def main() -> None:
         calibration = CALIBRATION_BATCHES * per_request
         start = time.perf_counter()
         reports = [
-            build_report(definition, i % args.k)
+            build_report(definition, value(i))
             for i in range(max(warmup, calibration, args.reports or 0))
         ]
         built = time.perf_counter() - start
@@ -544,7 +589,7 @@ def main() -> None:
 
         def ensure(n: int) -> None:
             """At least ``n`` distinct reports (a collector's phase needs unique ids)."""
-            reports.extend(build_report(definition, i % args.k) for i in range(len(reports), n))
+            reports.extend(build_report(definition, value(i)) for i in range(len(reports), n))
 
         def chunk_for(variant: Variant, n: int | None = None) -> list[dict[str, Any]]:
             """The phase's reports: distinct for a collector; the others take the same
@@ -632,6 +677,19 @@ def main() -> None:
         )
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"load average (1, 5, 15 min) at the end: {load}")
+
+
+def _commit(tree: Path) -> str:
+    """The tree's commit (and "+changes" if its files differ from it)."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return head + (" +changes" if dirty else "")
 
 
 def _ratios(found: dict[str, Phase], variants: list[Variant]) -> dict[str, float]:

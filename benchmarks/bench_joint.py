@@ -262,7 +262,7 @@ def run_drain(reports: int, out: list[dict[str, Any]]) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from bench_aggregator import _LOADER, LOAD_CHUNK, POOL, _children_cpu, _redis_cpu, drain
 
-    from aggregator.stream.counts import read_counts
+    from aggregator.query.window import read_counts
     from client_sdk.wire import build_report
     from ldp_store import keys
     from ldp_store.embedded import EmbeddedRedis

@@ -144,8 +144,17 @@ class Client:
             if options.transport is not None
             else HTTPTransport(url, options.timeout, options.session)
             if options.relay is None
-            else ObliviousTransport(url, options.relay, options.timeout, options.session)
+            else ObliviousTransport(
+                url,
+                options.relay,
+                options.timeout,
+                options.session,
+                clock=options.clock,
+                pinned=options.relay_keys,
+            )
         )
+        if isinstance(self._transport, ObliviousTransport):
+            self._transport.prepare()  # its keys now, not just before a sealed upload
         self._bundle: dict[str, wire.MetricDefinition] = (
             {} if options.definitions is None else load_bundle(options.definitions)
         )

@@ -111,6 +111,10 @@ class ClientOptions:
             is sealed to the collector's gateway key and sent through it, so the collector
             never sees the device's address; None: uploads go to the collector directly.
             Needs the ``ldp-telemetry[ohttp]`` extra. Not together with ``transport``.
+        relay_keys: the gateway's ``application/ohttp-keys`` bytes shipped with the app,
+            for ``relay``: then the keys are never fetched (a rotated-out key leaves the
+            batches queued until the app ships the new ones); None: fetched from the
+            collector when the client is made and refreshed apart from the uploads.
 
     Raises:
         ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``,
@@ -137,6 +141,7 @@ class ClientOptions:
     session: requests.Session | None = None
     device_budget: DeviceCaps | Mapping[str, Any] | None = None
     relay: str | None = None
+    relay_keys: bytes | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> ClientOptions:
@@ -192,6 +197,14 @@ class ClientOptions:
             )
         if self.relay is not None:
             _check_relay(self.relay, self.transport)
+        if self.relay_keys is not None:
+            if self.relay is None:
+                raise ValueError("relay_keys needs relay")
+            if not isinstance(self.relay_keys, bytes):
+                raise ValueError(
+                    "relay_keys must be the application/ohttp-keys bytes, "
+                    f"got {type(self.relay_keys).__name__}"
+                )
         if self.session is not None:
             if self.transport is not None:
                 raise ValueError("give session or transport, not both")

@@ -32,6 +32,7 @@ from client_sdk.ohttp.keys import (
     PROBLEM_KEY,
     REQUEST_MEDIA_TYPE,
     RESPONSE_MEDIA_TYPE,
+    SEALING_OVERHEAD,
     encode_key_configs,
 )
 from collector import cors
@@ -69,9 +70,9 @@ KEYS_MAX_AGE = 300
 """``Cache-Control: max-age`` of the published keys: a shared cache (or relay) may hand
 the same configuration to every device for five minutes, much less than the overlap."""
 
-ENCAPSULATION_OVERHEAD = 1024
-"""Bytes an encapsulated request may exceed the app's body limit by: HPKE adds 55 (header,
-X25519 share, tag), Binary HTTP's control data and a Content-Type line a few dozen more."""
+ENCAPSULATION_OVERHEAD = SEALING_OVERHEAD
+"""Bytes an encapsulated request may exceed the app's body limit by (the SDK keeps its
+framing within it; deploy/nginx.conf and ``ldp relay`` allow the same)."""
 
 RELAY_REQUESTS_PER_SECOND = 1000
 """Encapsulated requests one relay (address) may send per second, and at once, by

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import math
 import sys
 from collections.abc import Callable, Iterator
 from fractions import Fraction
@@ -25,7 +24,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 from client_sdk import mechanisms, wire  # noqa: E402
-from client_sdk.mechanisms import base, joint, memoized, numeric, strings  # noqa: E402
+from client_sdk.mechanisms import base, joint, memoized, numeric, rounding, strings  # noqa: E402
 from client_sdk.mechanisms.randomness import SecureRandom  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
@@ -110,22 +109,43 @@ def compact(obj: Any) -> str:
 
 EPSILONS = (0.1, 0.5, 0.61, 0.7, 1.0, 1.0986122886681098, 2.0, 3.5, 4.0, 6.0, 10.0, 20.0)
 
+AWKWARD_EPSILONS = {
+    0.27: "V8's Math.exp(ε) is one ulp off, and GRR's keep at k = 3 with it",
+    2.1: "glibc's and V8's expm1(−ε/2) are one ulp off, and the hybrid's α with them",
+    2.467: "glibc's exp(ε) is one ulp off, and OLH's keep with it",
+    3.5: "glibc's expm1(−ε/2) is one ulp off, and the hybrid's α with it",
+    4.934: "glibc's exp(ε/2) is one ulp off, and SUE's p with it",
+    5.66: "glibc's exp(ε) is one ulp off",
+    6.218: "glibc's exp(ε) is one ulp off, and GRR's keep at k = 64 with it",
+    11.32: "glibc's exp(ε/2) is one ulp off",
+    13.08: "glibc's exp(ε) is one ulp off",
+    0.24: "glibc's and V8's expm1(ε/2) are one ulp off",
+}
+"""ε where a libm's exp or expm1 is not the correctly rounded one the protocol pins (found
+by comparing with it on a grid; the notes say what the libms of 2026 got wrong)."""
+
+
+def _exp_row(eps: float) -> dict[str, Any]:
+    return {
+        "epsilon": eps,
+        "exp": rational(rounding.exp(eps)),
+        "exp_epsilon": rational(base.exp_epsilon(eps)),
+        "exp_upper_bound": rational(base._exp_upper_bound_check(eps)),
+        "exp_half": rational(rounding.exp(eps / 2)),
+        "expm1_half": rational(rounding.expm1(eps / 2)),
+        "hybrid_alpha": rational(-rounding.expm1(-eps / 2)),
+    }
+
 
 def exp_table() -> dict[str, Any]:
-    """e^ε as Python's libm computes it, and the two derived numbers of ``base``."""
-    rows = []
-    for eps in EPSILONS:
-        rows.append(
-            {
-                "epsilon": eps,
-                "exp": rational(math.exp(eps)),
-                "exp_epsilon": rational(base.exp_epsilon(eps)),
-                "exp_upper_bound": rational(base._exp_upper_bound_check(eps)),
-                "exp_half": rational(math.exp(eps / 2)),
-                "hybrid_alpha": rational(-math.expm1(-eps / 2)),
-            }
-        )
-    return {"safety": rational(base._SAFETY), "table": rows}
+    """e^x and e^x − 1 correctly rounded at the ε used below and at awkward ε, and the two
+    derived numbers of ``base``."""
+    awkward = [{**_exp_row(eps), "why": why} for eps, why in sorted(AWKWARD_EPSILONS.items())]
+    return {
+        "safety": rational(base._SAFETY),
+        "table": [_exp_row(eps) for eps in EPSILONS],
+        "awkward": awkward,
+    }
 
 
 # -- frequency oracles ------------------------------------------------------------------
@@ -169,6 +189,13 @@ ORACLE_SPECS: list[dict[str, Any]] = [
             [0.1, 0.1, 0.1, 0.7],
         ],
     },
+    # At AWKWARD_EPSILONS: a libm's exp in place of the correctly rounded one changes p or q.
+    {"mechanism": "grr", "epsilon": 0.27, "domain_size": 3},
+    {"mechanism": "grr", "epsilon": 6.218, "domain_size": 64},
+    {"mechanism": "olh", "epsilon": 2.467, "domain_size": 2},
+    {"mechanism": "sue", "epsilon": 4.934, "domain_size": 2},
+    {"mechanism": "ss", "epsilon": 6.218, "domain_size": 64},
+    {"mechanism": "memo-grr", "epsilon": 1.0, "domain_size": 64, "permanent_epsilon": 6.218},
 ]
 
 
@@ -289,6 +316,10 @@ NUMERIC_SPECS = [
     ("hybrid", 0.5),
     ("hybrid", 1.0),
     ("hybrid", 6.0),
+    # At AWKWARD_EPSILONS: a libm's expm1 changes the hybrid's α.
+    ("hybrid", 2.1),
+    ("hybrid", 3.5),
+    ("pm", 0.24),
 ]
 
 NUMERIC_INPUTS = (-1.0, -0.3333333333333333, 0.0, 2**-40, 0.1, 0.5, 0.9999999999999999, 1.0)

@@ -2,8 +2,9 @@
 
 A WSGI app. ``POST /`` with a ``message/ohttp-req`` body is admitted by its source's
 request bucket (:class:`collector.admission.Admission`, a keyed hash of the address held
-in memory only), then posted to the gateway with ``Content-Type`` as its only header; the
-gateway's status, ``Content-Type``, ``Retry-After`` and body come back. ``GET /healthz``
+in memory only), then posted to the gateway with ``Content-Type`` and ``Accept`` as its
+only headers; the gateway's status, ``Content-Type``, ``Retry-After`` and body come back
+(with ``Cache-Control: no-store``). ``GET /healthz``
 answers ``ok``. Nothing else is served, and nothing about a request is logged.
 """
 

@@ -11,7 +11,8 @@ where the source is visible. The reports in them are sealed, so the relay cannot
 reports; the collector's ``LDP_MAX_REPORTS`` per request bounds them."""
 
 DEFAULT_MAX_BODY_BYTES = (1 << 20) + 1024
-"""The collector's default body limit plus the encapsulation's overhead: a larger body
+"""The collector's default body limit plus the encapsulation's overhead
+(``client_sdk.ohttp.keys.SEALING_OVERHEAD``; a test holds them equal): a larger body
 could only be refused by the gateway, so it is refused here without forwarding."""
 
 DEFAULT_TIMEOUT = 10.0

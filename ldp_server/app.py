@@ -22,7 +22,7 @@ __all__ = ["READ_ENDPOINTS", "check_tokens", "create_ingest_app", "create_server
 
 READ_ENDPOINTS = ("ops.prometheus",)
 """Collector endpoints the read workers answer in ``ldp serve``: ``/metrics``, whose
-poisoning alarms (:class:`aggregator.web.alarms.AlarmGauges`) read and test every
+poisoning alarms (:class:`aggregator.query.alarms.AlarmGauges`) read and test every
 metric's recent windows at each scrape."""
 
 

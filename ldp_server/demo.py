@@ -23,8 +23,8 @@ import numpy as np
 import redis
 from scipy import stats
 
+from aggregator.query.window import read_counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
-from aggregator.stream.counts import read_counts
 from client_sdk.wire import MetricDefinition
 from ldp_store.registry import Registry
 

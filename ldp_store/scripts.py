@@ -718,14 +718,17 @@ def dead(
     return int(_script(client, DEAD)(keys=[stream, dead_letters], args=args))
 
 
-APPEND = """
+APPEND = (
+    """
 -- KEYS: 1 the stream, 2 today's guard hash, 3 yesterday's, 4 and 5 the legacy replay
 --       sets of today and yesterday, 6.. guard buckets (all in one hash slot)
 -- ARGV: 1 max backlog, 2 when today's guard expires (Unix s), 3 today's generations as the
 --       caller believes them, 4 yesterday's, 5 ids a bucket is sized for, 6 ids a bucket holds
---       before a new generation starts, 7 the generation step, then per report: raw id, 64-bit
---       member, payload, and the KEYS index of its bucket in each generation of today (the last is
---       where it goes) and of yesterday.
+--       before a new generation starts, 7 the generation step, 8 the raw 16-byte ids
+--       concatenated, 9 their 64-bit members comma-joined, 10 the payloads' sizes
+--       comma-joined, 11 the payloads concatenated, 12.. per generation of today (the last
+--       is where new ids go) and then of yesterday: each report's bucket there, as the
+--       KEYS index of its key, 2 bytes big-endian a report.
 -- First agree on the layout, then sort the reports into new ones and replays, then check
 -- the backlog with the new ones counted, then write: a refusal changes nothing.
 local function gens(s)
@@ -746,49 +749,132 @@ end
 local yesterday = past[1] or ''
 if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} end
 local gt = gens(today)
-local last = 3 + #gt
-local stride = last + #gens(yesterday)
+local first, last = 12, 11 + #gt + #gens(yesterday)
+local home = 11 + #gt  -- today's newest generation: where a new id goes
+local members, starts, sizes = {}, {}, {}
+for m in string.gmatch(ARGV[9], '[^,]+') do members[#members + 1] = m end
+local offset = 1
+for size in string.gmatch(ARGV[10], '%d+') do
+  starts[#starts + 1] = offset
+  sizes[#sizes + 1] = tonumber(size)
+  offset = offset + tonumber(size)
+end
+local n = #members
+local function bucket(arg, i)
+  local hi, lo = string.byte(ARGV[arg], 2 * i - 1, 2 * i)
+  return KEYS[hi * 256 + lo]
+end
 local legacy_t = redis.call('EXISTS', KEYS[4]) == 1
 local legacy_y = redis.call('EXISTS', KEYS[5]) == 1
-local fresh, new, duplicates = {}, {}, 0
-for i = 8, #ARGV, stride do
-  local id, member = ARGV[i], ARGV[i + 1]
-  local dup = fresh[id] or false
-  local k = i + 3
-  while not dup and k < i + stride do
-    dup = redis.call('SISMEMBER', KEYS[tonumber(ARGV[k])], member) == 1
-    k = k + 1
+-- Replays by any generation but today's newest, or by the legacy sets: one SMISMEMBER a
+-- bucket (a day's first generations have few buckets, each holding many of the batch).
+local before = {}
+for arg = first, last do
+  if arg ~= home then
+    local groups, order = {}, {}
+    for i = 1, n do
+      local hi, lo = string.byte(ARGV[arg], 2 * i - 1, 2 * i)
+      local k = hi * 256 + lo
+      local group = groups[k]
+      if not group then
+        group = {}
+        groups[k] = group
+        order[#order + 1] = k
+      end
+      group[#group + 1] = i
+    end
+    for _, k in ipairs(order) do
+      local group = groups[k]
+      for c = 1, #group, """
+    + str(ID_CHUNK)
+    + """ do
+        local e = math.min(#group, c + """
+    + str(ID_CHUNK - 1)
+    + """)
+        local asked = {}
+        for g = c, e do asked[#asked + 1] = members[group[g]] end
+        local found = redis.call('SMISMEMBER', KEYS[k], unpack(asked))
+        for g = c, e do
+          if found[g - c + 1] == 1 then before[group[g]] = true end
+        end
+      end
+    end
   end
-  dup = dup or (legacy_t and redis.call('SISMEMBER', KEYS[4], id) == 1)
-    or (legacy_y and redis.call('SISMEMBER', KEYS[5], id) == 1)
-  if dup then
-    duplicates = duplicates + 1
+end
+local function replayed_before(i)
+  if before[i] then return true end
+  if legacy_t or legacy_y then
+    local id = string.sub(ARGV[8], 16 * i - 15, 16 * i)
+    return (legacy_t and redis.call('SISMEMBER', KEYS[4], id) == 1)
+      or (legacy_y and redis.call('SISMEMBER', KEYS[5], id) == 1)
+  end
+  return false
+end
+local function payload(i)
+  return string.sub(ARGV[11], starts[i], starts[i] + sizes[i] - 1)
+end
+local new, duplicates, touched = 0, 0, {}
+if redis.call('XLEN', KEYS[1]) + n <= tonumber(ARGV[1]) then
+  -- Even if every report is new the stream stays within the backlog: nothing can be
+  -- refused but by Redis at the first write (then nothing is written). SADD to the
+  -- newest generation is then its own lookup: 0 means the id was there (or earlier in
+  -- this call), and a refused write is never made.
+  for i = 1, n do
+    local key = bucket(home, i)
+    if not replayed_before(i) and redis.call('SADD', key, members[i]) == 1 then
+      touched[key] = true
+      redis.call('XADD', KEYS[1], '*', 'p', payload(i))
+      new = new + 1
+    else
+      duplicates = duplicates + 1
+    end
+  end
+else
+  local fresh, chosen = {}, {}
+  for i = 1, n do
+    local key = bucket(home, i)
+    local seen = key .. ' ' .. members[i]
+    if fresh[seen] or replayed_before(i)
+      or redis.call('SISMEMBER', key, members[i]) == 1 then
+      duplicates = duplicates + 1
+    else
+      fresh[seen] = true
+      chosen[#chosen + 1] = i
+    end
+  end
+  if #chosen == 0 then return {0, duplicates, 0} end
+  if redis.call('XLEN', KEYS[1]) + #chosen > tonumber(ARGV[1]) then
+    return {0, duplicates, 1}
+  end
+  for _, i in ipairs(chosen) do
+    local key = bucket(home, i)
+    redis.call('SADD', key, members[i])
+    touched[key] = true
+    redis.call('XADD', KEYS[1], '*', 'p', payload(i))
+  end
+  new = #chosen
+end
+if new == 0 then return {0, duplicates, 0} end
+-- A bucket's expiry is its day's: set once, when the bucket is made (NX: from Redis 7.0,
+-- an expiry already set is neither changed nor written to the AOF again).
+local nx = redis.REDIS_VERSION_NUM ~= nil
+for key in pairs(touched) do
+  if nx then
+    redis.call('EXPIREAT', key, ARGV[2], 'NX')
   else
-    fresh[id] = true
-    new[#new + 1] = i
+    redis.call('EXPIREAT', key, ARGV[2])
   end
 end
-if #new == 0 then return {0, duplicates, 0} end
-if redis.call('XLEN', KEYS[1]) + #new > tonumber(ARGV[1]) then
-  return {0, duplicates, 1}
-end
-local touched = {}
-for _, i in ipairs(new) do
-  local bucket = KEYS[tonumber(ARGV[i + last - 1])]
-  redis.call('SADD', bucket, ARGV[i + 1])
-  touched[bucket] = true
-  redis.call('XADD', KEYS[1], '*', 'p', ARGV[i + 2])
-end
-for bucket in pairs(touched) do redis.call('EXPIREAT', bucket, ARGV[2]) end
-local n = redis.call('HINCRBY', KEYS[2], 'n', #new)
+local held = redis.call('HINCRBY', KEYS[2], 'n', new)
 redis.call('EXPIREAT', KEYS[2], ARGV[2])
 local capacity = 0
 for _, j in ipairs(gt) do capacity = capacity + 2 ^ j * tonumber(ARGV[6]) end
-if n > capacity and gt[#gt] < 40 then
+if held > capacity and gt[#gt] < 40 then
   redis.call('HSET', KEYS[2], 'g', today .. ',' .. (gt[#gt] + tonumber(ARGV[7])))
 end
-return {#new, duplicates, 0}
+return {new, duplicates, 0}
 """
+)
 """The collector's append of one group of reports (one metric version and shard), with
 the bucketed replay guard of :mod:`ldp_store.guard`.
 
@@ -804,7 +890,13 @@ appends ``XADD stream * p <payload>`` for each new report and adds its member to
 bucket in today's newest generation (expiring at the end of tomorrow, UTC), adds them to today's
 count ``n``, and starts a generation 2**step times larger when ``n`` passes what the generations
 hold. Every report write comes after every check, so a refusal (backlog, or Redis out of memory at
-the first write) appends nothing. Returns {appended, duplicates, backlog flag}."""
+the first write) appends nothing. Returns {appended, duplicates, backlog flag}.
+
+When the stream holds room for the whole batch (the usual case), no refusal is possible
+but Redis's own at the first write, and the newest generation's lookup is the ``SADD``
+itself (0: the member was there); only a batch near the backlog takes the look-first path.
+The arguments are packed (:meth:`ldp_store.guard.Layout.packed_args`): a dozen strings a
+call, not six a report (issue 27)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -849,7 +941,8 @@ def append_call(
         The call: :meth:`Call.run` it (or hand it to a runner), then parse the reply with
         :meth:`AppendReply.of`.
     """
-    guard_keys, per_id = layout.keys_and_args([rid for rid, _ in reports])
+    guard_keys, members, indexes = layout.packed_args([rid for rid, _ in reports])
+    payloads = [p.encode() if isinstance(p, str) else p for _, p in reports]
     args: list[Any] = [
         max_backlog,
         guard.expires_at(layout.days[0]),
@@ -857,9 +950,12 @@ def append_call(
         guard.SIZED_FOR,
         guard.BUCKET_FILL,
         guard.GENERATION_STEP,
+        b"".join(rid for rid, _ in reports),
+        members,
+        ",".join(map(str, map(len, payloads))),
+        b"".join(payloads),
+        *indexes,
     ]
-    for (rid, payload), (member, *indexes) in zip(reports, per_id, strict=True):
-        args += [rid, member, payload, *indexes]
     if stream is None:
         stream = keys.stream_key(layout.name, layout.version, layout.shard)
     return Call(_script(client, APPEND), [stream, *guard_keys], args)

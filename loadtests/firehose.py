@@ -434,8 +434,8 @@ def check(
     client: redis.Redis, definition: MetricDefinition, truth: np.ndarray, result: FirehoseResult
 ) -> None:
     """Compare what the aggregator committed with what was loaded; failures go to ``result``."""
+    from aggregator.query.window import lag_details, read_counts  # noqa: PLC0415
     from aggregator.stats.frequency import estimate_from_counts  # noqa: PLC0415
-    from aggregator.stream.counts import lag_details, read_counts  # noqa: PLC0415
     from ldp_store import keys  # noqa: PLC0415
     from loadtests.run import miss_bound  # noqa: PLC0415
 

@@ -243,7 +243,7 @@ def run(args: argparse.Namespace) -> LoadResult:
             except TimeoutError as exc:
                 result.failed.append(f"aggregator did not drain: {exc}")
             time.sleep(1.0)  # anything counted late would show up as n > accepted
-            from aggregator.stream.counts import read_counts  # noqa: PLC0415
+            from aggregator.query.window import read_counts  # noqa: PLC0415
 
             result.counted = {d.name: read_counts(client, d).n for d in definitions}
             for name, n in expected.items():

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from flask import Flask
 
-from aggregator.stream.counts import Lag, lag_details, read_counts
+from aggregator.query.window import Lag, lag_details, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, Response

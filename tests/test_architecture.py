@@ -10,7 +10,8 @@
   module touches ``app.extensions``;
 * each process loads its own job's dependencies only: the stream worker no Flask,
   matplotlib or scipy (checked on the real ``ldp aggregate`` process with
-  ``python -X importtime``), the web app no matplotlib or scipy, the collector no numpy;
+  ``python -X importtime``), the web app no matplotlib or scipy, the collector no numpy,
+  the read package (``aggregator/query``) no Flask, and the CLI imports no web view;
 * a name finds one thing: no two classes share a name, no package attribute shadows one
   of its modules, no codec special-case in the worker; the SDK's exceptions all in
   ``client_sdk/errors.py``, its randomness public (no ``_random``), no SDK ``Worker``.
@@ -208,9 +209,10 @@ OFFLINE_TOOLS = "aggregator.analysis"
 """The offline studies (simulation, audit, attacks, the tradeoff sweep): only the CLI, the
 load tests and the benchmarks run them."""
 
-LIVE_SERVICE = ("web", "stats", "stream")
-"""What ``ldp serve`` runs of the aggregator: the read APIs and dashboard, the math they
-serve (planning and accounting included) and the stream runtime."""
+LIVE_SERVICE = ("web", "query", "stats", "stream")
+"""What ``ldp serve`` runs of the aggregator: the read APIs and dashboard, the read
+package they call, the math they serve (planning and accounting included) and the stream
+runtime."""
 
 LIVE_COMPOSITION = ("app.py", "forward.py", "serve.py", "supervise.py")
 """What ``ldp serve`` runs of the composition root."""
@@ -331,6 +333,55 @@ def test_the_web_app_loads_no_matplotlib_or_scipy() -> None:
     names = loaded_by(["-c", "from ldp_server.app import create_server_app"])
     assert {"flask", "collector", "aggregator"} <= names
     assert not names & {"matplotlib", "scipy"}
+
+
+READ_PACKAGE = ROOT / "aggregator" / "query"
+"""The read side (a window's counts, estimators, alarms, answers): web views and the CLI
+both call it, so it may not need a web framework."""
+
+WEB_STACK = {"flask", "werkzeug", "jinja2"}
+
+
+def test_the_read_package_imports_no_web_framework() -> None:
+    """Directly: no module of ``aggregator/query`` names Flask, Werkzeug or the web layer."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted(READ_PACKAGE.rglob("*.py"))
+        for name in dotted_imports(path)
+        if name.split(".")[0] in WEB_STACK
+        or name == "aggregator.web"
+        or name.startswith("aggregator.web.")
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_read_package_loads_no_web_framework() -> None:
+    """Transitively: importing every module of the read package loads no Flask."""
+    modules = sorted(
+        "aggregator.query" + ("" if p.stem == "__init__" else f".{p.stem}")
+        for p in READ_PACKAGE.glob("*.py")
+    )
+    assert "aggregator.query.estimators" in modules
+    names = loaded_by(["-c", "import " + ", ".join(modules)])
+    assert {"numpy", "redis", "pydantic", "aggregator"} <= names
+    assert not names & {*WEB_STACK, "collector", "matplotlib"}
+
+
+CLI_SERVER_STARTERS: set[Path] = set()
+"""CLI modules that may import the web layer to start a server: none (``ldp serve`` is
+the composition root's, ``ldp_server``)."""
+
+
+def test_the_cli_imports_nothing_of_the_web_layer() -> None:
+    """``ldp export`` and ``ldp estimates`` compute through the read package, as the API."""
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sorted((ROOT / "aggregator" / "cli").rglob("*.py"))
+        if path not in CLI_SERVER_STARTERS
+        for name in dotted_imports(path)
+        if name == "aggregator.web" or name.startswith("aggregator.web.")
+    ]
+    assert not offenders, "\n".join(offenders)
 
 
 def test_the_collector_alone_loads_no_numpy_and_no_aggregator() -> None:

@@ -26,9 +26,10 @@ import numpy as np
 import pytest
 from flask import Flask
 
+from aggregator.query.window import Lag, lag_details, read_counts, read_numeric
 from aggregator.stats.codecs import codec_for
 from aggregator.stats.numeric import NumericStats
-from aggregator.stream.counts import Lag, fold_window, lag_details, read_counts, read_numeric
+from aggregator.stream.counts import fold_window
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from aggregator.stream.counts import lag_details, read_counts
+from aggregator.query.window import lag_details, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.transport import CallableTransport

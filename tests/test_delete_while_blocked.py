@@ -24,7 +24,7 @@ from typing import Any
 import redis
 from click.testing import CliRunner
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import create_app

@@ -30,6 +30,14 @@ from typing import Any
 import pytest
 from gunicorn_helpers import start_gunicorn
 
+from client_sdk.ohttp import bhttp
+from client_sdk.ohttp.encapsulation import encapsulate_request
+from client_sdk.ohttp.keys import (
+    GATEWAY_PATH,
+    REQUEST_MEDIA_TYPE,
+    SEALING_OVERHEAD,
+    decode_key_configs,
+)
 from client_sdk.wire import MetricDefinition, build_report
 from collector.settings import MAX_BODY_BYTES
 from collector.slow_bodies import MAX_SECONDS
@@ -299,6 +307,39 @@ def test_bodies_over_the_collectors_limit_stop_at_nginx(stack: tuple[int, Path])
     # At the limit, the body reaches the collector (which finds no JSON in it).
     status, _, body = _call(port, "POST", "/v1/reports", b" " * MAX_BODY_BYTES)
     assert status == 400 and "empty" in body["error"]
+
+
+def test_a_sealed_batch_at_the_collectors_limit_passes_nginx_to_the_gateway(
+    stack: tuple[int, Path], theme: MetricDefinition
+) -> None:
+    """The gateway path allows the collector's limit plus the sealing's overhead, as the
+    relay and the gateway do: a batch the collector accepts directly is accepted sealed.
+    Fails on the old config, whose 1 MiB applied to the gateway path too (413)."""
+    port, _ = stack
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_TIMEOUT)
+    connection.request("GET", GATEWAY_PATH)
+    config = decode_key_configs(connection.getresponse().read())[0]
+    report = json.dumps(build_report(theme, "a")).encode()
+    body = b'{"reports":[' + report + b"]}"
+    body = body[:-1] + b" " * (MAX_BODY_BYTES - len(body)) + b"}"  # whitespace: still JSON
+    assert len(body) == MAX_BODY_BYTES
+    inner = bhttp.BinaryRequest(
+        "POST", "http", "collector", "/v1/reports", (("content-type", "application/json"),), body
+    )
+    sealed, context = encapsulate_request(config, bhttp.encode_request(inner))
+    assert MAX_BODY_BYTES < len(sealed) <= MAX_BODY_BYTES + SEALING_OVERHEAD
+    headers = {"Content-Type": REQUEST_MEDIA_TYPE}
+    connection.request("POST", GATEWAY_PATH, body=sealed, headers=headers)
+    response = connection.getresponse()
+    assert response.status == 200, response.read()
+    answer = bhttp.decode_response(context.decapsulate_response(response.read()))
+    assert answer.status == 202 and json.loads(answer.content)["accepted"] == 1
+    # One byte more than any sealed batch the collector accepts stops at nginx.
+    too_big = b"\x00" * (MAX_BODY_BYTES + SEALING_OVERHEAD + 1)
+    connection.request("POST", GATEWAY_PATH, body=too_big, headers=headers)
+    response = connection.getresponse()
+    assert response.status == 413 and b"too large" in response.read()
+    connection.close()
 
 
 def test_logs_hold_no_client_address_and_no_forged_line(

@@ -71,6 +71,7 @@ class Stack:
         self.relay_url = f"http://{RELAY_HOST}:{self.relay_port}/"
         self.collector: subprocess.Popen[bytes] | None = None
         self.relay: subprocess.Popen[bytes] | None = None
+        self.gateway = ""  # what the relay forwards to; default: the collector's gateway
 
     def start_collector(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
@@ -112,7 +113,7 @@ class Stack:
                 "ldp_server",
                 "relay",
                 "--gateway",
-                self.url + GATEWAY_PATH,
+                self.gateway or self.url + GATEWAY_PATH,
                 "--host",
                 RELAY_HOST,
                 "--port",
@@ -160,10 +161,14 @@ class Stack:
 def stack_of(redis_db: Any, tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     made: list[Stack] = []
 
-    def make(min_batch: int, relay_rate: int = 20) -> Stack:
+    def make(
+        min_batch: int, relay_rate: int = 20, gateway: Callable[[str], str] | None = None
+    ) -> Stack:
         stack = Stack(redis_db.url, tmp_path, min_batch, relay_rate)
         made.append(stack)
         stack.start_collector()
+        if gateway is not None:
+            stack.gateway = gateway(stack.url)
         stack.start_relay()
         return stack
 
@@ -386,3 +391,116 @@ def test_the_per_device_limit_is_the_relays(stack_of: Callable[..., Stack], redi
     assert answers[2].headers["Retry-After"] == "1"
     assert "per source" in answers[2].json()["details"][0]
     assert len(stream(redis_db, wide)) == 2
+
+
+class Recording(BaseHTTPRequestHandler):
+    """In front of the collector: forwards every request and records, for each, the
+    device's (injected) clock when it arrived, the method and the path."""
+
+    target = ""
+    clock: Callable[[], float] = time.monotonic
+    seen: list[tuple[float, str, str]] = []
+
+    def forward(self) -> None:
+        self.seen.append((self.clock(), self.command, self.path))
+        size = int(self.headers.get("Content-Length") or 0)
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "accept")}
+        answer = requests.request(
+            self.command,
+            self.target + self.path,
+            data=self.rfile.read(size) if size else None,
+            headers=headers,
+            timeout=10,
+        )
+        self.send_response(answer.status_code)
+        for name in ("Content-Type", "Cache-Control", "Retry-After"):
+            if name in answer.headers:
+                self.send_header(name, answer.headers[name])
+        self.send_header("Content-Length", str(len(answer.content)))
+        self.end_headers()
+        self.wfile.write(answer.content)
+
+    do_GET = do_POST = do_PUT = forward  # noqa: N815
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
+    stack_of: Callable[..., Stack], redis_db: Any
+) -> None:
+    """The collector sees the device's key fetches (directly) and the relayed uploads: a
+    fetch right before an upload would tie the upload to the device's address. Fails on
+    the old SDK, which fetched the keys inside the first upload and on every upload that
+    found them an hour old."""
+    from client_sdk.ohttp.transport import KEYS_TTL, REFRESH_DELAY
+
+    now = [0.0]
+    seen: list[tuple[float, str, str]] = []
+    handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    front = f"http://127.0.0.1:{server.server_address[1]}"
+    stack = stack_of(1, gateway=lambda collector: front + GATEWAY_PATH)
+    handler.target = stack.url  # type: ignore[attr-defined]
+    wide = stack.define()
+
+    def fetches() -> list[float]:
+        return [t for t, method, path in seen if method == "GET" and path == GATEWAY_PATH]
+
+    def wait_for_fetches(count: int) -> None:
+        deadline = time.monotonic() + 15
+        while len(fetches()) < count:
+            assert time.monotonic() < deadline, seen
+            time.sleep(0.05)
+
+    client = Client(
+        front, relay=stack.relay_url, session=device_session(), flush_at=1, clock=lambda: now[0]
+    )
+    try:
+        wait_for_fetches(1)  # when the client is made, before any report
+        now[0] = 30.0
+        client.report("app.wide", "v1")
+        assert client.flush(timeout=20)
+        now[0] = 30.0 + KEYS_TTL + 1  # the keys have expired: used, refreshed later
+        expired_upload = now[0]
+        client.report("app.wide", "v2")
+        assert client.flush(timeout=20)
+        assert len(fetches()) == 1, seen
+        least, spread = REFRESH_DELAY
+        now[0] = expired_upload + least - 1
+        time.sleep(1.5)  # the key thread re-reads the clock at least every second
+        assert len(fetches()) == 1, seen
+        now[0] = expired_upload + least + spread + 1
+        wait_for_fetches(2)
+        now[0] += 30
+        client.report("app.wide", "v3")
+        assert client.flush(timeout=20)
+        stats = client.stats()
+        assert stats["accepted"] == 3 and not any(stats["dropped"].values()), stats
+    finally:
+        client.shutdown()
+        server.shutdown()
+    uploads = [t for t, method, path in seen if method == "POST" and path == GATEWAY_PATH]
+    assert len(uploads) == 3 and len(fetches()) == 2, seen
+    for upload in uploads:
+        assert all(abs(upload - fetch) >= least for fetch in fetches()), seen
+    assert len(stream(redis_db, wide)) == 3
+
+
+def test_pinned_keys_are_never_fetched(stack_of: Callable[..., Stack], redis_db: Any) -> None:
+    stack = stack_of(1)
+    wide = stack.define()
+    with urllib.request.urlopen(stack.url + GATEWAY_PATH, timeout=10) as answer:
+        published = answer.read()
+    client = Client(
+        stack.url, relay=stack.relay_url, session=device_session(), relay_keys=published
+    )
+    try:
+        client.report("app.wide", "v1")
+        assert client.flush(timeout=20)
+        assert client.stats()["accepted"] == 1
+        assert client._transport.key_fetches == 0  # type: ignore[attr-defined]
+    finally:
+        client.shutdown()
+    assert len(stream(redis_db, wide)) == 1

@@ -166,3 +166,21 @@ def test_an_unreachable_gateway_is_a_502_to_retry(tmp_path: Path) -> None:
     app = create_relay({"LDP_RELAY_GATEWAY": f"http://127.0.0.1:{free_port()}/x"})
     answer = Client(app).post("/", data=b"x", headers={"Content-Type": "message/ohttp-req"})
     assert answer.status_code == 502 and answer.headers["Retry-After"] == "5"
+
+
+def test_every_hop_of_the_gateway_path_allows_the_collectors_limit_plus_the_sealing() -> None:
+    """The relay, the gateway and deploy/nginx.conf's gateway location agree: a batch
+    the collector accepts directly is never refused sealed (the nginx test sends one)."""
+    import re
+
+    from client_sdk.ohttp.keys import SEALING_OVERHEAD
+    from collector.ohttp_gateway import ENCAPSULATION_OVERHEAD
+    from collector.settings import MAX_BODY_BYTES
+    from ldp_relay.limits import DEFAULT_MAX_BODY_BYTES
+
+    allowed = MAX_BODY_BYTES + SEALING_OVERHEAD
+    assert DEFAULT_MAX_BODY_BYTES == allowed and ENCAPSULATION_OVERHEAD == SEALING_OVERHEAD
+    conf = (Path(__file__).resolve().parents[1] / "deploy" / "nginx.conf").read_text()
+    location = re.search(r"location = /\.well-known/ohttp-gateway \{(.*?)\}", conf, re.S)
+    assert location is not None
+    assert f"client_max_body_size {allowed};" in location.group(1)

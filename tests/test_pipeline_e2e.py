@@ -24,8 +24,8 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
+from aggregator.query.window import read_counts
 from aggregator.stats.frequency import estimate_from_counts
-from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, HTTPTransport, Response
 from client_sdk.wire import MetricDefinition

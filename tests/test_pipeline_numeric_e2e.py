@@ -21,8 +21,8 @@ import pytest
 import redis
 from test_pipeline_e2e import Recorder, put_metric
 
+from aggregator.query.window import read_numeric
 from aggregator.stats.numeric import NumericStats
-from aggregator.stream.counts import read_numeric
 from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.transport import CallableTransport

@@ -25,8 +25,8 @@ import redis
 from click.testing import CliRunner
 from test_pipeline_e2e import Recorder, put_metric
 
+from aggregator.query.window import read_counts
 from aggregator.stats.codecs import codec_for
-from aggregator.stream.counts import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
 from ldp_server.cli import main

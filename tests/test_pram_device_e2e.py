@@ -21,7 +21,7 @@ import pytest
 import redis
 from test_pipeline_e2e import Recorder, offline_counts, put_metric, wait_counted
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
 from ldp_server.serve import Server

@@ -30,7 +30,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.serve import Server
 from ldp_server.supervise import (

@@ -118,7 +118,7 @@ def estimates(
     """Print one window's estimates with intervals (as GET /v1/estimates computes them)."""
     import redis as redis_py
 
-    from aggregator.stream.counts import list_windows
+    from aggregator.query.window import list_windows
     from client_sdk.wire import check_name
     from ldp_store import schema
     from ldp_store.connection import connect
@@ -161,7 +161,7 @@ def estimates(
     m = definition.mechanism
     n = rows[0]["n"] if rows else 0
     if definition.kind == "joint":  # each row's n is its marginal's group's
-        from aggregator.stream.counts import read_counts
+        from aggregator.query.window import read_counts
 
         n = read_counts(client, definition, window).n
     out.print(

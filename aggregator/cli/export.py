@@ -4,7 +4,7 @@ history survives expiry.
 Reads Redis directly (``--redis-url``, as ``ldp aggregate`` does): the counts themselves
 (support counts, or a numeric metric's Σy and Σy²) are what lets anyone recompute the
 estimates later, and the API answers estimates, not sums. The estimates are computed by
-:func:`aggregator.web.estimates.estimate_window`, the function ``GET /v1/estimates``
+:func:`aggregator.query.estimators.estimate_window`, the function ``GET /v1/estimates``
 answers with, from the same counts read once, so a file holds the API's very numbers.
 
 One row per window and value (categorical) or per window (numeric), every metric in one
@@ -98,7 +98,7 @@ def _windows(
     client: redis.Redis, definition: MetricDefinition, granularity: str | None, since: date | None
 ) -> list[str]:
     """The version's windows to export, oldest first (``all`` last)."""
-    from aggregator.stream.counts import list_windows
+    from aggregator.query.window import list_windows
     from ldp_store import schema
 
     chosen = []
@@ -132,9 +132,8 @@ def window_rows(
     confidence: float,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one window: counts read once, estimated as the API does."""
-    from aggregator.stream.counts import read_counts, read_numeric
-    from aggregator.web.estimates import estimate_window
-    from aggregator.web.models import MeanEstimate
+    from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
+    from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
 
     m = definition.mechanism
     head = {
@@ -147,33 +146,33 @@ def window_rows(
         "window_start": _start(window),
         "confidence": confidence,
     }
-    if definition.kind == "numeric":
-        stats = read_numeric(client, definition, window)
-        mean = estimate_window(client, registry, definition, window, confidence, stats)
-        assert isinstance(mean, MeanEstimate)
+    if definition.kind == "joint":
+        yield from _joint_rows(client, definition, window, confidence, head)
+        return
+    reader = Reader(client, registry)
+    stats = estimator_for(definition).read(reader, definition, window)
+    body = estimate_window(reader, definition, window, Ask(confidence=confidence), stats)
+    if isinstance(body, MeanEstimate):
         yield {
             **head,
             "n": stats.n,
             "reports_per_device": 1,
             "sum_units": str(stats.total),
             "sum_sq_units": str(stats.total_sq),
-            "estimate": mean.mean,
-            "std_error": mean.std_error,
-            "ci_low": mean.ci_low,
-            "ci_high": mean.ci_high,
-            "cs_low": mean.cs_low,
-            "cs_high": mean.cs_high,
+            "estimate": body.mean,
+            "std_error": body.std_error,
+            "ci_low": body.ci_low,
+            "ci_high": body.ci_high,
+            "cs_low": body.cs_low,
+            "cs_high": body.cs_high,
         }
-        yield from _segment_rows(client, registry, definition, window, confidence, head)
+        yield from _segment_rows(reader, definition, window, confidence, head)
         return
-    if definition.kind == "string":  # the discovered values, as the API lists them
-        from aggregator.web.strings import string_estimates
-
-        found = string_estimates(client, definition, window, confidence, [])
-        for r in found.estimates:
+    if isinstance(body, StringEstimates):  # the discovered values
+        for r in body.estimates:
             yield {
                 **head,
-                "n": found.n,
+                "n": body.n,
                 "reports_per_device": 1,
                 "value": r.value,
                 "estimate": r.frequency,
@@ -182,41 +181,34 @@ def window_rows(
                 "ci_high": r.ci_high,
             }
         return
-    if definition.kind == "joint":
-        yield from _joint_rows(client, definition, window, confidence, head)
-        return
-    counts = read_counts(client, definition, window)
-    body = estimate_window(client, registry, definition, window, confidence, counts)
-    assert not isinstance(body, MeanEstimate)
+    assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
     yield from _frequency_rows(head, body)
-    yield from _segment_rows(client, registry, definition, window, confidence, head)
+    yield from _segment_rows(reader, definition, window, confidence, head)
 
 
 def _segment_rows(
-    client: redis.Redis,
-    registry: Registry,
+    reader: Any,
     definition: MetricDefinition,
     window: str,
     confidence: float,
     head: dict[str, Any],
 ) -> Iterator[dict[str, Any]]:
     """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
-    them (suppressed groups have no row: an export releases what the API releases)."""
+    them (suppressed groups have no row: an export releases what the API releases; the
+    minimum is the default, :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`)."""
+    from aggregator.query.answers import MeanEstimate
+    from aggregator.query.estimators import Ask
+    from aggregator.query.segments import segment_estimates
     from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
-    from aggregator.web.estimates import estimate_window
-    from aggregator.web.models import MeanEstimate
-    from aggregator.web.segments import segment_estimates
 
     for dimension, _ in definition.dimensions:
         breakdown = segment_estimates(
-            client,
-            registry,
+            reader,
             definition,
             window,
             dimension,
-            confidence,
+            Ask(confidence=confidence),
             DEFAULT_MIN_SEGMENT_REPORTS,
-            estimate_window,
         )
         for group in breakdown.groups:
             found = group.estimates
@@ -270,9 +262,9 @@ def _joint_rows(
     summed support (C_S), ``norm_sub`` the consistent (post-processed) estimate."""
     from itertools import combinations
 
+    from aggregator.query.window import read_counts
     from aggregator.stats.intervals import json_float
     from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
-    from aggregator.stream.counts import read_counts
 
     m = definition.joint
     counts = read_counts(client, definition, window).support

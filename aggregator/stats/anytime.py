@@ -18,6 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.accounting import checked_reports_per_device
 from client_sdk.mechanisms import (
     DuchiMechanism,
     FrequencyOracle,
@@ -485,9 +486,7 @@ def frequency_cs(
     Raises:
         ValueError: alpha outside (0, 1), counts outside [0, n], or r < 1.
     """
-    if not reports_per_device >= 1:
-        raise ValueError(f"reports_per_device must be ≥ 1, got {reports_per_device!r}")
-    r = float(reports_per_device)
+    r = checked_reports_per_device(reports_per_device)
     nn = np.asarray(n, dtype=np.float64)
     counts = np.asarray(support, dtype=np.float64)
     if np.any(counts < 0) or np.any(counts > nn):

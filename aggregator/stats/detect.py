@@ -3,7 +3,7 @@
 Fake users who send crafted reports (Cao, Jia & Gong's maximal-gain attack) promote chosen
 values far beyond their number. Three tests look for that in the aggregate, each where an
 honest population cannot produce what it sees (pure functions over counts; the web layer
-reads the windows, :mod:`aggregator.web.alarms`):
+reads the windows, :mod:`aggregator.query.alarms`):
 
 In full: ``docs/statistics/poisoning-alarms.md``.
 """

@@ -15,7 +15,6 @@ References:
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.accounting import checked_reports_per_device
 from aggregator.stats.anytime import frequency_cs
 from aggregator.stats.codecs import Counts, count_payloads
 from aggregator.stats.intervals import (
@@ -106,7 +106,7 @@ class FrequencyEstimate:
             nan = np.full(self.k, np.nan)
             return nan, nan
         if self.interval == ANYTIME:
-            return _sequence(self, alpha, simultaneous)
+            return self.confidence_sequence(alpha, simultaneous)
         if isinstance(self.mechanism, PostRandomization):
             low, high, _ = pram_intervals(
                 self.mechanism,
@@ -127,6 +127,25 @@ class FrequencyEstimate:
             self.estimand,
         )
         return low, high
+
+    def confidence_sequence(
+        self, alpha: float | None = None, simultaneous: bool | None = None
+    ) -> tuple[FloatArray, FloatArray]:
+        """The confidence sequence ("valid while you watch") at level 1 − alpha, for all k
+        values at once with ``simultaneous`` (defaults: the estimate's own confidence and
+        simultaneity), not clipped into [0, 1]; NaN without reports.
+
+        Raises:
+            ValueError: pram (no single p*, q*: no sequence).
+        """
+        if self.n == 0:
+            nan = np.full(self.k, np.nan)
+            return nan, nan
+        a = 1.0 - self.confidence if alpha is None else alpha
+        together = self.simultaneous if simultaneous is None else simultaneous
+        return _sequence(
+            self.mechanism, self.n, self.support_counts, a, together, self.reports_per_device
+        )
 
     def indistinguishable_from_zero(self) -> np.ndarray:
         """Values not flagged :attr:`distinguishable` (the false-discovery-rate test)."""
@@ -284,8 +303,7 @@ def estimate_from_counts(
         )
         if anytime:
             method = ANYTIME
-            alpha = (1.0 - confidence) / (k if simultaneous else 1)
-            lo, hi = frequency_cs(mechanism, n, support, alpha, reports_per_device=r, clip=False)
+            lo, hi = _sequence(mechanism, n, support, 1.0 - confidence, simultaneous, r)
         else:
             lo, hi, method = frequency_intervals(
                 mechanism, n, support, confidence, k if simultaneous else 1, r, estimand
@@ -314,15 +332,20 @@ def estimate_from_counts(
 
 
 def _sequence(
-    est: FrequencyEstimate, alpha: float, simultaneous: bool
+    mechanism: FrequencyOracle,
+    n: int,
+    support: np.ndarray,
+    alpha: float,
+    simultaneous: bool,
+    r: float,
 ) -> tuple[FloatArray, FloatArray]:
+    """The frequencies' confidence sequence at level 1 − alpha (Bonferroni over the k
+    values when ``simultaneous``), unclipped: the one place an estimate builds it."""
+    if isinstance(mechanism, PostRandomization):
+        raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
+    k = mechanism.domain_size
     low, high = frequency_cs(
-        est.mechanism,
-        est.n,
-        est.support_counts,
-        alpha / (est.k if simultaneous else 1),
-        reports_per_device=est.reports_per_device,
-        clip=False,
+        mechanism, n, support, alpha / (k if simultaneous else 1), reports_per_device=r, clip=False
     )
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
 
@@ -334,10 +357,10 @@ def _sampling(f: FloatArray, n: int, r: float) -> FloatArray:
 
 
 def _reports_per_device(mechanism: FrequencyOracle, r: float) -> float:
-    """``r`` checked (a number ≥ 1); 1 for mechanisms without memoization."""
-    if isinstance(r, bool) or not isinstance(r, (int, float)) or not 1 <= r < math.inf:
-        raise ValueError(f"reports_per_device must be a number ≥ 1, got {r!r}")
-    return float(r) if isinstance(mechanism, Memoized) else 1.0
+    """``r`` checked (:func:`~aggregator.stats.accounting.checked_reports_per_device`); 1
+    for mechanisms without memoization, whose reports carry fresh noise."""
+    checked = checked_reports_per_device(r)
+    return checked if isinstance(mechanism, Memoized) else 1.0
 
 
 def _variance(mechanism: FrequencyOracle, n: int, f: Any, r: float) -> Any:

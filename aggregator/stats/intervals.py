@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.accounting import checked_reports_per_device
+
 __all__ = [
     "ESTIMANDS",
     "EXACT",
@@ -199,7 +201,7 @@ def frequency_intervals(
     population = check_estimand(estimand) == POPULATION
     counts = np.asarray(support, dtype=np.float64)
     alpha = (1.0 - confidence) / comparisons
-    r = float(reports_per_device)
+    r = checked_reports_per_device(reports_per_device)
     z = z_value(confidence, comparisons)
     method = interval_method(mechanism, n, r, z)
     if method == SCORE:
@@ -243,7 +245,7 @@ def zero_p_values(
     the design effect crossed 10⁻⁴ eight times too often at r = 100.
     """
     counts = np.asarray(support, dtype=np.float64)
-    r = float(reports_per_device)
+    r = checked_reports_per_device(reports_per_device)
     if r > 1 and hasattr(mechanism, "permanent") and hasattr(mechanism, "irr_keep"):
         survival = _device_sum_survival(mechanism, n, math.ceil(r))
         index = np.clip(np.ceil(counts), 0, len(survival) - 1).astype(np.int64)

@@ -320,11 +320,15 @@ class NumericEstimate:
     def conf_int(self, alpha: float = 0.05) -> tuple[float, float]:
         """The interval at level 1 − alpha, made as ``ci_low``/``ci_high`` are."""
         if self.interval == ANYTIME_METHOD:
-            s = self.stats
-            return mean_cs(
-                self.mechanism, s.n, s.total, s.total_sq, alpha, value_range=self.value_range
-            )
+            return self.confidence_sequence(alpha)
         return _interval_in_units(self.mechanism, self.stats, self.value_range, 1.0 - alpha)
+
+    def confidence_sequence(self, alpha: float | None = None) -> tuple[float, float]:
+        """The confidence sequence ("valid while you watch") at level 1 − alpha (default:
+        the estimate's own confidence), in units: :func:`aggregator.stats.anytime.mean_cs`."""
+        a = 1.0 - self.confidence if alpha is None else alpha
+        s = self.stats
+        return mean_cs(self.mechanism, s.n, s.total, s.total_sq, a, value_range=self.value_range)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN becomes None)."""

@@ -20,14 +20,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from aggregator.stats.intervals import z_value
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION, max_gain
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 
-__all__ = ["PlanRow", "central_laplace_std", "plan"]
+__all__ = [
+    "CENTRAL",
+    "HalfWidthCurve",
+    "PlanRow",
+    "central_laplace_std",
+    "half_width_curves",
+    "plan",
+]
 
 PLANNED = ("grr", "sue", "oue", "olh", "hr", "ss")
+
+CENTRAL = "central laplace"
+"""The trusted-curator reference's name in a plan and a curve."""
 
 
 def central_laplace_std(n: float, epsilon: float) -> float:
@@ -92,7 +104,7 @@ def plan(
     if users is not None:
         rows.append(
             PlanRow(
-                "central laplace",
+                CENTRAL,
                 None,
                 None,
                 z * central_laplace_std(users, epsilon),
@@ -103,7 +115,63 @@ def plan(
     else:
         assert width is not None
         n_central = math.ceil(z * math.sqrt(2.0) / (width * epsilon))
-        rows.append(
-            PlanRow("central laplace", None, None, width, n_central, max_gain=fake_fraction)
-        )
+        rows.append(PlanRow(CENTRAL, None, None, width, n_central, max_gain=fake_fraction))
     return rows
+
+
+@dataclass(frozen=True)
+class HalfWidthCurve:
+    """One mechanism's (or central Laplace's) half-width over a grid of N."""
+
+    mechanism: str
+    half_width: list[float]
+    auto: bool = False
+    current: bool = False
+    central: bool = False
+
+
+def half_width_curves(
+    epsilon: float,
+    k: int,
+    n: np.ndarray,
+    confidence: float = 0.95,
+    current: str | None = None,
+    given: FrequencyOracle | None = None,
+) -> list[HalfWidthCurve]:
+    """Half-width z·√Var(n) over the grid ``n`` for every planned mechanism, then central.
+
+    Args:
+        epsilon: ε per report.
+        k: domain size.
+        n: report counts (floats are fine: the formulas are smooth in n).
+        confidence: the interval's level.
+        current: a mechanism name to mark (a metric's own); added if not planned.
+        given: a mechanism built elsewhere (pram from its matrix), drawn after the planned.
+
+    Returns:
+        One curve per mechanism, then central Laplace.
+
+    Raises:
+        ValueError: ε, k or ``current`` rejected by the mechanisms.
+    """
+    z = z_value(confidence)
+    chosen = mechanisms.choose(epsilon, k).mechanism
+    names = list(PLANNED)
+    if current is not None and current not in names and current != "pram":
+        names.append(current)
+    built = [mechanisms.create(name, epsilon=epsilon, domain_size=k) for name in names]
+    if given is not None:
+        built.append(given)
+    elif current == "pram":
+        raise ValueError("mechanism=pram needs its matrix (&matrix=[[…], …])")
+    curves = [
+        HalfWidthCurve(
+            mechanism=m.name,
+            half_width=[float(x) for x in z * np.sqrt(m.variance(n))],
+            auto=m == chosen,
+            current=m.name == current,
+        )
+        for m in built
+    ]
+    central = [z * central_laplace_std(float(x), epsilon) for x in n]
+    return [*curves, HalfWidthCurve(CENTRAL, central, central=True)]

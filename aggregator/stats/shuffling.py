@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from aggregator.stats.accounting import checked_reports_per_device, composed_epsilon
 from client_sdk.mechanisms.base import exp_epsilon
 
 __all__ = [
@@ -197,15 +198,19 @@ def amplification(
     Args:
         epsilon0: each report's ε (LDP).
         n: reports in the release.
-        reports_per_device: r, the most reports one device can have among them.
+        reports_per_device: r, the most reports one device can have among them
+            (:func:`~aggregator.stats.accounting.checked_reports_per_device`).
         delta: δ; 1/N² by default, N = ⌈n/r⌉.
 
     Returns:
         The guarantee, with its one-line condition.
+
+    Raises:
+        ValueError: ``reports_per_device`` not a number ≥ 1.
     """
-    r = max(int(reports_per_device), 1)
+    r = math.ceil(checked_reports_per_device(reports_per_device))
     devices = max(math.ceil(n / r), 0)
-    local = r * epsilon0
+    local = composed_epsilon(epsilon0, r)
     d = default_delta(devices) if delta is None else delta
     eps = shuffled_epsilon(local, devices, d) if devices >= MIN_REPORTS else local
     per = (

@@ -1,14 +1,15 @@
 """The read side's web layer: estimates, overview and planning APIs, the dashboard.
 
-Flask blueprints over the counts in Redis (:mod:`aggregator.stream.counts`) and the
-statistics (:mod:`aggregator.stats`); no state of their own. :func:`install` mounts them
-on an app that carries the shared request context (Redis, the metric registry, memory
-readings, the app's metrics: :mod:`ldp_api.context`), as the collector's app factory
-attaches it; :mod:`ldp_server.app` composes the two.
+Flask blueprints over the read package (:mod:`aggregator.query`: a window's counts, its
+estimate for any kind, alarms, the answers); views and the dashboard, no state and no
+statistics of their own. :func:`install` mounts them on an app that carries the shared
+request context (Redis, the metric registry, memory readings, the app's metrics:
+:mod:`ldp_api.context`), as the collector's app factory attaches it;
+:mod:`ldp_server.app` composes the two.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
 * :mod:`~aggregator.web.status`: ``/v1/overview``
-* :mod:`~aggregator.web.alarms`: poisoning alarms for both, and for ``/metrics``
+* :mod:`~aggregator.query.alarms`: poisoning alarms for both, and for ``/metrics``
 * :mod:`~aggregator.web.plan`: ``/v1/plan``, ``/v1/plan/curve``
 * :mod:`~aggregator.web.dashboard`: ``/``, ``/ui/…``
 * :mod:`~aggregator.web.access`: the read token in front of all of them
@@ -19,7 +20,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Flask
 
-from aggregator.web import access, alarms, dashboard, estimates, plan, read_guard, status, strings
+from aggregator.query.alarms import AlarmGauges
+from aggregator.web import access, dashboard, estimates, plan, read_guard, status, strings
 from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
@@ -38,7 +40,7 @@ def install(app: Flask) -> None:
     """
     status.install_retention(app)
     ext = shared(app=app)
-    ext.telemetry.add_collector(alarms.AlarmGauges(ext.redis, ext.registry, alarms.alarm_rate(app)))
+    ext.telemetry.add_collector(AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app)))
     read_guard.install(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

@@ -40,10 +40,15 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
-from aggregator.web.alarms import alarm_rate
-from aggregator.web.estimates import relayed_epsilon
+from aggregator.query.estimators import relayed_epsilon
 from aggregator.web.models import CURVE_MECHANISMS
-from aggregator.web.status import describe, overview_body, published_caps, retention_of
+from aggregator.web.status import (
+    alarm_rate,
+    describe,
+    overview_body,
+    published_caps,
+    retention_of,
+)
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition

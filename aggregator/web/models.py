@@ -1,20 +1,28 @@
-"""The read APIs' answers and query parameters, as typed models, with their limits.
+"""The read APIs' query parameters and their limits, and the overview's and planning's
+answers, as typed models.
 
 :mod:`~aggregator.web.estimates`, :mod:`~aggregator.web.status` and
-:mod:`~aggregator.web.plan` build their JSON from these classes (through
-:func:`ldp_api.models.answer`) and document themselves with them, so ``/openapi.json``
-shows what they send. The query models state the limits the views enforce, which are
-defined here, once: a view refuses what its query model documents as out of range.
+:mod:`~aggregator.web.plan` document themselves with these classes (the estimates'
+answers are :mod:`aggregator.query.answers`), so ``/openapi.json`` shows what they send.
+The query models state the limits the views enforce, which are defined here, once: a
+view refuses what its query model documents as out of range.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from aggregator.stats.detect import ALARM_KINDS
-from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from aggregator.query.answers import (
+    DEFAULT_CONFIDENCE,
+    GRANULARITIES,
+    MAX_TREND_WINDOWS,
+    Estimand,
+    PoisoningAlarm,
+    Version,
+)
+from aggregator.stats.intervals import REPORTERS
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
@@ -37,12 +45,8 @@ __all__ = [
     "Curve",
     "CurveQuery",
     "Curves",
-    "EstimateRow",
-    "Estimates",
     "EstimatesQuery",
     "Backlog",
-    "MeanEstimate",
-    "MeanTrendPoint",
     "Overview",
     "OverviewRow",
     "RetentionInEffect",
@@ -52,26 +56,15 @@ __all__ = [
     "PlanQuery",
     "PlanTarget",
     "PlannedMechanism",
-    "PoisoningAlarm",
-    "StringEstimates",
     "StringCurve",
     "StringCurveQuery",
     "StringPlan",
     "StringPlanQuery",
-    "StringRow",
-    "Trend",
-    "TrendPoint",
     "TrendQuery",
 ]
 
-GRANULARITIES = ("hour", "day")
-"""The windows a trend can follow."""
-
 FORMATS = ("json", "csv")
 """What ``GET /v1/estimates/<name>`` answers in."""
-
-DEFAULT_CONFIDENCE = 0.95
-"""The intervals' level unless a request asks for another: the convention of reports."""
 
 MIN_CONFIDENCE = 0.5
 """The lowest level a request may ask for: an interval below it is more likely wrong
@@ -94,9 +87,6 @@ CURVE_MECHANISMS = tuple(
 """What a curve can be drawn for: from ε and k alone, except pram, which needs its matrix
 (``&matrix=``); a memoized mechanism's variance also needs its ε∞."""
 
-MAX_TREND_WINDOWS = 24 * 14
-"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
-
 MAX_POINTS = 400
 """Points of a curve: a chart a few hundred pixels wide shows no more."""
 
@@ -106,25 +96,13 @@ MIN_N, MAX_N = 1.0, 1e12
 DEFAULT_GRID = (1e2, 1e8, 61)
 """10² to 10⁸ users, ten points per decade: smooth on a log axis."""
 
-Number = float | None
-"""A statistic; null when n is 0 (no estimate)."""
-
 Confidence = Annotated[float, Field(ge=MIN_CONFIDENCE, le=MAX_CONFIDENCE)]
-Version = Annotated[int, Field(ge=1)]
 Epsilon = Annotated[float, Field(ge=mechanisms.MIN_EPSILON, le=mechanisms.MAX_EPSILON)]
 DomainSize = Annotated[int, Field(ge=2, le=mechanisms.MAX_DOMAIN_SIZE)]
 FakeFraction = Annotated[float, Field(gt=0, lt=1)]
 
 
 # -- /v1/estimates/<name> and …/trend -------------------------------------------------------
-
-
-INTERVALS = ("score", "exact")
-"""How a frequency interval is built (see aggregator.stats.intervals)."""
-
-Estimand = Annotated[str, OneOf(ESTIMANDS)]
-"""Whose share a frequency's std_error and interval are for: reporters (the devices that
-reported; default) or population (a larger population they are a random sample of)."""
 
 
 MAX_CANDIDATES_QUERY = 300
@@ -179,182 +157,6 @@ class TrendQuery(Model):
     """As for the estimates: 1, true or yes (any case) mean true."""
     estimand: Estimand = REPORTERS
     """As for the estimates: reporters or population."""
-
-
-class EstimateRow(Model):
-    """One value of the domain."""
-
-    value: str
-    frequency: Number
-    """Unbiased (it can leave [0, 1]); null when n is 0."""
-    std_error: Number
-    """Of the share named by the answer's ``estimand``."""
-    ci_low: Number
-    """ci_low/ci_high: the interval for the share named by the answer's ``estimand``: by
-    default the share among the n devices that reported."""
-    ci_high: Number
-    norm_sub: Number
-    """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
-    display."""
-    support_count: Annotated[int, Field(ge=0)]
-    cs_low: Number
-    """The confidence sequence ("valid while you watch"): holds at every n at once,
-    however often the page is looked at; wider than ci_low/ci_high. For the share in the
-    population the devices are drawn from at random (whatever the estimand). Null when n
-    is 0."""
-    cs_high: Number
-    p_value: Number
-    """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
-    distinguishable_from_zero: bool | None
-    """Flagged above zero by the Benjamini–Hochberg procedure over all the values, so
-    that at most 1 − confidence of the flagged values are, on average, really absent
-    (the false discovery rate); null when n is 0."""
-
-
-class PoisoningAlarm(Model):
-    """A window whose counts no honest population produces under the mechanism."""
-
-    kind: Annotated[str, OneOf(ALARM_KINDS)]
-    """shift: values rose more than sampling noise allows against the trailing windows;
-    floor: GRR counts below what any honest population gives (no baseline needed);
-    seeds: hash seeds reused far beyond chance (local hashing); support: the support
-    counts' total is outside its honest band (unary encodings, local hashing); groups,
-    rows: a string metric's reports, or a discovered value's, in few of the sketch's
-    rows."""
-    window: str
-    """The window tested (hour:…, day:… or all)."""
-    statistic: float
-    """z (shift, support), the shortfall S (floor) or chi-square (seeds, groups, rows)."""
-    threshold: float
-    """The statistic's alarm threshold."""
-    p_value: Annotated[float, Field(ge=0, le=1)]
-    alpha: Annotated[float, Field(gt=0, lt=1)]
-    """The level the p-value was compared with (the window's false-alarm rate, split
-    over the tests and, for shift, the values)."""
-    evidence: str
-    """What was seen, in one sentence."""
-    values: list[str]
-    """The values that rose (shift) or whose reports sit in few rows (rows), most
-    significant first; empty for the others."""
-
-
-class ShuffledEpsilon(Model):
-    """The central guarantee for whoever sees only the estimates (amplification by
-    shuffling: Feldman, McMillan & Talwar, FOCS 2021, numerical bound)."""
-
-    epsilon: Annotated[float, Field(ge=0)]
-    """ε_c: the release is (ε_c, δ)-DP towards viewers of the estimates."""
-    delta: Annotated[float, Field(gt=0, lt=1)]
-    """δ = 1/N², N the devices the bound counts."""
-    devices: Annotated[int, Field(ge=0)]
-    """N: the fewest devices the reports can come from (reports rounded down to two
-    significant digits, divided by the reports per device); the bound holds for more."""
-    reports_per_device: Annotated[int, Field(ge=1)]
-    """r: composed on the device (r·ε) before amplifying."""
-    condition: str
-    """When it holds, and for whom it does not (the server and Redis see ε-LDP reports)."""
-
-
-class Estimates(Model):
-    """A categorical metric's frequencies in one window."""
-
-    metric: str
-    version: Version
-    mechanism: Annotated[str, OneOf(mechanisms.MECHANISMS)]
-    epsilon: float
-    mechanism_params: Mechanism
-    n: Annotated[int, Field(ge=0)]
-    """Reports counted."""
-    confidence: float
-    simultaneous: bool
-    window: str
-    interval: Annotated[str, OneOf(INTERVALS)]
-    """How ci_low/ci_high were built: score (the exact variance at each candidate f) or
-    exact (Clopper–Pearson, where counts are a handful)."""
-    estimand: Estimand = REPORTERS
-    """Whose share std_error and ci_low/ci_high are for: reporters, the n devices that
-    reported (a finite population: only the mechanism's noise is random), or population,
-    a larger population the devices are a random sample of (?estimand=population: the
-    sampling variance f(1 − f)/n added). Read as a population's share, the reporters'
-    intervals under-cover at high ε (GRR, k = 2, ε = 4: 40–82 %)."""
-    intervals_note: str
-    """The intervals and flags in one sentence a non-statistician reads correctly."""
-    anytime_note: str
-    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
-    reports_per_device: Annotated[int, Field(ge=1)]
-    """The most reports of one device these counts may hold, as the intervals assume
-    (memoized metrics: their reports share a permanent response); 1 otherwise."""
-    reports_per_device_note: str
-    """Why that many."""
-    post_processing: str
-    estimates: list[EstimateRow]
-    """One row per domain value, in the domain's order."""
-    alarms: list[PoisoningAlarm]
-    """Poisoning alarms of this window (of the newest hour and day windows for window
-    all); empty when none, or for memoized metrics, which are not tested."""
-    alarm_rate: float
-    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
-    shuffled_epsilon: ShuffledEpsilon | None = None
-    """ε_c of these n reports seen only as estimates; None without reports."""
-
-
-class StringRow(Model):
-    """One value of a string metric: discovered, or asked for as a candidate."""
-
-    value: str
-    frequency: Number
-    """A candidate's: unbiased over the sketch's hash salt and the noise. A discovered
-    value's (``selection_adjusted``): median-unbiased given that it was discovered. Null
-    when no level has reports."""
-    std_error: Number
-    """Of the unadjusted estimate f̂."""
-    ci_low: Number
-    ci_high: Number
-    """A candidate's: f̂ ± z·std_error. A discovered value's: the selection-adjusted
-    interval, within [0, ∞), which covers the truth at ``confidence`` among the values
-    discovered (f̂ ± z·std_error does not: they were found because f̂ came out high)."""
-    p_value: Number
-    """One-sided, of f = 0."""
-    discovered: bool
-    """Called present by the discovery (Benjamini–Hochberg at ``alpha`` over every value
-    tested)."""
-    selection_adjusted: bool
-    """True in ``estimates`` (discovered values: frequency and interval conditional on
-    the selection, :mod:`aggregator.stats.selection`), false in ``candidates`` (values
-    chosen before the data: the plain f̂ ± z·σ, even when also discovered)."""
-
-
-class StringEstimates(Model):
-    """A string metric's discovered values (and asked-for candidates) in one window."""
-
-    metric: str
-    version: Version
-    kind: Literal["string"]
-    mechanism: str
-    epsilon: float
-    mechanism_params: Mechanism
-    n: Annotated[int, Field(ge=0)]
-    confidence: float
-    window: str
-    max_length: int
-    alpha: float
-    """False discovery rate of the values called present."""
-    tested: Annotated[int, Field(ge=0)]
-    """Complete values the discovery tested."""
-    detection_threshold: Number
-    """The frequency found with probability about ½ at this ε and n (a value of full
-    length; shorter values are estimated from more levels and found a little below it)."""
-    interval: str
-    """How ci_low/ci_high are built."""
-    estimates: list[StringRow]
-    """The discovered values, by decreasing unadjusted estimate (selection-adjusted)."""
-    candidates: list[StringRow]
-    """The values of ``?candidates=``, in the order asked."""
-    alarms: list[PoisoningAlarm]
-    """Poisoning alarms of this window (``groups``, ``rows``: reports crafted into a few
-    of the sketch's rows)."""
-    alarm_rate: float
-    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
 
 
 class StringPlanQuery(Model):
@@ -420,104 +222,6 @@ class StringCurve(Model):
     """The N axis: a geometric grid from n_min to n_max."""
     frequency: list[float]
     """The frequency found with probability ``power`` at each N (above 1: none is)."""
-
-
-class MeanEstimate(Model):
-    """A numeric metric's mean in one window, in the metric's units."""
-
-    metric: str
-    version: Version
-    kind: Literal["numeric"]
-    mechanism: Annotated[str, OneOf(mechanisms.NUMERIC_MECHANISMS)]
-    epsilon: float
-    mechanism_params: Mechanism
-    n: Annotated[int, Field(ge=0)]
-    confidence: float
-    window: str
-    range: Annotated[list[float], Field(min_length=2, max_length=2)]
-    mean: Number
-    """Unbiased (it can leave the range); null when n is 0."""
-    std_error: Number
-    ci_low: Number
-    ci_high: Number
-    cs_low: Number
-    """The confidence sequence ("valid while you watch"): holds at every n at once,
-    however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
-    cs_high: Number
-    interval: str
-    """How ci_low/ci_high are built (a Student t score interval, its variance floored at
-    the mechanism's least variance: it holds from n = 2 on)."""
-    anytime_note: str
-    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
-    std_error_worst_case: Number
-    mean_clipped: Number
-    """The mean clipped into the range: post-processed, biased."""
-    post_processing: str
-
-
-class SegmentGroup(Model):
-    """One value of the breakdown's dimension: its estimates, or why they are not shown."""
-
-    value: str
-    shown: bool
-    reason: str | None = None
-    """Why not shown (null when shown)."""
-    estimates: Estimates | MeanEstimate | None = None
-    """The group's estimates, exactly as a whole metric's (null when not shown)."""
-
-
-class SegmentEstimates(Model):
-    """A breakdown by one public dimension (``?by=<dimension>``)."""
-
-    metric: str
-    version: int
-    kind: Literal["segments"] = "segments"
-    window: str
-    by: str
-    confidence: float
-    min_segment_reports: int
-    """The least reports a shown group has (LDP_MIN_SEGMENT_REPORTS)."""
-    not_protected: str
-    """What the dimensions are: public labels, NOT protected by ε."""
-    released: str
-    """What this answer releases, and how suppression keeps a small group hidden."""
-    groups: list[SegmentGroup]
-
-
-class TrendPoint(Model):
-    """A categorical metric's estimates in one window."""
-
-    window: str
-    n: Annotated[int, Field(ge=0)]
-    reports_per_device: Annotated[int, Field(ge=1)]
-    """As in the window's estimates: what its intervals assume."""
-    estimates: list[EstimateRow]
-
-
-class MeanTrendPoint(Model):
-    """A numeric metric's mean in one window."""
-
-    window: str
-    n: Annotated[int, Field(ge=0)]
-    mean: Number
-    std_error: Number
-    ci_low: Number
-    ci_high: Number
-    cs_low: Number
-    cs_high: Number
-
-
-class Trend(Model):
-    """One estimate per window, oldest first."""
-
-    metric: str
-    version: Version
-    granularity: Annotated[str, OneOf(GRANULARITIES)]
-    confidence: float
-    estimand: Estimand = REPORTERS
-    """Whose share the categorical windows' intervals are for (as in the estimates)."""
-    windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
-    """The newest windows with counts (at most two weeks of hours), oldest first."""
 
 
 # -- /v1/overview ---------------------------------------------------------------------------

@@ -38,8 +38,7 @@ import numpy as np
 from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.stats.intervals import z_value
-from aggregator.stats.planning import PLANNED, central_laplace_std, plan
+from aggregator.stats.planning import half_width_curves, plan
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.models import (
@@ -64,7 +63,7 @@ from client_sdk.mechanisms import FrequencyOracle
 from ldp_api.models import Error, answer
 from ldp_api.openapi import Reply, documented
 
-__all__ = ["MAX_MATRIX_QUERY", "bp", "half_width_curves", "n_grid"]
+__all__ = ["MAX_MATRIX_QUERY", "bp", "n_grid"]
 
 MAX_MATRIX_QUERY = 8192
 """Longest ``matrix`` query value: a 16×16 matrix of 4-decimal entries with room to
@@ -72,8 +71,6 @@ spare, within what proxies pass in a URL (8 KiB lines are common limits); a larg
 matrix is planned from its metric's page, where the definition carries it."""
 
 bp = Blueprint("plan", __name__)
-
-CENTRAL = "central laplace"
 
 
 def _number(name: str, default: float | None = None) -> float:
@@ -180,65 +177,6 @@ def get_plan() -> dict[str, Any]:
     return answer(body)
 
 
-def half_width_curves(
-    epsilon: float,
-    k: int,
-    n: np.ndarray,
-    confidence: float = 0.95,
-    current: str | None = None,
-    given: FrequencyOracle | None = None,
-) -> list[Curve]:
-    """Half-width z·√Var(n) over the grid ``n`` for every planned mechanism, then central.
-
-    Args:
-        epsilon: ε per report.
-        k: domain size.
-        n: report counts (floats are fine: the formulas are smooth in n).
-        confidence: the interval's level.
-        current: a mechanism name to mark (a metric's own); added if not planned.
-        given: a mechanism built elsewhere (pram from its matrix), drawn after the planned.
-
-    Returns:
-        One curve per mechanism, then central Laplace.
-
-    Raises:
-        ValueError: ε, k or ``current`` rejected by the mechanisms.
-    """
-    z = z_value(confidence)
-    chosen = mechanisms.choose(epsilon, k).mechanism
-    names = list(PLANNED)
-    if current is not None and current not in names and current != "pram":
-        names.append(current)
-    built = [mechanisms.create(name, epsilon=epsilon, domain_size=k) for name in names]
-    if given is not None:
-        built.append(given)
-    elif current == "pram":
-        raise ValueError("mechanism=pram needs its matrix (&matrix=[[…], …])")
-    curves: list[Curve] = []
-    for m in built:
-        name = m.name
-        width = z * np.sqrt(m.variance(n))
-        curves.append(
-            Curve(
-                mechanism=name,
-                half_width=[float(x) for x in width],
-                auto=m == chosen,
-                current=name == current,
-                central=False,
-            )
-        )
-    curves.append(
-        Curve(
-            mechanism=CENTRAL,
-            half_width=[z * central_laplace_std(float(x), epsilon) for x in n],
-            auto=False,
-            current=False,
-            central=True,
-        )
-    )
-    return curves
-
-
 @bp.get("/v1/plan/curve")
 @documented(
     "The half-width against N on a log grid, per mechanism and for central Laplace.",
@@ -259,9 +197,19 @@ def get_curve() -> dict[str, Any]:
         raise BadRequest(f"mechanism must be one of {', '.join(CURVE_MECHANISMS)}")
     given = _given_pram(k)
     try:
-        curves = half_width_curves(epsilon, k, n, confidence, current, given)
+        found = half_width_curves(epsilon, k, n, confidence, current, given)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
+    curves = [
+        Curve(
+            mechanism=c.mechanism,
+            half_width=c.half_width,
+            auto=c.auto,
+            current=c.current,
+            central=c.central,
+        )
+        for c in found
+    ]
     body = Curves(
         epsilon=epsilon, k=k, confidence=confidence, n=[float(x) for x in n], curves=curves
     )

@@ -6,7 +6,7 @@ change (keyed by n), runs one request's discovery for every request that asks fo
 same window meanwhile, runs it on a native thread so the worker's event loop keeps
 serving, and runs at most ``READ_DISCOVERIES`` at once per process: one more is refused
 with 503 and ``Retry-After`` instead of queueing CPU work nobody bounds. A window without
-reports never gets here (:func:`aggregator.web.strings.string_estimates` answers it
+reports never gets here (:class:`aggregator.query.estimators.StringEstimator` answers it
 empty). ``ldp serve`` also runs the read side in worker processes of their own, at a
 lower CPU priority than ingest (:mod:`ldp_server.serve`).
 """

@@ -32,10 +32,11 @@ from typing import Any
 import redis
 from flask import Blueprint, Flask, current_app, has_app_context
 
+from aggregator.query.alarms import alarm_models, checked_alarm_rate, current_alarms
+from aggregator.query.window import lag_details, list_windows, reports_counted
+from aggregator.stats.accounting import composed_epsilon, device_spend, epsilon_per_day_max
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
-from aggregator.stream.counts import lag_details, list_windows, per_shard
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
-from aggregator.web.alarms import alarm_models, alarm_rate, current_alarms
 from aggregator.web.models import Overview
 from aggregator.web.strings import overview_alarms
 from client_sdk.device import DeviceCaps
@@ -43,21 +44,19 @@ from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
 from ldp_api.models import answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
-from ldp_store import keys, schema
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy
 
 __all__ = [
+    "alarm_rate",
     "bp",
     "describe",
-    "device_spend",
     "install_retention",
     "published_caps",
     "overview_body",
     "overview_rows",
     "read_memory",
-    "reports_counted",
     "retention_of",
 ]
 
@@ -85,17 +84,14 @@ def retention_of(definition: MetricDefinition) -> RetentionPolicy:
     return policy.for_metric(definition)
 
 
-def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
-    """n of a metric version over all time (the ``n`` field of its counts, every shard).
+def alarm_rate(app: Flask | None = None) -> float:
+    """The configured false-alarm rate per window (``LDP_ALARM_RATE``).
 
-    Read on its own rather than through :func:`aggregator.stream.counts.read_counts`: n is
-    what every kind of metric counts, whatever else its counts hold.
+    Raises:
+        ValueError: ``ALARM_RATE`` is not a number in (0, 0.5).
     """
-    name, version = definition.name, definition.version
-    replies = per_shard(
-        client, definition, lambda c, s: schema.read_n(c, keys.counts_key(name, version, "all", s))
-    )
-    return sum(int(raw) for raw in replies if raw is not None)
+    raw: Any = (app or current_app).config.get("ALARM_RATE", DEFAULT_ALARM_RATE)
+    return checked_alarm_rate(raw)
 
 
 def describe(definition: MetricDefinition) -> dict[str, Any]:
@@ -122,16 +118,14 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
         reports = budget.get("reports_per_period")
         period = budget.get("period")
         if isinstance(reports, (int, float)) and isinstance(epsilon, (int, float)):
-            per_period = float(reports) * float(epsilon)
+            per_period = composed_epsilon(float(epsilon), float(reports))
     longitudinal = d.get("longitudinal")
     permanent = longitudinal.get("permanent_epsilon") if isinstance(longitudinal, dict) else None
     if permanent is None:  # a memoized mechanism carries ε∞ among its parameters
         permanent = params.get("permanent_epsilon")
     if not isinstance(permanent, (int, float)) or isinstance(permanent, bool):
         permanent = None
-    per_day = per_period
-    if per_day is not None and permanent is not None:
-        per_day = min(per_day, float(permanent))
+    per_day = epsilon_per_day_max(per_period, None if permanent is None else float(permanent))
     return {
         "name": d.get("name", definition.name),
         "version": d.get("version", definition.version),
@@ -232,25 +226,6 @@ def published_caps() -> DeviceCaps | None:
     except ValueError:  # not through the collector's settings: treat as unset
         return None
     return None if caps == DeviceCaps() else caps
-
-
-def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[str, Any]:
-    """The most one device can spend per UTC day over every live metric, against the caps.
-
-    Sequential composition across metrics: the per-metric maxima add up. Retired metrics
-    take no reports and are left out; one metric without a budget makes the total
-    unbounded (null), and is named.
-    """
-    live = [r for r in rows if r.get("retired_at") is None]
-    unbounded = [r["name"] for r in live if r.get("epsilon_per_day_max") is None]
-    total = sum(float(r["epsilon_per_day_max"]) for r in live if r["epsilon_per_day_max"])
-    limits = caps or DeviceCaps()
-    return {
-        "epsilon_per_day_max": None if unbounded else round(total, 12),
-        "unbounded": unbounded,
-        "epsilon_per_day_cap": limits.epsilon_per_day,
-        "epsilon_lifetime_cap": limits.epsilon_lifetime,
-    }
 
 
 def overview_body(

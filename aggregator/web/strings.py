@@ -1,77 +1,41 @@
-"""String metrics in the estimates API: discovered values, candidates, the threshold.
+"""String metrics' planning APIs, and the pieces of the estimates API that are HTTP's.
 
-``GET /v1/estimates/<name>`` of a string metric answers :class:`StringEstimates`: the
-values the discovery (:mod:`aggregator.stats.discovery`) called present, by decreasing
-unadjusted estimate, each with its *selection-adjusted* frequency and interval
-(:mod:`aggregator.stats.selection`: a value is listed because its estimate came out
-high, and f̂ ± z·σ under-covers those near the threshold — 0.80 where many are) and the
-unadjusted estimate's standard error; the values asked for with ``?candidates=a,b,c``
-(normalised like a device's, estimated the same way), which were chosen before the data
-and keep the plain, unbiased f̂ ± z·σ; the detection threshold at the current n; and the
-window's poisoning alarms (:func:`aggregator.stats.detect.detect_sketch`: reports crafted
-into a few of the sketch's rows). Each row says which it carries (``selection_adjusted``).
-
-Discovery walks every level of the sketch (about a second of CPU at any n): a window
-without reports (none yet, or outside the version's life) is answered empty without one,
-and the others go through :mod:`aggregator.web.read_guard` (cached per window until its
-counts change, bounded, off the event loop).
+``GET /v1/plan/strings`` and ``…/curve``: what a string metric can find
+(:mod:`aggregator.stats.string_planning`). For ``GET /v1/estimates/<name>`` of a string
+metric, :func:`parse_candidates` reads ``?candidates=a,b,c``; the answer itself is
+:class:`aggregator.query.estimators.StringEstimator`'s, its discovery run through
+:mod:`aggregator.web.read_guard`, whose cache :func:`overview_alarms` reads for the
+overview. See docs/concepts/strings.md.
 """
 
 from __future__ import annotations
 
-import time
-from statistics import NormalDist
-
 import numpy as np
-import redis
-from flask import Blueprint, has_app_context, request
+from flask import Blueprint, request
 from werkzeug.exceptions import BadRequest
 
-from aggregator.stats.codecs import Counts, codec_for
-from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm, detect_sketch
-from aggregator.stats.discovery import Discovery, detection_threshold, discover
-from aggregator.stats.intervals import json_float
+from aggregator.stats.detect import Alarm, detect_sketch
 from aggregator.stats.string_planning import collision_floor, detectable_curve, string_plan
-from aggregator.stats.strings import SketchEstimator, padded_array
-from aggregator.stream.counts import read_counts
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
-from aggregator.web.alarms import alarm_models
 from aggregator.web.models import (
     MAX_CANDIDATES,
     MAX_CANDIDATES_QUERY,
     MAX_N,
     StringCurve,
     StringCurveQuery,
-    StringEstimates,
     StringPlan,
     StringPlanQuery,
-    StringRow,
 )
 from aggregator.web.plan import n_grid
-from aggregator.web.read_guard import cached, guarded
-from client_sdk.mechanisms.strings import StringSketch, display, normalise
+from aggregator.web.read_guard import cached
+from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.wire import MetricDefinition
-from ldp_api.context import shared
-from ldp_api.models import Error, Mechanism, answer
+from ldp_api.models import Error, answer
 from ldp_api.openapi import Reply, documented
-from ldp_store import schema
-from ldp_store.registry import Registry
 
-__all__ = ["bp", "overview_alarms", "parse_candidates", "string_estimates"]
+__all__ = ["bp", "overview_alarms", "parse_candidates"]
 
 bp = Blueprint("strings", __name__)
-
-CLOCK_SLACK_SECONDS = 300.0
-"""Windows are named by Redis's clock (the stream entry ids), the version's creation time
-and "now" by this machine's: a window is outside the version's life only by more than
-this, so a few minutes of skew never hide real reports."""
-
-INTERVAL = (
-    "candidates: normal, f̂ ± z·√Var, Var = the inner oracle's variance per row plus the "
-    "sketch's collision variance (estimated from the sketch); discovered values "
-    "(selection_adjusted): the conditional estimate and interval given that the value was "
-    "discovered (truncated normal at the Benjamini–Hochberg cutoff, Lee et al. 2016)"
-)
 
 
 def parse_candidates(raw: str | None) -> list[str]:
@@ -93,33 +57,6 @@ def parse_candidates(raw: str | None) -> list[str]:
     return values
 
 
-def _in_life(created: float | None, window: str, now: float) -> bool:
-    """Whether ``window`` overlaps the version's life, from its creation to now (give or
-    take :data:`CLOCK_SLACK_SECONDS`)."""
-    span = schema.window_span(window)
-    if span is None:  # all
-        return True
-    if span[0] > now + CLOCK_SLACK_SECONDS:
-        return False
-    return created is None or span[1] > created - CLOCK_SLACK_SECONDS
-
-
-def _discovery(
-    client: redis.Redis, definition: MetricDefinition, window: str, created: float | None
-) -> tuple[Discovery, SketchEstimator]:
-    codec = codec_for(definition.sketch)
-    if _in_life(created, window, time.time()):
-        counts = read_counts(client, definition, window)
-    else:  # before the version existed, or still to come: no reports, nothing to read
-        counts = Counts.zeros(definition.k)
-    est = SketchEstimator(codec, counts)
-    if counts.n == 0:
-        return Discovery.empty(), est
-    key = (definition.name, definition.version, window)
-    # The estimator is kept with its discovery: candidates are estimated as it was made.
-    return guarded(key, counts.n, lambda: (discover(est), est))
-
-
 def overview_alarms(definition: MetricDefinition, alpha: float) -> tuple[list[Alarm], list[str]]:
     """The all-time window's alarms as the overview shows them, without a discovery of its
     own (about a second of CPU): those of the discovery this process last made for it
@@ -135,94 +72,6 @@ def overview_alarms(definition: MetricDefinition, alpha: float) -> tuple[list[Al
         return [], []
     found, est = hit
     return detect_sketch(est, "all", found.values, found.known, alpha), found.labels
-
-
-def _row(
-    value: str,
-    f: float,
-    var: float,
-    p: float,
-    z: float,
-    discovered: bool,
-    adjusted: tuple[float, float, float] | None = None,
-) -> StringRow:
-    """One row; ``adjusted``: the selection-adjusted (estimate, low, high) of a value
-    listed because it was discovered, reported instead of f̂ ± z·σ."""
-    se = float(np.sqrt(var)) if np.isfinite(var) else float("nan")
-    f_out, low, high = adjusted if adjusted is not None else (f, f - z * se, f + z * se)
-    return StringRow(
-        value=value,
-        frequency=json_float(f_out),
-        std_error=json_float(se),
-        ci_low=json_float(low),
-        ci_high=json_float(high),
-        p_value=json_float(p),
-        discovered=discovered,
-        selection_adjusted=adjusted is not None,
-    )
-
-
-def string_estimates(
-    client: redis.Redis,
-    definition: MetricDefinition,
-    window: str,
-    confidence: float,
-    candidates: list[str],
-    alarm_rate: float = DEFAULT_ALARM_RATE,
-) -> StringEstimates:
-    """The answer of the estimates API for a string metric's window, its alarms tested
-    at false-alarm rate ``alarm_rate``."""
-    sketch = definition.sketch
-    registry = shared().registry if has_app_context() else Registry(client)
-    created = registry.created(definition.name, definition.version)
-    found, est = _discovery(client, definition, window, created)
-    alarms = detect_sketch(est, window, found.values, found.known, alarm_rate)
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    adj = found.adjusted(confidence)
-    rows = [
-        _row(display(v), float(f), float(var), float(p), z, True, (float(a), float(lo), float(hi)))
-        for v, f, var, p, a, lo, hi in zip(
-            found.values,
-            found.frequency,
-            found.variance,
-            found.p_values,
-            adj.frequency,
-            adj.low,
-            adj.high,
-            strict=True,
-        )
-    ]
-    asked: list[StringRow] = []
-    if candidates:
-        padded = [normalise(c, sketch.max_length) for c in candidates]
-        got = found.estimate(est, padded_array(padded, sketch.max_length))
-        known = set(found.values)
-        for c, v, f, var, p in zip(
-            candidates, padded, got.frequency, got.variance, got.p_values(), strict=True
-        ):
-            asked.append(_row(c, float(f), float(var), float(p), z, v in known))
-    return StringEstimates(
-        metric=definition.name,
-        version=definition.version,
-        kind="string",
-        mechanism=sketch.name,
-        epsilon=sketch.epsilon,
-        mechanism_params=Mechanism.model_validate(sketch.params()),
-        n=est.n,
-        confidence=confidence,
-        window=window,
-        max_length=sketch.max_length,
-        alpha=found.alpha,
-        tested=found.tested,
-        detection_threshold=json_float(
-            detection_threshold(found.null_std, found.tested, found.alpha)
-        ),
-        interval=INTERVAL,
-        estimates=rows,
-        candidates=asked,
-        alarms=alarm_models(definition, alarms, found.labels),
-        alarm_rate=alarm_rate,
-    )
 
 
 def _arg(name: str, default: float | None = None) -> float | None:

@@ -13,6 +13,7 @@ export const RETRY_CAP = 30_000;
 export const FAILURES_PER_RUN = 3;
 export const RETRY_AFTER_CAP = 600_000;
 const SLICE_MS = 10; // well below the 50 ms of a long task
+const COMMIT_MAX = 100; // reports per storage transaction: its structured clones, ~2 ms, are one task
 /** @type {MessageChannel | null} */
 let channel = null;
 const KEEPALIVE_LIMIT = 60_000; // browsers refuse keepalive bodies beyond 64 KiB in flight
@@ -244,9 +245,10 @@ export class Client {
     });
   }
 
-  /** Store the reports made since the last commit, with the ledger, in one transaction
-   *  (one IndexedDB commit costs about a millisecond; a report about 50 µs): at the end of
-   *  the current task, or at once on pagehide. */
+  /** Store the reports made since the last commit, with the ledger, in transactions of
+   *  COMMIT_MAX (one IndexedDB commit costs about a millisecond; a report about 50 µs): at
+   *  the end of the current task, when report() yields the main thread, or at once on
+   *  pagehide. */
   _commitSoon(now = false) {
     if (now) return this._commit();
     if (!this.commitTimer) {
@@ -256,24 +258,28 @@ export class Client {
     return this.storing;
   }
 
-  /** Store what is pending now (after every earlier commit); resolves when stored. */
+  /** Store what is pending now (after every earlier commit), COMMIT_MAX reports a
+   *  transaction, each in a task of its own; resolves when stored. */
   _commit() {
-    const entries = this.pending;
-    this.pending = [];
-    this.storing = this.storing.then(async () => {
-      if (!entries.length) return;
-      try {
-        const keys = await this.storage.put(entries, this.ledger);
-        entries.forEach((e, i) => this.queue.push({ ...e, key: keys[i] }));
-      } catch {
-        for (const e of entries) apply(this.ledger, e.charge, -1); // never stored: refunded
-        this.counts.reported -= entries.length;
-        this._drop("storage_error", entries.length);
-        return;
-      }
-      this._schedule(this.queue.length >= this.flushAt ? 0 : this.flushInterval);
-    });
+    while (this.pending.length) {
+      const entries = this.pending.splice(0, COMMIT_MAX);
+      this.storing = this.storing.then(() => this._store(entries));
+    }
     return this.storing;
+  }
+
+  /** @param {Omit<import("./storage.js").Entry, "key">[]} entries */
+  async _store(entries) {
+    try {
+      const keys = await this.storage.put(entries, this.ledger);
+      entries.forEach((e, i) => this.queue.push({ ...e, key: keys[i] }));
+    } catch {
+      for (const e of entries) apply(this.ledger, e.charge, -1); // never stored: refunded
+      this.counts.reported -= entries.length;
+      this._drop("storage_error", entries.length);
+      return;
+    }
+    this._schedule(this.queue.length >= this.flushAt ? 0 : this.flushInterval);
   }
 
   /** Give the page's main thread back every SLICE_MS: an app awaiting report() in a
@@ -281,6 +287,9 @@ export class Client {
   async _breathe() {
     const now = performance.now();
     if (now - this.sliceStart < SLICE_MS) return;
+    // Store this slice's reports now: a task that yields before its timers run (as
+    // scheduler.yield does) would otherwise pile a whole loop's reports into one commit.
+    if (this.pending.length) this._commit();
     const g = /** @type {any} */ (globalThis);
     if (g.scheduler?.yield) await g.scheduler.yield();
     else {

@@ -1,5 +1,5 @@
 // Exact arithmetic the mechanisms need: floats as exact rationals, rationals rounded to
-// floats, nextafter, and e^x correctly rounded (docs/protocol.md §3).
+// floats, nextafter, and e^x and e^x − 1 correctly rounded (docs/protocol.md §3).
 
 /** @typedef {{n: bigint, d: bigint}} Frac  a rational n/d, d > 0, in lowest terms */
 
@@ -115,44 +115,84 @@ export function nextDown(x) {
   return F64[0];
 }
 
-// e^x correctly rounded: ln 2 and the Taylor series in fixed point with PREC bits.
-const PREC = 320n;
-const SCALE = 1n << PREC;
-let LN2 = 0n;
-function ln2() {
-  if (!LN2) {
-    // ln 2 = Σ_{k≥1} 1/(k·2^k)
-    let sum = 0n;
-    for (let k = 1n; k < PREC + 8n; k++) sum += SCALE / (k << k);
-    LN2 = sum;
+// e^x and e^x − 1 correctly rounded (docs/protocol.md §3): the Taylor series in fixed point
+// with P bits and a rigorous bound on its error, P doubled until both ends of the interval
+// round to the same float (Ziv's strategy; e^x is never a midpoint, so this ends).
+const FIRST_PREC = 320;
+/** @type {Map<number, bigint>} */
+const LN2 = new Map();
+
+/** ln 2 · 2^P, truncated: Σ_{k≥1} ⌊2^P/(k·2^k)⌋, within (P + 8) units of the truth.
+ *  @param {number} P */
+function ln2(P) {
+  let out = LN2.get(P);
+  if (out === undefined) {
+    const scale = 1n << BigInt(P);
+    out = 0n;
+    for (let k = 1n; k < BigInt(P) + 8n; k++) out += scale / (k << k);
+    LN2.set(P, out);
   }
-  return LN2;
+  return out;
+}
+
+/** e^x ≈ num/den within ± err/den, at P bits. @param {number} x @param {number} P
+ *  @returns {{num: bigint, den: bigint, err: bigint}} */
+function expFixed(x, P) {
+  const scale = 1n << BigInt(P);
+  const f = toFrac(x);
+  const X = (f.n * scale) / f.d; // x·2^P, within 1 unit
+  const L = ln2(P);
+  let k = X / L; // x = k ln2 + r, 0 ≤ r < ln 2
+  if (X < 0n && k * L !== X) k -= 1n;
+  const R = X - k * L;
+  let term = scale;
+  let sum = scale;
+  let terms = 0n;
+  for (let i = 1n; term; i++) {
+    term = (term * R) / (scale * i); // each term within 3 units (r < 1)
+    sum += term;
+    terms++;
+  }
+  // r is off by < 1 + |k|(P + 8) units, and e^r < 2 doubles that; each term and the
+  // tail cut off add < 3 units each.
+  const kAbs = k < 0n ? -k : k;
+  const err = 4n * (1n + kAbs * (BigInt(P) + 8n)) + 3n * (terms + 2n);
+  return k >= 0n ? { num: sum << k, den: scale, err: err << k } : { num: sum, den: scale << -k, err };
+}
+
+/** e^x (− 1 if minusOne) rounded to the nearest float, ties to even; uncached. The first
+ *  precision is a parameter only so that tests can make the loop run more than once.
+ *  @param {number} x @param {boolean} minusOne @param {number} firstPrec */
+export function roundedExp(x, minusOne, firstPrec = FIRST_PREC) {
+  if (!Number.isFinite(x) || Math.abs(x) > 709) throw new RangeError(`x must be finite and in [-709, 709], got ${x}`);
+  if (x === 0) return minusOne ? x : 1;
+  for (let P = firstPrec; ; P *= 2) {
+    const { num, den, err } = expFixed(x, P);
+    const centre = minusOne ? num - den : num;
+    const low = toFloat(centre - err, den);
+    if (low === toFloat(centre + err, den)) return low;
+  }
 }
 
 const EXP_CACHE = new Map();
+const EXPM1_CACHE = new Map();
 
-/** e^x rounded to the nearest float (the correctly rounded exp; glibc's agrees on the
- *  ε the conformance vectors use, see exp.json). @param {number} x */
-export function exp(x) {
-  const hit = EXP_CACHE.get(x);
-  if (hit !== undefined) return hit;
-  const f = toFrac(x);
-  const X = (f.n * SCALE) / f.d; // x in fixed point (error < 2^-320)
-  const L = ln2();
-  let k = X / L; // x = k ln2 + r, |r| < ln 2
-  if (X < 0n && k * L !== X) k -= 1n;
-  const R = X - k * L;
-  let term = SCALE;
-  let sum = SCALE;
-  for (let i = 1n; term; i++) {
-    term = (term * R) / (SCALE * i);
-    sum += term;
+/** @param {Map<number, number>} cache @param {number} x @param {boolean} minusOne */
+function cached(cache, x, minusOne) {
+  let out = cache.get(x);
+  if (out === undefined) {
+    out = roundedExp(x, minusOne);
+    if (cache.size > 256) cache.clear();
+    cache.set(x, out);
   }
-  const out = k >= 0n ? toFloat(sum << k, SCALE) : toFloat(sum, SCALE << -k);
-  if (EXP_CACHE.size > 256) EXP_CACHE.clear();
-  EXP_CACHE.set(x, out);
   return out;
 }
+
+/** e^x rounded to the nearest float (ties to even), |x| ≤ 709. @param {number} x */
+export const exp = (x) => cached(EXP_CACHE, x, false);
+
+/** e^x − 1 rounded to the nearest float (ties to even), |x| ≤ 709. @param {number} x */
+export const expm1 = (x) => cached(EXPM1_CACHE, x, true);
 
 /** A float as Python's repr writes it (shortest round-trip digits; exponent form below
  *  1e-4 and from 1e16; always a '.' or an 'e'). @param {number} x */

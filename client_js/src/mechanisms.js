@@ -2,7 +2,7 @@
 // the Python SDK samples them (docs/protocol.md §3, §4).
 
 import {
-  ONE, add, bitlen, div, dyadic, exp, frac, gt, mul, nextDown, sub, toFloat, toFrac,
+  ONE, add, bitlen, div, dyadic, exp, expm1, frac, gt, mul, nextDown, sub, toFloat, toFrac,
 } from "./exact.js";
 import { Rng, bernoulli, bigFromBytes, laneMarks, subsetMarks, uniformIndices } from "./randomness.js";
 import { shake256, blake2b } from "./hashes.js";
@@ -358,7 +358,7 @@ function duchiUnits(/** @type {number} */ eps) {
 function pmWindow(/** @type {number} */ eps) {
   const b = expLowerBound(eps);
   const fits = (/** @type {bigint} */ L) => (M + L) ** 2n * b.d <= b.n * L * L;
-  let L = big(Math.max(1, Math.ceil(Number(M) / Math.expm1(eps / 2))));
+  let L = big(Math.max(1, Math.ceil(Number(M) / expm1(eps / 2))));
   while (!fits(L)) L++;
   while (L > 1n && fits(L - 1n)) L--;
   return L;
@@ -390,7 +390,7 @@ function pmSample(L, x, rng) {
 function numeric(/** @type {string} */ name, /** @type {number} */ eps) {
   const K = name === "pm" ? 0n : duchiUnits(eps);
   const L = name === "duchi" ? 0n : pmWindow(eps);
-  const alpha = name === "hybrid" ? (eps <= 0.61 ? 0 : -Math.expm1(-eps / 2)) : name === "pm" ? 1 : 0;
+  const alpha = name === "hybrid" ? (eps <= 0.61 ? 0 : -expm1(-eps / 2)) : name === "pm" ? 1 : 0;
   return {
     name, epsilon: eps, numeric: true, boundUnits: K, window: L, alpha,
     /** @param {number} x @param {Rng} rng */

@@ -272,3 +272,31 @@ test("dimensions: sent in the clear beside the payload; bad ones dropped before 
   assert.equal(sent.length, 1);
   assert.deepEqual(sent[0].dimensions, { platform: "web" });
 });
+
+test("a loop of reports is stored while it runs, in transactions of at most 100 reports", async () => {
+  // Chromium's scheduler.yield() resumes a loop before the page's timers: played here by a
+  // yield that never lets a timer run. A commit left to a timer then stored the whole loop
+  // in one transaction, one task (a long task for a large loop).
+  const g = /** @type {any} */ (globalThis);
+  g.scheduler = { yield: () => Promise.resolve() };
+  try {
+    const sizes = /** @type {number[]} */ ([]);
+    const place = {};
+    const storage = new MemoryStorage(place);
+    const put = storage.put.bind(storage);
+    storage.put = async (entries, ledger) => { sizes.push(entries.length); return put(entries, ledger); };
+    const c = collector();
+    const client = new Client("http://collector.test", options(c, { storage }));
+    const t0 = performance.now();
+    let n = 0;
+    while (performance.now() - t0 < 60) { assert.equal(await client.report("app.theme", n % 3), true); n++; }
+    const storedDuringLoop = /** @type {any} */ (place).entries.size;
+    assert.ok(storedDuringLoop > 0, "reports are stored while the loop runs, not after it");
+    assert.equal(await client.flush(), true);
+    assert.equal(sizes.reduce((a, b) => a + b, 0), n);
+    assert.ok(Math.max(...sizes) <= 100, `transactions of ${Math.max(...sizes)} reports`);
+    assert.equal(c.state.ids.size, n);
+  } finally {
+    delete g.scheduler;
+  }
+});

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 import { build, expEpsilon, expLowerBound, normalise, prrInfo, prrSeed, scale } from "../src/mechanisms.js";
-import { exp, toFloat, toFrac, pyRepr } from "../src/exact.js";
+import { exp, expm1, toFloat, toFrac, pyRepr } from "../src/exact.js";
 import { Rng, fixedBytes } from "../src/randomness.js";
 import { shake256, blake2b } from "../src/hashes.js";
 import { encodeReport, buildReport, encodeBatch } from "../src/wire.js";
@@ -31,15 +31,17 @@ function replay(/** @type {string} */ randomHex, /** @type {(rng: Rng) => any} *
   return out instanceof Promise ? out.then(done) : done(out);
 }
 
-test("exp: the floats every probability is built on", () => {
+test("exp: the floats every probability is built on, at awkward ε too", () => {
   const v = load("exp.json");
-  for (const row of v.table) {
+  assert.ok(v.awkward.length >= 5);
+  for (const row of [...v.table, ...v.awkward]) {
     assert.equal(rat(exp(row.epsilon)), row.exp, `exp(${row.epsilon})`);
     assert.equal(rat(expEpsilon(row.epsilon)), row.exp_epsilon);
     const b = expLowerBound(row.epsilon);
     assert.equal(`${b.n}/${b.d}`, row.exp_upper_bound);
-    assert.equal(rat(exp(row.epsilon / 2)), row.exp_half);
-    assert.equal(rat(-Math.expm1(-row.epsilon / 2)), row.hybrid_alpha);
+    assert.equal(rat(exp(row.epsilon / 2)), row.exp_half, `exp(${row.epsilon} / 2)`);
+    assert.equal(rat(expm1(row.epsilon / 2)), row.expm1_half, `expm1(${row.epsilon} / 2)`);
+    assert.equal(rat(-expm1(-row.epsilon / 2)), row.hybrid_alpha, `expm1(-${row.epsilon} / 2)`);
   }
 });
 

@@ -24,7 +24,6 @@ the operating system's CSPRNG by default, any ``random.Random``-like object when
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +65,7 @@ from client_sdk.mechanisms.pram import (
     read_matrix,
 )
 from client_sdk.mechanisms.randomness import SecureRandom, default_rng
+from client_sdk.mechanisms.rounding import exp
 from client_sdk.mechanisms.rr import BinaryRR, GeneralizedRR
 from client_sdk.mechanisms.subset import SubsetSelection
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
@@ -197,7 +197,7 @@ def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = N
     grr_name = "grr" if permanent_epsilon is None else "memo-grr"
     if chosen.name != grr_name:
         grr = next(m for m in ranked if m.name == grr_name)
-        threshold = 3 * math.exp(eps) + 2
+        threshold = 3 * exp(eps) + 2
         why += f"; {grr_name} would have Var* = {grr.variance_star():.4g}" + (
             f" since k = {k} ≥ 3e^ε + 2 = {threshold:.3g}" if k >= threshold else ""
         )

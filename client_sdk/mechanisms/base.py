@@ -19,12 +19,13 @@ import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
+from client_sdk.mechanisms.rounding import exp
 
 __all__ = [
     "MAX_DOMAIN_SIZE",
@@ -32,6 +33,7 @@ __all__ = [
     "MIN_EPSILON",
     "check_epsilon",
     "FrequencyOracle",
+    "epsilon_for_ratio",
     "exp_epsilon",
     "shade_down",
 ]
@@ -68,13 +70,31 @@ def check_epsilon(epsilon: object) -> float:
 
 
 def exp_epsilon(epsilon: float) -> float:
-    """e^ε shaded down by 10⁻¹², the base every mechanism builds its probabilities on."""
-    return math.exp(epsilon) * _SAFETY
+    """e^ε shaded down by 10⁻¹², the base every mechanism builds its probabilities on.
+
+    e^ε is the correctly rounded double (:func:`client_sdk.mechanisms.rounding.exp`), as
+    the protocol pins it, so every SDK derives the very same probabilities.
+    """
+    return exp(epsilon) * _SAFETY
 
 
+@lru_cache(maxsize=1024)
 def _exp_upper_bound_check(epsilon: float) -> Fraction:
-    """A rational number that is certainly ≤ the true e^ε (libm's exp is within 1 ulp)."""
-    return Fraction(math.nextafter(math.nextafter(math.exp(epsilon), 0.0), 0.0))
+    """A rational number that is certainly ≤ the true e^ε: the correctly rounded e^ε is
+    within half an ulp, so two ulps below it is below e^ε."""
+    return Fraction(math.nextafter(math.nextafter(exp(epsilon), 0.0), 0.0))
+
+
+def epsilon_for_ratio(ratio: Fraction) -> float:
+    """The smallest float ε whose bound covers ``ratio`` (``ratio ≤`` the rational two ulps
+    below the correctly rounded e^ε): a function of ``ratio`` alone, whatever libm's log
+    gives as the starting point, since that bound never decreases as ε rises."""
+    eps = math.log(ratio)
+    while ratio > _exp_upper_bound_check(eps):
+        eps = math.nextafter(eps, math.inf)
+    while ratio <= _exp_upper_bound_check(math.nextafter(eps, -math.inf)):
+        eps = math.nextafter(eps, -math.inf)
+    return eps
 
 
 def shade_down(prob: float, ratio: Callable[[Fraction], Fraction], epsilon: float) -> float:
@@ -274,8 +294,11 @@ class FrequencyOracle:
     def _fields(self, payload: object, names: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(payload, dict):
             raise self._reject(payload, f"must be an object with fields {list(names)}")
-        keys = set(payload)
-        if keys != set(names):
+        expected = _NAME_SETS.get(names)
+        if expected is None:
+            expected = _NAME_SETS[names] = frozenset(names)
+        if payload.keys() != expected:  # a view compared with a set: none built per payload
+            keys = set(payload)
             missing = sorted(set(names) - keys)
             extra = sorted(str(x) for x in keys - set(names))
             parts = ([f"missing {missing}"] if missing else []) + (
@@ -291,6 +314,10 @@ class FrequencyOracle:
         if not 0 <= x < upper:
             raise self._reject(payload, f"{field!r} = {x} is outside range(0, {upper})")
         return x
+
+
+_NAME_SETS: dict[tuple[str, ...], frozenset[str]] = {}
+"""The field sets payloads are checked against, by their names' tuple (a handful)."""
 
 
 class _Rated(Protocol):

@@ -19,6 +19,7 @@ from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import Choice, _exp_upper_bound_check, check_epsilon
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
+from client_sdk.mechanisms.rounding import expm1
 
 __all__ = [
     "EPSILON_STAR",
@@ -354,7 +355,7 @@ class PiecewiseMechanism(NumericMechanism):
         def fits(cells: int) -> bool:  # ((M+L)/L)² ≤ B, in integers
             return (SCALE + cells) ** 2 * den <= num * cells * cells
 
-        cells = max(1, math.ceil(SCALE / math.expm1(self.epsilon / 2)))
+        cells = max(1, math.ceil(SCALE / expm1(self.epsilon / 2)))
         while not fits(cells):
             cells += 1
         while cells > 1 and fits(cells - 1):
@@ -492,7 +493,7 @@ class HybridMechanism(NumericMechanism):
         """Probability of using PM (0 at ε ≤ ε*); sampled exactly as this float."""
         if self.epsilon <= EPSILON_STAR:
             return 0.0
-        return -math.expm1(-self.epsilon / 2)
+        return -expm1(-self.epsilon / 2)
 
     @property
     def bound_units(self) -> int:  # noqa: D102

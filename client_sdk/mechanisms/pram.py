@@ -33,7 +33,7 @@ from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
     FrequencyOracle,
-    _exp_upper_bound_check,
+    epsilon_for_ratio,
 )
 from client_sdk.mechanisms.randomness import RandomSource
 
@@ -213,9 +213,7 @@ def epsilon_of(rows: Matrix) -> float:
             "pram's matrix gives ε = ∞: a column has a zero entry where another row's is "
             "positive, so that report rules a true value out"
         )
-    eps = math.log(ratio)
-    while ratio > _exp_upper_bound_check(eps):
-        eps = math.nextafter(eps, math.inf)
+    eps = epsilon_for_ratio(ratio)
     if not MIN_EPSILON <= eps <= MAX_EPSILON:
         raise ValueError(
             f"pram's matrix gives ε = {eps:.6g}, outside [{MIN_EPSILON}, {MAX_EPSILON}]"

@@ -9,7 +9,6 @@ References:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -19,7 +18,7 @@ from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
     FrequencyOracle,
-    _exp_upper_bound_check,
+    epsilon_for_ratio,
     exp_epsilon,
     shade_down,
 )
@@ -75,14 +74,6 @@ class GeneralizedRR(FrequencyOracle):
         return {"v": self.domain_size - 1}
 
 
-def _epsilon_for_ratio(ratio: Fraction) -> float:
-    """The smallest float ε whose e^ε provably covers ``ratio`` (rounded up, never down)."""
-    eps = math.log(ratio)
-    while ratio > _exp_upper_bound_check(eps):
-        eps = math.nextafter(eps, math.inf)
-    return eps
-
-
 @dataclass(frozen=True)
 class BinaryRR(GeneralizedRR):
     """Warner's randomized response on one yes/no question (k = 2; 1 = "yes").
@@ -125,7 +116,7 @@ class BinaryRR(GeneralizedRR):
         if not 0.5 < keep < 1.0:
             raise ValueError(f"keep probability must be in (0.5, 1), got {keep!r}")
         fk = Fraction(keep)
-        eps = _epsilon_for_ratio(fk / (1 - fk))
+        eps = epsilon_for_ratio(fk / (1 - fk))
         if not MIN_EPSILON <= eps <= MAX_EPSILON:
             raise ValueError(
                 f"keep probability {keep!r} gives ε = {eps:.6g}, outside "

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
@@ -22,6 +21,7 @@ from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import check_epsilon
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
+from client_sdk.mechanisms.rounding import exp
 from client_sdk.mechanisms.rr import GeneralizedRR
 
 __all__ = [
@@ -66,7 +66,7 @@ def auto_cells(epsilon: float) -> int:
     """m: the largest power of two ≤ 4e^ε, in [4, 2048]: GRR's variance over m cells is
     then at most (e^ε + 4e^ε)/(e^ε−1)², below OLH's 4e^ε/(e^ε−1)² up to 25 %, and a row
     is as wide as that allows (fewer rows: cheaper discovery)."""
-    target = 4 * math.exp(min(epsilon, 20.0))
+    target = 4 * exp(min(epsilon, 20.0))
     m = 4
     while 2 * m <= target and 2 * m <= MAX_AUTO_CELLS:
         m *= 2

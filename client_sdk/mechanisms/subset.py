@@ -21,7 +21,6 @@ References:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -35,6 +34,7 @@ from client_sdk.mechanisms.randomness import (
     subset_marks,
     uniform_indices,
 )
+from client_sdk.mechanisms.rounding import exp
 
 __all__ = ["SubsetSelection"]
 
@@ -61,7 +61,7 @@ class SubsetSelection(FrequencyOracle):
         if isinstance(s, bool) or not isinstance(s, int):
             raise ValueError(f"s must be an integer, got {s!r}")
         if s == 0:
-            object.__setattr__(self, "s", max(1, round(k / (math.exp(self.epsilon) + 1))))
+            object.__setattr__(self, "s", max(1, round(k / (exp(self.epsilon) + 1))))
         elif not 1 <= s <= k - 1:
             raise ValueError(f"s must be in [1, {k - 1}] for domain_size {k}, got {s}")
 

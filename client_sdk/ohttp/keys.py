@@ -23,6 +23,7 @@ __all__ = [
     "KEYS_MEDIA_TYPE",
     "REQUEST_MEDIA_TYPE",
     "RESPONSE_MEDIA_TYPE",
+    "SEALING_OVERHEAD",
     "SUPPORTED",
     "KeyConfig",
     "decode_key_config",
@@ -35,6 +36,13 @@ GATEWAY_PATH = "/.well-known/ohttp-gateway"
 
 PROBLEM_KEY = "https://iana.org/assignments/http-problem-types#ohttp-key"
 """RFC 9458 §5.3's problem type: the gateway does not hold the request's key identifier."""
+
+SEALING_OVERHEAD = 1024
+"""Bytes a sealed upload may exceed the collector's body limit by, at every hop of the
+gateway path (nginx, ``ldp relay``, the gateway): HPKE adds 55 (header, X25519 share,
+tag), Binary HTTP's framing the method, scheme, authority, path and Content-Type line.
+The SDK refuses a collector URL whose framing would not fit, so any batch the collector
+accepts directly is accepted sealed (``docs/reference/ohttp.md``)."""
 
 KEYS_MEDIA_TYPE = "application/ohttp-keys"
 REQUEST_MEDIA_TYPE = "message/ohttp-req"

@@ -4,14 +4,19 @@ Each ``POST /v1/reports`` is written as a Binary HTTP request, sealed to the col
 current gateway key and posted to the relay, which forwards it without being able to read
 it; the collector opens it without learning who sent it (the relay's address is all it
 sees). Definitions and the key configuration are fetched from the collector directly:
-they are the same for every device and carry no report. On RFC 9458's ``ohttp-key``
-problem (a key rotated away) the keys are fetched again and the upload is sealed anew,
-once. In full: ``docs/reference/ohttp.md`` and ``docs/guides/relay.md``.
+they are the same for every device and carry no report. The keys are fetched when the
+client is made and refreshed on a thread of their own at a random moment away from the
+uploads, never right before one (the collector could tie the two by timing), or pinned
+and never fetched. On RFC 9458's ``ohttp-key`` problem (a key rotated away) the keys are
+fetched again and the upload is sealed anew, once. In full: ``docs/reference/ohttp.md``
+and ``docs/guides/relay.md``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import threading
 import time
 import urllib.parse
@@ -27,19 +32,30 @@ from client_sdk.ohttp.keys import (
     PROBLEM_KEY,
     REQUEST_MEDIA_TYPE,
     RESPONSE_MEDIA_TYPE,
+    SEALING_OVERHEAD,
     KeyConfig,
     decode_key_configs,
 )
 from client_sdk.transport import HTTPTransport, Response
+from client_sdk.uploader import REPORTS_PATH
 
 if TYPE_CHECKING:
     import requests
 
-__all__ = ["KEYS_TTL", "ObliviousTransport"]
+__all__ = ["HPKE_OVERHEAD", "KEYS_TTL", "REFRESH_DELAY", "ObliviousTransport"]
 
 KEYS_TTL = 3600.0
-"""Seconds a fetched key configuration is used before it is fetched again: well inside
-the gateway's overlap (a day by default), so a rotation is followed without an error."""
+"""Seconds after which a fetched key configuration is refreshed: well inside the
+gateway's overlap (a day by default), so a rotation is followed without an error."""
+
+HPKE_OVERHEAD = 7 + 32 + 16
+"""Bytes HPKE adds to the sealed plaintext (RFC 9458 §4.1): the header (key id, KEM, KDF
+and AEAD ids), the X25519 share, the AEAD tag."""
+
+REFRESH_DELAY = (10.0, 60.0)
+"""An expired configuration is still used, and fetched again at a moment drawn uniformly
+from ``[10, 10 + 60]`` seconds after the upload that found it expired (the web SDK's
+rule): the fetch is apart from every upload, at a time the collector cannot predict."""
 
 
 class ObliviousTransport:
@@ -51,7 +67,14 @@ class ObliviousTransport:
         relay_url: the relay's full URL that takes ``message/ohttp-req`` posts.
         timeout: seconds to connect and to wait for each answer.
         session: a ``requests.Session`` for both (the app's), or None.
-        clock: monotonic seconds (key configuration age).
+        clock: monotonic seconds (key configuration age, refresh moments).
+        pinned: an ``application/ohttp-keys`` body shipped with the app: used for every
+            upload and never fetched; None: fetched from the collector.
+
+    Raises:
+        ValueError: ``pinned`` holds no configuration this client can use, or the
+            collector's URL is so long that a sealed upload would exceed the collector's
+            body limit by more than :data:`~client_sdk.ohttp.keys.SEALING_OVERHEAD`.
     """
 
     def __init__(
@@ -61,6 +84,7 @@ class ObliviousTransport:
         timeout: float,
         session: requests.Session | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pinned: bytes | None = None,
     ) -> None:
         self._direct = HTTPTransport(collector_url, timeout, session)
         self._relay = HTTPTransport(relay_url, timeout, session)
@@ -68,12 +92,39 @@ class ObliviousTransport:
         self._scheme = parts.scheme
         self._authority = parts.netloc
         self._prefix = parts.path
+        self.overhead = HPKE_OVERHEAD + len(self._encode(b"")) + 3
+        """Bytes a sealed upload adds to its body (the empty body's length varint, 1
+        byte, becomes at most 4 for a body under 1 GiB)."""
+        if self.overhead > SEALING_OVERHEAD:
+            raise ValueError(
+                f"the collector URL is too long for sealed uploads: {self.overhead} bytes of "
+                f"framing, at most {SEALING_OVERHEAD} fit the gateway path's body limit"
+            )
         self._clock = clock
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._config: KeyConfig | None = None
+        self._pinned = pinned is not None
+        if pinned is not None:
+            self._config = _usable(pinned, ValueError)
         self._fetched_at = 0.0
+        self._fetching = False  # a fetch off the upload path is under way
+        self._refresh_at: float | None = None  # clock() of the next scheduled fetch
+        self._worker: threading.Thread | None = None
+        self._pid = os.getpid()
+        self._closed = False
         self.key_fetches = 0
         """Key configurations fetched so far (tests, ``stats``)."""
+
+    def prepare(self) -> None:
+        """Fetch the keys now, off the upload path, on this transport's own thread (the
+        client calls this when it is made); nothing with pinned keys."""
+        if self._pinned:
+            return
+        with self._lock:
+            if self._config is None and self._refresh_at is None:
+                self._refresh_at = self._clock()
+            self._start()
 
     def get(self, path: str) -> Response:  # noqa: D102
         return self._direct.get(path)
@@ -89,23 +140,15 @@ class ObliviousTransport:
         Raises:
             OSError: no answer came, or one that cannot be opened (retried later).
         """
-        request = bhttp.BinaryRequest(
-            "POST",
-            self._scheme,
-            self._authority,
-            self._prefix + path,
-            (("content-type", "application/json"),),
-            body,
-        )
-        encoded = bhttp.encode_request(request)
+        encoded = self._encode(body, path)
         for attempt in range(2):
-            config = self._key(refresh=attempt > 0)
+            config = self._current() if attempt == 0 else self._fetch()
             sealed, context = encapsulate_request(config, encoded)
             answer = self._relay.exchange(
                 "POST", "", sealed, REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
             )
             if _is_unknown_key(answer):
-                if attempt == 0:
+                if attempt == 0 and not self._pinned:
                     continue  # a rotation since the keys were fetched: fetch, seal anew
                 # It does not know the key it just published (replicas out of step for a
                 # few seconds): try later, keep the reports.
@@ -121,36 +164,121 @@ class ObliviousTransport:
             return Response(inner.status, dict(inner.headers), inner.content)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def _encode(self, body: bytes, path: str = REPORTS_PATH) -> bytes:
+        """``POST path`` with ``body`` as the Binary HTTP request that is sealed."""
+        request = bhttp.BinaryRequest(
+            "POST",
+            self._scheme,
+            self._authority,
+            self._prefix + path,
+            (("content-type", "application/json"),),
+            body,
+        )
+        return bhttp.encode_request(request)
+
     def close(self) -> None:  # noqa: D102
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
         self._direct.close()
         self._relay.close()
 
-    def _key(self, refresh: bool) -> KeyConfig:
-        """The gateway's current key configuration, fetched when missing, stale or
-        ``refresh``.
+    # -- keys ------------------------------------------------------------------------------
+    def _current(self) -> KeyConfig:
+        """The key configuration for an upload, never fetched here: the upload path only
+        schedules a refresh (:data:`REFRESH_DELAY`) of an expired one and uses it.
+
+        Raises:
+            OSError: none was fetched yet (the batch waits; a fetch is scheduled).
+        """
+        with self._lock:
+            config = self._config
+            if self._pinned:
+                assert config is not None
+                return config
+            if config is None:
+                # Fetched since the client was made: wait for that fetch, not a new one.
+                if self._fetching:
+                    self._cond.wait_for(
+                        lambda: not self._fetching or self._closed, timeout=self._direct.timeout
+                    )
+                    config = self._config
+                if config is None:
+                    self._schedule()
+                    raise OSError("no gateway key configuration yet; fetching it apart")
+            elif self._clock() - self._fetched_at >= KEYS_TTL:
+                self._schedule()
+            return config
+
+    def _schedule(self) -> None:
+        """With the lock held: fetch the keys at a random moment from now."""
+        if self._refresh_at is None and not self._fetching:
+            least, spread = REFRESH_DELAY
+            draw = secrets.randbits(32) / 2**32
+            self._refresh_at = self._clock() + least + draw * spread
+        self._start()
+
+    def _start(self) -> None:
+        """With the lock held: run the key thread (again after a fork)."""
+        if self._pid != os.getpid():
+            self._pid, self._worker = os.getpid(), None
+        if self._closed or (self._worker is not None and self._worker.is_alive()):
+            self._cond.notify_all()
+            return
+        self._worker = threading.Thread(target=self._run, name="ldp-telemetry-keys", daemon=True)
+        self._worker.start()
+
+    def _run(self) -> None:
+        """The key thread: fetch when a fetch is due, else sleep until then (re-reading
+        the clock at least every second, so an injected clock is followed)."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                due = self._refresh_at
+                if due is None or self._clock() < due:
+                    wait = 1.0 if due is None else min(1.0, max(0.0, due - self._clock()))
+                    self._cond.wait(wait if due is not None else None)
+                    continue
+                self._refresh_at = None
+                self._fetching = True
+            try:
+                self._fetch()
+                failed = False
+            except Exception:  # offline, or an unreadable answer: never kill this thread
+                failed = True
+            with self._lock:
+                self._fetching = False
+                if failed:
+                    self._schedule()  # try again at another random moment
+                self._cond.notify_all()
+
+    def _fetch(self) -> KeyConfig:
+        """Fetch the gateway's key configuration now (the key thread; or once after the
+        gateway refused the key it had: see ``docs/reference/ohttp.md``).
 
         Raises:
             OSError: it cannot be fetched or read.
         """
-        with self._lock:
-            fresh = self._config is not None and self._clock() - self._fetched_at < KEYS_TTL
-            if fresh and not refresh:
-                assert self._config is not None
-                return self._config
         answer = self._direct.exchange("GET", GATEWAY_PATH, None, "", KEYS_MEDIA_TYPE)
         if answer.status != 200:
             raise OSError(f"the gateway keys answered {answer.status}")
-        try:
-            configs = decode_key_configs(answer.body)
-            usable = [c for c in configs if _speaks(c)]
-        except ObliviousError as exc:
-            raise OSError(f"the gateway keys cannot be read: {exc}") from None
-        if not usable:
-            raise OSError("the gateway publishes no key this client can use")
+        config = _usable(answer.body, OSError)
         with self._lock:
-            self._config, self._fetched_at = usable[0], self._clock()
+            self._config, self._fetched_at = config, self._clock()
             self.key_fetches += 1
-        return usable[0]
+        return config
+
+
+def _usable(body: bytes, error: type[Exception]) -> KeyConfig:
+    """The first configuration of an ``application/ohttp-keys`` body this client speaks."""
+    try:
+        usable = [c for c in decode_key_configs(body) if _speaks(c)]
+    except ObliviousError as exc:
+        raise error(f"the gateway keys cannot be read: {exc}") from None
+    if not usable:
+        raise error("the gateway publishes no key this client can use")
+    return usable[0]
 
 
 def _speaks(config: KeyConfig) -> bool:

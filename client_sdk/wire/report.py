@@ -25,6 +25,9 @@ OPTIONAL_REPORT_FIELDS = ("dimensions",)
 """``dimensions``: a metric's public dimensions, ``{name: value}`` for every declared one
 (and only for a metric that declares them): sent in the clear, NOT protected by ε."""
 
+_FIELD_SET = frozenset(REPORT_FIELDS)
+_FIELD_SET_DIMENSIONS = frozenset(REPORT_FIELDS + OPTIONAL_REPORT_FIELDS)
+
 REPORT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 """A report id: 16 random bytes as lowercase hex (the collector's replay guard keys)."""
 
@@ -132,8 +135,9 @@ def check_report(
     """
     if not isinstance(report, dict):
         raise ReportError(f"a report must be an object with fields {list(REPORT_FIELDS)}")
-    keys = set(report) - set(OPTIONAL_REPORT_FIELDS)
-    if keys != set(REPORT_FIELDS):
+    fields = report.keys()  # a view compared with a set: no set built per report
+    if fields != _FIELD_SET and fields != _FIELD_SET_DIMENSIONS:
+        keys = set(report) - set(OPTIONAL_REPORT_FIELDS)
         missing = sorted(set(REPORT_FIELDS) - keys)
         extra = sorted(str(k)[:64] for k in keys - set(REPORT_FIELDS))
         parts = ([f"missing {missing}"] if missing else []) + (
@@ -154,10 +158,11 @@ def check_report(
     definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
     if definition is None:
         raise ReportError(f"unknown metric {name[:MAX_NAME_LENGTH]!r} version {version}")
-    try:
-        definition.segment(report.get("dimensions"))
-    except ValueError as exc:
-        raise ReportError(str(exc)) from None
+    if definition.dimensions or len(fields) > len(_FIELD_SET):
+        try:
+            definition.segment(report.get("dimensions"))
+        except ValueError as exc:
+            raise ReportError(str(exc)) from None
     try:
         payload = definition.mechanism.check_payload(report["payload"])
     except PayloadError as exc:

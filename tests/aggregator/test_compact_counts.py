@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 import redis
 
+from aggregator.query.window import read_counts
 from aggregator.stats.codecs import codec_for
-from aggregator.stream.counts import read_counts
 from aggregator.stream.worker import WindowFull, Worker
 from client_sdk.wire import MetricDefinition
 from ldp_server.app import create_server_app

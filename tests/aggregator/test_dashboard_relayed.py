@@ -10,8 +10,8 @@ from typing import Any
 
 from test_dashboard_api import define, make
 
+from aggregator.query.estimators import relayed_epsilon
 from aggregator.stats.shuffling import amplification
-from aggregator.web.estimates import relayed_epsilon
 
 SPEC = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
 

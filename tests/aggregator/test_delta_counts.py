@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 import redis
 
-from aggregator.stream.counts import add_deltas, fold_window, read_counts
+from aggregator.query.window import add_deltas, read_counts
+from aggregator.stream.counts import fold_window
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from aggregator.query.window import read_counts
 from aggregator.stats.joint import estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
-from aggregator.stream.counts import read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app

@@ -20,8 +20,8 @@ import numpy as np
 import pytest
 import redis
 
+from aggregator.query.window import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stats.numeric import NumericCodec, NumericStats, estimate_mean
-from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from aggregator.stream.counts import reports_per_device
+from aggregator.stats.accounting import reports_per_device
 from client_sdk import wire
 from ldp_store.schema import window_span
 

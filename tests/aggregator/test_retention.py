@@ -16,7 +16,7 @@ import pytest
 import redis
 from flask.testing import FlaskClient
 
-from aggregator.stream.counts import list_windows, read_counts
+from aggregator.query.window import list_windows, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition, Retention, parse_spec
 from ldp_server.app import create_server_app

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import redis
 
-from aggregator.stream.counts import lag_details, read_counts
+from aggregator.query.window import lag_details, read_counts
 from aggregator.stream.worker import FenceBroken, Worker, ensure_group
 from ldp_store import keys
 from tests.aggregator.test_worker import (

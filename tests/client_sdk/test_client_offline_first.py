@@ -34,7 +34,7 @@ import requests
 import requests.adapters
 from test_pipeline_e2e import offline_counts, wait_counted
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from client_sdk import Client
 from client_sdk.bundle import load_metrics_file, split_version
 from ldp_server.serve import Server

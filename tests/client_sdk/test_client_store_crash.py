@@ -26,7 +26,7 @@ import pytest
 import redis
 from test_pipeline_e2e import offline_counts, put_metric, wait_counted
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from ldp_server.serve import Server
 from ldp_store.registry import Registry
 

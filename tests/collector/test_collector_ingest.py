@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
 from flask.testing import FlaskClient
 
-from client_sdk.wire import MetricDefinition
+from client_sdk.wire import MetricDefinition, build_report
 from collector.context import services
 from collector.ingest import MAX_VERSIONS_PER_REQUEST, SEEN_TTL_SECONDS, Appender
 from ldp_store import guard, keys
@@ -229,3 +231,39 @@ def test_a_version_created_after_a_miss_is_known_at_once(
     while other.lookup(theme.name, new.version) is None:
         assert time.monotonic() < deadline, "the other process never saw the new version"
         time.sleep(UNKNOWN_TTL / 10)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"domain": [f"v{i}" for i in range(16)], "epsilon": 1.0, "mechanism": "grr"},
+        {"domain": [f"v{i}" for i in range(1024)], "epsilon": 1.0, "mechanism": "oue"},
+        {"domain": [f"v{i}" for i in range(64)], "epsilon": 2.0, "mechanism": "olh"},
+        {"domain": [f"v{i}" for i in range(64)], "epsilon": 2.0, "mechanism": "hr"},
+        {"domain": [f"v{i}" for i in range(32)], "epsilon": 1.0, "mechanism": "ss"},
+        {"kind": "string", "max_length": 8, "epsilon": 4.0},
+        {"kind": "numeric", "range": [0, 120], "epsilon": 1.0},
+    ],
+    ids=["grr", "oue", "olh", "hr", "ss", "string", "numeric"],
+)
+def test_payloads_are_stored_as_the_stdlibs_compact_json(
+    client: FlaskClient, redis_db: Any, spec: dict[str, Any]
+) -> None:
+    """The stored bytes are ``json.dumps(payload, separators=(",", ":"))`` whichever
+    encoder the collector picks (msgspec's for ints and strings; floats keep the
+    stdlib's, whose exponent form msgspec does not share)."""
+    definition = define(client, "app.stored", spec)
+    rng = random.Random(5)
+    if definition.value_range is not None:
+        low, high = definition.value_range
+        values: list[Any] = [rng.uniform(low, high) for _ in range(200)]
+        values += [low, high, low + (high - low) * 1e-9]  # tiny and extreme floats
+    elif definition.domain:
+        values = [rng.randrange(definition.k) for _ in range(200)]
+    else:
+        values = [f"w{rng.randrange(50)}" for _ in range(200)]
+    batch = [build_report(definition, v, rng) for v in values]
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.status_code == 202, response.json
+    assert response.json["accepted"] == len(batch)
+    assert [e[b"p"] for e in stream(redis_db, definition)] == [compact(r["payload"]) for r in batch]

@@ -17,7 +17,7 @@ from collector_helpers import ADMIN, TOKEN, define, make_app, reports
 from flask.testing import FlaskClient
 from wsgi_helpers import serving
 
-from aggregator.stream.counts import lag_details, list_windows, read_counts, read_numeric
+from aggregator.query.window import lag_details, list_windows, read_counts, read_numeric
 from aggregator.stream.worker import Worker
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -140,3 +141,56 @@ def test_the_guard_on_both_redis_versions(any_redis: Any) -> None:
     assert append(appender, batch[::7], MONDAY) == (0, len(batch[::7]))
     sets = guard_sets(r, MONDAY.date().isoformat())
     assert {r.object("encoding", k) for k in sets} == {b"intset"}
+    for key in sets:  # every bucket expires with its day, on 6.2 (EXPIREAT) and 7 (NX)
+        assert abs(time.time() + r.ttl(key) - guard.expires_at(MONDAY.date())) <= 2
+
+
+def test_the_packed_arguments_name_each_ids_member_and_buckets() -> None:
+    """The append script's packed ARGV say what :func:`guard.member_of` and
+    :func:`guard.bucket_of` say of each id, generation by generation."""
+    layout = guard.Layout(NAME, VERSION, 2, ("2030-01-07", "2030-01-06"), (0, 4, 8), (12,))
+    batch = ids(700, 15)
+    script_keys, members, indexes = layout.packed_args(batch)
+    assert members.split(",") == [guard.member_of(i) for i in batch]
+    plan = [("2030-01-07", j) for j in (0, 4, 8)] + [("2030-01-06", 12)]
+    assert len(indexes) == len(plan)
+    for (day, j), packed in zip(plan, indexes, strict=True):
+        where = [int.from_bytes(packed[2 * n : 2 * n + 2], "big") for n in range(len(batch))]
+        named = [script_keys[w - 2] for w in where]  # KEYS[1] is the stream
+        assert named == [
+            keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(i, j), 2) for i in batch
+        ]
+    assert len(script_keys) == len(set(script_keys))  # each bucket once
+
+
+@pytest.mark.parametrize("backlog", [10**9, 4])
+def test_a_replay_within_one_batch_is_appended_once_on_either_path(
+    redis_db: Any, backlog: int
+) -> None:
+    """With room for the whole batch the newest generation's SADD is the lookup; near the
+    backlog (5 reports, room for 4) the script looks first: both append a repeated id once."""
+    r = redis_db.client()
+    appender = Appender(r, max_backlog=backlog)
+    a, b, c, d = ids(4, 16)
+    assert append(appender, [a, b, a, c], MONDAY) == (3, 1)
+    assert r.xlen(keys.stream_key(NAME, VERSION)) == 3
+    assert append(appender, [a, d, b, d, c], MONDAY) == (1, 4)  # 3 + 1 fits within 4
+    assert r.xlen(keys.stream_key(NAME, VERSION)) == 4
+
+
+def test_ids_guarded_by_the_previous_script_are_replays_after_the_upgrade(redis_db: Any) -> None:
+    """Issue 27 changed the append script's arguments, not what it stores: a guard as the
+    previous script left it (members from :func:`guard.member_of` in the buckets of
+    :func:`guard.bucket_of`, the day's generations and count in its hash) still refuses
+    those ids, so a retry that spans a rolling upgrade is a replay."""
+    r = redis_db.client()
+    day = MONDAY.date().isoformat()
+    old = ids(300, 17)
+    r.hset(keys.guard_key(NAME, VERSION, day), mapping={"g": "0,4", "n": len(old)})
+    for n, rid in enumerate(old):
+        j = 0 if n < 256 else 4  # the first 256 went to generation 0, the rest to 4
+        bucket = keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(rid, j))
+        r.sadd(bucket, guard.member_of(rid))
+    appender = Appender(r, max_backlog=10**9)
+    assert append(appender, [*old[::3], *ids(7, 18)], MONDAY) == (7, 100)
+    assert r.hget(keys.guard_key(NAME, VERSION, day), "n") == b"307"

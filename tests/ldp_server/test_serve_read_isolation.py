@@ -28,7 +28,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from test_pipeline_e2e import put_metric
 
-from aggregator.stream.counts import read_counts
+from aggregator.query.window import read_counts
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.serve import Server
 from ldp_store.registry import Registry

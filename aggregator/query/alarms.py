@@ -5,14 +5,15 @@ from what the worker committed: the window's counts, its trailing windows of the
 kind (:data:`~aggregator.stats.detect.TRAILING`) pooled, and for local hashing the
 window's seed histogram. A window without a baseline (a fresh metric's first) and the
 all-time window get the baseline-free tests instead (GRR's floor, the support total).
-String metrics are tested where their discovery runs (:mod:`aggregator.web.strings`).
+String metrics are tested where their discovery runs (:mod:`aggregator.query.estimators`).
 Nothing is stored: a few more ``HGETALL`` per read.
 
 The false-alarm rate per window is ``LDP_ALARM_RATE`` (config ``ALARM_RATE``, default
 :data:`~aggregator.stats.detect.DEFAULT_ALARM_RATE`). ``/metrics`` shows
 ``ldp_poisoning_alarm{metric, kind, granularity}``: 1 while the newest hour (day) window,
 or the all-time window (``granularity="all"``), of a metric's current version has an
-alarm of that kind, else 0 — a label set per metric and test, never per value.
+alarm of that kind, else 0 — a label set per metric and test, never per value. The tests:
+docs/security/poisoning.md and docs/statistics/poisoning-alarms.md.
 """
 
 from __future__ import annotations
@@ -20,28 +21,31 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import redis
-from flask import Flask, current_app
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from aggregator.query.answers import PoisoningAlarm
+from aggregator.query.window import list_windows, read_counts, read_seeds
 from aggregator.stats.detect import (
     ALARM_KINDS,
-    DEFAULT_ALARM_RATE,
     TRAILING,
     Alarm,
     detect,
 )
-from aggregator.stream.counts import list_windows, read_counts, read_seeds
-from aggregator.web.models import PoisoningAlarm
 from client_sdk.mechanisms import LocalHashing
 from client_sdk.wire import MetricDefinition
 from ldp_store.registry import Registry
 
-__all__ = ["AlarmGauges", "alarm_rate", "alarm_models", "current_alarms", "window_alarms"]
+__all__ = [
+    "AlarmGauges",
+    "alarm_models",
+    "checked_alarm_rate",
+    "current_alarms",
+    "window_alarms",
+]
 
 log = logging.getLogger("ldp.aggregator.alarms")
 
@@ -50,15 +54,14 @@ CATEGORICAL_KINDS = tuple(k for k in ALARM_KINDS if k not in ("groups", "rows"))
 sketch's, which ``/metrics`` does not test: its discovery costs seconds)."""
 
 
-def alarm_rate(app: Flask | None = None) -> float:
-    """The configured false-alarm rate per window.
+def checked_alarm_rate(raw: object) -> float:
+    """The false-alarm rate per window (``LDP_ALARM_RATE``), checked.
 
     Raises:
-        ValueError: ``ALARM_RATE`` is not a number in (0, 0.5).
+        ValueError: not a number in (0, 0.5).
     """
-    raw: Any = (app or current_app).config.get("ALARM_RATE", DEFAULT_ALARM_RATE)
     try:
-        rate = float(raw)
+        rate = float(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         rate = math.nan
     if not 0.0 < rate < 0.5:

@@ -1,0 +1,381 @@
+"""The read side's answers: an estimate of a window of any kind, its alarms, a trend.
+
+Pydantic models the estimators build and the web views serialise (through
+:func:`ldp_api.models.answer`) and document (``/openapi.json``); ``ldp export`` reads
+them too. See docs/reference/http.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from aggregator.stats.detect import ALARM_KINDS
+from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from client_sdk import mechanisms
+from ldp_api.models import Mechanism, Model, OneOf
+
+__all__ = [
+    "SegmentEstimates",
+    "SegmentGroup",
+    "DEFAULT_CONFIDENCE",
+    "GRANULARITIES",
+    "INTERVALS",
+    "MAX_TREND_WINDOWS",
+    "EstimateRow",
+    "JointCell",
+    "JointEstimates",
+    "JointMarginal",
+    "Estimates",
+    "MeanEstimate",
+    "MeanTrendPoint",
+    "PoisoningAlarm",
+    "ShuffledEpsilon",
+    "StringEstimates",
+    "StringRow",
+    "Trend",
+    "TrendPoint",
+]
+
+DEFAULT_CONFIDENCE = 0.95
+"""The intervals' level unless a request asks for another: the convention of reports."""
+
+GRANULARITIES = ("hour", "day")
+"""The windows a trend can follow."""
+
+MAX_TREND_WINDOWS = 24 * 14
+"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
+
+Number = float | None
+"""A statistic; null when n is 0 (no estimate)."""
+
+Version = Annotated[int, Field(ge=1)]
+
+INTERVALS = ("score", "exact")
+"""How a frequency interval is built (see aggregator.stats.intervals)."""
+
+Estimand = Annotated[str, OneOf(ESTIMANDS)]
+"""Whose share a frequency's std_error and interval are for: reporters (the devices that
+reported; default) or population (a larger population they are a random sample of)."""
+
+
+class EstimateRow(Model):
+    """One value of the domain."""
+
+    value: str
+    frequency: Number
+    """Unbiased (it can leave [0, 1]); null when n is 0."""
+    std_error: Number
+    """Of the share named by the answer's ``estimand``."""
+    ci_low: Number
+    """ci_low/ci_high: the interval for the share named by the answer's ``estimand``: by
+    default the share among the n devices that reported."""
+    ci_high: Number
+    norm_sub: Number
+    """Projected onto the probability simplex (Norm-Sub): post-processed and biased, for
+    display."""
+    support_count: Annotated[int, Field(ge=0)]
+    cs_low: Number
+    """The confidence sequence ("valid while you watch"): holds at every n at once,
+    however often the page is looked at; wider than ci_low/ci_high. For the share in the
+    population the devices are drawn from at random (whatever the estimand). Null when n
+    is 0."""
+    cs_high: Number
+    p_value: Number
+    """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
+    distinguishable_from_zero: bool | None
+    """Flagged above zero by the Benjamini–Hochberg procedure over all the values, so
+    that at most 1 − confidence of the flagged values are, on average, really absent
+    (the false discovery rate); null when n is 0."""
+
+
+class PoisoningAlarm(Model):
+    """A window whose counts no honest population produces under the mechanism."""
+
+    kind: Annotated[str, OneOf(ALARM_KINDS)]
+    """shift: values rose more than sampling noise allows against the trailing windows;
+    floor: GRR counts below what any honest population gives (no baseline needed);
+    seeds: hash seeds reused far beyond chance (local hashing); support: the support
+    counts' total is outside its honest band (unary encodings, local hashing); groups,
+    rows: a string metric's reports, or a discovered value's, in few of the sketch's
+    rows."""
+    window: str
+    """The window tested (hour:…, day:… or all)."""
+    statistic: float
+    """z (shift, support), the shortfall S (floor) or chi-square (seeds, groups, rows)."""
+    threshold: float
+    """The statistic's alarm threshold."""
+    p_value: Annotated[float, Field(ge=0, le=1)]
+    alpha: Annotated[float, Field(gt=0, lt=1)]
+    """The level the p-value was compared with (the window's false-alarm rate, split
+    over the tests and, for shift, the values)."""
+    evidence: str
+    """What was seen, in one sentence."""
+    values: list[str]
+    """The values that rose (shift) or whose reports sit in few rows (rows), most
+    significant first; empty for the others."""
+
+
+class ShuffledEpsilon(Model):
+    """The central guarantee for whoever sees only the estimates (amplification by
+    shuffling: Feldman, McMillan & Talwar, FOCS 2021, numerical bound)."""
+
+    epsilon: Annotated[float, Field(ge=0)]
+    """ε_c: the release is (ε_c, δ)-DP towards viewers of the estimates."""
+    delta: Annotated[float, Field(gt=0, lt=1)]
+    """δ = 1/N², N the devices the bound counts."""
+    devices: Annotated[int, Field(ge=0)]
+    """N: the fewest devices the reports can come from (reports rounded down to two
+    significant digits, divided by the reports per device); the bound holds for more."""
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """r: composed on the device (r·ε) before amplifying."""
+    condition: str
+    """When it holds, and for whom it does not (the server and Redis see ε-LDP reports)."""
+
+
+class Estimates(Model):
+    """A categorical metric's frequencies in one window."""
+
+    metric: str
+    version: Version
+    mechanism: Annotated[str, OneOf(mechanisms.MECHANISMS)]
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    """Reports counted."""
+    confidence: float
+    simultaneous: bool
+    window: str
+    interval: Annotated[str, OneOf(INTERVALS)]
+    """How ci_low/ci_high were built: score (the exact variance at each candidate f) or
+    exact (Clopper–Pearson, where counts are a handful)."""
+    estimand: Estimand = REPORTERS
+    """Whose share std_error and ci_low/ci_high are for: reporters, the n devices that
+    reported (a finite population: only the mechanism's noise is random), or population,
+    a larger population the devices are a random sample of (?estimand=population: the
+    sampling variance f(1 − f)/n added). Read as a population's share, the reporters'
+    intervals under-cover at high ε (GRR, k = 2, ε = 4: 40–82 %)."""
+    intervals_note: str
+    """The intervals and flags in one sentence a non-statistician reads correctly."""
+    anytime_note: str
+    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """The most reports of one device these counts may hold, as the intervals assume
+    (memoized metrics: their reports share a permanent response); 1 otherwise."""
+    reports_per_device_note: str
+    """Why that many."""
+    post_processing: str
+    estimates: list[EstimateRow]
+    """One row per domain value, in the domain's order."""
+    alarms: list[PoisoningAlarm]
+    """Poisoning alarms of this window (of the newest hour and day windows for window
+    all); empty when none, or for memoized metrics, which are not tested."""
+    alarm_rate: float
+    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+    shuffled_epsilon: ShuffledEpsilon | None = None
+    """ε_c of these n reports seen only as estimates; None without reports."""
+
+
+class StringRow(Model):
+    """One value of a string metric: discovered, or asked for as a candidate."""
+
+    value: str
+    frequency: Number
+    """A candidate's: unbiased over the sketch's hash salt and the noise. A discovered
+    value's (``selection_adjusted``): median-unbiased given that it was discovered. Null
+    when no level has reports."""
+    std_error: Number
+    """Of the unadjusted estimate f̂."""
+    ci_low: Number
+    ci_high: Number
+    """A candidate's: f̂ ± z·std_error. A discovered value's: the selection-adjusted
+    interval, within [0, ∞), which covers the truth at ``confidence`` among the values
+    discovered (f̂ ± z·std_error does not: they were found because f̂ came out high)."""
+    p_value: Number
+    """One-sided, of f = 0."""
+    discovered: bool
+    """Called present by the discovery (Benjamini–Hochberg at ``alpha`` over every value
+    tested)."""
+    selection_adjusted: bool
+    """True in ``estimates`` (discovered values: frequency and interval conditional on
+    the selection, :mod:`aggregator.stats.selection`), false in ``candidates`` (values
+    chosen before the data: the plain f̂ ± z·σ, even when also discovered)."""
+
+
+class StringEstimates(Model):
+    """A string metric's discovered values (and asked-for candidates) in one window."""
+
+    metric: str
+    version: Version
+    kind: Literal["string"]
+    mechanism: str
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    confidence: float
+    window: str
+    max_length: int
+    alpha: float
+    """False discovery rate of the values called present."""
+    tested: Annotated[int, Field(ge=0)]
+    """Complete values the discovery tested."""
+    detection_threshold: Number
+    """The frequency found with probability about ½ at this ε and n (a value of full
+    length; shorter values are estimated from more levels and found a little below it)."""
+    interval: str
+    """How ci_low/ci_high are built."""
+    estimates: list[StringRow]
+    """The discovered values, by decreasing unadjusted estimate (selection-adjusted)."""
+    candidates: list[StringRow]
+    """The values of ``?candidates=``, in the order asked."""
+    alarms: list[PoisoningAlarm]
+    """Poisoning alarms of this window (``groups``, ``rows``: reports crafted into a few
+    of the sketch's rows)."""
+    alarm_rate: float
+    """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+
+
+class MeanEstimate(Model):
+    """A numeric metric's mean in one window, in the metric's units."""
+
+    metric: str
+    version: Version
+    kind: Literal["numeric"]
+    mechanism: Annotated[str, OneOf(mechanisms.NUMERIC_MECHANISMS)]
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    confidence: float
+    window: str
+    range: Annotated[list[float], Field(min_length=2, max_length=2)]
+    mean: Number
+    """Unbiased (it can leave the range); null when n is 0."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    cs_low: Number
+    """The confidence sequence ("valid while you watch"): holds at every n at once,
+    however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
+    cs_high: Number
+    interval: str
+    """How ci_low/ci_high are built (a Student t score interval, its variance floored at
+    the mechanism's least variance: it holds from n = 2 on)."""
+    anytime_note: str
+    """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
+    std_error_worst_case: Number
+    mean_clipped: Number
+    """The mean clipped into the range: post-processed, biased."""
+    post_processing: str
+
+
+class TrendPoint(Model):
+    """A categorical metric's estimates in one window."""
+
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    reports_per_device: Annotated[int, Field(ge=1)]
+    """As in the window's estimates: what its intervals assume."""
+    estimates: list[EstimateRow]
+
+
+class MeanTrendPoint(Model):
+    """A numeric metric's mean in one window."""
+
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    mean: Number
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    cs_low: Number
+    cs_high: Number
+
+
+class Trend(Model):
+    """One estimate per window, oldest first."""
+
+    metric: str
+    version: Version
+    granularity: Annotated[str, OneOf(GRANULARITIES)]
+    confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose share the categorical windows' intervals are for (as in the estimates)."""
+    windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
+    """The newest windows with counts (at most two weeks of hours), oldest first."""
+
+
+class JointCell(Model):
+    """One cell of a marginal: a label of each of its attributes."""
+
+    cell: list[str]
+    frequency: float | None
+    """Unbiased estimate of the share of reporters in this cell."""
+    std_error: float | None
+    ci_low: float | None
+    ci_high: float | None
+    cs_low: float | None
+    """The confidence sequence: valid at every n at once, however often one looks."""
+    cs_high: float | None
+    distinguishable_from_zero: bool
+    """Above zero with the false discovery rate over the marginal's cells ≤ 1 − confidence."""
+    consistent: float | None
+    """Post-processed (shared margins agree across marginals, cells ≥ 0): biased."""
+
+
+class JointMarginal(Model):
+    """One marginal over some of the metric's attributes."""
+
+    attributes: list[str]
+    n: int
+    """Reports of the group this marginal is read from."""
+    interval: str
+    """score, exact (small counts) or anytime."""
+    cells: list[JointCell]
+
+
+class JointEstimates(Model):
+    """A joint metric's marginals in one window."""
+
+    metric: str
+    version: int
+    kind: str
+    mechanism: str
+    """``joint`` (one oracle over the product domain) or ``marginals`` (pairwise groups)."""
+    mechanism_reason: str
+    epsilon: float
+    n: int
+    """Every report of the window (each device's tuple once)."""
+    confidence: float
+    window: str
+    marginals: list[JointMarginal]
+    post_processing: str
+
+
+class SegmentGroup(Model):
+    """One value of a breakdown's dimension: its estimates, or why they are not shown."""
+
+    value: str
+    shown: bool
+    reason: str | None = None
+    """Why not shown (null when shown)."""
+    estimates: Estimates | MeanEstimate | None = None
+    """The group's estimates, exactly as a whole metric's (null when not shown)."""
+
+
+class SegmentEstimates(Model):
+    """A breakdown by one public dimension (``?by=<dimension>``)."""
+
+    metric: str
+    version: int
+    kind: Literal["segments"] = "segments"
+    window: str
+    by: str
+    confidence: float
+    min_segment_reports: int
+    """The least reports a shown group has (LDP_MIN_SEGMENT_REPORTS)."""
+    not_protected: str
+    """What the dimensions are: public labels, NOT protected by ε."""
+    released: str
+    """What this answer releases, and how suppression keeps a small group hidden."""
+    groups: list[SegmentGroup]

@@ -1,0 +1,349 @@
+"""Reading a window: its counts summed over shards, the windows a version has, lag.
+
+Pure reads (a few HGETALL/GET/ZRANGE/XLEN calls, a window's counts by one read-only
+script): the estimators (:mod:`aggregator.query.estimators`), the alarms, the overview
+and ``ldp export`` call these. A version's ``definition.shards`` shards are read in one
+pipeline (on a Redis Cluster, one round trip per node holding some of them) and summed.
+See docs/architecture/pipeline.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+import redis
+
+from aggregator.stats.codecs import Counts
+from aggregator.stats.detect import SEED_BINS
+from aggregator.stats.numeric import NumericStats
+from client_sdk.wire import MetricDefinition
+from ldp_store import keys, schema, scripts
+from ldp_store.connection import stream_gone
+
+__all__ = [
+    "Lag",
+    "add_deltas",
+    "add_packed",
+    "lag",
+    "lag_details",
+    "list_windows",
+    "newest_arrival",
+    "per_shard",
+    "read_counts",
+    "read_numeric",
+    "read_segments",
+    "read_seeds",
+    "reports_counted",
+]
+
+
+def _text(x: bytes | str) -> str:
+    return x.decode() if isinstance(x, bytes) else x
+
+
+def per_shard(
+    client: redis.Redis, definition: MetricDefinition, command: Callable[[Any, int], object]
+) -> list[Any]:
+    """``command(client_or_pipeline, shard)`` for every shard of a metric version.
+
+    One shard is read directly; several go through one non-transactional pipeline, which
+    redis-py's cluster client splits by node (no multi-slot command is ever sent).
+
+    Returns:
+        The replies, by shard.
+    """
+    if definition.shards == 1:
+        return [command(client, 0)]
+    with client.pipeline(transaction=False) as pipe:
+        for shard in range(definition.shards):
+            command(pipe, shard)
+        return list(pipe.execute())
+
+
+def _window_replies(
+    client: redis.Redis, definition: MetricDefinition, window: str
+) -> list[tuple[dict[bytes, bytes], bytes | None, list[bytes]]]:
+    """Each shard's counts hash, packed support counts and unfolded delta blobs of a
+    window, each shard's three as one snapshot (:data:`ldp_store.scripts.WINDOW`)."""
+    name, version = definition.name, definition.version
+    return [
+        scripts.read_window(client, name=name, version=version, window=window, shard=shard)
+        for shard in range(definition.shards)
+    ]
+
+
+def add_packed(support: np.ndarray, packed: bytes | None, key: str) -> None:
+    """Add a packed support string (:mod:`ldp_store.schema`; None: none) to ``support``.
+
+    Raises:
+        ValueError: a string that is not k counters (corrupt counts).
+    """
+    if packed is None:
+        return
+    k = len(support)
+    if len(packed) != schema.SUPPORT_BYTES * k:
+        raise ValueError(
+            f"{key}: {len(packed)} bytes, not the {schema.SUPPORT_BYTES * k} of k = {k} counters"
+        )
+    support += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
+
+
+def add_deltas(support: np.ndarray, blobs: list[bytes], key: str) -> None:
+    """Add stored delta blobs (see Deltas in :mod:`ldp_store.schema`) to ``support``.
+
+    Raises:
+        ValueError: a blob without its tag, not whole (v, C(v)) pairs, or naming a value
+            outside 0..k−1 (corrupt counts).
+    """
+    k = len(support)
+    for blob in blobs:
+        if len(blob) % 8:
+            raise ValueError(f"{key}: a delta blob of {len(blob)} bytes is not whole pairs")
+        pairs = np.frombuffer(blob, dtype=schema.DELTA_DTYPE).reshape(-1, 2)
+        if len(pairs) and int(pairs[:, 0].max()) >= k:
+            raise ValueError(f"{key}: a delta names value {int(pairs[:, 0].max())}, k = {k}")
+        support += np.bincount(pairs[:, 0], weights=pairs[:, 1], minlength=k).astype(np.int64)
+
+
+def read_counts(client: redis.Redis, definition: MetricDefinition, window: str = "all") -> Counts:
+    """The committed support counts of a metric version in a window, summed over shards.
+
+    Reads both formats and adds them (:mod:`ldp_store.schema`): the packed support string
+    (decoded by numpy), its unfolded delta blobs, and any ``c:<v>`` fields a counts hash
+    kept from before compact counts; ``n`` is the hash's. Each shard's window is read as
+    one snapshot (a script).
+
+    Args:
+        client: a redis-py client.
+        definition: the metric version.
+        window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
+
+    Returns:
+        n and C(v) for v in 0..k-1 (zeros for a window without reports).
+
+    Raises:
+        ValueError: corrupt counts: a field naming a value outside the domain, a packed
+            string of the wrong length, or a count above n.
+    """
+    k = definition.k
+    n = 0
+    support = np.zeros(k, dtype=np.int64)
+    for shard, (fields, packed, deltas) in enumerate(_window_replies(client, definition, window)):
+        key = keys.counts_key(definition.name, definition.version, window, shard)
+        shard_n = 0
+        shard_support = np.zeros(k, dtype=np.int64)
+        add_packed(
+            shard_support,
+            packed,
+            keys.support_key(definition.name, definition.version, window, shard),
+        )
+        add_deltas(
+            shard_support,
+            deltas,
+            keys.delta_key(definition.name, definition.version, window, shard),
+        )
+        fields, _ = schema.split_segments(fields)  # segments: read_segments
+        for raw_field, raw_value in fields.items():
+            kind, v = schema.parse_field(raw_field)
+            if kind == "n":
+                shard_n += int(raw_value)
+            elif kind == "c":
+                if not 0 <= v < k:
+                    raise ValueError(f"{key}: count of value {v} outside the domain 0..{k - 1}")
+                shard_support[v] += int(raw_value)
+        if k and (shard_support.min() < 0 or shard_support.max() > shard_n):
+            raise ValueError(f"{key}: a support count outside [0, n = {shard_n}]")
+        n += shard_n
+        support += shard_support
+    return Counts(n, support)
+
+
+def read_numeric(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all"
+) -> NumericStats:
+    """The committed sums of a numeric metric version in a window, summed over shards.
+
+    Args:
+        client: a redis-py client.
+        definition: the (numeric) metric version.
+        window: ``"all"``, ``"hour:YYYY-MM-DDTHH"`` or ``"day:YYYY-MM-DD"`` (UTC).
+
+    Returns:
+        n, Σy and Σy² in units (zeros for a window without reports).
+
+    Raises:
+        ValueError: a field that numeric counts do not hold (corrupt counts).
+    """
+    stats = NumericStats.zeros()
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
+    )
+    for fields in replies:
+        plain, _ = schema.split_segments(cast(dict[bytes, bytes], fields))
+        stats += NumericStats.from_fields(plain)
+    return stats
+
+
+def read_segments(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all"
+) -> dict[int, Counts | NumericStats]:
+    """Each segment's committed counts (public dimensions), summed over shards: support
+    counts for a frequency or joint metric, sums for a numeric one. A segment without
+    reports is absent.
+
+    Raises:
+        ValueError: corrupt counts (a value outside the domain, a count above n).
+    """
+    name, version, k = definition.name, definition.version, definition.k
+    numeric = definition.kind == "numeric"
+    out: dict[int, Counts | NumericStats] = {}
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
+    )
+    for fields in replies:
+        _, segments = schema.split_segments(cast(dict[bytes, bytes], fields))
+        for segment, part in segments.items():
+            if numeric:
+                stats = NumericStats.from_fields(part)
+                before = out.get(segment)
+                out[segment] = stats if before is None else cast(NumericStats, before) + stats
+                continue
+            n, support = 0, np.zeros(k, dtype=np.int64)
+            for raw_field, raw_value in part.items():
+                kind, v = schema.parse_field(raw_field)
+                if kind == "n":
+                    n += int(raw_value)
+                elif kind == "c" and 0 <= v < k:
+                    support[v] += int(raw_value)
+                else:
+                    raise ValueError(f"segment {segment}: field {raw_field!r} outside 0..{k - 1}")
+            if k and support.max() > n:
+                raise ValueError(f"segment {segment}: a support count above n = {n}")
+            before = out.get(segment)
+            if isinstance(before, Counts):
+                n, support = n + before.n, support + before.support
+            out[segment] = Counts(n, support)
+    return out
+
+
+def read_seeds(client: redis.Redis, definition: MetricDefinition, window: str) -> np.ndarray:
+    """A local-hashing window's seed histogram (``SEED_BINS`` bins), summed over shards.
+
+    Zeros for a window without one (another mechanism, or counted before seeds were kept).
+
+    Raises:
+        ValueError: a bin outside the histogram (corrupt seeds).
+    """
+    histogram = np.zeros(SEED_BINS, dtype=np.int64)
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.seeds_key(name, version, window, s))
+    )
+    for fields in replies:
+        for raw_bin, raw_count in fields.items():
+            index = int(raw_bin)
+            if not 0 <= index < SEED_BINS:
+                raise ValueError(f"seed bin {index} outside 0..{SEED_BINS - 1}")
+            histogram[index] += int(raw_count)
+    return histogram
+
+
+def list_windows(
+    client: redis.Redis, definition: MetricDefinition, now: float | None = None
+) -> list[str]:
+    """Windows that have counts, newest first (``all`` last), expired ones left out.
+
+    Windows starting at the same time (a day and its first hour) come day first. A window
+    past its expiry (:mod:`ldp_store.retention`) is left out even before a commit drops it
+    from the windows set.
+    """
+    starts: dict[str, float] = {}
+    expired: set[str] = set()
+    name_, version = definition.name, definition.version
+    now_ms = 1000 * (time.time() if now is None else now)
+    with client.pipeline(transaction=False) as pipe:
+        for shard in range(definition.shards):
+            pipe.zrange(keys.windows_key(name_, version, shard), 0, -1, withscores=True)
+            pipe.zrangebyscore(keys.expiries_key(name_, version, shard), "-inf", now_ms)
+        replies = pipe.execute()
+    for members, gone in zip(replies[::2], replies[1::2], strict=True):
+        expired.update(_text(m) for m in cast(list[bytes | str], gone))
+        for member, score in cast(list[tuple[bytes | str, float]], members):
+            name = _text(member)
+            starts[name] = max(score, starts.get(name, score))
+    live = [name for name in starts if name not in expired]
+    return sorted(live, key=lambda name: (-starts[name], name))
+
+
+def newest_arrival(client: redis.Redis, definition: MetricDefinition) -> float | None:
+    """The start (Unix seconds) of the newest window with counts: reports of the version
+    arrived at that time or later, by Redis's clock. None before any window.
+
+    What keeps a reports-per-device bound from shrinking when the web server's clock is
+    behind Redis's (or was set back): the bound runs to at least this time.
+    """
+    name_, version = definition.name, definition.version
+    replies = per_shard(
+        client,
+        definition,
+        lambda c, s: c.zrange(keys.windows_key(name_, version, s), -1, -1, withscores=True),
+    )
+    scores = [float(score) for members in replies for _, score in members]
+    return max(scores) if scores else None
+
+
+@dataclass(frozen=True)
+class Lag:
+    """How far the aggregators are behind on a metric version, for operators.
+
+    ``length`` counts the entries still in the stream. The worker trims what it has
+    committed, so these are the reports not yet counted: never delivered, or delivered and
+    not yet committed. ``pending`` counts the latter (they are part of ``length``): a
+    pending figure that stays high means a worker is stuck or dead, and XAUTOCLAIM will
+    hand its entries to another.
+    """
+
+    length: int
+    pending: int
+
+
+def lag_details(client: redis.Redis, definition: MetricDefinition) -> Lag:
+    """Stream length and pending entries of a metric version, summed over shards."""
+    length = pending = 0
+    for shard in range(definition.shards):
+        key = keys.stream_key(definition.name, definition.version, shard)
+        length += client.xlen(key)
+        try:
+            summary = client.xpending(key, keys.GROUP)
+        except redis.ResponseError as exc:  # no stream or no group yet: nothing pending
+            if not stream_gone(exc):
+                raise
+            continue
+        pending += int(cast(dict[str, int], summary)["pending"])
+    return Lag(length, pending)
+
+
+def lag(client: redis.Redis, definition: MetricDefinition) -> int:
+    """Reports of a metric version not yet counted: the stream length (pending included).
+
+    See :func:`lag_details` for the pending part on its own.
+    """
+    return lag_details(client, definition).length
+
+
+def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:
+    """n of a metric version over all time (the ``n`` field of its counts, every shard).
+
+    Read on its own rather than through :func:`read_counts`: n is what every kind of
+    metric counts, whatever else its counts hold.
+    """
+    name, version = definition.name, definition.version
+    replies = per_shard(
+        client, definition, lambda c, s: schema.read_n(c, keys.counts_key(name, version, "all", s))
+    )
+    return sum(int(raw) for raw in replies if raw is not None)

@@ -1,0 +1,206 @@
+"""Budget and privacy accounting: how many reports one device can have, and what ε it spends.
+
+The one home of these names (docs/architecture/layout.md, "Where is…"): the reports per
+device a window's counts can hold (:func:`reports_per_device`) and its check
+(:func:`checked_reports_per_device`), sequential composition (:func:`composed_epsilon`),
+a device's most per UTC day on one metric and over every metric against the device-wide
+caps (:func:`epsilon_per_day_max`, :func:`device_spend`), and the shuffled view's ε
+(:func:`shuffled_view`; towards the collector's operator behind an Oblivious HTTP relay,
+:func:`relayed_view`; the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
+Redis. The derivations: docs/statistics/memoized.md and docs/statistics/shuffling.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from client_sdk.device import DeviceCaps
+from client_sdk.wire import MetricDefinition
+from ldp_store import schema
+
+if TYPE_CHECKING:
+    from aggregator.stats.shuffling import Amplification
+
+__all__ = [
+    "UNBOUNDED_NOTE",
+    "ReportsPerDevice",
+    "checked_reports_per_device",
+    "composed_epsilon",
+    "device_spend",
+    "epsilon_per_day_max",
+    "relayed_view",
+    "reports_per_device",
+    "shuffled_view",
+]
+
+
+def checked_reports_per_device(r: object) -> float:
+    """r, the most reports one device contributes to a pool: a number ≥ 1.
+
+    Every estimator, interval and bound that takes ``reports_per_device`` checks it here.
+
+    Raises:
+        ValueError: not a number, below 1, or infinite.
+    """
+    value = float(r) if isinstance(r, numbers.Real) and not isinstance(r, bool) else math.nan
+    if not 1 <= value < math.inf:
+        raise ValueError(f"reports_per_device must be a number ≥ 1, got {r!r}")
+    return value
+
+
+def composed_epsilon(epsilon: float, reports: float) -> float:
+    """What ``reports`` reports at ``epsilon`` each reveal together (sequential composition)."""
+    return reports * epsilon
+
+
+@dataclass(frozen=True)
+class ReportsPerDevice:
+    """The most reports of one device a window's counts can hold, and why."""
+
+    bound: int
+    """r the intervals assume: a memoized metric's reports share the device's permanent
+    response, so r of them vary together (1 for other metrics: fresh noise per report)."""
+    reason: str
+    """One sentence for the page and the API."""
+    budgeted: int | None = None
+    """The most reports one device can have in the window under the metric's budget,
+    memoized or not; None without a budget (or a creation time): nothing bounds it. What
+    composition counts (the shuffled view's ε): each report reveals up to ε."""
+
+
+def reports_per_device(
+    definition: MetricDefinition, created: float | None, window: str, now: float
+) -> ReportsPerDevice:
+    """How many reports one device may have in ``window`` of a metric version.
+
+    The budget caps reports per period on the device's clock, but a window holds reports
+    by *arrival*, and an offline device delivers days of them at once: so the cap is the
+    budget over every period from the version's creation to the window's end (or now).
+
+    Args:
+        definition: the metric version.
+        created: its creation time (``Registry.created``), None if not recorded.
+        window: ``all``, ``hour:…`` or ``day:…``.
+        now: the current time (Unix seconds).
+    """
+    budget = definition.budget
+    budgeted: int | None = None
+    if budget is not None and created is not None:
+        span = schema.window_span(window)
+        end = now if span is None else min(now, span[1])
+        budgeted = budget.max_reports(created, max(end, created))
+    if not definition.longitudinal:
+        return ReportsPerDevice(
+            1, "one report is independent of the others (fresh noise)", budgeted
+        )
+    if budget is None or budgeted is None:
+        return ReportsPerDevice(
+            1,
+            "this version predates budgets for memoized metrics (or its creation time): "
+            "the intervals assume one report per device and may be too narrow",
+        )
+    periods = budgeted // budget.reports_per_period
+    return ReportsPerDevice(
+        budgeted,
+        f"a device sends at most {budget.reports_per_period} per {budget.period}; "
+        f"{periods} {budget.period}s (one for clock skew) since this version was created "
+        f"allow {budgeted} reports of one device here, and the intervals assume that many",
+        budgeted,
+    )
+
+
+def epsilon_per_day_max(per_period: float | None, permanent: float | None) -> float | None:
+    """The most a device can spend on one metric in one UTC day: its whole period's
+    allowance ``per_period`` (a day lies within one period, and nothing stops a device from
+    spending the period's reports on one day), a memoized metric at most ε∞
+    (``permanent``); None without a budget (unbounded)."""
+    if per_period is not None and permanent is not None:
+        return min(per_period, permanent)
+    return per_period
+
+
+def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[str, Any]:
+    """The most one device can spend per UTC day over every live metric, against the caps.
+
+    Sequential composition across metrics: the per-metric maxima (``epsilon_per_day_max``
+    of each overview row) add up. Retired metrics take no reports and are left out; one
+    metric without a budget makes the total unbounded (null), and is named.
+    """
+    live = [r for r in rows if r.get("retired_at") is None]
+    unbounded = [r["name"] for r in live if r.get("epsilon_per_day_max") is None]
+    total = sum(float(r["epsilon_per_day_max"]) for r in live if r["epsilon_per_day_max"])
+    limits = caps or DeviceCaps()
+    return {
+        "epsilon_per_day_max": None if unbounded else round(total, 12),
+        "unbounded": unbounded,
+        "epsilon_per_day_cap": limits.epsilon_per_day,
+        "epsilon_lifetime_cap": limits.epsilon_lifetime,
+    }
+
+
+UNBOUNDED_NOTE = (
+    "; this metric has no budget, so nothing enforces one report per device: a device "
+    "that sent r reports here is protected by the bound for r·ε only"
+)
+"""Said when a metric without a budget is shown ε_c for one report per device."""
+
+
+def _round_down(n: int) -> int:
+    """n to two significant digits, rounded down: a smaller n only weakens the bound, and
+    a page refreshing while reports arrive reuses one computation per bucket."""
+    if n < 100:
+        return n
+    scale = 10 ** (len(str(n)) - 2)
+    return n // scale * scale
+
+
+@functools.lru_cache(maxsize=256)
+def shuffled_view(epsilon: float, n: int, budgeted: int | None) -> Amplification | None:
+    """ε_c towards whoever sees only the estimates of n reports at ε, a device having at
+    most ``budgeted`` of them (:attr:`ReportsPerDevice.budgeted`; None: no budget bounds
+    it, ε_c is given for one and the condition says so). n is rounded down to two
+    significant digits and ε_c up to four decimals: still a bound. None without reports.
+    """
+    # Here, not at the top: the bound composes with this module's names.
+    from aggregator.stats.shuffling import amplification  # noqa: PLC0415
+
+    if n < 1:
+        return None
+    found = amplification(epsilon, _round_down(n), budgeted or 1)
+    return replace(
+        found,
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        condition=found.condition + (UNBOUNDED_NOTE if budgeted is None else ""),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def relayed_view(epsilon: float, batch: int, budgeted: int | None) -> Amplification | None:
+    """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
+    relay and reached the stream in shuffled batches of at least ``batch`` (B) reports, a
+    device having at most ``budgeted`` reports in a batch (None: no budget; given for one,
+    and the condition says so). ε_c is rounded up to four decimals: still a bound. None
+    for batches of fewer than two reports (nothing is shuffled).
+    """
+    from aggregator.stats.shuffling import amplification  # noqa: PLC0415 (see shuffled_view)
+
+    if batch < 2:
+        return None
+    found = amplification(epsilon, batch, budgeted or 1)
+    per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
+    condition = (
+        f"holds towards whoever runs the collector and reads its Redis, for reports sent "
+        f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
+        f"of at least {batch} (LDP_SHUFFLE_MIN_BATCH), if each device sent at most {per} of "
+        f"a batch; if the relay and the collector collude, or without a relay, each report "
+        f"is ε = {epsilon:.3g} (local DP) towards them"
+    )
+    return replace(
+        found,
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        condition=condition + (UNBOUNDED_NOTE if budgeted is None else ""),
+    )
