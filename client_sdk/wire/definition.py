@@ -513,11 +513,19 @@ def with_dimensions(definition: MetricDefinition, dimensions: Dimensions) -> Met
     """``definition`` with public ``dimensions`` declared.
 
     Raises:
-        DefinitionError: a string metric, or one with more counters than
+        DefinitionError: a string or joint metric, or one with more counters than
             :data:`~client_sdk.wire.dimensions.MAX_SEGMENTED_COUNTERS`.
     """
     if not dimensions:
         return definition
+    if definition.kind == "joint":
+        raise DefinitionError(
+            [
+                "a joint metric takes no public dimensions (yet): break it down by its "
+                "attributes (?by=<attribute>), or declare the dimensions on a categorical "
+                "or numeric metric"
+            ]
+        )
     if definition.kind == "string" or definition.k > MAX_SEGMENTED_COUNTERS:
         raise DefinitionError(
             [

@@ -116,3 +116,17 @@ def test_string_metrics_and_wide_metrics_take_no_dimensions() -> None:
     spec = {"domain": [f"v{i}" for i in range(2000)], "epsilon": 1.0, "dimensions": dims}
     with pytest.raises(wire.DefinitionError, match="2000"):
         wire.parse_spec("wide", spec)
+
+
+def test_joint_metrics_take_no_dimensions_yet() -> None:
+    spec = {
+        "kind": "joint",
+        "attributes": [
+            {"name": "os", "domain": ["android", "ios"]},
+            {"name": "crash", "domain": ["none", "oom"]},
+        ],
+        "epsilon": 2.0,
+        "dimensions": [{"name": "platform", "values": ["ios", "android"]}],
+    }
+    with pytest.raises(wire.DefinitionError, match="joint metric takes no public dimensions"):
+        wire.parse_spec("j", spec)
