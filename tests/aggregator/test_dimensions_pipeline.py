@@ -260,3 +260,27 @@ def test_the_export_holds_the_shown_groups_as_the_api_answers_them(
     mine = [r for r in rows if r["segment"] == "platform=ios"]
     assert [int(r["support_count"]) for r in mine] == [e["support_count"] for e in ios["estimates"]]
     assert [float(r["ci_low"]) for r in mine] == [e["ci_low"] for e in ios["estimates"]]
+
+
+def test_an_entry_without_its_segment_is_dead_lettered_with_the_reason(
+    redis_db: Any, web: Any
+) -> None:
+    """An entry of a metric with dimensions that lacks a valid segment (written by hand,
+    or by a collector of another version) cannot be counted per segment: it goes to the
+    dead-letter stream with the reason, and the others are counted."""
+    created = web.put("/v1/metrics/app.theme", json=SPEC, headers=ADMIN)
+    definition = MetricDefinition.from_dict(created.json)
+    client = redis_db.client()
+    stream = keys.stream_key("app.theme", definition.version)
+    good = build_report(
+        definition, "dark", random.Random(1), None, {"platform": "ios", "app_version": "1"}
+    )
+    client.xadd(stream, {"p": json.dumps({**good["payload"], "_g": 0})})
+    client.xadd(stream, {"p": json.dumps(good["payload"])})
+    client.xadd(stream, {"p": json.dumps({**good["payload"], "_g": 99})})
+    Worker(client, handle_signals=False, block_ms=10).run(once=True)
+    assert read_counts(client, definition).n == 1
+    assert {s: c.n for s, c in read_segments(client, definition).items()} == {0: 1}
+    dead = client.xrange(keys.dead_key("app.theme", definition.version))
+    assert len(dead) == 2
+    assert all(b"no segment" in b"".join(fields.values()) for _, fields in dead)
