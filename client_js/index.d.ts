@@ -8,6 +8,8 @@ export interface Definition {
   domain?: string[];
   /** A joint metric's attributes, in tuple order. */
   attributes?: { name: string; domain: string[] }[];
+  /** Public dimensions, each with its allowed values: sent in the clear, NOT protected by ε. */
+  dimensions?: { name: string; values: string[] }[];
   range?: [number, number];
   max_length?: number;
   mechanism: MechanismParams;
@@ -44,6 +46,8 @@ export interface Report {
   version: number;
   id: string;
   payload: Record<string, unknown>;
+  /** The metric's public dimensions (only when it declares some): NOT protected by ε. */
+  dimensions?: Record<string, string>;
 }
 
 /** A source of random bytes: returns the next `n` bytes of its stream. */
@@ -98,8 +102,14 @@ export function newReportId(): string;
 export function buildReport(
   definition: Definition,
   value: JointValue,
-  options?: { rng?: Rng; secret?: Uint8Array; id?: string },
+  options?: { rng?: Rng; secret?: Uint8Array; id?: string; dimensions?: Record<string, string> },
 ): Promise<Report>;
+/** A report's public dimensions checked against the declared ones (in declared order), or
+ *  null for a metric without; throws RangeError on a missing, unknown or undeclared value. */
+export function checkDimensions(
+  definition: Definition,
+  given: Record<string, string> | undefined | null,
+): Record<string, string> | null;
 /** A report's exact JSON (as the Python SDK encodes it). */
 export function encodeReport(report: Report): string;
 /** The exact body of `POST /v1/reports`. */
@@ -108,7 +118,7 @@ export function encodeBatch(reports: Report[]): string;
 // -- the client ----------------------------------------------------------------------
 
 export type DropReason =
-  | "unknown_metric" | "invalid_value" | "unreachable" | "queue_full" | "rejected" | "too_large"
+  | "unknown_metric" | "invalid_value" | "invalid_dimensions" | "unreachable" | "queue_full" | "rejected" | "too_large"
   | "shutdown" | "internal_error" | "budget" | "device_budget" | "disabled" | "storage_error"
   | "retired" | "bundle_mismatch";
 
@@ -179,7 +189,7 @@ export class Client {
   readonly ready: Promise<void>;
   definition(metric: string): Promise<Definition>;
   /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). */
-  report(metric: string, value: JointValue): Promise<boolean>;
+  report(metric: string, value: JointValue, dimensions?: Record<string, string>): Promise<boolean>;
   /** Send what is queued; whether the queue is now empty. */
   flush(): Promise<boolean>;
   stats(): ClientStats;

@@ -502,7 +502,9 @@ class Client:
         return False
 
     # -- reporting --------------------------------------------------------------------
-    def build_report(self, metric: str, value: object) -> dict[str, Any]:
+    def build_report(
+        self, metric: str, value: object, dimensions: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         """Perturb ``value`` and return the exact JSON object that would be sent.
 
         Nothing is queued or charged to the ledger.
@@ -511,6 +513,8 @@ class Client:
             metric: the metric's name.
             value: a label of its domain, or its index; for a numeric metric, a number;
                 for a joint metric, ``{attribute: label}`` naming every attribute.
+            dimensions: the metric's public dimensions, ``{name: value}`` for each it
+                declares (sent in the clear: NOT protected by ε).
 
         Raises:
             ValueError: unknown metric (:class:`~client_sdk.errors.UnknownMetricError`) or value.
@@ -520,9 +524,11 @@ class Client:
         """
         definition = self.definition(metric)
         secret = self._ledger.device_secret() if definition.longitudinal else None
-        return wire.build_report(definition, value, self._rng, secret)
+        return wire.build_report(definition, value, self._rng, secret, dimensions)
 
-    def report(self, metric: str, value: object) -> bool:
+    def report(
+        self, metric: str, value: object, dimensions: Mapping[str, str] | None = None
+    ) -> bool:
         """Perturb ``value`` now and queue the perturbed report for upload.
 
         Never raises. The value itself is neither kept nor logged. The first report of a
@@ -536,6 +542,10 @@ class Client:
                 in its range; for a joint metric, ``{attribute: label}`` naming every
                 attribute (the whole tuple is one report, charged ε once). A
                 longitudinal (memoized) metric uses the device secret.
+            dimensions: for a metric that declares public dimensions, ``{name: value}``
+                for each (e.g. ``{"platform": "ios"}``), checked here against the
+                declared values. They travel in the clear beside the perturbed value
+                and are NOT protected by ε.
 
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
@@ -546,7 +556,8 @@ class Client:
             value, definition unreachable, ``budget`` (the metric's
             budget for this period is spent), ``disabled`` (the user opted out),
             ``storage_error`` (the store failed), queue full, or client shut down.
-            An unknown metric or an invalid value (not in the domain, out of range, of
+            ``invalid_dimensions`` (missing, unknown or undeclared dimension values; nothing
+            is charged). An unknown metric or an invalid value (not in the domain, out of range, of
             the wrong type) is a bug in the app: logged at WARNING once per metric and
             reason, naming both (never the value), then at DEBUG.
         """
@@ -563,10 +574,16 @@ class Client:
                 return self._drop("retired" if metric in self._retired else "unreachable")
             if metric in self._retired:  # learnt before, or the fetch just said so
                 return self._drop("retired")
+            try:
+                definition.segment(dimensions)
+            except ValueError:
+                names = [name for name, _ in definition.dimensions]
+                why = f"dimensions must give a declared value of each of {names}"
+                return self._misuse(metric, "invalid_dimensions", why)
             charge = self._charger.charge(definition, self._charge_time())
             try:
                 secret = self._ledger.device_secret() if definition.longitudinal else None
-                report = wire.build_report(definition, value, self._rng, secret)
+                report = wire.build_report(definition, value, self._rng, secret, dimensions)
                 if definition is self._bundle.get(metric):
                     report["version"] = -definition.version  # unconfirmed: see _vet
             except ValueError:

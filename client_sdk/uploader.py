@@ -94,6 +94,7 @@ Outcome = Literal["ok", "retry", "drop"]
 DROP_REASONS = (
     "unknown_metric",
     "invalid_value",
+    "invalid_dimensions",
     "unreachable",
     "queue_full",
     "rejected",

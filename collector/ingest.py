@@ -27,7 +27,7 @@ from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
 from collector.replicas import ReplicaWait
-from ldp_store import guard, keys, scripts
+from ldp_store import guard, keys, schema, scripts
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def reports_of(body: object, max_reports: int) -> list[Any]:
 
 def _category(report: object, error: str) -> str:
     """The rejection category of a report ``check_report`` refused with ``error``."""
-    if not isinstance(report, dict) or set(report) != set(REPORT_FIELDS):
+    if not isinstance(report, dict) or set(report) - {"dimensions"} != set(REPORT_FIELDS):
         return "shape"
     if error.startswith("unknown metric"):
         return "unknown_metric"
@@ -290,6 +290,8 @@ def validate(
                 )
             )
             continue
+        if definition.dimensions:  # checked by check_report; stored beside the payload
+            payload = {**payload, schema.SEGMENT_KEY: definition.segment(report["dimensions"])}
         group.append((fromhex(rid), encode(payload)))
     batch.groups = {key: group for key, group in batch.groups.items() if group}
     for key in batch.groups:

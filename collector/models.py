@@ -23,7 +23,9 @@ from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
+    MAX_DIMENSIONS,
     MAX_LABEL_LENGTH,
+    MAX_SEGMENTS,
     MAX_SHARDS,
     REPORT_ID_PATTERN,
     MetricDefinition,
@@ -89,6 +91,23 @@ class Attribute(Model):
     ]
 
 
+class Dimension(Model):
+    """One public dimension: a name and its allowed values, sent in the clear beside each
+    report and NOT protected by ε (``docs/concepts/dimensions.md``)."""
+
+    closed = True
+
+    name: MetricName
+    values: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_LABEL_LENGTH)]],
+        Field(min_length=1, max_length=MAX_SEGMENTS, json_schema_extra={"uniqueItems": True}),
+    ]
+
+
+Dimensions = Annotated[list[Dimension], Field(max_length=MAX_DIMENSIONS)]
+"""Public dimensions: at most MAX_SEGMENTS segments (the product of their value counts)."""
+
+
 class Metric(Model):
     """One version of a metric, as apps read it (``MetricDefinition.to_dict()``)."""
 
@@ -122,6 +141,8 @@ class Metric(Model):
     """A string metric's bytes per value (it has no domain: values are discovered)."""
     attributes: list[Attribute] | Absent = None
     """A joint metric's attributes, each with its values (it has no domain)."""
+    dimensions: Dimensions | Absent = None
+    """Public dimensions, where the metric declares any: NOT protected by ε."""
 
     @classmethod
     def of(
@@ -211,6 +232,8 @@ class CategoricalSpec(Model):
     a report's shard follows from its id. Changing it makes a new version, so a replay
     always meets its first copy. Null: 1."""
     retention: WindowRetention | None = None
+    dimensions: Dimensions | None = None
+    """Public dimensions (sent in the clear, NOT protected by ε)."""
     """Seconds hour and day windows are kept after they end, where this metric differs
     from the deployment's defaults (null: the defaults). Keeps the version; applies to
     windows first written afterwards."""
@@ -236,6 +259,8 @@ class NumericSpec(Model):
     shards: Shards | None = 1
     """As for a categorical metric."""
     retention: WindowRetention | None = None
+    dimensions: Dimensions | None = None
+    """Public dimensions (sent in the clear, NOT protected by ε)."""
     """As for a categorical metric."""
 
 
@@ -273,6 +298,8 @@ class StringSpec(Model):
     shards: Shards | None = 1
     """As for a categorical metric."""
     retention: WindowRetention | None = None
+    dimensions: Dimensions | None = None
+    """Public dimensions (sent in the clear, NOT protected by ε)."""
     """As for a categorical metric."""
 
 
@@ -297,6 +324,8 @@ class JointSpec(Model):
     shards: Shards | None = 1
     """As for a categorical metric."""
     retention: WindowRetention | None = None
+    dimensions: Dimensions | None = None
+    """Public dimensions (sent in the clear, NOT protected by ε)."""
     """As for a categorical metric."""
 
 
@@ -317,6 +346,9 @@ class Report(Model):
     """16 random bytes, used only to discard replays."""
     payload: dict[str, Any]
     """The mechanism's wire format."""
+    dimensions: dict[str, str] | Absent = None
+    """The metric's public dimensions, each declared one's value: sent in the clear, NOT
+    protected by ε; only for a metric that declares dimensions."""
 
 
 class ReportBatch(Model):

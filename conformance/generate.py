@@ -544,6 +544,24 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
 
 WIRE_SECRET = bytes(range(100, 132))
 
+WIRE_SPECS.append(
+    (
+        "app.theme.by_platform",
+        {
+            "domain": ["light", "dark", "auto"],
+            "epsilon": 1.0,
+            "mechanism": "grr",
+            "dimensions": [
+                {"name": "platform", "values": ["ios", "android", "web"]},
+                {"name": "app_version", "values": ["1.0", "2.0"]},
+            ],
+        },
+        "auto",
+    )
+)
+WIRE_DIMENSIONS = {"app.theme.by_platform": {"platform": "web", "app_version": "2.0"}}
+"""Public dimensions of the reports whose metric declares them (sent in the clear)."""
+
 
 def wire_vectors() -> dict[str, Any]:
     """Definitions as served, reports built from them, and one batch's exact body."""
@@ -555,12 +573,14 @@ def wire_vectors() -> dict[str, Any]:
         rid = hashlib.sha256(f"report:{n}".encode()).hexdigest()[:32]
         rng = StreamRandom(f"wire:{n}")
         with mock.patch("client_sdk.wire.report.new_report_id", lambda rid=rid: rid):
-            report = wire.build_report(definition, value, rng, WIRE_SECRET)
+            dimensions = WIRE_DIMENSIONS.get(name)
+            report = wire.build_report(definition, value, rng, WIRE_SECRET, dimensions)
         reports.append(report)
         items.append(
             {
                 "definition": served,
                 "value": value,
+                **({"dimensions": dimensions} if dimensions else {}),
                 "secret": WIRE_SECRET.hex() if definition.longitudinal else None,
                 "id": rid,
                 **rng.record(),

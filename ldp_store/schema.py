@@ -16,6 +16,10 @@ from typing import Any, Literal
 
 __all__ = [
     "ALL",
+    "SEGMENT_KEY",
+    "SEGMENT_PREFIX",
+    "segment_increments",
+    "split_segments",
     "COUNT_PREFIX",
     "DAY_MS",
     "DELTA_DTYPE",
@@ -57,6 +61,17 @@ SUM_PREFIX = "s"
 
 SUM_SQ_PREFIX = "s2"
 """``s2:<i>``: limb i of Σy² (numeric metrics)."""
+
+SEGMENT_PREFIX = "g"
+"""``g<s>:<field>``: field ``n``, ``c:<v>``, ``s:<i>`` or ``s2:<i>`` of segment s alone
+(a metric with public dimensions, :mod:`client_sdk.wire.dimensions`), in the same counts
+hash as the totals, so one commit adds both and one snapshot reads both. A metric
+without dimensions has no such field: its hashes are exactly as before."""
+
+SEGMENT_KEY = "_g"
+"""The key of a stream entry's payload object that holds its segment index (a metric
+with public dimensions; absent otherwise, so an entry without dimensions is stored
+exactly as before). No mechanism's payload has a key starting with ``_``."""
 
 SUPPORT_TYPE = "i64"
 """The BITFIELD type of a packed support counter: signed 64-bit (BITFIELD has no u64)."""
@@ -178,6 +193,41 @@ def increment_fields(increments: Increments) -> list[str | int | bytes]:
     if increments.sums is not None:
         pairs += numeric_increments(increments.n, *increments.sums)[2:]
     return pairs
+
+
+def segment_increments(segment: int, increments: Increments) -> list[str | int | bytes]:
+    """The commit script's field/increment pairs of one segment's part of a batch: the
+    fields of :func:`increment_fields`, each under ``g<segment>:`` (never a delta blob:
+    a metric with dimensions has fewer counters than :data:`DELTA_MIN_K`).
+
+    Raises:
+        ValueError: a delta blob.
+    """
+    if increments.delta:
+        raise ValueError("segment counts are kept field by field, not as delta blobs")
+    pairs = increment_fields(increments)
+    head = f"{SEGMENT_PREFIX}{segment}:"
+    for i in range(0, len(pairs), 2):
+        pairs[i] = head + str(pairs[i])
+    return pairs
+
+
+def split_segments(
+    fields: Mapping[bytes, bytes],
+) -> tuple[dict[bytes, bytes], dict[int, dict[bytes, bytes]]]:
+    """A counts hash's fields parted into the totals' and each segment's (names without
+    the ``g<s>:`` prefix)."""
+    plain: dict[bytes, bytes] = {}
+    segments: dict[int, dict[bytes, bytes]] = {}
+    marker = SEGMENT_PREFIX.encode()
+    for name, value in fields.items():
+        if name[:1] == marker and b":" in name:
+            head, _, rest = name.partition(b":")
+            if head[1:].isdigit():
+                segments.setdefault(int(head[1:]), {})[rest] = value
+                continue
+        plain[name] = value
+    return plain, segments
 
 
 def read_n(client: Any, counts_key: str) -> Any:

@@ -34,6 +34,7 @@ from ldp_store.schema import (
     SUPPORT_TYPE,
     Increments,
     increment_fields,
+    segment_increments,
 )
 
 __all__ = [
@@ -265,8 +266,8 @@ COMMIT = (
 --       any other), hour expiry and day expiry (ms since the epoch), k (the packed
 --       support counters; 0: none), seed-bin increments 'bin,count,bin,count…' ('' for
 --       none), then field/increment pairs ('n' first; 'c:<v>' go to the packed support
---       counts, 'd' (a blob of (v, C(v)) pairs) to the windows' delta lists, the others to
---       the counts hashes).
+--       counts, 'd' (a blob of (v, C(v)) pairs) to the windows' delta lists, the others,
+--       segments' 'g<s>:…' fields included, to the counts hashes).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
 local stream, group, me = KEYS[1], ARGV[1], ARGV[2]
@@ -516,6 +517,7 @@ def commit(
     k: int,
     seeds: Sequence[int],
     increments: Increments,
+    segments: Sequence[tuple[int, Increments]] = (),
     group: str = keys.GROUP,
 ) -> int | list[bytes]:
     """Run :data:`COMMIT` for one batch of one stream, all of one hour.
@@ -533,6 +535,9 @@ def commit(
         k: the metric's packed support counters (0: none).
         seeds: seed-bin increments as flat (bin, count) pairs (local hashing; else empty).
         increments: what the batch adds to the counts.
+        segments: what each segment's part of the batch adds (public dimensions): its
+            fields go to the same counts hashes under ``g<segment>:``
+            (:func:`ldp_store.schema.segment_increments`), in the same script.
         group: the consumer group.
 
     Returns:
@@ -570,6 +575,8 @@ def commit(
         ",".join(map(str, seeds)),
         *increment_fields(increments),
     ]
+    for segment, part in segments:
+        args += segment_increments(segment, part)
     reply = _script(client, COMMIT)(keys=script_keys, args=args)
     return reply if isinstance(reply, int) else list(reply)
 

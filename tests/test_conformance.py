@@ -67,6 +67,14 @@ def test_every_mechanism_and_kind_has_vectors() -> None:
     from client_sdk.wire import KINDS
 
     assert kinds == set(KINDS)
+    with_dimensions = [
+        item
+        for item in json.loads(RENDERED["wire.json"])["reports"]
+        if "dimensions" in item["report"]
+    ]
+    assert with_dimensions and all(
+        item["report"]["dimensions"] == item["dimensions"] for item in with_dimensions
+    )
 
 
 def test_replaying_a_vector_reproduces_its_payload() -> None:

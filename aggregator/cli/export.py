@@ -68,11 +68,14 @@ COLUMNS = (
     "cs_low",
     "cs_high",
     "norm_sub",
+    "segment",
 )
 """One row: the version and window; its counts (``support_count`` of ``value``, or a
 numeric metric's ``sum_units`` Σy and ``sum_sq_units`` Σy²); the estimate (a value's
 frequency, or the mean) with its standard error, interval, confidence sequence and (for
-frequencies) the Norm-Sub post-processed share. Empty where a kind has no such field."""
+frequencies) the Norm-Sub post-processed share; ``segment`` (``platform=ios``): a row of
+one group of a breakdown by a public dimension (shown groups only, as ``?by=`` answers;
+empty for the metric's own rows). Empty where a kind has no such field."""
 
 INTEGER_COLUMNS = {"version", "n", "reports_per_device", "support_count"}
 FLOAT_COLUMNS = {
@@ -127,8 +130,11 @@ def window_rows(
     definition: MetricDefinition,
     window: str,
     confidence: float,
+    min_segment_reports: int | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """The rows of one window: counts read once, estimated as the API does."""
+    """The rows of one window: counts read once, estimated as the API does (a breakdown's
+    groups below ``min_segment_reports`` reports have no row, as ``?by=`` shows none;
+    default :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`)."""
     from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
     from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
 
@@ -163,6 +169,7 @@ def window_rows(
             "cs_low": body.cs_low,
             "cs_high": body.cs_high,
         }
+        yield from _segment_rows(reader, definition, window, confidence, head, min_segment_reports)
         return
     if isinstance(body, StringEstimates):  # the discovered values
         for r in body.estimates:
@@ -178,6 +185,58 @@ def window_rows(
             }
         return
     assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
+    yield from _frequency_rows(head, body)
+    yield from _segment_rows(reader, definition, window, confidence, head, min_segment_reports)
+
+
+def _segment_rows(
+    reader: Any,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    head: dict[str, Any],
+    min_segment_reports: int | None,
+) -> Iterator[dict[str, Any]]:
+    """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
+    them (suppressed groups have no row: an export releases what the API releases, under
+    the same ``LDP_MIN_SEGMENT_REPORTS``)."""
+    from aggregator.query.answers import MeanEstimate
+    from aggregator.query.estimators import Ask
+    from aggregator.query.segments import segment_estimates
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+
+    for dimension, _ in definition.dimensions:
+        breakdown = segment_estimates(
+            reader,
+            definition,
+            window,
+            dimension,
+            Ask(confidence=confidence),
+            min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS,
+        )
+        for group in breakdown.groups:
+            found = group.estimates
+            if found is None:
+                continue
+            tag = {**head, "segment": f"{dimension}={group.value}"}
+            if isinstance(found, MeanEstimate):
+                yield {
+                    **tag,
+                    "n": found.n,
+                    "reports_per_device": 1,
+                    "estimate": found.mean,
+                    "std_error": found.std_error,
+                    "ci_low": found.ci_low,
+                    "ci_high": found.ci_high,
+                    "cs_low": found.cs_low,
+                    "cs_high": found.cs_high,
+                }
+            else:
+                yield from _frequency_rows(tag, found)
+
+
+def _frequency_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
+    """A categorical estimate's rows, one per value."""
     for row in body.estimates:
         yield {
             **head,
@@ -361,6 +420,13 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     "(pip install 'ldp-telemetry[export]').",
 )
 @CONFIDENCE
+@click.option(
+    "--min-segment-reports",
+    type=click.IntRange(min=1),
+    envvar="LDP_MIN_SEGMENT_REPORTS",
+    help="Reports a group of a breakdown by a public dimension needs to be exported "
+    "(default: the API's LDP_MIN_SEGMENT_REPORTS, read from the same variable, else 50).",
+)
 @redis_options
 def export(
     name: str | None,
@@ -371,6 +437,7 @@ def export(
     out_path: Path,
     fmt: str | None,
     confidence: float,
+    min_segment_reports: int | None,
     redis_url: str | None,
     data_dir: Path,
 ) -> None:
@@ -424,7 +491,9 @@ def export(
         rows: list[dict[str, Any]] = []
         with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
             for definition, window in plan:
-                rows += window_rows(client, registry, definition, window, confidence)
+                rows += window_rows(
+                    client, registry, definition, window, confidence, min_segment_reports
+                )
                 advance(1)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None

@@ -97,6 +97,19 @@ def attributes(items: tuple[str, ...]) -> list[dict[str, Any]]:
     return out
 
 
+def dimensions(items: tuple[str, ...]) -> list[dict[str, Any]]:
+    """``--dimension platform=ios,android`` (repeated) → ``[{"name": ..., "values": [...]}]``."""
+    out = []
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise click.UsageError(
+                f"--dimension takes NAME=a,b,c (e.g. platform=ios,android,web), got {item!r}"
+            )
+        out.append({"name": name.strip(), "values": [x.strip() for x in raw.split(",")]})
+    return out
+
+
 @dataclass(frozen=True)
 class SpecFlag:
     """One flag of ``ldp metrics create`` and the spec key it sets.
@@ -154,6 +167,16 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
         "NAME=a,b,c: one attribute of a joint metric (--kind joint) and its labels; "
         "repeatable, in the order a device's tuple lists them.",
         metavar="NAME=LABELS",
+        multiple=True,
+    ),
+    SpecFlag(
+        "--dimension",
+        ("dimensions",),
+        dimensions,
+        "NAME=a,b,c: a public dimension (e.g. platform=ios,android,web) and its allowed "
+        "values, sent in the clear beside each report: NOT protected by ε; repeatable "
+        "(at most 64 segments: the product of the value counts).",
+        metavar="NAME=VALUES",
         multiple=True,
     ),
     SpecFlag(

@@ -17,6 +17,8 @@ from client_sdk import mechanisms
 from ldp_api.models import Mechanism, Model, OneOf
 
 __all__ = [
+    "SegmentEstimates",
+    "SegmentGroup",
     "DEFAULT_CONFIDENCE",
     "GRANULARITIES",
     "INTERVALS",
@@ -348,3 +350,32 @@ class JointEstimates(Model):
     window: str
     marginals: list[JointMarginal]
     post_processing: str
+
+
+class SegmentGroup(Model):
+    """One value of a breakdown's dimension: its estimates, or why they are not shown."""
+
+    value: str
+    shown: bool
+    reason: str | None = None
+    """Why not shown (null when shown)."""
+    estimates: Estimates | MeanEstimate | None = None
+    """The group's estimates, exactly as a whole metric's (null when not shown)."""
+
+
+class SegmentEstimates(Model):
+    """A breakdown by one public dimension (``?by=<dimension>``)."""
+
+    metric: str
+    version: int
+    kind: Literal["segments"] = "segments"
+    window: str
+    by: str
+    confidence: float
+    min_segment_reports: int
+    """The least reports a shown group has (LDP_MIN_SEGMENT_REPORTS)."""
+    not_protected: str
+    """What the dimensions are: public labels, NOT protected by ε."""
+    released: str
+    """What this answer releases, and how suppression keeps a small group hidden."""
+    groups: list[SegmentGroup]

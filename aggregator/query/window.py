@@ -35,6 +35,7 @@ __all__ = [
     "per_shard",
     "read_counts",
     "read_numeric",
+    "read_segments",
     "read_seeds",
     "reports_counted",
 ]
@@ -145,6 +146,7 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
             deltas,
             keys.delta_key(definition.name, definition.version, window, shard),
         )
+        fields, _ = schema.split_segments(fields)  # segments: read_segments
         for raw_field, raw_value in fields.items():
             kind, v = schema.parse_field(raw_field)
             if kind == "n":
@@ -182,8 +184,51 @@ def read_numeric(
         client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
     )
     for fields in replies:
-        stats += NumericStats.from_fields(cast(dict[bytes, bytes], fields))
+        plain, _ = schema.split_segments(cast(dict[bytes, bytes], fields))
+        stats += NumericStats.from_fields(plain)
     return stats
+
+
+def read_segments(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all"
+) -> dict[int, Counts | NumericStats]:
+    """Each segment's committed counts (public dimensions), summed over shards: support
+    counts for a frequency or joint metric, sums for a numeric one. A segment without
+    reports is absent.
+
+    Raises:
+        ValueError: corrupt counts (a value outside the domain, a count above n).
+    """
+    name, version, k = definition.name, definition.version, definition.k
+    numeric = definition.kind == "numeric"
+    out: dict[int, Counts | NumericStats] = {}
+    replies = per_shard(
+        client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
+    )
+    for fields in replies:
+        _, segments = schema.split_segments(cast(dict[bytes, bytes], fields))
+        for segment, part in segments.items():
+            if numeric:
+                stats = NumericStats.from_fields(part)
+                before = out.get(segment)
+                out[segment] = stats if before is None else cast(NumericStats, before) + stats
+                continue
+            n, support = 0, np.zeros(k, dtype=np.int64)
+            for raw_field, raw_value in part.items():
+                kind, v = schema.parse_field(raw_field)
+                if kind == "n":
+                    n += int(raw_value)
+                elif kind == "c" and 0 <= v < k:
+                    support[v] += int(raw_value)
+                else:
+                    raise ValueError(f"segment {segment}: field {raw_field!r} outside 0..{k - 1}")
+            if k and support.max() > n:
+                raise ValueError(f"segment {segment}: a support count above n = {n}")
+            before = out.get(segment)
+            if isinstance(before, Counts):
+                n, support = n + before.n, support + before.support
+            out[segment] = Counts(n, support)
+    return out
 
 
 def read_seeds(client: redis.Redis, definition: MetricDefinition, window: str) -> np.ndarray:

@@ -20,16 +20,24 @@ import redis
 
 from aggregator.stats.batch import Batch, Codec
 from client_sdk.mechanisms import PayloadError
+from client_sdk.wire import MetricDefinition
+from ldp_store.schema import SEGMENT_KEY
 
 __all__ = [
+    "SEGMENT_COLUMN",
     "Delivery",
     "bulk_json",
     "decode_json",
     "entry_ms",
     "parse_payloads",
     "raw_reader",
+    "split_segments",
     "stream_entries",
 ]
+
+SEGMENT_COLUMN = "_segment"
+"""The batch column holding each row's segment (a metric with public dimensions): the
+worker counts each segment's rows apart as well as all of them."""
 
 
 @dataclass
@@ -277,3 +285,32 @@ def parse_payloads(
         final.append(payload)
         final_index.append(i)
     return codec.parse(final), final_index, bad
+
+
+def split_segments(
+    definition: MetricDefinition,
+    payloads: list[Any],
+    index: list[int],
+    bad: list[tuple[int, str]],
+) -> tuple[list[Any], list[int], list[int]]:
+    """Take each entry's segment (:data:`ldp_store.schema.SEGMENT_KEY`) off its payload.
+
+    An entry of a metric with dimensions but without a valid segment cannot be counted
+    per segment: it joins ``bad`` (dead-lettered with the reason).
+
+    Returns:
+        (the payloads without the key, their batch indices, their segments).
+    """
+    kept: list[Any] = []
+    kept_index: list[int] = []
+    segments: list[int] = []
+    count = definition.segments
+    for payload, i in zip(payloads, index, strict=True):
+        segment = payload.pop(SEGMENT_KEY, None) if isinstance(payload, dict) else None
+        if type(segment) is not int or not 0 <= segment < count:
+            bad.append((i, f"no segment in 0..{count - 1} (the metric declares dimensions)"))
+            continue
+        kept.append(payload)
+        kept_index.append(i)
+        segments.append(segment)
+    return kept, kept_index, segments

@@ -26,11 +26,13 @@ from aggregator.stats.batch import Batch, Codec
 from aggregator.stats.codecs import codec_for
 from aggregator.stream.counts import tidy_window
 from aggregator.stream.entries import (
+    SEGMENT_COLUMN,
     Delivery,
     decode_json,
     entry_ms,
     parse_payloads,
     raw_reader,
+    split_segments,
     stream_entries,
 )
 from client_sdk.errors import DefinitionError
@@ -39,6 +41,7 @@ from ldp_store import keys, schema, scripts
 from ldp_store.connection import is_cluster, stream_gone, unavailable
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy, expire_untimed
+from ldp_store.schema import Increments
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -649,9 +652,18 @@ class Worker:
                 if d > self.max_deliveries
             }
         payloads, index, bad = decode_json(delivery, skip)
+        segments: list[int] = []
+        if payloads and s.definition.dimensions:
+            payloads, index, segments = split_segments(s.definition, payloads, index, bad)
         if payloads:
-            batch, index, rejected = parse_payloads(s.codec, payloads, index)
+            batch, kept, rejected = parse_payloads(s.codec, payloads, index)
             bad += rejected
+            if segments:
+                rows = {i: row for row, i in enumerate(index)}
+                batch.columns[SEGMENT_COLUMN] = np.asarray(
+                    [segments[rows[i]] for i in kept], dtype=np.int64
+                )
+            index = kept
             if batch.n:
                 if len(index) == len(delivery.ids):
                     self._count(s, delivery.ids, batch, delivery.joined_ids, delivery.fence)
@@ -748,6 +760,15 @@ class Worker:
         hour_expiry, day_expiry = (
             round(1000 * cast(float, policy.expires_at(w))) for w in (hour, day)
         )
+        segments: list[tuple[int, Increments]] = []
+        if definition.dimensions:  # counts per segment too, in the same commit
+            column = batch.columns.get(SEGMENT_COLUMN)
+            if column is None:
+                raise ValueError(f"metric {name!r} has dimensions: the batch needs segments")
+            batch = Batch(batch.n, {k: v for k, v in batch.columns.items() if k != SEGMENT_COLUMN})
+            for segment in np.unique(column).tolist():
+                part = batch.take(np.flatnonzero(column == segment))
+                segments.append((segment, codec.increments(part)))
         increments = codec.increments(batch)
         try:
             reply = scripts.commit(
@@ -767,6 +788,7 @@ class Worker:
                 k=definition.k,
                 seeds=codec.seed_increments(batch),
                 increments=increments,
+                segments=segments,
             )
         except redis.ResponseError as exc:
             if str(exc).startswith("FULL"):

@@ -35,12 +35,14 @@ def install(app: Flask) -> None:
     poisoning alarms to its ``/metrics``.
 
     Raises:
-        ValueError: ``LDP_ALARM_RATE`` or ``LDP_READ_DISCOVERIES`` out of range, or a
+        ValueError: ``LDP_ALARM_RATE``, ``LDP_MIN_SEGMENT_REPORTS`` or
+            ``LDP_READ_DISCOVERIES`` out of range, or a
             retention variable out of range (``LDP_RETENTION_…``).
     """
     status.install_retention(app)
     ext = shared(app=app)
     ext.telemetry.add_collector(AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app)))
+    estimates.min_segment_reports(app)  # refused at start, not at the first breakdown
     read_guard.install(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

@@ -248,6 +248,7 @@ def metric(name: str) -> str | tuple[str, int]:
         return _joint_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
+    d["dimensions"] = [{"name": n, "values": list(v)} for n, v in definition.dimensions]
     if definition.kind == "categorical":
         batch = int(current_app.config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH))
         per_batch = definition.budget.reports_per_period if definition.budget else None

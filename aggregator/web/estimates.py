@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 import redis
-from flask import Blueprint, Response, request
+from flask import Blueprint, Flask, Response, current_app, request
 from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.query.answers import (
@@ -50,13 +50,16 @@ from aggregator.query.answers import (
     Estimates,
     JointEstimates,
     MeanEstimate,
+    SegmentEstimates,
     StringEstimates,
     Trend,
 )
 from aggregator.query.estimators import Ask, Reader, estimate_window, trend
 from aggregator.query.estimators.numeric import NUMERIC_FIELDS
+from aggregator.query.segments import segment_estimates
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
@@ -176,6 +179,58 @@ def _estimand() -> str:
     return raw
 
 
+def min_segment_reports(app: Flask | None = None) -> int:
+    """The configured least reports of a shown group of a breakdown by a public dimension
+    (``LDP_MIN_SEGMENT_REPORTS``, default
+    :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`).
+
+    Raises:
+        ValueError: not an integer of at least 1.
+    """
+    raw: Any = (app or current_app).config.get("MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise ValueError(f"LDP_MIN_SEGMENT_REPORTS must be an integer of at least 1, got {raw!r}")
+    return value
+
+
+def segments_csv(body: SegmentEstimates) -> Response:
+    """A breakdown as CSV: one row per (group, value) of the shown groups (one row per
+    group for a numeric metric), one row with the reason for each group not shown."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["by", "group", "shown", "reason", *CSV_HEAD, *ROW_FIELDS, "mean"])
+    for group in body.groups:
+        head = [csv_text(body.by), csv_text(group.value), group.shown, group.reason or ""]
+        found = group.estimates
+        if found is None or isinstance(found, MeanEstimate):
+            n = "" if found is None else found.n
+            tail = [""] * (len(CSV_HEAD) - 5 + len(ROW_FIELDS))
+            mean = "" if found is None else found.mean
+            writer.writerow(
+                [*head, body.metric, body.version, body.window, n, body.confidence, *tail, mean]
+            )
+            continue
+        for row in found.estimates:
+            cells = {**answer(row), "value": csv_text(row.value)}
+            writer.writerow(
+                head
+                + [found.metric, found.version, found.window, found.n, found.confidence]
+                + [found.interval, found.estimand, found.reports_per_device]
+                + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
+                + [""]
+            )
+    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}-by-{body.by}.csv"
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 def _csv(body: Estimates) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
@@ -220,7 +275,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate, StringEstimates, JointEstimates),
+            (Estimates, MeanEstimate, StringEstimates, JointEstimates, SegmentEstimates),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -240,7 +295,9 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     description="Computed from the counts in Redis on each request. Categorical metrics "
     "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
     "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c), joint "
-    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a).",
+    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a); ?by=<dimension> of a metric "
+    "with public dimensions answers SegmentEstimates (kind segments: one estimate per "
+    "value, groups below LDP_MIN_SEGMENT_REPORTS not shown, and why).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
@@ -271,6 +328,18 @@ def get_estimates(name: str) -> Any:
             candidates = parse_candidates(request.args.get("candidates"))
         except ValueError as exc:
             raise BadRequest(f"candidates: {exc}") from None
+    by = request.args.get("by")
+    if by is not None and by in dict(definition.dimensions):
+        ask = Ask(confidence=confidence, simultaneous=simultaneous, estimand=estimand)
+        reader = Reader(client, registry, guarded)
+        breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
+        return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
+    if by is not None and definition.kind != "joint":
+        names = [name for name, _ in definition.dimensions]
+        raise BadRequest(
+            f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
+            + (f"its dimensions: {names}" if names else "it declares none")
+        )
     marginals: list[list[int]] = []
     if definition.kind == "joint":
         marginals = requested(definition, request.args.get("marginal"), request.args.get("by"))

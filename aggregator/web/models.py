@@ -140,7 +140,9 @@ class EstimatesQuery(Model):
     """Joint metrics: comma-separated attributes of the marginal to estimate (one or two;
     default every 1-way marginal)."""
     by: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
-    """Joint metrics: an attribute to break the marginal down by (its cells first)."""
+    """Joint metrics: an attribute to break the marginal down by (its cells first). A
+    metric with public dimensions: a dimension to break the estimates down by (one
+    estimate per value, groups below the minimum count not shown)."""
 
 
 class TrendQuery(Model):

@@ -3,7 +3,7 @@
 // Retry-After), and a last flush goes out on pagehide. Mirrors client_sdk/client.py and
 // client_sdk/uploader.py; reasons for dropping a report are the Python SDK's.
 
-import { buildReport, encodeReport } from "./wire.js";
+import { buildReport, checkDimensions, encodeReport } from "./wire.js";
 import { Rng, cryptoBytes } from "./randomness.js";
 import { apply, chargeOf, dayOf, emptyLedger, periodStart, refusal, spent, stricter } from "./ledger.js";
 import { defaultStorage } from "./storage.js";
@@ -19,7 +19,7 @@ let channel = null;
 const KEEPALIVE_LIMIT = 60_000; // browsers refuse keepalive bodies beyond 64 KiB in flight
 
 export const DROP_REASONS = [
-  "unknown_metric", "invalid_value", "unreachable", "queue_full", "rejected", "too_large",
+  "unknown_metric", "invalid_value", "invalid_dimensions", "unreachable", "queue_full", "rejected", "too_large",
   "shutdown", "internal_error", "budget", "device_budget", "disabled", "storage_error",
   "retired", "bundle_mismatch",
 ];
@@ -193,10 +193,12 @@ export class Client {
   /**
    * Perturb ``value`` on the page and queue the perturbed report. Never throws.
    * @param {string} metric @param {string | number} value
+   * @param {Record<string, string>} [dimensions] the metric's public dimensions, e.g.
+   *   ``{platform: "web"}``: sent in the clear, NOT protected by ε
    * @returns {Promise<boolean>} whether it was queued (and charged); else counted in
    *   ``stats().dropped`` by reason
    */
-  report(metric, value) {
+  report(metric, value, dimensions) {
     return this._serial(async () => {
       await this._breathe();
       try {
@@ -209,6 +211,11 @@ export class Client {
           return this._drop(this.retired.has(metric) ? "retired" : /** @type {any} */ (e).reason ?? "unreachable");
         }
         if (this.retired.has(metric)) return this._drop("retired");
+        try {
+          checkDimensions(definition, dimensions);
+        } catch {
+          return this._drop("invalid_dimensions");
+        }
         const charge = chargeOf(definition, this.now());
         const why = refusal(this.ledger, charge, this.caps);
         if (why) return this._drop(why);
@@ -216,7 +223,7 @@ export class Client {
         let report;
         try {
           const secret = definition.mechanism.permanent_epsilon ? await this._secret() : undefined;
-          report = await buildReport(definition, value, { rng: this.rng, secret });
+          report = await buildReport(definition, value, { rng: this.rng, secret, dimensions });
         } catch {
           return this._drop("invalid_value");
         }

@@ -73,14 +73,45 @@ export function jointIndices(definition, value) {
   });
 }
 
+/** A report's public dimensions, checked against the definition's declared ones: every
+ *  declared dimension with one of its values, nothing else (they are sent in the clear,
+ *  NOT protected by ε). Returns them in declared order, or null for a metric without.
+ *  @param {any} definition @param {Record<string, string> | undefined | null} given
+ *  @returns {Record<string, string> | null} */
+export function checkDimensions(definition, given) {
+  const declared = /** @type {{name: string, values: string[]}[] | undefined} */ (definition.dimensions);
+  if (!declared || declared.length === 0) {
+    if (given == null) return null;
+    throw new RangeError(`metric ${definition.name} declares no dimensions`);
+  }
+  const names = declared.map((d) => d.name);
+  if (given == null || typeof given !== "object" || Array.isArray(given)) {
+    throw new RangeError(`metric ${definition.name} declares the dimensions ${names.join(", ")}: a report needs the value of each`);
+  }
+  const unknown = Object.keys(given).filter((k) => !names.includes(k));
+  if (unknown.length) throw new RangeError(`metric ${definition.name} has no dimension ${unknown.join(", ")}`);
+  /** @type {Record<string, string>} */
+  const out = {};
+  for (const d of declared) {
+    const value = given[d.name];
+    if (typeof value !== "string" || !d.values.includes(value)) {
+      throw new RangeError(`dimension ${d.name} of ${definition.name} takes one of ${d.values.join(", ")}`);
+    }
+    out[d.name] = value;
+  }
+  return out;
+}
+
 /**
  * Perturb ``value`` and wrap it as the report sent in ``{"reports": [...]}``.
  * @param {any} definition  as ``GET /v1/metrics/<name>`` serves it
  * @param {any} value  a label or index; a number in range; a string; a joint metric's
  *   ``{attribute: label}``
- * @param {{rng?: Rng, secret?: Uint8Array, id?: string}} [options]
+ * @param {{rng?: Rng, secret?: Uint8Array, id?: string, dimensions?: Record<string, string>}} [options]
+ *   ``dimensions``: the metric's public dimensions (checked first; sent in the clear)
  */
 export async function buildReport(definition, value, options = {}) {
+  const dimensions = checkDimensions(definition, options.dimensions);
   const rng = options.rng ?? (defaultRng ??= new Rng(cryptoBytes()));
   const m = mechanismOf(definition);
   let payload;
@@ -100,7 +131,8 @@ export async function buildReport(definition, value, options = {}) {
   } else {
     payload = m.perturb(indexOf(definition, value), rng);
   }
-  return { metric: definition.name, version: definition.version, id: options.id ?? newReportId(), payload };
+  const report = { metric: definition.name, version: definition.version, id: options.id ?? newReportId(), payload };
+  return dimensions ? { ...report, dimensions } : report;
 }
 
 /** JSON as Python's compact encoder writes it (non-ASCII escaped, floats as repr).
@@ -118,7 +150,8 @@ export function encode(x) {
 export function encodeReport(report) {
   const { payload } = report;
   const body = "y" in payload ? `{"y":${pyRepr(payload.y)}}` : encode(payload);
-  return `{"metric":${encode(report.metric)},"version":${report.version},"id":${encode(report.id)},"payload":${body}}`;
+  const dims = report.dimensions ? `,"dimensions":${encode(report.dimensions)}` : "";
+  return `{"metric":${encode(report.metric)},"version":${report.version},"id":${encode(report.id)},"payload":${body}${dims}}`;
 }
 
 /** A batch's exact body. @param {any[]} reports */

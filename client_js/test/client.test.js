@@ -253,6 +253,26 @@ test("pagehide sends what is queued with keepalive", async () => {
   delete g.dispatchEvent;
 });
 
+test("dimensions: sent in the clear beside the payload; bad ones dropped before any charge", async () => {
+  const byPlatform = {
+    ...theme,
+    name: "app.theme.by_platform",
+    dimensions: [{ name: "platform", values: ["ios", "android", "web"] }],
+  };
+  const c = collector([byPlatform]);
+  const client = new Client("http://collector.test", options(c));
+  await client.ready;
+  assert.equal(await client.report("app.theme.by_platform", "dark", { platform: "web" }), true);
+  assert.equal(await client.report("app.theme.by_platform", "dark", { platform: "symbian" }), false);
+  assert.equal(await client.report("app.theme.by_platform", "dark"), false);
+  assert.equal(await client.report("app.theme.by_platform", "dark", { platform: "ios", device: "x" }), false);
+  assert.equal(client.stats().dropped.invalid_dimensions, 3);
+  assert.equal(await client.flush(), true);
+  const sent = c.state.posts.flatMap((/** @type {any} */ b) => b.reports);
+  assert.equal(sent.length, 1);
+  assert.deepEqual(sent[0].dimensions, { platform: "web" });
+});
+
 test("a loop of reports is stored while it runs, in transactions of at most 100 reports", async () => {
   // Chromium's scheduler.yield() resumes a loop before the page's timers: played here by a
   // yield that never lets a timer run. A commit left to a timer then stored the whole loop

@@ -157,7 +157,7 @@ test("wire: reports built from served definitions, and a batch's exact body", as
   const reports = [];
   for (const item of v.reports) {
     const secret = item.secret ? hex(item.secret) : undefined;
-    const report = await replay(item.random, (rng) => buildReport(item.definition, item.value, { rng, secret, id: item.id }));
+    const report = await replay(item.random, (rng) => buildReport(item.definition, item.value, { rng, secret, id: item.id, dimensions: item.dimensions }));
     assert.deepEqual(report, item.report);
     assert.equal(encodeReport(report), item.report_json);
     reports.push(report);

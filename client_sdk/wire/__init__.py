@@ -5,7 +5,8 @@ the SDK builds reports with them, so the two can never disagree. One module a jo
 :mod:`~client_sdk.wire.definition` (a metric version), :mod:`~client_sdk.wire.spec` (an
 operator's spec parsed into one), :mod:`~client_sdk.wire.report` (building and checking a
 report), :mod:`~client_sdk.wire.fields` (the fields' checks and limits),
-:mod:`~client_sdk.wire.budget` (the device budget and its calendar) and
+:mod:`~client_sdk.wire.budget` (the device budget and its calendar),
+:mod:`~client_sdk.wire.dimensions` (public dimensions, sent in the clear) and
 :mod:`~client_sdk.wire.server` (shards and retention, which only the server acts on).
 The protocol itself, for a second SDK: ``docs/protocol.md`` (with the conformance
 vectors in ``conformance/``).
@@ -26,6 +27,11 @@ from client_sdk.wire.budget import (
 from client_sdk.wire.definition import (
     MetricDefinition,
 )
+from client_sdk.wire.dimensions import (
+    MAX_DIMENSIONS,
+    MAX_SEGMENTS,
+    segment_labels,
+)
 from client_sdk.wire.fields import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
@@ -35,6 +41,7 @@ from client_sdk.wire.fields import (
     check_name,
 )
 from client_sdk.wire.report import (
+    OPTIONAL_REPORT_FIELDS,
     REPORT_FIELDS,
     REPORT_ID_PATTERN,
     build_report,
@@ -66,6 +73,9 @@ __all__ = [
     "JOINT_SPEC_FIELDS",
     "KINDS",
     "MAX_DESCRIPTION_LENGTH",
+    "MAX_DIMENSIONS",
+    "MAX_SEGMENTS",
+    "OPTIONAL_REPORT_FIELDS",
     "MAX_LABEL_LENGTH",
     "MAX_NAME_LENGTH",
     "MAX_REPORTS_PER_PERIOD",
@@ -90,4 +100,5 @@ __all__ = [
     "normalise_value",
     "parse_spec",
     "period_start",
+    "segment_labels",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from client_sdk import mechanisms
@@ -26,6 +26,13 @@ from client_sdk.mechanisms.strings import (
     string_from_params,
 )
 from client_sdk.wire.budget import Budget, _check_budget
+from client_sdk.wire.dimensions import (
+    MAX_SEGMENTED_COUNTERS,
+    Dimensions,
+    check_dimensions,
+    segment_count,
+    segment_of,
+)
 from client_sdk.wire.fields import (
     KINDS,
     NAME_PATTERN,
@@ -67,6 +74,9 @@ class MetricDefinition:
     default: not a decoding parameter (see :meth:`same_parameters`)."""
     attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """A joint metric's attributes (``kind == "joint"``, no domain): (name, labels) each."""
+    dimensions: Dimensions = ()
+    """Public dimensions (:mod:`client_sdk.wire.dimensions`): (name, allowed values) each.
+    Sent in the clear beside each report, NOT protected by ε. Part of the version."""
     _index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -78,6 +88,24 @@ class MetricDefinition:
         if isinstance(self.mechanism, StringSketch | JointMechanism):
             return self.mechanism.counters
         return len(self.domain)
+
+    @property
+    def segments(self) -> int:
+        """How many segments the public dimensions make (1: no dimensions)."""
+        return segment_count(self.dimensions)
+
+    def segment(self, given: object) -> int | None:
+        """The segment index of a report's ``dimensions`` (None for a metric without).
+
+        Raises:
+            ValueError: dimensions given to a metric that declares none, or not exactly
+                the declared ones with allowed values.
+        """
+        if not self.dimensions:
+            if given is None:
+                return None
+            raise ValueError(f"metric {self.name!r} declares no dimensions")
+        return segment_of(self.dimensions, given, self.name)
 
     @property
     def joint(self) -> JointMechanism:
@@ -236,6 +264,7 @@ class MetricDefinition:
             and self.kind == other.kind
             and self.value_range == other.value_range
             and self.attributes == other.attributes
+            and self.dimensions == other.dimensions
             and self.shards == other.shards
         )
 
@@ -264,6 +293,10 @@ class MetricDefinition:
             data["attributes"] = [
                 {"name": name, "domain": list(labels)} for name, labels in self.attributes
             ]
+        if self.dimensions:  # absent when none: older definitions read the same
+            data["dimensions"] = [
+                {"name": name, "values": list(values)} for name, values in self.dimensions
+            ]
         return data
 
     @classmethod
@@ -273,6 +306,14 @@ class MetricDefinition:
         Raises:
             DefinitionError: listing every problem.
         """
+        problems: list[str] = []
+        dimensions = check_dimensions(data.get("dimensions"), problems)
+        if problems:
+            raise DefinitionError(problems)
+        return with_dimensions(cls._from_dict(data), dimensions)
+
+    @classmethod
+    def _from_dict(cls, data: Mapping[str, Any]) -> MetricDefinition:
         problems: list[str] = []
         try:
             name = check_name(data.get("name"))
@@ -466,3 +507,31 @@ def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefi
         retention=retention,
         attributes=attributes,
     )
+
+
+def with_dimensions(definition: MetricDefinition, dimensions: Dimensions) -> MetricDefinition:
+    """``definition`` with public ``dimensions`` declared.
+
+    Raises:
+        DefinitionError: a string or joint metric, or one with more counters than
+            :data:`~client_sdk.wire.dimensions.MAX_SEGMENTED_COUNTERS`.
+    """
+    if not dimensions:
+        return definition
+    if definition.kind == "joint":
+        raise DefinitionError(
+            [
+                "a joint metric takes no public dimensions (yet): break it down by its "
+                "attributes (?by=<attribute>), or declare the dimensions on a categorical "
+                "or numeric metric"
+            ]
+        )
+    if definition.kind == "string" or definition.k > MAX_SEGMENTED_COUNTERS:
+        raise DefinitionError(
+            [
+                f"dimensions need a metric of at most {MAX_SEGMENTED_COUNTERS} counters "
+                f"(its counts are kept per segment); this {definition.kind} metric has "
+                f"{definition.k}"
+            ]
+        )
+    return replace(definition, dimensions=dimensions, _index={})

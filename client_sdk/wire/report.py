@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from client_sdk import mechanisms
@@ -21,7 +21,12 @@ from client_sdk.wire.fields import MAX_NAME_LENGTH
 
 REPORT_FIELDS = ("metric", "version", "id", "payload")
 
+OPTIONAL_REPORT_FIELDS = ("dimensions",)
+"""``dimensions``: a metric's public dimensions, ``{name: value}`` for every declared one
+(and only for a metric that declares them): sent in the clear, NOT protected by ε."""
+
 _FIELD_SET = frozenset(REPORT_FIELDS)
+_FIELD_SET_DIMENSIONS = frozenset(REPORT_FIELDS + OPTIONAL_REPORT_FIELDS)
 
 REPORT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 """A report id: 16 random bytes as lowercase hex (the collector's replay guard keys)."""
@@ -37,8 +42,12 @@ def build_report(
     value: object,
     rng: RandomSource | None = None,
     secret: bytes | None = None,
+    dimensions: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Perturb ``value`` and wrap it as the exact JSON object sent in ``{"reports": [...]}``.
+
+    A metric that declares public dimensions needs ``dimensions`` (its value of each; they
+    go in the clear, beside the perturbed payload, and are NOT protected by ε).
 
     Args:
         definition: the metric version.
@@ -50,12 +59,27 @@ def build_report(
         secret: the device's secret (``mechanisms.new_secret()``, kept on the device).
             Required for a longitudinal metric: its permanent response is derived from
             it and (metric, version, value); ignored otherwise.
+        dimensions: ``{dimension: value}`` for every declared dimension (none: None).
 
     Raises:
         ValueError: ``value`` is not in the metric's domain (numeric: "outside the
             range [lo, hi]"), or a longitudinal metric
-            without (or with an invalid) ``secret``.
+            without (or with an invalid) ``secret``; missing, unknown or disallowed
+            dimensions (checked before anything is perturbed).
     """
+    definition.segment(dimensions)  # raises before the value is touched
+    report = _build(definition, value, rng, secret)
+    if definition.dimensions:
+        report["dimensions"] = {name: dimensions[name] for name, _ in definition.dimensions}  # type: ignore[index]
+    return report
+
+
+def _build(
+    definition: MetricDefinition,
+    value: object,
+    rng: RandomSource | None,
+    secret: bytes | None,
+) -> dict[str, Any]:
     if isinstance(definition.mechanism, StringSketch):
         return {
             "metric": definition.name,
@@ -102,21 +126,28 @@ def check_report(
         lookup: returns the definition of (name, version), or None if unknown.
 
     Returns:
-        (definition, report id, canonical payload).
+        (definition, report id, canonical payload); the report's segment, when its
+        metric declares dimensions, is ``definition.segment(report["dimensions"])``
+        (checked here).
 
     Raises:
         ReportError: what is wrong, in words an app developer can act on.
     """
     if not isinstance(report, dict):
         raise ReportError(f"a report must be an object with fields {list(REPORT_FIELDS)}")
-    if report.keys() != _FIELD_SET:  # a view compared with a set: no set built per report
-        keys = set(report)
+    fields = report.keys()  # a view compared with a set: no set built per report
+    if fields != _FIELD_SET and fields != _FIELD_SET_DIMENSIONS:
+        keys = set(report) - set(OPTIONAL_REPORT_FIELDS)
         missing = sorted(set(REPORT_FIELDS) - keys)
-        extra = sorted(str(k) for k in keys - set(REPORT_FIELDS))
+        extra = sorted(str(k)[:64] for k in keys - set(REPORT_FIELDS))
         parts = ([f"missing {missing}"] if missing else []) + (
             [f"unknown fields {extra}"] if extra else []
         )
-        raise ReportError("; ".join(parts) + f" (a report has exactly {list(REPORT_FIELDS)})")
+        raise ReportError(
+            "; ".join(parts)
+            + f" (a report has exactly {list(REPORT_FIELDS)}, and {list(OPTIONAL_REPORT_FIELDS)}"
+            " if its metric declares dimensions)"
+        )
     name, version, rid = report["metric"], report["version"], report["id"]
     if not isinstance(name, str) or not name:
         raise ReportError("'metric' must be a metric name")
@@ -127,6 +158,11 @@ def check_report(
     definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
     if definition is None:
         raise ReportError(f"unknown metric {name[:MAX_NAME_LENGTH]!r} version {version}")
+    if definition.dimensions or len(fields) > len(_FIELD_SET):
+        try:
+            definition.segment(report.get("dimensions"))
+        except ValueError as exc:
+            raise ReportError(str(exc)) from None
     try:
         payload = definition.mechanism.check_payload(report["payload"])
     except PayloadError as exc:

@@ -11,7 +11,13 @@ from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms.joint import JOINT_METHODS, choose_joint, joint_mechanism
 from client_sdk.mechanisms.pram import PostRandomization
 from client_sdk.wire.budget import _check_budget
-from client_sdk.wire.definition import MetricDefinition, _check_attributes, _string_mechanism
+from client_sdk.wire.definition import (
+    MetricDefinition,
+    _check_attributes,
+    _string_mechanism,
+    with_dimensions,
+)
+from client_sdk.wire.dimensions import check_dimensions
 from client_sdk.wire.fields import (
     KINDS,
     MAX_DESCRIPTION_LENGTH,
@@ -25,6 +31,7 @@ from client_sdk.wire.fields import (
 from client_sdk.wire.server import _check_retention, _check_shards
 
 SPEC_FIELDS = {
+    "dimensions",
     "kind",
     "domain",
     "epsilon",
@@ -56,6 +63,7 @@ def _check_common(spec: Mapping[str, Any], problems: list[str]) -> tuple[Any, An
 
 
 NUMERIC_SPEC_FIELDS = {
+    "dimensions",
     "kind",
     "range",
     "epsilon",
@@ -118,6 +126,28 @@ _PRAM_EPSILON_UNSET = math.inf
 
 
 def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
+    """Validate what an operator sends to create or change a metric (see
+    :func:`_parse_spec`), with its public ``"dimensions": [{"name": "platform",
+    "values": ["ios", "android"]}, ...]`` (:mod:`client_sdk.wire.dimensions`; not
+    protected by ε).
+
+    Raises:
+        DefinitionError: listing every problem found.
+    """
+    problems: list[str] = []
+    dimensions = (
+        check_dimensions(spec.get("dimensions"), problems) if isinstance(spec, dict) else ()
+    )
+    try:
+        definition = _parse_spec(name, spec, version)
+    except DefinitionError as exc:
+        raise DefinitionError([*exc.problems, *problems]) from None
+    if problems:
+        raise DefinitionError(problems)
+    return with_dimensions(definition, dimensions)
+
+
+def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     """Validate what an operator sends to create or change a metric.
 
     ``spec`` is ``{"domain": [...], "epsilon": 1.0, "mechanism": "auto",
@@ -213,6 +243,7 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
 
 
 STRING_SPEC_FIELDS = {
+    "dimensions",
     "kind",
     "max_length",
     "epsilon",
@@ -264,6 +295,7 @@ def _parse_string_spec(
 
 
 JOINT_SPEC_FIELDS = {
+    "dimensions",
     "kind",
     "attributes",
     "epsilon",

@@ -315,3 +315,29 @@ def test_a_nested_or_option_problem_names_its_own_flag(url: str) -> None:
     code, out = create(url, "bad.pram", "-d", "a,b", "-m", "pram",
                        "--option", "matrix=[[0.5, 0.5], [0.5, 0.5]]")  # fmt: skip
     assert code == 2 and "(--option matrix=…)" in out and "(--mechanism)" not in out
+
+
+def test_dimensions_by_flags_store_what_the_json_spec_stores(url: str) -> None:
+    spec = {
+        "domain": ["light", "dark"],
+        "epsilon": 1.0,
+        "dimensions": [
+            {"name": "platform", "values": ["ios", "android", "web"]},
+            {"name": "app_version", "values": ["1.0", "2.0"]},
+        ],
+    }
+    assert put(url, "dims.json", spec)[0] == 201
+    flags = ("--dimension", "platform=ios,android,web", "--dimension", "app_version=1.0,2.0")
+    code, out = create(url, "dims.flags", "-d", "light,dark", "-e", "1", *flags)
+    assert code == 0, out
+    assert stored(url, "dims.flags") == stored(url, "dims.json")
+    code, out = create(url, "dims.bad", "-d", "a,b", "-e", "1", "--dimension", "platform")
+    assert code != 0 and "--dimension takes NAME=a,b,c" in out
+    many = (
+        "--dimension",
+        "a=" + ",".join(f"v{i}" for i in range(9)),
+        "--dimension",
+        "b=" + ",".join(f"w{i}" for i in range(9)),
+    )
+    code, out = create(url, "dims.fine", "-d", "a,b", "-e", "1", *many)
+    assert code != 0 and "81 segments" in out and "--dimension" in out

@@ -776,6 +776,7 @@ def test_stats_report_everything_that_happened(
         "dropped": {
             "unknown_metric": 1,
             "invalid_value": 1,
+            "invalid_dimensions": 0,
             "unreachable": 0,
             "queue_full": 0,
             "rejected": 1,

@@ -317,7 +317,10 @@ def test_the_request_models_have_the_wire_codes_fields() -> None:
     assert set(collector_models.NumericSpec.model_fields) == wire.NUMERIC_SPEC_FIELDS
     assert set(collector_models.StringSpec.model_fields) == wire.STRING_SPEC_FIELDS
     assert set(collector_models.JointSpec.model_fields) == wire.JOINT_SPEC_FIELDS
-    assert tuple(collector_models.Report.model_fields) == wire.REPORT_FIELDS
+    assert (
+        tuple(collector_models.Report.model_fields)
+        == wire.REPORT_FIELDS + wire.OPTIONAL_REPORT_FIELDS
+    )
 
 
 # -- answers against the documented schemas -----------------------------------------------

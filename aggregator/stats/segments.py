@@ -1,0 +1,94 @@
+"""Breakdowns by a public dimension: segment counts grouped by one dimension's values, and
+which groups are shown (a minimum count, with complementary suppression).
+
+Pure: the counts come from :func:`aggregator.stream.counts.read_segments`; each group's
+counts are estimated like a whole metric's. Dimensions are public (not protected by ε):
+the minimum count keeps a small group from being singled out, and a suppressed group
+cannot be recovered by subtracting the shown groups from the published total.
+
+In full: ``docs/concepts/dimensions.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aggregator.stats.codecs import Counts
+from aggregator.stats.numeric import NumericStats
+from client_sdk.wire import MetricDefinition, segment_labels
+
+__all__ = ["DEFAULT_MIN_SEGMENT_REPORTS", "Suppression", "group_by", "suppress"]
+
+DEFAULT_MIN_SEGMENT_REPORTS = 50
+"""Reports a group needs to be shown (k-anonymity-style threshold). Below a few dozen
+reports an LDP estimate is mostly noise anyway, and a group that small is close to
+naming the few devices in it."""
+
+Stats = Counts | NumericStats
+
+
+def group_by(
+    definition: MetricDefinition, segments: Mapping[int, Stats], dimension: str
+) -> dict[str, Stats]:
+    """The segments' counts summed per value of ``dimension`` (every declared value,
+    with empty counts where no report has it; counts are additive).
+
+    Raises:
+        ValueError: ``dimension`` is not one the metric declares.
+    """
+    names = [name for name, _ in definition.dimensions]
+    if dimension not in names:
+        raise ValueError(
+            f"metric {definition.name!r} has no dimension {dimension[:64]!r}; "
+            + (f"its dimensions: {names}" if names else "it declares none")
+        )
+    values = dict(definition.dimensions)[dimension]
+    out: dict[str, Stats | None] = dict.fromkeys(values)
+    for segment, stats in segments.items():
+        label = segment_labels(definition.dimensions, segment)[dimension]
+        before = out[label]
+        out[label] = stats if before is None else before + stats  # type: ignore[operator]  # one kind per metric
+    return {label: stats for label, stats in out.items() if stats is not None}
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """Which groups of a breakdown are shown, and why the others are not."""
+
+    shown: tuple[str, ...]
+    primary: tuple[str, ...]
+    """Groups with fewer reports than the minimum (including groups without any)."""
+    complementary: tuple[str, ...]
+    """Groups held back although large enough, so that subtracting the shown groups
+    from the total gives only the sum of at least two groups holding together at least
+    the minimum, never one small group."""
+
+
+def suppress(reports: Mapping[str, int], minimum: int) -> Suppression:
+    """Decide which groups are shown.
+
+    A group with fewer than ``minimum`` reports is suppressed (primary). If any is, the
+    smallest shown groups are suppressed too (complementary) until the suppressed ones
+    are at least two and hold together at least ``minimum`` reports, or none is shown:
+    the total is published, so otherwise ``total − Σ shown`` would give the small group.
+
+    Args:
+        reports: every group (declared value) and its reports (0 for none).
+        minimum: the least reports a shown group has.
+    """
+    primary = [g for g, n in reports.items() if n < minimum]
+    shown = sorted((g for g in reports if g not in primary), key=lambda g: (reports[g], g))
+    complementary: list[str] = []
+    if primary:
+        while shown and (
+            len(primary) + len(complementary) < 2
+            or sum(reports[g] for g in primary + complementary) < minimum
+        ):
+            complementary.append(shown.pop(0))
+    order = list(reports)
+    return Suppression(
+        shown=tuple(sorted(shown, key=order.index)),
+        primary=tuple(primary),
+        complementary=tuple(complementary),
+    )

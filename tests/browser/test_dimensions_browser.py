@@ -1,0 +1,93 @@
+"""A metric's breakdown by a public dimension in a real Chromium, on the real system.
+
+Devices report a theme with their platform through the Python SDK over HTTP; the real
+aggregator counts each segment. The page must label the breakdown as not protected by ε,
+draw each shown group's shares with their intervals (the estimates API's numbers), and
+list the groups it does not show with the reason, with no console errors or requests
+leaving the server's origin.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+
+import pytest
+from browser_helpers import Watched, chromium_missing
+
+_missing = chromium_missing()
+if _missing:
+    pytest.skip(_missing, allow_module_level=True)
+
+from playwright.sync_api import expect  # noqa: E402
+from test_dashboard_browser import _request, close, graph  # noqa: E402
+
+from client_sdk import Client  # noqa: E402
+from ldp_server.serve import Server  # noqa: E402
+
+NAME = "app.theme"
+SPEC = {
+    "domain": ["light", "dark", "auto"],
+    "epsilon": 2.0,
+    "dimensions": [
+        {"name": "platform", "values": ["ios", "android", "web"]},
+        {"name": "app_version", "values": ["1.0", "2.0"]},
+    ],
+}
+SIZES = {"ios": 600, "android": 400, "web": 20}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("dims")
+    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
+        _request(f"{s.url}/v1/metrics/{NAME}", "PUT", SPEC, s.admin_token)
+        client = Client(s.url, flush_at=500, rng=random.Random(5))
+        picker = random.Random(6)
+        for platform, n in SIZES.items():
+            for i in range(n):
+                value = "dark" if platform == "android" or picker.random() < 0.3 else "light"
+                dims = {"platform": platform, "app_version": "2.0" if i % 2 else "1.0"}
+                assert client.report(NAME, value, dimensions=dims)
+        assert client.flush(timeout=60)
+        client.shutdown()
+        total = sum(SIZES.values())
+        deadline = time.monotonic() + 60
+        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < total:
+            assert time.monotonic() < deadline, "not counted"
+            time.sleep(0.2)
+        yield s
+
+
+def test_breakdown_by_a_dimension_is_labelled_and_hides_small_groups(
+    watched: Watched, server: Server
+) -> None:
+    page = watched.page
+    page.goto(f"{server.url}/ui/metric/{NAME}")
+    view = page.get_by_test_id("segments-view")
+    expect(view).to_contain_text("not protected by ε")
+    table = page.locator("#segments-table tbody")
+    expect(table.locator("tr")).to_have_count(3)
+    body = _request(f"{server.url}/v1/estimates/{NAME}?by=platform")
+    groups = {g["value"]: g for g in body["groups"]}
+    # web has 20 reports: not shown; android is held back with it (else total − ios − android = web)
+    assert [g for g in groups if groups[g]["shown"]] == ["ios"]
+    expect(table.locator('tr[data-group="web"]')).to_contain_text("fewer than 50 reports")
+    expect(table.locator('tr[data-group="android"]')).to_contain_text("held back")
+    expect(table.locator('tr[data-group="web"]')).not_to_contain_text("20")
+    page.wait_for_function("document.getElementById('segments-chart').data !== undefined")
+    traces = graph(page, "segments-chart")
+    assert [t["name"] for t in traces] == ["platform = ios"]
+    ios = groups["ios"]["estimates"]["estimates"]
+    assert traces[0]["x"] == ["light", "dark", "auto"]
+    assert close(traces[0]["y"], [r["frequency"] for r in ios])
+    assert close(traces[0]["err"]["array"], [r["ci_high"] - r["frequency"] for r in ios])
+    expect(page.locator("#segments-released")).to_contain_text("NOT protected by ε")
+
+    page.locator("#segments-by").select_option("app_version")
+    expect(table.locator('tr[data-shown="true"]')).to_have_count(2)
+    page.wait_for_function("document.getElementById('segments-chart').data.length === 2")
+    traces = graph(page, "segments-chart")
+    assert [t["name"] for t in traces] == ["app_version = 1.0", "app_version = 2.0"]
+    watched.check()
