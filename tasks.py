@@ -2,7 +2,7 @@
 """One entry point for a fresh machine with only Python: set up, test, run.
 
     python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
-                                     # + npm ci in client_js/ + ruff (lint, format) + mypy + the docs site
+                                     # + npm ci in client_js/ + ruff + mypy + the docs site
                                      # + the whole test suite (with the JS SDK's tests)
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
