@@ -1,35 +1,11 @@
-"""The estimates API: counts from Redis, turned into estimates with intervals on request.
+"""The estimates views: ``GET /v1/estimates/<name>`` (JSON, or CSV with ``?format=csv``),
+``…/trend``, ``?marginal=`` for joint metrics and ``?by=`` for public dimensions.
 
-``GET /v1/estimates/<name>`` answers the contract's JSON (or CSV with ``?format=csv``)::
-
-    {"metric", "version", "mechanism", "epsilon", "n", "confidence", "window",
-     "estimates": [{"value", "frequency", "std_error", "ci_low", "ci_high",
-                    "norm_sub", "support_count", "distinguishable_from_zero"}],
-     "alarms": [{"kind", "window", "statistic", "threshold", "p_value", "alpha",
-                 "evidence", "values"}], "alarm_rate"}
-
-``shuffled_epsilon`` is the central (ε, δ) towards whoever sees only the estimates
-(amplification by shuffling, :mod:`aggregator.stats.shuffling`), with its condition.
-``alarms`` lists the poisoning alarms (:mod:`aggregator.query.alarms`) of the window, or of
-the newest hour and day windows when the window is ``all``.
-
-``frequency`` is the unbiased estimate; ``norm_sub`` is the separately labelled
-post-processed one (projected onto the probability simplex: biased, for display).
-``GET /v1/estimates/<name>/trend?granularity=hour|day`` gives one estimate per window.
-A window past its retention (:mod:`ldp_store.retention`) answers 404 with when it expired;
-the trend leaves expired windows out.
-
-A numeric metric's estimate is its mean, in the metric's units::
-
-    {"metric", "version", "kind": "numeric", "mechanism", "epsilon", "n", "confidence",
-     "window", "mean", "std_error", "ci_low", "ci_high", "range",
-     "std_error_worst_case", "mean_clipped", "mechanism_params", "post_processing"}
-
-``mean`` is unbiased; ``mean_clipped`` (clipped into the range) is post-processed. Its
-trend has one ``{"window", "n", "mean", "std_error", "ci_low", "ci_high"}`` per window.
-The API keeps no state: every answer is computed from the counts in Redis, by the read
+The API keeps no state: every answer is computed from the counts in Redis by the read
 package (:func:`aggregator.query.estimators.estimate_window`); these views parse the
-request and render the answer (JSON or CSV).
+request and render the answer. The fields of each answer: docs/reference/http.md; what
+``frequency``, ``norm_sub``, the intervals and ``shuffled_epsilon`` mean:
+docs/statistics/intervals.md and docs/statistics/shuffling.md.
 """
 
 from __future__ import annotations
