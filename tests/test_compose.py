@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from client_sdk.ohttp.keys import SEALING_OVERHEAD
 from collector.settings import MAX_BODY_BYTES
 
 yaml = pytest.importorskip("yaml")
@@ -253,21 +254,28 @@ def test_proxy_bounds_every_wait() -> None:
     assert _seconds(_one(statements, "proxy_read_timeout")[0]) > 30
     # Whole bodies first, but for reports: their body streams to a collector, whose
     # deadline and bytes/s floor (collector/slow_bodies.py) nginx cannot enforce.
+    # (The Oblivious HTTP gateway's sealed bodies are buffered: the relay sends each whole.)
     buffering = [args for name, args in statements if name == "proxy_request_buffering"]
-    assert buffering == [["on"], ["off"]]
+    assert buffering == [["on"], ["off"], ["on"]]
     reports = statements.index(("location", ["=", "/v1/reports"]))
-    assert statements.index(("proxy_request_buffering", ["off"])) > reports
+    gateway = statements.index(("location", ["=", "/.well-known/ohttp-gateway"]))
+    assert reports < statements.index(("proxy_request_buffering", ["off"])) < gateway
     assert _one(statements, "proxy_buffering") == ["on"]
     assert _one(statements, "reset_timedout_connection") == ["on"]
 
 
 def test_proxy_limits_match_the_collectors(services: dict[str, dict[str, Any]]) -> None:
     statements = _nginx_statements()
-    limit = _bytes(_one(statements, "client_max_body_size")[0])
+    # The server's limit is the collector's; the gateway's location adds the sealing's
+    # overhead, so a batch the collector accepts directly passes sealed too.
+    limits_of = [_bytes(a[0]) for name, a in statements if name == "client_max_body_size"]
+    buffers = [_bytes(a[0]) for name, a in statements if name == "client_body_buffer_size"]
+    limit = limits_of[0]
     assert (
         limit == MAX_BODY_BYTES == int(services["collector"]["environment"]["LDP_MAX_BODY_BYTES"])
     )
-    assert _bytes(_one(statements, "client_body_buffer_size")[0]) >= limit  # never to disk
+    assert limits_of == [limit, limit + SEALING_OVERHEAD]
+    assert [b >= lim for b, lim in zip(buffers, limits_of, strict=True)] == [True, True]  # memory
     assert f"at most {MAX_BODY_BYTES} bytes" in NGINX_CONF.read_text()  # nginx's own 413
     zones = [args for name, args in statements if name == "limit_conn_zone"]
     limits = [args for name, args in statements if name == "limit_conn"]
