@@ -150,6 +150,11 @@ class Registry:
         except ValueError:
             return None
         state = self.state(name)
+        if version is None and state.current is None:
+            # Not cached as known: another process may have created it a moment ago,
+            # and a 404 right after a create would contradict it. Unknown names cost
+            # this read each time; known ones stay cached for CURRENT_TTL.
+            state = self.state(name, fresh=True)
         if version is None:
             version = state.current
             if version is None:

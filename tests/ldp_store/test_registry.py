@@ -20,3 +20,16 @@ def test_each_version_remembers_when_it_was_created(redis_db: Any) -> None:
     assert registry.created("app.x", 2) == 1_700_003_600.0
     assert registry.created("app.x", 3) is None and registry.created("app.y", 1) is None
     assert registry.versions("app.x") == [1, 2]  # the times are not versions
+
+
+def test_a_metric_another_process_just_created_is_found_at_once(redis_db: Any) -> None:
+    """Process B looked the name up before it existed (so it cached "no current
+    version"); process A creates it; B's next lookup finds it, not a 404 for up to
+    CURRENT_TTL (what `ldp metrics create` then `GET /v1/metrics/<name>` hit with two
+    web workers). Fails on the code that trusted the cached absence."""
+    a, b = Registry(redis_db.client()), Registry(redis_db.client())
+    assert b.get("app.new") is None
+    a.put("app.new", SPEC)
+    found = b.get("app.new")
+    assert found is not None and found.version == 1
+    assert b.current_version("app.new") == 1  # the fresh read refreshed the cache
