@@ -310,6 +310,7 @@ def quiesce(client: redis.Redis, streams: list[str]) -> None:
     doomed = set(streams)
     for pattern in (
         f"ldp:{{m:{METRIC}:*}}:reports",
+        f"ldp:{{m:{METRIC}:*}}:batched",  # what batch entries hold: the backlog counts it
         f"ldp:{{m:{METRIC}:*}}:seen:*",  # the replay guard's sets, legacy and bucketed
         f"ldp:{{m:{METRIC}:*}}:guard:*",
     ):

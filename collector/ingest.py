@@ -306,8 +306,8 @@ class Appender:
 
     Args:
         client: the Redis client (redis-py reloads the script after a restart).
-        max_backlog: the most entries a stream may hold; a batch that would take it
-            past this is refused.
+        max_backlog: the most reports a stream may hold (not yet counted); a batch
+            that would take it past this is refused.
         high_water: the share of what the guard's budget leaves of Redis's
             ``maxmemory`` at which ingest is refused (:class:`collector.memory.MemoryGuard`;
             checked by :func:`ingest`).

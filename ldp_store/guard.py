@@ -146,7 +146,9 @@ class Layout:
     today: tuple[int, ...] = ()
     yesterday: tuple[int, ...] = ()
 
-    def packed_args(self, ids: Sequence[bytes]) -> tuple[list[str], str, list[bytes]]:
+    def packed_args(
+        self, ids: Sequence[bytes], lead: int = 1
+    ) -> tuple[list[str], str, list[bytes]]:
         """The APPEND script's guard keys (after the stream) and the ids' guard ARGV, packed.
 
         A batch's guard arguments are a few strings, not several per report: Redis then
@@ -157,8 +159,8 @@ class Layout:
             (keys: today's and yesterday's guard hashes, their legacy sets, then every
             bucket the ids fall in; the ids' members, comma-joined; per generation of
             today and then of yesterday, each id's bucket as the 1-based KEYS index of its
-            key, 2 bytes big-endian each). The caller puts the stream first, so bucket
-            indexes start at 6.
+            key, 2 bytes big-endian each). The caller puts ``lead`` keys first (the
+            stream, …), so bucket indexes start at ``lead`` + 5.
 
         Raises:
             ValueError: more bucket keys than 2-byte indexes can name (a batch far above
@@ -183,8 +185,8 @@ class Layout:
             for bucket in buckets:
                 if bucket not in index:
                     script_keys.append(f"{prefix}{bucket}")
-                    index[bucket] = len(script_keys) + 1  # the stream is KEYS[1]
-            if len(script_keys) + 1 > 0xFFFF:
+                    index[bucket] = len(script_keys) + lead  # the lead keys come first
+            if len(script_keys) + lead > 0xFFFF:
                 raise ValueError(f"{len(ids)} ids need more than 65,535 guard keys")
             indexes.append(struct.pack(f">{len(buckets)}H", *map(index.__getitem__, buckets)))
         return script_keys, members, indexes

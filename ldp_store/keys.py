@@ -17,6 +17,7 @@ In full: ``docs/architecture/storage.md``.
 from __future__ import annotations
 
 __all__ = [
+    "ENTRY_REPORTS",
     "GROUP",
     "METRICS_SET",
     "POOLS_SET",
@@ -26,6 +27,7 @@ __all__ = [
     "dead_key",
     "delta_key",
     "expiries_key",
+    "batched_key",
     "guard_bucket_key",
     "guard_held_key",
     "guard_key",
@@ -52,6 +54,11 @@ SHUFFLE_MIN_BATCH = 100
 it buys). Here because both services read it."""
 GROUP = "aggregators"
 """The one consumer group every aggregator worker joins."""
+ENTRY_REPORTS = 32
+"""The most reports one stream entry holds (a batch entry, ``s``/``b`` fields; see
+:data:`ldp_store.scripts.APPEND`): the per-entry costs (``XADD``, ``XACK``, the entry's
+bytes) are shared by up to 32 reports, and a worker's read of N entries holds at most
+32·N reports."""
 
 
 def metric_key(name: str) -> str:
@@ -67,6 +74,13 @@ def tag(name: str, version: int, shard: int = 0) -> str:
 def stream_key(name: str, version: int, shard: int = 0) -> str:
     """The stream of accepted reports."""
     return f"{PREFIX}:{tag(name, version, shard)}:reports"
+
+
+def batched_key(name: str, version: int, shard: int = 0) -> str:
+    """How many reports the stream's unacknowledged batch entries hold beyond one per
+    entry: the stream holds ``XLEN`` + this many reports not yet counted (the backlog
+    limit and the lag count reports, not entries). Absent means 0."""
+    return f"{PREFIX}:{tag(name, version, shard)}:batched"
 
 
 def dead_key(name: str, version: int, shard: int = 0) -> str:

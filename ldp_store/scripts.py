@@ -156,9 +156,12 @@ READ = (
     """
 -- KEYS[1] stream, KEYS[2] claim fence; ARGV: group, consumer, count, mode ('>', a history
 -- cursor, or 'claim'), min idle ms and start id (claim only).
--- Returns {cursor, ids, sizes, payloads, deliveries, fence}, each comma-joined; size -1:
--- entry deleted, -2: no field p (payload '' for both). One reply of a few strings
--- instead of thousands of nested arrays keeps the client's parsing cheap.
+-- Returns {cursor, ids, sizes, payloads, deliveries, fence, counts}, each comma-joined;
+-- sizes and payloads are per report (a batch entry's 's' and 'b' as they are), the others
+-- per entry; counts (the reports of each entry) is '' when every entry holds one. Size
+-- -1: entry deleted, -2: no payload field, -3: a batch entry whose sizes do not add up
+-- (payload '' for these). One reply of a few strings instead of thousands of nested
+-- arrays keeps the client's parsing cheap.
 -- A claim or a history read may hand out entries another batch in flight holds (another
 -- worker's, or a process running under the same consumer name), so both bump the fence.
 local stream, group, me, count, mode = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -192,18 +195,45 @@ else
   if res and res[1] then entries = res[1][2] end
   if mode ~= '>' and #entries > 0 then redis.call('INCR', KEYS[2]) end
 end
-local ids, sizes, payloads, deliveries = {}, {}, {}, {}
+-- A batch entry ('s' sizes, 'b' payloads) whose sizes do not match its payloads: -3.
+local function batch(s, b)
+  local total, count, at = 0, 0, 1
+  while true do
+    local comma = string.find(s, ',', at, true)
+    local x = string.sub(s, at, (comma or 0) - 1)
+    if #x > 15 or not string.match(x, '^%d+$') then return nil end
+    total = total + tonumber(x)
+    count = count + 1
+    if not comma then break end
+    at = comma + 1
+  end
+  if count == 0 or total + count - 1 ~= #b then return nil end
+  return count
+end
+local ids, sizes, payloads, deliveries, counts, batches = {}, {}, {}, {}, {}, false
 for i, e in ipairs(entries) do
   ids[i] = e[1]
-  local fields, payload, size = e[2], '', -1
+  local fields, payload, size, count = e[2], '', -1, 1
   if fields then
     size = -2
+    local s, b = nil, nil
     for f = 1, #fields, 2 do
-      if fields[f] == 'p' then payload = fields[f + 1]; size = #payload; break end
+      local name = fields[f]
+      if name == 'p' then payload = fields[f + 1]; size = #payload; s = nil; break end
+      if name == 's' then s = fields[f + 1] elseif name == 'b' then b = fields[f + 1] end
+    end
+    if s and b then
+      local n = batch(s, b)
+      if n then
+        payload, size, count, batches = b, s, n, true
+      else
+        size = -3
+      end
     end
   end
   payloads[i] = payload
   sizes[i] = size
+  counts[i] = count
 end
 if mode ~= '>' and #ids > 0 then
   local seen = {}
@@ -213,13 +243,13 @@ if mode ~= '>' and #ids > 0 then
 end
 return {cursor, table.concat(ids, ','), table.concat(sizes, ','),
         table.concat(payloads, ','), table.concat(deliveries, ','),
-        redis.call('GET', KEYS[2]) or '0'}
+        redis.call('GET', KEYS[2]) or '0', batches and table.concat(counts, ',') or ''}
 """
 )
 """A worker's read: fresh entries (``>``), its own history (a cursor), or a claim of
 idle entries (XAUTOCLAIM, then XCLAIM for content and delivery counts). The reply packs
-ids, sizes, payloads and delivery counts into comma-joined strings, and ends with the
-claim fence's value (see :data:`COMMIT`)."""
+ids, sizes, payloads and delivery counts into comma-joined strings, then the claim
+fence's value (see :data:`COMMIT`) and each entry's report count (batch entries)."""
 
 
 def read(
@@ -247,7 +277,8 @@ def read(
         group: the consumer group.
 
     Returns:
-        ``[cursor, ids, sizes, payloads, deliveries, fence]``, each comma-joined.
+        ``[cursor, ids, sizes, payloads, deliveries, fence, counts]``, each comma-joined
+        (see :data:`READ`).
     """
     reply = _script(client, READ)(
         keys=[stream, fence], args=[group, consumer, count, mode, min_idle_ms, start]
@@ -260,13 +291,17 @@ COMMIT = (
     + """
 -- KEYS: stream, counts:all, counts:hour:…, counts:day:…, windows, claim fence,
 --       support:all, support:hour:…, support:day:…, expiries, seeds:hour:…, seeds:day:…,
---       delta:all, delta:hour:…, delta:day:…
--- ARGV: group, consumer, ids (comma-joined), hour name, hour start, day name, day start,
---       the fast-path token '<fence>:<own pending>' read with a fresh delivery ('' for
---       any other), hour expiry and day expiry (ms since the epoch), k (the packed
---       support counters; 0: none), seed-bin increments 'bin,count,bin,count…' ('' for
---       none), then field/increment pairs ('n' first; 'c:<v>' go to the packed support
---       counts, 'd' (a blob of (v, C(v)) pairs) to the windows' delta lists, the others,
+--       delta:all, delta:hour:…, delta:day:…, batched (reports beyond one an entry),
+--       dead letters
+-- ARGV: group, consumer, ids (comma-joined, each entry once), hour name, hour start, day
+--       name, day start, the fast-path token '<fence>:<own pending>' read with a fresh
+--       delivery ('' for any other), hour expiry and day expiry (ms since the epoch), k
+--       (the packed support counters; 0: none), seed-bin increments 'bin,count,…' (''
+--       for none), the reports the entries hold (counted + dead-lettered here; 0: one an
+--       entry), D the reports to dead-letter, the dead-letter stream's cap, D
+--       id/reason/payload triples (reports of these entries the worker could not count),
+--       then field/increment pairs ('n' first; 'c:<v>' go to the packed support counts,
+--       'd' (a blob of (v, C(v)) pairs) to the windows' delta lists, the others,
 --       segments' 'g<s>:…' fields included, to the counts hashes).
 -- Returns the number of entries counted when every id was still pending; otherwise
 -- changes nothing and returns the ids that are (the caller recounts exactly those).
@@ -275,8 +310,10 @@ local ids = {}
 for id in string.gmatch(ARGV[3], '[^,]+') do ids[#ids + 1] = id end
 -- Every check comes before the first write: a refusal changes nothing.
 local size = tonumber(ARGV[11])
+local rows, dead = tonumber(ARGV[13]), tonumber(ARGV[14])
+local head = 16 + 3 * dead  -- the first field
 local fields, ops, delta = {}, {}, nil
-for f = 13, #ARGV, 2 do
+for f = head, #ARGV, 2 do
   local v = size > 0 and string.match(ARGV[f], '^c:(%d+)$')
   if size > 0 and ARGV[f] == 'd' then
     delta = ARGV[f + 1]
@@ -295,7 +332,7 @@ for f = 13, #ARGV, 2 do
     fields[#fields + 1] = ARGV[f]; fields[#fields + 1] = ARGV[f + 1]
   end
 end
-local batch_n = ARGV[13] == 'n' and tonumber(ARGV[14]) or 0
+local batch_n = ARGV[head] == 'n' and tonumber(ARGV[head + 1]) or 0
 -- n + batch_n > the limit, exactly: a double holds 53 bits, so the 19 digits are split
 -- into two parts (high digits, low 9 digits) that it holds exactly.
 local function split(digits)
@@ -441,6 +478,15 @@ if #gone > 0 then
   redis.call('ZREM', KEYS[5], unpack(gone))
   redis.call('ZREM', KEYS[10], unpack(gone))
 end
+-- The acknowledged entries' reports leave the backlog; the ones the worker could not
+-- count go to the dead letters with them: both exactly once, as the counts.
+if rows > #ids then
+  if redis.call('DECRBY', KEYS[16], rows - #ids) <= 0 then redis.call('DEL', KEYS[16]) end
+end
+for d = 16, head - 1, 3 do
+  redis.call('XADD', KEYS[17], 'MAXLEN', '~', ARGV[15], '*',
+             'p', ARGV[d + 2], 'reason', ARGV[d + 1])
+end
 trim(stream)
 return #ids
 """
@@ -492,6 +538,13 @@ values lie in the domain, and no window's ``n`` would pass
 script; a window already expired is skipped; expired windows leave the windows set. None
 of this touches which entries are acknowledged and counted, so the argument above holds.
 
+**Batch entries.** An entry may hold many reports (:data:`APPEND`); the worker passes
+each entry once, with how many reports the entries hold and those of their reports it
+could not decode (a bad payload inside an entry whose other reports count): the script
+dead-letters those after the acknowledgement, in the same script, so they too land once,
+and lowers the stream's batched count (:func:`ldp_store.keys.batched_key`) by what the
+acknowledged entries held beyond one each.
+
 **Trimming.** After the counts land, the script trims the stream with ``XTRIM MINID``
 below the oldest pending entry of every group (or just past a group's last-delivered id
 when nothing is pending): an entry id is an arrival time, kept no longer than needed, and
@@ -518,6 +571,9 @@ def commit(
     seeds: Sequence[int],
     increments: Increments,
     segments: Sequence[tuple[int, Increments]] = (),
+    reports: int = 0,
+    dead: Sequence[tuple[bytes, str, bytes]] = (),
+    dead_maxlen: int = 100_000,
     group: str = keys.GROUP,
 ) -> int | list[bytes]:
     """Run :data:`COMMIT` for one batch of one stream, all of one hour.
@@ -538,6 +594,11 @@ def commit(
         segments: what each segment's part of the batch adds (public dimensions): its
             fields go to the same counts hashes under ``g<segment>:``
             (:func:`ldp_store.schema.segment_increments`), in the same script.
+        reports: how many reports the entries hold, counted or in ``dead`` (0: one an
+            entry, as every entry written before batch entries).
+        dead: (entry id, reason, payload) of the entries' reports that cannot be counted,
+            dead-lettered with the acknowledgement.
+        dead_maxlen: the dead-letter stream's approximate cap.
         group: the consumer group.
 
     Returns:
@@ -559,6 +620,8 @@ def commit(
         keys.seeds_key(name, version, hour, shard),
         keys.seeds_key(name, version, day, shard),
         *(keys.delta_key(name, version, w, shard) for w in windows),
+        keys.batched_key(name, version, shard),
+        keys.dead_key(name, version, shard),
     ]
     args: list[Any] = [
         group,
@@ -573,8 +636,13 @@ def commit(
         day_expiry_ms,
         k,
         ",".join(map(str, seeds)),
-        *increment_fields(increments),
+        reports,
+        len(dead),
+        dead_maxlen,
     ]
+    for entry in dead:
+        args += entry
+    args += increment_fields(increments)
     for segment, part in segments:
         args += segment_increments(segment, part)
     reply = _script(client, COMMIT)(keys=script_keys, args=args)
@@ -680,25 +748,35 @@ def fold(
 DEAD = (
     _TRIM
     + """
--- KEYS: stream, dead; ARGV: group, maxlen, then id/reason/payload triples.
+-- KEYS: stream, dead, batched; ARGV: group, maxlen, then id/reason/payload triples, every
+-- report of each entry (a batch entry's reports share its id and follow each other).
 -- An entry is dead-lettered only if this call acknowledged it (XACK returned 1), so a
 -- bad entry lands in the dead-letter stream once however many workers saw it.
-local moved = 0
+local moved, entries, acked = 0, 0, {}
 for i = 3, #ARGV, 3 do
-  if redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+  local id = ARGV[i]
+  if acked[id] == nil then
+    acked[id] = redis.call('XACK', KEYS[1], ARGV[1], id) == 1
+    if acked[id] then entries = entries + 1 end
+  end
+  if acked[id] then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*',
                'p', ARGV[i + 2], 'reason', ARGV[i + 1])
     moved = moved + 1
   end
 end
+if moved > entries then
+  if redis.call('DECRBY', KEYS[3], moved - entries) <= 0 then redis.call('DEL', KEYS[3]) end
+end
 trim(KEYS[1])
 return moved
 """
 )
-"""Move undecodable entries to the dead-letter stream (capped, approximately) with their
-payload and reason. An entry moves only if this call acknowledged it (XACK returned 1), so
-a bad entry lands there once however many workers saw it; then the stream is trimmed as
-after a commit."""
+"""Move undecodable entries to the dead-letter stream (capped, approximately), a report
+each, with its payload and reason. An entry moves only if this call acknowledged it (XACK
+returned 1), so a bad entry lands there once however many workers saw it; the reports a
+batch entry held beyond one leave the stream's batched count; then the stream is trimmed
+as after a commit."""
 
 
 def dead(
@@ -706,29 +784,34 @@ def dead(
     *,
     stream: str,
     dead_letters: str,
+    batched: str,
     entries: Sequence[tuple[bytes | str, str, bytes]],
     maxlen: int,
     group: str = keys.GROUP,
 ) -> int:
-    """Run :data:`DEAD`: move ``entries`` (id, reason, payload) of ``stream`` to the
-    dead-letter stream ``dead_letters`` (capped near ``maxlen``); returns how many moved."""
+    """Run :data:`DEAD`: move ``entries`` (id, reason, payload; every report of each entry
+    id, adjacent) of ``stream`` to the dead-letter stream ``dead_letters`` (capped near
+    ``maxlen``), lowering ``batched`` (the stream's :func:`~ldp_store.keys.batched_key`);
+    returns how many reports moved."""
     args: list[Any] = [group, maxlen]
     for entry in entries:
         args += entry
-    return int(_script(client, DEAD)(keys=[stream, dead_letters], args=args))
+    return int(_script(client, DEAD)(keys=[stream, dead_letters, batched], args=args))
 
 
 APPEND = (
     """
--- KEYS: 1 the stream, 2 today's guard hash, 3 yesterday's, 4 and 5 the legacy replay
---       sets of today and yesterday, 6.. guard buckets (all in one hash slot)
--- ARGV: 1 max backlog, 2 when today's guard expires (Unix s), 3 today's generations as the
---       caller believes them, 4 yesterday's, 5 ids a bucket is sized for, 6 ids a bucket holds
---       before a new generation starts, 7 the generation step, 8 the raw 16-byte ids
---       concatenated, 9 their 64-bit members comma-joined, 10 the payloads' sizes
---       comma-joined, 11 the payloads concatenated, 12.. per generation of today (the last
---       is where new ids go) and then of yesterday: each report's bucket there, as the
---       KEYS index of its key, 2 bytes big-endian a report.
+-- KEYS: 1 the stream (or a shuffle pool), 2 the stream's batched-report count, 3 today's
+--       guard hash, 4 yesterday's, 5 and 6 the legacy replay sets of today and yesterday,
+--       7.. guard buckets (all in one hash slot)
+-- ARGV: 1 max backlog (reports), 2 when today's guard expires (Unix s), 3 today's
+--       generations as the caller believes them, 4 yesterday's, 5 ids a bucket is sized
+--       for, 6 ids a bucket holds before a new generation starts, 7 the generation step,
+--       8 the raw 16-byte ids concatenated, 9 their 64-bit members comma-joined, 10 the
+--       payloads' sizes comma-joined, 11 the payloads comma-joined, 12 'b' (batch entries
+--       of at most ARGV 13 reports) or 'p' (an entry per report: a shuffle pool), 14.. per
+--       generation of today (the last is where new ids go) and then of yesterday: each
+--       report's bucket there, as the KEYS index of its key, 2 bytes big-endian a report.
 -- First agree on the layout, then sort the reports into new ones and replays, then check
 -- the backlog with the new ones counted, then write: a refusal changes nothing.
 local function gens(s)
@@ -736,36 +819,37 @@ local function gens(s)
   for x in string.gmatch(s, '%d+') do t[#t + 1] = tonumber(x) end
   return t
 end
-local past = redis.call('HMGET', KEYS[3], 'g', 'n')
-local today = redis.call('HMGET', KEYS[2], 'g')[1]
+local past = redis.call('HMGET', KEYS[4], 'g', 'n')
+local today = redis.call('HMGET', KEYS[3], 'g')[1]
 if not today then
   local before = tonumber(past[2] or '0')
   local j = 0
   while j < 40 and 2 ^ j * tonumber(ARGV[5]) < before do j = j + 1 end
   today = tostring(j)
-  redis.call('HSET', KEYS[2], 'g', today)
-  redis.call('EXPIREAT', KEYS[2], ARGV[2])
+  redis.call('HSET', KEYS[3], 'g', today)
+  redis.call('EXPIREAT', KEYS[3], ARGV[2])
 end
 local yesterday = past[1] or ''
 if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} end
 local gt = gens(today)
-local first, last = 12, 11 + #gt + #gens(yesterday)
-local home = 11 + #gt  -- today's newest generation: where a new id goes
+local first, last = 14, 13 + #gt + #gens(yesterday)
+local home = 13 + #gt  -- today's newest generation: where a new id goes
 local members, starts, sizes = {}, {}, {}
 for m in string.gmatch(ARGV[9], '[^,]+') do members[#members + 1] = m end
 local offset = 1
 for size in string.gmatch(ARGV[10], '%d+') do
   starts[#starts + 1] = offset
-  sizes[#sizes + 1] = tonumber(size)
-  offset = offset + tonumber(size)
+  sizes[#sizes + 1] = size
+  offset = offset + tonumber(size) + 1
 end
 local n = #members
+local batched = ARGV[12] == 'b'
 local function bucket(arg, i)
   local hi, lo = string.byte(ARGV[arg], 2 * i - 1, 2 * i)
   return KEYS[hi * 256 + lo]
 end
-local legacy_t = redis.call('EXISTS', KEYS[4]) == 1
-local legacy_y = redis.call('EXISTS', KEYS[5]) == 1
+local legacy_t = redis.call('EXISTS', KEYS[5]) == 1
+local legacy_y = redis.call('EXISTS', KEYS[6]) == 1
 -- Replays by any generation but today's newest, or by the legacy sets: one SMISMEMBER a
 -- bucket (a day's first generations have few buckets, each holding many of the batch).
 local before = {}
@@ -805,16 +889,20 @@ local function replayed_before(i)
   if before[i] then return true end
   if legacy_t or legacy_y then
     local id = string.sub(ARGV[8], 16 * i - 15, 16 * i)
-    return (legacy_t and redis.call('SISMEMBER', KEYS[4], id) == 1)
-      or (legacy_y and redis.call('SISMEMBER', KEYS[5], id) == 1)
+    return (legacy_t and redis.call('SISMEMBER', KEYS[5], id) == 1)
+      or (legacy_y and redis.call('SISMEMBER', KEYS[6], id) == 1)
   end
   return false
 end
 local function payload(i)
-  return string.sub(ARGV[11], starts[i], starts[i] + sizes[i] - 1)
+  return string.sub(ARGV[11], starts[i], starts[i] + tonumber(sizes[i]) - 1)
 end
-local new, duplicates, touched = 0, 0, {}
-if redis.call('XLEN', KEYS[1]) + n <= tonumber(ARGV[1]) then
+-- The reports the stream holds now: its entries, plus what batch entries hold beyond one.
+local held = redis.call('XLEN', KEYS[1])
+if batched then held = held + tonumber(redis.call('GET', KEYS[2]) or '0') end
+local limit = tonumber(ARGV[1])
+local duplicates, touched, chosen = 0, {}, {}
+if held + n <= limit then
   -- Even if every report is new the stream stays within the backlog: nothing can be
   -- refused but by Redis at the first write (then nothing is written). SADD to the
   -- newest generation is then its own lookup: 0 means the id was there (or earlier in
@@ -823,14 +911,13 @@ if redis.call('XLEN', KEYS[1]) + n <= tonumber(ARGV[1]) then
     local key = bucket(home, i)
     if not replayed_before(i) and redis.call('SADD', key, members[i]) == 1 then
       touched[key] = true
-      redis.call('XADD', KEYS[1], '*', 'p', payload(i))
-      new = new + 1
+      chosen[#chosen + 1] = i
     else
       duplicates = duplicates + 1
     end
   end
 else
-  local fresh, chosen = {}, {}
+  local fresh = {}
   for i = 1, n do
     local key = bucket(home, i)
     local seen = key .. ' ' .. members[i]
@@ -843,18 +930,35 @@ else
     end
   end
   if #chosen == 0 then return {0, duplicates, 0} end
-  if redis.call('XLEN', KEYS[1]) + #chosen > tonumber(ARGV[1]) then
-    return {0, duplicates, 1}
-  end
+  if held + #chosen > limit then return {0, duplicates, 1} end
   for _, i in ipairs(chosen) do
     local key = bucket(home, i)
     redis.call('SADD', key, members[i])
     touched[key] = true
-    redis.call('XADD', KEYS[1], '*', 'p', payload(i))
   end
-  new = #chosen
 end
+local new = #chosen
 if new == 0 then return {0, duplicates, 0} end
+-- The entries: one per report ('p'), or one per ARGV[13] reports ('s' their sizes, 'b'
+-- their payloads comma-joined; a lone report still gets a 'p' entry).
+local per = batched and tonumber(ARGV[13]) or 1
+for c = 1, new, per do
+  local e = math.min(new, c + per - 1)
+  if e == c then
+    redis.call('XADD', KEYS[1], '*', 'p', payload(chosen[c]))
+  elseif e - c + 1 == n then  -- the whole call, new and in order: the arguments as sent
+    redis.call('XADD', KEYS[1], '*', 's', ARGV[10], 'b', ARGV[11])
+  else
+    local s, b = {}, {}
+    for g = c, e do
+      s[#s + 1] = sizes[chosen[g]]
+      b[#b + 1] = payload(chosen[g])
+    end
+    redis.call('XADD', KEYS[1], '*', 's', table.concat(s, ','), 'b', table.concat(b, ','))
+  end
+end
+local beyond = new - math.ceil(new / per)
+if beyond > 0 then redis.call('INCRBY', KEYS[2], beyond) end
 -- A bucket's expiry is its day's: set once, when the bucket is made (NX: from Redis 7.0,
 -- an expiry already set is neither changed nor written to the AOF again).
 local nx = redis.REDIS_VERSION_NUM ~= nil
@@ -865,12 +969,12 @@ for key in pairs(touched) do
     redis.call('EXPIREAT', key, ARGV[2])
   end
 end
-local held = redis.call('HINCRBY', KEYS[2], 'n', new)
-redis.call('EXPIREAT', KEYS[2], ARGV[2])
+local count = redis.call('HINCRBY', KEYS[3], 'n', new)
+redis.call('EXPIREAT', KEYS[3], ARGV[2])
 local capacity = 0
 for _, j in ipairs(gt) do capacity = capacity + 2 ^ j * tonumber(ARGV[6]) end
-if held > capacity and gt[#gt] < 40 then
-  redis.call('HSET', KEYS[2], 'g', today .. ',' .. (gt[#gt] + tonumber(ARGV[7])))
+if count > capacity and gt[#gt] < 40 then
+  redis.call('HSET', KEYS[3], 'g', today .. ',' .. (gt[#gt] + tonumber(ARGV[7])))
 end
 return {new, duplicates, 0}
 """
@@ -884,13 +988,18 @@ but today's first generation and answers ``{-1, today, yesterday}``, and the cal
 retries with that layout. Otherwise a report whose 64-bit member is in none of its
 buckets (one per generation of today and of yesterday), nor in the legacy raw-id sets,
 nor earlier in the same call, is new; the others are duplicates. If the new ones would
-take the stream past ``max backlog`` entries, the script writes nothing and answers
+take the stream past ``max backlog`` reports, the script writes nothing and answers
 "backlog" (the batch is counted, so the stream never overshoots the limit). Otherwise it
-appends ``XADD stream * p <payload>`` for each new report and adds its member to its
-bucket in today's newest generation (expiring at the end of tomorrow, UTC), adds them to today's
-count ``n``, and starts a generation 2**step times larger when ``n`` passes what the generations
-hold. Every report write comes after every check, so a refusal (backlog, or Redis out of memory at
-the first write) appends nothing. Returns {appended, duplicates, backlog flag}.
+appends the new reports to the stream — batch entries ``XADD stream * s <sizes> b
+<payloads>`` of at most :data:`ldp_store.keys.ENTRY_REPORTS` reports each (a lone report:
+``p <payload>``), adding what they hold beyond one report an entry to the stream's
+:func:`~ldp_store.keys.batched_key` — or, into a shuffle pool, one ``p`` entry per report
+(:data:`SHUFFLE` permutes reports). It adds each new member to its bucket in today's
+newest generation (expiring at the end of tomorrow, UTC), adds them to today's count
+``n``, and starts a generation 2**step times larger when ``n`` passes what the
+generations hold. Every write comes after every check, so a refusal (backlog, or Redis
+out of memory at the first write) appends nothing. Returns {appended, duplicates,
+backlog flag}.
 
 When the stream holds room for the whole batch (the usual case), no refusal is possible
 but Redis's own at the first write, and the newest generation's lookup is the ``SADD``
@@ -933,7 +1042,7 @@ def append_call(
         layout: the replay guard's layout of that version and shard as the caller believes
             it (its day pair picks the guard keys).
         reports: (16-byte report id, payload) pairs.
-        max_backlog: the most entries the stream may hold.
+        max_backlog: the most reports the stream may hold (not yet counted).
         stream: where the reports go: the version's stream (None), or its shuffle pool
             (:func:`ldp_store.keys.pool_key`), whose reports :data:`SHUFFLE` moves on.
 
@@ -941,8 +1050,11 @@ def append_call(
         The call: :meth:`Call.run` it (or hand it to a runner), then parse the reply with
         :meth:`AppendReply.of`.
     """
-    guard_keys, members, indexes = layout.packed_args([rid for rid, _ in reports])
+    guard_keys, members, indexes = layout.packed_args([rid for rid, _ in reports], lead=2)
     payloads = [p.encode() if isinstance(p, str) else p for _, p in reports]
+    own = keys.stream_key(layout.name, layout.version, layout.shard)
+    if stream is None:
+        stream = own
     args: list[Any] = [
         max_backlog,
         guard.expires_at(layout.days[0]),
@@ -953,12 +1065,13 @@ def append_call(
         b"".join(rid for rid, _ in reports),
         members,
         ",".join(map(str, map(len, payloads))),
-        b"".join(payloads),
+        b",".join(payloads),
+        "b" if stream == own else "p",
+        keys.ENTRY_REPORTS,
         *indexes,
     ]
-    if stream is None:
-        stream = keys.stream_key(layout.name, layout.version, layout.shard)
-    return Call(_script(client, APPEND), [stream, *guard_keys], args)
+    batched = keys.batched_key(layout.name, layout.version, layout.shard)
+    return Call(_script(client, APPEND), [stream, batched, *guard_keys], args)
 
 
 SHUFFLE = """

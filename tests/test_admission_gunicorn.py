@@ -34,7 +34,7 @@ from gunicorn_helpers import start_gunicorn
 
 from client_sdk import Client
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.embedded import free_port
 
 TOKEN = "admission-test-token"
@@ -168,7 +168,7 @@ def test_a_flood_gets_429_after_its_bucket_while_another_source_gets_202(
     assert other_statuses == [202] * len(other_statuses)
     accepted = statuses.count(202)
     stream = keys.stream_key(theme.name, theme.version)
-    assert redis_db.client().xlen(stream) == accepted + len(other_statuses)
+    assert streams.length(redis_db.client(), stream) == accepted + len(other_statuses)
     _assert_no_address_anywhere(collector, redis_db, tmp_path)
 
 
@@ -191,7 +191,7 @@ def test_the_sdk_honours_429_and_delivers_everything_once(
     assert sum(stats["dropped"].values()) == 0
     assert stats["retries"] >= 1 and stats["last_error"] == "HTTP 429"
     stream = keys.stream_key(theme.name, theme.version)
-    assert redis_db.client().xlen(stream) == total
+    assert streams.length(redis_db.client(), stream) == total
     metrics = Connection(collector, OTHER)
     text = metrics.call("GET", "/metrics")[2].decode()
     metrics.close()

@@ -38,7 +38,7 @@ from client_sdk.wire import MetricDefinition, build_report
 from collector.context import services
 from collector.ingest import Appender
 from ldp_server.app import create_server_app
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.connection import connect, is_cluster
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
@@ -279,7 +279,9 @@ def test_kill_9_a_worker_on_a_cluster_then_restart_counts_exactly(
     for i in range(0, len(payloads), 1000):
         items = [(secrets.token_bytes(16), p) for p in payloads[i : i + 1000]]
         assert appender.append(d.name, d.version, items, now, d.shards) == (len(items), 0)
-    assert all(client.xlen(keys.stream_key(d.name, d.version, s)) > 10_000 for s in range(4))
+    assert all(
+        streams.length(client, keys.stream_key(d.name, d.version, s)) > 10_000 for s in range(4)
+    )
 
     def counted() -> int:
         return read_counts(client, d).n

@@ -30,7 +30,7 @@ from client_sdk.wire import MetricDefinition, build_report
 from collector import create_app
 from ldp_server.cli import main
 from ldp_server.serve import Server
-from ldp_store import keys
+from ldp_store import keys, streams
 
 TOKEN = "test-admin-token-delete-blocked"
 SPEC = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
@@ -155,7 +155,10 @@ def test_ldp_serve_survives_the_newcomers_retire_and_delete_of_six_metrics(
             d = MetricDefinition.from_dict(http(f"{url}/v1/metrics/{name}")[1])
             assert http(f"{url}/v1/reports", "POST", {"reports": reports(d, 1, i)})[0] == 202
         stream = keys.stream_key(NAMES[-1], 1)
-        wait_for(lambda: client.xlen(stream) == 0, "the workers counted and trimmed the reports")
+        wait_for(
+            lambda: streams.length(client, stream) == 0,
+            "the workers counted and trimmed the reports",
+        )
         for name in NAMES:
             wait_for(lambda: blocked_readers(client) >= 2, "both workers blocked on the streams")
             code, out = ldp("metrics", "retire", name, *auth, "--yes")

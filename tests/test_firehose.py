@@ -33,6 +33,7 @@ from aggregator.stats.frequency import estimate_from_counts
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 from client_sdk.wire import MetricDefinition, check_report, new_report_id
+from ldp_store import streams
 from ldp_store.registry import Registry
 from loadtests import firehose
 
@@ -219,9 +220,9 @@ def test_no_drain_leaves_the_reports_in_the_stream(redis_db: Any) -> None:
     client = redis.Redis.from_url(redis_db.url)
     definition = Registry(client).get("fh.nodrain")
     assert definition is not None
-    from ldp_store import keys
+    from ldp_store import keys, streams
 
-    assert client.xlen(keys.stream_key("fh.nodrain", definition.version)) == 1234
+    assert streams.length(client, keys.stream_key("fh.nodrain", definition.version)) == 1234
     assert read_counts(client, definition).n == 0
 
 
@@ -236,7 +237,9 @@ def test_reports_spread_over_every_shard_and_all_are_counted(redis_db: Any) -> N
     loaded = firehose.run(firehose.parser().parse_args([*argv, "--no-drain"]))
     definition = Registry(client).get("fh.sharded")
     assert definition is not None and loaded.failed == []
-    lengths = [client.xlen(keys.stream_key("fh.sharded", 1, shard)) for shard in range(3)]
+    lengths = [
+        streams.length(client, keys.stream_key("fh.sharded", 1, shard)) for shard in range(3)
+    ]
     assert sum(lengths) == 9000 and min(lengths) > 0
     assert firehose.drain(redis_db.url, workers=2)[1] == []
     assert read_counts(client, definition).n == 9000

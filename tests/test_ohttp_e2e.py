@@ -37,7 +37,7 @@ from client_sdk.ohttp.keys import (
 )
 from client_sdk.wire import MetricDefinition, build_report
 from collector.ohttp_gateway import KEY_CACHE_SECONDS
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,8 +194,8 @@ def device_session() -> requests.Session:
 
 
 def stream(redis_db: Any, definition: MetricDefinition) -> list[int]:
-    entries = redis_db.client().xrange(keys.stream_key(definition.name, definition.version))
-    return [json.loads(fields[b"p"])["v"] for _, fields in entries]
+    key = keys.stream_key(definition.name, definition.version)
+    return [json.loads(payload)["v"] for _, payload in streams.reports(redis_db.client(), key)]
 
 
 def sealed_upload(stack: Stack, reports: list[dict[str, Any]]) -> bytes:

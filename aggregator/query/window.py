@@ -301,11 +301,11 @@ def newest_arrival(client: redis.Redis, definition: MetricDefinition) -> float |
 class Lag:
     """How far the aggregators are behind on a metric version, for operators.
 
-    ``length`` counts the entries still in the stream. The worker trims what it has
-    committed, so these are the reports not yet counted: never delivered, or delivered and
-    not yet committed. ``pending`` counts the latter (they are part of ``length``): a
-    pending figure that stays high means a worker is stuck or dead, and XAUTOCLAIM will
-    hand its entries to another.
+    ``length`` counts the reports still in the stream (its entries, plus what batch
+    entries hold beyond one each). The worker trims what it has committed, so these are
+    the reports not yet counted: never delivered, or delivered and not yet committed.
+    ``pending`` counts the entries of the latter: a pending figure that stays high means a
+    worker is stuck or dead, and XAUTOCLAIM will hand its entries to another.
     """
 
     length: int
@@ -317,7 +317,13 @@ def lag_details(client: redis.Redis, definition: MetricDefinition) -> Lag:
     length = pending = 0
     for shard in range(definition.shards):
         key = keys.stream_key(definition.name, definition.version, shard)
-        length += client.xlen(key)
+        length += client.xlen(key) + int(
+            cast(
+                bytes | None,
+                client.get(keys.batched_key(definition.name, definition.version, shard)),
+            )
+            or 0
+        )
         try:
             summary = client.xpending(key, keys.GROUP)
         except redis.ResponseError as exc:  # no stream or no group yet: nothing pending

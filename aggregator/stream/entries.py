@@ -24,6 +24,7 @@ from client_sdk.wire import MetricDefinition
 from ldp_store.schema import SEGMENT_KEY
 
 __all__ = [
+    "BAD_BATCH",
     "SEGMENT_COLUMN",
     "Delivery",
     "bulk_json",
@@ -42,33 +43,50 @@ worker counts each segment's rows apart as well as all of them."""
 
 @dataclass
 class Delivery:
-    """A batch as the read script returns it: packed, not yet decoded."""
+    """A batch as the read script returns it: packed, not yet decoded, a row per report.
+
+    A batch entry (``s``/``b`` fields, :data:`ldp_store.scripts.APPEND`) gives as many
+    rows as it holds reports, each with the entry's id and delivery count; an entry
+    written before batch entries (``p``) gives one row."""
 
     ids: list[bytes]
+    """Each row's entry id (a batch entry's rows repeat it)."""
     sizes: list[int]
     blob: bytes
     """The payloads, comma-joined (sizes say where each is)."""
     deliveries: list[int] | None
     cursor: str = ""
     joined_ids: bytes = b""
-    """``ids`` comma-joined, as the commit script takes them."""
+    """The entry ids comma-joined, each once, as the commit script takes them."""
     fence: bytes = b""
     """The fast-path token of a fresh (``>``) read, ``b"<fence>:<own pending>"``; empty for
     any other delivery, whose commit must check its ids one by one."""
+    widest: int = 1
+    """The most reports one of its entries holds."""
 
     @classmethod
     def from_reply(cls, reply: Sequence[bytes]) -> Delivery:
         """From the read script's packed reply (own pending entries, claimed entries)."""
-        cursor, ids, sizes, blob, deliveries, _fence = reply
+        cursor, ids, sizes, blob, deliveries, _fence, counts = reply
         if not ids:
             return cls([], [], b"", None, cursor.decode())
+        entries = ids.split(b",")
+        times = list(map(int, deliveries.split(b","))) if deliveries else None
+        widest = 1
+        if counts:  # some batch entries: a row per report
+            per = list(map(int, counts.split(b",")))
+            rows = [entry for entry, n in zip(entries, per, strict=True) for _ in range(n)]
+            if times is not None:
+                times = [t for t, n in zip(times, per, strict=True) for _ in range(n)]
+            entries, widest = rows, max(per)
         return cls(
-            ids=ids.split(b","),
+            ids=entries,
             sizes=list(map(int, sizes.split(b","))),
             blob=blob,
-            deliveries=list(map(int, deliveries.split(b","))) if deliveries else None,
+            deliveries=times,
             cursor=cursor.decode(),
             joined_ids=ids,
+            widest=widest,
         )
 
     @classmethod
@@ -81,30 +99,47 @@ class Delivery:
             fence: the fast-path token read with them, if they are a fresh read.
         """
         ids = [entry[0] for entry in entries]
+        joined = b",".join(ids)
         fields = [entry[1] for entry in entries]
-        try:  # the usual raw entry: exactly [b"p", payload]
-            if set(map(len, fields)) == {2} and [f[0] for f in fields].count(b"p") == len(ids):
+        try:  # the usual raw entries: all [b"s", sizes, b"b", payloads], or all [b"p", payload]
+            shapes = set(map(len, fields))
+            if shapes == {4} and all(f[0] == b"s" and f[2] == b"b" for f in fields):
+                rows = _batch_rows(ids, [f[1] for f in fields], [f[3] for f in fields])
+                if rows is not None:
+                    return cls(*rows[:3], None, joined_ids=joined, fence=fence, widest=rows[3])
+            elif shapes == {2} and [f[0] for f in fields].count(b"p") == len(ids):
                 payloads = [f[1] for f in fields]
                 sizes = list(map(len, payloads))
-                return cls(
-                    ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence
-                )
+                return cls(ids, sizes, b",".join(payloads), None, joined_ids=joined, fence=fence)
         except (TypeError, KeyError):  # a deleted entry (None), or parsed dicts
             pass
-        sizes, payloads = [], []
-        for entry_fields in fields:
-            if entry_fields is None:
-                payload = None
-            elif isinstance(entry_fields, dict):
-                payload = entry_fields.get(b"p")
-            else:
-                payload = dict(zip(entry_fields[::2], entry_fields[1::2], strict=True)).get(b"p")
-            sizes.append(-1 if entry_fields is None else -2 if payload is None else len(payload))
-            payloads.append(payload or b"")
-        return cls(ids, sizes, b",".join(payloads), None, joined_ids=b",".join(ids), fence=fence)
+        row_ids: list[bytes] = []
+        row_sizes: list[int] = []
+        parts: list[bytes] = []
+        widest = 1
+        for entry_id, entry_fields in zip(ids, fields, strict=True):
+            found = _named(entry_fields)
+            payload = None if found is None else found.get(b"p")
+            if found is not None and payload is None and b"s" in found and b"b" in found:
+                rows = _batch_rows([entry_id], [found[b"s"]], [found[b"b"]])
+                if rows is not None:
+                    row_ids += rows[0]
+                    row_sizes += rows[1]
+                    parts.append(rows[2])
+                    widest = max(widest, rows[3])
+                    continue
+                row_ids.append(entry_id)
+                row_sizes.append(BAD_BATCH)
+                parts.append(b"")
+                continue
+            row_ids.append(entry_id)
+            row_sizes.append(-1 if found is None else -2 if payload is None else len(payload))
+            parts.append(payload or b"")
+        blob = b",".join(parts)
+        return cls(row_ids, row_sizes, blob, None, joined_ids=joined, fence=fence, widest=widest)
 
     def raw(self) -> Iterator[bytes]:
-        """Each entry's payload bytes (empty for a deleted entry or one without ``p``)."""
+        """Each row's payload bytes (empty for a deleted entry or one without a payload)."""
         offset = 0
         for size in self.sizes:
             length = max(size, 0)
@@ -112,7 +147,47 @@ class Delivery:
             offset += length + 1
 
 
+BAD_BATCH = -3
+"""A row's size when its batch entry's sizes do not add up to its payloads (read by hand
+into the stream: the collector never writes one); dead-lettered whole."""
+
+
+def _named(entry_fields: Any) -> dict[bytes, bytes] | None:
+    """An entry's fields by name (None: the entry was deleted)."""
+    if entry_fields is None:
+        return None
+    if isinstance(entry_fields, dict):
+        return entry_fields
+    return dict(zip(entry_fields[::2], entry_fields[1::2], strict=True))
+
+
+def _batch_rows(
+    ids: list[bytes], sizes: list[bytes], blobs: list[bytes]
+) -> tuple[list[bytes], list[int], bytes, int] | None:
+    """Batch entries' rows: (each report's entry id, its size, the payloads comma-joined,
+    the most reports an entry holds), or None if some entry's sizes do not add up."""
+    row_ids: list[bytes] = []
+    row_sizes: list[int] = []
+    widest = 1
+    for entry_id, text, blob in zip(ids, sizes, blobs, strict=True):
+        parts = text.split(b",")
+        if not all(part.isdigit() and len(part) <= 15 for part in parts):
+            return None
+        each = list(map(int, parts))
+        if sum(each) + len(each) - 1 != len(blob):
+            return None
+        row_ids += [entry_id] * len(each)
+        row_sizes += each
+        widest = max(widest, len(each))
+    return row_ids, row_sizes, b",".join(blobs), widest
+
+
 _DECODER = json.JSONDecoder()
+_UNREADABLE = {
+    -1: "entry deleted from the stream",
+    -2: "no field 'p'",
+    BAD_BATCH: "batch entry whose sizes do not add up to its payloads",
+}
 
 
 def raw_reader(client: Any) -> Any:
@@ -227,7 +302,7 @@ def decode_json(
         if i in skip:
             continue
         if size < 0:
-            bad.append((i, "entry deleted from the stream" if size == -1 else "no field 'p'"))
+            bad.append((i, _UNREADABLE.get(size, "no payload")))
             continue
         end = -1
         if fast:

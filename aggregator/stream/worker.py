@@ -181,9 +181,9 @@ class WorkerStats:
     """What a worker did since it started."""
 
     counted: int = 0
-    """Entries whose support counts were committed."""
+    """Reports whose support counts were committed."""
     dead_lettered: int = 0
-    """Entries moved to a dead-letter stream."""
+    """Reports moved to a dead-letter stream."""
     batches: int = 0
     """Batches read (own pending, claimed, new)."""
     claimed: int = 0
@@ -228,6 +228,20 @@ class _Stream:
     claim_cursor: str = "0-0"
     next_claim: float = 0.0
     claim_passes: int = 0
+    per_entry: int = 1
+    """The most reports an entry held in the last read (at first: the most an entry may
+    hold if the stream holds batch entries, else 1). A read asks for ``batch_size`` /
+    this many entries, so it holds at most ``batch_size`` reports unless the stream's
+    entries grew since the last read (a collector upgraded meanwhile: once, and at most
+    :data:`ldp_store.keys.ENTRY_REPORTS` times as many)."""
+
+    def count(self, batch_size: int) -> int:
+        """Entries to read for about ``batch_size`` reports."""
+        return max(1, batch_size // self.per_entry)
+
+    def saw(self, delivery: Delivery) -> None:
+        """Note how many reports the entries of a read held."""
+        self.per_entry = max(1, min(keys.ENTRY_REPORTS, delivery.widest))
 
 
 def ensure_group(client: redis.Redis, stream: str) -> bool:
@@ -392,6 +406,7 @@ class Worker:
                         continue
                     ensure_group(self.redis, key)
                     expire_untimed(self.redis, definition, policy, shard)
+                    batches = self.redis.exists(keys.batched_key(name, version, shard))
                     self._streams[key] = _Stream(
                         definition=definition,
                         codec=codec,
@@ -400,6 +415,7 @@ class Worker:
                         windows=keys.windows_key(name, version, shard),
                         claims=keys.claims_key(name, version, shard),
                         shard=shard,
+                        per_entry=keys.ENTRY_REPORTS if batches else 1,
                     )
                     added.append(key)
                     log.info("consuming %s (%s)", key, definition.mechanism.name)
@@ -554,12 +570,15 @@ class Worker:
             stream=s.key,
             fence=s.claims,
             consumer=self.name,
-            count=self.batch_size,
+            count=s.count(self.batch_size),
             mode=mode,
             min_idle_ms=self.claim_idle_ms,
             start=start,
         )
-        return Delivery.from_reply(reply)
+        delivery = Delivery.from_reply(reply)
+        if delivery.ids:
+            s.saw(delivery)
+        return delivery
 
     def _fetch_new(self, s: _Stream) -> Delivery:
         """Read fresh entries with a plain XREADGROUP, between the fence and our pending count.
@@ -572,14 +591,16 @@ class Worker:
         """
         pipe = self._reader.pipeline(transaction=False)
         pipe.get(s.claims)
-        pipe.xreadgroup(keys.GROUP, self.name, {s.key: ">"}, count=self.batch_size)
+        pipe.xreadgroup(keys.GROUP, self.name, {s.key: ">"}, count=s.count(self.batch_size))
         pipe.xpending(s.key, keys.GROUP)
         fence, reply, summary = pipe.execute()
         entries = stream_entries(reply, s.key)
         if not entries:
             return Delivery([], [], b"", None)
         own = next((int(c["pending"]) for c in summary["consumers"] if self._is_me(c["name"])), 0)
-        return Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
+        delivery = Delivery.from_entries(entries, b"%s:%d" % (fence or b"0", own))
+        s.saw(delivery)
+        return delivery
 
     def _wait_for_entries(self) -> None:
         """Block until some stream has new entries (or ``block_ms`` passes), then handle them.
@@ -668,34 +689,61 @@ class Worker:
                 if len(index) == len(delivery.ids):
                     self._count(s, delivery.ids, batch, delivery.joined_ids, delivery.fence)
                 else:
-                    self._count(s, [delivery.ids[i] for i in index], batch, fence=delivery.fence)
+                    # A bad report inside an entry that also holds good ones is
+                    # dead-lettered by the commit that acknowledges the entry.
+                    counted = {delivery.ids[i] for i in index}
+                    inside = [(i, why) for i, why in bad if delivery.ids[i] in counted]
+                    if inside:
+                        bad = [(i, why) for i, why in bad if delivery.ids[i] not in counted]
+                        raws = list(delivery.raw())
+                        dead = [(delivery.ids[i], why, raws[i]) for i, why in sorted(inside)]
+                    else:
+                        dead = []
+                    ids = [delivery.ids[i] for i in index]
+                    self._count(s, ids, batch, fence=delivery.fence, dead=dead)
         if bad:
             self._dead_letter(s, delivery, bad)
         return len(delivery.ids)
 
     def _count(
-        self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
+        self,
+        s: _Stream,
+        ids: list[bytes],
+        batch: Batch,
+        joined: bytes = b"",
+        fence: bytes = b"",
+        dead: Sequence[tuple[bytes, str, bytes]] = (),
     ) -> None:
-        """Commit a parsed batch, one script call per hour window it spans."""
+        """Commit a parsed batch, one script call per hour window it spans (with the
+        reports of its entries that go to the dead letters instead)."""
         first, last = entry_ms(ids[0]) // schema.HOUR_MS, entry_ms(ids[-1]) // schema.HOUR_MS
         if first == last:
-            self._commit_all(s, ids, batch, joined, fence)
+            self._commit_all(s, ids, batch, joined, fence, dead)
             return
         runs: dict[int, list[int]] = {}
         for row, entry_id in enumerate(ids):
             runs.setdefault(entry_ms(entry_id) // schema.HOUR_MS, []).append(row)
-        for rows in runs.values():
+        for hour, rows in runs.items():
             picked = np.asarray(rows, dtype=np.int64)
+            mine = [d for d in dead if entry_ms(d[0]) // schema.HOUR_MS == hour]
             # No fast path: the first part's commit changes our pending count.
-            self._commit_all(s, [ids[r] for r in rows], Batch.take(batch, picked))
+            self._commit_all(s, [ids[r] for r in rows], Batch.take(batch, picked), dead=mine)
 
     def _commit_all(
-        self, s: _Stream, ids: list[bytes], batch: Batch, joined: bytes = b"", fence: bytes = b""
+        self,
+        s: _Stream,
+        ids: list[bytes],
+        batch: Batch,
+        joined: bytes = b"",
+        fence: bytes = b"",
+        dead: Sequence[tuple[bytes, str, bytes]] = (),
     ) -> None:
         """Commit until done: recount exactly the subset still pending after a race."""
         while ids:
             try:
-                counted, pending = self.commit(s.definition, ids, batch, joined, s.shard, fence)
+                counted, pending = self.commit(
+                    s.definition, ids, batch, joined, s.shard, fence, dead
+                )
             except FenceBroken as exc:
                 self.stats.fence_broken += len(ids)
                 log.error("%s: %s", s.key, exc)
@@ -711,6 +759,7 @@ class Worker:
             rows = [i for i, entry_id in enumerate(ids) if entry_id in still]
             ids = [ids[i] for i in rows]
             batch = Batch.take(batch, np.asarray(rows, dtype=np.int64))
+            dead = [d for d in dead if d[0] in still]
 
     def commit(
         self,
@@ -720,17 +769,22 @@ class Worker:
         joined: bytes = b"",
         shard: int = 0,
         fence: bytes = b"",
+        dead: Sequence[tuple[bytes, str, bytes]] = (),
     ) -> tuple[int, list[bytes]]:
         """Run the commit script once: count ``batch`` and ack ``ids`` if all are pending.
 
         Args:
             definition: the metric version of the stream.
-            ids: the entry ids, all of one hour, in the rows' order of ``batch``.
+            ids: each row's entry id, all of one hour, in the rows' order of ``batch`` (a
+                batch entry's rows repeat its id).
             batch: their parsed payloads.
-            joined: ``ids`` already comma-joined, if at hand.
+            joined: the entry ids comma-joined, each once, if at hand.
             shard: the shard of the stream the ids are from.
             fence: the fast-path token read with a fresh (``>``) delivery of ``ids``, or
                 empty: then every id is checked one by one.
+            dead: (entry id, reason, payload) of the reports of these entries that cannot
+                be counted: dead-lettered by the same script. With them, ``ids`` must hold
+                every report of each of its entries.
 
         Returns:
             ``(len(ids), [])`` when every id was pending and is now counted and acked;
@@ -777,7 +831,7 @@ class Worker:
                 version=version,
                 shard=shard,
                 consumer=self.name,
-                ids=joined or b",".join(raw),
+                ids=joined or b",".join(dict.fromkeys(raw)),
                 hour=hour,
                 hour_start=hour_start,
                 day=day,
@@ -789,6 +843,9 @@ class Worker:
                 seeds=codec.seed_increments(batch),
                 increments=increments,
                 segments=segments,
+                reports=len(raw) + len(dead),
+                dead=dead,
+                dead_maxlen=DEAD_MAXLEN,
             )
         except redis.ResponseError as exc:
             if str(exc).startswith("FULL"):
@@ -797,10 +854,11 @@ class Worker:
                 raise
             raise FenceBroken(str(exc)) from None
         if isinstance(reply, int):
-            self.stats.counted += reply
+            self.stats.counted += len(raw)
+            self.stats.dead_lettered += len(dead)
             if increments.delta:
                 self._after_delta(definition, shard, (schema.ALL, hour, day))
-            return reply, []
+            return len(raw), []
         return 0, list(reply)
 
     def _after_delta(
@@ -853,6 +911,7 @@ class Worker:
             self.redis,
             stream=s.key,
             dead_letters=s.dead,
+            batched=keys.batched_key(s.definition.name, s.definition.version, s.shard),
             entries=[(delivery.ids[i], reason, raws[i]) for i, reason in sorted(bad)],
             maxlen=DEAD_MAXLEN,
         )

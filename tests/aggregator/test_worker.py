@@ -109,6 +109,7 @@ def assert_drained(client: redis.Redis, d: MetricDefinition) -> None:
     assert lag_details(client, d).pending == 0
     assert client.xlen(keys.dead_key(d.name, d.version)) == 0
     assert client.xlen(stream(d)) == 0
+    assert not client.exists(keys.batched_key(d.name, d.version))  # no report left over
 
 
 def worker(client: redis.Redis, **kwargs: Any) -> Worker:

@@ -23,7 +23,7 @@ from client_sdk.wire import MetricDefinition, new_report_id
 from collector.admission import MAX_SOURCES, Admission, TooManyRequests
 from collector.context import services
 from collector.settings import ConfigError
-from ldp_store import keys
+from ldp_store import keys, streams
 
 FLOODER = "203.0.113.66"
 OTHER = "198.51.100.23"
@@ -67,7 +67,9 @@ def _samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]
 
 
 def _stored(redis_db: Any, definition: MetricDefinition) -> int:
-    return int(redis_db.client().xlen(keys.stream_key(definition.name, definition.version)))
+    return int(
+        streams.length(redis_db.client(), keys.stream_key(definition.name, definition.version))
+    )
 
 
 def test_a_flood_from_one_source_gets_429_while_others_get_202(redis_db: Any) -> None:

@@ -20,7 +20,7 @@ from werkzeug.test import TestResponse
 
 from client_sdk.wire import MetricDefinition
 from collector import settings
-from ldp_store import keys
+from ldp_store import keys, streams
 
 JSON = "application/json"
 
@@ -237,10 +237,10 @@ def test_bad_request_gets_a_4xx_with_a_useful_message(
         assert body["details"][0].startswith("reports[0]: ")
     # Nothing was stored, and the server keeps serving.
     stream = keys.stream_key(ctx.theme.name, ctx.theme.version)
-    assert redis_db.client().xlen(stream) == 0
+    assert streams.length(redis_db.client(), stream) == 0
     after = ctx.post_reports(reports(ctx.theme, 2))
     assert after.status_code == 202 and after.json["accepted"] == 2
-    assert redis_db.client().xlen(stream) == 2
+    assert streams.length(redis_db.client(), stream) == 2
 
 
 def test_many_bad_reports_are_each_listed(ctx: Ctx) -> None:

@@ -15,14 +15,14 @@ from flask.testing import FlaskClient
 from client_sdk.wire import MetricDefinition, build_report
 from collector.context import services
 from collector.ingest import MAX_VERSIONS_PER_REQUEST, SEEN_TTL_SECONDS, Appender
-from ldp_store import guard, keys
+from ldp_store import guard, keys, streams
 from ldp_store.registry import UNKNOWN_TTL
 
 
-def stream(server: Any, definition: MetricDefinition) -> list[dict[bytes, bytes]]:
-    """The field maps of every entry of ``definition``'s stream."""
-    entries = server.client().xrange(keys.stream_key(definition.name, definition.version))
-    return [fields for _, fields in entries]
+def stream(server: Any, definition: MetricDefinition) -> list[bytes]:
+    """The payload of every report in ``definition``'s stream, in order."""
+    key = keys.stream_key(definition.name, definition.version)
+    return [payload for _, payload in streams.reports(server.client(), key)]
 
 
 def compact(payload: dict[str, Any]) -> bytes:
@@ -36,8 +36,17 @@ def test_valid_reports_land_in_their_stream_with_only_the_payload(
     response = client.post("/v1/reports", json={"reports": batch})
     assert response.status_code == 202
     assert response.json == {"accepted": 50, "duplicates": 0, "rejected": []}
-    entries = stream(redis_db, theme)
-    assert entries == [{b"p": compact(r["payload"])} for r in batch]  # arrival order kept
+    assert stream(redis_db, theme) == [compact(r["payload"]) for r in batch]  # order kept
+    # Stored as batch entries of at most ENTRY_REPORTS reports: the sizes, then the
+    # payloads comma-joined; nothing else (no id, no time, no address).
+    entries = redis_db.client().xrange(keys.stream_key(theme.name, theme.version))
+    per = keys.ENTRY_REPORTS
+    assert [len(fields[b"s"].split(b",")) for _, fields in entries] == [per, 50 - per]
+    for n, (_, fields) in enumerate(entries):
+        part = [compact(r["payload"]) for r in batch[n * per : (n + 1) * per]]
+        assert fields == {b"s": b",".join(b"%d" % len(p) for p in part), b"b": b",".join(part)}
+    assert streams.held(redis_db.client(), theme.name, theme.version) == 50
+    assert int(redis_db.client().get(keys.batched_key(theme.name, theme.version))) == 48
 
 
 def test_the_replay_guard_holds_ids_as_integers_in_small_sets_that_expire(
@@ -59,6 +68,7 @@ def test_the_replay_guard_holds_ids_as_integers_in_small_sets_that_expire(
     tag = keys.tag(theme.name, theme.version)
     assert {k for k in r.scan_iter("ldp:{*") if tag.encode() in k} == {
         keys.stream_key(theme.name, theme.version).encode(),
+        keys.batched_key(theme.name, theme.version).encode(),  # one entry of 5 reports
         day.encode(),
         bucket.encode(),
     }
@@ -93,7 +103,9 @@ def test_a_replayed_id_with_another_payload_is_still_a_duplicate(
     forged = {**first, "payload": {"v": (first["payload"]["v"] + 1) % 3}}
     client.post("/v1/reports", json={"reports": [first]})
     assert client.post("/v1/reports", json={"reports": [forged]}).json["duplicates"] == 1
-    assert stream(redis_db, theme) == [{b"p": compact(first["payload"])}]
+    assert stream(redis_db, theme) == [compact(first["payload"])]
+    [(_, fields)] = redis_db.client().xrange(keys.stream_key(theme.name, theme.version))
+    assert fields == {b"p": compact(first["payload"])}  # a lone report: a 'p' entry
 
 
 def test_mixed_batch_appends_the_valid_and_lists_the_rest_by_index(
@@ -166,7 +178,7 @@ def test_ingest_on_both_redis_versions(any_redis: Any) -> None:
     assert first.status_code == 202 and first.json["accepted"] == 100
     again = client.post("/v1/reports", json={"reports": batch[:10]})
     assert again.json == {"accepted": 0, "duplicates": 10, "rejected": []}
-    assert stream(any_redis, theme) == [{b"p": compact(r["payload"])} for r in batch]
+    assert stream(any_redis, theme) == [compact(r["payload"]) for r in batch]
 
 
 def _lookups(server: Any) -> int:
@@ -194,7 +206,7 @@ def test_too_many_metric_versions_are_refused_before_any_lookup(
     assert response.json["error"] == "too many metric versions in one request"
     assert f"at most {MAX_VERSIONS_PER_REQUEST} per request" in response.json["details"][0]
     assert _lookups(redis_db) == 0
-    assert redis_db.client().xlen(keys.stream_key(theme.name, theme.version)) == 0
+    assert streams.length(redis_db.client(), keys.stream_key(theme.name, theme.version)) == 0
 
 
 def test_unknown_versions_cost_one_lookup_each_then_none_for_a_while(
@@ -266,4 +278,4 @@ def test_payloads_are_stored_as_the_stdlibs_compact_json(
     response = client.post("/v1/reports", json={"reports": batch})
     assert response.status_code == 202, response.json
     assert response.json["accepted"] == len(batch)
-    assert [e[b"p"] for e in stream(redis_db, definition)] == [compact(r["payload"]) for r in batch]
+    assert stream(redis_db, definition) == [compact(r["payload"]) for r in batch]

@@ -11,7 +11,7 @@ from collector_helpers import define, make_app, reports
 from aggregator.stream.worker import Worker
 from collector.context import services
 from collector.memory import MemoryGuard, fullest
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.connection import connect
 from ldp_store.embedded import EmbeddedRedis
 
@@ -83,12 +83,12 @@ def test_ingest_answers_503_at_the_high_water_mark_and_resumes_after_draining(
     assert fullest(info) < 1.0  # the mark came first: Redis never refused a write
     assert int(info["used_memory"]) < limit
     stream = keys.stream_key(pages.name, pages.version)
-    assert r.xlen(stream) == accepted  # every report answered 202 is there
+    assert streams.length(r, stream) == accepted  # every report answered 202 is there
     metrics = client.get("/metrics").data.decode()
     assert 'ldp_collector_unavailable_total{reason="memory"} 1.0' in metrics
 
     stats = Worker(r, handle_signals=False).run(once=True)  # the real worker drains
-    assert stats.counted == accepted and r.xlen(stream) == 0
+    assert stats.counted == accepted and streams.length(r, stream) == 0
     counts = keys.counts_key(pages.name, pages.version)
     assert int(r.hget(counts, "n") or 0) == accepted
     retry = client.post("/v1/reports", json={"reports": batch})
@@ -111,9 +111,9 @@ def test_the_aggregator_drains_even_when_redis_refuses_writes(own_any_redis: Emb
     accepted, refused, batch = fill_until_503(client, pages)
     assert "out of memory" in refused.json["error"]
     stream = keys.stream_key(pages.name, pages.version)
-    assert r.xlen(stream) == accepted
+    assert streams.length(r, stream) == accepted
     stats = Worker(r, handle_signals=False).run(once=True)
-    assert stats.counted == accepted and r.xlen(stream) == 0
+    assert stats.counted == accepted and streams.length(r, stream) == 0
     assert int(r.hget(keys.counts_key(pages.name, pages.version), "n") or 0) == accepted
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 202
 

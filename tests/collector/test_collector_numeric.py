@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_store import keys
+from ldp_store import keys, streams
 
 SPEC: dict[str, Any] = {
     "kind": "numeric",
@@ -36,8 +36,8 @@ def numeric_reports(definition: MetricDefinition, n: int, seed: int = 1) -> list
 
 
 def stream_payloads(server: Any, definition: MetricDefinition) -> list[bytes]:
-    entries = server.client().xrange(keys.stream_key(definition.name, definition.version))
-    return [fields[b"p"] for _, fields in entries]
+    key = keys.stream_key(definition.name, definition.version)
+    return [payload for _, payload in streams.reports(server.client(), key)]
 
 
 def test_a_numeric_metric_is_defined_and_served(

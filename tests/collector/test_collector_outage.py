@@ -13,20 +13,20 @@ from collector_helpers import PAGES_SPEC, THEME_SPEC, TOKEN, define, make_app, r
 from flask.testing import FlaskClient
 
 import collector
+from aggregator.stream.worker import Worker
 from client_sdk.transport import DEFAULT_TIMEOUT
 from client_sdk.wire import MetricDefinition
 from collector.context import services
 from ldp_server.app import create_server_app
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.embedded import EmbeddedRedis
 
 RETRY_AFTER = 7
 
 
 def payloads(server: EmbeddedRedis, definition: MetricDefinition) -> list[bytes]:
-    entries = server.client().xrange(keys.stream_key(definition.name, definition.version))
-    assert all(set(fields) == {b"p"} for _, fields in entries)
-    return [fields[b"p"] for _, fields in entries]
+    key = keys.stream_key(definition.name, definition.version)
+    return [payload for _, payload in streams.reports(server.client(), key)]
 
 
 def compact(batch: list[dict[str, Any]]) -> list[bytes]:
@@ -127,11 +127,12 @@ def test_backlog_over_the_limit_is_503_per_stream(redis_db: Any) -> None:
     assert_unavailable(full)
     assert "backlog" in full.json["error"]
     stream = keys.stream_key(theme.name, theme.version)
-    assert redis_db.client().xlen(stream) == 5  # nothing appended, nothing trimmed
+    assert streams.length(redis_db.client(), stream) == 5  # nothing appended, nothing trimmed
     # Another metric's stream is not held up.
     assert client.post("/v1/reports", json={"reports": reports(pages, 3)}).status_code == 202
-    # Once the aggregator has trimmed, ingest resumes.
-    redis_db.client().xtrim(stream, maxlen=2, approximate=False)
+    # Once the aggregator has counted (and trimmed), ingest resumes.
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    assert streams.length(redis_db.client(), stream) == 0
     assert client.post("/v1/reports", json={"reports": reports(theme, 1)}).status_code == 202
     metrics = client.get("/metrics").data.decode()
     assert 'ldp_collector_unavailable_total{reason="backlog"} 1.0' in metrics
@@ -146,11 +147,11 @@ def test_a_batch_never_takes_the_stream_past_the_backlog(redis_db: Any) -> None:
     first = reports(theme, 3)
     assert client.post("/v1/reports", json={"reports": first}).status_code == 202
     assert_unavailable(client.post("/v1/reports", json={"reports": reports(theme, 3, seed=2)}))
-    assert redis_db.client().xlen(stream) == 3
+    assert streams.length(redis_db.client(), stream) == 3
     assert (
         client.post("/v1/reports", json={"reports": reports(theme, 2, seed=3)}).status_code == 202
     )
-    assert redis_db.client().xlen(stream) == 5
+    assert streams.length(redis_db.client(), stream) == 5
     # A retry of what was accepted adds nothing, so a full stream still answers it.
     again = client.post("/v1/reports", json={"reports": first})
     assert again.status_code == 202 and again.json["duplicates"] == 3
@@ -163,7 +164,7 @@ def test_a_batch_hitting_the_backlog_is_safe_to_retry(redis_db: Any) -> None:
     client.post("/v1/reports", json={"reports": reports(theme, 5)})
     batch = reports(pages, 4) + reports(theme, 2)  # pages is appended, theme is full
     assert client.post("/v1/reports", json={"reports": batch}).status_code == 503
-    redis_db.client().xtrim(keys.stream_key(theme.name, theme.version), maxlen=0, approximate=False)
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)  # drained
     retry = client.post("/v1/reports", json={"reports": batch})
     assert retry.json == {"accepted": 2, "duplicates": 4, "rejected": []}
 
@@ -184,4 +185,4 @@ def test_redis_out_of_memory_is_503(own_any_redis: EmbeddedRedis) -> None:
     finally:
         r.config_set("maxmemory", "0")
     assert client.post("/v1/reports", json={"reports": reports(theme, 3)}).status_code == 202
-    assert r.xlen(keys.stream_key(theme.name, theme.version)) == 3
+    assert streams.length(r, keys.stream_key(theme.name, theme.version)) == 3

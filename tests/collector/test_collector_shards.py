@@ -23,7 +23,7 @@ from client_sdk.errors import DefinitionError
 from client_sdk.wire import MAX_SHARDS, MetricDefinition, build_report, parse_spec
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
-from ldp_store import keys
+from ldp_store import keys, streams
 
 HOT = {"domain": [f"s{i}" for i in range(12)], "epsilon": 1.0, "mechanism": "oue", "shards": 4}
 
@@ -72,7 +72,7 @@ def test_reports_go_to_the_shard_their_id_picks_and_replays_are_caught(
     assert replay["accepted"] == 0 and replay["duplicates"] == 400
     r = redis_db.client()
     want = Counter(keys.shard_of(bytes.fromhex(x["id"]), 4) for x in batch)
-    got = [r.xlen(keys.stream_key(hot.name, hot.version, s)) for s in range(4)]
+    got = [streams.length(r, keys.stream_key(hot.name, hot.version, s)) for s in range(4)]
     assert got == [want[s] for s in range(4)] and min(got) > 50  # uniform ids: ~100 each
     assert keys.shard_of(b"\x00" * 15 + b"\x07", 4) == 3 and keys.shard_of(b"\xff" * 16, 1) == 0
 

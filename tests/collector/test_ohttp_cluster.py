@@ -12,7 +12,7 @@ from collector_helpers import define, make_app, reports
 from test_ohttp_gateway import key_config, opened, post, seal
 
 from collector.ohttp_shuffle import stop_timers
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.ohttp_keys import GatewayKeys
 
 SPEC = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
@@ -34,7 +34,7 @@ def test_relayed_reports_are_pooled_and_released_on_a_cluster(cluster_db: Any) -
         sealed, context = seal(config, json.dumps({"reports": [report]}).encode())
         assert opened(post(client, sealed), context).status == 202
     redis = cluster_db.client()
-    assert redis.xlen(keys.stream_key(theme.name, theme.version)) == 5
+    assert streams.length(redis, keys.stream_key(theme.name, theme.version)) == 5
     assert not redis.exists(keys.pool_key(theme.name, theme.version))
     store = GatewayKeys(redis)
     assert len(store.rotate()) == 2  # WATCH/MULTI on the one keys hash works on a cluster

@@ -30,7 +30,7 @@ from client_sdk.ohttp.keys import (
 from client_sdk.wire import MetricDefinition
 from collector.context import services
 from collector.ohttp_shuffle import stop_timers
-from ldp_store import keys
+from ldp_store import keys, streams
 from ldp_store.ohttp_keys import KEYS_KEY, GatewayKeys
 
 
@@ -79,7 +79,7 @@ def opened(answer: Any, context: ClientContext) -> bhttp.BinaryResponse:
 
 def stream_length(app: Flask, definition: MetricDefinition) -> int:
     redis = services(app).redis
-    return int(redis.xlen(keys.stream_key(definition.name, definition.version)))
+    return int(streams.length(redis, keys.stream_key(definition.name, definition.version)))
 
 
 def batch(definition: MetricDefinition, n: int, seed: int = 1) -> bytes:

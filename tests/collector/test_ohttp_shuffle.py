@@ -24,7 +24,7 @@ from test_ohttp_gateway import key_config, opened, post, seal
 from client_sdk.wire import MetricDefinition
 from collector.context import services
 from collector.ohttp_shuffle import POOL, PoolAppender, stop_timers
-from ldp_store import keys
+from ldp_store import keys, streams
 
 WIDE_SPEC = {"domain": [f"v{i}" for i in range(400)], "epsilon": 1.0, "mechanism": "grr"}
 """GRR over 400 values: report i carries payload {"v": i}, which names it in the stream."""
@@ -53,8 +53,8 @@ def send_one_by_one(client: FlaskClient, batch: list[dict[str, Any]]) -> None:
 
 def stream_values(app: Flask, definition: MetricDefinition) -> list[int]:
     redis = services(app).redis
-    entries = redis.xrange(keys.stream_key(definition.name, definition.version))
-    return [json.loads(fields[b"p"])["v"] for _, fields in entries]
+    key = keys.stream_key(definition.name, definition.version)
+    return [json.loads(payload)["v"] for _, payload in streams.reports(redis, key)]
 
 
 def pool_length(app: Flask, definition: MetricDefinition) -> int:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from collector.ingest import Appender
-from ldp_store import guard, keys
+from ldp_store import guard, keys, streams
 
 NAME, VERSION = "app.guard", 1
 MONDAY = datetime(2030, 1, 7, 12, tzinfo=UTC)
@@ -67,7 +67,7 @@ def test_a_day_grows_generations_and_every_replay_is_still_found(redis_db: Any) 
     mixed = first + more
     random.Random(4).shuffle(mixed)
     assert append(appender, mixed, MONDAY) == (700, 5000)
-    assert r.xlen(keys.stream_key(NAME, VERSION)) == 5700
+    assert streams.length(r, keys.stream_key(NAME, VERSION)) == 5700
 
 
 def test_the_next_day_is_sized_from_the_day_before_and_still_finds_its_replays(
@@ -173,9 +173,9 @@ def test_a_replay_within_one_batch_is_appended_once_on_either_path(
     appender = Appender(r, max_backlog=backlog)
     a, b, c, d = ids(4, 16)
     assert append(appender, [a, b, a, c], MONDAY) == (3, 1)
-    assert r.xlen(keys.stream_key(NAME, VERSION)) == 3
+    assert streams.length(r, keys.stream_key(NAME, VERSION)) == 3
     assert append(appender, [a, d, b, d, c], MONDAY) == (1, 4)  # 3 + 1 fits within 4
-    assert r.xlen(keys.stream_key(NAME, VERSION)) == 4
+    assert streams.length(r, keys.stream_key(NAME, VERSION)) == 4
 
 
 def test_ids_guarded_by_the_previous_script_are_replays_after_the_upgrade(redis_db: Any) -> None:
