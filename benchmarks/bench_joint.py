@@ -19,7 +19,7 @@
   hold the truth, over seeds, with the binomial 99.9 % band of a correct 95 %.
 * ``audit``: RS+FD[GRR]'s likelihood ratio for two tuples differing in every attribute.
 * ``drain``: one embedded Redis, single and joint metrics each loaded with the same number
-  of SDK payloads and drained by one ``ldp aggregate --once`` (bench_aggregator's), in
+  of SDK payloads and drained by one ``ldp aggregate --once`` (drain_harness.py), in
   one run: reports/s and CPU µs per report of Redis and the worker.
 
 Needs ``pip install multi-freq-ldpy`` (0.2.5 measured) for ``mse`` and ``audit``: a
@@ -34,8 +34,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import sys
 import time
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,6 +47,7 @@ from aggregator.stats.joint import consistent_tables, estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
 from client_sdk.mechanisms.base import exp_epsilon
 from client_sdk.mechanisms.joint import choose_joint
+from client_sdk.wire import MetricDefinition, build_report
 
 SIZES = (4, 8, 16)
 PAIRS = list(combinations(range(len(SIZES)), 2))
@@ -250,78 +254,26 @@ DRAIN_METRICS: list[tuple[str, dict[str, Any]]] = [
 """Single metrics and joint ones, drained in one run (same Redis, same worker command)."""
 
 
+def drain_payloads(
+    definition: MetricDefinition, rng: random.Random, count: int
+) -> list[dict[str, Any]]:
+    """``count`` SDK payloads of a single or joint metric (all values drawn first)."""
+    if definition.kind == "joint":
+        values = [
+            [rng.randrange(len(labels)) for _, labels in definition.attributes]
+            for _ in range(count)
+        ]
+    else:
+        values = [rng.randrange(len(definition.domain)) for _ in range(count)]
+    return [build_report(definition, v, rng)["payload"] for v in values]
+
+
 def run_drain(reports: int, out: list[dict[str, Any]]) -> None:
     """Each metric: ``reports`` SDK payloads appended, one ``ldp aggregate --once`` drains."""
-    import random
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    import redis
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from bench_aggregator import _LOADER, LOAD_CHUNK, POOL, _children_cpu, _redis_cpu, drain
+    from drain_harness import run_drains
 
-    from aggregator.query.window import read_counts
-    from client_sdk.wire import build_report
-    from ldp_store import keys
-    from ldp_store.embedded import EmbeddedRedis
-    from ldp_store.registry import Registry
-
-    print(
-        f"{'metric':>26} {'reports':>9} {'wall s':>7} {'reports/s':>10} "
-        f"{'redis µs/rep':>12} {'worker µs/rep':>13}"
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedRedis(tmp).start()
-        try:
-            client = redis.Redis.from_url(server.url)
-            loader = client.register_script(_LOADER)
-            before = _children_cpu()
-            drain(server.url, 1, None)  # nothing to drain: the worker's start-up alone
-            startup = _children_cpu() - before
-            print(f"worker start-up (subtracted below): {startup:.2f} s CPU")
-            for i, (label, spec) in enumerate(DRAIN_METRICS):
-                name = f"bench.joint.{i}"
-                definition = Registry(client).put(name, spec).definition
-                rng = random.Random(7)
-                if definition.kind == "joint":
-                    values = [
-                        [rng.randrange(len(labels)) for _, labels in definition.attributes]
-                        for _ in range(POOL)
-                    ]
-                else:
-                    values = [rng.randrange(len(definition.domain)) for _ in range(POOL)]
-                pool = [
-                    json.dumps(build_report(definition, v, rng)["payload"], separators=(",", ":"))
-                    for v in values
-                ]
-                stream = keys.stream_key(name, definition.version)
-                for start in range(0, reports, LOAD_CHUNK):
-                    stop = min(reports, start + LOAD_CHUNK)
-                    loader(keys=[stream], args=[pool[j % POOL] for j in range(start, stop)])
-                redis0, workers0 = _redis_cpu(client), _children_cpu()
-                elapsed = drain(server.url, 1, None)
-                redis_cpu = _redis_cpu(client) - redis0
-                worker_cpu = _children_cpu() - workers0 - startup
-                n = read_counts(client, definition).n
-                assert n == reports, f"{label}: counted {n} of {reports}"
-                out.append(
-                    {
-                        "metric": label,
-                        "reports": n,
-                        "seconds": elapsed,
-                        "redis_us": redis_cpu / n * 1e6,
-                        "worker_us": worker_cpu / n * 1e6,
-                    }
-                )
-                print(
-                    f"{label:>26} {n:>9,} {elapsed:>7.2f} {n / elapsed:>10,.0f} "
-                    f"{redis_cpu / n * 1e6:>12.2f} {worker_cpu / n * 1e6:>13.2f}",
-                    flush=True,
-                )
-        finally:
-            server.stop()
+    out += run_drains(DRAIN_METRICS, "bench.joint", reports, drain_payloads)
 
 
 def main() -> None:

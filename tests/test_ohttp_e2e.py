@@ -18,6 +18,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,17 @@ RELAY_HOST = "127.0.0.2"
 SPEC = {"domain": [f"v{i}" for i in range(400)], "epsilon": 1.0, "mechanism": "grr"}
 
 
-def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+Popen = subprocess.Popen[bytes]
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
+    """``handler`` served on a free port of 127.0.0.1 from a daemon thread."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def wait_ready(url: str, process: Popen, log: Path) -> None:
     deadline = time.monotonic() + 30
     while True:
         assert process.poll() is None, log.read_text()
@@ -70,9 +81,24 @@ class Stack:
         self.port, self.relay_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.relay_url = f"http://{RELAY_HOST}:{self.relay_port}/"
-        self.collector: subprocess.Popen[bytes] | None = None
-        self.relay: subprocess.Popen[bytes] | None = None
+        self.collector: Popen | None = None
+        self.relay: Popen | None = None
         self.gateway = ""  # what the relay forwards to; default: the collector's gateway
+
+    def _spawn(self, name: str, cmd: list[str], env: dict[str, str], ready: str) -> Popen:
+        """Start ``cmd`` in a process group of its own, its output in ``{name}.out``, and
+        wait until ``ready`` answers 200."""
+        out = open(self.logs / f"{name}.out", "ab")  # noqa: SIM115
+        process = subprocess.Popen(
+            [sys.executable, "-m", *cmd],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_ready(ready, process, self.logs / f"{name}.out")
+        return process
 
     def start_collector(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
@@ -86,51 +112,17 @@ class Stack:
             LDP_LOG_LEVEL="debug",
             LDP_SHUFFLE_MIN_BATCH=str(self.min_batch),
         )
-        out = open(self.logs / "collector.out", "ab")  # noqa: SIM115
-        self.collector = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-c",
-                "collector/gunicorn_conf.py",
-                "collector:create_app()",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_ready(self.url + "/readyz", self.collector, self.logs / "collector.out")
+        gunicorn = ["gunicorn", "-c", "collector/gunicorn_conf.py", "collector:create_app()"]
+        self.collector = self._spawn("collector", gunicorn, env, self.url + "/readyz")
 
     def start_relay(self) -> None:
-        out = open(self.logs / "relay.out", "ab")  # noqa: SIM115
         env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-        self.relay = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ldp_server",
-                "relay",
-                "--gateway",
-                self.gateway or self.url + GATEWAY_PATH,
-                "--host",
-                RELAY_HOST,
-                "--port",
-                str(self.relay_port),
-                "--workers",
-                "1",
-                "--requests-per-second",
-                str(self.relay_rate),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        wait_ready(self.relay_url + "healthz", self.relay, self.logs / "relay.out")
+        relay = [
+            *("ldp_server", "relay", "--gateway", self.gateway or self.url + GATEWAY_PATH),
+            *("--host", RELAY_HOST, "--port", str(self.relay_port), "--workers", "1"),
+            *("--requests-per-second", str(self.relay_rate)),
+        ]
+        self.relay = self._spawn("relay", relay, env, self.relay_url + "healthz")
 
     def kill_collector(self) -> None:
         assert self.collector is not None
@@ -176,6 +168,31 @@ def stack_of(redis_db: Any, tmp_path: Path) -> Iterator[Callable[..., Stack]]:
     yield make
     for stack in made:
         stack.stop()
+
+
+@dataclass
+class Fronted:
+    """A stack whose relay forwards to a recording front of the collector (``front``, on
+    127.0.0.1), which the device also uses for its direct requests: ``seen`` holds every
+    request the front forwarded, stamped with the device's clock ``now[0]``."""
+
+    stack: Stack
+    front: str
+    seen: list[tuple[float, str, str, str]]
+    now: list[float]
+
+
+@pytest.fixture
+def fronted(stack_of: Callable[..., Stack]) -> Iterator[Fronted]:
+    now = [0.0]
+    seen: list[tuple[float, str, str, str]] = []
+    handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
+    server = serve(handler)
+    front = f"http://127.0.0.1:{server.server_address[1]}"
+    stack = stack_of(1, gateway=lambda collector: front + GATEWAY_PATH)
+    handler.target = stack.url  # type: ignore[attr-defined]
+    yield Fronted(stack, front, seen, now)
+    server.shutdown()
 
 
 class FromAddress(requests.adapters.HTTPAdapter):
@@ -345,8 +362,7 @@ def test_a_tampering_relay_gets_a_400_and_nothing_is_appended(
     stack = stack_of(1)
     wide = stack.define()
     handler = type("ToGateway", (Tampering,), {"target": stack.url + GATEWAY_PATH, "spared": 1})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve(handler)
     relay = f"http://127.0.0.1:{server.server_port}/"
     client = Client(stack.url, relay=relay, session=device_session(), flush_at=1000)
     try:
@@ -409,7 +425,7 @@ def test_the_per_device_limit_is_the_relays(stack_of: Callable[..., Stack], redi
 
 
 def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
-    stack_of: Callable[..., Stack], redis_db: Any
+    fronted: Fronted, redis_db: Any
 ) -> None:
     """The collector sees the device's key fetches (directly) and the relayed uploads: a
     fetch right before an upload would tie the upload to the device's address. Fails on
@@ -417,14 +433,7 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
     found them an hour old."""
     from client_sdk.ohttp.transport import KEYS_TTL, REFRESH_DELAY
 
-    now = [0.0]
-    seen: list[tuple[float, str, str, str]] = []
-    handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    front = f"http://127.0.0.1:{server.server_address[1]}"
-    stack = stack_of(1, gateway=lambda collector: front + GATEWAY_PATH)
-    handler.target = stack.url  # type: ignore[attr-defined]
+    stack, front, seen, now = fronted.stack, fronted.front, fronted.seen, fronted.now
     wide = stack.define()
 
     def fetches() -> list[float]:
@@ -462,7 +471,6 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
         assert stats["accepted"] == 3 and not any(stats["dropped"].values()), stats
     finally:
         client.shutdown()
-        server.shutdown()
     uploads = [t for t, method, path, _ in seen if method == "POST" and path == GATEWAY_PATH]
     # Three uploads and two definition fetches, sealed through the relay too (the first
     # report's, and the second's: its definition had expired, metrics_ttl).
@@ -473,21 +481,14 @@ def test_keys_are_fetched_apart_from_the_uploads_never_just_before_one(
 
 
 def test_with_a_relay_the_device_never_reaches_the_collector_while_it_reports(
-    stack_of: Callable[..., Stack], redis_db: Any
+    fronted: Fronted, redis_db: Any
 ) -> None:
     """The collector (behind a recording front) sees the device's address only on the key
     fetch made when the client is made: every definition fetch (the first report of a
     metric, and again after ``metrics_ttl``) goes through the relay like the uploads.
     Fails on the old SDK, which fetched each definition directly on the reporting thread
     just before the relayed upload that carried it."""
-    now = [0.0]
-    seen: list[tuple[float, str, str, str]] = []
-    handler = type("ToCollector", (Recording,), {"clock": lambda self: now[0], "seen": seen})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    front = f"http://127.0.0.1:{server.server_address[1]}"
-    stack = stack_of(1, gateway=lambda collector: front + GATEWAY_PATH)
-    handler.target = stack.url  # type: ignore[attr-defined]
+    stack, front, seen, now = fronted.stack, fronted.front, fronted.seen, fronted.now
     wide = stack.define()
     client = Client(
         front,
@@ -511,7 +512,6 @@ def test_with_a_relay_the_device_never_reaches_the_collector_while_it_reports(
         assert stats["accepted"] == 3 and not any(stats["dropped"].values()), stats
     finally:
         client.shutdown()
-        server.shutdown()
     assert [(m, p) for _, m, p, peer in seen[:made] if peer == DEVICE] == [("GET", GATEWAY_PATH)]
     assert [r for r in seen[made:] if r[3] == DEVICE] == [], seen
     relayed = [(m, p) for _, m, p, peer in seen[made:] if peer != DEVICE]

@@ -13,6 +13,7 @@ tests (``tests/client_sdk/test_ohttp_bhttp.py``). In full: ``docs/reference/ohtt
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from client_sdk.errors import ObliviousError
@@ -148,6 +149,12 @@ def _field_section(fields: Fields) -> bytes:
     return _bytes(bytes(lines))
 
 
+def _message_body(headers: Fields, content: bytes, trailers: Fields) -> tuple[bytes, ...]:
+    """What follows the control data of either message: the header section, the content
+    and the trailer section, each length-prefixed (RFC 9292 §3.1)."""
+    return _field_section(headers), _bytes(content), _field_section(trailers)
+
+
 def encode_request(request: BinaryRequest) -> bytes:
     """``request`` as a known-length Binary HTTP message (framing indicator 0).
 
@@ -164,9 +171,7 @@ def encode_request(request: BinaryRequest) -> bytes:
             _bytes(request.scheme.encode("ascii")),
             _bytes(request.authority.encode("ascii")),
             _bytes(request.path.encode("ascii")),
-            _field_section(request.headers),
-            _bytes(request.content),
-            _field_section(request.trailers),
+            *_message_body(request.headers, request.content, request.trailers),
         )
     )
 
@@ -187,9 +192,7 @@ def encode_response(response: BinaryResponse) -> bytes:
         parts += [encode_varint(status), _field_section(fields)]
     parts += [
         encode_varint(response.status),
-        _field_section(response.headers),
-        _bytes(response.content),
-        _field_section(response.trailers),
+        *_message_body(response.headers, response.content, response.trailers),
     ]
     return b"".join(parts)
 
@@ -237,27 +240,49 @@ class _Reader:
             fields.append(_field(inner.prefixed(), inner.prefixed()))
         return tuple(fields)
 
+    def until_empty(self) -> Iterator[bytes]:
+        """Length-prefixed pieces up to a zero-length one (or the end): how the
+        indeterminate-length form ends a field section (a name) and the content (a chunk).
+        Read lazily, so the caller may read more between two pieces."""
+        while not self.done:
+            piece = self.prefixed()
+            if not piece:
+                return
+            yield piece
+
     def indeterminate_fields(self) -> Fields:
         """An indeterminate-length field section, ended by a zero-length name."""
-        fields = []
-        while not self.done:
-            name = self.prefixed()
-            if not name:
-                break
-            fields.append(_field(name, self.prefixed()))
-        return tuple(fields)
+        return tuple(_field(name, self.prefixed()) for name in self.until_empty())
 
     def known_content(self) -> bytes:
         return b"" if self.done else self.prefixed()
 
     def indeterminate_content(self) -> bytes:
-        chunks = []
-        while not self.done:
-            chunk = self.prefixed()
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return b"".join(self.until_empty())
+
+    def fields(self, known: bool) -> Fields:
+        """A field section of the known-length form or of the indeterminate-length one."""
+        return self.known_fields() if known else self.indeterminate_fields()
+
+    def message_body(self, known: bool) -> tuple[Fields, bytes, Fields]:
+        """The rest of either message: its header section, content and trailer section,
+        then nothing but zero padding."""
+        headers = self.fields(known)
+        content = self.known_content() if known else self.indeterminate_content()
+        trailers = self.fields(known)
+        self.padding()
+        return headers, content, trailers
+
+
+def _framing(data: bytes, what: str, known: int) -> tuple[_Reader, bool]:
+    """A reader of a Binary HTTP ``what`` past its framing indicator, which must be
+    ``known`` (known-length) or ``known + 2`` (indeterminate-length); whether it is the
+    known-length form."""
+    reader = _Reader(data)
+    framing = reader.varint()
+    if framing not in (known, known + 2):
+        raise ObliviousError(f"not a binary HTTP {what} (framing indicator {framing})")
+    return reader, framing == known
 
 
 def _field(name: bytes, value: bytes) -> tuple[str, str]:
@@ -281,28 +306,12 @@ def decode_request(data: bytes) -> BinaryRequest:
     Raises:
         ObliviousError: not a well-formed Binary HTTP request.
     """
-    reader = _Reader(data)
-    framing = reader.varint()
-    if framing not in (0, 2):
-        raise ObliviousError(f"not a binary HTTP request (framing indicator {framing})")
+    reader, known = _framing(data, "request", 0)
     method = _control(reader, "method")
     if not method or not set(method.encode()) <= _TOKEN:
         raise ObliviousError("binary HTTP request has an invalid method")
     scheme, authority, path = (_control(reader, what) for what in ("scheme", "authority", "path"))
-    if framing == 0:
-        headers, content, trailers = (
-            reader.known_fields(),
-            reader.known_content(),
-            reader.known_fields(),
-        )
-    else:
-        headers, content, trailers = (
-            reader.indeterminate_fields(),
-            reader.indeterminate_content(),
-            reader.indeterminate_fields(),
-        )
-    reader.padding()
-    return BinaryRequest(method, scheme, authority, path, headers, content, trailers)
+    return BinaryRequest(method, scheme, authority, path, *reader.message_body(known))
 
 
 def decode_response(data: bytes) -> BinaryResponse:
@@ -311,33 +320,15 @@ def decode_response(data: bytes) -> BinaryResponse:
     Raises:
         ObliviousError: not a well-formed Binary HTTP response.
     """
-    reader = _Reader(data)
-    framing = reader.varint()
-    if framing not in (1, 3):
-        raise ObliviousError(f"not a binary HTTP response (framing indicator {framing})")
-    known = framing == 1
+    reader, known = _framing(data, "response", 1)
     interim: list[tuple[int, Fields]] = []
     while True:
         status = reader.varint()
         if 100 <= status <= 199:
-            interim.append(
-                (status, reader.known_fields() if known else reader.indeterminate_fields())
-            )
+            interim.append((status, reader.fields(known)))
             continue
         if not 200 <= status <= 599:
             raise ObliviousError(f"binary HTTP response has an invalid status {status}")
         break
-    if known:
-        headers, content, trailers = (
-            reader.known_fields(),
-            reader.known_content(),
-            reader.known_fields(),
-        )
-    else:
-        headers, content, trailers = (
-            reader.indeterminate_fields(),
-            reader.indeterminate_content(),
-            reader.indeterminate_fields(),
-        )
-    reader.padding()
+    headers, content, trailers = reader.message_body(known)
     return BinaryResponse(status, headers, content, trailers, tuple(interim))

@@ -6,7 +6,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
@@ -30,12 +30,13 @@ from client_sdk.wire.dimensions import (
     MAX_SEGMENTED_COUNTERS,
     Dimensions,
     check_dimensions,
+    name_mismatch,
+    named_lists,
     segment_count,
     segment_of,
 )
 from client_sdk.wire.fields import (
     KINDS,
-    NAME_PATTERN,
     _check_domain,
     _check_epsilon,
     _check_range,
@@ -127,13 +128,10 @@ class MetricDefinition:
         """
         names = [name for name, _ in self.attributes]
         if isinstance(value, Mapping):
-            unknown = sorted(str(key) for key in value if key not in names)
-            missing = [name for name in names if name not in value]
-            if unknown or missing:
+            mismatch = name_mismatch(value, names)
+            if mismatch:
                 raise ValueError(
-                    f"a value of joint metric {self.name!r} names the attributes {names}"
-                    + (f"; missing {missing}" if missing else "")
-                    + (f"; unknown {unknown}" if unknown else "")
+                    f"a value of joint metric {self.name!r} names the attributes {names}{mismatch}"
                 )
             items = [value[name] for name in names]
         elif isinstance(value, list | tuple) and len(value) == len(names):
@@ -333,9 +331,7 @@ class MetricDefinition:
         if kind == "joint":
             return _joint_from_dict(data, problems)
         domain = () if numeric else _check_domain(data.get("domain"), problems)
-        budget = _check_budget(data.get("budget"), problems)
-        shards = _check_shards(data.get("shards"), problems)  # absent (older versions): 1
-        retention = _check_retention(data.get("retention"), problems)
+        common = _check_common(data, problems)  # shards absent (older versions): 1
         if kind not in KINDS:
             problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
         params = data.get("mechanism")
@@ -356,21 +352,64 @@ class MetricDefinition:
         if problems or mech is None:
             raise DefinitionError(problems or ["invalid definition"])
         assert isinstance(version, int)
-        return cls(
+        # a pram metric stored before pram had a reason gets it here
+        reason = str(data.get("mechanism_reason", "")) or (
+            mech.reason() if isinstance(mech, PostRandomization) else ""
+        )
+        return common.definition(
+            name, version, mech, reason, str(kind), domain=domain, value_range=value_range
+        )
+
+
+class _Common(NamedTuple):
+    """What every kind of metric holds beside its values and mechanism, checked: the
+    device budget, the stream shards, the retention and the description."""
+
+    budget: Budget | None
+    shards: int
+    retention: Retention | None
+    description: str
+
+    def definition(
+        self,
+        name: str,
+        version: int,
+        mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+        reason: str,
+        kind: str,
+        *,
+        domain: tuple[str, ...] = (),
+        value_range: tuple[float, float] | None = None,
+        attributes: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    ) -> MetricDefinition:
+        """The definition of a metric of ``kind`` with these settings (``domain`` for a
+        categorical metric, ``value_range`` for a numeric one, ``attributes`` for a joint one)."""
+        return MetricDefinition(
             name=name,
             version=version,
             domain=domain,
-            mechanism=mech,
-            description=str(data.get("description", "")),
-            # a pram metric stored before pram had a reason gets it here
-            mechanism_reason=str(data.get("mechanism_reason", ""))
-            or (mech.reason() if isinstance(mech, PostRandomization) else ""),
-            budget=budget,
-            kind=str(kind),
+            mechanism=mechanism,
+            description=self.description,
+            mechanism_reason=reason,
+            budget=self.budget,
+            kind=kind,
             value_range=value_range,
-            shards=shards,
-            retention=retention,
+            shards=self.shards,
+            retention=self.retention,
+            attributes=attributes,
         )
+
+
+def _check_common(data: Mapping[str, Any], problems: list[str]) -> _Common:
+    """The keys every kind of metric shares, in a stored definition or a spec: budget,
+    shards and retention checked in that order (problems appended); the description as
+    given (a spec checks it further: :func:`client_sdk.wire.spec._check_spec_common`)."""
+    return _Common(
+        _check_budget(data.get("budget"), problems),
+        _check_shards(data.get("shards"), problems),
+        _check_retention(data.get("retention"), problems),
+        str(data.get("description", "")),
+    )
 
 
 STRING_OPTIONS = ("rows", "cells", "salt")
@@ -414,9 +453,7 @@ def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDef
     """:meth:`MetricDefinition.from_dict` of a string metric (``problems``: so far)."""
     if "domain" in data or "range" in data:
         problems.append("a string metric has a max_length, not a domain or range")
-    budget = _check_budget(data.get("budget"), problems)
-    shards = _check_shards(data.get("shards"), problems)
-    retention = _check_retention(data.get("retention"), problems)
+    common = _check_common(data, problems)
     params = data.get("mechanism")
     mech: StringSketch | None = None
     try:
@@ -430,18 +467,8 @@ def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDef
     version = data.get("version")
     if problems or mech is None or type(version) is not int:
         raise DefinitionError(problems or ["invalid definition"])
-    return MetricDefinition(
-        name=str(data.get("name")),
-        version=version,
-        domain=(),
-        mechanism=mech,
-        description=str(data.get("description", "")),
-        mechanism_reason=str(data.get("mechanism_reason", "")),
-        budget=budget,
-        kind="string",
-        shards=shards,
-        retention=retention,
-    )
+    reason = str(data.get("mechanism_reason", ""))
+    return common.definition(str(data.get("name")), version, mech, reason, "string")
 
 
 def _check_attributes(
@@ -454,21 +481,12 @@ def _check_attributes(
         )
         return ()
     out: list[tuple[str, tuple[str, ...]]] = []
-    for i, item in enumerate(attributes):
-        if not isinstance(item, dict) or set(item) != {"name", "domain"}:
-            problems.append(f'attributes[{i}] must be {{"name": ..., "domain": [...]}}')
-            continue
-        name = item["name"]
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > 64:
-            problems.append(
-                f"attributes[{i}].name must be a name of a-z, 0-9, '_', '.', '-' (at most 64)"
-            )
-            continue
+    for place, name, domain in named_lists(attributes, "domain", "attributes", problems):
         before = len(problems)
-        labels = _check_domain(item["domain"], problems)
-        problems[before:] = [f"attributes[{i}] ({name}): {p}" for p in problems[before:]]
+        labels = _check_domain(domain, problems)
+        problems[before:] = [f"{place}: {p}" for p in problems[before:]]
         if len(labels) > MAX_ATTRIBUTE_SIZE:
-            problems.append(f"attributes[{i}] ({name}) has more than {MAX_ATTRIBUTE_SIZE} values")
+            problems.append(f"{place} has more than {MAX_ATTRIBUTE_SIZE} values")
         out.append((name, labels))
     names = [name for name, _ in out]
     if len(set(names)) != len(names):
@@ -481,9 +499,7 @@ def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefi
     if "domain" in data or "range" in data:
         problems.append("a joint metric has attributes, not a domain or range")
     attributes = _check_attributes(data.get("attributes"), problems)
-    budget = _check_budget(data.get("budget"), problems)
-    shards = _check_shards(data.get("shards"), problems)
-    retention = _check_retention(data.get("retention"), problems)
+    common = _check_common(data, problems)
     mech: JointMechanism | None = None
     try:
         mech = joint_from_params(data.get("mechanism"))  # type: ignore[arg-type]
@@ -494,18 +510,9 @@ def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefi
     version = data.get("version")
     if problems or mech is None or type(version) is not int:
         raise DefinitionError(problems or ["invalid definition"])
-    return MetricDefinition(
-        name=str(data.get("name")),
-        version=version,
-        domain=(),
-        mechanism=mech,
-        description=str(data.get("description", "")),
-        mechanism_reason=str(data.get("mechanism_reason", "")),
-        budget=budget,
-        kind="joint",
-        shards=shards,
-        retention=retention,
-        attributes=attributes,
+    reason = str(data.get("mechanism_reason", ""))
+    return common.definition(
+        str(data.get("name")), version, mech, reason, "joint", attributes=attributes
     )
 
 

@@ -11,7 +11,8 @@ In full: ``docs/concepts/dimensions.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from client_sdk.wire.fields import MAX_LABEL_LENGTH, NAME_PATTERN
 
@@ -32,6 +33,26 @@ Dimensions = tuple[tuple[str, tuple[str, ...]], ...]
 """Declared dimensions: (name, allowed values) each, in declaration order."""
 
 
+def named_lists(
+    items: list[object], field: str, what: str, problems: list[str]
+) -> Iterator[tuple[str, str, object]]:
+    """The well-formed items of ``what``, a list of ``{"name": ..., field: [...]}`` (a
+    metric's dimensions, a joint metric's attributes), read lazily: for each, its place
+    for messages (``what[i] (name)``), its name and its ``field``, unchecked. A problem
+    is appended for any other item: not exactly those two keys, or a bad name."""
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or set(item) != {"name", field}:
+            problems.append(f'{what}[{i}] must be {{"name": ..., "{field}": [...]}}')
+            continue
+        name = item["name"]
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > 64:
+            problems.append(
+                f"{what}[{i}].name must be a name of a-z, 0-9, '_', '.', '-' (at most 64)"
+            )
+            continue
+        yield f"{what}[{i}] ({name})", name, item[field]
+
+
 def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
     """A spec's ``[{"name": ..., "values": [...]}, ...]``, checked (problems appended)."""
     if dimensions is None:
@@ -43,18 +64,9 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
         )
         return ()
     out: list[tuple[str, tuple[str, ...]]] = []
-    for i, item in enumerate(dimensions):
-        if not isinstance(item, dict) or set(item) != {"name", "values"}:
-            problems.append(f'dimensions[{i}] must be {{"name": ..., "values": [...]}}')
-            continue
-        name, values = item["name"], item["values"]
-        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name) or len(name) > 64:
-            problems.append(
-                f"dimensions[{i}].name must be a name of a-z, 0-9, '_', '.', '-' (at most 64)"
-            )
-            continue
+    for place, name, values in named_lists(dimensions, "values", "dimensions", problems):
         if not isinstance(values, list) or not values:
-            problems.append(f"dimensions[{i}] ({name}): values must be a non-empty list")
+            problems.append(f"{place}: values must be a non-empty list")
             continue
         bad = [
             v
@@ -63,12 +75,12 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
         ]
         if bad:
             problems.append(
-                f"dimensions[{i}] ({name}): values must be non-empty strings of at most "
+                f"{place}: values must be non-empty strings of at most "
                 f"{MAX_LABEL_LENGTH} characters"
             )
             continue
         if len(set(values)) != len(values):
-            problems.append(f"dimensions[{i}] ({name}) has duplicate values")
+            problems.append(f"{place} has duplicate values")
             continue
         out.append((name, tuple(values)))
     names = [name for name, _ in out]
@@ -86,6 +98,15 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
 def segment_count(dimensions: Dimensions) -> int:
     """How many segments the dimensions make (1 for none)."""
     return math.prod(len(values) for _, values in dimensions)
+
+
+def name_mismatch(given: Mapping[Any, object], names: list[str]) -> str:
+    """How the keys of ``given`` differ from ``names`` (a report's dimensions, a joint
+    value's attributes): ``"; missing [...]; unknown [...]"``, each part only when not
+    empty (unknown keys sorted, each cut to 64 characters); ``""`` when they are the same."""
+    unknown = sorted(str(key)[:64] for key in given if key not in names)
+    missing = [name for name in names if name not in given]
+    return (f"; missing {missing}" if missing else "") + (f"; unknown {unknown}" if unknown else "")
 
 
 def segment_of(dimensions: Dimensions, given: object, metric: str) -> int:
@@ -106,14 +127,9 @@ def segment_of(dimensions: Dimensions, given: object, metric: str) -> int:
         raise ValueError(
             f"'dimensions' of metric {metric!r} must be an object of {names} to their values"
         )
-    unknown = sorted(str(key)[:64] for key in given if key not in names)
-    missing = [name for name in names if name not in given]
-    if unknown or missing:
-        raise ValueError(
-            f"metric {metric!r} declares the dimensions {names}"
-            + (f"; missing {missing}" if missing else "")
-            + (f"; unknown {unknown}" if unknown else "")
-        )
+    mismatch = name_mismatch(given, names)
+    if mismatch:
+        raise ValueError(f"metric {metric!r} declares the dimensions {names}{mismatch}")
     index = 0
     for name, values in dimensions:
         value = given[name]

@@ -10,10 +10,11 @@ from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms.joint import JOINT_METHODS, choose_joint, joint_mechanism
 from client_sdk.mechanisms.pram import PostRandomization
-from client_sdk.wire.budget import _check_budget
 from client_sdk.wire.definition import (
     MetricDefinition,
     _check_attributes,
+    _check_common,
+    _Common,
     _string_mechanism,
     with_dimensions,
 )
@@ -28,51 +29,56 @@ from client_sdk.wire.fields import (
     _memoized,
     check_name,
 )
-from client_sdk.wire.server import _check_retention, _check_shards
 
-SPEC_FIELDS = {
-    "dimensions",
-    "kind",
-    "domain",
-    "epsilon",
-    "mechanism",
-    "options",
-    "description",
-    "longitudinal",
-    "budget",
-    "shards",
-    "retention",
-}
+COMMON_SPEC_FIELDS = frozenset(
+    {"kind", "epsilon", "dimensions", "description", "budget", "shards", "retention"}
+)
+"""What the spec of every kind of metric may hold (:func:`_check_spec_common` checks the
+last four; ``kind`` and ``epsilon``, each kind's parser)."""
+
+SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "domain", "mechanism", "options", "longitudinal"}
 """``longitudinal``: ``{"permanent_epsilon": ε∞}`` makes a metric memoized (RAPPOR's
 permanent randomized response): each report is ε-LDP, and a device's reports of an
 unchanged value are together ε∞-LDP however many there are."""
 
 
-def _check_common(spec: Mapping[str, Any], problems: list[str]) -> tuple[Any, Any, Any, Any]:
+def _check_spec_common(spec: Mapping[str, Any], problems: list[str]) -> _Common:
     """The keys every kind of metric shares: budget, shards, retention and description,
-    each checked (problems appended); the checked values, in that order."""
-    budget = _check_budget(spec.get("budget"), problems)
-    shards = _check_shards(spec.get("shards"), problems)
-    retention = _check_retention(spec.get("retention"), problems)
+    each checked (problems appended)."""
+    common = _check_common(spec, problems)
     description = spec.get("description", "")
     if not isinstance(description, str) or len(description) > MAX_DESCRIPTION_LENGTH:
         problems.append(
             f"description must be a string of at most {MAX_DESCRIPTION_LENGTH} characters"
         )
-    return budget, shards, retention, description
+    return common
 
 
-NUMERIC_SPEC_FIELDS = {
-    "dimensions",
-    "kind",
-    "range",
-    "epsilon",
-    "mechanism",
-    "description",
-    "budget",
-    "shards",
-    "retention",
-}
+def _check_fields(
+    spec: Mapping[str, Any], allowed: set[str], problems: list[str], kind: str = ""
+) -> None:
+    """A problem for any key of ``spec`` outside ``allowed`` (the fields of a ``kind``
+    metric; none named: the categorical spec's)."""
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        of = f" for a {kind} metric" if kind else ""
+        problems.append(f"unknown fields {unknown}{of}; allowed: {sorted(allowed)}")
+
+
+def _check_mechanism(
+    spec: Mapping[str, Any], names: tuple[str, ...], kind: str, problems: list[str]
+) -> Any:
+    """``spec["mechanism"]`` (``auto`` when absent) of a ``kind`` metric: a problem unless
+    one of ``names``; returned as given."""
+    name = spec.get("mechanism", "auto")
+    if not isinstance(name, str) or name not in names:
+        problems.append(
+            f"mechanism of a {kind} metric must be one of {', '.join(names)}, got {name!r}"
+        )
+    return name
+
+
+NUMERIC_SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "range", "mechanism"}
 """What a numeric metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
 "epsilon": 1.0, "mechanism": "auto"|"duchi"|"pm"|"hybrid"}`` (no domain, no options)."""
 
@@ -84,20 +90,11 @@ def _parse_numeric_spec(
     kind = spec.get("kind")
     if kind not in KINDS:
         raise DefinitionError([*problems, f"kind must be one of {', '.join(KINDS)}, got {kind!r}"])
-    unknown = sorted(set(spec) - NUMERIC_SPEC_FIELDS)
-    if unknown:
-        problems.append(
-            f"unknown fields {unknown} for a numeric metric; allowed: {sorted(NUMERIC_SPEC_FIELDS)}"
-        )
+    _check_fields(spec, NUMERIC_SPEC_FIELDS, problems, "numeric")
     value_range = _check_range(spec.get("range"), problems)
     epsilon = _check_epsilon(spec.get("epsilon"), problems)
-    mech_name = spec.get("mechanism", "auto")
-    if not isinstance(mech_name, str) or mech_name not in mechanisms.NUMERIC_NAMES:
-        problems.append(
-            f"mechanism of a numeric metric must be one of {', '.join(mechanisms.NUMERIC_NAMES)}, "
-            f"got {mech_name!r}"
-        )
-    budget, shards, retention, description = _check_common(spec, problems)
+    mech_name = _check_mechanism(spec, mechanisms.NUMERIC_NAMES, "numeric", problems)
+    common = _check_spec_common(spec, problems)
     if problems or epsilon is None or value_range is None:
         raise DefinitionError(problems)
     reason = ""
@@ -106,19 +103,7 @@ def _parse_numeric_spec(
         mech, reason = choice.mechanism, choice.reason
     else:
         mech = mechanisms.create_numeric(mech_name, epsilon)
-    return MetricDefinition(
-        name=name,
-        version=version,
-        domain=(),
-        mechanism=mech,
-        description=description,
-        mechanism_reason=reason,
-        budget=budget,
-        kind="numeric",
-        value_range=value_range,
-        shards=shards,
-        retention=retention,
-    )
+    return common.definition(name, version, mech, reason, "numeric", value_range=value_range)
 
 
 _PRAM_EPSILON_UNSET = math.inf
@@ -181,9 +166,7 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         return _parse_joint_spec(name, spec, version, problems)
     if spec.get("kind", "categorical") != "categorical":
         return _parse_numeric_spec(name, spec, version, problems)
-    unknown = sorted(set(spec) - SPEC_FIELDS)
-    if unknown:
-        problems.append(f"unknown fields {unknown}; allowed: {sorted(SPEC_FIELDS)}")
+    _check_fields(spec, SPEC_FIELDS, problems)
     domain = _check_domain(spec.get("domain"), problems)
     mech_name = spec.get("mechanism", "auto")
     # pram reads ε off its matrix: a given epsilon is only a ceiling (_pram_epsilon).
@@ -199,7 +182,7 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     options = spec.get("options", {})
     if not isinstance(options, dict):
         problems.append("options must be an object")
-    budget, shards, retention, description = _check_common(spec, problems)
+    common = _check_spec_common(spec, problems)
     if problems or epsilon is None:
         raise DefinitionError(problems)
     reason = ""
@@ -220,7 +203,7 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
                 reason = mech.reason(declared)
     except (ValueError, TypeError) as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
-    if isinstance(mech, mechanisms.Memoized) and budget is None:
+    if isinstance(mech, mechanisms.Memoized) and common.budget is None:
         raise DefinitionError(
             [
                 "a memoized (longitudinal) metric needs a budget, e.g. "
@@ -229,30 +212,10 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
                 "many of them one device can send"
             ]
         )
-    return MetricDefinition(
-        name=name,
-        version=version,
-        domain=domain,
-        mechanism=mech,
-        description=description,
-        mechanism_reason=reason,
-        budget=budget,
-        shards=shards,
-        retention=retention,
-    )
+    return common.definition(name, version, mech, reason, "categorical", domain=domain)
 
 
-STRING_SPEC_FIELDS = {
-    "dimensions",
-    "kind",
-    "max_length",
-    "epsilon",
-    "options",
-    "description",
-    "budget",
-    "shards",
-    "retention",
-}
+STRING_SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "max_length", "options"}
 """What a string metric's spec holds: ``{"kind": "string", "max_length": 16, "epsilon":
 4.0}``, optionally ``"options": {"rows": h, "cells": m, "salt": "<hex>"}`` (the sketch's
 shape; see :class:`~client_sdk.mechanisms.strings.StringSketch`), and budget, shards,
@@ -263,12 +226,8 @@ def _parse_string_spec(
     name: str, spec: dict[str, Any], version: int, problems: list[str]
 ) -> MetricDefinition:
     """:func:`parse_spec` for ``"kind": "string"`` (``problems`` so far: the name's)."""
-    unknown = sorted(set(spec) - STRING_SPEC_FIELDS)
-    if unknown:
-        problems.append(
-            f"unknown fields {unknown} for a string metric; allowed: {sorted(STRING_SPEC_FIELDS)}"
-        )
-    budget, shards, retention, description = _check_common(spec, problems)
+    _check_fields(spec, STRING_SPEC_FIELDS, problems, "string")
+    common = _check_spec_common(spec, problems)
     if "options" in spec and not isinstance(spec["options"], dict):
         problems.append("options of a string metric must be an object (leave it out for none)")
     mech = _string_mechanism(
@@ -276,35 +235,15 @@ def _parse_string_spec(
     )
     if problems or mech is None:
         raise DefinitionError(problems or ["invalid string metric"])
-    return MetricDefinition(
-        name=name,
-        version=version,
-        domain=(),
-        mechanism=mech,
-        description=str(description),
-        mechanism_reason=(
-            f"string values: one of {mech.levels} prefix levels × {mech.rows} hash rows per "
-            f"report, its cell through {mech.inner.name} over {mech.cells} cells at ε = "
-            f"{mech.epsilon:g}"
-        ),
-        budget=budget,
-        kind="string",
-        shards=shards,
-        retention=retention,
+    reason = (
+        f"string values: one of {mech.levels} prefix levels × {mech.rows} hash rows per "
+        f"report, its cell through {mech.inner.name} over {mech.cells} cells at ε = "
+        f"{mech.epsilon:g}"
     )
+    return common.definition(name, version, mech, reason, "string")
 
 
-JOINT_SPEC_FIELDS = {
-    "dimensions",
-    "kind",
-    "attributes",
-    "epsilon",
-    "mechanism",
-    "description",
-    "budget",
-    "shards",
-    "retention",
-}
+JOINT_SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "attributes", "mechanism"}
 """What a joint metric's spec holds: ``{"kind": "joint", "attributes": [{"name": "os",
 "domain": [...]}, ...], "epsilon": 2.0, "mechanism": "auto"|"joint"|"marginals"}``, and
 budget, shards, retention and description as for other kinds. One report carries the
@@ -315,20 +254,11 @@ def _parse_joint_spec(
     name: str, spec: dict[str, Any], version: int, problems: list[str]
 ) -> MetricDefinition:
     """:func:`parse_spec` for ``"kind": "joint"`` (``problems`` so far: the name's)."""
-    unknown = sorted(set(spec) - JOINT_SPEC_FIELDS)
-    if unknown:
-        problems.append(
-            f"unknown fields {unknown} for a joint metric; allowed: {sorted(JOINT_SPEC_FIELDS)}"
-        )
+    _check_fields(spec, JOINT_SPEC_FIELDS, problems, "joint")
     attributes = _check_attributes(spec.get("attributes"), problems)
     epsilon = _check_epsilon(spec.get("epsilon"), problems)
-    method = spec.get("mechanism", "auto")
-    if method not in ("auto", *JOINT_METHODS):
-        problems.append(
-            f"mechanism of a joint metric must be one of auto, {', '.join(JOINT_METHODS)}, "
-            f"got {method!r}"
-        )
-    budget, shards, retention, description = _check_common(spec, problems)
+    method = _check_mechanism(spec, ("auto", *JOINT_METHODS), "joint", problems)
+    common = _check_spec_common(spec, problems)
     if problems or epsilon is None:
         raise DefinitionError(problems or ["invalid joint metric"])
     sizes = tuple(len(labels) for _, labels in attributes)
@@ -340,16 +270,4 @@ def _parse_joint_spec(
             mech, reason = joint_mechanism(epsilon, sizes, method), ""
     except ValueError as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
-    return MetricDefinition(
-        name=name,
-        version=version,
-        domain=(),
-        mechanism=mech,
-        description=description,
-        mechanism_reason=reason,
-        budget=budget,
-        kind="joint",
-        shards=shards,
-        retention=retention,
-        attributes=attributes,
-    )
+    return common.definition(name, version, mech, reason, "joint", attributes=attributes)
