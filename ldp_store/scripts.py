@@ -834,10 +834,11 @@ if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} e
 local gt = gens(today)
 local first, last = 14, 13 + #gt + #gens(yesterday)
 local home = 13 + #gt  -- today's newest generation: where a new id goes
-local members, starts, sizes = {}, {}, {}
+local members, starts, sizes, written = {}, {}, {}, {}
 for m in string.gmatch(ARGV[9], '[^,]+') do members[#members + 1] = m end
 local offset = 1
-for size in string.gmatch(ARGV[10], '%d+') do
+for at, size in string.gmatch(ARGV[10], '()(%d+)') do
+  written[#written + 1] = at  -- where the size is written in ARGV[10]
   starts[#starts + 1] = offset
   sizes[#sizes + 1] = size
   offset = offset + tonumber(size) + 1
@@ -944,10 +945,13 @@ if new == 0 then return {0, duplicates, 0} end
 local per = batched and tonumber(ARGV[13]) or 1
 for c = 1, new, per do
   local e = math.min(new, c + per - 1)
+  local a, z = chosen[c], chosen[e]
   if e == c then
-    redis.call('XADD', KEYS[1], '*', 'p', payload(chosen[c]))
-  elseif e - c + 1 == n then  -- the whole call, new and in order: the arguments as sent
-    redis.call('XADD', KEYS[1], '*', 's', ARGV[10], 'b', ARGV[11])
+    redis.call('XADD', KEYS[1], '*', 'p', payload(a))
+  elseif z - a == e - c then  -- reports a..z, all new: their stretch of the arguments
+    redis.call('XADD', KEYS[1], '*',
+               's', string.sub(ARGV[10], written[a], written[z] + #sizes[z] - 1),
+               'b', string.sub(ARGV[11], starts[a], starts[z] + tonumber(sizes[z]) - 1))
   else
     local s, b = {}, {}
     for g = c, e do

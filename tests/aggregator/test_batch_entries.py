@@ -206,3 +206,27 @@ def test_a_fresh_read_of_a_deleted_or_odd_entry_keeps_one_row() -> None:
     assert list(delivery.raw()) == [b"1", b"22", b"", b"", b"333", b""]
     assert delivery.joined_ids == b"1-0,2-0,3-0,4-0,5-0"
     assert json.loads(b"[" + Delivery.from_entries([[b"9-0", [b"p", b"7"]]]).blob + b"]") == [7]
+
+
+def test_replays_among_new_reports_leave_the_new_ones_in_order_in_full_entries(
+    any_redis: Any,
+) -> None:
+    """A call whose replays sit between new reports: the new ones, in order, in entries
+    of at most ENTRY_REPORTS (built report by report, not from one stretch of the
+    arguments), and the batched count says how many reports the stream holds."""
+    client = any_redis.client()
+    d = make_metric(client, "app.gaps", "grr", k=8)
+    appender = Appender(client, max_backlog=10**9)
+    now = datetime.now(UTC)
+    old = [(secrets.token_bytes(16), p) for p in pooled(d, 40, seed=11)]
+    assert appender.append(d.name, d.version, old, now, d.shards) == (40, 0)
+    fresh_items = [(secrets.token_bytes(16), p) for p in pooled(d, 60, seed=12)]
+    mixed = [x for pair in zip(old, fresh_items, strict=False) for x in pair] + fresh_items[40:]
+    assert appender.append(d.name, d.version, mixed, now, d.shards) == (60, 40)
+    want = [p for _, p in old] + [p for _, p in fresh_items]
+    assert [p.decode() for _, p in streams.reports(client, stream(d))] == want
+    sizes = [len(f[b"s"].split(b",")) if b"s" in f else 1 for _, f in client.xrange(stream(d))]
+    assert sizes == [32, 8, 32, 28] and streams.held(client, d.name, d.version) == 100
+    assert worker(client, name="w").run(once=True).counted == 100
+    assert_counts(client, d, offline(d, want))
+    assert_drained(client, d)
