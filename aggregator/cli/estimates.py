@@ -1,10 +1,12 @@
-"""``ldp estimates NAME``: one window's estimates with intervals, in the terminal.
+"""``ldp estimates NAME [--by DIMENSION]``: one window's estimates with intervals.
 
 The rows are :func:`aggregator.cli.export.window_rows`'s, the ones ``ldp export`` writes
 (computed by the function ``GET /v1/estimates`` answers with): a table for people
 (values made visible, escapes highlighted), CSV (the export's columns; text cells
 formula-safe) or JSON (one object per row, raw values; the API's JSON has the notes and
-alarms too). Reads Redis directly, as ``ldp export`` does.
+alarms too). ``--by`` shows the breakdown by a public dimension, the groups under the
+minimum held back as ``?by=`` holds them. Reads Redis directly, as ``ldp export`` does.
+Docs: ``docs/concepts/dimensions.md``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.text import Text
 from aggregator.cli.console import echo_json, err, out
 from aggregator.cli.export import (
     CONFIDENCE,
+    MIN_SEGMENT_REPORTS,
     redis_options,
     redis_url_of,
     window_rows,
@@ -54,21 +57,33 @@ def shown_value(value: str) -> Text:
     return text
 
 
-def _table(rows: list[dict[str, Any]], kind: str) -> Table:
+def _group(row: dict[str, Any]) -> list[Text]:
+    """The group cell of a breakdown's row (none for the whole metric's)."""
+    segment = row.get("segment")
+    return [shown_value(segment.split("=", 1)[1])] if segment else []
+
+
+def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Table:
     if kind == "numeric":
         table = Table()
-        for col in ("mean", "± half-width", "interval", "std error"):
+        if by:
+            table.add_column(by, overflow="fold")
+        for col in ("mean", "± half-width", "interval", "std error", "n"):
             table.add_column(col, justify="right", no_wrap=True)
         for r in rows:
             low, high, mean = r.get("ci_low"), r.get("ci_high"), r.get("estimate")
             table.add_row(
+                *_group(r),
                 _num(mean),
                 "—" if high is None or mean is None else f"±{_num(high - mean)}",
                 "—" if low is None else f"[{_num(low)}, {_num(high)}]",
                 _num(r.get("std_error")),
+                f"{r.get('n', 0):,}",
             )
         return table
     table = Table()
+    if by:
+        table.add_column(by, overflow="fold")
     table.add_column("value", overflow="fold")  # a value is never cut short
     columns = ["estimate", "± (pp)", "interval"]
     columns += ["Norm-Sub", "support count"] if kind != "string" else []
@@ -83,7 +98,7 @@ def _table(rows: list[dict[str, Any]], kind: str) -> Table:
         ]
         if kind != "string":
             cells += [_pct(r.get("norm_sub")), f"{r.get('support_count', 0):,}"]
-        table.add_row(shown_value(r["value"]), *cells)
+        table.add_row(*_group(r), shown_value(r["value"]), *cells)
     return table
 
 
@@ -104,18 +119,30 @@ def _table(rows: list[dict[str, Any]], kind: str) -> Table:
     type=click.Choice(["table", "csv", "json"]),
     help="csv: the columns of ldp export; json: one object per row, values raw.",
 )
+@click.option(
+    "--by",
+    metavar="DIMENSION",
+    help="The breakdown by one of the metric's public dimensions (as ?by= answers it; "
+    "dimensions are not protected by ε).",
+)
 @CONFIDENCE
+@MIN_SEGMENT_REPORTS
 @redis_options
 def estimates(
     name: str,
     window: str,
     version: int | None,
     fmt: str,
+    by: str | None,
     confidence: float,
+    min_segment_reports: int | None,
     redis_url: str | None,
     data_dir: Path,
 ) -> None:
-    """Print one window's estimates with intervals (as GET /v1/estimates computes them)."""
+    """Print one window's estimates with intervals (as GET /v1/estimates computes them).
+
+    Without --by: the whole metric (CSV and JSON add the shown groups of every breakdown,
+    as ldp export does); with --by: each group of that dimension."""
     import redis as redis_py
 
     from aggregator.query.window import list_windows
@@ -144,14 +171,27 @@ def estimates(
         if definition is None:
             which = f"metric {name!r}" + (f" version {version}" if version else "")
             raise click.ClickException(f"unknown {which}")
+        declared = [d for d, _ in definition.dimensions]
+        if by is not None and by not in declared:
+            raise click.BadParameter(
+                f"{by!r} is not a dimension of {name}: "
+                + (f"one of {', '.join(declared)}" if declared else "it declares none"),
+                param_hint="--by",
+            )
         if window != schema.ALL and window not in list_windows(client, definition):
             policy = RetentionPolicy.from_environ().for_metric(definition)
             at = policy.expires_at(window)
             if at is not None and at <= time.time():
                 raise click.ClickException(expired_message(definition, window, policy))
-        rows = list(window_rows(client, registry, definition, window, confidence))
+        rows = list(
+            window_rows(client, registry, definition, window, confidence, min_segment_reports)
+        )
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
+    if by is not None:  # that breakdown's groups only
+        rows = [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]
+    elif fmt == "table":  # the whole metric; a breakdown is asked for by name
+        rows = [r for r in rows if not r.get("segment")]
     if fmt == "csv":
         write_csv_stdout(rows)
         return
@@ -170,14 +210,42 @@ def estimates(
             f"ε={m.epsilon:g} · window {window} · n = {n:,} · {confidence:.0%} intervals"
         )
     )
+    if by is not None:
+        _breakdown(rows, definition, by, min_segment_reports)
+        return
     if not rows:
         err.print("no values found yet" if definition.kind == "string" else "no rows")
         return
     out.print(_table(rows, definition.kind))
+    if declared:
+        out.print(f"breakdowns (not protected by ε): --by {' | '.join(declared)}")
     if definition.kind == "string":
         out.print("discovered values: selection-adjusted estimates and intervals")
     if definition.kind == "joint":
         out.print(
             "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
             "(post-processed); each marginal is read from one group of the reports"
+        )
+
+
+def _breakdown(
+    rows: list[dict[str, Any]], definition: Any, by: str, min_segment_reports: int | None
+) -> None:
+    """Print a breakdown's shown groups, then the held-back ones."""
+    from aggregator.query.segments import NOT_PROTECTED
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+
+    minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
+    out.print(Text(NOT_PROTECTED))
+    shown = {str(r["segment"]).split("=", 1)[1] for r in rows}
+    if rows:
+        out.print(_table(rows, definition.kind, by))
+    hidden = [v for v in dict(definition.dimensions)[by] if v not in shown]
+    if hidden:
+        out.print(
+            Text(
+                f"not shown: {', '.join(hidden)} (a group needs {minimum} reports, and the "
+                "smallest others are held back with it so that no hidden group's counts "
+                "follow from the total)"
+            )
         )

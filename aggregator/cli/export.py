@@ -305,6 +305,16 @@ CONFIDENCE = click.option(
 )
 """The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
 
+MIN_SEGMENT_REPORTS = click.option(
+    "--min-segment-reports",
+    type=click.IntRange(min=1),
+    envvar="LDP_MIN_SEGMENT_REPORTS",
+    help="Reports a group of a breakdown by a public dimension needs to be shown "
+    "(default: the API's LDP_MIN_SEGMENT_REPORTS, read from the same variable, else 50).",
+)
+"""The least reports of a shown group, as the API reads it: ``ldp export`` and ``ldp
+estimates`` never release a group the API hides."""
+
 
 TEXT_COLUMNS = {"value"}
 """Columns of device- or admin-written text: made visible and formula-safe in CSV
@@ -420,13 +430,7 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     "(pip install 'ldp-telemetry[export]').",
 )
 @CONFIDENCE
-@click.option(
-    "--min-segment-reports",
-    type=click.IntRange(min=1),
-    envvar="LDP_MIN_SEGMENT_REPORTS",
-    help="Reports a group of a breakdown by a public dimension needs to be exported "
-    "(default: the API's LDP_MIN_SEGMENT_REPORTS, read from the same variable, else 50).",
-)
+@MIN_SEGMENT_REPORTS
 @redis_options
 def export(
     name: str | None,

@@ -311,3 +311,37 @@ def test_the_export_suppresses_under_the_apis_configured_minimum(
     result = CliRunner().invoke(main, args, env={"LDP_MIN_SEGMENT_REPORTS": "0"})
     assert result.exit_code == 2
     assert "LDP_MIN_SEGMENT_REPORTS" in result.output or "min-segment-reports" in result.output
+
+
+def test_ldp_estimates_by_a_dimension_shows_what_the_api_shows(redis_db: Any, web: Any) -> None:
+    """``ldp estimates --by``: the groups ?by= shows, the others named as held back; the
+    plain table is the whole metric only (it used to mix the groups' rows in unlabelled);
+    JSON honours the API's LDP_MIN_SEGMENT_REPORTS (it released the groups at the default
+    50 whatever was set: fails on the old code)."""
+    from click.testing import CliRunner
+
+    from ldp_server.cli import main
+
+    _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 10})
+    url = ["--redis-url", redis_db.url]
+
+    def run(*args: str, env: dict[str, str] | None = None, code: int = 0) -> str:
+        result = CliRunner().invoke(main, ["estimates", "app.theme", *args, *url], env=env)
+        assert result.exit_code == code, result.output
+        return result.output
+
+    plain = run()
+    assert plain.count("light") == 1 and "--by platform" in plain and "ios" not in plain
+    table = run("--by", "platform")
+    assert "NOT protected by ε" in table and "ios" in table
+    assert "not shown: android, web" in table
+    rows = json.loads(run("--by", "platform", "--format", "json"))
+    assert {r["segment"] for r in rows} == {"platform=ios"}
+    api = web.get("/v1/estimates/app.theme?by=platform").json
+    ios = next(g for g in api["groups"] if g["value"] == "ios")["estimates"]["estimates"]
+    assert [r["support_count"] for r in rows] == [e["support_count"] for e in ios]
+    assert [r["ci_low"] for r in rows] == [e["ci_low"] for e in ios]
+    raised = json.loads(run("--format", "json", env={"LDP_MIN_SEGMENT_REPORTS": "500"}))
+    assert [r.get("segment") for r in raised] == [None] * 3  # the whole metric's rows only
+    assert "platform=android" in run("--format", "csv", "--min-segment-reports", "5")
+    assert "platform" in run("--by", "country", code=2)
