@@ -59,8 +59,13 @@ def test_fresh_run_folder_keeps_what_is_not_a_finished_run(tmp_path: Path) -> No
 def test_a_taken_port_is_refused_before_any_data_is_removed(tmp_path: Path) -> None:
     import socket  # noqa: PLC0415
 
-    run_demo(tmp_path, 50, 1)
-    before = sorted(p.name for p in tmp_path.iterdir())
+    # An earlier run's folder as a run leaves it (its lock released; a real run's is
+    # removed by the next run, the test above), not a real 50-user run (8 s).
+    earlier = tmp_path / "run-20260101-000000"
+    (earlier / "redis").mkdir(parents=True)
+    (earlier / ".lock").touch()
+    (earlier / "redis" / "appendonly.aof").write_bytes(b"*1\r\n$5\r\nMULTI\r\n")
+    before = sorted(p.name for p in tmp_path.rglob("*"))
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
         held.listen()
@@ -70,4 +75,5 @@ def test_a_taken_port_is_refused_before_any_data_is_removed(tmp_path: Path) -> N
     assert result.exit_code == 1
     assert f"cannot listen on 127.0.0.1:{port}" in result.output
     assert "--port 0" in result.output and "nothing was changed" in result.output
-    assert sorted(p.name for p in tmp_path.iterdir()) == before  # the earlier run is kept
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # the earlier run is kept
+    assert fresh_run_folder(tmp_path)[1] == [earlier]  # which a run on a free port removes
