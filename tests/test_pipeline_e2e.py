@@ -53,6 +53,7 @@ class Recorder:
         self.sent: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.statuses: list[int] = []
+        _OPEN.append(self)
 
     def __call__(self, method: str, path: str, body: bytes | None) -> Response:
         if method == "GET":
@@ -70,6 +71,17 @@ class Recorder:
             again = self.http.post(path, body)  # a retry after a lost response
             assert again.status == 202 and again.json()["accepted"] == 0
         return response
+
+
+_OPEN: list[Recorder] = []
+
+
+def close_recorders() -> None:
+    """Close the connections of every :class:`Recorder` made so far. Each server fixture
+    calls it before its server stops: an idle keep-alive connection holds the web
+    service's graceful stop for up to gunicorn's keepalive (5 s), once per test."""
+    while _OPEN:
+        _OPEN.pop().http.close()
 
 
 def offline_counts(definition: MetricDefinition, reports: list[dict[str, Any]]) -> np.ndarray:
@@ -118,6 +130,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         # UNKNOWN_TTL (a device then retries a minute later): let every worker know them.
         time.sleep(UNKNOWN_TTL + 0.5)
         yield s
+        close_recorders()
 
 
 def wait_counted(

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import redis
-from test_pipeline_e2e import Recorder, put_metric
+from test_pipeline_e2e import Recorder, close_recorders, put_metric
 
 from aggregator.query.window import read_numeric
 from aggregator.stats.numeric import NumericStats
@@ -37,6 +37,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
     with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=2, quiet=True) as s:
         put_metric(s, "session.minutes", SPEC)
         yield s
+        close_recorders()
 
 
 def get(server: Server, path: str) -> Any:

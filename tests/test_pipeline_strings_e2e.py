@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import redis
 from click.testing import CliRunner
-from test_pipeline_e2e import Recorder, put_metric
+from test_pipeline_e2e import Recorder, close_recorders, put_metric
 
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import codec_for
@@ -46,6 +46,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=2, quiet=True) as s:
         put_metric(s, "search.term", SPEC)
         yield s
+        close_recorders()
 
 
 def get(server: Server, path: str) -> Any:

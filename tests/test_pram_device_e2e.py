@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import redis
-from test_pipeline_e2e import Recorder, offline_counts, put_metric, wait_counted
+from test_pipeline_e2e import Recorder, close_recorders, offline_counts, put_metric, wait_counted
 
 from aggregator.query.window import read_counts
 from client_sdk import Client
@@ -43,6 +43,7 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
         put_metric(s, "user.age", AGES)
         put_metric(s, "app.loud", LOUD)
         yield s
+        close_recorders()
 
 
 def get(server: Server, path: str) -> Any:
