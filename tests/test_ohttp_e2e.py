@@ -130,6 +130,8 @@ class Stack:
         self.collector.wait()
 
     def stop(self) -> None:
+        while _SESSIONS:
+            _SESSIONS.pop().close()
         for process in (self.relay, self.collector):
             if process is not None and process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
@@ -203,8 +205,14 @@ class FromAddress(requests.adapters.HTTPAdapter):
         super().init_poolmanager(*args, **kwargs)
 
 
+_SESSIONS: list[requests.Session] = []
+"""Every device session made, closed before the stack stops: an idle keep-alive
+connection holds a gunicorn service's graceful stop for up to its keepalive (5 s)."""
+
+
 def device_session() -> requests.Session:
     session = requests.Session()
+    _SESSIONS.append(session)
     session.trust_env = False
     session.mount("http://", FromAddress())
     return session
