@@ -32,6 +32,7 @@ from aggregator.stats.frequency import FrequencyEstimate
 from aggregator.stats.intervals import POPULATION, REPORTERS
 from aggregator.stats.shuffling import Amplification
 from client_sdk.wire import MetricDefinition
+from ldp_api.models import Mechanism
 from ldp_store.registry import Registry
 
 T = TypeVar("T")
@@ -121,6 +122,22 @@ PRAM_ANYTIME_NOTE = (
     "reported values through the inverse of its matrix; the fixed-n interval is right "
     "for one look"
 )
+
+
+def answer_head(
+    definition: MetricDefinition, mechanism: Any, n: int, window: str
+) -> dict[str, Any]:
+    """The fields every estimate answer opens with: the metric version, its mechanism
+    (name, ε, parameters), the reports counted and the window."""
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "mechanism": mechanism.name,
+        "epsilon": mechanism.epsilon,
+        "mechanism_params": Mechanism.model_validate(mechanism.params()),
+        "n": n,
+        "window": window,
+    }
 
 
 def intervals_note(est: FrequencyEstimate) -> str:

@@ -21,6 +21,7 @@ from aggregator.query.estimators.base import (
     Ask,
     Reader,
     _per_device,
+    answer_head,
     intervals_note,
     shuffled_epsilon,
 )
@@ -29,7 +30,6 @@ from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from client_sdk.wire import MetricDefinition
-from ldp_api.models import Mechanism
 from ldp_store import schema
 
 
@@ -82,15 +82,9 @@ class FrequencyEstimator:
         cs_low, cs_high = self.confidence_sequence(est)
         p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
         return Estimates(
-            metric=definition.name,
-            version=definition.version,
-            mechanism=m.name,
-            epsilon=m.epsilon,
-            mechanism_params=Mechanism.model_validate(m.params()),
-            n=est.n,
+            **answer_head(definition, m, est.n, window),
             confidence=est.confidence,
             simultaneous=est.simultaneous,
-            window=window,
             interval=est.interval,
             estimand=est.estimand,
             intervals_note=intervals_note(est),

@@ -14,12 +14,12 @@ from aggregator.query.estimators.base import (
     ANYTIME_NOTE,
     Ask,
     Reader,
+    answer_head,
 )
 from aggregator.query.window import read_numeric
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
 from client_sdk.wire import MetricDefinition
-from ldp_api.models import Mechanism
 
 # -- numeric means ----------------------------------------------------------------------------
 
@@ -62,15 +62,9 @@ class NumericEstimator:
         body = est.to_dict()
         cs_low, cs_high = est.confidence_sequence() if est.n else (math.nan, math.nan)
         return MeanEstimate(
-            metric=definition.name,
-            version=definition.version,
+            **answer_head(definition, m, est.n, window),
             kind="numeric",
-            mechanism=m.name,
-            epsilon=m.epsilon,
-            mechanism_params=Mechanism.model_validate(m.params()),
-            n=est.n,
             confidence=est.confidence,
-            window=window,
             range=body["range"],
             **{name: body[name] for name in NUMERIC_FIELDS if name in body},
             cs_low=json_float(cs_low),

@@ -18,6 +18,7 @@ from aggregator.query.answers import (
 from aggregator.query.estimators.base import (
     Ask,
     Reader,
+    answer_head,
 )
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts, codec_for
@@ -27,7 +28,6 @@ from aggregator.stats.intervals import json_float
 from aggregator.stats.strings import SketchEstimator, padded_array
 from client_sdk.mechanisms.strings import display, normalise
 from client_sdk.wire import MetricDefinition
-from ldp_api.models import Mechanism
 from ldp_store import schema
 
 # -- strings ----------------------------------------------------------------------------------
@@ -159,15 +159,9 @@ class StringEstimator:
             ):
                 asked.append(_string_row(c, float(f), float(var), float(p), z, v in known))
         return StringEstimates(
-            metric=definition.name,
-            version=definition.version,
+            **answer_head(definition, sketch, est.n, window),
             kind="string",
-            mechanism=sketch.name,
-            epsilon=sketch.epsilon,
-            mechanism_params=Mechanism.model_validate(sketch.params()),
-            n=est.n,
             confidence=ask.confidence,
-            window=window,
             max_length=sketch.max_length,
             alpha=found.alpha,
             tested=found.tested,
