@@ -29,8 +29,10 @@ __all__ = [
     "expiries_key",
     "batched_key",
     "guard_bucket_key",
+    "guard_made_key",
     "guard_held_key",
     "guard_key",
+    "made_key_of",
     "metric_key",
     "pool_key",
     "seeds_key",
@@ -107,6 +109,21 @@ def guard_bucket_key(
 ) -> str:
     """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets)."""
     return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:{bucket}"
+
+
+def guard_made_key(name: str, version: int, day: str, generation: int, shard: int = 0) -> str:
+    """A bitmap of the buckets of the replay guard's ``generation`` whose expiry is set (bit
+    ``bucket``): the append script sets a bucket's expiry when its bit is 0, not at every
+    write. Deleted with each of those buckets (:func:`ldp_store.lifecycle.delete_keys`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:made"
+
+
+def made_key_of(bucket_key: bytes) -> bytes | None:
+    """The :func:`guard_made_key` of a :func:`guard_bucket_key` (None for any other key)."""
+    head, _, last = bucket_key.rpartition(b":")
+    if not last.isdigit() or head.count(b":") < 5 or b"}:guard:" not in head:
+        return None
+    return head + b":made"
 
 
 def guard_held_key(day: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any, cast
 import redis
 from redis.cluster import RedisCluster
 
-from ldp_store import keys
+from ldp_store import keys, scripts
 from ldp_store.connection import is_cluster
 
 __all__ = [
@@ -171,12 +171,21 @@ def weigh(client: redis.Redis, found: list[bytes]) -> KeyReport:
 
 
 def delete_keys(client: redis.Redis, found: list[bytes]) -> int:
-    """UNLINK ``found``, one key per command (cluster-safe); returns how many were there."""
+    """UNLINK ``found``, one key per command (cluster-safe); returns how many were there.
+
+    A replay-guard bucket goes in one command with its generation's bitmap of buckets
+    whose expiry is set (:func:`ldp_store.keys.guard_made_key`, same slot): a bucket an
+    append makes again later is then not marked, and gets its expiry.
+    """
     removed = 0
     for start in range(0, len(found), DELETE_BATCH):
         with client.pipeline(transaction=False) as pipe:
             for key in found[start : start + DELETE_BATCH]:
-                pipe.unlink(key)
+                made = keys.made_key_of(key)
+                if made is None:
+                    pipe.unlink(key)
+                else:
+                    pipe.execute_command("EVAL", scripts.UNLINK, 2, key, made)
             removed += sum(int(x) for x in pipe.execute())
     return removed
 

@@ -22,8 +22,10 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any, Literal
 
+import msgspec.msgpack as msgpack
 import redis
 from redis.commands.core import Script
 
@@ -39,6 +41,7 @@ from ldp_store.schema import (
 
 __all__ = [
     "APPEND",
+    "UNLINK",
     "COMMIT",
     "DEAD",
     "FOLD",
@@ -803,15 +806,21 @@ APPEND = (
     """
 -- KEYS: 1 the stream (or a shuffle pool), 2 the stream's batched-report count, 3 today's
 --       guard hash, 4 yesterday's, 5 and 6 the legacy replay sets of today and yesterday,
---       7.. guard buckets (all in one hash slot)
+--       7 the bitmap of today's newest generation's buckets whose expiry is set, 8.. guard
+--       buckets (all in one hash slot)
 -- ARGV: 1 max backlog (reports), 2 when today's guard expires (Unix s), 3 today's
 --       generations as the caller believes them, 4 yesterday's, 5 ids a bucket is sized
 --       for, 6 ids a bucket holds before a new generation starts, 7 the generation step,
---       8 the raw 16-byte ids concatenated, 9 their 64-bit members comma-joined, 10 the
---       payloads' sizes comma-joined, 11 the payloads comma-joined, 12 'b' (batch entries
---       of at most ARGV 13 reports) or 'p' (an entry per report: a shuffle pool), 14.. per
---       generation of today (the last is where new ids go) and then of yesterday: each
---       report's bucket there, as the KEYS index of its key, 2 bytes big-endian a report.
+--       8 the raw 16-byte ids concatenated, 9 the payloads comma-joined, 10 'b' (batch
+--       entries of at most ARGV 11 reports) or 'p' (an entry per report: a shuffle pool),
+--       12 MessagePack of [members, home, made, lookups, sizes, starts]:
+--       members: each report's 64-bit member (a string); home: each report's bucket in
+--       today's newest generation (a KEYS index); made: that generation's first bucket's
+--       KEYS index, then its buckets' numbers (their bits in KEYS[7]; empty: no bitmap);
+--       lookups: per other generation (today's older ones, then yesterday's) {runs: a
+--       bucket's KEYS index and how many reports fall in it, flat; the reports' positions
+--       in run order; their members in that order}; sizes: each payload's size; starts:
+--       where each payload starts in ARGV 9, then where a payload n + 1 would.
 -- First agree on the layout, then sort the reports into new ones and replays, then check
 -- the backlog with the new ones counted, then write: a refusal changes nothing.
 local function gens(s)
@@ -832,71 +841,42 @@ end
 local yesterday = past[1] or ''
 if today ~= ARGV[3] or yesterday ~= ARGV[4] then return {-1, today, yesterday} end
 local gt = gens(today)
-local first, last = 14, 13 + #gt + #gens(yesterday)
-local home = 13 + #gt  -- today's newest generation: where a new id goes
-local members, starts, sizes, written = {}, {}, {}, {}
-for m in string.gmatch(ARGV[9], '[^,]+') do members[#members + 1] = m end
-local offset = 1
-for at, size in string.gmatch(ARGV[10], '()(%d+)') do
-  written[#written + 1] = at  -- where the size is written in ARGV[10]
-  starts[#starts + 1] = offset
-  sizes[#sizes + 1] = size
-  offset = offset + tonumber(size) + 1
-end
+local packed = cmsgpack.unpack(ARGV[12])
+local members, homes, made, lookups = packed[1], packed[2], packed[3], packed[4]
+local sizes, starts = packed[5], packed[6]
 local n = #members
-local batched = ARGV[12] == 'b'
-local function bucket(arg, i)
-  local hi, lo = string.byte(ARGV[arg], 2 * i - 1, 2 * i)
-  return KEYS[hi * 256 + lo]
-end
+local batched = ARGV[10] == 'b'
 local legacy_t = redis.call('EXISTS', KEYS[5]) == 1
 local legacy_y = redis.call('EXISTS', KEYS[6]) == 1
--- Replays by any generation but today's newest, or by the legacy sets: one SMISMEMBER a
--- bucket (a day's first generations have few buckets, each holding many of the batch).
+-- Replays by any generation but today's newest: one SMISMEMBER a bucket.
 local before = {}
-for arg = first, last do
-  if arg ~= home then
-    local groups, order = {}, {}
-    for i = 1, n do
-      local hi, lo = string.byte(ARGV[arg], 2 * i - 1, 2 * i)
-      local k = hi * 256 + lo
-      local group = groups[k]
-      if not group then
-        group = {}
-        groups[k] = group
-        order[#order + 1] = k
-      end
-      group[#group + 1] = i
-    end
-    for _, k in ipairs(order) do
-      local group = groups[k]
-      for c = 1, #group, """
+for _, lookup in ipairs(lookups) do
+  local runs, order, asked = lookup[1], lookup[2], lookup[3]
+  local x = 0  -- reports of this generation's runs before this run
+  for r = 1, #runs, 2 do
+    local key, count = KEYS[runs[r]], runs[r + 1]
+    for c = x + 1, x + count, """
     + str(ID_CHUNK)
     + """ do
-        local e = math.min(#group, c + """
+      local e = math.min(x + count, c + """
     + str(ID_CHUNK - 1)
     + """)
-        local asked = {}
-        for g = c, e do asked[#asked + 1] = members[group[g]] end
-        local found = redis.call('SMISMEMBER', KEYS[k], unpack(asked))
-        for g = c, e do
-          if found[g - c + 1] == 1 then before[group[g]] = true end
-        end
+      local found = redis.call('SMISMEMBER', key, unpack(asked, c, e))
+      for f = 1, #found do
+        if found[f] == 1 then before[order[c + f - 1]] = true end
       end
     end
+    x = x + count
   end
 end
-local function replayed_before(i)
-  if before[i] then return true end
-  if legacy_t or legacy_y then
+if legacy_t or legacy_y then
+  for i = 1, n do
     local id = string.sub(ARGV[8], 16 * i - 15, 16 * i)
-    return (legacy_t and redis.call('SISMEMBER', KEYS[5], id) == 1)
-      or (legacy_y and redis.call('SISMEMBER', KEYS[6], id) == 1)
+    if (legacy_t and redis.call('SISMEMBER', KEYS[5], id) == 1)
+      or (legacy_y and redis.call('SISMEMBER', KEYS[6], id) == 1) then
+      before[i] = true
+    end
   end
-  return false
-end
-local function payload(i)
-  return string.sub(ARGV[11], starts[i], starts[i] + tonumber(sizes[i]) - 1)
 end
 -- The reports the stream holds now: its entries, plus what batch entries hold beyond one.
 local held = redis.call('XLEN', KEYS[1])
@@ -909,9 +889,9 @@ if held + n <= limit then
   -- newest generation is then its own lookup: 0 means the id was there (or earlier in
   -- this call), and a refused write is never made.
   for i = 1, n do
-    local key = bucket(home, i)
-    if not replayed_before(i) and redis.call('SADD', key, members[i]) == 1 then
-      touched[key] = true
+    local k = homes[i]
+    if not before[i] and redis.call('SADD', KEYS[k], members[i]) == 1 then
+      touched[k] = true
       chosen[#chosen + 1] = i
     else
       duplicates = duplicates + 1
@@ -920,10 +900,9 @@ if held + n <= limit then
 else
   local fresh = {}
   for i = 1, n do
-    local key = bucket(home, i)
-    local seen = key .. ' ' .. members[i]
-    if fresh[seen] or replayed_before(i)
-      or redis.call('SISMEMBER', key, members[i]) == 1 then
+    local k = homes[i]
+    local seen = k .. ' ' .. members[i]
+    if fresh[seen] or before[i] or redis.call('SISMEMBER', KEYS[k], members[i]) == 1 then
       duplicates = duplicates + 1
     else
       fresh[seen] = true
@@ -933,44 +912,82 @@ else
   if #chosen == 0 then return {0, duplicates, 0} end
   if held + #chosen > limit then return {0, duplicates, 1} end
   for _, i in ipairs(chosen) do
-    local key = bucket(home, i)
-    redis.call('SADD', key, members[i])
-    touched[key] = true
+    local k = homes[i]
+    redis.call('SADD', KEYS[k], members[i])
+    touched[k] = true
   end
 end
 local new = #chosen
 if new == 0 then return {0, duplicates, 0} end
--- The entries: one per report ('p'), or one per ARGV[13] reports ('s' their sizes, 'b'
+-- The entries: one per report ('p'), or one per ARGV[11] reports ('s' their sizes, 'b'
 -- their payloads comma-joined; a lone report still gets a 'p' entry).
-local per = batched and tonumber(ARGV[13]) or 1
+local function payloads(a, z)  -- reports a..z, consecutive: their payloads, comma-joined
+  return string.sub(ARGV[9], starts[a], starts[z + 1] - 2)
+end
+local per = batched and tonumber(ARGV[11]) or 1
 for c = 1, new, per do
   local e = math.min(new, c + per - 1)
   local a, z = chosen[c], chosen[e]
   if e == c then
-    redis.call('XADD', KEYS[1], '*', 'p', payload(a))
+    redis.call('XADD', KEYS[1], '*', 'p', payloads(a, a))
   elseif z - a == e - c then  -- reports a..z, all new: their stretch of the arguments
-    redis.call('XADD', KEYS[1], '*',
-               's', string.sub(ARGV[10], written[a], written[z] + #sizes[z] - 1),
-               'b', string.sub(ARGV[11], starts[a], starts[z] + tonumber(sizes[z]) - 1))
+    redis.call('XADD', KEYS[1], '*', 's', table.concat(sizes, ',', a, z), 'b', payloads(a, z))
   else
     local s, b = {}, {}
     for g = c, e do
       s[#s + 1] = sizes[chosen[g]]
-      b[#b + 1] = payload(chosen[g])
+      b[#b + 1] = payloads(chosen[g], chosen[g])
     end
     redis.call('XADD', KEYS[1], '*', 's', table.concat(s, ','), 'b', table.concat(b, ','))
   end
 end
 local beyond = new - math.ceil(new / per)
 if beyond > 0 then redis.call('INCRBY', KEYS[2], beyond) end
--- A bucket's expiry is its day's: set once, when the bucket is made (NX: from Redis 7.0,
--- an expiry already set is neither changed nor written to the AOF again).
+-- A bucket's expiry is its day's, set once: when its bit in KEYS[7] is 0 (one BITFIELD
+-- reads the bits of every bucket written), the bit then set. With no bitmap, at every
+-- write (NX: from Redis 7.0, an expiry already set is neither changed nor written to the
+-- AOF again).
 local nx = redis.REDIS_VERSION_NUM ~= nil
-for key in pairs(touched) do
+local function expire(k)
   if nx then
-    redis.call('EXPIREAT', key, ARGV[2], 'NX')
+    redis.call('EXPIREAT', KEYS[k], ARGV[2], 'NX')
   else
-    redis.call('EXPIREAT', key, ARGV[2])
+    redis.call('EXPIREAT', KEYS[k], ARGV[2])
+  end
+end
+if #made == 0 then
+  for k in pairs(touched) do expire(k) end
+else
+  local first = made[1] - 2  -- made[k - first]: bucket k's number
+  local written = {}
+  for k in pairs(touched) do written[#written + 1] = k end
+  for c = 1, #written, """
+    + str(ID_CHUNK)
+    + """ do
+    local e = math.min(#written, c + """
+    + str(ID_CHUNK - 1)
+    + """)
+    local ops = {}
+    for x = c, e do
+      ops[#ops + 1] = 'GET'
+      ops[#ops + 1] = 'u1'
+      ops[#ops + 1] = made[written[x] - first]
+    end
+    local bits = redis.call('BITFIELD', KEYS[7], unpack(ops))
+    local marks = {}
+    for x = c, e do
+      if bits[x - c + 1] == 0 then
+        expire(written[x])
+        marks[#marks + 1] = 'SET'
+        marks[#marks + 1] = 'u1'
+        marks[#marks + 1] = made[written[x] - first]
+        marks[#marks + 1] = 1
+      end
+    end
+    if #marks > 0 then
+      redis.call('BITFIELD', KEYS[7], unpack(marks))
+      redis.call('EXPIREAT', KEYS[7], ARGV[2])
+    end
   end
 end
 local count = redis.call('HINCRBY', KEYS[3], 'n', new)
@@ -1008,8 +1025,12 @@ backlog flag}.
 When the stream holds room for the whole batch (the usual case), no refusal is possible
 but Redis's own at the first write, and the newest generation's lookup is the ``SADD``
 itself (0: the member was there); only a batch near the backlog takes the look-first path.
-The arguments are packed (:meth:`ldp_store.guard.Layout.packed_args`): a dozen strings a
-call, not six a report (issue 27)."""
+The caller does the per-report arithmetic (:meth:`ldp_store.guard.Layout.packed_args`:
+members, buckets, the older generations' ids grouped by bucket, where each payload
+starts) and sends it as one MessagePack argument that ``cmsgpack`` unpacks in C: the
+script splits, parses and groups nothing a report in Lua. A bucket's expiry is set once,
+when its bit in the generation's bitmap (:func:`ldp_store.keys.guard_made_key`) is 0,
+not at every write (issue 27)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1054,11 +1075,15 @@ def append_call(
         The call: :meth:`Call.run` it (or hand it to a runner), then parse the reply with
         :meth:`AppendReply.of`.
     """
-    guard_keys, members, indexes = layout.packed_args([rid for rid, _ in reports], lead=2)
+    raw_ids = b"".join([rid for rid, _ in reports])
+    packed = layout.packed_args(raw_ids, lead=2)
     payloads = [p.encode() if isinstance(p, str) else p for _, p in reports]
+    sizes = list(map(len, payloads))
+    starts = list(accumulate(map((1).__add__, sizes), initial=1))  # in ARGV 9, 1-based
     own = keys.stream_key(layout.name, layout.version, layout.shard)
     if stream is None:
         stream = own
+    structure = [packed.members, packed.home, packed.made, packed.lookups, sizes, starts]
     args: list[Any] = [
         max_backlog,
         guard.expires_at(layout.days[0]),
@@ -1066,16 +1091,22 @@ def append_call(
         guard.SIZED_FOR,
         guard.BUCKET_FILL,
         guard.GENERATION_STEP,
-        b"".join(rid for rid, _ in reports),
-        members,
-        ",".join(map(str, map(len, payloads))),
+        raw_ids,
         b",".join(payloads),
         "b" if stream == own else "p",
         keys.ENTRY_REPORTS,
-        *indexes,
+        msgpack.encode(structure),
     ]
     batched = keys.batched_key(layout.name, layout.version, layout.shard)
-    return Call(_script(client, APPEND), [stream, batched, *guard_keys], args)
+    return Call(_script(client, APPEND), [stream, batched, *packed.keys], args)
+
+
+UNLINK = """
+-- KEYS: keys of one hash slot
+return redis.call('UNLINK', unpack(KEYS))
+"""
+"""UNLINK keys of one slot in one step, none gone while another is there (a cluster
+pipeline sends no multi-key UNLINK; sent with ``EVAL``, so no node lacks it)."""
 
 
 SHUFFLE = """

@@ -132,7 +132,7 @@ def test_a_days_guard_expires_when_no_lookup_can_read_it(redis_db: Any) -> None:
     r = redis_db.client()
     today = guard.day_pair(datetime.now(UTC))[0]
     found = guard_day_keys(r, today)
-    assert len(found) == 2  # the day's hash and its one bucket
+    assert len(found) == 3  # the day's hash, its one bucket and the bucket's expiry bitmap
     for key in [*found, keys.guard_held_key(today).encode()]:
         assert abs(time.time() + r.ttl(key) - guard.expires_at(today)) <= 5, key
 
@@ -151,7 +151,7 @@ def test_on_a_cluster_the_guard_is_counted_and_shortened_across_nodes(cluster_db
         items = [(rng.randbytes(16), b"{}") for _ in range(50)]
         assert appender.append(name, 1, items, yesterday) == (50, 0)
     day = guard.day_pair(yesterday)[0]
-    assert len(guard_day_keys(client, day)) == 3 * 2  # a hash and a bucket each
+    assert len(guard_day_keys(client, day)) == 3 * 3  # a hash, a bucket and its bitmap each
     client.config_set("maxmemory", 1 << 30, target_nodes=client.ALL_NODES)
     try:
         reading = memory.reading(now)

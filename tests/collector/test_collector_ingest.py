@@ -62,7 +62,9 @@ def test_the_replay_guard_holds_ids_as_integers_in_small_sets_that_expire(
     ids = [bytes.fromhex(x["id"]) for x in batch]
     assert r.smembers(bucket) == {guard.member_of(i).encode() for i in ids}
     assert r.object("encoding", bucket) == b"intset"  # 8 bytes an id
-    for key in (day, bucket):
+    made = keys.guard_made_key(theme.name, theme.version, today, 0)
+    assert r.getbit(made, 0) == 1  # the bucket's expiry is set: the next write sets none
+    for key in (day, bucket, made):
         assert 0 < r.ttl(key) <= SEEN_TTL_SECONDS
     # Every key shares the metric version's hash tag (one slot on a cluster).
     tag = keys.tag(theme.name, theme.version)
@@ -71,6 +73,7 @@ def test_the_replay_guard_holds_ids_as_integers_in_small_sets_that_expire(
         keys.batched_key(theme.name, theme.version).encode(),  # one entry of 5 reports
         day.encode(),
         bucket.encode(),
+        made.encode(),
     }
 
 

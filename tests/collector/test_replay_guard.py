@@ -34,7 +34,9 @@ def append(appender: Appender, batch: list[bytes], when: datetime) -> tuple[int,
 
 
 def guard_sets(r: Any, day: str) -> list[bytes]:
-    return list(r.scan_iter(keys.guard_key(NAME, VERSION, day) + ":*", count=1000))
+    """The day's buckets (not the bitmaps of which have their expiry)."""
+    found = r.scan_iter(keys.guard_key(NAME, VERSION, day) + ":*", count=1000)
+    return [k for k in found if not k.endswith(b":made")]
 
 
 def test_member_and_bucket_split_the_id_in_disjoint_halves() -> None:
@@ -146,20 +148,40 @@ def test_the_guard_on_both_redis_versions(any_redis: Any) -> None:
 
 
 def test_the_packed_arguments_name_each_ids_member_and_buckets() -> None:
-    """The append script's packed ARGV say what :func:`guard.member_of` and
-    :func:`guard.bucket_of` say of each id, generation by generation."""
+    """The append script's guard arguments say what :func:`guard.member_of` and
+    :func:`guard.bucket_of` say of each id, generation by generation: the newest one of
+    today an id at a time, the others grouped by bucket (each run one bucket, every id in
+    exactly one run); the made bitmap's numbers are the newest generation's buckets."""
     layout = guard.Layout(NAME, VERSION, 2, ("2030-01-07", "2030-01-06"), (0, 4, 8), (12,))
     batch = ids(700, 15)
-    script_keys, members, indexes = layout.packed_args(batch)
-    assert members.split(",") == [guard.member_of(i) for i in batch]
-    plan = [("2030-01-07", j) for j in (0, 4, 8)] + [("2030-01-06", 12)]
-    assert len(indexes) == len(plan)
-    for (day, j), packed in zip(plan, indexes, strict=True):
-        where = [int.from_bytes(packed[2 * n : 2 * n + 2], "big") for n in range(len(batch))]
-        named = [script_keys[w - 2] for w in where]  # KEYS[1] is the stream
-        assert named == [
-            keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(i, j), 2) for i in batch
-        ]
+    packed = layout.packed_args(batch)
+    script_keys = packed.keys
+    assert packed.members == [guard.member_of(i) for i in batch]
+
+    def named(index: int) -> str:
+        return script_keys[index - 2]  # KEYS[1] is the stream
+
+    def bucket(day: str, j: int, rid: bytes) -> str:
+        return keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(rid, j), 2)
+
+    assert [named(k) for k in packed.home] == [bucket("2030-01-07", 8, i) for i in batch]
+    assert named(6) == keys.guard_made_key(NAME, VERSION, "2030-01-07", 8, 2)
+    first, numbers = packed.made[0], packed.made[1:]
+    for k in packed.home:
+        assert named(k).endswith(f":{numbers[k - first]}")
+    others = [("2030-01-07", 0), ("2030-01-07", 4), ("2030-01-06", 12)]
+    assert len(packed.lookups) == len(others)
+    for (day, j), (runs, order, members) in zip(others, packed.lookups, strict=True):
+        assert sorted(order) == list(range(1, len(batch) + 1))
+        assert members == [guard.member_of(batch[p - 1]) for p in order]
+        x = 0
+        for key_index, count in zip(runs[0::2], runs[1::2], strict=True):
+            assert count > 0
+            assert {bucket(day, j, batch[p - 1]) for p in order[x : x + count]} == {
+                named(key_index)
+            }
+            x += count
+        assert x == len(batch)
     assert len(script_keys) == len(set(script_keys))  # each bucket once
 
 
@@ -194,3 +216,64 @@ def test_ids_guarded_by_the_previous_script_are_replays_after_the_upgrade(redis_
     appender = Appender(r, max_backlog=10**9)
     assert append(appender, [*old[::3], *ids(7, 18)], MONDAY) == (7, 100)
     assert r.hget(keys.guard_key(NAME, VERSION, day), "n") == b"307"
+
+
+def _expireat_calls(r: Any) -> int:
+    return int(r.info("commandstats").get("cmdstat_expireat", {}).get("calls", 0))
+
+
+def test_a_buckets_expiry_is_set_once_then_its_bit_says_so(any_redis: Any) -> None:
+    """The first write to a bucket sets its expiry and its bit in the generation's made
+    bitmap; later writes to it set no expiry (one ``EXPIREAT``: the day's hash), on
+    Redis 7 and 6.2 (which has no ``EXPIREAT NX``, so used to rewrite it every time)."""
+    r = any_redis.client()
+    appender = Appender(r, max_backlog=10**9)
+    day = MONDAY.date().isoformat()
+    first = ids(200, 21)
+    assert append(appender, first, MONDAY) == (200, 0)  # generation 0: one bucket
+    bucket = keys.guard_bucket_key(NAME, VERSION, day, 0, 0)
+    made = keys.guard_made_key(NAME, VERSION, day, 0)
+    assert r.getbit(made, 0) == 1
+    for key in (bucket, made):
+        assert abs(time.time() + r.ttl(key) - guard.expires_at(day)) <= 2, key
+    r.expire(bucket, 10**6)  # were its expiry set again, this would change
+    before = _expireat_calls(r)
+    assert append(appender, ids(50, 22), MONDAY) == (50, 0)
+    assert _expireat_calls(r) - before == 1  # the day's hash, not the bucket
+    assert 10**6 - 5 <= r.ttl(bucket) <= 10**6
+
+
+def test_a_bucket_deleted_and_made_again_gets_its_expiry(redis_db: Any) -> None:
+    """``delete_keys`` takes a bucket and its made bitmap in one step, so a bucket an
+    append makes again is not believed to have its expiry (it would never expire)."""
+    from ldp_store.lifecycle import delete_keys, guard_day_keys
+
+    r = redis_db.client()
+    appender = Appender(r, max_backlog=10**9)
+    day = MONDAY.date().isoformat()
+    assert append(appender, ids(100, 23), MONDAY) == (100, 0)
+    bucket = keys.guard_bucket_key(NAME, VERSION, day, 0, 0)
+    buckets_only = [k for k in guard_day_keys(r, day) if k == bucket.encode()]
+    assert buckets_only and delete_keys(r, buckets_only) == 2  # the bucket and its bitmap
+    assert not r.exists(keys.guard_made_key(NAME, VERSION, day, 0))
+    assert append(appender, ids(10, 24), MONDAY) == (10, 0)
+    assert abs(time.time() + r.ttl(bucket) - guard.expires_at(day)) <= 2
+
+
+def test_above_the_bitmaps_largest_generation_every_write_sets_the_expiry(
+    redis_db: Any,
+) -> None:
+    """A generation of more than 2**32 buckets has no made bitmap (Redis's largest
+    string): its buckets get their expiry at every write, as before the bitmap."""
+    r = redis_db.client()
+    day = MONDAY.date().isoformat()
+    j = guard.MADE_BITS + 4
+    r.hset(keys.guard_key(NAME, VERSION, day), mapping={"g": str(j), "n": 0})
+    appender = Appender(r, max_backlog=10**9)
+    batch = ids(20, 25)
+    assert append(appender, batch, MONDAY) == (20, 0)
+    assert not r.exists(keys.guard_made_key(NAME, VERSION, day, j))
+    for rid in batch:
+        key = keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(rid, j))
+        assert abs(time.time() + r.ttl(key) - guard.expires_at(day)) <= 2
+    assert append(appender, batch, MONDAY) == (0, 20)
