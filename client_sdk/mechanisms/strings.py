@@ -18,7 +18,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import check_epsilon
+from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rounding import exp
@@ -249,24 +249,34 @@ class StringSketch:
         Raises:
             PayloadError: wrong type, missing or extra fields, out-of-range values.
         """
-        names = ("l", "r", *self.inner_fields)
-        if not isinstance(payload, dict) or set(payload) != set(names):
+        if not isinstance(payload, dict) or payload.keys() != self._field_set:
             raise PayloadError(
                 f"{self.name} payload {str(payload)[:80]!r}: must be an object with fields "
-                f"{list(names)}"
+                f"{['l', 'r', *self.inner_fields]}"
             )
-        for field, upper in (("l", self.levels), ("r", self.rows)):
-            x = payload[field]
+        level, row = payload["l"], payload["r"]
+        for field, x, upper in (("l", level, self.max_length), ("r", row, self.rows)):
             if type(x) is not int or not 0 <= x < upper:
                 raise PayloadError(
                     f"{self.name} payload: {field!r} must be an integer in range(0, {upper})"
                 )
         inner = self.inner.check_payload({f: payload[f] for f in self.inner_fields})
-        return {"l": payload["l"], "r": payload["r"], **inner}
+        return {"l": level, "r": row, **inner}
+
+    @cached_property
+    def _field_set(self) -> frozenset[str]:
+        # a payload's keys view is compared with it: no set built per payload
+        return frozenset(("l", "r", *self.inner_fields))
+
+    @cached_property
+    def _inner_has_implausible(self) -> bool:
+        return type(self.inner).implausible is not FrequencyOracle.implausible
 
     def implausible(self, payload: dict[str, Any]) -> Implausible | None:
         """The inner oracle's verdict on a valid payload (GRR and OLH have no implausible
         reports: every output is likely under some value)."""
+        if not self._inner_has_implausible:
+            return None
         return self.inner.implausible({f: payload[f] for f in self.inner_fields})
 
     def max_payload(self) -> dict[str, Any]:

@@ -31,6 +31,10 @@ _FIELD_SET_DIMENSIONS = frozenset(REPORT_FIELDS + OPTIONAL_REPORT_FIELDS)
 REPORT_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
 """A report id: 16 random bytes as lowercase hex (the collector's replay guard keys)."""
 
+_HEX_DIGITS = "0123456789abcdef"
+""":data:`REPORT_ID_PATTERN`'s characters: 32 of them, none else, is its full match (a
+``str.strip`` of them leaves nothing), at a third of the regex's cost a report."""
+
 
 def new_report_id() -> str:
     """16 fresh bytes from the OS CSPRNG, as 32 hex digits; never derived from a device."""
@@ -153,7 +157,7 @@ def check_report(
         raise ReportError("'metric' must be a metric name")
     if type(version) is not int or version < 1:
         raise ReportError("'version' must be a positive integer")
-    if not isinstance(rid, str) or not REPORT_ID_PATTERN.fullmatch(rid):
+    if not isinstance(rid, str) or len(rid) != 32 or rid.strip(_HEX_DIGITS):  # the pattern
         raise ReportError("'id' must be 32 lowercase hex digits (16 random bytes)")
     definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
     if definition is None:

@@ -400,6 +400,38 @@ def test_build_report_raises_for_unknown_metric_or_value(
         client.build_report("app.theme", "purple")
 
 
+@pytest.mark.parametrize(
+    "rid",
+    [
+        "0" * 32,
+        "0123456789abcdef" * 2,
+        "0123456789ABCDEF" * 2,  # upper case
+        "0" * 31,
+        "0" * 33,
+        "",
+        " " + "0" * 31,
+        "0" * 31 + "\n",
+        "0" * 31 + "g",
+        "0" * 31 + "\u0661",  # ARABIC-INDIC DIGIT ONE: a digit, not a hex digit
+        "0" * 31 + "\uff10",  # FULLWIDTH DIGIT ZERO
+        "0" * 15 + "-" + "0" * 16,
+    ],
+)
+def test_a_report_id_is_checked_exactly_as_its_pattern_says(rid: str) -> None:
+    """The id check (a ``str.strip`` of the hex digits) accepts exactly what
+    ``REPORT_ID_PATTERN`` fully matches."""
+    report = {"metric": "app.theme", "version": 1, "id": rid, "payload": {"v": 0}}
+    expected = wire.report.REPORT_ID_PATTERN.fullmatch(rid) is not None
+    try:
+        wire.check_report(report, lambda n, v: THEME)
+        accepted = True
+    except ReportError as exc:
+        assert "'id'" in str(exc)
+        accepted = False
+    assert accepted == expected
+    assert accepted == (rid in ("0" * 32, "0123456789abcdef" * 2))
+
+
 def test_unreachable_definition_is_counted_and_fetching_backs_off(
     collector: Collector, make_client: Callable[..., Client], fake_time: FakeTime
 ) -> None:
