@@ -1,37 +1,13 @@
 """The replay guard's layout: report ids as 64-bit integers in small bucketed sets.
 
-A collector must recognise a report it has already appended (a client retry) for at least
-a day. Keeping each 16-byte id as a member of one big set per day costs about 60–70 bytes
-an id (a hash-table entry, its string and allocator overhead), about 13 GB a day at
-200 M reports. Here an id is split in two halves:
+An id's first 8 bytes are its **member** (an intset keeps it in 8 bytes), the leading j
+bits of its last 8 pick its **bucket**, one of 2**j sets of a *generation* j. A day starts
+with one generation sized from the day before and starts larger ones as it fills; a
+lookup checks the id's bucket in every generation of today and yesterday, so a replay
+is always found. A bucket's expiry is set once, marked in its generation's bitmap.
 
-* its first 8 bytes, read as a signed 64-bit integer, are the **member**: Redis keeps a
-  set of integers of up to ``set-max-intset-entries`` (512 by default, on 6.2 and 7) as
-  an *intset*, a sorted array of 8-byte integers;
-* the leading bits of its last 8 bytes pick the **bucket**, one of 2**j sets of a
-  *generation* j, so that each set stays small enough to stay an intset.
-
-A day's guard starts with one generation sized from the day before (:data:`SIZED_FOR`
-ids a bucket at yesterday's volume); when the day's ids pass what its generations hold
-(:data:`BUCKET_FILL` a bucket), a generation 2**:data:`GENERATION_STEP` times larger is
-started, and new ids go there. A lookup checks the id's bucket in every generation of
-today and yesterday (usually one each; a few on the first day of a busy metric), so a
-replay is always found: the guard never misses a replay within its window, as before.
-
-A bucket's expiry (its day's, :func:`expires_at`) is set once, by the write that finds its
-bit clear in its generation's bitmap (:func:`ldp_store.keys.guard_made_key`, 2**j bits:
-128 KiB at 2**20 buckets), not at every write; the bitmap goes with each bucket deleted
-(:func:`ldp_store.lifecycle.delete_keys`).
-
-What the split costs: two different ids are taken for one when they share the 64-bit
-member and land in the same bucket. A new report is then wrongly counted as a replay (and
-not appended) with probability at most (ids in the buckets it is checked against) / 2**64
-≤ 13 × 512 / 2**64 < 4e-16: at 200 M reports a day, one lost report in about 40,000
-years. Report ids come from the device's CSPRNG, so a client cannot aim at someone
-else's ids; one that crowds a bucket with its own makes that one set a hash table (more
-memory for those ids only).
-
-Measured with ``benchmarks/bench_replay_guard.py`` (see docs/benchmarks/performance.md).
+The design, its costs (a false replay below 4e-16 a report) and figures:
+docs/architecture/storage.md ("The replay guard") and docs/benchmarks/performance.md.
 """
 
 from __future__ import annotations
