@@ -9,7 +9,9 @@ on, as ``ldp serve`` runs it), and prints the µs per report of each phase:
 
 * **parse**: ``collector.body.parse_json`` of the raw body (strict JSON);
 * **validate**: ``collector.ingest.validate`` (the SDK's ``check_report``, plausibility,
-  the stored form of each report);
+  the stored form of each report); these two are the path of a batch that is not plain;
+* **plain decode** and **plain validate**: the same batch as the collector takes it,
+  ``collector.plain.decode`` and ``collector.plain.validate`` (the same items);
 * **marshal**: building the append script's call (``ldp_store.scripts.append_call``:
   the guard's keys and per-report arguments);
 * **redis call**: the script's round trip as the web worker waits for it (redis-py
@@ -41,10 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
-from collector import create_app  # noqa: E402
+from collector import create_app, plain  # noqa: E402
 from collector.body import parse_json  # noqa: E402
 from collector.context import services  # noqa: E402
-from collector.ingest import validate  # noqa: E402
+from collector.ingest import MAX_VERSIONS_PER_REQUEST, validate  # noqa: E402
 from ldp_store import guard, scripts  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
 
@@ -105,7 +107,9 @@ def profile(name: str, args: argparse.Namespace, server: EmbeddedRedis) -> None:
         return out
 
     n = args.requests * args.batch
-    phases: dict[str, float] = dict.fromkeys(("parse", "validate", "marshal", "redis call"), 0.0)
+    phases = dict.fromkeys(
+        ("parse", "validate", "plain decode", "plain validate", "marshal", "redis call"), 0.0
+    )
     admin = server.client()
     calls0, usec0 = evalsha_usec(admin)
     for raw in bodies():
@@ -116,6 +120,17 @@ def profile(name: str, args: argparse.Namespace, server: EmbeddedRedis) -> None:
         t2 = time.process_time()
         phases["parse"] += t1 - t0
         phases["validate"] += t2 - t1
+        t0 = time.process_time()
+        fast = plain.decode(raw, args.batch)
+        t1 = time.process_time()
+        assert fast is not None
+        found = plain.validate(
+            fast, ctx.registry.lookup, ctx.registry.retired, MAX_VERSIONS_PER_REQUEST
+        )
+        t2 = time.process_time()
+        phases["plain decode"] += t1 - t0
+        phases["plain validate"] += t2 - t1
+        assert found is not None and found[0] == batch.groups, "the two paths disagree"
         now = datetime.now(UTC)
         for (mname, version), items in batch.groups.items():
             layout = ctx.appender._layouts.get((mname, version, 0, guard.day_pair(now)))

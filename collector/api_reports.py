@@ -6,8 +6,9 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
+from collector import plain
 from collector.admission import SOURCE_ENVIRON_KEY, TooManyRequests
-from collector.body import read_json
+from collector.body import parse_json, read_body
 from collector.context import Services, services
 from collector.ingest import ingest, reports_of
 from collector.models import IngestError, IngestResult, ReportBatch
@@ -66,7 +67,8 @@ def post_reports() -> tuple[dict[str, Any], int]:
 
 
 def _admitted(ctx: Services) -> Any:
-    """The request's body, once its source's buckets paid for the request and its reports.
+    """The request's body (a :class:`~collector.plain.PlainBatch` when it is one), once its
+    source's buckets paid for the request and its reports.
 
     Raises:
         TooManyRequests: a bucket is empty (counted by limit); nothing was taken from it.
@@ -77,9 +79,11 @@ def _admitted(ctx: Services) -> Any:
     try:
         if source is not None:
             ctx.admission.admit_request(source)
-        body = read_json(request, current_app.config["MAX_BODY_BYTES"])
+        raw = read_body(request, current_app.config["MAX_BODY_BYTES"])
+        max_reports = current_app.config["MAX_REPORTS"]
+        body = plain.decode(raw, max_reports) or parse_json(raw)
         if source is not None:
-            count = len(reports_of(body, current_app.config["MAX_REPORTS"]))
+            count = len(reports_of(body, max_reports))
             ctx.admission.admit_reports(source, count)
     except TooManyRequests as exc:
         ctx.telemetry.rate_limited.labels(limit=exc.limit).inc()

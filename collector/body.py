@@ -19,7 +19,7 @@ from flask import Request
 
 from collector.errors import ApiError, clip
 
-__all__ = ["MAX_INT_DIGITS", "parse_json", "read_json"]
+__all__ = ["MAX_INT_DIGITS", "parse_json", "read_body", "read_json"]
 
 MAX_INT_DIGITS = 100
 """No field of the API holds an integer anywhere near 10¹⁰⁰ (versions and payload values
@@ -190,6 +190,16 @@ def read_json(request: Request, max_bytes: int) -> Any:
         ApiError: 415 if it is not ``application/json`` (UTF-8) or is compressed,
             413 if it is larger than ``max_bytes``, 400 if it is not strict JSON.
     """
+    return parse_json(read_body(request, max_bytes))
+
+
+def read_body(request: Request, max_bytes: int) -> bytes:
+    """The body of ``request``, undecoded, after the checks of :func:`read_json`.
+
+    Raises:
+        ApiError: 415 if it is not ``application/json`` (UTF-8) or is compressed,
+            413 if it is larger than ``max_bytes``.
+    """
     if request.mimetype != "application/json":
         shown = request.content_type or "none"
         raise ApiError(
@@ -212,7 +222,7 @@ def read_json(request: Request, max_bytes: int) -> Any:
     raw = request.get_data(cache=False)
     if len(raw) > max_bytes:
         raise _too_large(len(raw), max_bytes)
-    return parse_json(raw)
+    return raw
 
 
 def _too_large(size: int, max_bytes: int) -> ApiError:

@@ -23,6 +23,8 @@ import redis
 from client_sdk.errors import ReportError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
+from collector import plain
+from collector.body import parse_json
 from collector.errors import ApiError, Unavailable, clip
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
@@ -151,12 +153,15 @@ class RetiredOnly(NoValidReport):
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
-    """The ``reports`` list of a request body, checked for shape and count.
+    """The ``reports`` list of a request body, checked for shape and count (a
+    :class:`~collector.plain.PlainBatch` has been).
 
     Raises:
         ApiError: 400 if the body is not ``{"reports": [...]}`` with at least one
             report, 413 if it holds more than ``max_reports``.
     """
+    if isinstance(body, plain.PlainBatch):
+        return body.reports
     if not isinstance(body, dict):
         raise ApiError(400, 'the body must be a JSON object {"reports": [...]}')
     if set(body) != {"reports"}:
@@ -439,7 +444,8 @@ def ingest(
     """Validate a ``POST /v1/reports`` body and append its valid reports.
 
     Args:
-        body: the decoded request body.
+        body: the decoded request body, or a :class:`~collector.plain.PlainBatch` (checked
+            as a whole; report by report when it is not plainly valid).
         ctx: the app's services (registry, appender, telemetry).
         max_reports: the most reports one request may hold.
         now: the time that picks the replay sets; default: the current UTC time.
@@ -454,8 +460,18 @@ def ingest(
             full.
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
-    reports = reports_of(body, max_reports)
-    batch = validate(reports, ctx.registry.lookup, ctx.registry.retired)
+    batch = None
+    if isinstance(body, plain.PlainBatch):
+        registry = ctx.registry
+        found = plain.validate(body, registry.lookup, registry.retired, MAX_VERSIONS_PER_REQUEST)
+        if found is None:  # not plainly valid: report by report, with every message
+            body = parse_json(body.raw)
+        else:
+            reports = body.reports
+            batch = Validated(groups=found[0], shards=found[1])
+    if batch is None:
+        reports = reports_of(body, max_reports)
+        batch = validate(reports, ctx.registry.lookup, ctx.registry.retired)
     telemetry = ctx.telemetry
     for reason, count in Counter(r.reason for r in batch.rejected).items():
         telemetry.rejected.labels(reason=reason).inc(count)
