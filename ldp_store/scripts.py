@@ -959,36 +959,54 @@ if #made == 0 then
   for k in pairs(touched) do expire(k) end
 else
   local first = made[1] - 2  -- made[k - first]: bucket k's number
-  local written = {}
-  for k in pairs(touched) do written[#written + 1] = k end
-  for c = 1, #written, """
+  local unset = {}  -- the written buckets whose bit is 0: their expiry is not set yet
+  if gt[#gt] <= """
+    + str(guard.MADE_READ_WHOLE)
+    + """ then  -- a small bitmap: read whole, its bits tested here
+    local map = redis.call('GET', KEYS[7]) or ''
+    for k in pairs(touched) do
+      local b = made[k - first]
+      local byte = string.byte(map, math.floor(b / 8) + 1) or 0
+      if bit.band(byte, bit.rshift(128, b % 8)) == 0 then unset[#unset + 1] = k end
+    end
+  else  -- a large one: its bits of the written buckets
+    local written = {}
+    for k in pairs(touched) do written[#written + 1] = k end
+    for c = 1, #written, """
     + str(ID_CHUNK)
     + """ do
-    local e = math.min(#written, c + """
+      local e = math.min(#written, c + """
     + str(ID_CHUNK - 1)
     + """)
-    local ops = {}
-    for x = c, e do
-      ops[#ops + 1] = 'GET'
-      ops[#ops + 1] = 'u1'
-      ops[#ops + 1] = made[written[x] - first]
-    end
-    local bits = redis.call('BITFIELD', KEYS[7], unpack(ops))
-    local marks = {}
-    for x = c, e do
-      if bits[x - c + 1] == 0 then
-        expire(written[x])
-        marks[#marks + 1] = 'SET'
-        marks[#marks + 1] = 'u1'
-        marks[#marks + 1] = made[written[x] - first]
-        marks[#marks + 1] = 1
+      local ops = {}
+      for x = c, e do
+        ops[#ops + 1] = 'GET'
+        ops[#ops + 1] = 'u1'
+        ops[#ops + 1] = made[written[x] - first]
+      end
+      local bits = redis.call('BITFIELD', KEYS[7], unpack(ops))
+      for x = c, e do
+        if bits[x - c + 1] == 0 then unset[#unset + 1] = written[x] end
       end
     end
-    if #marks > 0 then
-      redis.call('BITFIELD', KEYS[7], unpack(marks))
-      redis.call('EXPIREAT', KEYS[7], ARGV[2])
-    end
   end
+  for c = 1, #unset, """
+    + str(ID_CHUNK)
+    + """ do
+    local e = math.min(#unset, c + """
+    + str(ID_CHUNK - 1)
+    + """)
+    local marks = {}
+    for x = c, e do
+      expire(unset[x])
+      marks[#marks + 1] = 'SET'
+      marks[#marks + 1] = 'u1'
+      marks[#marks + 1] = made[unset[x] - first]
+      marks[#marks + 1] = 1
+    end
+    redis.call('BITFIELD', KEYS[7], unpack(marks))
+  end
+  if #unset > 0 then redis.call('EXPIREAT', KEYS[7], ARGV[2]) end
 end
 local count = redis.call('HINCRBY', KEYS[3], 'n', new)
 redis.call('EXPIREAT', KEYS[3], ARGV[2])

@@ -243,6 +243,43 @@ def test_a_buckets_expiry_is_set_once_then_its_bit_says_so(any_redis: Any) -> No
     assert 10**6 - 5 <= r.ttl(bucket) <= 10**6
 
 
+@pytest.mark.parametrize("j", [8, 11, guard.MADE_READ_WHOLE, guard.MADE_READ_WHOLE + 5])
+def test_only_buckets_without_their_bit_get_an_expiry_whichever_way_it_is_read(
+    any_redis: Any, j: int
+) -> None:
+    """Generations up to ``MADE_READ_WHOLE`` have their bitmap read whole and its bits
+    tested in Lua; larger ones ask ``BITFIELD``. Either way a later batch sets the expiry
+    of exactly the buckets it makes (their bits then set) and of no bucket made before."""
+    r = any_redis.client()
+    day = MONDAY.date().isoformat()
+    r.hset(keys.guard_key(NAME, VERSION, day), mapping={"g": str(j), "n": 0})
+    appender = Appender(r, max_backlog=10**9)
+    made = keys.guard_made_key(NAME, VERSION, day, j)
+
+    def bucket(rid: bytes) -> str:
+        return keys.guard_bucket_key(NAME, VERSION, day, j, guard.bucket_of(rid, j))
+
+    first = ids(300, 31)
+    assert append(appender, first, MONDAY) == (300, 0)
+    old = {bucket(rid) for rid in first}
+    for key in old:
+        assert abs(time.time() + r.ttl(key) - guard.expires_at(day)) <= 2, key
+        r.expire(key, 10**6)  # were its expiry set again, this would change
+    assert r.bitcount(made) == len(old)
+    # The second batch: ids in the first batch's buckets, and ids in buckets not made yet.
+    # (an id keeps its bucket with another member: its last 8 bytes pick the bucket)
+    second = [os.urandom(8) + rid[8:] for rid in first[:150]] + ids(450, 32)
+    new = {bucket(rid) for rid in second} - old
+    assert new and len(new) < len({bucket(rid) for rid in second})  # both kinds
+    assert append(appender, second, MONDAY) == (600, 0)
+    for key in old:
+        assert 10**6 - 5 <= r.ttl(key) <= 10**6, key
+    for key in new:
+        assert abs(time.time() + r.ttl(key) - guard.expires_at(day)) <= 2, key
+    assert r.bitcount(made) == len(old | new)
+    assert abs(time.time() + r.ttl(made) - guard.expires_at(day)) <= 2
+
+
 def test_a_bucket_deleted_and_made_again_gets_its_expiry(redis_db: Any) -> None:
     """``delete_keys`` takes a bucket and its made bitmap in one step, so a bucket an
     append makes again is not believed to have its expiry (it would never expire)."""
