@@ -162,3 +162,43 @@ def test_on_a_cluster_the_guard_is_counted_and_shortened_across_nodes(cluster_db
         assert memory.reading(now).held_yesterday == 0
     finally:
         client.config_set("maxmemory", 0, target_nodes=client.ALL_NODES)
+
+
+def test_the_days_count_of_guard_ids_is_sent_at_most_once_an_interval(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends within the memory guard's ``near_interval`` of the last count add theirs
+    up in the process (no second round trip each); the first one after it sends the sum;
+    a count Redis failed to take is sent with the next one, not lost."""
+    r = redis_db.client()
+    appender = Appender(r, 1_000_000)
+    appender.memory.near_interval = 3600.0
+    now = datetime.now(UTC)
+    held = keys.guard_held_key(guard.day_pair(now)[0])
+    rng = random.Random(3)
+
+    def batch(n: int) -> list[tuple[bytes, bytes]]:
+        return [(rng.randbytes(16), b'{"v":1}') for _ in range(n)]
+
+    calls = []
+    incrby = r.incrby
+    monkeypatch.setattr(r, "incrby", lambda *args: calls.append(args) or incrby(*args))
+
+    def incrbys() -> int:  # round trips for the count (the script's own INCRBYs aside)
+        return len(calls)
+
+    assert appender.append("a.one", 1, batch(30), now) == (30, 0)  # the first: sent
+    sent = incrbys()
+    assert int(r.get(held) or 0) == 30
+    assert abs(time.time() + r.ttl(held) - guard.expires_at(guard.day_pair(now)[0])) <= 5
+    assert appender.append("a.one", 1, batch(20), now) == (20, 0)
+    assert appender.append("b.two", 1, batch(5), now) == (5, 0)
+    assert incrbys() == sent and int(r.get(held) or 0) == 30  # added up, not sent
+    appender.memory.near_interval = 0.0
+    with monkeypatch.context() as patched:
+        patched.setattr(r, "incrby", lambda *args: (_ for _ in ()).throw(ConnectionError("down")))
+        with pytest.raises(ConnectionError):
+            appender.append("a.one", 1, batch(7), now)
+    assert int(r.get(held) or 0) == 30
+    assert appender.append("a.one", 1, batch(1), now) == (1, 0)
+    assert int(r.get(held) or 0) == 30 + 20 + 5 + 7 + 1
