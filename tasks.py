@@ -124,7 +124,10 @@ def test(args: list[str]) -> None:
     _run(BIN / "ruff", "format", "--check", ".")
     _run(BIN / "mypy")
     _run(BIN / "mkdocs", "build", "--strict", "--quiet")
-    _run(BIN / "python", "-m", "pytest", "-n", "auto", "--durations=15", *args)
+    # Work stealing: a worker that runs out takes the other's remaining tests (the slow
+    # modules run first: tests/conftest.py SLOW_FIRST), so both end together.
+    xdist = ["-n", "auto", "--dist", "worksteal"]
+    _run(BIN / "python", "-m", "pytest", *xdist, "--durations=15", *args)
 
 
 def ldp(args: list[str]) -> None:
