@@ -145,7 +145,7 @@ SLOW_FIRST = (
     "tests/test_serve_start.py",
 )
 """Modules whose tests take the longest (``--durations``), in that order: run first, so
-the two workers of ``tasks.py test`` (xdist, work stealing) end together instead of one
+the workers of ``tasks.py test`` (xdist, work stealing) end together instead of one
 waiting for the other's last long test."""
 
 
