@@ -943,10 +943,10 @@ for c = 1, new, per do
 end
 local beyond = new - math.ceil(new / per)
 if beyond > 0 then redis.call('INCRBY', KEYS[2], beyond) end
--- A bucket's expiry is its day's, set once: when its bit in KEYS[7] is 0 (one BITFIELD
--- reads the bits of every bucket written), the bit then set. With no bitmap, at every
--- write (NX: from Redis 7.0, an expiry already set is neither changed nor written to the
--- AOF again).
+-- A bucket's expiry is its day's, set once: when its bit in KEYS[7] is 0 (read from the
+-- whole bitmap, or by BITFIELD for a large one), the bit then set. With no bitmap, at
+-- every write (NX: from Redis 7.0, an expiry already set is neither changed nor written
+-- to the AOF again).
 local nx = redis.REDIS_VERSION_NUM ~= nil
 local function expire(k)
   if nx then
@@ -959,6 +959,25 @@ if #made == 0 then
   for k in pairs(touched) do expire(k) end
 else
   local first = made[1] - 2  -- made[k - first]: bucket k's number
+  -- BITFIELD on the bitmap, one operation (op(ops, k) appends it) per bucket of list,
+  -- """
+    + str(ID_CHUNK)
+    + """ a call: the replies, in order.
+  local function bitfield(list, op)
+    local replies = {}
+    for c = 1, #list, """
+    + str(ID_CHUNK)
+    + """ do
+      local ops = {}
+      for x = c, math.min(#list, c + """
+    + str(ID_CHUNK - 1)
+    + """) do op(ops, list[x]) end
+      for _, v in ipairs(redis.call('BITFIELD', KEYS[7], unpack(ops))) do
+        replies[#replies + 1] = v
+      end
+    end
+    return replies
+  end
   local unset = {}  -- the written buckets whose bit is 0: their expiry is not set yet
   if gt[#gt] <= """
     + str(guard.MADE_READ_WHOLE)
@@ -972,41 +991,25 @@ else
   else  -- a large one: its bits of the written buckets
     local written = {}
     for k in pairs(touched) do written[#written + 1] = k end
-    for c = 1, #written, """
-    + str(ID_CHUNK)
-    + """ do
-      local e = math.min(#written, c + """
-    + str(ID_CHUNK - 1)
-    + """)
-      local ops = {}
-      for x = c, e do
-        ops[#ops + 1] = 'GET'
-        ops[#ops + 1] = 'u1'
-        ops[#ops + 1] = made[written[x] - first]
-      end
-      local bits = redis.call('BITFIELD', KEYS[7], unpack(ops))
-      for x = c, e do
-        if bits[x - c + 1] == 0 then unset[#unset + 1] = written[x] end
-      end
+    local bits = bitfield(written, function(ops, k)
+      ops[#ops + 1] = 'GET'
+      ops[#ops + 1] = 'u1'
+      ops[#ops + 1] = made[k - first]
+    end)
+    for x, k in ipairs(written) do
+      if bits[x] == 0 then unset[#unset + 1] = k end
     end
   end
-  for c = 1, #unset, """
-    + str(ID_CHUNK)
-    + """ do
-    local e = math.min(#unset, c + """
-    + str(ID_CHUNK - 1)
-    + """)
-    local marks = {}
-    for x = c, e do
-      expire(unset[x])
-      marks[#marks + 1] = 'SET'
-      marks[#marks + 1] = 'u1'
-      marks[#marks + 1] = made[unset[x] - first]
-      marks[#marks + 1] = 1
-    end
-    redis.call('BITFIELD', KEYS[7], unpack(marks))
+  if #unset > 0 then
+    for _, k in ipairs(unset) do expire(k) end
+    bitfield(unset, function(ops, k)
+      ops[#ops + 1] = 'SET'
+      ops[#ops + 1] = 'u1'
+      ops[#ops + 1] = made[k - first]
+      ops[#ops + 1] = 1
+    end)
+    redis.call('EXPIREAT', KEYS[7], ARGV[2])
   end
-  if #unset > 0 then redis.call('EXPIREAT', KEYS[7], ARGV[2]) end
 end
 local count = redis.call('HINCRBY', KEYS[3], 'n', new)
 redis.call('EXPIREAT', KEYS[3], ARGV[2])
