@@ -65,7 +65,38 @@ def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     metrics = data.get("metrics", data) if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
         raise ValueError(f"{file}: expected an object of metric name → definition")
+    if file.suffix == ".toml":
+        for name, table in metrics.items():
+            dotted = _split_name(name, table)
+            if dotted:
+                raise ValueError(
+                    f"{file}: metric {name!r} holds a table {dotted[len(name) + 1 :]!r}, which "
+                    f"no metric spec has: TOML reads [metrics.{dotted}] as nested tables; "
+                    f'quote a dotted name: [metrics."{dotted}"]'
+                )
     return metrics
+
+
+_SPEC_KEYS = frozenset(
+    {
+        *wire.SPEC_FIELDS,
+        *wire.NUMERIC_SPEC_FIELDS,
+        *wire.STRING_SPEC_FIELDS,
+        *wire.JOINT_SPEC_FIELDS,
+        "version",
+    }
+)
+"""Every key a file's metric table may hold (of any kind, and its ``version``)."""
+
+
+def _split_name(name: str, table: Mapping[str, Any]) -> str | None:
+    """The dotted name TOML split into nested tables (``[metrics.app.theme]`` is a table
+    ``theme`` in a metric ``app``): a key no spec has whose value is a table, followed
+    down to the table that holds none; None when the table has no such key."""
+    for key, value in table.items():
+        if key not in _SPEC_KEYS and isinstance(value, Mapping):
+            return _split_name(f"{name}.{key}", value) or f"{name}.{key}"
+    return None
 
 
 def split_version(name: str, table: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
