@@ -165,8 +165,8 @@ def delete_metric(name: str) -> dict[str, Any]:
     ctx = services()
     registry = ctx.registry
     versions = _which(registry, name, version_arg())
-    # Fresh: a retire just answered by another web worker must count (it was refused
-    # for a second after `ldp metrics retire`, the cache's lifetime).
+    # Fresh: a retire just answered by another web worker must count (this worker's
+    # cached state may be up to CURRENT_TTL old).
     state = registry.state(name, fresh=True)
     if state.retired is None and state.current in versions:
         raise ApiError(

@@ -71,8 +71,9 @@ def get_metric(name: str) -> dict[str, Any]:
 
 
 def retired_at(name: str) -> str | None:
-    """When ``name`` was retired (ISO 8601, UTC; the registry caches it), or None."""
-    since = services().registry.retired(name)
+    """When ``name`` was retired (ISO 8601, UTC), or None
+    (:meth:`~ldp_store.registry.Registry.refusing`)."""
+    since = services().registry.refusing(name)
     return None if since is None else datetime.fromtimestamp(since, UTC).isoformat()
 
 

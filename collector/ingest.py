@@ -43,6 +43,7 @@ __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
+    "RetiredOnAppend",
     "RetiredOnly",
     "Validated",
     "ingest",
@@ -153,6 +154,27 @@ class RetiredOnly(NoValidReport):
             f"metric {r.metric} was retired on {r.retired_at[:10]}; stop reporting it"
             for r in retired
         )
+
+
+class RetiredOnAppend(Exception):
+    """The append script found a metric retired that this process's cached registry state
+    did not (a retire another process answered a moment ago): the reports of ``refused``
+    were not appended; ``added`` and ``duplicates`` count what the version's other
+    shards took before."""
+
+    def __init__(
+        self, name: str, since: float, added: int, duplicates: int, refused: list[bytes]
+    ) -> None:
+        super().__init__(f"metric {name!r} was retired on {retired_on(since)}")
+        self.name = name
+        self.since = since
+        self.added = added
+        self.duplicates = duplicates
+        self.refused = refused
+
+
+def _retired_error(name: str, since: float) -> str:
+    return f"metric {name} was retired on {retired_on(since)}; stop reporting it"
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
@@ -282,8 +304,7 @@ def validate(
         name, since, implausible_of, group, encode = plan
         if since is not None:
             batch.retired[name] = since
-            error = f"metric {name} was retired on {retired_on(since)}"
-            error += "; stop reporting it"
+            error = _retired_error(name, since)
             batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
             continue
         implausible = implausible_of(payload) if implausible_of is not None else None
@@ -367,6 +388,7 @@ class Appender:
 
         Raises:
             Unavailable: the reports would take a stream past ``max_backlog``.
+            RetiredOnAppend: the metric is retired (its reports, or a shard's, refused).
             redis.RedisError: Redis is down or refused the write (e.g. OOM).
         """
         days = guard.day_pair(now)
@@ -377,10 +399,15 @@ class Appender:
                 parts.setdefault(keys.shard_of(item[0], shards), []).append(item)
         added = duplicates = 0
         full = False
+        since: float | None = None
+        refused: list[bytes] = []
         for shard, part in sorted(parts.items()):
-            got, replayed, backlogged = self._append_part(name, version, shard, days, part)
-            added, duplicates = added + got, duplicates + replayed
-            full = full or backlogged
+            reply = self._append_part(name, version, shard, days, part)
+            added, duplicates = added + reply.appended, duplicates + reply.duplicates
+            full = full or reply.backlog
+            if reply.retired is not None:
+                since = reply.retired
+                refused += [rid for rid, _ in part]
         if added:
             self._count_held(days[0], added)
         if full:
@@ -389,6 +416,8 @@ class Appender:
                 f"{self.max_backlog} reports; retry later",
                 "backlog",
             )
+        if since is not None:
+            raise RetiredOnAppend(name, since, added, duplicates, refused)
         return added, duplicates
 
     def _count_held(self, day: str, added: int) -> None:
@@ -425,7 +454,7 @@ class Appender:
 
     def _append_part(
         self, name: str, version: int, shard: int, days: tuple[str, str], part: list[Item]
-    ) -> tuple[int, int, bool]:
+    ) -> scripts.AppendReply:
         """One script call for one shard's reports, with the guard layout agreed first.
 
         The layout of each (version, shard, day pair) is cached; the script answers the
@@ -445,7 +474,7 @@ class Appender:
             )
             reply = scripts.AppendReply.of(self._run(call))
             if reply.layout is None:
-                return reply.appended, reply.duplicates, reply.backlog
+                return reply
             layout = guard.Layout(name, version, shard, days, *reply.layout)
             if len(self._layouts) >= MAX_LAYOUTS:
                 self._layouts.clear()
@@ -463,6 +492,38 @@ class Appender:
         if self._replicas is None:
             return call.run()
         return self._replicas.run(call)
+
+
+def _refuse(batch: Validated) -> None:
+    """Raise the answer to a request of which no report was taken: 410 if every report
+    names a retired metric, else 400."""
+    retirements = batch.retirements()
+    if retirements and all(r.reason == "retired" for r in batch.rejected):
+        raise RetiredOnly(batch.rejected, retirements)
+    raise NoValidReport(batch.rejected, retirements)
+
+
+def _retired_meanwhile(
+    batch: Validated, reports: list[Any], version: int, exc: RetiredOnAppend
+) -> None:
+    """Reject, as retired, the reports the append script refused (by id: rare enough,
+    just after a retire, to look them up one by one)."""
+    refused = {rid.hex() for rid in exc.refused}
+    batch.retired[exc.name] = exc.since
+    error = _retired_error(exc.name, exc.since)
+    for index, report in enumerate(reports):
+        if isinstance(report, dict):
+            metric, number, rid = report.get("metric"), report.get("version"), report.get("id")
+        else:  # a plain batch's report struct (collector.plain), or a rejected value
+            metric, number, rid = (getattr(report, f, None) for f in ("metric", "version", "id"))
+        if (
+            metric == exc.name
+            and type(number) is int
+            and number == version
+            and isinstance(rid, str)
+            and rid.lower() in refused
+        ):
+            batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
 
 
 def ingest(
@@ -490,7 +551,7 @@ def ingest(
     batch = None
     if isinstance(body, plain.PlainBatch):
         registry = ctx.registry
-        found = plain.validate(body, registry.lookup, registry.retired, MAX_VERSIONS_PER_REQUEST)
+        found = plain.validate(body, registry.lookup, registry.refusing, MAX_VERSIONS_PER_REQUEST)
         if found is None:  # not plainly valid: report by report, with every message
             body = parse_json(body.raw)
         else:
@@ -498,7 +559,7 @@ def ingest(
             batch = Validated(groups=found[0], shards=found[1])
     if batch is None:
         reports = reports_of(body, max_reports)
-        batch = validate(reports, ctx.registry.lookup, ctx.registry.retired)
+        batch = validate(reports, ctx.registry.lookup, ctx.registry.refusing)
     telemetry = ctx.telemetry
     for reason, count in Counter(r.reason for r in batch.rejected).items():
         telemetry.rejected.labels(reason=reason).inc(count)
@@ -514,23 +575,30 @@ def ingest(
             dict(Counter(r.reason for r in batch.rejected)),
         )
     if not batch.groups:
-        retirements = batch.retirements()
-        if retirements and all(r.reason == "retired" for r in batch.rejected):
-            raise RetiredOnly(batch.rejected, retirements)
-        raise NoValidReport(batch.rejected, retirements)
+        _refuse(batch)
     when = now or datetime.now(UTC)
     if ctx.appender.memory.check(when) is not None:
         telemetry.guard_shortened.inc()
     accepted = duplicates = 0
+    refused = False
     for (name, version), items in sorted(batch.groups.items()):
         shards = batch.shards.get((name, version), 1)
-        added, replayed = ctx.appender.append(name, version, items, when, shards)
+        try:
+            added, replayed = ctx.appender.append(name, version, items, when, shards)
+        except RetiredOnAppend as exc:
+            added, replayed, refused = exc.added, exc.duplicates, True
+            _retired_meanwhile(batch, reports, version, exc)
+            telemetry.rejected.labels(reason="retired").inc(len(exc.refused))
         accepted += added
         duplicates += replayed
         if added:
             telemetry.accepted.labels(metric=name).inc(added)
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
+    if refused:
+        batch.rejected.sort(key=lambda r: r.index)
+        if accepted + duplicates == 0:
+            _refuse(batch)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
     retired = batch.retirements()
     return IngestResult(

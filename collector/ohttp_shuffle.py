@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from prometheus_client import Counter, Histogram
 
-from collector.ingest import Appender, Item
+from collector.ingest import Appender, Item, RetiredOnAppend
 from ldp_api.context import Slot
 from ldp_store import keys, scripts
 
@@ -219,13 +219,20 @@ class PoolAppender(Appender):
         self, name: str, version: int, items: list[Item], now: datetime, shards: int = 1
     ) -> tuple[int, int]:
         """Append to the pools as :meth:`Appender.append` does, then release full ones."""
-        added, duplicates = super().append(name, version, items, now, shards)
+        try:
+            added, duplicates = super().append(name, version, items, now, shards)
+        except RetiredOnAppend as exc:  # other shards may have taken theirs before
+            self._pooled(name, version, items, shards, exc.added)
+            raise
+        self._pooled(name, version, items, shards, added)
+        return added, duplicates
+
+    def _pooled(self, name: str, version: int, items: list[Item], shards: int, added: int) -> None:
         if added:
             for shard in sorted(
                 {keys.shard_of(rid, shards) for rid, _ in items} if shards > 1 else {0}
             ):
                 self.shuffler.pooled(name, version, shard)
-        return added, duplicates
 
 
 def install(

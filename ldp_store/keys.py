@@ -35,6 +35,7 @@ __all__ = [
     "made_key_of",
     "metric_key",
     "pool_key",
+    "retired_key",
     "seeds_key",
     "seen_key",
     "shard_of",
@@ -196,6 +197,13 @@ def shard_of(report_id: bytes, shards: int) -> int:
 def claims_key(name: str, version: int, shard: int = 0) -> str:
     """The claim fence: a counter the worker bumps whenever entries may change owner."""
     return f"{PREFIX}:{tag(name, version, shard)}:claims"
+
+
+def retired_key(name: str, version: int, shard: int = 0) -> str:
+    """Present while the metric is retired, holding when (Unix seconds): the registry's
+    mark in the version's own slot, which the append script reads, so a retire is in force
+    for every collector process once it returns (``ldp_store.registry.Registry.retire``)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:retired"
 
 
 def pool_key(name: str, version: int, shard: int = 0) -> str:

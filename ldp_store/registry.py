@@ -14,12 +14,18 @@ collector accepts reports for but that no worker discovers.
 
 Data lifecycle (issue 17). A metric can be *retired* (field ``retired``: when, Unix
 seconds): the collector refuses its reports (410) while its estimates stay readable, and
-no new version can be created until it is un-retired. A version can be *deleted*
-(:mod:`ldp_store.lifecycle` removes its keys): its ``v<N>``/``t<N>`` fields go and its
-number joins the ``deleted`` list (JSON), a tombstone with two jobs: every process drops
-its forever-cached definition of that version within :data:`CURRENT_TTL` (the state is
-re-read with ``current``), and a later version never reuses the number (so no process can
-mistake an old cached definition for a new one).
+no new version can be created until it is un-retired. A retire also sets each version's
+:func:`~ldp_store.keys.retired_key` (one per shard, in the version's own slot), which the
+append script reads: every collector process refuses the reports from the moment
+:meth:`Registry.retire` returns, though its cached state lags up to :data:`CURRENT_TTL`;
+and a process whose cache still says "retired" reads the state again before refusing
+(:meth:`Registry.refusing`), so an unretire is in force at once too.
+
+A version can be *deleted* (:mod:`ldp_store.lifecycle` removes its keys): its
+``v<N>``/``t<N>`` fields go and its number joins the ``deleted`` list (JSON), a tombstone
+with two jobs: every process drops its forever-cached definition of that version within
+:data:`CURRENT_TTL` (the state is re-read with ``current``), and a later version never
+reuses the number (so no process can mistake an old cached definition for a new one).
 """
 
 from __future__ import annotations
@@ -142,6 +148,17 @@ class Registry:
     def retired(self, name: str) -> float | None:
         """When ``name`` was retired (Unix seconds; cached for CURRENT_TTL), or None."""
         return self.state(name).retired
+
+    def refusing(self, name: str) -> float | None:
+        """When ``name`` was retired, or None: :meth:`retired`, read again from Redis when
+        the cache says retired, so an unretire that another process answered is in force
+        here at once. What refuses reports: a retire needs no fresh read (the append
+        script reads the versions' :func:`~ldp_store.keys.retired_key`), and a refusal
+        is rare (an SDK stops reporting at its first 410), so the read costs nothing on
+        the ordinary path."""
+        if self.state(name).retired is None:
+            return None
+        return self.state(name, fresh=True).retired
 
     def get(self, name: str, version: int | None = None) -> MetricDefinition | None:
         """A definition by name and version (default: current), or None if unknown."""
@@ -285,13 +302,35 @@ class Registry:
         self.redis.hsetnx(key, "retired", int(when))
         self._state.pop(name, None)
         raw = self.redis.hget(key, "retired")
-        return float(raw) if raw is not None else when
+        since = float(raw) if raw is not None else when
+        # After the field: a put that made a version before it is listed here; one after
+        # it finds the metric retired (its WATCH on the hash fails, it reads again).
+        with self.redis.pipeline(transaction=False) as pipe:
+            for marker in self._retired_keys(name):
+                pipe.set(marker, int(since))
+            pipe.execute()
+        return since
 
     def unretire(self, name: str) -> bool:
         """Take reports of ``name`` again; whether it was retired."""
         removed = self.redis.hdel(keys.metric_key(name), "retired")
         self._state.pop(name, None)
+        with self.redis.pipeline(transaction=False) as pipe:
+            for marker in self._retired_keys(name):
+                pipe.delete(marker)
+            pipe.execute()
         return bool(removed)
+
+    def _retired_keys(self, name: str) -> list[str]:
+        """The :func:`~ldp_store.keys.retired_key` of every shard of every version."""
+        found = []
+        raw = cast(dict[bytes, bytes], self.redis.hgetall(keys.metric_key(name)))
+        for field, value in raw.items():
+            if field.startswith(b"v") and field[1:].isdigit():
+                shards = MetricDefinition.from_dict(json.loads(value)).shards
+                version = int(field[1:])
+                found += [keys.retired_key(name, version, shard) for shard in range(shards)]
+        return found
 
     def forget(self, name: str, versions: list[int]) -> None:
         """Remove ``versions`` of ``name`` from the registry, leaving their tombstone.

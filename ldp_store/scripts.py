@@ -807,7 +807,7 @@ APPEND = (
 -- KEYS: 1 the stream (or a shuffle pool), 2 the stream's batched-report count, 3 today's
 --       guard hash, 4 yesterday's, 5 and 6 the legacy replay sets of today and yesterday,
 --       7 the bitmap of today's newest generation's buckets whose expiry is set, 8.. guard
---       buckets (all in one hash slot)
+--       buckets, last: the version's retirement mark (all in one hash slot)
 -- ARGV: 1 max backlog (reports), 2 when today's guard expires (Unix s), 3 today's
 --       generations as the caller believes them, 4 yesterday's, 5 ids a bucket is sized
 --       for, 6 ids a bucket holds before a new generation starts, 7 the generation step,
@@ -821,8 +821,11 @@ APPEND = (
 --       bucket's KEYS index and how many reports fall in it, flat; the reports' positions
 --       in run order; their members in that order}; sizes: each payload's size; starts:
 --       where each payload starts in ARGV 9, then where a payload n + 1 would.
--- First agree on the layout, then sort the reports into new ones and replays, then check
--- the backlog with the new ones counted, then write: a refusal changes nothing.
+-- First refuse a retired metric's reports, then agree on the layout, then sort the reports
+-- into new ones and replays, then check the backlog with the new ones counted, then
+-- write: a refusal changes nothing.
+local retired = redis.call('GET', KEYS[#KEYS])
+if retired then return {-2, retired} end
 local function gens(s)
   local t = {}
   for x in string.gmatch(s, '%d+') do t[#t + 1] = tonumber(x) end
@@ -1041,7 +1044,10 @@ newest generation (expiring at the end of tomorrow, UTC), adds them to today's c
 ``n``, and starts a generation 2**step times larger when ``n`` passes what the
 generations hold. Every write comes after every check, so a refusal (backlog, or Redis
 out of memory at the first write) appends nothing. Returns {appended, duplicates,
-backlog flag}.
+backlog flag}; or ``{-2, since}``, nothing written, when the version's
+:func:`~ldp_store.keys.retired_key` is set: the metric was retired (at ``since``), which
+every collector process obeys from the moment the retire returns, whatever its cached
+registry state says.
 
 When the stream holds room for the whole batch (the usual case), no refusal is possible
 but Redis's own at the first write, and the newest generation's lookup is the ``SADD``
@@ -1064,10 +1070,14 @@ class AppendReply:
     layout: tuple[tuple[int, ...], tuple[int, ...]] | None = None
     """When Redis holds another guard layout: today's and yesterday's generations as it
     holds them (nothing appended; retry with them)."""
+    retired: float | None = None
+    """When the metric was retired (Unix seconds), if it is: nothing appended."""
 
     @classmethod
     def of(cls, reply: Sequence[Any]) -> AppendReply:
         """Parse the script's reply."""
+        if int(reply[0]) == -2:
+            return cls(0, 0, False, retired=float(reply[1]))
         if int(reply[0]) < 0:
             today, yesterday = guard.parse_generations(reply[1]), guard.parse_generations(reply[2])
             return cls(0, 0, False, (today, yesterday))
@@ -1119,7 +1129,8 @@ def append_call(
         msgpack.encode(structure),
     ]
     batched = keys.batched_key(layout.name, layout.version, layout.shard)
-    return Call(_script(client, APPEND), [stream, batched, *packed.keys], args)
+    retired = keys.retired_key(layout.name, layout.version, layout.shard)
+    return Call(_script(client, APPEND), [stream, batched, *packed.keys, retired], args)
 
 
 UNLINK = """

@@ -1,8 +1,9 @@
-"""A real ``ldp relay`` for tests (its own process, stopped after), and a recording front
-for the collector (who reached it, when, with what)."""
+"""A real ``ldp relay`` for tests (its own process, stopped after), a recording front
+for the collector (who reached it, when, with what), and sealed uploads."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,9 @@ from typing import Any
 
 import requests
 
+from client_sdk.ohttp import bhttp
+from client_sdk.ohttp.encapsulation import ClientContext, encapsulate_request
+from client_sdk.ohttp.keys import KeyConfig
 from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,3 +90,17 @@ class Recording(BaseHTTPRequestHandler):
 
     def log_message(self, *args: Any) -> None:
         pass
+
+
+def sealed_reports(config: KeyConfig, reports: list[Any]) -> tuple[bytes, ClientContext]:
+    """``POST /v1/reports`` of ``reports`` encapsulated under the gateway key ``config``,
+    as a device sends it through a relay, and the context that opens the answer."""
+    inner = bhttp.BinaryRequest(
+        "POST",
+        "https",
+        "collector.example",
+        "/v1/reports",
+        (("content-type", "application/json"),),
+        json.dumps({"reports": reports}).encode(),
+    )
+    return encapsulate_request(config, bhttp.encode_request(inner))

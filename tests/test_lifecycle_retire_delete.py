@@ -20,13 +20,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from relay_helpers import sealed_reports
 from werkzeug.serving import make_server
 
 from aggregator.stream.worker import Worker
 from client_sdk import Client
+from client_sdk.ohttp import bhttp
+from client_sdk.ohttp.keys import GATEWAY_PATH, REQUEST_MEDIA_TYPE, decode_key_configs
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from ldp_server.serve import Server
 from ldp_store import keys, lifecycle
 from ldp_store.embedded import free_port
 
@@ -279,6 +283,9 @@ def test_delete_on_a_cluster_scans_every_primary(cluster_db: Any) -> None:
     assert preview["keys"] == len(hot) and preview["bytes"] > 0
     assert web.delete("/v1/metrics/hot", headers=admin).status_code == 409
     assert web.post("/v1/metrics/hot/retire", headers=admin).status_code == 200
+    marks = {keys.retired_key("hot", 1, s).encode() for s in range(3)}  # one per shard's slot
+    assert on_nodes(b"ldp:{m:hot:1:") == hot | marks
+    hot |= marks
     response = web.delete("/v1/metrics/hot", headers=admin)
     assert response.status_code == 200 and response.json["keys"] == len(hot)
     assert not on_nodes(b"ldp:{m:hot:")
@@ -415,3 +422,49 @@ def test_a_new_version_after_a_delete_says_what_is_readable(server_url: str) -> 
     out = new_version(7.0)
     assert "now has version 7" in out and "stay readable" not in out
     assert "The earlier versions were deleted: no earlier estimates remain." in out
+
+
+# -- retire on a real multi-worker ldp serve ----------------------------------------------
+
+
+def sealed(url: str, body: list[dict[str, Any]]) -> tuple[int, Any]:
+    """``body`` through the server's Oblivious HTTP gateway: the inner answer."""
+    with urllib.request.urlopen(url + GATEWAY_PATH, timeout=30) as r:
+        config = decode_key_configs(r.read())[0]
+    encapsulated, context = sealed_reports(config, body)
+    req = urllib.request.Request(
+        url + GATEWAY_PATH, encapsulated, headers={"Content-Type": REQUEST_MEDIA_TYPE}
+    )
+    with urllib.request.urlopen(req, timeout=30) as r:
+        opened = bhttp.decode_response(context.decapsulate_response(r.read()))
+    return opened.status, json.loads(opened.content)
+
+
+def test_after_a_retire_right_after_start_every_web_worker_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """New-user finding: the first `ldp metrics retire` after `ldp serve` started let 3-7
+    of 12 reports posted right after it through. Each gunicorn worker cached the metric's
+    state for a second (CURRENT_TTL); the worker that answered the retire forgot its own,
+    the others accepted until theirs expired. Once the retire returns, every worker now
+    refuses (the append script reads the version's retirement mark)."""
+    monkeypatch.setenv("LDP_SOURCE_REQUESTS_PER_SECOND", "0")  # one test, many requests
+    monkeypatch.setenv("LDP_SOURCE_REPORTS_PER_MINUTE", "0")
+    with Server(port=0, data_dir=tmp_path / "data", web_workers=3, quiet=True) as server:
+        url, token = server.url, server.admin_token
+        code, out = ldp("metrics", "create", "app.theme", "--url", url, "--token", token,
+                        "-d", ",".join(THEME), "-e", "1")  # fmt: skip
+        assert code == 0, out
+        theme = definition(url, "app.theme")
+        # Reports right after the start: each on its own connection, so every worker
+        # that takes one caches the metric's state as live
+        assert [post(url, some(theme, 1, seed=s))[0] for s in range(12)] == [202] * 12
+        code, out = ldp("metrics", "retire", "app.theme", "--url", url, "--token", token, "-y")
+        assert code == 0, out
+        statuses = [post(url, some(theme, 1, seed=100 + s))[0] for s in range(12)]
+        assert statuses == [410] * 12
+        assert [sealed(url, some(theme, 1, seed=200 + s))[0] for s in range(4)] == [410] * 4
+        code, out = ldp("metrics", "unretire", "app.theme", "--url", url, "--token", token)
+        assert code == 0, out
+        statuses = [post(url, some(theme, 1, seed=300 + s))[0] for s in range(12)]
+        assert statuses == [202] * 12
