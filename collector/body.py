@@ -202,11 +202,10 @@ def read_body(request: Request, max_bytes: int) -> bytes:
     """
     if request.mimetype != "application/json":
         shown = request.content_type or "none"
-        raise ApiError(
-            415,
-            "the request body must be JSON",
-            [f"Content-Type is {clip(shown, 100)!r}; send 'application/json'"],
-        )
+        details = [f"Content-Type is {clip(shown, 100)!r}; send 'application/json'"]
+        if request.mimetype == "application/x-www-form-urlencoded":  # what curl -d sends
+            details.append("with curl: -H 'Content-Type: application/json' (or --json)")
+        raise ApiError(415, "the request body must be JSON", details)
     charset = request.mimetype_params.get("charset", "utf-8").lower()
     if charset not in ("utf-8", "utf8"):
         raise ApiError(415, "JSON must be UTF-8", [f"charset {clip(charset, 40)!r} is not"])

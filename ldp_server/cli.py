@@ -1,6 +1,6 @@
 """The ``ldp`` command line: the aggregator's commands (:mod:`aggregator.cli`) with
-``serve`` and ``demo`` (:mod:`ldp_server.commands`) and ``relay`` (:mod:`ldp_relay.cli`),
-the console script of the package.
+``serve``, ``demo`` and ``wait`` (:mod:`ldp_server.commands`) and ``relay``
+(:mod:`ldp_relay.cli`), the console script of the package.
 
 Each command imports what its job needs when it runs, so ``ldp --help`` loads neither
 numpy nor Redis, and ``ldp aggregate`` neither Flask nor the collector.
@@ -23,5 +23,5 @@ def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
 
 
-for _command in (*COMMANDS, commands.serve, commands.demo, relay):
+for _command in (*COMMANDS, commands.serve, commands.demo, commands.wait, relay):
     main.add_command(_command)

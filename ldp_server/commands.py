@@ -1,4 +1,5 @@
-"""``ldp serve`` and ``ldp demo``: the commands that run the whole system."""
+"""``ldp serve`` and ``ldp demo``: the commands that run the whole system; ``ldp wait``
+for a script that started ``ldp serve`` in the background."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from rich.table import Table
 
 from aggregator.cli.console import err, out, progress_bar
 
-__all__ = ["demo", "serve"]
+__all__ = ["demo", "serve", "wait"]
 
 
 def _print_urls(server: Any) -> None:
@@ -314,6 +315,54 @@ def demo(
         server.stop()
     if gave_up:
         raise SystemExit(1)
+
+
+WAIT_TIMEOUT = 180.0
+"""``ldp wait``'s default: longer than a start of ``ldp serve`` may take (Redis, then up
+to ``READY_TIMEOUT``, 120 s, for the web services on a slow machine)."""
+
+
+@click.command()
+@click.option(
+    "--url",
+    envvar="LDP_URL",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    help="The server (or LDP_URL).",
+)
+@click.option(
+    "--timeout",
+    default=WAIT_TIMEOUT,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds to wait before giving up (exit status 1).",
+)
+def wait(url: str, timeout: float) -> None:
+    """Wait until the server at --url is ready (answers /readyz), e.g. after `ldp serve &`:
+    by then its admin token is in <data-dir>/admin-token."""
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    if not url.startswith(("http://", "https://")):
+        raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
+    deadline = time.monotonic() + timeout
+    last = "no answer"
+    while True:
+        try:
+            with urllib.request.urlopen(url.rstrip("/") + "/readyz", timeout=2) as r:
+                if r.status == 200:
+                    out.print(f"{url} is ready")
+                    return
+        except urllib.error.HTTPError as exc:
+            last = f"/readyz answers {exc.code}"
+        except OSError as exc:
+            last = f"no answer ({getattr(exc, 'reason', exc)})"
+        if time.monotonic() >= deadline:
+            raise click.ClickException(
+                f"{url} is not ready after {timeout:g} s: {last}; is ldp serve running "
+                "(its logs are in its --data-dir)?"
+            )
+        time.sleep(0.2)
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -203,6 +203,17 @@ CASES: list[Case] = [
         415,
         "JSON",
     ),
+    (  # what `curl -d` sends (issue 36: a docs example answered 415 without a way out)
+        "PUT as curl -d sends it",
+        lambda c: c.client.put(
+            "/v1/metrics/x",
+            data='{"domain": ["a", "b"], "epsilon": 1}',
+            content_type="application/x-www-form-urlencoded",
+            headers=ADMIN,
+        ),
+        415,
+        "with curl: -H 'Content-Type: application/json'",
+    ),
     (
         "PUT bad name",
         lambda c: c.client.put("/v1/metrics/Bad%20Name", json=THEME_SPEC, headers=ADMIN),
