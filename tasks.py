@@ -59,7 +59,8 @@ NGINX = Path("/usr/sbin/nginx")
 
 
 def _apt_install(binary: Path, package: str, tests: str) -> None:
-    """Install a Debian ``package`` providing ``binary`` when it is missing.
+    """Install a Debian ``package`` providing ``binary`` when it is missing, saying first
+    what it installs and for which ``tests``.
 
     Only as root with apt-get; otherwise the ``tests`` that need it skip and say why.
     """
@@ -71,6 +72,12 @@ def _apt_install(binary: Path, package: str, tests: str) -> None:
             flush=True,
         )
         return
+    print(
+        f"tasks.py: {binary} is missing: installing Debian's {package} for {tests}, now, "
+        f"as root (apt-get update, then apt-get install {package}); to install nothing, "
+        "install it first or run tasks.py as another user (those tests then skip)",
+        flush=True,
+    )
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", package]):
         print("+", " ".join(cmd), flush=True)
