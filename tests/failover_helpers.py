@@ -51,6 +51,10 @@ NODE_TIMEOUT_MS = 1000
 and its replica promoted within about as long again."""
 
 
+UNREPLICATED = 20
+"""Reports acknowledged while the replica lags, at least, with ``REPLICA_ACKS=0``: one
+device's batch (``flush_at``), so the kill surely loses some."""
+
 BALLAST_VALUES = 4
 BALLAST_BYTES = 8 << 20
 """32 MB written to the victim while its replica is stopped: more than loopback TCP's
@@ -276,7 +280,17 @@ def run_failover(
             victim_node = cluster.server_at(victim_port).client()
             for i in range(BALLAST_VALUES):
                 victim_node.set(f"{tag}{i}", b"\0" * BALLAST_BYTES)
+            unreplicated = sum(len(t.acked) for t in trackers)
             time.sleep(replica_lag)
+            if not replica_acks:
+                # What is acknowledged from now on is on the primary alone: the loss the
+                # test expects. A fixed lag is a race against the load (a slow machine may
+                # acknowledge nothing in it): wait for an upload's worth as well.
+                _wait(
+                    lambda: sum(len(t.acked) for t in trackers) >= unreplicated + UNREPLICATED,
+                    120,
+                    "uploads acknowledged while the replica lags",
+                )
         cluster.server_at(victim_port).kill()
         if replica_lag:
             assert replica.process is not None

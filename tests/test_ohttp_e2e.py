@@ -280,7 +280,12 @@ def test_the_sdk_reports_through_the_relay_and_no_device_address_reaches_the_col
     finally:
         client.shutdown()
     assert len(stream(redis_db, wide)) == 20  # B = 20: released at once
-    time.sleep(0.3)  # the workers write their log lines after answering
+    # The workers write a request's line after answering it: wait for it (a fixed pause
+    # was a race against the machine's load).
+    deadline = time.monotonic() + 60
+    while "POST /.well-known/ohttp-gateway" not in (stack.logs / "access.log").read_text():
+        assert time.monotonic() < deadline, "the gateway's request never reached the access log"
+        time.sleep(0.05)
     kept = everything_the_collector_keeps(stack, redis_db)
     assert "POST /.well-known/ohttp-gateway" in kept  # the access log is written
     # One batch and the metric's definition, both sealed: no direct definition fetch.

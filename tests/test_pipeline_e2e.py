@@ -15,7 +15,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
+from supervisor_helpers import held_down
 
 from aggregator.query.window import read_counts
 from aggregator.stats.frequency import estimate_from_counts
@@ -107,8 +108,8 @@ def put_metric(server: Server, name: str, spec: dict[str, Any]) -> dict[str, Any
 
 
 RESTART_DELAY = 3.0
-"""Seconds the supervisor waits before restarting a crashed child: long enough to watch
-the outage."""
+"""Seconds the supervisor waits before restarting a crashed child (a test that must see
+the outage holds the restart instead: ``supervisor_helpers.held_down``)."""
 
 
 @pytest.fixture
@@ -227,9 +228,22 @@ def test_every_upload_sent_twice_counts_once(server: Server) -> None:
             assert found[("ldp_collector_reports_duplicate_total", metric)] == sent
 
 
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Until ``condition()`` holds (a bound against a hang, not a speed limit)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.05)
+
+
 def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
     """kill -9 of the embedded Redis: the collector answers 503 while it is away, the
-    supervisor starts it again on the same port and data (AOF), the SDK's retries land."""
+    supervisor starts it again on the same port and data (AOF), the SDK's retries land.
+
+    Conditions, not timing: on a loaded machine ``flush(timeout=1)`` returned before the
+    upload was answered (the statuses held only the first flush's two 202s: ``assert 503
+    in [202, 202]``), and Redis came back after the fixture's 3 s anyway, so a late upload
+    could get a 202. Now Redis stays down until the test has seen the 503."""
     assert server.redis is not None and server.redis.process is not None
     recorder = Recorder(server.url)
     client = Client(
@@ -247,12 +261,16 @@ def test_redis_down_during_ingest_nothing_lost(server: Server) -> None:
 
     report(300)
     assert client.flush(timeout=30)  # definitions fetched, first reports delivered
-    os.kill(server.redis.process.pid, signal.SIGKILL)  # restarted after RESTART_DELAY
-    report(300)
-    assert not client.flush(timeout=1)  # the collector answers 503: the reports stay queued
-    assert 503 in recorder.statuses
-    assert client.stats()["queued"] == 900
-    assert client.flush(timeout=60)  # back, same port and data; the SDK honoured Retry-After
+    with held_down(server, "redis") as release:
+        os.kill(server.redis.process.pid, signal.SIGKILL)
+        before = len(recorder.statuses)
+        report(300)
+        assert not client.flush(timeout=1)  # the reports stay queued
+        wait_for(lambda: 503 in recorder.statuses[before:], "the collector's 503")
+        assert 202 not in recorder.statuses[before:]  # nothing taken while Redis was away
+        assert client.stats()["queued"] == 900
+        release()
+        assert client.flush(timeout=60)  # back, same port and data; the SDK honoured Retry-After
     assert server.restarts()["redis"] == 1
     assert client.stats()["queued"] == 0
     check_exact(server, recorder, truth)

@@ -310,9 +310,14 @@ def test_gunicorn_logs_carry_no_client_metadata(gunicorn: tuple[str, Path], redi
     with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as sock:
         sock.sendall(b"BOGUS\x01 / HTTP/1.1\r\nUser-Agent: ZqMarkerAgent/7.7\r\n\r\n")
         sock.recv(1000)
-    time.sleep(0.3)  # the worker writes its log lines after answering
-
-    access = (logs / "access.log").read_text()
+    # The worker writes a request's line after answering it: wait for the last one (a
+    # fixed pause was a race against the machine's load).
+    deadline = time.monotonic() + 60
+    access = ""
+    while '"GET /nowhere" 404' not in access:
+        assert time.monotonic() < deadline, access
+        time.sleep(0.05)
+        access = (logs / "access.log").read_text()
     lines = access.splitlines()
     assert len(lines) >= 7, access
     line_format = re.compile(r'"(GET|PUT|POST|BOGUS\S*|-) (/\S*|-)" \d{3} (\d+|-) \d+ms')
