@@ -110,10 +110,11 @@ export function checkDimensions(
   definition: Definition,
   given: Record<string, string> | undefined | null,
 ): Record<string, string> | null;
-/** A report's exact JSON (as the Python SDK encodes it). */
-export function encodeReport(report: Report): string;
-/** The exact body of `POST /v1/reports`. */
-export function encodeBatch(reports: Report[]): string;
+/** A report's exact JSON, as the Python SDK encodes it (floats, key order and escapes
+ *  included), given the definition it was built from. */
+export function encodeReport(report: Report, definition: Definition): string;
+/** The exact body of `POST /v1/reports` of reports encoded by `encodeReport`. */
+export function encodeBatch(encoded: string[]): string;
 
 // -- the client ----------------------------------------------------------------------
 
@@ -180,6 +181,8 @@ export interface ClientStats {
   retries: number;
   dropped: Record<DropReason, number>;
   last_error: string | null;
+  /** Why the collector last refused reports (its answer's reason, e.g. `HTTP 400: ...`). */
+  last_refusal: string | null;
 }
 
 /** Reports from a web page: perturbed on the page, queued (IndexedDB) until acknowledged. */

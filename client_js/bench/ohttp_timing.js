@@ -19,7 +19,7 @@ export async function timeOhttp(size, n) {
   const gateway = new TestGateway(1, k.secret, k.publicKey);
   const config = parseKeyConfigs(gateway.keys())[0];
   const reports = [];
-  for (let i = 0; i < size; i++) reports.push(encodeReport(await buildReport(GRR, i % 4)));
+  for (let i = 0; i < size; i++) reports.push(encodeReport(await buildReport(GRR, i % 4), GRR));
   const body = `{"reports":[${reports.join(",")}]}`;
   const json = utf8.encode(`{"accepted":${size},"duplicates":0}`);
   const answer = encodeResponse(200, [["content-type", "application/json"]], json);

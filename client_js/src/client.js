@@ -3,7 +3,7 @@
 // Retry-After), and a last flush goes out on pagehide. Mirrors client_sdk/client.py and
 // client_sdk/uploader.py; reasons for dropping a report are the Python SDK's.
 
-import { buildReport, checkDimensions, encodeReport } from "./wire.js";
+import { buildReport, checkDimensions, encodeBatch, encodeReport } from "./wire.js";
 import { Rng, cryptoBytes } from "./randomness.js";
 import { apply, chargeOf, dayOf, emptyLedger, periodStart, refusal, spent, stricter } from "./ledger.js";
 import { defaultStorage } from "./storage.js";
@@ -52,6 +52,16 @@ export function backoffDelay(failures, retryAfter, random) {
     : random() * Math.min(RETRY_CAP, RETRY_BASE * 2 ** Math.min(failures - 1, 16));
   if (retryAfter != null) delay = Math.max(delay, Math.min(retryAfter, RETRY_AFTER_CAP));
   return delay;
+}
+
+/** Why the collector refused reports of a batch, from its answer: the first rejected
+ *  report's error, else the answer's error and first detail (``stats().last_refusal``).
+ *  @param {number | null} status @param {any} answer */
+function refusalOf(status, answer) {
+  const rejected = Array.isArray(answer?.rejected) ? answer.rejected.find((/** @type {any} */ r) => typeof r?.error === "string") : null;
+  const details = Array.isArray(answer?.details) && typeof answer.details[0] === "string" ? `: ${answer.details[0]}` : "";
+  const why = rejected ? rejected.error : typeof answer?.error === "string" ? answer.error + details : "";
+  return `HTTP ${status}${why ? `: ${why}` : ""}`.slice(0, 500);
 }
 
 /** JSON with sorted keys, to compare parameters. @param {any} x @returns {string} */
@@ -125,6 +135,7 @@ export class Client {
     /** @type {Record<string, number>} */
     this.dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0]));
     /** @type {string | null} */ this.lastError = null;
+    /** @type {string | null} */ this.lastRefusal = null;
     this.lock = this.ready = this._load();
     this.onPageHide = () => { this._lastFlush(); };
     if (typeof globalThis.addEventListener === "function") globalThis.addEventListener("pagehide", this.onPageHide);
@@ -228,7 +239,7 @@ export class Client {
           return this._drop("invalid_value");
         }
         const entry = {
-          data: encodeReport(report),
+          data: encodeReport(report, definition),
           metric,
           bundled: definition === this.bundle.get(metric) ? definition.version : 0,
           attempted: false,
@@ -351,7 +362,7 @@ export class Client {
       }
       for (const e of batch) e.attempted = true;
       await this.storage.update(batch).catch(() => {});
-      const body = `{"reports":[${batch.map((e) => e.data).join(",")}]}`;
+      const body = encodeBatch(batch.map((e) => e.data));
       /** @type {Response | null} */ let response = null;
       /** @type {unknown} */ let error = null;
       try {
@@ -375,10 +386,14 @@ export class Client {
         this.counts.sent += batch.length - rejected.size;
         this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : batch.length - rejected.size;
         this.counts.duplicates += Number.isInteger(answer.duplicates) ? answer.duplicates : 0;
-        if (bad) this._drop("rejected", bad);
+        if (bad) {
+          this._drop("rejected", bad);
+          this.lastRefusal = refusalOf(status, answer);
+        }
         if (gone) this._drop("retired", gone);
       } else {
         this.lastError = `HTTP ${status}`;
+        this.lastRefusal = refusalOf(status, answer);
         if (status === 413 && batch.length > 1) { this.maxBatch = Math.max(1, batch.length >> 1); continue; }
         const gone = batch.filter((e) => retired.has(e.metric)).length;
         if (batch.length > gone) this._drop(status === 413 ? "too_large" : "rejected", batch.length - gone);
@@ -459,7 +474,7 @@ export class Client {
     let size = 0;
     const send = () => {
       if (!batch.length) return;
-      const body = `{"reports":[${batch.map((e) => e.data).join(",")}]}`;
+      const body = encodeBatch(batch.map((e) => e.data));
       try {
         this._post(body, true).catch(() => {});
       } catch { /* the page is going away */ }
@@ -478,7 +493,10 @@ export class Client {
 
   /** What happened to reports so far. */
   stats() {
-    return { queued: this.queue.length + this.pending.length, ...this.counts, dropped: { ...this.dropped }, last_error: this.lastError };
+    return {
+      queued: this.queue.length + this.pending.length, ...this.counts, dropped: { ...this.dropped },
+      last_error: this.lastError, last_refusal: this.lastRefusal,
+    };
   }
 
   /** The privacy ledger: ε per metric today, this budget period and over the lifetime. */

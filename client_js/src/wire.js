@@ -146,15 +146,32 @@ export function encode(x) {
   return `{${Object.entries(x).map(([k, v]) => `${encode(k)}:${encode(v)}`).join(",")}}`;
 }
 
-/** One report's exact JSON. @param {any} report */
-export function encodeReport(report) {
-  const { payload } = report;
-  const body = "y" in payload ? `{"y":${pyRepr(payload.y)}}` : encode(payload);
-  const dims = report.dimensions ? `,"dimensions":${encode(report.dimensions)}` : "";
-  return `{"metric":${encode(report.metric)},"version":${report.version},"id":${encode(report.id)},"payload":${body}${dims}}`;
+/** Payload fields the reference writes as floats, by kind (a JS number either way): a
+ *  numeric report's ``y`` is never an integer literal (docs/protocol.md §1). Every other
+ *  payload field is an integer, a string or a list of integers. */
+const FLOAT_FIELDS = /** @type {Record<string, string[]>} */ ({ numeric: ["y"] });
+
+/** A payload's exact JSON, for a metric of ``kind``. @param {Record<string, any>} payload
+ *  @param {string} kind */
+export function encodePayload(payload, kind) {
+  const floats = FLOAT_FIELDS[kind] ?? [];
+  return `{${Object.entries(payload).map(([k, v]) => `${encode(k)}:${floats.includes(k) ? pyRepr(v) : encode(v)}`).join(",")}}`;
 }
 
-/** A batch's exact body. @param {any[]} reports */
-export function encodeBatch(reports) {
-  return `{"reports":[${reports.map(encodeReport).join(",")}]}`;
+/** One report's exact JSON, as the Python SDK writes it: the payload's floats as Python's
+ *  repr, the dimensions in the definition's declared order (an object's own order puts
+ *  integer-like names such as ``"10"`` first).
+ *  @param {any} report  as ``buildReport`` made it @param {any} definition  the one it was built from */
+export function encodeReport(report, definition) {
+  let dims = "";
+  if (report.dimensions) {
+    const declared = /** @type {{name: string}[]} */ (definition.dimensions ?? []);
+    dims = `,"dimensions":{${declared.map(({ name }) => `${encode(name)}:${encode(report.dimensions[name])}`).join(",")}}`;
+  }
+  return `{"metric":${encode(report.metric)},"version":${report.version},"id":${encode(report.id)},"payload":${encodePayload(report.payload, definition.kind)}${dims}}`;
+}
+
+/** A batch's exact body: the reports' encodings joined. @param {string[]} encoded */
+export function encodeBatch(encoded) {
+  return `{"reports":[${encoded.join(",")}]}`;
 }

@@ -122,12 +122,21 @@ test("a 503 with Retry-After is retried no sooner than it says", async () => {
 
 test("a 429 is retried, a 400 drops the batch", async () => {
   const c = collector();
-  c.state.script.push(new Response("{}", { status: 429 }), new Response('{"error":"bad"}', { status: 400 }));
+  const refusal = { error: "no valid report in the request", details: ["reports[0]: olh payload {'y': 5.0}: missing ['a', 'b']"],
+    rejected: [{ index: 0, error: "olh payload {'y': 5.0}: missing ['a', 'b']", reason: "invalid" }] };
+  c.state.script.push(new Response("{}", { status: 429 }), Response.json(refusal, { status: 400 }));
   const client = new Client("http://collector.test", options(c, { random: () => 0 }));
   await client.report("app.theme", 0);
   assert.equal(await client.flush(), false);
+  assert.equal(client.stats().last_refusal, null, "a 429 is no refusal");
   assert.equal(await client.flush(), true);
   assert.equal(client.stats().dropped.rejected, 1);
+  // the collector's reason is kept for the app (and /ui/try) to show
+  assert.equal(client.stats().last_refusal, "HTTP 400: olh payload {'y': 5.0}: missing ['a', 'b']");
+  c.state.script.push(new Response('{"error":"bad","details":["why"]}', { status: 400 }));
+  await client.report("app.theme", 0);
+  await client.flush();
+  assert.equal(client.stats().last_refusal, "HTTP 400: bad: why");
   await client.shutdown();
 });
 
@@ -299,4 +308,23 @@ test("a loop of reports is stored while it runs, in transactions of at most 100 
   } finally {
     delete g.scheduler;
   }
+});
+
+test("the wire: an OLH report keeps its a and b, a numeric y is a float literal, dimensions go in declared order", async () => {
+  // Issue 35: a payload with a y was taken for a numeric one and sent as {"y": 5.0}, so the
+  // collector refused every OLH, BLH and joint-OLH report; and a dimension named "10" was
+  // sent before one declared ahead of it (a JS object puts integer-like keys first).
+  const { buildReport, encodeReport } = await import("../src/wire.js");
+  const olh = {
+    name: "app.page", version: 3, kind: "categorical", domain: Array.from({ length: 300 }, (_, i) => `p${i}`),
+    mechanism: { mechanism: "olh", epsilon: 1.0, domain_size: 300 }, budget: null,
+    dimensions: [{ name: "zone", values: ["eu"] }, { name: "10", values: ["x"] }],
+  };
+  const report = await buildReport(olh, 42, { id: "0".repeat(32), dimensions: { 10: "x", zone: "eu" } });
+  const text = encodeReport(report, olh);
+  const { a, b, y } = report.payload;
+  assert.equal(text, `{"metric":"app.page","version":3,"id":"${"0".repeat(32)}","payload":{"a":${a},"b":${b},"y":${y}},"dimensions":{"zone":"eu","10":"x"}}`);
+  const numeric = await buildReport(minutes, 60, { id: "1".repeat(32) });
+  numeric.payload.y = 2; // a numeric y that happens to be whole is still a float on the wire
+  assert.match(encodeReport(numeric, minutes), /"payload":\{"y":2\.0\}\}$/);
 });

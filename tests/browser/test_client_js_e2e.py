@@ -33,6 +33,19 @@ SPECS = {
     "search.term": {"kind": "string", "max_length": 8, "epsilon": 4.0},
 }
 
+HASHED_SPECS = {
+    # `auto` picks OLH for a large domain: the default metric the SDK once sent as {"y": …}
+    "app.screen": {"domain": [f"s{i}" for i in range(300)], "epsilon": 1.0},
+    "app.locale": {"domain": [f"l{i}" for i in range(20)], "epsilon": 1.0, "mechanism": "blh"},
+    "app.cube": {
+        "kind": "joint",
+        "attributes": [{"name": n, "domain": ["a", "b", "c", "d"]} for n in ("p", "q", "r")],
+        "epsilon": 2.0,
+        "mechanism": "joint",
+    },
+}
+"""Metrics whose reports carry a hash's (a, b, y): OLH, BLH and a joint metric's OLH group."""
+
 PAGE = (
     b"""<!doctype html><meta charset="utf-8"><title>ldp e2e</title>
 <script type="module">
@@ -93,13 +106,13 @@ def server(tmp_path_factory: pytest.TempPathFactory, origins: tuple[str, str]) -
         mp.setenv("LDP_CORS_ORIGINS", origins[0])
         data = tmp_path_factory.mktemp("e2e")
         with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-            for name, spec in SPECS.items():
+            for name, spec in {**SPECS, **HASHED_SPECS}.items():
                 _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
             yield s
 
 
-def _counted(server: Server) -> dict[str, int]:
-    return {name: _request(f"{server.url}/v1/estimates/{name}")["n"] for name in SPECS}
+def _counted(server: Server, specs: dict[str, Any] = SPECS) -> dict[str, int]:
+    return {name: _request(f"{server.url}/v1/estimates/{name}")["n"] for name in specs}
 
 
 def test_a_page_reports_offline_and_after_a_reload_and_every_report_counts_once(
@@ -146,4 +159,53 @@ def test_a_page_reports_offline_and_after_a_reload_and_every_report_counts_once(
     assert page.evaluate("send()") == 400  # the allowed page sees the answer (empty batch)
     time.sleep(1.0)  # nothing in flight could arrive late
     assert _counted(server) == expected
+    context.close()
+
+
+def test_olh_blh_and_joint_olh_reports_from_a_page_are_all_counted(
+    browser: Any, server: Server, origins: tuple[str, str]
+) -> None:
+    """Issue 35: the SDK sent every report with a ``y`` as ``{"y": …}``, dropping OLH's
+    ``a`` and ``b``; the collector refused all of them (1,050 of 1,050 in Chromium)."""
+    mechanisms = {
+        name: _request(f"{server.url}/v1/metrics/{name}")["mechanism"] for name in HASHED_SPECS
+    }
+    assert mechanisms["app.screen"]["mechanism"] == "olh"
+    assert mechanisms["app.locale"]["mechanism"] == "blh"
+    assert [o["mechanism"] for o in mechanisms["app.cube"]["oracles"]] == ["olh"]
+    context = browser.new_context()
+    context.set_default_timeout(120_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{origins[0]}/page.html?collector={server.url}")
+    page.wait_for_function("window.ready === true")
+    n = 60
+    reported = page.evaluate(
+        """async (n) => {
+          let ok = 0;
+          for (let i = 0; i < n; i++) {
+            ok += await client.report("app.screen", `s${(i * 7) % 300}`);
+            ok += await client.report("app.locale", i % 20);
+            const cell = { p: "abcd"[i % 4], q: "abcd"[(i >> 2) % 4], r: "d" };
+            ok += await client.report("app.cube", cell);
+          }
+          return ok;
+        }""",
+        n,
+    )
+    assert reported == 3 * n
+    assert page.evaluate("client.flush()") is True
+    stats = page.evaluate("client.stats()")
+    assert sum(stats["dropped"].values()) == 0, stats
+    assert stats["last_refusal"] is None
+    deadline = time.monotonic() + 120
+    while (
+        counted := {
+            name: _request(f"{server.url}/v1/estimates/{name}")["n"] for name in HASHED_SPECS
+        }
+    ) != dict.fromkeys(HASHED_SPECS, n):
+        assert time.monotonic() < deadline, f"counted {counted}, expected {n} of each"
+        time.sleep(0.3)
+    assert not errors, errors
     context.close()

@@ -30,6 +30,8 @@ SPECS = {
     "app.layout": {"domain": [f"layout-{i}" for i in range(40)], "epsilon": 2.0},
     "session.minutes": {"kind": "numeric", "range": [0, 120], "epsilon": 1.0},
     "search.term": {"kind": "string", "max_length": 8, "epsilon": 4.0},
+    # `auto` picks OLH here: its reports carry (a, b, y)
+    "app.screen": {"domain": [f"screen-{i}" for i in range(300)], "epsilon": 1.0},
 }
 
 
@@ -40,6 +42,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         for name, spec in SPECS.items():
             _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
         yield s
+
+
+def _send_from_the_page(page: Any, server: Server, metric: str, value: str) -> Any:
+    """Open /ui/try, pick ``metric`` (its label) and ``value``, send; the status line."""
+    page.goto(f"{server.url}/ui/try")
+    status = page.locator("#try-status")
+    expect(status).to_have_text("ready", timeout=60_000)
+    page.select_option("#try-metric", label=metric)
+    page.select_option("#try-value", value)
+    page.click("#try-send")
+    return status
 
 
 def test_the_page_lists_categorical_metrics_under_the_dashboards_policy(server: Server) -> None:
@@ -65,12 +78,7 @@ def test_a_value_reported_from_the_page_arrives_perturbed_and_counted_once(
             else None
         ),
     )
-    page.goto(f"{server.url}/ui/try")
-    status = page.locator("#try-status")
-    expect(status).to_have_text("ready", timeout=60_000)
-    page.select_option("#try-metric", label="app.theme (v1)")
-    page.select_option("#try-value", "sepia-zq")
-    page.click("#try-send")
+    status = _send_from_the_page(page, server, "app.theme (v1)", "sepia-zq")
     expect(status).to_have_text("counted", timeout=60_000)
 
     assert len(bodies) == 1
@@ -114,4 +122,41 @@ def test_the_readmes_web_page_snippet_works_when_pasted(browser: Any, server: Se
         assert time.monotonic() < deadline, "the snippet's report was not counted"
         time.sleep(0.3)
     assert not errors, errors
+    page.close()
+
+
+def test_an_olh_value_from_the_page_is_counted(browser: Any, server: Server) -> None:
+    """Issue 35: the page sent OLH reports without their a and b; the collector refused
+    them and the page said "not counted within a minute: is the aggregator running?"."""
+    assert _request(f"{server.url}/v1/metrics/app.screen")["mechanism"]["mechanism"] == "olh"
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    status = _send_from_the_page(page, server, "app.screen (v1)", "screen-299")
+    expect(status).to_have_text("counted", timeout=60_000)
+    assert set(json.loads(page.text_content("#try-payload") or "")["reports"][0]["payload"]) == {
+        "a",
+        "b",
+        "y",
+    }
+    page.close()
+
+
+def test_a_report_the_collector_refuses_shows_its_reason(browser: Any, server: Server) -> None:
+    """When the collector refuses the report, the page says why (the collector's own
+    words), not that the aggregator may be down. The upload is altered on its way (its
+    payload loses a field, as the SDK's OLH bug did) and reaches the real collector."""
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+
+    def damage(route: Any) -> None:
+        body = json.loads(route.request.post_data or "")
+        for report in body["reports"]:
+            report["payload"].pop("a", None)
+        route.continue_(post_data=json.dumps(body))
+
+    page.route(f"{server.url}/v1/reports", damage)
+    status = _send_from_the_page(page, server, "app.screen (v1)", "screen-3")
+    expect(status).to_contain_text("refused by the collector: HTTP 400", timeout=60_000)
+    expect(status).to_contain_text("missing ['a']")
+    assert "aggregator" not in (status.text_content() or "")
     page.close()

@@ -82,7 +82,12 @@ async function main() {
         status.textContent = `not sent: ${why.join(", ") || "refused"}`;
         return;
       }
-      if (!(await client.flush())) {
+      const delivered = await client.flush();
+      const after = client.stats();
+      const refused = ["rejected", "too_large"].some((k) => after.dropped[k] > (dropped[k] || 0));
+      if (refused) {
+        status.textContent = `refused by the collector: ${after.last_refusal}`;
+      } else if (!delivered) {
         status.textContent = "not delivered yet (the collector did not answer); it will be retried";
       } else {
         status.textContent = "sent; waiting for the aggregator to count it…";
@@ -94,6 +99,7 @@ async function main() {
       $("try-link").href = m.page;
       $("try-n").textContent = String(before);
       $("try-n-status").textContent = "(before)";
+      if (refused) return;
       const deadline = Date.now() + 60_000;
       while (run === polling && Date.now() < deadline) {
         const answer = await getJSON(m.estimates);
