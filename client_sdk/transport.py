@@ -144,7 +144,9 @@ class HTTPTransport:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = port
+        # The scheme's default port is left out (RFC 3986 §6.2.3, as a browser's URL does):
+        # the authority an Oblivious HTTP request names is then the web SDK's, byte for byte.
+        self._port = None if port == (443 if self._https else 80) else port
         self._prefix = parts.path.rstrip("/")
         self._root = self.base_url
         self.timeout = float(timeout)

@@ -254,7 +254,14 @@ def oracle_vectors() -> dict[str, Any]:
             for rep in range(3):
                 rng = StreamRandom(f"oracle:{n}:{value}:{rep}")
                 payload = m.perturb(value, rng)
-                cases.append({"value": value, **rng.record(), "payload": payload})
+                cases.append(
+                    {
+                        "value": value,
+                        **rng.record(),
+                        "payload": payload,
+                        "payload_json": compact(payload),
+                    }
+                )
         out.append(
             {
                 "spec": spec,
@@ -299,6 +306,7 @@ def memoized_vectors() -> dict[str, Any]:
                             "permanent_response": prr,
                             "irr": rng.record(),
                             "payload": report,
+                            "payload_json": compact(report),
                         }
                     )
         out.append({"spec": spec, "params": m.params(), "cases": prrs})
@@ -413,6 +421,7 @@ def joint_vectors() -> dict[str, Any]:
                         **rng.record(),
                         "cell": m.cell(values, m.groups[g]),
                         "payload": payload,
+                        "payload_json": compact(payload),
                     }
                 )
         out.append(
@@ -481,7 +490,14 @@ def string_vectors() -> dict[str, Any]:
             for rep in range(3):
                 rng = StreamRandom(f"string:{n}:{value}:{rep}")
                 payload = m.perturb(value, rng)
-                cases.append({"value": value, **rng.record(), "payload": payload})
+                cases.append(
+                    {
+                        "value": value,
+                        **rng.record(),
+                        "payload": payload,
+                        "payload_json": compact(payload),
+                    }
+                )
         out.append(
             {
                 "spec": spec,
@@ -507,13 +523,51 @@ def string_vectors() -> dict[str, Any]:
 
 # -- the wire: definitions, reports and a batch ---------------------------------------------
 
+LONGITUDINAL = {"budget": {"reports_per_period": 1, "period": "day"}}
+"""What a memoized metric's spec needs beside its ``longitudinal`` (a budget)."""
+
 WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
+    ("app.consent", {"domain": ["no", "yes"], "epsilon": 0.7, "mechanism": "rr"}, "yes"),
     (
         "app.theme",
         {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"},
         "dark",
     ),
+    ("app.tab", {"domain": [f"t{i}" for i in range(10)], "epsilon": 1.5, "mechanism": "sue"}, 9),
     ("app.page", {"domain": [f"p{i}" for i in range(32)], "epsilon": 2.0, "mechanism": "oue"}, 7),
+    # `auto` picks OLH for a large domain: the default metric the browser SDK once sent
+    # without its a and b.
+    ("app.screen", {"domain": [f"s{i}" for i in range(300)], "epsilon": 1.0}, 299),
+    (
+        "app.font",
+        {
+            "domain": [f"f{i}" for i in range(50)],
+            "epsilon": 2.0,
+            "mechanism": "olh",
+            "options": {"g": 5},
+        },
+        "f3",
+    ),
+    (
+        "app.locale",
+        {"domain": [f"l{i}" for i in range(20)], "epsilon": 1.0, "mechanism": "blh"},
+        11,
+    ),
+    (
+        "app.region",
+        {"domain": [f"r{i}" for i in range(7)], "epsilon": 1.0, "mechanism": "hr"},
+        "r6",
+    ),
+    (
+        "app.widget",
+        {
+            "domain": [f"w{i}" for i in range(100)],
+            "epsilon": 1.0,
+            "mechanism": "ss",
+            "options": {"s": 3},
+        },
+        42,
+    ),
     (
         "app.lang",
         {
@@ -521,12 +575,66 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
             "epsilon": 1.0,
             "mechanism": "grr",
             "longitudinal": {"permanent_epsilon": 4.0},
-            "budget": {"reports_per_period": 1, "period": "day"},
+            **LONGITUDINAL,
         },
         "ja",
     ),
+    (
+        "app.menu",
+        {
+            "domain": [f"m{i}" for i in range(12)],
+            "epsilon": 1.0,
+            "mechanism": "sue",
+            "longitudinal": {"permanent_epsilon": 3.0},
+            **LONGITUDINAL,
+        },
+        5,
+    ),
+    (
+        "app.sidebar",
+        {
+            "domain": [f"b{i}" for i in range(16)],
+            "epsilon": 1.0,
+            "mechanism": "oue",
+            "longitudinal": {"permanent_epsilon": 4.0},
+            **LONGITUDINAL,
+        },
+        15,
+    ),
+    (
+        "app.mood",
+        {
+            "domain": ["low", "mid", "high"],
+            "mechanism": "pram",
+            "options": {
+                "matrix": [["1/2", "1/4", "1/4"], ["1/4", "1/2", "1/4"], [0.25, 0.25, 0.5]]
+            },
+        },
+        "high",
+    ),
     ("session.minutes", {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}, 37.5),
+    (
+        "session.duchi",
+        {"kind": "numeric", "range": [-7.25, 1e6], "epsilon": 0.5, "mechanism": "duchi"},
+        -3.0,
+    ),
+    ("session.pm", {"kind": "numeric", "range": [0, 1], "epsilon": 4.0, "mechanism": "pm"}, 1),
+    (
+        "session.hybrid",
+        {"kind": "numeric", "range": [-1, 1], "epsilon": 2.1, "mechanism": "hybrid"},
+        0.1,
+    ),
     ("search.term", {"kind": "string", "max_length": 8, "epsilon": 4.0}, "café au lait"),
+    (
+        "search.emoji",
+        {
+            "kind": "string",
+            "max_length": 6,
+            "epsilon": 2.0,
+            "options": {"rows": 3, "cells": 5, "salt": "a1b2c3"},
+        },
+        "a😀b\u0301",
+    ),
     (
         "app.crashes",
         {
@@ -540,11 +648,57 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
         },
         {"os": "ios", "version": "2.0", "crash": "oom"},
     ),
-]
-
-WIRE_SECRET = bytes(range(100, 132))
-
-WIRE_SPECS.append(
+    (
+        "app.pair",
+        {
+            "kind": "joint",
+            "attributes": [
+                {"name": "a", "domain": ["x", "y", "z"]},
+                {"name": "b", "domain": ["1", "2", "3", "4"]},
+            ],
+            "epsilon": 2.0,
+            "mechanism": "joint",
+        },
+        ["z", "4"],
+    ),
+    (
+        "app.cube",  # one OLH group over 64 cells
+        {
+            "kind": "joint",
+            "attributes": [{"name": n, "domain": ["a", "b", "c", "d"]} for n in ("p", "q", "r")],
+            "epsilon": 2.0,
+            "mechanism": "joint",
+        },
+        {"p": "d", "q": "a", "r": "c"},
+    ),
+    (
+        "app.grid",  # OLH pairs
+        {
+            "kind": "joint",
+            "attributes": [
+                {"name": "p", "domain": [f"p{i}" for i in range(4)]},
+                {"name": "q", "domain": [f"q{i}" for i in range(8)]},
+                {"name": "r", "domain": [f"r{i}" for i in range(16)]},
+            ],
+            "epsilon": 1.0,
+            "mechanism": "marginals",
+        },
+        [3, 7, 15],
+    ),
+    (
+        "app.mixed",  # GRR and OLH pairs
+        {
+            "kind": "joint",
+            "attributes": [
+                {"name": "p", "domain": [f"p{i}" for i in range(3)]},
+                {"name": "q", "domain": [f"q{i}" for i in range(4)]},
+                {"name": "r", "domain": [f"r{i}" for i in range(5)]},
+            ],
+            "epsilon": 4.0,
+            "mechanism": "marginals",
+        },
+        {"p": "p2", "q": "q0", "r": "r4"},
+    ),
     (
         "app.theme.by_platform",
         {
@@ -557,14 +711,39 @@ WIRE_SPECS.append(
             ],
         },
         "auto",
-    )
-)
-WIRE_DIMENSIONS = {"app.theme.by_platform": {"platform": "web", "app_version": "2.0"}}
+    ),
+    (
+        # Names a JS object orders first ("10", "2": integer-like keys), and values a JSON
+        # encoder must escape (quotes, backslash, non-ASCII, U+2028, an astral character).
+        "app.page.by_build",
+        {
+            "domain": [f"p{i}" for i in range(300)],
+            "epsilon": 1.0,
+            "dimensions": [
+                {"name": "zone", "values": ["nörd", "s\u00fcd"]},
+                {"name": "10", "values": ['say "hi"', "back\\slash"]},
+                {"name": "2", "values": ["日本", "line\u2028sep", "😀"]},
+            ],
+        },
+        "p150",
+    ),
+]
+"""One definition of every mechanism and kind: each frequency oracle (``auto``'s OLH
+too), memoized, PRAM, the numeric mechanisms, strings, each joint layout (a GRR or OLH
+group, GRR or OLH pairs), and public dimensions."""
+
+WIRE_SECRET = bytes(range(100, 132))
+
+WIRE_DIMENSIONS = {
+    "app.theme.by_platform": {"platform": "web", "app_version": "2.0"},
+    "app.page.by_build": {"2": "😀", "zone": "nörd", "10": 'say "hi"'},
+}
 """Public dimensions of the reports whose metric declares them (sent in the clear)."""
 
 
 def wire_vectors() -> dict[str, Any]:
-    """Definitions as served, reports built from them, and one batch's exact body."""
+    """Definitions as served, reports built from them (each as its exact JSON), and one
+    batch's exact body."""
     items = []
     reports = []
     for n, (name, spec, value) in enumerate(WIRE_SPECS):
@@ -588,8 +767,81 @@ def wire_vectors() -> dict[str, Any]:
                 "report_json": compact(report),
             }
         )
-    body = '{"reports":[' + ",".join(compact(r) for r in reports) + "]}"
+    body = batch_body(reports)
     return {"format": FORMAT, "reports": items, "batch": body}
+
+
+def batch_body(reports: list[dict[str, Any]]) -> str:
+    """The exact body of ``POST /v1/reports`` with ``reports``, as the SDK's uploader
+    joins the reports' encodings (``client_sdk.uploader``)."""
+    return '{"reports":[' + ",".join(compact(r) for r in reports) + "]}"
+
+
+# -- Oblivious HTTP: the sealed requests -----------------------------------------------------
+
+OHTTP_KEY_ID = 7
+OHTTP_GATEWAY_KEY = hashlib.sha256(b"conformance:ohttp:gateway").digest()
+"""The gateway's X25519 private key of these vectors (any 32 bytes are one)."""
+
+OHTTP_REQUESTS: tuple[tuple[str, str, str, str | None], ...] = (
+    ("https://collector.example", "POST", "/v1/reports", "wire.json"),
+    ("http://127.0.0.1:8000/telemetry", "POST", "/v1/reports", '{"reports":[]}'),
+    ("https://collector.example", "GET", "/v1/metrics/app.theme", None),
+    ("https://[::1]:8443", "GET", "/v1/metrics/app.lang?version=3", None),
+)
+"""(collector URL, method, path, body: ``"wire.json"`` for its batch, None for a GET)."""
+
+
+def gateway_keys(private_key: bytes, key_id: int) -> bytes:
+    """The ``application/ohttp-keys`` of one X25519 gateway key (its config alone)."""
+    from client_sdk.ohttp.encapsulation import public_key_of
+    from client_sdk.ohttp.keys import SUPPORTED, KeyConfig, encode_key_configs
+
+    return encode_key_configs([KeyConfig(key_id, 0x0020, public_key_of(private_key), SUPPORTED)])
+
+
+def sealed_request(
+    keys: bytes, url: str, method: str, path: str, body: str | None, ephemeral: bytes
+) -> dict[str, Any]:
+    """``method path`` (with ``body``) to the collector at ``url`` as the SDK seals it
+    through a relay for ``keys``: its Binary HTTP request and ``message/ohttp-req`` body
+    under the ephemeral private key ``ephemeral``."""
+    from client_sdk.ohttp.encapsulation import encapsulate_request, public_key_of
+    from client_sdk.ohttp.keys import decode_key_configs
+    from client_sdk.ohttp.transport import ObliviousTransport
+
+    transport = ObliviousTransport(url, "https://relay.example/relay", 5.0, pinned=keys)
+    request = transport.binary_request(None if body is None else body.encode(), path, method)
+    transport.close()
+    sealed, _ = encapsulate_request(decode_key_configs(keys)[0], request, ephemeral_key=ephemeral)
+    return {
+        "collector": url,
+        "method": method,
+        "path": path,
+        "body": body,
+        "binary_request": request.hex(),
+        "ephemeral_private_key": ephemeral.hex(),
+        "ephemeral_public_key": public_key_of(ephemeral).hex(),
+        "encapsulated_request": sealed.hex(),
+    }
+
+
+def ohttp_vectors() -> dict[str, Any]:
+    """A gateway key configuration, and requests as the SDK seals them for it: the Binary
+    HTTP request, the ephemeral key, the ``message/ohttp-req`` body."""
+    keys = gateway_keys(OHTTP_GATEWAY_KEY, OHTTP_KEY_ID)
+    batch = wire_vectors()["batch"]
+    out = []
+    for n, (url, method, path, body) in enumerate(OHTTP_REQUESTS):
+        ephemeral = hashlib.sha256(f"conformance:ohttp:ephemeral:{n}".encode()).digest()
+        sent = batch if body == "wire.json" else body
+        out.append({**sealed_request(keys, url, method, path, sent, ephemeral), "body": body})
+    return {
+        "format": FORMAT,
+        "gateway_private_key": OHTTP_GATEWAY_KEY.hex(),
+        "keys": keys.hex(),
+        "requests": out,
+    }
 
 
 GENERATORS: dict[str, Callable[[], dict[str, Any]]] = {
@@ -600,6 +852,7 @@ GENERATORS: dict[str, Callable[[], dict[str, Any]]] = {
     "strings.json": string_vectors,
     "joint.json": joint_vectors,
     "wire.json": wire_vectors,
+    "ohttp.json": ohttp_vectors,
 }
 
 

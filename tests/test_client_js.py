@@ -33,6 +33,7 @@ def test_the_js_tests_are_found() -> None:
         "distribution.test.js",
         "client.test.js",
         "ohttp.test.js",
+        "random.test.js",
     } <= set(TEST_FILES)
 
 
@@ -49,6 +50,10 @@ def test_js_sdk(name: str) -> None:
         check=False,
     )
     failed = [line for line in result.stdout.splitlines() if line.startswith("not ok")]
+    # what a run drew (random.test.js: its seed and how many definitions it compared)
+    for line in result.stdout.splitlines():
+        if line.startswith(("# random", "# compared")):
+            print(line)
     assert result.returncode == 0, (
         f"node --test test/{name} failed: {failed}\n"
         + result.stdout[-6000:]

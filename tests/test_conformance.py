@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import urllib.parse
 from pathlib import Path
 from types import ModuleType
 
@@ -63,10 +64,21 @@ def test_every_mechanism_and_kind_has_vectors() -> None:
         "memo-sue",
         "memo-oue",
     }
-    kinds = {item["definition"]["kind"] for item in json.loads(RENDERED["wire.json"])["reports"]}
+    wire_items = json.loads(RENDERED["wire.json"])["reports"]
+    kinds = {item["definition"]["kind"] for item in wire_items}
     from client_sdk.wire import KINDS
 
     assert kinds == set(KINDS)
+    # every mechanism on the wire too, as a served definition's report: its exact JSON
+    on_wire = {item["definition"]["mechanism"]["mechanism"] for item in wire_items}
+    assert set(mechanisms.MECHANISMS) | set(mechanisms.NUMERIC_NAMES) - {"auto"} <= on_wire
+    joint_groups = {
+        tuple(o["mechanism"] for o in item["definition"]["mechanism"]["oracles"])
+        for item in wire_items
+        if item["definition"]["kind"] == "joint"
+    }
+    assert {("grr",), ("olh",), ("olh", "olh", "olh")} <= joint_groups
+    assert any(len(g) > 1 and "grr" in g for g in joint_groups)
     with_dimensions = [
         item
         for item in json.loads(RENDERED["wire.json"])["reports"]
@@ -101,3 +113,88 @@ def test_replaying_a_vector_reproduces_its_payload() -> None:
             rng = Replay(bytes.fromhex(case["random"]))
             assert m.perturb(case["value"], rng) == case["payload"]
             assert rng._at == len(rng._data)
+
+
+def test_the_python_client_posts_the_wire_batch_byte_for_byte() -> None:
+    """The real :class:`~client_sdk.Client`, its definitions fetched, its perturbation fed
+    the vectors' bytes in order, its report ids and device secret the vectors': the batch
+    its uploader posts is ``wire.json``'s, byte for byte (what every other SDK's client
+    must post too)."""
+    from unittest import mock
+
+    from client_sdk import Client
+    from client_sdk.mechanisms.randomness import SecureRandom
+    from client_sdk.transport import CallableTransport, Response
+
+    vectors = json.loads(RENDERED["wire.json"])
+    items = vectors["reports"]
+    definitions = {item["definition"]["name"]: item["definition"] for item in items}
+    posted: list[bytes] = []
+
+    def answer(method: str, path: str, body: bytes | None) -> Response:
+        if method == "POST":
+            assert body is not None
+            posted.append(body)
+            return Response(202, {}, json.dumps({"accepted": len(items)}).encode())
+        name = path.split("?")[0].rsplit("/", 1)[-1]
+        return Response(200, {}, json.dumps(definitions[name]).encode())
+
+    class Replay(SecureRandom):
+        def __init__(self, data: bytes) -> None:
+            super().__init__()
+            self.data, self.at = data, 0
+
+        def randbytes(self, n: int) -> bytes:
+            out = self.data[self.at : self.at + n]
+            assert len(out) == n, "the vectors' bytes ran out"
+            self.at += n
+            return out
+
+    rng = Replay(bytes.fromhex("".join(item["random"] for item in items)))
+    ids = iter(item["id"] for item in items)
+    secret = bytes.fromhex(next(item["secret"] for item in items if item["secret"]))
+    with (
+        mock.patch("client_sdk.wire.report.new_report_id", lambda: next(ids)),
+        mock.patch("client_sdk.ledger.secrets.token_bytes", lambda n: secret),
+    ):
+        client = Client(
+            "https://collector.example",
+            transport=CallableTransport(answer),
+            rng=rng,
+            flush_at=10_000,
+            flush_interval=3600.0,
+        )
+        for item in items:
+            assert client.report(
+                item["definition"]["name"], item["value"], dimensions=item.get("dimensions")
+            ), item["definition"]["name"]
+        assert client.flush(timeout=30)
+        client.shutdown()
+    assert rng.at == len(rng.data), "every random byte is consumed"
+    assert posted == [vectors["batch"].encode()]
+
+
+def test_the_ohttp_vectors_open_to_their_requests() -> None:
+    """The sealed requests of ``ohttp.json`` open, with the gateway's key, to their Binary
+    HTTP requests, which decode to the request each names (the batch of ``wire.json``)."""
+    from client_sdk.ohttp import bhttp
+    from client_sdk.ohttp.encapsulation import decapsulate_request
+    from client_sdk.ohttp.keys import decode_key_configs
+
+    vectors = json.loads(RENDERED["ohttp.json"])
+    (config,) = decode_key_configs(bytes.fromhex(vectors["keys"]))
+
+    class Key:
+        def __init__(self) -> None:
+            self.config = config
+            self.private_key = bytes.fromhex(vectors["gateway_private_key"])
+
+    batch = json.loads(RENDERED["wire.json"])["batch"]
+    for r in vectors["requests"]:
+        plain, _ = decapsulate_request(bytes.fromhex(r["encapsulated_request"]), lambda i: Key())
+        assert plain.hex() == r["binary_request"]
+        request = bhttp.decode_request(plain)
+        prefix = urllib.parse.urlsplit(r["collector"]).path
+        assert (request.method, request.path) == (r["method"], prefix + r["path"])
+        body = {"wire.json": batch, None: ""}.get(r["body"], r["body"])
+        assert request.content == body.encode()

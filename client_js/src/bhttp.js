@@ -1,6 +1,7 @@
 // Binary HTTP (RFC 9292), known-length messages: the request an Oblivious HTTP client
-// encapsulates and the response it gets back. Sections that are empty at the end of a
-// message are left out, as RFC 9292 §3.8 allows (and RFC 9458's example does).
+// encapsulates and the response it gets back. A request is written with all its sections,
+// the empty ones at its end too, as the Python SDK writes it (RFC 9292 §3.8 lets a sender
+// leave them out, as RFC 9458's example does; a reader takes either).
 // See docs/guides/web.md ("Through an Oblivious HTTP relay").
 
 import { concat } from "./hpke.js";
@@ -30,9 +31,7 @@ const fieldSection = (fields) =>
  */
 export function encodeRequest(request) {
   const control = [request.method, request.scheme, request.authority, request.path].map((s) => withLength(utf8.encode(s)));
-  const sections = [fieldSection(request.headers ?? []), withLength(request.body ?? new Uint8Array(0)), varint(0)];
-  while (sections.length && sections[sections.length - 1].length === 1 && sections[sections.length - 1][0] === 0) sections.pop();
-  return concat(varint(0), ...control, ...sections);
+  return concat(varint(0), ...control, fieldSection(request.headers ?? []), withLength(request.body ?? new Uint8Array(0)), varint(0));
 }
 
 /** A reader of a message's bytes; the end of the data reads as empty sections (§3.8). */

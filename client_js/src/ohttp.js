@@ -220,15 +220,7 @@ export class Relay {
    * @returns {Promise<Response>}
    */
   async fetch(url, init = {}) {
-    const target = new URL(url);
-    const request = encodeRequest({
-      method: init.method ?? "GET",
-      scheme: target.protocol.slice(0, -1),
-      authority: target.host,
-      path: target.pathname + target.search,
-      headers: Object.entries(init.headers ?? {}),
-      body: init.body == null ? undefined : utf8.encode(init.body),
-    });
+    const request = binaryRequest(url, init);
     for (let attempt = 0; ; attempt++) {
       const config = await this.keyConfig(attempt > 0, url);
       const { body, open } = await encapsulate(config, request);
@@ -253,6 +245,21 @@ export class Relay {
       this.counts.keyRetries++;
     }
   }
+}
+
+/** The Binary HTTP request ``fetch(url, init)`` seals (conformance/vectors/ohttp.json pins
+ *  its bytes). @param {string} url
+ *  @param {{method?: string, headers?: Record<string, string>, body?: string}} [init] */
+export function binaryRequest(url, init = {}) {
+  const target = new URL(url);
+  return encodeRequest({
+    method: init.method ?? "GET",
+    scheme: target.protocol.slice(0, -1),
+    authority: target.host,
+    path: target.pathname + target.search,
+    headers: Object.entries(init.headers ?? {}),
+    body: init.body == null ? undefined : utf8.encode(init.body),
+  });
 }
 
 /** The gateway of the collector whose API ``url`` is: its base URL (what precedes

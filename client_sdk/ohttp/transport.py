@@ -93,7 +93,7 @@ class ObliviousTransport:
         self._scheme = parts.scheme
         self._authority = parts.netloc
         self._prefix = parts.path
-        self.overhead = HPKE_OVERHEAD + len(self._encode(b"")) + 3
+        self.overhead = HPKE_OVERHEAD + len(self.binary_request(b"")) + 3
         """Bytes a sealed upload adds to its body (the empty body's length varint, 1
         byte, becomes at most 4 for a body under 1 GiB)."""
         if self.overhead > SEALING_OVERHEAD:
@@ -148,7 +148,7 @@ class ObliviousTransport:
         return self._send("POST", path, body)
 
     def _send(self, method: str, path: str, body: bytes | None) -> Response:
-        encoded = self._encode(body, path, method)
+        encoded = self.binary_request(body, path, method)
         for attempt in range(2):
             config = self._current() if attempt == 0 else self._fetch()
             sealed, context = encapsulate_request(config, encoded)
@@ -176,9 +176,11 @@ class ObliviousTransport:
             return Response(inner.status, dict(inner.headers), inner.content)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _encode(self, body: bytes | None, path: str = REPORTS_PATH, method: str = "POST") -> bytes:
+    def binary_request(
+        self, body: bytes | None, path: str = REPORTS_PATH, method: str = "POST"
+    ) -> bytes:
         """``method path`` with ``body`` (None: a ``GET``, without) as the Binary HTTP
-        request that is sealed."""
+        request that is sealed (``conformance/vectors/ohttp.json`` pins its bytes)."""
         request = bhttp.BinaryRequest(
             method,
             self._scheme,

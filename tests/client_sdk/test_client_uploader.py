@@ -150,6 +150,12 @@ def test_http_transport_keeps_a_path_prefix() -> None:
     transport = HTTPTransport("https://collector.example.org:8443/ldp/", timeout=3)
     assert transport.base_url == "https://collector.example.org:8443/ldp"
     assert HTTPTransport("http://[::1]:8000").base_url == "http://[::1]:8000"
+    # the scheme's default port is left out, as a browser's URL does (issue 35)
+    assert (
+        HTTPTransport("https://Collector.Example:443/x").base_url == "https://collector.example/x"
+    )
+    assert HTTPTransport("http://collector.example:80").base_url == "http://collector.example"
+    assert HTTPTransport("http://collector.example:443").base_url == "http://collector.example:443"
 
 
 # -- the client embedded through a callable transport ------------------------------------------

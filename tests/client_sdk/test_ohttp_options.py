@@ -65,7 +65,7 @@ def test_a_batch_at_the_collectors_limit_seals_within_the_gateway_paths_limit() 
     try:
         body = b'{"reports":[' + b" " * (MAX_BODY_BYTES - 14) + b"]}"
         assert len(body) == MAX_BODY_BYTES
-        sealed, _ = encapsulate_request(_config(), transport._encode(body))
+        sealed, _ = encapsulate_request(_config(), transport.binary_request(body))
         assert len(sealed) - len(body) <= transport.overhead <= SEALING_OVERHEAD
         assert len(sealed) - len(body) >= transport.overhead - 3  # the bound is tight
     finally:
