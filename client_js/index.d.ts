@@ -135,6 +135,12 @@ export interface Storage {
   update(entries: any[]): Promise<void>;
   remove(keys: number[]): Promise<void>;
   saveState(name: string, value: unknown): Promise<void>;
+  /** The same for every tab that sees the same stored queue: its Web Lock's name. */
+  lockName?: string;
+  /** The sender's lease where Web Locks are missing: 0 when `owner` holds it now, else
+   *  the ms until another owner's lease ends. */
+  lease?(owner: string, now: number, ttl: number): Promise<number>;
+  release?(owner: string): Promise<void>;
 }
 export class MemoryStorage implements Storage {
   constructor(place?: object);

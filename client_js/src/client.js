@@ -7,6 +7,7 @@ import { buildReport, checkDimensions, encodeBatch, encodeReport } from "./wire.
 import { Rng, cryptoBytes } from "./randomness.js";
 import { apply, chargeOf, dayOf, emptyLedger, periodStart, refusal, spent, stricter } from "./ledger.js";
 import { defaultStorage } from "./storage.js";
+import { Tabs } from "./tabs.js";
 
 export const RETRY_BASE = 1_000;
 export const RETRY_CAP = 30_000;
@@ -136,9 +137,16 @@ export class Client {
     this.dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0]));
     /** @type {string | null} */ this.lastError = null;
     /** @type {string | null} */ this.lastRefusal = null;
+    /** The other tabs of the origin that share the stored queue: one of them sends it. */
+    this.tabs = new Tabs(this.storage, this.now, (news) => this._news(news));
     this.lock = this.ready = this._load();
     this.onPageHide = () => { this._lastFlush(); };
-    if (typeof globalThis.addEventListener === "function") globalThis.addEventListener("pagehide", this.onPageHide);
+    /** @param {any} event */
+    this.onPageShow = (event) => { if (event?.persisted) this.tabs.tell({ type: "hello", from: this.tabs.id }); };
+    if (typeof globalThis.addEventListener === "function") {
+      globalThis.addEventListener("pagehide", this.onPageHide);
+      globalThis.addEventListener("pageshow", this.onPageShow);
+    }
   }
 
   async _load() {
@@ -284,7 +292,8 @@ export class Client {
   async _store(entries) {
     try {
       const keys = await this.storage.put(entries, this.ledger);
-      entries.forEach((e, i) => this.queue.push({ ...e, key: keys[i] }));
+      const known = new Set(this.queue.map((e) => e.key)); // a reload may have read them already
+      entries.forEach((e, i) => { if (!known.has(keys[i])) this.queue.push({ ...e, key: keys[i] }); });
     } catch {
       for (const e of entries) apply(this.ledger, e.charge, -1); // never stored: refunded
       this.counts.reported -= entries.length;
@@ -351,8 +360,44 @@ export class Client {
     return this.uploading;
   }
 
+  /** Send the stored queue as the origin's one sender (src/tabs.js): every tab of the
+   *  origin shares it, and whichever holds the lock reads it afresh and sends it all. */
   async _drain() {
     await this.storing;
+    if (this.closed) return;
+    await this.tabs.exclusive((renew) => this._send(renew));
+  }
+
+  /** Upload soon whatever is stored, this tab's reports or not. @param {number} delay */
+  _wake(delay) {
+    if (this.closed || this.timer) return;
+    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
+    this.timer?.unref?.();
+  }
+
+  /** The queue as stored now: another tab may have sent some of it, or stored more. */
+  async _reload() {
+    try {
+      this.queue = (await this.storage.load()).entries.sort((a, b) => a.key - b.key);
+    } catch (e) {
+      this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+    }
+  }
+
+  /** What another tab of the origin told: reports it removed (sent or dropped), or that it
+   *  closed with reports stored (sent here then). @param {import("./tabs.js").News} news */
+  _news(news) {
+    if (news.type === "removed") {
+      const keys = new Set(news.keys);
+      this.queue = this.queue.filter((e) => !keys.has(e.key));
+    } else if (news.type === "flush") {
+      this._wake(1_000); // after its last IndexedDB commit
+    }
+  }
+
+  /** @param {() => Promise<void>} renew */
+  async _send(renew) {
+    await this._reload();
     while (this.queue.length && !this.closed) {
       const { kept: batch, unsure } = await this._vet(this.queue.slice(0, this.maxBatch));
       if (!batch.length) {
@@ -400,6 +445,8 @@ export class Client {
         if (gone) this._drop("retired", gone);
       }
       await this._remove(batch);
+      await renew();
+      if (!this.queue.length) await this._reload(); // what other tabs stored meanwhile
     }
   }
 
@@ -436,6 +483,7 @@ export class Client {
     const keys = new Set(entries.map((e) => e.key));
     this.queue = this.queue.filter((e) => !keys.has(e.key));
     await this.storage.remove([...keys]).catch(() => {});
+    this.tabs.tell({ type: "removed", from: this.tabs.id, keys: [...keys] });
   }
 
   /** Drop reports made with a bundled definition the collector does not have under that
@@ -466,10 +514,17 @@ export class Client {
   }
 
   /** The last flush on pagehide: keepalive fetches (the reports stay stored until an
-   *  answer acknowledges them; the collector drops the duplicates of a resend). */
+   *  answer acknowledges them; the collector drops the duplicates of a resend). When
+   *  other tabs of the origin are open, they send instead: this one commits and tells them. */
   _lastFlush() {
     const waiting = [...this.queue, ...this.pending];
     this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
+    const others = this.tabs.peers.size > 0;
+    this.tabs.tell({ type: others ? "flush" : "bye", from: this.tabs.id });
+    if (others) {
+      this.tabs.tell({ type: "bye", from: this.tabs.id });
+      return;
+    }
     let batch = [];
     let size = 0;
     const send = () => {
@@ -563,7 +618,11 @@ export class Client {
     const empty = await this.flush().catch(() => false);
     this.closed = true;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }
-    if (typeof globalThis.removeEventListener === "function") globalThis.removeEventListener("pagehide", this.onPageHide);
+    if (typeof globalThis.removeEventListener === "function") {
+      globalThis.removeEventListener("pagehide", this.onPageHide);
+      globalThis.removeEventListener("pageshow", this.onPageShow);
+    }
+    this.tabs.close();
     return empty;
   }
 }

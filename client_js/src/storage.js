@@ -9,8 +9,24 @@
  *   secret: Uint8Array | null, disabled: boolean}} Saved
  * @typedef {{load(): Promise<Saved>, put(entries: Omit<Entry, "key">[], ledger: any): Promise<number[]>,
  *   update(entries: Entry[]): Promise<void>, remove(keys: number[]): Promise<void>,
- *   saveState(name: string, value: any): Promise<void>}} Storage
+ *   saveState(name: string, value: any): Promise<void>, lockName?: string,
+ *   lease?(owner: string, now: number, ttl: number): Promise<number>,
+ *   release?(owner: string): Promise<void>}} Storage
+ *   ``lockName``: the same for every tab that sees the same stored queue (the name of its
+ *   Web Lock and BroadcastChannel); ``lease``/``release``: the sender's lease where Web
+ *   Locks are missing (src/tabs.js): ``lease`` takes or renews it for ``owner`` and
+ *   resolves 0, or resolves the ms until another owner's lease ends.
  */
+
+/** A sender's lease in a state record: 0 when ``owner`` may send (the record to store
+ *  then in ``take``), else the ms until the holder's lease ends.
+ *  @param {{owner: string, expires: number} | undefined} held @param {string} owner
+ *  @param {number} now @param {number} ttl @param {(lease: {owner: string, expires: number}) => void} take */
+function leaseOf(held, owner, now, ttl, take) {
+  if (held && held.owner !== owner && held.expires > now) return held.expires - now;
+  take({ owner, expires: now + ttl });
+  return 0;
+}
 
 /** Memory only (or a shared ``place`` object, which tests use to play a page reload). */
 export class MemoryStorage {
@@ -19,7 +35,21 @@ export class MemoryStorage {
     place.entries ??= new Map();
     place.state ??= new Map();
     place.next ??= 1;
+    /** @type {any} */ (place).id ??= Math.random().toString(36).slice(2);
     this.place = place;
+    this.lockName = `ldp-telemetry:memory:${/** @type {any} */ (place).id}`;
+  }
+
+  /** @param {string} owner @param {number} now @param {number} ttl */
+  async lease(owner, now, ttl) {
+    const state = /** @type {Map<string, any>} */ (this.place.state);
+    return leaseOf(state.get("sender"), owner, now, ttl, (lease) => state.set("sender", lease));
+  }
+
+  /** @param {string} owner */
+  async release(owner) {
+    const state = /** @type {Map<string, any>} */ (this.place.state);
+    if (state.get("sender")?.owner === owner) state.delete("sender");
   }
 
   async load() {
@@ -65,6 +95,7 @@ export class IndexedDBStorage {
   /** @param {string} [name] */
   constructor(name = "ldp-telemetry") {
     this.name = name;
+    this.lockName = `ldp-telemetry:indexeddb:${name}`;
     /** @type {Promise<IDBDatabase> | null} */
     this.db = null;
   }
@@ -140,6 +171,26 @@ export class IndexedDBStorage {
   /** @param {string} name @param {any} value */
   async saveState(name, value) {
     await this.tx(["state"], "readwrite", (tx) => { tx.objectStore("state").put(value, name); });
+  }
+
+  /** Take or renew the sender's lease: one readwrite transaction, which IndexedDB runs
+   *  alone among every tab's transactions on the store.
+   *  @param {string} owner @param {number} now @param {number} ttl @returns {Promise<number>} */
+  async lease(owner, now, ttl) {
+    return this.tx(["state"], "readwrite", (tx) => new Promise((resolve) => {
+      const store = tx.objectStore("state");
+      const r = store.get("sender");
+      r.onsuccess = () => resolve(leaseOf(r.result, owner, now, ttl, (lease) => store.put(lease, "sender")));
+    }));
+  }
+
+  /** @param {string} owner */
+  async release(owner) {
+    await this.tx(["state"], "readwrite", (tx) => {
+      const store = tx.objectStore("state");
+      const r = store.get("sender");
+      r.onsuccess = () => { if (r.result?.owner === owner) store.delete("sender"); };
+    });
   }
 }
 

@@ -328,3 +328,45 @@ test("the wire: an OLH report keeps its a and b, a numeric y is a float literal,
   numeric.payload.y = 2; // a numeric y that happens to be whole is still a float on the wire
   assert.match(encodeReport(numeric, minutes), /"payload":\{"y":2\.0\}\}$/);
 });
+
+test("three tabs sharing a stored queue post each stored report once (the lease, where Web Locks are missing)", async () => {
+  // Issue 35: every open tab posted the whole stored queue (100 stored, two tabs: 200 posts).
+  const c = collector();
+  const place = {};
+  const tab = () => new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  const first = tab();
+  await first.definition("app.theme");
+  c.state.online = false;
+  for (let i = 0; i < 100; i++) assert.equal(await first.report("app.theme", i % 3), true);
+  assert.equal(await first.flush(), false);
+  const tabs = [first, tab(), tab()];
+  await Promise.all(tabs.map((t) => t.ready));
+  assert.deepEqual(tabs.map((t) => t.stats().queued), [100, 100, 100]);
+  c.state.online = true;
+  assert.deepEqual(await Promise.all(tabs.map((t) => t.flush())), [true, true, true]);
+  const posted = c.state.posts.flatMap((p) => p.reports.map((/** @type {any} */ r) => r.id));
+  assert.equal(new Set(posted).size, 100);
+  assert.equal(posted.length, 100, "each stored report posted once");
+  assert.deepEqual(tabs.map((t) => t.stats().queued), [0, 0, 0]);
+  for (const t of tabs) await t.shutdown();
+});
+
+test("a tab that dies holding the lease holds the queue until the lease ends, then another sends", async () => {
+  const { LEASE_MS } = await import("../src/tabs.js");
+  const c = collector();
+  const place = {};
+  let now = T0;
+  const storage = new MemoryStorage(place);
+  const client = new Client("http://collector.test", options(c, { storage, now: () => now }));
+  assert.equal(await client.report("app.theme", 1), true);
+  await client._commitSoon(true);
+  assert.equal(await storage.lease("a tab that died", now, LEASE_MS), 0);
+  const flushed = client.flush(); // waits its turn
+  await new Promise((r) => setTimeout(r, 600));
+  assert.equal(c.state.posts.length, 0, "another tab holds the lease");
+  now += LEASE_MS;
+  assert.equal(await flushed, true);
+  assert.equal(c.state.posts.length, 1);
+  assert.equal(/** @type {any} */ (place).state.get("sender"), undefined, "released after sending");
+  await client.shutdown();
+});

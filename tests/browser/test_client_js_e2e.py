@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from browser_helpers import REPORT_MANY_JS, chromium_missing
+from browser_helpers import REPORT_MANY_JS, chromium_missing, open_page
 
 _missing = chromium_missing()
 if _missing:
@@ -175,11 +175,8 @@ def test_olh_blh_and_joint_olh_reports_from_a_page_are_all_counted(
     assert [o["mechanism"] for o in mechanisms["app.cube"]["oracles"]] == ["olh"]
     context = browser.new_context()
     context.set_default_timeout(120_000)
-    page = context.new_page()
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{origins[0]}/page.html?collector={server.url}")
-    page.wait_for_function("window.ready === true")
+    page = open_page(context, f"{origins[0]}/page.html?collector={server.url}", errors)
     n = 60
     reported = page.evaluate(
         """async (n) => {

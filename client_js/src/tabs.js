@@ -1,0 +1,86 @@
+// What the tabs of one origin share: their stored queue (IndexedDB), one sender of it at a
+// time, and news of what was sent. Without this every open tab posted the whole stored
+// queue (100 reports, two tabs: 200 posts). See docs/guides/web.md ("Several tabs").
+
+/** How long a sender's lease lasts without renewal (the fallback without Web Locks): a
+ *  tab that dies while sending holds the queue this long at most. Renewed every batch,
+ *  so only a batch whose POST takes longer can be sent twice (the collector drops the
+ *  copies). */
+export const LEASE_MS = 30_000;
+
+/** How often a tab waiting for the lease asks again. */
+const POLL_MS = 200;
+
+/** @typedef {{type: "hello" | "here" | "bye" | "flush", from: string}
+ *   | {type: "removed", from: string, keys: number[]}} News */
+
+/**
+ * One sender at a time for the tabs (and workers) that share a storage: the Web Locks API
+ * where the browser has it, else a lease kept in the storage itself (an IndexedDB
+ * transaction is atomic across tabs), else nothing (a storage no one else sees). The
+ * tabs also tell each other, on a BroadcastChannel, which stored reports were removed
+ * and which tabs are open.
+ */
+export class Tabs {
+  /** @param {import("./storage.js").Storage} storage @param {() => number} now
+   *  @param {(news: News) => void} onNews */
+  constructor(storage, now, onNews) {
+    this.storage = storage;
+    this.now = now;
+    this.id = Array.from(globalThis.crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
+    this.name = storage.lockName ?? null;
+    /** The other open tabs of this storage (as far as their news tells). @type {Set<string>} */
+    this.peers = new Set();
+    /** @type {BroadcastChannel | null} */
+    this.channel = null;
+    if (this.name && typeof BroadcastChannel === "function") {
+      this.channel = new BroadcastChannel(this.name);
+      /** @type {any} */ (this.channel).unref?.(); // Node: never hold the process open
+      this.channel.onmessage = (/** @type {MessageEvent<News>} */ event) => {
+        const news = event.data;
+        if (!news || typeof news.from !== "string") return;
+        if (news.type === "hello") { this.peers.add(news.from); this.tell({ type: "here", from: this.id }); }
+        else if (news.type === "here") this.peers.add(news.from);
+        else if (news.type === "bye") this.peers.delete(news.from);
+        onNews(news);
+      };
+      this.tell({ type: "hello", from: this.id });
+    }
+  }
+
+  /** Tell the other tabs. @param {News} news */
+  tell(news) {
+    try {
+      this.channel?.postMessage(news);
+    } catch { /* closed */ }
+  }
+
+  /**
+   * Run ``send`` as the only sender of the storage, once it is this tab's turn: a Web Lock
+   * request waits in line; the lease is asked again every POLL_MS until the holder
+   * releases it or it runs out. Resolves with what ``send`` resolves.
+   * @template T @param {(renew: () => Promise<void>) => Promise<T>} send @returns {Promise<T>}
+   */
+  async exclusive(send) {
+    const locks = /** @type {any} */ (globalThis).navigator?.locks;
+    if (this.name && locks?.request) return locks.request(this.name, () => send(async () => {}));
+    const { lease, release } = this.storage;
+    if (!lease || !release) return send(async () => {});
+    const take = () => lease.call(this.storage, this.id, this.now(), LEASE_MS);
+    for (let wait = await take(); wait > 0; wait = await take()) {
+      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, POLL_MS)));
+    }
+    try {
+      return await send(async () => { await take(); });
+    } finally {
+      await release.call(this.storage, this.id).catch(() => {});
+    }
+  }
+
+  /** This tab is going away: the others no longer count it. */
+  close() {
+    this.tell({ type: "bye", from: this.id });
+    this.channel?.close();
+    this.channel = null;
+  }
+}
