@@ -137,10 +137,9 @@ export interface Storage {
   saveState(name: string, value: unknown): Promise<void>;
   /** The same for every tab that sees the same stored queue: its Web Lock's name. */
   lockName?: string;
-  /** The sender's lease where Web Locks are missing: 0 when `owner` holds it now, else
-   *  the ms until another owner's lease ends. */
+  /** The sender's lease where Web Locks are missing: taken or renewed for `owner` until
+   *  `now + ttl` (ttl 0 releases it): 0, else the ms until another owner's lease ends. */
   lease?(owner: string, now: number, ttl: number): Promise<number>;
-  release?(owner: string): Promise<void>;
 }
 export class MemoryStorage implements Storage {
   constructor(place?: object);

@@ -59,11 +59,12 @@ export function backoffDelay(failures, retryAfter, random) {
  *  report's error, else the answer's error and first detail (``stats().last_refusal``).
  *  @param {number | null} status @param {any} answer */
 function refusalOf(status, answer) {
-  const rejected = Array.isArray(answer?.rejected) ? answer.rejected.find((/** @type {any} */ r) => typeof r?.error === "string") : null;
-  const details = Array.isArray(answer?.details) && typeof answer.details[0] === "string" ? `: ${answer.details[0]}` : "";
-  const why = rejected ? rejected.error : typeof answer?.error === "string" ? answer.error + details : "";
+  const why = answer?.rejected?.find?.((/** @type {any} */ r) => r?.error)?.error
+    ?? [answer?.error, answer?.details?.[0]].filter((x) => typeof x === "string").join(": ");
   return `HTTP ${status}${why ? `: ${why}` : ""}`.slice(0, 500);
 }
+
+const unreachable = () => Object.assign(new Error("unreachable"), { reason: "unreachable" });
 
 /** JSON with sorted keys, to compare parameters. @param {any} x @returns {string} */
 const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
@@ -141,12 +142,7 @@ export class Client {
     this.tabs = new Tabs(this.storage, this.now, (news) => this._news(news));
     this.lock = this.ready = this._load();
     this.onPageHide = () => { this._lastFlush(); };
-    /** @param {any} event */
-    this.onPageShow = (event) => { if (event?.persisted) this.tabs.tell({ type: "hello", from: this.tabs.id }); };
-    if (typeof globalThis.addEventListener === "function") {
-      globalThis.addEventListener("pagehide", this.onPageHide);
-      globalThis.addEventListener("pageshow", this.onPageShow);
-    }
+    if (typeof globalThis.addEventListener === "function") globalThis.addEventListener("pagehide", this.onPageHide);
   }
 
   async _load() {
@@ -186,7 +182,7 @@ export class Client {
       response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(metric)}`);
     } catch {
       if (stale) return stale;
-      throw Object.assign(new Error("unreachable"), { reason: "unreachable" });
+      throw unreachable();
     }
     if (response.ok) {
       const data = await response.json();
@@ -200,7 +196,7 @@ export class Client {
       throw Object.assign(new Error("unknown"), { reason: "unknown_metric" });
     }
     if (stale) return stale;
-    throw Object.assign(new Error("unreachable"), { reason: "unreachable" });
+    throw unreachable();
   }
 
   /** @param {string} reason */
@@ -334,13 +330,16 @@ export class Client {
     return this.secret;
   }
 
-  /** @param {number} delay */
+  /** Upload this tab's queue after ``delay`` ms (0: now), unless one is already due.
+   *  @param {number} delay */
   _schedule(delay) {
-    if (this.closed || !this.queue.length) return;
-    if (this.timer) {
-      if (delay > 0) return; // already due
-      clearTimeout(this.timer);
-    }
+    if (this.closed || !this.queue.length || (this.timer && delay > 0)) return;
+    this._uploadIn(delay);
+  }
+
+  /** The one upload timer, (re)set to ``delay`` ms. @param {number} delay */
+  _uploadIn(delay) {
+    clearTimeout(this.timer);
     this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
     this.timer?.unref?.();
   }
@@ -370,9 +369,7 @@ export class Client {
 
   /** Upload soon whatever is stored, this tab's reports or not. @param {number} delay */
   _wake(delay) {
-    if (this.closed || this.timer) return;
-    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
-    this.timer?.unref?.();
+    if (!this.closed && !this.timer) this._uploadIn(delay);
   }
 
   /** The queue as stored now: another tab may have sent some of it, or stored more. */
@@ -454,14 +451,18 @@ export class Client {
    *  collector would otherwise see the device's address fetch a metric's definition just
    *  before the relayed upload that carries it). @param {string} url */
   _get(url) {
-    return this.relay ? this.relay.fetch(url, { method: "GET" }) : this.fetch(url);
+    return this._fetch(url, { method: "GET" });
   }
 
   /** POST a batch: directly, or through the relay (encapsulated; its answer decapsulated).
    *  @param {string} body @param {boolean} keepalive */
   _post(body, keepalive) {
-    const init = { method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive, credentials: "omit" };
-    return this.relay ? this.relay.fetch(`${this.url}/v1/reports`, init) : this.fetch(`${this.url}/v1/reports`, init);
+    return this._fetch(`${this.url}/v1/reports`, { method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive, credentials: "omit" });
+  }
+
+  /** Directly, or through the relay. @param {string} url @param {any} init */
+  _fetch(url, init) {
+    return this.relay ? this.relay.fetch(url, init) : this.fetch(url, init);
   }
 
   /** Count a recoverable failure and try again after the backoff.
@@ -472,10 +473,7 @@ export class Client {
     this.lastError = error ? String(/** @type {any} */ (error)?.name ?? error)
       : response ? `HTTP ${response.status}` : "definition check failed";
     const retryAfter = parseRetryAfter(response?.headers.get("retry-after") ?? null, this.now());
-    const delay = backoffDelay(this.failures, retryAfter, this.random);
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
-    this.timer?.unref?.();
+    this._uploadIn(backoffDelay(this.failures, retryAfter, this.random));
   }
 
   /** @param {import("./storage.js").Entry[]} entries */
@@ -519,12 +517,7 @@ export class Client {
   _lastFlush() {
     const waiting = [...this.queue, ...this.pending];
     this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
-    const others = this.tabs.peers.size > 0;
-    this.tabs.tell({ type: others ? "flush" : "bye", from: this.tabs.id });
-    if (others) {
-      this.tabs.tell({ type: "bye", from: this.tabs.id });
-      return;
-    }
+    if (this.tabs.peers.size) return this.tabs.tell({ type: "flush", from: this.tabs.id }); // they send it
     let batch = [];
     let size = 0;
     const send = () => {
@@ -618,10 +611,7 @@ export class Client {
     const empty = await this.flush().catch(() => false);
     this.closed = true;
     if (this.timer) { clearTimeout(this.timer); this.timer = null; }
-    if (typeof globalThis.removeEventListener === "function") {
-      globalThis.removeEventListener("pagehide", this.onPageHide);
-      globalThis.removeEventListener("pageshow", this.onPageShow);
-    }
+    if (typeof globalThis.removeEventListener === "function") globalThis.removeEventListener("pagehide", this.onPageHide);
     this.tabs.close();
     return empty;
   }

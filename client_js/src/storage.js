@@ -10,12 +10,11 @@
  * @typedef {{load(): Promise<Saved>, put(entries: Omit<Entry, "key">[], ledger: any): Promise<number[]>,
  *   update(entries: Entry[]): Promise<void>, remove(keys: number[]): Promise<void>,
  *   saveState(name: string, value: any): Promise<void>, lockName?: string,
- *   lease?(owner: string, now: number, ttl: number): Promise<number>,
- *   release?(owner: string): Promise<void>}} Storage
+ *   lease?(owner: string, now: number, ttl: number): Promise<number>}} Storage
  *   ``lockName``: the same for every tab that sees the same stored queue (the name of its
- *   Web Lock and BroadcastChannel); ``lease``/``release``: the sender's lease where Web
- *   Locks are missing (src/tabs.js): ``lease`` takes or renews it for ``owner`` and
- *   resolves 0, or resolves the ms until another owner's lease ends.
+ *   Web Lock and BroadcastChannel); ``lease``: the sender's lease where Web Locks are
+ *   missing (src/tabs.js): takes or renews it for ``owner`` until ``now + ttl`` (ttl 0
+ *   releases it) and resolves 0, or resolves the ms until another owner's lease ends.
  */
 
 /** A sender's lease in a state record: 0 when ``owner`` may send (the record to store
@@ -44,12 +43,6 @@ export class MemoryStorage {
   async lease(owner, now, ttl) {
     const state = /** @type {Map<string, any>} */ (this.place.state);
     return leaseOf(state.get("sender"), owner, now, ttl, (lease) => state.set("sender", lease));
-  }
-
-  /** @param {string} owner */
-  async release(owner) {
-    const state = /** @type {Map<string, any>} */ (this.place.state);
-    if (state.get("sender")?.owner === owner) state.delete("sender");
   }
 
   async load() {
@@ -173,8 +166,8 @@ export class IndexedDBStorage {
     await this.tx(["state"], "readwrite", (tx) => { tx.objectStore("state").put(value, name); });
   }
 
-  /** Take or renew the sender's lease: one readwrite transaction, which IndexedDB runs
-   *  alone among every tab's transactions on the store.
+  /** Take, renew or (ttl 0) release the sender's lease: one readwrite transaction, which
+   *  IndexedDB runs alone among every tab's transactions on the store.
    *  @param {string} owner @param {number} now @param {number} ttl @returns {Promise<number>} */
   async lease(owner, now, ttl) {
     return this.tx(["state"], "readwrite", (tx) => new Promise((resolve) => {
@@ -182,15 +175,6 @@ export class IndexedDBStorage {
       const r = store.get("sender");
       r.onsuccess = () => resolve(leaseOf(r.result, owner, now, ttl, (lease) => store.put(lease, "sender")));
     }));
-  }
-
-  /** @param {string} owner */
-  async release(owner) {
-    await this.tx(["state"], "readwrite", (tx) => {
-      const store = tx.objectStore("state");
-      const r = store.get("sender");
-      r.onsuccess = () => { if (r.result?.owner === owner) store.delete("sender"); };
-    });
   }
 }
 

@@ -11,7 +11,9 @@ export const LEASE_MS = 30_000;
 /** How often a tab waiting for the lease asks again. */
 const POLL_MS = 200;
 
-/** @typedef {{type: "hello" | "here" | "bye" | "flush", from: string}
+/** News from another tab: it opened (``hello``, answered ``here``), closed (``bye``), or
+ *  closed leaving its reports to the others (``flush``); reports it ``removed``.
+ *  @typedef {{type: "hello" | "here" | "bye" | "flush", from: string}
  *   | {type: "removed", from: string, keys: number[]}} News */
 
 /**
@@ -27,7 +29,7 @@ export class Tabs {
   constructor(storage, now, onNews) {
     this.storage = storage;
     this.now = now;
-    this.id = Array.from(globalThis.crypto.getRandomValues(new Uint8Array(8)), (b) => b.toString(16).padStart(2, "0")).join("");
+    this.id = Math.random().toString(36).slice(2); // tells tabs apart: no secret
     this.name = storage.lockName ?? null;
     /** The other open tabs of this storage (as far as their news tells). @type {Set<string>} */
     this.peers = new Set();
@@ -41,7 +43,7 @@ export class Tabs {
         if (!news || typeof news.from !== "string") return;
         if (news.type === "hello") { this.peers.add(news.from); this.tell({ type: "here", from: this.id }); }
         else if (news.type === "here") this.peers.add(news.from);
-        else if (news.type === "bye") this.peers.delete(news.from);
+        else if (news.type === "bye" || news.type === "flush") this.peers.delete(news.from); // it closed
         onNews(news);
       };
       this.tell({ type: "hello", from: this.id });
@@ -64,16 +66,14 @@ export class Tabs {
   async exclusive(send) {
     const locks = /** @type {any} */ (globalThis).navigator?.locks;
     if (this.name && locks?.request) return locks.request(this.name, () => send(async () => {}));
-    const { lease, release } = this.storage;
-    if (!lease || !release) return send(async () => {});
-    const take = () => lease.call(this.storage, this.id, this.now(), LEASE_MS);
-    for (let wait = await take(); wait > 0; wait = await take()) {
-      await new Promise((resolve) => setTimeout(resolve, Math.min(wait, POLL_MS)));
-    }
+    const { storage } = this;
+    if (!storage.lease) return send(async () => {});
+    const take = (ttl = LEASE_MS) => /** @type {any} */ (storage).lease(this.id, this.now(), ttl);
+    for (let wait; (wait = await take()) > 0;) await new Promise((resolve) => setTimeout(resolve, Math.min(wait, POLL_MS)));
     try {
       return await send(async () => { await take(); });
     } finally {
-      await release.call(this.storage, this.id).catch(() => {});
+      await take(0).catch(() => {}); // released
     }
   }
 

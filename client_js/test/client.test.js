@@ -367,6 +367,6 @@ test("a tab that dies holding the lease holds the queue until the lease ends, th
   now += LEASE_MS;
   assert.equal(await flushed, true);
   assert.equal(c.state.posts.length, 1);
-  assert.equal(/** @type {any} */ (place).state.get("sender"), undefined, "released after sending");
+  assert.ok(/** @type {any} */ (place).state.get("sender").expires <= now, "released after sending");
   await client.shutdown();
 });
