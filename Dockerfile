@@ -20,7 +20,7 @@ COPY client_sdk ./client_sdk
 COPY ldp_store ./ldp_store
 COPY ldp_api ./ldp_api
 COPY collector ./collector
-COPY client_js/src ./client_js/src
+COPY client_js/dist ./client_js/dist
 COPY aggregator ./aggregator
 COPY ldp_server ./ldp_server
 COPY ldp_relay ./ldp_relay

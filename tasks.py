@@ -101,11 +101,14 @@ CLIENT_JS = ROOT / "client_js"
 
 def ensure_js() -> None:
     """``npm ci`` in client_js/ (its pinned dev dependencies, from package-lock.json) when
-    the lock file changed. Only the bundle benchmark needs them (esbuild); the JS tests run
-    from pytest on Node alone (tests/test_client_js.py), so a failed install is a note."""
+    the lock file changed: esbuild, which builds the module ``ldp serve`` serves
+    (``npm run build``; client_js/dist is committed, so serving needs no Node) and which
+    tests/collector/test_sdk_module.py runs to check that dist/ is what the sources build
+    to (skipped without it), and the bundle benchmark. The JS tests run from pytest on Node
+    alone (tests/test_client_js.py), so a failed install is a note."""
     npm = shutil.which("npm")
     if npm is None:
-        print("note: npm is missing: the JS SDK's bundle benchmark cannot build", flush=True)
+        print("note: npm is missing: client_js/dist cannot be rebuilt or checked", flush=True)
         return
     lock = CLIENT_JS / "package-lock.json"
     stamp = CLIENT_JS / "node_modules" / f".ci-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
@@ -116,7 +119,7 @@ def ensure_js() -> None:
         [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CLIENT_JS
     )
     if code:
-        print("note: npm ci failed: the JS SDK's bundle benchmark cannot build", flush=True)
+        print("note: npm ci failed: client_js/dist cannot be rebuilt or checked", flush=True)
         return
     stamp.touch()
 

@@ -1,5 +1,10 @@
 """The JavaScript SDK's cost on a page: bundle size and report() time (under Node).
 
+* The SDK as ``ldp serve`` serves it: a real ``ldp serve`` (embedded Redis) is started and
+  ``/sdk/ldp-telemetry/index.js`` (and ``ohttp.js``) fetched the way a browser does, with
+  ``Accept-Encoding: gzip`` and with ``br``, and without: the bytes on the wire, and how
+  many files a page's import fetches (the module and the relative imports it names: a
+  bundle names none). Goal: one file, at most 15,000 B gzipped as served.
 * Bundle size: ``client_js/src/index.js`` (every mechanism) bundled and minified by the
   pinned esbuild of ``client_js/package.json``, then gzipped (level 9); and a page that
   imports only GRR's factory, as a tree-shaking bundler leaves it.
@@ -104,8 +109,40 @@ def bundle_sizes() -> tuple[tuple[int, int], tuple[int, int]]:
     return bundle(JS / "src" / "index.js"), bundle_of(GRR_ONLY)
 
 
+def served_sizes() -> list[tuple[str, int, int, int, int]]:
+    """(module, files a page fetches, identity, gzip, br bytes) as ``ldp serve`` serves."""
+    import re
+    import urllib.request
+
+    from ldp_server.serve import Server
+
+    def get(url: str, encoding: str) -> tuple[bytes, str]:
+        request = urllib.request.Request(url, headers={"Accept-Encoding": encoding})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.read(), r.headers.get("Content-Encoding") or "identity"
+
+    out = []
+    with tempfile.TemporaryDirectory() as data, Server(port=0, data_dir=data, quiet=True) as s:
+        base = f"{s.url}/sdk/ldp-telemetry/"
+        for name in ("index.js", "ohttp.js"):
+            sizes = {}
+            for encoding in ("identity", "gzip", "br"):
+                body, served = get(base + name, encoding)
+                assert served == encoding, (name, encoding, served)
+                sizes[encoding] = len(body)
+            text = get(base + name, "identity")[0].decode()
+            imports = re.findall(r'(?:import|from)\s*"(\./[^"]+)"', text)
+            out.append((name, 1 + len(imports), sizes["identity"], sizes["gzip"], sizes["br"]))
+    return out
+
+
 def main() -> None:
     print(f"load average at the start {os.getloadavg()[0]:.2f}")
+    for name, files, plain, gz, br in served_sizes():
+        print(
+            f"served by ldp serve, {name}: {files} file(s), {plain:,} B, {gz:,} B gzip, "
+            f"{br:,} B br as served (goal for index.js: 1 file, <= 15,000 B gzip)"
+        )
     full, grr_only = bundle_sizes()
     ohttp_only = bundle_of(OHTTP_ONLY)
     print(f"bundle, every mechanism: {full[0]:,} B minified, {full[1]:,} B min+gzip")

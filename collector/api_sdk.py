@@ -1,87 +1,146 @@
-"""The JavaScript SDK's ES module, served by the collector for web pages to import.
+"""The JavaScript SDK as a page loads it: one minified ES module, served by the collector.
 
-``GET /sdk/ldp-telemetry/<name>`` answers the files of ``client_js/src`` (``index.js`` and
-the siblings it imports) as ``text/javascript``. They come from ``collector/client_js``:
-a link to ``client_js/src`` in the source tree, a copy of it in an installed package
-(package data). A page on an origin in ``LDP_CORS_ORIGINS`` may import them (see
-:mod:`collector.cors`). Browsers keep a file a day and then revalidate it: its ETag is
-the package's version and the file's hash, so an upgrade is picked up at once after that.
+``GET /sdk/ldp-telemetry/index.js`` answers the whole SDK (``client_js/src`` bundled into
+one minified module by the project's build, a pinned esbuild: ``client_js/build.mjs``);
+``ohttp.js`` the relay option, which only pages that use a relay load. Each is also
+served as ``index.<hash>.js`` (its content's hash), cached for a year and immutable; the
+plain name is cached a day and revalidated by its ETag (the same hash). Brotli or gzip
+when the request accepts it. The files come from ``collector/client_js``: a link to
+``client_js/dist`` in the source tree (committed, rebuilt and compared by the tests), a
+copy in an installed package. A page on an origin in ``LDP_CORS_ORIGINS`` may import them
+(see :mod:`collector.cors`). In full: ``docs/reference/sdk-module.md``.
 """
 
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
-import importlib.metadata
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, request
 
 from collector.errors import ApiError
 from ldp_api.models import Error, Model
-from ldp_api.openapi import Media, Reply, documented
+from ldp_api.openapi import Header, Media, Reply, documented
 
-__all__ = ["MODULE_DIR", "SDK_PATH", "bp", "module_files"]
+__all__ = ["MODULE_DIR", "MODULES", "SDK_PATH", "bp", "module_files"]
 
 bp = Blueprint("sdk", __name__)
 
 SDK_PATH = "/sdk/ldp-telemetry/"
-"""Where the module's files are served:
-``import … from "<collector>/sdk/ldp-telemetry/index.js"``
-(the relative imports inside it resolve to the siblings)."""
+"""Where the module is served: ``import … from "<collector>/sdk/ldp-telemetry/index.js"``."""
 
 MODULE_DIR = Path(__file__).resolve().parent / "client_js"
-"""The module's files: ``client_js/src`` (a link in the source tree, a copy when installed)."""
+"""The built modules: ``client_js/dist`` (a link in the source tree, a copy when installed)."""
+
+MODULES = ("index.js", "ohttp.js")
+"""The SDK (every mechanism and the client) and its relay option."""
 
 CACHE_SECONDS = 24 * 3600
-"""A browser reuses a file for a day, then revalidates it by its ETag."""
+"""A browser reuses ``index.js`` for a day, then revalidates it by its ETag."""
 
-_FILE_NAME = re.compile(r"[a-z][a-z0-9_]*\.js")
+HASHED_CACHE_SECONDS = 365 * 24 * 3600
+"""``index.<hash>.js`` never changes: a year, immutable (RFC 8246)."""
+
+GZIP_LEVEL = 9
+"""Compressed once per process: the smallest gzip, its cost paid once."""
+
+_NAME = re.compile(r"(?P<stem>[a-z]+)(?:\.(?P<hash>[0-9a-f]{16}))?\.js")
 
 
 class ModuleFile(Model):
-    """The ``<name>`` of one of the module's files."""
+    """The ``<name>`` of one of the served modules."""
 
     name: str
-    """A file of client_js/src, e.g. ``index.js``."""
+    """``index.js`` or ``ohttp.js``, or either with its content hash: ``index.<hash>.js``."""
+
+
+@dataclass(frozen=True)
+class BuiltModule:
+    """One built module and its encodings."""
+
+    body: bytes
+    digest: str
+    """The first 16 hex digits of its SHA-256: its hashed name and its ETag."""
+    gzip: bytes
+    brotli: bytes | None
+    """``<name>.br`` built beside it (the standard library has no Brotli encoder)."""
 
 
 @functools.cache
-def module_files() -> dict[str, tuple[bytes, str]]:
-    """Every file of the module with its ETag, read once per process."""
-    try:
-        version = importlib.metadata.version("ldp-telemetry")
-    except importlib.metadata.PackageNotFoundError:
-        version = "source"
-    files: dict[str, tuple[bytes, str]] = {}
-    for path in sorted(MODULE_DIR.glob("*.js")) if MODULE_DIR.is_dir() else ():
+def module_files() -> dict[str, BuiltModule]:
+    """Every served module with its encodings, read and compressed once per process."""
+    files: dict[str, BuiltModule] = {}
+    for name in MODULES:
+        path = MODULE_DIR / name
+        if not path.is_file():
+            continue
         body = path.read_bytes()
-        files[path.name] = (body, f"{version}-{hashlib.sha256(body).hexdigest()[:16]}")
+        brotli = path.with_name(f"{name}.br")
+        files[name] = BuiltModule(
+            body,
+            hashlib.sha256(body).hexdigest()[:16],
+            gzip.compress(body, GZIP_LEVEL, mtime=0),
+            brotli.read_bytes() if brotli.is_file() else None,
+        )
     return files
+
+
+def _found(name: str) -> tuple[BuiltModule, bool]:
+    """The module ``name`` asks for, and whether by its hashed name.
+
+    Raises:
+        ApiError: 404 for any other name (the SDK's source files are not served one by
+            one any more), or the hash of a module this collector no longer has.
+    """
+    match = _NAME.fullmatch(name)
+    found = module_files().get(f"{match['stem']}.js") if match else None
+    if found is None or (match and match["hash"] and match["hash"] != found.digest):
+        current = [f"{stem} ({stem[:-3]}.{m.digest}.js)" for stem, m in module_files().items()]
+        raise ApiError(404, "no such file of the JavaScript SDK", [f"served: {', '.join(current)}"])
+    return found, bool(match and match["hash"])
 
 
 @bp.get(SDK_PATH + "<name>")
 @documented(
-    "A file of the JavaScript SDK's ES module (index.js and the files it imports).",
+    "The JavaScript SDK as one minified ES module (index.js), or its relay option (ohttp.js).",
     {
         200: Reply(
-            "The file; cached a day, revalidated by its ETag (version and hash).",
+            "The module: under its plain name cached a day and revalidated by its ETag (its "
+            "content hash); under index.<hash>.js cached a year, immutable. Brotli or gzip "
+            "when Accept-Encoding allows.",
             media={"text/javascript": Media("An ES module.")},
+            headers={
+                "ETag": Header("The content hash (with -br or -gz for an encoding)."),
+                "Content-Encoding": Header("br or gzip, when the request accepts it."),
+            },
         ),
-        404: Reply("No such file in the module.", Error),
+        304: Reply("Not modified: the ETag matches."),
+        404: Reply("No such module, or the hash of one no longer served.", Error),
     },
     path=ModuleFile,
 )
 def module_file(name: str) -> Response:
-    """One file of ``client_js/src``, e.g. ``index.js``."""
-    found = module_files().get(name) if _FILE_NAME.fullmatch(name) else None
-    if found is None:
-        raise ApiError(404, "no such file in the JavaScript SDK", [f"try {SDK_PATH}index.js"])
-    body, etag = found
+    """``index.js``, ``ohttp.js``, or either under its content hash."""
+    found, hashed = _found(name)
+    accepted = request.accept_encodings
+    if found.brotli is not None and accepted["br"]:
+        body, encoding, etag = found.brotli, "br", f"{found.digest}-br"
+    elif accepted["gzip"]:
+        body, encoding, etag = found.gzip, "gzip", f"{found.digest}-gz"
+    else:
+        body, encoding, etag = found.body, None, found.digest
     response = Response(body, content_type="text/javascript; charset=utf-8")
+    if encoding:
+        response.content_encoding = encoding
+    response.vary.add("Accept-Encoding")
     response.cache_control.public = True
-    response.cache_control.max_age = CACHE_SECONDS
+    response.cache_control.max_age = HASHED_CACHE_SECONDS if hashed else CACHE_SECONDS
+    if hashed:
+        response.cache_control.immutable = True
     response.set_etag(etag)
     response.make_conditional(request)
     return response
