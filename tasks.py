@@ -104,11 +104,12 @@ def ensure_js() -> None:
     the lock file changed: esbuild, which builds the module ``ldp serve`` serves
     (``npm run build``; client_js/dist is committed, so serving needs no Node) and which
     tests/collector/test_sdk_module.py runs to check that dist/ is what the sources build
-    to (skipped without it), and the bundle benchmark. The JS tests run from pytest on Node
-    alone (tests/test_client_js.py), so a failed install is a note."""
+    to, TypeScript, whose ``tsc --checkJs`` tests/test_client_js.py runs (both skipped
+    without them), and the bundle benchmark. The JS tests themselves run on Node alone
+    (tests/test_client_js.py), so a failed install is a note."""
     npm = shutil.which("npm")
     if npm is None:
-        print("note: npm is missing: client_js/dist cannot be rebuilt or checked", flush=True)
+        print("note: npm is missing: client_js/dist and its types cannot be checked", flush=True)
         return
     lock = CLIENT_JS / "package-lock.json"
     stamp = CLIENT_JS / "node_modules" / f".ci-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
@@ -119,7 +120,7 @@ def ensure_js() -> None:
         [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CLIENT_JS
     )
     if code:
-        print("note: npm ci failed: client_js/dist cannot be rebuilt or checked", flush=True)
+        print("note: npm ci failed: client_js/dist and its types cannot be checked", flush=True)
         return
     stamp.touch()
 

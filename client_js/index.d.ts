@@ -57,6 +57,8 @@ export type ByteSource = (n: number) => Uint8Array;
 export class Rng {
   constructor(take: ByteSource, randrangeBits?: "n" | "n-1");
   take: ByteSource;
+  /** `randrange(n)` draws bitlen(n − 1) bits a try (the permanent response's stream). */
+  minusOne: boolean;
   bits(k: number): bigint;
   smallBits(k: number): number;
   randrange(n: number): number;
@@ -128,11 +130,41 @@ export interface DeviceCaps {
   epsilon_lifetime?: number | null;
 }
 
+/** A queued report as stored: its exact JSON and what the ledger charged for it. */
+export interface Entry {
+  key: number;
+  data: string;
+  metric: string;
+  /** The bundled definition's version it was made with (checked before sending), or 0. */
+  bundled: number;
+  attempted: boolean;
+  charge: Charge;
+}
+
+/** One report's charge to the privacy ledger. */
+export interface Charge {
+  metric: string;
+  epsilon: number;
+  day: string;
+  since: string;
+  limit: number | null;
+  permanent: number | null;
+}
+
+/** What a storage gives back when the client starts. */
+export interface Saved {
+  entries: Entry[];
+  ledger: unknown;
+  secret: Uint8Array | null;
+  disabled: boolean;
+}
+
 /** Where queued reports, the ledger, the device secret and the opt-out are kept. */
 export interface Storage {
-  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
-  put(entry: any, ledger: any): Promise<number>;
-  update(entries: any[]): Promise<void>;
+  load(): Promise<Saved>;
+  /** Add reports and save the ledger that charges them, together; their keys. */
+  put(entries: Omit<Entry, "key">[], ledger: unknown): Promise<number[]>;
+  update(entries: Entry[]): Promise<void>;
   remove(keys: number[]): Promise<void>;
   saveState(name: string, value: unknown): Promise<void>;
   /** The same for every tab that sees the same stored queue: its Web Lock's name. */
@@ -141,17 +173,21 @@ export interface Storage {
    *  `now + ttl` (ttl 0 releases it): 0, else the ms until another owner's lease ends. */
   lease?(owner: string, now: number, ttl: number): Promise<number>;
 }
+/** Memory only; tests share a `place` between two of them to play a reload or two tabs. */
 export class MemoryStorage implements Storage {
-  constructor(place?: object);
-  load(): Promise<{ entries: any[]; ledger: any; secret: Uint8Array | null; disabled: boolean }>;
-  put(entry: any, ledger: any): Promise<number>;
-  update(entries: any[]): Promise<void>;
-  remove(keys: number[]): Promise<void>;
-  saveState(name: string, value: unknown): Promise<void>;
+  constructor(place?: { entries?: Map<number, Entry>; state?: Map<string, unknown>; next?: number; id?: string });
+  readonly lockName: string;
+  lease(owner: string, now: number, ttl: number): Promise<number>;
 }
-export class IndexedDBStorage extends MemoryStorage {
+export interface MemoryStorage extends Storage {}
+/** IndexedDB: reports survive reloads and offline spells until acknowledged. */
+export class IndexedDBStorage implements Storage {
   constructor(name?: string);
+  readonly name: string;
+  readonly lockName: string;
+  lease(owner: string, now: number, ttl: number): Promise<number>;
 }
+export interface IndexedDBStorage extends Storage {}
 /** IndexedDB when the environment has it, else memory. */
 export function defaultStorage(): Storage;
 
@@ -212,4 +248,4 @@ export class Client {
 export function classify(status: number | null, error: unknown): "ok" | "retry" | "drop";
 export function parseRetryAfter(value: string | null, nowMs: number): number | null;
 export function backoffDelay(failures: number, retryAfterMs: number | null, random: () => number): number;
-export const DROP_REASONS: DropReason[];
+export const DROP_REASONS: readonly DropReason[];

@@ -19,6 +19,20 @@ export interface KeyConfig {
 
 /** The key configurations of an `application/ohttp-keys` body, usable ones first. */
 export function parseKeyConfigs(bytes: Uint8Array): KeyConfig[];
+/** One key configuration at the start of `bytes`, and its length (null and 0 for a KEM
+ *  other than X25519). */
+export function parseKeyConfig(bytes: Uint8Array): { config: KeyConfig | null; length: number };
+/** The response's AEAD key and nonce (RFC 9458 §4.4). */
+export function responseKeys(
+  secret: Uint8Array,
+  enc: Uint8Array,
+  responseNonce: Uint8Array,
+): Promise<{ key: Uint8Array; nonce: Uint8Array }>;
+/** The Binary HTTP request `Relay.fetch(url, init)` seals (RFC 9292, known length). */
+export function binaryRequest(
+  url: string,
+  init?: { method?: string; headers?: Record<string, string>; body?: string },
+): Uint8Array;
 /** Whether this SDK can encapsulate to the configuration. */
 export function usable(config: KeyConfig): boolean;
 /** Encapsulate a Binary HTTP request; `open` decapsulates the gateway's answer. */

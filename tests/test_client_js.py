@@ -59,3 +59,17 @@ def test_js_sdk(name: str) -> None:
         + result.stdout[-6000:]
         + result.stderr[-2000:]
     )
+
+
+def test_the_sdk_type_checks_and_its_declarations_match_the_code() -> None:
+    """``tsc`` (pinned in client_js/package.json) checks the sources' JSDoc strictly
+    (``--checkJs --noEmit``, client_js/tsconfig.json) and that index.d.ts and ohttp.d.ts,
+    what an app's TypeScript sees, declare exactly what the code exports, with types the
+    code satisfies (client_js/test/declarations.ts)."""
+    tsc = CLIENT_JS / "node_modules" / ".bin" / "tsc"
+    if not tsc.exists():
+        pytest.skip("needs `npm ci` in client_js/ (python3 tasks.py test runs it)")
+    result = subprocess.run(
+        [str(tsc), "-p", "."], cwd=CLIENT_JS, capture_output=True, text=True, timeout=900
+    )
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]

@@ -19,11 +19,12 @@ const COMMIT_MAX = 100; // reports per storage transaction: its structured clone
 let channel = null;
 const KEEPALIVE_LIMIT = 60_000; // browsers refuse keepalive bodies beyond 64 KiB in flight
 
-export const DROP_REASONS = [
+export const DROP_REASONS = /** @type {const} */ ([
   "unknown_metric", "invalid_value", "invalid_dimensions", "unreachable", "queue_full", "rejected", "too_large",
   "shutdown", "internal_error", "budget", "device_budget", "disabled", "storage_error",
   "retired", "bundle_mismatch",
-];
+]);
+/** @typedef {typeof DROP_REASONS[number]} DropReason */
 
 /** ok / retry / drop for an upload's outcome (uploader.classify).
  *  @param {number | null} status @param {unknown} error */
@@ -134,8 +135,8 @@ export class Client {
     /** @type {any} */ this.timer = null;
     /** @type {Promise<void> | null} */ this.uploading = null;
     this.counts = { reported: 0, sent: 0, accepted: 0, duplicates: 0, batches: 0, retries: 0 };
-    /** @type {Record<string, number>} */
-    this.dropped = Object.fromEntries(DROP_REASONS.map((r) => [r, 0]));
+    /** @type {Record<DropReason, number>} */
+    this.dropped = /** @type {any} */ (Object.fromEntries(DROP_REASONS.map((r) => [r, 0])));
     /** @type {string | null} */ this.lastError = null;
     /** @type {string | null} */ this.lastRefusal = null;
     /** The other tabs of the origin that share the stored queue: one of them sends it. */
@@ -199,7 +200,7 @@ export class Client {
     throw unreachable();
   }
 
-  /** @param {string} reason */
+  /** @param {DropReason} reason */
   _drop(reason, n = 1) {
     this.dropped[reason] += n;
     return false;
@@ -488,8 +489,8 @@ export class Client {
    *  version with the same parameters (asked once per metric and version).
    *  @param {import("./storage.js").Entry[]} batch */
   async _vet(batch) {
-    const refused = [];
-    const kept = [];
+    /** @type {import("./storage.js").Entry[]} */ const refused = [];
+    /** @type {import("./storage.js").Entry[]} */ const kept = [];
     for (const e of batch) {
       if (!e.bundled) { kept.push(e); continue; }
       const id = `${e.metric}@${e.bundled}`;
@@ -518,7 +519,7 @@ export class Client {
     const waiting = [...this.queue, ...this.pending];
     this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
     if (this.tabs.peers.size) return this.tabs.tell({ type: "flush", from: this.tabs.id }); // they send it
-    let batch = [];
+    /** @type {Omit<import("./storage.js").Entry, "key">[]} */ let batch = [];
     let size = 0;
     const send = () => {
       if (!batch.length) return;

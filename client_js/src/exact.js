@@ -42,8 +42,10 @@ export const ONE = frac(1n);
 
 /** The exact dyadic form of a finite float: [num, t] with x = num / 2^t (num odd unless 0;
  *  t may be negative for large x). @param {number} x @returns {[bigint, number]} */
+/** @type {Map<number, [bigint, number]>} */
 const DYADIC = new Map();
 
+/** @param {number} x @returns {[bigint, number]} */
 export function dyadic(x) {
   const hit = DYADIC.get(x);
   if (hit) return hit;

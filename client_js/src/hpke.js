@@ -14,7 +14,7 @@ export const NN = 12; // AES-128-GCM nonce bytes
 export const NENC = 32; // an X25519 public key (the encapsulated key)
 
 const subtle = () => globalThis.crypto.subtle;
-const utf8 = (s) => new TextEncoder().encode(s);
+const utf8 = (/** @type {string} */ s) => new TextEncoder().encode(s);
 /** @param {number} n @param {number} width @returns {Uint8Array} big-endian */
 export const i2osp = (n, width) => {
   const out = new Uint8Array(width);
@@ -39,14 +39,17 @@ const EMPTY = new Uint8Array(0);
 // refuses empty keys: RFC 5869's default salt.
 const ZERO_SALT = new Uint8Array(32);
 
+/** What Web Crypto takes: bytes over an ArrayBuffer, as every Uint8Array here is (the
+ *  casts to it only tell TypeScript so). @typedef {Uint8Array<ArrayBuffer>} Bytes */
+
 /** An HMAC-SHA256 key. @param {Uint8Array} key */
 export const hmacKey = (key) =>
-  subtle().importKey("raw", key.length ? key : ZERO_SALT, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  subtle().importKey("raw", /** @type {Bytes} */ (key.length ? key : ZERO_SALT), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
 
 /** HMAC-SHA256. @param {Uint8Array | CryptoKey} key @param {Uint8Array} data */
 async function hmac(key, data) {
   const k = key instanceof Uint8Array ? await hmacKey(key) : key;
-  return new Uint8Array(await subtle().sign("HMAC", k, data));
+  return new Uint8Array(await subtle().sign("HMAC", k, /** @type {Bytes} */ (data)));
 }
 
 /** HKDF-Extract (RFC 5869). @param {Uint8Array} salt @param {Uint8Array} ikm */
@@ -72,7 +75,7 @@ const labeledExpand = (suite, prk, label, info, length) =>
   expand(prk, concat(i2osp(length, 2), HPKE_V1, suite, utf8(label), info), length);
 
 /** An X25519 public key from its 32 bytes. @param {Uint8Array} raw */
-export const importPublicKey = (raw) => subtle().importKey("raw", raw, { name: "X25519" }, true, []);
+export const importPublicKey = (raw) => subtle().importKey("raw", /** @type {Bytes} */ (raw), { name: "X25519" }, true, []);
 /** An X25519 private key from its 32 bytes. @param {Uint8Array} raw */
 export const importPrivateKey = (raw) =>
   subtle().importKey("pkcs8", concat(PKCS8_X25519, raw), { name: "X25519" }, false, ["deriveBits"]);
@@ -136,13 +139,15 @@ export class Context {
   /** @param {Uint8Array} aad @param {Uint8Array} plaintext */
   async seal(aad, plaintext) {
     const iv = this._nonce();
-    return new Uint8Array(await subtle().encrypt({ name: "AES-GCM", iv, additionalData: aad }, this.key, plaintext));
+    const additionalData = /** @type {Bytes} */ (aad);
+    return new Uint8Array(await subtle().encrypt({ name: "AES-GCM", iv, additionalData }, this.key, /** @type {Bytes} */ (plaintext)));
   }
 
   /** @param {Uint8Array} aad @param {Uint8Array} ciphertext */
   async open(aad, ciphertext) {
     const iv = this._nonce();
-    return new Uint8Array(await subtle().decrypt({ name: "AES-GCM", iv, additionalData: aad }, this.key, ciphertext));
+    const additionalData = /** @type {Bytes} */ (aad);
+    return new Uint8Array(await subtle().decrypt({ name: "AES-GCM", iv, additionalData }, this.key, /** @type {Bytes} */ (ciphertext)));
   }
 
   /** @param {Uint8Array} exporterContext @param {number} length */

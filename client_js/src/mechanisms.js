@@ -8,6 +8,7 @@ import { Rng, bernoulli, bigFromBytes, laneMarks, subsetMarks, uniformIndices } 
 import { shake256, blake2b } from "./hashes.js";
 
 /** @typedef {import("./exact.js").Frac} Frac */
+/** @typedef {import("./hpke.js").Bytes} Bytes */
 /** @typedef {Record<string, any>} Params */
 
 const SAFETY = 1.0 - 1e-12;
@@ -77,7 +78,7 @@ function grr(eps, k, keepProbability = 0) {
   const keep = keepProbability || shadeDown(e / (e + k - 1), (f) => div(mul(f, fr(k - 1)), sub(ONE, f)), eps);
   return {
     name: "grr", epsilon: eps, k, keep, p: keep,
-    q: toFloat(...(() => { const r = div(sub(ONE, toFrac(keep)), fr(k - 1)); return [r.n, r.d]; })()),
+    q: (() => { const r = div(sub(ONE, toFrac(keep)), fr(k - 1)); return toFloat(r.n, r.d); })(),
     perturb: (/** @type {number} */ v, /** @type {Rng} */ rng) => ({ v: grrStep(rng, keep, k, v) }),
   };
 }
@@ -256,16 +257,18 @@ export function prrInfo(metric, version, value) {
 export async function prrSeed(secret, info) {
   if (secret.length < 16) throw new Error("secret must have at least 16 bytes");
   const key = await globalThis.crypto.subtle.importKey(
-    "raw", secret, { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
+    "raw", /** @type {Bytes} */ (secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"],
   );
-  return new Uint8Array(await globalThis.crypto.subtle.sign("HMAC", key, info));
+  return new Uint8Array(await globalThis.crypto.subtle.sign("HMAC", key, /** @type {Bytes} */ (info)));
 }
 
 function memo(/** @type {string} */ name, /** @type {Params} */ params) {
   const eps = params.epsilon, k = params.domain_size, pe = params.permanent_epsilon;
   const baseName = name.slice(5);
   const permanent = build({ mechanism: baseName, epsilon: pe, domain_size: k });
-  let p1, q1, estimate, compose, ratio;
+  /** @type {Frac} */ let p1;
+  /** @type {Frac} */ let q1;
+  let estimate, compose, ratio;
   if (baseName === "grr") {
     p1 = toFrac(/** @type {any} */ (permanent).keep);
     q1 = div(sub(ONE, p1), fr(k - 1));

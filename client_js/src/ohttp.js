@@ -7,6 +7,8 @@
 import { AEAD_AES128GCM, KDF_SHA256, KEM_X25519, NENC, NK, NN, concat, expand, extract, hmacKey, i2osp, setupBaseS } from "./hpke.js";
 import { decodeResponse, encodeRequest } from "./bhttp.js";
 
+/** @typedef {import("./hpke.js").Bytes} Bytes */
+
 export const KEYS_TYPE = "application/ohttp-keys";
 export const REQUEST_TYPE = "message/ohttp-req";
 export const RESPONSE_TYPE = "message/ohttp-res";
@@ -92,7 +94,8 @@ export async function encapsulate(config, request, ephemeral) {
       if (response.length < RESPONSE_NONCE + 16) throw new Error("ohttp: the encapsulated response is too short");
       const { key, nonce } = await responseKeys(secret, sender.enc, response.subarray(0, RESPONSE_NONCE));
       const aes = await globalThis.crypto.subtle.importKey("raw", key, "AES-GCM", false, ["decrypt"]);
-      return new Uint8Array(await globalThis.crypto.subtle.decrypt({ name: "AES-GCM", iv: nonce }, aes, response.subarray(RESPONSE_NONCE)));
+      const sealed = /** @type {Bytes} */ (response.subarray(RESPONSE_NONCE));
+      return new Uint8Array(await globalThis.crypto.subtle.decrypt({ name: "AES-GCM", iv: nonce }, aes, sealed));
     },
   };
 }
@@ -226,7 +229,7 @@ export class Relay {
       const { body, open } = await encapsulate(config, request);
       this.counts.requests++;
       const response = await this.fetchImpl(this.url, {
-        method: "POST", headers: { "Content-Type": REQUEST_TYPE }, body, credentials: "omit", keepalive: init.keepalive,
+        method: "POST", headers: { "Content-Type": REQUEST_TYPE }, body: /** @type {Bytes} */ (body), credentials: "omit", keepalive: init.keepalive,
       });
       const type = (response.headers.get("content-type") ?? "").split(";")[0].trim().toLowerCase();
       if (response.ok && type === RESPONSE_TYPE) {
@@ -237,7 +240,7 @@ export class Relay {
           throw new Retry("ohttp: the response could not be decapsulated"); // resent: the collector drops duplicates
         }
         const noBody = inner.status === 204 || inner.status === 304;
-        return new Response(noBody ? null : inner.body, { status: inner.status, headers: inner.headers });
+        return new Response(noBody ? null : /** @type {Bytes} */ (inner.body), { status: inner.status, headers: inner.headers });
       }
       if (response.ok) throw new Retry(`ohttp: the relay answered ${type || "no content type"}, not ${RESPONSE_TYPE}`);
       if (!await isKeyProblem(response)) return response;

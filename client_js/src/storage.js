@@ -29,19 +29,20 @@ function leaseOf(held, owner, now, ttl, take) {
 
 /** Memory only (or a shared ``place`` object, which tests use to play a page reload). */
 export class MemoryStorage {
-  /** @param {{entries?: Map<number, Entry>, state?: Map<string, any>, next?: number}} [place] */
+  /** @param {{entries?: Map<number, Entry>, state?: Map<string, any>, next?: number, id?: string}} [place] */
   constructor(place = {}) {
     place.entries ??= new Map();
     place.state ??= new Map();
     place.next ??= 1;
-    /** @type {any} */ (place).id ??= Math.random().toString(36).slice(2);
-    this.place = place;
+    place.id ??= Math.random().toString(36).slice(2);
+    /** @type {{entries: Map<number, Entry>, state: Map<string, any>, next: number, id: string}} */
+    this.place = /** @type {any} */ (place);
     this.lockName = `ldp-telemetry:memory:${/** @type {any} */ (place).id}`;
   }
 
   /** @param {string} owner @param {number} now @param {number} ttl */
   async lease(owner, now, ttl) {
-    const state = /** @type {Map<string, any>} */ (this.place.state);
+    const { state } = this.place;
     return leaseOf(state.get("sender"), owner, now, ttl, (lease) => state.set("sender", lease));
   }
 
@@ -59,27 +60,27 @@ export class MemoryStorage {
    *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
   async put(entries, ledger) {
     const keys = entries.map((entry) => {
-      const key = /** @type {number} */ (this.place.next)++;
-      /** @type {Map<number, Entry>} */ (this.place.entries).set(key, structuredClone({ ...entry, key }));
+      const key = this.place.next++;
+      this.place.entries.set(key, structuredClone({ ...entry, key }));
       return key;
     });
-    /** @type {Map<string, any>} */ (this.place.state).set("ledger", structuredClone(ledger));
+    this.place.state.set("ledger", structuredClone(ledger));
     return keys;
   }
 
   /** @param {Entry[]} entries */
   async update(entries) {
-    for (const e of entries) /** @type {Map<number, Entry>} */ (this.place.entries).set(e.key, structuredClone(e));
+    for (const e of entries) this.place.entries.set(e.key, structuredClone(e));
   }
 
   /** @param {number[]} keys */
   async remove(keys) {
-    for (const k of keys) /** @type {Map<number, Entry>} */ (this.place.entries).delete(k);
+    for (const k of keys) this.place.entries.delete(k);
   }
 
   /** @param {string} name @param {any} value */
   async saveState(name, value) {
-    /** @type {Map<string, any>} */ (this.place.state).set(name, structuredClone(value));
+    this.place.state.set(name, structuredClone(value));
   }
 }
 
