@@ -19,6 +19,7 @@ __all__ = [
     "SEGMENT_KEY",
     "SEGMENT_PREFIX",
     "segment_increments",
+    "segment_n_field",
     "split_segments",
     "COUNT_PREFIX",
     "DAY_MS",
@@ -47,6 +48,7 @@ __all__ = [
     "parse_field",
     "read_n",
     "window_names",
+    "day_of",
     "window_span",
 ]
 
@@ -212,6 +214,11 @@ def segment_increments(segment: int, increments: Increments) -> list[str | int |
     return pairs
 
 
+def segment_n_field(segment: int) -> str:
+    """The counts hash field holding segment ``segment``'s n (reports counted)."""
+    return f"{SEGMENT_PREFIX}{segment}:{N}"
+
+
 def split_segments(
     fields: Mapping[bytes, bytes],
 ) -> tuple[dict[bytes, bytes], dict[int, dict[bytes, bytes]]]:
@@ -308,6 +315,17 @@ def window_names(ms: int) -> tuple[str, int, str, int]:
     day_start = ms // DAY_MS * 86400
     hour = datetime.fromtimestamp(hour_start, tz=UTC)
     return f"hour:{hour:%Y-%m-%dT%H}", hour_start, f"day:{hour:%Y-%m-%d}", day_start
+
+
+def day_of(hour: str) -> str:
+    """The day window holding an hour window (``hour:2026-05-01T13`` → ``day:2026-05-01``).
+
+    Raises:
+        ValueError: not an hour window's name.
+    """
+    if not hour.startswith("hour:") or not WINDOW_PATTERN.fullmatch(hour):
+        raise ValueError(f"not an hour window: {hour!r}")
+    return "day:" + hour[len("hour:") : len("hour:YYYY-MM-DD")]
 
 
 def window_span(window: str) -> tuple[float, float] | None:

@@ -244,8 +244,9 @@ def _breakdown(
     if hidden:
         out.print(
             Text(
-                f"not shown: {', '.join(hidden)} (a group needs {minimum} reports, and the "
-                "smallest others are held back with it so that no hidden group's counts "
-                "follow from the total)"
+                f"not shown: {', '.join(hidden)} (a group needs {minimum} reports, and others "
+                "are held back with the small ones, in this window and across its hours, "
+                "days and all time, so that no sum or difference of what is served gives a "
+                "hidden group's counts; GET /v1/estimates/<name>?by= says why for each)"
             )
         )

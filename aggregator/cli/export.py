@@ -33,6 +33,7 @@ from aggregator.cli.console import err, progress_bar
 if TYPE_CHECKING:
     import redis
 
+    from aggregator.query.suppression import HiddenGroups
     from client_sdk.wire import MetricDefinition
     from ldp_store.registry import Registry
 
@@ -131,12 +132,17 @@ def window_rows(
     window: str,
     confidence: float,
     min_segment_reports: int | None = None,
+    hidden: HiddenGroups | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one window: counts read once, estimated as the API does (a breakdown's
-    groups below ``min_segment_reports`` reports have no row, as ``?by=`` shows none;
-    default :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`)."""
+    hidden groups have no row, as ``?by=`` shows none: groups below
+    ``min_segment_reports`` reports, default
+    :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`, and those held back
+    with them across windows; ``hidden``: every window's, read once by the caller)."""
     from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
     from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
+    from aggregator.query.suppression import hidden_groups
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 
     m = definition.mechanism
     head = {
@@ -155,6 +161,10 @@ def window_rows(
     reader = Reader(client, registry)
     stats = estimator_for(definition).read(reader, definition, window)
     body = estimate_window(reader, definition, window, Ask(confidence=confidence), stats)
+    if definition.dimensions and hidden is None:
+        hidden = hidden_groups(
+            client, definition, min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS, [window]
+        )
     if isinstance(body, MeanEstimate):
         yield {
             **head,
@@ -169,7 +179,7 @@ def window_rows(
             "cs_low": body.cs_low,
             "cs_high": body.cs_high,
         }
-        yield from _segment_rows(reader, definition, window, confidence, head, min_segment_reports)
+        yield from _segment_rows(reader, definition, window, confidence, head, hidden)
         return
     if isinstance(body, StringEstimates):  # the discovered values
         for r in body.estimates:
@@ -186,7 +196,7 @@ def window_rows(
         return
     assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
     yield from _frequency_rows(head, body)
-    yield from _segment_rows(reader, definition, window, confidence, head, min_segment_reports)
+    yield from _segment_rows(reader, definition, window, confidence, head, hidden)
 
 
 def _segment_rows(
@@ -195,7 +205,7 @@ def _segment_rows(
     window: str,
     confidence: float,
     head: dict[str, Any],
-    min_segment_reports: int | None,
+    hidden: HiddenGroups | None,
 ) -> Iterator[dict[str, Any]]:
     """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
     them (suppressed groups have no row: an export releases what the API releases, under
@@ -203,16 +213,13 @@ def _segment_rows(
     from aggregator.query.answers import MeanEstimate
     from aggregator.query.estimators import Ask
     from aggregator.query.segments import segment_estimates
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 
+    if hidden is None:  # no dimensions
+        return
     for dimension, _ in definition.dimensions:
+        ask = Ask(confidence=confidence)
         breakdown = segment_estimates(
-            reader,
-            definition,
-            window,
-            dimension,
-            Ask(confidence=confidence),
-            min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS,
+            reader, definition, window, dimension, ask, hidden.minimum, hidden
         )
         for group in breakdown.groups:
             found = group.estimates
@@ -452,6 +459,8 @@ def export(
     """
     import redis as redis_py
 
+    from aggregator.query.suppression import hidden_groups
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
     from client_sdk.wire import check_name
     from ldp_store.connection import connect
     from ldp_store.registry import Registry
@@ -493,10 +502,22 @@ def export(
                 day = since.date() if since else None
                 plan += [(definition, w) for w in _windows(client, definition, granularity, day)]
         rows: list[dict[str, Any]] = []
+        hidden: dict[tuple[str, int], HiddenGroups] = {}  # every window's, read once
+        minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
         with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
             for definition, window in plan:
+                ident = (definition.name, definition.version)
+                if definition.dimensions and ident not in hidden:
+                    windows = [w for d, w in plan if (d.name, d.version) == ident]
+                    hidden[ident] = hidden_groups(client, definition, minimum, windows)
                 rows += window_rows(
-                    client, registry, definition, window, confidence, min_segment_reports
+                    client,
+                    registry,
+                    definition,
+                    window,
+                    confidence,
+                    min_segment_reports,
+                    hidden.get(ident),
                 )
                 advance(1)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:

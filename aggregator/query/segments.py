@@ -1,6 +1,7 @@
 """A breakdown by a public dimension: each group of one window estimated through its
-kind's :class:`~aggregator.query.estimators.Estimator`, as a whole metric is, with
-the groups below the minimum count not shown (:mod:`aggregator.stats.segments`).
+kind's :class:`~aggregator.query.estimators.Estimator`, as a whole metric is, with the
+groups below the minimum count not shown, nor any group whose counts a sum or difference
+of served figures would give (:mod:`aggregator.query.suppression`).
 
 In full: ``docs/concepts/dimensions.md``.
 """
@@ -9,16 +10,51 @@ from __future__ import annotations
 
 from aggregator.query.answers import Estimates, MeanEstimate, SegmentEstimates, SegmentGroup
 from aggregator.query.estimators import Ask, Reader, estimate_window
+from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import read_segments
-from aggregator.stats.segments import group_by, suppress
+from aggregator.stats.segments import group_by, values_of
+from aggregator.stats.suppression import Why
 from client_sdk.wire import MetricDefinition
 
-__all__ = ["NOT_PROTECTED", "segment_estimates"]
+__all__ = ["NOT_PROTECTED", "REASONS", "segment_estimates"]
 
 NOT_PROTECTED = (
     "Dimensions are public: each report carries them in the clear, beside its perturbed "
     "value. They are NOT protected by ε; only the value is."
 )
+
+
+REASONS = {
+    Why.SMALL: "fewer than {minimum} reports: too few to show without singling devices out",
+    Why.WITH_SMALL: (
+        "held back with the small groups: otherwise the total minus the shown groups "
+        "would give a small group's counts"
+    ),
+    Why.ENCLOSING: (
+        "held back because the {holder} holding this {self} hides it too: otherwise adding "
+        "up its {self}s would give the {holder}'s hidden groups"
+    ),
+    Why.ACROSS: (
+        "held back with the other {self}s that hide it: otherwise the {holder} minus the "
+        "{self}s that show it would give a small group's counts"
+    ),
+    Why.INSIDE: (
+        "held back because one {inner} of this {self} holds nearly all of its hidden "
+        "reports: otherwise this {self} minus its other {inner}s would give that {inner}'s "
+        "small groups"
+    ),
+}
+"""Why a group is not shown, per :class:`~aggregator.stats.suppression.Why`."""
+
+
+def _words(window: str, holder: str | None) -> dict[str, str]:
+    """A window, what holds it and what it holds, in words (for :data:`REASONS`)."""
+    kind = window.partition(":")[0]
+    return {
+        "self": {"hour": "hour", "day": "day"}.get(kind, "all-time window"),
+        "holder": "day" if (holder or "").startswith("day:") else "all-time window",
+        "inner": {"day": "hour", "all": "day"}.get(kind, "part"),
+    }
 
 
 def segment_estimates(
@@ -28,6 +64,7 @@ def segment_estimates(
     dimension: str,
     ask: Ask,
     minimum: int,
+    hidden: HiddenGroups | None = None,
 ) -> SegmentEstimates:
     """The breakdown of one window by ``dimension``.
 
@@ -39,13 +76,17 @@ def segment_estimates(
         ask: the level, simultaneity and estimand of each group's intervals (no alarms:
             they are tested on the whole metric).
         minimum: the least reports a shown group has.
+        hidden: every window's hidden groups read at one moment (``ldp export`` reads
+            them once for all its windows); None: read now.
 
     Raises:
         ValueError: ``dimension`` is not one the metric declares.
     """
+    values = values_of(definition, dimension)
+    if hidden is None or window not in hidden.sizes:  # read first: counts only grow, so a
+        hidden = hidden_groups(reader.client, definition, minimum, [window])  # group shown
     groups = group_by(definition, read_segments(reader.client, definition, window), dimension)
-    values = dict(definition.dimensions)[dimension]
-    decision = suppress({v: groups[v].n if v in groups else 0 for v in values}, minimum)
+    why = hidden.of(window, dimension)  # then holds at least the minimum in ``groups``
     plain = Ask(
         confidence=ask.confidence,
         simultaneous=ask.simultaneous,
@@ -54,18 +95,13 @@ def segment_estimates(
     )
     out = []
     for value in values:
-        if value in decision.shown:
+        if value not in why:
             body = estimate_window(reader, definition, window, plain, stats=groups[value])
             assert isinstance(body, Estimates | MeanEstimate)  # no dimensions on the others
             out.append(SegmentGroup(value=value, shown=True, reason=None, estimates=body))
             continue
-        if value in decision.primary:
-            reason = f"fewer than {minimum} reports: too few to show without singling devices out"
-        else:
-            reason = (
-                "held back with the small groups: otherwise the total minus the shown groups "
-                "would give a small group's counts"
-            )
+        words = _words(window, hidden.holder(window))
+        reason = REASONS[why[value]].format(minimum=minimum, **words)
         out.append(SegmentGroup(value=value, shown=False, reason=reason, estimates=None))
     return SegmentEstimates(
         kind="segments",
@@ -80,8 +116,11 @@ def segment_estimates(
             f"Each shown group's estimates, with its report count. A group with fewer than "
             f"{minimum} reports is not shown (nor its count); when any is not, enough of the "
             f"smallest other groups are held back that the hidden ones are at least two and "
-            f"hold at least {minimum} reports together: the metric's total (published by "
-            f"its plain estimates) minus the shown groups gives only their sum."
+            f"hold at least {minimum} reports together. Hours, days and all time are decided "
+            f"together: a window hides what the window holding it hides, and hours (days) "
+            f"that hide more hide nested sets, pooled until every small group is covered by "
+            f"at least {minimum} other reports, so no sum or difference of served figures "
+            f"(totals included) gives a hidden group's counts."
         ),
         groups=out,
     )

@@ -35,6 +35,7 @@ __all__ = [
     "per_shard",
     "read_counts",
     "read_numeric",
+    "read_segment_sizes",
     "read_segments",
     "read_seeds",
     "reports_counted",
@@ -228,6 +229,28 @@ def read_segments(
             if isinstance(before, Counts):
                 n, support = n + before.n, support + before.support
             out[segment] = Counts(n, support)
+    return out
+
+
+def read_segment_sizes(
+    client: redis.Redis, definition: MetricDefinition, windows: list[str]
+) -> dict[str, list[int]]:
+    """Each window's reports per segment (n only; index = segment), summed over shards,
+    all windows read in one pipeline (what suppression across windows decides from)."""
+    name, version = definition.name, definition.version
+    fields = [schema.segment_n_field(s) for s in range(definition.segments)]
+    with client.pipeline(transaction=False) as pipe:
+        for window in windows:
+            for shard in range(definition.shards):
+                pipe.hmget(keys.counts_key(name, version, window, shard), fields)
+        replies = iter(pipe.execute())
+    out: dict[str, list[int]] = {}
+    for window in windows:
+        sizes = [0] * definition.segments
+        for _ in range(definition.shards):
+            for s, raw in enumerate(cast(list[bytes | None], next(replies))):
+                sizes[s] += int(raw or 0)
+        out[window] = sizes
     return out
 
 

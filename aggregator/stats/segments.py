@@ -11,14 +11,14 @@ In full: ``docs/concepts/dimensions.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from aggregator.stats.codecs import Counts
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition, segment_labels
 
-__all__ = ["DEFAULT_MIN_SEGMENT_REPORTS", "Suppression", "group_by", "suppress"]
+__all__ = ["DEFAULT_MIN_SEGMENT_REPORTS", "Suppression", "group_by", "suppress", "values_of"]
 
 DEFAULT_MIN_SEGMENT_REPORTS = 50
 """Reports a group needs to be shown (k-anonymity-style threshold). Below a few dozen
@@ -26,6 +26,21 @@ reports an LDP estimate is mostly noise anyway, and a group that small is close 
 naming the few devices in it."""
 
 Stats = Counts | NumericStats
+
+
+def values_of(definition: MetricDefinition, dimension: str) -> tuple[str, ...]:
+    """The declared values of one of the metric's dimensions.
+
+    Raises:
+        ValueError: ``dimension`` is not one the metric declares.
+    """
+    names = [name for name, _ in definition.dimensions]
+    if dimension not in names:
+        raise ValueError(
+            f"metric {definition.name!r} has no dimension {dimension[:64]!r}; "
+            + (f"its dimensions: {names}" if names else "it declares none")
+        )
+    return tuple(dict(definition.dimensions)[dimension])
 
 
 def group_by(
@@ -37,14 +52,7 @@ def group_by(
     Raises:
         ValueError: ``dimension`` is not one the metric declares.
     """
-    names = [name for name, _ in definition.dimensions]
-    if dimension not in names:
-        raise ValueError(
-            f"metric {definition.name!r} has no dimension {dimension[:64]!r}; "
-            + (f"its dimensions: {names}" if names else "it declares none")
-        )
-    values = dict(definition.dimensions)[dimension]
-    out: dict[str, Stats | None] = dict.fromkeys(values)
+    out: dict[str, Stats | None] = dict.fromkeys(values_of(definition, dimension))
     for segment, stats in segments.items():
         label = segment_labels(definition.dimensions, segment)[dimension]
         before = out[label]
@@ -63,27 +71,37 @@ class Suppression:
     """Groups held back although large enough, so that subtracting the shown groups
     from the total gives only the sum of at least two groups holding together at least
     the minimum, never one small group."""
+    forced: tuple[str, ...] = ()
+    """Groups the caller asked to hide (large enough, not complementary): what the
+    window holding this one hides (:mod:`aggregator.stats.suppression`)."""
 
 
-def suppress(reports: Mapping[str, int], minimum: int) -> Suppression:
-    """Decide which groups are shown.
+def suppress(reports: Mapping[str, int], minimum: int, forced: Collection[str] = ()) -> Suppression:
+    """Decide which groups of one window are shown.
 
-    A group with fewer than ``minimum`` reports is suppressed (primary). If any is, the
-    smallest shown groups are suppressed too (complementary) until the suppressed ones
-    are at least two and hold together at least ``minimum`` reports, or none is shown:
-    the total is published, so otherwise ``total − Σ shown`` would give the small group.
+    A group with fewer than ``minimum`` reports is suppressed (primary), and so is each
+    group of ``forced``. If any is, the smallest shown groups are suppressed too
+    (complementary) until the suppressed ones are at least two and hold together at
+    least ``minimum`` reports, or none is shown: the total is published, so otherwise
+    ``total − Σ shown`` would give the small group. Across windows (a day and its hours)
+    this is not enough: :func:`aggregator.stats.suppression.hide_across_windows`.
 
     Args:
         reports: every group (declared value) and its reports (0 for none).
         minimum: the least reports a shown group has.
+        forced: groups to hide whatever their size.
     """
     primary = [g for g, n in reports.items() if n < minimum]
-    shown = sorted((g for g in reports if g not in primary), key=lambda g: (reports[g], g))
+    held = [g for g in reports if g in forced and g not in primary]
+    shown = sorted(
+        (g for g in reports if g not in primary and g not in held),
+        key=lambda g: (reports[g], g),
+    )
     complementary: list[str] = []
-    if primary:
+    if primary or held:
         while shown and (
-            len(primary) + len(complementary) < 2
-            or sum(reports[g] for g in primary + complementary) < minimum
+            len(primary) + len(held) + len(complementary) < 2
+            or sum(reports[g] for g in primary + held + complementary) < minimum
         ):
             complementary.append(shown.pop(0))
     order = list(reports)
@@ -91,4 +109,5 @@ def suppress(reports: Mapping[str, int], minimum: int) -> Suppression:
         shown=tuple(sorted(shown, key=order.index)),
         primary=tuple(primary),
         complementary=tuple(complementary),
+        forced=tuple(held),
     )

@@ -273,7 +273,8 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c), joint "
     "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a); ?by=<dimension> of a metric "
     "with public dimensions answers SegmentEstimates (kind segments: one estimate per "
-    "value, groups below LDP_MIN_SEGMENT_REPORTS not shown, and why).",
+    "value, groups below LDP_MIN_SEGMENT_REPORTS not shown, nor any group a sum or "
+    "difference of served figures in any windows would give, and why).",
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
