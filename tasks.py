@@ -2,7 +2,8 @@
 """One entry point for a fresh machine with only Python: set up, test, run.
 
     python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
-                                     # + npm ci in client_js/ + ruff + mypy + the docs site
+                                     # + npm ci in client_js/ and tests/browser/ + ruff
+                                     # + mypy + the docs site
                                      # + the whole test suite (with the JS SDK's tests)
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
@@ -97,32 +98,42 @@ def ensure_nginx() -> None:
 
 
 CLIENT_JS = ROOT / "client_js"
+BROWSER_TESTS = ROOT / "tests" / "browser"
+NPM_PROJECTS = {
+    CLIENT_JS: "client_js/dist and its types cannot be checked",
+    BROWSER_TESTS: "the browser tests cannot run axe-core (they check the layout only)",
+}
+"""Folders whose package-lock.json pins dev dependencies, and what is lost without them.
+client_js/: esbuild, which builds the module ``ldp serve`` serves (``npm run build``;
+client_js/dist is committed, so serving needs no Node) and which
+tests/collector/test_sdk_module.py runs to check that dist/ is what the sources build to,
+TypeScript, whose ``tsc --checkJs`` tests/test_client_js.py runs (both skipped without
+them), and the bundle benchmark; the JS tests themselves run on Node alone
+(tests/test_client_js.py). tests/browser/: axe-core, which test_layout_browser.py loads
+into every dashboard page."""
 
 
 def ensure_js() -> None:
-    """``npm ci`` in client_js/ (its pinned dev dependencies, from package-lock.json) when
-    the lock file changed: esbuild, which builds the module ``ldp serve`` serves
-    (``npm run build``; client_js/dist is committed, so serving needs no Node) and which
-    tests/collector/test_sdk_module.py runs to check that dist/ is what the sources build
-    to, TypeScript, whose ``tsc --checkJs`` tests/test_client_js.py runs (both skipped
-    without them), and the bundle benchmark. The JS tests themselves run on Node alone
-    (tests/test_client_js.py), so a failed install is a note."""
+    """``npm ci`` (their pinned dev dependencies, from package-lock.json) in each of
+    :data:`NPM_PROJECTS` whose lock file changed; a failed install is a note."""
     npm = shutil.which("npm")
-    if npm is None:
-        print("note: npm is missing: client_js/dist and its types cannot be checked", flush=True)
-        return
-    lock = CLIENT_JS / "package-lock.json"
-    stamp = CLIENT_JS / "node_modules" / f".ci-{hashlib.sha256(lock.read_bytes()).hexdigest()[:16]}"
-    if stamp.exists():
-        return
-    print("+ npm ci (client_js)", flush=True)
-    code = subprocess.call(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CLIENT_JS
-    )
-    if code:
-        print("note: npm ci failed: client_js/dist and its types cannot be checked", flush=True)
-        return
-    stamp.touch()
+    for folder, without in NPM_PROJECTS.items():
+        if npm is None:
+            print(f"note: npm is missing: {without}", flush=True)
+            continue
+        lock = folder / "package-lock.json"
+        digest = hashlib.sha256(lock.read_bytes()).hexdigest()[:16]
+        stamp = folder / "node_modules" / f".ci-{digest}"
+        if stamp.exists():
+            continue
+        print(f"+ npm ci ({folder.relative_to(ROOT)})", flush=True)
+        code = subprocess.call(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=folder
+        )
+        if code:
+            print(f"note: npm ci failed: {without}", flush=True)
+            continue
+        stamp.touch()
 
 
 def test(args: list[str]) -> None:
