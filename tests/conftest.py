@@ -128,6 +128,7 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 SLOW_FIRST = (
     "tests/test_schema_fuzz.py",
+    "tests/browser/test_layout_browser.py",
     "tests/browser/test_string_alarms_browser.py",
     "tests/test_delete_while_blocked.py",
     "tests/aggregator/test_string_discovery.py",

@@ -103,8 +103,10 @@ def test_labels_are_text_in_the_table_and_the_charts(watched: Watched, server: S
     page.wait_for_selector("main[data-state='ready']")
     expected = [visible(label) for label in LABELS]
 
-    # The bar chart's ticks: the labels' own characters, no markup, no link.
-    ticks = page.locator("#freq-chart .xtick text").all_text_contents()
+    # The bar chart's ticks: the labels' own characters, no markup, no link (on the y
+    # axis: labels this long lie, one row each).
+    assert page.evaluate("() => document.getElementById('freq-chart').data[0].orientation") == "h"
+    ticks = page.locator("#freq-chart .ytick text").all_text_contents()
     assert ticks == expected
 
     # The table: each label as text, invisible characters as escapes in their own style.

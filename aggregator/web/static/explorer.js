@@ -97,7 +97,8 @@
       });
     }
     const layout = L.layout({
-      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power" },
+      // Standoff: the lowest y label and the first x label meet at the corner otherwise.
+      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power", ticklabelstandoff: 8 },
       yaxis: { type: "log", title: { text: "95 % half-width (pp)" }, tickformat: "~r", ticksuffix: " pp", gridcolor: "#eef2f7", automargin: true },
       shapes: [
         { type: "line", xref: "x", yref: "paper", x0: p.n, x1: p.n, y0: 0, y1: 1, line: { color: "#1d4ed8", width: 1.5, dash: "dot" } },
@@ -109,7 +110,8 @@
       ],
       margin: { l: 64, r: 16, t: 16, b: 48 },
     });
-    window.Plotly.react($("curve-chart"), traces, layout, L.plotConfig);
+    // A phone's legend takes rows of its own: the chart grows by them, the plot keeps its height.
+    L.draw($("curve-chart"), (width) => ({ traces, layout, height: width < L.NARROW ? 360 + 24 * Math.ceil(traces.length / 2) : undefined }));
   }
 
   function renderText(atN, forWidth, p) {
@@ -220,12 +222,12 @@
     const hi = Math.min(1, Math.max(...drawn, p.frequency)) * 1.3;
     const layout = L.layout({
       showlegend: false,
-      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power" },
+      xaxis: { type: "log", title: { text: "users N (one report each)" }, gridcolor: "#eef2f7", automargin: true, exponentformat: "power", ticklabelstandoff: 8 },
       yaxis: { type: "log", title: { text: "frequency found half the time" }, tickformat: ".1~p", dtick: "D2", range: [Math.log10(lo), Math.log10(hi)], gridcolor: "#eef2f7", automargin: true },
       shapes, annotations,
       margin: { l: 64, r: 16, t: 16, b: 48 },
     });
-    window.Plotly.react($("string-chart"), traces, layout, L.plotConfig);
+    L.draw($("string-chart"), () => ({ traces, layout }));
   }
 
   function renderStringText(curve, atN, need, p) {

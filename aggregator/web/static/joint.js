@@ -26,18 +26,18 @@
     if (!L.hasPlotly()) { chart.textContent = "The chart library did not load; the table below has every number."; return; }
     const cells = marginal.cells;
     let traces;
-    let xLabels;
+    let labels;
     if (marginal.attributes.length === 1) {
-      xLabels = cells.map((c) => c.cell[0]);
+      labels = cells.map((c) => c.cell[0]);
       traces = [
-        { type: "bar", uid: "raw", name: "unbiased ± interval", x: xLabels, y: cells.map((c) => c.frequency),
+        { type: "bar", uid: "raw", name: "unbiased ± interval", x: labels, y: cells.map((c) => c.frequency),
           error_y: errorBars(cells), marker: { color: L.colors.raw } },
-        { type: "bar", uid: "consistent", name: "consistent (post-processed)", x: xLabels,
+        { type: "bar", uid: "consistent", name: "consistent (post-processed)", short: "consistent", x: labels,
           y: cells.map((c) => c.consistent), marker: { color: L.colors.normSub } },
       ];
     } else {  // [by, attr]: one bar group per label of attr, one bar per label of by
       const groups = [...new Set(cells.map((c) => c.cell[0]))];
-      xLabels = [...new Set(cells.map((c) => c.cell[1]))];
+      labels = [...new Set(cells.map((c) => c.cell[1]))];
       traces = groups.map((g, i) => {
         const mine = cells.filter((c) => c.cell[0] === g);
         return { type: "bar", uid: "by-" + i, name: marginal.attributes[0] + " = " + L.plotText(g),
@@ -45,14 +45,12 @@
           marker: { color: PALETTE[i % PALETTE.length] } };
       });
     }
-    const layout = L.layout({
-      barmode: "group", bargap: 0.2,
-      xaxis: { type: "category", automargin: true, tickmode: "array", tickvals: xLabels, ticktext: xLabels.map(L.plotText),
-        title: { text: marginal.attributes[marginal.attributes.length - 1] } },
-      yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, automargin: true, visible: n !== 0 },
-      annotations: n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] : [],
-    });
-    window.Plotly.react(chart, traces, layout, L.plotConfig);
+    L.drawBars(chart, labels, traces,
+      { title: { text: "share of users" }, tickformat: ".0%", visible: n !== 0 },
+      {
+        barmode: "group", bargap: 0.2, categoryTitle: marginal.attributes[marginal.attributes.length - 1],
+        annotations: n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }] : [],
+      });
   }
 
   function renderHeatmap(marginal) {
@@ -64,13 +62,27 @@
     const rows = [...new Set(marginal.cells.map((c) => c.cell[0]))];
     const cols = [...new Set(marginal.cells.map((c) => c.cell[1]))];
     const z = rows.map((r) => cols.map((c) => marginal.cells.find((x) => x.cell[0] === r && x.cell[1] === c).frequency));
-    const trace = { type: "heatmap", uid: "heatmap", x: cols.map(L.plotText), y: rows.map(L.plotText), z,
-      colorscale: "Blues", zmin: 0, texttemplate: "%{z:.1%}", hovertemplate: "%{y} × %{x}: %{z:.2%}<extra>unbiased</extra>" };
-    const layout = L.layout({
-      xaxis: { type: "category", title: { text: marginal.attributes[1] }, automargin: true },
-      yaxis: { type: "category", title: { text: marginal.attributes[0] }, automargin: true },
+    L.draw(chart, function (width) {
+      // Labels cut to their column's width (columns) or a third of the chart (rows);
+      // the hover names each cell whole.
+      const left = Math.min(width * 0.3, 240);
+      const column = (width - left - 60) / cols.length - 4;
+      const cut = (labels, px) => labels.map((l) => L.plotText(L.fitText(L.visible(l), px)));
+      const trace = { type: "heatmap", uid: "heatmap", x: cols.map((c, i) => i), y: rows.map((r, i) => i), z,
+        customdata: rows.map((r) => cols.map((c) => [L.plotText(r), L.plotText(c)])),
+        // Darker is more; the share in each cell when it fits.
+        colorscale: "Blues", reversescale: true, zmin: 0, texttemplate: column > 44 ? "%{z:.1%}" : "",
+        colorbar: { thickness: 12, tickformat: ".0%" },
+        hovertemplate: "%{customdata[0]} × %{customdata[1]}: %{z:.2%}<extra>unbiased</extra>" };
+      const layout = L.layout({
+        // Column labels wider than their column are turned by Plotly (and cut at 120 px).
+        xaxis: { title: { text: marginal.attributes[1] }, automargin: true, tickmode: "array", tickvals: cols.map((c, i) => i),
+          ticktext: cut(cols, 120) },
+        yaxis: { title: { text: marginal.attributes[0] }, automargin: true, tickmode: "array", tickvals: rows.map((r, i) => i),
+          ticktext: cut(rows, left), autorange: "reversed" },
+      });
+      return { traces: [trace], layout };
     });
-    window.Plotly.react(chart, [trace], layout, L.plotConfig);
   }
 
   function renderTable(marginal) {

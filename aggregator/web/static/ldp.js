@@ -141,6 +141,163 @@
   /** Whether plotly.js loaded (a page still shows its tables without it). */
   LDP.hasPlotly = () => typeof window.Plotly === "object" && window.Plotly !== null;
 
+  /* -- charts that fit their width ------------------------------------------------- */
+
+  const FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
+  const TICK = 12; // px: the charts' tick labels
+  const ruler = document.createElement("canvas").getContext("2d");
+  /** The width in px of `text` drawn at `size` px in the charts' font. */
+  LDP.textWidth = function (text, size = TICK) {
+    ruler.font = size + "px " + FONT;
+    return ruler.measureText(String(text)).width;
+  };
+  /** `text` cut to at most `px` wide, ending in "…" when cut. */
+  LDP.fitText = function (text, px, size = TICK) {
+    const s = String(text);
+    if (LDP.textWidth(s, size) <= px) return s;
+    const chars = Array.from(s);
+    let lo = 0;
+    let hi = chars.length;
+    while (lo < hi) {  // the longest prefix that fits with its ellipsis
+      const mid = Math.ceil((lo + hi) / 2);
+      if (LDP.textWidth(chars.slice(0, mid).join("") + "…", size) <= px) lo = mid; else hi = mid - 1;
+    }
+    return chars.slice(0, lo).join("").trimEnd() + "…";
+  };
+  /** Below this many px a chart is drawn for a phone: short trace names, more of its
+   * width for labels, room for a legend of several rows. */
+  LDP.NARROW = 600;
+
+  const drawn = new Map(); // chart → {build, width}: charts redrawn when their width changes
+  /**
+   * Draw `chart` with `build(width)` → {traces, layout, height?}, now and again whenever
+   * its width changes (a phone turned, a window resized): a chart's layout depends on
+   * its width (bars upright or lying, legend place, ticks), not only its size.
+   * Returns Plotly's promise.
+   */
+  LDP.draw = function (chart, build) {
+    const width = chart.clientWidth || window.innerWidth;
+    const { traces, layout, height } = build(width);
+    chart.style.height = height ? height + "px" : "";
+    // Plotly.react keeps a chart's first height: say it each time (the stylesheet's when
+    // the build gives none), or a chart that shrank would spill over what follows it.
+    if (chart.clientHeight) layout.height = chart.clientHeight;
+    drawn.set(chart, { build, width });
+    return window.Plotly.react(chart, traces, layout, LDP.plotConfig);
+  };
+  let resizing = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizing);
+    resizing = setTimeout(function () {
+      for (const [chart, last] of drawn) {
+        if (!chart.isConnected) { drawn.delete(chart); continue; }
+        if (chart.clientWidth && chart.clientWidth !== last.width) LDP.draw(chart, last.build);
+      }
+    }, 150);
+  });
+
+  /* Swap a bar trace's axes: categories on y, values on x (the hover template follows). */
+  const lying = (t) => {
+    const swapped = { ...t, orientation: "h", x: t.y, y: t.x, error_x: t.error_y };
+    delete swapped.error_y;
+    if (t.hovertemplate) swapped.hovertemplate = t.hovertemplate.replace(/%\{([xy])/g, (m, a) => "%{" + (a === "x" ? "y" : "x"));
+    return swapped;
+  };
+  const ENTITY = { "&": "&amp;", "<": "&lt;", ">": "&gt;" };
+  const plotEscape = (text) => String(text).replace(/[&<>]/g, (c) => ENTITY[c]);
+
+  /**
+   * Bars over categories that fit any width. Upright, when every label fits under its
+   * own bars on one line; else lying, one row per category with the labels on the left,
+   * cut to fit (the whole label in the tick's tooltip and the hover), the chart as tall
+   * as its rows need.
+   *
+   * @param chart the chart's element
+   * @param categories the categories (raw text: labels are shown as text, never markup)
+   * @param traces bar traces in upright form (x: categories, y: values, error_y), each
+   *   with `short`, its legend name on a phone (optional)
+   * @param values the value axis ({title, tickformat, visible, …})
+   * @param extra more layout (barmode, annotations, …); `categoryTitle` names the axis
+   */
+  LDP.drawBars = function (chart, categories, traces, values, extra) {
+    const { categoryTitle, ...rest } = extra || {};
+    const shown = categories.map(LDP.visible);
+    return LDP.draw(chart, function (width) {
+      const narrow = width < LDP.NARROW;
+      const named = traces.map(({ short, ...t }) => (narrow && short ? { ...t, name: short } : t));
+      const widest = Math.max(0, ...shown.map((c) => LDP.textWidth(c)));
+      const band = (width - 90) / Math.max(1, categories.length);
+      const title = categoryTitle ? { text: categoryTitle } : undefined;
+      if (widest <= band - 8) {
+        chart._ldpTicks = null;
+        return {
+          traces: named,
+          layout: LDP.layout({
+            ...rest,
+            xaxis: { type: "category", automargin: true, tickangle: 0, tickmode: "array", tickvals: categories,
+              ticktext: shown.map(plotEscape), title },
+            yaxis: { zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true, ...values },
+          }),
+        };
+      }
+      const room = Math.min(width * (narrow ? 0.4 : 0.3), 320);
+      const cut = shown.map((c) => LDP.fitText(c, room));
+      const perRow = Math.max(24, 12 * traces.length + 12);
+      const legendRows = narrow ? traces.length : 1;
+      const height = 70 + 22 * legendRows + perRow * categories.length;
+      chart._ldpTicks = { cut, whole: shown };
+      return {
+        traces: named.map(lying),
+        height: Math.max(narrow ? 260 : 340, height),
+        layout: LDP.layout({
+          ...rest,
+          legend: { orientation: "h", x: 0, y: 1, yanchor: "bottom" },
+          margin: { l: 8, r: 16, t: 16 + 22 * legendRows, b: 48 },
+          yaxis: { type: "category", autorange: "reversed", automargin: true, tickmode: "array", tickvals: categories,
+            ticktext: cut.map(plotEscape), title },
+          xaxis: { zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true, side: "bottom",
+            nticks: Math.max(3, Math.floor(width / 110)), ticklabelstandoff: 4, ...values },
+        }),
+      };
+    }).then(function () {
+      wholeLabels(chart);
+      if (!chart._ldpTooltips) {
+        chart._ldpTooltips = true;
+        chart.on("plotly_afterplot", () => wholeLabels(chart));
+      }
+    });
+  };
+  /* A cut tick label's whole text as its tooltip (an SVG <title>). */
+  function wholeLabels(chart) {
+    const ticks = chart._ldpTicks;
+    if (!ticks) return;
+    chart.querySelectorAll(".ytick text").forEach(function (t, i) {
+      const at = t.__data__ && Number.isInteger(t.__data__.x) ? t.__data__.x : i;
+      if (ticks.cut[at] === ticks.whole[at] || t.querySelector("title")) return;
+      const title = document.createElementNS("http://www.w3.org/2000/svg", "title");
+      title.textContent = ticks.whole[at];
+      t.append(title);
+    });
+  }
+
+  /* -- tables that fit a phone ----------------------------------------------------- */
+
+  /* A stacked table (class "stack") shows each row as a card on a phone, every cell
+   * named by its column: the cells the pages' scripts add get their column's header as
+   * data-label here, once, for every table. */
+  function labelCells(table) {
+    const heads = Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent.trim());
+    table.querySelectorAll("tbody tr").forEach(function (tr) {
+      Array.from(tr.cells).forEach(function (td, i) {
+        if (!td.hasAttribute("data-label") && heads[i]) td.setAttribute("data-label", heads[i]);
+      });
+    });
+  }
+  document.querySelectorAll("table.stack").forEach(function (table) {
+    labelCells(table);
+    new MutationObserver(() => labelCells(table)).observe(table, { childList: true, subtree: true });
+  });
+
   /** Element helper: el("td", {className: "num", textContent: "1"}). */
   LDP.el = function (tag, props, children) {
     const e = document.createElement(tag);

@@ -116,6 +116,7 @@
     const note = (r) => (r.distinguishable_from_zero === false ? "not distinguishable from zero" : "");
     const raw = {
       type: "bar", meta: "raw", uid: "raw", name: "Unbiased estimate (raw) ± " + intervalName(est),
+      short: "unbiased ± interval",
       x: labels, y: f,
       error_y: {
         type: "data", symmetric: false, visible: true, color: "#1e293b", thickness: 1.3, width: 3,
@@ -131,22 +132,20 @@
         "<br>%{customdata[2]}<extra>raw</extra>",
     };
     const normSub = {
-      type: "bar", meta: "norm_sub", uid: "norm_sub", name: "Norm-Sub (post-processed, biased)",
+      type: "bar", meta: "norm_sub", uid: "norm_sub", name: "Norm-Sub (post-processed, biased)", short: "Norm-Sub (biased)",
       x: labels, y: rows.map((r) => r.norm_sub),
       marker: { color: L.colors.normSub },
       customdata: labels.map(L.plotText),
       hovertemplate: "<b>%{customdata}</b><br>Norm-Sub %{y:.2%}<extra>post-processed</extra>",
     };
-    const many = labels.length > 12;
-    const layout = L.layout({
-      barmode: "group", bargap: 0.25, bargroupgap: 0.05,
-      // Ticks name the labels as text: Plotly would read a label's <b>, <br> or <a> as markup.
-      xaxis: { type: "category", automargin: true, tickangle: many ? -50 : 0, tickfont: { size: many ? 10 : 12 },
-        tickmode: "array", tickvals: labels, ticktext: labels.map(L.plotText) },
-      yaxis: { title: { text: "share of users" }, tickformat: ".0%", zeroline: true, zerolinecolor: "#94a3b8", gridcolor: "#eef2f7", automargin: true, visible: est.n !== 0 },
-      annotations: est.n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#64748b" } }] : [],
-    });
-    window.Plotly.react(chart, [raw, normSub], layout, L.plotConfig);
+    // Labels are drawn as text (ticks never read a label's <b>, <br> or <a> as markup),
+    // upright when they fit under their bars, else lying, one row each (LDP.drawBars).
+    L.drawBars(chart, labels, [raw, normSub],
+      { title: { text: "share of users" }, tickformat: ".0%", visible: est.n !== 0 },
+      {
+        barmode: "group", bargap: 0.25, bargroupgap: 0.05,
+        annotations: est.n === 0 ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 16, color: "#64748b" } }] : [],
+      });
   }
 
   function renderTable(est) {
@@ -221,7 +220,7 @@
         const f = windows.map((w) => w.estimates[i].frequency);
         const label = L.plotText(est.estimates[i].value); // a legend reads pseudo-HTML too
         traces.push({
-          type: "scatter", mode: "lines+markers", name: label, meta: est.estimates[i].value, x, y: f,
+          type: "scatter", mode: "lines+markers", name: label, whole: L.visible(est.estimates[i].value), meta: est.estimates[i].value, x, y: f,
           line: { color, width: 2 }, marker: { color, size: 7 },
           error_y: {
             type: "data", symmetric: false, color, thickness: 1, width: 2,
@@ -239,14 +238,22 @@
     const numeric = est.kind === "numeric";
     // No report in any window: no axes at all (Plotly's empty ones run −1…6 and mean nothing).
     const empty = !windows.some((w) => w.n > 0);
-    const layout = L.layout({
-      xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true, visible: !empty },
-      yaxis: { title: { text: numeric ? "mean" : "share of users" }, tickformat: numeric ? "" : ".0%", gridcolor: "#eef2f7", automargin: true, visible: !empty },
-      yaxis2: { overlaying: "y", side: "right", showgrid: false, rangemode: "tozero", title: { text: "n" }, automargin: true, visible: !empty },
-      margin: { l: 56, r: 56, t: 16, b: 56 },
-      annotations: empty ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 15, color: "#64748b" } }] : [],
+    L.draw(chart, function (width) {
+      const narrow = width < L.NARROW;
+      // A legend entry as wide as the chart at most: a long label is cut (whole in the hover).
+      const room = width - 80;
+      const named = traces.map(({ whole, ...t }) => (whole && L.textWidth(whole) > room
+        ? { ...t, name: L.plotText(L.fitText(whole, room)) } : t));
+      const layout = L.layout({
+        xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true, visible: !empty,
+          nticks: Math.max(2, Math.floor(width / 120)), ticklabelstandoff: 6 },
+        yaxis: { title: { text: numeric ? "mean" : "share of users" }, tickformat: numeric ? "" : ".0%", gridcolor: "#eef2f7", automargin: true, visible: !empty },
+        yaxis2: { overlaying: "y", side: "right", showgrid: false, rangemode: "tozero", title: { text: "n" }, automargin: true, visible: !empty, nticks: 5 },
+        margin: { l: 56, r: 56, t: 16, b: 56 },
+        annotations: empty ? [{ text: "no reports yet", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { size: 15, color: "#64748b" } }] : [],
+      });
+      return { traces: named, layout, height: narrow ? 300 + 20 * traces.length : undefined };
     });
-    window.Plotly.react(chart, traces, layout, L.plotConfig);
   }
 
   function renderWindows(trend) {

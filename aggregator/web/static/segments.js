@@ -30,27 +30,29 @@
     if (!L.hasPlotly()) { chart.textContent = "The chart library did not load; the table below has every number."; return; }
     const shown = body.groups.filter((g) => g.shown);
     let traces;
+    let labels;
     let title;
     if (shown.length && shown[0].estimates.kind === "numeric") {
       const est = shown.map((g) => g.estimates);
-      traces = [{ type: "bar", uid: "mean", name: "mean ± interval", x: shown.map((g) => L.plotText(g.value)),
+      labels = shown.map((g) => g.value);
+      traces = [{ type: "bar", uid: "mean", name: "mean ± interval", x: labels,
         y: est.map((e) => e.mean), error_y: errorBars(est, (e) => e.mean), marker: { color: L.colors.raw } }];
       title = "mean";
     } else {
+      labels = shown.length ? shown[0].estimates.estimates.map((r) => r.value) : [];
       traces = shown.map((g, i) => ({
         type: "bar", uid: "group-" + i, name: body.by + " = " + L.plotText(g.value),
-        x: g.estimates.estimates.map((r) => L.plotText(r.value)), y: g.estimates.estimates.map((r) => r.frequency),
+        x: g.estimates.estimates.map((r) => r.value), y: g.estimates.estimates.map((r) => r.frequency),
         error_y: errorBars(g.estimates.estimates, (r) => r.frequency), marker: { color: PALETTE[i % PALETTE.length] },
       }));
       title = "share of the group's users";
     }
-    const layout = L.layout({
-      barmode: "group", bargap: 0.2,
-      xaxis: { type: "category", automargin: true },
-      yaxis: { title: { text: title }, tickformat: title === "mean" ? undefined : ".0%", zeroline: true, automargin: true, visible: shown.length > 0 },
-      annotations: shown.length ? [] : [{ text: "no group has enough reports to be shown", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }],
-    });
-    window.Plotly.react(chart, traces, layout, L.plotConfig);
+    L.drawBars(chart, labels, traces,
+      { title: { text: title }, tickformat: title === "mean" ? undefined : ".0%", visible: shown.length > 0 },
+      {
+        barmode: "group", bargap: 0.2,
+        annotations: shown.length ? [] : [{ text: "no group has enough reports to be shown", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 }],
+      });
   }
 
   function renderTable(body) {

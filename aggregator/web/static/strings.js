@@ -16,6 +16,7 @@
     return p === null || p === undefined ? "—" : p < 1e-4 ? "< 0.0001" : p.toFixed(4);
   }
 
+  /* A value's row; `extra` fills a last column (the candidates' "discovered"), if any. */
   function row(r, extra) {
     const share = Math.max(0, Math.min(1, r.frequency || 0));
     const bar = L.el("span", { className: "bar", attrs: { style: "width:" + (share * 100).toFixed(1) + "%" } });
@@ -24,7 +25,7 @@
       L.el("td", { className: "num" }, [L.pct(r.frequency), bar]),
       L.el("td", { className: "num", textContent: interval(r) }),
       L.el("td", { className: "num", textContent: pvalue(r.p_value) }),
-      L.el("td", { textContent: extra }),
+      ...(extra === null ? [] : [L.el("td", { textContent: extra })]),
     ]);
   }
 
@@ -37,7 +38,7 @@
     document.querySelectorAll('[data-field="confidence"]').forEach((e) => { e.textContent = Math.round(body.confidence * 100) + " %"; });
     L.renderAlarms($("alarms"), body.alarms);
     if (body.alarm_rate) $("alarms").querySelector('[data-field="alarm-rate"]').textContent = L.int(Math.round(1 / body.alarm_rate));
-    const rows = body.estimates.map((r) => row(r, ""));
+    const rows = body.estimates.map((r) => row(r, null));
     $("discovered-table").querySelector("tbody").replaceChildren(...rows);
     $("none-found").hidden = rows.length > 0;
     const table = $("candidates-table");
