@@ -441,7 +441,7 @@ def frequency_cs(
     alpha: float = 0.05,
     *,
     reports_per_device: float = 1,
-    clip: bool = True,
+    clip: bool = False,
 ) -> tuple[Any, Any]:
     """Confidence sequences for frequencies f(v) from the support counts C(v) and n.
 
@@ -475,10 +475,11 @@ def frequency_cs(
         alpha: 1 − the level, in (0, 1).
         reports_per_device: r ≥ 1, the most reports one device contributes to the counts.
         clip: intersect with [0, 1], where every frequency lies: a superset of the true
-            frequency's CS ∩ [0, 1], so the guarantee is kept (an interval wholly outside
-            [0, 1] — only possible on the ≤ α event of a miss, or with fake reports —
-            becomes the nearer end point). ``False`` returns the raw CS in
-            [−q*/(p*−q*), (1−q*)/(p*−q*)].
+            frequency's CS ∩ [0, 1], so the guarantee is kept, but an interval wholly
+            outside [0, 1] (a count far from any share: on the ≤ α event of a miss, or
+            with fake reports) becomes its nearer end point, [0, 0] or [1, 1], a
+            zero-width interval that reads as certainty. The default (``False``) returns
+            the raw CS in [−q*/(p*−q*), (1−q*)/(p*−q*)], never of zero width.
 
     Returns:
         (lo, hi) like ``support``; NaN where n = 0.
@@ -522,7 +523,7 @@ def mean_cs(
     *,
     value_range: tuple[float, float] | None = None,
     method: Method | None = None,
-    clip: bool = True,
+    clip: bool = False,
 ) -> tuple[float, float]:
     """A confidence sequence for a numeric metric's mean, from n, Σy and Σy².
 
@@ -549,7 +550,9 @@ def mean_cs(
         method: the boundary; default :func:`method_for` the mechanism, or
             ``"empirical-bernstein"`` for bare bounds.
         clip: intersect with [−1, 1] (a mechanism's mean of scaled values lies there, so
-            validity is kept; ignored for bare bounds, already clipped to them).
+            validity is kept, but a CS wholly outside becomes a zero-width end point; the
+            default, ``False``, keeps the raw CS, as the fixed-n interval is kept; ignored
+            for bare bounds, already clipped to them).
 
     Returns:
         (lo, hi); NaN, NaN when n = 0.

@@ -401,16 +401,32 @@ def test_one_report_and_the_extreme_counts() -> None:
     # C = 0: no support at all is compatible with μ = 0, so the raw lower end is the range's
     lo, hi = frequency_cs(m, 10_000, 0, clip=False)
     assert lo == pytest.approx(low_f) and hi < 0  # and f = 0 is rejected: q* > 0 must show
-    lo, hi = frequency_cs(m, 10_000, 0)
-    assert lo == hi == 0.0  # clipped: the nearer end of [0, 1]
+    lo, hi = frequency_cs(m, 10_000, 0, clip=True)
+    assert lo == hi == 0.0  # clipped on request: the nearer end of [0, 1]
     # C = n: the upper end is the range's
     lo, hi = frequency_cs(m, 10_000, 10_000, clip=False)
     assert hi == pytest.approx(high_f) and lo > 1
-    assert frequency_cs(m, 10_000, 10_000) == (1.0, 1.0)
+    assert frequency_cs(m, 10_000, 10_000, clip=True) == (1.0, 1.0)
     # an honest count at f = 0 straddles 0, and clipping keeps [0, hi]
-    lo, hi = frequency_cs(m, 10_000, round(10_000 * m.q))
+    lo, hi = frequency_cs(m, 10_000, round(10_000 * m.q), clip=True)
     assert lo == 0.0 and 0 < hi < 0.1
     assert gap > 0
+
+
+def test_the_default_is_never_a_zero_width_interval() -> None:
+    """issue 36: frequency_cs clipped into [0, 1] by default, so a count far from every
+    share (a miss, or fake reports) gave [0, 0] or [1, 1], read as certainty (42,920
+    such intervals in a sweep). The default now keeps the raw sequence: every interval
+    has width, and one wholly below 0 says so."""
+    for name, k in (("oue", 8), ("grr", 4), ("olh", 64)):
+        m = create(name, epsilon=2.0, domain_size=k)
+        for n in (100, 10_000, 1_000_000):
+            counts = np.unique(np.linspace(0, n, 41).round().astype(np.int64))
+            lo, hi = frequency_cs(m, n, counts)
+            assert np.all(hi - lo > 0), (name, n)
+    mech = DuchiMechanism(1.0)
+    lo, hi = mean_cs(mech, 10_000, 10_000 * mech.bound_units, 10_000 * mech.bound_units**2)
+    assert hi - lo > 0 and lo > 1  # every report at +C: beyond the range, and it shows
 
 
 def test_shapes_broadcast_and_scalars_stay_scalars() -> None:
@@ -463,8 +479,8 @@ def test_mean_cs_maps_units_and_ranges() -> None:
     lo_m, hi_m = mean_cs(mech, n, total, total_sq, value_range=(0.0, 120.0))
     assert (lo_m, hi_m) == pytest.approx((60 * (lo + 1), 60 * (hi + 1)))
     # the clip to [−1, 1] only ever narrows
-    lo_r, hi_r = mean_cs(mech, 3, 0, 3 * mech.bound_units**2, clip=False)
-    lo_c, hi_c = mean_cs(mech, 3, 0, 3 * mech.bound_units**2)
+    lo_r, hi_r = mean_cs(mech, 3, 0, 3 * mech.bound_units**2)
+    lo_c, hi_c = mean_cs(mech, 3, 0, 3 * mech.bound_units**2, clip=True)
     assert lo_r < -1 == lo_c and hi_c == 1 < hi_r
     assert isinstance(mech, NumericMechanism)
 
