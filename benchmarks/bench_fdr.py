@@ -83,7 +83,7 @@ def run(name: str, epsilon: float, n: int, snapshots: int, seed: int = 7) -> dic
     covered = 0
     for _ in range(snapshots):
         support = codec.sample_support_counts(truth, gen)
-        est = estimate_from_counts(m, Counts(n, support))
+        est = estimate_from_counts(m, Counts(n, support), multiplicity="fdr")
         assert est.p_values is not None
         flags = {
             "old": benjamini_hochberg(old_p_values(m, n, support, est.p_values), ALPHA),

@@ -103,7 +103,8 @@ def fdr(name: str, runs: int, n: int) -> tuple[float, float, float, float]:
     codec = codec_for(m)
     old_f, old_p, new_f, new_p = [], [], [], []
     for _ in range(runs):
-        est = estimate_from_counts(m, Counts(n, codec.sample_support_counts(truth, gen)))
+        counts = Counts(n, codec.sample_support_counts(truth, gen))
+        est = estimate_from_counts(m, counts, multiplicity="fdr")
         old = np.abs(est.frequencies) > Z * est.std_errors
         new = ~est.indistinguishable_from_zero()
         for flags, count, share in ((old, old_f, old_p), (new, new_f, new_p)):

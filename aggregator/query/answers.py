@@ -13,6 +13,7 @@ from pydantic import Field
 
 from aggregator.stats.detect import ALARM_KINDS
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from aggregator.stats.multiplicity import EACH, MULTIPLICITIES
 from client_sdk import mechanisms
 from ldp_api.models import Mechanism, Model, OneOf
 
@@ -59,6 +60,14 @@ Estimand = Annotated[str, OneOf(ESTIMANDS)]
 """Whose share a frequency's std_error and interval are for: reporters (the devices that
 reported; default) or population (a larger population they are a random sample of)."""
 
+Multiplicity = Annotated[str, OneOf(MULTIPLICITIES)]
+"""How the intervals and flags account for the many values: each (every interval and
+flag for its value alone; default), fdr (flags by Benjamini–Hochberg, every interval at
+their level) or simultaneous (all intervals hold together, Bonferroni)."""
+
+Level = Annotated[float, Field(gt=0, lt=1)] | None
+"""The confidence each interval is read at; null when n is 0."""
+
 
 class EstimateRow(Model):
     """One value of the domain."""
@@ -83,11 +92,22 @@ class EstimateRow(Model):
     is 0."""
     cs_high: Number
     p_value: Number
-    """One-sided p-value of "nobody has this value" (f = 0); null when n is 0."""
+    """Two-sided p-value of "nobody has this value" (f = 0), the dual of ci_low/ci_high:
+    ≤ 1 − the answer's ``level`` exactly when the value is flagged; null when n is 0."""
     distinguishable_from_zero: bool | None
-    """Flagged above zero by the Benjamini–Hochberg procedure over all the values, so
-    that at most 1 − confidence of the flagged values are, on average, really absent
-    (the false discovery rate); null when n is 0."""
+    """Exactly "0 lies outside [ci_low, ci_high]" (above it, or below it: no true share
+    is, so chance or fake reports); what that promises is the answer's ``multiplicity``:
+    each, the value's own test; fdr, at most 1 − confidence of the flagged values are
+    really absent on average (Benjamini–Hochberg); simultaneous, no absent value is
+    flagged with probability ≥ confidence. Null when n is 0."""
+    cs_p_value: Number = None
+    """Anytime-valid p-value of f = 0, the dual of cs_low/cs_high (≤ 1 − ``cs_level``
+    exactly when ``cs_distinguishable_from_zero``); null when n is 0 or without a
+    sequence."""
+    cs_distinguishable_from_zero: bool | None = None
+    """Exactly "0 lies outside [cs_low, cs_high]": the flag to show beside the confidence
+    sequence (fdr: e-BH, whose false discovery rate holds at any look); null when n is 0
+    or without a sequence."""
 
 
 class PoisoningAlarm(Model):
@@ -146,6 +166,17 @@ class Estimates(Model):
     """Reports counted."""
     confidence: float
     simultaneous: bool
+    """Whether ``multiplicity`` is simultaneous (as ?simultaneous=true asks)."""
+    multiplicity: Multiplicity = EACH
+    """How intervals and flags account for the k values (?multiplicity=)."""
+    level: Level = None
+    """The confidence each ci_low/ci_high is read at: confidence (each), 1 − (1 −
+    confidence)/k (simultaneous), 1 − R·(1 − confidence)/k with R values flagged (fdr:
+    the false-coverage-rate level, where the Benjamini–Hochberg flags are exactly the
+    intervals that miss 0)."""
+    cs_level: Level = None
+    """The confidence each cs_low/cs_high is read at (the same rule, fdr by e-BH); null
+    without reports or without a sequence."""
     window: str
     interval: Annotated[str, OneOf(INTERVALS)]
     """How ci_low/ci_high were built: score (the exact variance at each candidate f) or
@@ -158,6 +189,8 @@ class Estimates(Model):
     intervals under-cover at high ε (GRR, k = 2, ε = 4: 40–82 %)."""
     intervals_note: str
     """The intervals and flags in one sentence a non-statistician reads correctly."""
+    flags_note: str = ""
+    """What a flag means in this answer's mode, in one line."""
     anytime_note: str
     """What cs_low/cs_high promise, against ci_low/ci_high, in one sentence."""
     reports_per_device: Annotated[int, Field(ge=1)]
@@ -214,6 +247,9 @@ class StringEstimates(Model):
     mechanism_params: Mechanism
     n: Annotated[int, Field(ge=0)]
     confidence: float
+    estimand: Literal["reporters"] = "reporters"
+    """Whose share: the devices that reported (the only one offered for strings:
+    ?estimand=population is refused)."""
     window: str
     max_length: int
     alpha: float
@@ -247,6 +283,11 @@ class MeanEstimate(Model):
     mechanism_params: Mechanism
     n: Annotated[int, Field(ge=0)]
     confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose mean the interval is for, as asked (?estimand=): the same interval holds for
+    both. Its variance is the reports' own spread s², which holds the devices' spread
+    around the population's mean: it covers that mean, and the reporting devices' own
+    mean conservatively (docs/statistics/numeric.md)."""
     window: str
     range: Annotated[list[float], Field(min_length=2, max_length=2)]
     mean: Number
@@ -301,6 +342,8 @@ class Trend(Model):
     confidence: float
     estimand: Estimand = REPORTERS
     """Whose share the categorical windows' intervals are for (as in the estimates)."""
+    multiplicity: Multiplicity = EACH
+    """As in the estimates: the level each window's intervals and flags are read at."""
     windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
     """The newest windows with counts (at most two weeks of hours), oldest first."""
 
@@ -310,15 +353,23 @@ class JointCell(Model):
 
     cell: list[str]
     frequency: float | None
-    """Unbiased estimate of the share of reporters in this cell."""
+    """Unbiased estimate of this cell's share (of the answer's ``estimand``)."""
     std_error: float | None
     ci_low: float | None
     ci_high: float | None
     cs_low: float | None
     """The confidence sequence: valid at every n at once, however often one looks."""
     cs_high: float | None
+    p_value: Number = None
+    """Two-sided p-value of f = 0, the dual of ci_low/ci_high (≤ 1 − the marginal's
+    ``level`` exactly when flagged)."""
     distinguishable_from_zero: bool
-    """Above zero with the false discovery rate over the marginal's cells ≤ 1 − confidence."""
+    """Exactly "0 lies outside [ci_low, ci_high]", in the answer's ``multiplicity`` over
+    the marginal's cells."""
+    cs_p_value: Number = None
+    """Anytime-valid p-value of f = 0, the dual of cs_low/cs_high."""
+    cs_distinguishable_from_zero: bool | None = None
+    """Exactly "0 lies outside [cs_low, cs_high]"."""
     consistent: float | None
     """Post-processed (shared margins agree across marginals, cells ≥ 0): biased."""
 
@@ -331,6 +382,10 @@ class JointMarginal(Model):
     """Reports of the group this marginal is read from."""
     interval: str
     """score, exact (small counts) or anytime."""
+    level: Level = None
+    """The confidence each cell's ci_low/ci_high is read at (see Estimates.level)."""
+    cs_level: Level = None
+    """The confidence each cell's cs_low/cs_high is read at."""
     cells: list[JointCell]
 
 
@@ -347,6 +402,14 @@ class JointEstimates(Model):
     n: int
     """Every report of the window (each device's tuple once)."""
     confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose share the cells' std_error and ci_low/ci_high are for: reporters, the
+    devices that reported, or population, a population they were drawn from at random
+    (?estimand=population: the sampling variance f(1 − f)/n of the marginal's group
+    added). Read as a population's share, the reporters' intervals under-cover at high
+    ε (2×2 at ε = 4, n = 1,000: 54 %)."""
+    multiplicity: Multiplicity = EACH
+    """How each marginal's intervals and flags account for its cells (?multiplicity=)."""
     window: str
     marginals: list[JointMarginal]
     post_processing: str

@@ -73,7 +73,7 @@ def segment_estimates(
         definition: the metric version (with public dimensions).
         window: ``all``, ``hour:…`` or ``day:…``.
         dimension: one of the metric's dimensions.
-        ask: the level, simultaneity and estimand of each group's intervals (no alarms:
+        ask: the level, multiplicity and estimand of each group's intervals (no alarms:
             they are tested on the whole metric).
         minimum: the least reports a shown group has.
         hidden: every window's hidden groups read at one moment (``ldp export`` reads
@@ -91,6 +91,7 @@ def segment_estimates(
         confidence=ask.confidence,
         simultaneous=ask.simultaneous,
         estimand=ask.estimand,
+        multiplicity=ask.multiplicity,
         alarm_rate=ask.alarm_rate,
     )
     out = []

@@ -1,8 +1,9 @@
 """Unbiased frequency estimates with standard errors and confidence intervals.
 
 The interval of each value is a score interval with the mechanism's exact variance, or
-an exact (Clopper–Pearson) one when counts are small; "distinguishable from zero" flags
-control the false discovery rate over the k values; see :mod:`aggregator.stats.intervals`.
+an exact (Clopper–Pearson) one when counts are small (:mod:`aggregator.stats.intervals`);
+a value is flagged "distinguishable from zero" exactly when its interval misses 0, in
+each multiplicity mode (:mod:`aggregator.stats.multiplicity`).
 A memoized metric's pools hold up to r reports per device: pass ``reports_per_device``.
 The intervals are for the share among the devices that reported; ``estimand="population"``
 gives them for a larger population the devices are a random sample of.
@@ -23,19 +24,29 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
-from aggregator.stats.anytime import frequency_cs
+from aggregator.stats.anytime import anytime_p_value, frequency_cs
 from aggregator.stats.codecs import Counts, count_payloads
 from aggregator.stats.intervals import (
     POPULATION,
     REPORTERS,
-    benjamini_hochberg,
     check_estimand,
     frequency_intervals,
+    interval_method,
+    interval_zero_p,
     json_float,
-    zero_p_values,
+    z_value,
+    zero_test,
+)
+from aggregator.stats.multiplicity import (
+    EACH,
+    SIMULTANEOUS,
+    ZeroRead,
+    multiplicity_of,
+    read_at_level,
+    strictest_alpha,
 )
 from aggregator.stats.postprocess import norm_sub
-from aggregator.stats.pram import pram_estimate, pram_intervals, pram_zero_p_values
+from aggregator.stats.pram import pram_estimate, pram_intervals, pram_zero_read
 from client_sdk.mechanisms import FrequencyOracle, Memoized, PostRandomization
 
 __all__ = ["ANYTIME", "FrequencyEstimate", "estimate", "estimate_from_counts"]
@@ -60,10 +71,12 @@ class FrequencyEstimate:
     ``norm_sub`` is the separately labelled post-processed estimate (on the simplex,
     biased). ``std_errors`` are √V(f̂) with the exact variance at the estimate; the
     intervals are ``interval`` ("score" or "exact": :mod:`aggregator.stats.intervals`),
-    each at ``confidence``, or all k together with ``simultaneous=True`` (Bonferroni).
-    ``distinguishable`` flags the values whose frequency is above zero with the false
-    discovery rate controlled at 1 − confidence (Benjamini–Hochberg on ``p_values``).
-    ``estimand`` says whose share the standard errors and intervals are for.
+    each read at ``level``, which ``multiplicity`` sets from ``confidence``: each at
+    ``confidence`` ("each"), all k together ("simultaneous", Bonferroni), or at the level
+    of the Benjamini–Hochberg flags ("fdr"). ``distinguishable`` is exactly "0 lies
+    outside the interval" and ``p_values`` are the intervals' duals
+    (:mod:`aggregator.stats.multiplicity`). ``estimand`` says whose share the standard
+    errors and intervals are for.
     """
 
     mechanism: FrequencyOracle
@@ -83,9 +96,17 @@ class FrequencyEstimate:
     reports_per_device: float = 1
     """The most reports of one device the pool may hold (memoized metrics), as assumed."""
     p_values: FloatArray | None = None
-    """One-sided p-values of f(v) = 0, one per value."""
+    """Two-sided p-values of f(v) = 0, the intervals' duals: ≤ 1 − ``level`` exactly where
+    a value is flagged."""
     distinguishable: np.ndarray | None = None
-    """Values flagged above zero, false discovery rate ≤ 1 − confidence."""
+    """Values whose interval misses 0 (``ci_low > 0``, or ``ci_high < 0``: below zero,
+    which no true share is: chance or fake reports)."""
+    multiplicity: str = EACH
+    """How the flags and intervals account for the k values
+    (:data:`~aggregator.stats.multiplicity.MULTIPLICITIES`)."""
+    level: float = float("nan")
+    """The confidence each interval is read at (``confidence``, 1 − (1 − confidence)/k,
+    or 1 − R·(1 − confidence)/k in "fdr" mode); NaN without reports."""
     estimand: str = REPORTERS
     """Whose share ``std_errors`` and the intervals are for: "reporters", the devices that
     reported (only the mechanism's noise is random), or "population", a larger population
@@ -143,8 +164,26 @@ class FrequencyEstimate:
             return nan, nan
         a = 1.0 - self.confidence if alpha is None else alpha
         together = self.simultaneous if simultaneous is None else simultaneous
-        return _sequence(
-            self.mechanism, self.n, self.support_counts, a, together, self.reports_per_device
+        k = self.k if together else 1
+        r = self.reports_per_device
+        return _sequence(self.mechanism, self.n, self.support_counts, a / k, r)
+
+    def sequence_read(self) -> ZeroRead:
+        """The confidence sequence in this estimate's multiplicity mode, with its flags
+        (0 outside the sequence) and anytime-valid p-values (its duals; "fdr": e-BH).
+
+        Raises:
+            ValueError: pram (no single p*, q*: no sequence), or no reports.
+        """
+        if self.n == 0:
+            raise ValueError("no reports: no confidence sequence")
+        return _sequence_read(
+            self.mechanism,
+            self.n,
+            self.support_counts,
+            1.0 - self.confidence,
+            self.multiplicity,
+            self.reports_per_device,
         )
 
     def indistinguishable_from_zero(self) -> np.ndarray:
@@ -161,6 +200,8 @@ class FrequencyEstimate:
             "n": self.n,
             "confidence": self.confidence,
             "simultaneous": self.simultaneous,
+            "multiplicity": self.multiplicity,
+            "level": num(self.level),
             "interval": self.interval,
             "estimand": self.estimand,
             "reports_per_device": self.reports_per_device,
@@ -173,9 +214,10 @@ class FrequencyEstimate:
                     "ci_low": num(lo),
                     "ci_high": num(hi),
                     "norm_sub": num(ns),
+                    "p_value": num(pv),
                     "distinguishable_from_zero": None if self.n == 0 else not bool(zero),
                 }
-                for label, c, f, se, lo, hi, ns, zero in zip(
+                for label, c, f, se, lo, hi, ns, pv, zero in zip(
                     self.labels,
                     self.support_counts,
                     self.frequencies,
@@ -183,6 +225,7 @@ class FrequencyEstimate:
                     self.ci_low,
                     self.ci_high,
                     self.norm_sub,
+                    self.p_values if self.p_values is not None else np.full(self.k, np.nan),
                     self.indistinguishable_from_zero(),
                     strict=True,
                 )
@@ -196,7 +239,11 @@ class FrequencyEstimate:
     def summary(self, limit: int = 40) -> str:
         """A readable table: value, unbiased estimate ± half-width, interval, Norm-Sub."""
         m = self.mechanism
-        level = f"{self.confidence:.0%}" + (" simultaneous" if self.simultaneous else "")
+        level = f"{self.confidence:.0%}" + (
+            "" if self.multiplicity == EACH else f" {self.multiplicity}"
+        )
+        if self.multiplicity != EACH and self.n:
+            level += f" (each at {self.level:.4%})"
         level += f" {self.interval}"
         if self.reports_per_device != 1:
             level += f", ≤ {self.reports_per_device:g} reports per device"
@@ -217,8 +264,8 @@ class FrequencyEstimate:
         if self.k > limit:
             lines.append(f"{'':>16} … {self.k - limit} more values")
         lines.append(
-            "estimate: unbiased; ~0: not distinguishable from zero (false discovery rate "
-            f"{1 - self.confidence:.0%}); *norm-sub: projected onto the simplex "
+            "estimate: unbiased; ~0: not distinguishable from zero (its interval holds 0); "
+            f"{_FLAG_MEANING[self.multiplicity]}; *norm-sub: projected onto the simplex "
             "(post-processed, biased)"
         )
         return "\n".join(lines)
@@ -234,15 +281,17 @@ def estimate_from_counts(
     reports_per_device: float = 1,
     anytime: bool = False,
     estimand: str = REPORTERS,
+    multiplicity: str | None = None,
 ) -> FrequencyEstimate:
     """Estimate frequencies from additive sufficient statistics (n, support counts).
 
     Args:
         mechanism: the mechanism object every report was made with.
         counts: n and C(v) as summed over any number of batches.
-        confidence: the intervals' level, in (0, 1); also 1 − the false discovery rate of
-            the "distinguishable from zero" flags.
-        simultaneous: Bonferroni-correct the intervals over the k values.
+        confidence: the intervals' level, in (0, 1) (in "fdr" mode 1 − the flags' false
+            discovery rate).
+        simultaneous: Bonferroni-correct the intervals over the k values (the same as
+            ``multiplicity="simultaneous"``).
         labels: names of the k values (default "0".."k-1").
         reports_per_device: the most reports one device can have in the pool. Reports of
             a memoized mechanism share the device's permanent response, so r of them vary
@@ -257,10 +306,14 @@ def estimate_from_counts(
             (default), the n devices that reported, or "population", a larger population
             they are a random sample of (adds the sampling variance f(1 − f)/n; wider,
             most at high ε and small k). See :mod:`aggregator.stats.intervals`.
+        multiplicity: "each" (default), "fdr" or "simultaneous": the level every interval
+            is read at, and so what its "distinguishable from zero" flag (0 outside the
+            interval) promises (:mod:`aggregator.stats.multiplicity`).
 
     Raises:
         ValueError: counts of the wrong length, negative, or above n; a bad confidence;
-            ``reports_per_device`` < 1; an estimand other than those two.
+            ``reports_per_device`` < 1; an estimand other than those two; an unknown
+            multiplicity, or one that contradicts ``simultaneous``.
     """
     k = mechanism.domain_size
     support = np.asarray(counts.support, dtype=np.int64)
@@ -274,9 +327,12 @@ def estimate_from_counts(
         raise ValueError(f"need {k} labels, got {len(names)}")
     r = _reports_per_device(mechanism, reports_per_device)
     population = check_estimand(estimand) == POPULATION
+    mode = multiplicity_of(simultaneous, multiplicity)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    alpha = 1.0 - confidence
     method = "score"
+    level = float("nan")
     if n == 0:
         nan = np.full(k, np.nan)
         f = se = lo = hi = ns = pv = nan
@@ -289,12 +345,9 @@ def estimate_from_counts(
             np.asarray(mechanism.variance(n, f), dtype=np.float64)
             + (_sampling(f, n, 1.0) if population else 0.0)
         )
-        lo, hi, method = pram_intervals(
-            mechanism, n, support, confidence, k if simultaneous else 1, estimand
-        )
+        read, method = pram_zero_read(mechanism, n, support, alpha, mode, estimand)
+        lo, hi, pv, flags, level = read.low, read.high, read.p_values, read.flags, read.level
         ns = norm_sub(f)
-        pv = pram_zero_p_values(mechanism, n, support)
-        flags = benjamini_hochberg(pv, 1.0 - confidence)
     else:
         f = mechanism.debias(support.astype(np.float64), n)
         plug_in = np.clip(f, 0.0, 1.0)
@@ -303,14 +356,24 @@ def estimate_from_counts(
         )
         if anytime:
             method = ANYTIME
-            lo, hi = _sequence(mechanism, n, support, 1.0 - confidence, simultaneous, r)
+            read = _sequence_read(mechanism, n, support, alpha, mode, r)
         else:
-            lo, hi, method = frequency_intervals(
-                mechanism, n, support, confidence, k if simultaneous else 1, r, estimand
+            strict = strictest_alpha(alpha, k, mode)
+            method = interval_method(mechanism, n, r, z_value(1.0 - strict))
+            zero_p = np.maximum(
+                interval_zero_p(mechanism, n, support, r, method),
+                zero_test(mechanism, n, support, r),
             )
+
+            def intervals_at(a: float) -> tuple[FloatArray, FloatArray]:
+                low, high, _ = frequency_intervals(
+                    mechanism, n, support, 1.0 - a, 1, r, estimand, method=method
+                )
+                return low, high
+
+            read = read_at_level(zero_p, alpha, mode, intervals_at)
+        lo, hi, pv, flags, level = read.low, read.high, read.p_values, read.flags, read.level
         ns = norm_sub(f)
-        pv = zero_p_values(mechanism, n, support, r)
-        flags = benjamini_hochberg(pv, 1.0 - confidence)
     return FrequencyEstimate(
         mechanism=mechanism,
         n=n,
@@ -321,33 +384,53 @@ def estimate_from_counts(
         ci_high=_frozen(hi),
         norm_sub=_frozen(ns),
         confidence=confidence,
-        simultaneous=simultaneous,
+        simultaneous=mode == SIMULTANEOUS,
         labels=names,
         interval=method,
         reports_per_device=r,
         p_values=_frozen(pv),
         distinguishable=_frozen(flags, bool),
+        multiplicity=mode,
+        level=level,
         estimand=estimand,
     )
 
 
+_FLAG_MEANING = {
+    EACH: "each interval and flag is for that value alone",
+    SIMULTANEOUS: "all intervals hold together, so do the flags (Bonferroni)",
+    "fdr": "flags by Benjamini–Hochberg (false discovery rate), intervals at their level",
+}
+"""What a flag promises in each mode, for :meth:`FrequencyEstimate.summary`."""
+
+
 def _sequence(
-    mechanism: FrequencyOracle,
-    n: int,
-    support: np.ndarray,
-    alpha: float,
-    simultaneous: bool,
-    r: float,
+    mechanism: FrequencyOracle, n: int, support: np.ndarray, alpha: float, r: float
 ) -> tuple[FloatArray, FloatArray]:
-    """The frequencies' confidence sequence at level 1 − alpha (Bonferroni over the k
-    values when ``simultaneous``), unclipped: the one place an estimate builds it."""
+    """The frequencies' confidence sequence, each at level 1 − alpha, unclipped: the one
+    place an estimate builds it."""
     if isinstance(mechanism, PostRandomization):
         raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
-    k = mechanism.domain_size
-    low, high = frequency_cs(
-        mechanism, n, support, alpha / (k if simultaneous else 1), reports_per_device=r, clip=False
-    )
+    low, high = frequency_cs(mechanism, n, support, alpha, reports_per_device=r, clip=False)
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
+def _sequence_read(
+    mechanism: FrequencyOracle, n: int, support: np.ndarray, alpha: float, mode: str, r: float
+) -> ZeroRead:
+    """The sequence read in ``mode``: its p-values of f = 0 are anytime-valid
+    (:func:`~aggregator.stats.anytime.anytime_p_value` at μ = q*, the sequence's dual), so
+    "fdr" is e-BH, whose false discovery rate holds at any look."""
+    if isinstance(mechanism, PostRandomization):
+        raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
+    counts = np.asarray(support, dtype=np.float64)
+    zero_p = np.asarray(
+        anytime_p_value(n / r, counts / r, counts / r, 0.0, 1.0, float(mechanism.q)),
+        dtype=np.float64,
+    )
+    return read_at_level(
+        np.atleast_1d(zero_p), alpha, mode, lambda a: _sequence(mechanism, n, support, a, r)
+    )
 
 
 def _sampling(f: FloatArray, n: int, r: float) -> FloatArray:

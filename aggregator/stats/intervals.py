@@ -24,15 +24,19 @@ __all__ = [
     "SCORE",
     "Z_95",
     "check_estimand",
+    "exact_zero_p",
     "min_expected",
     "benjamini_hochberg",
     "frequency_intervals",
     "interval_method",
+    "interval_zero_p",
     "json_float",
+    "score_zero_p",
     "t_value",
     "variance_coefficients",
     "z_value",
     "zero_p_values",
+    "zero_test",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -151,9 +155,10 @@ def _score(
 
 
 def _exact(
-    mechanism: Any, n: float, support: FloatArray, alpha: float
+    mechanism: Any, n: float, support: FloatArray, alpha: Any
 ) -> tuple[FloatArray, FloatArray]:
-    """Clopper–Pearson on μ = C/n, mapped to f (n and C may be deflated: floats)."""
+    """Clopper–Pearson on μ = C/n, mapped to f (n and C may be deflated: floats; α one
+    for all, or one per value)."""
     from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates
 
     low_mu = np.where(
@@ -176,6 +181,7 @@ def frequency_intervals(
     comparisons: int = 1,
     reports_per_device: float = 1,
     estimand: str = REPORTERS,
+    method: str | None = None,
 ) -> tuple[FloatArray, FloatArray, str]:
     """Two-sided intervals for the k frequencies from n reports and their support counts.
 
@@ -191,6 +197,9 @@ def frequency_intervals(
             :data:`POPULATION` (the share in a population they are a random sample of:
             the score interval with the sampling variance added; the exact interval is
             the binomial's, already valid for it).
+        method: :data:`SCORE` or :data:`EXACT` whatever the counts (default: chosen by
+            :func:`interval_method` for this level), so that intervals read at several
+            levels of one answer are built alike (:mod:`aggregator.stats.multiplicity`).
 
     Returns:
         (low, high, method), method :data:`SCORE` or :data:`EXACT` (see the module).
@@ -203,7 +212,7 @@ def frequency_intervals(
     alpha = (1.0 - confidence) / comparisons
     r = checked_reports_per_device(reports_per_device)
     z = z_value(confidence, comparisons)
-    method = interval_method(mechanism, n, r, z)
+    method = method or interval_method(mechanism, n, r, z)
     if method == SCORE:
         f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
         coefficients = variance_coefficients(mechanism, n, r)
@@ -228,6 +237,78 @@ def frequency_intervals(
         deff = design_effect(mechanism, r)
         low, high = _exact(mechanism, n / deff, counts / deff, alpha)
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64), method
+
+
+def score_zero_p(f: npt.ArrayLike, variance_at_zero: npt.ArrayLike) -> FloatArray:
+    """The two-sided p-value of f = 0 that the score interval inverts: 2·Φ(−|f̂|/√V(0)).
+
+    The score interval at level 1 − a holds 0 exactly when f̂² ≤ z²·V(0), z the
+    quantile of 1 − a/2 (:func:`_score` at f = 0), so this is ≤ a exactly when the
+    interval misses 0.
+    """
+    from scipy.special import ndtr  # noqa: PLC0415  # only when reading estimates
+
+    scale = np.sqrt(np.maximum(np.asarray(variance_at_zero, dtype=np.float64), 1e-300))
+    return np.asarray(np.minimum(1.0, 2.0 * ndtr(-np.abs(f) / scale)), dtype=np.float64)
+
+
+def _binomial_tails(n: Any, support: Any, rate: Any) -> tuple[FloatArray, FloatArray]:
+    """P(X ≥ C) and P(X ≤ C) for X ~ Bin(n, rate), n and C possibly deflated (floats),
+    through the regularized incomplete beta function as :func:`_exact` inverts it."""
+    from scipy.special import betainc  # noqa: PLC0415  # only when reading estimates
+
+    counts = np.asarray(support, dtype=np.float64)
+    upper = np.where(counts > 0, betainc(np.maximum(counts, 1e-12), n - counts + 1, rate), 1.0)
+    lower = np.where(
+        counts < n, 1.0 - betainc(counts + 1, np.maximum(n - counts, 1e-12), rate), 1.0
+    )
+    return np.asarray(upper, dtype=np.float64), np.asarray(lower, dtype=np.float64)
+
+
+def exact_zero_p(mechanism: Any, n: float, support: npt.ArrayLike) -> FloatArray:
+    """The two-sided p-value of f = 0 that the exact interval inverts (n and the counts
+    deflated by the design effect where :func:`_exact` is): 2·min(P(X ≥ C), P(X ≤ C)),
+    X ~ Bin(n, q*). The Clopper–Pearson interval at 1 − a misses 0 exactly when one tail
+    is below a/2."""
+    upper, lower = _binomial_tails(n, support, float(mechanism.q))
+    return np.asarray(np.minimum(1.0, 2.0 * np.minimum(upper, lower)), dtype=np.float64)
+
+
+def interval_zero_p(
+    mechanism: Any, n: int, support: npt.ArrayLike, r: float, method: str
+) -> FloatArray:
+    """The two-sided p-value of f = 0 that :func:`frequency_intervals` built by ``method``
+    inverts: at level 1 − a its interval misses 0 exactly when this is ≤ a (either
+    estimand: the sampling term vanishes at f = 0)."""
+    counts = np.asarray(support, dtype=np.float64)
+    if method == SCORE:
+        f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
+        return score_zero_p(f, variance_coefficients(mechanism, n, r)[2])
+    deff = design_effect(mechanism, r)
+    return exact_zero_p(mechanism, n / deff, counts / deff)
+
+
+def zero_test(
+    mechanism: Any, n: int, support: npt.ArrayLike, reports_per_device: float = 1
+) -> FloatArray:
+    """The exact two-sided p-values of "f(v) = 0": 2·min of the count's two tails under
+    f = 0 (:func:`zero_p_values` is the upper one), whatever the interval's regime.
+
+    A flag is never raised on less than this test: an interval shown beside a flag is
+    made to reach 0 wherever it cannot reject (:mod:`aggregator.stats.multiplicity`).
+    """
+    counts = np.asarray(support, dtype=np.float64)
+    r = checked_reports_per_device(reports_per_device)
+    if r > 1 and hasattr(mechanism, "permanent") and hasattr(mechanism, "irr_keep"):
+        survival = _device_sum_survival(mechanism, n, math.ceil(r))
+        top = len(survival) - 1
+        index = np.clip(np.ceil(counts), 0, top).astype(np.int64)
+        upper = survival[index]
+        below = np.clip(np.floor(counts) + 1, 0, top + 1).astype(np.int64)
+        lower = 1.0 - np.where(below <= top, survival[np.minimum(below, top)], 0.0)
+        return np.asarray(np.clip(2.0 * np.minimum(upper, lower), 0.0, 1.0), dtype=np.float64)
+    upper, lower = _binomial_tails(n, counts, float(mechanism.q))
+    return np.asarray(np.minimum(1.0, 2.0 * np.minimum(upper, lower)), dtype=np.float64)
 
 
 def zero_p_values(

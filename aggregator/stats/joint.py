@@ -5,8 +5,11 @@ count n_g, then its support counts over the group's cells. A marginal over attri
 A is read from one group holding A (:meth:`JointMechanism.source`, the lowest variance):
 its cells are sums of the group's cells, each an unbiased estimate through the group's
 :class:`~client_sdk.mechanisms.joint.SetOracle`, so the intervals, p-values and
-confidence sequences of single metrics apply unchanged. The consistent estimate
-(:func:`consistent_tables`) is post-processing, labelled beside the raw one.
+confidence sequences of single metrics apply unchanged, for either estimand (the share
+among the devices that reported, or in a population they were drawn from at random),
+and the flags read them in each multiplicity mode (:mod:`aggregator.stats.multiplicity`).
+The consistent estimate (:func:`consistent_tables`) is post-processing, labelled beside
+the raw one.
 
 In full: ``docs/statistics/joint.md``.
 """
@@ -20,14 +23,29 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.anytime import frequency_cs
+from aggregator.stats.anytime import anytime_p_value, frequency_cs
 from aggregator.stats.intervals import (
     EXACT,
-    benjamini_hochberg,
+    POPULATION,
+    REPORTERS,
+    SCORE,
+    check_estimand,
+    exact_zero_p,
     frequency_intervals,
+    interval_method,
     json_float,
+    score_zero_p,
+    variance_coefficients,
     z_value,
-    zero_p_values,
+    zero_test,
+)
+from aggregator.stats.multiplicity import (
+    ZeroRead,
+    bisect_dual,
+    multiplicity_of,
+    outside_zero,
+    read_at_level,
+    strictest_alpha,
 )
 from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms.joint import JointMechanism, SetOracle
@@ -105,7 +123,9 @@ class MarginalEstimate:
 
     ``frequencies`` are unbiased; ``consistent`` is the post-processed estimate (shared
     margins agree across every marginal, cells non-negative), biased, labelled apart.
-    ``n`` counts the source group's reports (``total`` all the metric's).
+    ``n`` counts the source group's reports (``total`` all the metric's). Each interval
+    is read at ``level``; ``distinguishable`` is exactly 0 ∉ [ci_low, ci_high] and
+    ``p_values`` (two-sided, of f = 0) ≤ 1 − ``level`` exactly there.
     """
 
     attributes: tuple[int, ...]
@@ -122,6 +142,11 @@ class MarginalEstimate:
     distinguishable: np.ndarray
     consistent: FloatArray
     confidence: float
+    level: float = float("nan")
+    """The confidence each interval is read at (set by the multiplicity mode)."""
+    multiplicity: str = "each"
+    estimand: str = REPORTERS
+    """Whose share: the devices that reported, or a population they were drawn from."""
 
     def table(self, which: str = "frequencies") -> FloatArray:
         """A field as an array of ``shape``."""
@@ -142,6 +167,7 @@ class MarginalEstimate:
                     "std_error": json_float(self.std_errors[i]),
                     "ci_low": json_float(self.ci_low[i]),
                     "ci_high": json_float(self.ci_high[i]),
+                    "p_value": json_float(self.p_values[i]),
                     "distinguishable": bool(self.distinguishable[i]),
                     "consistent": json_float(self.consistent[i]),
                 }
@@ -152,6 +178,9 @@ class MarginalEstimate:
             "total": self.total,
             "group": self.group,
             "confidence": self.confidence,
+            "level": json_float(self.level),
+            "multiplicity": self.multiplicity,
+            "estimand": self.estimand,
             "interval": self.interval,
             "cells": rows,
         }
@@ -166,6 +195,8 @@ def estimate_marginal(
     simultaneous: bool = False,
     anytime: bool = False,
     tables: list[FloatArray] | None = None,
+    estimand: str = REPORTERS,
+    multiplicity: str | None = None,
 ) -> MarginalEstimate:
     """The marginal over ``attrs`` with its variance and the single metrics' intervals.
 
@@ -173,44 +204,51 @@ def estimate_marginal(
         m: the metric's joint mechanism.
         counts: the window's counters (:attr:`JointMechanism.counters` of them).
         attrs: attribute indices, in the order the cells should vary (last fastest).
-        confidence: level of each interval; 1 − the FDR of ``distinguishable``.
-        simultaneous: Bonferroni over the marginal's cells.
+        confidence: the intervals' level (in "fdr" mode 1 − the flags' false discovery
+            rate).
+        simultaneous: Bonferroni over the marginal's cells (``multiplicity="simultaneous"``).
         anytime: confidence sequences (valid at every n at once) instead of fixed-n.
         tables: :func:`consistent_tables` of these counts if the caller has them (several
             marginals of one window share them); computed here otherwise.
+        estimand: "reporters", the share among the devices that reported (a group of the
+            marginals layout is a random part of them: its sampling term is added), or
+            "population", the share in a population the devices are a random sample of
+            (the group's sampling variance f(1 − f)/n added, as for single metrics).
+        multiplicity: "each", "fdr" or "simultaneous" over the marginal's cells
+            (:mod:`aggregator.stats.multiplicity`).
 
     Raises:
-        ValueError: bad attributes, counters or confidence; a marginal no group holds.
+        ValueError: bad attributes, counters, confidence, estimand or multiplicity; a
+            marginal no group holds.
     """
     wanted = _check_attrs(m, attrs)
+    population = check_estimand(estimand) == POPULATION
+    mode = multiplicity_of(simultaneous, multiplicity)
     g, n, summed = marginal_support(m, counts, wanted)
     total = int(group_counts(m, counts)[0].sum())
-    oracle = m.set_oracle(g, wanted, population=total if len(m.groups) > 1 else 0)
+    finite = total if len(m.groups) > 1 and not population else 0
+    oracle = m.set_oracle(g, wanted, population=finite)
     shape = tuple(m.sizes[a] for a in wanted)
     cells = int(np.prod(shape))
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     support = np.asarray(oracle.scaled_support(summed.astype(np.float64)))
-    comparisons = cells if simultaneous else 1
     if n == 0:
         nan = np.full(cells, np.nan)
         f = se = lo = hi = pv = nan
         flags = np.zeros(cells, dtype=bool)
-        method = "score"
+        method, level = "score", float("nan")
     else:
         f = np.asarray(oracle.debias(support, n), dtype=np.float64)
-        se = np.sqrt(np.asarray(oracle.variance(n, np.clip(f, 0.0, 1.0)), dtype=np.float64))
-        if anytime:
-            method = "anytime"
-            alpha = (1.0 - confidence) / comparisons
-            lo, hi = frequency_cs(oracle, n, support, alpha, clip=False)  # type: ignore[arg-type]
-            lo, hi = np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
-        else:
-            lo, hi, method = frequency_intervals(oracle, n, support, confidence, comparisons)
-            if method == EXACT and oracle.population > n:
-                lo, hi = _widen(oracle, n, lo, hi, z_value(confidence, comparisons))
-        pv = zero_p_values(oracle, n, support)
-        flags = benjamini_hochberg(pv, 1.0 - confidence)
+        plug_in = np.clip(f, 0.0, 1.0)
+        sampling = plug_in * (1.0 - plug_in) / n if population else 0.0
+        se = np.sqrt(np.asarray(oracle.variance(n, plug_in), dtype=np.float64) + sampling)
+        read, method = (
+            _sequence_read(oracle, n, support, 1.0 - confidence, mode)
+            if anytime
+            else _fixed_read(oracle, n, support, 1.0 - confidence, mode, estimand)
+        )
+        lo, hi, pv, flags, level = read.low, read.high, read.p_values, read.flags, read.level
     if not n:
         consistent = np.full(cells, np.nan)
     else:
@@ -231,7 +269,75 @@ def estimate_marginal(
         distinguishable=flags,
         consistent=consistent,
         confidence=confidence,
+        level=level,
+        multiplicity=mode,
+        estimand=estimand,
     )
+
+
+def _fixed_read(
+    oracle: SetOracle, n: int, support: FloatArray, alpha: float, mode: str, estimand: str
+) -> tuple[ZeroRead, str]:
+    """The fixed-n intervals read in ``mode``: built by one method for every level the
+    mode may read; the reporters' exact interval of a group that is part of the reports
+    widened by its sampling spread (:func:`_widen`)."""
+    cells = len(support)
+    strict = strictest_alpha(alpha, cells, mode)
+    method = interval_method(oracle, n, 1, z_value(1.0 - strict))
+    widen = method == EXACT and oracle.population > n
+
+    def intervals_at(a: Any) -> tuple[FloatArray, FloatArray]:
+        if widen:  # one α per cell (the dual's bisection) or one for all
+            lo, hi = _exact_at(oracle, n, support, a)
+            return _widen(oracle, n, lo, hi, _z_of(a))
+        lo, hi, _ = frequency_intervals(
+            oracle, n, support, 1.0 - float(a), 1, estimand=estimand, method=method
+        )
+        return lo, hi
+
+    if method == SCORE:
+        dual = score_zero_p(oracle.debias(support, n), variance_coefficients(oracle, n)[2])
+    elif widen:
+        dual = bisect_dual(lambda a: ~outside_zero(*intervals_at(a)), cells)
+    else:
+        dual = exact_zero_p(oracle, n, support)
+    # The exact test of f = 0 where the set's count is a binomial; an OLH set's scaled
+    # count varies m times less than one, and its interval's dual is the test.
+    zero_p = np.maximum(dual, zero_test(oracle, n, support)) if oracle.exact else dual
+    return read_at_level(zero_p, alpha, mode, intervals_at), method
+
+
+def _exact_at(
+    oracle: SetOracle, n: int, support: FloatArray, alpha: Any
+) -> tuple[FloatArray, FloatArray]:
+    """The exact (Clopper–Pearson) interval at α, one per cell or one for all."""
+    from aggregator.stats.intervals import _exact  # noqa: PLC0415
+
+    lo, hi = _exact(oracle, n, support, np.asarray(alpha, dtype=np.float64))
+    return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+
+
+def _z_of(alpha: Any) -> Any:
+    """The two-sided normal quantile of 1 − α, one per cell or one for all."""
+    from scipy.special import ndtri  # noqa: PLC0415
+
+    return -ndtri(np.asarray(alpha, dtype=np.float64) / 2.0)
+
+
+def _sequence_read(
+    oracle: SetOracle, n: int, support: FloatArray, alpha: float, mode: str
+) -> tuple[ZeroRead, str]:
+    """The confidence sequences read in ``mode`` with their anytime-valid p-values
+    (the sequences' duals; "fdr": e-BH)."""
+    zero_p = np.atleast_1d(
+        np.asarray(anytime_p_value(n, support, support, 0.0, 1.0, float(oracle.q)), dtype=float)
+    )
+
+    def intervals_at(a: float) -> tuple[FloatArray, FloatArray]:
+        lo, hi = frequency_cs(oracle, n, support, a, clip=False)  # type: ignore[arg-type]
+        return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+
+    return read_at_level(zero_p, alpha, mode, intervals_at), "anytime"
 
 
 def _widen(

@@ -10,12 +10,16 @@ At small counts (n times the smallest reporting probability of a column, or its
 complement, below :data:`~aggregator.stats.intervals.MIN_EXPECTED`: the rule of the other
 mechanisms) the interval is exact instead: Clopper–Pearson intervals for all k λ_y, each at
 α/k so that all hold together with probability ≥ 1 − α, and f_v's bounds the extremes of
-Σ_y P⁻¹[y, v]·λ_y over that box. Conservative (the box ignores Σλ = 1); there the
-zero test gives no flags (p-value 1), since nothing exact is cheap to say about a sum of
-signed multinomial terms.
+Σ_y P⁻¹[y, v]·λ_y over that box. Conservative (the box ignores Σλ = 1).
+
+A value is flagged exactly when its interval misses 0 (:func:`pram_zero_read`): in the
+score regime the p-value of f = 0 is the larger of the score interval's dual and
+Bennett's bound, in the small-count regime the box's own dual.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -29,11 +33,19 @@ from aggregator.stats.intervals import (
     _score,
     check_estimand,
     sampling_coefficients,
+    score_zero_p,
     z_value,
 )
+from aggregator.stats.multiplicity import ZeroRead, bisect_dual, outside_zero, read_at_level
 from client_sdk.mechanisms import PostRandomization
 
-__all__ = ["pram_estimate", "pram_intervals", "pram_method", "pram_zero_p_values"]
+__all__ = [
+    "pram_estimate",
+    "pram_intervals",
+    "pram_method",
+    "pram_zero_p_values",
+    "pram_zero_read",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -77,20 +89,70 @@ def pram_intervals(
         coefficients = (np.full_like(f, a), (own - rest) / n + b, rest / n)
         low, high = _score(f, coefficients, z_value(confidence, comparisons))  # type: ignore[arg-type]
         return np.asarray(low), np.asarray(high), method
+    low, high = _box(m, n, counts, np.asarray((1.0 - confidence) / comparisons))
+    return low, high, method
+
+
+def _box(m: PostRandomization, n: int, counts: FloatArray, alpha: FloatArray) -> tuple[Any, Any]:
+    """Each f_v's extremes over the box of Clopper–Pearson intervals of the k λ_y, each at
+    α/k; ``alpha`` a scalar, or one per value v (the box of v read at its own level)."""
     from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates
 
     k = m.domain_size
-    alpha = (1.0 - confidence) / comparisons / k
-    lam_low = np.where(
-        counts > 0, betaincinv(np.maximum(counts, 1e-12), n - counts + 1, alpha / 2), 0.0
-    )
-    lam_high = np.where(
-        counts < n, betaincinv(counts + 1, np.maximum(n - counts, 1e-12), 1 - alpha / 2), 1.0
-    )
+    a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (k,))[None, :] / k  # [y, v]
+    c = counts[:, None]
+    lam_low = np.where(c > 0, betaincinv(np.maximum(c, 1e-12), n - c + 1, a / 2), 0.0)
+    lam_high = np.where(c < n, betaincinv(c + 1, np.maximum(n - c, 1e-12), 1 - a / 2), 1.0)
     w = np.asarray(m.inverse, dtype=np.float64)  # f_v = Σ_y w[y, v] λ_y
-    low = np.where(w > 0, w * lam_low[:, None], w * lam_high[:, None]).sum(axis=0)
-    high = np.where(w > 0, w * lam_high[:, None], w * lam_low[:, None]).sum(axis=0)
-    return np.asarray(low), np.asarray(high), method
+    low = np.where(w > 0, w * lam_low, w * lam_high).sum(axis=0)
+    high = np.where(w > 0, w * lam_high, w * lam_low).sum(axis=0)
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
+def _bennett(n: int, variance: FloatArray, bound: FloatArray, t: FloatArray) -> FloatArray:
+    """Bennett's bound on P(S ≥ n·t) for S a sum of n independent terms of mean 0,
+    variance ``variance`` and at most ``bound``; 1 where no term can be positive."""
+    b = np.maximum(bound, 1e-300)
+    u = b * np.maximum(t, 0.0) / np.maximum(variance, 1e-300)
+    h = (1.0 + u) * np.log1p(u) - u
+    tail = np.exp(-n * variance / b**2 * h)
+    return np.asarray(np.where(bound > 0, tail, 1.0), dtype=np.float64)
+
+
+def pram_zero_read(
+    m: PostRandomization,
+    n: int,
+    support: npt.ArrayLike,
+    alpha: float,
+    mode: str,
+    estimand: str = REPORTERS,
+) -> tuple[ZeroRead, str]:
+    """The intervals read in a multiplicity ``mode`` with their flags and p-values
+    (:func:`aggregator.stats.multiplicity.read_at_level`), and the interval method.
+
+    Score regime: the p-value of f = 0 is the larger of the score interval's dual and
+    Bennett's two-sided bound (:func:`pram_zero_p_values` is its upper half), valid in
+    the tails where Benjamini–Hochberg and Bonferroni read it. Small counts: the box's
+    own dual, found by bisection.
+    """
+    counts = np.asarray(support, dtype=np.float64)
+    method = pram_method(m, n)
+    if method == SCORE:
+        f = pram_estimate(m, n, counts)
+        _, rest = _lines(m, f)
+        w = np.asarray(m.inverse, dtype=np.float64)
+        up = _bennett(n, rest, w.max(axis=0), f)
+        down = _bennett(n, rest, -w.min(axis=0), -f)
+        bennett = np.minimum(1.0, 2.0 * np.minimum(up, down))
+        zero_p = np.maximum(score_zero_p(f, rest / n), bennett)
+    else:
+        zero_p = bisect_dual(lambda a: ~outside_zero(*_box(m, n, counts, a)), m.domain_size)
+
+    def intervals_at(a: float) -> tuple[FloatArray, FloatArray]:
+        low, high, _ = pram_intervals(m, n, counts, 1.0 - a, 1, estimand)
+        return low, high
+
+    return read_at_level(zero_p, alpha, mode, intervals_at), method
 
 
 def pram_zero_p_values(m: PostRandomization, n: int, support: npt.ArrayLike) -> FloatArray:
@@ -108,10 +170,5 @@ def pram_zero_p_values(m: PostRandomization, n: int, support: npt.ArrayLike) -> 
         return np.ones(m.domain_size)
     f = pram_estimate(m, n, support)
     _, rest = _lines(m, f)
-    bound = np.asarray(m.inverse, dtype=np.float64).max(axis=0)  # b of each value v
-    b = np.maximum(bound, 1e-300)
-    u = b * np.maximum(f, 0.0) / np.maximum(rest, 1e-300)
-    h = (1.0 + u) * np.log1p(u) - u
-    tail = np.exp(-n * rest / b**2 * h)
     # b ≤ 0: no report can raise f̂_v above 0, so nothing can count against f(v) = 0.
-    return np.asarray(np.where(bound > 0, tail, 1.0), dtype=np.float64)
+    return _bennett(n, rest, np.asarray(m.inverse, dtype=np.float64).max(axis=0), f)

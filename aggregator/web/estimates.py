@@ -34,7 +34,8 @@ from aggregator.query.estimators import Ask, Reader, estimate_window, trend
 from aggregator.query.estimators.numeric import NUMERIC_FIELDS
 from aggregator.query.segments import segment_estimates
 from aggregator.safe_text import csv_text
-from aggregator.stats.intervals import ESTIMANDS, REPORTERS
+from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
+from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.joint import joint_csv, requested
@@ -73,6 +74,8 @@ ROW_FIELDS = (
     "cs_high",
     "p_value",
     "distinguishable_from_zero",
+    "cs_p_value",
+    "cs_distinguishable_from_zero",
 )
 """A categorical estimate's CSV columns per value."""
 
@@ -90,11 +93,15 @@ CSV_HEAD = (
 )
 """A categorical estimate's CSV columns before the per-value ones."""
 
+CSV_TAIL = ("multiplicity", "level")
+"""A categorical estimate's CSV columns after the per-value ones: what its flags and
+intervals account for (each, fdr, simultaneous) and the level each interval is read at."""
+
 _CSV = Media(
     "With format=csv: one row per value (categorical: "
-    f"{', '.join(CSV_HEAD)}, {', '.join(ROW_FIELDS)}) or a single row (numeric: metric, version, "
-    f"window, n, confidence, range_low, range_high, {', '.join(NUMERIC_FIELDS)}); empty "
-    "cells for null."
+    f"{', '.join(CSV_HEAD)}, {', '.join(ROW_FIELDS)}, {', '.join(CSV_TAIL)}) or a single row "
+    "(numeric: metric, version, window, n, confidence, range_low, range_high, "
+    f"{', '.join(NUMERIC_FIELDS)}); empty cells for null."
 )
 
 
@@ -135,7 +142,8 @@ def _refuse_expired(registry: Registry, definition: MetricDefinition, window: st
     raise NotFound(expired_message(definition, window, policy))
 
 
-def _confidence() -> tuple[float, bool]:
+def _confidence() -> tuple[float, bool, str | None]:
+    """The level, ``simultaneous`` and ``multiplicity`` asked for (checked together)."""
     raw = request.args.get("confidence", str(DEFAULT_CONFIDENCE))
     allowed = f"a number in [{MIN_CONFIDENCE}, {MAX_CONFIDENCE}]"
     try:
@@ -145,13 +153,27 @@ def _confidence() -> tuple[float, bool]:
     if not (math.isfinite(confidence) and MIN_CONFIDENCE <= confidence <= MAX_CONFIDENCE):
         raise BadRequest(f"confidence must be {allowed}, got {raw[:40]!r}")
     simultaneous = request.args.get("simultaneous", "false").lower() in ("1", "true", "yes")
-    return confidence, simultaneous
+    multiplicity = request.args.get("multiplicity")
+    try:
+        multiplicity_of(simultaneous, multiplicity)
+    except ValueError:
+        raise BadRequest(
+            f"multiplicity must be one of {', '.join(MULTIPLICITIES)}"
+            + (" (simultaneous=true asks for simultaneous)" if simultaneous else "")
+            + f", got {(multiplicity or '')[:40]!r}"
+        ) from None
+    return confidence, simultaneous, multiplicity
 
 
-def _estimand() -> str:
+def _estimand(definition: MetricDefinition) -> str:
     raw = request.args.get("estimand", REPORTERS)
     if raw not in ESTIMANDS:
         raise BadRequest(f"estimand must be reporters or population, got {raw[:40]!r}")
+    if raw == POPULATION and definition.kind == "string":
+        raise BadRequest(
+            "estimand=population is not offered for string metrics: a discovered value's "
+            "interval is for the share among the devices that reported (estimand=reporters)"
+        )
     return raw
 
 
@@ -178,13 +200,13 @@ def segments_csv(body: SegmentEstimates) -> Response:
     group for a numeric metric), one row with the reason for each group not shown."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["by", "group", "shown", "reason", *CSV_HEAD, *ROW_FIELDS, "mean"])
+    writer.writerow(["by", "group", "shown", "reason", *CSV_HEAD, *ROW_FIELDS, *CSV_TAIL, "mean"])
     for group in body.groups:
         head = [csv_text(body.by), csv_text(group.value), group.shown, group.reason or ""]
         found = group.estimates
         if found is None or isinstance(found, MeanEstimate):
             n = "" if found is None else found.n
-            tail = [""] * (len(CSV_HEAD) - 5 + len(ROW_FIELDS))
+            tail = [""] * (len(CSV_HEAD) - 5 + len(ROW_FIELDS) + len(CSV_TAIL))
             mean = "" if found is None else found.mean
             writer.writerow(
                 [*head, body.metric, body.version, body.window, n, body.confidence, *tail, mean]
@@ -197,6 +219,7 @@ def segments_csv(body: SegmentEstimates) -> Response:
                 + [found.metric, found.version, found.window, found.n, found.confidence]
                 + [found.interval, found.estimand, found.reports_per_device]
                 + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
+                + [found.multiplicity, "" if found.level is None else found.level]
                 + [""]
             )
     filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}-by-{body.by}.csv"
@@ -210,13 +233,14 @@ def segments_csv(body: SegmentEstimates) -> Response:
 def _csv(body: Estimates) -> Response:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow([*CSV_HEAD, *ROW_FIELDS])
+    writer.writerow([*CSV_HEAD, *ROW_FIELDS, *CSV_TAIL])
     for row in body.estimates:
         cells = {**answer(row), "value": csv_text(row.value)}  # a label: never a formula
         writer.writerow(
             [body.metric, body.version, body.window, body.n, body.confidence]
             + [body.interval, body.estimand, body.reports_per_device]
             + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
+            + [body.multiplicity, "" if body.level is None else body.level]
         )
     filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
     return Response(
@@ -259,7 +283,11 @@ def _numeric_csv(body: MeanEstimate) -> Response:
             },
             {"text/csv": _CSV},
         ),
-        400: Reply("A bad version, window, confidence, estimand or format.", Error),
+        400: Reply(
+            "A bad version, window, confidence, multiplicity, estimand (population of a "
+            "string metric) or format.",
+            Error,
+        ),
         401: UNAUTHORIZED,
         404: Reply(
             "No such metric or version, or the window expired (the message says when, and "
@@ -292,8 +320,8 @@ def get_estimates(name: str) -> Any:
             f"that exists, got {window[:40]!r}"
         ) from None
     _refuse_expired(registry, definition, window)
-    confidence, simultaneous = _confidence()
-    estimand = _estimand()
+    confidence, simultaneous, multiplicity = _confidence()
+    estimand = _estimand(definition)
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
@@ -307,7 +335,12 @@ def get_estimates(name: str) -> Any:
             raise BadRequest(f"candidates: {exc}") from None
     by = request.args.get("by")
     if by is not None and by in dict(definition.dimensions):
-        ask = Ask(confidence=confidence, simultaneous=simultaneous, estimand=estimand)
+        ask = Ask(
+            confidence=confidence,
+            simultaneous=simultaneous,
+            estimand=estimand,
+            multiplicity=multiplicity,
+        )
         reader = Reader(client, registry, guarded)
         breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
         return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
@@ -324,6 +357,7 @@ def get_estimates(name: str) -> Any:
         confidence=confidence,
         simultaneous=simultaneous,
         estimand=estimand,
+        multiplicity=multiplicity,
         with_alarms=True,
         alarm_rate=alarm_rate(),
         candidates=candidates,
@@ -344,7 +378,7 @@ def get_estimates(name: str) -> Any:
     "One estimate per hour or day window, oldest first.",
     {
         200: Reply("The windows.", Trend),
-        400: Reply("A bad version, granularity, confidence or estimand.", Error),
+        400: Reply("A bad version, granularity, confidence, multiplicity or estimand.", Error),
         401: UNAUTHORIZED,
         404: _NOT_FOUND,
         503: UNAVAILABLE,
@@ -370,8 +404,13 @@ def get_trend(name: str) -> dict[str, Any]:
     granularity = request.args.get("granularity", GRANULARITIES[0])
     if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
-    confidence, simultaneous = _confidence()
-    ask = Ask(confidence=confidence, simultaneous=simultaneous, estimand=_estimand())
+    confidence, simultaneous, multiplicity = _confidence()
+    ask = Ask(
+        confidence=confidence,
+        simultaneous=simultaneous,
+        estimand=_estimand(definition),
+        multiplicity=multiplicity,
+    )
     found: Trend = trend(
         Reader(client, registry, guarded), definition, granularity, ask, MAX_TREND_WINDOWS
     )

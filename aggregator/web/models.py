@@ -19,6 +19,7 @@ from aggregator.query.answers import (
     GRANULARITIES,
     MAX_TREND_WINDOWS,
     Estimand,
+    Multiplicity,
     PoisoningAlarm,
     Version,
 )
@@ -126,12 +127,20 @@ class EstimatesQuery(Model):
     """The intervals' level."""
     simultaneous: str = "false"
     """Intervals that hold for every value at once (Bonferroni): 1, true or yes (any
-    case) mean true, anything else false. Ignored for numeric metrics."""
+    case) mean true, anything else false; the same as multiplicity=simultaneous. Ignored
+    for numeric metrics."""
+    multiplicity: Multiplicity | Absent = None
+    """Categorical and joint metrics: each (default: every interval and flag for its value
+    alone), fdr (flags by Benjamini–Hochberg at false discovery rate 1 − confidence, every
+    interval read at their level) or simultaneous (all intervals together, Bonferroni). In
+    every mode a value is flagged distinguishable_from_zero exactly when its interval
+    misses 0. Ignored for numeric and string metrics."""
     estimand: Estimand = REPORTERS
-    """Whose share the intervals are for: reporters, the devices that reported (only the
-    mechanism's noise is random), or population, a larger population they are a random
-    sample of (the sampling variance f(1 − f)/n added: wider, most at high ε). Ignored for
-    numeric and string metrics."""
+    """Whose share (or mean) the intervals are for: reporters, the devices that reported
+    (only the mechanism's noise is random), or population, a larger population they are a
+    random sample of (categorical and joint: the sampling variance f(1 − f)/n added:
+    wider, most at high ε; numeric: the same interval, valid for both). Refused (400) for
+    string metrics."""
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
     candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
     """String metrics: comma-separated values to estimate besides those discovered (at
@@ -155,6 +164,8 @@ class TrendQuery(Model):
     """The intervals' level."""
     simultaneous: str = "false"
     """As for the estimates: 1, true or yes (any case) mean true."""
+    multiplicity: Multiplicity | Absent = None
+    """As for the estimates: each, fdr or simultaneous."""
     estimand: Estimand = REPORTERS
     """As for the estimates: reporters or population."""
 

@@ -190,7 +190,8 @@ def test_distinguishable_flags_control_the_false_discovery_rate(name: str, runs:
     codec = codec_for(m)
     fdp, old_false, found = [], [], []
     for _ in range(runs):
-        est = estimate_from_counts(m, Counts(n, codec.sample_support_counts(true_counts, gen)))
+        counts = Counts(n, codec.sample_support_counts(true_counts, gen))
+        est = estimate_from_counts(m, counts, multiplicity="fdr")
         flags = ~est.indistinguishable_from_zero()
         fdp.append((flags & absent).sum() / max(int(flags.sum()), 1))
         old_false.append(int(((est.frequencies - 1.96 * est.std_errors > 0) & absent).sum()))
@@ -223,7 +224,8 @@ def test_flags_keep_the_false_discovery_rate_just_above_the_exact_switch(epsilon
     codec = codec_for(m)
     fdp = []
     for _ in range(snapshots):
-        est = estimate_from_counts(m, Counts(n, codec.sample_support_counts(true_counts, gen)))
+        counts = Counts(n, codec.sample_support_counts(true_counts, gen))
+        est = estimate_from_counts(m, counts, multiplicity="fdr")
         flags = ~est.indistinguishable_from_zero()
         fdp.append((flags & absent).sum() / max(int(flags.sum()), 1))
     promise = 0.05 * absent.mean()

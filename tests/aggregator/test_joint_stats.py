@@ -160,14 +160,17 @@ def test_anytime_and_fdr_flags() -> None:
     codec = JointCodec(m)
     values = population(50_000)
     counts = codec.count(codec.encode(values, np.random.default_rng(2)))
-    fixed = estimate_marginal(m, counts, (0, 1))
-    seq = estimate_marginal(m, counts, (0, 1), anytime=True)
+    fixed = estimate_marginal(m, counts, (0, 1), multiplicity="fdr")
+    seq = estimate_marginal(m, counts, (0, 1), anytime=True, multiplicity="fdr")
     assert seq.interval == "anytime"
+    assert fixed.level == seq.level == 1 - fixed.distinguishable.sum() * 0.05 / 32
     assert np.all(seq.ci_high - seq.ci_low > fixed.ci_high - fixed.ci_low)
     true = truth(values, (0, 1))
     # a flagged cell is one the truth has mass in (no false discovery in this population)
-    assert fixed.distinguishable.any()
-    assert np.all(true[fixed.distinguishable] > 0)
+    for est in (fixed, seq):
+        assert est.distinguishable.any()
+        assert np.all(true[est.distinguishable] > 0)
+        assert np.array_equal(est.distinguishable, (est.ci_low > 0) | (est.ci_high < 0))
 
 
 def test_consistency_makes_shared_margins_agree_and_keeps_raw() -> None:

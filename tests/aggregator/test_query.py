@@ -100,17 +100,18 @@ def test_a_window_without_reports_answers_every_kind_with_nulls(redis_db: Any) -
 
 
 def test_pram_has_no_sequence_and_the_others_one_from_one_place() -> None:
-    """The answer's sequence is FrequencyEstimate.confidence_sequence; pram has none."""
+    """The answer's sequence is FrequencyEstimate.sequence_read's; pram has none."""
     oue = mechanisms.create("oue", epsilon=1.0, domain_size=4)
     est = estimate_from_counts(oue, Counts(1000, np.array([400, 300, 200, 180])))
-    low, high = FrequencyEstimator().confidence_sequence(est)
+    read = FrequencyEstimator().sequence_read(est)
     alpha = 1 - est.confidence
     expected = frequency_cs(oue, 1000, est.support_counts, alpha, clip=False)
-    np.testing.assert_array_equal(low, expected[0])
-    np.testing.assert_array_equal(high, expected[1])
+    np.testing.assert_array_equal(read.low, expected[0])
+    np.testing.assert_array_equal(read.high, expected[1])
     pram = parse_spec("m.age", AGES).oracle
     got = estimate_from_counts(pram, Counts(1000, np.array([250, 250, 250, 250])))
-    assert np.isnan(PramEstimator().confidence_sequence(got)).all()
+    none = PramEstimator().sequence_read(got)
+    assert np.isnan(none.low).all() and np.isnan(none.high).all() and not none.flags.any()
     with pytest.raises(ValueError, match="pram"):
         got.confidence_sequence()
 

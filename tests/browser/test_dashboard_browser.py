@@ -573,9 +573,7 @@ def test_the_page_offers_intervals_valid_while_you_watch_and_for_all_values(
     page.goto(f"{server.url}/ui/metric/{name}")
     page.wait_for_selector("main[data-state='ready'][data-intervals='fixed']")
     note = page.locator('#categorical-view [data-field="interval-note"]')
-    assert "confidence" in (note.text_content() or "") and "false discovery rate" in (
-        note.text_content() or ""
-    )
+    assert "confidence" in (note.text_content() or "") and "misses 0" in (note.text_content() or "")
     fixed = table_intervals(page)
     assert close([lo for lo, _ in fixed], [r["ci_low"] for r in api["estimates"]])
     assert page.locator("#interval-head").inner_text() == "confidence interval"
@@ -599,6 +597,40 @@ def test_the_page_offers_intervals_valid_while_you_watch_and_for_all_values(
     assert close([lo for lo, _ in together], [r["ci_low"] for r in band["estimates"]])
     assert all(h2 - l2 > h1 - l1 for (l1, h1), (l2, h2) in zip(fixed, together, strict=True))
     assert "Bonferroni" in (note.text_content() or "")
+    watched.check()
+
+
+@pytest.mark.parametrize("name", ["app.theme", "app.screen", "user.age"])
+def test_the_pages_flags_are_its_intervals_in_every_mode(
+    watched: Watched, server: Server, name: str
+) -> None:
+    """Issue 36: a value was marked distinguishable from zero beside an interval holding
+    0. In each mode the page offers, a row's note and its bar's hatching say "not
+    distinguishable" exactly when the interval drawn beside it holds 0, and the caption
+    says in one line what a flag means there."""
+    page = watched.page
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-intervals='fixed']")
+    modes = ["fixed", "fdr", "simultaneous"] + (["anytime"] if name != "user.age" else [])
+    for mode in modes:
+        page.locator(f'#categorical-view [data-intervals="{mode}"]').click()
+        page.wait_for_selector(f"main[data-state='ready'][data-intervals='{mode}']")
+        rows = page.locator("#estimates-table tbody tr")
+        raw = next(t for t in graph(page, "freq-chart") if t["meta"] == "raw")
+        hatched = page.evaluate(
+            """() => document.getElementById('freq-chart').data
+                .find((t) => t.meta === 'raw').marker.pattern.shape"""
+        )
+        for i, (low, high) in enumerate(table_intervals(page)):
+            holds = low <= 0 <= high
+            note = rows.nth(i).locator("td").nth(6).inner_text()
+            assert (note == "not distinguishable from zero") == holds, (mode, i, low, high)
+            j = raw["x"].index(rows.nth(i).get_attribute("data-value"))
+            assert (hatched[j] == "/") == holds, (mode, i)
+        caption = page.locator('#freq-caption [data-field="flags-note"]').text_content() or ""
+        assert "misses 0" in caption
+        if mode == "fdr":
+            assert "Benjamini–Hochberg" in caption
     watched.check()
 
 

@@ -485,6 +485,7 @@ def read_urls(client: FlaskClient) -> list[str]:
             f"/v1/estimates/{name}?window={day}&simultaneous=true",
             f"/v1/estimates/{name}/trend",
             f"/v1/estimates/{name}/trend?granularity=day&confidence=0.99&simultaneous=1",
+            f"/v1/estimates/{name}?multiplicity=fdr&estimand=population",
         ]
     urls += [
         "/v1/estimates/search.term",
@@ -554,6 +555,9 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
         ("/v1/plan/strings?epsilon=x&users=10", 400),
         ("/v1/plan/strings/curve?max_length=8", 400),
         ("/v1/plan/strings/curve?epsilon=4&n_min=10&n_max=5", 400),
+        ("/v1/estimates/app.theme?multiplicity=bonferroni", 400),
+        ("/v1/estimates/app.theme?multiplicity=fdr&simultaneous=true", 400),
+        ("/v1/estimates/search.term?estimand=population", 400),
     ],
 )
 def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: int) -> None:

@@ -155,5 +155,6 @@ def trend(
         granularity=granularity,
         confidence=ask.confidence,
         estimand=ask.estimand,
+        multiplicity=ask.mode,
         windows=points,
     )

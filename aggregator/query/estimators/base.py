@@ -30,6 +30,7 @@ from aggregator.stats.accounting import (
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate
 from aggregator.stats.intervals import POPULATION, REPORTERS
+from aggregator.stats.multiplicity import EACH, FDR, SIMULTANEOUS, multiplicity_of
 from aggregator.stats.shuffling import Amplification
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Mechanism
@@ -64,9 +65,13 @@ class Ask:
 
     confidence: float = DEFAULT_CONFIDENCE
     simultaneous: bool = False
-    """Categorical metrics: intervals that hold for every value at once (Bonferroni)."""
+    """Intervals that hold for every value at once (Bonferroni): the same as
+    ``multiplicity="simultaneous"``."""
     estimand: str = REPORTERS
-    """Categorical metrics: whose share the intervals are for."""
+    """Whose share (or mean) the intervals are for."""
+    multiplicity: str | None = None
+    """Categorical and joint metrics: "each" (default), "fdr" or "simultaneous"
+    (:mod:`aggregator.stats.multiplicity`)."""
     with_alarms: bool = False
     """Compute the window's poisoning alarms (the API does; an export has no column for
     them, and they cost the trailing windows' reads). String metrics always test theirs."""
@@ -77,6 +82,15 @@ class Ask:
     marginals: Sequence[Sequence[int]] = field(default=())
     """Joint metrics: the marginals asked for, each by its attributes' indices (every
     1-way marginal when empty)."""
+
+    @property
+    def mode(self) -> str:
+        """The multiplicity mode asked for (``simultaneous=True`` is "simultaneous").
+
+        Raises:
+            ValueError: an unknown mode, or one that contradicts ``simultaneous``.
+        """
+        return multiplicity_of(self.simultaneous, self.multiplicity)
 
 
 Answer = Estimates | MeanEstimate | StringEstimates | JointEstimates
@@ -114,7 +128,7 @@ ANYTIME_NOTE = (
     "the fixed-n interval is right 95 % of the time if you look once; if you keep "
     "watching and stop when it looks interesting, use 'valid while you watch' (a "
     "confidence sequence): it stays right at every look, at the price of more width "
-    "(the 'distinguishable from zero' flags are still for one look)"
+    "(beside it, a value is flagged when the sequence misses 0: cs_distinguishable_from_zero)"
 )
 
 PRAM_ANYTIME_NOTE = (
@@ -140,14 +154,39 @@ def answer_head(
     }
 
 
+def flags_note(multiplicity: str, confidence: float, k: int) -> str:
+    """What a "distinguishable from zero" flag means in one mode, in one line."""
+    alpha = f"{1 - confidence:.0%}"
+    if multiplicity == FDR:
+        return (
+            "a flag marks a value whose interval misses 0; the flags come from the "
+            f"Benjamini–Hochberg procedure, so on average at most {alpha} of the flagged "
+            "values are really absent, and every interval is widened to the level they "
+            "read (false coverage rate)"
+        )
+    if multiplicity == SIMULTANEOUS:
+        return (
+            "a flag marks a value whose interval misses 0; all intervals hold together, "
+            f"so with probability {confidence:.0%} no absent value is flagged"
+        )
+    many = (
+        f"; with {k} values, about {alpha} of the absent ones are flagged by chance "
+        "(multiplicity=fdr controls that)"
+        if k > 1
+        else ""
+    )
+    return "a flag marks a value whose interval misses 0: the test of that value alone" + many
+
+
 def intervals_note(est: FrequencyEstimate) -> str:
     """One sentence on what the intervals and the flags promise."""
     level = f"{est.confidence:.0%}"
-    which = (
-        f"all {est.k} intervals hold together with {level} confidence (Bonferroni)"
-        if est.simultaneous
-        else f"each interval holds the true share with {level} confidence"
-    )
+    which = {
+        SIMULTANEOUS: f"all {est.k} intervals hold together with {level} confidence (Bonferroni)",
+        FDR: f"each interval is read at {est.level:.3%} (the level of the flags: at most "
+        f"{1 - est.confidence:.0%} of the flagged values' intervals miss on average)",
+        EACH: f"each interval holds the true share with {level} confidence",
+    }[est.multiplicity if est.n else EACH]
     whose = (
         "that in a larger population the reporting devices are a random sample of "
         "(sampling spread included)"
@@ -158,8 +197,7 @@ def intervals_note(est: FrequencyEstimate) -> str:
     how = "exact (counts too small for a normal tail)" if est.interval == "exact" else "score"
     return (
         f"{which} ({how} intervals, fixed n: valid for one look); the share is {whose}; "
-        f"'distinguishable from zero' flags are wrong for at most {1 - est.confidence:.0%} "
-        "of the flagged values on average (Benjamini–Hochberg false discovery rate)"
+        "a value is flagged 'distinguishable from zero' exactly when its interval misses 0"
     )
 
 

@@ -22,6 +22,7 @@ from aggregator.query.estimators.base import (
     Reader,
     _per_device,
     answer_head,
+    flags_note,
     intervals_note,
     shuffled_epsilon,
 )
@@ -29,6 +30,7 @@ from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
+from aggregator.stats.multiplicity import ZeroRead
 from client_sdk.wire import MetricDefinition
 from ldp_store import schema
 
@@ -47,12 +49,13 @@ class FrequencyEstimator:
         """The window's support counts (:func:`~aggregator.query.window.read_counts`)."""
         return read_counts(reader.client, definition, window)
 
-    def confidence_sequence(self, est: FrequencyEstimate) -> tuple[np.ndarray, np.ndarray]:
-        """The answer's cs_low, cs_high (NaN without reports or without a sequence)."""
+    def sequence_read(self, est: FrequencyEstimate) -> ZeroRead:
+        """The answer's cs_low, cs_high with their flags and p-values, in the answer's
+        multiplicity mode (NaN and no flags without reports or without a sequence)."""
         if not self.sequence or not est.n:
             nan = np.full(est.k, np.nan)
-            return nan, nan
-        return est.confidence_sequence()
+            return ZeroRead(nan, nan, nan, np.zeros(est.k, dtype=bool), math.nan)
+        return est.sequence_read()
 
     def estimate(
         self, reader: Reader, definition: MetricDefinition, window: str, stats: Counts, ask: Ask
@@ -65,10 +68,10 @@ class FrequencyEstimator:
             definition.oracle,
             stats,
             confidence=ask.confidence,
-            simultaneous=ask.simultaneous,
             labels=definition.domain,
             reports_per_device=per_device.bound,
             estimand=ask.estimand,
+            multiplicity=ask.mode,
         )
         found = []
         if ask.with_alarms:
@@ -79,15 +82,20 @@ class FrequencyEstimator:
             )
         m = definition.mechanism
         zero = est.indistinguishable_from_zero()
-        cs_low, cs_high = self.confidence_sequence(est)
+        cs = self.sequence_read(est)
         p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
+        empty = est.n == 0
         return Estimates(
             **answer_head(definition, m, est.n, window),
             confidence=est.confidence,
             simultaneous=est.simultaneous,
+            multiplicity=est.multiplicity,
+            level=json_float(est.level),
+            cs_level=json_float(cs.level),
             interval=est.interval,
             estimand=est.estimand,
             intervals_note=intervals_note(est),
+            flags_note=flags_note(est.multiplicity, est.confidence, est.k),
             anytime_note=self.no_sequence or ANYTIME_NOTE.replace("95 %", f"{est.confidence:.0%}"),
             reports_per_device=per_device.bound,
             reports_per_device_note=per_device.reason,
@@ -101,10 +109,14 @@ class FrequencyEstimator:
                     ci_high=json_float(est.ci_high[i]),
                     norm_sub=json_float(est.norm_sub[i]),
                     support_count=int(est.support_counts[i]),
-                    cs_low=json_float(cs_low[i]),
-                    cs_high=json_float(cs_high[i]),
+                    cs_low=json_float(cs.low[i]),
+                    cs_high=json_float(cs.high[i]),
                     p_value=json_float(p_values[i]),
-                    distinguishable_from_zero=None if est.n == 0 else not bool(zero[i]),
+                    distinguishable_from_zero=None if empty else not bool(zero[i]),
+                    cs_p_value=json_float(cs.p_values[i]),
+                    cs_distinguishable_from_zero=(
+                        None if empty or not self.sequence else bool(cs.flags[i])
+                    ),
                 )
                 for i, label in enumerate(definition.domain)
             ],

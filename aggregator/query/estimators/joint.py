@@ -17,6 +17,7 @@ from aggregator.query.estimators.base import (
 )
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
+from aggregator.stats.intervals import json_float
 from aggregator.stats.joint import MarginalEstimate, consistent_tables, estimate_marginal
 from client_sdk.wire import MetricDefinition
 
@@ -39,6 +40,8 @@ def _joint_marginal(
         attributes=[definition.attributes[a][0] for a in est.attributes],
         n=est.n,
         interval=est.interval,
+        level=json_float(est.level),
+        cs_level=json_float(seq.level),
         cells=[
             JointCell(
                 cell=row["cell"],
@@ -48,7 +51,10 @@ def _joint_marginal(
                 ci_high=row["ci_high"],
                 cs_low=cs["ci_low"],
                 cs_high=cs["ci_high"],
+                p_value=row["p_value"],
                 distinguishable_from_zero=row["distinguishable"],
+                cs_p_value=cs["p_value"] if est.n else None,
+                cs_distinguishable_from_zero=cs["distinguishable"] if est.n else None,
                 consistent=row["consistent"],
             )
             for row, cs in zip(data["cells"], sequence, strict=True)
@@ -87,9 +93,10 @@ class JointEstimator:
                         stats.support,
                         attrs,
                         ask.confidence,
-                        simultaneous=ask.simultaneous,
                         anytime=anytime,
                         tables=tables,
+                        estimand=ask.estimand,
+                        multiplicity=ask.mode,
                     )
                     for anytime in (False, True)
                 ),
@@ -105,6 +112,8 @@ class JointEstimator:
             epsilon=m.epsilon,
             n=stats.n,
             confidence=ask.confidence,
+            estimand=ask.estimand,
+            multiplicity=ask.mode,
             window=window,
             marginals=out,
             post_processing=JOINT_POST_PROCESSING,

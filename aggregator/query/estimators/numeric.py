@@ -29,7 +29,7 @@ NUMERIC_POST_PROCESSING_NOTE = (
 )
 
 NUMERIC_ANYTIME_NOTE = ANYTIME_NOTE.removesuffix(
-    " (the 'distinguishable from zero' flags are still for one look)"
+    " (beside it, a value is flagged when the sequence misses 0: cs_distinguishable_from_zero)"
 )
 """A mean has no 'distinguishable from zero' flags to speak of."""
 
@@ -65,6 +65,7 @@ class NumericEstimator:
             **answer_head(definition, m, est.n, window),
             kind="numeric",
             confidence=est.confidence,
+            estimand=ask.estimand,
             range=body["range"],
             **{name: body[name] for name in NUMERIC_FIELDS if name in body},
             cs_low=json_float(cs_low),

@@ -162,6 +162,7 @@ class StringEstimator:
             **answer_head(definition, sketch, est.n, window),
             kind="string",
             confidence=ask.confidence,
+            estimand="reporters",
             max_length=sketch.max_length,
             alpha=found.alpha,
             tested=found.tested,

@@ -18,13 +18,19 @@
   const level = (body) => Math.round((body.confidence || 0.95) * 100) + " %";
 
   /* Which interval the page draws: the fixed-n one (one look), the confidence sequence
-   * (valid while you watch: cs_low/cs_high), or the simultaneous band (simultaneous=true). */
+   * (valid while you watch: cs_low/cs_high), the intervals at the level of flags with a
+   * false discovery rate (multiplicity=fdr), or the simultaneous band (simultaneous=true).
+   * The flags shown are always the drawn interval's own: 0 outside it. */
   const anytime = () => state.intervals === "anytime";
   const low = (r) => (anytime() ? pick(r, "cs_low") : pick(r, "ci_low"));
   const high = (r) => (anytime() ? pick(r, "cs_high") : pick(r, "ci_high"));
+  const flagged = (r) => (anytime() ? r.cs_distinguishable_from_zero : r.distinguishable_from_zero);
+  const zeroLike = (r) => flagged(r) === false;
+  const below = (r) => flagged(r) === true && high(r) !== null && high(r) < 0;
   const intervalName = (body) =>
     anytime() ? level(body) + " confidence sequence (valid while you watch)"
-      : state.intervals === "simultaneous" ? level(body) + " simultaneous band" : level(body) + " CI";
+      : state.intervals === "simultaneous" ? level(body) + " simultaneous band"
+        : state.intervals === "fdr" ? "intervals at the flags' level" : level(body) + " CI";
 
   function renderIntervalNotes(est) {
     const fixedNote = est.intervals_note ||
@@ -42,11 +48,14 @@
     document.querySelectorAll('[data-field="estimand"]').forEach((e) => {
       e.textContent = est.estimand === "population" ? "the population the devices were drawn from" : "the devices that reported";
     });
-    document.querySelectorAll('[data-field="fdr"]').forEach((e) => {
-      e.textContent = Math.round((1 - (est.confidence || 0.95)) * 100) + " %";
+    document.querySelectorAll('[data-field="flags-note"]').forEach((e) => {
+      e.textContent = anytime() ? "a flag marks a value whose confidence sequence misses 0" : (est.flags_note || "a flag marks a value whose interval misses 0");
     });
     const head = $("interval-head");
-    if (head) head.textContent = anytime() ? "valid while you watch" : state.intervals === "simultaneous" ? "simultaneous band" : "confidence interval";
+    if (head) {
+      head.textContent = anytime() ? "valid while you watch" : state.intervals === "simultaneous" ? "simultaneous band"
+        : state.intervals === "fdr" && est.level ? "interval at " + (est.level * 100).toPrecision(4) + " %" : "confidence interval";
+    }
     const hasSequence = est.kind === "numeric" ? pick(est, "cs_low") !== null || est.n === 0 : true;
     document.querySelectorAll('[data-intervals="anytime"]').forEach((b) => { b.disabled = !hasSequence; });
   }
@@ -111,9 +120,9 @@
     const idx = chosenIndices(est);
     const rows = idx.map((i) => est.estimates[i]);
     const labels = rows.map((r) => r.value);
-    const zero = rows.map((r) => r.distinguishable_from_zero === false);
+    const zero = rows.map(zeroLike);
     const f = rows.map((r) => r.frequency);
-    const note = (r) => (r.distinguishable_from_zero === false ? "not distinguishable from zero" : "");
+    const note = (r) => (zeroLike(r) ? "not distinguishable from zero" : below(r) ? "below zero: chance or fake reports" : "");
     const raw = {
       type: "bar", meta: "raw", uid: "raw", name: "Unbiased estimate (raw) ± " + intervalName(est),
       short: "unbiased ± interval",
@@ -151,7 +160,7 @@
   function renderTable(est) {
     const body = $("estimates-table").querySelector("tbody");
     const rows = est.estimates.map((r) => {
-      const zero = r.distinguishable_from_zero === false;
+      const zero = zeroLike(r);
       const half = high(r) === null ? null : high(r) - r.frequency;
       const interval = low(r) === null ? "—" : "[" + L.pct(low(r)) + ", " + L.pct(high(r)) + "]";
       const cell = (label, text, value, cls) =>
@@ -163,7 +172,7 @@
         cell("interval", interval, low(r) === null ? null : low(r) + "," + high(r)),
         cell("Norm-Sub", L.pct(r.norm_sub), r.norm_sub),
         cell("support count", L.int(r.support_count), r.support_count),
-        L.el("td", { className: "note", textContent: zero ? "not distinguishable from zero" : "", attrs: { "data-label": "note" } }),
+        L.el("td", { className: "note", textContent: zero ? "not distinguishable from zero" : below(r) ? "below zero: chance or fake reports" : "", attrs: { "data-label": "note" } }),
       ]);
     });
     body.replaceChildren(...rows);
@@ -270,9 +279,10 @@
 
   async function refresh() {
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
+    const multiplicity = state.intervals === "fdr" ? "fdr" : null;
     const [est, trend] = await Promise.all([
-      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, estimand: estimand() })),
-      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, estimand: estimand() })),
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, multiplicity, estimand: estimand() })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, multiplicity, estimand: estimand() })),
     ]);
     const kind = est.kind || "categorical";
     showKind(kind);
