@@ -1,12 +1,13 @@
 """``ldp estimates NAME [--by DIMENSION]``: one window's estimates with intervals.
 
-The rows are :func:`aggregator.cli.export.window_rows`'s, the ones ``ldp export`` writes
-(computed by the function ``GET /v1/estimates`` answers with): a table for people
-(values made visible, escapes highlighted), CSV (the export's columns; text cells
-formula-safe) or JSON (one object per row, raw values; the API's JSON has the notes and
-alarms too). ``--by`` shows the breakdown by a public dimension, the groups under the
-minimum held back as ``?by=`` holds them. Reads Redis directly, as ``ldp export`` does.
-Docs: ``docs/concepts/dimensions.md``.
+The rows are :func:`aggregator.query.export.window_rows`'s, the ones ``ldp export``
+writes (computed by the function ``GET /v1/estimates`` answers with): a table for people
+(values made visible, escapes highlighted; ``~0`` marks a value whose interval holds 0),
+CSV (the export's columns; text cells formula-safe) or JSON (one object per row, raw
+values; the API's JSON has the notes and alarms too). ``--by`` shows the breakdown by a
+public dimension, the groups under the minimum held back as ``?by=`` holds them. Reads
+where ``ldp export`` reads (:mod:`aggregator.cli.source`): a local Redis, or the API of an
+``ldp serve`` with a read token. Docs: ``docs/concepts/dimensions.md``.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from aggregator.cli.console import echo_json, err, out
 from aggregator.cli.export import (
     CONFIDENCE,
     MIN_SEGMENT_REPORTS,
-    redis_options,
-    redis_url_of,
-    window_rows,
+    local_minimum,
     write_csv_stdout,
 )
+from aggregator.cli.source import read_options, source_of
 
 __all__ = ["estimates", "points", "shown_value"]
 
@@ -44,6 +44,16 @@ def _pct(x: float | None) -> str:
 
 def _num(x: float | None) -> str:
     return "—" if x is None else f"{x:.4g}"
+
+
+def _flag(row: dict[str, Any]) -> str:
+    """What follows an interval: ``~0`` where it holds 0 (not distinguishable from zero),
+    ``<0`` where it lies below 0 (no true share does: chance or fake reports), else blanks
+    (the intervals stay aligned)."""
+    flagged = row.get("distinguishable_from_zero")
+    if flagged is None:
+        return ""
+    return " ~0" if not flagged else " <0" if (row.get("ci_high") or 0) < 0 else "   "
 
 
 def shown_value(value: str) -> Text:
@@ -86,7 +96,7 @@ def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Tabl
         table.add_column(by, overflow="fold")
     table.add_column("value", overflow="fold")  # a value is never cut short
     columns = ["estimate", "± (pp)", "interval"]
-    columns += ["Norm-Sub", "support count"] if kind != "string" else []
+    columns += ["Norm-Sub", "support"] if kind != "string" else []
     for col in columns:
         table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
@@ -94,7 +104,7 @@ def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Tabl
         cells = [
             _pct(f),
             "—" if high is None or f is None else f"±{points(high - f)}",
-            "—" if low is None else f"[{_pct(low)}, {_pct(high)}]",
+            "—" if low is None else f"[{_pct(low)}, {_pct(high)}]{_flag(r)}",
         ]
         if kind != "string":
             cells += [_pct(r.get("norm_sub")), f"{r.get('support_count', 0):,}"]
@@ -127,8 +137,10 @@ def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Tabl
 )
 @CONFIDENCE
 @MIN_SEGMENT_REPORTS
-@redis_options
+@read_options
+@click.pass_context
 def estimates(
+    ctx: click.Context,
     name: str,
     window: str,
     version: int | None,
@@ -136,21 +148,22 @@ def estimates(
     by: str | None,
     confidence: float,
     min_segment_reports: int | None,
+    url: str | None,
+    token: str | None,
     redis_url: str | None,
     data_dir: Path,
 ) -> None:
     """Print one window's estimates with intervals (as GET /v1/estimates computes them).
 
     Without --by: the whole metric (CSV and JSON add the shown groups of every breakdown,
-    as ldp export does); with --by: each group of that dimension."""
+    as ldp export does); with --by: each group of that dimension. Reads where ldp export
+    reads: the ldp serve running here (--data-dir), --redis-url, or the API at --url with
+    its read token (--token)."""
     import redis as redis_py
 
-    from aggregator.query.window import list_windows
+    from aggregator.cli.source import Local
     from client_sdk.wire import check_name
     from ldp_store import schema
-    from ldp_store.connection import connect
-    from ldp_store.registry import Registry
-    from ldp_store.retention import RetentionPolicy, expired_message
 
     try:
         check_name(name)
@@ -165,9 +178,9 @@ def estimates(
             param_hint="--window",
         ) from None
     try:
-        client = connect(redis_url_of(redis_url, data_dir))
-        registry = Registry(client)
-        definition = registry.get(name, version)
+        source = source_of(redis_url, url, token, data_dir)
+        minimum = local_minimum(ctx, source, min_segment_reports)
+        definition = source.definition(name, version)
         if definition is None:
             which = f"metric {name!r}" + (f" version {version}" if version else "")
             raise click.ClickException(f"unknown {which}")
@@ -178,14 +191,9 @@ def estimates(
                 + (f"one of {', '.join(declared)}" if declared else "it declares none"),
                 param_hint="--by",
             )
-        if window != schema.ALL and window not in list_windows(client, definition):
-            policy = RetentionPolicy.from_environ().for_metric(definition)
-            at = policy.expires_at(window)
-            if at is not None and at <= time.time():
-                raise click.ClickException(expired_message(definition, window, policy))
-        rows = list(
-            window_rows(client, registry, definition, window, confidence, min_segment_reports)
-        )
+        if isinstance(source, Local):  # the API refuses an expired window itself (404)
+            _refuse_expired(source, definition, window)
+        n, rows = source.rows(definition, window, confidence, minimum)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
     if by is not None:  # that breakdown's groups only
@@ -199,11 +207,6 @@ def estimates(
         echo_json(rows)
         return
     m = definition.mechanism
-    n = rows[0]["n"] if rows else 0
-    if definition.kind == "joint":  # each row's n is its marginal's group's
-        from aggregator.query.window import read_counts
-
-        n = read_counts(client, definition, window).n
     out.print(
         Text(
             f"{definition.name} v{definition.version} · {definition.kind} · {m.name} "
@@ -221,11 +224,35 @@ def estimates(
         out.print(f"breakdowns (not protected by ε): --by {' | '.join(declared)}")
     if definition.kind == "string":
         out.print("discovered values: selection-adjusted estimates and intervals")
+    elif definition.kind != "numeric":
+        out.print(
+            "~0: the interval holds 0 (not distinguishable from zero); <0: it lies below 0 "
+            "(chance or fake reports); each interval and flag is for its value alone (the "
+            "API's ?multiplicity=fdr|simultaneous accounts for many values)"
+        )
     if definition.kind == "joint":
         out.print(
             "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
             "(post-processed); each marginal is read from one group of the reports"
         )
+
+
+def _refuse_expired(source: Any, definition: Any, window: str) -> None:
+    """A window past its retention is refused with when it expired (as the API's 404).
+
+    Raises:
+        click.ClickException: saying so.
+    """
+    from aggregator.query.window import list_windows
+    from ldp_store import schema
+    from ldp_store.retention import RetentionPolicy, expired_message
+
+    if window == schema.ALL or window in list_windows(source.client, definition):
+        return
+    policy = RetentionPolicy.from_environ().for_metric(definition)
+    at = policy.expires_at(window)
+    if at is not None and at <= time.time():
+        raise click.ClickException(expired_message(definition, window, policy))
 
 
 def _breakdown(

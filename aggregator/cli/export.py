@@ -1,11 +1,11 @@
 """``ldp export``: every window's counts and estimates to a file (or standard output), so
 history survives expiry.
 
-Reads Redis directly (``--redis-url``, as ``ldp aggregate`` does): the counts themselves
-(support counts, or a numeric metric's Σy and Σy²) are what lets anyone recompute the
-estimates later, and the API answers estimates, not sums. The estimates are computed by
-:func:`aggregator.query.estimators.estimate_window`, the function ``GET /v1/estimates``
-answers with, from the same counts read once, so a file holds the API's very numbers.
+Reads a Redis directly (``--redis-url``, or the ``ldp serve`` running on ``--data-dir``)
+or the HTTP API of an ``ldp serve`` (``--url`` / ``LDP_URL``, with a read token):
+:mod:`aggregator.cli.source`. Either way the rows are :mod:`aggregator.query.export`'s:
+the counts themselves (support counts, or a numeric metric's Σy and Σy²), which let anyone
+recompute the estimates later, beside the estimates ``GET /v1/estimates`` answers.
 
 One row per window and value (categorical) or per window (numeric), every metric in one
 table with a ``metric`` column (``--all``), as CSV or, with pyarrow installed, Parquet.
@@ -21,62 +21,28 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections.abc import Callable, Iterator
-from datetime import UTC, date, datetime
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 import click
 
 from aggregator.cli.console import err, progress_bar
+from aggregator.cli.source import read_options, source_of
 
 if TYPE_CHECKING:
-    import redis
-
-    from aggregator.query.suppression import HiddenGroups
     from client_sdk.wire import MetricDefinition
-    from ldp_store.registry import Registry
 
 __all__ = [
-    "COLUMNS",
+    "CONFIDENCE",
+    "MIN_SEGMENT_REPORTS",
     "export",
     "redis_options",
     "redis_url_of",
-    "window_rows",
     "write_csv",
     "write_csv_stdout",
 ]
-
-COLUMNS = (
-    "metric",
-    "version",
-    "kind",
-    "mechanism",
-    "epsilon",
-    "window",
-    "window_start",
-    "n",
-    "confidence",
-    "reports_per_device",
-    "value",
-    "support_count",
-    "sum_units",
-    "sum_sq_units",
-    "estimate",
-    "std_error",
-    "ci_low",
-    "ci_high",
-    "cs_low",
-    "cs_high",
-    "norm_sub",
-    "segment",
-)
-"""One row: the version and window; its counts (``support_count`` of ``value``, or a
-numeric metric's ``sum_units`` Σy and ``sum_sq_units`` Σy²); the estimate (a value's
-frequency, or the mean) with its standard error, interval, confidence sequence and (for
-frequencies) the Norm-Sub post-processed share; ``segment`` (``platform=ios``): a row of
-one group of a breakdown by a public dimension (shown groups only, as ``?by=`` answers;
-empty for the metric's own rows). Empty where a kind has no such field."""
 
 INTEGER_COLUMNS = {"version", "n", "reports_per_device", "support_count"}
 FLOAT_COLUMNS = {
@@ -89,218 +55,12 @@ FLOAT_COLUMNS = {
     "cs_low",
     "cs_high",
     "norm_sub",
+    "p_value",
 }
+BOOL_COLUMNS = {"distinguishable_from_zero"}
 
 PROGRESS_FROM = 20
 """Windows from which a progress bar is shown: a few are exported in a blink."""
-
-
-def _windows(
-    client: redis.Redis, definition: MetricDefinition, granularity: str | None, since: date | None
-) -> list[str]:
-    """The version's windows to export, oldest first (``all`` last)."""
-    from aggregator.query.window import list_windows
-    from ldp_store import schema
-
-    chosen = []
-    for window in list_windows(client, definition):
-        kind = window.partition(":")[0]
-        if granularity is not None and kind != granularity:
-            continue
-        span = schema.window_span(window)
-        if since is not None:
-            start = datetime.combine(since, datetime.min.time(), UTC).timestamp()
-            if span is None or span[0] < start:
-                continue
-        chosen.append(window)
-    return sorted(chosen, key=lambda w: (w == "all", w))
-
-
-def _start(window: str) -> str:
-    from ldp_store import schema
-
-    span = schema.window_span(window)
-    if span is None:
-        return ""
-    return datetime.fromtimestamp(span[0], UTC).isoformat().replace("+00:00", "Z")
-
-
-def window_rows(
-    client: redis.Redis,
-    registry: Registry,
-    definition: MetricDefinition,
-    window: str,
-    confidence: float,
-    min_segment_reports: int | None = None,
-    hidden: HiddenGroups | None = None,
-) -> Iterator[dict[str, Any]]:
-    """The rows of one window: counts read once, estimated as the API does (a breakdown's
-    hidden groups have no row, as ``?by=`` shows none: groups below
-    ``min_segment_reports`` reports, default
-    :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`, and those held back
-    with them across windows; ``hidden``: every window's, read once by the caller)."""
-    from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
-    from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
-    from aggregator.query.suppression import hidden_groups
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
-
-    m = definition.mechanism
-    head = {
-        "metric": definition.name,
-        "version": definition.version,
-        "kind": definition.kind,
-        "mechanism": m.name,
-        "epsilon": m.epsilon,
-        "window": window,
-        "window_start": _start(window),
-        "confidence": confidence,
-    }
-    if definition.kind == "joint":
-        yield from _joint_rows(client, definition, window, confidence, head)
-        return
-    reader = Reader(client, registry)
-    stats = estimator_for(definition).read(reader, definition, window)
-    body = estimate_window(reader, definition, window, Ask(confidence=confidence), stats)
-    if definition.dimensions and hidden is None:
-        hidden = hidden_groups(
-            client, definition, min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS, [window]
-        )
-    if isinstance(body, MeanEstimate):
-        yield {
-            **head,
-            "n": stats.n,
-            "reports_per_device": 1,
-            "sum_units": str(stats.total),
-            "sum_sq_units": str(stats.total_sq),
-            "estimate": body.mean,
-            "std_error": body.std_error,
-            "ci_low": body.ci_low,
-            "ci_high": body.ci_high,
-            "cs_low": body.cs_low,
-            "cs_high": body.cs_high,
-        }
-        yield from _segment_rows(reader, definition, window, confidence, head, hidden)
-        return
-    if isinstance(body, StringEstimates):  # the discovered values
-        for r in body.estimates:
-            yield {
-                **head,
-                "n": body.n,
-                "reports_per_device": 1,
-                "value": r.value,
-                "estimate": r.frequency,
-                "std_error": r.std_error,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-            }
-        return
-    assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
-    yield from _frequency_rows(head, body)
-    yield from _segment_rows(reader, definition, window, confidence, head, hidden)
-
-
-def _segment_rows(
-    reader: Any,
-    definition: MetricDefinition,
-    window: str,
-    confidence: float,
-    head: dict[str, Any],
-    hidden: HiddenGroups | None,
-) -> Iterator[dict[str, Any]]:
-    """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
-    them (suppressed groups have no row: an export releases what the API releases, under
-    the same ``LDP_MIN_SEGMENT_REPORTS``)."""
-    from aggregator.query.answers import MeanEstimate
-    from aggregator.query.estimators import Ask
-    from aggregator.query.segments import segment_estimates
-
-    if hidden is None:  # no dimensions
-        return
-    for dimension, _ in definition.dimensions:
-        ask = Ask(confidence=confidence)
-        breakdown = segment_estimates(
-            reader, definition, window, dimension, ask, hidden.minimum, hidden
-        )
-        for group in breakdown.groups:
-            found = group.estimates
-            if found is None:
-                continue
-            tag = {**head, "segment": f"{dimension}={group.value}"}
-            if isinstance(found, MeanEstimate):
-                yield {
-                    **tag,
-                    "n": found.n,
-                    "reports_per_device": 1,
-                    "estimate": found.mean,
-                    "std_error": found.std_error,
-                    "ci_low": found.ci_low,
-                    "ci_high": found.ci_high,
-                    "cs_low": found.cs_low,
-                    "cs_high": found.cs_high,
-                }
-            else:
-                yield from _frequency_rows(tag, found)
-
-
-def _frequency_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
-    """A categorical estimate's rows, one per value."""
-    for row in body.estimates:
-        yield {
-            **head,
-            "n": body.n,
-            "reports_per_device": body.reports_per_device,
-            "value": row.value,
-            "support_count": row.support_count,
-            "estimate": row.frequency,
-            "std_error": row.std_error,
-            "ci_low": row.ci_low,
-            "ci_high": row.ci_high,
-            "cs_low": row.cs_low,
-            "cs_high": row.cs_high,
-            "norm_sub": row.norm_sub,
-        }
-
-
-def _joint_rows(
-    client: redis.Redis,
-    definition: MetricDefinition,
-    window: str,
-    confidence: float,
-    head: dict[str, Any],
-) -> Iterator[dict[str, Any]]:
-    """A joint metric's rows: every cell of every 1- and 2-way marginal, ``value`` as
-    ``attr=label;attr=label``, ``n`` its group's reports, ``support_count`` the cell's
-    summed support (C_S), ``norm_sub`` the consistent (post-processed) estimate."""
-    from itertools import combinations
-
-    from aggregator.query.window import read_counts
-    from aggregator.stats.intervals import json_float
-    from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
-
-    m = definition.joint
-    counts = read_counts(client, definition, window).support
-    tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None
-    d = len(definition.attributes)
-    for attrs in [*((a,) for a in range(d)), *combinations(range(d), 2)]:
-        est = estimate_marginal(m, counts, attrs, confidence, tables=tables)
-        support = marginal_support(m, counts, attrs)[2]
-        cells = [[]]  # type: list[list[str]]
-        for a in attrs:
-            name, labels = definition.attributes[a]
-            cells = [[*c, f"{name}={label}"] for c in cells for label in labels]
-        for i, cell in enumerate(cells):
-            yield {
-                **head,
-                "n": est.n,
-                "reports_per_device": 1,
-                "value": ";".join(cell),
-                "support_count": int(support[i]),
-                "estimate": json_float(est.frequencies[i]),
-                "std_error": json_float(est.std_errors[i]),
-                "ci_low": json_float(est.ci_low[i]),
-                "ci_high": json_float(est.ci_high[i]),
-                "norm_sub": json_float(est.consistent[i]),
-            }
 
 
 CONFIDENCE = click.option(
@@ -329,7 +89,9 @@ TEXT_COLUMNS = {"value"}
 
 
 def write_csv(out: TextIO, rows: list[dict[str, Any]]) -> None:
-    """``rows`` as CSV with the :data:`COLUMNS` header, text cells made safe."""
+    """``rows`` as CSV with the :data:`~aggregator.query.export.COLUMNS` header, text cells
+    made safe."""
+    from aggregator.query.export import COLUMNS
     from aggregator.safe_text import csv_text
 
     writer = csv.DictWriter(out, COLUMNS, restval="")
@@ -356,9 +118,13 @@ def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
+    from aggregator.query.export import COLUMNS
+
     def kind(column: str) -> Any:
         if column in INTEGER_COLUMNS:
             return pa.int64()
+        if column in BOOL_COLUMNS:
+            return pa.bool_()
         return pa.float64() if column in FLOAT_COLUMNS else pa.string()
 
     schema = pa.schema([(c, kind(c)) for c in COLUMNS])
@@ -438,8 +204,10 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
 )
 @CONFIDENCE
 @MIN_SEGMENT_REPORTS
-@redis_options
+@read_options
+@click.pass_context
 def export(
+    ctx: click.Context,
     name: str | None,
     every: bool,
     version: int | None,
@@ -449,21 +217,21 @@ def export(
     fmt: str | None,
     confidence: float,
     min_segment_reports: int | None,
+    url: str | None,
+    token: str | None,
     redis_url: str | None,
     data_dir: Path,
 ) -> None:
     """Write every window's counts and estimates with intervals to a file (CSV or Parquet).
 
-    Hour and day windows expire with retention: export them before, e.g. daily from cron.
-    The estimates equal GET /v1/estimates' (same code, same counts).
+    Reads the Redis of the ldp serve running here (--data-dir), or --redis-url, or the API
+    of an ldp serve at --url with its read token (--token). Hour and day windows expire
+    with retention: export them before, e.g. daily from cron. The estimates equal GET
+    /v1/estimates' (same code, same counts).
     """
     import redis as redis_py
 
-    from aggregator.query.suppression import hidden_groups
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
     from client_sdk.wire import check_name
-    from ldp_store.connection import connect
-    from ldp_store.registry import Registry
 
     if every == (name is not None):
         raise click.UsageError("name one metric, or pass --all (not both)")
@@ -485,40 +253,24 @@ def export(
                 "Parquet needs pyarrow: pip install 'ldp-telemetry[export]' (or use CSV)"
             ) from None
     try:
-        client = connect(redis_url_of(redis_url, data_dir))
-        registry = Registry(client)
-        names = registry.names() if every else [name or ""]
+        source = source_of(redis_url, url, token, data_dir)
+        minimum = local_minimum(ctx, source, min_segment_reports)
+        day = since.date() if since else None
+        planned = source.plan(name, version, granularity, day)
         plan: list[tuple[MetricDefinition, str]] = []
-        for metric in names:
-            versions = [version] if version else registry.versions(metric)
-            if not every and not versions:
-                raise click.ClickException(f"unknown metric {metric!r}")
-            for v in versions:
-                definition = registry.get(metric, v)
-                if definition is None:
-                    if not every:
-                        raise click.ClickException(f"unknown metric {metric!r} version {v}")
-                    continue
-                day = since.date() if since else None
-                plan += [(definition, w) for w in _windows(client, definition, granularity, day)]
+        for item in planned:
+            definition = source.definition(item.metric, item.version)
+            if definition is None:  # deleted since the plan was made
+                continue
+            plan += [(definition, w) for w in item.windows]
         rows: list[dict[str, Any]] = []
-        hidden: dict[tuple[str, int], HiddenGroups] = {}  # every window's, read once
-        minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
+        together: dict[tuple[str, int], list[str]] = {}  # hidden groups: decided at once
+        for definition, window in plan:
+            together.setdefault((definition.name, definition.version), []).append(window)
         with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
             for definition, window in plan:
-                ident = (definition.name, definition.version)
-                if definition.dimensions and ident not in hidden:
-                    windows = [w for d, w in plan if (d.name, d.version) == ident]
-                    hidden[ident] = hidden_groups(client, definition, minimum, windows)
-                rows += window_rows(
-                    client,
-                    registry,
-                    definition,
-                    window,
-                    confidence,
-                    min_segment_reports,
-                    hidden.get(ident),
-                )
+                same = together[(definition.name, definition.version)]
+                rows += source.rows(definition, window, confidence, minimum, same)[1]
                 advance(1)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
@@ -539,4 +291,27 @@ def export(
         raise click.ClickException(f"cannot write {out_path}: {exc}") from None
     metrics = len({d.name for d, _ in plan})
     where = "standard output" if to_stdout else out_path
-    err.print(f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) to {where}")
+    err.print(
+        f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) from "
+        f"{source.where} to {where}"
+    )
+
+
+def local_minimum(ctx: click.Context, source: Any, minimum: int | None) -> int | None:
+    """``--min-segment-reports`` for a Redis read here; the API applies the server's own
+    ``LDP_MIN_SEGMENT_REPORTS`` (a client cannot lower it).
+
+    Raises:
+        click.UsageError: the option given on the command line with the API as source.
+    """
+    from aggregator.cli.source import Api  # noqa: PLC0415
+
+    if not isinstance(source, Api):
+        return minimum
+    given = ctx.get_parameter_source("min_segment_reports")
+    if given == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(
+            f"--min-segment-reports is for a Redis read here; {source.where} applies its own "
+            "LDP_MIN_SEGMENT_REPORTS"
+        )
+    return None

@@ -3,81 +3,18 @@
 from __future__ import annotations
 
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, out
+from aggregator.cli.remote import DEFAULT_URL, exchange, request_json
 from aggregator.cli.spec_flags import build_spec, flags_of, read_spec_file, spec_options
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, check_name, parse_spec
 
 __all__ = ["metrics"]
-
-
-def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    """The JSON body of a request to the collector; errors become ``ClickException``."""
-    return _exchange(url, method, body, token)[1]
-
-
-def _exchange(
-    url: str, method: str = "GET", body: Any = None, token: str | None = None
-) -> tuple[int, Any]:
-    """A request's status and JSON body; HTTP and network errors become ``ClickException``.
-
-    Through ``requests``, as the SDK: proxies (``HTTPS_PROXY``) and a CA bundle
-    (``REQUESTS_CA_BUNDLE``) come from the environment.
-    """
-    import requests  # noqa: PLC0415  # only the commands that call the server load it
-
-    if not url.startswith(("http://", "https://")):
-        raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
-    headers = {"Accept": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    try:
-        r = requests.request(method, url, json=body, headers=headers, timeout=30)
-    except requests.RequestException as exc:
-        raise click.ClickException(_unreachable(url, exc)) from None
-    try:
-        payload = r.json() if r.content else None
-    except ValueError:
-        payload = None
-    if r.status_code >= 400:
-        message = payload.get("error", r.reason) if isinstance(payload, dict) else r.reason
-        details = (payload.get("details") or []) if isinstance(payload, dict) else []
-        lines = "\n".join(f"  - {x}" for x in details)
-        raise click.ClickException(
-            f"{r.status_code}: {message}" + (f"\n{lines}" if lines else "")
-        ) from None
-    if payload is None and r.content:
-        raise click.ClickException(f"cannot read the answer of {url}: not JSON")
-    return r.status_code, payload
-
-
-def _unreachable(url: str, exc: Exception) -> str:
-    """One line for a request that got no answer: where, why in words, and the way out."""
-    import requests  # noqa: PLC0415
-
-    parts = urllib.parse.urlsplit(url)
-    where = f"{parts.scheme}://{parts.netloc}"
-    text = str(exc)
-    if isinstance(exc, requests.Timeout):
-        why = "no answer within 30 s"
-    elif "Connection refused" in text or "NewConnectionError" in text:
-        why = "connection refused"
-    elif "Name or service not known" in text or "getaddrinfo" in text:
-        why = "unknown host"
-    elif isinstance(exc, requests.exceptions.SSLError):
-        why = "TLS failed (REQUESTS_CA_BUNDLE names a CA bundle)"
-    else:
-        why = type(exc).__name__
-    return (
-        f"cannot reach the collector at {where} ({why}); is ldp serve running there? "
-        "Point at it with --url or LDP_URL"
-    )
 
 
 def _metric_url(url: str, name: str, query: str = "") -> str:
@@ -98,7 +35,7 @@ NAME_ARGUMENT = click.argument("name", callback=_check_name)
 URL_OPTION = click.option(
     "--url",
     envvar="LDP_URL",
-    default="http://127.0.0.1:8000",
+    default=DEFAULT_URL,
     show_default=True,
     help="The collector (or LDP_URL).",
 )
@@ -141,7 +78,7 @@ def metrics() -> None:
 def metrics_list(url: str, as_json: bool) -> None:
     """List every metric's current definition: ε per report, ε∞ of a memoized metric,
     its device-side budget, and whether it is retired."""
-    body = _request(f"{url.rstrip('/')}/v1/metrics")
+    body = request_json(f"{url.rstrip('/')}/v1/metrics")
     if as_json:
         echo_json(body)
         return
@@ -191,7 +128,7 @@ def _budget(budget: dict[str, Any] | None, epsilon: float) -> str:
 def metrics_show(url: str, name: str, version: int | None) -> None:
     """Show one metric's definition as JSON."""
     suffix = f"?version={version}" if version else ""
-    echo_json(_request(_metric_url(url, name, suffix)))
+    echo_json(request_json(_metric_url(url, name, suffix)))
 
 
 @metrics.command("create")
@@ -222,7 +159,7 @@ def metrics_create(
         parse_spec(name, spec)
     except DefinitionError as exc:
         raise click.UsageError(_definition_problems(exc.problems)) from None
-    status, body = _exchange(_metric_url(url, name), "PUT", spec, token)
+    status, body = exchange(_metric_url(url, name), "PUT", spec, token)
     version = body["version"]
     per_report, permanent = _epsilons(body)
     privacy = (  # a memoized metric has two bounds: say both, as its dashboard page does
@@ -261,7 +198,7 @@ def _new_version_note(url: str, name: str, version: int) -> str:
 def _version_exists(url: str, name: str, version: int) -> bool:
     """Whether the collector still has ``version`` of ``name`` (not deleted)."""
     try:
-        _exchange(_metric_url(url, name, f"?version={version}"))
+        exchange(_metric_url(url, name, f"?version={version}"))
     except click.ClickException as exc:
         if exc.message.startswith("404"):
             return False
@@ -301,14 +238,14 @@ def metrics_retire(url: str, name: str, token: str | None, yes: bool) -> None:
     """Retire a metric: the collector refuses its reports (410) and apps stop reporting it;
     its estimates stay readable. Every version; undo with `ldp metrics unretire`."""
     token = _need_token(token)
-    current = _request(_metric_url(url, name), token=token)
+    current = request_json(_metric_url(url, name), token=token)
     if not yes:
         click.confirm(
             f"Retire {name} (current v{current['version']})? Its reports will be refused and "
             "apps drop what they queue of it; its estimates stay readable",
             abort=True,
         )
-    body = _request(_metric_url(url, name, "/retire"), "POST", {}, token)
+    body = request_json(_metric_url(url, name, "/retire"), "POST", {}, token)
     out.print(f"{name} retired on {body['retired_at']}: reports are refused (410)")
 
 
@@ -321,7 +258,7 @@ def metrics_unretire(url: str, name: str, token: str | None, yes: bool) -> None:
     """Take a retired metric's reports again: apps that learnt it was retired report it
     again once they refetch its definition (their metrics_ttl, 5 minutes by default).
     Nothing to confirm: ``--yes`` is accepted so scripts can pass it to every command."""
-    _request(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
+    request_json(_metric_url(url, name, "/unretire"), "POST", {}, _need_token(token))
     out.print(f"{name} takes reports again")
 
 
@@ -337,9 +274,9 @@ def metrics_delete(url: str, name: str, version: int | None, token: str | None, 
     (`ldp export`): estimates cannot be recomputed after."""
     token = _need_token(token)
     query = f"?version={version}" if version else ""
-    preview = _request(_metric_url(url, name, f"/keys{query}"), token=token)
+    preview = request_json(_metric_url(url, name, f"/keys{query}"), token=token)
     out.print(f"will remove {_removal(preview)}")
     if not yes:
         click.confirm("Delete them? This cannot be undone", abort=True)
-    body = _request(_metric_url(url, name, query), "DELETE", None, token)
+    body = request_json(_metric_url(url, name, query), "DELETE", None, token)
     out.print(f"removed {_removal(body)}")

@@ -15,7 +15,7 @@ from aggregator.stats.detect import ALARM_KINDS
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS
 from aggregator.stats.multiplicity import EACH, MULTIPLICITIES
 from client_sdk import mechanisms
-from ldp_api.models import Mechanism, Model, OneOf
+from ldp_api.models import Absent, Mechanism, Model, OneOf
 
 __all__ = [
     "SegmentEstimates",
@@ -25,6 +25,10 @@ __all__ = [
     "INTERVALS",
     "MAX_TREND_WINDOWS",
     "EstimateRow",
+    "ExportRow",
+    "ExportRows",
+    "ExportVersion",
+    "ExportWindows",
     "JointCell",
     "JointEstimates",
     "JointMarginal",
@@ -442,3 +446,75 @@ class SegmentEstimates(Model):
     released: str
     """What this answer releases, and how suppression keeps a small group hidden."""
     groups: list[SegmentGroup]
+
+
+class ExportRow(Model):
+    """One row of an export: a value (or a numeric metric's mean) in one window, with the
+    counts it is estimated from. Fields a kind has no use for are left out."""
+
+    metric: str
+    version: Version
+    kind: str
+    mechanism: str
+    epsilon: float
+    window: str
+    window_start: str
+    """The window's start, ISO 8601 UTC (empty for all)."""
+    n: Annotated[int, Field(ge=0)]
+    """Reports counted (a joint row: its marginal's group's)."""
+    confidence: float
+    reports_per_device: Annotated[int, Field(ge=1)]
+    value: str | Absent = None
+    """The value (joint: ``attr=label;attr=label``); absent for a numeric mean."""
+    support_count: Annotated[int, Field(ge=0)] | Absent = None
+    sum_units: str | Absent = None
+    """A numeric metric's Σy, an exact integer in units of 2⁻³⁰, as decimal text."""
+    sum_sq_units: str | Absent = None
+    """Σy², in units of 2⁻⁶⁰, as decimal text."""
+    estimate: Number
+    """A value's frequency (unbiased), or the mean."""
+    std_error: Number
+    ci_low: Number
+    ci_high: Number
+    cs_low: Number | Absent = None
+    cs_high: Number | Absent = None
+    norm_sub: Number | Absent = None
+    """Norm-Sub (joint: the consistent estimate): post-processed, biased."""
+    segment: str | Absent = None
+    """``dimension=value``: a row of one shown group of a breakdown."""
+    p_value: Number | Absent = None
+    """Two-sided p-value of f = 0, the dual of ci_low/ci_high (multiplicity each)."""
+    distinguishable_from_zero: bool | None | Absent = None
+    """Exactly "0 lies outside [ci_low, ci_high]"."""
+
+
+class ExportRows(Model):
+    """One window's rows (``GET /v1/export/<name>``), what ``ldp export`` writes."""
+
+    metric: str
+    version: Version
+    kind: str
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    """Every report of the window."""
+    confidence: float
+    rows: list[ExportRow]
+    """Categorical: one per value, then the shown groups of each breakdown; numeric: the
+    mean, then the groups; string: the discovered values; joint: every cell of every 1-
+    and 2-way marginal."""
+
+
+class ExportVersion(Model):
+    """A metric version's windows to export."""
+
+    metric: str
+    version: Version
+    kind: str
+    windows: list[str]
+    """Oldest first, all last."""
+
+
+class ExportWindows(Model):
+    """What an export covers (``GET /v1/export``): each version's windows."""
+
+    versions: list[ExportVersion]

@@ -8,6 +8,7 @@ request context (Redis, the metric registry, memory readings, the app's metrics:
 :mod:`ldp_server.app` composes the two.
 
 * :mod:`~aggregator.web.estimates`: ``/v1/estimates/<name>``, ``…/trend``
+* :mod:`~aggregator.web.export`: ``/v1/export``, ``/v1/export/<name>`` (``ldp export``)
 * :mod:`~aggregator.web.status`: ``/v1/overview``
 * :mod:`~aggregator.query.alarms`: poisoning alarms for both, and for ``/metrics``
 * :mod:`~aggregator.web.plan`: ``/v1/plan``, ``/v1/plan/curve``
@@ -21,12 +22,19 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.query.alarms import AlarmGauges
-from aggregator.web import access, dashboard, estimates, plan, read_guard, status, strings
+from aggregator.web import access, dashboard, estimates, export, plan, read_guard, status, strings
 from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
 
-BLUEPRINTS: tuple[Blueprint, ...] = (estimates.bp, status.bp, plan.bp, strings.bp, dashboard.bp)
+BLUEPRINTS: tuple[Blueprint, ...] = (
+    estimates.bp,
+    export.bp,
+    status.bp,
+    plan.bp,
+    strings.bp,
+    dashboard.bp,
+)
 """Every route of the read side (``ldp serve`` sends these to its read workers)."""
 
 

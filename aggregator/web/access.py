@@ -3,7 +3,7 @@
 Without a read token everything that reads is open, as before (a dashboard on a private
 network). With one (config ``READ_TOKEN``, from ``LDP_READ_TOKEN``):
 
-* the JSON APIs (``/v1/estimates/…``, ``/v1/overview``, ``/v1/plan…``) want
+* the JSON APIs (``/v1/estimates/…``, ``/v1/export…``, ``/v1/overview``, ``/v1/plan…``) want
   ``Authorization: Bearer <token>``;
 * the dashboard's pages want HTTP Basic authentication with the token as the password
   (any user name): the browser asks once, then sends it with every page and with the
@@ -49,7 +49,7 @@ __all__ = [
 REALM = "ldp-telemetry"
 """The HTTP authentication realm: the browser keeps one password per origin and realm."""
 
-PROTECTED_BLUEPRINTS = frozenset({"estimates", "dashboard", "plan", "status", "strings"})
+PROTECTED_BLUEPRINTS = frozenset({"estimates", "export", "dashboard", "plan", "status", "strings"})
 """Blueprints that only read: the estimates API, the dashboard and its JSON helpers."""
 
 PUBLIC_ENDPOINTS = frozenset({"dashboard.static", "dashboard.plotly_js"})

@@ -58,7 +58,14 @@ from ldp_store import schema
 from ldp_store.registry import Registry
 from ldp_store.retention import expired_message
 
-__all__ = ["bp"]
+__all__ = [
+    "bp",
+    "confidence_asked",
+    "definition_of",
+    "min_segment_reports",
+    "refuse_expired",
+    "window_asked",
+]
 
 bp = Blueprint("estimates", __name__)
 
@@ -110,7 +117,13 @@ def _services() -> tuple[redis.Redis, Registry]:
     return ext.redis, ext.registry
 
 
-def _definition(registry: Registry, name: str) -> MetricDefinition:
+def definition_of(registry: Registry, name: str) -> MetricDefinition:
+    """The metric version a request names (``?version=``, default the current one).
+
+    Raises:
+        BadRequest: a version that is not a positive integer.
+        NotFound: no such metric or version.
+    """
     raw_version = request.args.get("version")
     version: int | None = None
     if raw_version is not None:
@@ -124,7 +137,24 @@ def _definition(registry: Registry, name: str) -> MetricDefinition:
     return definition
 
 
-def _refuse_expired(registry: Registry, definition: MetricDefinition, window: str) -> None:
+def window_asked() -> str:
+    """``?window=`` (default all).
+
+    Raises:
+        BadRequest: not all, an hour or a day of a date that exists.
+    """
+    window = request.args.get("window", "all")
+    try:
+        schema.window_span(window)  # the pattern, and a date and hour that exist
+    except ValueError:
+        raise BadRequest(
+            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
+            f"that exists, got {window[:40]!r}"
+        ) from None
+    return window
+
+
+def refuse_expired(registry: Registry, definition: MetricDefinition, window: str) -> None:
     """404 for a window past its retention; a window that ended before the version was
     created never existed and keeps its answer (no reports).
 
@@ -142,8 +172,12 @@ def _refuse_expired(registry: Registry, definition: MetricDefinition, window: st
     raise NotFound(expired_message(definition, window, policy))
 
 
-def _confidence() -> tuple[float, bool, str | None]:
-    """The level, ``simultaneous`` and ``multiplicity`` asked for (checked together)."""
+def confidence_asked() -> float:
+    """``?confidence=``, checked against the limits the query models document.
+
+    Raises:
+        BadRequest: not a number in [MIN_CONFIDENCE, MAX_CONFIDENCE].
+    """
     raw = request.args.get("confidence", str(DEFAULT_CONFIDENCE))
     allowed = f"a number in [{MIN_CONFIDENCE}, {MAX_CONFIDENCE}]"
     try:
@@ -152,6 +186,12 @@ def _confidence() -> tuple[float, bool, str | None]:
         raise BadRequest(f"confidence must be {allowed}, got {raw[:40]!r}") from None
     if not (math.isfinite(confidence) and MIN_CONFIDENCE <= confidence <= MAX_CONFIDENCE):
         raise BadRequest(f"confidence must be {allowed}, got {raw[:40]!r}")
+    return confidence
+
+
+def _confidence() -> tuple[float, bool, str | None]:
+    """The level, ``simultaneous`` and ``multiplicity`` asked for (checked together)."""
+    confidence = confidence_asked()
     simultaneous = request.args.get("simultaneous", "false").lower() in ("1", "true", "yes")
     multiplicity = request.args.get("multiplicity")
     try:
@@ -310,16 +350,9 @@ def _numeric_csv(body: MeanEstimate) -> Response:
 def get_estimates(name: str) -> Any:
     """Estimates of one metric version and window, as JSON or CSV."""
     client, registry = _services()
-    definition = _definition(registry, name)
-    window = request.args.get("window", "all")
-    try:
-        schema.window_span(window)  # the pattern, and a date and hour that exist
-    except ValueError:
-        raise BadRequest(
-            f"window must be 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
-            f"that exists, got {window[:40]!r}"
-        ) from None
-    _refuse_expired(registry, definition, window)
+    definition = definition_of(registry, name)
+    window = window_asked()
+    refuse_expired(registry, definition, window)
     confidence, simultaneous, multiplicity = _confidence()
     estimand = _estimand(definition)
     fmt = request.args.get("format", FORMATS[0])
@@ -390,7 +423,7 @@ def get_estimates(name: str) -> Any:
 def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""
     client, registry = _services()
-    definition = _definition(registry, name)
+    definition = definition_of(registry, name)
     if definition.kind == "string":
         raise BadRequest(
             "a string metric has no trend: its values are discovered per window "

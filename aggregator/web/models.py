@@ -27,7 +27,7 @@ from aggregator.stats.intervals import REPORTERS
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from client_sdk import mechanisms
 from client_sdk.wire import BUDGET_PERIODS, KINDS
-from ldp_api.models import Absent, DeviceBudget, Mechanism, Model, OneOf
+from ldp_api.models import Absent, DeviceBudget, Mechanism, MetricName, Model, OneOf
 from ldp_store import schema
 
 __all__ = [
@@ -47,6 +47,8 @@ __all__ = [
     "CurveQuery",
     "Curves",
     "EstimatesQuery",
+    "ExportQuery",
+    "ExportWindowsQuery",
     "Backlog",
     "Overview",
     "OverviewRow",
@@ -152,6 +154,34 @@ class EstimatesQuery(Model):
     """Joint metrics: an attribute to break the marginal down by (its cells first). A
     metric with public dimensions: a dimension to break the estimates down by (one
     estimate per value, groups below the minimum count not shown)."""
+
+
+EXPORT_GRANULARITIES = ("hour", "day", "all")
+"""The windows an export can be limited to (``?granularity=``)."""
+
+
+class ExportWindowsQuery(Model):
+    """The query of ``GET /v1/export``."""
+
+    metric: MetricName | Absent = None
+    """One metric (default: every metric)."""
+    version: Version | Absent = None
+    """One version of ``metric`` (default: every version kept)."""
+    granularity: Annotated[str, OneOf(EXPORT_GRANULARITIES)] | Absent = None
+    """Only hour windows, day windows or the all-time window (default: every window)."""
+    since: Annotated[str, Field(pattern=r"^\d{4}-\d{2}-\d{2}$")] | Absent = None
+    """Only hour and day windows starting on or after this UTC date (YYYY-MM-DD)."""
+
+
+class ExportQuery(Model):
+    """The query of ``GET /v1/export/<name>``."""
+
+    version: Version | Absent = None
+    """A version of the metric (default: the current one)."""
+    window: Annotated[str, Field(pattern=f"^(?:{schema.WINDOW_REGEX})$")] = schema.ALL
+    """all, an hour (hour:YYYY-MM-DDTHH) or a day (day:YYYY-MM-DD), UTC."""
+    confidence: Confidence = DEFAULT_CONFIDENCE
+    """The intervals' level."""
 
 
 class TrendQuery(Model):

@@ -39,6 +39,8 @@ APIS = [
     "/v1/estimates/app.theme",
     "/v1/estimates/app.theme?format=csv",
     "/v1/estimates/app.theme/trend",
+    "/v1/export",
+    "/v1/export/app.theme",
     "/v1/overview",
     "/v1/plan?epsilon=1&k=3&users=1000",
     "/v1/plan/curve?epsilon=1&k=3",

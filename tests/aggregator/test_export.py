@@ -213,11 +213,26 @@ def test_export_refuses_bad_input_with_a_message(
     assert "Traceback" not in result.output
 
 
-def test_export_finds_a_running_ldp_serve_by_its_data_dir(tmp_path: Path) -> None:
+def closed_url() -> str:
+    """A local URL nothing listens at (a port just freed)."""
+    import socket  # noqa: PLC0415
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_export_finds_a_running_ldp_serve_by_its_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """New-user finding: after `ldp serve`, `ldp export` said 'pass --redis-url' although
-    the embedded Redis's port is random; the serve's data dir now says where it is."""
+    the embedded Redis's port is random; the serve's data dir now says where it is. With
+    neither, it tries the API at the default address, and says all it tried."""
+    from aggregator.cli import remote  # noqa: PLC0415
     from ldp_server.serve import Server  # noqa: PLC0415
     from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
+
+    monkeypatch.setattr(remote, "DEFAULT_URL", closed_url())
 
     data = tmp_path / "ldp-data"
     with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as server:
@@ -225,16 +240,21 @@ def test_export_finds_a_running_ldp_serve_by_its_data_dir(tmp_path: Path) -> Non
         Registry(connect(server.redis_url or "")).put("app.theme", THEME)
         out = tmp_path / "theme.csv"
         args = ["export", "app.theme", "--out", str(out), "--data-dir", str(data)]
-        result = CliRunner().invoke(main, args, env={"REDIS_URL": "", "LDP_REDIS_URL": ""})
+        result = CliRunner().invoke(
+            main, args, env={"REDIS_URL": "", "LDP_REDIS_URL": "", "LDP_URL": ""}
+        )
         assert result.exit_code == 0, result.output
         assert read_csv(out) == []  # no reports yet: the header only
         assert "wrote" in result.output or out.read_text().splitlines()[0].startswith("metric")
     assert not (data / REDIS_URL_FILE).exists()  # stopped: nothing stale to point at
     result = CliRunner().invoke(
         main, ["export", "--all", "--out", str(tmp_path / "x.csv"), "--data-dir", str(data)],
-        env={"REDIS_URL": "", "LDP_REDIS_URL": ""},
+        env={"REDIS_URL": "", "LDP_REDIS_URL": "", "LDP_URL": ""},
     )  # fmt: skip
     assert result.exit_code == 2 and "no ldp serve is running on" in result.output
+    assert f"no ldp serve answered at {remote.DEFAULT_URL} (connection refused)" in " ".join(
+        result.output.split()
+    )
 
 
 def test_ldp_estimates_answers_the_apis_numbers_for_a_window(

@@ -40,7 +40,7 @@ VERBS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 PAGES_BLUEPRINT = "dashboard"
 """Not described: HTML pages and their assets, under ``/`` and ``/ui/``."""
 
-READ_PREFIXES = ("/v1/estimates", "/v1/overview", "/v1/plan")
+READ_PREFIXES = ("/v1/estimates", "/v1/export", "/v1/overview", "/v1/plan")
 
 NUMERIC_SPEC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
 STRING_SPEC = {"kind": "string", "max_length": 8, "epsilon": 4.0}
@@ -111,6 +111,8 @@ def test_each_app_documents_what_it_mounts(redis_db: Any) -> None:
     assert {p for p in whole["paths"] if p.startswith(READ_PREFIXES)} == {
         "/v1/estimates/{name}",
         "/v1/estimates/{name}/trend",
+        "/v1/export",
+        "/v1/export/{name}",
         "/v1/overview",
         "/v1/plan",
         "/v1/plan/curve",
@@ -486,10 +488,16 @@ def read_urls(client: FlaskClient) -> list[str]:
             f"/v1/estimates/{name}/trend",
             f"/v1/estimates/{name}/trend?granularity=day&confidence=0.99&simultaneous=1",
             f"/v1/estimates/{name}?multiplicity=fdr&estimand=population",
+            f"/v1/export/{name}",
+            f"/v1/export/{name}?version=1&window={day}&confidence=0.9",
         ]
     urls += [
         "/v1/estimates/search.term",
         f"/v1/estimates/search.term?window={hour}&candidates=pizza,ramen&confidence=0.9",
+        "/v1/export/search.term",
+        "/v1/export",
+        "/v1/export?metric=app.theme&granularity=day",
+        f"/v1/export?metric=app.theme&version=1&since={hour[5:15]}",
     ]
     return urls + [
         "/v1/plan?epsilon=1&k=3&users=1000",
@@ -558,6 +566,14 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
         ("/v1/estimates/app.theme?multiplicity=bonferroni", 400),
         ("/v1/estimates/app.theme?multiplicity=fdr&simultaneous=true", 400),
         ("/v1/estimates/search.term?estimand=population", 400),
+        ("/v1/export?granularity=week", 400),
+        ("/v1/export?version=1", 400),
+        ("/v1/export?metric=app.theme&since=yesterday", 400),
+        ("/v1/export?metric=app.theme&granularity=all&since=2025-01-01", 400),
+        ("/v1/export?metric=app.nope", 404),
+        ("/v1/export/app.theme?window=week:1", 400),
+        ("/v1/export/app.theme?confidence=2", 400),
+        ("/v1/export/app.nope", 404),
     ],
 )
 def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: int) -> None:
@@ -574,11 +590,12 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
     read_operations = [
         (path, item["get"]) for path, item in doc["paths"].items() if path.startswith(READ_PREFIXES)
     ]
-    assert len(read_operations) == 7
+    assert len(read_operations) == 9
     for path, operation in read_operations:  # every read API says so
         assert operation["security"] == [{"readToken": []}, {"readTokenBasic": []}], path
         assert "401" in operation["responses"], path
-    for url in ["/v1/estimates/app.theme", "/v1/overview", "/v1/plan?epsilon=1&k=3&users=9"]:
+    reads = ["/v1/estimates/app.theme", "/v1/export/app.theme", "/v1/export", "/v1/overview"]
+    for url in [*reads, "/v1/plan?epsilon=1&k=3&users=9"]:
         response = client.get(url)
         assert response.status_code == 401
         refused = check_answer(doc, "get", url, response)

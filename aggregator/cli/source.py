@@ -1,0 +1,285 @@
+"""Where ``ldp export`` and ``ldp estimates`` read: a Redis, or the HTTP API.
+
+Both hold the same rows (:mod:`aggregator.query.export` computes them either way). In
+order: ``--redis-url`` (or ``REDIS_URL``) reads that Redis; ``--url`` (or ``LDP_URL``)
+reads the API of the ``ldp serve`` there, with ``--token`` (or ``LDP_READ_TOKEN``; the
+admin token reads too) when it has a read token; else the embedded Redis of the ``ldp
+serve`` running on ``--data-dir`` (``ldp-data`` in the current folder); else the API at
+the default address. When nothing answers, the message says everything that was tried.
+Docs: docs/guides/data-lifecycle.md.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import click
+
+from aggregator.cli import remote
+
+if TYPE_CHECKING:
+    import redis
+
+    from aggregator.query.suppression import HiddenGroups
+    from client_sdk.wire import MetricDefinition
+    from ldp_store.registry import Registry
+
+__all__ = ["Api", "Local", "Planned", "Source", "read_options", "source_of"]
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A metric version's windows to read, oldest first."""
+
+    metric: str
+    version: int
+    windows: list[str]
+
+
+class Source(Protocol):
+    """What the two commands read, wherever it comes from."""
+
+    where: str
+    """Said in messages: the Redis or the URL read."""
+
+    def definition(self, name: str, version: int | None) -> MetricDefinition | None:
+        """A metric version (None: no such metric or version)."""
+        ...
+
+    def plan(
+        self, name: str | None, version: int | None, granularity: str | None, since: date | None
+    ) -> list[Planned]:
+        """Each version's windows (every metric's when ``name`` is None)."""
+        ...
+
+    def rows(
+        self,
+        definition: MetricDefinition,
+        window: str,
+        confidence: float,
+        minimum: int | None,
+        together: Sequence[str] = (),
+    ) -> tuple[int, list[dict[str, Any]]]:
+        """The window's reports and rows (``minimum``: a breakdown group's least reports;
+        ``together``: every window of this version the caller reads, whose hidden groups
+        are then decided once, as one snapshot)."""
+        ...
+
+
+@dataclass
+class Local:
+    """A Redis read directly (an ``ldp serve``'s embedded one, or ``--redis-url``)."""
+
+    client: redis.Redis
+    registry: Registry
+    where: str
+    hidden: dict[tuple[str, int], HiddenGroups] = field(default_factory=dict)
+    """Each version's hidden groups, read once for all the windows read."""
+
+    def definition(self, name: str, version: int | None) -> MetricDefinition | None:  # noqa: D102
+        return self.registry.get(name, version)
+
+    def plan(  # noqa: D102
+        self, name: str | None, version: int | None, granularity: str | None, since: date | None
+    ) -> list[Planned]:
+        from aggregator.query.export import export_windows  # noqa: PLC0415
+
+        found = []
+        for metric in [name] if name is not None else self.registry.names():
+            versions = [version] if version else self.registry.versions(metric)
+            if name is not None and not versions:
+                raise click.ClickException(f"unknown metric {metric!r}")
+            for v in versions:
+                definition = self.registry.get(metric, v)
+                if definition is None:
+                    if name is not None:
+                        raise click.ClickException(f"unknown metric {metric!r} version {v}")
+                    continue
+                windows = export_windows(self.client, definition, granularity, since)
+                found.append(Planned(metric, v, windows))
+        return found
+
+    def rows(  # noqa: D102
+        self,
+        definition: MetricDefinition,
+        window: str,
+        confidence: float,
+        minimum: int | None,
+        together: Sequence[str] = (),
+    ) -> tuple[int, list[dict[str, Any]]]:
+        from aggregator.query.estimators import Reader, estimator_for  # noqa: PLC0415
+        from aggregator.query.export import window_rows  # noqa: PLC0415
+        from aggregator.query.suppression import hidden_groups  # noqa: PLC0415
+        from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS  # noqa: PLC0415
+
+        reader = Reader(self.client, self.registry)
+        stats = estimator_for(definition).read(reader, definition, window)
+        ident = (definition.name, definition.version)
+        if definition.dimensions and together and ident not in self.hidden:
+            least = minimum or DEFAULT_MIN_SEGMENT_REPORTS
+            self.hidden[ident] = hidden_groups(self.client, definition, least, together)
+        found = self.hidden.get(ident)
+        rows = window_rows(reader, definition, window, confidence, minimum, stats, found)
+        return stats.n, list(rows)
+
+
+@dataclass
+class Api:
+    """The read API of an ``ldp serve`` (``GET /v1/export…``, ``GET /v1/metrics/<name>``).
+
+    ``fallback``: why this URL is read at all when no one named it (the local paths that
+    were tried), said if it does not answer either.
+    """
+
+    url: str
+    token: str | None
+    fallback: str = ""
+    where: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.where = self.url
+
+    def _get(self, path: str, query: dict[str, Any] | None = None) -> Any:
+        asked = {k: v for k, v in (query or {}).items() if v is not None}
+        url = f"{self.url.rstrip('/')}{path}" + (
+            f"?{urllib.parse.urlencode(asked)}" if asked else ""
+        )
+        try:
+            return remote.request_json(url, token=self.token)
+        except remote.Unreachable as exc:
+            if not self.fallback:
+                raise
+            raise click.UsageError(
+                f"{self.fallback}; and no ldp serve answered at {exc.where} ({exc.why}). "
+                "Point at a running one with --url (or LDP_URL; its read token with --token "
+                "or LDP_READ_TOKEN), run this where its data dir is (--data-dir), or pass "
+                "--redis-url"
+            ) from None
+        except click.ClickException as exc:
+            if exc.message.startswith("401"):
+                raise click.ClickException(
+                    f"{exc.message.splitlines()[0]} by {self.where}: pass its read token with "
+                    "--token or LDP_READ_TOKEN (the admin token reads too)"
+                ) from None
+            raise
+
+    def definition(self, name: str, version: int | None) -> MetricDefinition | None:  # noqa: D102
+        from client_sdk.wire import MetricDefinition  # noqa: PLC0415
+
+        try:
+            body = self._get(f"/v1/metrics/{_quoted(name)}", {"version": version})
+        except click.ClickException as exc:
+            if exc.message.startswith("404"):
+                return None
+            raise
+        return MetricDefinition.from_dict(body)
+
+    def plan(  # noqa: D102
+        self, name: str | None, version: int | None, granularity: str | None, since: date | None
+    ) -> list[Planned]:
+        body = self._get(
+            "/v1/export",
+            {
+                "metric": name,
+                "version": version,
+                "granularity": granularity,
+                "since": since.isoformat() if since else None,
+            },
+        )
+        return [Planned(v["metric"], v["version"], v["windows"]) for v in body["versions"]]
+
+    def rows(  # noqa: D102
+        self,
+        definition: MetricDefinition,
+        window: str,
+        confidence: float,
+        minimum: int | None,
+        together: Sequence[str] = (),
+    ) -> tuple[int, list[dict[str, Any]]]:
+        # The server decides each window's hidden groups against every live window, as
+        # its ?by= answers do.
+        query = {"version": definition.version, "window": window, "confidence": confidence}
+        body = self._get(f"/v1/export/{_quoted(definition.name)}", query)
+        return int(body["n"]), list(body["rows"])
+
+
+def _quoted(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def read_options(command: F) -> F:
+    """``--url``, ``--token``, ``--redis-url`` and ``--data-dir``: where to read (resolve
+    them with :func:`source_of`)."""
+    for option in reversed(
+        (
+            click.option(
+                "--url",
+                envvar="LDP_URL",
+                default=None,
+                help=f"An ldp serve to read through its API (or LDP_URL; default "
+                f"{remote.DEFAULT_URL} when no local one is found).",
+            ),
+            click.option(
+                "--token",
+                envvar=["LDP_READ_TOKEN", "LDP_ADMIN_TOKEN"],
+                default=None,
+                help="Its read token, if it has one (or LDP_READ_TOKEN; the admin token, "
+                "LDP_ADMIN_TOKEN, reads too).",
+            ),
+            click.option(
+                "--redis-url",
+                envvar=["REDIS_URL", "LDP_REDIS_URL"],
+                default=None,
+                help="Read this Redis directly (or $REDIS_URL, then $LDP_REDIS_URL).",
+            ),
+            click.option(
+                "--data-dir",
+                default="ldp-data",
+                show_default=True,
+                type=click.Path(file_okay=False, path_type=Path),
+                help="Data dir of an ldp serve running here, whose embedded Redis is read "
+                "when neither --redis-url nor --url is given.",
+            ),
+        )
+    ):
+        command = option(command)
+    return command
+
+
+def source_of(redis_url: str | None, url: str | None, token: str | None, data_dir: Path) -> Source:
+    """Where to read, in the order of the module: a Redis named, a URL named, the local
+    ``ldp serve``'s Redis, the default URL.
+
+    Raises:
+        click.ClickException: a Redis named or found that does not answer.
+    """
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
+
+    if redis_url:
+        return _local(redis_url)
+    if url:
+        return Api(url, token)
+    found = data_dir / REDIS_URL_FILE
+    if found.is_file():
+        return _local(found.read_text().strip())
+    tried = (
+        f"no Redis to read: no ldp serve is running on {data_dir} (no {found}) and no "
+        "--redis-url or REDIS_URL"
+    )
+    return Api(remote.DEFAULT_URL, token, fallback=tried)
+
+
+def _local(redis_url: str) -> Local:
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.registry import Registry  # noqa: PLC0415
+
+    client = connect(redis_url)
+    return Local(client, Registry(client), redis_url.rpartition("@")[2])

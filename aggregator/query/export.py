@@ -1,0 +1,249 @@
+"""An export's rows: every window's counts and estimates, as ``ldp export`` writes them.
+
+Flask-free, as the rest of the read side: ``GET /v1/export`` (which windows) and
+``GET /v1/export/<name>`` (one window's rows) answer with these functions, and ``ldp
+export`` / ``ldp estimates`` call them directly when they read Redis themselves. The
+estimates are :func:`aggregator.query.estimators.estimate_window`'s, the function
+``GET /v1/estimates`` answers with, from the same counts read once, so a row holds the
+API's very numbers; the counts beside them (support counts, or a numeric metric's Σy and
+Σy² as exact decimal text) let anyone recompute them later.
+See docs/guides/data-lifecycle.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any
+
+from aggregator.query.answers import ExportRow
+
+if TYPE_CHECKING:
+    import redis
+
+    from aggregator.query.estimators import Reader
+    from aggregator.query.suppression import HiddenGroups
+    from client_sdk.wire import MetricDefinition
+
+__all__ = ["COLUMNS", "export_windows", "window_rows"]
+
+COLUMNS = tuple(ExportRow.model_fields)
+"""One row's columns, in order (:class:`~aggregator.query.answers.ExportRow` says what
+each holds)."""
+
+
+def export_windows(
+    client: redis.Redis, definition: MetricDefinition, granularity: str | None, since: date | None
+) -> list[str]:
+    """The version's windows to export, oldest first (``all`` last).
+
+    Args:
+        client: Redis.
+        definition: the metric version.
+        granularity: ``hour``, ``day`` or ``all`` only (None: every window).
+        since: only hour and day windows starting on or after this UTC date.
+    """
+    from aggregator.query.window import list_windows
+    from ldp_store import schema
+
+    chosen = []
+    for window in list_windows(client, definition):
+        kind = window.partition(":")[0]
+        if granularity is not None and kind != granularity:
+            continue
+        span = schema.window_span(window)
+        if since is not None:
+            start = datetime.combine(since, datetime.min.time(), UTC).timestamp()
+            if span is None or span[0] < start:
+                continue
+        chosen.append(window)
+    return sorted(chosen, key=lambda w: (w == "all", w))
+
+
+def _start(window: str) -> str:
+    from ldp_store import schema
+
+    span = schema.window_span(window)
+    if span is None:
+        return ""
+    return datetime.fromtimestamp(span[0], UTC).isoformat().replace("+00:00", "Z")
+
+
+def window_rows(
+    reader: Reader,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    min_segment_reports: int | None = None,
+    stats: Any = None,
+    hidden: HiddenGroups | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The rows of one window: counts read once, estimated as the API does (a breakdown's
+    hidden groups have no row, as ``?by=`` shows none: groups below
+    ``min_segment_reports`` reports, default
+    :data:`~aggregator.stats.segments.DEFAULT_MIN_SEGMENT_REPORTS`, and those held back
+    with them across windows).
+
+    ``stats``: the window's statistic if the caller read it (its estimator's ``read``);
+    ``hidden``: every window's hidden groups if the caller read them (``ldp export`` reads
+    them once for all its windows); read here otherwise.
+    """
+    from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
+    from aggregator.query.estimators import Ask, estimate_window, estimator_for
+    from aggregator.query.suppression import hidden_groups
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+
+    m = definition.mechanism
+    head = {
+        "metric": definition.name,
+        "version": definition.version,
+        "kind": definition.kind,
+        "mechanism": m.name,
+        "epsilon": m.epsilon,
+        "window": window,
+        "window_start": _start(window),
+        "confidence": confidence,
+    }
+    if stats is None:
+        stats = estimator_for(definition).read(reader, definition, window)
+    if definition.kind == "joint":
+        yield from _joint_rows(definition, stats.support, confidence, head)
+        return
+    body = estimate_window(reader, definition, window, Ask(confidence=confidence), stats)
+    if definition.dimensions and hidden is None:  # read after the counts: they only grow
+        minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
+        hidden = hidden_groups(reader.client, definition, minimum, [window])
+    if isinstance(body, MeanEstimate):
+        yield {
+            **head,
+            "n": stats.n,
+            "reports_per_device": 1,
+            "sum_units": str(stats.total),
+            "sum_sq_units": str(stats.total_sq),
+            "estimate": body.mean,
+            "std_error": body.std_error,
+            "ci_low": body.ci_low,
+            "ci_high": body.ci_high,
+            "cs_low": body.cs_low,
+            "cs_high": body.cs_high,
+        }
+        yield from _segment_rows(reader, definition, window, confidence, head, hidden)
+        return
+    if isinstance(body, StringEstimates):  # the discovered values
+        for r in body.estimates:
+            yield {
+                **head,
+                "n": body.n,
+                "reports_per_device": 1,
+                "value": r.value,
+                "estimate": r.frequency,
+                "std_error": r.std_error,
+                "ci_low": r.ci_low,
+                "ci_high": r.ci_high,
+            }
+        return
+    assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
+    yield from _frequency_rows(head, body)
+    yield from _segment_rows(reader, definition, window, confidence, head, hidden)
+
+
+def _segment_rows(
+    reader: Any,
+    definition: MetricDefinition,
+    window: str,
+    confidence: float,
+    head: dict[str, Any],
+    hidden: HiddenGroups | None,
+) -> Iterator[dict[str, Any]]:
+    """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
+    them (suppressed groups have no row: an export releases what the API releases, under
+    the same ``LDP_MIN_SEGMENT_REPORTS``)."""
+    from aggregator.query.answers import MeanEstimate
+    from aggregator.query.estimators import Ask
+    from aggregator.query.segments import segment_estimates
+
+    if hidden is None:  # no dimensions
+        return
+    for dimension, _ in definition.dimensions:
+        ask = Ask(confidence=confidence)
+        breakdown = segment_estimates(
+            reader, definition, window, dimension, ask, hidden.minimum, hidden
+        )
+        for group in breakdown.groups:
+            found = group.estimates
+            if found is None:
+                continue
+            tag = {**head, "segment": f"{dimension}={group.value}"}
+            if isinstance(found, MeanEstimate):
+                yield {
+                    **tag,
+                    "n": found.n,
+                    "reports_per_device": 1,
+                    "estimate": found.mean,
+                    "std_error": found.std_error,
+                    "ci_low": found.ci_low,
+                    "ci_high": found.ci_high,
+                    "cs_low": found.cs_low,
+                    "cs_high": found.cs_high,
+                }
+            else:
+                yield from _frequency_rows(tag, found)
+
+
+def _frequency_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
+    """A categorical estimate's rows, one per value."""
+    for row in body.estimates:
+        yield {
+            **head,
+            "n": body.n,
+            "reports_per_device": body.reports_per_device,
+            "value": row.value,
+            "support_count": row.support_count,
+            "estimate": row.frequency,
+            "std_error": row.std_error,
+            "ci_low": row.ci_low,
+            "ci_high": row.ci_high,
+            "cs_low": row.cs_low,
+            "cs_high": row.cs_high,
+            "norm_sub": row.norm_sub,
+            "p_value": row.p_value,
+            "distinguishable_from_zero": row.distinguishable_from_zero,
+        }
+
+
+def _joint_rows(
+    definition: MetricDefinition, counts: Any, confidence: float, head: dict[str, Any]
+) -> Iterator[dict[str, Any]]:
+    """A joint metric's rows: every cell of every 1- and 2-way marginal, ``value`` as
+    ``attr=label;attr=label``, ``n`` its group's reports, ``support_count`` the cell's
+    summed support (C_S), ``norm_sub`` the consistent (post-processed) estimate."""
+    from itertools import combinations
+
+    from aggregator.stats.intervals import json_float
+    from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
+
+    m = definition.joint
+    tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None
+    d = len(definition.attributes)
+    for attrs in [*((a,) for a in range(d)), *combinations(range(d), 2)]:
+        est = estimate_marginal(m, counts, attrs, confidence, tables=tables)
+        support = marginal_support(m, counts, attrs)[2]
+        cells = [[]]  # type: list[list[str]]
+        for a in attrs:
+            name, labels = definition.attributes[a]
+            cells = [[*c, f"{name}={label}"] for c in cells for label in labels]
+        for i, cell in enumerate(cells):
+            yield {
+                **head,
+                "n": est.n,
+                "reports_per_device": 1,
+                "value": ";".join(cell),
+                "support_count": int(support[i]),
+                "estimate": json_float(est.frequencies[i]),
+                "std_error": json_float(est.std_errors[i]),
+                "ci_low": json_float(est.ci_low[i]),
+                "ci_high": json_float(est.ci_high[i]),
+                "norm_sub": json_float(est.consistent[i]),
+                "p_value": json_float(est.p_values[i]),
+                "distinguishable_from_zero": bool(est.distinguishable[i]) if est.n else None,
+            }

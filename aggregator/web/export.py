@@ -1,0 +1,146 @@
+"""The export API: what ``ldp export`` and ``ldp estimates`` read over HTTP.
+
+``GET /v1/export`` lists each metric version's windows (filtered as ``ldp export``'s
+options filter them); ``GET /v1/export/<name>?window=…`` answers one window's rows, the
+very rows ``ldp export`` writes from Redis (:mod:`aggregator.query.export` computes both),
+so the command line reads the same numbers through the API with a read token as from a
+local Redis. One window per request keeps each request bounded (a string metric's
+discovery runs through the read guard). Rows of a breakdown follow the server's own
+``LDP_MIN_SEGMENT_REPORTS``. Docs: docs/guides/data-lifecycle.md.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from flask import Blueprint, request
+from werkzeug.exceptions import BadRequest, NotFound
+
+from aggregator.query.answers import ExportRow, ExportRows, ExportVersion, ExportWindows
+from aggregator.query.estimators import Reader, estimator_for
+from aggregator.query.export import export_windows, window_rows
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.estimates import (
+    confidence_asked,
+    definition_of,
+    min_segment_reports,
+    refuse_expired,
+    window_asked,
+)
+from aggregator.web.models import EXPORT_GRANULARITIES, ExportQuery, ExportWindowsQuery
+from aggregator.web.read_guard import guarded
+from client_sdk.wire import check_name
+from ldp_api.context import shared
+from ldp_api.models import Error, MetricPath, answer
+from ldp_api.openapi import UNAVAILABLE, Reply, documented
+
+__all__ = ["bp"]
+
+bp = Blueprint("export", __name__)
+
+
+def _since() -> date | None:
+    raw = request.args.get("since")
+    if raw is None:
+        return None
+    try:
+        return date.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(f"since must be a date YYYY-MM-DD, got {raw[:40]!r}") from None
+
+
+@bp.get("/v1/export")
+@documented(
+    "The windows an export covers: each metric version's, oldest first.",
+    {
+        200: Reply("Each version's windows.", ExportWindows),
+        400: Reply("A bad metric name, version, granularity or date.", Error),
+        401: UNAUTHORIZED,
+        404: Reply("No such metric or version.", Error),
+        503: UNAVAILABLE,
+    },
+    description="What ldp export reads first over HTTP: then one GET /v1/export/<name> per window.",
+    query=ExportWindowsQuery,
+    security=READ_TOKEN,
+)
+def get_export_windows() -> dict[str, Any]:
+    """Each metric version's windows, as ``ldp export``'s options select them."""
+    ext = shared()
+    metric = request.args.get("metric")
+    raw_version = request.args.get("version")
+    granularity = request.args.get("granularity")
+    if granularity is not None and granularity not in EXPORT_GRANULARITIES:
+        raise BadRequest(f"granularity must be hour, day or all, got {granularity[:40]!r}")
+    since = _since()
+    if since is not None and granularity == "all":
+        raise BadRequest("since selects hour and day windows; granularity=all has none")
+    if raw_version is not None and metric is None:
+        raise BadRequest("version is for one metric: pass metric= too")
+    if metric is not None:
+        try:
+            check_name(metric)
+        except ValueError as exc:
+            raise BadRequest(f"metric: {exc}") from None
+    names = [metric] if metric is not None else ext.registry.names()
+    found = []
+    for name in names:
+        if metric is not None:  # one metric: every version, or the one asked for
+            versions = [definition_of(ext.registry, name).version] if raw_version else []
+            versions = versions or ext.registry.versions(name)
+            if not versions:
+                raise NotFound(f"unknown metric {name!r}")
+        else:
+            versions = ext.registry.versions(name)
+        for v in versions:
+            definition = ext.registry.get(name, v)
+            if definition is None:
+                continue
+            windows = export_windows(ext.redis, definition, granularity, since)
+            found.append(
+                ExportVersion(metric=name, version=v, kind=definition.kind, windows=windows)
+            )
+    return answer(ExportWindows(versions=found))
+
+
+@bp.get("/v1/export/<name>")
+@documented(
+    "One window's rows of an export: counts and estimates, as ldp export writes them.",
+    {
+        200: Reply("The rows.", ExportRows),
+        400: Reply("A bad version, window or confidence.", Error),
+        401: UNAUTHORIZED,
+        404: Reply(
+            "No such metric or version, or the window expired (the message says when).",
+            Error,
+        ),
+        503: UNAVAILABLE,
+    },
+    description="The estimates are GET /v1/estimates' (multiplicity each, estimand "
+    "reporters), beside the counts that make them: support counts, or a numeric metric's "
+    "exact sums. Breakdowns by public dimensions follow LDP_MIN_SEGMENT_REPORTS.",
+    path=MetricPath,
+    query=ExportQuery,
+    security=READ_TOKEN,
+)
+def get_export_rows(name: str) -> dict[str, Any]:
+    """One window's rows."""
+    ext = shared()
+    definition = definition_of(ext.registry, name)
+    window = window_asked()
+    refuse_expired(ext.registry, definition, window)
+    confidence = confidence_asked()
+    reader = Reader(ext.redis, ext.registry, guarded)
+    stats = estimator_for(definition).read(reader, definition, window)
+    rows = window_rows(reader, definition, window, confidence, min_segment_reports(), stats)
+    return answer(
+        ExportRows(
+            metric=definition.name,
+            version=definition.version,
+            kind=definition.kind,
+            window=window,
+            n=stats.n,
+            confidence=confidence,
+            rows=[ExportRow(**row) for row in rows],
+        )
+    )
