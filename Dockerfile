@@ -19,6 +19,7 @@ COPY pyproject.toml README.md ./
 COPY client_sdk ./client_sdk
 COPY ldp_store ./ldp_store
 COPY ldp_api ./ldp_api
+COPY ldp_edge ./ldp_edge
 COPY collector ./collector
 COPY client_js/dist ./client_js/dist
 COPY aggregator ./aggregator

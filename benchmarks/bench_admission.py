@@ -3,7 +3,7 @@
     python benchmarks/bench_admission.py
     python benchmarks/bench_admission.py --requests 200000 --sources 65536
 
-Measures, in one process, :class:`collector.admission.Admission` as a request meets it:
+Measures, in one process, :class:`ldp_edge.admission.Admission` as a request meets it:
 the keyed hash of the address (``source``), one request token and a batch's report
 tokens; for one source again and again (a flood: every look-up a hit) and for
 ``--sources`` distinct ones in turn (every look-up a different entry, the table full).
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from collector.admission import MAX_SOURCES, Admission  # noqa: E402
+from ldp_edge.admission import MAX_SOURCES, Admission  # noqa: E402
 
 HUGE = 10**12
 """Limits no load here reaches: every check is made, nothing is refused."""

@@ -51,7 +51,7 @@ whose web workers import the collector from another checkout (``git worktree add
 turns with the others and is divided into the later ones (after/before). ``--mechanism
 string`` benchmarks a string metric (``-k`` distinct words, ``--max-length`` bytes).
 
-Admission limits (``collector/admission.py``): the load comes from one address, the flood
+Admission limits (``ldp_edge/admission.py``): the load comes from one address, the flood
 they exist to stop, so by default the collectors run with them off (``--admission off``).
 ``--admission off,on`` starts one collector each, "on" with every check made (source
 hash, both buckets) and limits too high to refuse anything: the cost of the limiter.

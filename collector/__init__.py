@@ -3,7 +3,7 @@
 It serves metric definitions, validates reports strictly with the SDK's own wire code
 and appends the valid ones to Redis Streams, once each. It stores and logs nothing about
 a client: no address, user agent or time (see :mod:`collector.logs`); a keyed hash of the
-address lives in memory for the per-source limits (:mod:`collector.admission`).
+address lives in memory for the per-source limits (:mod:`ldp_edge.admission`).
 
 >>> app = create_app({"REDIS_URL": "redis://127.0.0.1:6390/0"})  # doctest: +SKIP
 """
@@ -27,14 +27,15 @@ from collector import (
     ohttp_shuffle,
     settings,
 )
-from collector.admission import Admission, IdentifySource, environ_key
 from collector.context import Services
 from collector.errors import register_error_handlers
 from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
-from collector.slow_bodies import BodyDeadline
 from collector.telemetry import Telemetry
+from collector.throttle_log import ThrottleLog
 from ldp_api import context
+from ldp_edge.admission import Admission, IdentifySource, environ_key
+from ldp_edge.slow_bodies import BodyDeadline
 from ldp_store import connection
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
@@ -143,6 +144,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         ),
         telemetry=telemetry,
         admission=admission,
+        throttle_log=ThrottleLog(admission),
         memory=MemoryUsage(client),
     )
     context.attach(app, services)
@@ -164,7 +166,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     identified = IdentifySource(gateway, admission)
     # A body that comes too slowly is cut (408) before any of that runs.
     app.wsgi_app = BodyDeadline(  # type: ignore[method-assign, assignment]
-        identified, app.config["MAX_BODY_BYTES"], telemetry.registry
+        identified, app.config["MAX_BODY_BYTES"], telemetry.slow_bodies.inc
     )
     install_werkzeug_filter()
     return app

@@ -23,10 +23,11 @@ from flask import Blueprint
 
 from collector.api_metrics import ADMIN_TOKEN, require_admin, version_arg
 from collector.context import services
-from collector.errors import ApiError, clip
+from collector.errors import ApiError
 from collector.models import KeyCount, Retirement, VersionQuery
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
+from ldp_edge.answers import clip
 from ldp_store import keys, lifecycle
 from ldp_store.registry import CURRENT_TTL, Registry, retired_on
 

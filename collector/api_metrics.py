@@ -11,11 +11,12 @@ from flask import Blueprint, current_app, request
 from client_sdk.errors import DefinitionError
 from collector.body import read_json
 from collector.context import services
-from collector.errors import ApiError, clip
+from collector.errors import ApiError
 from collector.models import MAX_VERSION_DIGITS, Metric, MetricList, MetricSpec, VersionQuery
 from collector.settings import device_budget
 from ldp_api.models import DeviceEpsilonCap, Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
+from ldp_edge.answers import clip
 from ldp_store.registry import MetricRetired
 
 __all__ = ["ADMIN_TOKEN", "bp", "require_admin", "retired_at", "version_arg"]

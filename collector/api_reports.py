@@ -7,7 +7,6 @@ from typing import Any
 from flask import Blueprint, current_app, request
 
 from collector import plain
-from collector.admission import SOURCE_ENVIRON_KEY, TooManyRequests
 from collector.body import parse_json, read_body
 from collector.context import Services, services
 from collector.ingest import ingest, reports_of
@@ -16,6 +15,7 @@ from collector.ohttp_gateway import OBLIVIOUS_ENVIRON_KEY
 from collector.ohttp_shuffle import relayed
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
+from ldp_edge.admission import SOURCE_ENVIRON_KEY, TooManyRequests
 
 __all__ = ["bp"]
 
@@ -89,6 +89,6 @@ def _admitted(ctx: Services) -> Any:
         ctx.telemetry.rate_limited.labels(limit=exc.limit).inc()
         ctx.telemetry.rate_limited_reports.labels(limit=exc.limit).inc(count)
         assert source is not None  # only a known source is refused
-        ctx.admission.throttle_log.refused(source, exc.limit, count)
+        ctx.throttle_log.refused(source, exc.limit, count)
         raise
     return body

@@ -17,7 +17,8 @@ from typing import Any
 import msgspec
 from flask import Request
 
-from collector.errors import ApiError, clip
+from collector.errors import ApiError
+from ldp_edge.answers import clip
 
 __all__ = ["MAX_INT_DIGITS", "parse_json", "read_body", "read_json"]
 

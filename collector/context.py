@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 from flask import Flask
 
-from collector.admission import Admission
 from collector.ingest import Appender
 from collector.telemetry import Telemetry
+from collector.throttle_log import ThrottleLog
 from ldp_api.context import SharedContext, shared
+from ldp_edge.admission import Admission
 
 __all__ = ["Services", "services"]
 
@@ -17,7 +18,7 @@ __all__ = ["Services", "services"]
 @dataclass(frozen=True)
 class Services(SharedContext):
     """The shared context (Redis client, metric registry, cached reading of Redis memory
-    per metric) with the collector's stream appender, metrics and limiter.
+    per metric) with the collector's stream appender, metrics, limiter and its log.
 
     The read side, mounted on the same app by ``ldp serve``, reads the shared part
     through :func:`ldp_api.context.shared`.
@@ -26,6 +27,7 @@ class Services(SharedContext):
     telemetry: Telemetry
     appender: Appender
     admission: Admission
+    throttle_log: ThrottleLog
 
 
 def services(app: Flask | None = None) -> Services:

@@ -8,30 +8,25 @@ should retry), and a 500 only for a bug of ours, which is logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import redis
 from flask import Flask, Response, current_app, jsonify
 from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAllowed
 
 from ldp_api.models import Error, answer
+from ldp_edge.answers import Refusal, clip
 from ldp_store.connection import unavailable
 
-__all__ = ["MAX_DETAIL_CHARS", "ApiError", "Unavailable", "register_error_handlers"]
+__all__ = ["ApiError", "Unavailable", "register_error_handlers"]
 
 log = logging.getLogger(__name__)
 
-MAX_DETAIL_CHARS = 500
-"""A detail names one problem; a client's megabyte of bad input is not echoed back."""
 
-
-def clip(text: str, limit: int = MAX_DETAIL_CHARS) -> str:
-    """``text``, cut to ``limit`` characters with a visible ellipsis."""
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-class ApiError(Exception):
-    """An answer other than success, raised anywhere below a view.
+class ApiError(Refusal):
+    """An answer other than success, raised anywhere below a view (a
+    :class:`~ldp_edge.answers.Refusal`, as the edge's own refusals: a 429 of the
+    per-source limits).
 
     Args:
         status: the HTTP status.
@@ -39,19 +34,6 @@ class ApiError(Exception):
         details: every individual problem, e.g. one per rejected report.
         headers: extra response headers.
     """
-
-    def __init__(
-        self,
-        status: int,
-        error: str,
-        details: Sequence[str] = (),
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-        self.details = [clip(d) for d in details]
-        self.headers = dict(headers or {})
 
     def body(self) -> Error:
         """The JSON body (a subclass may answer a richer :class:`Error`)."""
@@ -88,10 +70,11 @@ def _error(status: int, error: str, details: Sequence[str] = ()) -> Response:
     return _json(status, Error(error=error, details=list(details)))
 
 
-def _api_error(exc: ApiError) -> Response:
+def _api_error(exc: Refusal) -> Response:
     if isinstance(exc, Unavailable):
         return _unavailable(exc)
-    response = _json(exc.status, exc.body())
+    body = exc.body() if isinstance(exc, ApiError) else Error(error=exc.error, details=exc.details)
+    response = _json(exc.status, body)
     response.headers.update(exc.headers)
     return response
 
@@ -150,7 +133,7 @@ def _http_error(exc: HTTPException) -> Response:
 
 def register_error_handlers(app: Flask) -> None:
     """Map ``ApiError``, Werkzeug's HTTP errors and Redis errors to JSON responses."""
-    app.register_error_handler(ApiError, _api_error)
+    app.register_error_handler(Refusal, _api_error)
     for error in _STORAGE_ERRORS:
         app.register_error_handler(error, _redis_error)
     app.register_error_handler(HTTPException, _http_error)

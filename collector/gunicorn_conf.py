@@ -19,7 +19,7 @@ if WORKER_CLASS == "gevent":
 
     monkey.patch_all()
 
-from collector.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
+from ldp_edge.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
 
 MAX_DEFAULT_WORKERS = 8
 """Workers are cheap but each holds a Redis connection pool; past 8 per machine,

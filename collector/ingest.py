@@ -28,10 +28,11 @@ from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.wire import REPORT_FIELDS, MetricDefinition, check_report
 from collector import plain
 from collector.body import parse_json
-from collector.errors import ApiError, Unavailable, clip
+from collector.errors import ApiError, Unavailable
 from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
 from collector.replicas import ReplicaWait
+from ldp_edge.answers import clip
 from ldp_store import guard, keys, schema, scripts
 from ldp_store.registry import retired_on
 

@@ -10,7 +10,7 @@ address, gunicorn's default access log too, proxies add ``X-Forwarded-For``. Her
   of its other messages (installed by ``create_app``);
 * :class:`PrivateRequestHandler` is a Werkzeug dev-server handler that never formats the
   address (for ``run_simple(..., request_handler=PrivateRequestHandler)``);
-* ``collector.gunicorn_logging.PrivateGunicornLogger`` does the same for gunicorn's
+* ``ldp_edge.gunicorn_logging.PrivateGunicornLogger`` does the same for gunicorn's
   access and error logs (``collector/gunicorn_conf.py`` uses it).
 """
 

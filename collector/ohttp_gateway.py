@@ -38,9 +38,10 @@ from client_sdk.ohttp.keys import (
     SEALING_OVERHEAD,
     encode_key_configs,
 )
-from collector import cors
-from collector.admission import Admission, TooManyRequests
 from collector.ohttp_shuffle import PoolAppender, Shuffler
+from ldp_edge import cors
+from ldp_edge.admission import Admission, TooManyRequests
+from ldp_edge.answers import answer, error, read_body, refuse
 from ldp_store.ohttp_keys import DEFAULT_LIFETIME, DEFAULT_OVERLAP, GatewayKeys, LiveKey
 
 __all__ = [
@@ -119,7 +120,7 @@ class ObliviousGateway:
     """WSGI middleware: the gateway at :data:`GATEWAY_PATH`, everything else passed on.
 
     It sits outside :class:`collector.logs.StripClientMetadata` (inner requests go through
-    that too) and inside :class:`collector.admission.IdentifySource`.
+    that too) and inside :class:`ldp_edge.admission.IdentifySource`.
 
     Args:
         app: the WSGI app that serves the inner requests (and every other path).
@@ -190,13 +191,13 @@ class ObliviousGateway:
         if env.get("PATH_INFO") != GATEWAY_PATH:
             return self.app(env, start_response)
         method = env.get("REQUEST_METHOD", "GET")
-        cross = cors.wsgi_headers(env, self.cors_origins, "GET, POST")
+        cross = cors.wsgi_headers(env, self.cors_origins, ("GET", "POST"))
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             return start_response(status, headers + list(cross.items()), exc_info)
 
         if method == "OPTIONS":  # a browser's preflight (the web SDK)
-            return _answer(start, 204, {}, b"")
+            return answer(start, 204, {}, b"")
         return self._serve_gateway(env, start, method)
 
     def _serve_gateway(
@@ -209,9 +210,9 @@ class ObliviousGateway:
                     "Content-Type": KEYS_MEDIA_TYPE,
                     "Cache-Control": f"max-age={KEYS_MAX_AGE}",
                 }
-                return _answer(start_response, 200, headers, b"" if method == "HEAD" else configs)
+                return answer(start_response, 200, headers, b"" if method == "HEAD" else configs)
             if method != "POST":
-                return _error(
+                return error(
                     start_response,
                     405,
                     "method not allowed",
@@ -222,7 +223,7 @@ class ObliviousGateway:
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             log.warning("gateway keys unavailable: %s", type(exc).__name__)
             self.outcomes.labels(outcome="unavailable").inc()
-            return _error(
+            return error(
                 start_response,
                 503,
                 "storage is unavailable",
@@ -234,7 +235,7 @@ class ObliviousGateway:
         kind = env.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
         if kind != REQUEST_MEDIA_TYPE:
             self.outcomes.labels(outcome="wrong_type").inc()
-            return _error(
+            return error(
                 start_response,
                 415,
                 "the gateway takes message/ohttp-req",
@@ -245,11 +246,11 @@ class ObliviousGateway:
                 self.relay_admission.admit_request(self.relay_admission.source(env))
             except TooManyRequests as exc:
                 self.outcomes.labels(outcome="rate_limited").inc()
-                return _error(start_response, 429, exc.error, exc.details, exc.headers)
-        body = _read(env, self.max_bytes)
+                return refuse(start_response, exc)
+        body = read_body(env, self.max_bytes)
         if body is None:
             self.outcomes.labels(outcome="too_large").inc()
-            return _error(
+            return error(
                 start_response,
                 413,
                 "the encapsulated request is too large",
@@ -262,22 +263,22 @@ class ObliviousGateway:
             return _unknown_key(start_response, exc.key_id)
         except ObliviousError as exc:
             self.outcomes.labels(outcome="undecryptable").inc()
-            return _error(
+            return error(
                 start_response, 400, "the encapsulated request cannot be opened", [str(exc)]
             )
         try:
             inner = bhttp.decode_request(plain)
         except ObliviousError as exc:
             self.outcomes.labels(outcome="malformed").inc()
-            answer = _inner_error(
+            inner_answer = _inner_error(
                 400, "the encapsulated message is not a binary HTTP request", [str(exc)]
             )
         else:
             self.outcomes.labels(outcome="ok").inc()
-            answer = self._serve(env, inner)
-        sealed = context.encapsulate_response(bhttp.encode_response(answer))
+            inner_answer = self._serve(env, inner)
+        sealed = context.encapsulate_response(bhttp.encode_response(inner_answer))
         headers = {"Content-Type": RESPONSE_MEDIA_TYPE, "Cache-Control": "no-store"}
-        return _answer(start_response, 200, headers, sealed)
+        return answer(start_response, 200, headers, sealed)
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
         """The app's answer to the inner request, served from a fresh environ."""
@@ -336,49 +337,6 @@ class ObliviousGateway:
         return bhttp.BinaryResponse(status[0], kept, content)
 
 
-def _read(env: Mapping[str, Any], limit: int) -> bytes | None:
-    """The request body, or None when it is longer than ``limit``."""
-    try:
-        length = int(env.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        length = 0
-    if length > limit:
-        return None
-    stream = env["wsgi.input"]
-    body = stream.read(length) if length > 0 else stream.read(limit + 1)
-    return None if len(body) > limit else bytes(body)
-
-
-def _answer(
-    start_response: Callable[..., Any], status: int, headers: Mapping[str, str], body: bytes
-) -> list[bytes]:
-    reason = {
-        200: "OK",
-        204: "No Content",
-        400: "Bad Request",
-        405: "Method Not Allowed",
-        413: "Content Too Large",
-        415: "Unsupported Media Type",
-        429: "Too Many Requests",
-        503: "Service Unavailable",
-    }.get(status, "")
-    out = {**headers, "Content-Length": str(len(body)), "X-Content-Type-Options": "nosniff"}
-    start_response(f"{status} {reason}", list(out.items()))
-    return [body]
-
-
-def _error(
-    start_response: Callable[..., Any],
-    status: int,
-    error: str,
-    details: list[str],
-    headers: Mapping[str, str] | None = None,
-) -> list[bytes]:
-    body = json.dumps({"error": error, "details": details}).encode()
-    out = {"Content-Type": "application/json", "Cache-Control": "no-store", **(headers or {})}
-    return _answer(start_response, status, out, body)
-
-
 def _unknown_key(start_response: Callable[..., Any], key_id: int) -> list[bytes]:
     """RFC 9458 §5.3's problem, with the project's ``error``/``details`` beside it."""
     detail = (
@@ -394,11 +352,11 @@ def _unknown_key(start_response: Callable[..., Any], key_id: int) -> list[bytes]
         "details": [detail],
     }
     headers = {"Content-Type": "application/problem+json", "Cache-Control": "no-store"}
-    return _answer(start_response, 400, headers, json.dumps(body).encode())
+    return answer(start_response, 400, headers, json.dumps(body).encode())
 
 
-def _inner_error(status: int, error: str, details: list[str]) -> bhttp.BinaryResponse:
-    body = json.dumps({"error": error, "details": details}).encode()
+def _inner_error(status: int, message: str, details: list[str]) -> bhttp.BinaryResponse:
+    body = json.dumps({"error": message, "details": details}).encode()
     return bhttp.BinaryResponse(status, (("content-type", "application/json"),), body)
 
 

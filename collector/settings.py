@@ -88,7 +88,7 @@ MAX_REPLICA_WAIT_MS = 900
 (``collector.SOCKET_TIMEOUT``), or the request would fail on the socket instead."""
 
 SOURCE_REQUESTS_PER_SECOND = 20
-"""Uploads one source (address) may send per second, and at once (:mod:`collector.admission`).
+"""Uploads one source (address) may send per second, and at once (:mod:`ldp_edge.admission`).
 The SDK uploads once per ``flush_interval`` (5 s) or per ``flush_at`` (100) reports, one
 request at a time; emptying a full queue (``max_queue`` 10,000 reports in batches of
 ``max_batch_reports`` 500) takes 20 requests back to back, which the bucket holds at

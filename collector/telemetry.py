@@ -46,7 +46,7 @@ metric and test in ``ldp_collector_reports_implausible_total`` too); a metric an
 operator retired (``ldp metrics retire``)."""
 
 RATE_LIMITS = ("requests", "reports")
-"""The buckets of :mod:`collector.admission` whose emptiness answers 429."""
+"""The buckets of :mod:`ldp_edge.admission` whose emptiness answers 429."""
 
 _UNMATCHED = "<unmatched>"
 """The endpoint label of requests that matched no route (404/405): any path a client
@@ -110,6 +110,12 @@ class Telemetry:
             "Times this collector dropped yesterday's replay guard because the guard "
             "reached its budget (LDP_GUARD_BUDGET): replays of yesterday's reports are "
             "no longer refused until the next UTC day.",
+            registry=self.registry,
+        )
+        self.slow_bodies = Counter(
+            "ldp_collector_slow_bodies",
+            "Requests answered 408 because their body came slower than the floor "
+            "or took longer than the deadline (ldp_edge.slow_bodies).",
             registry=self.registry,
         )
         self.responses = Counter(

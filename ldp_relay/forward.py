@@ -1,16 +1,15 @@
 """The relay's one job: forward sealed uploads to the gateway, blind (RFC 9458 §6.2).
 
 A WSGI app. ``POST /`` with a ``message/ohttp-req`` body is admitted by its source's
-request bucket (:class:`collector.admission.Admission`, a keyed hash of the address held
+request bucket (:class:`ldp_edge.admission.Admission`, a keyed hash of the address held
 in memory only), then posted to the gateway with ``Content-Type`` and ``Accept`` as its
 only headers; the gateway's status, ``Content-Type``, ``Retry-After`` and body come back
-(with ``Cache-Control: no-store``). ``GET /healthz``
-answers ``ok``. Nothing else is served, and nothing about a request is logged.
+(with ``Cache-Control: no-store``). ``GET /healthz`` answers ``ok``. Nothing else is
+served, and nothing about a request is logged. In full: ``docs/guides/relay.md``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -21,8 +20,9 @@ import requests.adapters
 import urllib3.util
 
 from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
-from collector import cors
-from collector.admission import Admission, TooManyRequests, environ_key
+from ldp_edge import cors
+from ldp_edge.admission import Admission, TooManyRequests
+from ldp_edge.answers import answer, error, read_body, refuse
 from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
@@ -30,6 +30,7 @@ from ldp_relay.limits import (
 )
 
 __all__ = [
+    "PASSED_BACK",
     "Relay",
     "create_relay",
 ]
@@ -43,6 +44,7 @@ POOL_CONNECTIONS = 20
 """Kept-alive connections to the gateway per worker (one per concurrent upload)."""
 
 WsgiStart = Callable[..., Any]
+WsgiApp = Callable[[dict[str, Any], WsgiStart], Iterable[bytes]]
 
 
 class Relay:
@@ -72,7 +74,6 @@ class Relay:
             raise ValueError(f"the gateway must be an http(s) URL, got {gateway!r}")
         self.gateway = gateway
         self.admission = Admission(requests_per_second, 0, source_header)
-        self.source_key = environ_key(source_header) if source_header else None
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
         self.session = _session()
@@ -80,36 +81,36 @@ class Relay:
 
     def __call__(self, env: dict[str, Any], start: WsgiStart) -> Iterable[bytes]:
         """Serve one request (with CORS headers for an allowed page's origin)."""
-        cross = cors.wsgi_headers(env, self.cors_origins, "POST")
+        cross = cors.wsgi_headers(env, self.cors_origins, ("POST",))
 
         def start_response(status: str, headers: list[tuple[str, str]], *info: Any) -> Any:
             return start(status, headers + list(cross.items()), *info)
 
         if env.get("REQUEST_METHOD") == "OPTIONS" and env.get("PATH_INFO", "/") == "/":
-            return _answer(start_response, 204, {}, b"")
+            return answer(start_response, 204, {}, b"")
         return self._serve(env, start_response)
 
     def _serve(self, env: dict[str, Any], start_response: WsgiStart) -> Iterable[bytes]:
         path, method = env.get("PATH_INFO", "/"), env.get("REQUEST_METHOD", "GET")
         if path == "/healthz" and method in ("GET", "HEAD"):
-            return _answer(start_response, 200, {"Content-Type": "text/plain"}, b"ok")
+            return answer(start_response, 200, {"Content-Type": "text/plain"}, b"ok")
         if path != "/":
-            return _error(start_response, 404, "the relay serves only POST /")
+            return error(start_response, 404, "the relay serves only POST /")
         if method != "POST":
-            return _error(start_response, 405, "the relay takes POST", {"Allow": "POST"})
+            return error(start_response, 405, "the relay takes POST", (), {"Allow": "POST"})
         kind = env.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
         if kind != REQUEST_MEDIA_TYPE:
-            return _error(start_response, 415, f"the relay forwards only {REQUEST_MEDIA_TYPE}")
+            return error(start_response, 415, f"the relay forwards only {REQUEST_MEDIA_TYPE}")
         if self.admission.enabled:
             try:
                 self.admission.admit_request(self.admission.source(env))
             except TooManyRequests as exc:
-                return _error(start_response, 429, exc.error, exc.headers, exc.details)
-        body = _read(env, self.max_body_bytes)
+                return refuse(start_response, exc)
+        body = read_body(env, self.max_body_bytes)
         if body is None:
-            return _error(start_response, 413, "the request is too large")
+            return error(start_response, 413, "the request is too large")
         try:
-            answer = self.session.post(
+            answered = self.session.post(
                 self.gateway,
                 data=body,
                 headers={"Content-Type": REQUEST_MEDIA_TYPE, "Accept": RESPONSE_MEDIA_TYPE},
@@ -117,13 +118,13 @@ class Relay:
                 allow_redirects=False,
             )
         except requests.Timeout:
-            return _error(start_response, 504, "the gateway did not answer in time", _RETRY)
+            return error(start_response, 504, "the gateway did not answer in time", (), _RETRY)
         except requests.RequestException as exc:
             log.warning("gateway unreachable: %s", type(exc).__name__)  # nothing of the device
-            return _error(start_response, 502, "the gateway cannot be reached", _RETRY)
-        headers = {k: answer.headers[k] for k in PASSED_BACK if k in answer.headers}
+            return error(start_response, 502, "the gateway cannot be reached", (), _RETRY)
+        headers = {k: answered.headers[k] for k in PASSED_BACK if k in answered.headers}
         headers["Cache-Control"] = "no-store"
-        return _answer(start_response, answer.status_code, headers, answer.content)
+        return answer(start_response, answered.status_code, headers, answered.content)
 
 
 _RETRY = {"Retry-After": "5"}
@@ -141,51 +142,6 @@ def _session() -> requests.Session:
     session.headers["User-Agent"] = urllib3.util.SKIP_HEADER
     session.headers["Accept-Encoding"] = urllib3.util.SKIP_HEADER
     return session
-
-
-def _read(env: Mapping[str, Any], limit: int) -> bytes | None:
-    try:
-        length = int(env.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return None
-    if length > limit:
-        return None
-    stream = env["wsgi.input"]
-    body = stream.read(length) if length > 0 else stream.read(limit + 1)
-    return None if len(body) > limit else bytes(body)
-
-
-_REASONS = {
-    200: "OK",
-    204: "No Content",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Content Too Large",
-    415: "Unsupported Media Type",
-    429: "Too Many Requests",
-    502: "Bad Gateway",
-    504: "Gateway Timeout",
-}
-
-
-def _answer(
-    start_response: WsgiStart, status: int, headers: Mapping[str, str], body: bytes
-) -> list[bytes]:
-    out = {**headers, "Content-Length": str(len(body)), "X-Content-Type-Options": "nosniff"}
-    start_response(f"{status} {_REASONS.get(status, 'Status')}", list(out.items()))
-    return [body]
-
-
-def _error(
-    start_response: WsgiStart,
-    status: int,
-    error: str,
-    headers: Mapping[str, str] | None = None,
-    details: list[str] | None = None,
-) -> list[bytes]:
-    body = json.dumps({"error": error, "details": details or []}).encode()
-    out = {"Content-Type": "application/json", "Cache-Control": "no-store", **(headers or {})}
-    return _answer(start_response, status, out, body)
 
 
 def create_relay(environ: Mapping[str, str] | None = None) -> Relay:

@@ -1,6 +1,6 @@
 """Gunicorn settings for the relay: ``gunicorn -c ldp_relay/gunicorn_conf.py
 'ldp_relay.forward:create_relay()'`` (what ``ldp relay`` runs). No access log; the error log is
-gunicorn's private one (:class:`collector.gunicorn_logging.PrivateGunicornLogger`), which
+gunicorn's private one (:class:`ldp_edge.gunicorn_logging.PrivateGunicornLogger`), which
 never prints an address. In full: ``docs/guides/relay.md``.
 """
 
@@ -12,7 +12,7 @@ from gevent import monkey  # type: ignore[import-untyped]
 
 monkey.patch_all()  # before requests and its ssl are imported
 
-from collector.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
+from ldp_edge.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
 
 bind = [os.environ.get("LDP_RELAY_BIND", "127.0.0.1:8100")]
 workers = int(os.environ.get("LDP_RELAY_WORKERS", "2"))

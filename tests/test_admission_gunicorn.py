@@ -2,7 +2,7 @@
 
 The collector runs as deployed (``collector/gunicorn_conf.py``), one worker so that one
 process holds the buckets (with several, each worker has its own: see
-``collector/admission.py``), with limits a loaded test machine still meets at once: 5
+``ldp_edge/admission.py``), with limits a loaded test machine still meets at once: 5
 requests a second, 600 reports a minute in requests of at most 100. Whether a bucket is
 met must not depend on how fast the machine is: the flood goes on until it has been
 refused, the other source sends only as often as its own bucket refills, and the SDK's

@@ -1,7 +1,9 @@
 """Architecture rules: which room may import which (docs/architecture/rules.md).
 
 * the SDK is standard-library only, and the mechanism math lives in it alone;
-* ``ldp_store`` (the Redis contract) imports neither service;
+* ``ldp_store`` (the Redis contract) imports neither service; ``ldp_edge`` (what every
+  public edge shares) imports no other room, and the relay only it and the SDK: the real
+  relay app loads no collector, Redis or Flask;
 * collector and aggregator are peers: neither imports the other in any form (lazy imports
   inside functions and ``python -m`` / gunicorn module strings included); ``ldp_server``,
   the composition root of ``ldp serve`` and the ``ldp`` CLI, is the only package that
@@ -23,6 +25,7 @@ import ast
 import builtins
 import importlib
 import importlib.util
+import json
 import pkgutil
 import re
 import subprocess
@@ -85,6 +88,7 @@ PACKAGES = (
     "client_sdk",
     "ldp_store",
     "ldp_api",
+    "ldp_edge",
     "collector",
     "aggregator",
     "ldp_server",
@@ -100,10 +104,12 @@ MAY_IMPORT = {
     "client_sdk": {"client_sdk"},
     "ldp_store": {"client_sdk", "ldp_store"},
     "ldp_api": {"client_sdk", "ldp_store", "ldp_api"},
-    "collector": {"client_sdk", "ldp_store", "ldp_api", "collector"},
+    # What every public edge shares (limits, deadlines, CORS, private logs): no service.
+    "ldp_edge": {"ldp_edge"},
+    "collector": {"client_sdk", "ldp_store", "ldp_api", "ldp_edge", "collector"},
     "aggregator": {"client_sdk", "ldp_store", "ldp_api", "aggregator"},
-    # The relay reuses the collector's per-source limiter and private gunicorn logger.
-    "ldp_relay": {"client_sdk", "collector", "ldp_relay"},
+    # The relay, run by another party, carries only the edge and the SDK's protocol.
+    "ldp_relay": {"client_sdk", "ldp_edge", "ldp_relay"},
     "ldp_server": set(PACKAGES),
 }
 """The arrows (docs/architecture/rules.md): the services are peers over the shared rooms
@@ -159,7 +165,7 @@ def test_the_aggregator_uses_nothing_of_the_collector() -> None:
     assert not offenders, "\n".join(offenders)
 
 
-@pytest.mark.parametrize("package", ["ldp_api", "ldp_store", "client_sdk"])
+@pytest.mark.parametrize("package", ["ldp_api", "ldp_store", "ldp_edge", "client_sdk"])
 def test_a_shared_room_imports_no_service_and_no_composition(package: str) -> None:
     offenders = [
         f"{path.relative_to(ROOT)} imports {name}"
@@ -383,6 +389,44 @@ def test_the_cli_imports_nothing_of_the_web_layer() -> None:
         if name == "aggregator.web" or name.startswith("aggregator.web.")
     ]
     assert not offenders, "\n".join(offenders)
+
+
+RELAY_MUST_NOT_LOAD = {"collector", "aggregator", "ldp_store", "ldp_server", "redis", "flask"}
+"""What the relay, a program another party runs, must not carry: the service it fronts,
+its storage and its web framework."""
+
+
+def test_the_relay_loads_only_the_edge_and_the_sdk() -> None:
+    """The real relay app, as gunicorn builds it (its config module and its factory, which
+    builds the app): nothing of the collector, Redis or Flask is in ``sys.modules``."""
+    code = (
+        "import runpy, sys;"
+        "runpy.run_path('ldp_relay/gunicorn_conf.py');"
+        "from ldp_relay.forward import create_relay;"
+        "create_relay({'LDP_RELAY_GATEWAY': 'http://127.0.0.1:9/x'});"
+        "import json; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = set(json.loads(out.stdout))
+    assert {"ldp_relay", "ldp_edge", "client_sdk", "gunicorn", "gevent"} <= loaded
+    assert not loaded & RELAY_MUST_NOT_LOAD, sorted(loaded & RELAY_MUST_NOT_LOAD)
+
+
+def test_the_edge_loads_no_flask_app_and_no_redis() -> None:
+    modules = sorted(
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for p in (ROOT / "ldp_edge").rglob("*.py")
+    )
+    code = "import json, sys, " + ", ".join(modules) + "; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    loaded = {m.split(".")[0] for m in json.loads(out.stdout)}
+    assert not loaded & {"flask", "redis", "collector", "ldp_store", "prometheus_client"}
 
 
 def test_the_collector_alone_loads_no_numpy_and_no_aggregator() -> None:

@@ -253,7 +253,7 @@ def test_proxy_bounds_every_wait() -> None:
     # Longer than gunicorn's worker timeout: a slow answer is the collector's to end.
     assert _seconds(_one(statements, "proxy_read_timeout")[0]) > 30
     # Whole bodies first, but for reports: their body streams to a collector, whose
-    # deadline and bytes/s floor (collector/slow_bodies.py) nginx cannot enforce.
+    # deadline and bytes/s floor (ldp_edge/slow_bodies.py) nginx cannot enforce.
     # (The Oblivious HTTP gateway's sealed bodies are buffered: the relay sends each whole.)
     buffering = [args for name, args in statements if name == "proxy_request_buffering"]
     assert buffering == [["on"], ["off"], ["on"]]

@@ -14,7 +14,15 @@ from pathlib import Path
 from collector import settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICE_CODE = ["aggregator", "collector", "ldp_store", "ldp_api", "ldp_server", "ldp_relay"]
+SERVICE_CODE = [
+    "aggregator",
+    "collector",
+    "ldp_store",
+    "ldp_api",
+    "ldp_edge",
+    "ldp_server",
+    "ldp_relay",
+]
 READ = re.compile(
     r"""environ(?:\.get)?[\[(]\s*["']([A-Z][A-Z0-9_]+)["']"""
     r"""|envvar=\[?([^\]\n)]*)"""

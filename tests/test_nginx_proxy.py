@@ -40,7 +40,7 @@ from client_sdk.ohttp.keys import (
 )
 from client_sdk.wire import MetricDefinition, build_report
 from collector.settings import MAX_BODY_BYTES
-from collector.slow_bodies import MAX_SECONDS
+from ldp_edge.slow_bodies import MAX_SECONDS
 from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,9 +20,9 @@ from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from client_sdk.wire import MetricDefinition, new_report_id
-from collector.admission import MAX_SOURCES, Admission, TooManyRequests
 from collector.context import services
 from collector.settings import ConfigError
+from ldp_edge.admission import MAX_SOURCES, Admission, TooManyRequests
 from ldp_store import keys, streams
 
 FLOODER = "203.0.113.66"

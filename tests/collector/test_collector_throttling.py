@@ -16,8 +16,8 @@ import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
 from prometheus_client.parser import text_string_to_metric_families
 
-from collector.admission import THROTTLE_LOG_INTERVAL
 from collector.context import services
+from collector.throttle_log import THROTTLE_LOG_INTERVAL
 
 FLOODER = "203.0.113.66"
 OTHER = "198.51.100.23"
@@ -64,7 +64,7 @@ def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
     # Requests: 3 at once; the third bucket-token went to the refused batch above.
     statuses = [_post(client, reports(theme, 1, seed=10 + i), OTHER).status_code for i in range(5)]
     assert statuses == [202, 202, 202, 429, 429]
-    lines = [r.getMessage() for r in caplog.records if r.name == "collector.admission"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.throttle_log"]
     assert len(lines) == 1, lines  # the first refusal at once, the others held back
     assert (
         "throttled 1 requests (0 by the request limit, 1 by the report limit; 10 reports) "
@@ -75,7 +75,7 @@ def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
     clock.now += THROTTLE_LOG_INTERVAL  # buckets refill too
     statuses = [_post(client, reports(theme, 1, seed=20 + i), OTHER).status_code for i in range(4)]
     assert statuses == [202, 202, 202, 429]
-    lines = [r.getMessage() for r in caplog.records if r.name == "collector.admission"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "collector.throttle_log"]
     assert len(lines) == 2, lines
     assert (
         "throttled 3 requests (3 by the request limit, 0 by the report limit; 0 reports)"

@@ -5,7 +5,7 @@ byte a second stayed open for as long as the client liked. Here 150 such connect
 (a few of them chunked) drip a byte a second into the real server (gunicorn's gevent
 worker, one process, an embedded Redis): health checks and uploads keep being answered,
 and every slow connection is closed by the server, none later than the deadline of
-:mod:`collector.slow_bodies` (plus a generous margin for a shared machine). How long they
+:mod:`ldp_edge.slow_bodies` (plus a generous margin for a shared machine). How long they
 were held is measured in benchmarks/bench_read_isolation.py.
 """
 
@@ -22,7 +22,7 @@ import pytest
 from test_pipeline_e2e import put_metric
 
 from client_sdk.wire import MetricDefinition, build_report
-from collector.slow_bodies import MAX_SECONDS
+from ldp_edge.slow_bodies import MAX_SECONDS
 from ldp_server.serve import Server
 
 SLOW = 150

@@ -8,20 +8,20 @@ app sees it, in pieces of :data:`PIECE_BYTES`: after :data:`GRACE_SECONDS` the b
 keep coming at :data:`MIN_BYTES_PER_SECOND` on average, and all of it within
 :data:`MAX_SECONDS`; otherwise the request is answered 408 and the connection closed.
 
-It needs gevent's timeouts (the default worker of ``ldp serve`` and the compose
-collectors); under other workers the body is left to the app and to the buffering proxy
-in front (``deploy/nginx.conf`` bounds the same waits).
+It needs gevent's timeouts (the default worker of ``ldp serve``, the compose collectors
+and ``ldp relay``); under other workers the body is left to the app and to the buffering
+proxy in front (``deploy/nginx.conf`` bounds the same waits). In full:
+``docs/guides/operating.md``.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import time
 from collections.abc import Callable
 from typing import Any
 
-from prometheus_client import Counter
+from ldp_edge.answers import error
 
 __all__ = ["GRACE_SECONDS", "MAX_SECONDS", "MIN_BYTES_PER_SECOND", "BodyDeadline", "TooSlow"]
 
@@ -65,19 +65,19 @@ class BodyDeadline:
         max_bytes: the app's body limit; a longer declared body is left to the app
             (which refuses it without reading), a longer chunked one is read one byte past
             it (so the app sees the overflow).
-        registry: the Prometheus registry that counts 408s, or None.
+        on_cut: called (without arguments) for every request answered 408 (a counter).
     """
 
-    def __init__(self, app: Callable[..., Any], max_bytes: int, registry: Any = None) -> None:
+    def __init__(
+        self,
+        app: Callable[..., Any],
+        max_bytes: int,
+        on_cut: Callable[[], object] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.timeout = _gevent_timeout()
-        self.cut = Counter(
-            "ldp_collector_slow_bodies",
-            "Requests answered 408 because their body came slower than the floor "
-            "or took longer than the deadline.",
-            registry=registry,
-        )
+        self.on_cut = on_cut
 
     def __call__(self, env: dict[str, Any], start_response: Callable[..., Any], /) -> Any:
         """Serve the request with its body read in time."""
@@ -93,7 +93,8 @@ class BodyDeadline:
         try:
             body = self._read(env["wsgi.input"], length if length > 0 else None)
         except TooSlow:
-            self.cut.inc()
+            if self.on_cut is not None:
+                self.on_cut()
             return _too_slow(start_response)
         env["wsgi.input"] = io.BytesIO(body)
         env["CONTENT_LENGTH"] = str(len(body))
@@ -126,23 +127,13 @@ class BodyDeadline:
 
 
 def _too_slow(start_response: Callable[..., Any]) -> list[bytes]:
-    body = json.dumps(
-        {
-            "error": "the request body came too slowly",
-            "details": [
-                f"a body must arrive at {MIN_BYTES_PER_SECOND} bytes/s or more after the "
-                f"first {GRACE_SECONDS:g} s, and within {MAX_SECONDS:g} s in all"
-            ],
-        }
-    ).encode()
-    start_response(
-        "408 REQUEST TIMEOUT",
+    return error(
+        start_response,
+        408,
+        "the request body came too slowly",
         [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-            ("Connection", "close"),
-            ("Cache-Control", "no-store"),
-            ("X-Content-Type-Options", "nosniff"),
+            f"a body must arrive at {MIN_BYTES_PER_SECOND} bytes/s or more after the "
+            f"first {GRACE_SECONDS:g} s, and within {MAX_SECONDS:g} s in all"
         ],
+        {"Connection": "close"},
     )
-    return [body]

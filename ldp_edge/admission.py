@@ -2,15 +2,13 @@
 
 One client must not be able to send everything: a flood from one address gets ``429``
 with ``Retry-After`` once its buckets are empty, and other sources go on being served.
-Each source has two buckets, both refilled continuously:
-
-In full: ``docs/security/limits.md``.
+A source is named only by a keyed hash of its address (:class:`SourceNames`), under a
+random key held in memory and replaced daily. In full: ``docs/security/limits.md``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import math
 import secrets
 import threading
@@ -19,27 +17,18 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from collector.errors import ApiError
+from ldp_edge.answers import Refusal
 
 __all__ = [
     "KEY_LIFETIME",
     "MAX_SOURCES",
     "SOURCE_ENVIRON_KEY",
-    "THROTTLE_LOG_INTERVAL",
     "Admission",
     "IdentifySource",
-    "ThrottleLog",
+    "SourceNames",
     "TooManyRequests",
     "environ_key",
 ]
-
-log = logging.getLogger(__name__)
-
-THROTTLE_LOG_INTERVAL = 60.0
-"""Seconds between two log lines about throttled sources: the first refusal after a quiet
-interval is logged at once, the ones after it are added up into the next line, so a
-flood writes one line a minute, not one per request. ``/metrics`` counts every one
-(``ldp_collector_rate_limited_total``, ``ldp_collector_rate_limited_reports_total``)."""
 
 KEY_LIFETIME = 86_400.0
 """Seconds a source key lives: a day, so the hashes of one address under two keys cannot
@@ -64,7 +53,7 @@ _DIGEST_BYTES = 16
 """128 bits: two sources of a million collide with probability about 10⁻²⁷."""
 
 
-class TooManyRequests(ApiError):
+class TooManyRequests(Refusal):
     """A 429: this source's bucket is empty; retry after ``retry_after`` seconds.
 
     Args:
@@ -86,6 +75,42 @@ class TooManyRequests(ApiError):
 def environ_key(header: str) -> str:
     """The WSGI environ key of an HTTP request header (``X-Real-IP`` → ``HTTP_X_REAL_IP``)."""
     return "HTTP_" + header.upper().replace("-", "_")
+
+
+class SourceNames:
+    """Names sources by ``BLAKE2b-128(key, address)`` under a random key that is replaced
+    every :data:`KEY_LIFETIME` seconds; whoever keeps state per name forgets it then.
+
+    Args:
+        clock: monotonic seconds.
+        on_rotate: called (without arguments) whenever the key is replaced.
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        on_rotate: Callable[[], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self._on_rotate = on_rotate
+        self._key = b""
+        self._born = 0.0
+        self.rotate()
+
+    def name(self, address: str) -> bytes:
+        """The keyed hash of ``address`` under the current key."""
+        if self.clock() - self._born >= KEY_LIFETIME:
+            self.rotate()
+        return hashlib.blake2b(
+            address.encode("utf-8", "replace"), key=self._key, digest_size=_DIGEST_BYTES
+        ).digest()
+
+    def rotate(self) -> None:
+        """Replace the key with fresh random bytes."""
+        self._key = secrets.token_bytes(_KEY_BYTES)
+        self._born = self.clock()
+        if self._on_rotate is not None:
+            self._on_rotate()
 
 
 class _Buckets:
@@ -128,15 +153,19 @@ class Admission:
         self.requests_per_second = requests_per_second
         self.reports_per_minute = reports_per_minute
         self.header_key = environ_key(header) if header else None
-        self.clock = clock
         self._max_sources = max_sources
         self._lock = threading.Lock()
         self._buckets: OrderedDict[bytes, _Buckets] = OrderedDict()
-        self._key = b""
-        self._key_born = 0.0
-        self.throttle_log = ThrottleLog(self)
-        """Logs refusals, at most once a minute (:class:`ThrottleLog`)."""
-        self.rotate()
+        self._names = SourceNames(clock, self._forget)
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """Monotonic seconds (the key's and the buckets' clock)."""
+        return self._names.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], float]) -> None:
+        self._names.clock = clock
 
     @property
     def enabled(self) -> bool:
@@ -158,24 +187,16 @@ class Admission:
 
     def source(self, environ: dict[str, Any]) -> bytes:
         """The keyed hash that names the request's source (under the current key)."""
-        self._rotate()
-        return hashlib.blake2b(
-            self.address(environ).encode("utf-8", "replace"),
-            key=self._key,
-            digest_size=_DIGEST_BYTES,
-        ).digest()
+        return self._names.name(self.address(environ))
 
     def rotate(self) -> None:
         """Replace the key with fresh random bytes, and forget every source's buckets (they
         are named under the old key: no request would meet them again)."""
-        with self._lock:
-            self._key = secrets.token_bytes(_KEY_BYTES)
-            self._key_born = self.clock()
-            self._buckets.clear()
+        self._names.rotate()
 
-    def _rotate(self) -> None:
-        if self.clock() - self._key_born >= KEY_LIFETIME:
-            self.rotate()
+    def _forget(self) -> None:
+        with self._lock:
+            self._buckets.clear()
 
     # -- how much ---------------------------------------------------------------------------
     def admit_request(self, source: bytes) -> None:
@@ -239,62 +260,6 @@ class Admission:
         return found
 
 
-class ThrottleLog:
-    """Says, at most once per ``interval``, that sources were throttled: how many
-    requests, reports and distinct sources, never which (no address, no hash).
-
-    Honest traffic meets the limits too (devices behind one carrier-grade NAT or proxy
-    share an address): the line names the settings that raise them.
-
-    Args:
-        admission: the limiter whose limits the line quotes (and whose clock it uses).
-        interval: seconds between two lines.
-    """
-
-    def __init__(self, admission: Admission, interval: float = THROTTLE_LOG_INTERVAL) -> None:
-        self.admission = admission
-        self.interval = interval
-        self._lock = threading.Lock()
-        self._last = float("-inf")
-        self._requests: dict[str, int] = {}
-        self._reports = 0
-        self._sources: set[bytes] = set()
-
-    def refused(self, source: bytes, limit: str, reports: int) -> None:
-        """Note one refused request (``limit``: which bucket; ``reports``: how many it
-        carried, 0 when refused before its body was read); log if the interval is over."""
-        with self._lock:
-            self._requests[limit] = self._requests.get(limit, 0) + 1
-            self._reports += reports
-            if len(self._sources) < MAX_SOURCES:
-                self._sources.add(source)  # counted, never written anywhere
-            now = self.admission.clock()
-            if now - self._last < self.interval:
-                return
-            since = now - self._last
-            requests, self._requests = self._requests, {}
-            reports_refused, self._reports = self._reports, 0
-            sources, self._sources = len(self._sources), set()
-            self._last = now
-        a = self.admission
-        window = "" if since == float("inf") else f" in the last {since:.0f} s"
-        log.warning(
-            "throttled %d requests (%d by the request limit, %d by the report limit; "
-            "%d reports) from %d sources%s. Limits per source and worker: %d requests/s "
-            "(LDP_SOURCE_REQUESTS_PER_SECOND), %d reports/min "
-            "(LDP_SOURCE_REPORTS_PER_MINUTE); devices behind one NAT or proxy share a "
-            "source: raise them if these are honest",
-            sum(requests.values()),
-            requests.get("requests", 0),
-            requests.get("reports", 0),
-            reports_refused,
-            sources,
-            window,
-            a.requests_per_second,
-            a.reports_per_minute,
-        )
-
-
 def _whole_seconds(wait: float) -> int:
     """``Retry-After`` is whole seconds: the wait rounded up, at least 1."""
     return max(1, math.ceil(wait))
@@ -303,8 +268,9 @@ def _whole_seconds(wait: float) -> int:
 class IdentifySource:
     """WSGI middleware: sets ``environ["ldp.source"]`` to the request's source hash.
 
-    It wraps :class:`collector.logs.StripClientMetadata`, which then removes the address
-    (and the trusted header) before the app sees the request: the app gets the hash only.
+    In the collector it wraps :class:`collector.logs.StripClientMetadata`, which then
+    removes the address (and the trusted header) before the app sees the request: the app
+    gets the hash only.
 
     Args:
         app: the WSGI application to wrap.
