@@ -20,6 +20,7 @@ if WORKER_CLASS == "gevent":
     monkey.patch_all()
 
 from ldp_edge.gunicorn_logging import PrivateGunicornLogger  # noqa: E402
+from ldp_edge.gunicorn_worker import capped_worker  # noqa: E402
 
 MAX_DEFAULT_WORKERS = 8
 """Workers are cheap but each holds a Redis connection pool; past 8 per machine,
@@ -58,9 +59,19 @@ def _workers() -> int:
     return min(2 * (os.cpu_count() or 1) + 1, MAX_DEFAULT_WORKERS)
 
 
+def _worker_class() -> Any:
+    """The worker: gevent's with the edge's per-source connection cap
+    (``LDP_SOURCE_CONNECTIONS``; off behind a trusted proxy, ``LDP_SOURCE_HEADER``, which
+    caps per address itself), or the class named."""
+    cap = int(os.environ.get("LDP_SOURCE_CONNECTIONS") or 0)
+    if not cap or WORKER_CLASS != "gevent" or os.environ.get("LDP_SOURCE_HEADER"):
+        return WORKER_CLASS
+    return capped_worker(cap)
+
+
 bind = _bind()
 workers = _workers()
-worker_class = WORKER_CLASS
+worker_class = _worker_class()
 worker_connections = WORKER_CONNECTIONS
 keepalive = KEEPALIVE_SECONDS
 timeout = TIMEOUT_SECONDS

@@ -15,8 +15,10 @@ import click
 
 from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_SOURCE_CONNECTIONS,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
     DEFAULT_TIMEOUT,
+    DEFAULT_WORKER_CONNECTIONS,
 )
 
 __all__ = ["relay"]
@@ -43,6 +45,23 @@ __all__ = ["relay"]
     ),
 )
 @click.option(
+    "--source-connections",
+    default=DEFAULT_SOURCE_CONNECTIONS,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help=(
+        "Connections one device (address) may hold open at once, per worker; past it, 429 "
+        "at once. 0: no cap (also off with --source-header: the proxy in front caps)."
+    ),
+)
+@click.option(
+    "--worker-connections",
+    default=DEFAULT_WORKER_CONNECTIONS,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Connections one worker holds at once (slow ones included).",
+)
+@click.option(
     "--source-header",
     default=None,
     help="Header a trusted proxy in front of the relay puts the device's address in.",
@@ -61,6 +80,8 @@ def relay(
     port: int,
     workers: int,
     requests_per_second: int,
+    source_connections: int,
+    worker_connections: int,
     source_header: str | None,
     max_body_bytes: int,
     timeout: float,
@@ -80,6 +101,8 @@ def relay(
         "LDP_RELAY_BIND": bind,
         "LDP_RELAY_WORKERS": str(workers),
         "LDP_RELAY_SOURCE_REQUESTS_PER_SECOND": str(requests_per_second),
+        "LDP_RELAY_SOURCE_CONNECTIONS": str(source_connections),
+        "LDP_RELAY_WORKER_CONNECTIONS": str(worker_connections),
         "LDP_RELAY_MAX_BODY_BYTES": str(max_body_bytes),
         "LDP_RELAY_TIMEOUT": str(timeout),
         "LDP_RELAY_CORS_ORIGINS": cors_origins,

@@ -2,10 +2,11 @@
 
 A WSGI app. ``POST /`` with a ``message/ohttp-req`` body is admitted by its source's
 request bucket (:class:`ldp_edge.admission.Admission`, a keyed hash of the address held
-in memory only), then posted to the gateway with ``Content-Type`` and ``Accept`` as its
-only headers; the gateway's status, ``Content-Type``, ``Retry-After`` and body come back
-(with ``Cache-Control: no-store``). ``GET /healthz`` answers ``ok``. Nothing else is
-served, and nothing about a request is logged. In full: ``docs/guides/relay.md``.
+in memory only), its body read under the edge's deadline (:mod:`ldp_edge.slow_bodies`),
+then posted to the gateway with ``Content-Type`` and ``Accept`` as its only headers;
+the gateway's status, ``Content-Type``, ``Retry-After`` and body come back (with
+``Cache-Control: no-store``). ``GET /healthz`` answers ``ok``. Nothing else is served,
+and nothing about a request is logged. In full: ``docs/guides/relay.md``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
 from ldp_edge import cors
 from ldp_edge.admission import Admission, TooManyRequests
 from ldp_edge.answers import answer, error, read_body, refuse
+from ldp_edge.slow_bodies import BodyDeadline
 from ldp_relay.limits import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_SOURCE_REQUESTS_PER_SECOND,
@@ -144,8 +146,9 @@ def _session() -> requests.Session:
     return session
 
 
-def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
-    """The relay configured from the environment (gunicorn's app factory).
+def create_relay(environ: Mapping[str, str] | None = None) -> WsgiApp:
+    """The relay configured from the environment (gunicorn's app factory), behind the
+    edge's body deadline.
 
     Variables: ``LDP_RELAY_GATEWAY`` (required), ``LDP_RELAY_SOURCE_REQUESTS_PER_SECOND``,
     ``LDP_RELAY_SOURCE_HEADER``, ``LDP_RELAY_MAX_BODY_BYTES``, ``LDP_RELAY_TIMEOUT``,
@@ -171,4 +174,4 @@ def create_relay(environ: Mapping[str, str] | None = None) -> Relay:
     header = environ.get("LDP_RELAY_SOURCE_HEADER") or None
     raw = environ.get("LDP_RELAY_CORS_ORIGINS", "")
     origins = tuple(o.strip().rstrip("/").lower() for o in raw.split(",") if o.strip())
-    return Relay(gateway, rate, header, size, timeout, origins)
+    return BodyDeadline(Relay(gateway, rate, header, size, timeout, origins), size)

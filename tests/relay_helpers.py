@@ -24,11 +24,12 @@ from ldp_store.embedded import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_relay(gateway: str, cors_origins: str = "") -> Iterator[str]:
-    """Run ``ldp relay`` for ``gateway``; yield its URL once it answers; stop it."""
+def run_relay(gateway: str, cors_origins: str = "", *options: str) -> Iterator[str]:
+    """Run ``ldp relay`` for ``gateway`` (one worker, more ``options`` if given); yield its
+    URL once it answers; stop it."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    args = ["--gateway", gateway, "--port", str(port), "--workers", "1"]
+    args = ["--gateway", gateway, "--port", str(port), "--workers", "1", *options]
     if cors_origins:
         args += ["--cors-origins", cors_origins]
     process = subprocess.Popen(
