@@ -3,10 +3,11 @@
 A WSGI app. ``POST /`` with a ``message/ohttp-req`` body is admitted by its source's
 request bucket (:class:`ldp_edge.admission.Admission`, a keyed hash of the address held
 in memory only), its body read under the edge's deadline (:mod:`ldp_edge.slow_bodies`),
-then posted to the gateway with ``Content-Type`` and ``Accept`` as its only headers;
-the gateway's status, ``Content-Type``, ``Retry-After`` and body come back (with
-``Cache-Control: no-store``). ``GET /healthz`` answers ``ok``. Nothing else is served,
-and nothing about a request is logged. In full: ``docs/guides/relay.md``.
+then posted to the gateway with exactly the :data:`FORWARDED` headers; the gateway's
+status, the :data:`PASSED_BACK` headers and body come back (with ``Cache-Control:
+no-store``). No cookie crosses in either direction: the gateway is called through a
+connection pool that has no cookie jar. ``GET /healthz`` answers ``ok``. Nothing else is
+served, and nothing about a request is logged. In full: ``docs/guides/relay.md``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import requests
-import requests.adapters
+import urllib3
+import urllib3.exceptions
 import urllib3.util
 
 from client_sdk.ohttp.keys import REQUEST_MEDIA_TYPE, RESPONSE_MEDIA_TYPE
@@ -32,6 +33,7 @@ from ldp_relay.limits import (
 )
 
 __all__ = [
+    "FORWARDED",
     "PASSED_BACK",
     "Relay",
     "create_relay",
@@ -39,8 +41,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+FORWARDED = {"Content-Type": REQUEST_MEDIA_TYPE, "Accept": RESPONSE_MEDIA_TYPE}
+"""The only headers the gateway gets, besides HTTP's own ``Host`` and ``Content-Length``:
+none of the device's (no user agent, cookie, origin or address) and none of the relay's
+(no user agent, ``Forwarded`` or cookie)."""
+
 PASSED_BACK = ("Content-Type", "Retry-After")
-"""The gateway's headers the device gets: what it needs to read the answer and to wait."""
+"""The gateway's headers the device gets: what it needs to read the answer and to wait
+(never ``Set-Cookie``)."""
 
 POOL_CONNECTIONS = 20
 """Kept-alive connections to the gateway per worker (one per concurrent upload)."""
@@ -78,7 +86,7 @@ class Relay:
         self.admission = Admission(requests_per_second, 0, source_header)
         self.max_body_bytes = max_body_bytes
         self.timeout = timeout
-        self.session = _session()
+        self.pool = _pool()
         self.cors_origins = cors_origins
 
     def __call__(self, env: dict[str, Any], start: WsgiStart) -> Iterable[bytes]:
@@ -112,38 +120,46 @@ class Relay:
         if body is None:
             return error(start_response, 413, "the request is too large")
         try:
-            answered = self.session.post(
+            answered = self.pool.request(
+                "POST",
                 self.gateway,
-                data=body,
-                headers={"Content-Type": REQUEST_MEDIA_TYPE, "Accept": RESPONSE_MEDIA_TYPE},
-                timeout=self.timeout,
-                allow_redirects=False,
+                body=body,
+                headers={**FORWARDED, **_NOTHING_ELSE},
+                timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+                redirect=False,
+                retries=False,
             )
-        except requests.Timeout:
-            return error(start_response, 504, "the gateway did not answer in time", (), _RETRY)
-        except requests.RequestException as exc:
-            log.warning("gateway unreachable: %s", type(exc).__name__)  # nothing of the device
-            return error(start_response, 502, "the gateway cannot be reached", (), _RETRY)
+        except urllib3.exceptions.HTTPError as exc:
+            return _failed(start_response, exc)
         headers = {k: answered.headers[k] for k in PASSED_BACK if k in answered.headers}
         headers["Cache-Control"] = "no-store"
-        return answer(start_response, answered.status_code, headers, answered.content)
+        return answer(start_response, answered.status, headers, answered.data)
 
 
 _RETRY = {"Retry-After": "5"}
 
+_NOTHING_ELSE = {
+    "User-Agent": urllib3.util.SKIP_HEADER,
+    "Accept-Encoding": urllib3.util.SKIP_HEADER,
+}
+"""urllib3 and http.client would add a user agent and ``Accept-Encoding: identity``."""
 
-def _session() -> requests.Session:
-    """A pooled session that sends no header but the ones given: no user agent, no
-    ``Accept-Encoding``, no cookies, and no proxy from the environment."""
-    session = requests.Session()
-    session.trust_env = False  # no proxy or netrc credentials picked up by accident
-    adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=POOL_CONNECTIONS)
-    session.mount("http://", adapter)
-    session.mount("https://", adapter)
-    session.headers.clear()
-    session.headers["User-Agent"] = urllib3.util.SKIP_HEADER
-    session.headers["Accept-Encoding"] = urllib3.util.SKIP_HEADER
-    return session
+
+def _failed(start_response: WsgiStart, exc: urllib3.exceptions.HTTPError) -> list[bytes]:
+    """504 when the gateway was too slow, 502 when it cannot be reached (urllib3 counts a
+    refused connection as a connect timeout: it is not one)."""
+    if isinstance(exc, urllib3.exceptions.TimeoutError) and not isinstance(
+        exc, urllib3.exceptions.NewConnectionError
+    ):
+        return error(start_response, 504, "the gateway did not answer in time", (), _RETRY)
+    log.warning("gateway unreachable: %s", type(exc).__name__)  # nothing of the device
+    return error(start_response, 502, "the gateway cannot be reached", (), _RETRY)
+
+
+def _pool() -> urllib3.PoolManager:
+    """Kept-alive connections to the gateway: no cookie jar (urllib3 keeps none), no
+    retries or redirects, no proxy or credentials from the environment."""
+    return urllib3.PoolManager(num_pools=1, maxsize=POOL_CONNECTIONS, retries=False)
 
 
 def create_relay(environ: Mapping[str, str] | None = None) -> WsgiApp:

@@ -126,6 +126,25 @@ def test_the_body_goes_through_unread_and_no_device_header_with_it(
     # tests/test_ohttp_e2e.py, where it differs from the relay's own)
 
 
+def test_no_cookie_crosses_the_relay_and_exactly_the_documented_headers_go_on(
+    relay: tuple[str, Path],
+) -> None:
+    """The gateway sets a cookie on every answer: the device never gets it, and the relay
+    keeps no jar that would replay it (with it, a collector could chain one device's
+    consecutive uploads). Every forwarded request has HTTP's own ``Host`` and
+    ``Content-Length`` and the two the relay guide documents, nothing else."""
+    url, _ = relay
+    for _ in range(3):
+        answer = requests.post(url, data=SEALED, headers=DEVICE_HEADERS, timeout=10)
+        assert answer.status_code == 200
+        assert "Set-Cookie" not in answer.headers and not answer.cookies
+    assert len(Recorder.seen) == 3
+    documented = {"content-type": "message/ohttp-req", "accept": "message/ohttp-res"}
+    for headers, _ in Recorder.seen:
+        assert set(headers) == {"host", "content-length", *documented}, headers
+        assert {k: headers[k] for k in documented} == documented
+
+
 def test_a_pages_preflight_is_answered_for_allowed_origins_only(relay: tuple[str, Path]) -> None:
     url, _ = relay
     asked = {
