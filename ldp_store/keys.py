@@ -20,7 +20,7 @@ __all__ = [
     "ENTRY_REPORTS",
     "GROUP",
     "METRICS_SET",
-    "POOLS_SET",
+    "SHUFFLE_MAX_DELAY",
     "SHUFFLE_MIN_BATCH",
     "claims_key",
     "counts_key",
@@ -39,6 +39,7 @@ __all__ = [
     "seeds_key",
     "seen_key",
     "shard_of",
+    "shuffled_key",
     "stream_key",
     "support_key",
     "tag",
@@ -48,13 +49,16 @@ __all__ = [
 
 PREFIX = "ldp"
 METRICS_SET = f"{PREFIX}:metrics"
-POOLS_SET = f"{PREFIX}:shuffle:pools"
-"""Every shuffle pool that may hold reports, as ``name:version:shard`` (for the timer that
-releases overdue ones; :mod:`collector.ohttp_shuffle`)."""
 SHUFFLE_MIN_BATCH = 100
-"""B by default: the least reports a shuffled batch of relayed reports holds
+"""B by default: a shuffle pool of relayed reports is released as soon as it holds B
 (``LDP_SHUFFLE_MIN_BATCH``; the collectors release pools at it, the dashboard states the ε
 it buys). Here because both services read it."""
+SHUFFLE_MAX_DELAY = 3600.0
+"""Seconds a relayed report waits in its pool at most (``LDP_SHUFFLE_MAX_DELAY``): a pool
+below B is released that long after its oldest report arrived, by the aggregator's
+workers (:mod:`ldp_store.shuffle`). An hour: a report is counted in the hour after it was
+acknowledged at the latest, and a pool never spans more than two budget periods
+(``docs/security/threat-model.md`` says what that costs ε_c)."""
 GROUP = "aggregators"
 """The one consumer group every aggregator worker joins."""
 ENTRY_REPORTS = 32
@@ -210,3 +214,10 @@ def pool_key(name: str, version: int, shard: int = 0) -> str:
     """The shuffle pool: relayed reports accepted but not yet appended to the stream, which
     receives them in shuffled batches (:data:`ldp_store.scripts.SHUFFLE`)."""
     return f"{PREFIX}:{tag(name, version, shard)}:pool"
+
+
+def shuffled_key(name: str, version: int, shard: int = 0) -> str:
+    """The shuffle pool's record (a hash): its release bound ``delay_ms``, as the collector
+    that pooled last set it, and what was released: ``batches``, ``reports``, the
+    ``smallest`` batch, ``released_ms`` (:data:`ldp_store.scripts.SHUFFLE`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:shuffled"

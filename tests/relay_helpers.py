@@ -1,5 +1,6 @@
-"""A real ``ldp relay`` for tests (its own process, stopped after), a recording front
-for the collector (who reached it, when, with what), and sealed uploads."""
+"""A real ``ldp relay`` for tests (its own process, stopped after), a recording front for
+the collector (who reached it, when, with what), sealed uploads and their posting to an
+app's gateway through its test client, and aged shuffle pools."""
 
 from __future__ import annotations
 
@@ -15,10 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from flask.testing import FlaskClient
 
 from client_sdk.ohttp import bhttp
 from client_sdk.ohttp.encapsulation import ClientContext, encapsulate_request
-from client_sdk.ohttp.keys import KeyConfig
+from client_sdk.ohttp.keys import (
+    GATEWAY_PATH,
+    KEYS_MEDIA_TYPE,
+    REQUEST_MEDIA_TYPE,
+    RESPONSE_MEDIA_TYPE,
+    KeyConfig,
+    decode_key_configs,
+)
+from ldp_store import keys
 from ldp_store.embedded import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,15 +103,58 @@ class Recording(BaseHTTPRequestHandler):
         pass
 
 
+def age_pool(redis: Any, name: str, version: int, seconds: float, shard: int = 0) -> int:
+    """Make a shuffle pool's reports look ``seconds`` older (their entry ids are their
+    arrival times), as if it had waited that long: a pool a collector left before a
+    restart, or one of a metric with little traffic. Returns how many it holds."""
+    pool = keys.pool_key(name, version, shard)
+    entries = redis.xrange(pool)
+    born = int((time.time() - seconds) * 1000)
+    pipe = redis.pipeline(transaction=True)
+    pipe.delete(pool)
+    for i, (_, fields) in enumerate(entries):
+        pipe.xadd(pool, fields, id=f"{born}-{i + 1}")
+    pipe.execute()
+    return len(entries)
+
+
+def key_config(client: FlaskClient) -> KeyConfig:
+    answer = client.get(GATEWAY_PATH)
+    assert answer.status_code == 200
+    assert answer.mimetype == KEYS_MEDIA_TYPE
+    return decode_key_configs(answer.data)[0]
+
+
+def seal(
+    config: KeyConfig, body: bytes, path: str = "/v1/reports", method: str = "POST"
+) -> tuple[bytes, ClientContext]:
+    request = bhttp.BinaryRequest(
+        method, "https", "collector.example", path, (("content-type", "application/json"),), body
+    )
+    return encapsulate_request(config, bhttp.encode_request(request))
+
+
+def post(client: FlaskClient, sealed: bytes, **headers: str) -> Any:
+    return client.post(
+        GATEWAY_PATH, data=sealed, headers={"Content-Type": REQUEST_MEDIA_TYPE, **headers}
+    )
+
+
+def opened(answer: Any, context: ClientContext) -> bhttp.BinaryResponse:
+    assert answer.status_code == 200, answer.data
+    assert answer.mimetype == RESPONSE_MEDIA_TYPE
+    return bhttp.decode_response(context.decapsulate_response(answer.data))
+
+
 def sealed_reports(config: KeyConfig, reports: list[Any]) -> tuple[bytes, ClientContext]:
     """``POST /v1/reports`` of ``reports`` encapsulated under the gateway key ``config``,
     as a device sends it through a relay, and the context that opens the answer."""
-    inner = bhttp.BinaryRequest(
-        "POST",
-        "https",
-        "collector.example",
-        "/v1/reports",
-        (("content-type", "application/json"),),
-        json.dumps({"reports": reports}).encode(),
-    )
-    return encapsulate_request(config, bhttp.encode_request(inner))
+    return seal(config, json.dumps({"reports": reports}).encode())
+
+
+def relay_reports(client: FlaskClient, reports: list[Any], per_request: int = 1) -> None:
+    """Send ``reports`` sealed through the app's gateway, as a relay forwards them."""
+    config = key_config(client)
+    for i in range(0, len(reports), per_request):
+        sealed, context = sealed_reports(config, reports[i : i + per_request])
+        assert opened(post(client, sealed), context).status == 202

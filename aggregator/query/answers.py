@@ -7,7 +7,7 @@ them too. See docs/reference/http.md.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,9 @@ from aggregator.stats.intervals import ESTIMANDS, REPORTERS
 from aggregator.stats.multiplicity import EACH, MULTIPLICITIES
 from client_sdk import mechanisms
 from ldp_api.models import Absent, Mechanism, Model, OneOf
+
+if TYPE_CHECKING:
+    from aggregator.stats.shuffling import Amplification
 
 __all__ = [
     "SegmentEstimates",
@@ -156,6 +159,19 @@ class ShuffledEpsilon(Model):
     """r: composed on the device (r·ε) before amplifying."""
     condition: str
     """When it holds, and for whom it does not (the server and Redis see ε-LDP reports)."""
+
+    @classmethod
+    def of(cls, found: Amplification | None) -> ShuffledEpsilon | None:
+        """The model of a bound (:mod:`aggregator.stats.accounting`); None for None."""
+        if found is None:
+            return None
+        return cls(
+            epsilon=found.epsilon,
+            delta=found.delta,
+            devices=found.devices,
+            reports_per_device=found.reports_per_device,
+            condition=found.condition,
+        )
 
 
 class Estimates(Model):

@@ -6,7 +6,8 @@ device a window's counts can hold (:func:`reports_per_device`) and its check
 a device's most per UTC day on one metric and over every metric against the device-wide
 caps (:func:`epsilon_per_day_max`, :func:`device_spend`), and the shuffled view's ε
 (:func:`shuffled_view`; towards the collector's operator behind an Oblivious HTTP relay,
-:func:`relayed_view`; the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
+:func:`relayed_view`, with a device's reports per batch from :func:`reports_per_batch`;
+the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
 Redis. The derivations: docs/statistics/memoized.md and docs/statistics/shuffling.md.
 """
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from client_sdk.device import DeviceCaps
-from client_sdk.wire import MetricDefinition
+from client_sdk.wire import Budget, MetricDefinition
 from ldp_store import schema
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "device_spend",
     "epsilon_per_day_max",
     "relayed_view",
+    "reports_per_batch",
     "reports_per_device",
     "shuffled_view",
 ]
@@ -178,26 +180,67 @@ def shuffled_view(epsilon: float, n: int, budgeted: int | None) -> Amplification
     )
 
 
+SHORTEST_PERIOD = {"day": 86_400.0, "week": 7 * 86_400.0, "month": 28 * 86_400.0}
+"""Seconds of each budget period at its shortest (February for a month)."""
+
+
+def reports_per_batch(budget: Budget | None, delay: float) -> int | None:
+    """The most reports of one device a shuffled batch of relayed reports can hold.
+
+    A batch holds what arrived while its pool waited, at most ``delay`` seconds
+    (``LDP_SHUFFLE_MAX_DELAY``). A span that long touches at most ⌈delay / P⌉ + 1
+    budget periods of length P, one more for a report delivered up to a period after it
+    was made (the SDK's queue and retries): the budget's reports per period times that.
+    A device that delivers an older backlog at once (after a long time offline) can have
+    more in one batch, as it can in a window. None without a budget: nothing bounds it.
+    """
+    if budget is None:
+        return None
+    periods = math.ceil(delay / SHORTEST_PERIOD[budget.period]) + 2
+    return budget.reports_per_period * periods
+
+
 @functools.lru_cache(maxsize=256)
-def relayed_view(epsilon: float, batch: int, budgeted: int | None) -> Amplification | None:
+def relayed_view(
+    epsilon: float, batch: int, budgeted: int | None, min_batch: int, released: bool
+) -> Amplification | None:
     """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
-    relay and reached the stream in shuffled batches of at least ``batch`` (B) reports, a
-    device having at most ``budgeted`` reports in a batch (None: no budget; given for one,
-    and the condition says so). ε_c is rounded up to four decimals: still a bound. None
-    for batches of fewer than two reports (nothing is shuffled).
+    relay and reached the stream in shuffled batches, the smallest of them ``batch``
+    reports, a device having at most ``budgeted`` reports in a batch
+    (:func:`reports_per_batch`; None: no budget, given for one, and the condition says
+    so). ε_c is rounded up to four decimals: still a bound.
+
+    Args:
+        epsilon: ε per report.
+        batch: the smallest batch released so far, or B (``min_batch``) if none was.
+        budgeted: a device's most reports in one batch.
+        min_batch: B (``LDP_SHUFFLE_MIN_BATCH``): a pool is released as soon as it holds
+            it, or below it at its release bound (``LDP_SHUFFLE_MAX_DELAY``).
+        released: whether any batch was released (else ε_c is the one a full batch
+            would have, and a smaller one gets more).
+
+    Returns:
+        The guarantee; None when B < 2 (nothing is shuffled). A batch of one report
+        released at its bound gets ε itself (nothing to hide among).
     """
     from aggregator.stats.shuffling import amplification  # noqa: PLC0415 (see shuffled_view)
 
-    if batch < 2:
+    if min_batch < 2:
         return None
     found = amplification(epsilon, batch, budgeted or 1)
     per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
+    which = (
+        f"the smallest released so far holding {batch:,}"
+        if released
+        else f"none released yet: a full batch holds {batch:,} (LDP_SHUFFLE_MIN_BATCH), one "
+        "released at its bound (LDP_SHUFFLE_MAX_DELAY) fewer, and then a larger ε_c holds"
+    )
     condition = (
         f"holds towards whoever runs the collector and reads its Redis, for reports sent "
         f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
-        f"of at least {batch} (LDP_SHUFFLE_MIN_BATCH), if each device sent at most {per} of "
-        f"a batch; if the relay and the collector collude, or without a relay, each report "
-        f"is ε = {epsilon:.3g} (local DP) towards them"
+        f"({which}), if each device sent at most {per} of a batch; if the relay and the "
+        f"collector collude, or without a relay, each report is ε = {epsilon:.3g} (local DP) "
+        f"towards them"
     )
     return replace(
         found,

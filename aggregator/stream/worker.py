@@ -37,7 +37,7 @@ from aggregator.stream.entries import (
 )
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition
-from ldp_store import keys, schema, scripts
+from ldp_store import keys, schema, scripts, shuffle
 from ldp_store.connection import is_cluster, stream_gone, unavailable
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy, expire_untimed
@@ -97,6 +97,12 @@ MIN_CLAIM_INTERVAL = 0.05
 CLUSTER_POLL_MIN = 0.01
 """Seconds of the first idle pause on a Redis Cluster (see ``Worker._wait_for_entries``):
 short enough that a burst after a quiet moment starts within milliseconds."""
+
+RELEASE_INTERVAL = 1.0
+"""Seconds between two looks at the shuffle pools of every known version: a pool of
+relayed reports below B is released by a worker once its bound has passed
+(:func:`ldp_store.shuffle.release_due`), so it reaches its stream at most this much (plus
+a round) after its bound, while any worker runs."""
 
 DISCOVER_INTERVAL = 5.0
 """Seconds between registry scans for new metrics or versions: new metrics start being
@@ -347,6 +353,7 @@ class Worker:
         """The cluster's idle poll interval, doubling up to block_ms (see
         :meth:`_wait_for_entries`); 0 after a round that handled entries."""
         self._next_discovery = 0.0
+        self._next_release = 0.0
         self._stopping = False
         self._blocking = False
 
@@ -480,6 +487,9 @@ class Worker:
         """One pass over every stream; returns True when burst mode is done."""
         if time.monotonic() >= self._next_discovery:
             self.discover()
+        if time.monotonic() >= self._next_release:
+            self._next_release = time.monotonic() + RELEASE_INTERVAL
+            self._release_due_pools()
         handled = 0
         for stream in list(self._streams.values()):
             if self._stopping:
@@ -509,6 +519,16 @@ class Worker:
             return not self._reread_own_pending()
         self._wait_for_entries()
         return False
+
+    def _release_due_pools(self) -> None:
+        """Release the shuffle pools whose bound has passed, of every version joined
+        (superseded and retired ones too: their reports were acknowledged)."""
+        members = [
+            (s.definition.name, s.definition.version, s.shard) for s in self._streams.values()
+        ]
+        released = shuffle.release_due(self.redis, members)
+        if released:
+            log.info("released %d relayed reports from pools at their bound", released)
 
     def _reread_own_pending(self) -> bool:
         """Before a burst ends, once: whether any stream still has entries pending under our

@@ -40,7 +40,7 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
-from aggregator.query.estimators import relayed_epsilon
+from aggregator.query.relayed import relayed_guarantee
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import (
     alarm_rate,
@@ -250,11 +250,17 @@ def metric(name: str) -> str | tuple[str, int]:
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     d["dimensions"] = [{"name": n, "values": list(v)} for n, v in definition.dimensions]
     if definition.kind == "categorical":
-        batch = int(current_app.config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH))
-        per_batch = definition.budget.reports_per_period if definition.budget else None
-        relayed = relayed_epsilon(definition.oracle.epsilon, batch, per_batch)
+        config = current_app.config
+        relayed, batch, released = relayed_guarantee(
+            ext.redis,
+            definition,
+            int(config.get("SHUFFLE_MIN_BATCH", keys.SHUFFLE_MIN_BATCH)),
+            float(config.get("SHUFFLE_MAX_DELAY", keys.SHUFFLE_MAX_DELAY)),
+        )
         d["relayed"] = None if relayed is None else relayed.model_dump()
-        d["relayed_batch"] = batch
+        d["relayed_batch"] = (
+            f"the smallest released of {batch:,}" if released else f"full ones of {batch:,}"
+        )
     query = {"version": d["version"]}
     page = {
         "page": "metric",

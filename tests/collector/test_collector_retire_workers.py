@@ -12,7 +12,6 @@ checks the same with a real multi-worker ``ldp serve``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,15 +24,7 @@ from client_sdk.ohttp import bhttp
 from client_sdk.ohttp.keys import GATEWAY_PATH, REQUEST_MEDIA_TYPE, decode_key_configs
 from client_sdk.wire import MetricDefinition
 from collector.context import services
-from collector.ohttp_shuffle import stop_timers
 from ldp_store import keys, streams
-
-
-@pytest.fixture(autouse=True)
-def _no_timers_of_earlier_apps() -> Iterator[None]:
-    stop_timers()
-    yield
-    stop_timers()
 
 
 def post(client: FlaskClient, body: list[Any]) -> Any:

@@ -4,25 +4,15 @@ the key rotation's transaction touches one key, a pool and its stream share a ha
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from collector_helpers import define, make_app, reports
-from test_ohttp_gateway import key_config, opened, post, seal
+from relay_helpers import key_config, opened, post, seal
 
-from collector.ohttp_shuffle import stop_timers
 from ldp_store import keys, streams
 from ldp_store.ohttp_keys import GatewayKeys
 
 SPEC = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
-
-
-@pytest.fixture(autouse=True)
-def _no_timers_of_earlier_apps() -> Iterator[None]:
-    stop_timers()
-    yield
-    stop_timers()
 
 
 def test_relayed_reports_are_pooled_and_released_on_a_cluster(cluster_db: Any) -> None:

@@ -8,29 +8,24 @@ encapsulated request appends nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from collector_helpers import make_app, reports
 from flask import Flask
 from flask.testing import FlaskClient
+from relay_helpers import key_config, opened, post, seal
 
 from client_sdk.ohttp import bhttp
-from client_sdk.ohttp.encapsulation import ClientContext, encapsulate_request
+from client_sdk.ohttp.encapsulation import encapsulate_request
 from client_sdk.ohttp.keys import (
     GATEWAY_PATH,
-    KEYS_MEDIA_TYPE,
     PROBLEM_KEY,
-    REQUEST_MEDIA_TYPE,
-    RESPONSE_MEDIA_TYPE,
     KeyConfig,
-    decode_key_configs,
 )
 from client_sdk.wire import MetricDefinition
 from collector.context import services
 from collector.ohttp_gateway import ObliviousGateway
-from collector.ohttp_shuffle import stop_timers
 from ldp_store import keys, streams
 from ldp_store.ohttp_keys import KEYS_KEY, GatewayKeys
 
@@ -40,42 +35,6 @@ def app(redis_db: Any) -> Flask:
     """A collector whose relayed reports go straight to the streams (B = 1: the shuffle
     pools are tested in test_ohttp_shuffle.py)."""
     return make_app(redis_db.url, SHUFFLE_MIN_BATCH=1)
-
-
-@pytest.fixture(autouse=True)
-def _no_timers_of_earlier_apps() -> Iterator[None]:
-    """Shuffle timers of other tests' apps share this process and Redis: stop them."""
-    stop_timers()
-    yield
-    stop_timers()
-
-
-def key_config(client: FlaskClient) -> KeyConfig:
-    answer = client.get(GATEWAY_PATH)
-    assert answer.status_code == 200
-    assert answer.mimetype == KEYS_MEDIA_TYPE
-    return decode_key_configs(answer.data)[0]
-
-
-def seal(
-    config: KeyConfig, body: bytes, path: str = "/v1/reports", method: str = "POST"
-) -> tuple[bytes, ClientContext]:
-    request = bhttp.BinaryRequest(
-        method, "https", "collector.example", path, (("content-type", "application/json"),), body
-    )
-    return encapsulate_request(config, bhttp.encode_request(request))
-
-
-def post(client: FlaskClient, sealed: bytes, **headers: str) -> Any:
-    return client.post(
-        GATEWAY_PATH, data=sealed, headers={"Content-Type": REQUEST_MEDIA_TYPE, **headers}
-    )
-
-
-def opened(answer: Any, context: ClientContext) -> bhttp.BinaryResponse:
-    assert answer.status_code == 200, answer.data
-    assert answer.mimetype == RESPONSE_MEDIA_TYPE
-    return bhttp.decode_response(context.decapsulate_response(answer.data))
 
 
 def stream_length(app: Flask, definition: MetricDefinition) -> int:

@@ -11,31 +11,21 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from collector_helpers import define, make_app, reports
 from flask import Flask
 from flask.testing import FlaskClient
-from test_ohttp_gateway import key_config, opened, post, seal
+from relay_helpers import age_pool, key_config, opened, post, seal
 
 from client_sdk.wire import MetricDefinition
 from collector.context import services
-from collector.ohttp_shuffle import POOL, PoolAppender, stop_timers
-from ldp_store import keys, streams
+from collector.ohttp_shuffle import POOL, PoolAppender
+from ldp_store import keys, shuffle, streams
 
 WIDE_SPEC = {"domain": [f"v{i}" for i in range(400)], "epsilon": 1.0, "mechanism": "grr"}
 """GRR over 400 values: report i carries payload {"v": i}, which names it in the stream."""
-
-
-@pytest.fixture(autouse=True)
-def _no_timers_of_earlier_apps() -> Iterator[None]:
-    """Shuffle timers of other tests' apps share this process and Redis: stop them."""
-    stop_timers()
-    yield
-    stop_timers()
 
 
 def labelled(definition: MetricDefinition, n: int) -> list[dict[str, Any]]:
@@ -112,22 +102,48 @@ def test_a_replay_of_a_pooled_report_is_refused(redis_db: Any) -> None:
     assert pool_length(app, wide) == 4
 
 
-def test_max_delay_releases_a_small_pool_and_zero_never_does(redis_db: Any) -> None:
+def test_a_small_pool_waits_for_its_bound_and_goes_once_it_has_passed(redis_db: Any) -> None:
+    """Below B the collector leaves a pool to its bound (recorded for the aggregator's
+    workers, which release due pools); before the bound not even a direct call releases
+    it, after it a release goes through (the script checks by Redis's clock)."""
     app = make_app(redis_db.url, SHUFFLE_MIN_BATCH=10, SHUFFLE_MAX_DELAY=30)
     client = app.test_client()
     wide = define(client, "app.wide", WIDE_SPEC)
     send_one_by_one(client, labelled(wide, 3))
-    shuffler = POOL.get(app).shuffler
-    assert shuffler.release_due() == 0  # 3 < B, and not 30 s old
-    shuffler.clock = lambda: time.time() + 31
-    assert shuffler.release_due() == 3
-    assert sorted(stream_values(app, wide)) == [0, 1, 2]
-    assert not services(app).redis.smembers(keys.POOLS_SET)  # forgotten once empty
+    redis = services(app).redis
+    found = shuffle.waiting(redis, wide.name, wide.version)
+    [state] = shuffle.pool_states(redis, [(wide.name, wide.version, 0)])
+    assert found is not None and found.reports == 3 and pool_length(app, wide) == 3
+    assert state.delay == 30 and state.oldest is not None
+    assert found.released_by == state.oldest + 30
+    assert shuffle.release(redis, wide.name, wide.version, 0, 0) == 0  # not due: refused
+    assert shuffle.release_due(redis, [(wide.name, wide.version, 0)]) == 0
+    age_pool(redis, wide.name, wide.version, 31)
+    assert shuffle.release_due(redis, [(wide.name, wide.version, 0)]) == 3
+    assert sorted(stream_values(app, wide)) == [0, 1, 2] and pool_length(app, wide) == 0
+    releases = shuffle.released(redis, wide.name, wide.version)
+    assert (releases.batches, releases.reports, releases.smallest) == (1, 3, 3)
+    assert shuffle.waiting(redis, wide.name, wide.version) is None
 
-    never = make_app(redis_db.url, SHUFFLE_MIN_BATCH=10)
-    send_one_by_one(never.test_client(), labelled(wide, 13)[10:])
-    POOL.get(never).shuffler.clock = lambda: time.time() + 10**6
-    assert POOL.get(never).shuffler.release_due() == 0
+
+def test_the_default_bound_is_an_hour_not_never(redis_db: Any) -> None:
+    """Before, LDP_SHUFFLE_MAX_DELAY = 0 (the default) kept a pool below B for good."""
+    app = make_app(redis_db.url)
+    client = app.test_client()
+    wide = define(client, "app.wide", WIDE_SPEC)
+    send_one_by_one(client, labelled(wide, 3))
+    redis = services(app).redis
+    [state] = shuffle.pool_states(redis, [(wide.name, wide.version, 0)])
+    assert state.delay == keys.SHUFFLE_MAX_DELAY == 3600
+    assert state.oldest is not None and state.due == state.oldest + 3600
+
+
+@pytest.mark.parametrize("value", [0, -1, 7 * 86_400 + 1, "3", True])
+def test_a_bad_max_delay_is_a_config_error(redis_db: Any, value: object) -> None:
+    from collector.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="LDP_SHUFFLE_MAX_DELAY"):
+        make_app(redis_db.url, SHUFFLE_MAX_DELAY=value)
 
 
 def test_the_pool_appender_shares_the_appender_state(redis_db: Any) -> None:

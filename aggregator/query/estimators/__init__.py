@@ -21,7 +21,6 @@ from aggregator.query.estimators.base import (
     Ask,
     Estimator,
     Reader,
-    relayed_epsilon,
     shuffled_epsilon,
 )
 from aggregator.query.estimators.frequency import (
@@ -48,7 +47,6 @@ __all__ = [
     "StringEstimator",
     "estimate_window",
     "estimator_for",
-    "relayed_epsilon",
     "shuffled_epsilon",
     "trend",
 ]

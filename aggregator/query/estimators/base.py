@@ -23,7 +23,6 @@ from aggregator.query.answers import (
 from aggregator.query.window import newest_arrival
 from aggregator.stats.accounting import (
     ReportsPerDevice,
-    relayed_view,
     reports_per_device,
     shuffled_view,
 )
@@ -31,7 +30,6 @@ from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate
 from aggregator.stats.intervals import POPULATION, REPORTERS
 from aggregator.stats.multiplicity import EACH, FDR, SIMULTANEOUS, multiplicity_of
-from aggregator.stats.shuffling import Amplification
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Mechanism
 from ldp_store.registry import Registry
@@ -201,27 +199,9 @@ def intervals_note(est: FrequencyEstimate) -> str:
     )
 
 
-def _shuffled(found: Amplification | None) -> ShuffledEpsilon | None:
-    if found is None:
-        return None
-    return ShuffledEpsilon(
-        epsilon=found.epsilon,
-        delta=found.delta,
-        devices=found.devices,
-        reports_per_device=found.reports_per_device,
-        condition=found.condition,
-    )
-
-
 def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEpsilon | None:
     """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.accounting.shuffled_view`)."""
-    return _shuffled(shuffled_view(epsilon, n, budgeted))
-
-
-def relayed_epsilon(epsilon: float, batch: int, budgeted: int | None) -> ShuffledEpsilon | None:
-    """The metric page's ε towards the collector's operator behind an Oblivious HTTP relay
-    (:func:`aggregator.stats.accounting.relayed_view`)."""
-    return _shuffled(relayed_view(epsilon, batch, budgeted))
+    return ShuffledEpsilon.of(shuffled_view(epsilon, n, budgeted))
 
 
 def _per_device(reader: Reader, definition: MetricDefinition, window: str) -> ReportsPerDevice:
