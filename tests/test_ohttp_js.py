@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relay_helpers import Recording, run_relay
+from relay_helpers import Recording, call, run_relay
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
@@ -56,16 +56,6 @@ await client.shutdown();
 """
 
 
-def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read().decode())
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with pytest.MonkeyPatch.context() as mp:
@@ -73,7 +63,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         data = tmp_path_factory.mktemp("ohttp-js")
         with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
             for name, spec in SPECS.items():
-                _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+                call(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
             yield s
 
 
@@ -95,7 +85,7 @@ def _node(tmp_path: Path, *args: str) -> dict[str, Any]:
 
 
 def _counted(server: Server) -> dict[str, int]:
-    return {name: _request(f"{server.url}/v1/estimates/{name}")["n"] for name in SPECS}
+    return {name: call(f"{server.url}/v1/estimates/{name}")["n"] for name in SPECS}
 
 
 def _wait_for(server: Server, expected: dict[str, int]) -> None:

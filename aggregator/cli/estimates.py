@@ -213,6 +213,9 @@ def estimates(
             f"ε={m.epsilon:g} · window {window} · n = {n:,} · {confidence:.0%} intervals"
         )
     )
+    waiting = source.waiting_note(definition)
+    if waiting is not None:
+        out.print(Text(waiting))
     if by is not None:
         _breakdown(rows, definition, by, min_segment_reports)
         return

@@ -70,6 +70,11 @@ class Source(Protocol):
         are then decided once, as one snapshot)."""
         ...
 
+    def waiting_note(self, definition: MetricDefinition) -> str | None:
+        """What says how many relayed reports of the version wait for a shuffled batch,
+        and until when (None: none wait)."""
+        ...
+
 
 @dataclass
 class Local:
@@ -126,6 +131,12 @@ class Local:
         found = self.hidden.get(ident)
         rows = window_rows(reader, definition, window, confidence, minimum, stats, found)
         return stats.n, list(rows)
+
+    def waiting_note(self, definition: MetricDefinition) -> str | None:  # noqa: D102
+        from aggregator.query.relayed import relayed_waiting  # noqa: PLC0415
+
+        waiting = relayed_waiting(self.client, definition)
+        return None if waiting is None else waiting.note
 
 
 @dataclass
@@ -206,6 +217,12 @@ class Api:
         query = {"version": definition.version, "window": window, "confidence": confidence}
         body = self._get(f"/v1/export/{_quoted(definition.name)}", query)
         return int(body["n"]), list(body["rows"])
+
+    def waiting_note(self, definition: MetricDefinition) -> str | None:  # noqa: D102
+        query = {"version": definition.version}
+        body = self._get(f"/v1/estimates/{_quoted(definition.name)}", query)
+        waiting = body.get("relayed_waiting")
+        return None if not waiting else str(waiting["note"])
 
 
 def _quoted(name: str) -> str:

@@ -39,6 +39,7 @@ __all__ = [
     "MeanEstimate",
     "MeanTrendPoint",
     "PoisoningAlarm",
+    "RelayedWaiting",
     "ShuffledEpsilon",
     "StringEstimates",
     "StringRow",
@@ -174,6 +175,20 @@ class ShuffledEpsilon(Model):
         )
 
 
+class RelayedWaiting(Model):
+    """Relayed reports of a metric version waiting for a shuffled batch (not yet in any
+    window): the pool goes to the stream when it holds ``LDP_SHUFFLE_MIN_BATCH`` reports,
+    or ``LDP_SHUFFLE_MAX_DELAY`` after its oldest arrived, whichever comes first."""
+
+    reports: Annotated[int, Field(ge=1)]
+    """Reports acknowledged (202) and waiting."""
+    released_by: str
+    """When the last of them reaches the stream at the latest (UTC, ISO 8601); counted a
+    moment later."""
+    note: str
+    """The same in one sentence."""
+
+
 class Estimates(Model):
     """A categorical metric's frequencies in one window."""
 
@@ -228,6 +243,9 @@ class Estimates(Model):
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
     shuffled_epsilon: ShuffledEpsilon | None = None
     """ε_c of these n reports seen only as estimates; None without reports."""
+    relayed_waiting: RelayedWaiting | None = None
+    """Reports sent through an Oblivious HTTP relay, acknowledged and still waiting in the
+    version's shuffle pool for a batch: not in n yet; null when none wait."""
 
 
 class StringRow(Model):
@@ -290,6 +308,9 @@ class StringEstimates(Model):
     of the sketch's rows)."""
     alarm_rate: float
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+    relayed_waiting: RelayedWaiting | None = None
+    """Reports sent through an Oblivious HTTP relay, acknowledged and still waiting in the
+    version's shuffle pool for a batch: not in n yet; null when none wait."""
 
 
 class MeanEstimate(Model):
@@ -319,6 +340,9 @@ class MeanEstimate(Model):
     """The confidence sequence ("valid while you watch"): holds at every n at once,
     however often the page is looked at; wider than ci_low/ci_high. Null when n is 0."""
     cs_high: Number
+    relayed_waiting: RelayedWaiting | None = None
+    """Reports sent through an Oblivious HTTP relay, acknowledged and still waiting in the
+    version's shuffle pool for a batch: not in n yet; null when none wait."""
     interval: str
     """How ci_low/ci_high are built (a Student t score interval, its variance floored at
     the mechanism's least variance: it holds from n = 2 on)."""
@@ -433,6 +457,9 @@ class JointEstimates(Model):
     window: str
     marginals: list[JointMarginal]
     post_processing: str
+    relayed_waiting: RelayedWaiting | None = None
+    """Reports sent through an Oblivious HTTP relay, acknowledged and still waiting in the
+    version's shuffle pool for a batch: not in n yet; null when none wait."""
 
 
 class SegmentGroup(Model):

@@ -1,19 +1,46 @@
-"""Reports that came through an Oblivious HTTP relay, as the read side sees them: the ε_c
-towards the collector of what was released (:func:`relayed_guarantee`: from the smallest
-batch released so far, a device's reports per batch bounded by the periods a pool can
-span). In full: ``docs/security/threat-model.md``.
+"""Reports that came through an Oblivious HTTP relay, as the read side sees them: what
+still waits in a version's shuffle pools and until when (:func:`relayed_waiting`), and
+the ε_c towards the collector of what was released (:func:`relayed_guarantee`: from the
+smallest batch released so far, a device's reports per batch bounded by the periods a
+pool can span). In full: ``docs/security/threat-model.md``.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import redis
 
-from aggregator.query.answers import ShuffledEpsilon
+from aggregator.query.answers import RelayedWaiting, ShuffledEpsilon
 from aggregator.stats.accounting import relayed_view, reports_per_batch
 from client_sdk.wire import MetricDefinition
 from ldp_store import shuffle
 
-__all__ = ["relayed_epsilon", "relayed_guarantee"]
+__all__ = ["relayed_epsilon", "relayed_guarantee", "relayed_waiting"]
+
+
+def _utc(when: float) -> str:
+    return datetime.fromtimestamp(round(when), UTC).isoformat().replace("+00:00", "Z")
+
+
+def relayed_waiting(client: redis.Redis, definition: MetricDefinition) -> RelayedWaiting | None:
+    """The relayed reports of a version acknowledged but not yet in its stream; None if
+    none wait."""
+    found = shuffle.waiting(client, definition.name, definition.version, definition.shards)
+    if found is None:
+        return None
+    by = _utc(found.released_by)
+    return RelayedWaiting(
+        reports=found.reports,
+        released_by=by,
+        note=(
+            f"{found.reports:,} report{'s' if found.reports != 1 else ''} sent through a "
+            f"relay wait{'s' if found.reports == 1 else ''} in the shuffle pool for a batch "
+            f"and {'is' if found.reports == 1 else 'are'} not in n yet: counted by {by} at "
+            "the latest (LDP_SHUFFLE_MAX_DELAY after the oldest arrived), sooner if the pool "
+            "fills (LDP_SHUFFLE_MIN_BATCH)"
+        ),
+    )
 
 
 def relayed_guarantee(

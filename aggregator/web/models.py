@@ -21,6 +21,7 @@ from aggregator.query.answers import (
     Estimand,
     Multiplicity,
     PoisoningAlarm,
+    RelayedWaiting,
     Version,
 )
 from aggregator.stats.intervals import REPORTERS
@@ -325,6 +326,9 @@ class OverviewRow(Model):
     last_window: str | None
     """The newest hour (else day) window with counts."""
     lag: Backlog
+    relayed_waiting: RelayedWaiting | None = None
+    """Relayed reports of this version acknowledged and waiting in the shuffle pool for a
+    batch, and until when at the latest; null when none wait (not in n or lag yet)."""
     alarms: list[PoisoningAlarm]
     """Poisoning alarms of the newest hour and day windows (categorical metrics)."""
     memory_bytes: int | None

@@ -7,7 +7,8 @@ counted, the newest window with counts (the last update), and the aggregator's l
     {"metrics": [{"name", "version", "kind", "description", "mechanism", "epsilon",
                   "k", "range", "budget", "epsilon_per_period", "period",
                   "longitudinal", "permanent_epsilon", "n", "last_window",
-                  "lag": {"length", "pending"}, "alarms": [...], "memory_bytes", "retired_at",
+                  "lag": {"length", "pending"}, "relayed_waiting": {"reports", "released_by",
+                  "note"} | null, "alarms": [...], "memory_bytes", "retired_at",
                   "retention": {"hour", "day", "all", "note"}}],
      "memory": {"used", "maxmemory", "keys", "partial", "measured_at", "guard",
                 "guard_budget"}}
@@ -33,6 +34,7 @@ import redis
 from flask import Blueprint, Flask, current_app, has_app_context
 
 from aggregator.query.alarms import alarm_models, checked_alarm_rate, current_alarms
+from aggregator.query.relayed import relayed_waiting
 from aggregator.query.window import lag_details, list_windows, reports_counted
 from aggregator.stats.accounting import composed_epsilon, device_spend, epsilon_per_day_max
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
@@ -184,6 +186,7 @@ def overview_rows(
                 "n": reports_counted(client, definition),
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
+                "relayed_waiting": relayed_waiting(client, definition),
                 "alarms": [a.model_dump() for a in alarm_models(definition, found, labels)],
                 "memory_bytes": (
                     None if memory is None else memory.by_metric.get(definition.name, 0)

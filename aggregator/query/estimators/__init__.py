@@ -31,6 +31,7 @@ from aggregator.query.estimators.frequency import (
 from aggregator.query.estimators.joint import JointEstimator
 from aggregator.query.estimators.numeric import NumericEstimator
 from aggregator.query.estimators.strings import StringEstimator
+from aggregator.query.relayed import relayed_waiting
 from aggregator.query.window import list_windows
 from client_sdk.mechanisms import Memoized, PostRandomization
 from client_sdk.wire import MetricDefinition
@@ -97,6 +98,14 @@ def estimate_window(
         stats: the window's statistic if the caller read it (its estimator's ``read``);
             read here otherwise.
     """
+    found = _estimate(reader, definition, window, ask, stats)
+    waiting = relayed_waiting(reader.client, definition)  # not in any window yet
+    return found if waiting is None else found.model_copy(update={"relayed_waiting": waiting})
+
+
+def _estimate(
+    reader: Reader, definition: MetricDefinition, window: str, ask: Ask | None, stats: Any = None
+) -> Answer:
     estimator = estimator_for(definition)
     if stats is None:
         stats = estimator.read(reader, definition, window)
@@ -124,7 +133,7 @@ def trend(
     ]
     points: list[TrendPoint | MeanTrendPoint] = []
     for window in sorted(windows[:max_windows]):
-        body = estimate_window(reader, definition, window, ask)
+        body = _estimate(reader, definition, window, ask)
         if isinstance(body, MeanEstimate):
             points.append(
                 MeanTrendPoint(

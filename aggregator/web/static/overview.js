@@ -56,6 +56,12 @@
       const lag = m.lag.length.toLocaleString("en-US") + " waiting" +
         (m.lag.pending ? ", " + m.lag.pending.toLocaleString("en-US") + " in progress" : "");
       tr.querySelector('[data-field="lag"]').textContent = lag;
+      const relayed = tr.querySelector('[data-field="relayed"]');
+      const waiting = m.relayed_waiting;
+      relayed.hidden = !waiting;
+      relayed.textContent = waiting ? "+ " + int(waiting.reports) + " relayed, waiting for a " +
+        "shuffled batch until " + waiting.released_by.slice(0, 16).replace("T", " ") +
+        " UTC at the latest" : "";
       window.LDP.renderAlarms(tr.querySelector('[data-field="alarms"]'), m.alarms);
       const memory = tr.querySelector('[data-field="memory"]');
       memory.dataset.bytes = m.memory_bytes === null ? "" : String(m.memory_bytes);
