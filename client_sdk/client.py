@@ -87,7 +87,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("client_sdk")
-logger.addHandler(logging.NullHandler())
+# No NullHandler: an app that configured no logging sees the SDK's warnings (each kind of
+# dropped report once) on stderr, through Python's last-resort handler.
 
 METRICS_PATH = "/v1/metrics/"
 
@@ -209,6 +210,8 @@ class Client:
         self._privacy_at_shutdown: dict[str, Any] | None = None
         """What :meth:`privacy` answers once the client is shut down (see there)."""
         self._stats = Stats()
+        self._evicted_seen = 0  # the queue's evictions already warned about
+        self._drops_at_flush = 0  # drops (and evictions) when flush() last returned
         self._uploader = self._new_uploader()
         _live.add(self)
         if self._durable is not None:  # deliver what an earlier run left, even if the
@@ -410,6 +413,14 @@ class Client:
     def _retire(self, metrics: set[str]) -> None:
         """The collector retired ``metrics``: stop reporting them, drop their queued
         reports (counted as ``retired``), and remember it across restarts."""
+        new = sorted(metrics - set(self._retired))
+        if new:
+            logger.warning(
+                "ldp-telemetry: the collector says an operator retired %s: its reports are "
+                "dropped from now on (counted as 'retired')",
+                ", ".join(map(repr, new)),
+            )
+            self._stats.warned("retired")
         learnt = self._clock()
         self._retired.update(dict.fromkeys(metrics, learnt))
         for metric in metrics:
@@ -424,8 +435,7 @@ class Client:
                 if discard is not None:
                     needle = _ENCODER.encode(metric).encode()
                     dropped = discard(lambda data, n=needle: _names_metric(data, n))
-            if dropped:
-                self._stats.drop("retired", dropped)
+            self._stats.drop("retired", dropped, warn=False)  # warned about above
 
     def _unretire(self, metric: str) -> None:
         """The collector takes ``metric``'s reports again (an operator un-retired it): report
@@ -549,17 +559,20 @@ class Client:
 
         Returns:
             True when the report was queued (and charged to the privacy ledger); False
-            when it was dropped, counted in ``stats()["dropped"]`` by reason: unknown
-            metric, ``retired`` (the collector said an operator retired it; its
+            when it was dropped, counted in ``stats()["dropped"]`` by reason (the
+            reasons and what each means: :data:`~client_sdk.uploader.DROP_REASONS`):
+            ``unknown_metric``, ``invalid_value``, ``invalid_dimensions`` (nothing is
+            charged), ``retired`` (the collector said an operator retired it; its
             definition is still fetched every ``metrics_ttl``, and one without
-            ``retired_at`` means it was un-retired: reported again), invalid
-            value, definition unreachable, ``budget`` (the metric's
-            budget for this period is spent), ``disabled`` (the user opted out),
-            ``storage_error`` (the store failed), queue full, or client shut down.
-            ``invalid_dimensions`` (missing, unknown or undeclared dimension values; nothing
-            is charged). An unknown metric or an invalid value (not in the domain, out of range, of
-            the wrong type) is a bug in the app: logged at WARNING once per metric and
-            reason, naming both (never the value), then at DEBUG.
+            ``retired_at`` means it was un-retired: reported again), ``unreachable``
+            (no definition could be had), ``budget`` (the metric's budget for this period
+            is spent), ``device_budget``, ``disabled`` (the user opted out),
+            ``storage_error`` (the store failed), ``queue_full`` or ``shutdown``.
+            The first drop of each reason is logged at WARNING with what it means
+            (visible on stderr without any logging set up), later ones at DEBUG; an
+            unknown metric or an invalid value (not in the domain, out of range, of the
+            wrong type), a bug in the app, is logged at WARNING once per metric and
+            reason, naming both (never the value).
         """
         try:
             if self._closed:
@@ -570,10 +583,12 @@ class Client:
                 definition = self.definition(metric)
             except UnknownMetricError:
                 return self._misuse(metric, "unknown_metric", "no such metric")
-            except MetricsUnavailableError:
-                return self._drop("retired" if metric in self._retired else "unreachable")
+            except MetricsUnavailableError as exc:
+                if metric in self._retired:
+                    return self._drop("retired", f"metric {metric!r}")
+                return self._drop("unreachable", f"metric {metric!r}: {exc}")
             if metric in self._retired:  # learnt before, or the fetch just said so
-                return self._drop("retired")
+                return self._drop("retired", f"metric {metric!r}")
             try:
                 definition.segment(dimensions)
             except ValueError:
@@ -590,28 +605,29 @@ class Client:
                 return self._misuse(metric, "invalid_value", _invalid_why(definition, value))
             except ReportingDisabledError:
                 return self._drop("disabled")
-            except StoreError:
-                return self._drop("storage_error")
+            except StoreError as exc:
+                return self._drop("storage_error", str(exc))
             data = _ENCODER.encode(report).encode()
             try:
                 queued = self._enqueue(data, charge)
             except DeviceBudgetExhaustedError:
-                return self._drop("device_budget")
+                return self._drop("device_budget", f"metric {metric!r}")
             except BudgetExhaustedError:
-                return self._drop("budget")
+                return self._drop("budget", f"metric {metric!r}")
             except ReportingDisabledError:
                 return self._drop("disabled")
-            except QueueFullError:
-                return self._drop("queue_full")
-            except StoreError:
-                return self._drop("storage_error")
+            except QueueFullError as exc:
+                return self._drop("queue_full", str(exc))
+            except StoreError as exc:
+                return self._drop("storage_error", str(exc))
             self._stats.add("reported")
+            if self._queue.evicted != self._evicted_seen:
+                self._evictions()
             self._uploader.notify(queued)
             return True
         except Exception as exc:  # a bug here must not break the app
-            logger.error("report dropped: internal error (%s)", type(exc).__name__)
             self._stats.error(type(exc).__name__)
-            return self._drop("internal_error")
+            return self._drop("internal_error", type(exc).__name__)
 
     def _enqueue(self, data: bytes, charge: Charge) -> int:
         """Queue a report and charge the ledger, atomically (raises why it could not)."""
@@ -620,15 +636,23 @@ class Client:
         assert self._memory_ledger is not None
         return self._memory_ledger.enqueue(self._queue, data, charge)
 
-    def _drop(self, reason: str) -> bool:
-        self._stats.drop(reason)
-        logger.debug("report dropped: %s", reason)
+    def _drop(self, reason: str, detail: str = "") -> bool:
+        """Count a dropped report (warned about once per reason: see :class:`Stats`)."""
+        self._stats.drop(reason, 1, detail)
         return False
+
+    def _evictions(self) -> None:
+        """Warn (once) that the queue's quotas dropped the oldest reports; the queue counts
+        them itself (``stats()`` adds them to ``queue_full``)."""
+        evicted = self._queue.evicted
+        new, self._evicted_seen = evicted - self._evicted_seen, evicted
+        if new > 0:
+            self._stats.tell("queue_full", new, "the oldest reports were evicted")
 
     def _misuse(self, metric: object, reason: str, why: str) -> bool:
         """Drop a report the app got wrong (unknown metric, bad value), with a WARNING
         naming the metric and why, once per (metric, why): never the value."""
-        self._stats.drop(reason)
+        self._stats.drop(reason, warn=False)  # warned about below, in these words
         try:  # a string that is no metric name may be a value passed in its place
             key = (repr(wire.check_name(metric)), why)
         except ValueError:
@@ -639,7 +663,7 @@ class Client:
                 self._warned.add(key)
         logger.log(
             logging.WARNING if first else logging.DEBUG,
-            "report of metric %s dropped (%s): %s%s",
+            "ldp-telemetry: report of metric %s dropped (%s): %s%s",
             key[0],
             reason,
             why,
@@ -656,13 +680,22 @@ class Client:
                 uploads pause after a run of failures (the reports stay queued).
 
         Returns:
-            Whether the queue is empty.
+            Whether everything was delivered: True when the queue is empty and no report
+            was dropped, for any reason (``stats()["dropped"]``: a ``report()`` that
+            returned False, one the collector refused, one the queue's quota evicted),
+            since the previous ``flush()`` returned (or since the client was made).
+            False otherwise, e.g. with the collector unreachable; ``stats()`` says why.
+            With a ``storage_dir`` shared by several processes the queue is theirs too.
         """
         try:
-            return self._uploader.flush(timeout)
+            empty = self._uploader.flush(timeout)
         except Exception as exc:
             logger.error("flush failed: %s", type(exc).__name__)
-            return False
+            empty = False
+        dropped = self._stats.dropped + self._queue.evicted
+        clean = dropped == self._drops_at_flush
+        self._drops_at_flush = dropped
+        return empty and clean
 
     def stats(self) -> dict[str, Any]:
         """What happened to reports so far.
@@ -671,8 +704,9 @@ class Client:
             ``queued`` and ``queued_bytes`` (waiting now), ``reported`` (queued by
             :meth:`report`), ``sent`` (delivered), ``accepted`` and ``duplicates`` (as the
             collector counted them), ``batches``, ``retries`` (failed uploads retried),
-            ``dropped`` (by reason), ``last_error`` (an exception class or ``HTTP <status>``,
-            never a message) and ``worker_alive`` (whether the upload thread runs).
+            ``dropped`` (by reason: :data:`~client_sdk.uploader.DROP_REASONS`),
+            ``last_error`` (an exception class or ``HTTP <status>``, never a message) and
+            ``worker_alive`` (whether the upload thread runs).
         """
         snapshot = self._stats.snapshot()
         snapshot["dropped"]["queue_full"] += self._queue.evicted
@@ -757,7 +791,7 @@ class Client:
             wiped = self._ledger.disable()
             if self._durable is None:
                 wiped = self._queue.clear()
-            self._stats.drop("disabled", wiped)
+            self._stats.drop("disabled", wiped, warn=False)  # the app asked for it
             self._opted_out = False  # the ledger's flag rules (shared, persisted)
             return True
         except Exception as exc:
@@ -797,7 +831,7 @@ class Client:
         keeps answering, with the ledger as it stood at shutdown.
 
         Returns:
-            Whether everything queued was delivered.
+            Whether everything was delivered, as :meth:`flush` says it.
         """
         self._closed = True
         start = time.monotonic()
@@ -831,6 +865,7 @@ class Client:
         if self._memory_ledger is not None:
             self._memory_ledger.after_fork_in_child()
         self._stats = Stats()
+        self._evicted_seen = self._drops_at_flush = self._queue.evicted
         self._uploader = self._new_uploader()
 
 

@@ -91,31 +91,34 @@ _MAX_EXPONENT = 16
 
 Outcome = Literal["ok", "retry", "drop"]
 
-DROP_REASONS = (
-    "unknown_metric",
-    "invalid_value",
-    "invalid_dimensions",
-    "unreachable",
-    "queue_full",
-    "rejected",
-    "too_large",
-    "shutdown",
-    "internal_error",
-    "budget",
-    "device_budget",
-    "disabled",
-    "storage_error",
-    "retired",
-    "bundle_mismatch",
-)
-"""Why a report was dropped; ``client.stats()["dropped"]`` counts each. ``budget``: the
-metric's privacy budget for the period is spent; ``device_budget``: the device-wide cap
-on the total ε of a day or a lifetime would be passed (``client_sdk.device``);
-``disabled``: the user opted out (and reports wiped by the opt-out);
-``storage_error``: the durable store failed;
-``retired``: an operator retired the metric (reports made after, and those queued);
-``bundle_mismatch``: made with a definition the app ships, which the collector does not
-have under that version with the same parameters (never sent: it would be misread)."""
+DROP_REASONS: dict[str, str] = {
+    "unknown_metric": "the collector has no such metric (a bug in the app)",
+    "invalid_value": "the value is not one of the metric's (a bug in the app)",
+    "invalid_dimensions": "missing, unknown or undeclared dimension values (a bug in the app)",
+    "unreachable": (
+        "the metric's definition could not be fetched (the collector is unreachable) and "
+        "none is kept or shipped (definitions=)"
+    ),
+    "queue_full": "the queue reached max_queue or max_queue_bytes: the oldest reports went",
+    "rejected": "the collector refused them as invalid",
+    "too_large": "a single report was larger than the collector takes",
+    "shutdown": "the client was shut down",
+    "internal_error": "a bug in the SDK",
+    "budget": "the metric's privacy budget for this period is spent",
+    "device_budget": "the device-wide cap on the total ε of a day or a lifetime would be passed",
+    "disabled": "the user opted out (disable())",
+    "storage_error": "the durable store (storage_dir) failed or stayed busy",
+    "retired": "an operator retired the metric",
+    "bundle_mismatch": (
+        "made with a definition the app ships that the collector does not have under that "
+        "version with the same parameters (never sent: it would be misread)"
+    ),
+}
+"""Why a report was dropped (``client.stats()["dropped"]`` counts each), and what that
+means: the first drop of each reason is logged at WARNING with its meaning
+(:class:`Stats`). ``device_budget`` is ``client_sdk.device``'s; ``retired`` counts
+reports made after the retirement and those still queued; ``disabled`` also counts the
+reports an opt-out wiped."""
 
 COUNTERS = ("reported", "sent", "accepted", "duplicates", "batches", "retries")
 """reported: enqueued by ``report()``; sent: delivered in a 2xx (rejected ones excluded);
@@ -194,12 +197,18 @@ def backoff_delay(
 
 
 class Stats:
-    """Thread-safe counters of what happened to reports."""
+    """Thread-safe counters of what happened to reports.
+
+    The first drop of each reason is logged at WARNING with what the reason means (see
+    :data:`DROP_REASONS`), later ones at DEBUG: an app that configured no logging still
+    sees it once, on stderr, through Python's last-resort handler.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts = dict.fromkeys(COUNTERS, 0)
         self._dropped = dict.fromkeys(DROP_REASONS, 0)
+        self._warned: set[str] = set()
         self._last_error: str | None = None
 
     def add(self, name: str, n: int = 1) -> None:
@@ -207,10 +216,53 @@ class Stats:
         with self._lock:
             self._counts[name] += n
 
-    def drop(self, reason: str, n: int = 1) -> None:
-        """Count ``n`` reports dropped for ``reason`` (one of :data:`DROP_REASONS`)."""
+    def drop(self, reason: str, n: int = 1, detail: str = "", *, warn: bool = True) -> None:
+        """Count ``n`` reports dropped for ``reason`` (one of :data:`DROP_REASONS`).
+
+        Args:
+            reason: why.
+            n: how many (0 counts nothing and says nothing).
+            detail: what happened, for the log line (a metric name, an error; never a
+                value).
+            warn: whether to log it (:meth:`tell`); False when the caller logs it in its
+                own words.
+        """
+        if n <= 0:
+            return
         with self._lock:
             self._dropped[reason] += n
+        if warn:
+            self.tell(reason, n, detail)
+
+    def tell(self, reason: str, n: int, detail: str = "") -> None:
+        """Log ``n`` reports dropped for ``reason``: the reason's first time at WARNING,
+        with what it means, later ones at DEBUG."""
+        with self._lock:
+            first = reason not in self._warned
+            self._warned.add(reason)
+        if first:
+            logger.warning(
+                "ldp-telemetry: %d report(s) dropped (%s): %s%s. Said once per reason; "
+                "client.stats()['dropped'] counts every drop.",
+                n,
+                reason,
+                DROP_REASONS[reason],
+                f" [{detail}]" if detail else "",
+            )
+        else:
+            logger.debug("%d report(s) dropped (%s)%s", n, reason, f": {detail}" if detail else "")
+
+    def warned(self, reason: str) -> None:
+        """Record that ``reason`` was warned about in a caller's own words: its drops log
+        at DEBUG from now on."""
+        with self._lock:
+            self._warned.add(reason)
+
+    @property
+    def dropped(self) -> int:
+        """Reports dropped so far, for any reason (the queue's evictions are not here)."""
+        with self._lock:
+            return sum(self._dropped.values())
 
     def error(self, what: str) -> None:
         """Remember the last error: an exception class name or ``HTTP <status>``."""
@@ -426,7 +478,7 @@ class Uploader:
             except Exception as exc:  # e.g. the collector could not be asked
                 return self._failed(entries, None, exc)
             if refused:
-                self._stats.drop("bundle_mismatch", len(refused))
+                self._stats.drop("bundle_mismatch", len(refused), warn=False)  # _vet warned
                 self._queue.ack(e.key for e in refused)
             if not entries:
                 return None
@@ -456,9 +508,8 @@ class Uploader:
             retired = _retired(response.json())
             gone = [e for e in entries if _metric(e) in retired]
             reason = "too_large" if status == 413 else "rejected"
-            if len(entries) > len(gone):
-                self._stats.drop(reason, len(entries) - len(gone))
-            logger.warning("collector refused %d reports (HTTP %d); dropped", len(entries), status)
+            detail = f"HTTP {status} for a batch of {len(entries)}"
+            self._stats.drop(reason, len(entries) - len(gone), detail)
             if status != 413:
                 self._on_rejected(_metrics(e for e in entries if _metric(e) not in retired))
             self._queue.ack(e.key for e in entries)
@@ -510,20 +561,16 @@ class Uploader:
         self._stats.add("duplicates", duplicates if type(duplicates) is int else 0)
         gone = {i for i in rejected if _metric(entries[i]) in retired}
         if rejected - gone:
-            self._stats.drop("rejected", len(rejected - gone))
-            logger.warning(
-                "collector rejected %d of %d reports; dropped", len(rejected), len(entries)
-            )
+            detail = f"{len(rejected - gone)} of a batch of {len(entries)}"
+            self._stats.drop("rejected", len(rejected - gone), detail)
             self._on_rejected(_metrics(entries[i] for i in rejected - gone))
         self._queue.ack(e.key for e in entries)
         self._retire(retired, len(gone))
 
     def _retire(self, retired: set[str], dropped: int) -> None:
         """Count a batch's reports of retired metrics and tell the client about them."""
-        if dropped:
-            self._stats.drop("retired", dropped)
+        self._stats.drop("retired", dropped, warn=False)  # on_retired warns, naming them
         if retired:
-            logger.warning("the collector retired %s; no longer reported", sorted(retired))
             self._on_retired(retired)
 
 

@@ -138,7 +138,7 @@ def test_retire_answers_410_keeps_estimates_and_the_sdk_stops(
 
     # The SDK's 6 reports queued before the retirement, batches of 2: the first upload
     # learns it (a device fetching the definition after it learns it then: next test)
-    assert client.flush(timeout=30)
+    assert client.flush(timeout=30) is False  # the queue is empty: six were dropped
     stats = client.stats()
     assert stats["dropped"]["retired"] == 6  # 2 refused in flight + 4 dropped from the queue
     assert stats["dropped"]["rejected"] == 0
@@ -339,7 +339,7 @@ def test_a_device_that_learnt_the_retirement_reports_again_after_unretire(
     client = Client(server_url, storage_dir=store, clock=ticks, metrics_ttl=60, flush_interval=3600)
     assert client.report("app.back", "light")  # queued while the metric is live
     assert ldp("metrics", "retire", "app.back", "--url", server_url, "--token", TOKEN, "-y")[0] == 0
-    assert client.flush(timeout=30)  # the upload's 410 tells the device
+    assert client.flush(timeout=30) is False  # the upload's 410 tells the device: dropped
     assert client.stats()["dropped"]["retired"] == 1
     assert client.report("app.back", "dark") is False
 
@@ -348,7 +348,7 @@ def test_a_device_that_learnt_the_retirement_reports_again_after_unretire(
     assert client.report("app.back", "dark") is False  # its definition is still fresh
     ticks.now += 61  # older than metrics_ttl: fetched again, without retired_at
     assert client.report("app.back", "auto") is True
-    assert client.flush(timeout=30)
+    assert client.flush(timeout=30) is False  # delivered, after two refused since the last
     assert client.stats()["accepted"] == 1 and client.stats()["dropped"]["retired"] == 3
     client.shutdown()
 

@@ -158,7 +158,7 @@ class SQLiteFile:
             # next call tries again. Anything else waits REOPEN_DELAY.
             if not (isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)):
                 self._retry_open_at = time.monotonic() + REOPEN_DELAY
-            logger.warning("cannot open the report store (%s)", type(exc).__name__)
+            logger.debug("cannot open the report store (%s: %s)", type(exc).__name__, exc)
             raise StoreError(f"cannot open {self.path}: {exc}") from None
         return self._conn
 
@@ -204,7 +204,11 @@ class SQLiteFile:
         return conn
 
     def _failed(self, exc: sqlite3.Error) -> StoreError:
-        """Turn a SQLite error into a StoreError; drop the connection unless merely busy."""
+        """Turn a SQLite error into a StoreError; drop the connection unless merely busy.
+
+        Logged at DEBUG: the caller says what it meant (a dropped report is warned about
+        once per reason, ``privacy()`` answers with the error, the uploader logs it).
+        """
         if not isinstance(exc, sqlite3.OperationalError) or "locked" not in str(exc):
             conn, self._conn, self._version = self._conn, None, None
             if conn is not None:
@@ -213,7 +217,7 @@ class SQLiteFile:
                 except sqlite3.Error:
                     pass
             self._retry_open_at = time.monotonic() + REOPEN_DELAY
-        logger.warning("report store error (%s)", type(exc).__name__)
+        logger.debug("report store error (%s: %s)", type(exc).__name__, exc)
         return StoreError(str(exc))
 
     def _transaction(self) -> Transaction:

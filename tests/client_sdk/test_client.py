@@ -15,12 +15,15 @@ import logging
 import os
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +33,8 @@ from client_sdk.errors import ReportError
 from client_sdk.transport import HTTPTransport
 from client_sdk.uploader import RETRY_CAP
 from client_sdk.wire import MetricDefinition, parse_spec
+
+ROOT = Path(__file__).resolve().parents[2]
 
 THEME_LABELS = ["sunlit-meadow", "midnight-ocean", "auto-tangerine"]
 THEME = parse_spec("app.theme", {"domain": THEME_LABELS, "epsilon": 1.0, "mechanism": "grr"})
@@ -96,6 +101,8 @@ class Collector:
         self.get_answers: deque[Answer] = deque()
         self.device_budget: dict[str, float | None] | None = None
         """The device-wide caps published beside each definition (None: none)."""
+        self.retired: set[str] = set()
+        """Metrics whose definition says an operator retired them (``retired_at``)."""
         self.post_answers: deque[Answer] = deque()
         self.post_default = Answer()
         self.max_reports: int | None = None
@@ -167,7 +174,11 @@ class Collector:
         elif handler.path == "/v1/metrics":
             handler.send_json(200, {"metrics": [d.to_dict() for d in current.values()]})
         elif handler.path.startswith("/v1/metrics/") and handler.path[12:] in current:
-            extra = {} if self.device_budget is None else {"device_budget": self.device_budget}
+            extra: dict[str, Any] = {}
+            if self.device_budget is not None:
+                extra["device_budget"] = self.device_budget
+            if handler.path[12:] in self.retired:
+                extra["retired_at"] = "2027-01-01T00:00:00+00:00"
             handler.send_json(200, {**current[handler.path[12:]].to_dict(), **extra})
         else:
             handler.send_json(404, {"error": f"unknown metric {handler.path[12:]!r}"})
@@ -324,7 +335,7 @@ def test_no_raw_value_reaches_the_queue_a_request_or_a_log_line(
     # Not a metric name (a value passed in its place?): warned about, never echoed.
     assert not client.report("Secret Invalid Value", "midnight-ocean")
     queue_text = b"".join(e.data for e in client._queue.peek(10**9, 10**12)).decode()
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False  # three reports were dropped
     requests_text = b"".join(collector.posts).decode()
     assert requests_text and collector.delivered
     for secret in [*THEME_LABELS, *PAGE_LABELS, "secret-invalid-value", "Secret Invalid Value"]:
@@ -386,6 +397,75 @@ def test_a_dropped_report_is_warned_about_once_per_metric_and_reason(
     assert len(caplog.records) == 12  # the repeats at DEBUG
     for secret in ("secret-value", "31337"):
         assert secret not in caplog.text
+
+
+SILENT_APP = """
+import json, sys
+from client_sdk import Client
+client = Client(sys.argv[1], flush_at=10_000, flush_interval=3600.0, timeout=5)
+down = Client(sys.argv[2], timeout=5)
+results = []
+for _ in range(3):
+    results.append(client.report("app.unknown", "sunlit-meadow"))
+    results.append(client.report("app.theme", "secret-purple"))
+    results.append(client.report("app.old", 0))
+    results.append(down.report("app.theme", 0))
+flushed = [client.flush(timeout=5), down.flush(timeout=5)]
+print(json.dumps({"results": results, "flushed": flushed}))
+"""
+
+
+def test_the_first_drop_of_each_reason_reaches_stderr_without_any_logging_set_up(
+    collector: Collector,
+) -> None:
+    """Issue 36: an app that set up no logging saw nothing for an unknown metric, a
+    value outside the domain, a retired metric or an unreachable collector (the SDK's
+    logger had a NullHandler; the retired case logged at DEBUG), and flush() said True.
+    Now each reason's first drop reaches stderr through Python's last-resort handler,
+    once per client, and flush() says that nothing was delivered."""
+    collector.publish(parse_spec("app.old", {"domain": ["a", "b"], "epsilon": 1.0}))
+    collector.retired.add("app.old")
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    app = subprocess.run(
+        [sys.executable, "-c", SILENT_APP, collector.url, down],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert app.returncode == 0, app.stderr
+    out = json.loads(app.stdout)
+    assert out == {"results": [False] * 12, "flushed": [False, False]}
+    lines = app.stderr.splitlines()
+    for said in ("(unknown_metric)", "(invalid_value)", "retired 'app.old'", "(unreachable)"):
+        assert sum(said in line for line in lines) == 1, (said, lines)
+    assert len(lines) == 4, lines  # once each: the repeats are not printed
+    assert "secret-purple" not in app.stderr and "sunlit-meadow" not in app.stderr
+
+
+def test_flush_says_whether_everything_reported_since_the_last_flush_was_delivered(
+    collector: Collector, make_client: Callable[..., Client]
+) -> None:
+    """Issue 36: flush() returned True when nothing was sent (the queue was empty because
+    every report had been dropped). It is True only when the queue is empty and nothing
+    was dropped since the previous flush()."""
+    client = make_client()
+    assert client.flush(timeout=5) is True  # nothing reported, nothing lost
+    assert client.report("app.theme", 0) and client.flush(timeout=5) is True
+    assert client.report("app.nope", 0) is False
+    assert client.flush(timeout=5) is False  # nothing queued, and one report dropped
+    assert client.flush(timeout=5) is True  # nothing dropped since
+    collector.post_answers.append(Answer(400))
+    assert client.report("app.theme", 1)
+    assert client.flush(timeout=5) is False  # refused by the collector
+    assert client.report("app.theme", 2) and client.flush(timeout=5) is True
+    assert len(collector.delivered) == 2
+    collector.stop()
+    down = make_client()
+    assert down.report("app.theme", 0) is False  # the collector is unreachable
+    assert down.flush(timeout=1) is False
 
 
 def test_build_report_raises_for_unknown_metric_or_value(
@@ -683,7 +763,7 @@ def test_final_errors_drop_the_batch_and_count_it(
     client = make_client()
     for i in range(3):
         assert client.report("app.theme", i)
-    assert client.flush(timeout=5) is True
+    assert client.flush(timeout=5) is False  # the queue is empty, but nothing was delivered
     stats = client.stats()
     assert stats["dropped"]["rejected"] == 3 and stats["queued"] == 0
     assert stats["last_error"] == f"HTTP {status}"
@@ -711,7 +791,7 @@ def test_413_for_a_single_report_drops_it_as_too_large(
     client = make_client()
     for i in range(3):
         assert client.report("app.theme", i)
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False
     assert client.stats()["dropped"]["too_large"] == 3
     assert collector.reports_per_post() == [3, 1, 1, 1]
 
@@ -724,7 +804,7 @@ def test_202_with_rejected_indices_drops_those_and_delivers_the_rest(
     for i in range(5):
         assert client.report("app.theme", i % 3)
     sent_ids = [r["id"] for r in queued_reports(client)]
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False  # two were dropped
     assert [r["id"] for r in collector.delivered] == [sent_ids[i] for i in (0, 2, 4)]
     stats = client.stats()
     assert (stats["sent"], stats["accepted"], stats["dropped"]["rejected"]) == (3, 3, 2)
@@ -752,10 +832,10 @@ def test_rejection_for_an_unknown_version_refreshes_the_definition(
     )
     collector.publish(new_theme)  # version 1 is no longer accepted
     assert client.report("app.theme", 1)
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False
     assert client.stats()["dropped"]["rejected"] == 2
     assert client.report("app.theme", 2)  # fetched again: version 2
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is True  # no drop since the previous flush
     assert len(collector.gets) == 2
     assert [r["version"] for r in collector.delivered] == [2]
 
@@ -769,7 +849,7 @@ def test_a_full_queue_drops_the_oldest_reports_and_counts_them(
         assert client.report("app.theme", i)
     stats = client.stats()
     assert stats["queued"] == 3 and stats["dropped"]["queue_full"] == 2
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False  # the queue was emptied, two reports lost
     assert [r["metric"] for r in collector.delivered] == ["app.theme"] * 3
 
 
@@ -795,7 +875,7 @@ def test_stats_report_everything_that_happened(
         assert client.report("app.theme", i)
     assert not client.report("app.theme", "purple")
     assert not client.report("app.nope", 0)
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False
     assert client.stats() == {
         "queued": 0,
         "queued_bytes": 0,

@@ -203,11 +203,11 @@ def test_a_device_at_its_budget_gets_false_and_sends_nothing(
     client = make_client()
     assert [client.report("app.theme", i % 3) for i in range(5)] == [True] * 3 + [False] * 2
     assert client.stats()["dropped"]["budget"] == 2
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5) is False  # two reports were refused
     assert len(collector.delivered) == 3
     posts = len(collector.posts)
     assert client.report("app.theme", 0) is False
-    assert client.flush(timeout=1) and len(collector.posts) == posts  # nothing more sent
+    assert client.flush(timeout=1) is False and len(collector.posts) == posts  # nothing sent
     assert client.report("app.free", 0) is True  # other metrics are not affected
 
 
@@ -415,7 +415,7 @@ def test_disable_wipes_the_queue_refunds_unsent_reports_and_stops_reporting(
     assert stats["queued"] == 0 and stats["dropped"]["disabled"] == 4
     assert client.report("app.free", 0) is False
     assert client.stats()["dropped"]["disabled"] == 5
-    assert client.flush(timeout=1) and len(collector.delivered) == 1
+    assert client.flush(timeout=1) is False and len(collector.delivered) == 1
     lifetime = client.privacy()["metrics"]["app.free"]["lifetime"]
     if mode == "durable":  # the four never left the device: refunded
         assert lifetime["reports"] == 1 and stored(tmp_path / "store") == []

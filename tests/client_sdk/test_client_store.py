@@ -136,10 +136,10 @@ def test_reports_rejected_as_invalid_are_deleted(
     client = make_client()
     for i in range(2):
         assert client.report("app.theme", i)
-    assert client.flush(timeout=5)  # the first batch: 400/422, dropped
+    assert client.flush(timeout=5) is False  # the first batch: 400/422, dropped
     for i in range(3):
         assert client.report("app.theme", i)
-    assert client.flush(timeout=5)  # one of three rejected inside a 202
+    assert client.flush(timeout=5) is False  # one of three rejected inside a 202
     assert stored(tmp_path / "store") == []
     assert client.stats()["dropped"]["rejected"] == 3 and len(collector.delivered) == 2
 
@@ -249,7 +249,7 @@ def test_over_quota_the_oldest_reports_are_dropped_and_counted(
         len(json.dumps(r, separators=(",", ":"))) for r in stored(tmp_path / "store")
     )
     back = collector.restarted()
-    assert client.flush(timeout=10)
+    assert client.flush(timeout=10) is False  # ten were evicted
     assert ids(back.delivered) == made[10:]  # the newest 40, in order
 
 
@@ -404,7 +404,9 @@ def test_a_store_that_cannot_be_opened_drops_reports_as_storage_error(
     assert client.report("app.theme", 1) is False  # no new attempt for a while
     stats = client.stats()
     assert stats["dropped"]["storage_error"] == 2 and stats["queued"] == 0
-    assert client.flush(timeout=0.5) is True and client.shutdown(timeout=0.5) is True
+    assert client.flush(timeout=0.5) is False  # nothing queued, and nothing delivered
+    assert client.flush(timeout=0.5) is True  # no drop since the previous flush
+    assert client.shutdown(timeout=0.5) is True
     assert client.privacy()["enabled"] is True  # answers, never raises
 
 

@@ -96,7 +96,7 @@ def test_the_device_budget_survives_a_restart(
     first = make_client(device_budget=caps)
     assert first.report("app.free", 0) and first.report("app.free", 1)
     assert first.report("app.free", 0) is False  # 6 > 4 today
-    assert first.shutdown(timeout=5)
+    assert first.shutdown(timeout=5) is False  # one report was refused
     second = make_client(device_budget=caps)
     assert second.report("app.theme", 0) is False  # 4.5 > 4 today, after a restart
     assert second.stats()["dropped"]["device_budget"] == 1
@@ -104,7 +104,7 @@ def test_the_device_budget_survives_a_restart(
     # the lifetime sums still hold them.
     clock.now = at(2027, 4, 20)
     assert second.report("app.free", 0)  # 6.0: the lifetime cap
-    assert second.shutdown(timeout=5)
+    assert second.shutdown(timeout=5) is False  # app.theme was refused
     third = make_client(device_budget=caps)
     assert third.report("app.theme", 0) is False
     assert third.privacy()["device_budget"]["spent_lifetime"] == 6.0
