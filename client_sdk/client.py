@@ -225,7 +225,12 @@ class Client:
         period already spent: that would let an honest device send more reports than the
         server's reports-per-device bound (``Budget.max_reports``) assumes, and a
         memoized metric's intervals would be too narrow. A clock set forward only delays
-        the next period.
+        the next period. Until the ledger could be read, nothing is charged: the floor
+        fails closed.
+
+        Raises:
+            StoreError: the ledger could not be read (the floor is asked for again next
+                time).
         """
         now = self._wallclock()
         floor = self._floor
@@ -237,11 +242,12 @@ class Client:
         return now
 
     def _latest_charged(self) -> float:
-        """The start (Unix seconds) of the latest day the ledger holds a charge on."""
-        try:
-            rows, _ = self._ledger.ledger("")
-        except StoreError:
-            return float("-inf")
+        """The start (Unix seconds) of the latest day the ledger holds a charge on.
+
+        Raises:
+            StoreError: the ledger could not be read.
+        """
+        rows, _ = self._ledger.ledger("")
         if not rows:
             return float("-inf")
         latest = date.fromisoformat(max(row[1] for row in rows))
@@ -567,7 +573,9 @@ class Client:
             ``retired_at`` means it was un-retired: reported again), ``unreachable``
             (no definition could be had), ``budget`` (the metric's budget for this period
             is spent), ``device_budget``, ``disabled`` (the user opted out),
-            ``storage_error`` (the store failed), ``queue_full`` or ``shutdown``.
+            ``storage_error`` (the store failed; also while the ledger's latest day cannot
+            be read, so that a clock set back cannot reopen a spent budget),
+            ``queue_full`` or ``shutdown``.
             The first drop of each reason is logged at WARNING with what it means
             (visible on stderr without any logging set up), later ones at DEBUG; an
             unknown metric or an invalid value (not in the domain, out of range, of the
@@ -595,7 +603,11 @@ class Client:
                 names = [name for name, _ in definition.dimensions]
                 why = f"dimensions must give a declared value of each of {names}"
                 return self._misuse(metric, "invalid_dimensions", why)
-            charge = self._charger.charge(definition, self._charge_time())
+            try:
+                when = self._charge_time()
+            except StoreError as exc:
+                return self._drop("storage_error", f"the ledger could not be read: {exc}")
+            charge = self._charger.charge(definition, when)
             try:
                 secret = self._ledger.device_secret() if definition.longitudinal else None
                 report = wire.build_report(definition, value, self._rng, secret, dimensions)

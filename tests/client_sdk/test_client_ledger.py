@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from test_client import Answer, Collector
-from test_client_store import stored
+from test_client_store import held, stored
 
 from client_sdk import Client, wire
 from client_sdk.errors import DefinitionError, ReportingDisabledError
@@ -273,6 +273,35 @@ def test_a_clock_set_back_before_a_restart_does_not_reopen_a_spent_period(
         assert second.report("app.weekly", 0) is False  # still this week's budget
     finally:
         second.shutdown(timeout=1)
+
+
+def test_a_clock_set_back_while_the_store_is_busy_charges_nothing_until_the_floor_is_known(
+    collector: Collector, tmp_path: Path, clock: Clock
+) -> None:
+    """Issue 44: a process started with the clock two days behind while another held the
+    store could not read the ledger's latest day; it took the clock set back as the floor
+    for good, and spent a second budget on a day already spent. The floor now fails
+    closed: nothing is charged until the ledger has been read."""
+    store = tmp_path / "store"
+    first = Client(collector.url, storage_dir=store, wallclock=clock, flush_at=10**6)
+    assert [first.report("app.theme", 0) for _ in range(4)] == [True] * 3 + [False]
+    first.shutdown(timeout=5)
+    behind = Clock(clock.now - 2 * 86_400)  # this process's clock: two days behind
+    second = Client(collector.url, storage_dir=store, wallclock=behind, flush_at=10**6)
+    try:
+        with held(store):
+            assert second.report("app.theme", 0) is False
+        assert second.stats()["dropped"]["storage_error"] == 1
+        assert [second.report("app.theme", 0) for _ in range(3)] == [False] * 3
+        assert second.stats()["dropped"]["budget"] == 3  # the day already spent
+    finally:
+        second.shutdown(timeout=1)
+    with sqlite3.connect(store / FILENAME) as conn:
+        charged = conn.execute(
+            "SELECT count(*) FROM reports WHERE day < '2027-01-13' UNION ALL "
+            "SELECT count(*) FROM ledger WHERE day < '2027-01-13'"
+        ).fetchall()
+    assert charged == [(0,), (0,)]
 
 
 def test_a_budget_change_reaches_the_device_without_a_new_version(

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,35 @@ def stored(directory: Path) -> list[dict[str, Any]]:
 
 def ids(reports: list[dict[str, Any]]) -> list[str]:
     return [r["id"] for r in reports]
+
+
+HOLDER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+sys.stdin.readline()
+conn.execute("COMMIT")
+"""
+
+
+@contextmanager
+def held(directory: Path) -> Iterator[None]:
+    """Another process holds the store's write lock (``BEGIN IMMEDIATE``) for the block."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(directory / FILENAME)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=30) == 0
 
 
 CHARGE = Charge("app.theme", 1.0, "2027-01-15", "2027-01-15")
