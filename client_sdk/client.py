@@ -550,7 +550,10 @@ class Client:
         Never raises. The value itself is neither kept nor logged. The first report of a
         metric fetches its definition (one request of at most ``timeout`` seconds, on the
         calling thread); later ones only perturb, serialize and enqueue — with a
-        ``storage_dir``, in one SQLite commit together with the ledger charge.
+        ``storage_dir``, in one SQLite commit together with the ledger charge. All the
+        store calls of one report wait at most :data:`~client_sdk.store.BUSY_TIMEOUT`
+        (one second) together for a store another process holds: then the report is
+        dropped (``storage_error``) rather than block the app longer.
 
         Args:
             metric: the metric's name.
@@ -573,15 +576,26 @@ class Client:
             ``retired_at`` means it was un-retired: reported again), ``unreachable``
             (no definition could be had), ``budget`` (the metric's budget for this period
             is spent), ``device_budget``, ``disabled`` (the user opted out),
-            ``storage_error`` (the store failed; also while the ledger's latest day cannot
-            be read, so that a clock set back cannot reopen a spent budget),
-            ``queue_full`` or ``shutdown``.
+            ``storage_error`` (the store failed or stayed busy; also while the ledger's
+            latest day cannot be read, so that a clock set back cannot reopen a spent
+            budget), ``queue_full`` or ``shutdown``.
             The first drop of each reason is logged at WARNING with what it means
             (visible on stderr without any logging set up), later ones at DEBUG; an
             unknown metric or an invalid value (not in the domain, out of range, of the
             wrong type), a bug in the app, is logged at WARNING once per metric and
             reason, naming both (never the value).
         """
+        durable = self._durable
+        if durable is None:
+            return self._report(metric, value, dimensions)
+        previous = durable.limit_waits()  # one bound for all of this call's store waits
+        try:
+            return self._report(metric, value, dimensions)
+        finally:
+            durable.limit_waits(previous)
+
+    def _report(self, metric: str, value: object, dimensions: Mapping[str, str] | None) -> bool:
+        """:meth:`report`, within its limit on store waits."""
         try:
             if self._closed:
                 return self._drop("shutdown")
@@ -756,7 +770,18 @@ class Client:
         return self._privacy()
 
     def _privacy(self) -> dict[str, Any]:
-        """:meth:`privacy` read from the ledger now."""
+        """:meth:`privacy` read from the ledger now (its store calls wait at most
+        :data:`~client_sdk.store.BUSY_TIMEOUT` together, as :meth:`report`'s)."""
+        durable = self._durable
+        if durable is None:
+            return self._read_privacy()
+        previous = durable.limit_waits()
+        try:
+            return self._read_privacy()
+        finally:
+            durable.limit_waits(previous)
+
+    def _read_privacy(self) -> dict[str, Any]:
         enabled = not self._opted_out
         try:
             enabled = enabled and not self._ledger.is_disabled()

@@ -85,7 +85,7 @@ class Store(StoreState, Quotas):
         metric, day, eps = (
             ("", "", 0.0) if charge is None else (charge.metric, charge.day, charge.epsilon)
         )
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             self._refresh(conn, None if charge is None else charge.since)
             if self._disabled:
                 raise ReportingDisabledError()
@@ -151,7 +151,7 @@ class Store(StoreState, Quotas):
         return batch
 
     def _claim(self, max_count: int, max_bytes: int) -> list[Entry]:
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             self._refresh(conn)
             if not self._count or self._disabled:
                 return []
@@ -198,7 +198,7 @@ class Store(StoreState, Quotas):
         ids = list(keys)
         if not ids:
             return
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             self._refresh(conn)
             rows = []
             for chunk in chunks(ids):

@@ -3,7 +3,8 @@
 :class:`SQLiteFile` owns the connection of one process to ``ldp-telemetry.sqlite3``
 (opened on first use, reopened at most every :data:`REOPEN_DELAY` seconds after a
 failure, abandoned, never closed, in a forked child), turns every SQLite failure into
-:class:`~client_sdk.errors.StoreError`, counts commits so that the uploader
+:class:`~client_sdk.errors.StoreError`, bounds what one thread's calls wait in all
+(:meth:`SQLiteFile.limit_waits`), counts commits so that the uploader
 checkpoints the WAL (off the ``report()`` path), and fsyncs the WAL before an upload.
 :class:`~client_sdk.store.state.StoreState` and :class:`~client_sdk.store.Store` build the
 ledger and the queue on it; the package docstring (``client_sdk/store/__init__.py``)
@@ -13,12 +14,14 @@ explains the durability this gives.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import secrets
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +49,15 @@ SCHEMA_VERSION = 1
 """``PRAGMA user_version`` of the file; a newer file (a later SDK) is not written to."""
 
 BUSY_TIMEOUT = 1.0
-"""Seconds a call waits for another process's write lock. Writes hold it for well under
-a millisecond (checkpoints, made every :data:`CHECKPOINT_EVERY` commits, do not take it);
-a store locked for a second is stuck, and ``report()`` returns False rather than block
-the app longer."""
+"""Seconds a call waits for another process's write lock, and what all the store calls of
+one ``report()`` wait together (:meth:`SQLiteFile.limit_waits`). Writes hold the lock for
+well under a millisecond (checkpoints, made every :data:`CHECKPOINT_EVERY` commits, do not
+take it); a store locked for a second is stuck, and ``report()`` returns False rather
+than block the app longer."""
+
+BUSY_SLACK = 0.05
+"""Seconds a call may wait past its thread's limit rather than change the connection's
+busy timeout (a ``PRAGMA`` each time) for every call: one step of SQLite's busy handler."""
 
 OPEN_TIMEOUT = 5.0
 """Seconds the first use of a store waits while other processes create or convert the same
@@ -134,7 +142,9 @@ class SQLiteFile:
     def _reset(self) -> None:
         """Process-local state: a fresh lock, no connection, nothing cached."""
         self._lock = threading.Lock()
+        self._waits = _Waits()
         self._conn: sqlite3.Connection | None = None
+        self._busy = BUSY_TIMEOUT  # the connection's busy timeout, seconds
         self._retry_open_at = 0.0
         self._owner = f"{os.getpid()}:{secrets.token_hex(4)}"
         self._version: int | None = None  # PRAGMA data_version the caches reflect
@@ -142,6 +152,70 @@ class SQLiteFile:
         self._dir_synced = False
         self._checkpoint_lock = threading.Lock()
         self._checkpointer: sqlite3.Connection | None = None  # checkpoint()'s connection
+
+    def limit_waits(self, seconds: float | None = BUSY_TIMEOUT) -> float | None:
+        """Let the calling thread's store calls from now on wait at most ``seconds`` in all.
+
+        What counts is waiting: for the store's lock (another thread's call), in
+        ``BEGIN IMMEDIATE`` (another process's write lock, up to the connection's busy
+        timeout, which is set to what is left, with :data:`BUSY_SLACK` to spare) and
+        opening the file; not the work of a call. Once the time is used up, or a wait
+        ended in "database is locked", each call raises :class:`StoreError` at once
+        instead of waiting. ``Client.report()`` gives itself :data:`BUSY_TIMEOUT` so,
+        however many store calls it makes.
+
+        Args:
+            seconds: the limit; None: no limit (each call waits up to BUSY_TIMEOUT).
+
+        Returns:
+            The limit before (give it back to restore it).
+        """
+        waits = self._waits
+        previous = waits.left
+        waits.left = seconds
+        return previous
+
+    def _locked(self) -> AbstractContextManager[Any]:
+        """The store's lock for one call, within the calling thread's limit (see there)."""
+        waits = self._waits
+        return self._lock if waits.left is None else _Locked(self._lock, waits)
+
+    def _busy_now(self) -> None:
+        """A wait for the file's lock ended in "database is locked": the calling thread's
+        limit, if any, is used up."""
+        if self._waits.left is not None:
+            self._waits.left = 0.0
+
+    def _wait_left(self) -> float | None:
+        """Seconds the calling thread may still wait (None: no limit).
+
+        Raises:
+            StoreError: none left.
+        """
+        left = self._waits.left
+        if left is not None and left <= 0:
+            raise StoreError("the store stayed busy for all the time this call may wait")
+        return left
+
+    def _waited(self, since: float) -> None:
+        """Take the time since ``since`` (``time.monotonic()``) off the thread's limit."""
+        waits = self._waits
+        if waits.left is not None:
+            waits.left = max(0.0, waits.left - (time.monotonic() - since))
+
+    def _fit_busy(self, conn: sqlite3.Connection) -> float | None:
+        """Make the connection's busy timeout what the calling thread may wait; return
+        its limit (None: none)."""
+        left = self._wait_left()
+        wait = BUSY_TIMEOUT if left is None else min(BUSY_TIMEOUT, left)
+        if not wait <= self._busy <= wait + BUSY_SLACK:
+            ms = math.ceil(wait * 1000)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {ms}")
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from None
+            self._busy = ms / 1000
+        return left
 
     def _connection(self) -> sqlite3.Connection:
         """The open connection (opened on first use). Call with the lock held."""
@@ -151,6 +225,7 @@ class SQLiteFile:
             raise StoreError("the store is closed")
         if time.monotonic() < self._retry_open_at:
             raise StoreError("the store could not be opened a moment ago")
+        self._wait_left()  # none left: fail now, not REOPEN_DELAY long as a broken file
         try:
             self._conn = self._open()
         except (sqlite3.Error, OSError, StoreError) as exc:
@@ -167,23 +242,30 @@ class SQLiteFile:
 
         Several processes may create or convert the same new file at once; one holds the
         write lock meanwhile, which on a loaded machine can outlast BUSY_TIMEOUT. Opening
-        happens once per process, so it waits up to :data:`OPEN_TIMEOUT` for them.
+        happens once per process, so it waits up to :data:`OPEN_TIMEOUT` for them (at
+        most what the calling thread may still wait, if it has a limit).
         """
-        deadline = time.monotonic() + OPEN_TIMEOUT
-        while True:
-            try:
-                return self._open_once()
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() >= deadline:
-                    raise
-                time.sleep(0.02)
+        left = self._waits.left
+        start = time.monotonic()
+        deadline = start + (OPEN_TIMEOUT if left is None else left)
+        try:
+            while True:
+                try:
+                    return self._open_once(min(BUSY_TIMEOUT, deadline - time.monotonic()))
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) or time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.02)
+        finally:
+            self._waited(start)
 
-    def _open_once(self) -> sqlite3.Connection:
+    def _open_once(self, wait: float) -> sqlite3.Connection:
         self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         new = not self.path.exists()
         conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            self.path, timeout=max(0.001, wait), isolation_level=None, check_same_thread=False
         )
+        self._busy = max(0.001, wait)
         try:
             if new:
                 os.chmod(self.path, 0o600)  # WAL and shm files inherit these permissions
@@ -217,6 +299,8 @@ class SQLiteFile:
                 except sqlite3.Error:
                     pass
             self._retry_open_at = time.monotonic() + REOPEN_DELAY
+        else:
+            self._busy_now()
         logger.debug("report store error (%s: %s)", type(exc).__name__, exc)
         return StoreError(str(exc))
 
@@ -322,6 +406,39 @@ class SQLiteFile:
         self._reset()
 
 
+class _Waits(threading.local):
+    """Per thread: ``left``, the seconds its store calls may still wait (None: no limit;
+    :meth:`SQLiteFile.limit_waits`)."""
+
+    left: float | None = None
+
+
+class _Locked:
+    """The store's lock for one call of a thread with a limit on waits: a wait for the
+    lock is taken off the limit, and may last no longer than what is left."""
+
+    __slots__ = ("lock", "waits")
+
+    def __init__(self, lock: threading.Lock, waits: _Waits) -> None:
+        self.lock = lock
+        self.waits = waits
+
+    def __enter__(self) -> None:
+        lock = self.lock
+        if lock.acquire(False):
+            return
+        waits = self.waits
+        left = waits.left or 0.0
+        start = time.monotonic()
+        acquired = left > 0 and lock.acquire(timeout=left)
+        waits.left = max(0.0, left - (time.monotonic() - start)) if acquired else 0.0
+        if not acquired:
+            raise StoreError("the store stayed busy for all the time this call may wait")
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.lock.release()
+
+
 class Transaction:
     """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, ``ROLLBACK`` on exceptions.
 
@@ -337,10 +454,16 @@ class Transaction:
         self.executemany = conn.executemany
 
     def __enter__(self) -> Transaction:
+        file = self.file
+        limited = file._fit_busy(self.conn) is not None
+        start = time.monotonic() if limited else 0.0
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
+            self.conn.execute("BEGIN IMMEDIATE")  # waits here for another's write lock
         except sqlite3.Error as exc:
-            raise self.file._failed(exc) from None
+            raise file._failed(exc) from None
+        finally:
+            if limited:
+                file._waited(start)
         self.open = True
         return self
 

@@ -86,19 +86,19 @@ class StoreState(SQLiteFile):
 
     def __len__(self) -> int:
         """Reports queued (by every process using the directory). Never raises."""
-        with self._lock:
-            try:
+        try:
+            with self._locked():
                 version = self._connection().execute("PRAGMA data_version").fetchone()[0]
                 if version != self._version:
                     with self._transaction() as tx:
                         self._refresh(tx)
-            except (StoreError, sqlite3.Error):
-                pass
-            return self._count
+        except (StoreError, sqlite3.Error):
+            pass
+        return self._count
 
     def clear(self) -> int:
         """Delete every queued report (refunding those never sent); return how many."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             self._refresh(conn)
             n = self._wipe(conn)
             return n
@@ -127,7 +127,7 @@ class StoreState(SQLiteFile):
     def disable(self) -> int:
         """Opt out, persistently: wipe the queue (refunding reports never sent) and the
         device secret, in one transaction. Returns the reports wiped."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES ('disabled', 1)")
             conn.execute("DELETE FROM meta WHERE key = 'device_secret'")
             n = self._wipe(conn)
@@ -141,7 +141,7 @@ class StoreState(SQLiteFile):
 
     def enable(self) -> None:
         """Opt back in."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             conn.execute("DELETE FROM meta WHERE key = 'disabled'")
             self._version = None
 
@@ -152,7 +152,7 @@ class StoreState(SQLiteFile):
             ReportingDisabledError: after an opt-out (a new secret is made after ``enable()``).
             StoreError: the database failed.
         """
-        with self._lock:
+        with self._locked():
             if self._secret is not None:  # unchanged since read: no transaction needed
                 try:
                     version = self._connection().execute("PRAGMA data_version").fetchone()[0]
@@ -182,7 +182,7 @@ class StoreState(SQLiteFile):
     def retire_metric(self, name: str) -> int:
         """Remember that the collector retired ``name`` (across restarts and processes) and
         delete its queued reports, refunding those never sent; returns how many."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_RETIRED + name, 1))
             tried = conn.execute(
                 "SELECT metric, day, count(*), total(epsilon) FROM reports "
@@ -196,12 +196,12 @@ class StoreState(SQLiteFile):
 
     def unretire_metric(self, name: str) -> None:
         """Forget :meth:`retire_metric`: the collector takes ``name``'s reports again."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             conn.execute("DELETE FROM meta WHERE key = ?", (_RETIRED + name,))
 
     def retired_metrics(self) -> set[str]:
         """The metrics :meth:`retire_metric` recorded."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             rows = conn.execute(
                 "SELECT key FROM meta WHERE key >= ? AND key < ?", (_RETIRED, _RETIRED_END)
             ).fetchall()
@@ -216,7 +216,7 @@ class StoreState(SQLiteFile):
             "SELECT metric, day, count(*), total(epsilon) FROM reports WHERE metric != '' "
             "GROUP BY metric, day"
         )
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             rows = conn.execute(
                 f"SELECT metric, day, sum(n), sum(e) FROM ({charged}) WHERE day >= ? "
                 "GROUP BY metric, day",
@@ -232,12 +232,12 @@ class StoreState(SQLiteFile):
 
     def save_definition(self, name: str, text: str) -> None:
         """Keep the JSON of a metric's definition (so an app started offline can report)."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO definitions VALUES (?, ?)", (name, text))
 
     def load_definition(self, name: str) -> str | None:
         """The JSON kept by :meth:`save_definition`, or None."""
-        with self._lock, self._transaction() as conn:
+        with self._locked(), self._transaction() as conn:
             row = conn.execute("SELECT json FROM definitions WHERE name = ?", (name,)).fetchone()
         return None if row is None else str(row[0])
 

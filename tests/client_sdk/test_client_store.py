@@ -10,6 +10,7 @@ is in ``test_client_store_crash.py``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import subprocess
@@ -25,6 +26,7 @@ import pytest
 from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server
 
 from client_sdk import Client
+from client_sdk.errors import StoreError
 from client_sdk.ledger import Charge
 from client_sdk.store import FILENAME, Store
 from client_sdk.store import sqlite as store_sqlite
@@ -465,6 +467,50 @@ def test_a_store_locked_by_another_process_drops_then_recovers(
     other.execute("ROLLBACK")
     other.close()
     assert client.report("app.theme", 2) is True  # the connection was kept
+
+
+def test_a_report_waits_for_a_held_store_once_not_once_per_store_call(
+    collector: Collector,
+    make_client: Callable[..., Client],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 44: a report() at an app's start, the store held by another process, made
+    five store calls that each waited BUSY_TIMEOUT (5.9 s in all). They now share one
+    limit: the first that waits uses it up, the others fail at once. Counted, not timed:
+    each wait that ends in "database is locked" is logged (at DEBUG) by the waiting thread."""
+    first = make_client()
+    assert first.report("app.theme", 0) and first.flush(timeout=5)
+    first.shutdown(timeout=1)  # the store holds a definition and a ledger day
+    caplog.set_level(logging.DEBUG, logger="client_sdk")
+    with held(tmp_path / "store"):
+        client = make_client()  # a fresh process's client: nothing cached
+        caplog.clear()
+        assert client.report("app.theme", 1) is False
+        mine = threading.get_ident()
+        waits = [
+            r.getMessage()
+            for r in caplog.records
+            if r.thread == mine and r.getMessage().startswith("report store error")
+        ]
+        assert len(waits) <= 1, waits
+        assert client.stats()["dropped"]["storage_error"] == 1
+    assert client.report("app.theme", 2) is True  # the next call has its own limit
+
+
+def test_a_call_with_no_time_left_to_wait_does_not_keep_the_store_closed(
+    tmp_path: Path,
+) -> None:
+    """A report() that used up its waits before the store was even opened (e.g. for the
+    store's lock, held by the uploader) fails that call only: the next one opens the
+    store, it is not refused for REOPEN_DELAY like a broken file."""
+    store = Store(tmp_path / "store")
+    store.limit_waits(0.0)
+    with pytest.raises(StoreError):
+        store.put(b"{}")
+    store.limit_waits(None)
+    assert store.put(b"{}") == 1
+    store.close()
 
 
 def test_a_full_disk_drops_reports_as_storage_error(
