@@ -11,7 +11,8 @@ queue, a log line or the network. It returns False instead of raising, and count
 
 Uploads happen on a daemon thread started by the first report (``uploader.py``). After
 ``os.fork()`` the child starts with an empty queue, fresh locks and its own uploader; the
-parent keeps delivering what it queued.
+parent keeps delivering what it queued. A ``storage_dir`` is quiesced around a fork (no
+SQLite state crosses it): the child uses it like a fresh process.
 
 With ``storage_dir`` every report is committed to a SQLite store (``store/``) before
 ``report()`` returns True, and reports made offline or before a crash are delivered after
@@ -31,7 +32,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -894,6 +895,15 @@ class Client:
     def __exit__(self, *exc_info: object) -> None:
         self.shutdown()
 
+    def _before_fork(self) -> None:
+        """Quiesce what must not cross a fork mid-change: the store (its SQLite state)."""
+        if self._durable is not None:
+            self._durable.before_fork()
+
+    def _after_fork_in_parent(self) -> None:
+        if self._durable is not None:
+            self._durable.after_fork_in_parent()
+
     def _after_fork_in_child(self) -> None:
         """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
         self._fetch_lock = threading.Lock()
@@ -917,9 +927,31 @@ def _names_metric(data: bytes, needle: bytes) -> bool:
         return False
 
 
+_forking: list[Client] = []
+"""The clients :func:`_before_fork` quiesced, for the after-fork hooks to let go of."""
+
+
+def _each_forking(step: Callable[[Client], None], what: str) -> None:
+    for client in _forking:
+        try:
+            step(client)
+        except Exception:  # pragma: no cover - nothing may disturb the app's fork
+            logger.exception("ldp-telemetry: %s failed", what)
+
+
+def _before_fork() -> None:
+    _forking[:] = list(_live)
+    _each_forking(Client._before_fork, "quiescing the client before a fork")
+
+
+def _after_fork_in_parent() -> None:
+    _each_forking(Client._after_fork_in_parent, "resuming the client after a fork")
+    _forking.clear()
+
+
 def _after_fork_in_child() -> None:
-    for client in list(_live):
-        client._after_fork_in_child()
+    _each_forking(Client._after_fork_in_child, "starting the client afresh after a fork")
+    _forking.clear()
 
 
 def _shutdown_at_exit() -> None:
@@ -931,7 +963,11 @@ def _shutdown_at_exit() -> None:
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    os.register_at_fork(
+        before=_before_fork,
+        after_in_parent=_after_fork_in_parent,
+        after_in_child=_after_fork_in_child,
+    )
 atexit.register(_shutdown_at_exit)
 
 

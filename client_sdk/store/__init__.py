@@ -10,6 +10,6 @@ In full: ``docs/architecture/sdk-storage.md``.
 from __future__ import annotations
 
 from client_sdk.store.reports import LEASE_SECONDS, Store
-from client_sdk.store.sqlite import BUSY_TIMEOUT, FILENAME, SCHEMA_VERSION
+from client_sdk.store.sqlite import BUSY_TIMEOUT, FILENAME, FORK_WAIT, SCHEMA_VERSION
 
-__all__ = ["BUSY_TIMEOUT", "FILENAME", "LEASE_SECONDS", "SCHEMA_VERSION", "Store"]
+__all__ = ["BUSY_TIMEOUT", "FILENAME", "FORK_WAIT", "LEASE_SECONDS", "SCHEMA_VERSION", "Store"]

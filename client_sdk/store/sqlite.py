@@ -2,9 +2,9 @@
 
 :class:`SQLiteFile` owns the connection of one process to ``ldp-telemetry.sqlite3``
 (opened on first use, reopened at most every :data:`REOPEN_DELAY` seconds after a
-failure, abandoned, never closed, in a forked child), turns every SQLite failure into
-:class:`~client_sdk.errors.StoreError`, bounds what one thread's calls wait in all
-(:meth:`SQLiteFile.limit_waits`), counts commits so that the uploader
+failure, closed before a fork so that no SQLite state crosses it), turns every SQLite
+failure into :class:`~client_sdk.errors.StoreError`, bounds what one thread's calls wait
+in all (:meth:`SQLiteFile.limit_waits`), counts commits so that the uploader
 checkpoints the WAL (off the ``report()`` path), and fsyncs the WAL before an upload.
 :class:`~client_sdk.store.state.StoreState` and :class:`~client_sdk.store.Store` build the
 ledger and the queue on it; the package docstring (``client_sdk/store/__init__.py``)
@@ -32,6 +32,7 @@ __all__ = [
     "CHECKPOINT_BACKSTOP",
     "CHECKPOINT_EVERY",
     "FILENAME",
+    "FORK_WAIT",
     "ID_CHUNK",
     "PAGE_SIZE",
     "REOPEN_DELAY",
@@ -58,6 +59,12 @@ than block the app longer."""
 BUSY_SLACK = 0.05
 """Seconds a call may wait past its thread's limit rather than change the connection's
 busy timeout (a ``PRAGMA`` each time) for every call: one step of SQLite's busy handler."""
+
+FORK_WAIT = 5.0
+"""Seconds ``os.fork()`` waits for this process's threads to leave the store (a write
+waits at most :data:`BUSY_TIMEOUT`; a checkpoint's fsyncs take milliseconds). Past it the
+child cannot use the store (its calls raise ``StoreError``) rather than risk a SQLite lock
+inherited held."""
 
 OPEN_TIMEOUT = 5.0
 """Seconds the first use of a store waits while other processes create or convert the same
@@ -118,8 +125,8 @@ COMMIT;
 """
 
 _abandoned: list[sqlite3.Connection] = []
-"""Connections inherited across fork: never used, closed or garbage-collected in the child
-(SQLite forbids carrying a connection across fork)."""
+"""Connections inherited across a fork that could not be quiesced: never used, closed or
+garbage-collected in the child (SQLite forbids carrying a connection across fork)."""
 
 
 class SQLiteFile:
@@ -137,12 +144,14 @@ class SQLiteFile:
         self.directory = Path(directory)
         self.path = self.directory / FILENAME
         self._closed = False
+        self._unsafe = False  # a fork caught a thread inside SQLite: see before_fork
         self._reset()
 
     def _reset(self) -> None:
         """Process-local state: a fresh lock, no connection, nothing cached."""
         self._lock = threading.Lock()
         self._waits = _Waits()
+        self._quiet = False  # before_fork holds the locks, the connections closed
         self._conn: sqlite3.Connection | None = None
         self._busy = BUSY_TIMEOUT  # the connection's busy timeout, seconds
         self._retry_open_at = 0.0
@@ -223,6 +232,11 @@ class SQLiteFile:
             return self._conn
         if self._closed:
             raise StoreError("the store is closed")
+        if self._unsafe:
+            raise StoreError(
+                "this process was forked while another thread was inside the store: it "
+                "cannot use the store safely"
+            )
         if time.monotonic() < self._retry_open_at:
             raise StoreError("the store could not be opened a moment ago")
         self._wait_left()  # none left: fail now, not REOPEN_DELAY long as a broken file
@@ -398,11 +412,46 @@ class SQLiteFile:
             except sqlite3.Error as exc:
                 logger.debug("closing the store: %s", type(exc).__name__)
 
-    def after_fork_in_child(self) -> None:
-        """Leave the parent's connection alone (never close it here); open our own."""
-        for conn in (self._conn, self._checkpointer):
+    def before_fork(self) -> None:
+        """Quiesce before ``os.fork()``: wait until no thread of this process is inside
+        SQLite for this file (at most :data:`FORK_WAIT`), hold the locks, and close the
+        connections, so that no SQLite state of the file (its locks, its shared memory)
+        crosses the fork. :meth:`after_fork_in_parent` lets go; the parent reopens on next
+        use. Never raises."""
+        if not self._checkpoint_lock.acquire(timeout=FORK_WAIT):
+            logger.warning("fork while the store is busy: the child will not use the store")
+            return
+        if not self._lock.acquire(timeout=FORK_WAIT):
+            self._checkpoint_lock.release()
+            logger.warning("fork while the store is busy: the child will not use the store")
+            return
+        self._quiet = True
+        conns = (self._conn, self._checkpointer)
+        self._conn = self._checkpointer = None
+        self._version = None  # PRAGMA data_version is the connection's: reload the caches
+        for conn in conns:
             if conn is not None:
-                _abandoned.append(conn)
+                try:
+                    conn.close()
+                except sqlite3.Error as exc:  # pragma: no cover - nothing is in flight
+                    logger.debug("closing the store before a fork: %s", type(exc).__name__)
+
+    def after_fork_in_parent(self) -> None:
+        """Let go of what :meth:`before_fork` held."""
+        if self._quiet:
+            self._quiet = False
+            self._lock.release()
+            self._checkpoint_lock.release()
+
+    def after_fork_in_child(self) -> None:
+        """Start afresh: own locks, own connection on first use. If the fork caught a
+        thread inside SQLite, its state crossed the fork (a lock may be held for ever): the
+        inherited connections are left alone and the store is not used in this child."""
+        if not self._quiet:
+            self._unsafe = True
+            for conn in (self._conn, self._checkpointer):
+                if conn is not None:
+                    _abandoned.append(conn)
         self._reset()
 
 
