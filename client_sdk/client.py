@@ -12,7 +12,9 @@ queue, a log line or the network. It returns False instead of raising, and count
 Uploads happen on a daemon thread started by the first report (``uploader.py``). After
 ``os.fork()`` the child starts with an empty queue, fresh locks and its own uploader; the
 parent keeps delivering what it queued. A ``storage_dir`` is quiesced around a fork (no
-SQLite state crosses it): the child uses it like a fresh process.
+SQLite state crosses it): the child uses it like a fresh process. Without one the child
+reports no metric with a budget (``budget_not_shared_after_fork``): the ledger it would
+charge is a copy of the parent's, and the budget cannot be spent twice.
 
 With ``storage_dir`` every report is committed to a SQLite store (``store/``) before
 ``report()`` returns True, and reports made offline or before a crash are delivered after
@@ -42,6 +44,7 @@ from client_sdk.bundle import load_bundle
 from client_sdk.device import DeviceCaps
 from client_sdk.errors import (
     BudgetExhaustedError,
+    BudgetNotSharedError,
     DefinitionError,
     DeviceBudgetExhaustedError,
     MetricsUnavailableError,
@@ -576,10 +579,11 @@ class Client:
             definition is still fetched every ``metrics_ttl``, and one without
             ``retired_at`` means it was un-retired: reported again), ``unreachable``
             (no definition could be had), ``budget`` (the metric's budget for this period
-            is spent), ``device_budget``, ``disabled`` (the user opted out),
-            ``storage_error`` (the store failed or stayed busy; also while the ledger's
-            latest day cannot be read, so that a clock set back cannot reopen a spent
-            budget), ``queue_full`` or ``shutdown``.
+            is spent), ``device_budget``, ``budget_not_shared_after_fork`` (a forked child
+            of a client without ``storage_dir``, for a metric with a budget),
+            ``disabled`` (the user opted out), ``storage_error`` (the store failed or
+            stayed busy; also while the ledger's latest day cannot be read, so that a
+            clock set back cannot reopen a spent budget), ``queue_full`` or ``shutdown``.
             The first drop of each reason is logged at WARNING with what it means
             (visible on stderr without any logging set up), later ones at DEBUG; an
             unknown metric or an invalid value (not in the domain, out of range, of the
@@ -639,6 +643,8 @@ class Client:
                 queued = self._enqueue(data, charge)
             except DeviceBudgetExhaustedError:
                 return self._drop("device_budget", f"metric {metric!r}")
+            except BudgetNotSharedError:
+                return self._drop("budget_not_shared_after_fork", f"metric {metric!r}")
             except BudgetExhaustedError:
                 return self._drop("budget", f"metric {metric!r}")
             except ReportingDisabledError:
@@ -905,7 +911,8 @@ class Client:
             self._durable.after_fork_in_parent()
 
     def _after_fork_in_child(self) -> None:
-        """The child owns nothing queued, shares no lock and starts its own uploader lazily."""
+        """The child owns nothing queued, shares no lock and starts its own uploader lazily;
+        a ledger in memory charges nothing under a budget there (see ``MemoryLedger``)."""
         self._fetch_lock = threading.Lock()
         self._warn_lock = threading.Lock()
         self._queue.after_fork_in_child()

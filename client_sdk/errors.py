@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "BudgetExhaustedError",
+    "BudgetNotSharedError",
     "DefinitionError",
     "DeviceBudgetExhaustedError",
     "MetricsUnavailableError",
@@ -64,6 +65,12 @@ class BudgetExhaustedError(Exception):
 class DeviceBudgetExhaustedError(BudgetExhaustedError):
     """The device-wide budget (``client_sdk.device``) would be exceeded: the report is
     refused. ``report()`` counts it as ``device_budget``."""
+
+
+class BudgetNotSharedError(BudgetExhaustedError):
+    """A forked child of a client without ``storage_dir`` would spend a budget it cannot
+    share with its parent (the ledger is in the parent's memory): the report is refused.
+    ``report()`` counts it as ``budget_not_shared_after_fork``."""
 
 
 class ReportingDisabledError(Exception):

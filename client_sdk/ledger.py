@@ -33,6 +33,7 @@ from client_sdk import mechanisms, wire
 from client_sdk.device import DeviceCaps, device_total
 from client_sdk.errors import (
     BudgetExhaustedError,
+    BudgetNotSharedError,
     DeviceBudgetExhaustedError,
     ReportingDisabledError,
 )
@@ -292,6 +293,11 @@ class MemoryLedger:
 
     ``disable()`` cannot refund the charges of wiped reports (the memory queue does not
     keep them): they stay charged, which overstates, never understates, what was spent.
+
+    A forked child inherits a copy of the parent's numbers but cannot share the budget
+    behind them: a charge under a budget (the metric's or the device-wide caps) is
+    refused there (:class:`~client_sdk.errors.BudgetNotSharedError`), or every worker of a
+    pre-fork server would spend the parent's budget once more.
     """
 
     persistent = False
@@ -306,18 +312,22 @@ class MemoryLedger:
         self._disabled = False
         self._secret: bytes | None = None
         self._pruned = ""
+        self._forked = False  # a copy of another process's ledger: see after_fork_in_child
 
     def enqueue(self, queue: ReportQueue, item: bytes, charge: Charge) -> int:
         """Check ``charge`` against its budget, queue ``item``, then record the charge.
 
         Raises:
             ReportingDisabledError: the user opted out.
+            BudgetNotSharedError: in a forked child, a charge under a budget.
             BudgetExhaustedError: over budget (nothing queued).
             QueueFullError: from the queue (nothing charged).
         """
         with self._lock:
             if self._disabled:
                 raise ReportingDisabledError()
+            if self._forked and (charge.limit is not None or charge.device is not None):
+                raise BudgetNotSharedError(charge.metric)
             self._tally.check(charge)
             queued = queue.put(item)
             self._tally.add(charge.metric, charge.day, 1, charge.epsilon)
@@ -354,8 +364,10 @@ class MemoryLedger:
             return rows, self._tally.lifetime()
 
     def after_fork_in_child(self) -> None:
-        """A fresh lock; the child starts from the parent's numbers (its own from now on)."""
+        """A fresh lock; the child keeps the parent's numbers (``privacy()`` shows them) but
+        charges nothing under a budget: that budget is the parent's."""
         self._lock = threading.Lock()
+        self._forked = True
 
 
 def _window(metric: str, reports: int, epsilon: float, since: str, what: str) -> dict[str, Any]:

@@ -113,6 +113,11 @@ DROP_REASONS: dict[str, str] = {
         "made with a definition the app ships that the collector does not have under that "
         "version with the same parameters (never sent: it would be misread)"
     ),
+    "budget_not_shared_after_fork": (
+        "this process is a fork of the one that made the client, whose privacy ledger is "
+        "in memory (no storage_dir): it cannot share that budget, so it reports no metric "
+        "with a budget (give the client a storage_dir)"
+    ),
 }
 """Why a report was dropped (``client.stats()["dropped"]`` counts each), and what that
 means: the first drop of each reason is logged at WARNING with its meaning

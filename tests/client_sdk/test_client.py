@@ -901,6 +901,7 @@ def test_stats_report_everything_that_happened(
             "storage_error": 0,
             "retired": 0,
             "bundle_mismatch": 0,
+            "budget_not_shared_after_fork": 0,
         },
         "last_error": "HTTP 500",
         "worker_alive": True,

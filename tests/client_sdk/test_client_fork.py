@@ -1,5 +1,5 @@
 """The client across ``os.fork()``: a forked child works like a fresh process whatever the
-parent's threads were doing.
+parent's threads were doing, and never spends a budget it cannot share.
 
 Real forks of the test process, beside real threads, on a real SQLite store and the real
 HTTP test collector of ``test_client.py``. A child that does not exit in time is killed
@@ -9,6 +9,7 @@ and counted as hung.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -20,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_client import PAGE, THEME, Collector
+from test_client import PAGE, THEME, THEME_LABELS, Collector
 
-from client_sdk import Client
+from client_sdk import Client, wire
 from client_sdk.store import FILENAME
 from client_sdk.store import sqlite as store_sqlite
 
@@ -36,10 +37,20 @@ CHILD_TIMEOUT = 60.0
 """Seconds a child may take to report once and exit before it counts as hung: a healthy
 one takes milliseconds; a hung one never exits."""
 
+DAILY = wire.parse_spec(
+    "app.mode",
+    {
+        "domain": THEME_LABELS,
+        "epsilon": 1.0,
+        "mechanism": "grr",
+        "budget": {"reports_per_period": 3, "period": "day"},
+    },
+)
+
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(THEME, PAGE).start()
+    server = Collector(THEME, PAGE, DAILY).start()
     yield server
     server.stop()
 
@@ -143,4 +154,46 @@ def test_a_fork_that_cannot_quiesce_the_store_gives_a_child_that_leaves_it_alone
     assert result is not None and result["ok"] is False
     assert result["dropped"]["storage_error"] == 1
     assert client.report("app.theme", 2) is True
+    client.shutdown(timeout=1)
+
+
+def test_a_child_of_a_client_without_storage_does_not_spend_the_parents_budget(
+    collector: Collector,
+) -> None:
+    """Issue 44: without storage_dir, 4 workers forked from a parent that reported once
+    each spent the parent's remaining budget again (11 reports under a 3-per-day budget).
+    A child now refuses every metric with a budget, once with a warning, and still
+    reports the others."""
+    client = Client(collector.url, flush_at=10_000, flush_interval=3600.0)
+    assert client.report("app.mode", 1)
+
+    def child() -> dict[str, Any]:
+        said: list[str] = []
+        handler = logging.Handler(logging.WARNING)
+        handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+        logging.getLogger("client_sdk").addHandler(handler)
+        budgeted = [client.report("app.mode", 1) for _ in range(3)]
+        free = client.report("app.theme", 0)
+        stats = client.stats()
+        return {
+            "budgeted": budgeted,
+            "free": free,
+            "flushed": client.flush(timeout=30),
+            "dropped": {k: v for k, v in stats["dropped"].items() if v},
+            "said": said,
+        }
+
+    results = [in_child(child)[1] for _ in range(4)]
+    for result in results:
+        assert result is not None
+        assert result["budgeted"] == [False] * 3 and result["free"] is True
+        assert result["dropped"] == {"budget_not_shared_after_fork": 3}
+        assert result["flushed"] is False  # three were dropped
+        (warning,) = result["said"]  # once, though three were dropped
+        assert "budget_not_shared_after_fork" in warning and "storage_dir" in warning
+    assert [client.report("app.mode", 1) for _ in range(3)] == [True, True, False]
+    assert client.flush(timeout=30) is False  # the third was over budget
+    modes = [r for r in collector.delivered if r["metric"] == "app.mode"]
+    assert len(modes) == 3  # the budget, once
+    assert sum(r["metric"] == "app.theme" for r in collector.delivered) == 4
     client.shutdown(timeout=1)
