@@ -27,6 +27,9 @@ async function bundle(entry) {
     format: "esm",
     target: "es2022",
     legalComments: "none",
+    // Members named _like_this are private to the SDK's classes (no API has one): they get
+    // short names, as local variables do.
+    mangleProps: /^_[a-z]/,
     charset: "utf8",
     write: false,
     banner: { js: `/* ${pkg.name} ${pkg.version}: ${entry}, built by esbuild ${version} (npm run build) */` },
