@@ -151,43 +151,46 @@ export interface Charge {
   permanent: number | null;
 }
 
-/** What a storage gives back when the client starts. */
-export interface Saved {
-  entries: Entry[];
-  ledger: unknown;
-  secret: Uint8Array | null;
-  disabled: boolean;
+/** What a storage keeps beside the reports: the ledger, the device secret, the opt-out, the
+ *  origin's upload backoff and (without Web Locks) the sender's lease. */
+export interface State {
+  ledger?: unknown;
+  secret?: Uint8Array | null;
+  disabled?: boolean;
+  retry?: { at: number; failures: number } | null;
+  sender?: { owner: string; expires: number };
+}
+
+/** What one atomic step of a storage writes: reports to put (added when without a key),
+ *  keys of reports to remove, state records to set. */
+export interface Change {
+  put?: (Entry | Omit<Entry, "key">)[];
+  remove?: number[];
+  state?: State;
 }
 
 /** Where queued reports, the ledger, the device secret and the opt-out are kept. */
 export interface Storage {
-  load(): Promise<Saved>;
-  /** Add reports and save the ledger that charges them, together; their keys. */
-  put(entries: Omit<Entry, "key">[], ledger: unknown): Promise<number[]>;
-  update(entries: Entry[]): Promise<void>;
-  remove(keys: number[]): Promise<void>;
-  saveState(name: string, value: unknown): Promise<void>;
+  /** One atomic step: `fn` gets the stored state and the first `count` stored reports by
+   *  key (none by default; Infinity: all) and says what to write; nothing another tab
+   *  writes comes between. Resolves the keys of the reports put. */
+  change(fn: (state: State, entries: Entry[]) => Change | void, count?: number): Promise<number[]>;
   /** The same for every tab that sees the same stored queue: its Web Lock's name. */
   lockName?: string;
-  /** The sender's lease where Web Locks are missing: taken or renewed for `owner` until
-   *  `now + ttl` (ttl 0 releases it): 0, else the ms until another owner's lease ends. */
-  lease?(owner: string, now: number, ttl: number): Promise<number>;
 }
 /** Memory only; tests share a `place` between two of them to play a reload or two tabs. */
 export class MemoryStorage implements Storage {
   constructor(place?: { entries?: Map<number, Entry>; state?: Map<string, unknown>; next?: number; id?: string });
   readonly lockName: string;
-  lease(owner: string, now: number, ttl: number): Promise<number>;
+  change(fn: (state: State, entries: Entry[]) => Change | void, count?: number): Promise<number[]>;
 }
-export interface MemoryStorage extends Storage {}
 /** IndexedDB: reports survive reloads and offline spells until acknowledged. */
 export class IndexedDBStorage implements Storage {
   constructor(name?: string);
   readonly name: string;
   readonly lockName: string;
-  lease(owner: string, now: number, ttl: number): Promise<number>;
+  change(fn: (state: State, entries: Entry[]) => Change | void, count?: number): Promise<number[]>;
 }
-export interface IndexedDBStorage extends Storage {}
 /** IndexedDB when the environment has it, else memory. */
 export function defaultStorage(): Storage;
 
@@ -232,14 +235,19 @@ export class Client {
   /** Resolves once the stored queue, ledger and opt-out are loaded. */
   readonly ready: Promise<void>;
   definition(metric: string): Promise<Definition>;
-  /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). */
+  /** Perturb and queue; never throws: false when dropped (see `stats().dropped`). True
+   *  when this tab's ledger admits it; it is charged as it is stored, an instant later,
+   *  against the origin's stored ledger, which may refuse it then (another tab spent the
+   *  budget): dropped as `budget`, never sent. */
   report(metric: string, value: JointValue, dimensions?: Record<string, string>): Promise<boolean>;
-  /** Send what is queued; whether the queue is now empty. */
+  /** Send what is queued now, whatever the backoff; whether the queue is now empty. */
   flush(): Promise<boolean>;
   stats(): ClientStats;
   privacy(): Record<string, unknown>;
-  /** Opt out: wipe queued reports (refunding unsent charges) and the device secret. */
+  /** Opt out, for every tab of the origin: wipe the stored reports (refunding unsent
+   *  charges) and the device secret. */
   disable(): Promise<boolean>;
+  /** Opt back in, for every tab of the origin. */
   enable(): Promise<boolean>;
   /** Flush, then stop. */
   shutdown(): Promise<boolean>;

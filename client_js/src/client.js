@@ -1,7 +1,8 @@
 // The browser client: report() perturbs on the page, charges the ledger and queues the
 // report in one step; an uploader sends batches with retries (backoff honouring
-// Retry-After), and a last flush goes out on pagehide. Mirrors client_sdk/client.py and
-// client_sdk/uploader.py; reasons for dropping a report are the Python SDK's.
+// Retry-After, shared by the origin's tabs), and a last flush goes out on pagehide.
+// Mirrors client_sdk/client.py and client_sdk/uploader.py; reasons for dropping a report
+// are the Python SDK's.
 
 import { buildReport, checkDimensions, encodeBatch, encodeReport } from "./wire.js";
 import { Rng, cryptoBytes } from "./randomness.js";
@@ -65,6 +66,9 @@ function refusalOf(status, answer) {
   return `HTTP ${status}${why ? `: ${why}` : ""}`.slice(0, 500);
 }
 
+/** ``x`` if it is an array, else an empty one (an answer's lists). @param {any} x @returns {any[]} */
+const list = (x) => (Array.isArray(x) ? x : []);
+
 const unreachable = () => Object.assign(new Error("unreachable"), { reason: "unreachable" });
 
 /** JSON with sorted keys, to compare parameters. @param {any} x @returns {string} */
@@ -119,7 +123,8 @@ export class Client {
     this.vetted = new Map();
     /** @type {import("./storage.js").Entry[]} */
     this.queue = [];
-    /** Reports made, charged, not yet stored (see _commitSoon).
+    /** Reports made and charged here, not yet stored (see _commitSoon); the stored ledger
+     *  is charged for them only as they are stored.
      *  @type {Omit<import("./storage.js").Entry, "key">[]} */
     this.pending = [];
     /** @type {Promise<void>} */
@@ -131,7 +136,9 @@ export class Client {
     this.secret = null;
     this.disabled = false;
     this.closed = false;
+    /** The origin's upload backoff, as stored: failures in a row, when the next is due. */
     this.failures = 0;
+    this.retryAt = 0;
     /** @type {any} */ this.timer = null;
     /** @type {Promise<void> | null} */ this.uploading = null;
     this.counts = { reported: 0, sent: 0, accepted: 0, duplicates: 0, batches: 0, retries: 0 };
@@ -147,16 +154,34 @@ export class Client {
   }
 
   async _load() {
+    await this._reload();
+    this._schedule(0); // what earlier pages (or other tabs) left stored
+  }
+
+  /** The stored queue and state, as every tab of the origin left them. */
+  async _reload() {
     try {
-      const saved = await this.storage.load();
-      this.queue = saved.entries.sort((a, b) => a.key - b.key);
-      this.ledger = saved.ledger ?? emptyLedger();
-      this.secret = saved.secret;
-      this.disabled = saved.disabled;
-      if (this.queue.length) this._schedule(0);
+      await this.storage.change((s, entries) => { this._adopt(s); this.queue = entries; }, Infinity);
     } catch (e) {
-      this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+      this._error(e);
     }
+  }
+
+  /** Take the stored state as this tab's: the ledger (and the charges of the reports made
+   *  here, not yet stored), the opt-out, the device secret and the upload backoff.
+   *  @param {import("./storage.js").State} s */
+  _adopt(s) {
+    this.ledger = structuredClone(s.ledger ?? emptyLedger()); // never the one being stored
+    for (const e of this.pending) apply(this.ledger, e.charge);
+    this.disabled = Boolean(s.disabled);
+    this.secret = s.secret ?? null;
+    this.failures = s.retry?.failures ?? 0;
+    this.retryAt = s.retry?.at ?? 0;
+  }
+
+  /** @param {unknown} e */
+  _error(e) {
+    this.lastError = String(/** @type {any} */ (e)?.name ?? e);
   }
 
   /** Run ``fn`` after every earlier call (reports, opt-outs): the ledger's checks and its
@@ -211,8 +236,9 @@ export class Client {
    * @param {string} metric @param {string | number} value
    * @param {Record<string, string>} [dimensions] the metric's public dimensions, e.g.
    *   ``{platform: "web"}``: sent in the clear, NOT protected by ε
-   * @returns {Promise<boolean>} whether it was queued (and charged); else counted in
-   *   ``stats().dropped`` by reason
+   * @returns {Promise<boolean>} whether it was queued and charged to this tab's ledger (the
+   *   storage charges it an instant later, see _store); else counted in ``stats().dropped``
+   *   by reason
    */
   report(metric, value, dimensions) {
     return this._serial(async () => {
@@ -236,9 +262,10 @@ export class Client {
         const why = refusal(this.ledger, charge, this.caps);
         if (why) return this._drop(why);
         if (this.queue.length + this.pending.length >= this.maxQueue) return this._drop("queue_full");
+        const secret = definition.mechanism.permanent_epsilon ? await this._secret() : undefined;
+        if (secret === null) return this._drop("disabled"); // by another tab
         let report;
         try {
-          const secret = definition.mechanism.permanent_epsilon ? await this._secret() : undefined;
           report = await buildReport(definition, value, { rng: this.rng, secret, dimensions });
         } catch {
           return this._drop("invalid_value");
@@ -256,7 +283,7 @@ export class Client {
         this._commitSoon();
         return true;
       } catch (e) {
-        this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+        this._error(e);
         return this._drop("internal_error");
       }
     });
@@ -278,25 +305,36 @@ export class Client {
   /** Store what is pending now (after every earlier commit), COMMIT_MAX reports a
    *  transaction, each in a task of its own; resolves when stored. */
   _commit() {
-    while (this.pending.length) {
-      const entries = this.pending.splice(0, COMMIT_MAX);
-      this.storing = this.storing.then(() => this._store(entries));
-    }
+    for (let n = this.pending.length; n > 0; n -= COMMIT_MAX) this.storing = this.storing.then(() => this._store());
     return this.storing;
   }
 
-  /** @param {Omit<import("./storage.js").Entry, "key">[]} entries */
-  async _store(entries) {
+  /** Store the oldest COMMIT_MAX pending reports with their charges, in one transaction
+   *  that checks each charge against the ledger as stored, which every tab of the origin
+   *  charges: a report another tab's charges made over budget since report() admitted it
+   *  here is dropped then, never stored. */
+  async _store() {
+    const entries = this.pending.slice(0, COMMIT_MAX);
+    if (!entries.length) return;
+    const done = new Set(entries);
+    const unpend = () => { this.pending = this.pending.filter((e) => !done.has(e)); };
+    /** @type {(DropReason | null)[]} */ let why = [];
     try {
-      const keys = await this.storage.put(entries, this.ledger);
+      const keys = await this.storage.change((s) => {
+        const ledger = (s.ledger ??= emptyLedger());
+        why = entries.map((e) => (s.disabled ? "disabled" : refusal(ledger, e.charge, this.caps) ?? (apply(ledger, e.charge), null)));
+        unpend(); // charged in the stored ledger from now on, or nowhere
+        this._adopt(s);
+        return { put: entries.filter((e, i) => !why[i]), state: { ledger } };
+      });
       const known = new Set(this.queue.map((e) => e.key)); // a reload may have read them already
-      entries.forEach((e, i) => { if (!known.has(keys[i])) this.queue.push({ ...e, key: keys[i] }); });
+      entries.filter((e, i) => !why[i]).forEach((e, i) => { if (!known.has(keys[i])) this.queue.push({ ...e, key: keys[i] }); });
     } catch {
-      for (const e of entries) apply(this.ledger, e.charge, -1); // never stored: refunded
-      this.counts.reported -= entries.length;
-      this._drop("storage_error", entries.length);
-      return;
+      unpend();
+      entries.forEach((e, i) => { if (!why[i]) apply(this.ledger, e.charge, -1); }); // never stored: refunded
+      why = entries.map(() => "storage_error");
     }
+    for (const reason of why) if (reason) { this.counts.reported--; this._drop(reason); }
     this._schedule(this.queue.length >= this.flushAt ? 0 : this.flushInterval);
   }
 
@@ -323,12 +361,19 @@ export class Client {
     this.sliceStart = performance.now();
   }
 
+  /** The device secret of memoized responses: the one every tab of the origin uses, made
+   *  (CSPRNG) by the first that needs it, in the transaction that finds none stored; null
+   *  once the user opted out (in any tab). */
   async _secret() {
     if (!this.secret) {
-      this.secret = globalThis.crypto.getRandomValues(new Uint8Array(32));
-      await this.storage.saveState("secret", this.secret);
+      /** @type {Uint8Array | null} */ let made = null;
+      await this.storage.change((s) => {
+        this._adopt(s);
+        if (!s.disabled && !s.secret) return { state: { secret: (made = globalThis.crypto.getRandomValues(new Uint8Array(32))) } };
+      });
+      this.secret ??= made;
     }
-    return this.secret;
+    return this.disabled ? null : this.secret;
   }
 
   /** Upload this tab's queue after ``delay`` ms (0: now), unless one is already due.
@@ -338,73 +383,87 @@ export class Client {
     this._uploadIn(delay);
   }
 
-  /** The one upload timer, (re)set to ``delay`` ms. @param {number} delay */
+  /** The one upload timer, (re)set to ``delay`` ms: an upload then, or after the one under
+   *  way (which may have set this timer before it ended). @param {number} delay */
   _uploadIn(delay) {
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => { this.timer = null; this._upload(); }, delay);
+    this.timer = setTimeout(async () => { this.timer = null; await this.uploading; this._upload(); }, delay);
     this.timer?.unref?.();
   }
 
-  /** Send every queued report now; resolves with whether the queue is empty (false when
-   *  uploads failed: the reports stay queued and are retried). */
+  /** Send every queued report now, whatever the backoff; resolves with whether the queue
+   *  is empty (false when uploads failed: the reports stay queued and are retried). */
   async flush() {
     await this.lock;
     await this._commitSoon(true);
-    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
-    await this._upload();
+    clearTimeout(this.timer);
+    this.timer = null;
+    await this.uploading; // one under way first
+    await this._drain(true);
     return this.queue.length === 0;
   }
 
   _upload() {
-    this.uploading ??= this._drain().finally(() => { this.uploading = null; });
+    this.uploading ??= this._drain(false).finally(() => { this.uploading = null; });
     return this.uploading;
   }
 
   /** Send the stored queue as the origin's one sender (src/tabs.js): every tab of the
-   *  origin shares it, and whichever holds the lock reads it afresh and sends it all. */
-  async _drain() {
+   *  origin shares it, and whichever holds the lock reads it afresh and sends it all, once
+   *  the origin's backoff allows (``force``: at once). @param {boolean} force */
+  async _drain(force) {
     await this.storing;
-    if (this.closed) return;
-    await this.tabs.exclusive((renew) => this._send(renew));
+    if (!this.closed) await this.tabs.exclusive((renew) => this._send(renew, force));
   }
 
-  /** Upload soon whatever is stored, this tab's reports or not. @param {number} delay */
-  _wake(delay) {
-    if (!this.closed && !this.timer) this._uploadIn(delay);
-  }
-
-  /** The queue as stored now: another tab may have sent some of it, or stored more. */
-  async _reload() {
-    try {
-      this.queue = (await this.storage.load()).entries.sort((a, b) => a.key - b.key);
-    } catch (e) {
-      this.lastError = String(/** @type {any} */ (e)?.name ?? e);
-    }
-  }
-
-  /** What another tab of the origin told: reports it removed (sent or dropped), or that it
-   *  closed with reports stored (sent here then). @param {import("./tabs.js").News} news */
+  /** What another tab of the origin told: reports it removed (sent or dropped), that it
+   *  closed with reports stored (sent here then), or that it changed the stored state (an
+   *  opt-out: its queue wiped). @param {import("./tabs.js").News} news */
   _news(news) {
-    if (news.type === "removed") {
-      const keys = new Set(news.keys);
-      this.queue = this.queue.filter((e) => !keys.has(e.key));
-    } else if (news.type === "flush") {
-      this._wake(1_000); // after its last IndexedDB commit
-    }
+    if (news.type === "removed") this._unqueue(news.keys);
+    else if (news.type === "flush") this._uploadIn(1_000); // after its last IndexedDB commit; the backoff holds
+    else if (news.type === "state") this._serial(() => this._reload());
   }
 
-  /** @param {() => Promise<void>} renew */
-  async _send(renew) {
+  /** Send batches of the stored queue until it is empty, an upload fails, the user opts
+   *  out, or (unless ``force``) the origin's backoff says wait: each batch is read afresh
+   *  from the storage and marked sent in one transaction, which also reads the opt-out and
+   *  the backoff every tab's failures set. @param {() => Promise<void>} renew
+   *  @param {boolean} force */
+  async _send(renew, force) {
     await this._reload();
-    while (this.queue.length && !this.closed) {
-      const { kept: batch, unsure } = await this._vet(this.queue.slice(0, this.maxBatch));
-      if (!batch.length) {
-        if (!unsure) continue; // all refused (and removed): on to the rest
-        this._retryLater(null, null);
-        return;
+    while (!this.closed) {
+      /** @type {import("./storage.js").Entry[]} */ const batch = [];
+      /** @type {import("./storage.js").Entry[]} */ const mismatched = [];
+      /** @type {import("./storage.js").Entry[]} */ const unvetted = [];
+      let wait = 0, stored = 0;
+      try {
+        await this.storage.change((s, entries) => {
+          this._adopt(s);
+          wait = force ? 0 : this.retryAt - this.now();
+          if (wait > RETRY_AFTER_CAP) wait = 0; // a clock set back: no such wait was stored
+          stored = entries.length;
+          if (this.disabled || wait > 0) return;
+          for (const e of entries) {
+            const ok = !e.bundled || this.vetted.get(`${e.metric}@${e.bundled}`);
+            (ok ? batch : ok === false ? mismatched : unvetted).push(e);
+          }
+          if (unvetted.length) batch.length = 0; // the collector asked first, then read afresh
+          for (const e of batch) e.attempted = true;
+          return { put: batch, remove: mismatched.map((e) => e.key) };
+        }, this.maxBatch);
+      } catch (e) {
+        return this._retryLater(null, e);
       }
-      for (const e of batch) e.attempted = true;
-      await this.storage.update(batch).catch(() => {});
+      if (this.disabled) return;
+      if (wait > 0) return this._uploadIn(wait);
+      if (!stored) { this.queue = []; return; }
+      if (mismatched.length) {
+        this._drop("bundle_mismatch", mismatched.length);
+        this._forget(mismatched);
+      }
+      if (!(await this._vet(unvetted))) return this._retryLater(null, null);
+      if (!batch.length) continue;
       const body = encodeBatch(batch.map((e) => e.data));
       /** @type {Response | null} */ let response = null;
       /** @type {unknown} */ let error = null;
@@ -413,38 +472,33 @@ export class Client {
       } catch (e) { error = e; }
       const status = response ? response.status : null;
       const outcome = classify(status, error);
-      if (outcome === "retry") {
-        this._retryLater(response, error);
-        return;
-      }
-      this.failures = 0;
+      if (outcome === "retry") return this._retryLater(response, error);
       const answer = await response?.json().catch(() => ({})) ?? {};
-      const retired = new Set((Array.isArray(answer?.retired) ? answer.retired : []).map((/** @type {any} */ r) => r?.metric));
+      const retired = new Set(list(answer.retired).map((r) => r?.metric));
       for (const m of retired) if (typeof m === "string") this.retired.add(m);
-      if (outcome === "ok") {
-        const rejected = new Set((Array.isArray(answer.rejected) ? answer.rejected : []).map((/** @type {any} */ r) => r?.index));
-        const gone = batch.filter((e, i) => rejected.has(i) && retired.has(e.metric)).length;
-        const bad = batch.filter((e, i) => rejected.has(i)).length - gone;
+      const ok = outcome === "ok"; // else the whole batch is refused
+      const rejected = new Set(ok ? list(answer.rejected).map((r) => r?.index) : batch.keys());
+      const refused = batch.filter((e, i) => rejected.has(i));
+      const gone = refused.filter((e) => retired.has(e.metric)).length;
+      if (ok) {
         this.counts.batches++;
         this.counts.sent += batch.length - rejected.size;
         this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : batch.length - rejected.size;
         this.counts.duplicates += Number.isInteger(answer.duplicates) ? answer.duplicates : 0;
-        if (bad) {
-          this._drop("rejected", bad);
-          this.lastRefusal = refusalOf(status, answer);
-        }
-        if (gone) this._drop("retired", gone);
       } else {
         this.lastError = `HTTP ${status}`;
         this.lastRefusal = refusalOf(status, answer);
         if (status === 413 && batch.length > 1) { this.maxBatch = Math.max(1, batch.length >> 1); continue; }
-        const gone = batch.filter((e) => retired.has(e.metric)).length;
-        if (batch.length > gone) this._drop(status === 413 ? "too_large" : "rejected", batch.length - gone);
-        if (gone) this._drop("retired", gone);
       }
-      await this._remove(batch);
+      if (refused.length > gone) {
+        this._drop(status === 413 ? "too_large" : "rejected", refused.length - gone);
+        this.lastRefusal = refusalOf(status, answer);
+      }
+      if (gone) this._drop("retired", gone);
+      // Answered: the batch leaves the storage, and the origin's backoff starts over.
+      await this.storage.change(() => ({ remove: batch.map((e) => e.key), state: { retry: null } })).catch(() => {});
+      this._forget(batch);
       await renew();
-      if (!this.queue.length) await this._reload(); // what other tabs stored meanwhile
     }
   }
 
@@ -466,50 +520,48 @@ export class Client {
     return this.relay ? this.relay.fetch(url, init) : this.fetch(url, init);
   }
 
-  /** Count a recoverable failure and try again after the backoff.
-   *  @param {Response | null} response @param {unknown} error */
-  _retryLater(response, error) {
-    this.failures++;
+  /** Count a recoverable failure and try again after the backoff, which the origin's
+   *  tabs share: the next attempt's time is stored, and whichever tab sends next waits
+   *  for it. @param {Response | null} response @param {unknown} error */
+  async _retryLater(response, error) {
+    const failures = ++this.failures;
     this.counts.retries++;
-    this.lastError = error ? String(/** @type {any} */ (error)?.name ?? error)
-      : response ? `HTTP ${response.status}` : "definition check failed";
-    const retryAfter = parseRetryAfter(response?.headers.get("retry-after") ?? null, this.now());
-    this._uploadIn(backoffDelay(this.failures, retryAfter, this.random));
+    this._error(error ?? (response ? `HTTP ${response.status}` : "definition check failed"));
+    const delay = backoffDelay(failures, parseRetryAfter(response?.headers.get("retry-after") ?? null, this.now()), this.random);
+    this._uploadIn(delay);
+    this.retryAt = this.now() + delay;
+    await this.storage.change(() => ({ state: { retry: { at: this.retryAt, failures } } })).catch(() => {});
   }
 
-  /** @param {import("./storage.js").Entry[]} entries */
-  async _remove(entries) {
-    const keys = new Set(entries.map((e) => e.key));
-    this.queue = this.queue.filter((e) => !keys.has(e.key));
-    await this.storage.remove([...keys]).catch(() => {});
-    this.tabs.tell({ type: "removed", from: this.tabs.id, keys: [...keys] });
+  /** Reports no longer stored: out of this tab's queue, and the other tabs told.
+   *  @param {import("./storage.js").Entry[]} entries */
+  _forget(entries) {
+    const keys = entries.map((e) => e.key);
+    this._unqueue(keys);
+    this.tabs.tell("removed", keys);
   }
 
-  /** Drop reports made with a bundled definition the collector does not have under that
-   *  version with the same parameters (asked once per metric and version).
-   *  @param {import("./storage.js").Entry[]} batch */
-  async _vet(batch) {
-    /** @type {import("./storage.js").Entry[]} */ const refused = [];
-    /** @type {import("./storage.js").Entry[]} */ const kept = [];
-    for (const e of batch) {
-      if (!e.bundled) { kept.push(e); continue; }
+  /** @param {number[]} keys */
+  _unqueue(keys) {
+    const gone = new Set(keys);
+    this.queue = this.queue.filter((e) => !gone.has(e.key));
+  }
+
+  /** Ask the collector (once per metric and version) whether it has the bundled
+   *  definitions ``entries`` were made with, with the same parameters (a report made with
+   *  one it lacks is then dropped); false when it could not be asked.
+   *  @param {import("./storage.js").Entry[]} entries */
+  async _vet(entries) {
+    for (const e of entries) {
       const id = `${e.metric}@${e.bundled}`;
-      let ok = this.vetted.get(id);
-      if (ok === undefined) {
-        const response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
-        if (!response || classify(response.status, null) === "retry") return { kept, unsure: true };
-        const server = response.ok ? await response.json() : null;
-        const mine = this.bundle.get(e.metric);
-        ok = Boolean(server) && (!mine || mine.version !== e.bundled || canonical(mine.mechanism) === canonical(server.mechanism));
-        this.vetted.set(id, ok);
-      }
-      (ok ? kept : refused).push(e);
+      if (this.vetted.has(id)) continue;
+      const response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
+      if (!response || classify(response.status, null) === "retry") return false;
+      const server = response.ok ? await response.json() : null;
+      const mine = this.bundle.get(e.metric);
+      this.vetted.set(id, Boolean(server) && (!mine || mine.version !== e.bundled || canonical(mine.mechanism) === canonical(server.mechanism)));
     }
-    if (refused.length) {
-      this._drop("bundle_mismatch", refused.length);
-      await this._remove(refused);
-    }
-    return { kept, unsure: false };
+    return true;
   }
 
   /** The last flush on pagehide: keepalive fetches (the reports stay stored until an
@@ -518,7 +570,7 @@ export class Client {
   _lastFlush() {
     const waiting = [...this.queue, ...this.pending];
     this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
-    if (this.tabs.peers.size) return this.tabs.tell({ type: "flush", from: this.tabs.id }); // they send it
+    if (this.tabs.peers.size) return this.tabs.tell("flush"); // they send it
     /** @type {Omit<import("./storage.js").Entry, "key">[]} */ let batch = [];
     let size = 0;
     const send = () => {
@@ -577,20 +629,26 @@ export class Client {
     };
   }
 
-  /** Opt out: stop reporting, wipe the queued reports (refunding those never sent) and
-   *  the device secret; persisted. @returns {Promise<boolean>} */
+  /** Opt out, for every tab of the origin: stop reporting, wipe every stored report
+   *  (refunding those never sent) and the device secret, in one transaction; the other
+   *  tabs are told (and their storing and sending read the opt-out in theirs).
+   *  @returns {Promise<boolean>} */
   disable() {
     return this._serial(async () => {
       this.disabled = true;
       try {
         await this._commitSoon(true);
-        for (const e of this.queue) if (!e.attempted) apply(this.ledger, e.charge, -1);
-        this._drop("disabled", this.queue.length);
-        await this._remove(this.queue);
-        this.secret = null;
-        await this.storage.saveState("secret", null);
-        await this.storage.saveState("ledger", this.ledger);
-        await this.storage.saveState("disabled", true);
+        let wiped = 0;
+        await this.storage.change((s, entries) => {
+          const ledger = s.ledger ?? emptyLedger();
+          for (const e of entries) if (!e.attempted) apply(ledger, e.charge, -1);
+          wiped = entries.length;
+          this._adopt(s = { ...s, ledger, secret: null, disabled: true });
+          return { remove: entries.map((e) => e.key), state: s };
+        }, Infinity);
+        this._drop("disabled", wiped);
+        this.queue = [];
+        this.tabs.tell("state");
         return true;
       } catch {
         return false;
@@ -598,11 +656,12 @@ export class Client {
     });
   }
 
-  /** Opt back in. @returns {Promise<boolean>} */
+  /** Opt back in, for every tab of the origin. @returns {Promise<boolean>} */
   enable() {
     return this._serial(async () => {
       this.disabled = false;
-      await this.storage.saveState("disabled", false).catch(() => {});
+      await this.storage.change(() => ({ state: { disabled: false } })).catch(() => {});
+      this.tabs.tell("state");
       return true;
     });
   }
@@ -611,7 +670,7 @@ export class Client {
   async shutdown() {
     const empty = await this.flush().catch(() => false);
     this.closed = true;
-    if (this.timer) { clearTimeout(this.timer); this.timer = null; }
+    clearTimeout(this.timer);
     if (typeof globalThis.removeEventListener === "function") globalThis.removeEventListener("pagehide", this.onPageHide);
     this.tabs.close();
     return empty;

@@ -81,9 +81,7 @@ export function refusal(state, charge, caps) {
   if (caps) {
     const permanent = { ...state.permanent };
     if (charge.permanent !== null) permanent[charge.metric] = charge.permanent;
-    const today = Object.entries(state.days)
-      .filter(([, days]) => charge.day in days)
-      .map(([m, days]) => /** @type {[string, number]} */ ([m, days[charge.day][1]]));
+    const today = Object.entries(state.days).map(([m, days]) => /** @type {[string, number]} */ ([m, days[charge.day]?.[1] ?? 0]));
     const life = Object.entries(state.lifetime).map(([m, v]) => /** @type {[string, number]} */ ([m, v[1]]));
     for (const [cap, rows] of /** @type {[number | null | undefined, [string, number][]][]} */ ([
       [caps.epsilon_per_day, today], [caps.epsilon_lifetime, life],

@@ -1,33 +1,30 @@
-// Where the client keeps queued reports, the ledger, the device secret and the opt-out:
-// IndexedDB in a browser (reports survive reloads and offline spells until acknowledged),
-// memory where IndexedDB is missing. Both keep a report and its ledger charge together.
+// Where the client keeps queued reports and its state (the ledger, the device secret, the
+// opt-out, the upload backoff, the sender's lease): IndexedDB in a browser (reports survive
+// reloads and offline spells until acknowledged), memory where IndexedDB is missing. Every
+// change is one transaction that reads what it changes, so the tabs of an origin never
+// write over each other's charges. See docs/guides/web.md ("Several tabs").
 
 /**
  * @typedef {{key: number, data: string, metric: string, bundled: number, attempted: boolean,
  *   charge: import("./ledger.js").Charge}} Entry
- * @typedef {{entries: Entry[], ledger: import("./ledger.js").LedgerState | null,
- *   secret: Uint8Array | null, disabled: boolean}} Saved
- * @typedef {{load(): Promise<Saved>, put(entries: Omit<Entry, "key">[], ledger: any): Promise<number[]>,
- *   update(entries: Entry[]): Promise<void>, remove(keys: number[]): Promise<void>,
- *   saveState(name: string, value: any): Promise<void>, lockName?: string,
- *   lease?(owner: string, now: number, ttl: number): Promise<number>}} Storage
- *   ``lockName``: the same for every tab that sees the same stored queue (the name of its
- *   Web Lock and BroadcastChannel); ``lease``: the sender's lease where Web Locks are
- *   missing (src/tabs.js): takes or renews it for ``owner`` until ``now + ttl`` (ttl 0
- *   releases it) and resolves 0, or resolves the ms until another owner's lease ends.
+ * @typedef {{ledger?: import("./ledger.js").LedgerState, secret?: Uint8Array | null,
+ *   disabled?: boolean, retry?: {at: number, failures: number} | null,
+ *   sender?: {owner: string, expires: number}}} State
+ *   ``retry``: when the origin's next upload is due after failures (src/client.js);
+ *   ``sender``: the sender's lease where Web Locks are missing (src/tabs.js)
+ * @typedef {{put?: (Entry | Omit<Entry, "key">)[], remove?: number[], state?: State}} Change
+ * @typedef {{change(fn: (state: State, entries: Entry[]) => Change | void, count?: number): Promise<number[]>,
+ *   lockName?: string}} Storage
+ *   ``change``: one atomic step. ``fn`` is given the stored state and the first ``count``
+ *   stored reports by key (none by default; Infinity: all) and returns what to write:
+ *   reports to put (a report without a key is added), keys to remove, state records to
+ *   set. Nothing another tab (or worker) writes comes between what ``fn`` reads and what it
+ *   writes. Resolves the keys of the reports put, once written. ``lockName``: the same for
+ *   every tab that sees the same stored queue (the name of its Web Lock and
+ *   BroadcastChannel).
  */
 
-/** A sender's lease in a state record: 0 when ``owner`` may send (the record to store
- *  then in ``take``), else the ms until the holder's lease ends.
- *  @param {{owner: string, expires: number} | undefined} held @param {string} owner
- *  @param {number} now @param {number} ttl @param {(lease: {owner: string, expires: number}) => void} take */
-function leaseOf(held, owner, now, ttl, take) {
-  if (held && held.owner !== owner && held.expires > now) return held.expires - now;
-  take({ owner, expires: now + ttl });
-  return 0;
-}
-
-/** Memory only (or a shared ``place`` object, which tests use to play a page reload). */
+/** Memory only (or a shared ``place`` object, which tests use to play a reload or tabs). */
 export class MemoryStorage {
   /** @param {{entries?: Map<number, Entry>, state?: Map<string, any>, next?: number, id?: string}} [place] */
   constructor(place = {}) {
@@ -37,50 +34,20 @@ export class MemoryStorage {
     place.id ??= Math.random().toString(36).slice(2);
     /** @type {{entries: Map<number, Entry>, state: Map<string, any>, next: number, id: string}} */
     this.place = /** @type {any} */ (place);
-    this.lockName = `ldp-telemetry:memory:${/** @type {any} */ (place).id}`;
+    this.lockName = `ldp-telemetry:memory:${place.id}`;
   }
 
-  /** @param {string} owner @param {number} now @param {number} ttl */
-  async lease(owner, now, ttl) {
-    const { state } = this.place;
-    return leaseOf(state.get("sender"), owner, now, ttl, (lease) => state.set("sender", lease));
-  }
-
-  async load() {
+  /** @param {(state: State, entries: Entry[]) => Change | void} fn @param {number} [count] */
+  async change(fn, count = 0) {
     const { entries, state } = this.place;
-    return {
-      entries: [...entries.values()].map((e) => structuredClone(e)),
-      ledger: structuredClone(state.get("ledger") ?? null),
-      secret: state.get("secret") ?? null,
-      disabled: Boolean(state.get("disabled")),
-    };
-  }
-
-  /** Add reports and save the ledger that charges them, together; their keys.
-   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
-  async put(entries, ledger) {
-    const keys = entries.map((entry) => {
-      const key = this.place.next++;
-      this.place.entries.set(key, structuredClone({ ...entry, key }));
+    const c = fn(structuredClone(Object.fromEntries(state)), structuredClone([...entries.values()].slice(0, count))) || {};
+    for (const key of c.remove ?? []) entries.delete(key);
+    for (const [name, value] of Object.entries(c.state ?? {})) state.set(name, structuredClone(value));
+    return (c.put ?? []).map((e) => {
+      const key = /** @type {any} */ (e).key ?? this.place.next++;
+      entries.set(key, structuredClone({ ...e, key }));
       return key;
     });
-    this.place.state.set("ledger", structuredClone(ledger));
-    return keys;
-  }
-
-  /** @param {Entry[]} entries */
-  async update(entries) {
-    for (const e of entries) this.place.entries.set(e.key, structuredClone(e));
-  }
-
-  /** @param {number[]} keys */
-  async remove(keys) {
-    for (const k of keys) this.place.entries.delete(k);
-  }
-
-  /** @param {string} name @param {any} value */
-  async saveState(name, value) {
-    this.place.state.set(name, structuredClone(value));
   }
 }
 
@@ -108,74 +75,30 @@ export class IndexedDBStorage {
     return this.db;
   }
 
-  /** Run ``body`` in one transaction; resolve with its result when the transaction commits.
-   *  @template T @param {string[]} stores @param {"readonly" | "readwrite"} mode
-   *  @param {(tx: IDBTransaction) => T | Promise<T>} body @returns {Promise<T>} */
-  async tx(stores, mode, body) {
+  /** One readwrite transaction over both stores, which IndexedDB runs alone among every
+   *  tab's transactions on them: ``fn`` runs in it (promise reactions of a request's
+   *  success keep a transaction active). @param {(state: State, entries: Entry[]) => Change | void} fn
+   *  @param {number} [count] @returns {Promise<number[]>} */
+  async change(fn, count = 0) {
     const db = await this.open();
     return new Promise((resolve, reject) => {
-      const tx = db.transaction(stores, mode);
+      const tx = db.transaction(["reports", "state"], "readwrite");
+      const reports = tx.objectStore("reports");
+      const state = tx.objectStore("state");
+      const get = (/** @type {IDBRequest} */ r) => new Promise((ok) => { r.onsuccess = () => ok(r.result); });
       /** @type {any} */
-      let result;
-      Promise.resolve(body(tx)).then((r) => { result = r; }, reject);
-      tx.oncomplete = () => resolve(result);
+      let keys;
+      Promise.all([get(state.getAllKeys()), get(state.getAll()), count && get(reports.getAll(null, count < Infinity ? count : undefined))])
+        .then(([names, values, entries]) => {
+          const c = fn(Object.fromEntries(names.map((/** @type {string} */ n, /** @type {number} */ i) => [n, values[i]])), entries || []) || {};
+          for (const key of c.remove ?? []) reports.delete(key);
+          for (const [name, value] of Object.entries(c.state ?? {})) state.put(value, name);
+          return Promise.all((c.put ?? []).map((e) => get(reports.put(e))));
+        })
+        .then((k) => { keys = k; }, (e) => { tx.abort(); reject(e); });
+      tx.oncomplete = () => resolve(keys);
       tx.onerror = tx.onabort = () => reject(tx.error);
     });
-  }
-
-  async load() {
-    return this.tx(["reports", "state"], "readonly", (tx) => {
-      const req = (/** @type {IDBRequest} */ r) => new Promise((ok) => { r.onsuccess = () => ok(r.result); });
-      const state = tx.objectStore("state");
-      return Promise.all([
-        req(tx.objectStore("reports").getAll()),
-        req(state.get("ledger")),
-        req(state.get("secret")),
-        req(state.get("disabled")),
-      ]).then(([entries, ledger, secret, disabled]) => ({
-        entries, ledger: ledger ?? null, secret: secret ?? null, disabled: Boolean(disabled),
-      }));
-    });
-  }
-
-  /** Add reports and save the ledger that charges them in one transaction; their keys.
-   *  @param {Omit<Entry, "key">[]} entries @param {any} ledger */
-  async put(entries, ledger) {
-    return this.tx(["reports", "state"], "readwrite", (tx) => {
-      const store = tx.objectStore("reports");
-      const added = entries.map((e) => new Promise((ok) => {
-        const r = store.add(e);
-        r.onsuccess = () => ok(/** @type {number} */ (r.result));
-      }));
-      tx.objectStore("state").put(ledger, "ledger");
-      return Promise.all(added);
-    });
-  }
-
-  /** @param {Entry[]} entries */
-  async update(entries) {
-    await this.tx(["reports"], "readwrite", (tx) => { for (const e of entries) tx.objectStore("reports").put(e); });
-  }
-
-  /** @param {number[]} keys */
-  async remove(keys) {
-    await this.tx(["reports"], "readwrite", (tx) => { for (const k of keys) tx.objectStore("reports").delete(k); });
-  }
-
-  /** @param {string} name @param {any} value */
-  async saveState(name, value) {
-    await this.tx(["state"], "readwrite", (tx) => { tx.objectStore("state").put(value, name); });
-  }
-
-  /** Take, renew or (ttl 0) release the sender's lease: one readwrite transaction, which
-   *  IndexedDB runs alone among every tab's transactions on the store.
-   *  @param {string} owner @param {number} now @param {number} ttl @returns {Promise<number>} */
-  async lease(owner, now, ttl) {
-    return this.tx(["state"], "readwrite", (tx) => new Promise((resolve) => {
-      const store = tx.objectStore("state");
-      const r = store.get("sender");
-      r.onsuccess = () => resolve(leaseOf(r.result, owner, now, ttl, (lease) => store.put(lease, "sender")));
-    }));
   }
 }
 

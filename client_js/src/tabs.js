@@ -1,6 +1,6 @@
 // What the tabs of one origin share: their stored queue (IndexedDB), one sender of it at a
-// time, and news of what was sent. Without this every open tab posted the whole stored
-// queue (100 reports, two tabs: 200 posts). See docs/guides/web.md ("Several tabs").
+// time, and news of what was sent or changed. Without this every open tab posted the whole
+// stored queue (100 reports, two tabs: 200 posts). See docs/guides/web.md ("Several tabs").
 
 /** How long a sender's lease lasts without renewal (the fallback without Web Locks): a
  *  tab that dies while sending holds the queue this long at most. Renewed every batch,
@@ -12,14 +12,15 @@ export const LEASE_MS = 30_000;
 const POLL_MS = 200;
 
 /** News from another tab: it opened (``hello``, answered ``here``), closed (``bye``), or
- *  closed leaving its reports to the others (``flush``); reports it ``removed``.
- *  @typedef {{type: "hello" | "here" | "bye" | "flush", from: string}
+ *  closed leaving its reports to the others (``flush``); reports it ``removed``; it
+ *  changed the stored ``state`` (an opt-out or opt-in: read it again).
+ *  @typedef {{type: "hello" | "here" | "bye" | "flush" | "state", from: string}
  *   | {type: "removed", from: string, keys: number[]}} News */
 
 /**
  * One sender at a time for the tabs (and workers) that share a storage: the Web Locks API
- * where the browser has it, else a lease kept in the storage itself (an IndexedDB
- * transaction is atomic across tabs), else nothing (a storage no one else sees). The
+ * where the browser has it, else a lease kept in the storage itself (taken in one of its
+ * atomic changes), else nothing (a storage without a lockName: no one else sees it). The
  * tabs also tell each other, on a BroadcastChannel, which stored reports were removed
  * and which tabs are open.
  */
@@ -41,19 +42,19 @@ export class Tabs {
       this.channel.onmessage = (/** @type {MessageEvent<News>} */ event) => {
         const news = event.data;
         if (!news || typeof news.from !== "string") return;
-        if (news.type === "hello") { this.peers.add(news.from); this.tell({ type: "here", from: this.id }); }
+        if (news.type === "hello") { this.peers.add(news.from); this.tell("here"); }
         else if (news.type === "here") this.peers.add(news.from);
         else if (news.type === "bye" || news.type === "flush") this.peers.delete(news.from); // it closed
         onNews(news);
       };
-      this.tell({ type: "hello", from: this.id });
+      this.tell("hello");
     }
   }
 
-  /** Tell the other tabs. @param {News} news */
-  tell(news) {
+  /** Tell the other tabs. @param {News["type"]} type @param {number[]} [keys] */
+  tell(type, keys) {
     try {
-      this.channel?.postMessage(news);
+      this.channel?.postMessage({ type, from: this.id, keys });
     } catch { /* closed */ }
   }
 
@@ -65,21 +66,29 @@ export class Tabs {
    */
   async exclusive(send) {
     const locks = /** @type {any} */ (globalThis).navigator?.locks;
-    if (this.name && locks?.request) return locks.request(this.name, () => send(async () => {}));
-    const { storage } = this;
-    if (!storage.lease) return send(async () => {});
-    const take = (ttl = LEASE_MS) => /** @type {any} */ (storage).lease(this.id, this.now(), ttl);
+    const nop = async () => {};
+    if (!this.name) return send(nop);
+    if (locks?.request) return locks.request(this.name, () => send(nop));
+    const take = async (ttl = LEASE_MS) => {
+      const now = this.now();
+      let wait = 0;
+      await this.storage.change(({ sender }) => {
+        if (sender && sender.owner !== this.id && sender.expires > now) wait = sender.expires - now;
+        else return { state: { sender: { owner: this.id, expires: now + ttl } } };
+      });
+      return wait;
+    };
     for (let wait; (wait = await take()) > 0;) await new Promise((resolve) => setTimeout(resolve, Math.min(wait, POLL_MS)));
     try {
       return await send(async () => { await take(); });
     } finally {
-      await take(0).catch(() => {}); // released
+      await take(0).catch(nop); // released
     }
   }
 
   /** This tab is going away: the others no longer count it. */
   close() {
-    this.tell({ type: "bye", from: this.id });
+    this.tell("bye");
     this.channel?.close();
     this.channel = null;
   }

@@ -99,11 +99,11 @@ test("reports are perturbed, batched and each delivered once", async () => {
 });
 
 test("a 503 with Retry-After is retried no sooner than it says", async () => {
-  mock.timers.enable({ apis: ["setTimeout"] });
+  mock.timers.enable({ apis: ["setTimeout", "Date"], now: T0 });
   try {
     const c = collector();
     c.state.script.push(new Response("{}", { status: 503, headers: { "Retry-After": "20" } }));
-    const client = new Client("http://collector.test", options(c, { random: () => 0 }));
+    const client = new Client("http://collector.test", options(c, { random: () => 0, now: Date.now }));
     await client.report("app.theme", "dark");
     assert.equal(await client.flush(), false); // stays queued
     assert.equal(client.stats().retries, 1);
@@ -138,6 +138,18 @@ test("a 429 is retried, a 400 drops the batch", async () => {
   await client.flush();
   assert.equal(client.stats().last_refusal, "HTTP 400: bad: why");
   await client.shutdown();
+});
+
+test("a 413 halves the batch until one report is left, which is dropped as too_large", async () => {
+  const c = collector();
+  const tooLarge = () => Response.json({ error: "request too large" }, { status: 413 });
+  c.state.script.push(tooLarge(), tooLarge(), tooLarge());
+  const client = new Client("http://collector.test", options(c, { maxBatchReports: 4 }));
+  for (let i = 0; i < 4; i++) assert.equal(await client.report("app.theme", i % 3), true);
+  assert.equal(await client.flush(), true); // 4 refused, then 2, then 1: dropped; 3 sent one by one
+  const s = client.stats();
+  assert.deepEqual([s.dropped.too_large, s.dropped.rejected, s.sent, c.state.posts.length], [1, 0, 3, 3]);
+  assert.equal(s.last_refusal, "HTTP 413: request too large");
 });
 
 test("the metric's budget and the device's caps refuse reports", async () => {
@@ -292,8 +304,13 @@ test("a loop of reports is stored while it runs, in transactions of at most 100 
     const sizes = /** @type {number[]} */ ([]);
     const place = {};
     const storage = new MemoryStorage(place);
-    const put = storage.put.bind(storage);
-    storage.put = async (entries, ledger) => { sizes.push(entries.length); return put(entries, ledger); };
+    const change = storage.change.bind(storage);
+    storage.change = (fn, count) => change((state, entries) => {
+      const c = fn(state, entries);
+      const added = c?.put?.filter((e) => !("key" in e)).length; // stored, not marked sent
+      if (added) sizes.push(added);
+      return c;
+    }, count);
     const c = collector();
     const client = new Client("http://collector.test", options(c, { storage }));
     // Report until three transactions have been stored, however fast the machine (a slice
@@ -360,7 +377,7 @@ test("a tab that dies holding the lease holds the queue until the lease ends, th
   const client = new Client("http://collector.test", options(c, { storage, now: () => now }));
   assert.equal(await client.report("app.theme", 1), true);
   await client._commitSoon(true);
-  assert.equal(await storage.lease("a tab that died", now, LEASE_MS), 0);
+  await storage.change(() => ({ state: { sender: { owner: "a tab that died", expires: now + LEASE_MS } } }));
   const flushed = client.flush(); // waits its turn
   await new Promise((r) => setTimeout(r, 600));
   assert.equal(c.state.posts.length, 0, "another tab holds the lease");
@@ -369,4 +386,83 @@ test("a tab that dies holding the lease holds the queue until the lease ends, th
   assert.equal(c.state.posts.length, 1);
   assert.ok(/** @type {any} */ (place).state.get("sender").expires <= now, "released after sending");
   await client.shutdown();
+});
+
+test("two tabs charging one budget: the stored ledger refuses what the other tab spent", async () => {
+  // Issue 35: each tab saved its own copy of the ledger over the shared one, so two tabs
+  // spent a budget twice (and a third tab three times).
+  const c = collector();
+  const place = {};
+  const tab = () => new Client("http://collector.test", options(c, { storage: new MemoryStorage(place), deviceBudget: { epsilon_per_day: 3 } }));
+  const [a, b] = [tab(), tab()];
+  await Promise.all([a.ready, b.ready]); // both loaded an empty ledger
+  assert.equal(await a.report("app.limited", 0), true);
+  assert.equal(await a.report("app.limited", 1), true);
+  await a._commitSoon(true);
+  // b's ledger still says nothing was spent: it admits the report, the storage refuses it
+  assert.equal(await b.report("app.limited", 0), true);
+  await b._commitSoon(true);
+  assert.equal(b.stats().dropped.budget, 1);
+  assert.equal(b.stats().reported, 0);
+  assert.equal(b.privacy().metrics["app.limited"].period.reports, 2, "b now reads the stored ledger");
+  assert.equal(await b.report("app.limited", 0), false);
+  assert.equal(b.stats().dropped.budget, 2);
+  // the device's daily cap (3 ε) likewise: a's one more is the last
+  assert.equal(await a.report("app.theme", 0), true);
+  await a._commitSoon(true);
+  b.ledger = { days: {}, lifetime: {}, permanent: {} }; // as stale as a ledger can be
+  assert.equal(await b.report("app.theme", 0), true);
+  await b._commitSoon(true);
+  assert.equal(b.stats().dropped.device_budget, 1);
+  assert.equal(await a.flush(), true);
+  assert.equal(c.state.ids.size, 3, "two reports of app.limited and one of app.theme in all");
+  for (const t of [a, b]) await t.shutdown();
+});
+
+test("disable() in one tab wipes every tab's stored reports and stops the others", async () => {
+  const c = collector();
+  const place = {};
+  const tab = () => new Client("http://collector.test", options(c, { storage: new MemoryStorage(place) }));
+  const [a, b] = [tab(), tab()];
+  await Promise.all([a.ready, b.ready]);
+  assert.equal(await b.report("app.limited", 0), true);
+  assert.equal(await b.report("app.theme", 1), true);
+  await b._commitSoon(true);
+  assert.equal(await a.disable(), true);
+  assert.equal(/** @type {any} */ (place).entries.size, 0, "b's reports wiped too");
+  assert.equal(a.stats().dropped.disabled, b.stats().reported);
+  assert.equal(a.privacy().metrics["app.limited"].lifetime.reports, 0, "refunded: never sent");
+  // b reads the opt-out in the storage (before any news of it) ...
+  assert.equal(await b.report("app.theme", 0), true); // its cached state: not yet told
+  await b._commitSoon(true);
+  assert.equal(b.disabled, true);
+  assert.equal(await b.report("app.theme", 0), false);
+  assert.equal(await b.flush(), true);
+  assert.equal(c.state.posts.length, 0, "nothing sent after the opt-out");
+  // ... and is told of an opt-in
+  assert.equal(await a.enable(), true);
+  while (b.disabled) await new Promise((r) => setTimeout(r, 5)); // the BroadcastChannel's news
+  assert.equal(await b.report("app.theme", 0), true);
+  for (const t of [a, b]) await t.shutdown();
+});
+
+test("the upload backoff is the origin's: a tab that sends next waits for what another tab's failure set", async () => {
+  const c = collector();
+  const place = {};
+  let now = T0;
+  const tab = () => new Client("http://collector.test", options(c, { storage: new MemoryStorage(place), now: () => now, random: () => 0 }));
+  const [a, b] = [tab(), tab()];
+  await Promise.all([a.ready, b.ready]);
+  assert.equal(await a.report("app.theme", 0), true);
+  c.state.script.push(new Response("{}", { status: 503, headers: { "Retry-After": "20" } }));
+  assert.equal(await a.flush(), false);
+  assert.deepEqual(/** @type {any} */ (place).state.get("retry"), { at: T0 + 20_000, failures: 1 });
+  await b._upload(); // b's timer: the stored backoff holds it back
+  assert.equal(c.state.posts.length, 0);
+  assert.equal(b.failures, 1);
+  now += 20_000;
+  await b._upload();
+  assert.equal(c.state.posts.length, 1, "due now: b sends what a stored");
+  assert.equal(/** @type {any} */ (place).state.get("retry"), null, "and the backoff starts over");
+  for (const t of [a, b]) await t.shutdown();
 });

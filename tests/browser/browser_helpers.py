@@ -109,15 +109,32 @@ range of them through ``window.client`` (the page makes the client first)."""
 
 CLIENT_JS = Path(__file__).resolve().parents[2] / "client_js"
 
+RATIONED = {"reports_per_period": 10, "period": "day"}
+"""The budget of ``app.rationed``: 10 reports a UTC day."""
+
 SDK_DEFINITIONS = {
     d.name: d.to_dict()
     for d in (
         wire.parse_spec("app.theme", {"domain": ["light", "dark", "auto"], "epsilon": 1.0}),
         wire.parse_spec("session.minutes", {"kind": "numeric", "range": [0, 120], "epsilon": 1}),
         wire.parse_spec("search.term", {"kind": "string", "max_length": 8, "epsilon": 4.0}),
+        wire.parse_spec(
+            "app.rationed",
+            {"domain": ["a", "b"], "epsilon": 1.0, "budget": RATIONED},
+        ),
+        wire.parse_spec(
+            "app.lang",
+            {
+                "domain": ["en", "de"],
+                "epsilon": 1.0,
+                "longitudinal": {"permanent_epsilon": 4.0},
+                "budget": {"reports_per_period": 100, "period": "day"},
+            },
+        ),
     )
 }
-"""The definitions of :data:`REPORT_MANY_JS`'s three metrics."""
+"""The definitions of :data:`REPORT_MANY_JS`'s three metrics; ``app.rationed``, a metric
+with a budget of :data:`RATIONED`; ``app.lang``, a memoized one."""
 
 
 class RecordingCollector:
