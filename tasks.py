@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """One entry point for a fresh machine with only Python: set up, test, run.
 
-    python3 tasks.py test            # venv + install (+ Debian's chromium and nginx, as root)
-                                     # + npm ci in client_js/ and tests/browser/ + ruff
-                                     # + mypy + the docs site
-                                     # + the whole test suite (with the JS SDK's tests)
+    python3 tasks.py test            # venv + install (+ Debian's chromium, nginx, JDK 17,
+                                     # junit5 and kotlin, as root) + npm ci in client_js/ and
+                                     # tests/browser/ + ruff + mypy + the docs site + the
+                                     # whole test suite (with the JS and JVM SDKs' tests)
     python3 tasks.py ldp ARGS...     # venv + install + the ``ldp`` command line
 
 The virtual environment lives in ``.venv`` and is reinstalled only when
@@ -97,6 +97,24 @@ def ensure_nginx() -> None:
     _apt_install(NGINX, "nginx-light", "the proxy test (tests/test_nginx_proxy.py)")
 
 
+JAVAC = Path("/usr/bin/javac")
+"""Debian's JDK 17 compiler, which builds the JVM SDK (client_jvm/build.py)."""
+
+JUNIT = Path("/usr/share/java/junit-platform-console-standalone.jar")
+"""Debian's JUnit 5 console launcher, which runs the JVM SDK's tests (Maven Central, where
+JUnit usually comes from, is out of these machines' reach)."""
+
+KOTLINC = Path("/usr/bin/kotlinc")
+"""Debian's Kotlin compiler, which builds the Kotlin example app against the JVM SDK."""
+
+
+def ensure_jvm() -> None:
+    """Install Debian's JDK 17, ``junit5`` and ``kotlin`` for the JVM SDK when missing."""
+    _apt_install(JAVAC, "openjdk-17-jdk-headless", "the JVM SDK's tests (tests/client_jvm)")
+    _apt_install(JUNIT, "junit5", "the JVM SDK's JUnit tests (tests/client_jvm)")
+    _apt_install(KOTLINC, "kotlin", "the Kotlin example app (tests/client_jvm)")
+
+
 CLIENT_JS = ROOT / "client_js"
 BROWSER_TESTS = ROOT / "tests" / "browser"
 NPM_PROJECTS = {
@@ -141,6 +159,7 @@ def test(args: list[str]) -> None:
     ensure_venv("dev")
     ensure_chromium()
     ensure_nginx()
+    ensure_jvm()
     ensure_js()
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "ruff", "format", "--check", ".")
