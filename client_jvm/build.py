@@ -27,6 +27,7 @@ BUILD = ROOT / "build"
 JAR = BUILD / "ldp-telemetry.jar"
 TEST_CLASSES = BUILD / "test-classes"
 MAIN = ROOT / "src" / "main" / "java"
+RESOURCES = ROOT / "src" / "main" / "resources"
 TESTS = ROOT / "src" / "test" / "java"
 
 JUNIT = Path("/usr/share/java/junit-platform-console-standalone.jar")
@@ -67,14 +68,30 @@ def _digest(files: list[Path], *extra: str) -> str:
     return h.hexdigest()
 
 
+_depth = 0
+"""How deep this process is in :func:`locked` (the lock is taken once, re-entered freely)."""
+
+
 @contextmanager
-def _locked() -> Iterator[None]:
+def locked() -> Iterator[None]:
+    """The build folder's lock: one build (or one cached test run) at a time across
+    processes; re-entrant within one."""
+    global _depth
     BUILD.mkdir(parents=True, exist_ok=True)
-    with open(BUILD / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    if _depth:
+        _depth += 1
         try:
             yield
         finally:
+            _depth -= 1
+        return
+    with open(BUILD / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _depth = 1
+        try:
+            yield
+        finally:
+            _depth = 0
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
@@ -112,32 +129,21 @@ def _compile(sources: list[Path], out: Path, classpath: list[Path]) -> None:
 
 def build_jar() -> Path:
     """The SDK's jar (``build/ldp-telemetry.jar``), compiled unless current."""
-    sources = _sources(MAIN)
+    sources = _sources(MAIN) + sorted(p for p in RESOURCES.rglob("*") if p.is_file())
     stamp = BUILD / ".jar-stamp"
-    with _locked():
+    with locked():
         digest = _digest(sources, RELEASE)
         if JAR.exists() and stamp.exists() and stamp.read_text() == digest:
             return JAR
         classes = BUILD / "classes"
-        _compile(sources, classes, [])
+        _compile([s for s in sources if s.suffix == ".java"], classes, [])
         manifest = BUILD / "MANIFEST.MF"
         manifest.write_text("Automatic-Module-Name: org.ldptelemetry\n")
         jar = jdk_tool("jar")
         assert jar is not None
         tmp = JAR.with_suffix(".tmp")
-        _run(
-            [
-                jar,
-                "--create",
-                "--file",
-                str(tmp),
-                "--manifest",
-                str(manifest),
-                "-C",
-                str(classes),
-                ".",
-            ]
-        )
+        files = ["-C", str(classes), ".", "-C", str(RESOURCES), "."]
+        _run([jar, "--create", "--file", str(tmp), "--manifest", str(manifest), *files])
         tmp.replace(JAR)
         stamp.write_text(digest)
     return JAR
@@ -148,7 +154,7 @@ def build_tests() -> Path:
     jar = build_jar()
     sources = _sources(TESTS)
     stamp = BUILD / ".tests-stamp"
-    with _locked():
+    with locked():
         digest = _digest(sources, stamp_of(jar))
         if TEST_CLASSES.exists() and stamp.exists() and stamp.read_text() == digest:
             return TEST_CLASSES

@@ -189,6 +189,11 @@ public final class Client implements AutoCloseable {
       try {
         response = transport.exchange("GET", url + METRICS_PATH + metric, null, null, "application/json");
       } catch (IOException | RuntimeException e) {
+        if (e.getClass().getName().equals("android.os.NetworkOnMainThreadException")) {
+          fetchApart(metric); // Android's main thread may not wait on the network
+          if (stale != null) return stale;
+          throw new Unavailable();
+        }
         return unreachable(now, stale, e.getClass().getSimpleName(), -1);
       }
       int status = response.status();
@@ -199,6 +204,27 @@ public final class Client implements AutoCloseable {
       long retryAfter = Uploader.parseRetryAfter(response.header("retry-after"), options.wallclock.getAsLong());
       return unreachable(now, stale, "HTTP " + status, retryAfter);
     }
+  }
+
+  private final Set<String> fetching = java.util.Collections.newSetFromMap(new ConcurrentHashMap<String, Boolean>());
+
+  /** Fetch a definition on a thread of its own (report() was called where the network may not be used). */
+  private void fetchApart(String metric) {
+    if (!fetching.add(metric)) return;
+    Thread t =
+        new Thread(
+            () -> {
+              try {
+                definition(metric);
+              } catch (Unknown | Unavailable | RuntimeException e) {
+                // counted when the app reports it again
+              } finally {
+                fetching.remove(metric);
+              }
+            },
+            "ldp-telemetry-definition");
+    t.setDaemon(true);
+    t.start();
   }
 
   private Definition learn(String metric, byte[] body, long now) throws Unknown {

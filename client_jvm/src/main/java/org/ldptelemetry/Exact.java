@@ -271,17 +271,27 @@ final class Exact {
       out.append('-');
       x = -x;
     }
+    // The shortest digits that read back, the nearest such (Python's repr): at most the
+    // length of the JDK's own round-tripping Double.toString, so search down from there
+    // (JDK 17's is not always the shortest; 2 or 3 checks where 17 would do).
     BigDecimal exact = new BigDecimal(x);
+    // x's rounding interval: halfway to each neighbour; its ends read back as x when x's
+    // mantissa is even (ties to even). Comparing with it is exact, and cheaper than parsing.
+    long bits = Double.doubleToRawLongBits(x);
+    BigDecimal half = BigDecimal.valueOf(5, 1);
+    BigDecimal low = exact.add(new BigDecimal(Double.longBitsToDouble(bits - 1))).multiply(half);
+    double up = Double.longBitsToDouble(bits + 1);
+    BigDecimal high = Double.isInfinite(up) ? exact.add(exact.subtract(low)) : exact.add(new BigDecimal(up)).multiply(half);
+    boolean even = (bits & 1) == 0;
+    int jdk = significantDigits(Double.toString(x));
     BigDecimal shortest = null;
-    for (int p = 1; p <= 17 && shortest == null; p++) {
-      BigDecimal near = exact.round(new MathContext(p, RoundingMode.HALF_EVEN));
-      if (readsBack(near, x)) {
-        shortest = near;
-      } else {
-        BigDecimal down = exact.round(new MathContext(p, RoundingMode.DOWN));
-        BigDecimal other = down.compareTo(near) == 0 ? exact.round(new MathContext(p, RoundingMode.UP)) : down;
-        if (readsBack(other, x)) shortest = other;
-      }
+    for (int p = Math.min(17, jdk); p >= 1; p--) {
+      BigDecimal found = readsBackAt(exact, p, low, high, even);
+      if (found == null) break;
+      shortest = found;
+    }
+    if (shortest == null) { // the JDK's digits were not the nearest of their length
+      for (int p = Math.min(17, jdk); p <= 17 && shortest == null; p++) shortest = readsBackAt(exact, p, low, high, even);
     }
     if (shortest == null) throw new AssertionError("17 digits always read back");
     BigDecimal stripped = shortest.stripTrailingZeros();
@@ -313,7 +323,37 @@ final class Exact {
     return out.toString();
   }
 
-  private static boolean readsBack(BigDecimal d, double x) {
-    return Double.parseDouble(d.unscaledValue() + "E" + (-d.scale())) == x;
+  /** The nearest p-digit decimal to {@code exact} that reads back as x (or the other neighbour), or null. */
+  private static BigDecimal readsBackAt(BigDecimal exact, int p, BigDecimal low, BigDecimal high, boolean even) {
+    BigDecimal near = exact.round(new MathContext(p, RoundingMode.HALF_EVEN));
+    if (inside(near, low, high, even)) return near;
+    // At a power of two the interval below x is half the one above: the other neighbour may.
+    BigDecimal down = exact.round(new MathContext(p, RoundingMode.DOWN));
+    BigDecimal other = down.compareTo(near) == 0 ? exact.round(new MathContext(p, RoundingMode.UP)) : down;
+    return inside(other, low, high, even) ? other : null;
   }
+
+  private static boolean inside(BigDecimal d, BigDecimal low, BigDecimal high, boolean even) {
+    int a = d.compareTo(low);
+    int b = d.compareTo(high);
+    return (a > 0 || (a == 0 && even)) && (b < 0 || (b == 0 && even));
+  }
+
+  /** Significant digits of a Double.toString text (its exponent and zeros aside). */
+  private static int significantDigits(String text) {
+    int n = 0;
+    int trailingZeros = 0;
+    boolean started = false;
+    for (int i = 0; i < text.length(); i++) {
+      char c = text.charAt(i);
+      if (c == 'E') break;
+      if (c < '0' || c > '9') continue;
+      if (c == '0' && !started) continue;
+      started = true;
+      n++;
+      trailingZeros = c == '0' ? trailingZeros + 1 : 0;
+    }
+    return Math.max(1, n - trailingZeros);
+  }
+
 }

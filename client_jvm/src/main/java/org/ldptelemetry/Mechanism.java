@@ -473,11 +473,23 @@ abstract class Mechanism {
     return (PRR_LABEL + '\0' + metric + '\0' + version + '\0' + value).getBytes(StandardCharsets.UTF_8);
   }
 
+  private static final ThreadLocal<javax.crypto.Mac> HMAC =
+      new ThreadLocal<javax.crypto.Mac>() {
+        @Override
+        protected javax.crypto.Mac initialValue() {
+          try {
+            return javax.crypto.Mac.getInstance("HmacSHA256");
+          } catch (java.security.GeneralSecurityException e) {
+            throw new IllegalStateException("HMAC-SHA256 is unavailable", e);
+          }
+        }
+      };
+
   /** HMAC-SHA256(secret, info). */
   static byte[] prrSeed(byte[] secret, byte[] info) {
     if (secret.length < 16) throw new IllegalArgumentException("the device secret has at least 16 bytes");
     try {
-      javax.crypto.Mac mac = javax.crypto.Mac.getInstance("HmacSHA256");
+      javax.crypto.Mac mac = HMAC.get(); // a provider lookup costs more than the MAC
       mac.init(new javax.crypto.spec.SecretKeySpec(secret, "HmacSHA256"));
       return mac.doFinal(info);
     } catch (java.security.GeneralSecurityException e) {

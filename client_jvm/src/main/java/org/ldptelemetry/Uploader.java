@@ -77,19 +77,23 @@ final class Uploader {
   }
 
   private static final ThreadLocal<SimpleDateFormat> HTTP_DATE =
-      ThreadLocal.withInitial(
-          () -> {
-            SimpleDateFormat f = new SimpleDateFormat("EEE, dd MMM yyyy HH:mm:ss zzz", Locale.US);
-            f.setTimeZone(TimeZone.getTimeZone("GMT"));
-            f.setLenient(false);
-            return f;
-          });
+      new ThreadLocal<SimpleDateFormat>() {
+        @Override
+        protected SimpleDateFormat initialValue() {
+          SimpleDateFormat f = new SimpleDateFormat("EEE, dd MMM yyyy HH:mm:ss zzz", Locale.US);
+          f.setTimeZone(TimeZone.getTimeZone("GMT"));
+          f.setLenient(false);
+          return f;
+        }
+      };
 
   /** Milliseconds to wait from a Retry-After header (seconds or an HTTP date), or −1. */
   static long parseRetryAfter(String value, long nowMillis) {
     if (value == null) return -1;
     String v = value.trim();
-    if (!v.isEmpty() && v.length() < 12 && v.chars().allMatch(Character::isDigit)) return Long.parseLong(v) * 1000;
+    boolean digits = !v.isEmpty() && v.length() < 12;
+    for (int i = 0; digits && i < v.length(); i++) digits = v.charAt(i) >= '0' && v.charAt(i) <= '9';
+    if (digits) return Long.parseLong(v) * 1000;
     try {
       return Math.max(0, HTTP_DATE.get().parse(v).getTime() - nowMillis);
     } catch (ParseException e) {

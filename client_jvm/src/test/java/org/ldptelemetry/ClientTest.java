@@ -285,6 +285,33 @@ class ClientTest {
   }
 
   @Test
+  void onAndroidsMainThreadTheDefinitionIsFetchedApart() throws Exception {
+    try (TestCollector collector = new TestCollector()) {
+      collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), ""));
+      Thread caller = Thread.currentThread();
+      Transport network = new HttpClientTransport(10_000);
+      Transport android =
+          (method, url, body, type, accept) -> {
+            if (Thread.currentThread() == caller) throw new android.os.NetworkOnMainThreadException();
+            return network.exchange(method, url, body, type, accept);
+          };
+      try (Client client = new Client(collector.url(), fast().transport(android).build())) {
+        assertFalse(client.report("app.theme", "dark"), "no definition yet: fetched apart");
+        assertEquals(1L, dropped(client, "unreachable"));
+        long deadline = System.nanoTime() + 60_000_000_000L;
+        boolean reported = false;
+        while (!reported && System.nanoTime() < deadline) {
+          Thread.sleep(20);
+          reported = client.report("app.theme", "dark");
+        }
+        assertTrue(reported, "the definition fetched apart serves the later reports");
+        assertTrue(client.flush(60_000));
+      }
+      assertEquals(1, collector.reportsReceived());
+    }
+  }
+
+  @Test
   void aSecondClientOnTheSameDirectoryIsAConfigurationError() throws Exception {
     ClientOptions options = ClientOptions.builder().storageDir(dir).build();
     try (Client client = new Client("http://127.0.0.1:9", options)) {
