@@ -25,9 +25,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * <p>{@link #report} never throws: it returns false and counts why in {@link #stats()}
  * (the reasons of the other SDKs: unknown_metric, invalid_value, budget, device_budget,
  * retired, bundle_mismatch, disabled, …). Only the constructor throws, for a bad URL or
- * setting. Thread-safe. See docs/guides/jvm.md.
+ * setting. Thread-safe. {@link java.io.Closeable} (so Kotlin's {@code use} works with any
+ * standard library). See docs/guides/jvm.md.
  */
-public final class Client implements AutoCloseable {
+public final class Client implements java.io.Closeable {
   static final String METRICS_PATH = "/v1/metrics/";
   static final long UNKNOWN_METRIC_TTL = 60_000;
 
