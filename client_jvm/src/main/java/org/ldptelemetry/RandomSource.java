@@ -9,7 +9,12 @@ public interface RandomSource {
   /** Fill {@code out[off .. off + len)} with the next bytes of the stream. */
   void nextBytes(byte[] out, int off, int len);
 
-  /** The platform's CSPRNG ({@code java.security.SecureRandom}), read in blocks of 4 KiB. */
+  /**
+   * The platform's CSPRNG, read in blocks of 4 KiB: on a JVM its NIST SP 800-90A DRBG
+   * (Hash_DRBG over SHA-256, seeded by the OS), which allocates nothing per block and is
+   * several times faster than the default NativePRNG mix; elsewhere (Android) the default
+   * {@code java.security.SecureRandom}.
+   */
   static RandomSource secure() {
     return new SecureSource();
   }
@@ -46,7 +51,15 @@ public interface RandomSource {
 
 /** SecureRandom, buffered: one call per 4 KiB instead of one per draw. */
 final class SecureSource implements RandomSource {
-  private final java.security.SecureRandom random = new java.security.SecureRandom();
+  private final java.security.SecureRandom random = platform();
+
+  private static java.security.SecureRandom platform() {
+    try {
+      return java.security.SecureRandom.getInstance("DRBG");
+    } catch (java.security.NoSuchAlgorithmException e) {
+      return new java.security.SecureRandom();
+    }
+  }
   private final byte[] buffer = new byte[4096];
   private int pos = buffer.length;
 
