@@ -154,20 +154,28 @@ final class Hpke {
     return c.doFinal(data);
   }
 
-  /** SetupBaseS (RFC 9180 §5.1.1) to {@code pkR}, with the ephemeral pair {@code ephemeral}. */
-  static Context setupBaseS(byte[] pkR, byte[] info, byte[][] ephemeral) throws GeneralSecurityException {
-    byte[] dh = dh(ephemeral[0], pkR);
-    byte[] kemContext = concat(ephemeral[1], pkR);
+  /** DHKEM's ExtractAndExpand: the shared secret of a Diffie-Hellman output and enc || pkR. */
+  static byte[] sharedSecret(byte[] dh, byte[] kemContext) throws GeneralSecurityException {
     byte[] eae = labeledExtract(KEM_SUITE, EMPTY, "eae_prk", dh);
-    byte[] shared = labeledExpand(KEM_SUITE, eae, "shared_secret", kemContext, 32);
+    return labeledExpand(KEM_SUITE, eae, "shared_secret", kemContext, 32);
+  }
+
+  /** The base mode's key schedule (RFC 9180 §5.1). */
+  static Context keySchedule(byte[] enc, byte[] shared, byte[] info) throws GeneralSecurityException {
     byte[] pskIdHash = labeledExtract(HPKE_SUITE, EMPTY, "psk_id_hash", EMPTY);
     byte[] infoHash = labeledExtract(HPKE_SUITE, EMPTY, "info_hash", info);
     byte[] context = concat(new byte[] {0}, pskIdHash, infoHash);
     byte[] secret = labeledExtract(HPKE_SUITE, shared, "secret", EMPTY);
     return new Context(
-        ephemeral[1].clone(),
+        enc.clone(),
         labeledExpand(HPKE_SUITE, secret, "key", context, NK),
         labeledExpand(HPKE_SUITE, secret, "base_nonce", context, NN),
         labeledExpand(HPKE_SUITE, secret, "exp", context, 32));
+  }
+
+  /** SetupBaseS (RFC 9180 §5.1.1) to {@code pkR}, with the ephemeral pair {@code ephemeral}. */
+  static Context setupBaseS(byte[] pkR, byte[] info, byte[][] ephemeral) throws GeneralSecurityException {
+    byte[] shared = sharedSecret(dh(ephemeral[0], pkR), concat(ephemeral[1], pkR));
+    return keySchedule(ephemeral[1], shared, info);
   }
 }
