@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jvm_helpers import built
+from jvm_helpers import api, built
 from relay_helpers import run_relay
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
@@ -33,16 +33,6 @@ SPECS = {
     "jvm.search": {"kind": "string", "max_length": 8, "epsilon": 4.0},
 }
 EXPECTED = {"jvm.theme": 3334, "jvm.minutes": 3333, "jvm.search": 3333}
-
-
-def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read().decode())
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +55,13 @@ def _define(server: Server, suffix: str) -> dict[str, str]:
     """The three metrics under names of this test's own (so the two tests can share a server)."""
     names = {}
     for name, spec in SPECS.items():
-        _request(f"{server.url}/v1/metrics/{name}{suffix}", "PUT", spec, server.admin_token)
+        api(f"{server.url}/v1/metrics/{name}{suffix}", "PUT", spec, server.admin_token)
         names[name] = name + suffix
     return names
 
 
 def _counted(server: Server, names: dict[str, str]) -> dict[str, int]:
-    return {
-        name: _request(f"{server.url}/v1/estimates/{full}")["n"] for name, full in names.items()
-    }
+    return {name: api(f"{server.url}/v1/estimates/{full}")["n"] for name, full in names.items()}
 
 
 def _app(*args: str) -> subprocess.Popen[str]:

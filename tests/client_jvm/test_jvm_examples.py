@@ -11,16 +11,14 @@ block is a whole source file, so it works as pasted; ``127.0.0.1:8000`` and
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jvm_helpers import ROOT, built
+from jvm_helpers import ROOT, api, built
 
 from ldp_server.serve import Server
 
@@ -69,16 +67,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         data = tmp_path_factory.mktemp("jvm-examples")
         with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
             spec = {"domain": ["light", "dark", "auto"], "epsilon": 1.0}
-            req = urllib.request.Request(
-                f"{s.url}/v1/metrics/app.theme",
-                data=json.dumps(spec).encode(),
-                method="PUT",
-                headers={
-                    "Content-Type": "application/json",
-                    "Authorization": f"Bearer {s.admin_token}",
-                },
-            )
-            urllib.request.urlopen(req, timeout=30).close()
+            api(f"{s.url}/v1/metrics/app.theme", "PUT", spec, s.admin_token)
             yield s
 
 

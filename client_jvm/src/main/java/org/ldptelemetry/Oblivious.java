@@ -229,15 +229,20 @@ final class Oblivious implements Transport {
 
     /** Decapsulate the gateway's answer (RFC 9458 §4.4). */
     byte[] open(byte[] response) throws GeneralSecurityException {
-      int nonceLength = Math.max(Hpke.NN, Hpke.NK);
-      if (response.length < nonceLength + 16) throw new GeneralSecurityException("ohttp: the encapsulated response is too short");
-      byte[] secret = context.export(RESPONSE_LABEL, nonceLength);
-      byte[] responseNonce = java.util.Arrays.copyOfRange(response, 0, nonceLength);
-      byte[] prk = Hpke.extract(Hpke.concat(context.enc, responseNonce), secret);
-      byte[] key = Hpke.expand(prk, Hpke.ascii("key"), Hpke.NK);
-      byte[] nonce = Hpke.expand(prk, Hpke.ascii("nonce"), Hpke.NN);
-      return Hpke.aesGcm(javax.crypto.Cipher.DECRYPT_MODE, key, nonce, new byte[0], java.util.Arrays.copyOfRange(response, nonceLength, response.length));
+      if (response.length < RESPONSE_NONCE + 16) throw new GeneralSecurityException("ohttp: the encapsulated response is too short");
+      byte[] responseNonce = java.util.Arrays.copyOfRange(response, 0, RESPONSE_NONCE);
+      byte[][] keys = responseKeys(context, responseNonce);
+      return Hpke.aesGcm(javax.crypto.Cipher.DECRYPT_MODE, keys[0], keys[1], new byte[0], java.util.Arrays.copyOfRange(response, RESPONSE_NONCE, response.length));
     }
+  }
+
+  static final int RESPONSE_NONCE = Math.max(Hpke.NN, Hpke.NK);
+
+  /** The response's AEAD key and nonce (RFC 9458 §4.4) for a request's HPKE context. */
+  static byte[][] responseKeys(Hpke.Context context, byte[] responseNonce) throws GeneralSecurityException {
+    byte[] secret = context.export(RESPONSE_LABEL, RESPONSE_NONCE);
+    byte[] prk = Hpke.extract(Hpke.concat(context.enc, responseNonce), secret);
+    return new byte[][] {Hpke.expand(prk, Hpke.ascii("key"), Hpke.NK), Hpke.expand(prk, Hpke.ascii("nonce"), Hpke.NN)};
   }
 
   /** Encapsulate a Binary HTTP request for {@code config} (RFC 9458 §4.3) with an ephemeral pair. */

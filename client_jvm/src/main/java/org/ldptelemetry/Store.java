@@ -367,7 +367,10 @@ final class Store {
     queue.put(e.key, e);
     bytes += data.length;
     ledger.apply(charge, 1);
-    if (queue.size() > maxCount || bytes > maxBytes) evict();
+    if (queue.size() > maxCount || bytes > maxBytes) {
+      evict();
+      maybeCompact(); // offline for long: evictions must not grow the journal without bound
+    }
     return queue.size();
   }
 

@@ -31,13 +31,10 @@ final class TestGateway {
 
     /** The message/ohttp-res body of a Binary HTTP response. */
     byte[] respond(byte[] response) throws GeneralSecurityException {
-      byte[] nonce = new byte[16];
+      byte[] nonce = new byte[Oblivious.RESPONSE_NONCE];
       new java.security.SecureRandom().nextBytes(nonce);
-      byte[] secret = context.export(Hpke.ascii("message/bhttp response"), 16);
-      byte[] prk = Hpke.extract(Hpke.concat(context.enc, nonce), secret);
-      byte[] key = Hpke.expand(prk, Hpke.ascii("key"), Hpke.NK);
-      byte[] iv = Hpke.expand(prk, Hpke.ascii("nonce"), Hpke.NN);
-      return Hpke.concat(nonce, Hpke.aesGcm(Cipher.ENCRYPT_MODE, key, iv, new byte[0], response));
+      byte[][] keys = Oblivious.responseKeys(context, nonce);
+      return Hpke.concat(nonce, Hpke.aesGcm(Cipher.ENCRYPT_MODE, keys[0], keys[1], new byte[0], response));
     }
   }
 
