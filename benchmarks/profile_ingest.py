@@ -135,8 +135,16 @@ def profile(name: str, args: argparse.Namespace, server: EmbeddedRedis) -> None:
         for (mname, version), items in batch.groups.items():
             layout = ctx.appender._layouts.get((mname, version, 0, guard.day_pair(now)))
             layout = layout or guard.Layout(mname, version, 0, guard.day_pair(now))
+            shares = ctx.appender.memory.shares(now)  # a reading now and then: not marshalling
             t3 = time.process_time()
-            call = scripts.append_call(ctx.redis, layout=layout, reports=items, max_backlog=10**9)
+            call = scripts.append_call(
+                ctx.redis,
+                layout=layout,
+                reports=items,
+                max_backlog=10**9,
+                now=now.timestamp(),
+                shares=shares,
+            )
             t4 = time.process_time()
             w4 = time.perf_counter()
             reply = scripts.AppendReply.of(call.run())

@@ -131,17 +131,21 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     admission = Admission(
         app.config["SOURCE_REQUESTS_PER_SECOND"], app.config["SOURCE_REPORTS_PER_MINUTE"], header
     )
+    registry = Registry(client)
+    appender = Appender(
+        client,
+        app.config["MAX_BACKLOG"],
+        app.config["MEMORY_HIGH_WATER"] / 100,
+        replica_acks=app.config["REPLICA_ACKS"],
+        replica_wait_ms=app.config["REPLICA_WAIT_MS"],
+        guard_share=app.config["GUARD_BUDGET"] / 100,
+        units=registry.units,
+    )
+    appender.shortened = telemetry.guard_shortened.inc
     services = Services(
         redis=client,
-        registry=Registry(client),
-        appender=Appender(
-            client,
-            app.config["MAX_BACKLOG"],
-            app.config["MEMORY_HIGH_WATER"] / 100,
-            replica_acks=app.config["REPLICA_ACKS"],
-            replica_wait_ms=app.config["REPLICA_WAIT_MS"],
-            guard_share=app.config["GUARD_BUDGET"] / 100,
-        ),
+        registry=registry,
+        appender=appender,
         telemetry=telemetry,
         admission=admission,
         throttle_log=ThrottleLog(admission),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -19,9 +21,9 @@ from redis.exceptions import RedisClusterException
 from collector.context import services
 from collector.errors import ApiError
 from collector.memory import GuardReading
-from collector.models import Status
+from collector.models import GuardRefusal, Readiness, Status
 from ldp_api.models import Error, answer
-from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, Scheme, document, documented
+from ldp_api.openapi import Header, Media, Reply, Scheme, document, documented
 from ldp_store.lifecycle import MemoryReport
 
 __all__ = ["METRICS_TOKEN", "bp", "require_metrics_token"]
@@ -74,11 +76,36 @@ def healthz() -> dict[str, Any]:
 
 
 @bp.get("/readyz")
-@documented("Readiness: Redis answers.", {200: Reply("Ready.", Status), 503: UNAVAILABLE})
+@documented(
+    "Readiness: Redis answers and takes reports.",
+    {
+        200: Reply(
+            "Ready; `refused` lists the metric versions the replay guard refuses.", Readiness
+        ),
+        503: Reply(
+            "Storage is unavailable, or at its memory high-water mark (every report would "
+            "get a 503): retry after Retry-After seconds.",
+            Error,
+            {"Retry-After": Header("Seconds to wait.", "integer")},
+        ),
+    },
+)
 def readyz() -> dict[str, Any]:
-    """Redis answers PING: the collector can take reports (else 503 via the handler)."""
-    services().redis.ping()
-    return answer(Status(status="ready"))
+    """Redis answers and ingest is not refused as a whole: 503 (via the handler) when
+    Redis is down or at the memory high-water mark; 200 listing the metric versions the
+    replay guard's shares refuse, whose reports alone get a 503."""
+    ctx = services()
+    ctx.redis.ping()
+    memory = ctx.appender.memory
+    reading = memory.check()  # raises Unavailable ("memory") at the mark
+    refused = []
+    for unit, until in sorted(reading.refusing(time.time()).items()):
+        name, version, shard = unit.rsplit(":", 2)
+        when = datetime.fromtimestamp(until, UTC).isoformat().replace("+00:00", "Z")
+        refused.append(
+            GuardRefusal(metric=name, version=int(version), shard=int(shard), until=when)
+        )
+    return answer(Readiness(status="ready", refused=refused))
 
 
 @bp.get("/metrics")

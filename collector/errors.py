@@ -46,11 +46,13 @@ class Unavailable(ApiError):
     Args:
         error: what is wrong, for people.
         reason: a short category for the ``ldp_collector_unavailable_total`` counter.
+        retry_after: seconds the client should wait (default: the app's ``RETRY_AFTER``).
     """
 
-    def __init__(self, error: str, reason: str) -> None:
+    def __init__(self, error: str, reason: str, retry_after: int | None = None) -> None:
         super().__init__(503, error)
         self.reason = reason
+        self.retry_after = retry_after
 
 
 _GENERIC: dict[int, tuple[str, list[str]]] = {
@@ -80,7 +82,7 @@ def _api_error(exc: Refusal) -> Response:
 
 
 def _unavailable(exc: Unavailable) -> Response:
-    retry_after = int(current_app.config["RETRY_AFTER"])
+    retry_after = exc.retry_after or int(current_app.config["RETRY_AFTER"])
     from collector.context import services  # noqa: PLC0415 - it imports this module
 
     telemetry = services().telemetry

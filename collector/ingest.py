@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +41,7 @@ __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
+    "Refused",
     "RetiredOnAppend",
     "RetiredOnly",
     "Validated",
@@ -57,10 +55,15 @@ log = logging.getLogger(__name__)
 SEEN_TTL_SECONDS = guard.TTL_SECONDS
 """The longest the replay guard keeps a day's ids (:data:`ldp_store.guard.TTL_SECONDS`)."""
 
-LAYOUT_TRIES = 4
+LAYOUT_TRIES = 5
 """Script calls one append may take to agree on the guard's layout: the first may find a
-new day, the second a generation started by another collector meanwhile; more means
-generations are starting faster than requests finish, and the client retries later."""
+new day, the second end an epoch (its share full), the third find a generation started by
+another collector meanwhile; more means layouts change faster than requests finish, and
+the client retries later."""
+
+LEFTOVER_SECONDS = 10.0
+"""Seconds a dropped epoch may stay listed before any collector deletes its keys: the
+one that dropped it does so at once (milliseconds), so this only catches one that failed."""
 
 MAX_LAYOUTS = 10_000
 """Guard layouts a collector process caches (one per metric version, shard and day); past
@@ -176,6 +179,23 @@ class RetiredOnAppend(Exception):
 
 def _retired_error(name: str, since: float) -> str:
     return f"metric {name} was retired on {retired_on(since)}; stop reporting it"
+
+
+class Refused(Unavailable):
+    """A 503 for one version's reports (its backlog is full, or the replay guard's shares
+    refuse them now), after ``appended`` of them were appended and ``duplicates`` found."""
+
+    def __init__(
+        self,
+        error: str,
+        reason: str,
+        appended: int,
+        duplicates: int,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(error, reason, retry_after)
+        self.appended = appended
+        self.duplicates = duplicates
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
@@ -332,7 +352,7 @@ def validate(
 
 class Appender:
     """Appends groups of reports to their stream through the append script
-    (:func:`ldp_store.scripts.append_call`).
+    (:func:`ldp_store.scripts.append_call`), within the replay guard's shares.
 
     Args:
         client: the Redis client (redis-py reloads the script after a restart).
@@ -341,10 +361,12 @@ class Appender:
         high_water: the share of what the guard's budget leaves of Redis's
             ``maxmemory`` at which ingest is refused (:class:`collector.memory.MemoryGuard`;
             checked by :func:`ingest`).
-        guard_share: the replay guard's budget, a share of ``maxmemory``.
         replica_acks: replicas that must hold each append before it counts as done
             (``WAIT``; 0: none, answer once the primary has it).
         replica_wait_ms: how long that ``WAIT`` may take before :class:`Unavailable`.
+        guard_share: the replay guard's budget, a share of ``maxmemory``.
+        units: how many units (metric versions' shards) the guard's reserve is split
+            among (:meth:`ldp_store.registry.Registry.units`); None: those it holds ids of.
     """
 
     def __init__(
@@ -355,17 +377,19 @@ class Appender:
         replica_acks: int = 0,
         replica_wait_ms: int = 200,
         guard_share: float = 0.0,
+        units: Callable[[], int] | None = None,
     ) -> None:
         self.max_backlog = max_backlog
         self.client = client
-        self.memory = MemoryGuard(client, high_water, guard_share)
+        self.memory = MemoryGuard(client, high_water, guard_share, units=units)
         self._replicas = (
             ReplicaWait(client, replica_acks, replica_wait_ms) if replica_acks else None
         )
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
-        self._held: dict[str, int] = {}  # guard ids appended, by day, not yet counted
-        self._held_sent = -math.inf  # when they were last sent (time.monotonic)
-        self._held_lock = threading.Lock()
+        self._leftovers: dict[str, float] = {}  # dropped epochs another call ended: first seen
+        self._refusals: dict[str, int] = {}  # the refusals this process listed, by unit
+        self.shortened: Callable[[], None] = lambda: None
+        """Called when an append ends an epoch early (the app counts it)."""
 
     def append(
         self, name: str, version: int, items: list[Item], now: datetime, shards: int = 1
@@ -381,14 +405,16 @@ class Appender:
             name: the metric.
             version: its version.
             items: (16-byte id, payload JSON) pairs.
-            now: the current time (UTC), which picks the replay sets.
+            now: the current time (UTC), which picks the guard's days and ages its epochs.
             shards: the version's ``definition.shards``.
 
         Returns:
             (appended, duplicates).
 
         Raises:
-            Unavailable: the reports would take a stream past ``max_backlog``.
+            Refused: the reports would take a stream past ``max_backlog`` (reason
+                ``backlog``), or the replay guard's shares refuse some of them now
+                (reason ``guard``; those before them are appended).
             RetiredOnAppend: the metric is retired (its reports, or a shard's, refused).
             redis.RedisError: Redis is down or refused the write (e.g. OOM).
         """
@@ -398,89 +424,119 @@ class Appender:
             parts = {}
             for item in items:
                 parts.setdefault(keys.shard_of(item[0], shards), []).append(item)
-        added = duplicates = 0
+        added = duplicates = wait = 0
         full = False
         since: float | None = None
         refused: list[bytes] = []
         for shard, part in sorted(parts.items()):
-            reply = self._append_part(name, version, shard, days, part)
+            reply = self._append_part(name, version, shard, days, part, now)
             added, duplicates = added + reply.appended, duplicates + reply.duplicates
             full = full or reply.backlog
+            wait = max(wait, reply.refused)
             if reply.retired is not None:
                 since = reply.retired
                 refused += [rid for rid, _ in part]
-        if added:
-            self._count_held(days[0], added)
+        if since is not None:
+            raise RetiredOnAppend(name, since, added, duplicates, refused)
         if full:
-            raise Unavailable(
+            raise Refused(
                 f"metric {name!r} version {version} has a backlog near its limit of "
                 f"{self.max_backlog} reports; retry later",
                 "backlog",
+                added,
+                duplicates,
             )
-        if since is not None:
-            raise RetiredOnAppend(name, since, added, duplicates, refused)
+        if wait:
+            until = datetime.fromtimestamp(now.timestamp() + wait, UTC)
+            raise Refused(
+                f"metric {name!r} version {version} holds its share of the replay guard's "
+                f"budget with ids younger than {guard.MIN_WINDOW // 60} minutes; its "
+                f"reports are refused until about {until:%H:%M} UTC ({wait} s), when "
+                f"its guard can forget older ids (other metrics are not refused)",
+                "guard",
+                added,
+                duplicates,
+                retry_after=wait,
+            )
         return added, duplicates
 
-    def _count_held(self, day: str, added: int) -> None:
-        """Add ``added`` to the day's count of guard ids, all metrics (the guard's memory
-        as :class:`collector.memory.MemoryGuard` weighs it); it expires with the day's
-        guard.
-
-        Outside the script (another slot on a cluster), and at most once per the memory
-        guard's ``near_interval`` (0.1 s): the counts of the requests in between are added
-        up here and sent by the first request after it. So most requests make one round
-        trip to Redis, not two (the second waited behind other requests' scripts), and the
-        count lags by at most that much of this process's ingest, what a reading of it
-        may be old anyway; a crash loses at most that much of the count."""
-        with self._held_lock:
-            self._held[day] = self._held.get(day, 0) + added
-            now = time.monotonic()
-            if now - self._held_sent < self.memory.near_interval:
-                return
-            pending, self._held, self._held_sent = self._held, {}, now
-        try:
-            for day_, count in sorted(pending.items()):
-                held = keys.guard_held_key(day_)
-                # One command, not a pipeline of two: only the INCRBY that made the key
-                # (its answer is what it added) gives it its expiry.
-                if int(self.client.incrby(held, count)) == count:
-                    self.client.expireat(held, guard.expires_at(day_))
-                del pending[day_]
-        finally:
-            if pending:  # not sent (Redis failed): the next request's turn
-                with self._held_lock:
-                    for day_, count in pending.items():
-                        self._held[day_] = self._held.get(day_, 0) + count
-                    self._held_sent = -math.inf
-
     def _append_part(
-        self, name: str, version: int, shard: int, days: tuple[str, str], part: list[Item]
+        self,
+        name: str,
+        version: int,
+        shard: int,
+        days: tuple[str, str],
+        part: list[Item],
+        now: datetime,
     ) -> scripts.AppendReply:
         """One script call for one shard's reports, with the guard layout agreed first.
 
         The layout of each (version, shard, day pair) is cached; the script answers the
-        layout it holds when the cache is stale (a new day, a new generation), and the
-        call is repeated with it. Layouts only grow within a day, so two tries suffice
-        unless a generation starts in between; :data:`LAYOUT_TRIES` bounds it.
+        layout it holds when the cache is stale (a new day, an epoch ended, a new
+        generation), and the call is repeated with it. An epoch this call ends is
+        counted off and its keys deleted here. :data:`LAYOUT_TRIES` bounds the calls.
         """
         cached = (name, version, shard, days)
         layout = self._layouts.get(cached) or guard.Layout(name, version, shard, days)
+        unit = keys.guard_unit(name, version, shard)
         for _ in range(LAYOUT_TRIES):
             call = scripts.append_call(
                 self.client,
                 layout=layout,
                 reports=part,
                 max_backlog=self.max_backlog,
+                now=now.timestamp(),
+                shares=self.memory.shares(now),
                 stream=self.target(name, version, shard),
             )
             reply = scripts.AppendReply.of(self._run(call))
-            if reply.layout is None:
+            if reply.retired is not None:
                 return reply
-            layout = guard.Layout(name, version, shard, days, *reply.layout)
+            if reply.layout is None:
+                self.memory.note(unit, sum(reply.held))
+                if reply.appended:
+                    self.memory.count(days[0], unit, reply.appended)
+                until = int(now.timestamp()) + reply.refused
+                if reply.refused and self._refusals.get(unit) != until:
+                    self.client.hset(keys.guard_refused_key(), unit, until)  # for /readyz
+                    if len(self._refusals) >= MAX_LAYOUTS:
+                        self._refusals.clear()
+                    self._refusals[unit] = until
+                if reply.dropped:
+                    self._forget_leftovers(layout, reply.dropped)
+                return reply
+            layout = guard.Layout(name, version, shard, days, *reply.layout, reply.epochs)
             if len(self._layouts) >= MAX_LAYOUTS:
                 self._layouts.clear()
             self._layouts[cached] = layout
+            if reply.ended is not None:  # this call ended the epoch: the one before it went
+                gone = reply.dropped.rpartition(";")[2].partition("|")[0]
+                if reply.ended:
+                    self.memory.count(guard.day_of(gone or layout.days[1]), unit, -reply.ended)
+                self.shortened()
+                log.warning(
+                    "replay guard: metric %s version %s shard %d at its share of the budget; "
+                    "its window now starts %s (no id younger than %d s was forgotten)",
+                    name,
+                    version,
+                    shard,
+                    layout.previous,
+                    guard.MIN_WINDOW,
+                )
+                if reply.dropped:
+                    scripts.forget_epochs(self.client, layout=layout, dropped=reply.dropped)
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def _forget_leftovers(self, layout: guard.Layout, dropped: str) -> None:
+        """Delete dropped epochs whose keys another call left (it failed, or is at it):
+        only once this process has seen them listed for :data:`LEFTOVER_SECONDS`."""
+        tick = self.memory.clock()
+        first = self._leftovers.setdefault(dropped, tick)
+        if tick - first >= LEFTOVER_SECONDS:
+            del self._leftovers[dropped]
+            scripts.forget_epochs(self.client, layout=layout, dropped=dropped)
+        elif len(self._leftovers) > MAX_LAYOUTS:
+            self._leftovers.clear()
 
     def target(self, name: str, version: int, shard: int) -> str:
         """The key the reports go to: the version's stream (a subclass may say otherwise:
@@ -545,8 +601,9 @@ def ingest(
     Raises:
         ApiError: 400/413 for a body of the wrong shape or size, 400 if no report is
             valid (with every rejection), 410 if every report names a retired metric.
-        Unavailable: Redis is at its memory high-water mark, or a stream's backlog is
-            full.
+        Unavailable: Redis is at its memory high-water mark, a stream's backlog is full,
+            or the replay guard's shares refuse a version's reports now (the other
+            versions' reports are appended first; the retry finds them as replays).
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
     batch = None
@@ -578,10 +635,10 @@ def ingest(
     if not batch.groups:
         _refuse(batch)
     when = now or datetime.now(UTC)
-    if ctx.appender.memory.check(when) is not None:
-        telemetry.guard_shortened.inc()
+    ctx.appender.memory.check(when)
     accepted = duplicates = 0
     refused = False
+    unavailable: list[Refused] = []
     for (name, version), items in sorted(batch.groups.items()):
         shards = batch.shards.get((name, version), 1)
         try:
@@ -590,17 +647,28 @@ def ingest(
             added, replayed, refused = exc.added, exc.duplicates, True
             _retired_meanwhile(batch, reports, version, exc)
             telemetry.rejected.labels(reason="retired").inc(len(exc.refused))
+        except Refused as exc:
+            # One version's refusal does not stop the others' appends: the client's
+            # retry of the whole batch finds those as replays.
+            unavailable.append(exc)
+            added, replayed = exc.appended, exc.duplicates
         accepted += added
         duplicates += replayed
         if added:
             telemetry.accepted.labels(metric=name).inc(added)
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
+    log.debug("appended %d reports, %d replays", accepted, duplicates)
+    if unavailable:  # first: a 4xx would have the client drop these reports
+        raise Unavailable(
+            "; ".join(exc.error for exc in unavailable),
+            unavailable[0].reason,
+            max((exc.retry_after or 0 for exc in unavailable), default=0) or None,
+        )
     if refused:
         batch.rejected.sort(key=lambda r: r.index)
         if accepted + duplicates == 0:
             _refuse(batch)
-    log.debug("appended %d reports, %d replays", accepted, duplicates)
     retired = batch.retirements()
     return IngestResult(
         accepted=accepted,

@@ -1,16 +1,16 @@
 """The memory high-water mark and the replay guard's budget: refuse ingest (503) before
-
-Redis refuses writes, but never for memory that only time frees.
+Redis refuses writes, never for memory that only time frees, and weigh the guard's ids
+by unit so that one metric's flood takes no other metric's share.
 
 In full: ``docs/guides/operating.md``.
 """
 
 from __future__ import annotations
 
-import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,23 +20,16 @@ from redis.cluster import RedisCluster
 from collector.errors import Unavailable
 from ldp_store import guard, keys
 from ldp_store.connection import is_cluster
-from ldp_store.lifecycle import delete_keys, guard_day_keys
 
 __all__ = [
     "CHECK_INTERVAL",
     "NEAR",
     "NEAR_INTERVAL",
-    "SHORTEN_LOCK_SECONDS",
+    "REFUSALS_KEPT",
     "GuardReading",
     "MemoryGuard",
     "fullest",
 ]
-
-log = logging.getLogger(__name__)
-
-SHORTEN_LOCK_SECONDS = 600
-"""One collector drops yesterday's guard; the others see the lock and go on serving. Ten
-minutes is far longer than the SCAN and UNLINKs take (seconds for millions of keys)."""
 
 CHECK_INTERVAL = 1.0
 """Seconds a reading of ``INFO memory`` is reused while memory is far from the mark."""
@@ -45,7 +38,11 @@ NEAR = 0.10
 """Within this share of ``maxmemory`` below the mark, readings are refreshed faster."""
 
 NEAR_INTERVAL = 0.1
-"""Seconds a reading is reused near the mark: the overshoot is what ingest adds in it."""
+"""Seconds a reading of memory is reused near the mark, and a reading of the guard's
+counts always: the overshoot is what ingest adds in it."""
+
+REFUSALS_KEPT = 3_600
+"""Seconds a unit's refusal stays listed after it ended: a reading then forgets it."""
 
 
 def _fill(info: Mapping[str, Any]) -> float | None:
@@ -84,19 +81,27 @@ def _nodes(info: Mapping[str, Any]) -> list[tuple[int, int]]:
 
 @dataclass(frozen=True)
 class GuardReading:
-    """One reading: Redis memory per node with a limit, and the guard's ids by day.
+    """One reading: Redis memory per node with a limit, and the guard's ids by unit.
 
     Attributes:
         nodes: (used, maxmemory) of each primary that has a ``maxmemory``.
-        held_today: ids the guard took today (UTC), all metrics.
-        held_yesterday: the same for yesterday (0 once the window was shortened).
+        held: ids each unit (:func:`ldp_store.keys.guard_unit`) holds in its epochs of
+            today and yesterday (UTC), as the collectors counted them.
+        held_today: ids in today's epochs, all units.
+        held_yesterday: the same for yesterday's.
+        units: the units the budget's reserved part is split among.
         guard_share: the guard's budget, a share of ``maxmemory``.
+        refused: units the guard's shares refuse, with when they expect to take reports
+            again (Unix seconds).
     """
 
     nodes: tuple[tuple[int, int], ...]
+    held: Mapping[str, int]
     held_today: int
     held_yesterday: int
+    units: int
     guard_share: float
+    refused: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def guard_bytes(self) -> int:
@@ -107,6 +112,27 @@ class GuardReading:
     def budget_bytes(self) -> int:
         """The guard's budget (all primaries; 0 without ``maxmemory``)."""
         return int(self.guard_share * sum(limit for _, limit in self.nodes))
+
+    @property
+    def reserve(self) -> int:
+        """Ids each unit may hold whatever the others hold (-1: no budget)."""
+        budget = self.budget_bytes // guard.BYTES_PER_ID
+        if budget <= 0:
+            return -1
+        return int(guard.RESERVED_SHARE * budget / max(1, self.units))
+
+    @property
+    def pool(self) -> int:
+        """Ids the units may hold beyond their reserves, all together (0: no budget)."""
+        reserve = self.reserve
+        if reserve < 0:
+            return 0
+        return self.budget_bytes // guard.BYTES_PER_ID - reserve * max(1, self.units)
+
+    def pool_used(self) -> int:
+        """Ids the units hold beyond their reserves."""
+        reserve = self.reserve
+        return sum(max(0, ids - reserve) for ids in self.held.values()) if reserve >= 0 else 0
 
     def guard_fill(self) -> float | None:
         """The guard's share of its budget (None without ``maxmemory``)."""
@@ -123,10 +149,22 @@ class GuardReading:
             max(0.0, used - part) / (limit * (1 - self.guard_share)) for used, limit in self.nodes
         )
 
+    def refusing(self, now: float) -> dict[str, float]:
+        """The units refused at ``now`` (Unix seconds), with until when."""
+        return {unit: until for unit, until in self.refused.items() if until > now}
+
+
+def _send(pipe: Any, pending: Mapping[tuple[str, str], int]) -> None:
+    """Queue the counts' increments, and their days' expiry, on a pipeline."""
+    for (day, unit), ids in sorted(pending.items()):
+        pipe.hincrby(keys.guard_ids_key(day), unit, ids)
+    for day in sorted({day for day, _ in pending}):
+        pipe.expireat(keys.guard_ids_key(day), guard.expires_at(day))
+
 
 class MemoryGuard:
-    """Answers 503 at the high-water mark of drainable memory, and keeps the replay
-    guard within its budget (see the module's docstring).
+    """Answers 503 at the high-water mark of drainable memory, and reads the replay guard's
+    ids against its budget (see the module's docstring).
 
     Args:
         client: the collector's Redis (or Redis Cluster) client.
@@ -135,6 +173,8 @@ class MemoryGuard:
         interval: seconds a reading is reused far from the limits.
         near_interval: seconds a reading is reused within :data:`NEAR` of one.
         clock: monotonic seconds (tests pass their own).
+        units: how many units the budget's reserve is split among (the registry's metric
+            versions' shards); None: the units the guard holds ids of.
     """
 
     def __init__(
@@ -145,6 +185,7 @@ class MemoryGuard:
         interval: float = CHECK_INTERVAL,
         near_interval: float = NEAR_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        units: Callable[[], int] | None = None,
     ) -> None:
         if not 0 < high_water <= 1:
             raise ValueError(f"high_water must be in (0, 1], got {high_water}")
@@ -156,37 +197,129 @@ class MemoryGuard:
         self.interval = interval
         self.near_interval = near_interval
         self.clock = clock
+        self.units = units
         self.last: GuardReading | None = None
         """The latest reading (``/metrics`` shows it)."""
+        self._pending: dict[tuple[str, str], int] = {}  # ids by (day, unit), not yet sent
+        self._pending_lock = threading.Lock()
+        self._held: dict[str, int] = {}
+        self._pool_used = 0
         self._days: tuple[str, str] = ("", "")
-        self._read_at = float("-inf")
+        self._read_at = float("-inf")  # when memory was last read (the clock's seconds)
+        self._counted_at = float("-inf")  # when the guard's counts were
 
     def reading(self, now: datetime | None = None) -> GuardReading:
-        """A reading at most ``interval`` (near a limit ``near_interval``) seconds old,
-        read again at once when the UTC day changed.
+        """A reading whose memory is at most ``interval`` (near the mark ``near_interval``)
+        seconds old and whose guard counts at most ``near_interval``; both read again at
+        once when the UTC day changed.
 
         Raises:
             redis.RedisError: Redis is unavailable.
         """
-        days = guard.day_pair(now or datetime.now(UTC))
+        now = now or datetime.now(UTC)
+        days, wall = guard.day_pair(now), now.timestamp()
         last, tick = self.last, self.clock()
-        near = last is not None and (
-            (last.fill() or 0) >= self.high_water - NEAR or (last.guard_fill() or 0) >= 1 - NEAR
-        )
+        fresh = last is None or days != self._days
+        near = last is not None and (last.fill() or 0) >= self.high_water - NEAR
         wait = self.near_interval if near else self.interval
-        if last is None or days != self._days or tick - self._read_at >= wait:
+        nodes = last.nodes if last is not None else ()
+        if fresh or tick - self._read_at >= wait:
             if is_cluster(self.client):
                 info = self.client.info("memory", target_nodes=RedisCluster.PRIMARIES)
             else:
                 info = self.client.info("memory")
+            nodes, self._read_at = tuple(_nodes(info)), tick
+        elif tick - self._counted_at < self.near_interval:
+            assert last is not None
+            return last
+        # The guard's counts: a few small hashes, read every near_interval (the others'
+        # appends since are the budget's margin), in the round trip that sends this
+        # process's own first (so a reading holds every id its process appended).
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        try:
             with self.client.pipeline(transaction=False) as pipe:
+                _send(pipe, pending)
                 for day in days:
-                    pipe.get(keys.guard_held_key(day))
-                today, yesterday = (int(x or 0) for x in pipe.execute())
-            self.last = GuardReading(tuple(_nodes(info)), today, yesterday, self.guard_share)
-            self._days, self._read_at = days, tick
-        assert self.last is not None
+                    pipe.hgetall(keys.guard_ids_key(day))
+                pipe.hgetall(keys.guard_refused_key())
+                today, yesterday, refused = pipe.execute()[-3:]
+        except BaseException:
+            self._restore(pending)
+            raise
+        held: dict[str, int] = {}
+        for counts in (today, yesterday):
+            for unit, ids in counts.items():
+                held[unit.decode()] = held.get(unit.decode(), 0) + max(0, int(ids))
+        self.last = GuardReading(
+            nodes,
+            held,
+            sum(max(0, int(x)) for x in today.values()),
+            sum(max(0, int(x)) for x in yesterday.values()),
+            self.units() if self.units is not None else max(1, len(held)),
+            self.guard_share,
+            {unit.decode(): float(until) for unit, until in refused.items()},
+        )
+        self._days, self._counted_at = days, tick
+        self._held = dict(held)
+        self._pool_used = self.last.pool_used()
+        ended = [u for u, until in self.last.refused.items() if until < wall - REFUSALS_KEPT]
+        if ended:
+            self.client.hdel(keys.guard_refused_key(), *ended)
         return self.last
+
+    def count(self, day: str, unit: str, ids: int) -> None:
+        """Add ``ids`` (negative: an epoch dropped) to the unit's count of the day's guard
+        ids (:func:`ldp_store.keys.guard_ids_key`): sent with the next reading of the
+        counts, at most ``near_interval`` later if requests keep coming (one round trip
+        for both); a crash loses at most that much."""
+        with self._pending_lock:
+            self._pending[day, unit] = self._pending.get((day, unit), 0) + ids
+
+    def flush(self) -> None:
+        """Send the counts :meth:`count` added up, now.
+
+        Raises:
+            redis.RedisError: Redis is unavailable (the counts are kept for the next).
+        """
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                _send(pipe, pending)
+                pipe.execute()
+        except BaseException:
+            self._restore(pending)
+            raise
+
+    def _restore(self, pending: dict[tuple[str, str], int]) -> None:
+        """Counts that were not sent go back, to be sent with the next."""
+        with self._pending_lock:
+            for key, ids in pending.items():
+                self._pending[key] = self._pending.get(key, 0) + ids
+
+    def shares(self, now: datetime) -> guard.Shares:
+        """What a unit may add now: the latest reading's reserve, and its pool's room less
+        what this process's appends took since (:meth:`note`)."""
+        reading = self.reading(now)
+        reserve = reading.reserve
+        if reserve < 0:
+            return guard.UNLIMITED
+        return guard.Shares(reserve, max(0, reading.pool - self._pool_used))
+
+    def note(self, unit: str, ids: int) -> None:
+        """A unit holds ``ids`` now, as the append script just said: the pool's use is
+        updated at once, not at the next reading (a process never overshoots on its own)."""
+        reading = self.last
+        if reading is None or reading.reserve < 0:
+            return
+        reserve = reading.reserve
+        with self._pending_lock:
+            before = self._held.get(unit, 0)
+            self._held[unit] = ids
+            self._pool_used += max(0, ids - reserve) - max(0, before - reserve)
 
     def fill(self) -> float | None:
         """The fullest node's drainable fill (see :meth:`GuardReading.fill`).
@@ -196,29 +329,14 @@ class MemoryGuard:
         """
         return self.reading().fill()
 
-    def check(self, now: datetime | None = None) -> str | None:
-        """Pass below both limits. At the guard's budget, shorten its window (returns the
-        day dropped, if this process dropped it).
+    def check(self, now: datetime | None = None) -> GuardReading:
+        """Pass below the mark; return the reading (whose shares the appends weigh).
 
         Raises:
-            Unavailable: reason ``memory`` at the mark; reason ``guard`` when today's ids
-                alone fill the guard's budget.
+            Unavailable: reason ``memory`` at the mark.
             redis.RedisError: Redis is unavailable.
         """
-        now = now or datetime.now(UTC)
-        reading = self.reading(now)
-        dropped = None
-        guard_fill = reading.guard_fill()
-        if guard_fill is not None and guard_fill >= 1:
-            if reading.held_yesterday:
-                dropped = self._shorten(now, reading)
-            else:
-                raise Unavailable(
-                    f"the replay guard holds its budget of today's report ids "
-                    f"({reading.held_today:,} ids, {guard_fill:.0%} of "
-                    f"{reading.budget_bytes:,} bytes); it frees at 00:00 UTC: retry later",
-                    "guard",
-                )
+        reading = self.reading(now or datetime.now(UTC))
         fill = reading.fill()
         if fill is not None and fill >= self.high_water:
             raise Unavailable(
@@ -226,27 +344,4 @@ class MemoryGuard:
                 f"{self.high_water:.0%} so the aggregator can drain); retry later",
                 "memory",
             )
-        return dropped
-
-    def _shorten(self, now: datetime, reading: GuardReading) -> str | None:
-        """Drop yesterday's guard (every metric's), once across collectors: the window
-        becomes "since 00:00 UTC" until tomorrow. Returns the day if this process did it."""
-        yesterday = guard.day_pair(now)[1]
-        lock = keys.guard_held_key(yesterday) + ":dropping"
-        if not self.client.set(lock, "1", nx=True, ex=SHORTEN_LOCK_SECONDS):
-            return None  # another collector is at it: serve on meanwhile
-        found = guard_day_keys(self.client, yesterday)
-        removed = delete_keys(self.client, found)
-        self.client.delete(keys.guard_held_key(yesterday))
-        log.warning(
-            "replay guard at its budget (%d ids, %d of %d bytes): dropped yesterday's "
-            "ids (%s, %d keys); until 00:00 UTC replays are refused only for reports "
-            "accepted today (LDP_GUARD_BUDGET raises the budget)",
-            reading.held_today + reading.held_yesterday,
-            reading.guard_bytes,
-            reading.budget_bytes,
-            yesterday,
-            removed,
-        )
-        self._read_at = float("-inf")  # read again at the next request
-        return yesterday
+        return reading

@@ -434,3 +434,21 @@ class Status(Model):
     """Health and readiness."""
 
     status: str
+
+
+class GuardRefusal(Model):
+    """A metric version's shard whose reports the replay guard's shares refuse now."""
+
+    metric: MetricName
+    version: int
+    shard: int
+    until: str
+    """When it expects to take reports again (UTC, ISO 8601)."""
+
+
+class Readiness(Status):
+    """Readiness: Redis answers and ingest is not refused as a whole (else a 503)."""
+
+    refused: list[GuardRefusal]
+    """Metric versions the replay guard refuses now (503 for their reports only; the
+    collector takes every other metric's): an alert, not a reason to stop routing."""

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from prometheus_client import Counter
 
-from collector.ingest import Appender, Item, RetiredOnAppend
+from collector.ingest import Appender, Item, Refused, RetiredOnAppend
 from ldp_api.context import Slot
 from ldp_store import keys, shuffle
 
@@ -129,6 +129,9 @@ class PoolAppender(Appender):
             added, duplicates = super().append(name, version, items, now, shards)
         except RetiredOnAppend as exc:  # other shards may have taken theirs before
             self._pooled(name, version, items, shards, exc.added)
+            raise
+        except Refused as exc:  # the guard's share or the backlog, after some were taken
+            self._pooled(name, version, items, shards, exc.appended)
             raise
         self._pooled(name, version, items, shards, added)
         return added, duplicates

@@ -60,9 +60,10 @@ GUARD_BUDGET = 20
 memory only time frees, so it is kept out of the high-water mark, which applies to the
 rest. 20 % of the embedded Redis's smallest ``maxmemory`` (256 MiB) holds about 2.7
 million ids at :data:`ldp_store.guard.BYTES_PER_ID`: today's and yesterday's reports of a
-deployment taking about 1.3 million a day. At the budget the guard drops yesterday's ids
-(a shorter window, logged); if today's alone fill it, ingest answers 503 until 00:00 UTC.
-At most 50: the backlog needs the rest."""
+deployment taking about 1.3 million a day. Half is reserved in equal parts for every
+metric version's shard, half is a pool; a version past its share has its window
+shortened or, for at most 90 minutes, its reports refused, and no other version is
+(docs: "The replay guard"). At most 50: the backlog needs the rest."""
 
 RETRY_AFTER = 5
 """Seconds a client waits after a 503 before retrying: long enough for a Redis restart

@@ -107,9 +107,10 @@ class Telemetry:
         )
         self.guard_shortened = Counter(
             "ldp_replay_guard_shortened",
-            "Times this collector dropped yesterday's replay guard because the guard "
-            "reached its budget (LDP_GUARD_BUDGET): replays of yesterday's reports are "
-            "no longer refused until the next UTC day.",
+            "Times this collector ended a metric version's replay-guard epoch early "
+            "because the version held its share of the budget (LDP_GUARD_BUDGET): the "
+            "epoch before was dropped (every id in it at least 30 minutes old), so "
+            "replays of those reports are no longer refused.",
             registry=self.registry,
         )
         self.slow_bodies = Counter(
@@ -246,7 +247,22 @@ def _guard_gauges(g: GuardReading) -> Iterable[Metric]:
     )
     yield GaugeMetricFamily(
         "ldp_replay_guard_budget_bytes",
-        "The replay guard's budget (LDP_GUARD_BUDGET of maxmemory; 0: no maxmemory). At "
-        "it yesterday's ids are dropped; if today's alone fill it, ingest answers 503.",
+        "The replay guard's budget (LDP_GUARD_BUDGET of maxmemory; 0: no maxmemory): half "
+        "reserved in equal parts for every metric version's shard, half a pool they share.",
         value=g.budget_bytes,
+    )
+    yield GaugeMetricFamily(
+        "ldp_replay_guard_pool_used_ids",
+        "Ids the replay guard's units hold beyond their reserves (of the pool's "
+        "ldp_replay_guard_pool_ids). A unit that needs more while the pool is full ends "
+        "its epoch early (a shorter replay window) or is refused (503) for a while.",
+        value=g.pool_used(),
+    )
+    yield GaugeMetricFamily(
+        "ldp_replay_guard_pool_ids", "The replay guard's pool, in ids.", value=g.pool
+    )
+    yield GaugeMetricFamily(
+        "ldp_replay_guard_refused_units",
+        "Metric versions' shards whose reports the replay guard's shares refuse now.",
+        value=len(g.refusing(time.time())),
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import importlib.util
+import json
 import os
 import secrets
 import shutil
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -188,6 +190,15 @@ def _collector_file(name: str) -> Path:
     spec = importlib.util.find_spec("collector")
     assert spec is not None and spec.origin is not None, "the collector is not installed"
     return Path(spec.origin).parent / name
+
+
+def _at_the_mark(error: urllib.error.HTTPError) -> bool:
+    """Whether a ``/readyz`` 503 says Redis is at the memory high-water mark (the service
+    is up; ingest waits for the aggregator to drain)."""
+    try:
+        return str(json.loads(error.read()).get("error", "")).startswith("storage memory is")
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class Server(Service):
@@ -523,6 +534,12 @@ class Server(Service):
                     if r.status == 200:
                         waiting.pop(0)
                         continue
+            except urllib.error.HTTPError as exc:
+                if exc.code == 503 and _at_the_mark(exc):
+                    # Up, with Redis full of reports to count: the aggregator started
+                    # here is what drains it.
+                    waiting.pop(0)
+                    continue
             except OSError:
                 pass
             time.sleep(0.2)

@@ -1,13 +1,16 @@
 """The replay guard's layout: report ids as 64-bit integers in small bucketed sets.
 
 An id's first 8 bytes are its **member** (an intset keeps it in 8 bytes), the leading j
-bits of its last 8 pick its **bucket**, one of 2**j sets of a *generation* j. A day starts
-with one generation sized from the day before and starts larger ones as it fills; a
-lookup checks the id's bucket in every generation of today and yesterday, so a replay
-is always found. A bucket's expiry is set once, marked in its generation's bitmap.
+bits of its last 8 pick its **bucket**, one of 2**j sets of a *generation* j. A metric
+version's guard keeps two *epochs*, the current one (new ids) and the one before: a UTC
+day each, unless the guard's budget made the current one end early (a *pressure epoch*,
+``<day>.<k>``, never younger than :data:`MIN_WINDOW` when it ends). An epoch starts with
+one generation sized from the epoch before and starts larger ones as it fills; a lookup
+checks the id's bucket in every generation of both epochs, so a replay is always found.
 
-The design, its costs (a false replay below 4e-16 a report) and figures:
-docs/architecture/storage.md ("The replay guard") and docs/benchmarks/performance.md.
+The design, its costs (a false replay below 4e-16 a report), the budget's shares and
+figures: docs/architecture/storage.md ("The replay guard") and
+docs/benchmarks/performance.md.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ __all__ = [
     "GENERATION_STEP",
     "MADE_BITS",
     "MADE_READ_WHOLE",
+    "MIN_WINDOW",
+    "RESERVED_SHARE",
     "SIZED_FOR",
     "TTL_SECONDS",
+    "UNLIMITED",
     "Layout",
+    "Shares",
     "bucket_of",
+    "day_of",
     "day_pair",
+    "day_start",
     "expires_at",
     "member_of",
+    "parse_epoch",
     "parse_generations",
 ]
 
@@ -74,6 +84,20 @@ nothing to 200 M reports in one day needs five (1 → 268 M ids of room), so a l
 checks at most a handful of buckets."""
 
 
+MIN_WINDOW = 1_800
+"""Seconds the guard remembers every id it accepted, whatever its budget: an epoch ends
+early (its ids become the previous epoch's, and the epoch before is dropped) only once it
+is this old, and none starts within this long of the end of the UTC day, so the epoch the
+day's end drops is at least this old too. A version whose share is full while its current
+epoch is younger is refused (503) until it is not: at most ``3 × MIN_WINDOW`` (docs:
+"The replay guard"). Half an hour holds the SDK's retries of a lost answer (its backoff
+tops at 30 s, a ``Retry-After`` at 10 minutes)."""
+
+RESERVED_SHARE = 0.5
+"""The part of the guard's budget split equally among the metric versions' shards (every
+version, every shard: the units one append script guards); the rest is a pool any of
+them may use first come. Whatever the others send, a unit keeps its reserved part."""
+
 MADE_BITS = 32
 """The largest generation whose buckets' expiry the append script tracks in a bitmap
 (2**32 bits is Redis's largest string); above it, it sets a bucket's expiry at every write."""
@@ -88,6 +112,37 @@ def day_pair(now: datetime) -> tuple[str, str]:
     """(today, yesterday) as the guard names its days: UTC dates, YYYY-MM-DD."""
     today = now.astimezone(UTC).date()
     return today.isoformat(), (today - timedelta(days=1)).isoformat()
+
+
+def day_of(epoch: str) -> str:
+    """The UTC day an epoch belongs to: ``2030-01-07.2`` → ``2030-01-07``."""
+    return epoch.partition(".")[0]
+
+
+def day_start(day: str) -> int:
+    """00:00 UTC of ``day`` (Unix seconds)."""
+    start = datetime.combine(date.fromisoformat(day), datetime.min.time(), UTC)
+    return int(start.timestamp())
+
+
+@dataclass(frozen=True, slots=True)
+class Shares:
+    """What one unit (a metric version's shard) may add to the guard now, as the APPEND
+    script weighs it against the unit's own count.
+
+    Attributes:
+        reserve: ids the unit may hold whatever the others hold (its reserved part of the
+            budget; -1: no budget, nothing is weighed).
+        pool: ids the unit may add beyond its reserve (the pool's free room, as the
+            collector last read it).
+    """
+
+    reserve: int = -1
+    pool: int = 0
+
+
+UNLIMITED = Shares()
+"""No budget (Redis without ``maxmemory``): nothing is weighed, epochs are days."""
 
 
 def expires_at(day: str | date) -> int:
@@ -151,9 +206,11 @@ class Layout:
         name: the metric.
         version: its version.
         shard: the shard.
-        days: (today, yesterday), YYYY-MM-DD.
-        today: today's generations (oldest first; new ids go to the last).
-        yesterday: yesterday's generations (empty: no guard that day).
+        days: (today, yesterday), YYYY-MM-DD: their hashes hold the guard's state.
+        today: the current epoch's generations (oldest first; new ids go to the last).
+        yesterday: the previous epoch's generations (empty: none).
+        epochs: the current and previous epochs' names; "" for today's and yesterday's
+            natural epochs (the days themselves).
     """
 
     name: str
@@ -162,6 +219,17 @@ class Layout:
     days: tuple[str, str]
     today: tuple[int, ...] = ()
     yesterday: tuple[int, ...] = ()
+    epochs: tuple[str, str] = ("", "")
+
+    @property
+    def current(self) -> str:
+        """The current epoch's name (where new ids go)."""
+        return self.epochs[0] or self.days[0]
+
+    @property
+    def previous(self) -> str:
+        """The previous epoch's name."""
+        return self.epochs[1] or self.days[1]
 
     def packed_args(self, ids: bytes | Sequence[bytes], lead: int = 1) -> GuardArgs:
         """The APPEND script's guard keys (after the stream) and the ids' guard arguments.
@@ -177,12 +245,13 @@ class Layout:
         """
         name, version, shard = self.name, self.version, self.shard
         newest = self.today[-1] if self.today else 0
+        current, previous = self.current, self.previous
         script_keys = [
             keys.guard_key(name, version, self.days[0], shard),
             keys.guard_key(name, version, self.days[1], shard),
             keys.seen_key(name, version, self.days[0], shard),
             keys.seen_key(name, version, self.days[1], shard),
-            keys.guard_made_key(name, version, self.days[0], newest, shard),
+            keys.guard_made_key(name, version, current, newest, shard),
         ]
         raw = ids if isinstance(ids, bytes) else b"".join(ids)
         halves = struct.unpack(">" + "qQ" * (len(raw) // 16), raw)
@@ -191,9 +260,9 @@ class Layout:
         home: list[int] = []
         made: list[int] = []
         lookups: list[tuple[list[int], list[int], list[str]]] = []
-        plan = [(self.days[0], j) for j in self.today] + [(self.days[1], j) for j in self.yesterday]
-        for n, (day, j) in enumerate(plan):
-            prefix = keys.guard_bucket_key(name, version, day, j, 0, shard)[:-1]
+        plan = [(current, j) for j in self.today] + [(previous, j) for j in self.yesterday]
+        for n, (epoch, j) in enumerate(plan):
+            prefix = keys.guard_bucket_key(name, version, epoch, j, 0, shard)[:-1]
             shift = 64 - j
             first = len(script_keys) + lead + 1  # KEYS index of this generation's first bucket
             buckets = [low >> shift for low in lows]
@@ -223,5 +292,16 @@ class Layout:
         return GuardArgs(script_keys, members, home, made, lookups)
 
     def believed(self) -> tuple[str, str]:
-        """The layout as the script's ARGV 3 and 4 state it."""
-        return ",".join(map(str, self.today)), ",".join(map(str, self.yesterday))
+        """The layout as the script states it: ``<epoch>:<generations>``, current, previous."""
+        return (
+            f"{self.current}:{','.join(map(str, self.today))}",
+            f"{self.previous}:{','.join(map(str, self.yesterday))}",
+        )
+
+
+def parse_epoch(text: str | bytes) -> tuple[str, tuple[int, ...]]:
+    """An epoch as the script states it (``2030-01-07.1:0,4``): its name and generations."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    name, _, gens = text.partition(":")
+    return name, parse_generations(gens)

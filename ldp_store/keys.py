@@ -30,8 +30,10 @@ __all__ = [
     "batched_key",
     "guard_bucket_key",
     "guard_made_key",
-    "guard_held_key",
+    "guard_ids_key",
     "guard_key",
+    "guard_refused_key",
+    "guard_unit",
     "made_key_of",
     "metric_key",
     "pool_key",
@@ -105,22 +107,24 @@ def seen_key(name: str, version: int, day: str, shard: int = 0) -> str:
 
 
 def guard_key(name: str, version: int, day: str, shard: int = 0) -> str:
-    """The replay guard's hash for ``day``: ids appended (``n``), generations (``g``)."""
+    """The replay guard's hash for ``day``: its epochs' generations (``g``) and ids
+    (``n``), and the epochs a budget ended early that day (:data:`ldp_store.scripts.APPEND`)."""
     return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}"
 
 
 def guard_bucket_key(
-    name: str, version: int, day: str, generation: int, bucket: int, shard: int = 0
+    name: str, version: int, epoch: str, generation: int, bucket: int, shard: int = 0
 ) -> str:
-    """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets)."""
-    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:{bucket}"
+    """Bucket ``bucket`` of the replay guard's ``generation`` (2**generation buckets) in
+    ``epoch`` (a day, or ``<day>.<k>``: :mod:`ldp_store.guard`)."""
+    return f"{PREFIX}:{tag(name, version, shard)}:guard:{epoch}:{generation}:{bucket}"
 
 
-def guard_made_key(name: str, version: int, day: str, generation: int, shard: int = 0) -> str:
+def guard_made_key(name: str, version: int, epoch: str, generation: int, shard: int = 0) -> str:
     """A bitmap of the buckets of the replay guard's ``generation`` whose expiry is set (bit
     ``bucket``): the append script sets a bucket's expiry when its bit is 0, not at every
     write. Deleted with each of those buckets (:func:`ldp_store.lifecycle.delete_keys`)."""
-    return f"{PREFIX}:{tag(name, version, shard)}:guard:{day}:{generation}:made"
+    return f"{PREFIX}:{tag(name, version, shard)}:guard:{epoch}:{generation}:made"
 
 
 def made_key_of(bucket_key: bytes) -> bytes | None:
@@ -131,11 +135,24 @@ def made_key_of(bucket_key: bytes) -> bytes | None:
     return head + b":made"
 
 
-def guard_held_key(day: str) -> str:
-    """How many ids the replay guard took on ``day``, over every metric: the collectors'
-    measure of the guard's memory (:mod:`ldp_store.guard`). Not a metric's key, so not
-    hash-tagged; written after each append, outside its script (an estimate, not a ledger)."""
-    return f"{PREFIX}:guard-held:{day}"
+def guard_ids_key(day: str) -> str:
+    """The replay guard's ids of ``day``'s epochs, by unit (field :func:`guard_unit`): the
+    collectors' measure of the guard's memory and of each unit's part of it
+    (``collector.memory``). Not a metric's key, so not hash-tagged; each collector adds
+    its appends (and takes away an epoch it ended early) at most every 0.1 s, outside the
+    append script: a count that lags, not a ledger. It expires with the day's guard."""
+    return f"{PREFIX}:guard-ids:{day}"
+
+
+def guard_refused_key() -> str:
+    """Units the replay guard's shares are refusing (field :func:`guard_unit`), each with
+    the Unix second it expects to take reports again: what ``/readyz`` lists."""
+    return f"{PREFIX}:guard-refused"
+
+
+def guard_unit(name: str, version: int, shard: int = 0) -> str:
+    """A unit of the replay guard, as :func:`guard_ids_key` names it: ``name:version:shard``."""
+    return f"{name}:{version}:{shard}"
 
 
 def counts_key(name: str, version: int, window: str = "all", shard: int = 0) -> str:

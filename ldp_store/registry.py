@@ -55,6 +55,10 @@ CACHE_SIZE = 4096
 """Definitions kept per process: far more than the metrics anyone defines. Unknown
 (name, version) pairs are remembered up to the same number, oldest forgotten first."""
 
+UNITS_TTL = 60.0
+"""Seconds a process trusts its count of the replay guard's units (:meth:`Registry.units`):
+a version created meanwhile shrinks the others' reserves that much later."""
+
 UNKNOWN_TTL = 1.0
 """Seconds a process trusts that a (name, version) is unknown: a client repeating a batch
 of bogus versions costs no Redis round trip meanwhile. Short, because a version may be
@@ -113,6 +117,7 @@ class Registry:
         self._state: dict[str, tuple[float, MetricState]] = {}
         self._unknown: OrderedDict[tuple[str, int], float] = OrderedDict()
         """(name, version) → until when (monotonic) it is taken as unknown."""
+        self._units: tuple[float, int] | None = None
 
     # -- reads ---------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -223,6 +228,24 @@ class Registry:
         """Every version of ``name`` (deleted ones excepted), ascending."""
         fields = self.redis.hkeys(keys.metric_key(name))
         return sorted(int(f[1:]) for f in (x.decode() for x in fields) if f.startswith("v"))  # type: ignore[union-attr]
+
+    def units(self) -> int:
+        """The replay guard's units: every shard of every version of every metric not
+        retired (at least 1; cached for :data:`UNITS_TTL`). The guard's reserve is split
+        equally among them (:mod:`ldp_store.guard`)."""
+        now = time.monotonic()
+        cached = self._units
+        if cached is not None and now - cached[0] < UNITS_TTL:
+            return cached[1]
+        count = 0
+        for name in self.names():
+            if self.retired(name) is not None:
+                continue
+            for version in self.versions(name):
+                definition = self.get(name, version)
+                count += definition.shards if definition is not None else 1
+        self._units = (now, max(1, count))
+        return self._units[1]
 
     def all_current(self) -> list[MetricDefinition]:
         """The current definition of every metric."""

@@ -26,7 +26,7 @@ def samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]]
 
 def test_healthz_and_readyz(client: FlaskClient) -> None:
     assert client.get("/healthz").json == {"status": "ok"}
-    assert client.get("/readyz").json == {"status": "ready"}
+    assert client.get("/readyz").json == {"status": "ready", "refused": []}
 
 
 def test_prometheus_counts_accepted_rejected_duplicates_and_latency(

@@ -94,7 +94,7 @@ def test_health_and_ingest_answer_while_200_clients_dribble_headers(server: Serv
     finally:
         for s in slow:
             s.close()
-    assert _call(server.url + "/readyz") == (200, {"status": "ready"})
+    assert _call(server.url + "/readyz") == (200, {"status": "ready", "refused": []})
     with urllib.request.urlopen(server.url + "/healthz", timeout=ANSWER_TIMEOUT) as r:
         assert r.headers["X-Content-Type-Options"] == "nosniff"  # through gunicorn too
         assert r.headers["Cache-Control"] == "no-store"

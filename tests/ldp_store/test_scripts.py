@@ -32,13 +32,15 @@ def test_a_flushed_script_is_loaded_again(any_redis: Any) -> None:
     client = any_redis.client()
     layout = guard.Layout("app.x", 1, 0, ("2026-11-27", "2026-11-26"))
     reports = [(bytes(16), '{"v":1}')]
-    call = scripts.append_call(client, layout=layout, reports=reports, max_backlog=10)
+    now = guard.day_start("2026-11-27") + 60.0
+    call = scripts.append_call(client, layout=layout, reports=reports, max_backlog=10, now=now)
     first = scripts.AppendReply.of(call.run())
     assert first.layout == ((0,), ())  # the guard's first generation: retry with it
+    assert first.epochs == ("2026-11-27", "2026-11-26")
     client.script_flush()
     layout = guard.Layout("app.x", 1, 0, layout.days, *first.layout)
-    call = scripts.append_call(client, layout=layout, reports=reports, max_backlog=10)
-    assert scripts.AppendReply.of(call.run()) == scripts.AppendReply(1, 0, False)
+    call = scripts.append_call(client, layout=layout, reports=reports, max_backlog=10, now=now)
+    assert scripts.AppendReply.of(call.run()) == scripts.AppendReply(1, 0, False, held=(1, 0))
     with pytest.raises(redis.ResponseError, match="FULL|DELTA|SUPPORT") as caught:
         scripts.commit(
             client,

@@ -29,7 +29,7 @@
     const budget = line.querySelector('[data-field="guard_budget"]');
     if (budget && memory.guard_budget) {
       budget.textContent = "of its budget " + bytes(memory.guard_budget) + " (" +
-        Math.round((100 * memory.guard) / memory.guard_budget) + " %; at it, yesterday's ids are dropped)";
+        Math.round((100 * memory.guard) / memory.guard_budget) + " %; a metric past its share forgets older ids)";
     }
   }
 
