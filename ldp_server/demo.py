@@ -26,6 +26,7 @@ from scipy import stats
 from aggregator.query.window import read_counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from client_sdk.wire import MetricDefinition
+from ldp_store.embedded import private_folder
 from ldp_store.registry import Registry
 
 __all__ = [
@@ -101,7 +102,7 @@ def fresh_run_folder(data_dir: str | Path) -> tuple[Path, list[Path]]:
         (the new folder, the earlier folders removed).
     """
     root = Path(data_dir)
-    root.mkdir(parents=True, exist_ok=True)
+    private_folder(root)
     removed = []
     for old in sorted(root.glob(f"{RUN_PREFIX}*")):
         if not old.is_dir() or _in_use(old):
@@ -114,7 +115,7 @@ def fresh_run_folder(data_dir: str | Path) -> tuple[Path, list[Path]]:
     while folder.exists():  # two runs within a second
         suffix += 1
         folder = root / f"{RUN_PREFIX}{stamp}-{suffix}"
-    folder.mkdir()
+    folder.mkdir(mode=0o700)
     return folder, removed
 
 

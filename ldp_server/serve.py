@@ -49,6 +49,8 @@ from ldp_store.embedded import (
     Service,
     die_with_parent,
     free_port,
+    open_private,
+    private_folder,
     write_private,
 )
 
@@ -120,7 +122,10 @@ def check_port(host: str, port: int) -> None:
 
 
 def _child_setup() -> None:
-    """Children of the supervisor die with it (Linux), so none outlives a SIGKILL."""
+    """Children of the supervisor die with it (Linux), so none outlives a SIGKILL, and
+    create their files for this user only (umask 077: the web workers' Prometheus files,
+    the aggregators' progress files)."""
+    os.umask(0o077)
     if sys.platform == "linux":
         die_with_parent()
 
@@ -292,14 +297,14 @@ class Server(Service):
             shutil.rmtree(folder)
         elif folder.exists() or folder.is_symlink():
             folder.unlink()
-        folder.mkdir()
+        folder.mkdir(mode=0o700)  # its files: the workers' umask 077 (_child_setup)
         return str(folder)
 
     def _output(self, name: str) -> Any:
         if not self.quiet:
             return None
         if name not in self._logs:  # a restarted child appends to its log
-            self._logs[name] = open(self.data_dir / f"{name}.log", "ab")  # noqa: SIM115
+            self._logs[name] = open_private(self.data_dir / f"{name}.log")
         return self._logs[name]
 
     def _say(self, message: str) -> None:
@@ -307,15 +312,15 @@ class Server(Service):
         print(f"ldp serve: {message}", file=sys.stderr, flush=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         try:
-            with open(self.data_dir / "supervisor.log", "a") as log:
+            with open_private(self.data_dir / "supervisor.log", "a") as log:
                 log.write(f"{stamp} {message}\n")
         except OSError:  # a full or read-only disk must not stop the supervision
             pass
 
     def _preflight(self) -> None:
         """Fail early, with the reason, on what would otherwise surface as a dead child."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = open(self.data_dir / ".lock", "w")  # noqa: SIM115
+        private_folder(self.data_dir)  # logs, Prometheus files, tokens: this user's only
+        self._lock = open_private(self.data_dir / ".lock", "w")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -366,8 +371,7 @@ class Server(Service):
                 self.admin_token = token_file.read_text().strip()
             else:
                 self.admin_token = secrets.token_urlsafe(24)
-                token_file.write_text(self.admin_token + "\n")
-                token_file.chmod(0o600)
+                write_private(token_file, self.admin_token + "\n")
         if self.redis_url is None:
             self.redis = EmbeddedRedis(self.data_dir / "redis").start()
             self.redis_url = self.redis.url

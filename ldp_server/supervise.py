@@ -111,6 +111,7 @@ class RestartCounter:
 
     def __init__(self, folder: str | os.PathLike[str], children: list[str]) -> None:
         self.path = Path(folder) / f"counter_supervisor-{os.getpid()}.db"
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # this user's only
         self._file = MmapedDict(str(self.path))
         self._counts = dict.fromkeys(children, 0.0)
         for child in children:  # zeros first: rate() works from the start

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import IO, Any, Self
 
 import redis
 from redis.backoff import NoBackoff
@@ -42,6 +42,8 @@ __all__ = [
     "die_with_parent",
     "find_redis_server",
     "free_port",
+    "open_private",
+    "private_folder",
     "write_private",
 ]
 
@@ -134,6 +136,22 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as out:
         os.fchmod(out.fileno(), 0o600)
         out.write(text)
+
+
+def private_folder(folder: Path) -> None:
+    """Make ``folder`` (and its parents) if missing, and leave it this user's only (0700),
+    also when an older version made it 0755: nothing in it can then be read by another
+    local user, whatever a file's own mode."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+
+
+def open_private(path: Path, mode: str = "ab") -> IO[Any]:
+    """``open(path, mode)`` for appending or writing, the file created (or left) 0600."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode)
 
 
 def _private_child() -> None:
@@ -277,8 +295,7 @@ class EmbeddedRedis(Service):
         if self.running():
             raise RuntimeError(f"redis-server is running already on port {self.port}")
         self._close()
-        self.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.data_dir.chmod(0o700)  # also a folder an older version made 0755
+        private_folder(self.data_dir)  # also a folder an older version made 0755
         for old in self.data_dir.rglob("*"):  # files an older version wrote 0644
             if old.is_file() and not old.is_symlink():
                 old.chmod(old.stat().st_mode & 0o700)

@@ -10,12 +10,8 @@ item 7: `ldp serve --host ::1` failed ("Address family for hostname not supporte
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import socket
-import subprocess
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +19,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from serve_helpers import ldp_serve
 
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.cli import main
@@ -109,25 +106,10 @@ def test_ipv6_hosts_are_written_in_brackets() -> None:
 def test_ldp_serve_on_ipv6_loopback_serves_a_real_request(redis_db: Any, tmp_path: Path) -> None:
     """`ldp serve --host ::1`: the port check, gunicorn's bind and the printed URLs all take
     the IPv6 address; a metric is created and a report accepted over it."""
-    serve = subprocess.Popen(
-        [sys.executable, "-m", "ldp_server", "serve", "--host", "::1", "--port", "0"]
-        + ["--data-dir", str(tmp_path / "data"), "--redis-url", redis_db.url]
-        + ["--web-workers", "1", "--aggregators", "1"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200", "LDP_ADMIN_TOKEN": TOKEN},
-    )
-    try:
-        assert serve.stdout is not None
-        lines = []
-        while not any(line.lstrip().startswith("dashboard") for line in lines):
-            line = serve.stdout.readline()  # blocks until ready (or the process ends)
-            assert line, "".join(lines) + (serve.stderr.read() if serve.stderr else "")
-            lines.append(line)
-        url = lines[-1].split()[-1].rstrip("/")
-        assert url.startswith("http://[::1]:"), lines
+    args = ["--host", "::1", "--port", "0", "--data-dir", str(tmp_path / "data")]
+    args += ["--redis-url", redis_db.url, "--web-workers", "1", "--aggregators", "1"]
+    with ldp_serve(args, {"LDP_ADMIN_TOKEN": TOKEN}) as (url, serve):
+        assert url.startswith("http://[::1]:"), url
 
         def call(path: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
             data = None if body is None else json.dumps(body).encode()
@@ -145,11 +127,4 @@ def test_ldp_serve_on_ipv6_loopback_serves_a_real_request(redis_db: Any, tmp_pat
         rng = random.Random(6)
         status, body = call("/v1/reports", "POST", {"reports": [build_report(d, 1, rng)]})
         assert status == 202 and body["accepted"] == 1
-    finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
     assert serve.returncode == 0

@@ -1,0 +1,45 @@
+"""`ldp serve` run as a user runs it, for the tests that need the real command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def ldp_serve(args: list[str], env: dict[str, str], **popen: Any) -> Iterator[tuple[str, Any]]:
+    """``python -m ldp_server serve ARGS``: yields its base URL (from the dashboard line it
+    prints once ready) and the process; stops it as Ctrl-C does, then waits (60 s) or
+    kills it."""
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "ldp_server", "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "COLUMNS": "200", **env},
+        **popen,
+    )
+    try:
+        assert serve.stdout is not None
+        lines: list[str] = []
+        while not any(line.lstrip().startswith("dashboard") for line in lines):
+            line = serve.stdout.readline()  # blocks until ready (or the process ends)
+            assert line, "".join(lines) + (serve.stderr.read() if serve.stderr else "")
+            lines.append(line)
+        yield lines[-1].split()[-1].rstrip("/"), serve
+    finally:
+        serve.send_signal(signal.SIGINT)
+        try:
+            serve.wait(60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+            serve.wait()
