@@ -27,14 +27,17 @@ import redis
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from aggregator.query.answers import PoisoningAlarm
+from aggregator.query.answers import PoisoningAlarm, PoisoningBaseline
 from aggregator.query.window import list_windows, read_counts, read_seeds
 from aggregator.stats.detect import (
     ALARM_KINDS,
+    MIN_REPORTS,
     TRAILING,
     Alarm,
     detect,
+    tests_for,
 )
+from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION, fake_count, max_gain
 from client_sdk.mechanisms import LocalHashing
 from client_sdk.wire import MetricDefinition
 from ldp_store.registry import Registry
@@ -42,9 +45,13 @@ from ldp_store.registry import Registry
 __all__ = [
     "AlarmGauges",
     "alarm_models",
+    "baseline_of",
     "checked_alarm_rate",
     "current_alarms",
+    "current_checks",
+    "tested",
     "window_alarms",
+    "window_checks",
 ]
 
 log = logging.getLogger("ldp.aggregator.alarms")
@@ -91,13 +98,26 @@ def window_alarms(
         alpha: the false-alarm rate per window.
         windows: the version's windows, newest first, if already read.
     """
+    return window_checks(client, definition, window, alpha, windows)[0]
+
+
+def window_checks(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    window: str,
+    alpha: float,
+    windows: list[str] | None = None,
+) -> tuple[list[Alarm], int]:
+    """:func:`window_alarms`, and the reports of the window's baseline (its previous
+    windows of the same kind, pooled; 0 for the all-time window, which has none)."""
     granularity = window.partition(":")[0]
     if granularity not in (*TRAILING, "all") or not tested(definition):
-        return []
+        return [], 0
     if granularity == "all":
         m = definition.oracle
         counts = read_counts(client, definition, window)
-        return detect(m, window, (counts.n, counts.support), None, None, alpha, definition.domain)
+        alarms = detect(m, window, (counts.n, counts.support), None, None, alpha, definition.domain)
+        return alarms, 0
     if windows is None:
         windows = list_windows(client, definition)
     older = sorted(
@@ -116,22 +136,71 @@ def window_alarms(
     if seeds is not None and not seeds.any():
         seeds = None  # counted before seeds were kept
     baseline = f"the {len(older)} previous {granularity}s"
-    return detect(
+    alarms = detect(
         m, window, (now.n, now.support), trailing, seeds, alpha, definition.domain, baseline
     )
+    return alarms, trailing[0] if trailing is not None else 0
 
 
 def current_alarms(client: redis.Redis, definition: MetricDefinition, alpha: float) -> list[Alarm]:
     """The alarms of the newest hour window, of the newest day window and of ``all``."""
+    return current_checks(client, definition, alpha)[0]
+
+
+def current_checks(
+    client: redis.Redis, definition: MetricDefinition, alpha: float
+) -> tuple[list[Alarm], int]:
+    """:func:`current_alarms`, and the larger baseline of the newest hour and day."""
     if not tested(definition):
-        return []
+        return [], 0
     windows = list_windows(client, definition)
     found: list[Alarm] = []
+    baseline = 0
     for granularity in ("hour", "day"):
         newest = next((w for w in windows if w.startswith(granularity + ":")), None)
         if newest is not None:
-            found += window_alarms(client, definition, newest, alpha, windows)
-    return found + window_alarms(client, definition, "all", alpha, windows)
+            alarms, reports = window_checks(client, definition, newest, alpha, windows)
+            found += alarms
+            baseline = max(baseline, reports)
+    return found + window_alarms(client, definition, "all", alpha, windows), baseline
+
+
+def baseline_of(definition: MetricDefinition, n: int, reports: int) -> PoisoningBaseline:
+    """Whether a window of ``n`` reports has a baseline (``reports`` in its previous
+    windows, pooled), and how far :data:`~aggregator.stats.robustness.DEFAULT_FAKE_FRACTION`
+    of crafted reports could move one of its values' estimates at this ε and n
+    (:func:`~aggregator.stats.robustness.max_gain`; docs/security/poisoning.md)."""
+    m, beta = definition.oracle, DEFAULT_FAKE_FRACTION
+    exists = reports >= MIN_REPORTS
+    shift = max_gain(m, beta)
+    fakes = fake_count(n, beta) if n else 0
+    sigma = math.sqrt(float(np.max(np.asarray(m.variance(n), dtype=np.float64)))) if n else 0.0
+    errors = shift / sigma if sigma > 0 else None
+    free = tests_for(m, baseline=False)
+    if exists:
+        note = (
+            f"The poisoning alarms compare this window with {reports:,} reports of the "
+            f"previous ones (the shift test)."
+        )
+    else:
+        runs = f"only {', '.join(free)} can alarm" if free else "no test can alarm"
+        at = ""
+        if errors is not None:
+            at = f" ({fakes:,} fake reports at n = {n:,}: {errors:.0f} standard errors)"
+        note = (
+            f"No baseline yet: the shift test needs earlier windows with {MIN_REPORTS:,} "
+            f"reports, so {runs}. Until then {beta:.0%} of crafted reports could move one "
+            f"value's estimate by up to {100 * shift:.1f} percentage points{at} at "
+            f"ε = {m.epsilon:g}, and no alarm would compare it with the past."
+        )
+    return PoisoningBaseline(
+        exists=exists,
+        fake_fraction=beta,
+        fakes=fakes,
+        max_shift=shift,
+        std_errors=errors,
+        note=note,
+    )
 
 
 def alarm_models(

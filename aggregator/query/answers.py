@@ -39,6 +39,7 @@ __all__ = [
     "MeanEstimate",
     "MeanTrendPoint",
     "PoisoningAlarm",
+    "PoisoningBaseline",
     "RelayedWaiting",
     "ShuffledEpsilon",
     "StringEstimates",
@@ -116,6 +117,28 @@ class EstimateRow(Model):
     """Exactly "0 lies outside [cs_low, cs_high]": the flag to show beside the confidence
     sequence (fdr: e-BH, whose false discovery rate holds at any look); null when n is 0
     or without a sequence."""
+
+
+class PoisoningBaseline(Model):
+    """Whether this window's poisoning alarms have a baseline, and what fakes could do to
+    it without one (a fresh metric's first windows: only the baseline-free tests run)."""
+
+    exists: bool
+    """The shift test compares the window with its previous windows of the same kind
+    (at least 1,000 reports pooled); false until a metric has them (for the all-time
+    window: until its newest hour or day has them)."""
+    fake_fraction: float
+    """β, the share of the window's reports that fake clients send (1 %)."""
+    fakes: Annotated[int, Field(ge=0)]
+    """Fake reports that make β of this window's n (0 without reports)."""
+    max_shift: float
+    """How far β of crafted reports can move one value's estimated frequency (a
+    fraction): β(1 − q*)/(p* − q*), Cao, Jia & Gong's maximal gain of one target."""
+    std_errors: Number
+    """max_shift over one estimate's standard error at this n (f ≈ 0); null at n = 0."""
+    note: str
+    """The same in one plain sentence (what the dashboard shows while ``exists`` is
+    false)."""
 
 
 class PoisoningAlarm(Model):
@@ -241,6 +264,10 @@ class Estimates(Model):
     all); empty when none, or for memoized metrics, which are not tested."""
     alarm_rate: float
     """The configured false-alarm rate per window (LDP_ALARM_RATE)."""
+    poisoning_baseline: PoisoningBaseline | None = None
+    """Whether the alarms have a baseline yet, and how far 1 % of fakes could move a
+    value at this ε and n; null for metrics that are not tested (memoized) or when the
+    alarms were not asked for."""
     shuffled_epsilon: ShuffledEpsilon | None = None
     """ε_c of these n reports seen only as estimates; None without reports."""
     relayed_waiting: RelayedWaiting | None = None

@@ -48,6 +48,8 @@ FAKES = N // 20
 this size (the CLI's 1 % is measured at n = 10⁵)."""
 PAST_HOURS = 6
 POISONED, TWIN = "shop.page", "shop.page-twin"
+FRESH = "shop.fresh"
+"""A metric with the current hour's honest reports only: no baseline yet (issue 35)."""
 TARGET = "page-11"
 DOMAIN = [f"page-{i}" for i in range(K)]
 SPEC = {"domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"}
@@ -94,7 +96,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             definition = MetricDefinition.from_dict(body)
             append_past_hours(client, definition, seed, N, PAST_HOURS)
             post(s.url, current_hour(definition, fakes, seed=101 + seed))
-        for name, n in ((POISONED, (PAST_HOURS + 1) * N + FAKES), (TWIN, (PAST_HOURS + 1) * N)):
+        body = _request(f"{s.url}/v1/metrics/{FRESH}", "PUT", SPEC, s.admin_token)
+        post(s.url, current_hour(MetricDefinition.from_dict(body), 0, seed=103))
+        counted = ((POISONED, (PAST_HOURS + 1) * N + FAKES), (TWIN, (PAST_HOURS + 1) * N))
+        for name, n in (*counted, (FRESH, N)):
             deadline = time.monotonic() + 60
             while _request(f"{s.url}/v1/estimates/{name}")["n"] < n:
                 assert time.monotonic() < deadline, f"{name} not counted"
@@ -171,4 +176,21 @@ def test_overview_banner_shows_the_apis_alarms(
         assert poisoned.get_attribute("data-count") == str(len(overview[POISONED]["alarms"]))
         assert twin.locator("li").count() == 0 and twin.get_attribute("data-count") == "0"
     static.close()
+    watched.check()
+
+
+def test_a_fresh_metric_page_says_it_has_no_baseline_yet(watched: Watched, server: Server) -> None:
+    """Issue 35: until the alarms have previous windows, the page says so, with how far
+    1 % of crafted reports could move a value (the API's note); with history it does not."""
+    said = _request(f"{server.url}/v1/estimates/{FRESH}")["poisoning_baseline"]
+    assert not said["exists"]
+    page = watched.page
+    page.goto(f"{server.url}/ui/metric/{FRESH}")
+    page.wait_for_selector("main[data-state='ready']")
+    notice = page.locator("#no-baseline")
+    assert notice.is_visible() and notice.inner_text() == said["note"]
+    assert "No baseline yet" in said["note"] and "percentage points" in said["note"]
+    page.goto(f"{server.url}/ui/metric/{TWIN}")
+    page.wait_for_selector("main[data-state='ready']")
+    assert page.locator("#no-baseline").is_hidden()
     watched.check()

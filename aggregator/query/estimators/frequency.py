@@ -9,7 +9,13 @@ from typing import ClassVar
 
 import numpy as np
 
-from aggregator.query.alarms import alarm_models, current_alarms, window_alarms
+from aggregator.query.alarms import (
+    alarm_models,
+    baseline_of,
+    current_checks,
+    tested,
+    window_checks,
+)
 from aggregator.query.answers import (
     EstimateRow,
     Estimates,
@@ -28,6 +34,7 @@ from aggregator.query.estimators.base import (
 )
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
+from aggregator.stats.detect import Alarm
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.multiplicity import ZeroRead
@@ -73,13 +80,16 @@ class FrequencyEstimator:
             estimand=ask.estimand,
             multiplicity=ask.mode,
         )
-        found = []
+        found: list[Alarm] = []
+        baseline = None
         if ask.with_alarms:
-            found = (
-                current_alarms(reader.client, definition, ask.alarm_rate)
+            found, reports = (
+                current_checks(reader.client, definition, ask.alarm_rate)
                 if window == schema.ALL
-                else window_alarms(reader.client, definition, window, ask.alarm_rate)
+                else window_checks(reader.client, definition, window, ask.alarm_rate)
             )
+            if tested(definition):
+                baseline = baseline_of(definition, est.n, reports)
         m = definition.mechanism
         zero = est.indistinguishable_from_zero()
         cs = self.sequence_read(est)
@@ -122,6 +132,7 @@ class FrequencyEstimator:
             ],
             alarms=alarm_models(definition, found),
             alarm_rate=ask.alarm_rate,
+            poisoning_baseline=baseline,
             shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, per_device.budgeted),
         )
 

@@ -291,6 +291,9 @@
     renderIntervalNotes(est);
     L.renderAlarms($("alarms"), est.alarms);
     if (est.alarm_rate) $("alarms").querySelector('[data-field="alarm-rate"]').textContent = L.int(Math.round(1 / est.alarm_rate));
+    const baseline = est.poisoning_baseline;  // said plainly until the alarms have history
+    $("no-baseline").hidden = !baseline || baseline.exists;
+    $("no-baseline").textContent = baseline && !baseline.exists ? baseline.note : "";
     if (kind === "numeric") {
       renderNumeric(est);
     } else {
