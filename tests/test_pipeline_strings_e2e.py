@@ -74,6 +74,9 @@ def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
         assert client.report("search.term", value)
     assert not client.report("search.term", "nul\x00inside")  # dropped on the device
     assert not client.report("search.term", 42)
+    # flush() says the two device-side drops happened since the last flush, ...
+    assert not client.flush(timeout=120)
+    # ... and, with nothing dropped since, that everything queued was delivered.
     assert client.flush(timeout=120)
     r = redis.Redis.from_url(server.redis_url or "")
     definition = Registry(r).get("search.term")
