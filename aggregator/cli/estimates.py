@@ -23,13 +23,14 @@ from rich.text import Text
 from aggregator.cli.console import echo_json, err, out
 from aggregator.cli.export import (
     CONFIDENCE,
+    ESTIMAND,
     MIN_SEGMENT_REPORTS,
     local_minimum,
     write_csv_stdout,
 )
 from aggregator.cli.source import read_options, source_of
 
-__all__ = ["estimates", "points", "shown_value"]
+__all__ = ["estimand_line", "estimates", "points", "shown_value"]
 
 
 def points(x: float) -> str:
@@ -136,6 +137,7 @@ def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Tabl
     "dimensions are not protected by ε).",
 )
 @CONFIDENCE
+@ESTIMAND
 @MIN_SEGMENT_REPORTS
 @read_options
 @click.pass_context
@@ -147,6 +149,7 @@ def estimates(
     fmt: str,
     by: str | None,
     confidence: float,
+    estimand: str,
     min_segment_reports: int | None,
     url: str | None,
     token: str | None,
@@ -193,7 +196,7 @@ def estimates(
             )
         if isinstance(source, Local):  # the API refuses an expired window itself (404)
             _refuse_expired(source, definition, window)
-        n, rows = source.rows(definition, window, confidence, minimum)
+        n, rows = source.rows(definition, window, confidence, minimum, (), estimand)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
     if by is not None:  # that breakdown's groups only
@@ -213,6 +216,7 @@ def estimates(
             f"ε={m.epsilon:g} · window {window} · n = {n:,} · {confidence:.0%} intervals"
         )
     )
+    out.print(Text(estimand_line(definition.kind, estimand)))
     waiting = source.waiting_note(definition)
     if waiting is not None:
         out.print(Text(waiting))
@@ -238,6 +242,17 @@ def estimates(
             "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
             "(post-processed); each marginal is read from one group of the reports"
         )
+
+
+def estimand_line(kind: str, estimand: str) -> str:
+    """Whose share (or mean) the intervals are for, in one line."""
+    what = "mean" if kind == "numeric" else "share"
+    whose = (
+        "a larger population the reporting devices are a random sample of"
+        if estimand == "population"
+        else "the devices that reported"
+    )
+    return f"estimand {estimand}: each interval is for the {what} of {whose}"
 
 
 def _refuse_expired(source: Any, definition: Any, window: str) -> None:

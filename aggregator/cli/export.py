@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIDENCE",
+    "ESTIMAND",
     "MIN_SEGMENT_REPORTS",
     "export",
     "redis_options",
@@ -71,6 +72,17 @@ CONFIDENCE = click.option(
     help="Level of the intervals.",
 )
 """The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
+
+ESTIMAND = click.option(
+    "--estimand",
+    default="reporters",
+    show_default=True,
+    type=click.Choice(["reporters", "population"]),
+    help="Whose share (or mean) the intervals are for: reporters, the devices that "
+    "reported, or population, a larger population they are a random sample of (wider; "
+    "as the API's ?estimand=). Every row names it; string metrics offer reporters only.",
+)
+"""Whose share the intervals are for, as ``ldp export`` and ``ldp estimates`` take it."""
 
 MIN_SEGMENT_REPORTS = click.option(
     "--min-segment-reports",
@@ -203,6 +215,7 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     "(pip install 'ldp-telemetry[export]').",
 )
 @CONFIDENCE
+@ESTIMAND
 @MIN_SEGMENT_REPORTS
 @read_options
 @click.pass_context
@@ -216,6 +229,7 @@ def export(
     out_path: Path,
     fmt: str | None,
     confidence: float,
+    estimand: str,
     min_segment_reports: int | None,
     url: str | None,
     token: str | None,
@@ -262,6 +276,12 @@ def export(
             definition = source.definition(item.metric, item.version)
             if definition is None:  # deleted since the plan was made
                 continue
+            if estimand == "population" and definition.kind == "string":
+                raise click.ClickException(
+                    f"estimand population is not offered for string metrics "
+                    f"({definition.name!r}): a discovered value's interval is for the share "
+                    "among the devices that reported (--estimand reporters)"
+                )
             plan += [(definition, w) for w in item.windows]
         rows: list[dict[str, Any]] = []
         together: dict[tuple[str, int], list[str]] = {}  # hidden groups: decided at once
@@ -270,7 +290,7 @@ def export(
         with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
             for definition, window in plan:
                 same = together[(definition.name, definition.version)]
-                rows += source.rows(definition, window, confidence, minimum, same)[1]
+                rows += source.rows(definition, window, confidence, minimum, same, estimand)[1]
                 advance(1)
     except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
@@ -292,8 +312,8 @@ def export(
     metrics = len({d.name for d, _ in plan})
     where = "standard output" if to_stdout else out_path
     err.print(
-        f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows) from "
-        f"{source.where} to {where}"
+        f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows, intervals "
+        f"for estimand {estimand}) from {source.where} to {where}"
     )
 
 

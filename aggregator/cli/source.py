@@ -64,10 +64,16 @@ class Source(Protocol):
         confidence: float,
         minimum: int | None,
         together: Sequence[str] = (),
+        estimand: str = "reporters",
     ) -> tuple[int, list[dict[str, Any]]]:
         """The window's reports and rows (``minimum``: a breakdown group's least reports;
         ``together``: every window of this version the caller reads, whose hidden groups
-        are then decided once, as one snapshot)."""
+        are then decided once, as one snapshot; ``estimand``: whose share the intervals
+        are for, named in every row).
+
+        Raises:
+            click.ClickException: an estimand the metric's kind does not offer.
+        """
         ...
 
     def waiting_note(self, definition: MetricDefinition) -> str | None:
@@ -116,6 +122,7 @@ class Local:
         confidence: float,
         minimum: int | None,
         together: Sequence[str] = (),
+        estimand: str = "reporters",
     ) -> tuple[int, list[dict[str, Any]]]:
         from aggregator.query.estimators import Reader, estimator_for  # noqa: PLC0415
         from aggregator.query.export import window_rows  # noqa: PLC0415
@@ -129,8 +136,13 @@ class Local:
             least = minimum or DEFAULT_MIN_SEGMENT_REPORTS
             self.hidden[ident] = hidden_groups(self.client, definition, least, together)
         found = self.hidden.get(ident)
-        rows = window_rows(reader, definition, window, confidence, minimum, stats, found)
-        return stats.n, list(rows)
+        try:
+            rows = list(
+                window_rows(reader, definition, window, confidence, minimum, stats, found, estimand)
+            )
+        except ValueError as exc:  # an estimand this kind does not offer
+            raise click.ClickException(str(exc)) from None
+        return stats.n, rows
 
     def waiting_note(self, definition: MetricDefinition) -> str | None:  # noqa: D102
         from aggregator.query.relayed import relayed_waiting  # noqa: PLC0415
@@ -211,10 +223,12 @@ class Api:
         confidence: float,
         minimum: int | None,
         together: Sequence[str] = (),
+        estimand: str = "reporters",
     ) -> tuple[int, list[dict[str, Any]]]:
         # The server decides each window's hidden groups against every live window, as
         # its ?by= answers do.
         query = {"version": definition.version, "window": window, "confidence": confidence}
+        query["estimand"] = estimand
         body = self._get(f"/v1/export/{_quoted(definition.name)}", query)
         return int(body["n"]), list(body["rows"])
 

@@ -509,8 +509,21 @@ class SegmentEstimates(Model):
     window: str
     by: str
     confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose share (or mean) every shown group's intervals are for, as asked
+    (?estimand=): the share among the group's reporting devices, or in the population
+    they are a random sample of (each group's own ``estimand`` says the same)."""
+    multiplicity: Multiplicity = EACH
+    """How each shown group's intervals and flags account for its values (?multiplicity=),
+    within the group: fdr flags a group's values by Benjamini–Hochberg among that group's
+    values, simultaneous holds for all of that group's values at once. Numeric groups
+    have one interval: each."""
+    level: Level = None
+    """The confidence every shown group's ci_low/ci_high is read at when it is one for all
+    (each: confidence; simultaneous: 1 − (1 − confidence)/k); null under fdr, where it
+    depends on how many values a group flags (each group's own ``level`` says), or when no
+    group is shown."""
     min_segment_reports: int
-    """The least reports a shown group has (LDP_MIN_SEGMENT_REPORTS)."""
     not_protected: str
     """What the dimensions are: public labels, NOT protected by ε."""
     released: str
@@ -533,6 +546,9 @@ class ExportRow(Model):
     n: Annotated[int, Field(ge=0)]
     """Reports counted (a joint row: its marginal's group's)."""
     confidence: float
+    estimand: Estimand = REPORTERS
+    """Whose share (or mean) std_error and the intervals are for: reporters or population
+    (as ?estimand= asks; docs/statistics/intervals.md)."""
     reports_per_device: Annotated[int, Field(ge=1)]
     value: str | Absent = None
     """The value (joint: ``attr=label;attr=label``); absent for a numeric mean."""

@@ -21,7 +21,7 @@ from aggregator.query.answers import ExportRow
 if TYPE_CHECKING:
     import redis
 
-    from aggregator.query.estimators import Reader
+    from aggregator.query.estimators import Ask, Reader
     from aggregator.query.suppression import HiddenGroups
     from client_sdk.wire import MetricDefinition
 
@@ -77,6 +77,7 @@ def window_rows(
     min_segment_reports: int | None = None,
     stats: Any = None,
     hidden: HiddenGroups | None = None,
+    estimand: str = "reporters",
 ) -> Iterator[dict[str, Any]]:
     """The rows of one window: counts read once, estimated as the API does (a breakdown's
     hidden groups have no row, as ``?by=`` shows none: groups below
@@ -86,13 +87,25 @@ def window_rows(
 
     ``stats``: the window's statistic if the caller read it (its estimator's ``read``);
     ``hidden``: every window's hidden groups if the caller read them (``ldp export`` reads
-    them once for all its windows); read here otherwise.
+    them once for all its windows); read here otherwise. ``estimand``: whose share (or
+    mean) the intervals are for, named in every row.
+
+    Raises:
+        ValueError: ``estimand`` population for a string metric (not offered: its
+            discovered values' intervals are the reporters' only).
     """
     from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
     from aggregator.query.estimators import Ask, estimate_window, estimator_for
     from aggregator.query.suppression import hidden_groups
+    from aggregator.stats.intervals import POPULATION, check_estimand
     from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 
+    check_estimand(estimand)
+    if estimand == POPULATION and definition.kind == "string":
+        raise ValueError(
+            f"estimand population is not offered for string metrics ({definition.name!r}): "
+            "a discovered value's interval is for the share among the devices that reported"
+        )
     m = definition.mechanism
     head = {
         "metric": definition.name,
@@ -103,13 +116,15 @@ def window_rows(
         "window": window,
         "window_start": _start(window),
         "confidence": confidence,
+        "estimand": estimand,
     }
     if stats is None:
         stats = estimator_for(definition).read(reader, definition, window)
     if definition.kind == "joint":
-        yield from _joint_rows(definition, stats.support, confidence, head)
+        yield from _joint_rows(definition, stats.support, confidence, head, estimand)
         return
-    body = estimate_window(reader, definition, window, Ask(confidence=confidence), stats)
+    ask = Ask(confidence=confidence, estimand=estimand)
+    body = estimate_window(reader, definition, window, ask, stats)
     if definition.dimensions and hidden is None:  # read after the counts: they only grow
         minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
         hidden = hidden_groups(reader.client, definition, minimum, [window])
@@ -127,7 +142,7 @@ def window_rows(
             "cs_low": body.cs_low,
             "cs_high": body.cs_high,
         }
-        yield from _segment_rows(reader, definition, window, confidence, head, hidden)
+        yield from _segment_rows(reader, definition, window, ask, head, hidden)
         return
     if isinstance(body, StringEstimates):  # the discovered values
         for r in body.estimates:
@@ -144,14 +159,14 @@ def window_rows(
         return
     assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
     yield from _frequency_rows(head, body)
-    yield from _segment_rows(reader, definition, window, confidence, head, hidden)
+    yield from _segment_rows(reader, definition, window, ask, head, hidden)
 
 
 def _segment_rows(
     reader: Any,
     definition: MetricDefinition,
     window: str,
-    confidence: float,
+    ask: Ask,
     head: dict[str, Any],
     hidden: HiddenGroups | None,
 ) -> Iterator[dict[str, Any]]:
@@ -159,13 +174,11 @@ def _segment_rows(
     them (suppressed groups have no row: an export releases what the API releases, under
     the same ``LDP_MIN_SEGMENT_REPORTS``)."""
     from aggregator.query.answers import MeanEstimate
-    from aggregator.query.estimators import Ask
     from aggregator.query.segments import segment_estimates
 
     if hidden is None:  # no dimensions
         return
     for dimension, _ in definition.dimensions:
-        ask = Ask(confidence=confidence)
         breakdown = segment_estimates(
             reader, definition, window, dimension, ask, hidden.minimum, hidden
         )
@@ -212,7 +225,11 @@ def _frequency_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]
 
 
 def _joint_rows(
-    definition: MetricDefinition, counts: Any, confidence: float, head: dict[str, Any]
+    definition: MetricDefinition,
+    counts: Any,
+    confidence: float,
+    head: dict[str, Any],
+    estimand: str,
 ) -> Iterator[dict[str, Any]]:
     """A joint metric's rows: every cell of every 1- and 2-way marginal, ``value`` as
     ``attr=label;attr=label``, ``n`` its group's reports, ``support_count`` the cell's
@@ -226,7 +243,7 @@ def _joint_rows(
     tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None
     d = len(definition.attributes)
     for attrs in [*((a,) for a in range(d)), *combinations(range(d), 2)]:
-        est = estimate_marginal(m, counts, attrs, confidence, tables=tables)
+        est = estimate_marginal(m, counts, attrs, confidence, tables=tables, estimand=estimand)
         support = marginal_support(m, counts, attrs)[2]
         cells = [[]]  # type: list[list[str]]
         for a in attrs:

@@ -12,6 +12,7 @@ from aggregator.query.answers import Estimates, MeanEstimate, SegmentEstimates, 
 from aggregator.query.estimators import Ask, Reader, estimate_window
 from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import read_segments
+from aggregator.stats.multiplicity import EACH, FDR
 from aggregator.stats.segments import group_by, values_of
 from aggregator.stats.suppression import Why
 from client_sdk.wire import MetricDefinition
@@ -55,6 +56,18 @@ def _words(window: str, holder: str | None) -> dict[str, str]:
         "holder": "day" if (holder or "").startswith("day:") else "all-time window",
         "inner": {"day": "hour", "all": "day"}.get(kind, "part"),
     }
+
+
+def _common_level(groups: list[SegmentGroup], mode: str, confidence: float) -> float | None:
+    """The level every shown group's intervals are read at, when it is one for all (None
+    under fdr, whose level depends on each group's flags, or with no group shown)."""
+    shown = [g.estimates for g in groups if g.estimates is not None]
+    if mode == FDR or not shown:
+        return None
+    levels = {e.level for e in shown if isinstance(e, Estimates) and e.level is not None}
+    if len(levels) > 1:
+        return None
+    return levels.pop() if levels else confidence if mode == EACH else None
 
 
 def segment_estimates(
@@ -104,6 +117,7 @@ def segment_estimates(
         words = _words(window, hidden.holder(window))
         reason = REASONS[why[value]].format(minimum=minimum, **words)
         out.append(SegmentGroup(value=value, shown=False, reason=reason, estimates=None))
+    mode = EACH if definition.kind == "numeric" else ask.mode
     return SegmentEstimates(
         kind="segments",
         metric=definition.name,
@@ -111,6 +125,9 @@ def segment_estimates(
         window=window,
         by=dimension,
         confidence=ask.confidence,
+        estimand=ask.estimand,
+        multiplicity=mode,
+        level=_common_level(out, mode, ask.confidence),
         min_segment_reports=minimum,
         not_protected=NOT_PROTECTED,
         released=(

@@ -62,6 +62,7 @@ __all__ = [
     "bp",
     "confidence_asked",
     "definition_of",
+    "estimand_asked",
     "min_segment_reports",
     "refuse_expired",
     "window_asked",
@@ -205,14 +206,20 @@ def _confidence() -> tuple[float, bool, str | None]:
     return confidence, simultaneous, multiplicity
 
 
-def _estimand(definition: MetricDefinition) -> str:
+def estimand_asked(definition: MetricDefinition) -> str:
+    """``?estimand=`` (default reporters).
+
+    Raises:
+        BadRequest: not one of the estimands, or population of a string metric.
+    """
     raw = request.args.get("estimand", REPORTERS)
     if raw not in ESTIMANDS:
         raise BadRequest(f"estimand must be reporters or population, got {raw[:40]!r}")
     if raw == POPULATION and definition.kind == "string":
         raise BadRequest(
-            "estimand=population is not offered for string metrics: a discovered value's "
-            "interval is for the share among the devices that reported (estimand=reporters)"
+            f"estimand=population is not offered for string metrics ({definition.name!r}): a "
+            "discovered value's interval is for the share among the devices that reported "
+            "(estimand=reporters)"
         )
     return raw
 
@@ -354,7 +361,7 @@ def get_estimates(name: str) -> Any:
     window = window_asked()
     refuse_expired(registry, definition, window)
     confidence, simultaneous, multiplicity = _confidence()
-    estimand = _estimand(definition)
+    estimand = estimand_asked(definition)
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
         raise BadRequest(f"format must be json or csv, got {fmt!r}")
@@ -441,7 +448,7 @@ def get_trend(name: str) -> dict[str, Any]:
     ask = Ask(
         confidence=confidence,
         simultaneous=simultaneous,
-        estimand=_estimand(definition),
+        estimand=estimand_asked(definition),
         multiplicity=multiplicity,
     )
     found: Trend = trend(

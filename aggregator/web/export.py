@@ -24,6 +24,7 @@ from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.estimates import (
     confidence_asked,
     definition_of,
+    estimand_asked,
     min_segment_reports,
     refuse_expired,
     window_asked,
@@ -108,7 +109,10 @@ def get_export_windows() -> dict[str, Any]:
     "One window's rows of an export: counts and estimates, as ldp export writes them.",
     {
         200: Reply("The rows.", ExportRows),
-        400: Reply("A bad version, window or confidence.", Error),
+        400: Reply(
+            "A bad version, window, confidence or estimand (population of a string metric).",
+            Error,
+        ),
         401: UNAUTHORIZED,
         404: Reply(
             "No such metric or version, or the window expired (the message says when).",
@@ -116,9 +120,10 @@ def get_export_windows() -> dict[str, Any]:
         ),
         503: UNAVAILABLE,
     },
-    description="The estimates are GET /v1/estimates' (multiplicity each, estimand "
-    "reporters), beside the counts that make them: support counts, or a numeric metric's "
-    "exact sums. Breakdowns by public dimensions follow LDP_MIN_SEGMENT_REPORTS.",
+    description="The estimates are GET /v1/estimates' (multiplicity each, the estimand "
+    "asked, default reporters, named in every row), beside the counts that make them: "
+    "support counts, or a numeric metric's exact sums. Breakdowns by public dimensions "
+    "follow LDP_MIN_SEGMENT_REPORTS.",
     path=MetricPath,
     query=ExportQuery,
     security=READ_TOKEN,
@@ -130,9 +135,11 @@ def get_export_rows(name: str) -> dict[str, Any]:
     window = window_asked()
     refuse_expired(ext.registry, definition, window)
     confidence = confidence_asked()
+    estimand = estimand_asked(definition)
     reader = Reader(ext.redis, ext.registry, guarded)
     stats = estimator_for(definition).read(reader, definition, window)
-    rows = window_rows(reader, definition, window, confidence, min_segment_reports(), stats)
+    minimum = min_segment_reports()
+    rows = window_rows(reader, definition, window, confidence, minimum, stats, estimand=estimand)
     return answer(
         ExportRows(
             metric=definition.name,

@@ -183,6 +183,9 @@ class ExportQuery(Model):
     """all, an hour (hour:YYYY-MM-DDTHH) or a day (day:YYYY-MM-DD), UTC."""
     confidence: Confidence = DEFAULT_CONFIDENCE
     """The intervals' level."""
+    estimand: Estimand = REPORTERS
+    """As for the estimates: reporters or population (refused, 400, for string metrics);
+    every row names it."""
 
 
 class TrendQuery(Model):

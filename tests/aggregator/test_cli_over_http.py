@@ -145,3 +145,27 @@ def test_without_the_token_or_a_server_the_message_says_what_was_tried(
     unknown = ldp("estimates", "app.nothing", cwd=tmp_path, LDP_URL=server.url,
                   LDP_READ_TOKEN=READ)  # fmt: skip
     assert unknown.returncode == 1 and "unknown metric 'app.nothing'" in unknown.stderr
+
+
+def test_the_estimand_is_asked_of_the_api_and_named(server: Server, tmp_path: Path) -> None:
+    """``--estimand population`` reaches the API (the old export answered the reporters'
+    intervals whatever was asked): the rows name it and hold the API's population
+    intervals; a string metric's refusal is a message and exit 1, not a traceback."""
+    http = {"LDP_URL": server.url, "LDP_READ_TOKEN": READ}
+    got = ldp("estimates", "app.theme", "--estimand", "population", "--format", "json",
+              cwd=tmp_path, **http)  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    rows = json.loads(got.stdout)
+    assert {r["estimand"] for r in rows} == {"population"}
+    api = _call(f"{server.url}/v1/estimates/app.theme?estimand=population", token=READ)
+    top = [r for r in rows if "segment" not in r]
+    assert [r["ci_high"] for r in top] == [r["ci_high"] for r in api["estimates"]]
+    table = ldp("estimates", "app.minutes", "--estimand", "population", cwd=tmp_path, **http)
+    assert table.returncode == 0 and "estimand population" in table.stdout
+    words = {"kind": "string", "max_length": 8, "epsilon": 4.0}
+    _call(f"{server.url}/v1/metrics/app.words", "PUT", words, server.admin_token)
+    for args in (("estimates", "app.words"), ("export", "app.words", "--out", "-")):
+        refused = ldp(*args, "--estimand", "population", cwd=tmp_path, **http)
+        assert refused.returncode == 1, refused.stdout
+        assert "not offered for string metrics" in refused.stderr
+        assert "Traceback" not in refused.stderr

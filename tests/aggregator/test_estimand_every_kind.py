@@ -10,6 +10,7 @@ of a row are independent; a coverage of 95 % over R of them falls below
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from typing import Any
@@ -147,3 +148,99 @@ def test_every_answer_names_its_estimand_and_honours_it(redis_db: Any, web: Any)
     refused = web.get("/v1/estimates/app.words?estimand=population")
     assert refused.status_code == 400
     assert "not offered for string metrics" in refused.json["error"]
+
+
+def test_breakdowns_exports_and_the_cli_name_and_honour_the_estimand(
+    redis_db: Any, web: Any, tmp_path: Any
+) -> None:
+    """A breakdown (``?by=``) names its estimand, multiplicity and level at the top as the
+    plain answer does; the export's rows name the estimand asked; ``ldp estimates`` and
+    ``ldp export`` take ``--estimand``, print or write it, and refuse population for a
+    string metric with a message and a non-zero exit (the old code had no such fields,
+    ignored ?estimand= on the export and had no such option: fails on it)."""
+    import csv
+
+    from click.testing import CliRunner
+
+    from ldp_server.cli import main
+
+    platforms = {"name": "platform", "values": ["ios", "android"]}
+    theme = _define(
+        web,
+        "app.theme",
+        {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "dimensions": [platforms]},
+    )
+    minutes = _define(
+        web,
+        "app.minutes",
+        {"kind": "numeric", "range": [0, 120], "epsilon": 1.0, "dimensions": [platforms]},
+    )
+    words = _define(web, "app.words", {"kind": "string", "max_length": 8, "epsilon": 4.0})
+    rng = random.Random(37)
+    reports = []
+    for i in range(400):
+        dims = {"platform": "ios" if i % 4 else "android"}
+        reports.append(build_report(theme, rng.choice(["light", "dark"]), rng, None, dims))
+        reports.append(build_report(minutes, rng.uniform(0, 120), rng, None, dims))
+    reports += [build_report(words, rng.choice(["hello", "world"]), rng) for _ in range(100)]
+    for start in range(0, len(reports), 500):
+        posted = web.post("/v1/reports", json={"reports": reports[start : start + 500]})
+        assert posted.status_code == 202, posted.json
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+
+    plain = web.get("/v1/estimates/app.theme?by=platform").json
+    assert (plain["estimand"], plain["multiplicity"], plain["level"]) == ("reporters", "each", 0.95)
+    wide = web.get("/v1/estimates/app.theme?by=platform&estimand=population").json
+    assert wide["estimand"] == "population"
+    widths = []  # honoured: wider where the sampling spread counts (not below 0 nor exact)
+    for a, b in zip(plain["groups"], wide["groups"], strict=True):
+        assert b["estimates"]["estimand"] == "population"
+        for r, s in zip(a["estimates"]["estimates"], b["estimates"]["estimates"], strict=True):
+            widths.append((s["ci_high"] - s["ci_low"], r["ci_high"] - r["ci_low"]))
+    assert sum(w > v for w, v in widths) >= 4, widths
+    band = web.get("/v1/estimates/app.theme?by=platform&multiplicity=simultaneous").json
+    assert (band["multiplicity"], band["level"]) == ("simultaneous", pytest.approx(1 - 0.05 / 3))
+    fdr = web.get("/v1/estimates/app.theme?by=platform&multiplicity=fdr").json
+    assert (fdr["multiplicity"], fdr["level"]) == ("fdr", None)
+    assert all(g["estimates"]["multiplicity"] == "fdr" for g in fdr["groups"])
+    mean = web.get("/v1/estimates/app.minutes?by=platform&estimand=population").json
+    assert (mean["estimand"], mean["multiplicity"], mean["level"]) == ("population", "each", 0.95)
+
+    exported = web.get("/v1/export/app.theme?estimand=population").json
+    assert {r["estimand"] for r in exported["rows"]} == {"population"}
+    whole = web.get("/v1/estimates/app.theme?estimand=population").json
+    top = [r for r in exported["rows"] if "segment" not in r]
+    assert [r["ci_low"] for r in top] == [e["ci_low"] for e in whole["estimates"]]
+    ios = [r for r in exported["rows"] if r.get("segment") == "platform=ios"]
+    wide_ios = next(g for g in wide["groups"] if g["value"] == "ios")["estimates"]["estimates"]
+    assert [r["ci_low"] for r in ios] == [e["ci_low"] for e in wide_ios]
+    assert {r["estimand"] for r in web.get("/v1/export/app.theme").json["rows"]} == {"reporters"}
+    refused = web.get("/v1/export/app.words?estimand=population")
+    assert refused.status_code == 400 and "app.words" in refused.json["error"]
+
+    url = ["--redis-url", redis_db.url]
+
+    def run(*args: str, code: int = 0) -> Any:
+        result = CliRunner().invoke(main, [*args, *url])
+        assert result.exit_code == code, result.output
+        return result
+
+    rows = json.loads(
+        run("estimates", "app.theme", "--estimand", "population", "--format", "json").output
+    )
+    assert {r["estimand"] for r in rows} == {"population"}
+    assert [r["ci_low"] for r in rows if "segment" not in r] == [
+        e["ci_low"] for e in whole["estimates"]
+    ]
+    table = run("estimates", "app.theme", "--estimand", "population").output
+    assert "estimand population" in table and "population" in table
+    assert "estimand reporters" in run("estimates", "app.minutes").output
+    out = tmp_path / "theme.csv"
+    run("export", "app.theme", "--estimand", "population", "--out", str(out))
+    written = list(csv.DictReader(out.open()))
+    assert written and {r["estimand"] for r in written} == {"population"}
+    for args in (("estimates", "app.words"), ("export", "app.words", "--out", str(out))):
+        failed = run(*args, "--estimand", "population", code=1)
+        assert "not offered for string metrics" in failed.output
+        assert "Traceback" not in failed.output
+    assert "population" in run("estimates", "app.theme", "--estimand", "everyone", code=2).output

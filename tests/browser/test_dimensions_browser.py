@@ -91,3 +91,52 @@ def test_breakdown_by_a_dimension_is_labelled_and_hides_small_groups(
     traces = graph(page, "segments-chart")
     assert [t["name"] for t in traces] == ["app_version = 1.0", "app_version = 2.0"]
     watched.check()
+
+
+def test_the_breakdown_follows_the_pages_estimand_and_multiplicity(
+    watched: Watched, server: Server
+) -> None:
+    """The breakdown asks ?by= with the intervals and share chosen on the page and names
+    them in the panel: it used to ask with the defaults whatever was chosen, so its bars
+    were the reporters' one-at-a-time intervals beside a page showing the population's
+    (fails on the old code)."""
+    page = watched.page
+    page.goto(f"{server.url}/ui/metric/{NAME}")
+    view = page.get_by_test_id("segments-view")
+    page.wait_for_selector("#segments-view[data-estimand='reporters'][data-multiplicity='each']")
+    expect(page.get_by_test_id("segments-modes")).to_contain_text("each for its value alone")
+    expect(page.get_by_test_id("segments-modes")).to_contain_text("the devices that reported")
+
+    page.locator('[data-share="population"]').click()
+    page.locator('[data-intervals="fdr"]').click()
+    page.wait_for_selector("#segments-view[data-estimand='population'][data-multiplicity='fdr']")
+    modes = page.get_by_test_id("segments-modes")
+    expect(modes).to_contain_text("the population the devices were drawn from")
+    expect(modes).to_contain_text("Benjamini–Hochberg")
+    asked = "by=platform&estimand=population&multiplicity=fdr"
+    body = _request(f"{server.url}/v1/estimates/{NAME}?{asked}")
+    assert (body["estimand"], body["multiplicity"], body["level"]) == ("population", "fdr", None)
+    ios = next(g for g in body["groups"] if g["value"] == "ios")["estimates"]
+    plain = _request(f"{server.url}/v1/estimates/{NAME}?by=platform")
+    mine = next(g for g in plain["groups"] if g["value"] == "ios")["estimates"]
+    wider = [a["ci_high"] - a["ci_low"] > b["ci_high"] - b["ci_low"] for a, b in
+             zip(ios["estimates"], mine["estimates"], strict=True)]  # fmt: skip
+    assert all(wider)  # the two answers differ: the chart shows which one was asked
+    page.wait_for_function(
+        "(h) => { const d = document.getElementById('segments-chart').data;"
+        " return d && d[0].error_y.array[0] === h; }",
+        arg=ios["estimates"][0]["ci_high"] - ios["estimates"][0]["frequency"],
+    )
+    traces = graph(page, "segments-chart")
+    assert close(
+        traces[0]["err"]["array"], [r["ci_high"] - r["frequency"] for r in ios["estimates"]]
+    )
+    assert close(
+        traces[0]["err"]["minus"], [r["frequency"] - r["ci_low"] for r in ios["estimates"]]
+    )
+    expect(view.locator('tr[data-group="web"]')).to_contain_text("fewer than 50 reports")
+
+    page.locator('[data-intervals="simultaneous"]').click()
+    page.wait_for_selector("#segments-view[data-multiplicity='simultaneous']")
+    expect(modes).to_contain_text("hold for all its values at once")
+    watched.check()

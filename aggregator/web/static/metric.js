@@ -341,4 +341,9 @@
   });
   setLinks();
   const refresher = L.poll(refresh, page.refresh);
+  /* The modes chosen on this page, for the panels beside it (the breakdown asks the API
+   * with the same ones): read with LDP.modes(), told by an "ldp:modes" event. */
+  L.modes = () => ({ intervals: state.intervals, estimand: state.estimand });
+  const tell = () => document.dispatchEvent(new CustomEvent("ldp:modes", { detail: L.modes() }));
+  document.querySelectorAll("[data-intervals], [data-share]").forEach((b) => b.addEventListener("click", tell));
 })();
