@@ -345,3 +345,37 @@ def test_ldp_estimates_by_a_dimension_shows_what_the_api_shows(redis_db: Any, we
     assert [r.get("segment") for r in raised] == [None] * 3  # the whole metric's rows only
     assert "platform=android" in run("--format", "csv", "--min-segment-reports", "5")
     assert "platform" in run("--by", "country", code=2)
+
+
+def test_documented_limit_injected_reports_reveal_a_hidden_group(redis_db: Any, web: Any) -> None:
+    """A DOCUMENTED LIMIT (docs/statistics/suppression.md, "Reports an attacker posts"):
+    this test passes because the attack works. Anyone who can post reports can push a
+    hidden group over the minimum with reports of their own, then subtract what they
+    posted: the group's count and support counts come back exactly. Suppression counts
+    reports, and the collector cannot tell an attacker's from a device's (it keeps no
+    identity, by design). What stays protected is what ε protects: each hidden report's
+    value is still ε-LDP. A defence (noise on the released group counts and on the
+    threshold) would make this test fail; it must then be turned into a test of it."""
+    from aggregator.stats.codecs import codec_for
+
+    honest = _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 10})
+    before = {g["value"]: g for g in web.get("/v1/estimates/app.theme?by=platform").json["groups"]}
+    assert not before["web"]["shown"] and not before["android"]["shown"]  # hidden as designed
+    codec = codec_for(honest.mechanism)
+    hidden = read_segments(redis_db.client(), honest)[honest.segment({"platform": "web"})]
+
+    rng = random.Random(45)  # the attacker's 45 reports, payloads of their own choosing
+    own = [build_report(honest, "light", rng, None, {"platform": "web"}) for _ in range(45)]
+    _post(web, own)
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+
+    after = {g["value"]: g for g in web.get("/v1/estimates/app.theme?by=platform").json["groups"]}
+    assert after["web"]["shown"], after["web"]  # 10 + 45 ≥ 50
+    served = after["web"]["estimates"]
+    mine = codec.decode([r["payload"] for r in own]).support  # type: ignore[union-attr]
+    recovered_n = served["n"] - len(own)
+    recovered = [
+        row["support_count"] - int(c) for row, c in zip(served["estimates"], mine, strict=True)
+    ]
+    assert recovered_n == hidden.n == 10
+    assert recovered == [int(c) for c in hidden.support]  # type: ignore[union-attr]
