@@ -137,6 +137,12 @@ def test_every_answer_names_its_estimand_and_honours_it(redis_db: Any, web: Any)
             assert b["ci_high"] - b["ci_low"] > a["ci_high"] - a["ci_low"]
             assert b["cs_low"] == a["cs_low"]  # the sequence already assumes random devices
 
+    rows = web.get("/v1/export/app.pair?estimand=population").json["rows"]
+    first = [r for r in rows if r["value"].count("=") == 1 and r["value"].startswith("a=")]
+    expected = estimate_marginal(joint.joint, support, (0,), estimand="population")
+    assert {r["estimand"] for r in rows} == {"population"}
+    np.testing.assert_allclose([r["ci_low"] for r in first], expected.ci_low)
+
     plain = web.get("/v1/estimates/app.minutes").json
     asked = web.get("/v1/estimates/app.minutes?estimand=population").json
     assert plain["estimand"] == "reporters" and asked["estimand"] == "population"
