@@ -3,10 +3,10 @@ for a script that started ``ldp serve`` in the background."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
-from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -15,6 +15,7 @@ import click
 from rich.table import Table
 
 from aggregator.cli.console import err, out, progress_bar
+from aggregator.cli.options import ServerSettings, server_options, shown
 
 __all__ = ["demo", "serve", "wait"]
 
@@ -60,67 +61,7 @@ def _wait_until_stopped(server: Any) -> bool:
     return gave_up
 
 
-def _server_option_list(data_dir: str) -> list[Any]:
-    return [
-        click.option(
-            "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
-        ),
-        click.option(
-            "--port",
-            default=8000,
-            show_default=True,
-            type=click.IntRange(0, 65535),
-            help="0: a free port.",
-        ),
-        click.option(
-            "--redis-url",
-            envvar="REDIS_URL",
-            default=None,
-            help="Use this Redis (or REDIS_URL); default: start an embedded redis-server.",
-        ),
-        click.option(
-            "--data-dir",
-            default=data_dir,
-            show_default=True,
-            type=click.Path(file_okay=False),
-            help="Kept here: the embedded Redis's AOF and snapshots (redis/), the generated admin "
-            "token (admin-token, unless LDP_ADMIN_TOKEN is set) and the services' logs "
-            "(web.log, read.log, aggregator-N.log, redis/redis.log, and supervisor.log: each "
-            "restart of a crashed child).",
-        ),
-        click.option(
-            "--web-workers",
-            default=2,
-            show_default=True,
-            type=click.IntRange(1, 64),
-            help="Gunicorn worker processes of the web service (ingest; it forwards the "
-            "estimates API and dashboard to a read service of its own).",
-        ),
-        click.option(
-            "--aggregators",
-            default=1,
-            show_default=True,
-            type=click.IntRange(1, 64),
-            help="Aggregator worker processes counting the report streams (as `ldp aggregate`).",
-        ),
-    ]
-
-
-def server_options(data_dir: str) -> Callable[[Any], Any]:
-    """The options ``serve`` and ``demo`` share, with their own default data folder (the
-    demo's metrics and counts must not land in the folder ``ldp serve`` keeps)."""
-
-    def apply(f: Any) -> Any:
-        for option in reversed(_server_option_list(data_dir)):
-            f = option(f)
-        return f
-
-    return apply
-
-
-def _start(
-    host: str, port: int, redis_url: str | None, data_dir: str, web_workers: int, aggregators: int
-) -> Any:
+def _start(settings: ServerSettings) -> Any:
     from ldp_server.app import check_tokens  # noqa: PLC0415
     from ldp_server.serve import Server  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
@@ -130,13 +71,9 @@ def _start(
     except ValueError as exc:  # the collector's ConfigError
         raise click.ClickException(f"could not start: {exc}") from None
 
+    data_dir = settings.data_dir
     server = Server(
-        host=host,
-        port=port or free_port(host),
-        redis_url=redis_url,
-        data_dir=data_dir,
-        web_workers=web_workers,
-        aggregators=aggregators,
+        **{**dataclasses.asdict(settings), "port": settings.port or free_port(settings.host)},
         quiet=True,
     )
     try:
@@ -155,15 +92,7 @@ def _start(
     type=click.Path(exists=True, dir_okay=False),
     help="JSON or TOML file of metric definitions to create or update at start.",
 )
-def serve(
-    host: str,
-    port: int,
-    redis_url: str | None,
-    data_dir: str,
-    web_workers: int,
-    aggregators: int,
-    metrics_file: str | None,
-) -> None:
+def serve(settings: ServerSettings, metrics_file: str | None) -> None:
     """Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url."""
     from client_sdk.bundle import load_metrics_file, split_version  # noqa: PLC0415
     from client_sdk.errors import DefinitionError  # noqa: PLC0415
@@ -178,7 +107,7 @@ def serve(
             }
         except ValueError as exc:
             raise click.ClickException(str(exc)) from None
-    server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
+    server = _start(settings)
     try:
         if specs:
             from ldp_store.connection import connect  # noqa: PLC0415
@@ -211,37 +140,27 @@ def serve(
 
 @click.command()
 @server_options("ldp-demo-data")
-@click.option(
-    "--users",
-    "-n",
-    default=100_000,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Simulated users; each reports one value of every demo metric.",
+@shown(
+    ("--users", "-n"),
+    100_000,
+    click.IntRange(min=1),
+    "Simulated users; each reports one value of every demo metric.",
 )
-@click.option(
-    "--processes",
-    "-p",
-    default=max(2, os.cpu_count() or 2),
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="Processes simulating devices in parallel.",
+@shown(
+    ("--processes", "-p"),
+    max(2, os.cpu_count() or 2),
+    click.IntRange(1, 64),
+    "Processes simulating devices in parallel.",
 )
-@click.option("--seed", default=2017, show_default=True, help="Seed for the users' true values.")
-@click.option(
-    "--serve/--no-serve",
-    "keep_serving",
-    default=True,
-    show_default=True,
-    help="Keep serving the dashboard afterwards (Ctrl-C stops).",
+@shown("--seed", 2017, None, "Seed for the users' true values.")
+@shown(
+    ("--serve/--no-serve", "keep_serving"),
+    True,
+    None,
+    "Keep serving the dashboard afterwards (Ctrl-C stops).",
 )
 def demo(
-    host: str,
-    port: int,
-    redis_url: str | None,
-    data_dir: str,
-    web_workers: int,
-    aggregators: int,
+    settings: ServerSettings,
     users: int,
     processes: int,
     seed: int,
@@ -253,7 +172,8 @@ def demo(
     from ldp_store.registry import Registry  # noqa: PLC0415
 
     started = time.perf_counter()
-    _check_port_free(host, port)  # before any earlier run's data is removed
+    redis_url, data_dir = settings.redis_url, settings.data_dir
+    _check_port_free(settings.host, settings.port)  # before any earlier run's data is removed
     # The simulated devices all come from this machine's address: one source to the
     # collector's per-source limits, which would throttle the whole population to one
     # device's share. Off for the demo unless set (a real deployment keeps them).
@@ -270,7 +190,7 @@ def demo(
             out.print(f"fresh data for this run in {run_dir} (removed {runs} from {data_dir})")
         data_dir = str(run_dir)
     try:
-        server = _start(host, port, redis_url, data_dir, web_workers, aggregators)
+        server = _start(dataclasses.replace(settings, data_dir=data_dir))
     except click.ClickException:
         run = Path(data_dir)
         if redis_url is None and run.is_dir() and not any(run.iterdir()):
@@ -323,19 +243,12 @@ to ``READY_TIMEOUT``, 120 s, for the web services on a slow machine)."""
 
 
 @click.command()
-@click.option(
-    "--url",
-    envvar="LDP_URL",
-    default="http://127.0.0.1:8000",
-    show_default=True,
-    help="The server (or LDP_URL).",
-)
-@click.option(
+@shown("--url", "http://127.0.0.1:8000", None, "The server (or LDP_URL).", envvar="LDP_URL")
+@shown(
     "--timeout",
-    default=WAIT_TIMEOUT,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="Seconds to wait before giving up (exit status 1).",
+    WAIT_TIMEOUT,
+    click.FloatRange(min=0),
+    "Seconds to wait before giving up (exit status 1).",
 )
 def wait(url: str, timeout: float) -> None:
     """Wait until the server at --url is ready (answers /readyz), e.g. after `ldp serve &`:

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from aggregator.cli.console import err
+from aggregator.cli.options import REDIS_ENV, shown
 
 __all__ = ["aggregate"]
 
@@ -32,43 +33,42 @@ def _progress_writer(path: str) -> Callable[[Any], None]:
     return write
 
 
+def _setting(flag: str, type: Any, what: str, default: int) -> Any:
+    """A worker setting's option, read from ``LDP_<FLAG>`` when not given (the worker's
+    own default then applies: said in the help, not passed)."""
+    env = "LDP_" + flag.lstrip("-").replace("-", "_").upper()
+    return click.option(
+        flag,
+        envvar=env,
+        type=type,
+        default=None,
+        help=f"{what} (or ${env}) [default: {default}].",
+    )
+
+
 @click.command()
 @click.option("--once", is_flag=True, help="Burst mode: drain what is pending and new, then exit.")
 @click.option(
     "--redis-url",
-    envvar=["REDIS_URL", "LDP_REDIS_URL"],
+    envvar=REDIS_ENV,
     default=None,
     help="Redis holding the streams (default: $REDIS_URL, then $LDP_REDIS_URL).",
 )
-@click.option(
+@shown(
     "--name",
-    envvar="LDP_WORKER_NAME",
-    default="worker-1",
-    show_default=True,
-    help="Consumer name (or $LDP_WORKER_NAME). Keep it stable: a restarted worker resumes "
+    "worker-1",
+    None,
+    "Consumer name (or $LDP_WORKER_NAME). Keep it stable: a restarted worker resumes "
     "its pending entries.",
+    envvar="LDP_WORKER_NAME",
 )
-@click.option(
-    "--batch-size",
-    envvar="LDP_BATCH_SIZE",
-    type=click.IntRange(1, 50_000),
-    default=None,
-    help="Entries per read (or $LDP_BATCH_SIZE) [default: 10000].",
-)
-@click.option(
-    "--block-ms",
-    envvar="LDP_BLOCK_MS",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Longest wait for new entries per idle read (or $LDP_BLOCK_MS) [default: 1000].",
-)
-@click.option(
+@_setting("--batch-size", click.IntRange(1, 50_000), "Entries per read", 10000)
+@_setting("--block-ms", click.IntRange(min=1), "Longest wait for new entries per idle read", 1000)
+@_setting(
     "--claim-idle-ms",
-    envvar="LDP_CLAIM_IDLE_MS",
-    type=click.IntRange(min=0),
-    default=None,
-    help="Take over other workers' entries idle this long (or $LDP_CLAIM_IDLE_MS) "
-    "[default: 60000].",
+    click.IntRange(min=0),
+    "Take over other workers' entries idle this long",
+    60000,
 )
 @click.option(
     "--progress-file",

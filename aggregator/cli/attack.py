@@ -18,11 +18,16 @@ from rich.table import Table
 
 from aggregator.cli.console import echo_json, out, progress_bar
 from aggregator.cli.options import (
+    AS_JSON,
     DOMAIN,
     EPSILON,
     MECHANISM,
     PERMANENT_EPSILON,
+    SEED,
     build_mechanism,
+    distribution_option,
+    fake_fraction_option,
+    trials_option,
     users_option,
 )
 
@@ -80,14 +85,9 @@ def attack() -> None:
 @MECHANISM
 @EPSILON
 @DOMAIN
-@click.option(
-    "--fake-fraction",
-    "-b",
-    "beta",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=None,
-    help="β, the fakes' share of all reports (Cao et al.'s m/(n+m)); default 0.01. "
-    "Not with --fakes.",
+@fake_fraction_option(
+    None,
+    "β, the fakes' share of all reports (Cao et al.'s m/(n+m)); default 0.01. Not with --fakes.",
 )
 @click.option(
     "--fakes",
@@ -105,24 +105,9 @@ def attack() -> None:
     "themselves: 3,17 (one value: 3,).",
 )
 @users_option(f"Genuine reports per run [default: {DEFAULT_USERS:,}].", required=False)
-@click.option(
-    "--trials",
-    "-r",
-    default=10,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Independent runs (a new genuine population each).",
-)
-@click.option(
-    "--distribution",
-    "-d",
-    "dist",
-    default="zipf",
-    show_default=True,
-    type=click.Choice(["zipf", "uniform", "geometric", "two-point", "point"]),
-    help="Distribution of the genuine users' true values.",
-)
-@click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@trials_option("-r", 10, 1, "Independent runs (a new genuine population each).")
+@distribution_option("genuine users'")
+@SEED
 @click.option(
     "--alarm-rate",
     type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
@@ -139,7 +124,7 @@ def attack() -> None:
     "baseline-free tests run) [default: 6].",
 )
 @PERMANENT_EPSILON
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@AS_JSON
 def poison(
     mechanism: str,
     epsilon: float,
@@ -307,15 +292,8 @@ def _print_defences(result: Any, detection: Any) -> None:
     default=None,
     help="m, random subset-sum queries per database [default: 4n].",
 )
-@click.option(
-    "--trials",
-    "-r",
-    default=3,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Databases per protection (fresh bits and queries each).",
-)
-@click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@trials_option("-r", 3, 1, "Databases per protection (fresh bits and queries each).")
+@SEED
 @click.option(
     "--out",
     "out_path",
@@ -323,7 +301,7 @@ def _print_defences(result: Any, detection: Any) -> None:
     default=None,
     help="Also draw the recovered fraction against the noise to this PNG.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@AS_JSON
 def reconstruct(
     users: int | None,
     queries: int | None,

@@ -13,7 +13,6 @@ where ``ldp export`` reads (:mod:`aggregator.cli.source`): a local Redis, or the
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import click
@@ -21,14 +20,15 @@ from rich.table import Table
 from rich.text import Text
 
 from aggregator.cli.console import echo_json, err, out
-from aggregator.cli.export import (
-    CONFIDENCE,
+from aggregator.cli.export import write_csv_stdout
+from aggregator.cli.options import (
     ESTIMAND,
     MIN_SEGMENT_REPORTS,
-    local_minimum,
-    write_csv_stdout,
+    READ_CONFIDENCE,
+    ReadFrom,
+    read_options,
 )
-from aggregator.cli.source import read_options, source_of
+from aggregator.cli.source import Source, checked_name, reading
 
 __all__ = ["estimand_line", "estimates", "points", "shown_value"]
 
@@ -136,7 +136,7 @@ def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Tabl
     help="The breakdown by one of the metric's public dimensions (as ?by= answers it; "
     "dimensions are not protected by ε).",
 )
-@CONFIDENCE
+@READ_CONFIDENCE
 @ESTIMAND
 @MIN_SEGMENT_REPORTS
 @read_options
@@ -151,10 +151,7 @@ def estimates(
     confidence: float,
     estimand: str,
     min_segment_reports: int | None,
-    url: str | None,
-    token: str | None,
-    redis_url: str | None,
-    data_dir: Path,
+    read_from: ReadFrom,
 ) -> None:
     """Print one window's estimates with intervals (as GET /v1/estimates computes them).
 
@@ -162,86 +159,37 @@ def estimates(
     as ldp export does); with --by: each group of that dimension. Reads where ldp export
     reads: the ldp serve running here (--data-dir), --redis-url, or the API at --url with
     its read token (--token)."""
-    import redis as redis_py
-
     from aggregator.cli.source import Local
-    from client_sdk.wire import check_name
-    from ldp_store import schema
 
-    try:
-        check_name(name)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="NAME") from None
-    try:
-        schema.window_span(window)
-    except ValueError:
-        raise click.BadParameter(
-            f"{window!r}: 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
-            "that exists",
-            param_hint="--window",
-        ) from None
-    try:
-        source = source_of(redis_url, url, token, data_dir)
-        minimum = local_minimum(ctx, source, min_segment_reports)
-        definition = source.definition(name, version)
-        if definition is None:
-            which = f"metric {name!r}" + (f" version {version}" if version else "")
-            raise click.ClickException(f"unknown {which}")
-        declared = [d for d, _ in definition.dimensions]
-        if by is not None and by not in declared:
-            raise click.BadParameter(
-                f"{by!r} is not a dimension of {name}: "
-                + (f"one of {', '.join(declared)}" if declared else "it declares none"),
-                param_hint="--by",
-            )
+    _check_window(checked_name(name), window)
+    with reading(ctx, read_from, min_segment_reports) as (source, minimum):
+        definition = _definition(source, name, version, by)
         if isinstance(source, Local):  # the API refuses an expired window itself (404)
             _refuse_expired(source, definition, window)
         n, rows = source.rows(definition, window, confidence, minimum, (), estimand)
-    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
-        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+        waiting = source.waiting_note(definition) if fmt == "table" else None
     if by is not None:  # that breakdown's groups only
         rows = [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]
     elif fmt == "table":  # the whole metric; a breakdown is asked for by name
         rows = [r for r in rows if not r.get("segment")]
     if fmt == "csv":
         write_csv_stdout(rows)
-        return
-    if fmt == "json":
+    elif fmt == "json":
         echo_json(rows)
-        return
-    m = definition.mechanism
-    out.print(
-        Text(
-            f"{definition.name} v{definition.version} · {definition.kind} · {m.name} "
-            f"ε={m.epsilon:g} · window {window} · n = {n:,} · {confidence:.0%} intervals"
+    else:
+        header = (
+            f"{definition.name} v{definition.version} · {definition.kind} · "
+            f"{definition.mechanism.name} ε={definition.mechanism.epsilon:g} · window {window} "
+            f"· n = {n:,} · {confidence:.0%} intervals"
         )
-    )
-    out.print(Text(estimand_line(definition.kind, estimand)))
-    waiting = source.waiting_note(definition)
-    if waiting is not None:
-        out.print(Text(waiting))
-    if by is not None:
-        _breakdown(rows, definition, by, min_segment_reports)
-        return
-    if not rows:
-        err.print("no values found yet" if definition.kind == "string" else "no rows")
-        return
-    out.print(_table(rows, definition.kind))
-    if declared:
-        out.print(f"breakdowns (not protected by ε): --by {' | '.join(declared)}")
-    if definition.kind == "string":
-        out.print("discovered values: selection-adjusted estimates and intervals")
-    elif definition.kind != "numeric":
-        out.print(
-            "~0: the interval holds 0 (not distinguishable from zero); <0: it lies below 0 "
-            "(chance or fake reports); each interval and flag is for its value alone (the "
-            "API's ?multiplicity=fdr|simultaneous accounts for many values)"
-        )
-    if definition.kind == "joint":
-        out.print(
-            "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
-            "(post-processed); each marginal is read from one group of the reports"
-        )
+        out.print(Text(header))
+        out.print(Text(estimand_line(definition.kind, estimand)))
+        if waiting is not None:
+            out.print(Text(waiting))
+        if by is not None:
+            _breakdown(rows, definition, by, min_segment_reports)
+        else:
+            _whole(rows, definition)
 
 
 def estimand_line(kind: str, estimand: str) -> str:
@@ -253,6 +201,73 @@ def estimand_line(kind: str, estimand: str) -> str:
         else "the devices that reported"
     )
     return f"estimand {estimand}: each interval is for the {what} of {whose}"
+
+
+def _check_window(name: str, window: str) -> None:
+    """Refuse a window that is not ``all``, an hour or a day that exists.
+
+    Raises:
+        click.BadParameter: saying the forms a window takes.
+    """
+    from ldp_store import schema
+
+    try:
+        schema.window_span(window)
+    except ValueError:
+        raise click.BadParameter(
+            f"{window!r}: 'all', 'hour:YYYY-MM-DDTHH' or 'day:YYYY-MM-DD' (UTC) of a date "
+            "that exists",
+            param_hint="--window",
+        ) from None
+
+
+def _definition(source: Source, name: str, version: int | None, by: str | None) -> Any:
+    """The metric version to read, with ``by`` one of its dimensions.
+
+    Raises:
+        click.ClickException: no such metric or version.
+        click.BadParameter: ``by`` is not a dimension of it.
+    """
+    definition = source.definition(name, version)
+    if definition is None:
+        which = f"metric {name!r}" + (f" version {version}" if version else "")
+        raise click.ClickException(f"unknown {which}")
+    declared = [d for d, _ in definition.dimensions]
+    if by is not None and by not in declared:
+        raise click.BadParameter(
+            f"{by!r} is not a dimension of {name}: "
+            + (f"one of {', '.join(declared)}" if declared else "it declares none"),
+            param_hint="--by",
+        )
+    return definition
+
+
+def _whole(rows: list[dict[str, Any]], definition: Any) -> None:
+    """Print the whole metric's rows, then what its marks mean."""
+    if not rows:
+        err.print("no values found yet" if definition.kind == "string" else "no rows")
+        return
+    out.print(_table(rows, definition.kind))
+    declared = [d for d, _ in definition.dimensions]
+    if declared:
+        out.print(f"breakdowns (not protected by ε): --by {' | '.join(declared)}")
+    notes = {
+        "string": "discovered values: selection-adjusted estimates and intervals",
+        "numeric": None,
+    }
+    note = notes.get(
+        definition.kind,
+        "~0: the interval holds 0 (not distinguishable from zero); <0: it lies below 0 "
+        "(chance or fake reports); each interval and flag is for its value alone (the "
+        "API's ?multiplicity=fdr|simultaneous accounts for many values)",
+    )
+    if note is not None:
+        out.print(note)
+    if definition.kind == "joint":
+        out.print(
+            "every 1- and 2-way marginal's cells; Norm-Sub column: the consistent estimate "
+            "(post-processed); each marginal is read from one group of the reports"
+        )
 
 
 def _refuse_expired(source: Any, definition: Any, window: str) -> None:

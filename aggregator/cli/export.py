@@ -21,29 +21,26 @@ from __future__ import annotations
 import csv
 import io
 import sys
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
 import click
 
 from aggregator.cli.console import err, progress_bar
-from aggregator.cli.source import read_options, source_of
+from aggregator.cli.options import (
+    ESTIMAND,
+    MIN_SEGMENT_REPORTS,
+    READ_CONFIDENCE,
+    ReadFrom,
+    read_options,
+)
+from aggregator.cli.source import Source, checked_name, reading
 
 if TYPE_CHECKING:
     from client_sdk.wire import MetricDefinition
 
-__all__ = [
-    "CONFIDENCE",
-    "ESTIMAND",
-    "MIN_SEGMENT_REPORTS",
-    "export",
-    "redis_options",
-    "redis_url_of",
-    "write_csv",
-    "write_csv_stdout",
-]
+__all__ = ["export", "write_csv", "write_csv_stdout"]
 
 INTEGER_COLUMNS = {"version", "n", "reports_per_device", "support_count"}
 FLOAT_COLUMNS = {
@@ -62,37 +59,6 @@ BOOL_COLUMNS = {"distinguishable_from_zero"}
 
 PROGRESS_FROM = 20
 """Windows from which a progress bar is shown: a few are exported in a blink."""
-
-
-CONFIDENCE = click.option(
-    "--confidence",
-    default=0.95,
-    show_default=True,
-    type=click.FloatRange(0.5, 0.9999),
-    help="Level of the intervals.",
-)
-"""The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
-
-ESTIMAND = click.option(
-    "--estimand",
-    default="reporters",
-    show_default=True,
-    type=click.Choice(["reporters", "population"]),
-    help="Whose share (or mean) the intervals are for: reporters, the devices that "
-    "reported, or population, a larger population they are a random sample of (wider; "
-    "as the API's ?estimand=). Every row names it; string metrics offer reporters only.",
-)
-"""Whose share the intervals are for, as ``ldp export`` and ``ldp estimates`` take it."""
-
-MIN_SEGMENT_REPORTS = click.option(
-    "--min-segment-reports",
-    type=click.IntRange(min=1),
-    envvar="LDP_MIN_SEGMENT_REPORTS",
-    help="Reports a group of a breakdown by a public dimension needs to be shown "
-    "(default: the API's LDP_MIN_SEGMENT_REPORTS, read from the same variable, else 50).",
-)
-"""The least reports of a shown group, as the API reads it: ``ldp export`` and ``ldp
-estimates`` never release a group the API hides."""
 
 
 TEXT_COLUMNS = {"value"}
@@ -144,47 +110,6 @@ def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
     pq.write_table(table, out)
 
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def redis_options(command: F) -> F:
-    """``--redis-url`` and ``--data-dir``: where the counts are read (resolve them with
-    :func:`redis_url_of`)."""
-    command = click.option(
-        "--data-dir",
-        default="ldp-data",
-        show_default=True,
-        type=click.Path(file_okay=False, path_type=Path),
-        help="Data dir of a running ldp serve, whose embedded Redis is read without --redis-url.",
-    )(command)
-    return click.option(
-        "--redis-url",
-        envvar=["REDIS_URL", "LDP_REDIS_URL"],
-        default=None,
-        help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL, then the "
-        "embedded Redis of the ldp serve running on --data-dir).",
-    )(command)
-
-
-def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
-    """The URL given, or that of the embedded Redis of the ``ldp serve`` on ``data_dir``.
-
-    Raises:
-        click.UsageError: neither.
-    """
-    if redis_url:
-        return redis_url
-    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
-
-    found = data_dir / REDIS_URL_FILE
-    if not found.is_file():
-        raise click.UsageError(
-            f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
-            "of the one that is), or pass --redis-url / set REDIS_URL"
-        )
-    return found.read_text().strip()
-
-
 @click.command()
 @click.argument("name", required=False)
 @click.option("--all", "every", is_flag=True, help="Every metric (one table, a metric column).")
@@ -214,7 +139,7 @@ def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
     help="Default: parquet for a .parquet file, csv otherwise. Parquet needs pyarrow "
     "(pip install 'ldp-telemetry[export]').",
 )
-@CONFIDENCE
+@READ_CONFIDENCE
 @ESTIMAND
 @MIN_SEGMENT_REPORTS
 @read_options
@@ -231,10 +156,7 @@ def export(
     confidence: float,
     estimand: str,
     min_segment_reports: int | None,
-    url: str | None,
-    token: str | None,
-    redis_url: str | None,
-    data_dir: Path,
+    read_from: ReadFrom,
 ) -> None:
     """Write every window's counts and estimates with intervals to a file (CSV or Parquet).
 
@@ -243,21 +165,48 @@ def export(
     with retention: export them before, e.g. daily from cron. The estimates equal GET
     /v1/estimates' (same code, same counts).
     """
-    import redis as redis_py
+    _check_selection(name, every, version, granularity, since)
+    fmt = _format_of(out_path, fmt)
+    with reading(ctx, read_from, min_segment_reports) as (source, minimum):
+        plan = _plan(source, name, version, granularity, since, estimand)
+        rows = _read_rows(source, plan, confidence, minimum, estimand)
+    _write(out_path, fmt, rows)
+    metrics = len({d.name for d, _ in plan})
+    where = "standard output" if str(out_path) == "-" else out_path
+    err.print(
+        f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows, intervals "
+        f"for estimand {estimand}) from {source.where} to {where}"
+    )
 
-    from client_sdk.wire import check_name
 
+def _check_selection(
+    name: str | None,
+    every: bool,
+    version: int | None,
+    granularity: str | None,
+    since: datetime | None,
+) -> None:
+    """Refuse a selection that names nothing, or asks for what cannot be.
+
+    Raises:
+        click.UsageError: saying which options do not go together.
+    """
     if every == (name is not None):
         raise click.UsageError("name one metric, or pass --all (not both)")
     if name is not None:
-        try:
-            check_name(name)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="NAME") from None
+        checked_name(name)
     if every and version is not None:
         raise click.UsageError("--version is for one metric, not --all")
     if since is not None and granularity == "all":
         raise click.UsageError("--since selects hour and day windows; --window all has none")
+
+
+def _format_of(out_path: Path, fmt: str | None) -> str:
+    """The format asked for, else the file's (parquet for ``.parquet``, else csv).
+
+    Raises:
+        click.UsageError: Parquet without pyarrow installed.
+    """
     fmt = fmt or ("parquet" if out_path.suffix == ".parquet" else "csv")
     if fmt == "parquet":
         try:
@@ -266,34 +215,72 @@ def export(
             raise click.UsageError(
                 "Parquet needs pyarrow: pip install 'ldp-telemetry[export]' (or use CSV)"
             ) from None
-    try:
-        source = source_of(redis_url, url, token, data_dir)
-        minimum = local_minimum(ctx, source, min_segment_reports)
-        day = since.date() if since else None
-        planned = source.plan(name, version, granularity, day)
-        plan: list[tuple[MetricDefinition, str]] = []
-        for item in planned:
-            definition = source.definition(item.metric, item.version)
-            if definition is None:  # deleted since the plan was made
-                continue
-            if estimand == "population" and definition.kind == "string":
+    return fmt
+
+
+def _plan(
+    source: Source,
+    name: str | None,
+    version: int | None,
+    granularity: str | None,
+    since: datetime | None,
+    estimand: str,
+) -> list[tuple[MetricDefinition, str]]:
+    """Each window to export beside its metric version's definition, oldest first. A
+    population export leaves out the string metrics (said so) or, one asked for by name,
+    refuses it.
+
+    Raises:
+        click.ClickException: a string metric asked for by name with population.
+    """
+    plan: list[tuple[MetricDefinition, str]] = []
+    left_out: set[str] = set()
+    for item in source.plan(name, version, granularity, since.date() if since else None):
+        definition = source.definition(item.metric, item.version)
+        if definition is None:  # deleted since the plan was made
+            continue
+        if estimand == "population" and definition.kind == "string":
+            if name is not None:
                 raise click.ClickException(
-                    f"estimand population is not offered for string metrics "
-                    f"({definition.name!r}): a discovered value's interval is for the share "
-                    "among the devices that reported (--estimand reporters)"
+                    f"estimand population is not offered for string metrics ({name!r}): a "
+                    "discovered value's interval is for the share among the devices that "
+                    "reported (--estimand reporters)"
                 )
-            plan += [(definition, w) for w in item.windows]
-        rows: list[dict[str, Any]] = []
-        together: dict[tuple[str, int], list[str]] = {}  # hidden groups: decided at once
+            left_out.add(definition.name)
+            continue
+        plan += [(definition, w) for w in item.windows]
+    if left_out:
+        which = ", ".join(sorted(left_out))
+        err.print(f"left out (string metrics offer estimand reporters only): {which}")
+    return plan
+
+
+def _read_rows(
+    source: Source,
+    plan: list[tuple[MetricDefinition, str]],
+    confidence: float,
+    minimum: int | None,
+    estimand: str,
+) -> list[dict[str, Any]]:
+    """Every planned window's rows, each version's hidden groups decided at once."""
+    together: dict[tuple[str, int], list[str]] = {}
+    for definition, window in plan:
+        together.setdefault((definition.name, definition.version), []).append(window)
+    rows: list[dict[str, Any]] = []
+    with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
         for definition, window in plan:
-            together.setdefault((definition.name, definition.version), []).append(window)
-        with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
-            for definition, window in plan:
-                same = together[(definition.name, definition.version)]
-                rows += source.rows(definition, window, confidence, minimum, same, estimand)[1]
-                advance(1)
-    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
-        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+            same = together[(definition.name, definition.version)]
+            rows += source.rows(definition, window, confidence, minimum, same, estimand)[1]
+            advance(1)
+    return rows
+
+
+def _write(out_path: Path, fmt: str, rows: list[dict[str, Any]]) -> None:
+    """``rows`` to ``out_path`` (``-``: standard output) in ``fmt``.
+
+    Raises:
+        click.ClickException: the file cannot be written.
+    """
     to_stdout = str(out_path) == "-"
     try:
         if to_stdout and fmt == "parquet":
@@ -309,29 +296,3 @@ def export(
                     write_csv(f, rows)
     except OSError as exc:
         raise click.ClickException(f"cannot write {out_path}: {exc}") from None
-    metrics = len({d.name for d, _ in plan})
-    where = "standard output" if to_stdout else out_path
-    err.print(
-        f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows, intervals "
-        f"for estimand {estimand}) from {source.where} to {where}"
-    )
-
-
-def local_minimum(ctx: click.Context, source: Any, minimum: int | None) -> int | None:
-    """``--min-segment-reports`` for a Redis read here; the API applies the server's own
-    ``LDP_MIN_SEGMENT_REPORTS`` (a client cannot lower it).
-
-    Raises:
-        click.UsageError: the option given on the command line with the API as source.
-    """
-    from aggregator.cli.source import Api  # noqa: PLC0415
-
-    if not isinstance(source, Api):
-        return minimum
-    given = ctx.get_parameter_source("min_segment_reports")
-    if given == click.core.ParameterSource.COMMANDLINE:
-        raise click.UsageError(
-            f"--min-segment-reports is for a Redis read here; {source.where} applies its own "
-            "LDP_MIN_SEGMENT_REPORTS"
-        )
-    return None

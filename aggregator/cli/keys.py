@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import click
 
 from aggregator.cli.console import out
-from aggregator.cli.export import redis_options, redis_url_of
+from aggregator.cli.options import redis_options, shown
+from aggregator.cli.source import redis_url_of
 
 if TYPE_CHECKING:
     from ldp_store.ohttp_keys import GatewayKeys, LiveKey
@@ -43,21 +44,19 @@ def _show(live: list[LiveKey]) -> None:
         )
 
 
-_lifetime = click.option(
+_lifetime = shown(
     "--lifetime",
-    type=click.FloatRange(min=1),
-    default=7 * 24 * 3600.0,
-    show_default=True,
+    7 * 24 * 3600.0,
+    click.FloatRange(min=1),
+    "Seconds a key is current (as the collectors' LDP_OHTTP_KEY_LIFETIME).",
     envvar="LDP_OHTTP_KEY_LIFETIME",
-    help="Seconds a key is current (as the collectors' LDP_OHTTP_KEY_LIFETIME).",
 )
-_overlap = click.option(
+_overlap = shown(
     "--overlap",
-    type=click.FloatRange(min=0),
-    default=24 * 3600.0,
-    show_default=True,
+    24 * 3600.0,
+    click.FloatRange(min=0),
+    "Seconds the previous key stays accepted (as LDP_OHTTP_KEY_OVERLAP).",
     envvar="LDP_OHTTP_KEY_OVERLAP",
-    help="Seconds the previous key stays accepted (as LDP_OHTTP_KEY_OVERLAP).",
 )
 
 

@@ -1,31 +1,99 @@
-"""Options shared by the ``ldp`` study commands: mechanism, ε, k, users, confidence."""
+"""Every option two ``ldp`` commands share, declared once: mechanism, ε, k, users,
+confidence, seed, ``--json``; the string metrics' options of ``plan`` and ``simulate``;
+where ``export``, ``estimates`` and ``keys`` read; what ``serve`` and ``demo`` run.
+
+A command's own options stay beside it; an option used twice lives here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 from click.core import ParameterSource
 
+from aggregator.cli.remote import DEFAULT_URL
 from client_sdk import mechanisms
 
 __all__ = [
+    "AS_JSON",
+    "CONCENTRATION",
     "DOMAIN",
     "EPSILON",
+    "FIND",
     "KIND",
+    "MAX_LENGTH",
     "MAX_USERS",
     "MECHANISM",
     "MEMOIZED",
+    "MIN_SEGMENT_REPORTS",
     "MIN_WIDTH",
     "PERMANENT_EPSILON",
+    "POWER",
+    "ESTIMAND",
+    "READ_CONFIDENCE",
+    "SEED",
+    "VOCABULARY",
+    "ZIPF_S",
     "build_mechanism",
     "confidence_option",
+    "distribution_option",
     "domain_option",
+    "fake_fraction_option",
     "mechanism_option",
+    "ReadFrom",
+    "ServerSettings",
+    "grouped",
+    "read_options",
+    "redis_options",
     "refuse_given",
+    "server_options",
+    "shown",
+    "trials_option",
     "users_option",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def shown(decls: str | tuple[str, ...], default: Any, type: Any, help: str, **more: Any) -> Any:
+    """An option whose default ``--help`` shows: ``decls`` (a flag, or the flag and its
+    short form or parameter name), then ``default``, ``type`` and ``help`` as click takes
+    them; ``more``: any other of click's settings."""
+    names = (decls,) if isinstance(decls, str) else decls
+    return click.option(*names, default=default, show_default=True, type=type, help=help, **more)
+
+
+def stacked(*options: Any) -> Callable[[F], F]:
+    """One decorator for ``options`` in the order ``--help`` lists them."""
+
+    def apply(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
+def grouped(into: str, make: type) -> Callable[[F], F]:
+    """Hand the command the values of the options named by the fields of the dataclass
+    ``make`` as one argument, ``into``: a block of options arrives as one value."""
+    names = [f.name for f in fields(make)]
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def with_group(*args: Any, **kwargs: Any) -> Any:
+            kwargs[into] = make(**{name: kwargs.pop(name) for name in names})
+            return command(*args, **kwargs)
+
+        return with_group  # type: ignore[return-value]
+
+    return decorate
+
 
 MAX_USERS = 2**62
 """Populations are drawn with numpy's int64 multinomial: 4.6·10¹⁸ users is beyond any use."""
@@ -158,3 +226,220 @@ def refuse_given(ctx: click.Context, names: Iterable[str], why: str) -> None:
         if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
             option = next(p for p in ctx.command.params if p.name == name)
             raise click.UsageError(f"{option.opts[0]} {why}")
+
+
+SEED = click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+AS_JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+OPEN_UNIT = click.FloatRange(0, 1, min_open=True, max_open=True)
+"""A share strictly between 0 and 1."""
+
+
+def distribution_option(whose: str) -> Any:
+    """``--distribution``: the true values' law in a simulation (``whose``: the users')."""
+    return shown(
+        ("--distribution", "-d", "dist"),
+        "zipf",
+        click.Choice(["zipf", "uniform", "geometric", "two-point", "point"]),
+        f"Distribution of the {whose} true values.",
+    )
+
+
+def trials_option(short: str, default: int, least: int, help: str) -> Any:
+    """``--trials``: how many times a study repeats (``least``: its smallest count)."""
+    return shown(("--trials", short), default, click.IntRange(min=least), help)
+
+
+def fake_fraction_option(default: float | None, help: str) -> Any:
+    """``--fake-fraction`` (-b, β): the fake clients' share of the reports."""
+    return click.option(
+        "--fake-fraction",
+        "-b",
+        "beta",
+        type=OPEN_UNIT,
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
+MAX_LENGTH = shown(
+    ("--max-length", "-L"),
+    16,
+    click.IntRange(1, 64),
+    "String metrics: bytes per value (after NFC and UTF-8).",
+)
+FIND = click.option(
+    "--find",
+    "frequency",
+    type=OPEN_UNIT,
+    help="String metrics: a frequency (0.005 = 0.5 %): print the users needed to find it.",
+)
+CONCENTRATION = shown(
+    "--concentration",
+    0.0,
+    click.FloatRange(0, 1),
+    "String metrics: Σf² of the values left unfound (sets the collision floor).",
+)
+POWER = shown(
+    "--power",
+    0.5,
+    click.FloatRange(0.01, 0.99),
+    "String metrics: probability of finding a value at that frequency.",
+)
+VOCABULARY = shown(
+    "--vocabulary",
+    100_000,
+    click.IntRange(10, 10**6),
+    "String metrics: synthetic words (3..max-length lowercase letters).",
+)
+ZIPF_S = shown(
+    "--zipf-s", 1.1, click.FloatRange(0.1, 5), "String metrics: Zipf exponent of the words' shares."
+)
+
+READ_CONFIDENCE = shown(
+    "--confidence", 0.95, click.FloatRange(0.5, 0.9999), "Level of the intervals."
+)
+"""The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
+
+ESTIMAND = click.option(
+    "--estimand",
+    default="reporters",
+    show_default=True,
+    type=click.Choice(["reporters", "population"]),
+    help="Whose share (or mean) the intervals are for: reporters, the devices that "
+    "reported, or population, a larger population they are a random sample of (wider; "
+    "as the API's ?estimand=). Every row names it; string metrics offer reporters only.",
+)
+"""Whose share the intervals are for, as ``ldp export`` and ``ldp estimates`` take it."""
+
+MIN_SEGMENT_REPORTS = click.option(
+    "--min-segment-reports",
+    type=click.IntRange(min=1),
+    envvar="LDP_MIN_SEGMENT_REPORTS",
+    help="Reports a group of a breakdown by a public dimension needs to be shown "
+    "(default: the API's LDP_MIN_SEGMENT_REPORTS, read from the same variable, else 50).",
+)
+"""The least reports of a shown group, as the API reads it: ``ldp export`` and ``ldp
+estimates`` never release a group the API hides."""
+
+REDIS_ENV = ["REDIS_URL", "LDP_REDIS_URL"]
+"""Where ``--redis-url`` of the commands that read counts or streams is taken from."""
+
+
+def _data_dir(help: str) -> Any:
+    return shown("--data-dir", "ldp-data", click.Path(file_okay=False, path_type=Path), help)
+
+
+@dataclass(frozen=True)
+class ReadFrom:
+    """Where ``ldp export`` and ``ldp estimates`` read, as given (resolved by
+    :func:`aggregator.cli.source.source_of`)."""
+
+    url: str | None
+    token: str | None
+    redis_url: str | None
+    data_dir: Path
+
+
+def read_options(command: F) -> F:
+    """``--url``, ``--token``, ``--redis-url`` and ``--data-dir``: where ``ldp export`` and
+    ``ldp estimates`` read, handed to the command as ``read_from``, a :class:`ReadFrom`."""
+    return stacked(
+        click.option(
+            "--url",
+            envvar="LDP_URL",
+            default=None,
+            help=f"An ldp serve to read through its API (or LDP_URL; default "
+            f"{DEFAULT_URL} when no local one is found).",
+        ),
+        click.option(
+            "--token",
+            envvar=["LDP_READ_TOKEN", "LDP_ADMIN_TOKEN"],
+            default=None,
+            help="Its read token, if it has one (or LDP_READ_TOKEN; the admin token, "
+            "LDP_ADMIN_TOKEN, reads too).",
+        ),
+        click.option(
+            "--redis-url",
+            envvar=REDIS_ENV,
+            default=None,
+            help="Read this Redis directly (or $REDIS_URL, then $LDP_REDIS_URL).",
+        ),
+        _data_dir(
+            "Data dir of an ldp serve running here, whose embedded Redis is read "
+            "when neither --redis-url nor --url is given."
+        ),
+    )(grouped("read_from", ReadFrom)(command))
+
+
+def redis_options(command: F) -> F:
+    """``--redis-url`` and ``--data-dir``: the Redis ``ldp keys`` works on (resolve them
+    with :func:`aggregator.cli.source.redis_url_of`)."""
+    return stacked(
+        click.option(
+            "--redis-url",
+            envvar=REDIS_ENV,
+            default=None,
+            help="Redis holding the counts (default: $REDIS_URL, then $LDP_REDIS_URL, then "
+            "the embedded Redis of the ldp serve running on --data-dir).",
+        ),
+        _data_dir(
+            "Data dir of a running ldp serve, whose embedded Redis is read without --redis-url."
+        ),
+    )(command)
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What ``ldp serve`` and ``ldp demo`` run: where they listen, which Redis, where
+    their files go, how many processes."""
+
+    host: str
+    port: int
+    redis_url: str | None
+    data_dir: str
+    web_workers: int
+    aggregators: int
+
+
+def server_options(data_dir: str) -> Callable[[F], F]:
+    """The options ``ldp serve`` and ``ldp demo`` share, with their own default data
+    folder (the demo's metrics and counts must not land in the folder ``ldp serve``
+    keeps); handed to the command as ``settings``, a :class:`ServerSettings`."""
+    options = stacked(
+        shown("--host", "127.0.0.1", None, "Address to listen on."),
+        shown("--port", 8000, click.IntRange(0, 65535), "0: a free port."),
+        click.option(
+            "--redis-url",
+            envvar="REDIS_URL",
+            default=None,
+            help="Use this Redis (or REDIS_URL); default: start an embedded redis-server.",
+        ),
+        shown(
+            "--data-dir",
+            data_dir,
+            click.Path(file_okay=False),
+            "Kept here: the embedded Redis's AOF and snapshots (redis/), the generated admin "
+            "token (admin-token, unless LDP_ADMIN_TOKEN is set) and the services' logs "
+            "(web.log, read.log, aggregator-N.log, redis/redis.log, and supervisor.log: each "
+            "restart of a crashed child).",
+        ),
+        shown(
+            "--web-workers",
+            2,
+            click.IntRange(1, 64),
+            "Gunicorn worker processes of the web service (ingest; it forwards the "
+            "estimates API and dashboard to a read service of its own).",
+        ),
+        shown(
+            "--aggregators",
+            1,
+            click.IntRange(1, 64),
+            "Aggregator worker processes counting the report streams (as `ldp aggregate`).",
+        ),
+    )
+
+    def apply(command: F) -> F:
+        return options(grouped("settings", ServerSettings)(command))
+
+    return apply

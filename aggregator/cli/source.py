@@ -12,15 +12,17 @@ Docs: docs/guides/data-lifecycle.md.
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
 
 from aggregator.cli import remote
+from aggregator.cli.options import ReadFrom
 
 if TYPE_CHECKING:
     import redis
@@ -29,7 +31,17 @@ if TYPE_CHECKING:
     from client_sdk.wire import MetricDefinition
     from ldp_store.registry import Registry
 
-__all__ = ["Api", "Local", "Planned", "Source", "read_options", "source_of"]
+__all__ = [
+    "Api",
+    "Local",
+    "Planned",
+    "Source",
+    "checked_name",
+    "local_minimum",
+    "reading",
+    "redis_url_of",
+    "source_of",
+]
 
 
 @dataclass(frozen=True)
@@ -243,49 +255,26 @@ def _quoted(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-F = TypeVar("F", bound=Callable[..., Any])
+def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
+    """The URL given, or that of the embedded Redis of the ``ldp serve`` on ``data_dir``.
 
+    Raises:
+        click.UsageError: neither.
+    """
+    if redis_url:
+        return redis_url
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
 
-def read_options(command: F) -> F:
-    """``--url``, ``--token``, ``--redis-url`` and ``--data-dir``: where to read (resolve
-    them with :func:`source_of`)."""
-    for option in reversed(
-        (
-            click.option(
-                "--url",
-                envvar="LDP_URL",
-                default=None,
-                help=f"An ldp serve to read through its API (or LDP_URL; default "
-                f"{remote.DEFAULT_URL} when no local one is found).",
-            ),
-            click.option(
-                "--token",
-                envvar=["LDP_READ_TOKEN", "LDP_ADMIN_TOKEN"],
-                default=None,
-                help="Its read token, if it has one (or LDP_READ_TOKEN; the admin token, "
-                "LDP_ADMIN_TOKEN, reads too).",
-            ),
-            click.option(
-                "--redis-url",
-                envvar=["REDIS_URL", "LDP_REDIS_URL"],
-                default=None,
-                help="Read this Redis directly (or $REDIS_URL, then $LDP_REDIS_URL).",
-            ),
-            click.option(
-                "--data-dir",
-                default="ldp-data",
-                show_default=True,
-                type=click.Path(file_okay=False, path_type=Path),
-                help="Data dir of an ldp serve running here, whose embedded Redis is read "
-                "when neither --redis-url nor --url is given.",
-            ),
+    found = data_dir / REDIS_URL_FILE
+    if not found.is_file():
+        raise click.UsageError(
+            f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
+            "of the one that is), or pass --redis-url / set REDIS_URL"
         )
-    ):
-        command = option(command)
-    return command
+    return found.read_text().strip()
 
 
-def source_of(redis_url: str | None, url: str | None, token: str | None, data_dir: Path) -> Source:
+def source_of(read_from: ReadFrom) -> Source:
     """Where to read, in the order of the module: a Redis named, a URL named, the local
     ``ldp serve``'s Redis, the default URL.
 
@@ -294,18 +283,70 @@ def source_of(redis_url: str | None, url: str | None, token: str | None, data_di
     """
     from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
 
-    if redis_url:
-        return _local(redis_url)
-    if url:
-        return Api(url, token)
-    found = data_dir / REDIS_URL_FILE
+    if read_from.redis_url:
+        return _local(read_from.redis_url)
+    if read_from.url:
+        return Api(read_from.url, read_from.token)
+    found = read_from.data_dir / REDIS_URL_FILE
     if found.is_file():
         return _local(found.read_text().strip())
     tried = (
-        f"no Redis to read: no ldp serve is running on {data_dir} (no {found}) and no "
-        "--redis-url or REDIS_URL"
+        f"no Redis to read: no ldp serve is running on {read_from.data_dir} (no {found}) and "
+        "no --redis-url or REDIS_URL"
     )
-    return Api(remote.DEFAULT_URL, token, fallback=tried)
+    return Api(remote.DEFAULT_URL, read_from.token, fallback=tried)
+
+
+@contextmanager
+def reading(
+    ctx: click.Context, read_from: ReadFrom, min_segment_reports: int | None
+) -> Iterator[tuple[Source, int | None]]:
+    """The source to read and the least reports of a shown group to apply here (see
+    :func:`local_minimum`); a Redis that stops answering meanwhile is a clear error.
+
+    Raises:
+        click.ClickException: Redis is unreachable.
+    """
+    import redis as redis_py  # noqa: PLC0415
+
+    try:
+        source = source_of(read_from)
+        yield source, local_minimum(ctx, source, min_segment_reports)
+    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
+        raise click.ClickException(f"Redis is unreachable: {exc}") from None
+
+
+def local_minimum(ctx: click.Context, source: Source, minimum: int | None) -> int | None:
+    """``--min-segment-reports`` for a Redis read here; the API applies the server's own
+    ``LDP_MIN_SEGMENT_REPORTS`` (a client cannot lower it).
+
+    Raises:
+        click.UsageError: the option given on the command line with the API as source.
+    """
+    if not isinstance(source, Api):
+        return minimum
+    given = ctx.get_parameter_source("min_segment_reports")
+    if given == click.core.ParameterSource.COMMANDLINE:
+        raise click.UsageError(
+            f"--min-segment-reports is for a Redis read here; {source.where} applies its own "
+            "LDP_MIN_SEGMENT_REPORTS"
+        )
+    return None
+
+
+def checked_name(name: str) -> str:
+    """A metric's name as the commands take it.
+
+    Raises:
+        click.BadParameter: not a metric name.
+    """
+    from client_sdk.wire import check_name  # noqa: PLC0415
+
+    try:
+        check_name(name)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="NAME") from None
+    return name
 
 
 def _local(redis_url: str) -> Local:

@@ -17,59 +17,7 @@ from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
 
-__all__ = [
-    "CONCENTRATION",
-    "FIND",
-    "MAX_LENGTH",
-    "POWER",
-    "VOCABULARY",
-    "ZIPF_S",
-    "run_string_simulation",
-    "show_string_plan",
-]
-
-MAX_LENGTH = click.option(
-    "--max-length",
-    "-L",
-    default=16,
-    show_default=True,
-    type=click.IntRange(1, 64),
-    help="String metrics: bytes per value (after NFC and UTF-8).",
-)
-FIND = click.option(
-    "--find",
-    "frequency",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="String metrics: a frequency (0.005 = 0.5 %): print the users needed to find it.",
-)
-CONCENTRATION = click.option(
-    "--concentration",
-    default=0.0,
-    show_default=True,
-    type=click.FloatRange(0, 1),
-    help="String metrics: Σf² of the values left unfound (sets the collision floor).",
-)
-POWER = click.option(
-    "--power",
-    default=0.5,
-    show_default=True,
-    type=click.FloatRange(0.01, 0.99),
-    help="String metrics: probability of finding a value at that frequency.",
-)
-VOCABULARY = click.option(
-    "--vocabulary",
-    default=100_000,
-    show_default=True,
-    type=click.IntRange(10, 10**6),
-    help="String metrics: synthetic words (3..max-length lowercase letters).",
-)
-ZIPF_S = click.option(
-    "--zipf-s",
-    default=1.1,
-    show_default=True,
-    type=click.FloatRange(0.1, 5),
-    help="String metrics: Zipf exponent of the words' shares.",
-)
+__all__ = ["run_string_simulation", "show_string_plan"]
 
 
 def show_string_plan(

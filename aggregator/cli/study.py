@@ -18,29 +18,32 @@ from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
 from aggregator.cli.options import (
+    AS_JSON,
+    CONCENTRATION,
     EPSILON,
+    FIND,
     KIND,
+    MAX_LENGTH,
     MEMOIZED,
     MIN_WIDTH,
     PERMANENT_EPSILON,
     PLAN_KIND,
-    build_mechanism,
-    confidence_option,
-    domain_option,
-    mechanism_option,
-    refuse_given,
-    users_option,
-)
-from aggregator.cli.strings import (
-    CONCENTRATION,
-    FIND,
-    MAX_LENGTH,
     POWER,
+    SEED,
     VOCABULARY,
     ZIPF_S,
-    run_string_simulation,
-    show_string_plan,
+    build_mechanism,
+    confidence_option,
+    distribution_option,
+    domain_option,
+    fake_fraction_option,
+    mechanism_option,
+    refuse_given,
+    shown,
+    trials_option,
+    users_option,
 )
+from aggregator.cli.strings import run_string_simulation, show_string_plan
 from client_sdk import mechanisms
 
 __all__ = ["COMMANDS", "audit", "inconclusive", "plan", "simulate", "tradeoff"]
@@ -52,32 +55,21 @@ __all__ = ["COMMANDS", "audit", "inconclusive", "plan", "simulate", "tradeoff"]
 @EPSILON
 @domain_option(required=False)
 @users_option("Users per population.", required=True)
-@click.option(
-    "--reps", "-r", default=1, show_default=True, type=click.IntRange(min=1), help="Populations."
-)
-@click.option(
-    "--distribution",
-    "-d",
-    "dist",
-    default="zipf",
-    show_default=True,
-    type=click.Choice(["zipf", "uniform", "geometric", "two-point", "point"]),
-    help="Distribution of the users' true values.",
-)
-@click.option(
+@shown(("--reps", "-r"), 1, click.IntRange(min=1), "Populations.")
+@distribution_option("users'")
+@shown(
     "--method",
-    default="counts",
-    show_default=True,
-    type=click.Choice(["counts", "reports"]),
-    help="counts: sample sufficient statistics; reports: perturb and decode every report.",
+    "counts",
+    click.Choice(["counts", "reports"]),
+    "counts: sample sufficient statistics; reports: perturb and decode every report.",
 )
 @confidence_option(0.95)
-@click.option("--seed", type=int, default=None, help="Seed of the simulation generator.")
+@SEED
 @PERMANENT_EPSILON
 @MAX_LENGTH
 @VOCABULARY
 @ZIPF_S
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@AS_JSON
 @click.pass_context
 def simulate(
     ctx: click.Context,
@@ -180,15 +172,7 @@ def simulate(
     help="Target half-width, a fraction (0.01 = ±1 percentage point): print the users needed.",
 )
 @confidence_option(0.95)
-@click.option(
-    "--fake-fraction",
-    "-b",
-    "beta",
-    default=0.01,
-    show_default=True,
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    help="β, the share of reports from fake clients, for the robustness column.",
-)
+@fake_fraction_option(0.01, "β, the share of reports from fake clients, for the robustness column.")
 @click.option(
     "--matrix",
     default=None,
@@ -199,7 +183,7 @@ def simulate(
 @FIND
 @CONCENTRATION
 @POWER
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@AS_JSON
 @click.pass_context
 def plan(
     ctx: click.Context,
@@ -412,14 +396,7 @@ def _audit_targets(
 @click.option(
     "--domain-size", "-k", type=int, default=None, help="k, number of values (frequency oracles)."
 )
-@click.option(
-    "--trials",
-    "-t",
-    default=200_000,
-    show_default=True,
-    type=click.IntRange(min=100),
-    help="Perturbations per input.",
-)
+@trials_option("-t", 200_000, 100, "Perturbations per input.")
 @click.option(
     "--bound",
     type=click.Choice(["report", "permanent", "both"]),
@@ -513,28 +490,19 @@ def _print_audit(m: Any, result: Any, confidence: float) -> None:
 @click.option(
     "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder."
 )
-@click.option(
-    "--domain-size",
-    "-k",
-    default=64,
-    show_default=True,
-    type=click.IntRange(2, mechanisms.MAX_DOMAIN_SIZE),
-    help="k of the k-ary mechanisms.",
+@shown(
+    ("--domain-size", "-k"),
+    64,
+    click.IntRange(2, mechanisms.MAX_DOMAIN_SIZE),
+    "k of the k-ary mechanisms.",
 )
-@click.option(
+@shown(
     "--reps",
-    default=20,
-    show_default=True,
-    type=click.IntRange(min=2),
-    help="Simulated populations per point (binary RR: 10× as many).",
+    20,
+    click.IntRange(min=2),
+    "Simulated populations per point (binary RR: 10× as many).",
 )
-@click.option(
-    "--seed",
-    default=2017,
-    show_default=True,
-    type=int,
-    help="Seed of the simulation generator (numpy PCG64).",
-)
+@shown("--seed", 2017, int, "Seed of the simulation generator (numpy PCG64).")
 def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
     """Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace.
 

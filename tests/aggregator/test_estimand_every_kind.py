@@ -250,3 +250,10 @@ def test_breakdowns_exports_and_the_cli_name_and_honour_the_estimand(
         assert "not offered for string metrics" in failed.output
         assert "Traceback" not in failed.output
     assert "population" in run("estimates", "app.theme", "--estimand", "everyone", code=2).output
+    # Every metric at once: the string metric is left out and said so, the rest exported.
+    every = run("export", "--all", "--estimand", "population", "--out", str(out))
+    assert "left out" in every.output and "app.words" in every.output
+    written = list(csv.DictReader(out.open()))
+    assert {r["metric"] for r in written} >= {"app.theme"} and "app.words" not in {
+        r["metric"] for r in written
+    }
