@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Unpack
 
 from client_sdk import wire
 from client_sdk.bundle import load_bundle
@@ -63,7 +63,7 @@ from client_sdk.ledger import (
     window_start,
 )
 from client_sdk.ohttp.transport import ObliviousTransport
-from client_sdk.options import ClientOptions
+from client_sdk.options import ClientOptions, ClientSettings
 from client_sdk.queue import (
     Entry,
     MemoryQueue,
@@ -131,7 +131,8 @@ class Client:
         **settings: any setting of :class:`~client_sdk.options.ClientOptions` by name
             (``flush_at``, ``storage_dir``, ``definitions``, ``session``,
             ``device_budget``, …): that class declares each one, its default and its
-            valid range.
+            valid range; :class:`~client_sdk.options.ClientSettings` types them for
+            mypy, so a misspelt setting fails there first.
 
     Raises:
         ValueError: an invalid URL or setting, the message giving the valid range (the
@@ -140,7 +141,7 @@ class Client:
         TypeError: a setting :class:`~client_sdk.options.ClientOptions` does not have.
     """
 
-    def __init__(self, url: str, **settings: Any) -> None:
+    def __init__(self, url: str, **settings: Unpack[ClientSettings]) -> None:
         options = ClientOptions.from_settings(settings)
         self.url = url
         self._options = options

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from client_sdk.device import DeviceCaps
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
@@ -35,28 +35,11 @@ if TYPE_CHECKING:
     from client_sdk.queue import ReportQueue
     from client_sdk.transport import Transport
 
-__all__ = ["MIN_BATCH_BYTES", "ClientOptions"]
+__all__ = ["MIN_BATCH_BYTES", "ClientOptions", "ClientSettings"]
 
 MIN_BATCH_BYTES = 128
 """Smallest ``max_batch_bytes``: a compact report of the smallest mechanism with its
 envelope is about 90 bytes. A report larger than the limit is still sent, alone."""
-
-_COUNTS = (
-    ("flush_at", 1),
-    ("max_queue", 1),
-    ("max_queue_bytes", 1),
-    ("max_batch_reports", 1),
-    ("max_batch_bytes", MIN_BATCH_BYTES),
-)
-"""Integer settings and their least valid value."""
-
-_SECONDS = (("flush_interval", True), ("metrics_ttl", False), ("timeout", True))
-"""Durations, and whether they must be positive: a ``metrics_ttl`` of 0 is valid (fetch
-the definition before every report), a ``timeout`` of 0 would make every socket
-non-blocking."""
-
-_CALLABLES = (("sleep", " or None"), ("clock", ""), ("wallclock", ""))
-"""Injected functions, and whether None (the default) is a documented value."""
 
 
 @dataclass(frozen=True)
@@ -162,57 +145,158 @@ class ClientOptions:
         return cls(**settings)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.device_budget, DeviceCaps):
-            object.__setattr__(self, "device_budget", DeviceCaps.parse(self.device_budget))
-        for name, low in _COUNTS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name, positive in _SECONDS:
-            number = getattr(self, name)
-            bound = "> 0" if positive else ">= 0"
-            if isinstance(number, bool) or not isinstance(number, (int, float)):
-                raise ValueError(
-                    f"{name} must be a number of seconds (finite and {bound}), got {number!r}"
-                )
-            if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
-                raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
-            object.__setattr__(self, name, float(number))
-        for name, or_none in _CALLABLES:
-            fn = getattr(self, name)
-            if fn is not None and not callable(fn):
-                raise ValueError(f"{name} must be callable{or_none}, got {type(fn).__name__}")
-        storage_dir = self.storage_dir
-        if storage_dir is not None and not isinstance(storage_dir, (str, os.PathLike)):
+        for name, check in _CHECKS:
+            object.__setattr__(self, name, check(name, getattr(self, name), self))
+
+
+class ClientSettings(TypedDict, total=False):
+    """``Client(url, **settings)``'s keyword arguments, for type checkers: the fields of
+    :class:`ClientOptions` (which documents each), every one optional. A misspelt or
+    mistyped setting is then an error in mypy before it is a ``TypeError`` or
+    ``ValueError`` at run time; ``tests/client_sdk/test_client_options.py`` keeps the
+    two declarations the same."""
+
+    transport: Transport | None
+    flush_at: int
+    flush_interval: float
+    max_queue: int
+    max_queue_bytes: int
+    max_batch_reports: int
+    max_batch_bytes: int
+    metrics_ttl: float
+    timeout: float
+    rng: RandomSource | None
+    sleep: Callable[[float], None] | None
+    clock: Callable[[], float]
+    queue: ReportQueue | None
+    storage_dir: str | os.PathLike[str] | None
+    wallclock: Callable[[], float]
+    definitions: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]] | None
+    session: requests.Session | None
+    device_budget: DeviceCaps | Mapping[str, Any] | None
+    relay: str | None
+    relay_keys: bytes | None
+
+
+Check = Callable[[str, Any, ClientOptions], Any]
+"""A setting's check: its name, value and all the options → the value to keep.
+
+Raises:
+    ValueError: the value is outside its range (the message gives the range).
+"""
+
+
+def _count(low: int) -> Check:
+    """An integer >= ``low`` (not a bool)."""
+
+    def check(name: str, value: Any, options: ClientOptions) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        return value
+
+    return check
+
+
+def _seconds(positive: bool) -> Check:
+    """A finite duration, > 0 if ``positive`` else >= 0, kept as a float."""
+    bound = "> 0" if positive else ">= 0"
+
+    def check(name: str, number: Any, options: ClientOptions) -> Any:
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise ValueError(
-                "storage_dir must be a path (str or os.PathLike) or None, "
-                f"got {type(storage_dir).__name__}"
+                f"{name} must be a number of seconds (finite and {bound}), got {number!r}"
             )
-        if storage_dir is not None and self.queue is not None:
-            raise ValueError("give storage_dir or queue, not both")
-        definitions = self.definitions
-        if definitions is not None and not isinstance(definitions, (str, os.PathLike, Mapping)):
-            raise ValueError(
-                "definitions must be a path (str or os.PathLike), a mapping or None, "
-                f"got {type(definitions).__name__}"
-            )
-        if self.relay is not None:
-            _check_relay(self.relay, self.transport)
-        if self.relay_keys is not None:
-            if self.relay is None:
-                raise ValueError("relay_keys needs relay")
-            if not isinstance(self.relay_keys, bytes):
-                raise ValueError(
-                    "relay_keys must be the application/ohttp-keys bytes, "
-                    f"got {type(self.relay_keys).__name__}"
-                )
-        if self.session is not None:
-            if self.transport is not None:
-                raise ValueError("give session or transport, not both")
-            if not callable(getattr(self.session, "request", None)):
-                raise ValueError(
-                    f"session must be a requests.Session, got {type(self.session).__name__}"
-                )
+        if not math.isfinite(number) or not (number > 0 if positive else number >= 0):
+            raise ValueError(f"{name} must be finite and {bound}, got {number!r}")
+        return float(number)
+
+    return check
+
+
+def _callable(or_none: bool) -> Check:
+    """A function, or None (``or_none``: None is a documented value, and the message
+    says so)."""
+
+    def check(name: str, fn: Any, options: ClientOptions) -> Any:
+        if fn is not None and not callable(fn):
+            said = " or None" if or_none else ""
+            raise ValueError(f"{name} must be callable{said}, got {type(fn).__name__}")
+        return fn
+
+    return check
+
+
+def _caps(name: str, value: Any, options: ClientOptions) -> Any:
+    return value if isinstance(value, DeviceCaps) else DeviceCaps.parse(value)
+
+
+def _storage_dir(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is not None and not isinstance(value, (str, os.PathLike)):
+        raise ValueError(
+            f"storage_dir must be a path (str or os.PathLike) or None, got {type(value).__name__}"
+        )
+    if value is not None and options.queue is not None:
+        raise ValueError("give storage_dir or queue, not both")
+    return value
+
+
+def _definitions(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is not None and not isinstance(value, (str, os.PathLike, Mapping)):
+        raise ValueError(
+            "definitions must be a path (str or os.PathLike), a mapping or None, "
+            f"got {type(value).__name__}"
+        )
+    return value
+
+
+def _relay(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is not None:
+        _check_relay(value, options.transport)
+    return value
+
+
+def _relay_keys(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is None:
+        return value
+    if options.relay is None:
+        raise ValueError("relay_keys needs relay")
+    if not isinstance(value, bytes):
+        raise ValueError(
+            f"relay_keys must be the application/ohttp-keys bytes, got {type(value).__name__}"
+        )
+    return value
+
+
+def _session(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is None:
+        return value
+    if options.transport is not None:
+        raise ValueError("give session or transport, not both")
+    if not callable(getattr(value, "request", None)):
+        raise ValueError(f"session must be a requests.Session, got {type(value).__name__}")
+    return value
+
+
+_CHECKS: tuple[tuple[str, Check], ...] = (
+    ("device_budget", _caps),
+    ("flush_at", _count(1)),
+    ("max_queue", _count(1)),
+    ("max_queue_bytes", _count(1)),
+    ("max_batch_reports", _count(1)),
+    ("max_batch_bytes", _count(MIN_BATCH_BYTES)),
+    ("flush_interval", _seconds(positive=True)),
+    ("metrics_ttl", _seconds(positive=False)),  # 0: fetch the definition before every report
+    ("timeout", _seconds(positive=True)),  # 0 would make every socket non-blocking
+    ("sleep", _callable(or_none=True)),
+    ("clock", _callable(or_none=False)),
+    ("wallclock", _callable(or_none=False)),
+    ("storage_dir", _storage_dir),
+    ("definitions", _definitions),
+    ("relay", _relay),
+    ("relay_keys", _relay_keys),
+    ("session", _session),
+)
+"""Each setting that is checked, in the order checked, and its check."""
 
 
 def _check_relay(relay: object, transport: object) -> None:

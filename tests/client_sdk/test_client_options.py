@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from client_sdk import Client
-from client_sdk.options import MIN_BATCH_BYTES, ClientOptions
+from client_sdk.options import MIN_BATCH_BYTES, ClientOptions, ClientSettings
 from client_sdk.queue import MemoryQueue
 
 BAD = [
@@ -100,3 +100,48 @@ def test_the_client_uses_the_checked_options() -> None:
         assert client._uploader._flush_at == 7 and client._uploader._flush_interval == 2.0
     finally:
         client.shutdown(0)
+
+
+def test_the_typed_settings_are_the_options_fields() -> None:
+    """ClientSettings (for mypy) and ClientOptions (checked at run time) declare the same
+    settings with the same types."""
+    typed = ClientSettings.__annotations__
+    declared = {f.name: f.type for f in dataclasses.fields(ClientOptions)}
+    assert list(typed) == list(declared)
+    assert {name: str(t) for name, t in declared.items()} == {
+        name: t.__forward_arg__ if hasattr(t, "__forward_arg__") else str(t)
+        for name, t in typed.items()
+    }
+    assert ClientSettings.__required_keys__ == frozenset()
+
+
+MISSPELT = """
+from client_sdk import Client
+
+Client("http://example.org", flush_att=5)
+Client("http://example.org", storage_dir=3)
+"""
+
+SPELT = """
+from client_sdk import Client
+
+Client("http://example.org", flush_at=5, storage_dir="ldp", timeout=2.5)
+"""
+
+
+def test_mypy_refuses_a_misspelt_or_mistyped_setting(tmp_path: Path) -> None:
+    """Client(url, **settings: Unpack[ClientSettings]): the mistake fails in mypy, before
+    it is a TypeError at run time (the same snippet spelt right passes)."""
+    from mypy import api
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "misspelt.py").write_text(MISSPELT)
+    (tmp_path / "spelt.py").write_text(SPELT)
+    common = ["--config-file", str(root / "pyproject.toml"), "--no-error-summary"]
+    common += ["--cache-dir", str(root / ".mypy_cache")]
+    report, _, status = api.run([*common, str(tmp_path / "misspelt.py")])
+    assert status == 1, report
+    assert 'Unexpected keyword argument "flush_att" for "Client"' in report, report
+    assert 'Argument "storage_dir" to "Client" has incompatible type "int"' in report, report
+    report, _, status = api.run([*common, str(tmp_path / "spelt.py")])
+    assert status == 0, report
