@@ -11,7 +11,7 @@ enforces, imported, never repeated.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.json_schema import SkipJsonSchema
@@ -60,6 +60,18 @@ class Model(BaseModel):
     """Whether the service refuses unknown fields in this object when a client sends it
     (documented as ``additionalProperties: false``). Answers stay open: fields may be
     added, and clients should ignore the ones they do not know."""
+
+    @classmethod
+    def copied(cls, source: object, **given: Any) -> Self:
+        """The model of what the code computed: each field not in ``given`` from the
+        attribute of the same name of ``source`` (a dataclass, or another model).
+
+        Raises:
+            AttributeError: ``source`` lacks one of the fields.
+            pydantic.ValidationError: a value the field refuses.
+        """
+        taken = {name: getattr(source, name) for name in cls.model_fields if name not in given}
+        return cls(**taken, **given)
 
 
 Absent = SkipJsonSchema[None]

@@ -209,19 +209,7 @@ def alarm_models(
     """The API's form of alarms: values by label (``labels``: a string metric's discovered
     values, which its alarms' indices point into)."""
     names = definition.domain if labels is None else labels
-    return [
-        PoisoningAlarm(
-            kind=a.kind,
-            window=a.window,
-            statistic=a.statistic,
-            threshold=a.threshold,
-            p_value=a.p_value,
-            alpha=a.alpha,
-            evidence=a.evidence,
-            values=[names[v] for v in a.values],
-        )
-        for a in alarms
-    ]
+    return [PoisoningAlarm.copied(a, values=[names[v] for v in a.values]) for a in alarms]
 
 
 class AlarmGauges(Collector):

@@ -161,18 +161,7 @@ def get_plan() -> dict[str, Any]:
         **asked,
         auto=next((r.name for r in rows if r.auto), None),
         fake_fraction=fake_fraction,
-        rows=[
-            PlannedMechanism(
-                mechanism=r.name,
-                variance_star=r.variance_star,
-                wire_bytes=r.wire_bytes,
-                half_width=r.half_width,
-                users=r.users,
-                auto=r.auto,
-                max_gain=r.max_gain,
-            )
-            for r in rows
-        ],
+        rows=[PlannedMechanism.copied(r, mechanism=r.name) for r in rows],
     )
     return answer(body)
 
@@ -200,16 +189,7 @@ def get_curve() -> dict[str, Any]:
         found = half_width_curves(epsilon, k, n, confidence, current, given)
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    curves = [
-        Curve(
-            mechanism=c.mechanism,
-            half_width=c.half_width,
-            auto=c.auto,
-            current=c.current,
-            central=c.central,
-        )
-        for c in found
-    ]
+    curves = [Curve.copied(c) for c in found]
     body = Curves(
         epsilon=epsilon, k=k, confidence=confidence, n=[float(x) for x in n], curves=curves
     )

@@ -135,27 +135,9 @@ def trend(
     for window in sorted(windows[:max_windows]):
         body = _estimate(reader, definition, window, ask)
         if isinstance(body, MeanEstimate):
-            points.append(
-                MeanTrendPoint(
-                    window=window,
-                    n=body.n,
-                    mean=body.mean,
-                    std_error=body.std_error,
-                    ci_low=body.ci_low,
-                    ci_high=body.ci_high,
-                    cs_low=body.cs_low,
-                    cs_high=body.cs_high,
-                )
-            )
+            points.append(MeanTrendPoint.copied(body, window=window))
         elif isinstance(body, Estimates):
-            points.append(
-                TrendPoint(
-                    window=window,
-                    n=body.n,
-                    reports_per_device=body.reports_per_device,
-                    estimates=body.estimates,
-                )
-            )
+            points.append(TrendPoint.copied(body, window=window))
     return Trend(
         metric=definition.name,
         version=definition.version,
