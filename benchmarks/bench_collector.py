@@ -60,6 +60,7 @@ hash, both buckets) and limits too high to refuse anything: the cost of the limi
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import multiprocessing
@@ -364,8 +365,7 @@ class Variant:
     """The label without the fsync policy: which server (and worker class) answered."""
 
 
-def main() -> None:
-    """Run the benchmark and print its figures."""
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--reports",
@@ -421,238 +421,262 @@ def main() -> None:
         "'collector[before]', served from it, taking turns with the others (after/before)",
     )
     parser.add_argument("--epsilon", type=float, default=1.0)
-    args = parser.parse_args()
-    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
-    if not targets or set(targets) - {"collector", "bare", "raw"}:
-        parser.error("--targets takes collector, bare and raw")
-    classes = [c.strip() for c in args.worker_classes.split(",") if c.strip()]
-    policies = [p.strip() for p in args.appendfsync.split(",") if p.strip()]
-    admissions = [a.strip() for a in args.admission.split(",") if a.strip()]
-    if not admissions or set(admissions) - set(ADMISSION_LIMITS):
-        parser.error("--admission takes off and on")
-    if not policies or set(policies) - {"everysec", "always", "no"}:
-        parser.error("--appendfsync takes everysec, always and no")
+    return parser
 
-    if args.before is not None:
-        args.before = args.before.resolve()
-        if not (args.before / "ldp_server" / "app.py").is_file():
-            parser.error(
-                f"--before {args.before}: no ldp_server/app.py there (the web service this "
-                "script starts; a checkout from before it moved there cannot be served)"
-            )
-        # `python -m gunicorn` puts its cwd first on sys.path: neither tree may be it.
-        os.chdir(tempfile.gettempdir())
-        print(
-            f"collector[before] from {args.before} ({_commit(args.before)}), collector from "
-            f"{ROOT} ({_commit(ROOT)})"
-        )
-    print(
-        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
-        f"(1, 5, 15 min) {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+
+def _listed(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the command line asks for: targets, worker classes, fsync policies,
+    admission modes, the trees served."""
+
+    targets: list[str]
+    classes: list[str]
+    policies: list[str]
+    admissions: list[str]
+    trees: dict[str, Path]
+
+
+def _plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Plan:
+    """The options checked (``parser.error`` on a bad one), ``--before`` resolved."""
+    plan = Plan(
+        _listed(args.targets),
+        _listed(args.worker_classes),
+        _listed(args.appendfsync),
+        _listed(args.admission),
+        {"": ROOT},
     )
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        embedded = stack.enter_context(EmbeddedRedis(Path(tmp) / "redis"))
-        redis_url = embedded.url
-        admin = redis.Redis.from_url(redis_url)
-        collectors: dict[str, Server] = {}
-        trees = {"": ROOT} if args.before is None else {"before": args.before, "": ROOT}
-        for (tree_tag, tree), worker_class in itertools.product(trees.items(), classes or [""]):
-            for admission in admissions:
-                tags = (
-                    ([tree_tag] if tree_tag else [])
-                    + ([worker_class] if worker_class else [])
-                    + ([f"admission={admission}"] if len(admissions) > 1 else [])
+    if not plan.targets or set(plan.targets) - {"collector", "bare", "raw"}:
+        parser.error("--targets takes collector, bare and raw")
+    if not plan.admissions or set(plan.admissions) - set(ADMISSION_LIMITS):
+        parser.error("--admission takes off and on")
+    if not plan.policies or set(plan.policies) - {"everysec", "always", "no"}:
+        parser.error("--appendfsync takes everysec, always and no")
+    if args.before is None:
+        return plan
+    args.before = args.before.resolve()
+    if not (args.before / "ldp_server" / "app.py").is_file():
+        parser.error(
+            f"--before {args.before}: no ldp_server/app.py there (the web service this "
+            "script starts; a checkout from before it moved there cannot be served)"
+        )
+    # `python -m gunicorn` puts its cwd first on sys.path: neither tree may be it.
+    os.chdir(tempfile.gettempdir())
+    print(
+        f"collector[before] from {args.before} ({_commit(args.before)}), collector from "
+        f"{ROOT} ({_commit(ROOT)})"
+    )
+    return Plan(
+        plan.targets,
+        plan.classes,
+        plan.policies,
+        plan.admissions,
+        {"before": args.before, "": ROOT},
+    )
+
+
+def _start_collectors(
+    args: argparse.Namespace, plan: Plan, redis_url: str, tmp: str, stack: ExitStack
+) -> dict[str, Server]:
+    """One collector per tree, worker class and admission mode, by label."""
+    collectors: dict[str, Server] = {}
+    combinations = itertools.product(plan.trees.items(), plan.classes or [""], plan.admissions)
+    for (tree_tag, tree), worker_class, admission in combinations:
+        tags = (
+            ([tree_tag] if tree_tag else [])
+            + ([worker_class] if worker_class else [])
+            + ([f"admission={admission}"] if len(plan.admissions) > 1 else [])
+        )
+        label = f"collector[{','.join(tags)}]" if tags else "collector"
+        env = dict.fromkeys(ADMISSION_VARIABLES, ADMISSION_LIMITS[admission])
+        # The web workers import the collector from this tree: PYTHONPATH comes
+        # before the editable install (and main() left the trees as the cwd).
+        env["PYTHONPATH"] = str(tree)
+        if worker_class:
+            env["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
+        with _environment(env):
+            collectors[label] = stack.enter_context(
+                Server(
+                    port=0,
+                    redis_url=redis_url,
+                    data_dir=Path(tmp)
+                    / f"collector-{tree_tag}-{worker_class or 'default'}-{admission}",
+                    web_workers=args.web_workers,
+                    aggregators=args.aggregators,
+                    quiet=True,
                 )
-                label = f"collector[{','.join(tags)}]" if tags else "collector"
-                env = dict.fromkeys(ADMISSION_VARIABLES, ADMISSION_LIMITS[admission])
-                # The web workers import the collector from this tree: PYTHONPATH comes
-                # before the editable install (and main() left the trees as the cwd).
-                env["PYTHONPATH"] = str(tree)
-                if worker_class:
-                    env["LDP_WORKER_CLASS"] = worker_class  # read by the gunicorn config
-                with _environment(env):
-                    collectors[label] = stack.enter_context(
-                        Server(
-                            port=0,
-                            redis_url=redis_url,
-                            data_dir=Path(tmp)
-                            / f"collector-{tree_tag}-{worker_class or 'default'}-{admission}",
-                            web_workers=args.web_workers,
-                            aggregators=args.aggregators,
-                            quiet=True,
-                        )
-                    )
-        bare_url, bare_master = start_bare(redis_url, args.web_workers, Path(tmp), stack)
-        assert embedded.process is not None
-        redis_pid = embedded.process.pid
-        servers: list[tuple[str, str, str, int | None]] = []
-        for kind in targets:
-            if kind == "collector":
-                for label, server in collectors.items():
-                    assert server.web is not None
-                    servers.append((label, kind, server.url, server.web.pid))
-            else:
-                servers.append((kind, kind, bare_url if kind == "bare" else redis_url, bare_master))
-        variants = [
-            Variant(
-                label if len(policies) == 1 else f"{label} fsync={policy}",
-                kind,
-                url,
-                master if kind != "raw" else None,
-                policy,
-                label,
             )
-            for policy in policies
-            for label, kind, url, master in servers
+    return collectors
+
+
+def _variants(
+    plan: Plan,
+    collectors: dict[str, Server],
+    bare: tuple[str, int],
+    redis_url: str,
+) -> list[Variant]:
+    """Every target under every fsync policy, in turn order."""
+    servers: list[tuple[str, str, str, int | None]] = []
+    for kind in plan.targets:
+        if kind == "collector":
+            for label, server in collectors.items():
+                assert server.web is not None
+                servers.append((label, kind, server.url, server.web.pid))
+        else:
+            servers.append((kind, kind, bare[0] if kind == "bare" else redis_url, bare[1]))
+    return [
+        Variant(
+            label if len(plan.policies) == 1 else f"{label} fsync={policy}",
+            kind,
+            url,
+            master if kind != "raw" else None,
+            policy,
+            label,
+        )
+        for policy in plan.policies
+        for label, kind, url, master in servers
+    ]
+
+
+@dataclass
+class Load:
+    """The reports of the phases and how each target is sent them."""
+
+    args: argparse.Namespace
+    definition: MetricDefinition
+    redis_url: str
+    reports: list[dict[str, Any]]
+
+    def value(self, i: int) -> int | str:
+        return f"w{i % self.args.k}" if self.args.mechanism == "string" else i % self.args.k
+
+    def bodies(self, chunk: list[dict[str, Any]]) -> list[bytes]:
+        batch = self.args.batch
+        return [
+            ENCODE({"reports": chunk[i : i + batch]}).encode() for i in range(0, len(chunk), batch)
         ]
 
-        spec: dict[str, Any] = {
-            "domain": [f"v{i}" for i in range(args.k)],
-            "epsilon": args.epsilon,
-            "mechanism": args.mechanism,
-        }
-        if args.mechanism == "string":  # a string metric: values are words, not labels
-            spec = {"kind": "string", "max_length": args.max_length, "epsilon": args.epsilon}
-
-        def value(i: int) -> int | str:
-            return f"w{i % args.k}" if args.mechanism == "string" else i % args.k
-
-        definition = Registry(admin).put(METRIC, spec).definition
-        assert isinstance(definition, MetricDefinition)
-        streams = [BARE_STREAM, RAW_STREAM]  # quiesce finds the collector's (every shard)
-
-        # Unique ids within a phase (the collector's replay guard; quiesce empties its sets
-        # before each phase, so phases may reuse them). More are built once the phase
-        # lengths are known.
-        per_request = args.clients * args.batch
-        warmup = WARMUP_BATCHES * per_request
-        calibration = CALIBRATION_BATCHES * per_request
-        start = time.perf_counter()
-        reports = [
-            build_report(definition, value(i))
-            for i in range(max(warmup, calibration, args.reports or 0))
+    def work(self, target: Variant, chunk: list[dict[str, Any]]) -> list[Callable[[], Any]]:
+        """One callable per client: its share of the chunk's requests."""
+        clients, batch = self.args.clients, self.args.batch
+        if target.kind == "raw":
+            batches = [
+                [ENCODE(r["payload"]).encode() for r in chunk[i : i + batch]]
+                for i in range(0, len(chunk), batch)
+            ]
+            return [
+                functools.partial(_raw_client, self.redis_url, batches[i::clients])
+                for i in range(clients)
+            ]
+        requests = self.bodies(chunk)
+        return [
+            functools.partial(_http_client, target.url, requests[i::clients])
+            for i in range(clients)
         ]
-        built = time.perf_counter() - start
-        encode = json.JSONEncoder(separators=(",", ":")).encode
 
-        def bodies(chunk: list[dict[str, Any]]) -> list[bytes]:
-            return [
-                encode({"reports": chunk[i : i + args.batch]}).encode()
-                for i in range(0, len(chunk), args.batch)
-            ]
+    def chunk(self, variant: Variant, n: int) -> list[dict[str, Any]]:
+        """The phase's reports: distinct for a collector (its replay guard: more are built
+        when needed); the others take the same reports over again when they need more."""
+        if variant.kind == "collector":
+            more = range(len(self.reports), n)
+            self.reports.extend(build_report(self.definition, self.value(i)) for i in more)
+        return (self.reports * (n // len(self.reports) + 1))[:n]
 
-        def payloads(chunk: list[dict[str, Any]]) -> list[list[bytes]]:
-            return [
-                [encode(r["payload"]).encode() for r in chunk[i : i + args.batch]]
-                for i in range(0, len(chunk), args.batch)
-            ]
 
-        def work(target: Variant, chunk: list[dict[str, Any]]) -> list[Callable[[], Any]]:
-            """One callable per client: its share of the chunk's requests."""
-            if target.kind == "raw":
-                batches = payloads(chunk)
-                return [
-                    (lambda b=batches[i :: args.clients]: _raw_client(redis_url, b))
-                    for i in range(args.clients)
-                ]
-            url = target.url
-            requests = bodies(chunk)
-            return [
-                (lambda b=requests[i :: args.clients], u=url: _http_client(u, b))
-                for i in range(args.clients)
-            ]
+ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
-        body_bytes = len(bodies(reports[: args.batch])[0])
-        print(
-            f"{args.mechanism} k={args.k} ε={args.epsilon:g}: {len(reports):,} reports built "
-            f"with the SDK in {built:.1f} s ({body_bytes:,} bytes per {args.batch}-report body); "
-            f"redis-server {embedded.version()} (AOF {', '.join(policies)})"
-        )
-        print(
-            f"gunicorn ({CONF.name}): {args.web_workers} workers each "
-            f"({', '.join(classes) or 'the default class'} for collector); {args.clients} "
-            f"client processes; {args.aggregators} aggregator(s); "
-            + (
-                f"{args.reports:,} reports per phase\n"
-                if args.reports
-                else f"phases of about {args.phase_seconds:g} s each\n"
-            )
-        )
 
-        def prepare(variant: Variant) -> None:
-            quiesce(admin, streams)
-            admin.config_set("appendfsync", variant.fsync)
+def _spec(args: argparse.Namespace) -> dict[str, Any]:
+    if args.mechanism == "string":  # a string metric: values are words, not labels
+        return {"kind": "string", "max_length": args.max_length, "epsilon": args.epsilon}
+    return {
+        "domain": [f"v{i}" for i in range(args.k)],
+        "epsilon": args.epsilon,
+        "mechanism": args.mechanism,
+    }
 
-        for variant in variants:  # warm up each target once (not timed)
+
+def _sizes(
+    args: argparse.Namespace,
+    load: Load,
+    variants: list[Variant],
+    prepare: Callable[[Variant], None],
+    redis_pid: int,
+) -> dict[str, int]:
+    """Each target's reports per phase: ``--reports``, else what it sends in
+    ``--phase-seconds`` at the speed a probe measures."""
+    if args.reports:
+        return {variant.label: args.reports for variant in variants}
+    per_request = args.clients * args.batch
+    sizes: dict[str, int] = {}
+    start = time.perf_counter()
+    for variant in variants:
+        n = CALIBRATION_BATCHES * per_request
+        while True:  # a probe long enough that process start-up does not dominate
             prepare(variant)
-            run_phase(variant.label, work(variant, reports[:warmup]), variant.master, redis_pid)
+            chunk = load.chunk(variant, n)
+            probe = run_phase(variant.label, load.work(variant, chunk), variant.master, redis_pid)
+            if probe.seconds >= min(1.0, args.phase_seconds / 4) or n >= MAX_PHASE_REPORTS:
+                break
+            n = min(n * 4, MAX_PHASE_REPORTS)
+        requests = max(1, round(probe.rate * args.phase_seconds / per_request))
+        sizes[variant.label] = min(requests * per_request, MAX_PHASE_REPORTS)
+    print(
+        f"reports per phase ({args.phase_seconds:g} s at the speed measured): "
+        + ", ".join(f"{label} {n:,}" for label, n in sizes.items())
+        + f" ({time.perf_counter() - start:.1f} s to measure)\n"
+    )
+    return sizes
 
-        def ensure(n: int) -> None:
-            """At least ``n`` distinct reports (a collector's phase needs unique ids)."""
-            reports.extend(build_report(definition, value(i)) for i in range(len(reports), n))
 
-        def chunk_for(variant: Variant, n: int | None = None) -> list[dict[str, Any]]:
-            """The phase's reports: distinct for a collector; the others take the same
-            reports over again when they need more (no replay guard there)."""
-            n = sizes[variant.label] if n is None else n
-            if variant.kind == "collector":
-                ensure(n)
-            return (reports * (n // len(reports) + 1))[:n]
-
-        sizes: dict[str, int] = {}
-        start = time.perf_counter()
-        for variant in variants:  # each target's count for a phase of --phase-seconds
-            if args.reports:
-                sizes[variant.label] = args.reports
-                continue
-            n = calibration
-            while True:  # a probe long enough that process start-up does not dominate
-                prepare(variant)
-                chunk = chunk_for(variant, n)
-                probe = run_phase(variant.label, work(variant, chunk), variant.master, redis_pid)
-                if probe.seconds >= min(1.0, args.phase_seconds / 4) or n >= MAX_PHASE_REPORTS:
-                    break
-                n = min(n * 4, MAX_PHASE_REPORTS)
-            wanted = probe.rate * args.phase_seconds
-            requests = max(1, round(wanted / per_request))
-            sizes[variant.label] = min(requests * per_request, MAX_PHASE_REPORTS)
-        if not args.reports:
+def _rounds(
+    args: argparse.Namespace,
+    load: Load,
+    variants: list[Variant],
+    sizes: dict[str, int],
+    prepare: Callable[[Variant], None],
+    redis_pid: int,
+) -> list[dict[str, Phase]]:
+    """The timed rounds, each target once a round in a rotating order; a row a phase."""
+    width = max(9, *(len(v.label) for v in variants))
+    phases: list[dict[str, Phase]] = []
+    print(
+        f"{'round':>5}  {'target':<{width}} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'seconds':>7}   CPU µs/report: {'clients':>7} {'web':>6} {'redis':>6} {'total':>6}"
+    )
+    for r in range(args.rounds):
+        found: dict[str, Phase] = {}
+        turn = r % len(variants)  # rotate the order: no target always runs first
+        for variant in variants[turn:] + variants[:turn]:
+            prepare(variant)
+            chunk = load.chunk(variant, sizes[variant.label])
+            phase = run_phase(variant.label, load.work(variant, chunk), variant.master, redis_pid)
+            if phase.accepted != len(chunk):
+                raise SystemExit(f"{variant.label}: accepted {phase.accepted} of {len(chunk)}")
+            found[variant.label] = phase
             print(
-                f"reports per phase ({args.phase_seconds:g} s at the speed measured): "
-                + ", ".join(f"{label} {n:,}" for label, n in sizes.items())
-                + f" ({time.perf_counter() - start:.1f} s to measure)\n"
-            )
-
-        width = max(9, *(len(v.label) for v in variants))
-        phases: list[dict[str, Phase]] = []
-        print(
-            f"{'round':>5}  {'target':<{width}} {'reports/s':>10} {'p50 ms':>8} {'p99 ms':>8} "
-            f"{'seconds':>7}   CPU µs/report: {'clients':>7} {'web':>6} {'redis':>6} {'total':>6}"
-        )
-        for r in range(args.rounds):
-            found: dict[str, Phase] = {}
-            turn = r % len(variants)  # rotate the order: no target always runs first
-            for variant in variants[turn:] + variants[:turn]:
-                prepare(variant)
-                chunk = chunk_for(variant)
-                phase = run_phase(variant.label, work(variant, chunk), variant.master, redis_pid)
-                if phase.accepted != len(chunk):
-                    raise SystemExit(f"{variant.label}: accepted {phase.accepted} of {len(chunk)}")
-                found[variant.label] = phase
-                print(
-                    f"{r + 1:>5}  {variant.label:<{width}} {phase.rate:>10,.0f} "
-                    f"{phase.pct(50):>8.1f} {phase.pct(99):>8.1f} {phase.seconds:>7.2f}   {'':14} "
-                    + " ".join(
-                        f"{phase.cpu_us(part):>{w}.1f}"
-                        for part, w in (("clients", 7), ("web", 6), ("redis", 6), ("total", 6))
-                    )
+                f"{r + 1:>5}  {variant.label:<{width}} {phase.rate:>10,.0f} "
+                f"{phase.pct(50):>8.1f} {phase.pct(99):>8.1f} {phase.seconds:>7.2f}   {'':14} "
+                + " ".join(
+                    f"{phase.cpu_us(part):>{w}.1f}"
+                    for part, w in (("clients", 7), ("web", 6), ("redis", 6), ("total", 6))
                 )
-            phases.append(found)
-            ratios = _ratios(found, variants)
-            if ratios:
-                print("       " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+            )
+        phases.append(found)
+        ratios = _ratios(found, variants)
+        if ratios:
+            print("       " + ", ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+    return phases
 
+
+def _summary(
+    args: argparse.Namespace, variants: list[Variant], phases: list[dict[str, Phase]]
+) -> None:
+    """Each target's medians over the rounds, and each ratio's median and spread."""
+    width = max(9, *(len(v.label) for v in variants))
     print(f"\nmedian over {args.rounds} round(s):")
     for target in (v.label for v in variants):
         rates = [p[target].rate for p in phases]
@@ -676,8 +700,73 @@ def main() -> None:
             f"  {key}: median {middle:.2f}, spread {spread:.0f} % of it "
             f"(rounds {', '.join(f'{v:.2f}' for v in values)})"
         )
-    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"load average (1, 5, 15 min) at the end: {load}")
+
+
+def main() -> None:
+    """Run the benchmark and print its figures."""
+    parser = _parser()
+    args = parser.parse_args()
+    plan = _plan(parser, args)
+    print(
+        f"machine: {os.cpu_count()} cores; python {sys.version.split()[0]}; load average "
+        f"(1, 5, 15 min) {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        embedded = stack.enter_context(EmbeddedRedis(Path(tmp) / "redis"))
+        redis_url = embedded.url
+        admin = redis.Redis.from_url(redis_url)
+        collectors = _start_collectors(args, plan, redis_url, tmp, stack)
+        bare = start_bare(redis_url, args.web_workers, Path(tmp), stack)
+        assert embedded.process is not None
+        redis_pid = embedded.process.pid
+        variants = _variants(plan, collectors, bare, redis_url)
+        definition = Registry(admin).put(METRIC, _spec(args)).definition
+        assert isinstance(definition, MetricDefinition)
+        streams = [BARE_STREAM, RAW_STREAM]  # quiesce finds the collector's (every shard)
+
+        # Unique ids within a phase (the collector's replay guard; quiesce empties its sets
+        # before each phase, so phases may reuse them). More are built once the phase
+        # lengths are known.
+        per_request = args.clients * args.batch
+        warmup = WARMUP_BATCHES * per_request
+        load = Load(args, definition, redis_url, [])
+        start = time.perf_counter()
+        load.reports = [
+            build_report(definition, load.value(i))
+            for i in range(max(warmup, CALIBRATION_BATCHES * per_request, args.reports or 0))
+        ]
+        built = time.perf_counter() - start
+        body_bytes = len(load.bodies(load.reports[: args.batch])[0])
+        print(
+            f"{args.mechanism} k={args.k} ε={args.epsilon:g}: {len(load.reports):,} reports "
+            f"built with the SDK in {built:.1f} s ({body_bytes:,} bytes per {args.batch}-report "
+            f"body); redis-server {embedded.version()} (AOF {', '.join(plan.policies)})"
+        )
+        print(
+            f"gunicorn ({CONF.name}): {args.web_workers} workers each "
+            f"({', '.join(plan.classes) or 'the default class'} for collector); {args.clients} "
+            f"client processes; {args.aggregators} aggregator(s); "
+            + (
+                f"{args.reports:,} reports per phase\n"
+                if args.reports
+                else f"phases of about {args.phase_seconds:g} s each\n"
+            )
+        )
+
+        def prepare(variant: Variant) -> None:
+            quiesce(admin, streams)
+            admin.config_set("appendfsync", variant.fsync)
+
+        for variant in variants:  # warm up each target once (not timed)
+            prepare(variant)
+            chunk = load.reports[:warmup]
+            run_phase(variant.label, load.work(variant, chunk), variant.master, redis_pid)
+        sizes = _sizes(args, load, variants, prepare, redis_pid)
+        phases = _rounds(args, load, variants, sizes, prepare, redis_pid)
+    _summary(args, variants, phases)
+    load_average = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"load average (1, 5, 15 min) at the end: {load_average}")
 
 
 def _commit(tree: Path) -> str:

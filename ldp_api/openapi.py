@@ -280,6 +280,27 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
     Raises:
         ValueError: a documented rule whose URL variables are not its path model's fields.
     """
+    routed = _routes(app)
+    definitions, refs = _schemas(routed)
+    paths: dict[str, dict[str, Any]] = {}
+    schemes: dict[str, Scheme] = {}
+    for path, method, operation in routed:
+        paths.setdefault(path, {})[method] = _entry(app, operation, refs, schemes)
+    components: dict[str, Any] = {"schemas": definitions.get("$defs", {})}
+    if schemes:
+        components["securitySchemes"] = {
+            name: {"type": "http", "scheme": s.scheme, "description": s.description}
+            for name, s in schemes.items()
+        }
+    return {"openapi": "3.1.0", "info": dict(info), "paths": paths, "components": components}
+
+
+def _routes(app: Flask) -> list[tuple[str, str, Operation]]:
+    """Each documented (path, method, operation) of ``app``, in the order of its rules.
+
+    Raises:
+        ValueError: a rule whose URL variables are not its path model's fields.
+    """
     routed: list[tuple[str, str, Operation]] = []
     for rule in app.url_map.iter_rules():
         operation = operation_of(app.view_functions[rule.endpoint])
@@ -291,7 +312,14 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
             raise ValueError(f"{rule.rule}: path model has {sorted(fields)}")
         for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
             routed.append((path, method.lower(), operation))
+    return routed
 
+
+def _schemas(
+    routed: list[tuple[str, str, Operation]],
+) -> tuple[dict[str, Any], dict[type[BaseModel], dict[str, str]]]:
+    """The JSON schemas of the models the operations take and answer, and each model's
+    reference (a body in its validation form, an answer in its serialization form)."""
     inputs: dict[type[BaseModel], Any] = {}
     for _, _, operation in routed:
         if operation.body is not None:
@@ -303,45 +331,51 @@ def document(app: Flask, info: Mapping[str, str] = INFO) -> dict[str, Any]:
         list(inputs.items()), ref_template=_REF, schema_generator=_Generator
     )
     refs = {model: keys[(model, mode)] for model, mode in inputs.items()}
+    return definitions, refs
 
-    paths: dict[str, dict[str, Any]] = {}
-    schemes: dict[str, Scheme] = {}
-    for path, method, operation in routed:
-        entry: dict[str, Any] = {"summary": operation.summary}
-        if operation.description:
-            entry["description"] = operation.description
-        parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")
-        if parameters:
-            entry["parameters"] = parameters
-        # While none of its schemes is switched on, no 401 can come back, and the
-        # operation is either open (optional security) or disabled (none: 403).
-        off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
-        disabled = off and all(s.unset == "disabled" for s in operation.security)
-        if operation.security and not disabled:
-            entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
-            schemes.update((s.name, s) for s in operation.security)
-        if disabled:
-            names = ", ".join(str(s.setting) for s in operation.security)
-            entry["description"] = (
-                f"Disabled on this server ({names} is not set): answers 403. "
-                + entry.get("description", "")
-            ).strip()
-        if operation.body is not None:
-            schema = refs[operation.body]
-            entry["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": schema}},
-            }
-        entry["responses"] = {
-            str(status): _reply(reply, refs)
-            for status, reply in sorted(operation.responses.items())
-            if not (off and status == 401)
+
+def _entry(
+    app: Flask,
+    operation: Operation,
+    refs: Mapping[type[BaseModel], dict[str, str]],
+    schemes: dict[str, Scheme],
+) -> dict[str, Any]:
+    """One operation's object; the security schemes it names are added to ``schemes``."""
+    entry: dict[str, Any] = {"summary": operation.summary}
+    if operation.description:
+        entry["description"] = operation.description
+    parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")
+    if parameters:
+        entry["parameters"] = parameters
+    off = _security(app, operation, entry, schemes)
+    if operation.body is not None:
+        entry["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": refs[operation.body]}},
         }
-        paths.setdefault(path, {})[method] = entry
-    components: dict[str, Any] = {"schemas": definitions.get("$defs", {})}
-    if schemes:
-        components["securitySchemes"] = {
-            name: {"type": "http", "scheme": s.scheme, "description": s.description}
-            for name, s in schemes.items()
-        }
-    return {"openapi": "3.1.0", "info": dict(info), "paths": paths, "components": components}
+    entry["responses"] = {
+        str(status): _reply(reply, refs)
+        for status, reply in sorted(operation.responses.items())
+        if not (off and status == 401)
+    }
+    return entry
+
+
+def _security(
+    app: Flask, operation: Operation, entry: dict[str, Any], schemes: dict[str, Scheme]
+) -> bool:
+    """Set ``entry``'s security as ``app`` is configured; True while none of the
+    operation's schemes is switched on (then no 401 can come back, and the operation is
+    either open, its security optional, or disabled: 403)."""
+    off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
+    disabled = off and all(s.unset == "disabled" for s in operation.security)
+    if operation.security and not disabled:
+        entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
+        schemes.update((s.name, s) for s in operation.security)
+    if disabled:
+        names = ", ".join(str(s.setting) for s in operation.security)
+        entry["description"] = (
+            f"Disabled on this server ({names} is not set): answers 403. "
+            + entry.get("description", "")
+        ).strip()
+    return off

@@ -129,18 +129,13 @@ def _plural(n: int, noun: str) -> str:
 def run(args: argparse.Namespace) -> LoadResult:
     """Start the server, run Locust, check; returns the figures and failed checks."""
     # server-side imports kept out of --help
-    from ldp_server.demo import define_metrics, estimates_for, wait_for_counts  # noqa: PLC0415
+    from ldp_server.demo import define_metrics  # noqa: PLC0415
     from ldp_server.serve import Server  # noqa: PLC0415
     from ldp_store.connection import connect  # noqa: PLC0415
     from ldp_store.embedded import free_port  # noqa: PLC0415
     from ldp_store.registry import Registry  # noqa: PLC0415
 
-    out = Path(args.out or tempfile.mkdtemp(prefix="ldp-load-")).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    truth_dir = out / "truth"
-    truth_dir.mkdir(exist_ok=True)
-    for stale in [*truth_dir.glob("truth-*.json"), truth_dir / "stats.json"]:
-        stale.unlink(missing_ok=True)
+    out, truth_dir = _output_folders(args.out)
     per_user = math.ceil(args.devices / args.users)
     result = LoadResult(devices_target=per_user * args.users)
     print(f"output: {out}")
@@ -174,106 +169,152 @@ def run(args: argparse.Namespace) -> LoadResult:
             print(f"server: {url} ({where}); metrics: "
                   + ", ".join(f"{d.name} ({d.oracle.name}, k={d.k})"
                               for d in definitions))  # fmt: skip
-            csv_prefix = str(out / "locust")
-            command = [
-                sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"),
-                "--headless", "-u", str(args.users), "-r", str(args.spawn_rate or args.users),
-                "-t", args.time, "--host", url, "--csv", csv_prefix,
-                "--html", str(out / "locust.html"), "--only-summary", "--stop-timeout", "30",
-            ]  # fmt: skip
-            if args.processes != 1:
-                command += ["--processes", str(args.processes)]
-            env = dict(os.environ)
-            env.update(
-                LDP_DEVICES_PER_USER=str(per_user),
-                LDP_DEVICES_PER_BATCH=str(args.devices_per_batch),
-                LDP_DISTRIBUTION=args.distribution,
-                LDP_TRUTH_DIR=str(truth_dir),
-                LDP_MAX_FAILURE_RATIO=str(args.max_failure_ratio),
-                LDP_MAX_P95_MS=str(args.max_p95_ms),
-            )
-            print("load: " + " ".join(command[2:]))
-            start = time.perf_counter()
-            with (out / "locust.log").open("wb") as log:
-                done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT)
-            result.load_seconds = time.perf_counter() - start
-            result.locust_exit_code = done.returncode
-            if done.returncode != 0:
-                result.failed.append(
-                    f"locust exited with {done.returncode} (thresholds: failure ratio "
-                    f"≤ {args.max_failure_ratio}, p95 ≤ {args.max_p95_ms:.0f} ms; see locust.log)"
-                )
+            _load(args, url, out, per_user, result)
             if server is not None and server.check() is not None:
                 result.failed.append(f"server: {server.check()}")
-
             truth = _read_truth(truth_dir)
-            stats = _read_stats(csv_prefix)
-            result.devices = truth["devices"]
-            result.accepted = truth["accepted"]
-            result.duplicates = truth["duplicates"]
-            result.rejected = truth["rejected"]
-            exact = truth_dir / "stats.json"
-            if exact.exists():  # the locustfile's final figures; the CSV may lag by 1 s
-                final = json.loads(exact.read_text())
-                result.requests, result.failures = final["requests"], final["failures"]
-                result.p50_ms, result.p95_ms = final["p50_ms"], final["p95_ms"]
-                result.p99_ms = final["p99_ms"]
-            else:
-                result.requests = int(_float(stats, "Request Count"))
-                result.failures = int(_float(stats, "Failure Count"))
-                result.p50_ms = _float(stats, "50%")
-                result.p95_ms = _float(stats, "95%")
-                result.p99_ms = _float(stats, "99%")
-            result.requests_per_s = result.requests / max(result.load_seconds, 1e-9)
-            result.reports_per_s = result.accepted / max(result.load_seconds, 1e-9)
-            if result.devices < result.devices_target:
-                print(f"note: --time ended the run at {result.devices:,} of "
-                      f"{result.devices_target:,} devices")  # fmt: skip
-
-            expected = {name: sum(c) for name, c in truth["counts"].items()}
-            if sum(expected.values()) != result.accepted + result.duplicates:
-                result.failed.append(
-                    f"truth holds {sum(expected.values())} reports, the collector "
-                    f"accepted {result.accepted} (+{result.duplicates} duplicates)"
-                )
-            try:
-                result.drain_seconds = wait_for_counts(
-                    client, definitions, expected, timeout=args.drain_timeout
-                )
-            except TimeoutError as exc:
-                result.failed.append(f"aggregator did not drain: {exc}")
-            time.sleep(1.0)  # anything counted late would show up as n > accepted
-            from aggregator.query.window import read_counts  # noqa: PLC0415
-
-            result.counted = {d.name: read_counts(client, d).n for d in definitions}
-            for name, n in expected.items():
-                if result.counted.get(name) != n:
-                    result.failed.append(
-                        f"{name}: aggregator n = {result.counted.get(name)}, accepted {n}"
-                    )
-
-            estimates = estimates_for(client, definitions)
-            for d in definitions:
-                counts = truth["counts"].get(d.name)
-                if not counts or sum(counts) == 0:
-                    continue
-                est = estimates[d.name]
-                share = [c / sum(counts) for c in counts]
-                for i, s in enumerate(share):
-                    result.intervals += 1
-                    if not (float(est.ci_low[i]) <= s <= float(est.ci_high[i])):
-                        result.misses += 1
-            if result.intervals:
-                result.miss_limit = miss_bound(result.intervals, args.miss_alpha)
-                if result.misses > result.miss_limit:
-                    result.failed.append(
-                        f"{result.misses} of {result.intervals} intervals missed the truth "
-                        f"(> {result.miss_limit}: P < {args.miss_alpha} at a 5 % miss rate)"
-                    )
-            else:
-                result.failed.append("no estimates to check: nothing was accepted")
+            _take_figures(result, truth, truth_dir, str(out / "locust"))
+            _check_counts(args, result, truth, client, definitions)
+            _check_intervals(args, result, truth, client, definitions)
     (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return result
+
+
+def _output_folders(asked: str | None) -> tuple[Path, Path]:
+    """The output folder (``asked``, or a fresh temporary one) and its ``truth/``, emptied
+    of an earlier run's truth files."""
+    out = Path(asked or tempfile.mkdtemp(prefix="ldp-load-")).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    truth_dir = out / "truth"
+    truth_dir.mkdir(exist_ok=True)
+    for stale in [*truth_dir.glob("truth-*.json"), truth_dir / "stats.json"]:
+        stale.unlink(missing_ok=True)
+    return out, truth_dir
+
+
+def _load(args: argparse.Namespace, url: str, out: Path, per_user: int, result: LoadResult) -> None:
+    """Run Locust headless against ``url`` (its log in ``out/locust.log``); a non-zero
+    exit (its own thresholds) is a failed check."""
+    command = [
+        sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"),
+        "--headless", "-u", str(args.users), "-r", str(args.spawn_rate or args.users),
+        "-t", args.time, "--host", url, "--csv", str(out / "locust"),
+        "--html", str(out / "locust.html"), "--only-summary", "--stop-timeout", "30",
+    ]  # fmt: skip
+    if args.processes != 1:
+        command += ["--processes", str(args.processes)]
+    env = dict(os.environ)
+    env.update(
+        LDP_DEVICES_PER_USER=str(per_user),
+        LDP_DEVICES_PER_BATCH=str(args.devices_per_batch),
+        LDP_DISTRIBUTION=args.distribution,
+        LDP_TRUTH_DIR=str(out / "truth"),
+        LDP_MAX_FAILURE_RATIO=str(args.max_failure_ratio),
+        LDP_MAX_P95_MS=str(args.max_p95_ms),
+    )
+    print("load: " + " ".join(command[2:]))
+    start = time.perf_counter()
+    with (out / "locust.log").open("wb") as log:
+        done = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    result.load_seconds = time.perf_counter() - start
+    result.locust_exit_code = done.returncode
+    if done.returncode != 0:
+        result.failed.append(
+            f"locust exited with {done.returncode} (thresholds: failure ratio "
+            f"≤ {args.max_failure_ratio}, p95 ≤ {args.max_p95_ms:.0f} ms; see locust.log)"
+        )
+
+
+def _take_figures(
+    result: LoadResult, truth: dict[str, Any], truth_dir: Path, csv_prefix: str
+) -> None:
+    """The devices' and the requests' figures: the locustfile's final ones, else Locust's
+    CSV (which may lag by 1 s)."""
+    result.devices = truth["devices"]
+    result.accepted = truth["accepted"]
+    result.duplicates = truth["duplicates"]
+    result.rejected = truth["rejected"]
+    exact = truth_dir / "stats.json"
+    if exact.exists():
+        final = json.loads(exact.read_text())
+        result.requests, result.failures = final["requests"], final["failures"]
+        result.p50_ms, result.p95_ms = final["p50_ms"], final["p95_ms"]
+        result.p99_ms = final["p99_ms"]
+    else:
+        stats = _read_stats(csv_prefix)
+        result.requests = int(_float(stats, "Request Count"))
+        result.failures = int(_float(stats, "Failure Count"))
+        result.p50_ms = _float(stats, "50%")
+        result.p95_ms = _float(stats, "95%")
+        result.p99_ms = _float(stats, "99%")
+    result.requests_per_s = result.requests / max(result.load_seconds, 1e-9)
+    result.reports_per_s = result.accepted / max(result.load_seconds, 1e-9)
+    if result.devices < result.devices_target:
+        print(f"note: --time ended the run at {result.devices:,} of "
+              f"{result.devices_target:,} devices")  # fmt: skip
+
+
+def _check_counts(
+    args: argparse.Namespace,
+    result: LoadResult,
+    truth: dict[str, Any],
+    client: Any,
+    definitions: list[Any],
+) -> None:
+    """Every accepted report counted once: the truth against the collector, then the
+    aggregator's n against the truth once it drained."""
+    from aggregator.query.window import read_counts  # noqa: PLC0415
+    from ldp_server.demo import wait_for_counts  # noqa: PLC0415
+
+    expected = {name: sum(c) for name, c in truth["counts"].items()}
+    if sum(expected.values()) != result.accepted + result.duplicates:
+        result.failed.append(
+            f"truth holds {sum(expected.values())} reports, the collector "
+            f"accepted {result.accepted} (+{result.duplicates} duplicates)"
+        )
+    try:
+        result.drain_seconds = wait_for_counts(
+            client, definitions, expected, timeout=args.drain_timeout
+        )
+    except TimeoutError as exc:
+        result.failed.append(f"aggregator did not drain: {exc}")
+    time.sleep(1.0)  # anything counted late would show up as n > accepted
+    result.counted = {d.name: read_counts(client, d).n for d in definitions}
+    for name, n in expected.items():
+        if result.counted.get(name) != n:
+            result.failed.append(f"{name}: aggregator n = {result.counted.get(name)}, accepted {n}")
+
+
+def _check_intervals(
+    args: argparse.Namespace,
+    result: LoadResult,
+    truth: dict[str, Any],
+    client: Any,
+    definitions: list[Any],
+) -> None:
+    """The intervals against the true shares: more misses than a 5 % rate explains at
+    ``--miss-alpha`` is a failed check."""
+    from ldp_server.demo import estimates_for  # noqa: PLC0415
+
+    estimates = estimates_for(client, definitions)
+    for d in definitions:
+        counts = truth["counts"].get(d.name)
+        if not counts or sum(counts) == 0:
+            continue
+        est = estimates[d.name]
+        for i, c in enumerate(counts):
+            result.intervals += 1
+            if not (float(est.ci_low[i]) <= c / sum(counts) <= float(est.ci_high[i])):
+                result.misses += 1
+    if not result.intervals:
+        result.failed.append("no estimates to check: nothing was accepted")
+        return
+    result.miss_limit = miss_bound(result.intervals, args.miss_alpha)
+    if result.misses > result.miss_limit:
+        result.failed.append(
+            f"{result.misses} of {result.intervals} intervals missed the truth "
+            f"(> {result.miss_limit}: P < {args.miss_alpha} at a 5 % miss rate)"
+        )
 
 
 def _print(result: LoadResult) -> None:
