@@ -10,7 +10,7 @@ forms take turns ``--rounds`` times in one run on one embedded Redis; it prints 
 seconds, reports/s, and CPU µs per report of Redis and of the worker (its start-up, an
 empty drain, subtracted), then batch ÷ one-report ratios. The yardstick is the
 one-report form drained by the same code in the same run. Figures:
-docs/benchmarks/performance.md ("The collector against the bare endpoint").
+docs/benchmarks/performance.md ("Ingest", "Against the bare endpoint").
 """
 
 from __future__ import annotations

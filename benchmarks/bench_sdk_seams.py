@@ -23,7 +23,7 @@ also fetches the metric's definition, importing ``requests``). It also says how 
 reports were charged on top of a day whose budget is spent (the clock floor, issue 44
 item 2), and how many warnings the process printed (issue 36: once per reason).
 
-Figures: ``docs/benchmarks/performance.md`` ("The Python SDK in real processes").
+Figures: ``docs/benchmarks/performance.md`` ("SDKs", "Python").
 The speed probe (``sum(range(10**5))``, µs) and the load average are printed as yardsticks.
 """
 

@@ -22,7 +22,7 @@ on, as ``ldp serve`` runs it), and prints the µs per report of each phase:
   above plus Flask, admission, telemetry and the answer's serialisation).
 
 With ``--cprofile NAME`` it also prints the top functions of the whole requests of that
-metric by cumulative time. It guided issue 27 (see docs/benchmarks/performance.md).
+metric by cumulative time (figures: docs/benchmarks/performance.md, "Ingest").
 """
 
 from __future__ import annotations
