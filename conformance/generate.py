@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -244,24 +244,39 @@ def _values(k: int) -> list[int]:
     return sorted({0, 1, k // 2, k - 1})
 
 
+def _cases(
+    prefix: str,
+    inputs: Iterable[Any],
+    perturb: Callable[[Any, StreamRandom], Any],
+    describe: Callable[[Any], dict[str, Any]],
+    derived: Callable[[Any, Any], dict[str, Any]] | None = None,
+    shown: Callable[[Any], str] = str,
+) -> list[dict[str, Any]]:
+    """Three cases an input: ``describe(x)``, the bytes drawn (from the stream labelled
+    ``prefix:shown(x):rep``), what ``derived(x, payload)`` adds, and the payload."""
+    cases = []
+    for x in inputs:
+        for rep in range(3):
+            rng = StreamRandom(f"{prefix}:{shown(x)}:{rep}")
+            payload = perturb(x, rng)
+            cases.append(
+                {
+                    **describe(x),
+                    **rng.record(),
+                    **(derived(x, payload) if derived else {}),
+                    "payload": payload,
+                    "payload_json": compact(payload),
+                }
+            )
+    return cases
+
+
 def oracle_vectors() -> dict[str, Any]:
     """Every frequency oracle: spec → exact probabilities; value + bytes → payload."""
     out = []
     for n, spec in enumerate(ORACLE_SPECS):
         m = _build(spec)
-        cases = []
-        for value in _values(m.domain_size):
-            for rep in range(3):
-                rng = StreamRandom(f"oracle:{n}:{value}:{rep}")
-                payload = m.perturb(value, rng)
-                cases.append(
-                    {
-                        "value": value,
-                        **rng.record(),
-                        "payload": payload,
-                        "payload_json": compact(payload),
-                    }
-                )
+        cases = _cases(f"oracle:{n}", _values(m.domain_size), m.perturb, lambda v: {"value": v})
         out.append(
             {
                 "spec": spec,
@@ -355,21 +370,14 @@ def numeric_vectors() -> dict[str, Any]:
         if isinstance(m, mechanisms.HybridMechanism):
             constants["alpha"] = rational(m.alpha)
             constants["duchi_bound_units"] = str(m.duchi.bound_units)
-        cases = []
-        for x in NUMERIC_INPUTS:
-            for rep in range(3):
-                rng = StreamRandom(f"numeric:{n}:{x!r}:{rep}")
-                payload = m.perturb(x, rng)
-                cases.append(
-                    {
-                        "x": x,
-                        "x_exact": rational(x),
-                        **rng.record(),
-                        "units": str(int(payload["y"] * numeric.SCALE)),
-                        "payload": payload,
-                        "payload_json": compact(payload),
-                    }
-                )
+        cases = _cases(
+            f"numeric:{n}",
+            NUMERIC_INPUTS,
+            m.perturb,
+            lambda x: {"x": x, "x_exact": rational(x)},
+            lambda x, payload: {"units": str(int(payload["y"] * numeric.SCALE))},
+            shown=repr,
+        )
         out.append({"params": m.params(), "constants": constants, "cases": cases})
     scaling = [
         {
@@ -409,21 +417,11 @@ def joint_vectors() -> dict[str, Any]:
             tuple(k - 1 for k in sizes),
             tuple(k // 2 for k in sizes),
         ]
-        cases = []
-        for values in tuples:
-            for rep in range(3):
-                rng = StreamRandom(f"joint:{n}:{values}:{rep}")
-                payload = m.perturb(values, rng)
-                g = payload["g"]
-                cases.append(
-                    {
-                        "values": list(values),
-                        **rng.record(),
-                        "cell": m.cell(values, m.groups[g]),
-                        "payload": payload,
-                        "payload_json": compact(payload),
-                    }
-                )
+
+        def cell(values: Any, payload: Any, m: Any = m) -> dict[str, Any]:
+            return {"cell": m.cell(values, m.groups[payload["g"]])}
+
+        cases = _cases(f"joint:{n}", tuples, m.perturb, lambda v: {"values": list(v)}, cell)
         out.append(
             {
                 "params": m.params(),
@@ -485,19 +483,7 @@ def string_vectors() -> dict[str, Any]:
                     ],
                 }
             )
-        cases = []
-        for value in values:
-            for rep in range(3):
-                rng = StreamRandom(f"string:{n}:{value}:{rep}")
-                payload = m.perturb(value, rng)
-                cases.append(
-                    {
-                        "value": value,
-                        **rng.record(),
-                        "payload": payload,
-                        "payload_json": compact(payload),
-                    }
-                )
+        cases = _cases(f"string:{n}", values, m.perturb, lambda v: {"value": v})
         out.append(
             {
                 "spec": spec,

@@ -174,8 +174,9 @@ def run(args: argparse.Namespace) -> LoadResult:
                 result.failed.append(f"server: {server.check()}")
             truth = _read_truth(truth_dir)
             _take_figures(result, truth, truth_dir, str(out / "locust"))
-            _check_counts(args, result, truth, client, definitions)
-            _check_intervals(args, result, truth, client, definitions)
+            checked = Checked(args, truth, client, definitions)
+            _check_counts(checked, result)
+            _check_intervals(checked, result)
     (out / "summary.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     return result
 
@@ -254,19 +255,23 @@ def _take_figures(
               f"{result.devices_target:,} devices")  # fmt: skip
 
 
-def _check_counts(
-    args: argparse.Namespace,
-    result: LoadResult,
-    truth: dict[str, Any],
-    client: Any,
-    definitions: list[Any],
-) -> None:
+@dataclass(frozen=True)
+class Checked:
+    """What a run's checks read: the options, the truth the locustfile kept, the store."""
+
+    args: argparse.Namespace
+    truth: dict[str, Any]
+    client: Any
+    definitions: list[Any]
+
+
+def _check_counts(run: Checked, result: LoadResult) -> None:
     """Every accepted report counted once: the truth against the collector, then the
     aggregator's n against the truth once it drained."""
     from aggregator.query.window import read_counts  # noqa: PLC0415
     from ldp_server.demo import wait_for_counts  # noqa: PLC0415
 
-    expected = {name: sum(c) for name, c in truth["counts"].items()}
+    expected = {name: sum(c) for name, c in run.truth["counts"].items()}
     if sum(expected.values()) != result.accepted + result.duplicates:
         result.failed.append(
             f"truth holds {sum(expected.values())} reports, the collector "
@@ -274,31 +279,25 @@ def _check_counts(
         )
     try:
         result.drain_seconds = wait_for_counts(
-            client, definitions, expected, timeout=args.drain_timeout
+            run.client, run.definitions, expected, timeout=run.args.drain_timeout
         )
     except TimeoutError as exc:
         result.failed.append(f"aggregator did not drain: {exc}")
     time.sleep(1.0)  # anything counted late would show up as n > accepted
-    result.counted = {d.name: read_counts(client, d).n for d in definitions}
+    result.counted = {d.name: read_counts(run.client, d).n for d in run.definitions}
     for name, n in expected.items():
         if result.counted.get(name) != n:
             result.failed.append(f"{name}: aggregator n = {result.counted.get(name)}, accepted {n}")
 
 
-def _check_intervals(
-    args: argparse.Namespace,
-    result: LoadResult,
-    truth: dict[str, Any],
-    client: Any,
-    definitions: list[Any],
-) -> None:
+def _check_intervals(run: Checked, result: LoadResult) -> None:
     """The intervals against the true shares: more misses than a 5 % rate explains at
     ``--miss-alpha`` is a failed check."""
     from ldp_server.demo import estimates_for  # noqa: PLC0415
 
-    estimates = estimates_for(client, definitions)
-    for d in definitions:
-        counts = truth["counts"].get(d.name)
+    estimates = estimates_for(run.client, run.definitions)
+    for d in run.definitions:
+        counts = run.truth["counts"].get(d.name)
         if not counts or sum(counts) == 0:
             continue
         est = estimates[d.name]
@@ -309,11 +308,11 @@ def _check_intervals(
     if not result.intervals:
         result.failed.append("no estimates to check: nothing was accepted")
         return
-    result.miss_limit = miss_bound(result.intervals, args.miss_alpha)
+    result.miss_limit = miss_bound(result.intervals, run.args.miss_alpha)
     if result.misses > result.miss_limit:
         result.failed.append(
             f"{result.misses} of {result.intervals} intervals missed the truth "
-            f"(> {result.miss_limit}: P < {args.miss_alpha} at a 5 % miss rate)"
+            f"(> {result.miss_limit}: P < {run.args.miss_alpha} at a 5 % miss rate)"
         )
 
 

@@ -28,7 +28,7 @@ from aggregator.cli.options import (
     ReadFrom,
     read_options,
 )
-from aggregator.cli.source import Source, checked_name, reading
+from aggregator.cli.source import Asked, Source, checked_name, reading
 
 __all__ = ["estimand_line", "estimates", "points", "shown_value"]
 
@@ -166,7 +166,7 @@ def estimates(
         definition = _definition(source, name, version, by)
         if isinstance(source, Local):  # the API refuses an expired window itself (404)
             _refuse_expired(source, definition, window)
-        n, rows = source.rows(definition, window, confidence, minimum, (), estimand)
+        n, rows = source.rows(definition, Asked(window, confidence, minimum, (), estimand))
         waiting = source.waiting_note(definition) if fmt == "table" else None
     if by is not None:  # that breakdown's groups only
         rows = [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]

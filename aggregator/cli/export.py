@@ -35,7 +35,7 @@ from aggregator.cli.options import (
     ReadFrom,
     read_options,
 )
-from aggregator.cli.source import Source, checked_name, reading
+from aggregator.cli.source import Asked, Source, checked_name, reading
 
 if TYPE_CHECKING:
     from client_sdk.wire import MetricDefinition
@@ -270,7 +270,7 @@ def _read_rows(
     with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
         for definition, window in plan:
             same = together[(definition.name, definition.version)]
-            rows += source.rows(definition, window, confidence, minimum, same, estimand)[1]
+            rows += source.rows(definition, Asked(window, confidence, minimum, same, estimand))[1]
             advance(1)
     return rows
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Api",
+    "Asked",
     "Local",
     "Planned",
     "Source",
@@ -53,6 +54,20 @@ class Planned:
     windows: list[str]
 
 
+@dataclass(frozen=True)
+class Asked:
+    """A window as asked for: its intervals' level; ``minimum``, a breakdown group's least
+    reports (None: the reader's default); ``together``, every window of the version the
+    caller reads, whose hidden groups are then decided once, as one snapshot; ``estimand``,
+    whose share the intervals are for, named in every row."""
+
+    window: str
+    confidence: float
+    minimum: int | None
+    together: Sequence[str] = ()
+    estimand: str = "reporters"
+
+
 class Source(Protocol):
     """What the two commands read, wherever it comes from."""
 
@@ -69,19 +84,8 @@ class Source(Protocol):
         """Each version's windows (every metric's when ``name`` is None)."""
         ...
 
-    def rows(
-        self,
-        definition: MetricDefinition,
-        window: str,
-        confidence: float,
-        minimum: int | None,
-        together: Sequence[str] = (),
-        estimand: str = "reporters",
-    ) -> tuple[int, list[dict[str, Any]]]:
-        """The window's reports and rows (``minimum``: a breakdown group's least reports;
-        ``together``: every window of this version the caller reads, whose hidden groups
-        are then decided once, as one snapshot; ``estimand``: whose share the intervals
-        are for, named in every row).
+    def rows(self, definition: MetricDefinition, asked: Asked) -> tuple[int, list[dict[str, Any]]]:
+        """The window's reports and rows.
 
         Raises:
             click.ClickException: an estimand the metric's kind does not offer.
@@ -127,34 +131,33 @@ class Local:
                 found.append(Planned(metric, v, windows))
         return found
 
-    def rows(  # noqa: D102
-        self,
-        definition: MetricDefinition,
-        window: str,
-        confidence: float,
-        minimum: int | None,
-        together: Sequence[str] = (),
-        estimand: str = "reporters",
-    ) -> tuple[int, list[dict[str, Any]]]:
+    def rows(self, definition: MetricDefinition, asked: Asked) -> tuple[int, list[dict[str, Any]]]:  # noqa: D102
         from aggregator.query.estimators import Reader, estimator_for  # noqa: PLC0415
         from aggregator.query.export import window_rows  # noqa: PLC0415
         from aggregator.query.suppression import hidden_groups  # noqa: PLC0415
         from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS  # noqa: PLC0415
 
         reader = Reader(self.client, self.registry)
-        stats = estimator_for(definition).read(reader, definition, window)
+        stats = estimator_for(definition).read(reader, definition, asked.window)
         ident = (definition.name, definition.version)
-        if definition.dimensions and together and ident not in self.hidden:
-            least = minimum or DEFAULT_MIN_SEGMENT_REPORTS
-            self.hidden[ident] = hidden_groups(self.client, definition, least, together)
-        found = self.hidden.get(ident)
+        if definition.dimensions and asked.together and ident not in self.hidden:
+            least = asked.minimum or DEFAULT_MIN_SEGMENT_REPORTS
+            found = hidden_groups(self.client, definition, least, asked.together)
+            self.hidden[ident] = found
         try:
-            rows = list(
-                window_rows(reader, definition, window, confidence, minimum, stats, found, estimand)
+            rows = window_rows(
+                reader,
+                definition,
+                asked.window,
+                asked.confidence,
+                asked.minimum,
+                stats,
+                self.hidden.get(ident),
+                asked.estimand,
             )
+            return stats.n, list(rows)
         except ValueError as exc:  # an estimand this kind does not offer
             raise click.ClickException(str(exc)) from None
-        return stats.n, rows
 
     def waiting_note(self, definition: MetricDefinition) -> str | None:  # noqa: D102
         from aggregator.query.relayed import relayed_waiting  # noqa: PLC0415
@@ -228,19 +231,12 @@ class Api:
         )
         return [Planned(v["metric"], v["version"], v["windows"]) for v in body["versions"]]
 
-    def rows(  # noqa: D102
-        self,
-        definition: MetricDefinition,
-        window: str,
-        confidence: float,
-        minimum: int | None,
-        together: Sequence[str] = (),
-        estimand: str = "reporters",
-    ) -> tuple[int, list[dict[str, Any]]]:
+    def rows(self, definition: MetricDefinition, asked: Asked) -> tuple[int, list[dict[str, Any]]]:  # noqa: D102
         # The server decides each window's hidden groups against every live window, as
-        # its ?by= answers do.
-        query = {"version": definition.version, "window": window, "confidence": confidence}
-        query["estimand"] = estimand
+        # its ?by= answers do; it applies its own minimum.
+        version, window, confidence = definition.version, asked.window, asked.confidence
+        query = {"version": version, "window": window, "confidence": confidence}
+        query["estimand"] = asked.estimand
         body = self._get(f"/v1/export/{_quoted(definition.name)}", query)
         return int(body["n"]), list(body["rows"])
 

@@ -84,30 +84,26 @@ def option_pairs(values: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
-def attributes(items: tuple[str, ...]) -> list[dict[str, Any]]:
-    """``--attribute os=android,ios`` (repeated) → ``[{"name": "os", "domain": [...]}, ...]``."""
-    out = []
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise click.UsageError(
-                f"--attribute takes NAME=a,b,c (e.g. os=android,ios), got {item!r}"
-            )
-        out.append({"name": name.strip(), "domain": [x.strip() for x in raw.split(",")]})
-    return out
+def _named_lists(flag: str, key: str, example: str) -> Callable[[tuple[str, ...]], Any]:
+    """A repeated ``--flag NAME=a,b,c`` → ``[{"name": NAME, key: [a, b, c]}, ...]``."""
+
+    def parse(items: tuple[str, ...]) -> list[dict[str, Any]]:
+        out = []
+        for item in items:
+            name, sep, raw = item.partition("=")
+            if not sep or not name.strip():
+                raise click.UsageError(f"{flag} takes NAME=a,b,c (e.g. {example}), got {item!r}")
+            out.append({"name": name.strip(), key: [x.strip() for x in raw.split(",")]})
+        return out
+
+    return parse
 
 
-def dimensions(items: tuple[str, ...]) -> list[dict[str, Any]]:
-    """``--dimension platform=ios,android`` (repeated) → ``[{"name": ..., "values": [...]}]``."""
-    out = []
-    for item in items:
-        name, sep, raw = item.partition("=")
-        if not sep or not name.strip():
-            raise click.UsageError(
-                f"--dimension takes NAME=a,b,c (e.g. platform=ios,android,web), got {item!r}"
-            )
-        out.append({"name": name.strip(), "values": [x.strip() for x in raw.split(",")]})
-    return out
+attributes = _named_lists("--attribute", "domain", "os=android,ios")
+"""``--attribute os=android,ios`` (repeated) → ``[{"name": "os", "domain": [...]}, ...]``."""
+
+dimensions = _named_lists("--dimension", "values", "platform=ios,android,web")
+"""``--dimension platform=ios,android`` (repeated) → ``[{"name": ..., "values": [...]}]``."""
 
 
 @dataclass(frozen=True)
