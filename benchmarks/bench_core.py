@@ -185,6 +185,81 @@ def decode_size(m: FrequencyOracle, n: int) -> tuple[int, int]:
     return max(1, n // 10), max(1, BATCH_INTS // ints)  # ss at large k: 10× fewer reports
 
 
+def _perturb_table(only: set[str] | None, reports: int, repeat: int) -> list[dict[str, Any]]:
+    """(a): each mechanism's perturbation with the CSPRNG, printed and returned."""
+    print(
+        f"(a) SDK perturb, default CSPRNG: µs/report over {reports} reports, "
+        f"best and median of {repeat}"
+    )
+    print(f"{'mechanism':9} {'k':>5} {'eps':>4} {'best':>9} {'median':>9}")
+    rows = []
+    for name, k, eps in CORE:
+        if only and name not in only:
+            continue
+        t = bench_perturb(build(name, k, eps), reports, repeat)
+        rows.append({"mechanism": name, "k": k, "epsilon": eps, **asdict(t)})
+        print(f"{name:9} {k:5d} {eps:4g} {t}", flush=True)
+    return rows
+
+
+def _decode_table(only: set[str] | None, n: int, repeat: int) -> list[dict[str, Any]]:
+    """(b): each mechanism's parse, count and decode of ``n`` reports, printed and returned."""
+    print(
+        f"\n(b) server decode: µs/report, best and median of {repeat}; "
+        "decode = parse + count in one call"
+    )
+    print(
+        f"{'mechanism':9} {'k':>5} {'eps':>4} {'reports':>8} {'batch':>8} "
+        f"{'parse':>9} {'(med)':>9} {'count':>9} {'(med)':>9} {'decode':>9} {'(med)':>9}"
+    )
+    rows = []
+    for name, k, eps in CORE + DECODE_ONLY:
+        if only and name not in only:
+            continue
+        m = build(name, k, eps)
+        codec = codec_for(m)
+        reports, batch = decode_size(m, n)
+        seed = zlib.crc32(f"{name} {k} {eps}".encode())
+        batches = payload_batches(codec, reports, batch, seed)
+        t = bench_decode(codec, batches, repeat)
+        del batches
+        row = {
+            "mechanism": name,
+            "k": k,
+            "epsilon": eps,
+            "reports": reports,
+            "batch": min(batch, reports),
+        }
+        row.update({part: asdict(v) for part, v in t.items()})
+        rows.append(row)
+        print(
+            f"{name:9} {k:5d} {eps:4g} {reports:8d} {min(batch, reports):8d} "
+            f"{t['parse']} {t['count']} {t['decode']}",
+            flush=True,
+        )
+    return rows
+
+
+def _print_goals(perturb_rows: list[dict[str, Any]], decode_rows: list[dict[str, Any]]) -> None:
+    """Each goal that was measured, met or missed."""
+    goals = []
+    for r in decode_rows:
+        if r["mechanism"] == "olh" and r["k"] == 1024 and r["epsilon"] == 1.0:
+            goals.append(("OLH count, k=1024, ε=1", r["count"], GOALS["olh_count_k1024_us"]))
+            break
+    oue = next((r for r in perturb_rows if r["mechanism"] == "oue" and r["k"] == 1024), None)
+    if oue:
+        goals.append(("OUE perturb, k=1024, ε=1", oue, GOALS["oue_perturb_k1024_us"]))
+    if goals:
+        print("\ngoals (µs/report):")
+    for label, t_dict, goal in goals:
+        verdict = "met" if t_dict["best"] <= goal else "MISSED"
+        print(
+            f"  {label:26} best {t_dict['best']:.3f}, median {t_dict['median']:.3f} "
+            f"(goal ≤ {goal:g}): {verdict}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmarks and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -209,57 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"load average {probe_before['load_1min']:.2f}\n"
     )
     results: dict[str, Any] = {"machine": info, "probe_before": probe_before, "n": n}
-
-    print(
-        f"(a) SDK perturb, default CSPRNG: µs/report over {perturb_reports} reports, "
-        f"best and median of {perturb_repeat}"
-    )
-    print(f"{'mechanism':9} {'k':>5} {'eps':>4} {'best':>9} {'median':>9}")
-    perturb_rows = []
-    for name, k, eps in CORE:
-        if only and name not in only:
-            continue
-        m = build(name, k, eps)
-        t = bench_perturb(m, perturb_reports, perturb_repeat)
-        perturb_rows.append({"mechanism": name, "k": k, "epsilon": eps, **asdict(t)})
-        print(f"{name:9} {k:5d} {eps:4g} {t}", flush=True)
-    results["perturb"] = perturb_rows
-
-    print(
-        f"\n(b) server decode: µs/report, best and median of {decode_repeat}; "
-        "decode = parse + count in one call"
-    )
-    print(
-        f"{'mechanism':9} {'k':>5} {'eps':>4} {'reports':>8} {'batch':>8} "
-        f"{'parse':>9} {'(med)':>9} {'count':>9} {'(med)':>9} {'decode':>9} {'(med)':>9}"
-    )
-    decode_rows = []
-    for name, k, eps in CORE + DECODE_ONLY:
-        if only and name not in only:
-            continue
-        m = build(name, k, eps)
-        codec = codec_for(m)
-        reports, batch = decode_size(m, n)
-        seed = zlib.crc32(f"{name} {k} {eps}".encode())
-        batches = payload_batches(codec, reports, batch, seed)
-        t = bench_decode(codec, batches, decode_repeat)
-        del batches
-        row = {
-            "mechanism": name,
-            "k": k,
-            "epsilon": eps,
-            "reports": reports,
-            "batch": min(batch, reports),
-        }
-        row.update({part: asdict(v) for part, v in t.items()})
-        decode_rows.append(row)
-        print(
-            f"{name:9} {k:5d} {eps:4g} {reports:8d} {min(batch, reports):8d} "
-            f"{t['parse']} {t['count']} {t['decode']}",
-            flush=True,
-        )
-    results["decode"] = decode_rows
-
+    results["perturb"] = _perturb_table(only, perturb_reports, perturb_repeat)
+    results["decode"] = _decode_table(only, n, decode_repeat)
     probe_after = speed_probe()
     results["probe_after"] = probe_after
     print(
@@ -267,29 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"os.urandom {probe_after['urandom_per_kib_us']:.2f} µs/KiB, "
         f"load average {probe_after['load_1min']:.2f}"
     )
-
-    goals = []
-    olh = next(
-        (
-            r
-            for r in decode_rows
-            if r["mechanism"] == "olh" and r["k"] == 1024 and r["epsilon"] == 1.0
-        ),
-        None,
-    )
-    if olh:
-        goals.append(("OLH count, k=1024, ε=1", olh["count"], GOALS["olh_count_k1024_us"]))
-    oue = next((r for r in perturb_rows if r["mechanism"] == "oue" and r["k"] == 1024), None)
-    if oue:
-        goals.append(("OUE perturb, k=1024, ε=1", oue, GOALS["oue_perturb_k1024_us"]))
-    if goals:
-        print("\ngoals (µs/report):")
-    for label, t_dict, goal in goals:
-        verdict = "met" if t_dict["best"] <= goal else "MISSED"
-        print(
-            f"  {label:26} best {t_dict['best']:.3f}, median {t_dict['median']:.3f} "
-            f"(goal ≤ {goal:g}): {verdict}"
-        )
+    _print_goals(results["perturb"], results["decode"])
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

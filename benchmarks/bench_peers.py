@@ -46,6 +46,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,87 @@ def ratio(peer: tuple[float, float] | None, ours: float) -> str:
     return f"{peer[0] / ours:,.1f}×" if peer else "–"
 
 
+@dataclass(frozen=True)
+class Peer:
+    """A peer library: its mechanisms, how to time it, how its rows are labelled."""
+
+    label: str
+    names: Any
+    perturb: Callable[..., tuple[float, float]]
+    decode: Callable[..., tuple[float, float]]
+    perturb_row: str
+    decode_row: str
+
+
+PEERS = (
+    Peer(
+        "pure-LDP",
+        PURE_LDP,
+        pure_ldp_perturb,
+        pure_ldp_decode,
+        "pure-LDP <M>Client.privatise",
+        "pure-LDP aggregate_all + estimate_all",
+    ),
+    Peer(
+        "multi-freq-ldpy",
+        MFL,
+        mfl_perturb,
+        mfl_decode,
+        "multi-freq-ldpy <M>_Client",
+        "multi-freq-ldpy <M>_Aggregator_MI",
+    ),
+)
+"""The peers, in the tables' order (pure-LDP, then multi-freq-ldpy)."""
+
+HEADER = f"  {'':44} {'reports':>9} {'best µs':>11} {'median µs':>11} {'÷ ours':>11}"
+
+
+def _compare(name: str, args: argparse.Namespace) -> tuple[str, ...]:
+    """One mechanism's perturb and decode tables, ours beside each peer's; its summary row."""
+    scale = 10 if args.quick else 1
+    repeat = 2 if args.quick else 3
+    perturb_reports = PERTURB_REPORTS // scale
+    n = args.reports or OUR_DECODE_REPORTS[name] // scale
+    peer_n = args.peer_reports or PEER_DECODE_REPORTS[name] // scale
+    peers = [p for p in PEERS if name in p.names]
+    print(f"\n{name.upper()} perturb, k = {K}, ε = {EPSILON:g} (µs/report; peer ÷ ours, CSPRNG)")
+    print(HEADER)
+    csprng = ours_perturb(name, perturb_reports, repeat + 2, seeded=False)
+    mt = ours_perturb(name, perturb_reports, repeat + 2, seeded=True)
+    perturbed = {
+        p.label: attempt(p.label, p.perturb, name, perturb_reports, repeat + 2) for p in peers
+    }
+    row("ours: perturb(v), CSPRNG (os.urandom)", csprng, None, f"{perturb_reports}")
+    row("ours: perturb(v, random.Random(seed))", mt, None, f"{perturb_reports}")
+    for p in peers:
+        row(p.perturb_row, perturbed[p.label], csprng[0], f"{perturb_reports}")
+
+    print(f"{name.upper()} decode (µs/report; peer ÷ ours at the same batch, {peer_n})")
+    print(HEADER)
+    ours = ours_decode(name, n, repeat)
+    small = ours_decode(name, peer_n, repeat)
+    slow = 1 if args.quick else 2
+    decoded = {p.label: attempt(p.label, p.decode, name, peer_n, slow) for p in peers}
+    row("ours: codec.decode (validate + count)", ours, None, f"{n}")
+    row("ours, same batch as the peers", small, None, f"{peer_n}")
+    # ÷ ours at the same batch: like for like (our fixed costs amortise over a larger one)
+    for p in peers:
+        row(p.decode_row, decoded[p.label], small[0], f"{peer_n}")
+
+    def both(found: dict[str, tuple[float, float] | None], ours: float) -> str:
+        return " / ".join(ratio(found.get(p.label), ours) for p in PEERS)
+
+    return (
+        name,
+        f"{csprng[0]:.2f}",
+        both(perturbed, csprng[0]),
+        both(perturbed, mt[0]),
+        f"{small[0]:.3f}",
+        both(decoded, small[0]),
+        both(decoded, ours[0]),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Time the peers and ours in one run and print µs/report and ratios per mechanism."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -268,9 +350,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer-reports", type=int, help="peers' decode batch (per mechanism)")
     args = parser.parse_args(argv)
     names = [x for x in args.mechanisms.split(",") if x]
-    scale = 10 if args.quick else 1
-    repeat = 2 if args.quick else 3
-    perturb_reports = PERTURB_REPORTS // scale
 
     info = versions()
     print(
@@ -279,56 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + " ".join(f"{x:.2f}" for x in os.getloadavg())
     )
     print("  " + ", ".join(f"{key} {value}" for key, value in info.items()))
-    header = f"  {'':44} {'reports':>9} {'best µs':>11} {'median µs':>11} {'÷ ours':>11}"
-    summary: list[tuple[str, ...]] = []
-    for name in names:
-        n = args.reports or OUR_DECODE_REPORTS[name] // scale
-        peer_n = args.peer_reports or PEER_DECODE_REPORTS[name] // scale
-        print(
-            f"\n{name.upper()} perturb, k = {K}, ε = {EPSILON:g} (µs/report; peer ÷ ours, CSPRNG)"
-        )
-        print(header)
-        csprng = ours_perturb(name, perturb_reports, repeat + 2, seeded=False)
-        mt = ours_perturb(name, perturb_reports, repeat + 2, seeded=True)
-        pl_p = mf_p = pl_d = mf_d = None
-        if name in PURE_LDP:
-            pl_p = attempt("pure-LDP", pure_ldp_perturb, name, perturb_reports, repeat + 2)
-        if name in MFL:
-            mf_p = attempt("multi-freq-ldpy", mfl_perturb, name, perturb_reports, repeat + 2)
-        row("ours: perturb(v), CSPRNG (os.urandom)", csprng, None, f"{perturb_reports}")
-        row("ours: perturb(v, random.Random(seed))", mt, None, f"{perturb_reports}")
-        if name in PURE_LDP:
-            row("pure-LDP <M>Client.privatise", pl_p, csprng[0], f"{perturb_reports}")
-        if name in MFL:
-            row("multi-freq-ldpy <M>_Client", mf_p, csprng[0], f"{perturb_reports}")
-
-        print(f"{name.upper()} decode (µs/report; peer ÷ ours at the same batch, {peer_n})")
-        print(header)
-        ours = ours_decode(name, n, repeat)
-        small = ours_decode(name, peer_n, repeat)
-        slow = 1 if args.quick else 2
-        if name in PURE_LDP:
-            pl_d = attempt("pure-LDP", pure_ldp_decode, name, peer_n, slow)
-        if name in MFL:
-            mf_d = attempt("multi-freq-ldpy", mfl_decode, name, peer_n, slow)
-        row("ours: codec.decode (validate + count)", ours, None, f"{n}")
-        row("ours, same batch as the peers", small, None, f"{peer_n}")
-        # ÷ ours at the same batch: like for like (our fixed costs amortise over a larger one)
-        if name in PURE_LDP:
-            row("pure-LDP aggregate_all + estimate_all", pl_d, small[0], f"{peer_n}")
-        if name in MFL:
-            row("multi-freq-ldpy <M>_Aggregator_MI", mf_d, small[0], f"{peer_n}")
-        summary.append(
-            (
-                name,
-                f"{csprng[0]:.2f}",
-                f"{ratio(pl_p, csprng[0])} / {ratio(mf_p, csprng[0])}",
-                f"{ratio(pl_p, mt[0])} / {ratio(mf_p, mt[0])}",
-                f"{small[0]:.3f}",
-                f"{ratio(pl_d, small[0])} / {ratio(mf_d, small[0])}",
-                f"{ratio(pl_d, ours[0])} / {ratio(mf_d, ours[0])}",
-            )
-        )
+    summary = [_compare(name, args) for name in names]
 
     print(f"\nratios, peer ÷ ours (best of each; > 1: ours is faster), k = {K}, ε = {EPSILON:g}")
     print(
