@@ -75,23 +75,30 @@ def _group(row: dict[str, Any]) -> list[Text]:
 
 
 def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Table:
-    if kind == "numeric":
-        table = Table()
-        if by:
-            table.add_column(by, overflow="fold")
-        for col in ("mean", "± half-width", "interval", "std error", "n"):
-            table.add_column(col, justify="right", no_wrap=True)
-        for r in rows:
-            low, high, mean = r.get("ci_low"), r.get("ci_high"), r.get("estimate")
-            table.add_row(
-                *_group(r),
-                _num(mean),
-                "—" if high is None or mean is None else f"±{_num(high - mean)}",
-                "—" if low is None else f"[{_num(low)}, {_num(high)}]",
-                _num(r.get("std_error")),
-                f"{r.get('n', 0):,}",
-            )
-        return table
+    """The rows for people: a numeric metric's means, or each value's share."""
+    return _numeric_table(rows, by) if kind == "numeric" else _value_table(rows, kind, by)
+
+
+def _numeric_table(rows: list[dict[str, Any]], by: str | None) -> Table:
+    table = Table()
+    if by:
+        table.add_column(by, overflow="fold")
+    for col in ("mean", "± half-width", "interval", "std error", "n"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        low, high, mean = r.get("ci_low"), r.get("ci_high"), r.get("estimate")
+        table.add_row(
+            *_group(r),
+            _num(mean),
+            "—" if high is None or mean is None else f"±{_num(high - mean)}",
+            "—" if low is None else f"[{_num(low)}, {_num(high)}]",
+            _num(r.get("std_error")),
+            f"{r.get('n', 0):,}",
+        )
+    return table
+
+
+def _value_table(rows: list[dict[str, Any]], kind: str, by: str | None) -> Table:
     table = Table()
     if by:
         table.add_column(by, overflow="fold")

@@ -259,6 +259,20 @@ def plan(
     if as_json:
         echo_json([r.__dict__ for r in rows])
         return
+    _show_plan(rows, epsilon, domain_size, users, width, confidence, beta)
+
+
+def _show_plan(
+    rows: list[Any],
+    epsilon: float,
+    domain_size: int,
+    users: int | None,
+    width: float | None,
+    confidence: float,
+    beta: float,
+) -> None:
+    """``ldp plan``'s table of a categorical metric: each mechanism's half-width or users,
+    and how far fake clients move a value."""
     if users:
         what = f"{users:,} users"
     else:
