@@ -50,6 +50,7 @@ from client_sdk.errors import (
     MetricsUnavailableError,
     QueueFullError,
     ReportingDisabledError,
+    ReportRefused,
     StoreError,
     UnknownMetricError,
 )
@@ -111,6 +112,18 @@ request per ``report()`` meanwhile."""
 ATEXIT_TIMEOUT = 2.0
 """Seconds a normal interpreter exit waits to deliver what is queued (sentry-python's
 default): long enough for one upload, short enough not to hold an app's exit hostage."""
+
+
+_QUEUE_REFUSALS: tuple[tuple[type[Exception], str, str], ...] = (
+    (DeviceBudgetExhaustedError, "device_budget", "metric"),
+    (BudgetNotSharedError, "budget_not_shared_after_fork", "metric"),
+    (BudgetExhaustedError, "budget", "metric"),
+    (ReportingDisabledError, "disabled", ""),
+    (QueueFullError, "queue_full", "error"),
+    (StoreError, "storage_error", "error"),
+)
+"""Why queueing a report refused it, first match first: the error, the drop's reason and
+what its detail names (the metric, the error's message, or nothing)."""
 
 
 @dataclass(frozen=True)
@@ -607,53 +620,20 @@ class Client:
                 return self._drop("shutdown")
             if self._opted_out or self._ledger.is_disabled():
                 return self._drop("disabled")
-            try:  # a retired metric's definition too (cached): it says if it still is
-                definition = self.definition(metric)
-            except UnknownMetricError:
-                return self._misuse(metric, "unknown_metric", "no such metric")
-            except MetricsUnavailableError as exc:
-                if metric in self._retired:
-                    return self._drop("retired", f"metric {metric!r}")
-                return self._drop("unreachable", f"metric {metric!r}: {exc}")
-            if metric in self._retired:  # learnt before, or the fetch just said so
-                return self._drop("retired", f"metric {metric!r}")
             try:
-                definition.segment(dimensions)
-            except ValueError:
-                names = [name for name, _ in definition.dimensions]
-                why = f"dimensions must give a declared value of each of {names}"
-                return self._misuse(metric, "invalid_dimensions", why)
-            try:
-                when = self._charge_time()
-            except StoreError as exc:
-                return self._drop("storage_error", f"the ledger could not be read: {exc}")
-            charge = self._charger.charge(definition, when)
-            try:
-                secret = self._ledger.device_secret() if definition.longitudinal else None
-                report = wire.build_report(definition, value, self._rng, secret, dimensions)
-                if definition is self._bundle.get(metric):
-                    report["version"] = -definition.version  # unconfirmed: see _vet
-            except ValueError:
-                return self._misuse(metric, "invalid_value", _invalid_why(definition, value))
-            except ReportingDisabledError:
-                return self._drop("disabled")
-            except StoreError as exc:
-                return self._drop("storage_error", str(exc))
-            data = _ENCODER.encode(report).encode()
-            try:
-                queued = self._enqueue(data, charge)
-            except DeviceBudgetExhaustedError:
-                return self._drop("device_budget", f"metric {metric!r}")
-            except BudgetNotSharedError:
-                return self._drop("budget_not_shared_after_fork", f"metric {metric!r}")
-            except BudgetExhaustedError:
-                return self._drop("budget", f"metric {metric!r}")
-            except ReportingDisabledError:
-                return self._drop("disabled")
-            except QueueFullError as exc:
-                return self._drop("queue_full", str(exc))
-            except StoreError as exc:
-                return self._drop("storage_error", str(exc))
+                definition = self._usable(metric, dimensions)
+                try:
+                    when = self._charge_time()
+                except StoreError as exc:
+                    why = f"the ledger could not be read: {exc}"
+                    raise ReportRefused("storage_error", why) from None
+                charge = self._charger.charge(definition, when)
+                data = self._built(metric, definition, value, dimensions)
+                queued = self._queued(metric, data, charge)
+            except ReportRefused as refused:
+                if refused.misuse:
+                    return self._misuse(metric, refused.reason, refused.detail)
+                return self._drop(refused.reason, refused.detail)
             self._stats.add("reported")
             if self._queue.evicted != self._evicted_seen:
                 self._evictions()
@@ -662,6 +642,74 @@ class Client:
         except Exception as exc:  # a bug here must not break the app
             self._stats.error(type(exc).__name__)
             return self._drop("internal_error", type(exc).__name__)
+
+    def _usable(self, metric: str, dimensions: Mapping[str, str] | None) -> wire.MetricDefinition:
+        """The metric's definition, if it may be reported now with these dimensions.
+
+        Raises:
+            ReportRefused: an unknown or retired metric, one that cannot be fetched, or
+                dimensions that are not the metric's.
+        """
+        try:  # a retired metric's definition too (cached): it says if it still is
+            definition = self.definition(metric)
+        except UnknownMetricError:
+            raise ReportRefused("unknown_metric", "no such metric", misuse=True) from None
+        except MetricsUnavailableError as exc:
+            if metric in self._retired:
+                raise ReportRefused("retired", f"metric {metric!r}") from None
+            raise ReportRefused("unreachable", f"metric {metric!r}: {exc}") from None
+        if metric in self._retired:  # learnt before, or the fetch just said so
+            raise ReportRefused("retired", f"metric {metric!r}")
+        try:
+            definition.segment(dimensions)
+        except ValueError:
+            names = [name for name, _ in definition.dimensions]
+            why = f"dimensions must give a declared value of each of {names}"
+            raise ReportRefused("invalid_dimensions", why, misuse=True) from None
+        return definition
+
+    def _built(
+        self,
+        metric: str,
+        definition: wire.MetricDefinition,
+        value: object,
+        dimensions: Mapping[str, str] | None,
+    ) -> bytes:
+        """The report of ``value``, perturbed, as the bytes the queue keeps.
+
+        Raises:
+            ReportRefused: a value the metric cannot take, reporting disabled, or the store
+                (holding the device secret) failing.
+        """
+        try:
+            secret = self._ledger.device_secret() if definition.longitudinal else None
+            report = wire.build_report(definition, value, self._rng, secret, dimensions)
+        except ValueError:
+            why = _invalid_why(definition, value)
+            raise ReportRefused("invalid_value", why, misuse=True) from None
+        except ReportingDisabledError:
+            raise ReportRefused("disabled") from None
+        except StoreError as exc:
+            raise ReportRefused("storage_error", str(exc)) from None
+        if definition is self._bundle.get(metric):
+            report["version"] = -definition.version  # unconfirmed: see _vet
+        return _ENCODER.encode(report).encode()
+
+    def _queued(self, metric: str, data: bytes, charge: Charge) -> int:
+        """Queue the report, charging the ledger; the reports now queued.
+
+        Raises:
+            ReportRefused: a budget spent, reporting disabled, the queue full or the store
+                failing (:data:`_QUEUE_REFUSALS`).
+        """
+        try:
+            return self._enqueue(data, charge)
+        except Exception as exc:
+            for kind, reason, detail in _QUEUE_REFUSALS:
+                if isinstance(exc, kind):
+                    said = {"metric": f"metric {metric!r}", "error": str(exc)}.get(detail, "")
+                    raise ReportRefused(reason, said) from None
+            raise
 
     def _enqueue(self, data: bytes, charge: Charge) -> int:
         """Queue a report and charge the ledger, atomically (raises why it could not)."""

@@ -26,6 +26,7 @@ __all__ = [
     "PayloadError",
     "QueueFullError",
     "ReportError",
+    "ReportRefused",
     "ReportingDisabledError",
     "StoreError",
     "UnknownKeyIdError",
@@ -162,3 +163,13 @@ class UnknownKeyIdError(ObliviousError):
     def __init__(self, key_id: int) -> None:
         super().__init__(f"key identifier {key_id} unknown")
         self.key_id = key_id
+
+
+class ReportRefused(Exception):
+    """Inside ``Client.report()`` only, never raised into the app: a report not made,
+    dropped for ``reason`` with ``detail``; ``misuse``, the app got it wrong (warned about
+    naming the metric)."""
+
+    def __init__(self, reason: str, detail: str = "", misuse: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.detail, self.misuse = reason, detail, misuse

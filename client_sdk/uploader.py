@@ -479,12 +479,9 @@ class Uploader:
         error: Exception | None = None
         if self._vet is not None:
             try:
-                entries, refused = self._vet(entries)
+                entries = self._vetted(entries)
             except Exception as exc:  # e.g. the collector could not be asked
                 return self._failed(entries, None, exc)
-            if refused:
-                self._stats.drop("bundle_mismatch", len(refused), warn=False)  # _vet warned
-                self._queue.ack(e.key for e in refused)
             if not entries:
                 return None
         body = b'{"reports":[' + b",".join(e.data for e in entries) + b"]}"
@@ -492,35 +489,47 @@ class Uploader:
             response = self._transport.post(REPORTS_PATH, body)
         except Exception as exc:
             error = exc
-        status = None if response is None else response.status
-        outcome = classify(status, error)
+        outcome = classify(None if response is None else response.status, error)
+        if outcome == "retry":
+            return self._failed(entries, response, error)
+        assert response is not None
+        self._failures = 0
         if outcome == "ok":
-            assert response is not None
-            self._failures = 0
             self._delivered(entries, response)
-            return None
-        if outcome == "drop":
-            assert status is not None
-            self._failures = 0
-            self._stats.error(f"HTTP {status}")
-            if status == 413 and len(entries) > 1:
-                self._batch_limit = max(1, len(entries) // 2)
-                logger.info(
-                    "collector refused a batch as too large; batches of %d now", len(entries) // 2
-                )
-                return None
-            assert response is not None
-            retired = _retired(response.json())
-            gone = [e for e in entries if _metric(e) in retired]
-            reason = "too_large" if status == 413 else "rejected"
-            detail = f"HTTP {status} for a batch of {len(entries)}"
-            self._stats.drop(reason, len(entries) - len(gone), detail)
-            if status != 413:
-                self._on_rejected(_metrics(e for e in entries if _metric(e) not in retired))
-            self._queue.ack(e.key for e in entries)
-            self._retire(retired, len(gone))
-            return None
-        return self._failed(entries, response, error)
+        else:
+            self._dropped(entries, response)
+        return None
+
+    def _vetted(self, entries: list[Entry]) -> list[Entry]:
+        """The entries ``vet`` lets through; the ones it refuses are counted and acked."""
+        assert self._vet is not None
+        entries, refused = self._vet(entries)
+        if refused:
+            self._stats.drop("bundle_mismatch", len(refused), warn=False)  # _vet warned
+            self._queue.ack(e.key for e in refused)
+        return entries
+
+    def _dropped(self, entries: list[Entry], response: Response) -> None:
+        """A batch the collector refused for good: a 413 halves the batches (the reports
+        stay queued, unless the batch was one report); otherwise its reports are dropped,
+        but those of a retired metric, which are retired."""
+        status = response.status
+        self._stats.error(f"HTTP {status}")
+        if status == 413 and len(entries) > 1:
+            self._batch_limit = max(1, len(entries) // 2)
+            logger.info(
+                "collector refused a batch as too large; batches of %d now", len(entries) // 2
+            )
+            return
+        retired = _retired(response.json())
+        gone = [e for e in entries if _metric(e) in retired]
+        reason = "too_large" if status == 413 else "rejected"
+        detail = f"HTTP {status} for a batch of {len(entries)}"
+        self._stats.drop(reason, len(entries) - len(gone), detail)
+        if status != 413:
+            self._on_rejected(_metrics(e for e in entries if _metric(e) not in retired))
+        self._queue.ack(e.key for e in entries)
+        self._retire(retired, len(gone))
 
     def _failed(
         self, entries: list[Entry], response: Response | None, error: Exception | None

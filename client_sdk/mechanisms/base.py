@@ -33,6 +33,7 @@ __all__ = [
     "MIN_EPSILON",
     "check_epsilon",
     "FrequencyOracle",
+    "OneValueReport",
     "epsilon_for_ratio",
     "exp_epsilon",
     "shade_down",
@@ -357,3 +358,18 @@ class Choice(Generic[_M]):
 
     def _columns(self, m: _M) -> dict[str, Any]:
         return {}
+
+
+class OneValueReport(FrequencyOracle):
+    """A frequency oracle whose report is one value, ``{"v": i}``, supporting it alone
+    (GRR, pram): the payload's check, support and largest size, once."""
+
+    def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
+        fields = self._fields(payload, ("v",))
+        return {"v": self._int_field(fields, "v", self.domain_size)}
+
+    def support(self, payload: dict[str, Any]) -> list[int]:  # noqa: D102
+        return [payload["v"]]
+
+    def max_payload(self) -> dict[str, Any]:  # noqa: D102
+        return {"v": self.domain_size - 1}

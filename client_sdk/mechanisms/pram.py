@@ -32,7 +32,7 @@ from typing import Any
 from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
-    FrequencyOracle,
+    OneValueReport,
     epsilon_for_ratio,
 )
 from client_sdk.mechanisms.randomness import RandomSource
@@ -222,7 +222,7 @@ def epsilon_of(rows: Matrix) -> float:
 
 
 @dataclass(frozen=True)
-class PostRandomization(FrequencyOracle):
+class PostRandomization(OneValueReport):
     """PRAM with transition matrix ``matrix`` (rows: true value; columns: reported value).
 
     Build it with :func:`client_sdk.mechanisms.create` (``"pram"``, option ``matrix``):
@@ -283,16 +283,6 @@ class PostRandomization(FrequencyOracle):
     def _perturb(self, value: int, rng: RandomSource) -> dict[str, Any]:
         d, cumulative = self._thresholds[value]
         return {"v": bisect_right(cumulative, rng.randrange(d))}  # exact: Pr = P[x, y]
-
-    def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
-        fields = self._fields(payload, ("v",))
-        return {"v": self._int_field(fields, "v", self.domain_size)}
-
-    def support(self, payload: dict[str, Any]) -> list[int]:  # noqa: D102
-        return [payload["v"]]
-
-    def max_payload(self) -> dict[str, Any]:  # noqa: D102
-        return {"v": self.domain_size - 1}
 
     def options(self) -> dict[str, Any]:  # noqa: D102
         return {"matrix": [list(r) for r in self.matrix]}

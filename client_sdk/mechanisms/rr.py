@@ -17,7 +17,7 @@ from typing import Any
 from client_sdk.mechanisms.base import (
     MAX_EPSILON,
     MIN_EPSILON,
-    FrequencyOracle,
+    OneValueReport,
     epsilon_for_ratio,
     exp_epsilon,
     shade_down,
@@ -28,7 +28,7 @@ __all__ = ["BinaryRR", "GeneralizedRR"]
 
 
 @dataclass(frozen=True)
-class GeneralizedRR(FrequencyOracle):
+class GeneralizedRR(OneValueReport):
     """k-ary randomized response (GRR, k-RR, direct encoding).
 
     Report the true value with probability p = e^ε/(e^ε+k−1), otherwise one of the other
@@ -62,16 +62,6 @@ class GeneralizedRR(FrequencyOracle):
             return {"v": value}
         other = rng.randrange(self.domain_size - 1)
         return {"v": other + (other >= value)}
-
-    def check_payload(self, payload: object) -> dict[str, Any]:  # noqa: D102
-        fields = self._fields(payload, ("v",))
-        return {"v": self._int_field(fields, "v", self.domain_size)}
-
-    def support(self, payload: dict[str, Any]) -> list[int]:  # noqa: D102
-        return [payload["v"]]
-
-    def max_payload(self) -> dict[str, Any]:  # noqa: D102
-        return {"v": self.domain_size - 1}
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import math
 import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
@@ -45,6 +45,8 @@ from client_sdk.wire.fields import (
     check_name,
 )
 from client_sdk.wire.server import Retention, _check_retention, _check_shards
+
+_M = TypeVar("_M")
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,7 @@ class MetricDefinition:
         Raises:
             TypeError: the metric is not a string metric.
         """
-        if not isinstance(self.mechanism, StringSketch):
-            raise TypeError(f"metric {self.name!r} is {self.kind}, not string")
-        return self.mechanism
+        return self._mechanism_as(StringSketch, f"{self.kind}, not string")
 
     @property
     def oracle(self) -> FrequencyOracle:
@@ -169,9 +169,7 @@ class MetricDefinition:
         Raises:
             TypeError: the metric is numeric.
         """
-        if not isinstance(self.mechanism, FrequencyOracle):
-            raise TypeError(f"metric {self.name!r} is numeric: it has no frequency oracle")
-        return self.mechanism
+        return self._mechanism_as(FrequencyOracle, "numeric: it has no frequency oracle")
 
     @property
     def numeric(self) -> NumericMechanism:
@@ -180,8 +178,12 @@ class MetricDefinition:
         Raises:
             TypeError: the metric is categorical.
         """
-        if not isinstance(self.mechanism, NumericMechanism):
-            raise TypeError(f"metric {self.name!r} is categorical, not numeric")
+        return self._mechanism_as(NumericMechanism, "categorical, not numeric")
+
+    def _mechanism_as(self, kind: type[_M], otherwise: str) -> _M:
+        """The mechanism if it is a ``kind``; else a TypeError: the metric is ``otherwise``."""
+        if not isinstance(self.mechanism, kind):
+            raise TypeError(f"metric {self.name!r} is {otherwise}")
         return self.mechanism
 
     def scaled(self, value: object) -> float:
@@ -313,14 +315,7 @@ class MetricDefinition:
     @classmethod
     def _from_dict(cls, data: Mapping[str, Any]) -> MetricDefinition:
         problems: list[str] = []
-        try:
-            name = check_name(data.get("name"))
-        except ValueError as exc:
-            problems.append(str(exc))
-            name = ""
-        version = data.get("version")
-        if type(version) is not int or version < 1:
-            problems.append("version must be a positive integer")
+        name, version = _identity(data, problems)
         kind = data.get("kind", "categorical")
         numeric = kind == "numeric"
         value_range = _check_range(data.get("range"), problems) if numeric else None
@@ -334,21 +329,7 @@ class MetricDefinition:
         common = _check_common(data, problems)  # shards absent (older versions): 1
         if kind not in KINDS:
             problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
-        params = data.get("mechanism")
-        mech: FrequencyOracle | NumericMechanism | None = None
-        if not isinstance(params, dict):
-            problems.append("mechanism must be an object of mechanism parameters")
-        else:
-            try:
-                mech = (mechanisms.numeric_from_params if numeric else mechanisms.from_params)(
-                    params
-                )
-            except (ValueError, TypeError) as exc:
-                problems.append(f"mechanism: {exc}")
-        if isinstance(mech, FrequencyOracle) and domain and mech.domain_size != len(domain):
-            problems.append(
-                f"mechanism domain_size {mech.domain_size} does not match {len(domain)} labels"
-            )
+        mech = _mechanism(data.get("mechanism"), numeric, domain, problems)
         if problems or mech is None:
             raise DefinitionError(problems or ["invalid definition"])
         assert isinstance(version, int)
@@ -359,6 +340,40 @@ class MetricDefinition:
         return common.definition(
             name, version, mech, reason, str(kind), domain=domain, value_range=value_range
         )
+
+
+def _identity(data: Mapping[str, Any], problems: list[str]) -> tuple[str, Any]:
+    """The name and version of a definition as stored ("" and the value as given when
+    wrong, said in ``problems``)."""
+    try:
+        name = check_name(data.get("name"))
+    except ValueError as exc:
+        problems.append(str(exc))
+        name = ""
+    version = data.get("version")
+    if type(version) is not int or version < 1:
+        problems.append("version must be a positive integer")
+    return name, version
+
+
+def _mechanism(
+    params: object, numeric: bool, domain: tuple[str, ...], problems: list[str]
+) -> FrequencyOracle | NumericMechanism | None:
+    """The mechanism of a categorical or numeric metric from its parameters, matching its
+    domain (None, said in ``problems``, when it cannot be built)."""
+    if not isinstance(params, dict):
+        problems.append("mechanism must be an object of mechanism parameters")
+        return None
+    try:
+        mech = (mechanisms.numeric_from_params if numeric else mechanisms.from_params)(params)
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+        return None
+    if isinstance(mech, FrequencyOracle) and domain and mech.domain_size != len(domain):
+        problems.append(
+            f"mechanism domain_size {mech.domain_size} does not match {len(domain)} labels"
+        )
+    return mech
 
 
 class _Common(NamedTuple):

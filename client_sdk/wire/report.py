@@ -84,40 +84,35 @@ def _build(
     rng: RandomSource | None,
     secret: bytes | None,
 ) -> dict[str, Any]:
-    if isinstance(definition.mechanism, StringSketch):
-        return {
-            "metric": definition.name,
-            "version": definition.version,
-            "id": new_report_id(),
-            "payload": definition.mechanism.perturb(normalise_value(definition, value), rng),
-        }
-    if isinstance(definition.mechanism, JointMechanism):
-        return {
-            "metric": definition.name,
-            "version": definition.version,
-            "id": new_report_id(),
-            "payload": definition.mechanism.perturb(definition.joint_value(value), rng),
-        }
-    if isinstance(definition.mechanism, NumericMechanism):
-        return {
-            "metric": definition.name,
-            "version": definition.version,
-            "id": new_report_id(),
-            "payload": definition.mechanism.perturb(definition.scaled(value), rng),
-        }
-    mech, index = definition.mechanism, definition.index(value)  # type: ignore[arg-type]
-    if isinstance(mech, mechanisms.Memoized):
-        if secret is None:
-            raise ValueError(f"metric {definition.name!r} is longitudinal: it needs the secret")
-        payload = mech.perturb_memoized(index, secret, definition.name, definition.version, rng)
+    mech = definition.mechanism
+    if isinstance(mech, StringSketch | JointMechanism | NumericMechanism):
+        report_id = new_report_id()  # drawn before the value is perturbed, as always
+        payload = mech.perturb(_mechanism_input(definition, value), rng)
     else:
-        payload = mech.perturb(index, rng)
+        index = definition.index(value)  # type: ignore[arg-type]
+        if isinstance(mech, mechanisms.Memoized):
+            if secret is None:
+                raise ValueError(f"metric {definition.name!r} is longitudinal: it needs the secret")
+            payload = mech.perturb_memoized(index, secret, definition.name, definition.version, rng)
+        else:
+            payload = mech.perturb(index, rng)
+        report_id = new_report_id()
     return {
         "metric": definition.name,
         "version": definition.version,
-        "id": new_report_id(),
+        "id": report_id,
         "payload": payload,
     }
+
+
+def _mechanism_input(definition: MetricDefinition, value: object) -> Any:
+    """What a string, joint or numeric metric's mechanism perturbs: the value normalised,
+    the tuple's indexes, or the number scaled to [−1, 1]."""
+    if isinstance(definition.mechanism, StringSketch):
+        return normalise_value(definition, value)
+    if isinstance(definition.mechanism, JointMechanism):
+        return definition.joint_value(value)
+    return definition.scaled(value)
 
 
 def check_report(

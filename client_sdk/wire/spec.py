@@ -132,6 +132,37 @@ def parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     return with_dimensions(definition, dimensions)
 
 
+def _categorical_mechanism(
+    name: str,
+    epsilon: float,
+    domain_size: int,
+    options: dict[str, Any],
+    permanent: float | None,
+) -> tuple[mechanisms.FrequencyOracle, str]:
+    """A categorical metric's mechanism and why it is the one (``auto``: chosen for ε, k
+    and ``permanent``; pram: how ε comes from its matrix).
+
+    Raises:
+        DefinitionError: the mechanism refuses the parameters.
+    """
+    reason = ""
+    try:
+        if name == "auto":
+            if options:
+                raise ValueError("auto takes no options")
+            choice = mechanisms.choose(epsilon, domain_size, permanent)
+            return choice.mechanism, choice.reason
+        if permanent is not None:
+            name, options = _memoized(name, options, permanent)
+        declared = None if epsilon is _PRAM_EPSILON_UNSET else epsilon
+        mech = mechanisms.create(name, epsilon=declared, domain_size=domain_size, **options)
+        if isinstance(mech, PostRandomization):  # ε comes from the matrix: say how
+            reason = mech.reason(declared)
+    except (ValueError, TypeError) as exc:
+        raise DefinitionError([f"mechanism: {exc}"]) from None
+    return mech, reason
+
+
 def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     """Validate what an operator sends to create or change a metric.
 
@@ -185,24 +216,7 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     common = _check_spec_common(spec, problems)
     if problems or epsilon is None:
         raise DefinitionError(problems)
-    reason = ""
-    try:
-        if mech_name == "auto":
-            if options:
-                raise ValueError("auto takes no options")
-            choice = mechanisms.choose(epsilon, len(domain), permanent)
-            mech, reason = choice.mechanism, choice.reason
-        else:
-            if permanent is not None:
-                mech_name, options = _memoized(mech_name, options, permanent)
-            declared = None if epsilon is _PRAM_EPSILON_UNSET else epsilon
-            mech = mechanisms.create(
-                mech_name, epsilon=declared, domain_size=len(domain), **options
-            )
-            if isinstance(mech, PostRandomization):  # ε comes from the matrix: say how
-                reason = mech.reason(declared)
-    except (ValueError, TypeError) as exc:
-        raise DefinitionError([f"mechanism: {exc}"]) from None
+    mech, reason = _categorical_mechanism(mech_name, epsilon, len(domain), options, permanent)
     if isinstance(mech, mechanisms.Memoized) and common.budget is None:
         raise DefinitionError(
             [
