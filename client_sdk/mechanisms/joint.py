@@ -191,14 +191,7 @@ class JointMechanism:
         if not self.groups or len(self.groups) != len(self.oracles):
             raise ValueError("a joint mechanism needs one oracle per group, and a group")
         for attrs, oracle in zip(self.groups, self.oracles, strict=True):
-            if list(attrs) != sorted(set(attrs)) or not all(0 <= a < d for a in attrs):
-                raise ValueError(f"group {list(attrs)} must list attribute indices increasing")
-            if oracle.name not in INNER or not isinstance(oracle, INNER[oracle.name]):
-                raise ValueError(f"a group's oracle is one of {list(INNER)}, got {oracle.name}")
-            if oracle.epsilon != self.epsilon:
-                raise ValueError("every group's oracle runs at the metric's ε")
-            if oracle.domain_size != _product(tuple(self.sizes[a] for a in attrs)):
-                raise ValueError(f"group {list(attrs)}'s oracle is over the wrong domain size")
+            self._check_group(attrs, oracle)
         covered = {a for attrs in self.groups for a in attrs}
         if covered != set(range(d)):
             raise ValueError("every attribute must be in some group")
@@ -207,6 +200,23 @@ class JointMechanism:
                 f"this layout needs {self.counters:,} counters a window, more than "
                 f"{MAX_COUNTERS:,}: fewer attributes or values"
             )
+
+    def _check_group(self, attrs: tuple[int, ...], oracle: FrequencyOracle) -> None:
+        """One group: increasing attribute indices, an inner oracle at the metric's ε over
+        the product of its attributes' values.
+
+        Raises:
+            ValueError: saying which rule the group breaks.
+        """
+        d = len(self.sizes)
+        if list(attrs) != sorted(set(attrs)) or not all(0 <= a < d for a in attrs):
+            raise ValueError(f"group {list(attrs)} must list attribute indices increasing")
+        if oracle.name not in INNER or not isinstance(oracle, INNER[oracle.name]):
+            raise ValueError(f"a group's oracle is one of {list(INNER)}, got {oracle.name}")
+        if oracle.epsilon != self.epsilon:
+            raise ValueError("every group's oracle runs at the metric's ε")
+        if oracle.domain_size != _product(tuple(self.sizes[a] for a in attrs)):
+            raise ValueError(f"group {list(attrs)}'s oracle is over the wrong domain size")
 
     # -- layout ------------------------------------------------------------------------
     @property

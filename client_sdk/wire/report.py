@@ -136,17 +136,7 @@ def check_report(
         raise ReportError(f"a report must be an object with fields {list(REPORT_FIELDS)}")
     fields = report.keys()  # a view compared with a set: no set built per report
     if fields != _FIELD_SET and fields != _FIELD_SET_DIMENSIONS:
-        keys = set(report) - set(OPTIONAL_REPORT_FIELDS)
-        missing = sorted(set(REPORT_FIELDS) - keys)
-        extra = sorted(str(k)[:64] for k in keys - set(REPORT_FIELDS))
-        parts = ([f"missing {missing}"] if missing else []) + (
-            [f"unknown fields {extra}"] if extra else []
-        )
-        raise ReportError(
-            "; ".join(parts)
-            + f" (a report has exactly {list(REPORT_FIELDS)}, and {list(OPTIONAL_REPORT_FIELDS)}"
-            " if its metric declares dimensions)"
-        )
+        raise ReportError(_fields_problem(report))
     name, version, rid = report["metric"], report["version"], report["id"]
     if not isinstance(name, str) or not name:
         raise ReportError("'metric' must be a metric name")
@@ -167,6 +157,21 @@ def check_report(
     except PayloadError as exc:
         raise ReportError(str(exc)) from None
     return definition, rid, payload
+
+
+def _fields_problem(report: dict[Any, Any]) -> str:
+    """What is missing from a report's fields, and what is not one."""
+    keys = set(report) - set(OPTIONAL_REPORT_FIELDS)
+    missing = sorted(set(REPORT_FIELDS) - keys)
+    extra = sorted(str(k)[:64] for k in keys - set(REPORT_FIELDS))
+    parts = ([f"missing {missing}"] if missing else []) + (
+        [f"unknown fields {extra}"] if extra else []
+    )
+    return (
+        "; ".join(parts)
+        + f" (a report has exactly {list(REPORT_FIELDS)}, and {list(OPTIONAL_REPORT_FIELDS)}"
+        " if its metric declares dimensions)"
+    )
 
 
 def normalise_value(definition: MetricDefinition, value: object) -> bytes:
