@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
-from aggregator.stats.codecs import Counts, codec_for, count_payloads
+from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate, estimate_from_counts
+from aggregator.stats.kinds import codec_for, count_payloads
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
 from aggregator.stats.postprocess import norm_sub
 

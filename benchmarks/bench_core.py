@@ -42,7 +42,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.stats.codecs import FrequencyCodec, codec_for  # noqa: E402
+from aggregator.stats.codecs import FrequencyCodec  # noqa: E402
+from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 from client_sdk.mechanisms import FrequencyOracle  # noqa: E402
 

@@ -39,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aggregator import Counts, estimate_from_counts  # noqa: E402
-from aggregator.stats.codecs import codec_for  # noqa: E402
 from aggregator.stats.intervals import (  # noqa: E402
     ESTIMANDS,
     SCORE,
@@ -47,6 +46,7 @@ from aggregator.stats.intervals import (  # noqa: E402
     frequency_intervals,
     interval_method,
 )
+from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk.mechanisms import create  # noqa: E402
 
 K = 1024

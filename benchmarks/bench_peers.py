@@ -56,7 +56,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from aggregator.stats.codecs import codec_for  # noqa: E402
+from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk import mechanisms  # noqa: E402
 
 K, EPSILON = 1024, 1.0

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aggregator import Counts, estimate_from_counts  # noqa: E402
-from aggregator.stats.codecs import codec_for  # noqa: E402
 from aggregator.stats.intervals import z_value  # noqa: E402
+from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk.mechanisms import Memoized, create  # noqa: E402
 
 Z = z_value(0.95)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from aggregator.stats.batch import Batch
-from aggregator.stats.codecs import FrequencyCodec, codec_for
+from aggregator.stats.codecs import FrequencyCodec
+from aggregator.stats.kinds import codec_for
 
 if TYPE_CHECKING:
     import redis

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema
 

@@ -27,7 +27,7 @@ import pytest
 from flask import Flask
 
 from aggregator.query.window import Lag, lag_details, read_counts, read_numeric
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.numeric import NumericStats
 from aggregator.stream.counts import fold_window
 from aggregator.stream.worker import Worker

@@ -28,8 +28,8 @@ import redis
 from scipy.stats import chisquare
 
 from aggregator.query.window import read_counts
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 from client_sdk.wire import MetricDefinition, check_report, new_report_id

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from test_pipeline_e2e import Recorder, close_recorders, put_metric
 
 from aggregator.query.window import read_counts
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from client_sdk import Client
 from client_sdk.transport import CallableTransport
 from ldp_server.cli import main

@@ -26,7 +26,7 @@ from poisoning_helpers import append_this_hour
 from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from aggregator.stream.worker import Worker
 from client_sdk.mechanisms.strings import normalise
 from client_sdk.wire import MetricDefinition, new_report_id

@@ -35,9 +35,10 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.analysis.simulation import seed_histogram, simulate_reports
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE, TRAILING, detect
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import FrequencyOracle, LocalHashing
 
 __all__ = [

@@ -29,8 +29,8 @@ from aggregator.analysis.defences import (
     summarise,
 )
 from aggregator.analysis.simulation import distribution, simulate_reports
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.robustness import (
     expected_gain,
     gain_std,

@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import FrequencyOracle, LocalHashing
 
 __all__ = [

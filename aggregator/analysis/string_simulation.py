@@ -14,8 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.discovery import Discovery
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms.strings import StringSketch
 
 __all__ = ["CHUNK", "TopK", "score", "simulate_counts"]

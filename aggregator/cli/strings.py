@@ -133,8 +133,8 @@ def run_string_simulation(
 
     from aggregator.analysis.string_simulation import score, simulate_counts
     from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
-    from aggregator.stats.codecs import codec_for
     from aggregator.stats.discovery import detection_threshold, discover
+    from aggregator.stats.kinds import codec_for
     from aggregator.stats.strings import SketchEstimator
     from client_sdk.mechanisms.strings import StringSketch
 

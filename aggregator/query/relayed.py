@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 import redis
 
 from aggregator.query.answers import RelayedWaiting, ShuffledEpsilon
-from aggregator.stats.accounting import relayed_view, reports_per_batch
+from aggregator.stats.accounting import reports_per_batch
+from aggregator.stats.shuffling import relayed_view
 from client_sdk.wire import MetricDefinition
 from ldp_store import shuffle
 
@@ -73,5 +74,5 @@ def relayed_epsilon(
     epsilon: float, batch: int, budgeted: int | None, min_batch: int, released: bool
 ) -> ShuffledEpsilon | None:
     """The metric page's ε towards the collector's operator behind an Oblivious HTTP relay
-    (:func:`aggregator.stats.accounting.relayed_view`)."""
+    (:func:`aggregator.stats.shuffling.relayed_view`)."""
     return ShuffledEpsilon.of(relayed_view(epsilon, batch, budgeted, min_batch, released))

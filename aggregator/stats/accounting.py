@@ -4,39 +4,31 @@ The one home of these names (docs/architecture/layout.md, "Where is…"): the re
 device a window's counts can hold (:func:`reports_per_device`) and its check
 (:func:`checked_reports_per_device`), sequential composition (:func:`composed_epsilon`),
 a device's most per UTC day on one metric and over every metric against the device-wide
-caps (:func:`epsilon_per_day_max`, :func:`device_spend`), and the shuffled view's ε
-(:func:`shuffled_view`; towards the collector's operator behind an Oblivious HTTP relay,
-:func:`relayed_view`, with a device's reports per batch from :func:`reports_per_batch`;
-the bound itself in :mod:`aggregator.stats.shuffling`). Pure: no
-Redis. The derivations: docs/statistics/memoized.md and docs/statistics/shuffling.md.
+caps (:func:`epsilon_per_day_max`, :func:`device_spend`), and a device's reports per
+relayed batch (:func:`reports_per_batch`; the shuffled views' ε in
+:mod:`aggregator.stats.shuffling`). Pure: no Redis. The derivations:
+docs/statistics/memoized.md and docs/statistics/shuffling.md.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from client_sdk.device import DeviceCaps
 from client_sdk.wire import Budget, MetricDefinition
 from ldp_store import schema
 
-if TYPE_CHECKING:
-    from aggregator.stats.shuffling import Amplification
-
 __all__ = [
-    "UNBOUNDED_NOTE",
     "ReportsPerDevice",
     "checked_reports_per_device",
     "composed_epsilon",
     "device_spend",
     "epsilon_per_day_max",
-    "relayed_view",
     "reports_per_batch",
     "reports_per_device",
-    "shuffled_view",
 ]
 
 
@@ -144,42 +136,6 @@ def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[st
     }
 
 
-UNBOUNDED_NOTE = (
-    "; this metric has no budget, so nothing enforces one report per device: a device "
-    "that sent r reports here is protected by the bound for r·ε only"
-)
-"""Said when a metric without a budget is shown ε_c for one report per device."""
-
-
-def _round_down(n: int) -> int:
-    """n to two significant digits, rounded down: a smaller n only weakens the bound, and
-    a page refreshing while reports arrive reuses one computation per bucket."""
-    if n < 100:
-        return n
-    scale = 10 ** (len(str(n)) - 2)
-    return n // scale * scale
-
-
-@functools.lru_cache(maxsize=256)
-def shuffled_view(epsilon: float, n: int, budgeted: int | None) -> Amplification | None:
-    """ε_c towards whoever sees only the estimates of n reports at ε, a device having at
-    most ``budgeted`` of them (:attr:`ReportsPerDevice.budgeted`; None: no budget bounds
-    it, ε_c is given for one and the condition says so). n is rounded down to two
-    significant digits and ε_c up to four decimals: still a bound. None without reports.
-    """
-    # Here, not at the top: the bound composes with this module's names.
-    from aggregator.stats.shuffling import amplification  # noqa: PLC0415
-
-    if n < 1:
-        return None
-    found = amplification(epsilon, _round_down(n), budgeted or 1)
-    return replace(
-        found,
-        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
-        condition=found.condition + (UNBOUNDED_NOTE if budgeted is None else ""),
-    )
-
-
 SHORTEST_PERIOD = {"day": 86_400.0, "week": 7 * 86_400.0, "month": 28 * 86_400.0}
 """Seconds of each budget period at its shortest (February for a month)."""
 
@@ -198,52 +154,3 @@ def reports_per_batch(budget: Budget | None, delay: float) -> int | None:
         return None
     periods = math.ceil(delay / SHORTEST_PERIOD[budget.period]) + 2
     return budget.reports_per_period * periods
-
-
-@functools.lru_cache(maxsize=256)
-def relayed_view(
-    epsilon: float, batch: int, budgeted: int | None, min_batch: int, released: bool
-) -> Amplification | None:
-    """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
-    relay and reached the stream in shuffled batches, the smallest of them ``batch``
-    reports, a device having at most ``budgeted`` reports in a batch
-    (:func:`reports_per_batch`; None: no budget, given for one, and the condition says
-    so). ε_c is rounded up to four decimals: still a bound.
-
-    Args:
-        epsilon: ε per report.
-        batch: the smallest batch released so far, or B (``min_batch``) if none was.
-        budgeted: a device's most reports in one batch.
-        min_batch: B (``LDP_SHUFFLE_MIN_BATCH``): a pool is released as soon as it holds
-            it, or below it at its release bound (``LDP_SHUFFLE_MAX_DELAY``).
-        released: whether any batch was released (else ε_c is the one a full batch
-            would have, and a smaller one gets more).
-
-    Returns:
-        The guarantee; None when B < 2 (nothing is shuffled). A batch of one report
-        released at its bound gets ε itself (nothing to hide among).
-    """
-    from aggregator.stats.shuffling import amplification  # noqa: PLC0415 (see shuffled_view)
-
-    if min_batch < 2:
-        return None
-    found = amplification(epsilon, batch, budgeted or 1)
-    per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
-    which = (
-        f"the smallest released so far holding {batch:,}"
-        if released
-        else f"none released yet: a full batch holds {batch:,} (LDP_SHUFFLE_MIN_BATCH), one "
-        "released at its bound (LDP_SHUFFLE_MAX_DELAY) fewer, and then a larger ε_c holds"
-    )
-    condition = (
-        f"holds towards whoever runs the collector and reads its Redis, for reports sent "
-        f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
-        f"({which}), if each device sent at most {per} of a batch; if the relay and the "
-        f"collector collude, or without a relay, each report is ε = {epsilon:.3g} (local DP) "
-        f"towards them"
-    )
-    return replace(
-        found,
-        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
-        condition=condition + (UNBOUNDED_NOTE if budgeted is None else ""),
-    )

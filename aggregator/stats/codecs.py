@@ -2,8 +2,8 @@
 
 Each frequency oracle of ``client_sdk.mechanisms`` has a codec here, an implementation of
 the :class:`~aggregator.stats.batch.Codec` protocol that works on whole batches with
-numpy; :func:`codec_for` picks it (and a numeric mechanism's
-:class:`~aggregator.stats.numeric.NumericCodec`). Beyond the protocol, a frequency codec
+numpy; :func:`frequency_codec` picks it (and :func:`aggregator.stats.kinds.codec_for`
+any kind's). Beyond the protocol, a frequency codec
 
 * ``count``s the support vector C(v) of a parsed batch. Counts of batches add up, so a
   stream is decoded batch by batch in O(k + batch) memory;
@@ -22,38 +22,35 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from operator import countOf
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
-from aggregator.stats.detect import SEED_BINS, seed_bins
-from aggregator.stats.numeric import NumericCodec
+from aggregator.stats.batch import (
+    SEED_BINS,
+    Batch,
+    Increments,
+    raise_first_error,
+    seed_bins,
+    support_increments,
+)
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
     FrequencyOracle,
     GeneralizedRR,
     HadamardResponse,
     LocalHashing,
-    NumericMechanism,
     PostRandomization,
     SubsetSelection,
 )
-from client_sdk.mechanisms.joint import JointMechanism
-from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.mechanisms.unary import UnaryEncoding
-
-if TYPE_CHECKING:
-    from aggregator.stats.joint_codec import JointCodec
-    from aggregator.stats.strings import StringCodec
 
 __all__ = [
     "Counts",
     "FrequencyCodec",
     "PayloadError",
-    "codec_for",
-    "count_payloads",
+    "frequency_codec",
     "fwht",
 ]
 
@@ -420,7 +417,7 @@ class LocalHashCodec(FrequencyCodec):
         return support[:k]
 
     def seed_increments(self, batch: Batch) -> list[int]:
-        """(bin, count) pairs of the batch's seeds (:func:`aggregator.stats.detect.seed_bins`)."""
+        """(bin, count) pairs of the batch's seeds (:func:`aggregator.stats.batch.seed_bins`)."""
         histogram = np.bincount(
             seed_bins(self.m, batch.columns["a"], batch.columns["b"]), minlength=SEED_BINS
         )
@@ -537,36 +534,13 @@ class SubsetCodec(FrequencyCodec):
         return [{"v": row} for row in batch.columns["v"].tolist()]
 
 
-@overload
-def codec_for(mechanism: FrequencyOracle) -> FrequencyCodec: ...
-@overload
-def codec_for(mechanism: NumericMechanism) -> NumericCodec: ...
-@overload
-def codec_for(mechanism: StringSketch) -> StringCodec: ...
-@overload
-def codec_for(mechanism: JointMechanism) -> JointCodec: ...
-@overload
-def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec: ...
-def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec:
-    """The batch codec of a mechanism object: a frequency oracle's or a numeric one's.
+def frequency_codec(mechanism: FrequencyOracle) -> FrequencyCodec:
+    """The batch codec of a frequency oracle (a metric kind's table is
+    :func:`aggregator.stats.kinds.codec_for`).
 
     Raises:
-        TypeError: a mechanism without a codec.
+        TypeError: a frequency oracle without a codec.
     """
-    if isinstance(mechanism, NumericMechanism):
-        return NumericCodec(mechanism)
-    if isinstance(mechanism, StringSketch):  # its codec builds on this module's: import late
-        from aggregator.stats.strings import StringCodec
-
-        return StringCodec(mechanism)
-    if isinstance(mechanism, JointMechanism):  # its codec builds on this module's too
-        from aggregator.stats.joint_codec import JointCodec
-
-        return JointCodec(mechanism)
     for kind, codec in (
         (GeneralizedRR, RRCodec),
         (UnaryEncoding, UnaryCodec),
@@ -578,8 +552,3 @@ def codec_for(
         if isinstance(mechanism, kind):
             return codec(mechanism)
     raise TypeError(f"no decoder for {type(mechanism).__name__}")
-
-
-def count_payloads(mechanism: FrequencyOracle, payloads: Sequence[Any]) -> Counts:
-    """Validate and decode a batch of payloads into additive :class:`Counts`."""
-    return codec_for(mechanism).decode(payloads)

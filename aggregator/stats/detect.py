@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.batch import SEED_BINS, seed_bins
 from aggregator.stats.consistency import floor_test, groups_test, sketch_rows_test
 from client_sdk.mechanisms import FrequencyOracle, GeneralizedRR, LocalHashing, PostRandomization
 from client_sdk.mechanisms.strings import display
@@ -63,11 +64,6 @@ move the baseline little; seven days cover each weekday once."""
 MIN_REPORTS = 1_000
 """Reports a window (and its pooled baseline) needs before it is tested: below it the
 seed bins and support totals are too sparse for their normal and chi-square tails."""
-
-SEED_BINS = 1024
-"""Bins of a window's seed histogram (a seed's index modulo 1024). The honest counts per
-bin are ≈ n/1024 (98 at n = 10⁵), so one seed reused by 1 % of the reports stands ten
-standard deviations out in its bin; 1024 fields cost Redis a few kB per window."""
 
 MIN_BIN_EXPECTED = 5.0
 """Expected honest reports per bin for the chi-square approximation (Cochran's rule):
@@ -247,12 +243,6 @@ def shift_test(
 
 
 # -- seeds ---------------------------------------------------------------------------
-
-
-def seed_bins(m: LocalHashing, a: npt.ArrayLike, b: npt.ArrayLike) -> IntArray:
-    """The bin of each report's seed: ((a − 1)·P + b) mod :data:`SEED_BINS`."""
-    index = (np.asarray(a, dtype=np.int64) - 1) * m.prime + np.asarray(b, dtype=np.int64)
-    return np.asarray(index % SEED_BINS, dtype=np.int64)
 
 
 def _bin_probabilities(m: LocalHashing, bins: int) -> FloatArray:

@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
 from aggregator.stats.anytime import anytime_p_value, frequency_cs
-from aggregator.stats.codecs import Counts, count_payloads
+from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import (
     POPULATION,
     REPORTERS,
@@ -37,6 +37,7 @@ from aggregator.stats.intervals import (
     z_value,
     zero_test,
 )
+from aggregator.stats.kinds import count_payloads
 from aggregator.stats.multiplicity import (
     EACH,
     SIMULTANEOUS,

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
-from aggregator.stats.codecs import FrequencyCodec, codec_for
+from aggregator.stats.codecs import FrequencyCodec, frequency_codec
 from client_sdk.mechanisms.joint import JointMechanism
 
 __all__ = ["JointCodec"]
@@ -31,7 +31,7 @@ class JointCodec:
 
     def __init__(self, mechanism: JointMechanism) -> None:
         self.m = mechanism
-        self.inner: list[FrequencyCodec] = [codec_for(o) for o in mechanism.oracles]
+        self.inner: list[FrequencyCodec] = [frequency_codec(o) for o in mechanism.oracles]
 
     def parse(self, payloads: Sequence[Any]) -> Batch:
         """Validate and columnize payloads: column ``g`` plus each group's own columns.

@@ -4,15 +4,18 @@ Whoever sees only a function of the *multiset* of reports (the estimates: the da
 the API, a CSV) sees a shuffled view: which device sent which report is gone. Feldman,
 McMillan and Talwar ("Hiding Among the Clones", FOCS 2021) show that such a view of n
 reports, one per device, each from an ε₀-LDP randomizer, is (ε, δ)-DP for an ε much
-smaller than ε₀ when n is large.
+smaller than ε₀ when n is large. :func:`shuffled_view` is that view's ε of a window's
+reports, :func:`relayed_view` the collector operator's of reports relayed in shuffled
+batches.
 
 In full: ``docs/statistics/shuffling.md``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -20,12 +23,15 @@ from aggregator.stats.accounting import checked_reports_per_device, composed_eps
 from client_sdk.mechanisms.base import exp_epsilon
 
 __all__ = [
+    "UNBOUNDED_NOTE",
     "Amplification",
     "amplification",
     "closed_form_epsilon",
     "default_delta",
     "hockey_stick",
+    "relayed_view",
     "shuffled_epsilon",
+    "shuffled_view",
 ]
 
 TAIL_MASS = 1e-30
@@ -225,3 +231,83 @@ def amplification(
         f"access to Redis, still sees each report at ε = {epsilon0:.3g} (local DP)"
     )
     return Amplification(eps, d, local, devices, r, condition)
+
+
+UNBOUNDED_NOTE = (
+    "; this metric has no budget, so nothing enforces one report per device: a device "
+    "that sent r reports here is protected by the bound for r·ε only"
+)
+"""Said when a metric without a budget is shown ε_c for one report per device."""
+
+
+def _round_down(n: int) -> int:
+    """n to two significant digits, rounded down: a smaller n only weakens the bound, and
+    a page refreshing while reports arrive reuses one computation per bucket."""
+    if n < 100:
+        return n
+    scale = 10 ** (len(str(n)) - 2)
+    return n // scale * scale
+
+
+@functools.lru_cache(maxsize=256)
+def shuffled_view(epsilon: float, n: int, budgeted: int | None) -> Amplification | None:
+    """ε_c towards whoever sees only the estimates of n reports at ε, a device having at
+    most ``budgeted`` of them (:attr:`ReportsPerDevice.budgeted`; None: no budget bounds
+    it, ε_c is given for one and the condition says so). n is rounded down to two
+    significant digits and ε_c up to four decimals: still a bound. None without reports.
+    """
+    if n < 1:
+        return None
+    found = amplification(epsilon, _round_down(n), budgeted or 1)
+    return replace(
+        found,
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        condition=found.condition + (UNBOUNDED_NOTE if budgeted is None else ""),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def relayed_view(
+    epsilon: float, batch: int, budgeted: int | None, min_batch: int, released: bool
+) -> Amplification | None:
+    """ε_c towards the collector's operator of reports that came through an Oblivious HTTP
+    relay and reached the stream in shuffled batches, the smallest of them ``batch``
+    reports, a device having at most ``budgeted`` reports in a batch
+    (:func:`reports_per_batch`; None: no budget, given for one, and the condition says
+    so). ε_c is rounded up to four decimals: still a bound.
+
+    Args:
+        epsilon: ε per report.
+        batch: the smallest batch released so far, or B (``min_batch``) if none was.
+        budgeted: a device's most reports in one batch.
+        min_batch: B (``LDP_SHUFFLE_MIN_BATCH``): a pool is released as soon as it holds
+            it, or below it at its release bound (``LDP_SHUFFLE_MAX_DELAY``).
+        released: whether any batch was released (else ε_c is the one a full batch
+            would have, and a smaller one gets more).
+
+    Returns:
+        The guarantee; None when B < 2 (nothing is shuffled). A batch of one report
+        released at its bound gets ε itself (nothing to hide among).
+    """
+    if min_batch < 2:
+        return None
+    found = amplification(epsilon, batch, budgeted or 1)
+    per = "one report" if found.reports_per_device == 1 else f"{found.reports_per_device} reports"
+    which = (
+        f"the smallest released so far holding {batch:,}"
+        if released
+        else f"none released yet: a full batch holds {batch:,} (LDP_SHUFFLE_MIN_BATCH), one "
+        "released at its bound (LDP_SHUFFLE_MAX_DELAY) fewer, and then a larger ε_c holds"
+    )
+    condition = (
+        f"holds towards whoever runs the collector and reads its Redis, for reports sent "
+        f"through an Oblivious HTTP relay it does not control, released in shuffled batches "
+        f"({which}), if each device sent at most {per} of a batch; if the relay and the "
+        f"collector collude, or without a relay, each report is ε = {epsilon:.3g} (local DP) "
+        f"towards them"
+    )
+    return replace(
+        found,
+        epsilon=math.ceil(found.epsilon * 1e4) / 1e4,  # rounded up: still a bound
+        condition=condition + (UNBOUNDED_NOTE if budgeted is None else ""),
+    )

@@ -23,7 +23,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from aggregator.stats.batch import Batch, Codec
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from aggregator.stream.counts import tidy_window
 from aggregator.stream.entries import (
     SEGMENT_COLUMN,

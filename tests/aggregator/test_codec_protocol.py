@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from aggregator.query.estimators import BY_KIND
 from aggregator.stats.batch import Batch, Codec
-from aggregator.stats.codecs import FrequencyCodec, codec_for
+from aggregator.stats.codecs import FrequencyCodec
+from aggregator.stats.kinds import KINDS, codec_for
 from aggregator.stats.numeric import NumericCodec, NumericStats
 from client_sdk.mechanisms import NUMERIC_NAMES, create, create_numeric
 from ldp_store import schema
@@ -88,3 +90,8 @@ def test_every_codec_round_trips_payloads_through_a_batch(name: str, k: int) -> 
 def test_a_mechanism_without_a_codec_is_a_type_error() -> None:
     with pytest.raises(TypeError, match="no decoder for object"):
         codec_for(object())  # type: ignore[call-overload]
+
+
+def test_the_read_side_knows_every_kind_the_codec_table_knows() -> None:
+    """A kind added to :data:`aggregator.stats.kinds.KINDS` has an estimator too."""
+    assert set(BY_KIND) == {kind for kind, _, _ in KINDS}

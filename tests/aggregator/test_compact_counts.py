@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from aggregator.query.window import read_counts
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from aggregator.stream.worker import WindowFull, Worker
 from client_sdk.wire import MetricDefinition
 from ldp_server.app import create_server_app

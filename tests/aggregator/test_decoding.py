@@ -7,7 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from aggregator.stats.codecs import Counts, codec_for, count_payloads, fwht
+from aggregator.stats.codecs import Counts, fwht
+from aggregator.stats.kinds import codec_for, count_payloads
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import create
 

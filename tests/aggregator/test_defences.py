@@ -32,8 +32,8 @@ from aggregator.analysis.defences import (
 )
 from aggregator.analysis.poisoning import DEFENCES, simulate_poisoning
 from aggregator.analysis.simulation import distribution, simulate_reports
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.robustness import fake_count
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle

@@ -18,7 +18,7 @@ from scipy.stats import binom, hypergeom
 
 from aggregator.stats import detect
 from aggregator.stats.batch import Batch
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from client_sdk import mechanisms
 
 K, N, W = 64, 100_000, detect.TRAILING["hour"]

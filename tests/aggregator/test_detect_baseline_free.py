@@ -17,8 +17,9 @@ from aggregator.analysis.simulation import distribution
 from aggregator.analysis.string_simulation import simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
 from aggregator.stats import consistency, detect
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.discovery import discover
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.strings import SketchEstimator
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import StringSketch, normalise

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from aggregator.query.window import read_counts, read_numeric, read_segments
-from aggregator.stats.codecs import codec_for
+from aggregator.stats.kinds import codec_for
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.joint import estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.multiplicity import MULTIPLICITIES, ZeroRead
 from client_sdk import mechanisms
 from client_sdk.mechanisms.joint import joint_mechanism

@@ -16,7 +16,6 @@ import pytest
 from scipy.stats import binom
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.intervals import (
     EXACT,
     SCORE,
@@ -24,6 +23,7 @@ from aggregator.stats.intervals import (
     interval_method,
     zero_p_values,
 )
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import FrequencyOracle, Memoized, create
 
 

@@ -21,9 +21,10 @@ import pytest
 
 from aggregator import estimate
 from aggregator.analysis.simulation import distribution, simulate_counts
-from aggregator.stats.codecs import RRCodec, UnaryCodec, codec_for
+from aggregator.stats.codecs import RRCodec, UnaryCodec
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.intervals import z_value
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import Memoized, create
 
 SECRET_BITS = 256

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import estimate, estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from client_sdk import mechanisms
 
 AGES = [

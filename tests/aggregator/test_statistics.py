@@ -20,8 +20,8 @@ import pytest
 
 from aggregator import estimate
 from aggregator.analysis.simulation import distribution, simulate, simulate_counts
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import create
 
 

@@ -13,7 +13,7 @@ import pytest
 from aggregator.analysis.string_simulation import score, simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary, word_list, zipf_shares
 from aggregator.stats import discovery
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.discovery import (
     benjamini_hochberg,
     decoys,
@@ -21,6 +21,7 @@ from aggregator.stats.discovery import (
     estimate_values,
     salt_null,
 )
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.strings import (
     SketchEstimator,
     mod_p,

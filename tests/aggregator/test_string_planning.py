@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from aggregator.analysis.string_simulation import simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary
-from aggregator.stats.codecs import codec_for
 from aggregator.stats.discovery import decoys, estimate_values
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.string_planning import (
     TRADEOFF_EPSILONS,
     collision_floor,

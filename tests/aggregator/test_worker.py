@@ -25,8 +25,9 @@ import redis
 from click.testing import CliRunner
 
 from aggregator.query.window import lag, lag_details, list_windows, read_counts
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.kinds import codec_for
 from aggregator.stream.entries import bulk_json
 from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition

@@ -28,7 +28,7 @@ from test_alarms_browser import banner_lines, expected_lines, post  # noqa: E402
 from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares  # noqa: E402
-from aggregator.stats.codecs import codec_for  # noqa: E402
+from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk.mechanisms.strings import normalise  # noqa: E402
 from client_sdk.wire import MetricDefinition, new_report_id  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402

@@ -37,6 +37,7 @@ from client_sdk.mechanisms import Memoized, PostRandomization
 from client_sdk.wire import MetricDefinition
 
 __all__ = [
+    "BY_KIND",
     "Ask",
     "Estimator",
     "FrequencyEstimator",
@@ -63,14 +64,16 @@ _STRING = StringEstimator()
 _JOINT = JointEstimator()
 
 
+BY_KIND: dict[str, Estimator[Any]] = {"numeric": _NUMERIC, "string": _STRING, "joint": _JOINT}
+"""The estimator of each kind of :data:`aggregator.stats.kinds.KINDS`; a frequency
+oracle's is picked by its mechanism."""
+
+
 def estimator_for(definition: MetricDefinition) -> Estimator[Any]:
     """The estimator of a metric version's kind and mechanism."""
-    if definition.kind == "string":
-        return _STRING
-    if definition.kind == "joint":
-        return _JOINT
-    if definition.kind == "numeric":
-        return _NUMERIC
+    found = BY_KIND.get(definition.kind)
+    if found is not None:
+        return found
     m = definition.mechanism
     if isinstance(m, PostRandomization):
         return _PRAM

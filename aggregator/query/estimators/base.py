@@ -21,15 +21,12 @@ from aggregator.query.answers import (
     StringEstimates,
 )
 from aggregator.query.window import newest_arrival
-from aggregator.stats.accounting import (
-    ReportsPerDevice,
-    reports_per_device,
-    shuffled_view,
-)
+from aggregator.stats.accounting import ReportsPerDevice, reports_per_device
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate
 from aggregator.stats.intervals import POPULATION, REPORTERS
 from aggregator.stats.multiplicity import EACH, FDR, SIMULTANEOUS, multiplicity_of
+from aggregator.stats.shuffling import shuffled_view
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Mechanism
 from ldp_store.registry import Registry
@@ -200,7 +197,7 @@ def intervals_note(est: FrequencyEstimate) -> str:
 
 
 def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEpsilon | None:
-    """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.accounting.shuffled_view`)."""
+    """``shuffled_epsilon`` of an answer (:func:`aggregator.stats.shuffling.shuffled_view`)."""
     return ShuffledEpsilon.of(shuffled_view(epsilon, n, budgeted))
 
 

@@ -21,10 +21,11 @@ from aggregator.query.estimators.base import (
     answer_head,
 )
 from aggregator.query.window import read_counts
-from aggregator.stats.codecs import Counts, codec_for
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.intervals import json_float
+from aggregator.stats.kinds import codec_for
 from aggregator.stats.strings import SketchEstimator, padded_array
 from client_sdk.mechanisms.strings import display, normalise
 from client_sdk.wire import MetricDefinition
