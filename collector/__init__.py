@@ -152,7 +152,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         memory=MemoryUsage(client),
     )
     context.attach(app, services)
-    register_error_handlers(app)
+    register_error_handlers(app, lambda reason: telemetry.unavailable.labels(reason=reason).inc())
     app.after_request(answer_headers)  # errors pass through it too
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)

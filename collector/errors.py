@@ -8,7 +8,8 @@ should retry), and a 500 only for a bug of ours, which is logged.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import redis
 from flask import Flask, Response, current_app, jsonify
@@ -72,21 +73,22 @@ def _error(status: int, error: str, details: Sequence[str] = ()) -> Response:
     return _json(status, Error(error=error, details=list(details)))
 
 
-def _api_error(exc: Refusal) -> Response:
+Count = Callable[[str], object]
+"""Counts a 503 by its reason (``ldp_collector_unavailable_total``)."""
+
+
+def _api_error(count: Count, exc: Refusal) -> Response:
     if isinstance(exc, Unavailable):
-        return _unavailable(exc)
+        return _unavailable(count, exc)
     body = exc.body() if isinstance(exc, ApiError) else Error(error=exc.error, details=exc.details)
     response = _json(exc.status, body)
     response.headers.update(exc.headers)
     return response
 
 
-def _unavailable(exc: Unavailable) -> Response:
+def _unavailable(count: Count, exc: Unavailable) -> Response:
     retry_after = exc.retry_after or int(current_app.config["RETRY_AFTER"])
-    from collector.context import services  # noqa: PLC0415 - it imports this module
-
-    telemetry = services().telemetry
-    telemetry.unavailable.labels(reason=exc.reason).inc()
+    count(exc.reason)
     response = _error(
         503, exc.error, exc.details or [f"retry after {retry_after} s; nothing was lost"]
     )
@@ -100,7 +102,7 @@ RedisError) when no node answers; :func:`ldp_store.connection.unavailable` tells
 outage (503) from a bug (cross-slot keys, say: 500)."""
 
 
-def _redis_error(exc: Exception) -> Response:
+def _redis_error(count: Count, exc: Exception) -> Response:
     if isinstance(exc, redis.exceptions.RedisClusterException) and not unavailable(exc):
         log.error("storage misuse (a bug): %s: %s", type(exc).__name__, exc)
         return _error(500, "internal error (logged; please report it)")
@@ -109,15 +111,15 @@ def _redis_error(exc: Exception) -> Response:
     log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
     # Redis 7 answers OOM to the script call; 6.2 wraps it in "Error running script".
     if isinstance(exc, redis.exceptions.OutOfMemoryError) or "-OOM " in str(exc):
-        return _unavailable(Unavailable("storage is out of memory", "oom"))
-    return _unavailable(Unavailable("storage is unavailable", "redis"))
+        return _unavailable(count, Unavailable("storage is out of memory", "oom"))
+    return _unavailable(count, Unavailable("storage is unavailable", "redis"))
 
 
-def _http_error(exc: HTTPException) -> Response:
+def _http_error(count: Count, exc: HTTPException) -> Response:
     if isinstance(exc, InternalServerError):
         original = getattr(exc, "original_exception", None)
         if isinstance(original, _STORAGE_ERRORS):
-            return _redis_error(original)
+            return _redis_error(count, original)
         return _error(500, "internal error (logged; please report it)")
     status = exc.code or 500
     error = exc.description or exc.name
@@ -133,9 +135,10 @@ def _http_error(exc: HTTPException) -> Response:
     return response
 
 
-def register_error_handlers(app: Flask) -> None:
-    """Map ``ApiError``, Werkzeug's HTTP errors and Redis errors to JSON responses."""
-    app.register_error_handler(Refusal, _api_error)
+def register_error_handlers(app: Flask, count: Count) -> None:
+    """Map ``ApiError``, Werkzeug's HTTP errors and Redis errors to JSON responses;
+    ``count(reason)`` is called for each 503 (the collector's telemetry counts them)."""
+    app.register_error_handler(Refusal, partial(_api_error, count))
     for error in _STORAGE_ERRORS:
-        app.register_error_handler(error, _redis_error)
-    app.register_error_handler(HTTPException, _http_error)
+        app.register_error_handler(error, partial(_redis_error, count))
+    app.register_error_handler(HTTPException, partial(_http_error, count))
