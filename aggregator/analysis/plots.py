@@ -1,7 +1,7 @@
 """The tradeoff sweep's figures: error against ε and N, binary RR, users needed.
 
 The one module that imports matplotlib (Agg canvas: no display, no pyplot global state);
-:func:`aggregator.analysis.tradeoff.run_tradeoff` imports it only when it draws. Each
+:func:`run_tradeoff` runs the sweep and writes its CSV and plots (``ldp tradeoff``). Each
 plot takes the sweep's :class:`~aggregator.analysis.tradeoff.TradeoffPoint` rows (or
 computes its grid with the mechanisms' own variance) and writes one 150 dpi PNG.
 """
@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
+from aggregator.analysis import tradeoff
 from aggregator.analysis.tradeoff import (
     BINARY,
     COIN_FLIP,
@@ -31,6 +32,7 @@ from aggregator.analysis.tradeoff import (
     users_needed_grid,
 )
 from aggregator.stats.planning import central_laplace_std
+from aggregator.stats.shuffling import shuffled_epsilon
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
 
@@ -42,6 +44,7 @@ __all__ = [
     "plot_reconstruction",
     "plot_shuffled_epsilon",
     "plot_users_needed",
+    "run_tradeoff",
 ]
 
 SURVEY_USERS: tuple[int, ...] = (10**3, 10**5)
@@ -629,8 +632,6 @@ def plot_shuffled_epsilon(
 
     ``progress`` is called with 1 after each line: the bound is computed numerically at
     25 values of n per line, seconds in all (``ldp tradeoff``'s bar follows it)."""
-    from aggregator.stats.shuffling import shuffled_epsilon  # noqa: PLC0415
-
     grid = np.unique(np.geomspace(min(users), max(users), 25).astype(int))
     with _slide_style():
         fig = _new_figure(12.0, 6.6)
@@ -656,3 +657,68 @@ def plot_shuffled_epsilon(
         _legend(ax, ax.get_legend_handles_labels()[0])
         fig.savefig(path)
     return path
+
+
+def run_tradeoff(
+    out_dir: str | Path,
+    domain_size: int = 64,
+    reps: int = 20,
+    seed: int = 2017,
+    progress: Callable[[int], None] | None = None,
+    *,
+    epsilons: Sequence[float] = tradeoff.EPSILONS,
+    users: Sequence[int] = tradeoff.USERS,
+    dist: str = "zipf",
+) -> list[Path]:
+    """Run the sweep and write ``tradeoff.csv`` and the five PNG plots into ``out_dir``
+    (the fifth: ε_c of shuffled reports against N, :mod:`aggregator.stats.shuffling`).
+
+    Args:
+        out_dir: output folder (created if missing).
+        domain_size: k of the k-ary mechanisms.
+        reps: simulated populations per point.
+        seed: master seed of the simulation (numpy; reproducible).
+        progress: called with the number of steps just finished (1 after each sweep
+            point, each file written and each line of the shuffled-ε plot); the first
+            :func:`~aggregator.analysis.tradeoff.total_points` are the sweep's, and the sum reaches
+            :func:`~aggregator.analysis.tradeoff.total_steps` of the grids when the last file
+            is written.
+        epsilons: ε grid (sorted; the plots use the swept ε nearest to 1).
+        users: N grid (the error-vs-ε plot uses the swept N nearest to 10⁵).
+        dist: population distribution.
+
+    Returns:
+        The files written: the CSV first, then the PNGs.
+
+    Raises:
+        ValueError: a parameter out of range.
+    """
+    if not epsilons or not users:
+        raise ValueError("epsilons and users must not be empty")
+    epsilons = sorted(float(e) for e in epsilons)
+    users = sorted(int(n) for n in users)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    points = tradeoff.sweep(
+        domain_size, reps, seed, epsilons=epsilons, users=users, dist=dist, progress=progress
+    )
+    # The sweep's ε are the SDK's floats; look the slide's ε up among them.
+    swept_eps = sorted({p.epsilon for p in points if p.mechanism in MECHANISMS})
+    users_at = int(nearest(users, tradeoff.SLIDE_USERS))
+    eps_at = nearest(swept_eps, tradeoff.SLIDE_EPSILON)
+
+    step = progress or (lambda n: None)
+    written = [tradeoff.write_csv(points, out / "tradeoff.csv")]
+    step(1)
+    for draw in (
+        lambda: plot_error_vs_epsilon(points, out / "error_vs_epsilon.png", domain_size, users_at),
+        lambda: plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
+        lambda: plot_binary_rr(points, out / "binary_rr_vs_central.png"),
+        lambda: plot_users_needed(out / "users_needed.png", epsilons),
+        lambda: plot_shuffled_epsilon(  # a step per line: its slow part
+            out / "shuffled_epsilon.png", tradeoff.SHUFFLED_EPSILONS, users, progress=step
+        ),
+    ):
+        written.append(draw())
+        step(1)
+    return written

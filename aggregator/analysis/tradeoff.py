@@ -14,8 +14,9 @@ mechanism's robustness: how far fake clients sending 1 % of the reports move one
 (:func:`aggregator.stats.robustness.max_gain`), the fourth axis beside ε, N and error. The
 mechanism math (p*, q*, e^ε) is the SDK's alone; nothing here re-derives it.
 
-Outputs of :func:`run_tradeoff`: ``tradeoff.csv`` and four 150 dpi PNG plots, drawn by
-:mod:`aggregator.analysis.plots` (the one module that imports matplotlib).
+Outputs of :func:`aggregator.analysis.plots.run_tradeoff`: ``tradeoff.csv`` and five
+150 dpi PNG plots, drawn by :mod:`aggregator.analysis.plots` (the one module that imports
+matplotlib).
 
 References:
     docs/concepts/formulas.md, "Mechanisms", "Sample size" and "Central DP for comparison";
@@ -46,7 +47,6 @@ __all__ = [
     "MECHANISMS",
     "USERS",
     "TradeoffPoint",
-    "run_tradeoff",
     "sweep",
     "CSV_UNITS",
     "csv_header",
@@ -141,10 +141,10 @@ def total_points(epsilons: Sequence[float] = EPSILONS, users: Sequence[int] = US
 
 
 def total_steps(epsilons: Sequence[float] = EPSILONS, users: Sequence[int] = USERS) -> int:
-    """What :func:`run_tradeoff`'s progress adds up to: every sweep point, then every file
-    written, the shuffled-ε plot counting one step per line (its bound is computed per
-    ε₀ and n, and takes about as long as the sweep: without its steps a bar would sit
-    full for half the run)."""
+    """What :func:`aggregator.analysis.plots.run_tradeoff`'s progress adds up to: every
+    sweep point, then every file written, the shuffled-ε plot counting one step per line
+    (its bound is computed per ε₀ and n, and takes about as long as the sweep: without its
+    steps a bar would sit full for half the run)."""
     return total_points(epsilons, users) + 6 + len(SHUFFLED_EPSILONS)
 
 
@@ -296,71 +296,3 @@ def users_needed_grid(
             needed[i, j] = auto.users
             names[i].append(auto.name)
     return needed, names
-
-
-def run_tradeoff(
-    out_dir: str | Path,
-    domain_size: int = 64,
-    reps: int = 20,
-    seed: int = 2017,
-    progress: Callable[[int], None] | None = None,
-    *,
-    epsilons: Sequence[float] = EPSILONS,
-    users: Sequence[int] = USERS,
-    dist: str = "zipf",
-) -> list[Path]:
-    """Run the sweep and write ``tradeoff.csv`` and the five PNG plots into ``out_dir``
-    (the fifth: ε_c of shuffled reports against N, :mod:`aggregator.stats.shuffling`).
-
-    Args:
-        out_dir: output folder (created if missing).
-        domain_size: k of the k-ary mechanisms.
-        reps: simulated populations per point.
-        seed: master seed of the simulation (numpy; reproducible).
-        progress: called with the number of steps just finished (1 after each sweep
-            point, each file written and each line of the shuffled-ε plot); the first
-            :func:`total_points` are the sweep's, and the sum reaches
-            :func:`total_steps` of the grids when the last file is written.
-        epsilons: ε grid (sorted; the plots use the swept ε nearest to 1).
-        users: N grid (the error-vs-ε plot uses the swept N nearest to 10⁵).
-        dist: population distribution.
-
-    Returns:
-        The files written: the CSV first, then the PNGs.
-
-    Raises:
-        ValueError: a parameter out of range.
-    """
-    from aggregator.analysis import plots  # noqa: PLC0415  # loads matplotlib: only to draw
-
-    if not epsilons or not users:
-        raise ValueError("epsilons and users must not be empty")
-    epsilons = sorted(float(e) for e in epsilons)
-    users = sorted(int(n) for n in users)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    points = sweep(
-        domain_size, reps, seed, epsilons=epsilons, users=users, dist=dist, progress=progress
-    )
-    # The sweep's ε are the SDK's floats; look the slide's ε up among them.
-    swept_eps = sorted({p.epsilon for p in points if p.mechanism in MECHANISMS})
-    users_at = int(plots.nearest(users, SLIDE_USERS))
-    eps_at = plots.nearest(swept_eps, SLIDE_EPSILON)
-
-    step = progress or (lambda n: None)
-    written = [write_csv(points, out / "tradeoff.csv")]
-    step(1)
-    for draw in (
-        lambda: plots.plot_error_vs_epsilon(
-            points, out / "error_vs_epsilon.png", domain_size, users_at
-        ),
-        lambda: plots.plot_error_vs_users(points, out / "error_vs_users.png", domain_size, eps_at),
-        lambda: plots.plot_binary_rr(points, out / "binary_rr_vs_central.png"),
-        lambda: plots.plot_users_needed(out / "users_needed.png", epsilons),
-        lambda: plots.plot_shuffled_epsilon(  # a step per line: its slow part
-            out / "shuffled_epsilon.png", SHUFFLED_EPSILONS, users, progress=step
-        ),
-    ):
-        written.append(draw())
-        step(1)
-    return written

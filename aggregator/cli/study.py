@@ -522,7 +522,8 @@ def tradeoff(out_dir: str, domain_size: int, reps: int, seed: int) -> None:
 
     Theory is the exact variance; the markers are a simulation (numpy PCG64, not a CSPRNG).
     """
-    from aggregator.analysis.tradeoff import run_tradeoff, total_points, total_steps
+    from aggregator.analysis.plots import run_tradeoff
+    from aggregator.analysis.tradeoff import total_points, total_steps
 
     sweep, done = total_points(), 0
 

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from aggregator.analysis import tradeoff
+from aggregator.analysis import plots, tradeoff
 from aggregator.analysis.simulation import distribution
 from aggregator.cli import study
 from aggregator.stats.planning import central_laplace_std
@@ -74,7 +74,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], l
         calls.append(n)
         FILES_AT_CALL.append({p.name for p in out.iterdir()})
 
-    written = tradeoff.run_tradeoff(
+    written = plots.run_tradeoff(
         out,
         domain_size=64,
         reps=REPS,
@@ -226,7 +226,7 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="reps"):
         tradeoff.sweep(16, 0, 1, epsilons=(1.0,), users=(100,))
     with pytest.raises(ValueError, match="empty"):
-        tradeoff.run_tradeoff("unused", epsilons=())
+        plots.run_tradeoff("unused", epsilons=())
     with pytest.raises(ValueError):
         tradeoff.sweep(16, 1, 1, epsilons=(1.0,), users=(0,))
 
