@@ -690,3 +690,103 @@ def test_the_maps_name_only_paths_that_exist() -> None:
                 if not path.exists():
                     missing.append(f"{doc}: {token}")
     assert not missing, "\n".join(missing)
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _run_time_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs, deferred ones too: all but those under ``if
+    TYPE_CHECKING:`` (annotations only, never executed)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Module → the modules of the same package it imports (at any depth, deferred or not).
+
+    ``from a.b import c`` is an arrow to ``a.b.c`` when that is a module, else to ``a.b``."""
+    names = {_module_name(path): path for path in modules(package)}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets = set()
+        for node in _run_time_imports(ast.parse(path.read_text())):
+            assert not isinstance(node, ast.ImportFrom) or node.level == 0, (
+                f"{path.relative_to(ROOT)}: a relative import (this test reads absolute ones)"
+            )
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+            elif node.module:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in names else node.module)
+        graph[name] = {t for t in targets if t in names and t != name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm,
+    iterative): each holds at least one circle of imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": set()}
+    assert sorted(import_circles(graph)) == [["a", "b", "c"], ["d", "e"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+@pytest.mark.parametrize("package", [*PACKAGES, "loadtests"])
+def test_no_import_circle_inside_a_package(package: str) -> None:
+    """No two modules of a package import each other, however indirectly, and however late
+    (a deferred import that hides a loop is a loop; STYLE.md 29). What two modules share
+    belongs in a third module above them (as ``aggregator/stats/kinds.py`` is above the
+    codecs)."""
+    circles = import_circles(import_graph(package))
+    assert not circles, "\n".join(" ↔ ".join(circle) for circle in circles)
