@@ -472,7 +472,7 @@ def test_the_worker_treats_every_codec_alike() -> None:
 
 # -- storage calls (docs/architecture/layout.md) -----------------------------------------------
 
-STORE_SCRIPTS = {"APPEND", "READ", "COMMIT", "DEAD", "WINDOW", "FOLD"}
+STORE_SCRIPTS = {"APPEND", "FORGET", "READ", "COMMIT", "DEAD", "WINDOW", "FOLD", "SHUFFLE", "TRIM"}
 """The Lua sources of :mod:`ldp_store.scripts`: only its typed functions may call them."""
 
 FIELD_NAMING = {
@@ -509,7 +509,7 @@ def _store_script_uses(tree: ast.AST) -> Iterator[str]:
         if isinstance(node, ast.Attribute) and node.attr in STORE_SCRIPTS:
             if isinstance(node.value, ast.Name) and node.value.id == "scripts":
                 yield f"scripts.{node.attr}"
-        if isinstance(node, ast.ImportFrom) and node.module == "ldp_store.scripts":
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("ldp_store.scripts"):
             yield from (a.name for a in node.names if a.name in STORE_SCRIPTS)
 
 

@@ -57,7 +57,7 @@ def tidy_window(
         mode, payload = "fold", delta.astype(schema.SUPPORT_DTYPE).tobytes()
     else:
         mode, payload = "merge", delta_blob(delta)
-    done = scripts.fold(
+    done = scripts.fold_window(
         client,
         name=name,
         version=version,

@@ -585,7 +585,7 @@ class Worker:
     def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> Delivery:
         if mode == ">":
             return self._fetch_new(s)
-        reply = scripts.read(
+        reply = scripts.read_batch(
             self.redis,
             stream=s.key,
             fence=s.claims,
@@ -829,7 +829,7 @@ class Worker:
         stream = self._streams.get(keys.stream_key(definition.name, definition.version, shard))
         codec = stream.codec if stream is not None else codec_for(definition.mechanism)
         hour, hour_start, day, day_start = schema.window_names(ms)
-        name, version = definition.name, definition.version
+        name = definition.name
         policy = self.retention.for_metric(definition)
         hour_expiry, day_expiry = (
             round(1000 * cast(float, policy.expires_at(w))) for w in (hour, day)
@@ -844,29 +844,25 @@ class Worker:
                 part = batch.take(np.flatnonzero(column == segment))
                 segments.append((segment, codec.increments(part)))
         increments = codec.increments(batch)
+        hours = scripts.Hours(hour, hour_start, day, day_start, hour_expiry, day_expiry)
+        call = scripts.CommitBatch(
+            name=definition.name,
+            version=definition.version,
+            shard=shard,
+            consumer=self.name,
+            ids=joined or b",".join(dict.fromkeys(raw)),
+            hours=hours,
+            fence=fence,
+            k=definition.k,
+            seeds=codec.seed_increments(batch),
+            increments=increments,
+            segments=segments,
+            reports=len(raw) + len(dead),
+            dead=dead,
+            dead_maxlen=DEAD_MAXLEN,
+        )
         try:
-            reply = scripts.commit(
-                self.redis,
-                name=name,
-                version=version,
-                shard=shard,
-                consumer=self.name,
-                ids=joined or b",".join(dict.fromkeys(raw)),
-                hour=hour,
-                hour_start=hour_start,
-                day=day,
-                day_start=day_start,
-                fence=fence,
-                hour_expiry_ms=hour_expiry,
-                day_expiry_ms=day_expiry,
-                k=definition.k,
-                seeds=codec.seed_increments(batch),
-                increments=increments,
-                segments=segments,
-                reports=len(raw) + len(dead),
-                dead=dead,
-                dead_maxlen=DEAD_MAXLEN,
-            )
+            reply = scripts.commit_batch(self.redis, call)
         except redis.ResponseError as exc:
             if str(exc).startswith("FULL"):
                 raise WindowFull(str(exc)) from None
@@ -877,7 +873,7 @@ class Worker:
             self.stats.counted += len(raw)
             self.stats.dead_lettered += len(dead)
             if increments.delta:
-                self._after_delta(definition, shard, (schema.ALL, hour, day))
+                self._after_delta(definition, shard, (schema.ALL, hours.hour, hours.day))
             return len(raw), []
         return 0, list(reply)
 

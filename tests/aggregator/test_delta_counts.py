@@ -131,7 +131,7 @@ def stale_fold(
     add_deltas(total, blobs, deltas)
     if packed is not None:
         total += np.frombuffer(packed, dtype=schema.SUPPORT_DTYPE)
-    done = scripts.fold(
+    done = scripts.fold_window(
         client,
         name=d.name,
         version=d.version,
@@ -189,23 +189,20 @@ def test_a_bad_blob_is_refused_before_anything_is_acknowledged(redis_db: Any) ->
     ids = [entry[0] for entry in client.xreadgroup(keys.GROUP, "w", {stream: ">"})[0][1]]
     hour, hour_start, day, day_start = schema.window_names(int(ids[0].split(b"-")[0]))
     with pytest.raises(redis.ResponseError, match="DELTA blob of 7 bytes"):
-        scripts.commit(
+        scripts.commit_batch(
             client,
-            name=d.name,
-            version=d.version,
-            shard=0,
-            consumer="w",
-            ids=b",".join(ids),
-            hour=hour,
-            hour_start=hour_start,
-            day=day,
-            day_start=day_start,
-            fence=b"",
-            hour_expiry_ms=0,
-            day_expiry_ms=0,
-            k=K,
-            seeds=[],
-            increments=schema.Increments(len(ids), delta=b"\x00" * 7),
+            scripts.CommitBatch(
+                name=d.name,
+                version=d.version,
+                shard=0,
+                consumer="w",
+                ids=b",".join(ids),
+                hours=scripts.Hours(hour, hour_start, day, day_start, 0, 0),
+                fence=b"",
+                k=K,
+                seeds=[],
+                increments=schema.Increments(len(ids), delta=b"\x00" * 7),
+            ),
         )
     assert client.xpending(stream, keys.GROUP)["pending"] == 5  # nothing acknowledged
     assert not client.exists(keys.counts_key(d.name, d.version))

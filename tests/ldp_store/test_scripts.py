@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis
 
-from ldp_store import guard, schema, scripts
+from ldp_store import guard, keys, schema, scripts
 
 
 def test_a_script_is_registered_once_per_client(
@@ -42,22 +42,46 @@ def test_a_flushed_script_is_loaded_again(any_redis: Any) -> None:
     call = scripts.append_call(client, layout=layout, reports=reports, max_backlog=10, now=now)
     assert scripts.AppendReply.of(call.run()) == scripts.AppendReply(1, 0, False, held=(1, 0))
     with pytest.raises(redis.ResponseError, match="FULL|DELTA|SUPPORT") as caught:
-        scripts.commit(
+        scripts.commit_batch(
             client,
-            name="app.x",
-            version=1,
-            shard=0,
-            consumer="w",
-            ids=b"0-1",
-            hour="hour:2026-11-27T00",
-            hour_start=0,
-            day="day:2026-11-27",
-            day_start=0,
-            fence=b"",
-            hour_expiry_ms=0,
-            day_expiry_ms=0,
-            k=2,
-            seeds=[],
-            increments=schema.Increments(1, values=[5], counts=[1]),
+            scripts.CommitBatch(
+                name="app.x",
+                version=1,
+                shard=0,
+                consumer="w",
+                ids=b"0-1",
+                hours=scripts.Hours("hour:2026-11-27T00", 0, "day:2026-11-27", 0, 0, 0),
+                fence=b"",
+                k=2,
+                seeds=[],
+                increments=schema.Increments(1, values=[5], counts=[1]),
+            ),
         )
     assert "SUPPORT value 5" in str(caught.value)
+
+
+def test_a_commit_names_its_windows_and_keys_from_its_typed_inputs() -> None:
+    """One frozen CommitBatch builds the script's KEYS (one hash slot) and ARGV."""
+    ms = int(guard.day_start("2026-11-27") * 1000) + 3 * schema.HOUR_MS + 5
+    hour, hour_start, day, day_start = schema.window_names(ms)
+    hours = scripts.Hours.of(ms, {hour: 1_000.0, day: 2_000.5}.get)
+    assert hours == scripts.Hours(hour, hour_start, day, day_start, 1_000_000, 2_000_500)
+    batch = scripts.CommitBatch(
+        name="app.x",
+        version=2,
+        shard=1,
+        consumer="w",
+        ids=b"1-0,1-1",
+        hours=hours,
+        fence=b"",
+        k=0,
+        seeds=[3, 1],
+        increments=schema.Increments(2),
+    )
+    names = batch.script_keys()
+    assert names[0] == keys.stream_key("app.x", 2, 1) and len(names) == 17
+    assert all(keys.tag("app.x", 2, 1) in name for name in names)  # one slot: a cluster's
+    args = batch.script_args()
+    assert args[:3] == [keys.GROUP, "w", b"1-0,1-1"] and args[11] == "3,1"
+    with pytest.raises(AttributeError):
+        batch.k = 3  # type: ignore[misc]
