@@ -101,40 +101,19 @@ class Delivery:
         ids = [entry[0] for entry in entries]
         joined = b",".join(ids)
         fields = [entry[1] for entry in entries]
-        try:  # the usual raw entries: all [b"s", sizes, b"b", payloads], or all [b"p", payload]
-            shapes = set(map(len, fields))
-            if shapes == {4} and all(f[0] == b"s" and f[2] == b"b" for f in fields):
-                rows = _batch_rows(ids, [f[1] for f in fields], [f[3] for f in fields])
-                if rows is not None:
-                    return cls(*rows[:3], None, joined_ids=joined, fence=fence, widest=rows[3])
-            elif shapes == {2} and [f[0] for f in fields].count(b"p") == len(ids):
-                payloads = [f[1] for f in fields]
-                sizes = list(map(len, payloads))
-                return cls(ids, sizes, b",".join(payloads), None, joined_ids=joined, fence=fence)
-        except (TypeError, KeyError):  # a deleted entry (None), or parsed dicts
-            pass
+        usual = _usual_rows(ids, fields)
+        if usual is not None:
+            return cls(*usual[:3], None, joined_ids=joined, fence=fence, widest=usual[3])
         row_ids: list[bytes] = []
         row_sizes: list[int] = []
         parts: list[bytes] = []
         widest = 1
         for entry_id, entry_fields in zip(ids, fields, strict=True):
-            found = _named(entry_fields)
-            payload = None if found is None else found.get(b"p")
-            if found is not None and payload is None and b"s" in found and b"b" in found:
-                rows = _batch_rows([entry_id], [found[b"s"]], [found[b"b"]])
-                if rows is not None:
-                    row_ids += rows[0]
-                    row_sizes += rows[1]
-                    parts.append(rows[2])
-                    widest = max(widest, rows[3])
-                    continue
-                row_ids.append(entry_id)
-                row_sizes.append(BAD_BATCH)
-                parts.append(b"")
-                continue
-            row_ids.append(entry_id)
-            row_sizes.append(-1 if found is None else -2 if payload is None else len(payload))
-            parts.append(payload or b"")
+            more_ids, more_sizes, part, wide = _entry_rows(entry_id, entry_fields)
+            row_ids += more_ids
+            row_sizes += more_sizes
+            parts.append(part)
+            widest = max(widest, wide)
         blob = b",".join(parts)
         return cls(row_ids, row_sizes, blob, None, joined_ids=joined, fence=fence, widest=widest)
 
@@ -389,3 +368,34 @@ def split_segments(
         kept_index.append(i)
         segments.append(segment)
     return kept, kept_index, segments
+
+
+def _usual_rows(
+    ids: list[bytes], fields: list[Any]
+) -> tuple[list[bytes], list[int], bytes, int] | None:
+    """The rows of the usual raw entries, all ``[b"s", sizes, b"b", payloads]`` or all
+    ``[b"p", payload]``: (ids, sizes, blob, widest); None for anything else (a deleted
+    entry, parsed dicts, a mix, a batch whose sizes do not add up)."""
+    try:
+        shapes = set(map(len, fields))
+        if shapes == {4} and all(f[0] == b"s" and f[2] == b"b" for f in fields):
+            return _batch_rows(ids, [f[1] for f in fields], [f[3] for f in fields])
+        if shapes == {2} and [f[0] for f in fields].count(b"p") == len(ids):
+            payloads = [f[1] for f in fields]
+            return ids, list(map(len, payloads)), b",".join(payloads), 1
+    except (TypeError, KeyError):  # a deleted entry (None), or parsed dicts
+        pass
+    return None
+
+
+def _entry_rows(entry_id: bytes, entry_fields: Any) -> tuple[list[bytes], list[int], bytes, int]:
+    """One entry's rows, any shape: (ids, sizes, payloads joined, widest); a deleted
+    entry's size is -1, one without a payload -2, a batch that does not add up
+    :data:`BAD_BATCH`."""
+    found = _named(entry_fields)
+    payload = None if found is None else found.get(b"p")
+    if found is not None and payload is None and b"s" in found and b"b" in found:
+        rows = _batch_rows([entry_id], [found[b"s"]], [found[b"b"]])
+        return ([entry_id], [BAD_BATCH], b"", 1) if rows is None else rows
+    size = -1 if found is None else -2 if payload is None else len(payload)
+    return [entry_id], [size], payload or b"", 1

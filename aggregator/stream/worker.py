@@ -280,6 +280,87 @@ def ensure_group(client: redis.Redis, stream: str) -> bool:
 # -- the worker ----------------------------------------------------------------------------
 
 
+def _without_segments(
+    definition: MetricDefinition, codec: Codec[Any], batch: Batch
+) -> tuple[Batch, list[tuple[int, Increments]]]:
+    """A batch without its segment column, and what each segment's rows add (a metric
+    with public dimensions counts per segment too, in the same commit).
+
+    Raises:
+        ValueError: a metric with dimensions, and a batch without segments.
+    """
+    if not definition.dimensions:
+        return batch, []
+    column = batch.columns.get(SEGMENT_COLUMN)
+    if column is None:
+        raise ValueError(f"metric {definition.name!r} has dimensions: the batch needs segments")
+    batch = Batch(batch.n, {k: v for k, v in batch.columns.items() if k != SEGMENT_COLUMN})
+    segments = [
+        (segment, codec.increments(batch.take(np.flatnonzero(column == segment))))
+        for segment in np.unique(column).tolist()
+    ]
+    return batch, segments
+
+
+def _one_hour(ids: Sequence[bytes]) -> int:
+    """The arrival time (ms) of the first of ``ids``, all of one hour window.
+
+    Raises:
+        ValueError: ids of different hours.
+    """
+    ms = entry_ms(ids[0])
+    if entry_ms(ids[-1]) // schema.HOUR_MS != ms // schema.HOUR_MS:
+        raise ValueError("a commit covers one hour window; split the batch")
+    return ms
+
+
+def _committed(client: redis.Redis, call: scripts.CommitBatch) -> int | list[bytes]:
+    """:func:`ldp_store.scripts.commit_batch`, its refusals as :class:`WindowFull` and
+    :class:`FenceBroken`."""
+    try:
+        return scripts.commit_batch(client, call)
+    except redis.ResponseError as exc:
+        if str(exc).startswith("FULL"):
+            raise WindowFull(str(exc)) from None
+        if "FENCE" not in str(exc):
+            raise
+        raise FenceBroken(str(exc)) from None
+
+
+def _parsed(
+    s: _Stream, delivery: Delivery, skip: dict[int, str]
+) -> tuple[Batch | None, list[int], list[tuple[int, str]]]:
+    """A delivery's reports parsed by the stream's codec, with their segments (a metric
+    with dimensions): (the batch or None, each row's report index, the bad reports)."""
+    payloads, index, bad = decode_json(delivery, skip)
+    segments: list[int] = []
+    if payloads and s.definition.dimensions:
+        payloads, index, segments = split_segments(s.definition, payloads, index, bad)
+    if not payloads:
+        return None, index, bad
+    batch, kept, rejected = parse_payloads(s.codec, payloads, index)
+    if segments:
+        rows = {i: row for row, i in enumerate(index)}
+        batch.columns[SEGMENT_COLUMN] = np.asarray(
+            [segments[rows[i]] for i in kept], dtype=np.int64
+        )
+    return batch, kept, bad + rejected
+
+
+def _dead_inside(
+    delivery: Delivery, index: list[int], bad: list[tuple[int, str]]
+) -> tuple[list[tuple[int, str]], list[tuple[bytes, str, bytes]]]:
+    """The bad reports of entries that hold counted ones too, split off ``bad``: the
+    rest, and those as (entry id, reason, payload) for the commit to dead-letter."""
+    counted = {delivery.ids[i] for i in index}
+    inside = [(i, why) for i, why in bad if delivery.ids[i] in counted]
+    if not inside:
+        return bad, []
+    raws = list(delivery.raw())
+    rest = [(i, why) for i, why in bad if delivery.ids[i] not in counted]
+    return rest, [(delivery.ids[i], why, raws[i]) for i, why in sorted(inside)]
+
+
 class Worker:
     """A consumer in every metric stream's group, counting each report exactly once.
 
@@ -692,35 +773,16 @@ class Worker:
                 for i, d in enumerate(delivery.deliveries)
                 if d > self.max_deliveries
             }
-        payloads, index, bad = decode_json(delivery, skip)
-        segments: list[int] = []
-        if payloads and s.definition.dimensions:
-            payloads, index, segments = split_segments(s.definition, payloads, index, bad)
-        if payloads:
-            batch, kept, rejected = parse_payloads(s.codec, payloads, index)
-            bad += rejected
-            if segments:
-                rows = {i: row for row, i in enumerate(index)}
-                batch.columns[SEGMENT_COLUMN] = np.asarray(
-                    [segments[rows[i]] for i in kept], dtype=np.int64
-                )
-            index = kept
-            if batch.n:
-                if len(index) == len(delivery.ids):
-                    self._count(s, delivery.ids, batch, delivery.joined_ids, delivery.fence)
-                else:
-                    # A bad report inside an entry that also holds good ones is
-                    # dead-lettered by the commit that acknowledges the entry.
-                    counted = {delivery.ids[i] for i in index}
-                    inside = [(i, why) for i, why in bad if delivery.ids[i] in counted]
-                    if inside:
-                        bad = [(i, why) for i, why in bad if delivery.ids[i] not in counted]
-                        raws = list(delivery.raw())
-                        dead = [(delivery.ids[i], why, raws[i]) for i, why in sorted(inside)]
-                    else:
-                        dead = []
-                    ids = [delivery.ids[i] for i in index]
-                    self._count(s, ids, batch, fence=delivery.fence, dead=dead)
+        batch, index, bad = _parsed(s, delivery, skip)
+        if batch is not None and batch.n:
+            if len(index) == len(delivery.ids):
+                self._count(s, delivery.ids, batch, delivery.joined_ids, delivery.fence)
+            else:
+                # A bad report inside an entry that also holds good ones is
+                # dead-lettered by the commit that acknowledges the entry.
+                bad, dead = _dead_inside(delivery, index, bad)
+                ids = [delivery.ids[i] for i in index]
+                self._count(s, ids, batch, fence=delivery.fence, dead=dead)
         if bad:
             self._dead_letter(s, delivery, bad)
         return len(delivery.ids)
@@ -823,28 +885,12 @@ class Worker:
             raise ValueError(f"{len(raw)} ids for a batch of {batch.n}")
         if not raw:
             return 0, []
-        ms = entry_ms(raw[0])
-        if entry_ms(raw[-1]) // schema.HOUR_MS != ms // schema.HOUR_MS:
-            raise ValueError("a commit covers one hour window; split the batch")
+        ms = _one_hour(raw)
         stream = self._streams.get(keys.stream_key(definition.name, definition.version, shard))
         codec = stream.codec if stream is not None else codec_for(definition.mechanism)
-        hour, hour_start, day, day_start = schema.window_names(ms)
-        name = definition.name
-        policy = self.retention.for_metric(definition)
-        hour_expiry, day_expiry = (
-            round(1000 * cast(float, policy.expires_at(w))) for w in (hour, day)
-        )
-        segments: list[tuple[int, Increments]] = []
-        if definition.dimensions:  # counts per segment too, in the same commit
-            column = batch.columns.get(SEGMENT_COLUMN)
-            if column is None:
-                raise ValueError(f"metric {name!r} has dimensions: the batch needs segments")
-            batch = Batch(batch.n, {k: v for k, v in batch.columns.items() if k != SEGMENT_COLUMN})
-            for segment in np.unique(column).tolist():
-                part = batch.take(np.flatnonzero(column == segment))
-                segments.append((segment, codec.increments(part)))
+        batch, segments = _without_segments(definition, codec, batch)
+        hours = scripts.Hours.of(ms, self.retention.for_metric(definition).expires_at)
         increments = codec.increments(batch)
-        hours = scripts.Hours(hour, hour_start, day, day_start, hour_expiry, day_expiry)
         call = scripts.CommitBatch(
             name=definition.name,
             version=definition.version,
@@ -861,14 +907,7 @@ class Worker:
             dead=dead,
             dead_maxlen=DEAD_MAXLEN,
         )
-        try:
-            reply = scripts.commit_batch(self.redis, call)
-        except redis.ResponseError as exc:
-            if str(exc).startswith("FULL"):
-                raise WindowFull(str(exc)) from None
-            if "FENCE" not in str(exc):
-                raise
-            raise FenceBroken(str(exc)) from None
+        reply = _committed(self.redis, call)
         if isinstance(reply, int):
             self.stats.counted += len(raw)
             self.stats.dead_lettered += len(dead)
