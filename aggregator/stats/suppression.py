@@ -124,18 +124,53 @@ def _split(
         return {w.name: groups for w in parent.inside}
     # an empty window hides everything and needs no cover: its total (0) tells it all
     inside = {w.name: w.sizes for w in parent.inside if w.name not in empty}
-    cells = {w.name: _count(w) for w in parent.inside}  # windows a lifted one hides groups in
-    rest = {
+    order = sorted(groups - above, key=lambda g: (parent.sizes[g], g))
+    prefix = [above | frozenset(order[:i]) for i in range(len(order) + 1)]
+    tier = _tiers(inside, order, above, minimum, extra)
+    rest = _remainder(parent, inside)
+    while level := _next_short(inside, rest, tier, prefix, minimum):
+        lower = [name for name in sorted(inside) if tier[name] < level[0]]
+        if not lower:
+            lacking = prefix[level[0]] - above if level[0] < len(order) else groups
+            raise _Escalate(parent.name, lacking)
+        tier[_lifted(parent, inside, tier, lower, level)] = level[0]
+    return {**empty, **{name: prefix[tier[name]] for name in inside}}
+
+
+def _remainder(parent: Window, inside: Mapping[str, Mapping[str, int]]) -> dict[str, int]:
+    """Each group's reports in ``parent`` beyond those of the windows ``inside`` it."""
+    return {
         g: max(0, n - sum(sizes.get(g, 0) for sizes in inside.values()))
         for g, n in parent.sizes.items()
     }
-    order = sorted(groups - above, key=lambda g: (parent.sizes[g], g))
-    prefix = [above | frozenset(order[:i]) for i in range(len(order) + 1)]
+
+
+def _tiers(
+    inside: Mapping[str, Mapping[str, int]],
+    order: list[str],
+    above: frozenset[str],
+    minimum: int,
+    extra: Mapping[str, frozenset[str]],
+) -> dict[str, int]:
+    """Each sub-window's tier: the shortest prefix of ``order`` holding what its own rule
+    hides beyond ``above``."""
     rank = {g: i + 1 for i, g in enumerate(order)}
     tier = {}
     for name, sizes in inside.items():
         own = _hidden(sizes, minimum, above | extra.get(name, frozenset()))
         tier[name] = max([0] + [rank[g] for g in own - above])
+    return tier
+
+
+def _next_short(
+    inside: Mapping[str, Mapping[str, int]],
+    rest: Mapping[str, int],
+    tier: Mapping[str, int],
+    prefix: list[frozenset[str]],
+    minimum: int,
+) -> tuple[int, frozenset[str], int] | None:
+    """The lowest tier whose block lacks something (:func:`_short`), with what it lacks;
+    None when no block does."""
     below = 0
     while levels := sorted({t for t in tier.values() if t > below}):
         level = levels[0]
@@ -146,19 +181,26 @@ def _split(
             new + ([prefix[below]] if prefix[below] else []),
             minimum,
         )
-        if short is None:
-            below = level
-            continue
-        lower = [name for name in sorted(inside) if tier[name] < level]
-        if not lower:
-            raise _Escalate(parent.name, prefix[level] - above if level < len(order) else groups)
-        need, missing = short
-        held = {name: _mass(inside[name], need) for name in lower}
-        cost = {name: (level - tier[name]) * cells[name] for name in lower}
-        # enough alone first, then the fewest cells newly hidden, then the most reports
-        tier[max(lower, key=lambda n: (held[n] >= missing, -cost[n], held[n], n))] = level
-        below = 0  # a lifted sub-window leaves a lower block: check them all again
-    return {**empty, **{name: prefix[tier[name]] for name in inside}}
+        if short is not None:
+            return level, *short
+        below = level
+    return None
+
+
+def _lifted(
+    parent: Window,
+    inside: Mapping[str, Mapping[str, int]],
+    tier: Mapping[str, int],
+    lower: list[str],
+    short: tuple[int, frozenset[str], int],
+) -> str:
+    """The sub-window of a lower tier to lift into the tier ``short`` names: enough alone
+    first, then the fewest cells newly hidden, then the most reports."""
+    level, need, missing = short
+    cells = {w.name: _count(w) for w in parent.inside}  # windows a lifted one hides groups in
+    held = {name: _mass(inside[name], need) for name in lower}
+    cost = {name: (level - tier[name]) * cells[name] for name in lower}
+    return max(lower, key=lambda n: (held[n] >= missing, -cost[n], held[n], n))
 
 
 def hide_across_windows(root: Window, minimum: int) -> dict[str, dict[str, Why]]:
