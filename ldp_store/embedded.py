@@ -15,6 +15,7 @@ refuses writes rather than evicting anything when memory runs out (``noeviction`
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
 import shutil
@@ -121,8 +122,6 @@ def die_with_parent() -> None:
     worker behind to hold its data directory. A no-op where prctl is unavailable.
     """
     try:
-        import ctypes  # noqa: PLC0415
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):

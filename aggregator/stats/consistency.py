@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.lazy import chi2_isf, chi2_sf, normal_isf
 from client_sdk.mechanisms.strings import StringSketch
 
 if TYPE_CHECKING:  # codecs imports detect: only the annotations need them
@@ -81,12 +82,6 @@ merged into bins of consecutive groups until a bin expects this many."""
 
 def _normal_sf(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2.0))
-
-
-def _normal_isf(alpha: float) -> float:
-    from statistics import NormalDist  # noqa: PLC0415
-
-    return -NormalDist().inv_cdf(alpha)
 
 
 # -- floor (GRR) -------------------------------------------------------------------------
@@ -155,26 +150,12 @@ def floor_test(
     else:
         mu, sigma = float(null.mean()), float(null.std())
         p_value = 1.0 - _normal_sf((s - mu) / sigma)
-        threshold = mu - _normal_isf(alpha) * sigma
+        threshold = mu - normal_isf(alpha) * sigma
     deficit = float(np.maximum(mean - c, 0.0).sum() / n / (p - q))
     return FloorResult(s, threshold, p_value, int((c < mean).sum()), deficit)
 
 
 # -- groups (string sketch) --------------------------------------------------------------
-
-
-def _chi2_sf(x: float, df: int) -> float:
-    """Pr[χ²_df > x] (``scipy.special.chdtrc``)."""
-    from scipy.special import chdtrc  # noqa: PLC0415  # at read time only
-
-    return float(chdtrc(df, x))
-
-
-def _chi2_isf(alpha: float, df: int) -> float:
-    """x with Pr[χ²_df > x] = α (``scipy.special.chdtri``)."""
-    from scipy.special import chdtri  # noqa: PLC0415
-
-    return float(chdtri(df, alpha))
 
 
 def groups_test(
@@ -200,7 +181,7 @@ def groups_test(
     expected = n * share / m.groups
     chi2 = float(((folded - expected) ** 2 / expected).sum())
     df = bins - 1
-    return chi2, _chi2_isf(alpha, df), _chi2_sf(chi2, df), bins, int(sizes.max())
+    return chi2, chi2_isf(alpha, df), chi2_sf(chi2, df), bins, int(sizes.max())
 
 
 # -- rows (string sketch, discovered values) -----------------------------------------------

@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from aggregator.stats.batch import SEED_BINS, seed_bins
 from aggregator.stats.consistency import floor_test, groups_test, sketch_rows_test
+from aggregator.stats.lazy import chi2_isf, chi2_sf, normal_isf
 from client_sdk.mechanisms import FrequencyOracle, GeneralizedRR, LocalHashing, PostRandomization
 from client_sdk.mechanisms.strings import display
 from client_sdk.mechanisms.unary import UnaryEncoding
@@ -162,27 +163,6 @@ def hypergeometric_upper_tail(count: int, population: int, successes: int, draws
     return min(1.0, math.exp(log_first) * total)
 
 
-def _normal_quantile(alpha: float) -> float:
-    """z with Pr[Z > z] = alpha."""
-    from statistics import NormalDist  # noqa: PLC0415
-
-    return -NormalDist().inv_cdf(alpha)
-
-
-def _chi2_tail(x: float, df: int) -> float:
-    """Pr[χ²_df > x] (``scipy.special.chdtrc``)."""
-    from scipy.special import chdtrc  # noqa: PLC0415  # at read time only
-
-    return float(chdtrc(df, x))
-
-
-def _chi2_quantile(alpha: float, df: int) -> float:
-    """x with Pr[χ²_df > x] = α (``scipy.special.chdtri``)."""
-    from scipy.special import chdtri  # noqa: PLC0415
-
-    return float(chdtri(df, alpha))
-
-
 def tests_for(m: FrequencyOracle, baseline: bool = True) -> tuple[AlarmKind, ...]:
     """The tests that apply to a mechanism (α is split evenly among them).
 
@@ -229,7 +209,7 @@ def shift_test(
     p_values = np.array([_normal_tail(float(x)) for x in z])
     # The exact conditional tail where it can matter: the normal one is off at 4σ for
     # small counts (skewness), and costs a continued fraction per value elsewhere.
-    near = np.flatnonzero(z > _normal_quantile(alpha / k) - 2.0)
+    near = np.flatnonzero(z > normal_isf(alpha / k) - 2.0)
     for v in near:
         total = int(c1[v] + c2[v])
         p_values[v] = hypergeometric_upper_tail(int(c1[v]), n1 + n2, total, n1)
@@ -281,7 +261,7 @@ def seeds_test(
     expected = n * _bin_probabilities(m, bins)
     chi2 = float(((folded - expected) ** 2 / expected).sum())
     df = bins - 1
-    return chi2, _chi2_quantile(alpha, df), _chi2_tail(chi2, df), bins
+    return chi2, chi2_isf(alpha, df), chi2_sf(chi2, df), bins
 
 
 # -- support total -------------------------------------------------------------------
@@ -336,7 +316,7 @@ def support_test(
         return None
     mean, var = moments
     z = (total - n * mean) / math.sqrt(n * var)
-    return z, _normal_quantile(alpha / 2), 2.0 * _normal_tail(abs(z)), n * mean
+    return z, normal_isf(alpha / 2), 2.0 * _normal_tail(abs(z)), n * mean
 
 
 # -- one window ----------------------------------------------------------------------
@@ -397,7 +377,7 @@ def detect(
                     "shift",
                     window,
                     float(z[top]),
-                    _normal_quantile(share / m.domain_size),
+                    normal_isf(share / m.domain_size),
                     float(pv[top]),
                     share / m.domain_size,
                     f"{names[top]!r} rose from {_pct(f2)} ({baseline}, n = {n2:,}) to "

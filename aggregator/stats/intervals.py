@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
+from aggregator.stats.lazy import scipy_special, scipy_stats
 
 __all__ = [
     "ESTIMANDS",
@@ -159,8 +160,7 @@ def _exact(
 ) -> tuple[FloatArray, FloatArray]:
     """Clopper–Pearson on μ = C/n, mapped to f (n and C may be deflated: floats; α one
     for all, or one per value)."""
-    from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates
-
+    betaincinv = scipy_special().betaincinv
     low_mu = np.where(
         support > 0, betaincinv(np.maximum(support, 1e-12), n - support + 1, alpha / 2), 0.0
     )
@@ -246,8 +246,7 @@ def score_zero_p(f: npt.ArrayLike, variance_at_zero: npt.ArrayLike) -> FloatArra
     quantile of 1 − a/2 (:func:`_score` at f = 0), so this is ≤ a exactly when the
     interval misses 0.
     """
-    from scipy.special import ndtr  # noqa: PLC0415  # only when reading estimates
-
+    ndtr = scipy_special().ndtr
     scale = np.sqrt(np.maximum(np.asarray(variance_at_zero, dtype=np.float64), 1e-300))
     return np.asarray(np.minimum(1.0, 2.0 * ndtr(-np.abs(f) / scale)), dtype=np.float64)
 
@@ -255,8 +254,7 @@ def score_zero_p(f: npt.ArrayLike, variance_at_zero: npt.ArrayLike) -> FloatArra
 def _binomial_tails(n: Any, support: Any, rate: Any) -> tuple[FloatArray, FloatArray]:
     """P(X ≥ C) and P(X ≤ C) for X ~ Bin(n, rate), n and C possibly deflated (floats),
     through the regularized incomplete beta function as :func:`_exact` inverts it."""
-    from scipy.special import betainc  # noqa: PLC0415  # only when reading estimates
-
+    betainc = scipy_special().betainc
     counts = np.asarray(support, dtype=np.float64)
     upper = np.where(counts > 0, betainc(np.maximum(counts, 1e-12), n - counts + 1, rate), 1.0)
     lower = np.where(
@@ -331,8 +329,7 @@ def zero_p_values(
         survival = _device_sum_survival(mechanism, n, math.ceil(r))
         index = np.clip(np.ceil(counts), 0, len(survival) - 1).astype(np.int64)
         return np.asarray(np.clip(survival[index], 0.0, 1.0), dtype=np.float64)
-    from scipy.special import betainc  # noqa: PLC0415  # only when reading estimates
-
+    betainc = scipy_special().betainc
     rate = float(mechanism.q)  # the support rate of every report when f(v) = 0
     # P(Bin(n, q) ≥ c) = I_q(c, n − c + 1), the regularized incomplete beta function.
     tail = np.where(counts > 0, betainc(np.maximum(counts, 1e-12), n - counts + 1, rate), 1.0)
@@ -350,8 +347,7 @@ def _device_sum_survival(mechanism: Any, n: int, r: int) -> FloatArray:
     mixture of Bin(r, s₁) and Bin(r, s₀), and C the convolution of ⌈n/r⌉ of them (one
     FFT). Devices that send fewer reports make the tail lighter, not heavier.
     """
-    from scipy.stats import binom  # noqa: PLC0415  # only when reading estimates
-
+    binom = scipy_stats().binom
     q1, s1, rate = float(mechanism.permanent.q), float(mechanism.irr_keep), float(mechanism.q)
     s0 = (rate - q1 * s1) / (1.0 - q1)
     j = np.arange(r + 1)
@@ -370,8 +366,7 @@ def benjamini_hochberg(p_values: npt.ArrayLike, alpha: float) -> np.ndarray:
     Reject the i smallest p-values, i the largest with p₍ᵢ₎ ≤ i·α/m. A NaN p-value is never
     rejected and counts in m.
     """
-    from scipy.stats import false_discovery_control  # noqa: PLC0415  # at read time only
-
+    false_discovery_control = scipy_stats().false_discovery_control
     values = np.asarray(p_values, dtype=np.float64)
     if values.size == 0:
         return np.zeros(0, dtype=bool)
@@ -396,6 +391,4 @@ def t_value(confidence: float, df: int) -> float:
     z_value(confidence)  # checks the level
     if isinstance(df, bool) or not isinstance(df, int) or df < 1:
         raise ValueError(f"degrees of freedom must be a positive int, got {df!r}")
-    from scipy.special import stdtrit  # noqa: PLC0415  # at read time only
-
-    return float(stdtrit(df, 0.5 + confidence / 2.0))
+    return float(scipy_special().stdtrit(df, 0.5 + confidence / 2.0))

@@ -29,6 +29,7 @@ from aggregator.stats.intervals import (
     POPULATION,
     REPORTERS,
     SCORE,
+    _exact,
     check_estimand,
     exact_zero_p,
     frequency_intervals,
@@ -39,6 +40,7 @@ from aggregator.stats.intervals import (
     z_value,
     zero_test,
 )
+from aggregator.stats.lazy import scipy_special
 from aggregator.stats.multiplicity import (
     ZeroRead,
     bisect_dual,
@@ -311,17 +313,13 @@ def _exact_at(
     oracle: SetOracle, n: int, support: FloatArray, alpha: Any
 ) -> tuple[FloatArray, FloatArray]:
     """The exact (Clopper–Pearson) interval at α, one per cell or one for all."""
-    from aggregator.stats.intervals import _exact  # noqa: PLC0415
-
     lo, hi = _exact(oracle, n, support, np.asarray(alpha, dtype=np.float64))
     return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
 
 
 def _z_of(alpha: Any) -> Any:
     """The two-sided normal quantile of 1 − α, one per cell or one for all."""
-    from scipy.special import ndtri  # noqa: PLC0415
-
-    return -ndtri(np.asarray(alpha, dtype=np.float64) / 2.0)
+    return -scipy_special().ndtri(np.asarray(alpha, dtype=np.float64) / 2.0)
 
 
 def _sequence_read(

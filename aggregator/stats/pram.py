@@ -36,6 +36,7 @@ from aggregator.stats.intervals import (
     score_zero_p,
     z_value,
 )
+from aggregator.stats.lazy import scipy_special
 from aggregator.stats.multiplicity import ZeroRead, bisect_dual, outside_zero, read_at_level
 from client_sdk.mechanisms import PostRandomization
 
@@ -96,8 +97,7 @@ def pram_intervals(
 def _box(m: PostRandomization, n: int, counts: FloatArray, alpha: FloatArray) -> tuple[Any, Any]:
     """Each f_v's extremes over the box of Clopper–Pearson intervals of the k λ_y, each at
     α/k; ``alpha`` a scalar, or one per value v (the box of v read at its own level)."""
-    from scipy.special import betaincinv  # noqa: PLC0415  # only when reading estimates
-
+    betaincinv = scipy_special().betaincinv
     k = m.domain_size
     a = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (k,))[None, :] / k  # [y, v]
     c = counts[:, None]

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from aggregator.stats.accounting import checked_reports_per_device, composed_epsilon
+from aggregator.stats.lazy import scipy_special, scipy_stats
 from client_sdk.mechanisms.base import exp_epsilon
 
 __all__ = [
@@ -58,9 +59,7 @@ def _clone_blocks(n: int, epsilon0: float) -> tuple[np.ndarray, np.ndarray, floa
     The window grows from the mean by whole standard deviations until the two tails
     outside it (exact, ``bdtr``/``bdtrc``) hold at most :data:`TAIL_MASS`.
     """
-    from scipy.special import bdtr, bdtrc  # noqa: PLC0415  # loaded only when asked
-    from scipy.stats import binom  # noqa: PLC0415
-
+    bdtr, bdtrc, binom = scipy_special().bdtr, scipy_special().bdtrc, scipy_stats().binom
     trials, clone = n - 1, 1.0 / exp_epsilon(epsilon0)
     mean, sd = trials * clone, math.sqrt(trials * clone * (1.0 - clone)) + 1.0
     width = 12.0
@@ -84,8 +83,7 @@ def _divergence(
     epsilon: float, alpha: float, starts: np.ndarray, mass: np.ndarray, outside: float
 ) -> float:
     """Σ over blocks of the block's mass × D_c at its first c (D_c falls as c grows)."""
-    from scipy.special import bdtrc  # noqa: PLC0415
-
+    bdtrc = scipy_special().bdtrc
     odds = exp_epsilon(epsilon)
     tau = (odds * alpha - (1.0 - alpha)) / (alpha - odds * (1.0 - alpha))
     c = starts
