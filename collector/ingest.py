@@ -583,6 +583,40 @@ def _retired_meanwhile(
             batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
 
 
+def _validated(body: object, ctx: Services, max_reports: int) -> tuple[Any, Validated]:
+    """The body's reports and their validation: a plain batch checked as a whole when it
+    is plainly valid, else report by report (with every message).
+
+    Raises:
+        ApiError: 400/413 for a body of the wrong shape or size.
+    """
+    if isinstance(body, plain.PlainBatch):
+        registry = ctx.registry
+        found = plain.validate(body, registry.lookup, registry.refusing, MAX_VERSIONS_PER_REQUEST)
+        if found is not None:
+            return body.reports, Validated(groups=found[0], shards=found[1])
+        body = parse_json(body.raw)  # not plainly valid: report by report
+    reports = reports_of(body, max_reports)
+    return reports, validate(reports, ctx.registry.lookup, ctx.registry.refusing)
+
+
+def _count_rejections(batch: Validated, reports: int, telemetry: Any) -> None:
+    """Count and log the batch's rejections by reason (implausible ones by test too)."""
+    for reason, count in Counter(r.reason for r in batch.rejected).items():
+        telemetry.rejected.labels(reason=reason).inc(count)
+    for (metric, test), count in Counter(
+        (r.metric, r.test) for r in batch.rejected if r.reason == "implausible"
+    ).items():
+        telemetry.implausible.labels(metric=metric, reason=test).inc(count)
+    if batch.rejected:
+        log.info(
+            "rejected %d of %d reports: %s",
+            len(batch.rejected),
+            reports,
+            dict(Counter(r.reason for r in batch.rejected)),
+        )
+
+
 def ingest(
     body: object, ctx: Services, max_reports: int, now: datetime | None = None
 ) -> IngestResult:
@@ -606,32 +640,9 @@ def ingest(
             versions' reports are appended first; the retry finds them as replays).
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
-    batch = None
-    if isinstance(body, plain.PlainBatch):
-        registry = ctx.registry
-        found = plain.validate(body, registry.lookup, registry.refusing, MAX_VERSIONS_PER_REQUEST)
-        if found is None:  # not plainly valid: report by report, with every message
-            body = parse_json(body.raw)
-        else:
-            reports = body.reports
-            batch = Validated(groups=found[0], shards=found[1])
-    if batch is None:
-        reports = reports_of(body, max_reports)
-        batch = validate(reports, ctx.registry.lookup, ctx.registry.refusing)
+    reports, batch = _validated(body, ctx, max_reports)
     telemetry = ctx.telemetry
-    for reason, count in Counter(r.reason for r in batch.rejected).items():
-        telemetry.rejected.labels(reason=reason).inc(count)
-    for (metric, test), count in Counter(
-        (r.metric, r.test) for r in batch.rejected if r.reason == "implausible"
-    ).items():
-        telemetry.implausible.labels(metric=metric, reason=test).inc(count)
-    if batch.rejected:
-        log.info(
-            "rejected %d of %d reports: %s",
-            len(batch.rejected),
-            len(reports),
-            dict(Counter(r.reason for r in batch.rejected)),
-        )
+    _count_rejections(batch, len(reports), telemetry)
     if not batch.groups:
         _refuse(batch)
     when = now or datetime.now(UTC)

@@ -224,29 +224,11 @@ class MemoryGuard:
         wait = self.near_interval if near else self.interval
         nodes = last.nodes if last is not None else ()
         if fresh or tick - self._read_at >= wait:
-            if is_cluster(self.client):
-                info = self.client.info("memory", target_nodes=RedisCluster.PRIMARIES)
-            else:
-                info = self.client.info("memory")
-            nodes, self._read_at = tuple(_nodes(info)), tick
+            nodes, self._read_at = self._read_memory(), tick
         elif tick - self._counted_at < self.near_interval:
             assert last is not None
             return last
-        # The guard's counts: a few small hashes, read every near_interval (the others'
-        # appends since are the budget's margin), in the round trip that sends this
-        # process's own first (so a reading holds every id its process appended).
-        with self._pending_lock:
-            pending, self._pending = self._pending, {}
-        try:
-            with self.client.pipeline(transaction=False) as pipe:
-                _send(pipe, pending)
-                for day in days:
-                    pipe.hgetall(keys.guard_ids_key(day))
-                pipe.hgetall(keys.guard_refused_key())
-                today, yesterday, refused = pipe.execute()[-3:]
-        except BaseException:
-            self._restore(pending)
-            raise
+        today, yesterday, refused = self._read_counts(days)
         held: dict[str, int] = {}
         for counts in (today, yesterday):
             for unit, ids in counts.items():
@@ -267,6 +249,33 @@ class MemoryGuard:
         if ended:
             self.client.hdel(keys.guard_refused_key(), *ended)
         return self.last
+
+    def _read_memory(self) -> tuple[Any, ...]:
+        """Each node's memory reading (every primary of a cluster)."""
+        if is_cluster(self.client):
+            info = self.client.info("memory", target_nodes=RedisCluster.PRIMARIES)
+        else:
+            info = self.client.info("memory")
+        return tuple(_nodes(info))
+
+    def _read_counts(self, days: tuple[str, str]) -> tuple[Any, Any, Any]:
+        """The guard's counts of both days and its refusals: a few small hashes, read
+        every near_interval (the others' appends since are the budget's margin), in the
+        round trip that sends this process's own first (so a reading holds every id its
+        process appended)."""
+        with self._pending_lock:
+            pending, self._pending = self._pending, {}
+        try:
+            with self.client.pipeline(transaction=False) as pipe:
+                _send(pipe, pending)
+                for day in days:
+                    pipe.hgetall(keys.guard_ids_key(day))
+                pipe.hgetall(keys.guard_refused_key())
+                today, yesterday, refused = pipe.execute()[-3:]
+        except BaseException:
+            self._restore(pending)
+            raise
+        return today, yesterday, refused
 
     def count(self, day: str, unit: str, ids: int) -> None:
         """Add ``ids`` (negative: an epoch dropped) to the unit's count of the day's guard

@@ -227,21 +227,7 @@ def audit(
         raise ValueError("an audit needs at least 100 trials per input")
     if bound not in BOUNDS:
         raise ValueError(f"bound must be one of {', '.join(BOUNDS)}, got {bound!r}")
-    edges = None
-    if isinstance(mechanism, NumericMechanism):
-        if bound != "report":
-            raise ValueError(f"{mechanism.name} is not memoized: it has only the report bound")
-        x, xp = (mechanism.check_value(v) for v in (inputs or (-1.0, 1.0)))
-        edges = numeric_edges(mechanism)
-        one: Callable[[Any], int] = _numeric_classes(mechanism, rng, edges)
-        declared = mechanism.epsilon
-    else:
-        x, xp = (mechanism.check_value(v) for v in (inputs or (0, 1)))
-        sample = _frequency_sampler(mechanism, bound, rng)
-        one = _frequency_classes(mechanism, sample, int(x), int(xp))
-        declared = mechanism.epsilon
-        if bound == "permanent" and isinstance(mechanism, Memoized):
-            declared = mechanism.permanent_epsilon
+    x, xp, one, declared, edges = _classifier(mechanism, inputs, rng, bound)
     if x == xp:
         raise ValueError("the two inputs must differ")
     declared = declared if declared_epsilon is None else declared_epsilon
@@ -253,14 +239,7 @@ def audit(
     sel_x, sel_xp = (np.bincount(c[:half], minlength=k) for c in (under_x, under_xp))
     ev_x, ev_xp = (np.bincount(c[half:], minlength=k) for c in (under_x, under_xp))
     n_eval = trials - half
-    best: tuple[float, list[int], bool] = (-math.inf, [0], False)
-    for swapped in (False, True):
-        a, b = (sel_xp, sel_x) if swapped else (sel_x, sel_xp)
-        for event in _candidates(a, b):
-            score = _bound(int(a[event].sum()), int(b[event].sum()), half, alpha)
-            if score > best[0]:
-                best = (score, event, swapped)
-    _, event, swapped = best
+    event, swapped = _best_event(sel_x, sel_xp, half, alpha)
     a, b = (ev_xp, ev_x) if swapped else (ev_x, ev_xp)
     hits = (int(a[event].sum()), int(b[event].sum()))
     lower = max(0.0, _bound(hits[0], hits[1], n_eval, alpha))
@@ -282,3 +261,44 @@ def audit(
         confidence=confidence,
         bound=bound,
     )
+
+
+def _classifier(
+    mechanism: FrequencyOracle | NumericMechanism,
+    inputs: tuple[float, float] | None,
+    rng: RandomSource | None,
+    bound: str,
+) -> tuple[Any, Any, Callable[[Any], int], float, Any]:
+    """The two inputs, a function perturbing one and naming its output's class, the
+    declared ε, and the numeric output bins (None: a frequency oracle's classes).
+
+    Raises:
+        ValueError: an input outside the domain, or ``"permanent"`` for a numeric
+            mechanism.
+    """
+    if isinstance(mechanism, NumericMechanism):
+        if bound != "report":
+            raise ValueError(f"{mechanism.name} is not memoized: it has only the report bound")
+        x, xp = (mechanism.check_value(v) for v in (inputs or (-1.0, 1.0)))
+        edges = numeric_edges(mechanism)
+        return x, xp, _numeric_classes(mechanism, rng, edges), mechanism.epsilon, edges
+    x, xp = (mechanism.check_value(v) for v in (inputs or (0, 1)))
+    sample = _frequency_sampler(mechanism, bound, rng)
+    one = _frequency_classes(mechanism, sample, int(x), int(xp))
+    declared = mechanism.epsilon
+    if bound == "permanent" and isinstance(mechanism, Memoized):
+        declared = mechanism.permanent_epsilon
+    return x, xp, one, declared, None
+
+
+def _best_event(sel_x: Any, sel_xp: Any, half: int, alpha: float) -> tuple[list[int], bool]:
+    """The event (classes) and direction (swapped: under x' vs under x) with the largest
+    bound on the selection half of the trials."""
+    best: tuple[float, list[int], bool] = (-math.inf, [0], False)
+    for swapped in (False, True):
+        a, b = (sel_xp, sel_x) if swapped else (sel_x, sel_xp)
+        for event in _candidates(a, b):
+            score = _bound(int(a[event].sum()), int(b[event].sum()), half, alpha)
+            if score > best[0]:
+                best = (score, event, swapped)
+    return best[1], best[2]

@@ -365,84 +365,117 @@ def detect(
     if n < MIN_REPORTS or not kinds:
         return alarms
     share = alpha / len(kinds)
-    if trailing is not None and baseline_ok:
-        n2, c2 = trailing[0], np.asarray(trailing[1], dtype=np.int64)
-        z, pv, reject = shift_test(m, (n, support), (n2, c2), share)
-        if reject.any():
-            flagged = sorted(np.flatnonzero(reject).tolist(), key=lambda v: pv[v])
-            top = flagged[0]
-            f1, f2 = _frequency(m, support, n, top), _frequency(m, c2, n2, top)
-            alarms.append(
-                Alarm(
-                    "shift",
-                    window,
-                    float(z[top]),
-                    normal_isf(share / m.domain_size),
-                    float(pv[top]),
-                    share / m.domain_size,
-                    f"{names[top]!r} rose from {_pct(f2)} ({baseline}, n = {n2:,}) to "
-                    f"{_pct(f1)} (n = {n:,}): z = {z[top]:.1f}, p = {pv[top]:.1e} "
-                    f"< {share:g}/{m.domain_size} (Holm over the k values)"
-                    + (f"; {len(flagged)} values rose" if len(flagged) > 1 else ""),
-                    tuple(int(v) for v in flagged),
-                )
-            )
-    if "floor" in kinds:
-        floor = floor_test(m.domain_size, m.p, m.q, n, support, share)
-        if floor is not None and floor.p_value <= share:
-            alarms.append(
-                Alarm(
-                    "floor",
-                    window,
-                    floor.statistic,
-                    floor.threshold,
-                    floor.p_value,
-                    share,
-                    f"{floor.below} of {m.domain_size} values are reported less often than "
-                    f"any honest population allows (GRR reports name each value at least "
-                    f"q* = {_pct(m.q)} of the time): shortfall {floor.statistic:.1f} σ-units "
-                    f"(threshold {floor.threshold:.1f}), negative estimates summing to "
-                    f"−{_pct(floor.deficit)} — crafted reports of other values thin them",
-                )
-            )
-    if "seeds" in kinds and seeds is not None:
-        assert isinstance(m, LocalHashing)
-        found = seeds_test(m, seeds, share)
-        if found is not None and found[2] <= share:
-            chi2, threshold, p_value, bins = found
-            hist = np.asarray(seeds, dtype=np.int64)
-            alarms.append(
-                Alarm(
-                    "seeds",
-                    window,
-                    chi2,
-                    threshold,
-                    p_value,
-                    share,
-                    f"hash seeds reused far beyond chance: chi-square {chi2:,.0f} over "
-                    f"{bins} bins (threshold {threshold:,.0f}); the fullest bin holds "
-                    f"{int(hist.max()):,} reports where {n / SEED_BINS:,.0f} are expected",
-                )
-            )
-    if "support" in kinds:
-        total = int(support.sum())
-        found_s = support_test(m, n, total, share)
-        if found_s is not None and found_s[2] <= share:
-            zs, threshold, p_value, mean = found_s
-            alarms.append(
-                Alarm(
-                    "support",
-                    window,
-                    zs,
-                    threshold,
-                    p_value,
-                    share,
-                    f"the {n:,} reports support {total:,} values in all where honest ones "
-                    f"support {mean:,.0f} ± {abs(total - mean) / abs(zs):,.0f}: "
-                    f"z = {zs:.1f} (two-sided threshold {threshold:.1f})",
-                )
-            )
-    return alarms
+    found = [
+        _shift_alarm(m, window, (n, support), trailing, share, names, baseline)
+        if trailing is not None and baseline_ok
+        else None,
+        _floor_alarm(m, window, n, support, share) if "floor" in kinds else None,
+        _seeds_alarm(m, window, n, seeds, share)
+        if "seeds" in kinds and seeds is not None
+        else None,
+        _support_alarm(m, window, n, support, share) if "support" in kinds else None,
+    ]
+    return [alarm for alarm in found if alarm is not None]
+
+
+def _shift_alarm(
+    m: FrequencyOracle,
+    window: str,
+    now: tuple[int, IntArray],
+    trailing: tuple[int, npt.ArrayLike],
+    share: float,
+    names: Sequence[str],
+    baseline: str,
+) -> Alarm | None:
+    """The ``shift`` alarm against the pooled baseline, if the test rejects."""
+    n, support = now
+    n2, c2 = trailing[0], np.asarray(trailing[1], dtype=np.int64)
+    z, pv, reject = shift_test(m, (n, support), (n2, c2), share)
+    if not reject.any():
+        return None
+    flagged = sorted(np.flatnonzero(reject).tolist(), key=lambda v: pv[v])
+    top = flagged[0]
+    f1, f2 = _frequency(m, support, n, top), _frequency(m, c2, n2, top)
+    return Alarm(
+        "shift",
+        window,
+        float(z[top]),
+        normal_isf(share / m.domain_size),
+        float(pv[top]),
+        share / m.domain_size,
+        f"{names[top]!r} rose from {_pct(f2)} ({baseline}, n = {n2:,}) to "
+        f"{_pct(f1)} (n = {n:,}): z = {z[top]:.1f}, p = {pv[top]:.1e} "
+        f"< {share:g}/{m.domain_size} (Holm over the k values)"
+        + (f"; {len(flagged)} values rose" if len(flagged) > 1 else ""),
+        tuple(int(v) for v in flagged),
+    )
+
+
+def _floor_alarm(
+    m: FrequencyOracle, window: str, n: int, support: IntArray, share: float
+) -> Alarm | None:
+    """The ``floor`` alarm (GRR), if the test rejects."""
+    floor = floor_test(m.domain_size, m.p, m.q, n, support, share)
+    if floor is None or not floor.p_value <= share:  # a NaN p-value: no alarm
+        return None
+    return Alarm(
+        "floor",
+        window,
+        floor.statistic,
+        floor.threshold,
+        floor.p_value,
+        share,
+        f"{floor.below} of {m.domain_size} values are reported less often than "
+        f"any honest population allows (GRR reports name each value at least "
+        f"q* = {_pct(m.q)} of the time): shortfall {floor.statistic:.1f} σ-units "
+        f"(threshold {floor.threshold:.1f}), negative estimates summing to "
+        f"−{_pct(floor.deficit)} — crafted reports of other values thin them",
+    )
+
+
+def _seeds_alarm(
+    m: FrequencyOracle, window: str, n: int, seeds: npt.ArrayLike, share: float
+) -> Alarm | None:
+    """The ``seeds`` alarm (local hashing), if the test rejects."""
+    assert isinstance(m, LocalHashing)
+    found = seeds_test(m, seeds, share)
+    if found is None or not found[2] <= share:
+        return None
+    chi2, threshold, p_value, bins = found
+    hist = np.asarray(seeds, dtype=np.int64)
+    return Alarm(
+        "seeds",
+        window,
+        chi2,
+        threshold,
+        p_value,
+        share,
+        f"hash seeds reused far beyond chance: chi-square {chi2:,.0f} over "
+        f"{bins} bins (threshold {threshold:,.0f}); the fullest bin holds "
+        f"{int(hist.max()):,} reports where {n / SEED_BINS:,.0f} are expected",
+    )
+
+
+def _support_alarm(
+    m: FrequencyOracle, window: str, n: int, support: IntArray, share: float
+) -> Alarm | None:
+    """The ``support`` alarm, if the test rejects."""
+    total = int(support.sum())
+    found = support_test(m, n, total, share)
+    if found is None or not found[2] <= share:
+        return None
+    zs, threshold, p_value, mean = found
+    return Alarm(
+        "support",
+        window,
+        zs,
+        threshold,
+        p_value,
+        share,
+        f"the {n:,} reports support {total:,} values in all where honest ones "
+        f"support {mean:,.0f} ± {abs(total - mean) / abs(zs):,.0f}: "
+        f"z = {zs:.1f} (two-sided threshold {threshold:.1f})",
+    )
 
 
 def detect_sketch(
