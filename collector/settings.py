@@ -180,15 +180,7 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
         )
     out["REDIS_URL"] = url
     for key in _POSITIVE_INTS:
-        value = config.get(key, DEFAULTS[key])
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        top = _UPPER.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{key} must be a positive integer, got {value!r}")
-        if top is not None and value > top:
-            raise ConfigError(f"{key} must be at most {top}, got {value!r}")
-        out[key] = value
+        out[key] = _positive_int(key, config.get(key, DEFAULTS[key]))
     for key in _LIMITS:
         out[key] = _limit(key, config.get(key, DEFAULTS[key]))
     per_minute = out["SOURCE_REPORTS_PER_MINUTE"]
@@ -197,29 +189,49 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
             f"SOURCE_REPORTS_PER_MINUTE must be 0 (off) or at least MAX_REPORTS "
             f"({out['MAX_REPORTS']}), or a full batch could never pass; got {per_minute}"
         )
-    header = config.get("SOURCE_HEADER")
-    if header is None or header == "":
-        out["SOURCE_HEADER"] = None
-    elif isinstance(header, str) and _HEADER_NAME.fullmatch(header):
-        out["SOURCE_HEADER"] = header
-    else:
-        raise ConfigError(
-            f"SOURCE_HEADER must be an HTTP header name such as X-Real-IP, got {header!r}"
-        )
+    out["SOURCE_HEADER"] = _source_header(config.get("SOURCE_HEADER"))
     for key in _DEVICE_CAPS:
-        value = config.get(key)
-        if isinstance(value, str):  # set directly, not through from_prefixed_env's JSON
-            try:
-                value = float(value) if value.strip() else None
-            except ValueError:
-                pass
-        try:
-            out[key] = DeviceCaps.check_cap(value, key)
-        except ValueError as exc:
-            raise ConfigError(f"{exc} (unset: no cap)") from None
+        out[key] = _device_cap(key, config.get(key))
     out["CORS_ORIGINS"] = _origins(config.get("CORS_ORIGINS"))
     out.update(check_tokens(config))
     return out
+
+
+def _positive_int(key: str, value: Any) -> int:
+    """A positive int setting (digits in a string count), at most its :data:`_UPPER`."""
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    top = _UPPER.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+    if top is not None and value > top:
+        raise ConfigError(f"{key} must be at most {top}, got {value!r}")
+    return value
+
+
+def _source_header(header: Any) -> str | None:
+    """``SOURCE_HEADER``: an HTTP header name, or None (unset or empty)."""
+    if header is None or header == "":
+        return None
+    if isinstance(header, str) and _HEADER_NAME.fullmatch(header):
+        return header
+    raise ConfigError(
+        f"SOURCE_HEADER must be an HTTP header name such as X-Real-IP, got {header!r}"
+    )
+
+
+def _device_cap(key: str, value: Any) -> Any:
+    """A device-wide cap (:meth:`client_sdk.device.DeviceCaps.check_cap`); a string set
+    directly (not through ``from_prefixed_env``'s JSON) is read as a number first."""
+    if isinstance(value, str):
+        try:
+            value = float(value) if value.strip() else None
+        except ValueError:
+            pass
+    try:
+        return DeviceCaps.check_cap(value, key)
+    except ValueError as exc:
+        raise ConfigError(f"{exc} (unset: no cap)") from None
 
 
 def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
