@@ -356,8 +356,6 @@ def test_documented_limit_injected_reports_reveal_a_hidden_group(redis_db: Any, 
     identity, by design). What stays protected is what ε protects: each hidden report's
     value is still ε-LDP. A defence (noise on the released group counts and on the
     threshold) would make this test fail; it must then be turned into a test of it."""
-    from aggregator.stats.codecs import codec_for
-
     honest = _by_platform(web, redis_db, {"ios": 400, "android": 300, "web": 10})
     before = {g["value"]: g for g in web.get("/v1/estimates/app.theme?by=platform").json["groups"]}
     assert not before["web"]["shown"] and not before["android"]["shown"]  # hidden as designed
