@@ -6,6 +6,7 @@
 * :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
+* :mod:`~aggregator.cli.alerts`: ``alerts list|create|ack|resolve|silence|delete``
 * :mod:`~aggregator.cli.keys`: ``keys list|rotate`` (the Oblivious HTTP gateway's keys)
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
@@ -21,6 +22,7 @@ import click
 
 from aggregator.cli import (
     aggregate,
+    alerts,
     attack,
     estimates,
     export,
@@ -39,5 +41,6 @@ COMMANDS: tuple[click.Command, ...] = (
     export.export,
     estimates.estimates,
     keys.keys,
+    alerts.alerts,
 )
 """Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

@@ -92,9 +92,11 @@ def aggregate(
     once (nothing is lost: uncommitted entries stay pending under --name).
     """
     import logging
+    import os
 
     import redis
 
+    from aggregator.alerts.evaluate import Alerts
     from aggregator.stream import worker as stream_worker
     from ldp_store.connection import connect
 
@@ -105,8 +107,10 @@ def aggregate(
             level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
     try:
+        client = connect(redis_url)  # a server or a Redis Cluster
+        alerts = Alerts(client, public_url=os.environ.get("LDP_PUBLIC_URL", ""))
         w = stream_worker.Worker(
-            connect(redis_url),  # a server or a Redis Cluster
+            client,
             name=name,
             batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
             block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
@@ -114,6 +118,7 @@ def aggregate(
                 stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
             ),
             heartbeat=_progress_writer(progress_file) if progress_file else None,
+            on_counted=alerts.evaluate,  # alert rules, tested as their reports arrive
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

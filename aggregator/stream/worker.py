@@ -378,6 +378,9 @@ class Worker:
             metric's own retention overrides it.
         heartbeat: called with the statistics after the first completed round, then at
             most every :data:`HEARTBEAT_SECONDS` (``ldp aggregate --progress-file``).
+        on_counted: called after each round that counted reports, with the names of the
+            metrics it counted (the alert rules' evaluation, :mod:`aggregator.alerts`); an
+            exception it raises is logged, never stops the counting.
 
     Raises:
         ValueError: a parameter out of range (or a retention variable).
@@ -395,6 +398,7 @@ class Worker:
         handle_signals: bool = True,
         retention: RetentionPolicy | None = None,
         heartbeat: Callable[[WorkerStats], None] | None = None,
+        on_counted: Callable[[set[str]], object] | None = None,
     ) -> None:
         if not name or any(c.isspace() for c in name):
             raise ValueError(f"consumer name must be non-empty without spaces, got {name!r}")
@@ -419,6 +423,9 @@ class Worker:
         self.retention = RetentionPolicy.from_environ() if retention is None else retention
         self.stats = WorkerStats()
         self.heartbeat = heartbeat
+        self.on_counted = on_counted
+        self._counted: set[str] = set()
+        """Metrics counted since ``on_counted`` was last called."""
         self._next_beat = 0.0
         self.registry = Registry(client)
         self._reader = raw_reader(client)
@@ -590,6 +597,12 @@ class Worker:
                 log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
                 ensure_group(self.redis, stream.key)
                 stream.pending_cursor, stream.claim_cursor = "0", "0-0"
+        if self._counted and self.on_counted is not None:
+            counted, self._counted = self._counted, set()
+            try:
+                self.on_counted(counted)
+            except Exception:  # a watcher's failure must not stop the counting
+                log.exception("after counting %s", sorted(counted))
         if handled:
             self._idle_wait = 0.0
             return False
@@ -909,6 +922,7 @@ class Worker:
         )
         reply = _committed(self.redis, call)
         if isinstance(reply, int):
+            self._counted.add(name)
             self.stats.counted += len(raw)
             self.stats.dead_lettered += len(dead)
             if increments.delta:

@@ -12,6 +12,7 @@ request context (Redis, the metric registry, memory readings, the app's metrics:
 * :mod:`~aggregator.web.status`: ``/v1/overview``
 * :mod:`~aggregator.query.alarms`: poisoning alarms for both, and for ``/metrics``
 * :mod:`~aggregator.web.plan`: ``/v1/plan``, ``/v1/plan/curve``
+* :mod:`~aggregator.web.alerts`: ``/v1/alerts…`` (rules, their state, dead letters)
 * :mod:`~aggregator.web.dashboard`: ``/``, ``/ui/…``
 * :mod:`~aggregator.web.access`: the read token in front of all of them
 * :mod:`~aggregator.web.read_guard`: the bound and cache of expensive reads
@@ -22,7 +23,17 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.query.alarms import AlarmGauges
-from aggregator.web import access, dashboard, estimates, export, plan, read_guard, status, strings
+from aggregator.web import (
+    access,
+    alerts,
+    dashboard,
+    estimates,
+    export,
+    plan,
+    read_guard,
+    status,
+    strings,
+)
 from ldp_api.context import shared
 
 __all__ = ["BLUEPRINTS", "install"]
@@ -33,6 +44,7 @@ BLUEPRINTS: tuple[Blueprint, ...] = (
     status.bp,
     plan.bp,
     strings.bp,
+    alerts.bp,
     dashboard.bp,
 )
 """Every route of the read side (``ldp serve`` sends these to its read workers)."""

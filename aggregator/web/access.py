@@ -49,7 +49,9 @@ __all__ = [
 REALM = "ldp-telemetry"
 """The HTTP authentication realm: the browser keeps one password per origin and realm."""
 
-PROTECTED_BLUEPRINTS = frozenset({"estimates", "export", "dashboard", "plan", "status", "strings"})
+PROTECTED_BLUEPRINTS = frozenset(
+    {"estimates", "export", "dashboard", "plan", "status", "strings", "alerts"}
+)
 """Blueprints that only read: the estimates API, the dashboard and its JSON helpers."""
 
 PUBLIC_ENDPOINTS = frozenset({"dashboard.static", "dashboard.plotly_js"})

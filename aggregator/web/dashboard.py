@@ -40,6 +40,8 @@ from typing import Any
 from flask import Blueprint, Response, abort, current_app, render_template, request, url_for
 from werkzeug.exceptions import NotFound
 
+from aggregator.alerts.evaluate import Alerts
+from aggregator.alerts.rules import KINDS
 from aggregator.query.relayed import relayed_guarantee
 from aggregator.web.models import CURVE_MECHANISMS
 from aggregator.web.status import (
@@ -53,6 +55,7 @@ from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import shared
+from ldp_store import alerts as alert_store
 from ldp_store import keys
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
@@ -231,6 +234,23 @@ def overview() -> str:
         "api": {"overview": url_for("status.get_overview")},
     }
     return render_template("overview.html", rows=rows, memory=memory, device=device, page=page)
+
+
+@bp.get("/ui/alerts")
+def alerts_page() -> str:
+    """Firing and recent alerts, every rule, a form for a new one, the dead letters."""
+    ext = shared()
+    listing = Alerts(ext.redis, ext.registry).listing()
+    page = {"page": "alerts", "api": {"list": url_for("alerts.list_alerts")}}
+    return render_template(
+        "alerts.html",
+        rules=listing,
+        events=alert_store.recent_events(ext.redis, 50),
+        dead=alert_store.dead_letters(ext.redis, 50),
+        kinds=KINDS,
+        api=page["api"],
+        page=page,
+    )
 
 
 @bp.get("/ui/metric/<name>")

@@ -159,7 +159,11 @@ def test_every_documented_path_exists(any_app: Flask) -> None:
             response = client.open(concrete, method=verb.upper())
             assert response.status_code not in (404, 405) or response.json.get(
                 "error", ""
-            ).startswith("unknown metric"), (path, verb, response.status_code)
+            ).startswith(("unknown metric", "unknown alert rule")), (
+                path,
+                verb,
+                response.status_code,
+            )
 
 
 # -- limits: the enforcing constants, and enforced ------------------------------------------
@@ -616,8 +620,13 @@ def test_the_read_token_is_documented(redis_db: Any) -> None:
         == 200
     )
     admin = [{"adminToken": []}]  # PUT, retire, unretire, delete: operators
+    for path, item in doc["paths"].items():  # alerts: reading reads, changes are admin's
+        if path.startswith("/v1/alerts"):
+            for verb, op in item.items():
+                want = [{"readToken": []}, {"readTokenBasic": []}] if verb == "get" else admin
+                assert op["security"] == want, (path, verb)
     for path, item in doc["paths"].items():  # the apps' own endpoints stay open
-        if not path.startswith(READ_PREFIXES) and path != "/metrics":
+        if not path.startswith((*READ_PREFIXES, "/v1/alerts")) and path != "/metrics":
             assert all(op.get("security", admin) == admin for op in item.values()), path
             if path == "/v1/reports" or path == "/v1/metrics":
                 assert all("security" not in op for op in item.values()), path

@@ -1,0 +1,301 @@
+"""``/v1/alerts``: alert rules, their state, the history and the dead letters.
+
+Reading wants the read token (when one is set), changing a rule the admin token (as a
+metric change does). The views decode and call :class:`aggregator.alerts.evaluate.Alerts`,
+which the workers and ``ldp alerts`` use too. Guide: ``docs/guides/alerts.md``.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Annotated, Any
+
+from flask import Blueprint, current_app, request
+from pydantic import Field, ValidationError
+from werkzeug.datastructures import WWWAuthenticate
+from werkzeug.exceptions import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+
+from aggregator.alerts.evaluate import Alerts, RuleRefused
+from aggregator.alerts.rules import AlertSpec
+from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from ldp_api.context import shared
+from ldp_api.models import Error, Model, answer
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
+from ldp_store import alerts as store
+
+__all__ = ["ADMIN", "AlertList", "AlertRule", "bp"]
+
+bp = Blueprint("alerts", __name__)
+
+ADMIN = Scheme(
+    "adminToken",
+    "bearer",
+    "LDP_ADMIN_TOKEN: metric changes. It also grants reads.",
+    setting="ADMIN_TOKEN",
+    unset="disabled",
+)
+"""What a change to a rule wants (the same scheme as a metric change)."""
+
+MAX_SILENCE_SECONDS = 30 * 86400
+"""The longest silence: a month; a rule nobody wants for longer should be deleted."""
+
+
+class AlertRule(Model):
+    """A rule with its arming and state."""
+
+    id: str
+    """The rule's id."""
+    spec: AlertSpec
+    """The rule as defined."""
+    summary: str
+    """The rule in words."""
+    created: float
+    """When it was defined (Unix seconds)."""
+    version: int
+    """The metric version it is armed on."""
+    armed_at: float
+    """Since when its reports are tested (Unix seconds): creation, a resolve or a new
+    metric version."""
+    origin: list[int]
+    """(n, Σ, Σ²) of the metric's reports when armed: the test uses the reports since."""
+    baseline: dict[str, Any] | None
+    """``change``: the baseline's n, estimate and interval (at α/2), frozen when armed."""
+    expected_delay: dict[str, Any] | None
+    """Reports until it typically fires if the estimand is ``truth`` (a 2× change)."""
+    status: str
+    """``ok``, ``firing`` or ``acknowledged``."""
+    firing: dict[str, Any] | None
+    """The firing (what was sent), while it fires."""
+    acknowledged: dict[str, Any] | None
+    """The acknowledgement of the firing, if any."""
+    silenced_until: float | None
+    """No notifications until then (Unix seconds)."""
+    last: dict[str, Any] | None
+    """The latest evaluation: n, estimate, interval, firing."""
+
+
+class AlertList(Model):
+    """Every rule, the newest events and the newest dead letters."""
+
+    rules: list[AlertRule]
+    """Every rule."""
+    events: list[dict[str, Any]]
+    """What happened, newest first (fired, acknowledged, resolved, silenced, ...)."""
+    dead_letters: list[dict[str, Any]]
+    """Notifications that failed every attempt, newest first."""
+
+
+class AlertPath(Model):
+    """The ``<rule_id>`` of a rule's URL."""
+
+    rule_id: Annotated[str, Field(max_length=64)]
+    """The rule's id."""
+
+
+class AlertNote(Model):
+    """An optional note on an acknowledgement or a resolve."""
+
+    closed = True
+
+    note: Annotated[str, Field(max_length=500)] = ""
+    """Free text kept with the event."""
+
+
+class AlertSilence(Model):
+    """How long to send no notifications of a rule."""
+
+    closed = True
+
+    seconds: Annotated[int, Field(ge=0, le=MAX_SILENCE_SECONDS)]
+    """Seconds from now (0: unsilence)."""
+
+
+_ADMIN_REPLIES = {
+    401: Reply("No bearer token.", Error, {"WWW-Authenticate": Header("Bearer.")}),
+    403: Reply("Wrong token, or changes are disabled (no LDP_ADMIN_TOKEN).", Error),
+    503: UNAVAILABLE,
+}
+
+
+def _require_admin() -> None:
+    expected = current_app.config.get("ADMIN_TOKEN")
+    if not expected:
+        raise Forbidden("alert changes are disabled: set LDP_ADMIN_TOKEN")
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthorized(
+            "an admin token is required",
+            www_authenticate=WWWAuthenticate("Bearer", {"realm": "ldp-alerts"}),
+        )
+    if not hmac.compare_digest(token.encode(), str(expected).encode()):
+        raise Forbidden("the admin token is not valid")
+
+
+def _body(model: type[Model], optional: bool = False) -> Any:
+    raw = request.get_json(silent=True)
+    if raw is None:
+        if optional and not request.get_data():
+            raw = {}
+        else:
+            raise BadRequest("the body must be a JSON object")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in exc.errors()]
+        raise BadRequest("; ".join(problems)[:1000]) from None
+
+
+def _alerts() -> Alerts:
+    ext = shared()
+    return Alerts(ext.redis, ext.registry, current_app.config.get("PUBLIC_URL") or "")
+
+
+def _one(alerts: Alerts, rule_id: str) -> dict[str, Any]:
+    for rule in alerts.listing():
+        if rule["id"] == rule_id:
+            return answer(AlertRule.model_validate(rule))
+    raise NotFound(f"unknown alert rule {rule_id!r}")
+
+
+@bp.get("/v1/alerts")
+@documented(
+    "Every alert rule with its state, the recent events and the dead letters.",
+    {200: Reply("The rules.", AlertList), 401: UNAUTHORIZED, 503: UNAVAILABLE},
+    security=READ_TOKEN,
+)
+def list_alerts() -> dict[str, Any]:
+    """Every rule, the newest 100 events, the newest 100 dead letters."""
+    alerts = _alerts()
+    body = AlertList(
+        rules=[AlertRule.model_validate(r) for r in alerts.listing()],
+        events=store.recent_events(alerts.redis),
+        dead_letters=store.dead_letters(alerts.redis),
+    )
+    return answer(body)
+
+
+@bp.post("/v1/alerts")
+@documented(
+    "Define an alert rule (operators only); it is armed at once.",
+    {
+        201: Reply("The rule, armed.", AlertRule),
+        400: Reply("A rule its metric cannot hold; every problem in the error.", Error),
+        **_ADMIN_REPLIES,
+    },
+    body=AlertSpec,
+    security=[ADMIN],
+)
+def create_alert() -> tuple[dict[str, Any], int]:
+    """Store and arm a rule."""
+    _require_admin()
+    spec = _body(AlertSpec)
+    alerts = _alerts()
+    try:
+        rule = alerts.create(spec)
+    except RuleRefused as exc:
+        raise BadRequest(str(exc)[:1000]) from None
+    return _one(alerts, rule["id"]), 201
+
+
+@bp.get("/v1/alerts/<rule_id>")
+@documented(
+    "One alert rule with its state.",
+    {
+        200: Reply("The rule.", AlertRule),
+        401: UNAUTHORIZED,
+        404: Reply("No such rule.", Error),
+        503: UNAVAILABLE,
+    },
+    path=AlertPath,
+    security=READ_TOKEN,
+)
+def get_alert(rule_id: str) -> dict[str, Any]:
+    """One rule."""
+    return _one(_alerts(), rule_id)
+
+
+@bp.delete("/v1/alerts/<rule_id>")
+@documented(
+    "Delete an alert rule (operators only).",
+    {204: Reply("Deleted."), 404: Reply("No such rule.", Error), **_ADMIN_REPLIES},
+    path=AlertPath,
+    security=[ADMIN],
+)
+def delete_alert(rule_id: str) -> tuple[str, int]:
+    """Forget a rule."""
+    _require_admin()
+    try:
+        _alerts().delete(rule_id)
+    except KeyError:
+        raise NotFound(f"unknown alert rule {rule_id!r}") from None
+    return "", 204
+
+
+def _change(rule_id: str, action: str) -> dict[str, Any]:
+    _require_admin()
+    alerts = _alerts()
+    try:
+        if action == "silence":
+            alerts.silence(rule_id, _body(AlertSilence).seconds)
+        elif action == "acknowledge":
+            alerts.acknowledge(rule_id, _body(AlertNote, optional=True).note)
+        else:
+            alerts.resolve(rule_id, _body(AlertNote, optional=True).note)
+    except KeyError:
+        raise NotFound(f"unknown alert rule {rule_id!r}") from None
+    except RuleRefused as exc:
+        raise Conflict(str(exc)[:1000]) from None
+    return _one(alerts, rule_id)
+
+
+_CHANGE_REPLIES = {
+    200: Reply("The rule, changed.", AlertRule),
+    400: Reply("A body that is not the documented object.", Error),
+    404: Reply("No such rule.", Error),
+    409: Reply(
+        "Not possible in the rule's state (acknowledging a rule not firing; "
+        "re-arming without a baseline).",
+        Error,
+    ),
+    **_ADMIN_REPLIES,
+}
+
+
+@bp.post("/v1/alerts/<rule_id>/acknowledge")
+@documented(
+    "Acknowledge a firing rule (operators only).",
+    _CHANGE_REPLIES,
+    path=AlertPath,
+    body=AlertNote,
+    security=[ADMIN],
+)
+def acknowledge_alert(rule_id: str) -> dict[str, Any]:
+    """Someone is on it: the rule stays firing, marked acknowledged."""
+    return _change(rule_id, "acknowledge")
+
+
+@bp.post("/v1/alerts/<rule_id>/resolve")
+@documented(
+    "Resolve a rule: end its firing and re-arm it from now (operators only).",
+    _CHANGE_REPLIES,
+    path=AlertPath,
+    body=AlertNote,
+    security=[ADMIN],
+)
+def resolve_alert(rule_id: str) -> dict[str, Any]:
+    """End the firing; the rule tests the reports from now on, with its own α."""
+    return _change(rule_id, "resolve")
+
+
+@bp.post("/v1/alerts/<rule_id>/silence")
+@documented(
+    "Send no notifications of a rule for a while (operators only).",
+    _CHANGE_REPLIES,
+    path=AlertPath,
+    body=AlertSilence,
+    security=[ADMIN],
+)
+def silence_alert(rule_id: str) -> dict[str, Any]:
+    """Silence (or, with 0 seconds, unsilence) a rule's notifications."""
+    return _change(rule_id, "silence")
