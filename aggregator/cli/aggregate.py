@@ -97,6 +97,7 @@ def aggregate(
     import redis
 
     from aggregator.alerts.evaluate import Alerts
+    from aggregator.alerts.notify import Notifier
     from aggregator.stream import worker as stream_worker
     from ldp_store.connection import connect
 
@@ -125,6 +126,8 @@ def aggregate(
     except redis.RedisError as exc:  # an explicit cluster URL whose seed is down
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
     code = 0
+    # alert notifications: sent by a thread of each worker process (one consumer each)
+    notifier = None if once else Notifier(client, name).start()
     try:
         w.run(once=once)
     except stream_worker.WorkerAborted as exc:
@@ -133,6 +136,8 @@ def aggregate(
     except redis.ConnectionError as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
     finally:
+        if notifier is not None:
+            notifier.stop()
         s = w.stats
         click.echo(
             f"aggregate {name}: counted={s.counted} dead_lettered={s.dead_lettered} "
