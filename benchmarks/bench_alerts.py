@@ -16,6 +16,12 @@ k = 4 at ε = 1 and ε = 4; the median reports until the first alert (looks ever
 beside the delay the rule states (:func:`~aggregator.stats.alerting.expected_delay`) and
 the naive rule's median delay (fast, because it fires on noise too).
 
+(c) Notification latency (``--latency``): a real Redis, a stream worker and a notifier
+thread as ``ldp aggregate`` runs them (block 1 s, batches of 10,000), and a local HTTP
+receiver: shifted reports are appended in batches of 200 every 20 ms after a share rule
+was armed; the latency is from the append of the batch that tipped the rule (the one
+holding its n-th report) to the webhook's arrival. Repeated after each resolve.
+
 Streams are simulated with numpy's generator (seeded): support counts grow by binomial
 increments between looks. Every figure is deterministic for a seed; only the timing line
 depends on the machine's load, printed before and after.
@@ -149,13 +155,109 @@ def _fixed_n(m: mechanisms.FrequencyOracle) -> float:
     return (1.644854 * math.sqrt(mu0 * (1 - mu0)) / (mu1 - mu0)) ** 2
 
 
+def latency(rounds: int) -> None:
+    import json
+    import random
+    import tempfile
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from aggregator.alerts.evaluate import Alerts
+    from aggregator.alerts.notify import Notifier
+    from aggregator.alerts.rules import AlertSpec
+    from aggregator.stream.worker import Worker
+    from ldp_store import keys
+    from ldp_store.embedded import EmbeddedRedis
+    from ldp_store.registry import Registry
+
+    arrived: list[float] = []
+    got = threading.Event()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            arrived.append(time.perf_counter())
+            self.send_response(200)
+            self.end_headers()
+            got.set()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    server = EmbeddedRedis(tempfile.mkdtemp(prefix="bench-alerts-"))
+    server.start()
+    try:
+        client = server.client()
+        spec = {"domain": ["a", "b", "c", "d"], "epsilon": 2.0, "mechanism": "grr"}
+        d = Registry(client).put("bench.alerts", spec).definition
+        rng = random.Random(40)
+        stream = keys.stream_key(d.name, d.version)
+        alerts = Alerts(client)
+        worker = Worker(client, handle_signals=False, on_counted=alerts.evaluate)
+        notifier = Notifier(client, "bench-notifier").start()
+        threading.Thread(target=worker.run, daemon=True).start()
+
+        def append(share: float, n: int) -> None:
+            values = rng.choices(range(4), [1 - share, share, 0, 0], k=n)
+            with client.pipeline(transaction=False) as pipe:
+                for v in values:
+                    pipe.xadd(stream, {"p": json.dumps(d.mechanism.perturb(v, rng=rng))})
+                pipe.execute()
+
+        append(0.1, 2000)
+        time.sleep(2)
+        url = f"http://127.0.0.1:{http.server_port}/hook"
+        rule = alerts.create(
+            AlertSpec(metric=d.name, kind="share_above", value="b", level=0.2, webhook=url)
+        )
+        out = []
+        for _ in range(rounds):
+            got.clear()
+            sent: list[tuple[int, float]] = []
+            total = 0
+            while not got.wait(0.02):
+                append(0.6, 200)
+                total += 200
+                sent.append((total, time.perf_counter()))
+            tipped = store_firing(client, rule["id"])["n"]
+            t0 = next(t for count, t in sent if count >= tipped)
+            out.append(arrived[-1] - t0)
+            time.sleep(1.5)  # let the batch in flight settle before re-arming
+            alerts.resolve(rule["id"])
+        worker.stop()
+        notifier.stop()
+        ms = np.asarray(out) * 1000
+        print(
+            f"(c) notification latency, tipping batch appended -> webhook received, {rounds} "
+            f"firings: median {np.median(ms):.0f} ms, 90th pct {np.quantile(ms, 0.9):.0f} ms, "
+            f"max {ms.max():.0f} ms"
+        )
+    finally:
+        http.shutdown()
+        server.stop()
+
+
+def store_firing(client: Any, rule_id: str) -> dict[str, Any]:
+    from ldp_store import alerts as store
+
+    return store.firings(client)[rule_id]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=10_000)
     parser.add_argument("--looks", type=int, default=1_000)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=40)
+    parser.add_argument("--latency", type=int, default=0, help="only (c), this many firings")
     args = parser.parse_args()
+    if args.latency:
+        print(f"load average before: {os.getloadavg()}")
+        latency(args.latency)
+        print(f"load average after: {os.getloadavg()}")
+        return
     streams = 2000 if args.quick else args.streams
     print(f"load average before: {os.getloadavg()}")
     n = looks(int(args.looks * 1.15))  # integer looks: a few coincide at small n

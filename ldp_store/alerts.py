@@ -11,7 +11,9 @@ Every key shares the hash tag ``{ldp:alerts}`` (one slot on a Redis Cluster):
   acknowledged only once delivered, scheduled for a retry or dead-lettered, so a
   notification is delivered at least once across crashes;
 * ``retry`` (sorted set: outbox payload → due time) and ``dead`` (list: payloads that
-  failed every attempt, for operators).
+  failed every attempt, for operators);
+* ``poisoned:<metric>:<version>:<window>:<kind>`` (``SET NX`` with a TTL): a poisoning
+  alarm already notified.
 
 In full: ``docs/guides/alerts.md``.
 """
@@ -38,6 +40,7 @@ __all__ = [
     "enqueue",
     "ensure_outbox_group",
     "fire",
+    "first_poisoning",
     "firings",
     "get_rule",
     "read_outbox",
@@ -156,6 +159,17 @@ def states(client: redis.Redis) -> dict[str, dict[str, dict[str, Any]]]:
         name: {_text(k): json.loads(v) for k, v in cast(dict[Any, Any], reply).items()}
         for name, reply in zip(names, replies, strict=True)
     }
+
+
+POISONING_TTL_SECONDS = 8 * 86400
+"""How long a poisoning alarm's "already notified" mark is kept: longer than the day
+window it is about lives in the newest-window tests (after which it is not re-raised)."""
+
+
+def first_poisoning(client: redis.Redis, alarm: str) -> bool:
+    """Mark a poisoning alarm (``metric:version:window:kind``) notified; True for the one
+    caller that marked it first."""
+    return bool(client.set(_key(f"poisoned:{alarm}"), 1, nx=True, ex=POISONING_TTL_SECONDS))
 
 
 # -- history -------------------------------------------------------------------------------

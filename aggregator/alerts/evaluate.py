@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import secrets
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
 
 from aggregator.alerts.rules import AlertSpec, check_spec, describe, observable_for
+from aggregator.query.alarms import checked_alarm_rate, current_alarms, tested
 from aggregator.query.window import read_counts, read_numeric, read_segments
 from aggregator.stats.alerting import (
     Observable,
@@ -34,19 +37,49 @@ from aggregator.stats.alerting import (
     level_fires,
 )
 from aggregator.stats.codecs import Counts
+from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.numeric import NumericStats
 from aggregator.stats.segments import group_by
 from client_sdk.wire import MetricDefinition
 from ldp_store import alerts as store
 from ldp_store.registry import Registry
 
-__all__ = ["Alerts", "RuleRefused", "Sums", "message_of"]
+__all__ = ["POISONING_INTERVAL", "Alerts", "AlarmChannels", "RuleRefused", "Sums", "message_of"]
 
 log = logging.getLogger("ldp.aggregator.alerts")
 
 Sums = tuple[int, int, int]
 """(n, Σ, Σ²) of a rule's reports, exact integers: support counts for a share (Σ = Σ² =
 C(v)), the numeric sums in units for a mean."""
+
+
+POISONING_INTERVAL = 60.0
+"""Seconds between two poisoning tests of one metric by one worker: the tests read every
+recent window (a few ms each), and an attack shows over minutes, not per batch."""
+
+
+@dataclass(frozen=True)
+class AlarmChannels:
+    """Where the poisoning alarms are sent (``LDP_ALARM_WEBHOOK``, ``LDP_ALARM_EMAIL``)."""
+
+    webhook: str | None = None
+    email: tuple[str, ...] = ()
+    rate: float = DEFAULT_ALARM_RATE
+    """The false-alarm rate per window (``LDP_ALARM_RATE``)."""
+
+    @classmethod
+    def from_environ(cls) -> AlarmChannels:
+        """From the environment.
+
+        Raises:
+            ValueError: ``LDP_ALARM_RATE`` out of range.
+        """
+        email = os.environ.get("LDP_ALARM_EMAIL", "")
+        return cls(
+            webhook=os.environ.get("LDP_ALARM_WEBHOOK") or None,
+            email=tuple(a.strip() for a in email.split(",") if a.strip()),
+            rate=checked_alarm_rate(os.environ.get("LDP_ALARM_RATE", DEFAULT_ALARM_RATE)),
+        )
 
 
 class RuleRefused(ValueError):
@@ -69,6 +102,8 @@ class Alerts:
         registry: the metric registry (default: over ``client``).
         public_url: the dashboard's address, for the links in messages.
         clock: Unix time (tests pass their own).
+        alarms: where the poisoning alarms of the metrics counted are sent (None: they
+            are not tested here; the dashboard and ``/metrics`` still show them).
     """
 
     def __init__(
@@ -77,7 +112,10 @@ class Alerts:
         registry: Registry | None = None,
         public_url: str = "",
         clock: Callable[[], float] = time.time,
+        alarms: AlarmChannels | None = None,
     ) -> None:
+        self.alarms = alarms
+        self._alarms_due: dict[str, float] = {}
         self.redis = client
         self.registry = registry or Registry(client)
         self.public_url = public_url.rstrip("/")
@@ -211,6 +249,8 @@ class Alerts:
             The events of the rules that fired now.
         """
         fired: list[dict[str, Any]] = []
+        if self.alarms is not None and metrics is not None:
+            fired += self._poisoning(metrics, self.alarms)
         rules = store.rules(self.redis)
         if not rules:
             return fired
@@ -233,6 +273,47 @@ class Alerts:
                     fired.append(event)
         store.record_evaluation(self.redis, evaluations)
         return fired
+
+    def _poisoning(self, metrics: Collection[str], channels: AlarmChannels) -> list[dict[str, Any]]:
+        """Test the counted metrics for poisoning (each at most every
+        :data:`POISONING_INTERVAL`); notify each alarm once."""
+        now = self.clock()
+        events = []
+        for name in sorted(metrics):
+            if self._alarms_due.get(name, 0.0) > now:
+                continue
+            self._alarms_due[name] = now + POISONING_INTERVAL
+            definition = self.registry.get(name)
+            if definition is None or not tested(definition):
+                continue
+            for alarm in current_alarms(self.redis, definition, channels.rate):
+                mark = f"{name}:{definition.version}:{alarm.window}:{alarm.kind}"
+                if not store.first_poisoning(self.redis, mark):
+                    continue
+                values = [definition.domain[v] for v in alarm.values]
+                event: dict[str, Any] = {
+                    "type": "poisoning",
+                    "metric": name,
+                    "version": definition.version,
+                    "summary": f"possible poisoning of {name} ({alarm.kind}, {alarm.window})",
+                    "kind": alarm.kind,
+                    "window": alarm.window,
+                    "evidence": alarm.evidence,
+                    "values": values,
+                    "p_value": alarm.p_value,
+                    "alpha": alarm.alpha,
+                    "at": now,
+                    "link": self.link(name),
+                }
+                flagged = f" (values: {', '.join(values)})" if values else ""
+                event["message"] = (
+                    f"{event['summary']}: {alarm.evidence}{flagged}; p = {alarm.p_value:.3g} "
+                    f"at a false-alarm rate of {channels.rate:g} per window. {event['link']}"
+                )
+                event["id"] = store.add_event(self.redis, event)
+                self.notify(event, channels.webhook, list(channels.email))
+                events.append(event)
+        return events
 
     def _evaluate(self, rule: dict[str, Any], spec: AlertSpec) -> dict[str, Any]:
         definition = self.registry.get(spec.metric)

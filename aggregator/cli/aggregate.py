@@ -96,7 +96,7 @@ def aggregate(
 
     import redis
 
-    from aggregator.alerts.evaluate import Alerts
+    from aggregator.alerts.evaluate import AlarmChannels, Alerts
     from aggregator.alerts.notify import Notifier
     from aggregator.stream import worker as stream_worker
     from ldp_store.connection import connect
@@ -109,7 +109,11 @@ def aggregate(
         )
     try:
         client = connect(redis_url)  # a server or a Redis Cluster
-        alerts = Alerts(client, public_url=os.environ.get("LDP_PUBLIC_URL", ""))
+        alerts = Alerts(
+            client,
+            public_url=os.environ.get("LDP_PUBLIC_URL", ""),
+            alarms=AlarmChannels.from_environ(),
+        )
         w = stream_worker.Worker(
             client,
             name=name,

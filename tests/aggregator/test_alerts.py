@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from aggregator.alerts.evaluate import Alerts, RuleRefused
+from aggregator.alerts.evaluate import AlarmChannels, Alerts, RuleRefused
 from aggregator.alerts.rules import AlertSpec
 from aggregator.stats.alerting import Observable, change_fires, expected_delay, level_fires
 from aggregator.stats.anytime import cs_bounded_mean
@@ -212,6 +212,29 @@ def test_a_rule_that_cannot_keep_its_word_is_refused(
     with pytest.raises(RuleRefused, match=None) as caught:
         Alerts(client).create(AlertSpec(metric="app.theme", **spec))
     assert needle in str(caught.value)
+
+
+def test_a_poisoning_alarm_is_notified_once_through_the_same_outbox(redis_db: Any) -> None:
+    """Fake clients who skip the randomizer (every report says "light") raise the
+    baseline-free alarm of the all-time window; it is queued once for the alarm webhook."""
+    client = redis_db.client()
+    d = _metric(client)
+    _send(client, d, NULL, 2000, seed=8)
+    loader = client.register_script(_LOADER)
+    loader(keys=[keys.stream_key(d.name, d.version)], args=[json.dumps({"v": 0})] * 6000)
+    channels = AlarmChannels(webhook="https://hooks.example/alarms", email=("sec@example.org",))
+    alerts = Alerts(client, public_url="https://ldp.example", alarms=channels)
+    _drain(client, alerts)
+    events = [e for e in store.recent_events(client) if e["type"] == "poisoning"]
+    assert events and all(e["metric"] == d.name for e in events)
+    assert "https://ldp.example/ui/metric/app.theme" in events[0]["message"]
+    queued = client.xrange(store._key("outbox"))
+    targets = sorted({json.loads(f[b"d"])["target"] for _, f in queued})
+    assert targets == ["https://hooks.example/alarms", "sec@example.org"]
+    assert len(queued) == 2 * len(events)
+    alerts._alarms_due.clear()  # test again at once: nothing new to say
+    alerts.evaluate({d.name})
+    assert client.xlen(store._key("outbox")) == len(queued)
 
 
 # -- the API and the page ------------------------------------------------------------------
