@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One entry point for a fresh machine with only Python: set up, test, run.
 
-    python3 tasks.py test            # venv + install (+ Debian's chromium, nginx, JDK 17,
+    python3 tasks.py test            # venv + install (+ Debian's chromium, nginx, promtool, JDK 17,
                                      # junit5 and kotlin, as root) + npm ci in client_js/ and
                                      # tests/browser/ + ruff + mypy + the docs site + the
                                      # whole test suite (with the JS and JVM SDKs' tests)
@@ -97,6 +97,16 @@ def ensure_nginx() -> None:
     _apt_install(NGINX, "nginx-light", "the proxy test (tests/test_nginx_proxy.py)")
 
 
+PROMTOOL = Path("/usr/bin/promtool")
+
+
+def ensure_promtool() -> None:
+    """Install Debian's ``prometheus`` (its ``promtool``) for the rules' tests when missing."""
+    _apt_install(
+        PROMTOOL, "prometheus", "the alerting rules' tests (tests/test_prometheus_rules.py)"
+    )
+
+
 JAVAC = Path("/usr/bin/javac")
 """Debian's JDK 17 compiler, which builds the JVM SDK (client_jvm/build.py)."""
 
@@ -159,6 +169,7 @@ def test(args: list[str]) -> None:
     ensure_venv("dev")
     ensure_chromium()
     ensure_nginx()
+    ensure_promtool()
     ensure_jvm()
     ensure_js()
     _run(BIN / "ruff", "check", ".")

@@ -43,6 +43,7 @@ __all__ = [
     "first_poisoning",
     "firings",
     "get_rule",
+    "outbox_length",
     "read_outbox",
     "recent_events",
     "record_evaluation",
@@ -278,6 +279,11 @@ def dead_letters(client: redis.Redis, count: int = 100) -> list[dict[str, Any]]:
     """The newest dead letters first."""
     raw = client.lrange(_key("dead"), 0, count - 1)
     return [cast(dict[str, Any], json.loads(r)) for r in raw]
+
+
+def outbox_length(client: redis.Redis) -> int:
+    """Notifications queued and not yet handled (for ``/metrics``)."""
+    return int(client.xlen(_key("outbox")))
 
 
 def dead_letter_count(client: redis.Redis) -> int:

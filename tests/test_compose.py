@@ -36,9 +36,10 @@ REQUIRED = {
 }
 SCALABLE = {"collector", "aggregator", "locust-worker"}
 """Services run as several replicas (``--scale``): no container_name, no fixed host port."""
-NOT_REDIS_CLIENTS = {"redis", "proxy", "relay"}
+NOT_REDIS_CLIENTS = {"redis", "proxy", "relay", "prometheus", "grafana"}
 """Services that neither talk to Redis nor wait for it (the proxy waits for collectors, the
-Oblivious HTTP relay for the proxy)."""
+Oblivious HTTP relay for the proxy, Prometheus for the services it scrapes, Grafana for
+Prometheus)."""
 NGINX_CONF = ROOT / "deploy" / "nginx.conf"
 
 
@@ -349,3 +350,23 @@ def test_an_exporter_writes_every_metric_daily_into_a_volume(compose: dict[str, 
     assert "exports:/exports" in exporter.get("volumes", [])
     assert "exports" in compose.get("volumes", {})
     assert exporter["environment"]["REDIS_URL"].startswith("redis://redis:")
+
+
+def test_prometheus_and_grafana_ship_the_rules_and_dashboards(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Prometheus mounts the tested rules and scrapes the services; Grafana provisions the
+    generated dashboards over it (tests/test_prometheus_rules.py checks their contents)."""
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    assert "./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro" in prometheus["volumes"]
+    config = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["/etc/prometheus/alerts.yml"]
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert jobs["ldp-collector"]["dns_sd_configs"][0]["names"] == ["collector"]
+    assert jobs["ldp-dashboard"]["static_configs"][0]["targets"] == ["dashboard:8000"]
+    assert "./deploy/grafana/dashboards:/var/lib/grafana/dashboards:ro" in grafana["volumes"]
+    provider = yaml.safe_load(
+        (ROOT / "deploy" / "grafana" / "provisioning" / "dashboards" / "ldp.yml").read_text()
+    )
+    assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards"
+    assert len(list((ROOT / "deploy" / "grafana" / "dashboards").glob("*.json"))) == 5

@@ -23,6 +23,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.query.alarms import AlarmGauges
+from aggregator.query.gauges import PipelineGauges
 from aggregator.web import (
     access,
     alerts,
@@ -62,6 +63,7 @@ def install(app: Flask) -> None:
     status.install_retention(app)
     ext = shared(app=app)
     ext.telemetry.add_collector(AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app)))
+    ext.telemetry.add_collector(PipelineGauges(ext.redis, ext.registry))
     estimates.min_segment_reports(app)  # refused at start, not at the first breakdown
     read_guard.install(app)
     for blueprint in BLUEPRINTS:
