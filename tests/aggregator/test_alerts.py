@@ -24,10 +24,11 @@ from aggregator.stats.anytime import cs_bounded_mean
 from aggregator.stream.worker import Worker
 from client_sdk import mechanisms
 from client_sdk.mechanisms.numeric import create_numeric
-from client_sdk.wire import MetricDefinition
+from client_sdk.wire import MetricDefinition, build_report
 from ldp_store import alerts as store
 from ldp_store import keys
 from ldp_store.registry import Registry
+from ldp_store.schema import SEGMENT_KEY
 
 ALPHA = 0.05
 STREAMS = 2000
@@ -192,6 +193,68 @@ def test_a_change_rule_fires_on_a_shift_and_resolving_rearms_it(redis_db: Any) -
     armed = alerts.resolve(rule["id"])
     assert armed["baseline"]["n"] == 11_000 and store.firings(client) == {}
     assert alerts.listing()[0]["status"] == "ok"
+
+
+def test_a_mean_rule_fires_in_the_metrics_units(redis_db: Any) -> None:
+    """Numeric sums (units of 2⁻³⁰) reach the test as the metric's mean: a rule at 80 on
+    [0, 120] fires for values around 100, its twin at 110 does not."""
+    client = redis_db.client()
+    spec = {"kind": "numeric", "range": [0, 120], "epsilon": 4.0}
+    d = Registry(client).put("app.minutes", spec).definition
+    alerts = Alerts(client)
+    high = alerts.create(AlertSpec(metric=d.name, kind="mean_above", level=80.0))
+    higher = alerts.create(AlertSpec(metric=d.name, kind="mean_above", level=110.0))
+    rng = random.Random(10)
+    payloads = [
+        json.dumps(build_report(d, rng.uniform(90, 110), rng)["payload"]) for _ in range(4000)
+    ]
+    client.register_script(_LOADER)(keys=[keys.stream_key(d.name, d.version)], args=payloads)
+    _drain(client, alerts)
+    firings = store.firings(client)
+    assert set(firings) == {high["id"]}
+    lo, hi = firings[high["id"]]["ci"]
+    assert 80 < lo < 100 < hi  # the interval holds the true mean, in minutes
+    assert store.states(client)["last"][higher["id"]]["estimate"] < 110
+
+
+def test_a_group_rule_watches_only_its_group(redis_db: Any) -> None:
+    """A rule on platform=ios fires when the share moves among ios devices only; the same
+    rule on android stays quiet."""
+    client = redis_db.client()
+    dims = [{"name": "platform", "values": ["ios", "android"]}]
+    d = _metric(client, dimensions=dims)
+    rng = random.Random(9)
+
+    def send(shares_by_segment: dict[int, list[float]], n: int) -> None:
+        payloads = []
+        for segment, shares in shares_by_segment.items():
+            for v in rng.choices(range(d.k), shares, k=n):
+                payload = d.mechanism.perturb(v, rng=rng)
+                payload[SEGMENT_KEY] = segment  # what the collector adds beside a report
+                payloads.append(json.dumps(payload))
+        client.register_script(_LOADER)(keys=[keys.stream_key(d.name, d.version)], args=payloads)
+
+    alerts = Alerts(client)
+    rules = {
+        group: alerts.create(
+            AlertSpec(
+                metric=d.name,
+                kind="share_above",
+                value="dark",
+                level=0.3,
+                dimension="platform",
+                group=group,
+            )
+        )
+        for group in ("ios", "android")
+    }
+    ios = d.segment({"platform": "ios"})
+    android = d.segment({"platform": "android"})
+    send({ios: [0.2, 0.6, 0.1, 0.1], android: NULL}, 3000)
+    _drain(client, alerts)
+    assert set(store.firings(client)) == {rules["ios"]["id"]}
+    assert store.firings(client)[rules["ios"]["id"]]["n"] == 3000
+    assert "[platform=ios]" in store.firings(client)[rules["ios"]["id"]]["message"]
 
 
 @pytest.mark.parametrize(
