@@ -922,7 +922,7 @@ class Worker:
         )
         reply = _committed(self.redis, call)
         if isinstance(reply, int):
-            self._counted.add(name)
+            self._counted.add(definition.name)
             self.stats.counted += len(raw)
             self.stats.dead_lettered += len(dead)
             if increments.delta:
