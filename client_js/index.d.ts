@@ -240,7 +240,12 @@ export class Client {
    *  against the origin's stored ledger, which may refuse it then (another tab spent the
    *  budget): dropped as `budget`, never sent. */
   report(metric: string, value: JointValue, dimensions?: Record<string, string>): Promise<boolean>;
-  /** Send what is queued now, whatever the backoff; whether the queue is now empty. */
+  /** Send what is queued now, whatever the backoff. Resolves with whether everything was
+   *  delivered: true when the queue is empty and no report was dropped, for any reason
+   *  (`stats().dropped`: a `report()` that resolved false, one the collector refused),
+   *  since the previous `flush()` returned (or since the client was made); false
+   *  otherwise, e.g. with the collector unreachable (the reports stay queued and are
+   *  retried). The Python SDK's `Client.flush()` says the same. */
   flush(): Promise<boolean>;
   stats(): ClientStats;
   privacy(): Record<string, unknown>;
@@ -249,7 +254,7 @@ export class Client {
   disable(): Promise<boolean>;
   /** Opt back in, for every tab of the origin. */
   enable(): Promise<boolean>;
-  /** Flush, then stop. */
+  /** Flush, then stop; what that `flush()` resolved with. */
   shutdown(): Promise<boolean>;
 }
 

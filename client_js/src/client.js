@@ -103,54 +103,56 @@ export class Client {
     this.relay = options.relay ?? null;
     this.relay?.prepare?.(this.url); // its keys now, not just before a sealed upload
     this.storage = options.storage ?? defaultStorage();
-    this.bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
+    this._bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
     this.flushAt = options.flushAt ?? 20;
     this.flushInterval = options.flushInterval ?? 10_000;
-    this.maxBatch = options.maxBatchReports ?? 100;
+    this._maxBatch = options.maxBatchReports ?? 100;
     this.maxQueue = options.maxQueue ?? 10_000;
     this.ttl = options.metricsTtl ?? 3_600_000;
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
     this.rng = options.rng ?? new Rng(cryptoBytes());
-    this.appCaps = options.deviceBudget ?? null;
+    this._appCaps = options.deviceBudget ?? null;
     /** @type {import("./ledger.js").DeviceCaps | null} */
-    this.caps = this.appCaps;
+    this.caps = this._appCaps;
     /** @type {Map<string, {definition: any, expires: number, problem?: string}>} */
-    this.cache = new Map();
+    this._cache = new Map();
     /** @type {Set<string>} */
     this.retired = new Set();
     /** @type {Map<string, boolean>} */
-    this.vetted = new Map();
+    this._vetted = new Map();
     /** @type {import("./storage.js").Entry[]} */
-    this.queue = [];
+    this._queue = [];
     /** Reports made and charged here, not yet stored (see _commitSoon); the stored ledger
      *  is charged for them only as they are stored.
      *  @type {Omit<import("./storage.js").Entry, "key">[]} */
     this.pending = [];
     /** @type {Promise<void>} */
-    this.storing = Promise.resolve();
-    this.sliceStart = performance.now();
-    /** @type {any} */ this.commitTimer = null;
+    this._storing = Promise.resolve();
+    this._sliceStart = performance.now();
+    /** @type {any} */ this._commitTimer = null;
     this.ledger = emptyLedger();
     /** @type {Uint8Array | null} */
     this.secret = null;
     this.disabled = false;
-    this.closed = false;
+    this._closed = false;
     /** The origin's upload backoff, as stored: failures in a row, when the next is due. */
     this.failures = 0;
-    this.retryAt = 0;
-    /** @type {any} */ this.timer = null;
+    this._retryAt = 0;
+    /** @type {any} */ this._timer = null;
     /** @type {Promise<void> | null} */ this.uploading = null;
     this.counts = { reported: 0, sent: 0, accepted: 0, duplicates: 0, batches: 0, retries: 0 };
     /** @type {Record<DropReason, number>} */
     this.dropped = /** @type {any} */ (Object.fromEntries(DROP_REASONS.map((r) => [r, 0])));
-    /** @type {string | null} */ this.lastError = null;
-    /** @type {string | null} */ this.lastRefusal = null;
+    /** Reports dropped so far, and as many when flush() last returned. */
+    this._drops = this._flushed = 0;
+    /** @type {string | null} */ this._lastError = null;
+    /** @type {string | null} */ this._lastRefusal = null;
     /** The other tabs of the origin that share the stored queue: one of them sends it. */
-    this.tabs = new Tabs(this.storage, this.now, (news) => this._news(news));
+    this._tabs = new Tabs(this.storage, this.now, (news) => this._news(news));
     this.lock = this.ready = this._load();
-    this.onPageHide = () => { this._lastFlush(); };
-    if (typeof globalThis.addEventListener === "function") globalThis.addEventListener("pagehide", this.onPageHide);
+    this._onPageHide = () => { this._lastFlush(); };
+    globalThis.addEventListener?.("pagehide", this._onPageHide); // none in Node
   }
 
   async _load() {
@@ -161,7 +163,7 @@ export class Client {
   /** The stored queue and state, as every tab of the origin left them. */
   async _reload() {
     try {
-      await this.storage.change((s, entries) => { this._adopt(s); this.queue = entries; }, Infinity);
+      await this.storage.change((s, entries) => { this._adopt(s); this._queue = entries; }, Infinity);
     } catch (e) {
       this._error(e);
     }
@@ -176,12 +178,12 @@ export class Client {
     this.disabled = Boolean(s.disabled);
     this.secret = s.secret ?? null;
     this.failures = s.retry?.failures ?? 0;
-    this.retryAt = s.retry?.at ?? 0;
+    this._retryAt = s.retry?.at ?? 0;
   }
 
   /** @param {unknown} e */
   _error(e) {
-    this.lastError = String(/** @type {any} */ (e)?.name ?? e);
+    this._lastError = String(/** @type {any} */ (e)?.name ?? e);
   }
 
   /** Run ``fn`` after every earlier call (reports, opt-outs): the ledger's checks and its
@@ -197,12 +199,12 @@ export class Client {
    *  @param {string} metric @returns {Promise<any>} */
   async definition(metric) {
     const now = this.now();
-    const cached = this.cache.get(metric);
+    const cached = this._cache.get(metric);
     if (cached && now < cached.expires) {
       if (!cached.definition) throw Object.assign(new Error(cached.problem), { reason: "unknown_metric" });
       return cached.definition;
     }
-    const stale = cached?.definition ?? this.bundle.get(metric) ?? null;
+    const stale = cached?.definition ?? this._bundle.get(metric) ?? null;
     let response;
     try {
       response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(metric)}`);
@@ -212,13 +214,13 @@ export class Client {
     }
     if (response.ok) {
       const data = await response.json();
-      this.cache.set(metric, { definition: data, expires: now + this.ttl });
+      this._cache.set(metric, { definition: data, expires: now + this.ttl });
       if (data.retired_at) this.retired.add(metric); else this.retired.delete(metric);
-      if (data.device_budget !== undefined) this.caps = stricter(this.appCaps, data.device_budget);
+      if (data.device_budget !== undefined) this.caps = stricter(this._appCaps, data.device_budget);
       return data;
     }
     if (response.status === 404) {
-      this.cache.set(metric, { definition: null, expires: now + this.ttl, problem: `unknown metric ${metric}` });
+      this._cache.set(metric, { definition: null, expires: now + this.ttl, problem: `unknown metric ${metric}` });
       throw Object.assign(new Error("unknown"), { reason: "unknown_metric" });
     }
     if (stale) return stale;
@@ -228,6 +230,7 @@ export class Client {
   /** @param {DropReason} reason */
   _drop(reason, n = 1) {
     this.dropped[reason] += n;
+    this._drops += n;
     return false;
   }
 
@@ -244,7 +247,7 @@ export class Client {
     return this._serial(async () => {
       await this._breathe();
       try {
-        if (this.closed) return this._drop("shutdown");
+        if (this._closed) return this._drop("shutdown");
         if (this.disabled) return this._drop("disabled");
         let definition;
         try {
@@ -261,7 +264,7 @@ export class Client {
         const charge = chargeOf(definition, this.now());
         const why = refusal(this.ledger, charge, this.caps);
         if (why) return this._drop(why);
-        if (this.queue.length + this.pending.length >= this.maxQueue) return this._drop("queue_full");
+        if (this._queue.length + this.pending.length >= this.maxQueue) return this._drop("queue_full");
         const secret = definition.mechanism.permanent_epsilon ? await this._secret() : undefined;
         if (secret === null) return this._drop("disabled"); // by another tab
         let report;
@@ -273,7 +276,7 @@ export class Client {
         const entry = {
           data: encodeReport(report, definition),
           metric,
-          bundled: definition === this.bundle.get(metric) ? definition.version : 0,
+          bundled: definition === this._bundle.get(metric) ? definition.version : 0,
           attempted: false,
           charge,
         };
@@ -295,18 +298,18 @@ export class Client {
    *  pagehide. */
   _commitSoon(now = false) {
     if (now) return this._commit();
-    if (!this.commitTimer) {
-      this.commitTimer = setTimeout(() => { this.commitTimer = null; this._commit(); }, 0);
-      this.commitTimer?.unref?.();
+    if (!this._commitTimer) {
+      this._commitTimer = setTimeout(() => { this._commitTimer = null; this._commit(); }, 0);
+      this._commitTimer?.unref?.();
     }
-    return this.storing;
+    return this._storing;
   }
 
   /** Store what is pending now (after every earlier commit), COMMIT_MAX reports a
    *  transaction, each in a task of its own; resolves when stored. */
   _commit() {
-    for (let n = this.pending.length; n > 0; n -= COMMIT_MAX) this.storing = this.storing.then(() => this._store());
-    return this.storing;
+    for (let n = this.pending.length; n > 0; n -= COMMIT_MAX) this._storing = this._storing.then(() => this._store());
+    return this._storing;
   }
 
   /** Store the oldest COMMIT_MAX pending reports with their charges, in one transaction
@@ -327,22 +330,22 @@ export class Client {
         this._adopt(s);
         return { put: entries.filter((e, i) => !why[i]), state: { ledger } };
       });
-      const known = new Set(this.queue.map((e) => e.key)); // a reload may have read them already
-      entries.filter((e, i) => !why[i]).forEach((e, i) => { if (!known.has(keys[i])) this.queue.push({ ...e, key: keys[i] }); });
+      const known = new Set(this._queue.map((e) => e.key)); // a reload may have read them already
+      entries.filter((e, i) => !why[i]).forEach((e, i) => { if (!known.has(keys[i])) this._queue.push({ ...e, key: keys[i] }); });
     } catch {
       unpend();
       entries.forEach((e, i) => { if (!why[i]) apply(this.ledger, e.charge, -1); }); // never stored: refunded
       why = entries.map(() => "storage_error");
     }
     for (const reason of why) if (reason) { this.counts.reported--; this._drop(reason); }
-    this._schedule(this.queue.length >= this.flushAt ? 0 : this.flushInterval);
+    this._schedule(this._queue.length >= this.flushAt ? 0 : this.flushInterval);
   }
 
   /** Give the page's main thread back every SLICE_MS: an app awaiting report() in a
    *  loop runs as one chain of microtasks, which would otherwise be one long task. */
   async _breathe() {
     const now = performance.now();
-    if (now - this.sliceStart < SLICE_MS) return;
+    if (now - this._sliceStart < SLICE_MS) return;
     // Store this slice's reports now: a task that yields before its timers run (as
     // scheduler.yield does) would otherwise pile a whole loop's reports into one commit.
     if (this.pending.length) this._commit();
@@ -358,7 +361,7 @@ export class Client {
         channel?.port2.postMessage(0);
       });
     }
-    this.sliceStart = performance.now();
+    this._sliceStart = performance.now();
   }
 
   /** The device secret of memoized responses: the one every tab of the origin uses, made
@@ -379,28 +382,33 @@ export class Client {
   /** Upload this tab's queue after ``delay`` ms (0: now), unless one is already due.
    *  @param {number} delay */
   _schedule(delay) {
-    if (this.closed || !this.queue.length || (this.timer && delay > 0)) return;
+    if (this._closed || !this._queue.length || (this._timer && delay > 0)) return;
     this._uploadIn(delay);
   }
 
   /** The one upload timer, (re)set to ``delay`` ms: an upload then, or after the one under
    *  way (which may have set this timer before it ended). @param {number} delay */
   _uploadIn(delay) {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(async () => { this.timer = null; await this.uploading; this._upload(); }, delay);
-    this.timer?.unref?.();
+    clearTimeout(this._timer);
+    this._timer = setTimeout(async () => { this._timer = null; await this.uploading; this._upload(); }, delay);
+    this._timer?.unref?.();
   }
 
-  /** Send every queued report now, whatever the backoff; resolves with whether the queue
-   *  is empty (false when uploads failed: the reports stay queued and are retried). */
+  /** Send every queued report now, whatever the backoff; resolves with whether everything
+   *  was delivered: true when the queue is empty and no report was dropped, for any reason
+   *  (``stats().dropped``), since the previous flush() returned (or since the client was
+   *  made). False when uploads failed (the reports stay queued and are retried) or some
+   *  were dropped: ``stats()`` says why. The Python SDK's contract. */
   async flush() {
     await this.lock;
     await this._commitSoon(true);
-    clearTimeout(this.timer);
-    this.timer = null;
+    clearTimeout(this._timer);
+    this._timer = null;
     await this.uploading; // one under way first
     await this._drain(true);
-    return this.queue.length === 0;
+    const clean = this._drops === this._flushed;
+    this._flushed = this._drops;
+    return clean && !this._queue.length;
   }
 
   _upload() {
@@ -412,8 +420,8 @@ export class Client {
    *  origin shares it, and whichever holds the lock reads it afresh and sends it all, once
    *  the origin's backoff allows (``force``: at once). @param {boolean} force */
   async _drain(force) {
-    await this.storing;
-    if (!this.closed) await this.tabs.exclusive((renew) => this._send(renew, force));
+    await this._storing;
+    if (!this._closed) await this._tabs.exclusive((renew) => this._send(renew, force));
   }
 
   /** What another tab of the origin told: reports it removed (sent or dropped), that it
@@ -432,7 +440,7 @@ export class Client {
    *  @param {boolean} force */
   async _send(renew, force) {
     await this._reload();
-    while (!this.closed) {
+    while (!this._closed) {
       /** @type {import("./storage.js").Entry[]} */ const batch = [];
       /** @type {import("./storage.js").Entry[]} */ const mismatched = [];
       /** @type {import("./storage.js").Entry[]} */ const unvetted = [];
@@ -440,24 +448,24 @@ export class Client {
       try {
         await this.storage.change((s, entries) => {
           this._adopt(s);
-          wait = force ? 0 : this.retryAt - this.now();
+          wait = force ? 0 : this._retryAt - this.now();
           if (wait > RETRY_AFTER_CAP) wait = 0; // a clock set back: no such wait was stored
           stored = entries.length;
           if (this.disabled || wait > 0) return;
           for (const e of entries) {
-            const ok = !e.bundled || this.vetted.get(`${e.metric}@${e.bundled}`);
+            const ok = !e.bundled || this._vetted.get(`${e.metric}@${e.bundled}`);
             (ok ? batch : ok === false ? mismatched : unvetted).push(e);
           }
           if (unvetted.length) batch.length = 0; // the collector asked first, then read afresh
           for (const e of batch) e.attempted = true;
           return { put: batch, remove: mismatched.map((e) => e.key) };
-        }, this.maxBatch);
+        }, this._maxBatch);
       } catch (e) {
         return this._retryLater(null, e);
       }
       if (this.disabled) return;
       if (wait > 0) return this._uploadIn(wait);
-      if (!stored) { this.queue = []; return; }
+      if (!stored) { this._queue = []; return; }
       if (mismatched.length) {
         this._drop("bundle_mismatch", mismatched.length);
         this._forget(mismatched);
@@ -486,13 +494,13 @@ export class Client {
         this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : batch.length - rejected.size;
         this.counts.duplicates += Number.isInteger(answer.duplicates) ? answer.duplicates : 0;
       } else {
-        this.lastError = `HTTP ${status}`;
-        this.lastRefusal = refusalOf(status, answer);
-        if (status === 413 && batch.length > 1) { this.maxBatch = Math.max(1, batch.length >> 1); continue; }
+        this._lastError = `HTTP ${status}`;
+        this._lastRefusal = refusalOf(status, answer);
+        if (status === 413 && batch.length > 1) { this._maxBatch = Math.max(1, batch.length >> 1); continue; }
       }
       if (refused.length > gone) {
         this._drop(status === 413 ? "too_large" : "rejected", refused.length - gone);
-        this.lastRefusal = refusalOf(status, answer);
+        this._lastRefusal = refusalOf(status, answer);
       }
       if (gone) this._drop("retired", gone);
       // Answered: the batch leaves the storage, and the origin's backoff starts over.
@@ -529,8 +537,8 @@ export class Client {
     this._error(error ?? (response ? `HTTP ${response.status}` : "definition check failed"));
     const delay = backoffDelay(failures, parseRetryAfter(response?.headers.get("retry-after") ?? null, this.now()), this.random);
     this._uploadIn(delay);
-    this.retryAt = this.now() + delay;
-    await this.storage.change(() => ({ state: { retry: { at: this.retryAt, failures } } })).catch(() => {});
+    this._retryAt = this.now() + delay;
+    await this.storage.change(() => ({ state: { retry: { at: this._retryAt, failures } } })).catch(() => {});
   }
 
   /** Reports no longer stored: out of this tab's queue, and the other tabs told.
@@ -538,13 +546,13 @@ export class Client {
   _forget(entries) {
     const keys = entries.map((e) => e.key);
     this._unqueue(keys);
-    this.tabs.tell("removed", keys);
+    this._tabs.tell("removed", keys);
   }
 
   /** @param {number[]} keys */
   _unqueue(keys) {
     const gone = new Set(keys);
-    this.queue = this.queue.filter((e) => !gone.has(e.key));
+    this._queue = this._queue.filter((e) => !gone.has(e.key));
   }
 
   /** Ask the collector (once per metric and version) whether it has the bundled
@@ -554,12 +562,12 @@ export class Client {
   async _vet(entries) {
     for (const e of entries) {
       const id = `${e.metric}@${e.bundled}`;
-      if (this.vetted.has(id)) continue;
+      if (this._vetted.has(id)) continue;
       const response = await this._get(`${this.url}/v1/metrics/${encodeURIComponent(e.metric)}?version=${e.bundled}`).catch(() => null);
       if (!response || classify(response.status, null) === "retry") return false;
       const server = response.ok ? await response.json() : null;
-      const mine = this.bundle.get(e.metric);
-      this.vetted.set(id, Boolean(server) && (!mine || mine.version !== e.bundled || canonical(mine.mechanism) === canonical(server.mechanism)));
+      const mine = this._bundle.get(e.metric);
+      this._vetted.set(id, Boolean(server) && (!mine || mine.version !== e.bundled || canonical(mine.mechanism) === canonical(server.mechanism)));
     }
     return true;
   }
@@ -568,9 +576,9 @@ export class Client {
    *  answer acknowledges them; the collector drops the duplicates of a resend). When
    *  other tabs of the origin are open, they send instead: this one commits and tells them. */
   _lastFlush() {
-    const waiting = [...this.queue, ...this.pending];
+    const waiting = [...this._queue, ...this.pending];
     this._commitSoon(true); // started now, an IndexedDB transaction outlives the page
-    if (this.tabs.peers.size) return this.tabs.tell("flush"); // they send it
+    if (this._tabs.peers.size) return this._tabs.tell("flush"); // they send it
     /** @type {Omit<import("./storage.js").Entry, "key">[]} */ let batch = [];
     let size = 0;
     const send = () => {
@@ -587,7 +595,7 @@ export class Client {
       if (size + e.data.length + 20 > KEEPALIVE_LIMIT) send();
       batch.push(e);
       size += e.data.length + 1;
-      if (batch.length >= this.maxBatch) send();
+      if (batch.length >= this._maxBatch) send();
     }
     send();
   }
@@ -595,8 +603,8 @@ export class Client {
   /** What happened to reports so far. */
   stats() {
     return {
-      queued: this.queue.length + this.pending.length, ...this.counts, dropped: { ...this.dropped },
-      last_error: this.lastError, last_refusal: this.lastRefusal,
+      queued: this._queue.length + this.pending.length, ...this.counts, dropped: { ...this.dropped },
+      last_error: this._lastError, last_refusal: this._lastRefusal,
     };
   }
 
@@ -606,7 +614,7 @@ export class Client {
     /** @type {Record<string, any>} */
     const metrics = {};
     for (const [metric, [reports, epsilon, since]] of Object.entries(this.ledger.lifetime)) {
-      const definition = this.cache.get(metric)?.definition ?? this.bundle.get(metric);
+      const definition = this._cache.get(metric)?.definition ?? this._bundle.get(metric);
       const [tr, te] = spent(this.ledger, metric, today, today);
       const budget = definition?.budget ?? null;
       const periodSince = budget ? periodStart(today, budget.period) : today;
@@ -647,8 +655,8 @@ export class Client {
           return { remove: entries.map((e) => e.key), state: s };
         }, Infinity);
         this._drop("disabled", wiped);
-        this.queue = [];
-        this.tabs.tell("state");
+        this._queue = [];
+        this._tabs.tell("state");
         return true;
       } catch {
         return false;
@@ -661,18 +669,19 @@ export class Client {
     return this._serial(async () => {
       this.disabled = false;
       await this.storage.change(() => ({ state: { disabled: false } })).catch(() => {});
-      this.tabs.tell("state");
+      this._tabs.tell("state");
       return true;
     });
   }
 
-  /** Flush, then stop: later reports are dropped as ``shutdown``. */
+  /** Flush, then stop: later reports are dropped as ``shutdown``. Resolves with what that
+   *  flush() did: whether everything was delivered. */
   async shutdown() {
     const empty = await this.flush().catch(() => false);
-    this.closed = true;
-    clearTimeout(this.timer);
-    if (typeof globalThis.removeEventListener === "function") globalThis.removeEventListener("pagehide", this.onPageHide);
-    this.tabs.close();
+    this._closed = true;
+    clearTimeout(this._timer);
+    globalThis.removeEventListener?.("pagehide", this._onPageHide);
+    this._tabs.close();
     return empty;
   }
 }

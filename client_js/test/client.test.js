@@ -129,7 +129,7 @@ test("a 429 is retried, a 400 drops the batch", async () => {
   await client.report("app.theme", 0);
   assert.equal(await client.flush(), false);
   assert.equal(client.stats().last_refusal, null, "a 429 is no refusal");
-  assert.equal(await client.flush(), true);
+  assert.equal(await client.flush(), false, "the queue is empty, but its report was refused");
   assert.equal(client.stats().dropped.rejected, 1);
   // the collector's reason is kept for the app (and /ui/try) to show
   assert.equal(client.stats().last_refusal, "HTTP 400: olh payload {'y': 5.0}: missing ['a', 'b']");
@@ -140,13 +140,36 @@ test("a 429 is retried, a 400 drops the batch", async () => {
   await client.shutdown();
 });
 
+test("flush() is true only when everything was delivered: nothing queued, nothing dropped since the last flush", async () => {
+  const c = collector();
+  const client = new Client("http://collector.test", options(c));
+  assert.equal(await client.flush(), true, "nothing made, nothing lost");
+  assert.equal(await client.report("no.such", 0), false); // dropped on the device, before any upload
+  assert.equal(await client.report("app.theme", 0), true);
+  assert.equal(await client.flush(), false, "the queue is empty, but a report was dropped");
+  assert.equal(c.state.ids.size, 1);
+  assert.equal(await client.flush(), true, "nothing dropped since the previous flush");
+  assert.equal(await client.report("app.theme", "purple"), false);
+  assert.equal(await client.report("app.theme", 1), true);
+  c.state.online = false;
+  assert.equal(await client.flush(), false); // queued, and one dropped
+  c.state.online = true;
+  assert.equal(await client.flush(), true, "the drop was told once; the queued report is now delivered");
+  assert.equal(c.state.ids.size, 2);
+  const refusal = { error: "no valid report in the request", rejected: [{ index: 0, error: "bad", reason: "payload" }] };
+  c.state.script.push(Response.json(refusal, { status: 400 }));
+  assert.equal(await client.report("app.theme", 2), true);
+  assert.equal(await client.shutdown(), false, "shutdown() flushes: the collector refused the report");
+  assert.deepEqual(client.stats().dropped, { ...client.stats().dropped, unknown_metric: 1, invalid_value: 1, rejected: 1 });
+});
+
 test("a 413 halves the batch until one report is left, which is dropped as too_large", async () => {
   const c = collector();
   const tooLarge = () => Response.json({ error: "request too large" }, { status: 413 });
   c.state.script.push(tooLarge(), tooLarge(), tooLarge());
   const client = new Client("http://collector.test", options(c, { maxBatchReports: 4 }));
   for (let i = 0; i < 4; i++) assert.equal(await client.report("app.theme", i % 3), true);
-  assert.equal(await client.flush(), true); // 4 refused, then 2, then 1: dropped; 3 sent one by one
+  assert.equal(await client.flush(), false); // 4 refused, then 2, then 1: dropped; 3 sent one by one
   const s = client.stats();
   assert.deepEqual([s.dropped.too_large, s.dropped.rejected, s.sent, c.state.posts.length], [1, 0, 3, 3]);
   assert.equal(s.last_refusal, "HTTP 413: request too large");
@@ -208,7 +231,7 @@ test("a retired metric's reports are dropped and it is no longer reported", asyn
   const client = new Client("http://collector.test", options(c));
   await client.report("app.theme", 0);
   c.state.retired.add("app.theme");
-  assert.equal(await client.flush(), true);
+  assert.equal(await client.flush(), false);
   assert.equal(client.stats().dropped.retired, 1);
   assert.equal(await client.report("app.theme", 0), false);
   assert.equal(client.stats().dropped.retired, 2);
@@ -221,7 +244,7 @@ test("reports made with a bundled definition the collector lacks are dropped", a
   const client = new Client("http://collector.test", options(c, { definitions: [theme] }));
   assert.equal(await client.report("app.theme", "dark"), true); // unreachable: the bundled one
   c.state.online = true;
-  assert.equal(await client.flush(), true);
+  assert.equal(await client.flush(), false);
   assert.equal(client.stats().dropped.bundle_mismatch, 1);
   assert.equal(c.state.posts.length, 0);
 });
@@ -288,7 +311,7 @@ test("dimensions: sent in the clear beside the payload; bad ones dropped before 
   assert.equal(await client.report("app.theme.by_platform", "dark"), false);
   assert.equal(await client.report("app.theme.by_platform", "dark", { platform: "ios", device: "x" }), false);
   assert.equal(client.stats().dropped.invalid_dimensions, 3);
-  assert.equal(await client.flush(), true);
+  assert.equal(await client.flush(), false); // three dropped
   const sent = c.state.posts.flatMap((/** @type {any} */ b) => b.reports);
   assert.equal(sent.length, 1);
   assert.deepEqual(sent[0].dimensions, { platform: "web" });
@@ -437,7 +460,7 @@ test("disable() in one tab wipes every tab's stored reports and stops the others
   await b._commitSoon(true);
   assert.equal(b.disabled, true);
   assert.equal(await b.report("app.theme", 0), false);
-  assert.equal(await b.flush(), true);
+  assert.equal(await b.flush(), false); // b's reports were dropped, as disabled
   assert.equal(c.state.posts.length, 0, "nothing sent after the opt-out");
   // ... and is told of an opt-in
   assert.equal(await a.enable(), true);
