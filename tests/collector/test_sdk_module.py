@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import re
 import shutil
 import subprocess
 import tomllib
@@ -142,3 +143,31 @@ def test_an_installed_package_carries_the_module() -> None:
         assert any(fnmatch(f"client_js/{name}", p) for p in patterns), name
     # the Docker image copies what the link points at
     assert "COPY client_js/dist ./client_js/dist" in (ROOT / "Dockerfile").read_text()
+
+
+def test_every_sdk_url_the_docs_name_is_served(client: Any) -> None:
+    """The READMEs and the docs name only files the collector serves (the SDK's sources
+    were once served one by one, and the package's README said so after they no longer
+    were); the hashed name is written ``index.<hash>.js``."""
+    texts = [ROOT / "README.md", CLIENT_JS / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named: set[str] = set()
+    for path in texts:
+        for m in re.finditer(r"/sdk/ldp-telemetry/([A-Za-z0-9_.<>-]+\.js)", path.read_text()):
+            named.add(m.group(1))
+    assert "index.js" in named and "ohttp.js" in named
+    digest = client.get("/sdk/ldp-telemetry/index.js").get_etag()[0]
+    for name in sorted(named):
+        concrete = name.replace("<hash>", digest)
+        assert client.get(f"/sdk/ldp-telemetry/{concrete}").status_code == 200, name
+    # nor is any file of client_js/src named as if it were served beside the module
+    readme = (CLIENT_JS / "README.md").read_text()
+    for source in sorted(p.name for p in (CLIENT_JS / "src").glob("*.js")):
+        assert f"ldp-telemetry/{source}" not in readme or source in ("index.js", "ohttp.js")
+
+
+def test_the_package_readme_says_what_the_collector_does_across_origins() -> None:
+    """The package's README once said the collector answered no cross-origin request; it
+    answers the origins of ``LDP_CORS_ORIGINS`` (collector/cors.py)."""
+    readme = " ".join((CLIENT_JS / "README.md").read_text().split())
+    assert "does not answer cross-origin" not in readme
+    assert "LDP_CORS_ORIGINS" in readme
