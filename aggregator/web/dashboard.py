@@ -421,8 +421,9 @@ def explorer() -> str:
 def try_reporting() -> str:
     """Report a value from the browser and watch it arrive, perturbed, in the estimates.
 
-    Lists the current categorical metrics (it defines none); the page's script does the
-    rest with the JavaScript SDK the collector serves.
+    Lists the current categorical metrics (it defines none), with their public dimensions'
+    values to pick from; the page's script does the rest with the JavaScript SDK the
+    collector serves.
     """
     registry = shared().registry
     metrics = [
@@ -430,6 +431,7 @@ def try_reporting() -> str:
             "name": d.name,
             "version": d.version,
             "domain": list(d.domain),
+            "dimensions": [{"name": n, "values": list(v)} for n, v in d.dimensions],
             "estimates": url_for("estimates.get_estimates", name=d.name, version=d.version),
             "page": url_for("dashboard.metric", name=d.name, version=d.version),
         }

@@ -4,11 +4,12 @@ leaves), and the page shows n going up by exactly one once the aggregator has co
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ if _missing:
 from test_dashboard_browser import _request  # noqa: E402
 
 from aggregator.web.dashboard import CONTENT_SECURITY_POLICY  # noqa: E402
+from collector.ingest import Refused  # noqa: E402
+from ldp_edge.admission import TooManyRequests  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 
 SPECS = {
@@ -32,6 +35,17 @@ SPECS = {
     "search.term": {"kind": "string", "max_length": 8, "epsilon": 4.0},
     # `auto` picks OLH here: its reports carry (a, b, y)
     "app.screen": {"domain": [f"screen-{i}" for i in range(300)], "epsilon": 1.0},
+    # OUE at k = 20, ε = 1: an all-ones report is implausible (client_sdk plausibility)
+    "app.bits": {"domain": [f"b{i}" for i in range(20)], "epsilon": 1.0, "mechanism": "oue"},
+    "app.old": {"domain": ["yes", "no"], "epsilon": 1.0},  # retired by a test
+    "app.region": {
+        "domain": ["light", "dark"],
+        "epsilon": 2.0,
+        "dimensions": [
+            {"name": "platform", "values": ["ios", "android", "web"]},
+            {"name": "app_version", "values": ["1.0", "2.0"]},
+        ],
+    },
 }
 
 
@@ -159,4 +173,169 @@ def test_a_report_the_collector_refuses_shows_its_reason(browser: Any, server: S
     expect(status).to_contain_text("refused by the collector: HTTP 400", timeout=60_000)
     expect(status).to_contain_text("missing ['a']")
     assert "aggregator" not in (status.text_content() or "")
+    page.close()
+
+
+def _altered(change: Callable[[dict[str, Any]], None]) -> Callable[[Any], None]:
+    """A route handler that applies ``change`` to each report of an upload, then lets it
+    reach the real collector."""
+
+    def handle(route: Any) -> None:
+        body = json.loads(route.request.post_data or "")
+        for report in body["reports"]:
+            change(report)
+        route.continue_(post_data=json.dumps(body))
+
+    return handle
+
+
+def _answered(status: int, error: str, details: list[str], retry_after: int) -> Any:
+    """A route handler that answers as the collector's edge does when it refuses an upload
+    for now (a 429 of the per-source limits, a 503 of storage), without reaching it."""
+    body = json.dumps({"error": error, "details": details})
+    headers = {"Retry-After": str(retry_after)}
+    return lambda route: route.fulfill(
+        status=status, content_type="application/json", body=body, headers=headers
+    )
+
+
+def test_every_reason_the_collector_refuses_for_is_shown_in_its_words(
+    browser: Any, server: Server
+) -> None:
+    """The collector refuses a report for a reason in its ``rejected`` list (its shape, a
+    field, the payload, an unknown metric, a retired one, an implausible payload), or the
+    whole request (400, 413, 415, and for now 429 or 503): the page shows each in the
+    collector's words, never "not counted within a minute: is the aggregator running?".
+    Uploads are altered on their way to the real collector (the payload case:
+    test_a_report_the_collector_refuses_shows_its_reason); only the 429 and 503 are
+    answered here (from the collector's own error classes). Old code: a retired metric's
+    410 and the 429/503 ran into "not counted within a minute" or "the collector did not
+    answer"."""
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    status = _send_from_the_page(page, server, "app.old (v1)", "yes")
+    expect(status).to_have_text("counted", timeout=60_000)  # its definition is now cached
+    _request(f"{server.url}/v1/metrics/app.old/retire", "POST", None, server.admin_token)
+    too_many = TooManyRequests("reports", 30, "at most 2000 reports per minute per source")
+    guard = Refused(
+        "metric 'app.theme' version 1 holds its share of the replay guard", "guard", 0, 0
+    )
+    all_ones = {"b": base64.b64encode(b"\xff\xff\xf0").decode()}  # 20 bits set
+    cases: list[tuple[str, str, Callable[[Any], None] | None, list[str]]] = [
+        (
+            "app.old (v1)",
+            "no",
+            None,
+            ["HTTP 410: metric app.old was retired on", "stop reporting it"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            _altered(lambda r: r.update(version="1")),
+            ["HTTP 400: 'version' must be a positive integer"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            _altered(lambda r: r.update(extra=1)),
+            ["HTTP 400: unknown fields ['extra'] (a report has exactly"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            _altered(lambda r: r.update(metric="app.nosuch")),
+            ["HTTP 400: unknown metric 'app.nosuch' version 1"],
+        ),
+        (
+            "app.bits (v1)",
+            "b3",
+            _altered(lambda r: r.update(payload=all_ones)),
+            ["HTTP 400: oue payload", "implausible under oue: 20 of 20 bits are set"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            lambda route: route.continue_(post_data='{"reports": 5}'),
+            ["HTTP 400: 'reports' must be a list of reports"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            lambda route: route.continue_(
+                headers={**route.request.headers, "content-type": "text/plain"}
+            ),
+            ["HTTP 415: the request body must be JSON"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            lambda route: route.continue_(
+                post_data=json.dumps(
+                    {"reports": [json.loads(route.request.post_data)["reports"][0]] * 1001}
+                )
+            ),
+            ["HTTP 413: too many reports in one request"],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            _answered(429, too_many.error, too_many.details, 30),
+            [
+                "not delivered yet",
+                "HTTP 429: too many requests from this source: at most 2000",
+                "sends it again",
+            ],
+        ),
+        (
+            "app.theme (v1)",
+            "dark",
+            _answered(503, guard.error, guard.details, 60),
+            ["not delivered yet", "HTTP 503: metric 'app.theme' version 1 holds its share"],
+        ),
+    ]
+    for metric, value, handler, wanted in cases:
+        if handler is not None:
+            page.route(f"{server.url}/v1/reports", handler)
+        page.select_option("#try-metric", label=metric)
+        page.select_option("#try-value", value)
+        expect(page.locator("#try-send")).to_be_enabled()
+        page.click("#try-send")
+        for text in wanted:
+            expect(status).to_contain_text(text, timeout=60_000)
+        assert "aggregator" not in (status.text_content() or ""), metric
+        if handler is not None:
+            page.unroute(f"{server.url}/v1/reports")
+    page.close()
+
+
+def test_a_metric_with_dimensions_is_sent_with_the_values_picked(
+    browser: Any, server: Server
+) -> None:
+    """A metric with public dimensions: the page offers a select of each dimension's
+    values (none for a metric without), and the report carries the values picked, in the
+    clear beside its payload, and is counted. Old code: no select, and the SDK dropped the
+    report as invalid_dimensions ("not sent")."""
+    page = browser.new_page()
+    page.set_default_timeout(60_000)
+    page.goto(f"{server.url}/ui/try")
+    status = page.locator("#try-status")
+    expect(status).to_have_text("ready", timeout=60_000)
+    page.select_option("#try-metric", label="app.theme (v1)")
+    expect(page.locator("#try-dimensions")).to_be_hidden()
+    page.select_option("#try-metric", label="app.region (v1)")
+    fieldset = page.locator("#try-dimensions")
+    expect(fieldset).to_be_visible()
+    expect(fieldset).to_contain_text("not protected by ε")
+    platform = page.get_by_label("platform")
+    version = page.get_by_label("app_version")
+    assert platform.locator("option").all_text_contents() == ["ios", "android", "web"]
+    assert version.locator("option").all_text_contents() == ["1.0", "2.0"]
+    platform.select_option("web")
+    version.select_option("2.0")
+    page.select_option("#try-value", "dark")
+    page.click("#try-send")
+    expect(status).to_have_text("counted", timeout=60_000)
+    sent = json.loads(page.text_content("#try-payload") or "")["reports"]
+    assert [r["dimensions"] for r in sent] == [{"platform": "web", "app_version": "2.0"}]
+    assert _request(f"{server.url}/v1/estimates/app.region")["n"] == 1
     page.close()
