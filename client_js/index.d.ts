@@ -245,7 +245,7 @@ export class Client {
    *  (`stats().dropped`: a `report()` that resolved false, one the collector refused),
    *  since the previous `flush()` returned (or since the client was made); false
    *  otherwise, e.g. with the collector unreachable (the reports stay queued and are
-   *  retried). The Python SDK's `Client.flush()` says the same. */
+   *  retried). The Python and JVM SDKs' `flush()` say the same. */
   flush(): Promise<boolean>;
   stats(): ClientStats;
   privacy(): Record<string, unknown>;

@@ -398,7 +398,7 @@ export class Client {
    *  was delivered: true when the queue is empty and no report was dropped, for any reason
    *  (``stats().dropped``), since the previous flush() returned (or since the client was
    *  made). False when uploads failed (the reports stay queued and are retried) or some
-   *  were dropped: ``stats()`` says why. The Python SDK's contract. */
+   *  were dropped: ``stats()`` says why. The Python and JVM SDKs' contract. */
   async flush() {
     await this.lock;
     await this._commitSoon(true);

@@ -466,6 +466,11 @@ public final class Client implements java.io.Closeable {
     return c;
   }
 
+  /** Reports dropped (evictions included) when {@link #flush(long)} last returned. */
+  private long dropsAtFlush;
+
+  private final Object flushLock = new Object();
+
   private boolean drop(String reason) {
     stats.drop(reason, 1);
     return false;
@@ -473,7 +478,11 @@ public final class Client implements java.io.Closeable {
 
   // -- delivery -----------------------------------------------------------------------------
 
-  /** Send everything queued; wait until delivered or until uploads pause after failures. */
+  /**
+   * Send everything queued; wait until delivered or until uploads pause after failures.
+   *
+   * @return whether everything was delivered, as {@link #flush(long)} says
+   */
   public boolean flush() {
     return flush(-1);
   }
@@ -481,15 +490,28 @@ public final class Client implements java.io.Closeable {
   /**
    * Send everything queued now and wait until it is delivered, at most {@code timeoutMillis}.
    *
-   * @return whether the queue is empty (false: the reports stay queued and are retried)
+   * @return whether everything was delivered: true when the queue is empty and no report
+   *     was dropped, for any reason ({@code stats().get("dropped")}: a {@code report} that
+   *     returned false, one the collector refused, one the queue's quota evicted), since the
+   *     previous {@code flush} returned (or since the client was made); false otherwise,
+   *     e.g. with the collector unreachable (the reports stay queued and are retried). The
+   *     Python SDK's {@code Client.flush()} and the JavaScript SDK's say the same.
    */
   public boolean flush(long timeoutMillis) {
+    boolean empty;
     try {
-      return uploader.flush(timeoutMillis);
+      empty = uploader.flush(timeoutMillis);
     } catch (RuntimeException e) {
       stats.error(e.getClass().getSimpleName());
-      return false;
+      empty = false;
     }
+    long dropped = stats.droppedTotal() + store.evicted();
+    boolean clean;
+    synchronized (flushLock) {
+      clean = dropped == dropsAtFlush;
+      dropsAtFlush = dropped;
+    }
+    return empty && clean;
   }
 
   /**

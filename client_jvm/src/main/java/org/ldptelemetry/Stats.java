@@ -28,6 +28,13 @@ final class Stats {
     dropped.put(reason, dropped.get(reason) + n);
   }
 
+  /** Every report dropped so far, whatever the reason. */
+  synchronized long droppedTotal() {
+    long total = 0;
+    for (long n : dropped.values()) total += n;
+    return total;
+  }
+
   void error(String what) {
     lastError = what;
   }

@@ -85,6 +85,24 @@ class ClientTest {
   }
 
   @Test
+  void flushIsTrueOnlyWhenNothingIsQueuedAndNothingWasDroppedSinceTheLastFlush() throws Exception {
+    try (TestCollector collector = new TestCollector()) {
+      collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), ""));
+      try (Client client = new Client(collector.url(), fast().build())) {
+        assertTrue(client.flush(60_000), "nothing made, nothing lost");
+        assertFalse(client.report("app.theme", "purple")); // dropped on the device
+        assertTrue(client.report("app.theme", "dark"));
+        assertFalse(client.flush(60_000), "the queue is empty, but a report was dropped");
+        assertEquals(0L, client.stats().get("queued"));
+        assertTrue(client.flush(60_000), "the drop was told once");
+        assertTrue(client.report("app.theme", "light"));
+        assertTrue(client.flush(60_000));
+        assertEquals(2, collector.reportsReceived());
+      }
+    }
+  }
+
+  @Test
   void a413HalvesTheBatchAndAFinalRefusalDropsIt() throws Exception {
     try (TestCollector collector = new TestCollector()) {
       collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), ""));
@@ -95,8 +113,10 @@ class ClientTest {
         assertEquals(2, collector.batches().size(), "the four reports in two halves");
         collector.script.add(new int[] {400, -1});
         assertTrue(client.report("app.theme", 1));
-        assertTrue(client.flush(60_000), "a refused batch leaves the queue");
+        assertFalse(client.flush(60_000), "the refused batch left the queue, but was dropped");
         assertEquals(1L, dropped(client, "rejected"));
+        assertEquals(0L, client.stats().get("queued"));
+        assertTrue(client.flush(60_000), "nothing dropped since the previous flush");
         assertEquals(4, collector.reportsReceived());
       }
     }
@@ -190,7 +210,8 @@ class ClientTest {
         assertTrue(client.report("app.theme", "dark"));
         assertTrue(client.report("app.mode", "dark"));
         collector.definitionsDown = false; // back: the uploader asks for each bundled version
-        assertTrue(client.flush(60_000));
+        assertFalse(client.flush(60_000), "app.theme's report delivered, app.mode's dropped");
+        assertEquals(0L, client.stats().get("queued"));
         assertEquals(1L, dropped(client, "bundle_mismatch"), "app.mode v2 has other parameters on the collector");
       }
       assertEquals(1, collector.reportsReceived());
@@ -260,7 +281,8 @@ class ClientTest {
         assertFalse((Boolean) client.privacy().get("enabled"));
         assertTrue(client.enable());
         assertTrue(client.report("app.lang", "dark"));
-        assertTrue(client.flush(60_000));
+        assertFalse(client.flush(60_000), "delivered, but the report before the opt-in was dropped");
+        assertEquals(0L, client.stats().get("queued"));
       }
       assertEquals(2, collector.reportsReceived());
     }
@@ -305,7 +327,8 @@ class ClientTest {
           reported = client.report("app.theme", "dark");
         }
         assertTrue(reported, "the definition fetched apart serves the later reports");
-        assertTrue(client.flush(60_000));
+        assertFalse(client.flush(60_000), "delivered, but the first report was dropped");
+        assertEquals(0L, client.stats().get("queued"));
       }
       assertEquals(1, collector.reportsReceived());
     }

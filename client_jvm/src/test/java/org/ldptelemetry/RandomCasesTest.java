@@ -125,7 +125,7 @@ class RandomCasesTest {
           String name = url.substring(url.lastIndexOf('/') + 1);
           return new Transport.Response(200, Map.of("Content-Type", "application/json"), definitions.get(name).getBytes(StandardCharsets.UTF_8));
         };
-    ClientOptions options = ClientOptions.builder().transport(transport).random(source).flushAt(100_000).maxBatchReports(100_000).maxBatchBytes(1 << 30).build();
+    ClientOptions options = ClientOptions.builder().transport(transport).random(source).flushAt(100_000).flushIntervalMillis(86_400_000).maxBatchReports(100_000).maxBatchBytes(1 << 30).build();
     try (Client client = new Client("https://collector.example", options)) {
       client.store().setSecret(hex((String) run.get("secret")));
       for (Object o : cases) {
