@@ -59,6 +59,16 @@ LONG = [
     "Checkout, step 2: delivery address",
 ]
 COUNTRIES = [f"{a}{b}" for a in "ABCDEFG" for b in "AEIOUYZ"][:48]
+LONG_NAME = "checkout.payment_provider_selection_after_address_validation_2"
+"""A 62-character metric name, one word to a browser: it must wrap, not widen a page."""
+MIDDLE = [  # long labels that differ only in their middles: cut, they must stay apart
+    "Checkout, step 1 of 3: delivery address, billing address and gift options",
+    "Checkout, step 2 of 3: delivery address, billing address and gift options",
+    "Checkout, step 3 of 3: delivery address, billing address and gift options",
+    "Settings › Privacy and security › Site settings › Cookies and other site data",
+    "Settings › Privacy and security › Page settings › Cookies and other site data",
+    "a_single_unbroken_identifier_of_sixty_two_characters_for_tests",
+]
 METRICS: dict[str, dict[str, Any]] = {
     "app.screen": {"domain": LONG, "epsilon": 2.0, "mechanism": "oue"},
     "app.country": {"domain": COUNTRIES, "epsilon": 4.0, "description": "48 values: the top 40"},
@@ -80,6 +90,12 @@ METRICS: dict[str, dict[str, Any]] = {
         "description": "Minutes in the app per session.",
     },
     "search.term": {"kind": "string", "max_length": 8, "epsilon": 6.0},
+    LONG_NAME: {  # no budget: the overview lists it among those with none
+        "domain": MIDDLE,
+        "epsilon": 2.0,
+        "mechanism": "grr",
+        "dimensions": [{"name": "storefront_region_code", "values": ["north-america", "eu"]}],
+    },
     "app.crashes": {
         "kind": "joint",
         "attributes": [
@@ -113,6 +129,8 @@ def _value(name: str, rng: random.Random) -> tuple[Any, dict[str, str] | None]:
         return {"os": os_, "version": rng.choice(["1.0", "1.1", "2.0"]), "crash": crash}, None
     domain = spec["domain"]
     value = rng.choices(domain, [1 / (i + 1) for i in range(len(domain))])[0]
+    if name == LONG_NAME:
+        return value, {"storefront_region_code": rng.choice(["north-america", "eu"])}
     if "dimensions" in spec:
         return value, {"platform": rng.choice(["ios", "android"]), "app_version": "2.0"}
     return value, None
@@ -173,6 +191,19 @@ def _send_one(page: Page) -> None:
     page.wait_for_function("() => document.getElementById('try-status').textContent === 'counted'")
 
 
+def _send_long(page: Page) -> None:
+    """/ui/try: a long label of the metric with a 62-character name and a dimension, until
+    counted: the estimates table holds its long labels."""
+    page.select_option("#try-metric", label=f"{LONG_NAME} (v1)")
+    page.select_option("#try-value", MIDDLE[4])
+    page.select_option("#try-dimensions select", "north-america")
+    page.click("#try-send")
+    page.wait_for_function(
+        "() => document.getElementById('try-status').textContent === 'counted'"
+        " && document.getElementById('try-name').textContent.startsWith('checkout.')"
+    )
+
+
 def _break_down(page: Page) -> None:
     """A joint metric broken down by a second attribute: grouped bars and the heatmap."""
     page.select_option("#attr-select", "crash")
@@ -218,6 +249,7 @@ PAGES: dict[str, list[Visit]] = {
         Visit("/ui/metric/session.minutes"),
         Visit("/ui/metric/search.term", (_candidates,)),
         Visit("/ui/metric/app.crashes", (_break_down,)),
+        Visit(f"/ui/metric/{LONG_NAME}"),
         Visit("/ui/metric/no.such.metric"),
     ],
     "/ui/metric/<name>/explorer": [
@@ -226,7 +258,7 @@ PAGES: dict[str, list[Visit]] = {
         Visit("/ui/metric/session.minutes/explorer"),  # numeric: not offered
     ],
     "/ui/explorer": [Visit("/ui/explorer", (_string_mode,))],
-    "/ui/try": [Visit("/ui/try", (_send_one,))],
+    "/ui/try": [Visit("/ui/try", (_send_one, _send_long))],
 }
 """Every page (and state) to measure, by the dashboard route that serves it."""
 
