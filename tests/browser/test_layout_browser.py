@@ -391,3 +391,79 @@ def test_every_page_fits_a_phone_and_a_laptop_with_no_serious_axe_violation(
         )
     violations = {f"{m.url} @ {m.width}": m.serious for m in results if m.serious}
     assert not violations, json.dumps(violations, indent=1, ensure_ascii=False)
+
+
+CATEGORY_TICKS = """(id) => {
+  const chart = document.getElementById(id);
+  const axis = chart._fullLayout.yaxis.type === "category" ? "ytick" : "xtick";
+  const shown = (t) => Array.from(t.childNodes).filter((n) => n.nodeName !== "title");
+  return Array.from(chart.querySelectorAll(`.${axis} text`), (t) => ({
+    text: shown(t).map((n) => n.textContent).join(""),
+    title: t.querySelector("title")?.textContent ?? null,
+  }));
+}"""
+"""The texts of a chart's category ticks (on y when the bars lie, else on x), each with its
+tooltip (the whole label of a cut one)."""
+
+LEGEND_CHART = """(names) => {
+  const chart = document.createElement("div");
+  chart.className = "chart";
+  chart.id = "legend-check";
+  document.querySelector("main").append(chart);
+  const labels = ["a", "b", "c"];
+  const traces = names.map((name, i) => ({
+    type: "bar", name: LDP.plotText(name), x: labels, y: [0.1, 0.2 + i / 10, 0.3],
+  }));
+  const drawn = LDP.drawBars(chart, labels, traces, { tickformat: ".0%" }, { barmode: "group" });
+  return drawn.then(() => true);
+}"""
+"""Bars of three traces named ``names``, drawn by the dashboard's own LDP.drawBars into a
+chart appended to the page."""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_long_chart_labels_are_cut_in_the_middle_and_stay_apart(
+    browser: Browser, server: Server, width: int
+) -> None:
+    """Labels that differ only in their middles ("… › Site settings › …" and "… › Page
+    settings › …") are cut to fit in their middles, keeping where they differ: no two
+    ticks of the metric's chart read alike, each cut one keeps its label's start and end.
+    A legend of long trace names (three that differ only in their middles) is cut to the
+    chart's width, each entry apart, inside the chart and clear of the plot. Old code cut
+    labels at their ends, and names not at all: on a phone two ticks read "Settings ›
+    Privacy and s…" and the legend ran past the chart."""
+    context = browser.new_context(extra_http_headers=basic(READ_TOKEN))
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{server.url}/ui/metric/{LONG_NAME}?refresh=0")
+    settle(page)
+    got = page.evaluate(CATEGORY_TICKS, "freq-chart")
+    ticks = [t["text"] for t in got]
+    assert len(ticks) == len(MIDDLE), got
+    assert len(set(ticks)) == len(ticks), ticks
+    assert any("…" in t for t in ticks), ticks  # the labels were cut
+    for t in got:
+        whole = t["title"] or t["text"]
+        assert whole in MIDDLE, t
+        head, *_, tail = t["text"].split("…")
+        assert whole.startswith(head) and whole.endswith(tail), t
+    names = [f"{LONG_NAME} = {label}" for label in MIDDLE[:3]]
+    assert page.evaluate(LEGEND_CHART, names)
+    frame = page.locator("#legend-check svg.main-svg").first.bounding_box()
+    plot = page.locator("#legend-check .bglayer rect").first.bounding_box()
+    assert frame is not None and plot is not None
+    entries = page.eval_on_selector_all(
+        "#legend-check .legend text.legendtext",
+        """(ts) => ts.map((t) => {
+            const r = t.getBoundingClientRect();
+            return {text: t.textContent, left: r.left, right: r.right, top: r.top,
+                    bottom: r.bottom};
+        })""",
+    )
+    assert len(entries) == 3 and len({e["text"] for e in entries}) == 3, entries
+    for e in entries:
+        assert (
+            frame["x"] - SLACK <= e["left"] and e["right"] <= frame["x"] + frame["width"] + SLACK
+        ), e
+        assert e["top"] >= frame["y"] - SLACK and e["bottom"] <= plot["y"] + SLACK, (e, plot)
+    context.close()

@@ -67,7 +67,7 @@
       // the hover names each cell whole.
       const left = Math.min(width * 0.3, 240);
       const column = (width - left - 60) / cols.length - 4;
-      const cut = (labels, px) => labels.map((l) => L.plotText(L.fitText(L.visible(l), px)));
+      const cut = (labels, px) => L.fitLabels(labels.map(L.visible), px).map(L.plotText);
       const trace = { type: "heatmap", uid: "heatmap", x: cols.map((c, i) => i), y: rows.map((r, i) => i), z,
         customdata: rows.map((r) => cols.map((c) => [L.plotText(r), L.plotText(c)])),
         // Darker is more; the share in each cell when it fits.

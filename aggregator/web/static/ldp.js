@@ -151,18 +151,77 @@
     ruler.font = size + "px " + FONT;
     return ruler.measureText(String(text)).width;
   };
-  /** `text` cut to at most `px` wide, ending in "…" when cut. */
-  LDP.fitText = function (text, px, size = TICK) {
+  /** The text of `chars` that keeps the pieces [from, to) of `pieces` (in order, apart),
+   * an ellipsis wherever characters were left out. */
+  const keep = (chars, pieces) => {
+    let out = "";
+    let at = 0;
+    for (const [from, to] of pieces) {
+      if (to <= from) continue;
+      out += (from > at ? "…" : "") + chars.slice(from, to).join("");
+      at = to;
+    }
+    return out + (at < chars.length ? "…" : "");
+  };
+  /** The longest of `make(n)` for n = 0, 1, … that fits `px` (make grows with n). */
+  const longest = (make, most, px, size) => {
+    let lo = 0;
+    let hi = most;
+    while (lo < hi) {
+      const mid = Math.ceil((lo + hi) / 2);
+      if (LDP.textWidth(make(mid), size) <= px) lo = mid; else hi = mid - 1;
+    }
+    return make(lo);
+  };
+  /** `text` cut in its middle to at most `px` wide, its start and its end kept
+   * ("Settings › Pri…other site data"); with `at`, the character at that index kept too,
+   * with a few around it ("Checkout…step 2 o…ift options"). */
+  LDP.fitMiddle = function (text, px, size = TICK, at = null) {
     const s = String(text);
     if (LDP.textWidth(s, size) <= px) return s;
     const chars = Array.from(s);
-    let lo = 0;
-    let hi = chars.length;
-    while (lo < hi) {  // the longest prefix that fits with its ellipsis
-      const mid = Math.ceil((lo + hi) / 2);
-      if (LDP.textWidth(chars.slice(0, mid).join("") + "…", size) <= px) lo = mid; else hi = mid - 1;
+    const n = chars.length;
+    if (at === null || at < 0 || at >= n) {
+      return longest((k) => keep(chars, [[0, Math.ceil(k / 2)], [n - Math.floor(k / 2), n]]), n - 1, px, size);
     }
-    return chars.slice(0, lo).join("").trimEnd() + "…";
+    // k characters of each of three pieces: the start, around `at`, the end (merged where they meet)
+    return longest((k) => {
+      const a = Math.max(0, at - Math.floor(k / 2));
+      const b = Math.min(n, Math.max(at + 1, a + k));
+      const pieces = [[0, Math.min(k, a)], [a, b], [Math.max(b, n - k), n]];
+      return keep(chars, pieces);
+    }, n, px, size);
+  };
+  /** Labels cut to at most `px` wide each, in their middles, and kept apart: labels that
+   * the cut would make alike (they differ only in their middles) keep the first place
+   * where each differs from the others; any still alike get a number (" ·2"). */
+  LDP.fitLabels = function (labels, px, size = TICK) {
+    const whole = labels.map(String);
+    const cut = whole.map((l) => LDP.fitMiddle(l, px, size));
+    const alike = () => {
+      const groups = new Map();
+      cut.forEach((c, i) => groups.set(c, [...(groups.get(c) || []), i]));
+      return [...groups.values()].filter((g) => g.length > 1 && new Set(g.map((i) => whole[i])).size > 1);
+    };
+    const common = (a, b) => {
+      let i = 0;
+      while (i < a.length && i < b.length && a[i] === b[i]) i++;
+      return i;
+    };
+    for (const group of alike()) {
+      for (const i of group) {
+        const chars = Array.from(whole[i]);
+        const at = Math.max(...group.filter((j) => j !== i).map((j) => common(chars, Array.from(whole[j]))));
+        cut[i] = LDP.fitMiddle(whole[i], px, size, at);
+      }
+    }
+    for (const group of alike()) {
+      group.slice(1).forEach((i, j) => {
+        const mark = " ·" + (j + 2);
+        cut[i] = LDP.fitMiddle(whole[i], px - LDP.textWidth(mark, size), size) + mark;
+      });
+    }
+    return cut;
   };
   /** Below this many px a chart is drawn for a phone: short trace names, more of its
    * width for labels, room for a legend of several rows. */
@@ -222,9 +281,11 @@
   LDP.drawBars = function (chart, categories, traces, values, extra) {
     const { categoryTitle, ...rest } = extra || {};
     const shown = categories.map(LDP.visible);
+    let legend = [];
     return LDP.draw(chart, function (width) {
       const narrow = width < LDP.NARROW;
-      const named = traces.map(({ short, ...t }) => (narrow && short ? { ...t, name: short } : t));
+      const named = legendNames(traces.map(({ short, ...t }) => (narrow && short ? { ...t, name: short } : t)), width);
+      legend = named.length > 1 ? named.map((t) => t.name) : [];
       const widest = Math.max(0, ...shown.map((c) => LDP.textWidth(c)));
       const band = (width - 90) / Math.max(1, categories.length);
       const title = categoryTitle ? { text: categoryTitle } : undefined;
@@ -241,9 +302,9 @@
         };
       }
       const room = Math.min(width * (narrow ? 0.4 : 0.3), 320);
-      const cut = shown.map((c) => LDP.fitText(c, room));
+      const cut = LDP.fitLabels(shown, room);
       const perRow = Math.max(24, 12 * traces.length + 12);
-      const legendRows = narrow ? traces.length : 1;
+      const legendRows = Math.max(narrow ? traces.length : 1, rowsOf(legend, width));
       const height = 70 + 22 * legendRows + perRow * categories.length;
       chart._ldpTicks = { cut, whole: shown };
       return {
@@ -267,6 +328,32 @@
       }
     });
   };
+  /* A legend entry: its symbol and gaps beside its text, in px (Plotly's, rounded up). */
+  const LEGEND_ITEM = 48;
+  /** Traces whose legend names are cut (in their middles, kept apart) so that each entry
+   * fits the chart's width; the whole name stays in the hover. */
+  function legendNames(traces, width) {
+    const names = traces.map((t) => String(t.name ?? ""));
+    const shown = names.map((n) => n.replace(/<[^>]*>/g, "").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&"));
+    const room = Math.max(40, width - LEGEND_ITEM - 24);
+    if (shown.every((n) => LDP.textWidth(n) <= room)) return traces;
+    const cut = LDP.fitLabels(shown, room);
+    return traces.map((t, i) => (cut[i] === shown[i] ? t : { ...t, name: plotEscape(cut[i]) }));
+  }
+  /** Rows a horizontal legend of entries `names` (plot text) takes at `width`, as Plotly
+   * lays it out: entries left to right, a new row when the next one does not fit. */
+  function rowsOf(names, width) {
+    if (!names.length) return 1;
+    let rows = 1;
+    let x = 0;
+    for (const name of names) {
+      const w = LDP.textWidth(String(name).replace(/<[^>]*>/g, "")) + LEGEND_ITEM;
+      if (x > 0 && x + w > width - 24) { rows++; x = 0; }
+      x += w;
+    }
+    return rows;
+  }
+
   /* A cut tick label's whole text as its tooltip (an SVG <title>). */
   function wholeLabels(chart) {
     const ticks = chart._ldpTicks;

@@ -249,10 +249,11 @@
     const empty = !windows.some((w) => w.n > 0);
     L.draw(chart, function (width) {
       const narrow = width < L.NARROW;
-      // A legend entry as wide as the chart at most: a long label is cut (whole in the hover).
+      // A legend entry as wide as the chart at most: a long label is cut in its middle,
+      // apart from the others (whole in the hover).
       const room = width - 80;
-      const named = traces.map(({ whole, ...t }) => (whole && L.textWidth(whole) > room
-        ? { ...t, name: L.plotText(L.fitText(whole, room)) } : t));
+      const cut = L.fitLabels(traces.map((t) => t.whole || ""), room);
+      const named = traces.map(({ whole, ...t }, i) => (whole && cut[i] !== whole ? { ...t, name: L.plotText(cut[i]) } : t));
       const layout = L.layout({
         xaxis: { type: windows.length ? "date" : "-", range, title: { text: "time (UTC)" }, automargin: true, visible: !empty,
           nticks: Math.max(2, Math.floor(width / 120)), ticklabelstandoff: 6 },
