@@ -22,6 +22,7 @@ from collector import (
     api_ops,
     api_reports,
     api_sdk,
+    api_tokens,
     cors,
     ohttp_gateway,
     ohttp_shuffle,
@@ -33,12 +34,13 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from collector.throttle_log import ThrottleLog
-from ldp_api import context
+from ldp_api import auth, context
 from ldp_edge.admission import Admission, IdentifySource, environ_key
 from ldp_edge.slow_bodies import BodyDeadline
 from ldp_store import connection
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
+from ldp_store.tokens import TokenStore
 
 __all__ = ["answer_headers", "create_app", "open_redis"]
 
@@ -156,7 +158,15 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.after_request(answer_headers)  # errors pass through it too
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)
-    for blueprint in (api_metrics.bp, api_lifecycle.bp, api_reports.bp, api_ops.bp, api_sdk.bp):
+    auth.install(app, TokenStore(client))  # every route's scope, before its view
+    for blueprint in (
+        api_metrics.bp,
+        api_lifecycle.bp,
+        api_reports.bp,
+        api_ops.bp,
+        api_sdk.bp,
+        api_tokens.bp,
+    ):
         app.register_blueprint(blueprint)
 
     # The source's keyed hash is taken first; then the address leaves the environ.

@@ -21,7 +21,7 @@ from typing import Any
 
 from flask import Blueprint
 
-from collector.api_metrics import ADMIN_TOKEN, require_admin, version_arg
+from collector.api_metrics import ADMIN_TOKEN, version_arg
 from collector.context import services
 from collector.errors import ApiError
 from collector.models import KeyCount, Retirement, VersionQuery
@@ -82,10 +82,10 @@ def _which(registry: Registry, name: str, version: int | None) -> list[int]:
     {200: Reply("Retired (since the first retire call).", Retirement), **_AUTH},
     path=MetricPath,
     security=[ADMIN_TOKEN],
+    scope="metrics:write",
 )
 def retire(name: str) -> dict[str, Any]:
     """Retire ``name`` (every version); repeating it keeps the first date."""
-    require_admin()
     registry = services().registry
     _registered(registry, name)
     since = registry.retire(name)
@@ -98,10 +98,10 @@ def retire(name: str) -> dict[str, Any]:
     {200: Reply("Taking reports.", Retirement), **_AUTH},
     path=MetricPath,
     security=[ADMIN_TOKEN],
+    scope="metrics:write",
 )
 def unretire(name: str) -> dict[str, Any]:
     """Take reports of ``name`` again."""
-    require_admin()
     registry = services().registry
     _registered(registry, name)
     registry.unretire(name)
@@ -136,10 +136,10 @@ def _count(name: str, versions: list[int], deleted: bool) -> tuple[KeyCount, lis
     path=MetricPath,
     query=VersionQuery,
     security=[ADMIN_TOKEN],
+    scope="metrics:delete",
 )
 def preview_delete(name: str) -> dict[str, Any]:
     """The keys of every version of ``name`` (or ``?version=N``), by kind, with bytes."""
-    require_admin()
     versions = _which(services().registry, name, version_arg())
     body, _ = _count(name, versions, deleted=False)
     return answer(body)
@@ -159,10 +159,10 @@ def preview_delete(name: str) -> dict[str, Any]:
     path=MetricPath,
     query=VersionQuery,
     security=[ADMIN_TOKEN],
+    scope="metrics:delete",
 )
 def delete_metric(name: str) -> dict[str, Any]:
     """Delete ``name``'s versions (or ``?version=N``): their keys, then their definitions."""
-    require_admin()
     ctx = services()
     registry = ctx.registry
     versions = _which(registry, name, version_arg())

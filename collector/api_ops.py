@@ -8,25 +8,23 @@ neither set it stays open, as before (a collector on a private network).
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, current_app
 from redis.exceptions import RedisClusterException
 
 from collector.context import services
-from collector.errors import ApiError
 from collector.memory import GuardReading
 from collector.models import GuardRefusal, Readiness, Status
 from ldp_api.models import Error, answer
 from ldp_api.openapi import Header, Media, Reply, Scheme, document, documented
 from ldp_store.lifecycle import MemoryReport
 
-__all__ = ["METRICS_TOKEN", "bp", "require_metrics_token"]
+__all__ = ["METRICS_TOKEN", "bp"]
 
 bp = Blueprint("ops", __name__)
 
@@ -39,33 +37,7 @@ METRICS_TOKEN = Scheme(
     "the first two is set; without them /metrics is open.",
     setting=("METRICS_TOKEN", "READ_TOKEN"),
 )
-"""What ``GET /metrics`` wants (:func:`require_metrics_token`)."""
-
-_REALM = 'Bearer realm="ldp-metrics"'
-
-
-def require_metrics_token() -> None:
-    """With a metrics or read token configured, check the bearer token in constant time.
-
-    Raises:
-        ApiError: 401 (with ``WWW-Authenticate``) if the token is missing or wrong.
-    """
-    config = current_app.config
-    guards = [config.get("METRICS_TOKEN"), config.get("READ_TOKEN")]
-    if not any(guards):
-        return
-    accepted = [str(t).encode() for t in (*guards, config.get("ADMIN_TOKEN")) if t]
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    sent = token.strip().encode()
-    # Compare with every token (no early exit): the time says nothing about which matched.
-    matches = [hmac.compare_digest(sent, t) for t in accepted]
-    if scheme.lower() != "bearer" or not sent or not any(matches):
-        raise ApiError(
-            401,
-            "a metrics token is required",
-            ["send 'Authorization: Bearer <LDP_METRICS_TOKEN or LDP_READ_TOKEN>'"],
-            headers={"WWW-Authenticate": _REALM},
-        )
+"""What ``GET /metrics`` wants (scope ``prometheus:read``, checked by :mod:`ldp_api.auth`)."""
 
 
 @bp.get("/healthz")
@@ -122,10 +94,10 @@ def readyz() -> dict[str, Any]:
         ),
     },
     security=[METRICS_TOKEN],
+    scope="prometheus:read",
 )
 def prometheus() -> Response:
     """The collector's counters and latency histogram, in Prometheus' text format."""
-    require_metrics_token()
     ctx = services()
     memory: MemoryReport | None = None
     guard: GuardReading | None = None

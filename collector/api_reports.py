@@ -14,12 +14,22 @@ from collector.models import IngestError, IngestResult, ReportBatch
 from collector.ohttp_gateway import OBLIVIOUS_ENVIRON_KEY
 from collector.ohttp_shuffle import relayed
 from ldp_api.models import Error, answer
-from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 from ldp_edge.admission import SOURCE_ENVIRON_KEY, TooManyRequests
 
-__all__ = ["bp"]
+__all__ = ["INGEST_KEY", "bp"]
 
 bp = Blueprint("reports", __name__)
+
+INGEST_KEY = Scheme(
+    "ingestKey",
+    "bearer",
+    "An ingest key (a scoped token with scope ingest: ldp tokens create --kind ingest), "
+    "asked for only when LDP_REQUIRE_INGEST_KEY is set; public, embedded in apps.",
+    setting="REQUIRE_INGEST_KEY",
+    unset="absent",
+)
+"""What ``POST /v1/reports`` wants once ingest keys are required."""
 
 TOO_MANY = Reply(
     "This source (address) sent more requests or reports than its limit allows; nothing "
@@ -39,6 +49,12 @@ TOO_MANY = Reply(
             "implausible under its metric's mechanism).",
             IngestError,
         ),
+        401: Reply(
+            "Ingest keys are required and none valid was sent: drop the batch.",
+            Error,
+            {"WWW-Authenticate": Header("Bearer.")},
+        ),
+        403: Reply("The token sent does not grant ingest.", Error),
         410: Reply(
             "Every report names a retired metric: stop reporting it (retired lists them).",
             IngestError,
@@ -55,6 +71,8 @@ TOO_MANY = Reply(
     "has a request and a report budget (429 when spent). 4xx but 429: drop the batch; "
     "429 and 503: retry it after Retry-After.",
     body=ReportBatch,
+    security=[INGEST_KEY],
+    scope="ingest",
 )
 def post_reports() -> tuple[dict[str, Any], int]:
     """Admit, validate and append ``{"reports": [...]}``; 202 once Redis has them."""

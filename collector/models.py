@@ -42,8 +42,15 @@ from ldp_api.models import (
     OneOf,
     WindowRetention,
 )
+from ldp_store.tokens import SCOPES
 
 __all__ = [
+    "NewToken",
+    "RotateRequest",
+    "TokenInfo",
+    "TokenList",
+    "TokenPath",
+    "TokenRequest",
     "Attribute",
     "CategoricalSpec",
     "IngestError",
@@ -452,3 +459,79 @@ class Readiness(Status):
     refused: list[GuardRefusal]
     """Metric versions the replay guard refuses now (503 for their reports only; the
     collector takes every other metric's): an alert, not a reason to stop routing."""
+
+
+TokenScope = Annotated[str, OneOf(SCOPES)]
+"""One of the scopes a token may grant."""
+
+TokenPrefix = Annotated[str, Field(pattern=r"^ldp_[0-9a-f]{12}$")]
+"""A token's prefix: ``ldp_`` and its 12-hex-digit id (never its secret)."""
+
+MAX_TOKEN_NAME = 80
+"""Characters of a token's name: a label for people (``ios-app``, ``ci-deploy``)."""
+
+MAX_TOKEN_SECONDS = 10 * 365 * 86400
+"""The longest lifetime or overlap, in seconds (ten years): anything longer is a typo."""
+
+
+class TokenRequest(Model):
+    """What ``POST /v1/tokens`` takes: a kind or explicit scopes."""
+
+    closed = True
+    name: Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_NAME)]
+    """What it is for (shown in lists; not secret)."""
+    kind: Literal["ingest", "read", "admin"] | Absent = None
+    """ingest: scope ingest (public, for apps); read: metrics:read; admin: every scope but
+    ingest. Exactly one of kind and scopes."""
+    scopes: Annotated[list[TokenScope], Field(min_length=1)] | Absent = None
+    """The scopes, when not a kind's."""
+    expires_in: Annotated[int, Field(ge=1, le=MAX_TOKEN_SECONDS)] | Absent = None
+    """Seconds until it expires; absent: never."""
+
+
+class RotateRequest(Model):
+    """What ``POST /v1/tokens/<prefix>/rotate`` takes."""
+
+    closed = True
+    overlap: Annotated[int, Field(ge=0, le=MAX_TOKEN_SECONDS)] = 86400
+    """Seconds the old token keeps working (default a day; 0: none, as a revocation)."""
+
+
+class TokenPath(Model):
+    """The ``<prefix>`` of a token's URL."""
+
+    prefix: TokenPrefix
+
+
+class TokenInfo(Model):
+    """A token's record: never its secret."""
+
+    prefix: TokenPrefix
+    name: str
+    project: str
+    scopes: list[TokenScope]
+    created: str
+    """UTC, ISO 8601."""
+    expires: str | None
+    """When it stops working (UTC, ISO 8601), null: never."""
+    revoked: str | None
+    """When it was revoked (UTC, ISO 8601), null: not revoked."""
+    created_by: str
+    """Who made it: a configured token's name or a scoped token's prefix."""
+    replaced_by: TokenPrefix | None
+    """The token a rotation made in its place."""
+    active: bool
+    """Neither revoked nor expired now."""
+
+
+class NewToken(TokenInfo):
+    """A token just made: its text, shown this once (store it now)."""
+
+    token: str
+    """The bearer token: ``Authorization: Bearer <token>``."""
+
+
+class TokenList(Model):
+    """Every token (revoked and expired ones too)."""
+
+    tokens: list[TokenInfo]

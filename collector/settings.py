@@ -130,6 +130,8 @@ DEFAULTS: dict[str, Any] = {
     "DEVICE_EPSILON_PER_DAY": None,
     "DEVICE_EPSILON_LIFETIME": None,
     "CORS_ORIGINS": None,
+    "REQUIRE_READ_TOKEN": False,
+    "REQUIRE_INGEST_KEY": False,
 }
 
 _POSITIVE_INTS = (
@@ -146,6 +148,11 @@ _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_A
 """Non-negative integers: 0 turns the limit (or the wait for replicas) off."""
 _DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")
 """The device-wide caps the collector publishes (``client_sdk.device``): None or ε > 0."""
+_SWITCHES = ("REQUIRE_READ_TOKEN", "REQUIRE_INGEST_KEY")
+"""On/off settings: reads need a token (``metrics:read``) even without ``LDP_READ_TOKEN``
+(scoped tokens only); reports need an ingest key (scope ``ingest``)."""
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"", "0", "false", "no", "off"}
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 
 
@@ -193,6 +200,8 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in _DEVICE_CAPS:
         out[key] = _device_cap(key, config.get(key))
     out["CORS_ORIGINS"] = _origins(config.get("CORS_ORIGINS"))
+    for key in _SWITCHES:
+        out[key] = _switch(key, config.get(key, DEFAULTS[key]))
     out.update(check_tokens(config))
     return out
 
@@ -297,6 +306,20 @@ def _origins(value: object) -> tuple[str, ...]:
             )
         out.append(origin)
     return tuple(out)
+
+
+def _switch(key: str, value: object) -> bool:
+    """An on/off setting: a bool, 0/1, or true/false, yes/no, on/off as text."""
+    if isinstance(value, bool):
+        return value
+    if value in (0, 1) and isinstance(value, int):
+        return bool(value)
+    if value is None:
+        return False
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return text in _TRUE
+    raise ConfigError(f"{key} must be true or false (1/0, yes/no, on/off), got {value!r}")
 
 
 def _limit(key: str, value: object) -> int:

@@ -29,6 +29,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_jso
 from pydantic_core import core_schema
 
 from ldp_api.models import Error
+from ldp_store.tokens import SCOPES
 
 __all__ = [
     "INFO",
@@ -49,7 +50,8 @@ INFO = {
     "description": "Ingestion of locally differentially private reports and, on "
     "`ldp serve`, the estimates computed from them. Errors are "
     '{"error": "...", "details": [...]}: 4xx means the request will never be '
-    "valid, 503 (with Retry-After) means retry later.",
+    "valid, 503 (with Retry-After) means retry later. An operation's `x-scope` is what a "
+    "token must grant to call it (docs/guides/teams.md); none: open.",
 }
 
 _ATTRIBUTE = "openapi_operation"
@@ -112,15 +114,17 @@ class Scheme:
     then never answered, and states the operation as ``unset`` says."""
     unset: str = "open"
     """What an operation whose schemes are all off does: ``open`` (the read token: the
-    scheme is documented as optional, an empty requirement beside it) or ``disabled``
-    (the admin token: no credential is asked for, as none would help; it answers 403)."""
+    scheme is documented as optional, an empty requirement beside it), ``absent`` (the
+    ingest key: open, and documented as if the scheme did not exist, without its 401 and
+    403) or ``disabled`` (the admin token: no credential is asked for, as none would
+    help; it answers 403)."""
 
     def asked(self, app: Flask) -> bool:
         """Whether ``app`` asks for this scheme (always, unless it has a ``setting``)."""
         if self.setting is None:
             return True
         keys = (self.setting,) if isinstance(self.setting, str) else self.setting
-        return any(app.config.get(key) not in (None, "") for key in keys)
+        return any(app.config.get(key) not in (None, "", False) for key in keys)
 
 
 @dataclass(frozen=True)
@@ -136,6 +140,8 @@ class Operation:
         body: the model of the JSON request body.
         security: schemes any one of which grants access (none: open); a scheme with a
             ``setting`` only while that setting is set.
+        scope: what a token must grant (:data:`ldp_store.tokens.SCOPES`); None: open.
+            :mod:`ldp_api.auth` enforces it; the document states it as ``x-scope``.
     """
 
     summary: str
@@ -145,6 +151,7 @@ class Operation:
     query: type[BaseModel] | None = None
     body: type[BaseModel] | None = None
     security: Sequence[Scheme] = ()
+    scope: str | None = None
 
 
 UNAVAILABLE = Reply(
@@ -168,9 +175,18 @@ def documented(
     query: type[BaseModel] | None = None,
     body: type[BaseModel] | None = None,
     security: Sequence[Scheme] = (),
+    scope: str | None = None,
 ) -> Callable[[View], View]:
-    """Attach an :class:`Operation` to a view (put it below the route decorator)."""
-    operation = Operation(summary, responses, description, path, query, body, tuple(security))
+    """Attach an :class:`Operation` to a view (put it below the route decorator).
+
+    Raises:
+        ValueError: a ``scope`` that is not one of :data:`ldp_store.tokens.SCOPES`.
+    """
+    if scope is not None and scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}: one of {', '.join(SCOPES)}")
+    operation = Operation(
+        summary, responses, description, path, query, body, tuple(security), scope
+    )
 
     def attach(view: View) -> View:
         setattr(view, _ATTRIBUTE, operation)
@@ -342,12 +358,14 @@ def _entry(
 ) -> dict[str, Any]:
     """One operation's object; the security schemes it names are added to ``schemes``."""
     entry: dict[str, Any] = {"summary": operation.summary}
+    if operation.scope is not None:
+        entry["x-scope"] = operation.scope
     if operation.description:
         entry["description"] = operation.description
     parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")
     if parameters:
         entry["parameters"] = parameters
-    off = _security(app, operation, entry, schemes)
+    off, absent = _security(app, operation, entry, schemes)
     if operation.body is not None:
         entry["requestBody"] = {
             "required": True,
@@ -356,20 +374,22 @@ def _entry(
     entry["responses"] = {
         str(status): _reply(reply, refs)
         for status, reply in sorted(operation.responses.items())
-        if not (off and status == 401)
+        if not (off and status == 401) and not (absent and status == 403)
     }
     return entry
 
 
 def _security(
     app: Flask, operation: Operation, entry: dict[str, Any], schemes: dict[str, Scheme]
-) -> bool:
-    """Set ``entry``'s security as ``app`` is configured; True while none of the
+) -> tuple[bool, bool]:
+    """Set ``entry``'s security as ``app`` is configured. Returns whether none of the
     operation's schemes is switched on (then no 401 can come back, and the operation is
-    either open, its security optional, or disabled: 403)."""
+    open, its security optional; disabled: 403; or absent: documented without it), and
+    whether it is absent."""
     off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
     disabled = off and all(s.unset == "disabled" for s in operation.security)
-    if operation.security and not disabled:
+    absent = off and all(s.unset == "absent" for s in operation.security)
+    if operation.security and not disabled and not absent:
         entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
         schemes.update((s.name, s) for s in operation.security)
     if disabled:
@@ -378,4 +398,4 @@ def _security(
             f"Disabled on this server ({names} is not set): answers 403. "
             + entry.get("description", "")
         ).strip()
-    return off
+    return off, absent

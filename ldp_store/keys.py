@@ -45,12 +45,16 @@ __all__ = [
     "stream_key",
     "support_key",
     "tag",
+    "token_key",
+    "TOKENS_SET",
     "window_keys",
     "windows_key",
 ]
 
 PREFIX = "ldp"
 METRICS_SET = f"{PREFIX}:metrics"
+TOKENS_SET = f"{PREFIX}:tokens"
+"""The ids of every scoped token (:mod:`ldp_store.tokens`), revoked and expired ones too."""
 SHUFFLE_MIN_BATCH = 100
 """B by default: a shuffle pool of relayed reports is released as soon as it holds B
 (``LDP_SHUFFLE_MIN_BATCH``; the collectors release pools at it, the dashboard states the ε
@@ -68,6 +72,11 @@ ENTRY_REPORTS = 32
 :data:`ldp_store.scripts.APPEND`): the per-entry costs (``XADD``, ``XACK``, the entry's
 bytes) are shared by up to 32 reports, and a worker's read of N entries holds at most
 32·N reports."""
+
+
+def token_key(token_id: str) -> str:
+    """One scoped token's record (a hash: its SHA-256, scopes, expiry, revocation)."""
+    return f"{PREFIX}:token:{token_id}"
 
 
 def metric_key(name: str) -> str:

@@ -29,6 +29,7 @@ from aggregator.cli import (
     keys,
     metrics,
     study,
+    tokens,
 )
 
 __all__ = ["COMMANDS"]
@@ -42,5 +43,6 @@ COMMANDS: tuple[click.Command, ...] = (
     estimates.estimates,
     keys.keys,
     alerts.alerts,
+    tokens.tokens,
 )
 """Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

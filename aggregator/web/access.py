@@ -15,25 +15,21 @@ purpose, so nothing in the process can tie a request to a client; the ``Authoriz
 header is the one credential the app reads. Use HTTPS in front of it, as for the admin
 token.
 
-The admin token (``LDP_ADMIN_TOKEN``) also grants reads. Metric changes always need the
-admin token (:func:`collector.api_metrics.require_admin`). The apps' own endpoints stay
-open: ``GET /v1/metrics`` (definitions), ``POST /v1/reports`` and health; Prometheus'
-``/metrics`` wants this token (or ``LDP_METRICS_TOKEN``) once one is set
-(:func:`collector.api_ops.require_metrics_token`).
-Tokens are compared in constant time.
+The admin token (``LDP_ADMIN_TOKEN``) and scoped tokens granting ``metrics:read`` (``ldp
+tokens``) read too; ``LDP_REQUIRE_READ_TOKEN`` closes reads without a configured read
+token. Every check is :mod:`ldp_api.auth`'s (each route's scope); this module gives the
+read side's answers to a refusal and the scope of the dashboard's pages.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hmac
-from collections.abc import Collection
-
 from flask import Flask, Response, current_app, jsonify, render_template, request
 
+from ldp_api import auth
+from ldp_api.context import shared
 from ldp_api.models import Error, answer
 from ldp_api.openapi import Header, Reply, Scheme
+from ldp_store.tokens import TokenStore
 
 __all__ = [
     "PROTECTED_BLUEPRINTS",
@@ -41,7 +37,6 @@ __all__ = [
     "READ_TOKEN",
     "REALM",
     "UNAUTHORIZED",
-    "authorized",
     "install",
     "read_token",
 ]
@@ -61,15 +56,16 @@ READ_TOKEN = (
     Scheme(
         "readToken",
         "bearer",
-        "LDP_READ_TOKEN (or the admin token): asked for only when LDP_READ_TOKEN is set; "
-        "without it the read APIs are open.",
-        setting="READ_TOKEN",
+        "LDP_READ_TOKEN, the admin token, or a scoped token granting metrics:read: asked "
+        "for only when LDP_READ_TOKEN (or LDP_REQUIRE_READ_TOKEN) is set; without it the "
+        "read APIs are open.",
+        setting=("READ_TOKEN", "REQUIRE_READ_TOKEN"),
     ),
     Scheme(
         "readTokenBasic",
         "basic",
         "The same token as the password, any user name (what the dashboard's pages send).",
-        setting="READ_TOKEN",
+        setting=("READ_TOKEN", "REQUIRE_READ_TOKEN"),
     ),
 )
 """How a read API's view documents its access: either scheme is accepted, and without
@@ -89,52 +85,10 @@ UNAUTHORIZED = Reply(
 
 
 def read_token(app: Flask | None = None) -> str | None:
-    """The configured read token, or None when reads are open (the app factory reads it
-    from the environment as text and refuses a short one: :func:`collector.settings.check_tokens`).
-    """
+    """The configured read token, or None (the app factory reads it from the environment
+    as text and refuses a short one: :func:`collector.settings.check_tokens`)."""
     token = (app or current_app).config.get("READ_TOKEN")
     return None if token is None or token == "" else str(token)
-
-
-def _same(given: str, expected: str) -> bool:
-    return hmac.compare_digest(given.encode(), expected.encode())
-
-
-def _presented() -> str | None:
-    """The token of a Bearer header or the password of a Basic one, else None."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    scheme, value = scheme.lower(), value.strip()
-    if scheme == "bearer" and value:
-        return value
-    if scheme == "basic" and value:
-        try:
-            decoded = base64.b64decode(value, validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            return None
-        _, sep, password = decoded.partition(":")
-        return password if sep else None
-    return None
-
-
-def authorized(token: str | None = None) -> bool:
-    """Whether the current request may read (always, when no read token is set).
-
-    Args:
-        token: the read token (default: the app's).
-    """
-    expected = token if token is not None else read_token()
-    if expected is None:
-        return True
-    given = _presented()
-    if given is None:
-        return False
-    admin = current_app.config.get("ADMIN_TOKEN")
-    # Both comparisons always run: how long a check takes says nothing about which
-    # token (if any) was close.
-    read_ok = _same(given, expected)
-    admin_ok = _same(given, str(admin)) if admin else False
-    return read_ok or admin_ok
 
 
 def _refuse_page() -> Response:
@@ -143,7 +97,9 @@ def _refuse_page() -> Response:
     return response
 
 
-def _refuse_api() -> Response:
+def _refuse_api(scope: str, reason: auth.Reason) -> Response:
+    if reason == "lacking":
+        return auth.refuse_json(scope, reason)
     sent = bool(request.authorization or request.headers.get("Authorization"))
     error = "the read token is not valid" if sent else "a read token is required"
     response = jsonify(
@@ -158,18 +114,12 @@ def _refuse_api() -> Response:
     return response
 
 
-def install(app: Flask, blueprints: Collection[str] = PROTECTED_BLUEPRINTS) -> None:
-    """Require the read token (when configured) for every endpoint of ``blueprints``.
-
-    Args:
-        app: the app the blueprints are (or will be) registered on.
-        blueprints: names of the blueprints that read.
-    """
-
-    @app.before_request
-    def _check_read_access() -> Response | None:
-        if read_token() is None or request.blueprint not in blueprints:
-            return None
-        if request.endpoint in PUBLIC_ENDPOINTS or authorized():
-            return None
-        return _refuse_page() if request.blueprint == "dashboard" else _refuse_api()
+def install(app: Flask) -> None:
+    """Give the read routes their refusals and the dashboard's pages their scope
+    (``metrics:read``, but for :data:`PUBLIC_ENDPOINTS`), on ``app``'s policy (installed
+    here when the app has none: a read side mounted without the collector)."""
+    policy = auth.install(app, TokenStore(shared(app=app).redis))
+    for blueprint in PROTECTED_BLUEPRINTS:
+        policy.protect(blueprint, "metrics:read", PUBLIC_ENDPOINTS)
+        policy.refusers[blueprint] = _refuse_api
+    policy.refusers["dashboard"] = lambda scope, reason: _refuse_page()

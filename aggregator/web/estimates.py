@@ -353,6 +353,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     path=MetricPath,
     query=EstimatesQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_estimates(name: str) -> Any:
     """Estimates of one metric version and window, as JSON or CSV."""
@@ -426,6 +427,7 @@ def get_estimates(name: str) -> Any:
     path=MetricPath,
     query=TrendQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""

@@ -64,6 +64,7 @@ def _since() -> date | None:
     description="What ldp export reads first over HTTP: then one GET /v1/export/<name> per window.",
     query=ExportWindowsQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_export_windows() -> dict[str, Any]:
     """Each metric version's windows, as ``ldp export``'s options select them."""
@@ -127,6 +128,7 @@ def get_export_windows() -> dict[str, Any]:
     path=MetricPath,
     query=ExportQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_export_rows(name: str) -> dict[str, Any]:
     """One window's rows."""

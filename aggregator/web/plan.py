@@ -118,6 +118,7 @@ def _common() -> tuple[float, int, float]:
     description="Give exactly one of users and width.",
     query=PlanQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_plan() -> dict[str, Any]:
     """Half-widths for ``users`` users, or users for a half-width ``width``."""
@@ -176,6 +177,7 @@ def get_plan() -> dict[str, Any]:
     },
     query=CurveQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_curve() -> dict[str, Any]:
     """The half-width against N on a log grid, per mechanism and for central Laplace."""

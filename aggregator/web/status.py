@@ -207,6 +207,7 @@ def overview_rows(
         503: UNAVAILABLE,
     },
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_overview() -> dict[str, Any]:
     """Every metric's current version with n so far, last update, lag and memory."""

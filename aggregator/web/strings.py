@@ -126,6 +126,7 @@ def _planned() -> tuple[float, int, float, float]:
     description="Give exactly one of users and frequency.",
     query=StringPlanQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_string_plan() -> dict[str, object]:
     """The frequency ``users`` find, or the users a ``frequency`` needs."""
@@ -159,6 +160,7 @@ def get_string_plan() -> dict[str, object]:
     },
     query=StringCurveQuery,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_string_curve() -> dict[str, object]:
     """The frequency found with probability ``power`` at each N of a geometric grid."""
