@@ -17,6 +17,7 @@ import redis
 from flask import Flask, Response
 
 from collector import (
+    api_audit,
     api_lifecycle,
     api_metrics,
     api_ops,
@@ -34,10 +35,11 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from collector.throttle_log import ThrottleLog
-from ldp_api import auth, context
+from ldp_api import auditing, auth, context
 from ldp_edge.admission import Admission, IdentifySource, environ_key
 from ldp_edge.slow_bodies import BodyDeadline
 from ldp_store import connection
+from ldp_store.auditlog import AuditLog
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 from ldp_store.tokens import TokenStore
@@ -159,6 +161,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)
     auth.install(app, TokenStore(client))  # every route's scope, before its view
+    audit_log = AuditLog(
+        client, app.config["AUDIT_RETENTION_DAYS"], app.config["AUDIT_MAX_ENTRIES"]
+    )
+    auditing.install(app, audit_log)  # every admin action, after its view
     for blueprint in (
         api_metrics.bp,
         api_lifecycle.bp,
@@ -166,6 +172,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         api_ops.bp,
         api_sdk.bp,
         api_tokens.bp,
+        api_audit.bp,
     ):
         app.register_blueprint(blueprint)
 

@@ -83,6 +83,7 @@ def _which(registry: Registry, name: str, version: int | None) -> list[int]:
     path=MetricPath,
     security=[ADMIN_TOKEN],
     scope="metrics:write",
+    audit="metric.retire",
 )
 def retire(name: str) -> dict[str, Any]:
     """Retire ``name`` (every version); repeating it keeps the first date."""
@@ -99,6 +100,7 @@ def retire(name: str) -> dict[str, Any]:
     path=MetricPath,
     security=[ADMIN_TOKEN],
     scope="metrics:write",
+    audit="metric.unretire",
 )
 def unretire(name: str) -> dict[str, Any]:
     """Take reports of ``name`` again."""
@@ -137,6 +139,7 @@ def _count(name: str, versions: list[int], deleted: bool) -> tuple[KeyCount, lis
     query=VersionQuery,
     security=[ADMIN_TOKEN],
     scope="metrics:delete",
+    audit="metric.keys",
 )
 def preview_delete(name: str) -> dict[str, Any]:
     """The keys of every version of ``name`` (or ``?version=N``), by kind, with bytes."""
@@ -160,6 +163,7 @@ def preview_delete(name: str) -> dict[str, Any]:
     query=VersionQuery,
     security=[ADMIN_TOKEN],
     scope="metrics:delete",
+    audit="metric.delete",
 )
 def delete_metric(name: str) -> dict[str, Any]:
     """Delete ``name``'s versions (or ``?version=N``): their keys, then their definitions."""

@@ -102,6 +102,7 @@ def published_device_budget() -> DeviceEpsilonCap | None:
     body=MetricSpec,
     security=[ADMIN_TOKEN],
     scope="metrics:write",
+    audit="metric.change",
 )
 def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
     """Create or change a metric: 201 with a new version, 200 if the version is unchanged."""

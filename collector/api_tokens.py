@@ -119,6 +119,7 @@ def _mine(prefix: str) -> Token:
     body=TokenRequest,
     security=[ADMIN_TOKEN],
     scope="tokens:manage",
+    audit="token.create",
 )
 def create_token() -> tuple[dict[str, Any], int]:
     """Make a token of a kind (or with scopes) for the caller's project."""
@@ -142,6 +143,7 @@ def create_token() -> tuple[dict[str, Any], int]:
     {200: Reply("The tokens.", TokenList), **_AUTH},
     security=[ADMIN_TOKEN],
     scope="tokens:manage",
+    audit="token.list",
 )
 def list_tokens() -> dict[str, Any]:
     """The tokens the caller may manage."""
@@ -164,6 +166,7 @@ def list_tokens() -> dict[str, Any]:
     body=RotateRequest,
     security=[ADMIN_TOKEN],
     scope="tokens:manage",
+    audit="token.rotate",
 )
 def rotate_token(prefix: str) -> tuple[dict[str, Any], int]:
     """Rotate ``prefix``: the old token expires ``overlap`` seconds from now."""
@@ -184,6 +187,7 @@ def rotate_token(prefix: str) -> tuple[dict[str, Any], int]:
     path=TokenPath,
     security=[ADMIN_TOKEN],
     scope="tokens:manage",
+    audit="token.revoke",
 )
 def revoke_token(prefix: str) -> dict[str, Any]:
     """Revoke ``prefix`` (again: no change)."""

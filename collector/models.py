@@ -45,6 +45,9 @@ from ldp_api.models import (
 from ldp_store.tokens import SCOPES
 
 __all__ = [
+    "AuditEntry",
+    "AuditPage",
+    "AuditQuery",
     "NewToken",
     "RotateRequest",
     "TokenInfo",
@@ -467,6 +470,9 @@ TokenScope = Annotated[str, OneOf(SCOPES)]
 TokenPrefix = Annotated[str, Field(pattern=r"^ldp_[0-9a-f]{12}$")]
 """A token's prefix: ``ldp_`` and its 12-hex-digit id (never its secret)."""
 
+MAX_AUDIT_PAGE = 1000
+"""Audit entries one request answers at most (page with ``before``)."""
+
 MAX_TOKEN_NAME = 80
 """Characters of a token's name: a label for people (``ios-app``, ``ci-deploy``)."""
 
@@ -535,3 +541,41 @@ class TokenList(Model):
     """Every token (revoked and expired ones too)."""
 
     tokens: list[TokenInfo]
+
+
+class AuditQuery(Model):
+    """``GET /v1/audit-log``'s query."""
+
+    limit: Annotated[int, Field(ge=1, le=MAX_AUDIT_PAGE)] = 100
+    """Entries at most, newest first."""
+    before: Annotated[str, Field(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")] | Absent = None
+    """Only entries older than this id (the previous page's ``next``)."""
+
+
+class AuditEntry(Model):
+    """One admin action."""
+
+    id: str
+    """The entry's id (a cursor: ``before``)."""
+    time: str
+    """UTC, ISO 8601, milliseconds."""
+    action: str
+    """metric.create, metric.change, metric.retire, metric.unretire, metric.keys,
+    metric.delete, metric.export, token.create, token.list, token.rotate,
+    token.revoke, audit.read."""
+    actor: str
+    """admin-token, read-token, metrics-token, a scoped token's prefix, or anonymous."""
+    project: str
+    target: str
+    """The metric or token concerned (empty: none)."""
+    outcome: Literal["ok", "refused", "failed"]
+    status: int
+    """The HTTP status answered."""
+
+
+class AuditPage(Model):
+    """Audit-log entries, newest first."""
+
+    entries: list[AuditEntry]
+    next: str | None
+    """Pass as ``before`` for older entries; null: no more."""

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.device import DeviceCaps
+from ldp_store import auditlog
 
 __all__ = [
     "DEFAULTS",
@@ -132,6 +133,8 @@ DEFAULTS: dict[str, Any] = {
     "CORS_ORIGINS": None,
     "REQUIRE_READ_TOKEN": False,
     "REQUIRE_INGEST_KEY": False,
+    "AUDIT_RETENTION_DAYS": auditlog.RETENTION_DAYS,
+    "AUDIT_MAX_ENTRIES": auditlog.MAX_ENTRIES,
 }
 
 _POSITIVE_INTS = (
@@ -142,6 +145,8 @@ _POSITIVE_INTS = (
     "GUARD_BUDGET",
     "RETRY_AFTER",
     "REPLICA_WAIT_MS",
+    "AUDIT_RETENTION_DAYS",
+    "AUDIT_MAX_ENTRIES",
 )
 _UPPER = {"MEMORY_HIGH_WATER": 100, "GUARD_BUDGET": 50, "REPLICA_WAIT_MS": MAX_REPLICA_WAIT_MS}
 _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_ACKS")

@@ -20,7 +20,7 @@ import binascii
 import hmac
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from flask import Flask, Response, current_app, g, jsonify, request
 
@@ -41,6 +41,7 @@ __all__ = [
     "is_open",
     "principal",
     "refuse_json",
+    "requires",
     "scope_of",
 ]
 
@@ -49,6 +50,8 @@ Reason = Literal["missing", "invalid", "lacking", "disabled"]
 route's scope, or nothing configured that could grant it."""
 
 Refuser = Callable[[str, Reason], Response]
+View = TypeVar("View", bound=Callable[..., Any])
+_SCOPE_ATTRIBUTE = "ldp_scope"
 
 CONFIGURED: tuple[tuple[str, frozenset[str]], ...] = (
     ("ADMIN_TOKEN", frozenset(SCOPES)),
@@ -100,6 +103,22 @@ POLICY: Slot[Policy] = Slot("ldp.auth", Policy)
 """The app's policy (:func:`install` attaches it)."""
 
 
+def requires(scope: str) -> Callable[[View], View]:
+    """Give an undocumented view (a dashboard page) a scope other than its blueprint's.
+
+    Raises:
+        ValueError: not one of :data:`ldp_store.tokens.SCOPES`.
+    """
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r}")
+
+    def mark(view: View) -> View:
+        setattr(view, _SCOPE_ATTRIBUTE, scope)
+        return view
+
+    return mark
+
+
 def scope_of(app: Flask, endpoint: str) -> str | None:
     """The scope ``endpoint`` needs (None: open to all).
 
@@ -114,6 +133,8 @@ def scope_of(app: Flask, endpoint: str) -> str | None:
     scope: str | None
     if operation is not None:
         scope = operation.scope
+    elif getattr(view, _SCOPE_ATTRIBUTE, None) is not None:
+        scope = getattr(view, _SCOPE_ATTRIBUTE)
     elif endpoint in policy.public:
         scope = None
     else:
@@ -220,7 +241,9 @@ def check() -> Response | None:
     if scope is None:
         return None
     reads = scope in ("metrics:read", "prometheus:read")
-    text = _credential(basic=scope == "metrics:read")
+    # HTTP Basic is the dashboard's (a browser asks for it once): its pages, and the
+    # read APIs their scripts call.
+    text = _credential(basic=scope == "metrics:read" or request.blueprint == "dashboard")
     who = principal(app, text) if text is not None else None
     g.ldp_principal = who
     if is_open(app, scope) or (who is not None and scope in who.scopes):

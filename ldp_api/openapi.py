@@ -142,6 +142,8 @@ class Operation:
             ``setting`` only while that setting is set.
         scope: what a token must grant (:data:`ldp_store.tokens.SCOPES`); None: open.
             :mod:`ldp_api.auth` enforces it; the document states it as ``x-scope``.
+        audit: the audit log's action for each call (:mod:`ldp_api.auditing`), if any;
+            the document states it as ``x-audit``.
     """
 
     summary: str
@@ -152,6 +154,7 @@ class Operation:
     body: type[BaseModel] | None = None
     security: Sequence[Scheme] = ()
     scope: str | None = None
+    audit: str | None = None
 
 
 UNAVAILABLE = Reply(
@@ -176,6 +179,7 @@ def documented(
     body: type[BaseModel] | None = None,
     security: Sequence[Scheme] = (),
     scope: str | None = None,
+    audit: str | None = None,
 ) -> Callable[[View], View]:
     """Attach an :class:`Operation` to a view (put it below the route decorator).
 
@@ -185,7 +189,7 @@ def documented(
     if scope is not None and scope not in SCOPES:
         raise ValueError(f"unknown scope {scope!r}: one of {', '.join(SCOPES)}")
     operation = Operation(
-        summary, responses, description, path, query, body, tuple(security), scope
+        summary, responses, description, path, query, body, tuple(security), scope, audit
     )
 
     def attach(view: View) -> View:
@@ -360,6 +364,8 @@ def _entry(
     entry: dict[str, Any] = {"summary": operation.summary}
     if operation.scope is not None:
         entry["x-scope"] = operation.scope
+    if operation.audit is not None:
+        entry["x-audit"] = operation.audit
     if operation.description:
         entry["description"] = operation.description
     parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")

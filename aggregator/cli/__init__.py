@@ -24,6 +24,7 @@ from aggregator.cli import (
     aggregate,
     alerts,
     attack,
+    auditlog,
     estimates,
     export,
     keys,
@@ -44,5 +45,6 @@ COMMANDS: tuple[click.Command, ...] = (
     keys.keys,
     alerts.alerts,
     tokens.tokens,
+    auditlog.audit_log,
 )
 """Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

@@ -54,9 +54,11 @@ from aggregator.web.status import (
 from client_sdk import mechanisms
 from client_sdk.mechanisms.strings import MAX_STRING_LENGTH
 from client_sdk.wire import MetricDefinition
+from ldp_api import auditing, auth
 from ldp_api.context import shared
 from ldp_store import alerts as alert_store
 from ldp_store import keys
+from ldp_store.auditlog import AuditLog
 from ldp_store.lifecycle import human_bytes
 from ldp_store.retention import duration_label
 
@@ -415,6 +417,24 @@ def explorer() -> str:
         abort(400, f"epsilon must be in [{mechanisms.MIN_EPSILON}, {mechanisms.MAX_EPSILON}]")
     page = _explorer_page(None, k, epsilon, kind, max_length)
     return render_template("explorer.html", d=None, page=page, unsupported=False)
+
+
+AUDIT_PAGE_ENTRIES = 200
+"""Entries the dashboard's audit page shows (the newest; ``ldp audit-log`` pages through
+all of them)."""
+
+
+@bp.get("/ui/audit")
+@auth.requires("audit:read")
+def audit_log() -> str:
+    """The audit log's newest entries (of the token's project), for owners."""
+    found = auditing.AUDIT.find()
+    audit = found if found is not None else AuditLog(shared().redis)
+    who = auth.current()
+    project = who.project if who is not None else None
+    entries = [e for e in audit.read(AUDIT_PAGE_ENTRIES) if project is None or e.project == project]
+    page = {"page": "audit", "refresh": 0}
+    return render_template("audit.html", entries=entries, limit=AUDIT_PAGE_ENTRIES, page=page)
 
 
 @bp.get("/ui/try")

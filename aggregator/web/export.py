@@ -65,6 +65,7 @@ def _since() -> date | None:
     query=ExportWindowsQuery,
     security=READ_TOKEN,
     scope="metrics:read",
+    audit="metric.export",
 )
 def get_export_windows() -> dict[str, Any]:
     """Each metric version's windows, as ``ldp export``'s options select them."""
@@ -129,6 +130,7 @@ def get_export_windows() -> dict[str, Any]:
     query=ExportQuery,
     security=READ_TOKEN,
     scope="metrics:read",
+    audit="metric.export",
 )
 def get_export_rows(name: str) -> dict[str, Any]:
     """One window's rows."""

@@ -236,6 +236,7 @@ class Visit:
     path: str
     then: tuple[Callable[[Page], None], ...] = ()
     anonymous: bool = False  # with a wrong read token: the sign-in page
+    admin: bool = False  # with the admin token (the audit log wants audit:read)
 
 
 PAGES: dict[str, list[Visit]] = {
@@ -259,6 +260,7 @@ PAGES: dict[str, list[Visit]] = {
     ],
     "/ui/explorer": [Visit("/ui/explorer", (_string_mode,))],
     "/ui/try": [Visit("/ui/try", (_send_one, _send_long))],
+    "/ui/audit": [Visit("/ui/audit", admin=True)],
 }
 """Every page (and state) to measure, by the dashboard route that serves it."""
 
@@ -317,9 +319,10 @@ def measure(browser: Browser, server: Server, axe: str | None) -> list[Measured]
     violations."""
     results: list[Measured] = []
     contexts = {
-        False: browser.new_context(extra_http_headers=basic(READ_TOKEN)),
+        "read": browser.new_context(extra_http_headers=basic(READ_TOKEN)),
         # A wrong password gets the sign-in page (none: Chromium gives up on the challenge).
-        True: browser.new_context(http_credentials={"username": "ops", "password": "wrong"}),
+        "wrong": browser.new_context(http_credentials={"username": "ops", "password": "wrong"}),
+        "admin": browser.new_context(extra_http_headers=basic(server.admin_token)),
     }
     for context in contexts.values():
         context.set_default_timeout(30_000)
@@ -327,7 +330,8 @@ def measure(browser: Browser, server: Server, axe: str | None) -> list[Measured]
         for width in WIDTHS:
             for visits in PAGES.values():
                 for visit in visits:
-                    results.extend(visit_page(contexts[visit.anonymous], server, visit, width, axe))
+                    who = "admin" if visit.admin else "wrong" if visit.anonymous else "read"
+                    results.extend(visit_page(contexts[who], server, visit, width, axe))
     finally:
         for context in contexts.values():
             context.close()

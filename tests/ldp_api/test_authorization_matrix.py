@@ -22,6 +22,7 @@ from flask import Flask
 
 from ldp_api import auth
 from ldp_server.app import create_server_app
+from ldp_store.auditlog import AUDIT_STREAM, AuditLog
 from ldp_store.tokens import KINDS, SCOPES, TokenStore
 
 ADMIN, READ, METRICS = (
@@ -43,6 +44,9 @@ OPEN = {
 """The routes that need nothing: health, the document, the apps' definitions and SDK, the
 dashboard's own assets."""
 
+AUDITED_SCOPES = {"metrics:write", "metrics:delete", "tokens:manage", "audit:read"}
+"""Every route of these scopes is an admin action, and so is an export."""
+
 VALUES = {"name": "app.none", "prefix": "ldp_000000000000", "filename": "app.css"}
 """What a path's variables are filled with (nothing of the kind exists: 404 once through)."""
 
@@ -62,12 +66,12 @@ class Credential:
             return {"Authorization": f"Basic {pair}"}
         return {"Authorization": f"Bearer {self.text}"}
 
-    def grants(self, scope: str | None) -> bool:
+    def grants(self, scope: str | None, page: bool) -> bool:
         """Whether a route of ``scope`` must let this credential through (Basic is the
-        dashboard's, for reads only)."""
+        dashboard's: its pages and the read APIs)."""
         if scope is None:
             return True
-        return scope in self.scopes and (not self.basic or scope == "metrics:read")
+        return scope in self.scopes and (not self.basic or page or scope == "metrics:read")
 
 
 def closed_app(redis_url: str) -> Flask:
@@ -112,12 +116,30 @@ def credentials(store: TokenStore) -> list[Credential]:
     return made
 
 
-def routes(app: Flask) -> Iterator[tuple[str, str, str | None]]:
-    """(method, path, scope) of every documented operation and every dashboard page."""
+def snapshot(client: Any) -> dict[bytes, bytes]:
+    """Every key's dump but the audit log's (which records the refusals)."""
+    return {k: client.dump(k) for k in client.keys("*") if k != AUDIT_STREAM.encode()}
+
+
+def operations(app: Flask) -> Iterator[tuple[str, str, dict[str, Any]]]:
     doc = app.test_client().get("/openapi.json").json
     for path, item in doc["paths"].items():
         for method, operation in item.items():
-            yield method, path, operation.get("x-scope")
+            yield method, path, operation
+
+
+def test_every_admin_action_is_audited(redis_db: Any) -> None:
+    """Each route that changes, deletes, exports or manages says its audit action."""
+    app = closed_app(redis_db.url)
+    for method, path, operation in operations(app):
+        admin = operation.get("x-scope") in AUDITED_SCOPES or path.startswith("/v1/export")
+        assert bool(operation.get("x-audit")) == admin, (method, path)
+
+
+def routes(app: Flask) -> Iterator[tuple[str, str, str | None]]:
+    """(method, path, scope) of every documented operation and every dashboard page."""
+    for method, path, operation in operations(app):
+        yield method, path, operation.get("x-scope")
     for rule in app.url_map.iter_rules():
         if rule.endpoint.startswith("dashboard."):
             path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
@@ -131,8 +153,8 @@ def test_every_route_refuses_exactly_what_its_scope_does_not_grant(redis_db: Any
     table = list(routes(app))
     open_routes = {(m, p) for m, p, scope in table if scope is None}
     assert open_routes == OPEN, "a route without a scope: give it one, or add it to OPEN"
-    assert {scope for _, _, scope in table} - {None} <= set(SCOPES)
-    before = {k: redis_db.client().dump(k) for k in redis_db.client().keys("*")}
+    assert {scope for _, _, scope in table} - {None} == set(SCOPES)  # each scope is used
+    before = snapshot(redis_db.client())
     client = app.test_client()
     wrong = []
     for method, path, scope in table:
@@ -143,11 +165,12 @@ def test_every_route_refuses_exactly_what_its_scope_does_not_grant(redis_db: Any
             body = {} if method in ("post", "put") else None
             status = client.open(url, method=method.upper(), json=body, headers=cred.headers())
             refused = status.status_code in (401, 403)
-            if refused == cred.grants(scope):
+            if refused == cred.grants(scope, path == "/" or path.startswith("/ui/")):
                 wrong.append(f"{method.upper()} {path} [{scope}] {cred.name}: {status.status_code}")
     assert not wrong, "\n".join(wrong)
-    after = {k: redis_db.client().dump(k) for k in redis_db.client().keys("*")}
-    assert after == before  # nothing let through changed anything either (400s, 404s)
+    assert snapshot(redis_db.client()) == before  # nor did what was let through (400s, 404s)
+    audited = {e.action for e in AuditLog(redis_db.client()).read(10_000) if e.outcome == "refused"}
+    assert audited == {op.get("x-audit") for m, p, op in operations(app) if op.get("x-audit")}
     closed = len(table) - len(OPEN)
     print(f"authorization matrix: {closed} closed routes x {len(creds)} credentials")
 
