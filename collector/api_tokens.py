@@ -23,6 +23,7 @@ from collector.models import (
     RotateRequest,
     TokenInfo,
     TokenList,
+    TokenOfKind,
     TokenPath,
     TokenRequest,
 )
@@ -123,10 +124,8 @@ def _mine(prefix: str) -> Token:
 )
 def create_token() -> tuple[dict[str, Any], int]:
     """Make a token of a kind (or with scopes) for the caller's project."""
-    spec = _body(TokenRequest)
-    if (spec.kind is None) == (spec.scopes is None):
-        raise ApiError(400, "invalid token request", ["give exactly one of kind and scopes"])
-    scopes = KINDS[spec.kind] if spec.kind is not None else frozenset(spec.scopes or ())
+    spec = _body(TokenRequest).root
+    scopes = KINDS[spec.kind] if isinstance(spec, TokenOfKind) else frozenset(spec.scopes)
     who = _who()
     beyond = sorted(scopes - who.scopes)
     if beyond:

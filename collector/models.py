@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, RootModel
+from pydantic import ConfigDict, Field, RootModel, model_validator
 
 from client_sdk import mechanisms
 from client_sdk.mechanisms.joint import JOINT_METHODS, MAX_ATTRIBUTE_SIZE, MAX_ATTRIBUTES
@@ -53,6 +53,8 @@ __all__ = [
     "TokenInfo",
     "TokenList",
     "TokenPath",
+    "TokenOfKind",
+    "TokenOfScopes",
     "TokenRequest",
     "Attribute",
     "CategoricalSpec",
@@ -480,19 +482,46 @@ MAX_TOKEN_SECONDS = 10 * 365 * 86400
 """The longest lifetime or overlap, in seconds (ten years): anything longer is a typo."""
 
 
-class TokenRequest(Model):
-    """What ``POST /v1/tokens`` takes: a kind or explicit scopes."""
+class _NoNullExpiry(Model):
+    """``expires_in`` may be left out (never expires), not sent as null."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "expires_in" in data and data["expires_in"] is None:
+            raise ValueError(
+                "expires_in must be seconds; leave it out for a token that never expires"
+            )
+        return data
+
+
+class TokenOfKind(_NoNullExpiry):
+    """A token of one of the usual kinds."""
 
     closed = True
     name: Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_NAME)]
     """What it is for (shown in lists; not secret)."""
-    kind: Literal["ingest", "read", "admin"] | Absent = None
+    kind: Literal["ingest", "read", "admin"]
     """ingest: scope ingest (public, for apps); read: metrics:read; admin: every scope but
-    ingest. Exactly one of kind and scopes."""
-    scopes: Annotated[list[TokenScope], Field(min_length=1)] | Absent = None
-    """The scopes, when not a kind's."""
+    ingest."""
     expires_in: Annotated[int, Field(ge=1, le=MAX_TOKEN_SECONDS)] | Absent = None
     """Seconds until it expires; absent: never."""
+
+
+class TokenOfScopes(_NoNullExpiry):
+    """A token with the scopes listed."""
+
+    closed = True
+    name: Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_NAME)]
+    """What it is for (shown in lists; not secret)."""
+    scopes: Annotated[list[TokenScope], Field(min_length=1)]
+    """The scopes."""
+    expires_in: Annotated[int, Field(ge=1, le=MAX_TOKEN_SECONDS)] | Absent = None
+    """Seconds until it expires; absent: never."""
+
+
+class TokenRequest(RootModel[TokenOfKind | TokenOfScopes]):
+    """What ``POST /v1/tokens`` takes: a kind, or scopes (exactly one of them)."""
 
 
 class RotateRequest(Model):
@@ -548,7 +577,7 @@ class AuditQuery(Model):
 
     limit: Annotated[int, Field(ge=1, le=MAX_AUDIT_PAGE)] = 100
     """Entries at most, newest first."""
-    before: Annotated[str, Field(pattern=r"^[0-9]{1,20}-[0-9]{1,20}$")] | Absent = None
+    before: Annotated[str, Field(pattern=r"^[0-9]{1,19}-[0-9]{1,19}$")] | Absent = None
     """Only entries older than this id (the previous page's ``next``)."""
 
 

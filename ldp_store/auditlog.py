@@ -72,6 +72,24 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+_MAX_PART = 2**64 - 1
+
+
+def _previous(entry_id: str) -> str | None:
+    """The greatest stream id below ``entry_id`` (``<ms>-<seq>``), None below ``0-1``.
+
+    Raises:
+        ValueError: not a stream id.
+    """
+    ms_text, _, seq_text = entry_id.partition("-")
+    ms, seq = int(ms_text), int(seq_text)
+    if not (0 <= ms <= _MAX_PART and 0 <= seq <= _MAX_PART):
+        raise ValueError(f"not a stream id: {entry_id!r}")
+    if seq > 0:
+        return f"{ms}-{seq - 1}"
+    return None if ms == 0 else f"{ms - 1}-{_MAX_PART}"
+
+
 class AuditLog:
     """Appends to and reads the audit stream.
 
@@ -102,8 +120,14 @@ class AuditLog:
         return _text(added)
 
     def read(self, limit: int, before: str | None = None) -> list[AuditRecord]:
-        """The newest ``limit`` entries (older than the id ``before``), newest first."""
-        top = f"({before}" if before else "+"
+        """The newest ``limit`` entries (older than the id ``before``), newest first.
+
+        Raises:
+            ValueError: ``before`` is not a stream id.
+        """
+        top = "+" if before is None else _previous(before)
+        if top is None:
+            return []
         rows = self.redis.xrevrange(AUDIT_STREAM, max=top, min="-", count=limit)
         out = []
         for raw_id, raw in rows or []:
