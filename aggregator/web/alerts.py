@@ -7,13 +7,11 @@ which the workers and ``ldp alerts`` use too. Guide: ``docs/guides/alerts.md``.
 
 from __future__ import annotations
 
-import hmac
 from typing import Annotated, Any
 
 from flask import Blueprint, current_app, request
 from pydantic import Field, ValidationError
-from werkzeug.datastructures import WWWAuthenticate
-from werkzeug.exceptions import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
+from werkzeug.exceptions import BadRequest, Conflict, NotFound
 
 from aggregator.alerts.evaluate import Alerts, RuleRefused
 from aggregator.alerts.rules import AlertSpec
@@ -117,21 +115,6 @@ _ADMIN_REPLIES = {
 }
 
 
-def _require_admin() -> None:
-    expected = current_app.config.get("ADMIN_TOKEN")
-    if not expected:
-        raise Forbidden("alert changes are disabled: set LDP_ADMIN_TOKEN")
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
-        raise Unauthorized(
-            "an admin token is required",
-            www_authenticate=WWWAuthenticate("Bearer", {"realm": "ldp-alerts"}),
-        )
-    if not hmac.compare_digest(token.encode(), str(expected).encode()):
-        raise Forbidden("the admin token is not valid")
-
-
 def _body(model: type[Model], optional: bool = False) -> Any:
     raw = request.get_json(silent=True)
     if raw is None:
@@ -163,6 +146,7 @@ def _one(alerts: Alerts, rule_id: str) -> dict[str, Any]:
     "Every alert rule with its state, the recent events and the dead letters.",
     {200: Reply("The rules.", AlertList), 401: UNAUTHORIZED, 503: UNAVAILABLE},
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def list_alerts() -> dict[str, Any]:
     """Every rule, the newest 100 events, the newest 100 dead letters."""
@@ -185,10 +169,11 @@ def list_alerts() -> dict[str, Any]:
     },
     body=AlertSpec,
     security=[ADMIN],
+    scope="metrics:write",
+    audit="alert.create",
 )
 def create_alert() -> tuple[dict[str, Any], int]:
     """Store and arm a rule."""
-    _require_admin()
     spec = _body(AlertSpec)
     alerts = _alerts()
     try:
@@ -209,6 +194,7 @@ def create_alert() -> tuple[dict[str, Any], int]:
     },
     path=AlertPath,
     security=READ_TOKEN,
+    scope="metrics:read",
 )
 def get_alert(rule_id: str) -> dict[str, Any]:
     """One rule."""
@@ -221,10 +207,11 @@ def get_alert(rule_id: str) -> dict[str, Any]:
     {204: Reply("Deleted."), 404: Reply("No such rule.", Error), **_ADMIN_REPLIES},
     path=AlertPath,
     security=[ADMIN],
+    scope="metrics:write",
+    audit="alert.delete",
 )
 def delete_alert(rule_id: str) -> tuple[str, int]:
     """Forget a rule."""
-    _require_admin()
     try:
         _alerts().delete(rule_id)
     except KeyError:
@@ -233,7 +220,6 @@ def delete_alert(rule_id: str) -> tuple[str, int]:
 
 
 def _change(rule_id: str, action: str) -> dict[str, Any]:
-    _require_admin()
     alerts = _alerts()
     try:
         if action == "silence":
@@ -269,6 +255,8 @@ _CHANGE_REPLIES = {
     path=AlertPath,
     body=AlertNote,
     security=[ADMIN],
+    scope="metrics:write",
+    audit="alert.acknowledge",
 )
 def acknowledge_alert(rule_id: str) -> dict[str, Any]:
     """Someone is on it: the rule stays firing, marked acknowledged."""
@@ -282,6 +270,8 @@ def acknowledge_alert(rule_id: str) -> dict[str, Any]:
     path=AlertPath,
     body=AlertNote,
     security=[ADMIN],
+    scope="metrics:write",
+    audit="alert.resolve",
 )
 def resolve_alert(rule_id: str) -> dict[str, Any]:
     """End the firing; the rule tests the reports from now on, with its own α."""
@@ -295,6 +285,8 @@ def resolve_alert(rule_id: str) -> dict[str, Any]:
     path=AlertPath,
     body=AlertSilence,
     security=[ADMIN],
+    scope="metrics:write",
+    audit="alert.silence",
 )
 def silence_alert(rule_id: str) -> dict[str, Any]:
     """Silence (or, with 0 seconds, unsilence) a rule's notifications."""
