@@ -2,8 +2,8 @@
 
 Twelve-factor configuration is only as good as its documentation: this scans the service
 code for the variables it reads (``os.environ``, click's ``envvar=``, the collector's
-``LDP_``-prefixed Flask settings) and fails when one is missing from the table, or when
-the table lists one nothing reads.
+``LDP_``-prefixed Flask settings, the ``ldp`` commands' options) and fails when one is
+missing from the table, or when the table lists one nothing reads.
 """
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
+
 from collector import settings
+from ldp_server import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_CODE = [
@@ -44,6 +47,19 @@ def variables_read() -> set[str]:
             # The apps read their settings with Flask's from_prefixed_env("LDP").
             found.update(f"LDP_{key}" for key in SETTING.findall(text) if key not in FLASK_OWN)
     found.update(f"LDP_{key}" for key in settings.DEFAULTS if key not in FLASK_OWN)
+    found.update(click_envvars(cli.main))
+    return found
+
+
+def click_envvars(command: click.Command) -> set[str]:
+    """Every variable an ``ldp`` command's options read, however the option was built."""
+    found: set[str] = set()
+    for param in command.params:
+        envvar = getattr(param, "envvar", None)
+        found.update([envvar] if isinstance(envvar, str) else envvar or [])
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            found |= click_envvars(sub)
     return found
 
 
