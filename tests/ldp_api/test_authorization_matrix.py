@@ -47,7 +47,12 @@ dashboard's own assets."""
 AUDITED_SCOPES = {"metrics:write", "metrics:delete", "tokens:manage", "audit:read"}
 """Every route of these scopes is an admin action, and so is an export."""
 
-VALUES = {"name": "app.none", "prefix": "ldp_000000000000", "filename": "app.css", "rule_id": "r0000000000"}
+VALUES = {
+    "name": "app.none",
+    "prefix": "ldp_000000000000",
+    "filename": "app.css",
+    "rule_id": "r0000000000",
+}
 """What a path's variables are filled with (nothing of the kind exists: 404 once through)."""
 
 
