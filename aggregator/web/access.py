@@ -98,7 +98,7 @@ def _refuse_page() -> Response:
 
 
 def _refuse_api(scope: str, reason: auth.Reason) -> Response:
-    if reason == "lacking":
+    if reason == "lacking" or scope != "metrics:read":  # changes (alert rules): the API's
         return auth.refuse_json(scope, reason)
     sent = bool(request.authorization or request.headers.get("Authorization"))
     error = "the read token is not valid" if sent else "a read token is required"

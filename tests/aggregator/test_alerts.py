@@ -328,10 +328,10 @@ def test_the_api_defines_lists_acknowledges_silences_and_deletes_rules(redis_db:
         "webhook": "https://hooks.example/x",
     }
     assert http.post("/v1/alerts", json=body).status_code == 401
-    # A token that is no token is not authenticated (as on every scoped route).
+    # A token that is not valid: refused as on every other change route.
     assert (
         http.post("/v1/alerts", json=body, headers={"Authorization": "Bearer nope"}).status_code
-        == 401
+        == 403
     )
     bad = http.post("/v1/alerts", json={**body, "value": "nope"}, headers=auth)
     assert bad.status_code == 400 and "not in the domain" in bad.json["error"]

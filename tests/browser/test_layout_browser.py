@@ -261,6 +261,7 @@ PAGES: dict[str, list[Visit]] = {
     "/ui/explorer": [Visit("/ui/explorer", (_string_mode,))],
     "/ui/try": [Visit("/ui/try", (_send_one, _send_long))],
     "/ui/audit": [Visit("/ui/audit", admin=True)],
+    "/ui/alerts": [Visit("/ui/alerts")],
 }
 """Every page (and state) to measure, by the dashboard route that serves it."""
 
