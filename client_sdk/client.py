@@ -1030,7 +1030,7 @@ atexit.register(_shutdown_at_exit)
 def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
     """Why ``value`` is not one of the metric's, in words that do not contain it."""
     kind = type(value).__name__
-    if definition.kind == "numeric":
+    if definition.kind in ("numeric", "distribution"):
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             return f"wrong type: a numeric metric takes a number, got {kind}"
         return "value outside the metric's range (or not finite)"

@@ -44,6 +44,18 @@ GRACEFUL_TIMEOUT_SECONDS = 20
 confirmed the append) within this time."""
 
 
+HEAVY_BIND = os.environ.get("LDP_HEAVY_BIND") or ""
+"""A second listener served by workers of its own (``ldp serve``'s read service: its
+heavy lane, ``docs/architecture/read-side.md``); empty: one listener, every worker on it."""
+
+HEAVY_WORKERS = int(os.environ.get("LDP_HEAVY_WORKERS") or 1) if HEAVY_BIND else 0
+"""Workers that serve only ``HEAVY_BIND`` (the others never accept on it)."""
+
+HEAVY_NICENESS = 5
+"""How much lower the heavy lane's CPU priority is than the other workers': when both want
+the CPU, a cheap read gets it (about three times the share, per Linux's weights)."""
+
+
 def _bind() -> list[str]:
     if os.environ.get("LDP_BIND"):
         return [os.environ["LDP_BIND"]]
@@ -69,8 +81,11 @@ def _worker_class() -> Any:
     return capped_worker(cap)
 
 
-bind = _bind()
-workers = _workers()
+bind = _bind() + ([HEAVY_BIND] if HEAVY_BIND else [])
+workers = _workers() + HEAVY_WORKERS
+# With lanes, the master imports the app once and every worker is a fork of it: a second
+# lane costs a fork, not another import of numpy and Flask.
+preload_app = bool(HEAVY_BIND)
 worker_class = _worker_class()
 worker_connections = WORKER_CONNECTIONS
 keepalive = KEEPALIVE_SECONDS
@@ -101,3 +116,28 @@ def child_exit(server: Any, worker: Any) -> None:
         from prometheus_client import multiprocess  # noqa: PLC0415
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+def _port(listener: Any) -> int:
+    return int(listener.getsockname()[1])
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """With ``HEAVY_BIND``: the new worker takes the heavy lane if it lacks a worker (at
+    start, or after its worker died), else the other."""
+    if not HEAVY_BIND:
+        return
+    heavy = sum(getattr(w, "ldp_lane", "") == "heavy" for w in server.WORKERS.values())
+    worker.ldp_lane = "heavy" if heavy < HEAVY_WORKERS else "light"
+
+
+def post_fork(server: Any, worker: Any) -> None:
+    """With ``HEAVY_BIND``: each worker accepts on its lane's listener only; the heavy
+    lane's run at :data:`HEAVY_NICENESS`."""
+    if not HEAVY_BIND:
+        return
+    heavy_port = int(HEAVY_BIND.rpartition(":")[2])
+    heavy = getattr(worker, "ldp_lane", "") == "heavy"
+    worker.sockets = [s for s in worker.sockets if (_port(s) == heavy_port) == heavy]
+    if heavy:
+        os.nice(HEAVY_NICENESS)

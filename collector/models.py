@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, RootModel, model_validator
 
 from client_sdk import mechanisms
+from client_sdk.mechanisms.distribution import DISTRIBUTION_NAMES, MAX_BINS, MIN_BINS, SCALES
 from client_sdk.mechanisms.joint import JOINT_METHODS, MAX_ATTRIBUTE_SIZE, MAX_ATTRIBUTES
 from client_sdk.mechanisms.memoized import MIN_EPSILON_GAP
 from client_sdk.mechanisms.numeric import MAX_RANGE_MAGNITUDE
@@ -276,6 +277,47 @@ class NumericSpec(Model):
     """As for a categorical metric."""
 
 
+class DistributionShape(Model):
+    """How a distribution metric's range is cut into bins."""
+
+    closed = True
+
+    bins: Annotated[int, Field(ge=MIN_BINS, le=MAX_BINS)] | Absent = None
+    """A power of two (default 1,024)."""
+    resolution: Annotated[float, Field(gt=0)] | Absent = None
+    """Instead of bins: the widest bin wanted (the fewest power-of-two bins that fine;
+    linear scale only)."""
+    scale: Annotated[str, OneOf(SCALES)] | Absent = None
+    """linear (default) or log (lo > 0: bins of equal ratio, for heavy tails)."""
+    branching: Annotated[int, Field(ge=2, le=MAX_BINS)] | Absent = None
+    """The tree's branching factor B (a power of two with B^h = bins); default: auto's."""
+
+
+class DistributionSpec(Model):
+    """What an operator sends for a numeric metric asked for its distribution: the
+    histogram, ranges, CDF and quantiles (``"kind": "numeric"`` with ``distribution``, or
+    ``"kind": "distribution"``)."""
+
+    closed = True
+
+    kind: Annotated[str, OneOf(["numeric", "distribution"])]
+    range: Range
+    """[lo, hi], lo < hi (lo > 0 on a log scale)."""
+    epsilon: Epsilon
+    """ε per report."""
+    distribution: DistributionShape | Absent = None
+    mechanism: Annotated[str, OneOf(DISTRIBUTION_NAMES)] = "auto"
+    """hh (the hierarchical histogram), or auto: hh with auto's branching factor."""
+    description: Description = ""
+    budget: DeviceBudget | None = None
+    """A device-side limit: at most reports_per_period reports per period (null: none)."""
+    shards: Shards | None = 1
+    """As for a categorical metric."""
+    retention: WindowRetention | None = None
+    dimensions: Dimensions | None = None
+    """Public dimensions (sent in the clear, NOT protected by ε)."""
+
+
 class SketchOptions(Model):
     """The shape of a string metric's sketch (defaults suit most; see ``StringSketch``)."""
 
@@ -341,10 +383,13 @@ class JointSpec(Model):
     """As for a categorical metric."""
 
 
-class MetricSpec(RootModel[CategoricalSpec | NumericSpec | StringSpec | JointSpec]):
+class MetricSpec(
+    RootModel[CategoricalSpec | NumericSpec | StringSpec | JointSpec | DistributionSpec]
+):
     """The body of ``PUT /v1/metrics/<name>``: a categorical metric's spec, a numeric
-    one's (``"kind": "numeric"``), a string one's (``"kind": "string"``) or a joint
-    one's (``"kind": "joint"``)."""
+    one's (``"kind": "numeric"``), a string one's (``"kind": "string"``), a joint
+    one's (``"kind": "joint"``) or a distribution one's (``"kind": "numeric"`` with
+    ``distribution``)."""
 
 
 class Report(Model):

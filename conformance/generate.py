@@ -610,6 +610,32 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
         {"kind": "numeric", "range": [-1, 1], "epsilon": 2.1, "mechanism": "hybrid"},
         0.1,
     ),
+    (
+        "page.load_ms",  # a log-scale distribution: B = 4, five levels of OUE
+        {
+            "kind": "numeric",
+            "range": [1, 60000],
+            "epsilon": 1.0,
+            "distribution": {"bins": 1024, "scale": "log"},
+        },
+        1234.5,
+    ),
+    (
+        "battery.drain",  # linear, B = 2: 64 bins, six levels
+        {
+            "kind": "distribution",
+            "range": [-5, 27.5],
+            "epsilon": 2.0,
+            "distribution": {"resolution": 0.5, "branching": 2},
+            "mechanism": "hh",
+        },
+        27.5,
+    ),
+    (
+        "battery.flat",  # one level: no level drawn
+        {"kind": "numeric", "range": [0, 1], "epsilon": 4.0, "distribution": {"bins": 16}},
+        0.0,
+    ),
     ("search.term", {"kind": "string", "max_length": 8, "epsilon": 4.0}, "café au lait"),
     (
         "search.emoji",

@@ -139,6 +139,24 @@ def _numeric(r: random.Random) -> tuple[dict[str, Any], Any]:
     return spec, (round(value) if r.random() < 0.2 and lo <= round(value) <= hi else value)
 
 
+def _distribution(r: random.Random) -> tuple[dict[str, Any], Any]:
+    log = r.random() < 0.4
+    spec, value = _numeric(r)
+    del spec["mechanism"]
+    low, high = spec["range"]
+    if log:
+        spec["range"] = [abs(low) + 1e-3, abs(low) + 1e-3 + (high - low)]
+        value = spec["range"][0] + (value - low)
+        value = min(max(value, spec["range"][0]), spec["range"][1])
+    bins = 1 << r.randint(2, 12)
+    shape: dict[str, Any] = {"bins": bins, "scale": "log" if log else "linear"}
+    if r.random() < 0.3:
+        divisors = [1 << b for b in range(1, 13) if (bins.bit_length() - 1) % b == 0]
+        shape["branching"] = r.choice(divisors)
+    spec["distribution"] = shape
+    return spec, value
+
+
 def _string(r: random.Random) -> tuple[dict[str, Any], Any]:
     spec: dict[str, Any] = {
         "kind": "string",
@@ -185,7 +203,13 @@ def _dimensions(r: random.Random) -> tuple[list[dict[str, Any]], dict[str, str]]
     return declared, dict(items)
 
 
-KIND_MAKERS = ((_categorical, 55), (_numeric, 15), (_string, 12), (_joint, 18))
+KIND_MAKERS = (
+    (_categorical, 55),
+    (_numeric, 15),
+    (_string, 12),
+    (_joint, 18),
+    (_distribution, 12),
+)
 
 
 def _case(r: random.Random, n: int, seed: int, secret: bytes) -> dict[str, Any]:

@@ -9,12 +9,14 @@ twice: its public gunicorn forwards the read routes to the other, see
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
 from flask import Flask
 
 import aggregator.web
+from aggregator.web import lanes
 from collector import create_app, settings
 from ldp_server.forward import ForwardReads
 
@@ -54,22 +56,37 @@ def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:
 
 
 def create_ingest_app(
-    test_config: dict[str, Any] | None = None, upstream: str | None = None
+    test_config: dict[str, Any] | None = None,
+    upstream: str | None = None,
+    heavy_upstream: str | None = None,
 ) -> Flask:
     """The app of ``ldp serve``'s ingest workers: :func:`create_server_app`, with every
-    read route forwarded to the read workers (:mod:`ldp_server.forward`).
+    read route forwarded to the read workers (:mod:`ldp_server.forward`), the expensive
+    ones (:func:`aggregator.web.lanes.heavy_read`) to their heavy lane.
 
     Args:
         test_config: as :func:`create_server_app`'s.
         upstream: ``host:port`` of the read workers; default ``LDP_READ_UPSTREAM``, and
             without either nothing is forwarded.
+        heavy_upstream: ``host:port`` of the heavy lane; default ``LDP_HEAVY_UPSTREAM``,
+            and without either every read goes to ``upstream``.
 
     Returns:
         The WSGI app (``ldp_server.app:create_ingest_app()``).
     """
     app = create_server_app(test_config)
     upstream = upstream or os.environ.get("LDP_READ_UPSTREAM")
+    heavy_upstream = heavy_upstream or os.environ.get("LDP_HEAVY_UPSTREAM")
     if upstream:
         names = [bp.name for bp in aggregator.web.BLUEPRINTS]
-        app.wsgi_app = ForwardReads(app.wsgi_app, app, upstream, names, READ_ENDPOINTS)  # type: ignore[method-assign, assignment]
+        app.wsgi_app = ForwardReads(  # type: ignore[method-assign, assignment]
+            app.wsgi_app,
+            app,
+            upstream,
+            names,
+            READ_ENDPOINTS,
+            heavy_upstream=heavy_upstream,
+            heavy=functools.partial(lanes.heavy_read, app),
+            sent_at_header=lanes.SENT_AT_HEADER,
+        )
     return app

@@ -8,20 +8,31 @@ that one of the read blueprints would answer, or ``/metrics`` (its poisoning ala
 every metric's recent windows at each scrape), goes over loopback HTTP to the read
 workers; everything else (reports, definitions, health) is served here.
 Only the headers the read side uses are passed on (no address, cookie or user agent).
+
+The read workers are two lanes: a read the read side calls expensive (a full table of
+many values, a string discovery, an export: :func:`aggregator.web.lanes.heavy_read`) goes
+to the heavy lane's port, stamped with the time it was sent (``sent_at_header``), so
+one that waited there too long is answered 503 instead of computed for nobody; every
+other read goes to the light lane, which an expensive read never occupies
+(docs/architecture/read-side.md).
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from flask import Flask
 from werkzeug.exceptions import HTTPException
 
-__all__ = ["ForwardReads"]
+__all__ = ["ForwardReads", "Lane"]
+
+Lane = Callable[[str, Mapping[str, Any], dict[str, Any]], bool]
+"""Whether a read is expensive: (endpoint, its URL's arguments, the WSGI environ)."""
 
 PASSED_HEADERS = (
     "Host",
@@ -73,6 +84,10 @@ class ForwardReads:
         upstream: ``host:port`` of the read workers (loopback).
         blueprints: names of the blueprints whose routes are forwarded.
         endpoints: further endpoints forwarded (``ops.prometheus``).
+        heavy_upstream: ``host:port`` of the heavy lane, or None (one lane).
+        heavy: which reads go to the heavy lane (with ``heavy_upstream``).
+        sent_at_header: the header that tells the heavy lane when a read was sent (a
+            client's own is never passed on).
     """
 
     def __init__(
@@ -82,41 +97,61 @@ class ForwardReads:
         upstream: str,
         blueprints: Iterable[str],
         endpoints: Iterable[str] = (),
+        heavy_upstream: str | None = None,
+        heavy: Lane | None = None,
+        sent_at_header: str = "X-Ldp-Sent-At",
     ) -> None:
         self.inner = inner
         self.app = app
-        host, _, port = upstream.rpartition(":")
-        self.host, self.port = host.strip("[]"), int(port)
+        self.light = _address(upstream)
+        self.heavy_upstream = _address(heavy_upstream) if heavy_upstream and heavy else None
+        self.heavy = heavy
+        self.sent_at_header = sent_at_header
         self.blueprints = frozenset(blueprints)
         self.endpoints = frozenset(endpoints)
 
-    def _is_read(self, env: dict[str, Any]) -> bool:
+    def _route(self, env: dict[str, Any]) -> tuple[str, int] | None:
+        """Where a read goes (the light or the heavy lane); None: served here."""
         if env.get("REQUEST_METHOD") not in ("GET", "HEAD"):
-            return False
+            return None
         try:
-            endpoint, _ = self.app.url_map.bind_to_environ(env).match()
+            endpoint, arguments = self.app.url_map.bind_to_environ(env).match()
         except HTTPException:  # 404, 405, a redirect: the local app answers those
-            return False
+            return None
         name = str(endpoint)
-        return name in self.endpoints or name.rpartition(".")[0] in self.blueprints
+        if name not in self.endpoints and name.rpartition(".")[0] not in self.blueprints:
+            return None
+        if self.heavy_upstream is not None and self.heavy is not None:
+            if self.heavy(name, arguments, env):
+                return self.heavy_upstream
+        return self.light
 
     def __call__(self, env: dict[str, Any], start_response: Callable[..., Any], /) -> Any:
         """Serve the request here, or forward it to the read workers."""
-        if not self._is_read(env):
+        where = self._route(env)
+        if where is None:
             return self.inner(env, start_response)
-        conn = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT)
+        headers = _headers(env)
+        if where is self.heavy_upstream:
+            headers[self.sent_at_header] = f"{time.time():.3f}"
+        conn = http.client.HTTPConnection(*where, timeout=CONNECT_TIMEOUT)
         try:
             conn.connect()
             assert conn.sock is not None
             conn.sock.settimeout(READ_TIMEOUT)
-            conn.request(env["REQUEST_METHOD"], _target(env), headers=_headers(env))
+            conn.request(env["REQUEST_METHOD"], _target(env), headers=headers)
             reply = conn.getresponse()
         except (OSError, http.client.HTTPException):
             conn.close()
             return _unavailable(start_response)
-        headers = [(k, v) for k, v in reply.getheaders() if k.lower() not in HOP_BY_HOP]
-        start_response(f"{reply.status} {reply.reason}", headers)
+        answered = [(k, v) for k, v in reply.getheaders() if k.lower() not in HOP_BY_HOP]
+        start_response(f"{reply.status} {reply.reason}", answered)
         return _stream(conn, reply)
+
+
+def _address(upstream: str) -> tuple[str, int]:
+    host, _, port = upstream.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def _target(env: dict[str, Any]) -> str:

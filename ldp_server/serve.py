@@ -9,7 +9,10 @@ One supervisor process starts and watches:
   overview, plans, dashboard) to
 * the read service: a second gunicorn on a loopback port, at a lower CPU priority, so
   reads (a string discovery is a second of CPU) wait behind ingest, never in its event
-  loop (:func:`ldp_server.app.create_ingest_app`, :mod:`ldp_server.forward`);
+  loop (:func:`ldp_server.app.create_ingest_app`, :mod:`ldp_server.forward`); in two
+  lanes, so that a cheap read never waits behind an expensive one: light-lane workers
+  sized to the machine, and a heavy lane at a lower priority still
+  (:mod:`aggregator.web.lanes`);
 * one or more aggregator workers (``ldp aggregate`` processes).
 
 A child that exits is started again with backoff, alone: the others ride out its absence
@@ -70,9 +73,15 @@ STOP_TIMEOUT = 20.0
 POLL_SECONDS = 0.2
 """How often the supervisor looks at its children: a dead one is noticed this fast."""
 
-READ_WORKERS = 1
-"""Gunicorn worker processes of the read service. Its CPU-heavy work (string discovery)
-runs at most ``LDP_READ_DISCOVERIES`` at once per process (:mod:`aggregator.web.read_guard`)."""
+READ_WORKERS = max(1, min((os.cpu_count() or 1) - 1, 4))
+"""Gunicorn worker processes of the read service's light lane: a core for each but one
+(ingest's), at most 4 (cheap reads are tens of ms; past that, more machines)."""
+
+HEAVY_READ_WORKERS = 1
+"""Worker processes of the read service's heavy lane (full tables of many values, string
+discoveries, exports: :func:`aggregator.web.lanes.heavy_read`), a fork each: one, so
+expensive reads take turns instead of taking every core. Each runs at most
+``LDP_READ_DISCOVERIES`` discoveries at once (:mod:`aggregator.web.read_guard`)."""
 
 READ_NICENESS = 10
 """How much lower the read service's CPU priority is than ingest's (``nice``): when both
@@ -214,7 +223,8 @@ class Server(Service):
         redis_url: an existing Redis; None starts an embedded one in ``data_dir``.
         data_dir: the embedded Redis's AOF/RDB folder (and the admin token file).
         web_workers: gunicorn worker processes of the web service (ingest).
-        read_workers: gunicorn worker processes of the read service.
+        read_workers: gunicorn worker processes of the read service's light lane.
+        heavy_read_workers: those of its heavy lane.
         aggregators: aggregator worker processes.
         admin_token: the bearer token for metric changes (default: env or generated).
         quiet: send the children's output to log files in ``data_dir`` instead.
@@ -231,6 +241,7 @@ class Server(Service):
         web_workers: int = 2,
         aggregators: int = 1,
         read_workers: int = READ_WORKERS,
+        heavy_read_workers: int = HEAVY_READ_WORKERS,
         admin_token: str | None = None,
         quiet: bool = False,
         backoff: Backoff | None = None,
@@ -241,7 +252,9 @@ class Server(Service):
         self.data_dir = Path(data_dir)
         self.web_workers = web_workers
         self.read_workers = read_workers
+        self.heavy_read_workers = heavy_read_workers
         self.read_port = 0
+        self.heavy_port = 0
         self.aggregators = aggregators
         self.admin_token = admin_token or os.environ.get("LDP_ADMIN_TOKEN") or ""
         self.quiet = quiet
@@ -380,6 +393,7 @@ class Server(Service):
             write_private(self.data_dir / REDIS_URL_FILE, self.redis_url + "\n")
         self._prometheus = self._prometheus_dir()  # emptied once: restarts keep counts
         self.read_port = free_port()  # kept across restarts: the web service forwards to it
+        self.heavy_port = free_port()
         self._start_read()
         self._start_web()
         for i in range(self.aggregators):
@@ -401,6 +415,8 @@ class Server(Service):
 
     def _start_web(self) -> None:
         env = {**self._env(), "LDP_READ_UPSTREAM": f"127.0.0.1:{self.read_port}"}
+        if self.heavy_read_workers:
+            env["LDP_HEAVY_UPSTREAM"] = f"127.0.0.1:{self.heavy_port}"
         app = "ldp_server.app:create_ingest_app()"
         self.web = self._gunicorn("web", app, env, _child_setup)
 
@@ -410,6 +426,9 @@ class Server(Service):
             "LDP_BIND": f"127.0.0.1:{self.read_port}",
             "LDP_WEB_WORKERS": str(self.read_workers),
         }
+        if self.heavy_read_workers:  # the heavy lane: workers of its own on a second port
+            env["LDP_HEAVY_BIND"] = f"127.0.0.1:{self.heavy_port}"
+            env["LDP_HEAVY_WORKERS"] = str(self.heavy_read_workers)
         app = "ldp_server.app:create_server_app()"
         self.read = self._gunicorn("read", app, env, _read_setup)
 

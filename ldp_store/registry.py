@@ -51,8 +51,9 @@ CURRENT_TTL = 1.0
 """Seconds a process trusts its cached "current version" of a metric. Versions
 themselves never change, so they are cached without expiry (up to CACHE_SIZE)."""
 
-CACHE_SIZE = 4096
-"""Definitions kept per process: far more than the metrics anyone defines. Unknown
+CACHE_SIZE = 16_384
+"""Definitions kept per process: above the 10,000 metrics a large deployment defines, so
+reading every current definition (the overview, the alarms) parses none again. Unknown
 (name, version) pairs are remembered up to the same number, oldest forgotten first."""
 
 UNITS_TTL = 60.0
@@ -72,6 +73,18 @@ class MetricRetired(Exception):
         super().__init__(f"metric {name!r} was retired on {retired_on(since)}")
         self.name = name
         self.since = since
+
+
+def _state_of(raw: Any) -> MetricState:
+    """A metric's state from its hash's current, retired and deleted fields."""
+    current, retired, deleted = cast(list[bytes | None], raw)
+    if current is None and retired is None and deleted is None:
+        return _NO_STATE
+    return MetricState(
+        int(current) if current is not None else None,
+        float(retired) if retired is not None else None,
+        frozenset(json.loads(deleted)) if deleted is not None else frozenset(),
+    )
 
 
 def retired_on(since: float) -> str:
@@ -133,18 +146,20 @@ class Registry:
         if cached and not fresh and now - cached[0] < CURRENT_TTL:
             return cached[1]
         raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
-        current, retired, deleted = cast(list[bytes | None], raw)
-        state = _NO_STATE
-        if current is not None or retired is not None or deleted is not None:
-            state = MetricState(
-                int(current) if current is not None else None,
-                float(retired) if retired is not None else None,
-                frozenset(json.loads(deleted)) if deleted is not None else frozenset(),
-            )
+        state = _state_of(raw)
+        self._remember(name, now, state)
+        return state
+
+    def _remember(self, name: str, now: float, state: MetricState) -> None:
         if len(self._state) >= CACHE_SIZE:
             self._state.clear()
         self._state[name] = (now, state)
-        return state
+
+    def _keep(self, key: tuple[str, int], definition: MetricDefinition) -> None:
+        with self._lock:
+            self._versions[key] = definition
+            while len(self._versions) > CACHE_SIZE:
+                self._versions.popitem(last=False)
 
     def current_version(self, name: str) -> int | None:
         """The current version of ``name`` (cached for CURRENT_TTL), or None."""
@@ -200,10 +215,7 @@ class Registry:
                     self._unknown.popitem(last=False)
             return None
         definition = MetricDefinition.from_dict(json.loads(raw))
-        with self._lock:
-            self._versions[key] = definition
-            while len(self._versions) > CACHE_SIZE:
-                self._versions.popitem(last=False)
+        self._keep(key, definition)
         return definition
 
     def lookup(self, name: str, version: int) -> MetricDefinition | None:
@@ -247,9 +259,40 @@ class Registry:
         self._units = (now, max(1, count))
         return self._units[1]
 
+    def retirements(self) -> dict[str, float | None]:
+        """When each metric seen by :meth:`all_current` or :meth:`state` was retired (None:
+        live), as last read: no round trip, for a pass over every metric just listed."""
+        return {name: entry[1].retired for name, entry in self._state.items()}
+
     def all_current(self) -> list[MetricDefinition]:
-        """The current definition of every metric."""
-        found = (self.get(name) for name in self.names())
+        """The current definition of every metric, by name: the states not cached (or
+        older than :data:`CURRENT_TTL`) and the definitions not cached are read in one
+        pipeline each, not one round trip per metric."""
+        names = self.names()
+        now = time.monotonic()
+        stale = [n for n in names if n not in self._state or now - self._state[n][0] >= CURRENT_TTL]
+        if stale:
+            pipe = self.redis.pipeline(transaction=False)
+            for name in stale:
+                pipe.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
+            for name, raw in zip(stale, pipe.execute(), strict=True):
+                self._remember(name, now, _state_of(raw))
+        wanted = []
+        for name in names:
+            state = self._state[name][1] if name in self._state else _NO_STATE
+            if state.current is not None and state.current not in state.deleted:
+                wanted.append((name, state.current))
+        with self._lock:
+            missing = [key for key in wanted if key not in self._versions]
+        if missing:
+            pipe = self.redis.pipeline(transaction=False)
+            for name, version in missing:
+                pipe.hget(keys.metric_key(name), f"v{version}")
+            for key, raw in zip(missing, pipe.execute(), strict=True):
+                if raw is not None:
+                    self._keep(key, MetricDefinition.from_dict(json.loads(raw)))
+        with self._lock:
+            found = [self._versions.get(key) for key in wanted]
         return [d for d in found if d is not None]
 
     # -- writes --------------------------------------------------------------------------

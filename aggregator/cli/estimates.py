@@ -74,8 +74,27 @@ def _group(row: dict[str, Any]) -> list[Text]:
     return [shown_value(segment.split("=", 1)[1])] if segment else []
 
 
+def _distribution_table(rows: list[dict[str, Any]]) -> Table:
+    """A distribution's quantiles (its bins are in --format csv/json and the export)."""
+    table = Table()
+    for col in ("quantile", "value", "interval (simultaneous)"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        if not str(r.get("value", "")).startswith("p"):
+            continue
+        table.add_row(
+            r["value"],
+            _num(r.get("estimate")),
+            f"[{_num(r.get('ci_low'))}, {_num(r.get('ci_high'))}]",
+        )
+    return table
+
+
 def _table(rows: list[dict[str, Any]], kind: str, by: str | None = None) -> Table:
-    """The rows for people: a numeric metric's means, or each value's share."""
+    """The rows for people: a numeric metric's means, a distribution's quantiles, or each
+    value's share."""
+    if kind == "distribution":
+        return _distribution_table(rows)
     return _numeric_table(rows, by) if kind == "numeric" else _value_table(rows, kind, by)
 
 
@@ -258,9 +277,12 @@ def _whole(rows: list[dict[str, Any]], definition: Any) -> None:
     declared = [d for d, _ in definition.dimensions]
     if declared:
         out.print(f"breakdowns (not protected by ε): --by {' | '.join(declared)}")
+    bins = sum(1 for r in rows if str(r.get("value", "")).startswith("["))
     notes = {
         "string": "discovered values: selection-adjusted estimates and intervals",
         "numeric": None,
+        "distribution": f"quantiles from the CDF's simultaneous band; {bins} bins' shares "
+        "with their intervals: --format csv or json (or ldp export)",
     }
     note = notes.get(
         definition.kind,

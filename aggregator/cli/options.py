@@ -208,10 +208,11 @@ PLAN_KIND = click.option(
     "--kind",
     default="categorical",
     show_default=True,
-    type=click.Choice(["categorical", "string", "joint"]),
+    type=click.Choice(["categorical", "string", "joint", "distribution"]),
     help="categorical: k known values (a frequency oracle); string: values without a "
     "dictionary, found by discovery (a string sketch); joint: a tuple of attributes "
-    "(--sizes), its 1- and 2-way marginals.",
+    "(--sizes), its 1- and 2-way marginals; distribution: a number's quantiles (--bins; "
+    "--width: the p95's half-width as a share of the range).",
 )
 
 

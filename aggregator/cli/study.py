@@ -183,6 +183,19 @@ def simulate(
 @FIND
 @CONCENTRATION
 @POWER
+@click.option(
+    "--bins",
+    type=click.IntRange(4, 4096),
+    default=None,
+    help="--kind distribution: the bins over the range (a power of two; default 1024).",
+)
+@click.option(
+    "--quantile",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="--kind distribution: the quantile planned for.",
+)
 @AS_JSON
 @click.pass_context
 def plan(
@@ -200,6 +213,8 @@ def plan(
     frequency: float | None,
     concentration: float,
     power: float,
+    bins: int | None,
+    quantile: float,
     as_json: bool,
 ) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism.
@@ -215,6 +230,16 @@ def plan(
     """
     from aggregator.stats.planning import plan as make_plan
 
+    if kind == "distribution":
+        refuse_given(
+            ctx,
+            ("domain_size", "sizes", "beta", "matrix", "max_length", "frequency"),
+            "is not for --kind distribution (give --bins)",
+        )
+        show_distribution_plan(epsilon, bins or 1024, quantile, users, width, confidence, as_json)
+        return
+    if bins is not None:
+        raise click.UsageError("--bins is for --kind distribution")
     if kind == "joint":
         refuse_given(
             ctx,
@@ -302,6 +327,39 @@ def _show_plan(
         "(maximal gain attack; ldp attack poison measures it)"
     )
     out.print(mechanisms.choose(epsilon, domain_size).reason)
+
+
+def show_distribution_plan(
+    epsilon: float,
+    bins: int,
+    p: float,
+    users: int | None,
+    width: float | None,
+    confidence: float,
+    as_json: bool,
+) -> None:
+    """``ldp plan --kind distribution``: a quantile's half-width or the users for one."""
+    from aggregator.stats.distribution import plan_quantile
+
+    if (users is None) == (width is None):
+        raise click.UsageError("give exactly one of --users and --width")
+    try:
+        row = plan_quantile(epsilon, bins, users=users, width=width, p=p, confidence=confidence)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if as_json:
+        echo_json([row.__dict__])
+        return
+    label = f"p{100 * p:g}"
+    out.print(
+        f"ε={epsilon:g}, {bins} bins (hierarchical histogram, B = {row.branching}): "
+        f"{row.users:,} users give {label} within ±{row.half_width * 100:.3g} % of the range "
+        f"({confidence:.0%}, simultaneous band c = {row.band_critical:.2f})"
+    )
+    out.print(
+        "for a uniform distribution over the range; where the density at the quantile is d "
+        "times the uniform's, the interval is about 1/d as wide (a heavy tail's p95: d < 1, wider)"
+    )
 
 
 def show_joint_plan(

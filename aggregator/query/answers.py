@@ -21,18 +21,25 @@ if TYPE_CHECKING:
     from aggregator.stats.shuffling import Amplification
 
 __all__ = [
+    "CdfPoint",
+    "DistributionBin",
+    "DistributionEstimates",
+    "QuantileAnswer",
+    "RangeAnswer",
     "SegmentEstimates",
     "SegmentGroup",
     "DEFAULT_CONFIDENCE",
     "GRANULARITIES",
     "INTERVALS",
     "MAX_TREND_WINDOWS",
+    "EstimateColumns",
     "EstimateRow",
     "ExportRow",
     "ExportRows",
     "ExportVersion",
     "ExportWindows",
     "JointCell",
+    "JointColumns",
     "JointEstimates",
     "JointMarginal",
     "Estimates",
@@ -41,6 +48,7 @@ __all__ = [
     "PoisoningAlarm",
     "PoisoningBaseline",
     "RelayedWaiting",
+    "Rest",
     "ShuffledEpsilon",
     "StringEstimates",
     "StringRow",
@@ -117,6 +125,41 @@ class EstimateRow(Model):
     """Exactly "0 lies outside [cs_low, cs_high]": the flag to show beside the confidence
     sequence (fdr: e-BH, whose false discovery rate holds at any look); null when n is 0
     or without a sequence."""
+
+
+SHOWN = ("all", "top", "values", "page")
+"""How an answer's rows were chosen (:mod:`aggregator.query.paging`)."""
+
+
+class EstimateColumns(Model):
+    """The rows of ``estimates`` as one array per field, in the rows' order
+    (?format=columns): the same numbers in a fraction of the bytes."""
+
+    value: list[str]
+    frequency: list[Number]
+    std_error: list[Number]
+    ci_low: list[Number]
+    ci_high: list[Number]
+    norm_sub: list[Number]
+    support_count: list[int]
+    cs_low: list[Number]
+    cs_high: list[Number]
+    p_value: list[Number]
+    distinguishable_from_zero: list[bool | None]
+    cs_p_value: list[Number]
+    cs_distinguishable_from_zero: list[bool | None]
+
+
+class Rest(Model):
+    """The rows an answer does not show, summed into one (?top=, ?values=, a page, or the
+    default of a large table)."""
+
+    values: Annotated[int, Field(ge=1)]
+    """How many values (or cells) are not shown."""
+    frequency: Number
+    """Their unbiased frequencies summed (1 − the shown ones' sum, up to rounding)."""
+    norm_sub: Number = None
+    """Their Norm-Sub shares summed (categorical metrics; null for joint cells)."""
 
 
 class PoisoningBaseline(Model):
@@ -258,7 +301,19 @@ class Estimates(Model):
     """Why that many."""
     post_processing: str
     estimates: list[EstimateRow]
-    """One row per domain value, in the domain's order."""
+    """The values shown (``shown``): every domain value in the domain's order while the
+    answer is small (k ≤ 256; a breakdown: groups × k ≤ 256), else the largest estimates
+    first; empty with ?format=columns (see ``columns``)."""
+    values_total: Annotated[int, Field(ge=2)] | Absent = None
+    """k: the values of the domain, shown or not."""
+    shown: Annotated[str, OneOf(SHOWN)] | Absent = None
+    """How the rows were chosen: all (every value, domain order), top (the largest
+    estimates, largest first: ?top=, or the default beyond 256 rows), values (?values=,
+    in the order asked) or page (?offset=&limit=, domain order)."""
+    rest: Rest | None = None
+    """The values not shown, summed; null when every value is shown."""
+    columns: EstimateColumns | None = None
+    """With ?format=columns: the rows as one array per field."""
     alarms: list[PoisoningAlarm]
     """Poisoning alarms of this window (of the newest hour and day windows for window
     all); empty when none, or for memoized metrics, which are not tested."""
@@ -381,6 +436,90 @@ class MeanEstimate(Model):
     post_processing: str
 
 
+class DistributionBin(Model):
+    """One bin of a distribution: [low, high) in the metric's units and its share."""
+
+    low: float
+    high: float
+    share: float
+    """Consistent (weighted least squares under the tree's sums): unbiased, may be
+    slightly below 0 or above 1."""
+    std_error: float
+    ci_low: float
+    ci_high: float
+
+
+class CdfPoint(Model):
+    """The CDF at one bin edge, with the simultaneous band."""
+
+    value: float
+    """The edge, in the metric's units."""
+    cdf: float
+    """Share of values below the edge (unbiased; may leave [0, 1])."""
+    std_error: float
+    band_low: float
+    band_high: float
+    """The band holds at every point at once with the answer's confidence."""
+
+
+class RangeAnswer(Model):
+    """The share of values in [low, high] (widened outward to bin edges)."""
+
+    asked: Annotated[list[float], Field(min_length=2, max_length=2)]
+    low: float
+    high: float
+    share: float
+    std_error: float
+    ci_low: float
+    ci_high: float
+
+
+class QuantileAnswer(Model):
+    """The p-quantile: the point where the monotone CDF reaches p (linear within its bin,
+    geometric on a log scale) and the interval from inverting the simultaneous band."""
+
+    p: float
+    value: float
+    ci_low: float
+    ci_high: float
+
+
+class DistributionEstimates(Model):
+    """A distribution metric's histogram, CDF, ranges and quantiles in one window."""
+
+    metric: str
+    version: Version
+    kind: Literal["distribution"]
+    mechanism: Annotated[str, OneOf(["hh"])]
+    mechanism_reason: str
+    epsilon: float
+    mechanism_params: Mechanism
+    n: Annotated[int, Field(ge=0)]
+    n_levels: list[int]
+    """Reports of each level of the tree (a device reports one level, at random)."""
+    confidence: float
+    window: str
+    range: Annotated[list[float], Field(min_length=2, max_length=2)]
+    scale: str
+    """linear or log: how the bins divide the range."""
+    ready: bool
+    """False until every level has a report (then no estimate: empty lists)."""
+    bins: list[DistributionBin]
+    """Each bin's share with its interval (each for its bin alone)."""
+    cdf: list[CdfPoint]
+    """At every bin edge (every (D/1,024)-th beyond 1,024 bins)."""
+    band_critical: Number
+    """c: the band is cdf ± c·std_error (≥ the pointwise z)."""
+    ranges: list[RangeAnswer]
+    """The ranges asked (?range=a,b), each interval for that range alone."""
+    quantiles: list[QuantileAnswer]
+    """The quantiles asked (?quantiles=; default 0.5, 0.9, 0.95, 0.99): all intervals
+    hold together, as the band they come from."""
+    intervals_note: str
+    relayed_waiting: RelayedWaiting | None = None
+    """Reports sent through an Oblivious HTTP relay still waiting in the shuffle pool."""
+
+
 class TrendPoint(Model):
     """A categorical metric's estimates in one window."""
 
@@ -445,6 +584,23 @@ class JointCell(Model):
     """Post-processed (shared margins agree across marginals, cells ≥ 0): biased."""
 
 
+class JointColumns(Model):
+    """The cells of a marginal as one array per field (?format=columns)."""
+
+    cell: list[list[str]]
+    frequency: list[Number]
+    std_error: list[Number]
+    ci_low: list[Number]
+    ci_high: list[Number]
+    cs_low: list[Number]
+    cs_high: list[Number]
+    p_value: list[Number]
+    distinguishable_from_zero: list[bool]
+    cs_p_value: list[Number]
+    cs_distinguishable_from_zero: list[bool | None]
+    consistent: list[Number]
+
+
 class JointMarginal(Model):
     """One marginal over some of the metric's attributes."""
 
@@ -458,6 +614,17 @@ class JointMarginal(Model):
     cs_level: Level = None
     """The confidence each cell's cs_low/cs_high is read at."""
     cells: list[JointCell]
+    """The cells shown (``shown``): every cell, row-major, while the answer holds at
+    most 256 cells in all, else each marginal's largest estimates first; empty with
+    ?format=columns."""
+    cells_total: Annotated[int, Field(ge=1)] | Absent = None
+    """The marginal's cells, shown or not."""
+    shown: Annotated[str, OneOf(SHOWN)] | Absent = None
+    """How the cells were chosen: all, top or page (as in Estimates)."""
+    rest: Rest | None = None
+    """The cells not shown, summed; null when every cell is shown."""
+    columns: JointColumns | None = None
+    """With ?format=columns: the cells as one array per field."""
 
 
 class JointEstimates(Model):

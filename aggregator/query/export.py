@@ -94,7 +94,12 @@ def window_rows(
         ValueError: ``estimand`` population for a string metric (not offered: its
             discovered values' intervals are the reporters' only).
     """
-    from aggregator.query.answers import Estimates, MeanEstimate, StringEstimates
+    from aggregator.query.answers import (
+        DistributionEstimates,
+        Estimates,
+        MeanEstimate,
+        StringEstimates,
+    )
     from aggregator.query.estimators import Ask, estimate_window, estimator_for
     from aggregator.query.suppression import hidden_groups
     from aggregator.stats.intervals import POPULATION, check_estimand
@@ -105,6 +110,11 @@ def window_rows(
         raise ValueError(
             f"estimand population is not offered for string metrics ({definition.name!r}): "
             "a discovered value's interval is for the share among the devices that reported"
+        )
+    if estimand == POPULATION and definition.kind == "distribution":
+        raise ValueError(
+            f"estimand population is not offered for distribution metrics "
+            f"({definition.name!r}): the shares are among the devices that reported"
         )
     m = definition.mechanism
     head = {
@@ -125,6 +135,9 @@ def window_rows(
         return
     ask = Ask(confidence=confidence, estimand=estimand)
     body = estimate_window(reader, definition, window, ask, stats)
+    if isinstance(body, DistributionEstimates):
+        yield from _distribution_rows(head, body)
+        return
     if definition.dimensions and hidden is None:  # read after the counts: they only grow
         minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
         hidden = hidden_groups(reader.client, definition, minimum, [window])
@@ -160,6 +173,35 @@ def window_rows(
     assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
     yield from _frequency_rows(head, body)
     yield from _segment_rows(reader, definition, window, ask, head, hidden)
+
+
+def quantile_label(p: float) -> str:
+    """``p50``, ``p95``, ``p99.9``: a quantile's row label."""
+    return f"p{100 * p:.10g}"
+
+
+def _distribution_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
+    """A distribution's rows: each quantile (``p50``…: the estimate is the value), then
+    each bin (``[low, high)``: the estimate is its share)."""
+    common = {**head, "n": body.n, "reports_per_device": 1}
+    for q in body.quantiles:
+        yield {
+            **common,
+            "value": quantile_label(q.p),
+            "estimate": q.value,
+            "std_error": None,
+            "ci_low": q.ci_low,
+            "ci_high": q.ci_high,
+        }
+    for b in body.bins:
+        yield {
+            **common,
+            "value": f"[{b.low:.6g}, {b.high:.6g})",
+            "estimate": b.share,
+            "std_error": b.std_error,
+            "ci_low": b.ci_low,
+            "ci_high": b.ci_high,
+        }
 
 
 def _segment_rows(

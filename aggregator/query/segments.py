@@ -87,7 +87,8 @@ def segment_estimates(
         window: ``all``, ``hour:…`` or ``day:…``.
         dimension: one of the metric's dimensions.
         ask: the level, multiplicity and estimand of each group's intervals (no alarms:
-            they are tested on the whole metric).
+            they are tested on the whole metric), and the rows each group shows (the
+            default's budget shared by the groups).
         minimum: the least reports a shown group has.
         hidden: every window's hidden groups read at one moment (``ldp export`` reads
             them once for all its windows); None: read now.
@@ -100,12 +101,16 @@ def segment_estimates(
         hidden = hidden_groups(reader.client, definition, minimum, [window])  # group shown
     groups = group_by(definition, read_segments(reader.client, definition, window), dimension)
     why = hidden.of(window, dimension)  # then holds at least the minimum in ``groups``
+    rows = ask.rows
+    if rows is not None and definition.kind != "numeric":
+        rows = rows.resolve(len(values) * definition.k, len(values))  # the groups share it
     plain = Ask(
         confidence=ask.confidence,
         simultaneous=ask.simultaneous,
         estimand=ask.estimand,
         multiplicity=ask.multiplicity,
         alarm_rate=ask.alarm_rate,
+        rows=rows,
     )
     out = []
     for value in values:

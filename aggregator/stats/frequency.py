@@ -409,11 +409,16 @@ def _sequence(
     mechanism: FrequencyOracle, n: int, support: np.ndarray, alpha: float, r: float
 ) -> tuple[FloatArray, FloatArray]:
     """The frequencies' confidence sequence, each at level 1 − alpha, unclipped: the one
-    place an estimate builds it."""
+    place an estimate builds it. A value's bounds depend on its support count alone, so
+    they are computed once per distinct count (a few hundred where k is 65,536)."""
     if isinstance(mechanism, PostRandomization):
         raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
-    low, high = frequency_cs(mechanism, n, support, alpha, reports_per_device=r, clip=False)
-    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    counts = np.asarray(support)
+    distinct, at = np.unique(counts, return_inverse=True)
+    low, high = frequency_cs(mechanism, n, distinct, alpha, reports_per_device=r, clip=False)
+    low = np.asarray(low, dtype=np.float64)[at].reshape(counts.shape)
+    high = np.asarray(high, dtype=np.float64)[at].reshape(counts.shape)
+    return low, high
 
 
 def _sequence_read(
@@ -425,10 +430,11 @@ def _sequence_read(
     if isinstance(mechanism, PostRandomization):
         raise ValueError("anytime intervals are not available for pram (no single p*, q*)")
     counts = np.asarray(support, dtype=np.float64)
+    distinct, at = np.unique(counts, return_inverse=True)  # elementwise: once per count
     zero_p = np.asarray(
-        anytime_p_value(n / r, counts / r, counts / r, 0.0, 1.0, float(mechanism.q)),
+        anytime_p_value(n / r, distinct / r, distinct / r, 0.0, 1.0, float(mechanism.q)),
         dtype=np.float64,
-    )
+    )[at].reshape(counts.shape)
     return read_at_level(
         np.atleast_1d(zero_p), alpha, mode, lambda a: _sequence(mechanism, n, support, a, r)
     )

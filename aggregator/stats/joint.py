@@ -288,19 +288,32 @@ def _fixed_read(
     method = interval_method(oracle, n, 1, z_value(1.0 - strict))
     widen = method == EXACT and oracle.population > n
 
-    def intervals_at(a: Any) -> tuple[FloatArray, FloatArray]:
+    def intervals_of(counts: FloatArray, a: Any) -> tuple[FloatArray, FloatArray]:
         if widen:  # one α per cell (the dual's bisection) or one for all
-            lo, hi = _exact_at(oracle, n, support, a)
+            lo, hi = _exact_at(oracle, n, counts, a)
             return _widen(oracle, n, lo, hi, _z_of(a))
         lo, hi, _ = frequency_intervals(
-            oracle, n, support, 1.0 - float(a), 1, estimand=estimand, method=method
+            oracle, n, counts, 1.0 - float(a), 1, estimand=estimand, method=method
         )
         return lo, hi
 
+    def intervals_at(a: Any) -> tuple[FloatArray, FloatArray]:
+        if np.ndim(a):
+            return intervals_of(support, a)
+        # One α for all: a cell's interval depends on its count alone, computed once per
+        # distinct count (a few hundred of a 256×256 marginal's 65,536 cells).
+        distinct, at = np.unique(np.asarray(support), return_inverse=True)
+        lo, hi = intervals_of(distinct, a)
+        shape = np.shape(support)
+        return np.asarray(lo)[at].reshape(shape), np.asarray(hi)[at].reshape(shape)
+
     if method == SCORE:
         dual = score_zero_p(oracle.debias(support, n), variance_coefficients(oracle, n)[2])
-    elif widen:
-        dual = bisect_dual(lambda a: ~outside_zero(*intervals_at(a)), cells)
+    elif widen:  # each cell's dual from its count alone: bisected once per distinct count
+        distinct, at = np.unique(np.asarray(support), return_inverse=True)
+        dual = bisect_dual(lambda a: ~outside_zero(*intervals_of(distinct, a)), len(distinct))[
+            at
+        ].reshape(np.shape(support))
     else:
         dual = exact_zero_p(oracle, n, support)
     # The exact test of f = 0 where the set's count is a binomial; an OLH set's scaled
@@ -331,9 +344,15 @@ def _sequence_read(
         np.asarray(anytime_p_value(n, support, support, 0.0, 1.0, float(oracle.q)), dtype=float)
     )
 
+    distinct, at = np.unique(np.asarray(support), return_inverse=True)  # once per count
+    shape = np.shape(support)
+
     def intervals_at(a: float) -> tuple[FloatArray, FloatArray]:
-        lo, hi = frequency_cs(oracle, n, support, a, clip=False)  # type: ignore[arg-type]
-        return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)
+        lo, hi = frequency_cs(oracle, n, distinct, a, clip=False)  # type: ignore[arg-type]
+        return (
+            np.asarray(lo, dtype=np.float64)[at].reshape(shape),
+            np.asarray(hi, dtype=np.float64)[at].reshape(shape),
+        )
 
     return read_at_level(zero_p, alpha, mode, intervals_at), "anytime"
 

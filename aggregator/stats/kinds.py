@@ -1,6 +1,6 @@
 """The table of metric kinds: which codec decodes a mechanism's reports.
 
-Above every codec (frequency, numeric, string, joint), so none of them imports another
+Above every codec (frequency, numeric, string, joint, distribution), so none of them imports another
 through it: a new kind adds its codec here, and
 :func:`aggregator.query.estimators.estimator_for` reads the same table. Where each kind's
 code lives: ``docs/architecture/layout.md``.
@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 from aggregator.stats.codecs import Counts, FrequencyCodec, frequency_codec
+from aggregator.stats.distribution_codec import HistogramCodec
 from aggregator.stats.joint_codec import JointCodec
 from aggregator.stats.numeric import NumericCodec
 from aggregator.stats.strings import StringCodec
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
+from client_sdk.mechanisms.distribution import HierarchicalHistogram
 from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -25,6 +27,7 @@ KINDS: tuple[tuple[str, type[Any], type[Any]], ...] = (
     ("numeric", NumericMechanism, NumericCodec),
     ("string", StringSketch, StringCodec),
     ("joint", JointMechanism, JointCodec),
+    ("distribution", HierarchicalHistogram, HistogramCodec),
 )
 """(kind, mechanism class, codec class) of each kind beside the frequency oracles, whose
 codec :func:`aggregator.stats.codecs.frequency_codec` picks by oracle."""
@@ -45,12 +48,22 @@ def codec_for(mechanism: StringSketch) -> StringCodec: ...
 @overload
 def codec_for(mechanism: JointMechanism) -> JointCodec: ...
 @overload
+def codec_for(mechanism: HierarchicalHistogram) -> HistogramCodec: ...
+@overload
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec: ...
+    mechanism: FrequencyOracle
+    | NumericMechanism
+    | StringSketch
+    | JointMechanism
+    | HierarchicalHistogram,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec: ...
 def codec_for(
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec:
+    mechanism: FrequencyOracle
+    | NumericMechanism
+    | StringSketch
+    | JointMechanism
+    | HierarchicalHistogram,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec:
     """The batch codec of a mechanism object, of any kind.
 
     Raises:

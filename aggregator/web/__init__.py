@@ -16,6 +16,7 @@ request context (Redis, the metric registry, memory readings, the app's metrics:
 * :mod:`~aggregator.web.dashboard`: ``/``, ``/ui/…``
 * :mod:`~aggregator.web.access`: the read token in front of all of them
 * :mod:`~aggregator.web.read_guard`: the bound and cache of expensive reads
+* :mod:`~aggregator.web.lanes`: which reads are expensive (``ldp serve``'s heavy lane)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from aggregator.web import (
     dashboard,
     estimates,
     export,
+    lanes,
     plan,
     read_guard,
     status,
@@ -66,6 +68,7 @@ def install(app: Flask) -> None:
     ext.telemetry.add_collector(PipelineGauges(ext.redis, ext.registry))
     estimates.min_segment_reports(app)  # refused at start, not at the first breakdown
     read_guard.install(app)
+    lanes.install(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     access.install(app)

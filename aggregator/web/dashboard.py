@@ -43,10 +43,11 @@ from werkzeug.exceptions import NotFound
 from aggregator.alerts.evaluate import Alerts
 from aggregator.alerts.rules import KINDS
 from aggregator.query.relayed import relayed_guarantee
-from aggregator.web.models import CURVE_MECHANISMS
+from aggregator.web.models import CURVE_MECHANISMS, OVERVIEW_PAGE
 from aggregator.web.status import (
     alarm_rate,
     describe,
+    overview_asked,
     overview_body,
     published_caps,
     retention_of,
@@ -228,14 +229,34 @@ def _missing(name: str) -> tuple[str, int]:
 def overview() -> str:
     """Every metric at a glance; the browser refreshes the numbers from /v1/overview."""
     ext = shared()
-    body = overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
+    search, offset, limit = overview_asked()
+    body = overview_body(
+        ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps(), search, offset, limit
+    )
     rows, memory, device = body["metrics"], body["memory"], body["device"]
+    asked: dict[str, Any] = {k: v for k, v in (("q", search), ("offset", offset)) if v}
+    if limit != OVERVIEW_PAGE:
+        asked["limit"] = limit
     page = {
         "page": "overview",
         "refresh": _refresh_seconds(),
-        "api": {"overview": url_for("status.get_overview")},
+        "api": {"overview": url_for("status.get_overview", **asked)},
     }
-    return render_template("overview.html", rows=rows, memory=memory, device=device, page=page)
+    paging = {
+        "q": search,
+        "first": offset + 1 if rows else 0,
+        "last": offset + len(rows),
+        "total": body["total"],
+        "previous": None
+        if not offset
+        else url_for("dashboard.overview", **{**asked, "offset": max(0, offset - limit)}),
+        "next": None
+        if body["next_offset"] is None
+        else url_for("dashboard.overview", **{**asked, "offset": body["next_offset"]}),
+    }
+    return render_template(
+        "overview.html", rows=rows, memory=memory, device=device, page=page, paging=paging
+    )
 
 
 @bp.get("/ui/alerts")
@@ -268,6 +289,8 @@ def metric(name: str) -> str | tuple[str, int]:
         return _string_page(definition, d, ext.registry.current_version(name))
     if definition.kind == "joint":
         return _joint_page(definition, d, ext.registry.current_version(name))
+    if definition.kind == "distribution":
+        return _distribution_page(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     d["dimensions"] = [{"name": n, "values": list(v)} for n, v in definition.dimensions]
@@ -318,6 +341,25 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
     }
     return render_template(
         "string.html", d=d, page=page, sketch=definition.sketch, current_version=current
+    )
+
+
+def _distribution_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
+    """A distribution metric's page: the CDF with its simultaneous band, the quantiles."""
+    query: dict[str, Any] = {"name": definition.name, "version": definition.version}
+    page = {
+        "page": "distribution",
+        "metric": d,
+        "refresh": _refresh_seconds(),
+        "scale": definition.histogram.scale,
+        "api": {"estimates": url_for("estimates.get_estimates", **query)},
+    }
+    return render_template(
+        "distribution.html",
+        d=d,
+        page=page,
+        histogram=definition.histogram,
+        current_version=current,
     )
 
 

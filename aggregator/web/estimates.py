@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import time
 from typing import Any
 
@@ -23,6 +24,7 @@ from werkzeug.exceptions import BadRequest, NotFound
 from aggregator.query.answers import (
     GRANULARITIES,
     MAX_TREND_WINDOWS,
+    DistributionEstimates,
     Estimates,
     JointEstimates,
     MeanEstimate,
@@ -32,6 +34,7 @@ from aggregator.query.answers import (
 )
 from aggregator.query.estimators import Ask, Reader, estimate_window, trend
 from aggregator.query.estimators.numeric import NUMERIC_FIELDS
+from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
@@ -43,7 +46,10 @@ from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
     FORMATS,
     MAX_CONFIDENCE,
+    MAX_NUMBERS_QUERY,
     MIN_CONFIDENCE,
+    NUMBERS_PATTERN,
+    RANGE_PATTERN,
     EstimatesQuery,
     TrendQuery,
 )
@@ -206,6 +212,33 @@ def _confidence() -> tuple[float, bool, str | None]:
     return confidence, simultaneous, multiplicity
 
 
+def rows_asked(definition: MetricDefinition, fmt: str) -> Rows:
+    """The rows asked for (``?top=``, ``?values=``, ``?offset=&limit=``, the column form);
+    a CSV holds every row unless asked otherwise.
+
+    Raises:
+        BadRequest: a bad number, two ways of choosing rows at once, values a categorical
+            metric does not have, or values of a joint metric (its cells: top or a page).
+    """
+    try:
+        rows = Rows.parse(request.args)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    if rows.values is not None:
+        if definition.kind == "joint":
+            raise BadRequest(
+                "values: a joint metric's cells are chosen with top, offset/limit or values=all"
+            )
+        if definition.kind == "categorical":
+            known = set(definition.domain)
+            unknown = [v[:40] for v in rows.values if v not in known]
+            if unknown:
+                raise BadRequest(f"values: not values of {definition.name!r}: {unknown[:5]}")
+    if fmt == "csv" and rows == Rows():
+        return Rows(every=True)
+    return rows
+
+
 def estimand_asked(definition: MetricDefinition) -> str:
     """``?estimand=`` (default reporters).
 
@@ -219,6 +252,12 @@ def estimand_asked(definition: MetricDefinition) -> str:
         raise BadRequest(
             f"estimand=population is not offered for string metrics ({definition.name!r}): a "
             "discovered value's interval is for the share among the devices that reported "
+            "(estimand=reporters)"
+        )
+    if raw == POPULATION and definition.kind == "distribution":
+        raise BadRequest(
+            f"estimand=population is not offered for distribution metrics "
+            f"({definition.name!r}): the shares are among the devices that reported "
             "(estimand=reporters)"
         )
     return raw
@@ -316,13 +355,63 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     )
 
 
+MAX_RANGES = 20
+"""Ranges one request may ask (each costs an O(D·h) solve)."""
+
+MAX_QUANTILES = 50
+"""Quantiles one request may ask."""
+
+
+def _numbers(text: str, what: str, pattern: str) -> list[float]:
+    """The numbers of ``?range=`` or ``?quantiles=``, as the document's pattern says."""
+    if len(text) > MAX_NUMBERS_QUERY or re.fullmatch(pattern, text) is None:
+        raise BadRequest(
+            f"{what}: comma-separated decimal numbers (at most {MAX_NUMBERS_QUERY} "
+            f"characters), got {text[:64]!r}"
+        )
+    return [float(x) for x in text.split(",")]
+
+
+def _distribution_asked(
+    definition: MetricDefinition,
+) -> tuple[list[tuple[float, float]], list[float] | None]:
+    """``?range=a,b`` (repeatable) and ``?quantiles=p,…``: checked for their form on every
+    metric (the document's pattern), for their values on a distribution metric (the only
+    kind that reads them)."""
+    ranges = []
+    asked = request.args.getlist("range")
+    pairs = [_numbers(text, "range", RANGE_PATTERN) for text in asked]
+    text = request.args.get("quantiles")
+    quantiles = None if text is None else _numbers(text, "quantiles", NUMBERS_PATTERN)
+    if definition.kind != "distribution":
+        return [], None
+    if len(asked) > MAX_RANGES:
+        raise BadRequest(f"range: at most {MAX_RANGES} ranges")
+    for text, pair in zip(asked, pairs, strict=True):
+        if not all(math.isfinite(x) for x in pair) or not pair[0] <= pair[1]:
+            raise BadRequest(f"range: two finite numbers a,b with a <= b, got {text[:64]!r}")
+        ranges.append((pair[0], pair[1]))
+    if quantiles is not None and (
+        len(quantiles) > MAX_QUANTILES or not all(0 < p < 1 for p in quantiles)
+    ):
+        raise BadRequest(f"quantiles: at most {MAX_QUANTILES} numbers in (0, 1)")
+    return ranges, quantiles
+
+
 @bp.get("/v1/estimates/<name>")
 @documented(
     "A metric's estimates with intervals in one window, as JSON or CSV.",
     {
         200: Reply(
             "The estimates.",
-            (Estimates, MeanEstimate, StringEstimates, JointEstimates, SegmentEstimates),
+            (
+                Estimates,
+                MeanEstimate,
+                StringEstimates,
+                JointEstimates,
+                DistributionEstimates,
+                SegmentEstimates,
+            ),
             {
                 "Content-Disposition": Header(
                     'CSV only: attachment; filename="<metric>-v<version>-<window>.csv"'
@@ -332,7 +421,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
         ),
         400: Reply(
             "A bad version, window, confidence, multiplicity, estimand (population of a "
-            "string metric) or format.",
+            "string metric), format, or choice of rows (top, values, offset, limit).",
             Error,
         ),
         401: UNAUTHORIZED,
@@ -341,12 +430,23 @@ def _numeric_csv(body: MeanEstimate) -> Response:
             "how long its kind of window is kept).",
             Error,
         ),
+        414: Reply(
+            "The request line is longer than the web server takes (4,094 bytes, gunicorn's "
+            "limit_request_line): every query parameter fits it alone, not all at their "
+            "longest, percent-encoded, at once. Answered by the web server (not JSON)."
+        ),
         503: UNAVAILABLE,
     },
-    description="Computed from the counts in Redis on each request. Categorical metrics "
-    "answer Estimates, numeric ones MeanEstimate (its kind is numeric), string ones "
+    description="Computed from the counts in Redis on each request. Tables are sized to be "
+    "read: every value (cell) while the answer holds at most 256 rows, else the top 256 "
+    "by estimated frequency with the rest summed (rest); ?top=, ?values=, ?offset=&limit= "
+    "choose others (?values=all: the full table) and ?format=columns sends each table as "
+    "one array per field. Categorical metrics answer Estimates, numeric ones MeanEstimate "
+    "(its kind is numeric), string ones "
     "StringEstimates (kind string: the discovered values, and ?candidates=a,b,c), joint "
-    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a); ?by=<dimension> of a metric "
+    "ones JointEstimates (kind joint: ?marginal=a,b and ?by=a), distribution ones "
+    "DistributionEstimates (kind distribution: the histogram, the CDF with a simultaneous "
+    "band, ?range=a,b (repeatable) and ?quantiles=0.5,0.99); ?by=<dimension> of a metric "
     "with public dimensions answers SegmentEstimates (kind segments: one estimate per "
     "value, groups below LDP_MIN_SEGMENT_REPORTS not shown, nor any group a sum or "
     "difference of served figures in any windows would give, and why).",
@@ -365,7 +465,8 @@ def get_estimates(name: str) -> Any:
     estimand = estimand_asked(definition)
     fmt = request.args.get("format", FORMATS[0])
     if fmt not in FORMATS:
-        raise BadRequest(f"format must be json or csv, got {fmt!r}")
+        raise BadRequest(f"format must be one of {', '.join(FORMATS)}, got {fmt[:40]!r}")
+    rows = rows_asked(definition, fmt)
     candidates: list[str] = []
     if definition.kind == "string":
         if fmt == "csv":
@@ -381,6 +482,7 @@ def get_estimates(name: str) -> Any:
             simultaneous=simultaneous,
             estimand=estimand,
             multiplicity=multiplicity,
+            rows=rows,
         )
         reader = Reader(client, registry, guarded)
         breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
@@ -391,6 +493,9 @@ def get_estimates(name: str) -> Any:
             f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
             + (f"its dimensions: {names}" if names else "it declares none")
         )
+    ranges, quantiles = _distribution_asked(definition)
+    if definition.kind == "distribution" and fmt == "csv":
+        raise BadRequest("a distribution metric's estimates are JSON only")
     marginals: list[list[int]] = []
     if definition.kind == "joint":
         marginals = requested(definition, request.args.get("marginal"), request.args.get("by"))
@@ -403,6 +508,9 @@ def get_estimates(name: str) -> Any:
         alarm_rate=alarm_rate(),
         candidates=candidates,
         marginals=marginals,
+        rows=rows,
+        ranges=ranges,
+        quantiles=quantiles,
     )
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
     if fmt == "csv" and isinstance(found, JointEstimates):

@@ -24,6 +24,7 @@ from aggregator.query.answers import (
     RelayedWaiting,
     Version,
 )
+from aggregator.query.paging import MAX_ROWS
 from aggregator.stats.intervals import REPORTERS
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
 from client_sdk import mechanisms
@@ -57,6 +58,7 @@ __all__ = [
     "MAX_CANDIDATES",
     "MAX_CANDIDATES_QUERY",
     "Plan",
+    "OverviewQuery",
     "PlanQuery",
     "PlanTarget",
     "PlannedMechanism",
@@ -67,8 +69,9 @@ __all__ = [
     "TrendQuery",
 ]
 
-FORMATS = ("json", "csv")
-"""What ``GET /v1/estimates/<name>`` answers in."""
+FORMATS = ("json", "csv", "columns")
+"""What ``GET /v1/estimates/<name>`` answers in: JSON, CSV, or JSON with each table's
+rows as one array per field (columns)."""
 
 MIN_CONFIDENCE = 0.5
 """The lowest level a request may ask for: an interval below it is more likely wrong
@@ -145,6 +148,25 @@ class EstimatesQuery(Model):
     wider, most at high ε; numeric: the same interval, valid for both). Refused (400) for
     string metrics."""
     format: Annotated[str, OneOf(FORMATS)] = FORMATS[0]
+    """json; csv (categorical, numeric and joint metrics: one row per value or cell, every
+    row unless top, values or a page is asked for); or columns: JSON whose tables
+    (a categorical estimate's values, a marginal's cells, each group's values) are one
+    array per field, in ``columns``, instead of one object per row."""
+    top: Annotated[int, Field(ge=1, le=MAX_ROWS)] | Absent = None
+    """Categorical and joint metrics (and each group of ?by=): the top values (cells) by
+    estimated frequency, largest first; the others summed in ``rest``. Default: every
+    value while the answer holds at most 256 rows in all (k ≤ 256; a breakdown's groups ×
+    k ≤ 256; a joint answer's cells ≤ 256), else the top 256 (shared by the groups or
+    marginals)."""
+    values: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """all (every value or cell: the full table), or comma-separated values of a
+    categorical metric, answered in that order (values containing a comma: use top or a
+    page). Not with top, offset or limit."""
+    offset: Annotated[int, Field(ge=0, le=MAX_ROWS)] | Absent = None
+    """A page of the table in its own order (the domain's; a marginal's cells row-major):
+    its first row (default 0). Not with top or values."""
+    limit: Annotated[int, Field(ge=1, le=MAX_ROWS)] | Absent = None
+    """The rows of that page (default 256 when offset is given)."""
     candidates: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
     """String metrics: comma-separated values to estimate besides those discovered (at
     most 100 values and 300 characters; each normalised like a device's value)."""
@@ -155,6 +177,27 @@ class EstimatesQuery(Model):
     """Joint metrics: an attribute to break the marginal down by (its cells first). A
     metric with public dimensions: a dimension to break the estimates down by (one
     estimate per value, groups below the minimum count not shown)."""
+    range: Annotated[str, Field(max_length=MAX_NUMBERS_QUERY, pattern=RANGE_PATTERN)] | Absent = (
+        None
+    )
+    """Distribution metrics: a,b asks the share of values in [a, b] (widened outward to
+    bin edges); repeat it for several ranges (at most 20). Ignored for other kinds."""
+    quantiles: (
+        Annotated[str, Field(max_length=MAX_NUMBERS_QUERY, pattern=NUMBERS_PATTERN)] | Absent
+    ) = None
+    """Distribution metrics: comma-separated p in (0, 1) (default 0.5,0.9,0.95,0.99).
+    Ignored for other kinds."""
+
+
+NUMBER_REGEX = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+"""A decimal number as ``?range=`` and ``?quantiles=`` take it (ASCII only)."""
+
+RANGE_PATTERN = f"^{NUMBER_REGEX},{NUMBER_REGEX}$"
+NUMBERS_PATTERN = f"^{NUMBER_REGEX}(?:,{NUMBER_REGEX})*$"
+
+MAX_NUMBERS_QUERY = 100
+"""Characters of ``?range=`` or ``?quantiles=``: ASCII digits, so 100 bytes each on the
+request line (whose 4,094-byte limit ``?candidates=`` mostly takes)."""
 
 
 EXPORT_GRANULARITIES = ("hour", "day", "all")
@@ -381,12 +424,41 @@ class DeviceSpend(Model):
 
 
 class Overview(Model):
-    """Every metric's current version, the device-wide spend, and Redis memory."""
+    """Every metric's current version (a page of them), the device-wide spend, and Redis
+    memory."""
 
     device: DeviceSpend
+    """Over every live metric, whatever the page."""
     metrics: list[OverviewRow]
+    """The page's metrics, by name: every metric while there are at most 50."""
     memory: RedisMemory | None
     """Null when it could not be read."""
+    total: Annotated[int, Field(ge=0)] | Absent = None
+    """The metrics that match ``q`` (every metric without it)."""
+    offset: Annotated[int, Field(ge=0)] | Absent = None
+    """The first of them on this page."""
+    next_offset: int | None = None
+    """Where the next page starts (?offset=); null on the last page."""
+
+
+OVERVIEW_PAGE = 50
+"""Metrics on one page of the overview: every metric of most deployments, and a page a
+person scrolls; each row costs about nine Redis round trips and the alarms' tests
+(~1.5 ms idle), so a page stays under 100 ms however many metrics there are."""
+
+MAX_OVERVIEW_PAGE = 1000
+"""Most metrics one page holds (?limit=)."""
+
+
+class OverviewQuery(Model):
+    """The query of ``GET /v1/overview`` (and of the dashboard's first page)."""
+
+    q: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """Only the metrics whose name or description contains this text (any case)."""
+    offset: Annotated[int, Field(ge=0)] = 0
+    """The first metric of the page, by name."""
+    limit: Annotated[int, Field(ge=1, le=MAX_OVERVIEW_PAGE)] = OVERVIEW_PAGE
+    """Metrics on the page."""
 
 
 # -- /v1/plan and /v1/plan/curve ------------------------------------------------------------

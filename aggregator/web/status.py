@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import redis
-from flask import Blueprint, Flask, current_app, has_app_context
+from flask import Blueprint, Flask, current_app, has_app_context, request
+from werkzeug.exceptions import BadRequest
 
 from aggregator.query.alarms import alarm_models, checked_alarm_rate, current_alarms
 from aggregator.query.relayed import relayed_waiting
@@ -39,15 +40,21 @@ from aggregator.query.window import lag_details, list_windows, reports_counted
 from aggregator.stats.accounting import composed_epsilon, device_spend, epsilon_per_day_max
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
-from aggregator.web.models import Overview
+from aggregator.web.models import (
+    MAX_CANDIDATES_QUERY,
+    MAX_OVERVIEW_PAGE,
+    OVERVIEW_PAGE,
+    Overview,
+    OverviewQuery,
+)
 from aggregator.web.strings import overview_alarms
 from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
-from ldp_api.models import answer
+from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
-from ldp_store.registry import Registry
+from ldp_store.registry import CACHE_SIZE, Registry
 from ldp_store.retention import RetentionPolicy
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "describe",
     "install_retention",
     "published_caps",
+    "overview_asked",
     "overview_body",
     "overview_rows",
     "read_memory",
@@ -164,13 +172,15 @@ def overview_rows(
     registry: Registry,
     memory: MemoryReport | None = None,
     alpha: float = DEFAULT_ALARM_RATE,
+    definitions: list[MetricDefinition] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per metric (current version): the definition, n, newest window, lag,
-    memory (all versions), retirement, and the poisoning alarms of its newest hour and day
-    windows and of the all-time window at false-alarm rate ``alpha`` (a string metric's:
-    those of its last discovery, :func:`~aggregator.web.strings.overview_alarms`)."""
+    """One row per metric (current version; ``definitions``, default every metric): the
+    definition, n, newest window, lag, memory (all versions), retirement, and the
+    poisoning alarms of its newest hour and day windows and of the all-time window at
+    false-alarm rate ``alpha`` (a string metric's: those of its last discovery,
+    :func:`~aggregator.web.strings.overview_alarms`)."""
     rows = []
-    for definition in registry.all_current():
+    for definition in registry.all_current() if definitions is None else definitions:
         row = describe(definition)
         windows = list_windows(client, definition)  # newest first
         hours = [w for w in windows if w.startswith("hour:")]
@@ -202,21 +212,46 @@ def overview_rows(
 @documented(
     "Every metric's current version: definition, n, last window, lag.",
     {
-        200: Reply("One row per metric.", Overview),
+        200: Reply("One row per metric of the page.", Overview),
+        400: Reply("A bad offset, limit or q.", Error),
         401: UNAUTHORIZED,
         503: UNAVAILABLE,
     },
+    query=OverviewQuery,
     security=READ_TOKEN,
     scope="metrics:read",
 )
 def get_overview() -> dict[str, Any]:
-    """Every metric's current version with n so far, last update, lag and memory."""
+    """Every metric's current version (a page) with n so far, last update, lag and memory."""
     ext = shared()
-    return answer(
-        Overview.model_validate(
-            overview_body(ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps())
-        )
+    search, offset, limit = overview_asked()
+    body = overview_body(
+        ext.redis, ext.registry, ext.memory, alarm_rate(), published_caps(), search, offset, limit
     )
+    return answer(Overview.model_validate(body))
+
+
+def overview_asked() -> tuple[str, int, int]:
+    """``?q=``, ``?offset=``, ``?limit=`` of the overview.
+
+    Raises:
+        BadRequest: an offset or limit out of range, or q too long.
+    """
+    search = request.args.get("q", "")
+    if len(search) > MAX_CANDIDATES_QUERY:
+        raise BadRequest(f"q must be at most {MAX_CANDIDATES_QUERY} characters")
+    numbers = []
+    for name, default, least, most in (
+        ("offset", 0, 0, None),
+        ("limit", OVERVIEW_PAGE, 1, MAX_OVERVIEW_PAGE),
+    ):
+        raw = request.args.get(name, str(default))
+        value = int(raw) if raw.isascii() and raw.isdigit() else -1
+        if value < least or (most is not None and value > most):
+            bound = f"[{least}, {most}]" if most is not None else f"at least {least}"
+            raise BadRequest(f"{name} must be an integer {bound}, got {raw[:40]!r}")
+        numbers.append(value)
+    return search, numbers[0], numbers[1]
 
 
 def published_caps() -> DeviceCaps | None:
@@ -238,13 +273,27 @@ def overview_body(
     memory: MemoryUsage | None,
     alpha: float = DEFAULT_ALARM_RATE,
     caps: DeviceCaps | None = None,
+    search: str = "",
+    offset: int = 0,
+    limit: int = OVERVIEW_PAGE,
 ) -> dict[str, Any]:
-    """The ``/v1/overview`` answer (and what the page renders first)."""
+    """The ``/v1/overview`` answer (and what the page renders first): the device-wide
+    spend over every metric, the rows of the metrics matching ``search`` (in name or
+    description, any case) from ``offset``, at most ``limit``."""
     reading = read_memory(memory)
-    rows = overview_rows(client, registry, reading, alpha)
+    every = registry.all_current()
+    retired = registry.retirements()  # as all_current read them: no round trip per metric
+    spend = [{**_described(d), "retired_at": retired.get(d.name)} for d in every]
+    needle = search.casefold()
+    matching = [d for d in every if not needle or needle in d.name.casefold() or needle in _text(d)]
+    page = matching[offset : offset + limit]
+    rows = overview_rows(client, registry, reading, alpha, page)
     return {
-        "device": device_spend(rows, caps),
+        "device": device_spend(spend, caps),
         "metrics": rows,
+        "total": len(matching),
+        "offset": offset,
+        "next_offset": offset + limit if offset + limit < len(matching) else None,
         "memory": None
         if reading is None
         else {
@@ -257,6 +306,24 @@ def overview_body(
             "guard_budget": _guard_budget(reading.maxmemory),
         },
     }
+
+
+_DESCRIBED: dict[tuple[str, int], dict[str, Any]] = {}
+""":func:`describe` of each definition seen (a version never changes)."""
+
+
+def _described(definition: MetricDefinition) -> dict[str, Any]:
+    key = (definition.name, definition.version)
+    found = _DESCRIBED.get(key)
+    if found is None:
+        if len(_DESCRIBED) >= CACHE_SIZE:
+            _DESCRIBED.clear()
+        found = _DESCRIBED[key] = describe(definition)
+    return found
+
+
+def _text(definition: MetricDefinition) -> str:
+    return str(_described(definition)["description"]).casefold()
 
 
 def _guard_budget(maxmemory: int) -> int | None:

@@ -37,6 +37,8 @@ function pyRound(x) {
 }
 
 const big = BigInt;
+/** A rational as the nearest float. @param {Frac} f */
+const float = (f) => toFloat(f.n, f.d);
 const fr = (/** @type {number} */ n, d = 1) => frac(big(n), big(d));
 
 function isPrime(/** @type {number} */ n) {
@@ -78,16 +80,17 @@ function grr(eps, k, keepProbability = 0) {
   const keep = keepProbability || shadeDown(e / (e + k - 1), (f) => div(mul(f, fr(k - 1)), sub(ONE, f)), eps);
   return {
     name: "grr", epsilon: eps, k, keep, p: keep,
-    q: (() => { const r = div(sub(ONE, toFrac(keep)), fr(k - 1)); return toFloat(r.n, r.d); })(),
+    q: float(div(sub(ONE, toFrac(keep)), fr(k - 1))),
     perturb: (/** @type {number} */ v, /** @type {Rng} */ rng) => ({ v: grrStep(rng, keep, k, v) }),
   };
 }
 
-/** @param {string} name @param {number} p @param {number} q @param {number} k */
-function unary(name, p, q, k) {
+/** @param {string} name @param {number} p @param {number} q @param {number} k
+ *  @param {number} epsilon */
+function unary(name, p, q, k, epsilon) {
   const nbytes = (k + 7) >> 3;
   return {
-    name, epsilon: 0, k, p, q, nbytes,
+    name, epsilon, k, p, q, nbytes,
     perturb(/** @type {number} */ v, /** @type {Rng} */ rng) {
       const marks = laneMarks(rng, q, k);
       marks[v] = bernoulli(rng, p) ? 1 : 0;
@@ -109,13 +112,13 @@ function sue(/** @type {number} */ eps, /** @type {number} */ k) {
   const q = 1 / (e + 1);
   const qf = toFrac(q);
   const p = shadeDown(e / (e + 1), (f) => div(mul(f, sub(ONE, qf)), mul(qf, sub(ONE, f))), eps);
-  return { ...unary("sue", p, q, k), epsilon: eps };
+  return unary("sue", p, q, k, eps);
 }
 
 function oue(/** @type {number} */ eps, /** @type {number} */ k) {
   const q0 = 1 / (expEpsilon(eps) + 1);
   const q = 1 - shadeDown(1 - q0, (f) => div(f, sub(ONE, f)), eps);
-  return { ...unary("oue", 0.5, q, k), epsilon: eps };
+  return unary("oue", 0.5, q, k, eps);
 }
 
 function olh(/** @type {number} */ eps, /** @type {number} */ k, g = 0, name = "olh") {
@@ -130,7 +133,7 @@ function olh(/** @type {number} */ eps, /** @type {number} */ k, g = 0, name = "
   const kf = toFrac(keep);
   const qx = add(mul(kf, c), div(mul(sub(ONE, kf), sub(ONE, c)), fr(g - 1)));
   return {
-    name, epsilon: eps, k, g, prime, keep, p: keep, q: toFloat(qx.n, qx.d),
+    name, epsilon: eps, k, g, prime, keep, p: keep, q: float(qx),
     perturb(/** @type {number} */ v, /** @type {Rng} */ rng) {
       const a = 1 + rng.randrange(prime - 1);
       const b = rng.randrange(prime);
@@ -173,7 +176,7 @@ function ss(/** @type {number} */ eps, /** @type {number} */ k, s = 0) {
   const kf = toFrac(keep);
   const qx = div(add(mul(kf, fr(s - 1)), mul(sub(ONE, kf), fr(s))), fr(k - 1));
   return {
-    name: "ss", epsilon: eps, k, s, keep, p: keep, q: toFloat(qx.n, qx.d), dense,
+    name: "ss", epsilon: eps, k, s, keep, p: keep, q: float(qx), dense,
     perturb(/** @type {number} */ v, /** @type {Rng} */ rng) {
       const include = bernoulli(rng, keep);
       const others = include ? s - 1 : s;
@@ -273,7 +276,7 @@ function memo(/** @type {string} */ name, /** @type {Params} */ params) {
     p1 = toFrac(/** @type {any} */ (permanent).keep);
     q1 = div(sub(ONE, p1), fr(k - 1));
     const e = expEpsilon(eps);
-    const p1f = toFloat(p1.n, p1.d), q1f = toFloat(q1.n, q1.d);
+    const p1f = float(p1), q1f = float(q1);
     estimate = (e / (e + k - 1) - q1f) / (p1f - q1f);
     compose = (/** @type {Frac} */ p2) => {
       const p = add(mul(p1, p2), div(mul(sub(ONE, p1), sub(ONE, p2)), fr(k - 1)));
@@ -298,7 +301,7 @@ function memo(/** @type {string} */ name, /** @type {Params} */ params) {
     ratio = (/** @type {Frac[]} */ [p, q]) => div(mul(p, sub(ONE, q)), mul(q, sub(ONE, p)));
   }
   const irrKeep = shadeDown(estimate, (p2) => ratio(compose(p2)), eps);
-  const irrFlip = (() => { const f = sub(ONE, toFrac(irrKeep)); return toFloat(f.n, f.d); })();
+  const irrFlip = float(sub(ONE, toFrac(irrKeep)));
   const [ps, qs] = compose(toFrac(irrKeep));
   const nbytes = (k + 7) >> 3;
 
@@ -320,7 +323,7 @@ function memo(/** @type {string} */ name, /** @type {Params} */ params) {
 
   return {
     name, epsilon: eps, k, permanentEpsilon: pe, permanent, irrKeep, irrFlip,
-    p: toFloat(ps.n, ps.d), q: toFloat(qs.n, qs.d), exact: { p: ps, q: qs },
+    p: float(ps), q: float(qs), exact: { p: ps, q: qs },
     permanentResponse,
     /** @param {number} v @param {Uint8Array} secret @param {string} metric
      *  @param {number} version @param {Rng} rng */
@@ -491,7 +494,7 @@ function joint(params) {
   const sizes = /** @type {number[]} */ (params.sizes);
   const groups = /** @type {number[][]} */ (params.groups);
   const oracles = /** @type {Params[]} */ (params.oracles).map((p) => {
-    if (p.mechanism !== "grr" && p.mechanism !== "olh") throw new Error(`a joint group uses grr or olh, got ${p.mechanism}`);
+    if (p.mechanism !== "grr" && p.mechanism !== "olh") throw new Error("a joint group uses grr or olh");
     return build(p);
   });
   return {
@@ -501,16 +504,29 @@ function joint(params) {
     oracles,
     /** @param {number[]} values @param {Rng} rng */
     perturb(values, rng) {
-      if (!Array.isArray(values) || values.length !== sizes.length) {
-        throw new RangeError(`a joint value is a tuple of ${sizes.length} values`);
+      if (values?.length !== sizes.length || !values.every((x, j) => Number.isInteger(x) && x >= 0 && x < sizes[j])) {
+        throw new RangeError(`a joint value is ${sizes.length} indices in range(0, ${sizes})`);
       }
-      values.forEach((x, j) => {
-        if (!Number.isInteger(x) || x < 0 || x >= sizes[j]) throw new RangeError(`value #${j} must be an int in range(0, ${sizes[j]})`);
-      });
       const g = groups.length > 1 ? rng.randrange(groups.length) : 0;
       let cell = 0;
       for (const a of groups[g]) cell = cell * sizes[a] + values[a];
       return { g, ...oracles[g].perturb(cell, rng) };
+    },
+  };
+}
+
+/** A distribution metric's hierarchical histogram (client_sdk/mechanisms/distribution.py):
+ *  the value's bin (bin_of's operations, in its order), a uniform level l in 1..h (a draw
+ *  only when h > 1), then the bin's node at l through OUE over B^l. @param {Params} params */
+function hh({ epsilon, bins, branching: B, scale: log }) {
+  const h = Math.round(Math.log(bins) / Math.log(B));
+  return {
+    name: "hh",
+    /** @param {number[]} value  [value, lo, hi], value in [lo, hi] @param {Rng} rng */
+    perturb([v, lo, hi], rng) {
+      const l = h > 1 ? 1 + rng.randrange(h) : 1;
+      const t = log == "log" ? Math.log(v / lo) / Math.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
+      return { l, ...oue(epsilon, B ** l).perturb(Math.floor(Math.min(bins - 1, Math.floor(t)) / B ** (h - l)), rng) };
     },
   };
 }
@@ -533,6 +549,7 @@ export function build(params) {
     case "duchi": case "pm": case "hybrid": return numeric(name, eps);
     case "string-sketch": return sketch(params);
     case "joint": return joint(params);
+    case "hh": return hh(params);
     default: throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
 }

@@ -52,18 +52,10 @@ export function indexOf(definition, value) {
 export function jointIndices(definition, value) {
   const attributes = /** @type {{name: string, domain: string[]}[]} */ (definition.attributes);
   const names = attributes.map((a) => a.name);
-  let items;
-  if (Array.isArray(value)) {
-    if (value.length !== names.length) throw new RangeError(`a value of ${definition.name} has ${names.length} labels`);
-    items = value;
-  } else if (value !== null && typeof value === "object") {
-    const keys = Object.keys(value);
-    if (keys.length !== names.length || !names.every((n) => Object.hasOwn(value, n))) {
-      throw new RangeError(`a value of ${definition.name} names the attributes ${names.join(", ")}`);
-    }
-    items = names.map((n) => value[n]);
-  } else {
-    throw new RangeError(`a value of ${definition.name} is {attribute: label} for ${names.join(", ")}`);
+  const object = value !== null && typeof value === "object" && !Array.isArray(value);
+  const items = /** @type {any[]} */ (object ? names.map((n) => value[n]) : value);
+  if (object ? Object.keys(value).length !== names.length || !names.every((n) => Object.hasOwn(value, n)) : !Array.isArray(value) || value.length !== names.length) {
+    throw new RangeError(`${definition.name} takes {attribute: label} for [${names}], or the labels in order`);
   }
   return items.map((item, j) => {
     const labels = attributes[j].domain;
@@ -79,17 +71,13 @@ export function jointIndices(definition, value) {
  *  @param {any} definition @param {Record<string, string> | undefined | null} given
  *  @returns {Record<string, string> | null} */
 export function checkDimensions(definition, given) {
-  const declared = /** @type {{name: string, values: string[]}[] | undefined} */ (definition.dimensions);
-  if (!declared || declared.length === 0) {
-    if (given == null) return null;
-    throw new RangeError(`metric ${definition.name} declares no dimensions`);
-  }
+  const declared = /** @type {{name: string, values: string[]}[]} */ (definition.dimensions ?? []);
   const names = declared.map((d) => d.name);
-  if (given == null || typeof given !== "object" || Array.isArray(given)) {
-    throw new RangeError(`metric ${definition.name} declares the dimensions ${names.join(", ")}: a report needs the value of each`);
+  if (given == null && !names.length) return null;
+  const unknown = given !== null && typeof given === "object" && !Array.isArray(given) ? Object.keys(given).filter((k) => !names.includes(k)) : [];
+  if (unknown.length || !names.length || given == null) {
+    throw new RangeError(`metric ${definition.name} takes the dimensions [${names}], not [${unknown}]`);
   }
-  const unknown = Object.keys(given).filter((k) => !names.includes(k));
-  if (unknown.length) throw new RangeError(`metric ${definition.name} has no dimension ${unknown.join(", ")}`);
   /** @type {Record<string, string>} */
   const out = {};
   for (const d of declared) {
@@ -115,12 +103,12 @@ export async function buildReport(definition, value, options = {}) {
   const rng = options.rng ?? (defaultRng ??= new Rng(cryptoBytes()));
   const m = mechanismOf(definition);
   let payload;
-  if (definition.kind === "numeric") {
+  if (definition.range) { // numeric, or a distribution (whose mechanism finds the bin)
     const [lo, hi] = definition.range;
     if (typeof value !== "number" || !(value >= lo && value <= hi)) {
       throw new RangeError(`value ${value} is outside the range [${lo}, ${hi}] of ${definition.name}`);
     }
-    payload = m.perturb(scale(value, lo, hi), rng);
+    payload = m.perturb(m.name == "hh" ? [value, lo, hi] : scale(value, lo, hi), rng);
   } else if (definition.kind === "string") {
     payload = m.perturb(/** @type {string} */ (value), rng);
   } else if (definition.kind === "joint") {

@@ -169,7 +169,7 @@ test("wire: every mechanism and kind, each report and the batch body, byte for b
   }
   assert.equal(encodeBatch(encoded), v.batch);
   const kinds = new Set(v.reports.map((/** @type {any} */ i) => i.definition.kind));
-  assert.deepEqual([...kinds].sort(), ["categorical", "joint", "numeric", "string"]);
+  assert.deepEqual([...kinds].sort(), ["categorical", "distribution", "joint", "numeric", "string"]);
 });
 
 /** Report every wire vector's value through a real ``Client`` (its definitions fetched,

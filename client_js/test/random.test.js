@@ -54,7 +54,7 @@ test("random definitions: each report's bytes equal the Python SDK's, every rand
   }
   sameText(encodeBatch(encoded), run.batch, replay);
   const kinds = new Set(run.cases.map((/** @type {any} */ c) => c.definition.kind));
-  assert.deepEqual([...kinds].sort(), ["categorical", "joint", "numeric", "string"], replay);
+  assert.deepEqual([...kinds].sort(), ["categorical", "distribution", "joint", "numeric", "string"], replay);
   console.log(`compared ${run.cases.length} random definitions' reports and their batch (${run.batch.length} bytes), byte for byte`);
 });
 

@@ -11,6 +11,11 @@ from typing import Any, NamedTuple, TypeVar
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
+from client_sdk.mechanisms.distribution import (
+    HierarchicalHistogram,
+    bin_of,
+    distribution_from_params,
+)
 from client_sdk.mechanisms.joint import (
     MAX_ATTRIBUTE_SIZE,
     MAX_ATTRIBUTES,
@@ -60,12 +65,14 @@ class MetricDefinition:
     name: str
     version: int
     domain: tuple[str, ...]
-    mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism
+    mechanism: (
+        FrequencyOracle | NumericMechanism | StringSketch | JointMechanism | HierarchicalHistogram
+    )
     description: str = ""
     mechanism_reason: str = ""
     kind: str = "categorical"
     value_range: tuple[float, float] | None = None
-    """[lo, hi] of a numeric metric (``kind == "numeric"``, no domain); None otherwise."""
+    """[lo, hi] of a numeric or distribution metric (no domain); None otherwise."""
     budget: Budget | None = None
     """The device-side budget: not a decoding parameter (see :meth:`same_parameters`)."""
     shards: int = 1
@@ -88,7 +95,7 @@ class MetricDefinition:
     @property
     def k(self) -> int:
         """Domain size; for a string or joint metric, its counters (what its counts hold)."""
-        if isinstance(self.mechanism, StringSketch | JointMechanism):
+        if isinstance(self.mechanism, StringSketch | JointMechanism | HierarchicalHistogram):
             return self.mechanism.counters
         return len(self.domain)
 
@@ -152,6 +159,39 @@ class MetricDefinition:
             else:
                 raise ValueError(f"attribute {name!r} of metric {self.name!r} has no such value")
         return tuple(out)
+
+    @property
+    def histogram(self) -> HierarchicalHistogram:
+        """The mechanism of a distribution metric.
+
+        Raises:
+            TypeError: the metric is not a distribution metric.
+        """
+        if not isinstance(self.mechanism, HierarchicalHistogram):
+            raise TypeError(f"metric {self.name!r} is {self.kind}, not distribution")
+        return self.mechanism
+
+    def bin(self, value: object) -> int:
+        """A distribution metric's value, checked against its range, as its bin.
+
+        Raises:
+            ValueError: not a finite number within the range, or not a distribution metric.
+        """
+        hist = self.histogram if self.kind == "distribution" else None
+        if hist is None or self.value_range is None:
+            raise ValueError(f"metric {self.name!r} is {self.kind}, not distribution")
+        self.scaled(value)  # the range check, with its message
+        low, high = self.value_range
+        return bin_of(float(value), low, high, hist.bins, hist.scale)  # type: ignore[arg-type]
+
+    def bin_edges(self) -> list[float]:
+        """The D + 1 edges of a distribution metric's bins, in the metric's units."""
+        hist = self.histogram
+        low, high = self.value_range or (0.0, 1.0)
+        d = hist.bins
+        if hist.scale == "log":
+            return [low * (high / low) ** (j / d) for j in range(d)] + [high]
+        return [low + (high - low) * j / d for j in range(d)] + [high]
 
     @property
     def sketch(self) -> StringSketch:
@@ -325,6 +365,8 @@ class MetricDefinition:
             return _string_from_dict(data, problems)
         if kind == "joint":
             return _joint_from_dict(data, problems)
+        if kind == "distribution":
+            return _distribution_from_dict(data, problems)
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         common = _check_common(data, problems)  # shards absent (older versions): 1
         if kind not in KINDS:
@@ -389,7 +431,13 @@ class _Common(NamedTuple):
         self,
         name: str,
         version: int,
-        mechanism: FrequencyOracle | NumericMechanism | StringSketch | JointMechanism,
+        mechanism: (
+            FrequencyOracle
+            | NumericMechanism
+            | StringSketch
+            | JointMechanism
+            | HierarchicalHistogram
+        ),
         reason: str,
         kind: str,
         *,
@@ -528,6 +576,34 @@ def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefi
     reason = str(data.get("mechanism_reason", ""))
     return common.definition(
         str(data.get("name")), version, mech, reason, "joint", attributes=attributes
+    )
+
+
+def check_log_range(value_range: tuple[float, float] | None, problems: list[str]) -> None:
+    """A log scale needs lo > 0 (bins of log(v/lo))."""
+    if value_range is not None and value_range[0] <= 0:
+        problems.append(f"a log scale needs a range with lo > 0, got lo = {value_range[0]!r}")
+
+
+def _distribution_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefinition:
+    """:meth:`MetricDefinition.from_dict` of a distribution metric (``problems``: so far)."""
+    if "domain" in data:
+        problems.append("a distribution metric has a range, not a domain")
+    value_range = _check_range(data.get("range"), problems)
+    common = _check_common(data, problems)
+    mech: HierarchicalHistogram | None = None
+    try:
+        mech = distribution_from_params(data.get("mechanism"))  # type: ignore[arg-type]
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+    if mech is not None and mech.scale == "log":
+        check_log_range(value_range, problems)
+    version = data.get("version")
+    if problems or mech is None or type(version) is not int:
+        raise DefinitionError(problems or ["invalid definition"])
+    reason = str(data.get("mechanism_reason", ""))
+    return common.definition(
+        str(data.get("name")), version, mech, reason, "distribution", value_range=value_range
     )
 
 

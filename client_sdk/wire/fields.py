@@ -107,10 +107,11 @@ def _json_integer(value: object) -> int | None:
     return None
 
 
-KINDS = ("categorical", "numeric", "string", "joint")
+KINDS = ("categorical", "numeric", "string", "joint", "distribution")
 """Metric kinds: frequencies of labels, the mean of a number within a range, the
-frequent values of a string from an unknown domain, or the marginals of a tuple of
-categorical attributes."""
+frequent values of a string from an unknown domain, the marginals of a tuple of
+categorical attributes, or the distribution of a number within a range (histogram,
+ranges, CDF, quantiles)."""
 
 
 def _format_range_end(x: float) -> str:

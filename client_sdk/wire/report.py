@@ -10,6 +10,7 @@ from typing import Any
 from client_sdk import mechanisms
 from client_sdk.errors import PayloadError, ReportError
 from client_sdk.mechanisms import NumericMechanism
+from client_sdk.mechanisms.distribution import HierarchicalHistogram
 from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.mechanisms.strings import (
@@ -56,7 +57,8 @@ def build_report(
     Args:
         definition: the metric version.
         value: a label of its domain, or its index; for a numeric metric, a number
-            within its range (scaled to [−1, 1] here, then perturbed); for a joint
+            within its range (scaled to [−1, 1] here, then perturbed); for a
+            distribution metric, a number within its range (its bin is perturbed); for a joint
             metric, ``{attribute: label}`` for every attribute, or the labels in order
             (:meth:`MetricDefinition.joint_value`): the whole tuple, one report at ε.
         rng: the perturbation's randomness; default: the CSPRNG.
@@ -85,7 +87,7 @@ def _build(
     secret: bytes | None,
 ) -> dict[str, Any]:
     mech = definition.mechanism
-    if isinstance(mech, StringSketch | JointMechanism | NumericMechanism):
+    if isinstance(mech, StringSketch | JointMechanism | NumericMechanism | HierarchicalHistogram):
         report_id = new_report_id()  # drawn before the value is perturbed, as always
         payload = mech.perturb(_mechanism_input(definition, value), rng)
     else:
@@ -106,12 +108,14 @@ def _build(
 
 
 def _mechanism_input(definition: MetricDefinition, value: object) -> Any:
-    """What a string, joint or numeric metric's mechanism perturbs: the value normalised,
-    the tuple's indexes, or the number scaled to [−1, 1]."""
+    """What a string, joint, distribution or numeric metric's mechanism perturbs: the value
+    normalised, the tuple's indexes, the number's bin, or the number scaled to [−1, 1]."""
     if isinstance(definition.mechanism, StringSketch):
         return normalise_value(definition, value)
     if isinstance(definition.mechanism, JointMechanism):
         return definition.joint_value(value)
+    if isinstance(definition.mechanism, HierarchicalHistogram):
+        return definition.bin(value)
     return definition.scaled(value)
 
 

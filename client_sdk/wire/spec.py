@@ -8,6 +8,14 @@ from typing import Any
 
 from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
+from client_sdk.mechanisms.distribution import (
+    DISTRIBUTION_NAMES,
+    MAX_BINS,
+    MIN_BINS,
+    SCALES,
+    HierarchicalHistogram,
+    choose_distribution,
+)
 from client_sdk.mechanisms.joint import JOINT_METHODS, choose_joint, joint_mechanism
 from client_sdk.mechanisms.pram import PostRandomization
 from client_sdk.wire.definition import (
@@ -16,6 +24,7 @@ from client_sdk.wire.definition import (
     _check_common,
     _Common,
     _string_mechanism,
+    check_log_range,
     with_dimensions,
 )
 from client_sdk.wire.dimensions import check_dimensions
@@ -26,6 +35,7 @@ from client_sdk.wire.fields import (
     _check_epsilon,
     _check_longitudinal,
     _check_range,
+    _json_integer,
     _memoized,
     check_name,
 )
@@ -195,6 +205,10 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         return _parse_string_spec(name, spec, version, problems)
     if spec.get("kind") == "joint":
         return _parse_joint_spec(name, spec, version, problems)
+    if spec.get("kind") == "distribution" or (
+        spec.get("kind") == "numeric" and ("distribution" in spec or spec.get("mechanism") == "hh")
+    ):
+        return _parse_distribution_spec(name, spec, version, problems)
     if spec.get("kind", "categorical") != "categorical":
         return _parse_numeric_spec(name, spec, version, problems)
     _check_fields(spec, SPEC_FIELDS, problems)
@@ -285,3 +299,103 @@ def _parse_joint_spec(
     except ValueError as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
     return common.definition(name, version, mech, reason, "joint", attributes=attributes)
+
+
+DISTRIBUTION_SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "range", "distribution", "mechanism"}
+"""What a distribution metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
+"epsilon": 1.0, "distribution": {"bins": 1024, "scale": "linear"|"log"}, "mechanism":
+"auto"|"hh"}`` (``"kind": "distribution"`` the same; ``{"resolution": r}`` instead of
+``bins``: the fewest power-of-two bins at most r wide, on a linear scale), and budget,
+shards, retention and description as for other kinds. ``branching`` (B) may be set too;
+``auto`` picks it (:func:`~client_sdk.mechanisms.distribution.choose_distribution`)."""
+
+DISTRIBUTION_OPTIONS = ("bins", "resolution", "scale", "branching")
+
+DEFAULT_BINS = 1024
+"""Bins when a spec names neither bins nor resolution: 0.1 % of the range per bin, a
+leaf report of 172 base64 characters."""
+
+
+def _check_distribution(
+    options: object, value_range: tuple[float, float] | None, problems: list[str]
+) -> tuple[int, str, int | None] | None:
+    """``distribution``'s (bins, scale, branching or None), checked."""
+    if options is None:
+        options = {}
+    if not isinstance(options, dict) or not set(options) <= set(DISTRIBUTION_OPTIONS):
+        problems.append(
+            f"distribution must be an object of at most {list(DISTRIBUTION_OPTIONS)}, "
+            f'e.g. {{"bins": 1024, "scale": "log"}}'
+        )
+        return None
+    scale = options.get("scale", "linear")
+    if scale not in SCALES:
+        problems.append(f"distribution.scale must be one of {', '.join(SCALES)}, got {scale!r}")
+        return None
+    if scale == "log":
+        check_log_range(value_range, problems)
+    if "bins" in options and "resolution" in options:
+        problems.append("distribution takes bins or resolution, not both")
+        return None
+    bins: int | None = DEFAULT_BINS
+    if "resolution" in options:
+        width = options["resolution"]
+        if scale == "log":
+            problems.append("a log scale takes bins, not a resolution (its bins differ in width)")
+            return None
+        if isinstance(width, bool) or not isinstance(width, int | float) or not width > 0:
+            problems.append(f"distribution.resolution must be a number > 0, got {width!r}")
+            return None
+        if value_range is None:
+            return None
+        wanted = (value_range[1] - value_range[0]) / width
+        bins = MIN_BINS
+        while bins < wanted and bins <= MAX_BINS:
+            bins *= 2
+        if bins > MAX_BINS:
+            problems.append(
+                f"a resolution of {width!r} needs more than {MAX_BINS} bins over the range: "
+                "a coarser resolution or a log scale"
+            )
+            return None
+    elif "bins" in options:
+        bins = _json_integer(options["bins"])
+        if bins is None or bins < MIN_BINS or bins > MAX_BINS or bins & (bins - 1):
+            problems.append(
+                f"distribution.bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], "
+                f"got {options['bins']!r}"
+            )
+            return None
+    branching = None
+    if "branching" in options:
+        branching = _json_integer(options["branching"])
+        if branching is None:
+            problems.append("distribution.branching must be an integer")
+            return None
+    assert bins is not None
+    return bins, scale, branching
+
+
+def _parse_distribution_spec(
+    name: str, spec: dict[str, Any], version: int, problems: list[str]
+) -> MetricDefinition:
+    """:func:`parse_spec` for a numeric metric asked for its distribution."""
+    _check_fields(spec, DISTRIBUTION_SPEC_FIELDS, problems, "distribution")
+    value_range = _check_range(spec.get("range"), problems)
+    epsilon = _check_epsilon(spec.get("epsilon"), problems)
+    _check_mechanism(spec, DISTRIBUTION_NAMES, "distribution", problems)
+    shape = _check_distribution(spec.get("distribution"), value_range, problems)
+    common = _check_spec_common(spec, problems)
+    if problems or epsilon is None or value_range is None or shape is None:
+        raise DefinitionError(problems or ["invalid distribution metric"])
+    bins, scale, branching = shape
+    try:
+        if branching is None:
+            choice = choose_distribution(epsilon, bins, scale)
+            mech, reason = choice.mechanism, choice.reason
+        else:
+            mech = HierarchicalHistogram(epsilon, bins, branching, scale)
+            reason = ""
+    except ValueError as exc:
+        raise DefinitionError([f"mechanism: {exc}"]) from None
+    return common.definition(name, version, mech, reason, "distribution", value_range=value_range)

@@ -236,6 +236,7 @@ def test_the_documents_limits_are_the_enforcing_constants(redis_db: Any) -> None
         {"$ref": "#/components/schemas/NumericSpec"},
         {"$ref": "#/components/schemas/StringSpec"},
         {"$ref": "#/components/schemas/JointSpec"},
+        {"$ref": "#/components/schemas/DistributionSpec"},
     ]
     joint = component(doc, "JointSpec")
     assert joint["properties"]["kind"]["const"] == wire.KINDS[3]

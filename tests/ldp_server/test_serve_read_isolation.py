@@ -14,6 +14,8 @@ measured in benchmarks/bench_read_isolation.py, not asserted here.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 import urllib.error
 import urllib.request
@@ -62,11 +64,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         mp.undo()
 
 
-def call(url: str, body: Any = None) -> tuple[int, dict[str, str], Any]:
+def call(url: str, body: Any = None, timeout: float = TIMEOUT) -> tuple[int, dict[str, str], Any]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, dict(r.headers), json.loads(r.read())
     except urllib.error.HTTPError as exc:
         return exc.code, dict(exc.headers), json.loads(exc.read())
@@ -180,3 +182,42 @@ def test_the_dashboard_and_health_come_through_the_ingest_port(server: Server) -
     assert call(server.url + "/v1/estimates/no.such")[0] == 404
     assert set(server.restarts()) >= {"web", "read"}
     assert Path(server.data_dir / "read.log").exists()
+
+
+def lowest_priority_read_workers(server: Server) -> list[int]:
+    """The read service's worker processes at its lowest CPU priority (highest nice)."""
+    assert server.read is not None
+    found: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == server.read.pid:  # ppid; nice is the 19th field of stat
+            found[int(entry.name)] = int(fields[16])
+    assert found, "the read service has no workers"
+    return [pid for pid, nice in found.items() if nice == max(found.values())]
+
+
+def test_a_cheap_read_is_answered_while_the_expensive_ones_wait(server: Server) -> None:
+    """Issue 43 item 1: the expensive reads (here a string metric's discovery) run in a
+    lane of their own; with every process of that lane stopped, a small estimate and the
+    overview are still answered. Before, the one read worker served both: stopped, every
+    read waited."""
+    put_metric(server, "iso.small", {"domain": ["yes", "no"], "epsilon": 1.0})
+    stopped = lowest_priority_read_workers(server)
+    with ThreadPoolExecutor(1) as pool:
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            pending = pool.submit(estimate, server, "iso.a", "hour:2002-02-02T02")
+            status, _, body = call(f"{server.url}/v1/estimates/iso.small", timeout=30)
+            assert status == 200 and [r["value"] for r in body["estimates"]] == ["yes", "no"]
+            assert call(f"{server.url}/v1/overview", timeout=30)[0] == 200
+            assert not pending.done()  # the expensive read waits for its lane
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+        assert pending.result()[0] == 200

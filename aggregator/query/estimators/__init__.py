@@ -23,6 +23,7 @@ from aggregator.query.estimators.base import (
     Reader,
     shuffled_epsilon,
 )
+from aggregator.query.estimators.distribution import DistributionEstimator
 from aggregator.query.estimators.frequency import (
     FrequencyEstimator,
     MemoizedEstimator,
@@ -39,6 +40,7 @@ from client_sdk.wire import MetricDefinition
 __all__ = [
     "BY_KIND",
     "Ask",
+    "DistributionEstimator",
     "Estimator",
     "FrequencyEstimator",
     "JointEstimator",
@@ -62,9 +64,15 @@ _PRAM = PramEstimator()
 _NUMERIC = NumericEstimator()
 _STRING = StringEstimator()
 _JOINT = JointEstimator()
+_DISTRIBUTION = DistributionEstimator()
 
 
-BY_KIND: dict[str, Estimator[Any]] = {"numeric": _NUMERIC, "string": _STRING, "joint": _JOINT}
+BY_KIND: dict[str, Estimator[Any]] = {
+    "numeric": _NUMERIC,
+    "string": _STRING,
+    "joint": _JOINT,
+    "distribution": _DISTRIBUTION,
+}
 """The estimator of each kind of :data:`aggregator.stats.kinds.KINDS`; a frequency
 oracle's is picked by its mechanism."""
 
@@ -129,7 +137,7 @@ def trend(
         ValueError: a string metric (its values are discovered per window) or a joint one
             (its marginals are asked per window): no trend.
     """
-    if definition.kind in ("string", "joint"):
+    if definition.kind in ("string", "joint", "distribution"):
         raise ValueError(f"a {definition.kind} metric has no trend")
     windows = [
         w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")

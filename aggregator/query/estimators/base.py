@@ -14,12 +14,14 @@ import redis
 
 from aggregator.query.answers import (
     DEFAULT_CONFIDENCE,
+    DistributionEstimates,
     Estimates,
     JointEstimates,
     MeanEstimate,
     ShuffledEpsilon,
     StringEstimates,
 )
+from aggregator.query.paging import Rows
 from aggregator.query.window import newest_arrival
 from aggregator.stats.accounting import ReportsPerDevice, reports_per_device
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
@@ -77,6 +79,13 @@ class Ask:
     marginals: Sequence[Sequence[int]] = field(default=())
     """Joint metrics: the marginals asked for, each by its attributes' indices (every
     1-way marginal when empty)."""
+    rows: Rows | None = None
+    """Categorical and joint metrics: the rows (values, cells) shown, and in which form
+    (:mod:`aggregator.query.paging`); None: every row, one object each."""
+    ranges: Sequence[tuple[float, float]] = field(default=())
+    """Distribution metrics: the ranges [a, b] whose share is asked for."""
+    quantiles: Sequence[float] | None = None
+    """Distribution metrics: the quantiles asked for (None: p50, p90, p95, p99)."""
 
     @property
     def mode(self) -> str:
@@ -88,7 +97,7 @@ class Ask:
         return multiplicity_of(self.simultaneous, self.multiplicity)
 
 
-Answer = Estimates | MeanEstimate | StringEstimates | JointEstimates
+Answer = Estimates | MeanEstimate | StringEstimates | JointEstimates | DistributionEstimates
 
 
 class Estimator(Protocol[S]):

@@ -5,7 +5,7 @@ See docs/statistics/intervals.md.
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from aggregator.query.alarms import (
     window_checks,
 )
 from aggregator.query.answers import (
+    EstimateColumns,
     EstimateRow,
     Estimates,
 )
@@ -32,6 +33,7 @@ from aggregator.query.estimators.base import (
     intervals_note,
     shuffled_epsilon,
 )
+from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import Alarm
@@ -93,8 +95,35 @@ class FrequencyEstimator:
         m = definition.mechanism
         zero = est.indistinguishable_from_zero()
         cs = self.sequence_read(est)
-        p_values = est.p_values if est.p_values is not None else [math.nan] * est.k
+        p_values = (
+            np.asarray(est.p_values, dtype=float)
+            if est.p_values is not None
+            else np.full(est.k, math.nan)
+        )
         empty = est.n == 0
+        rows = (ask.rows or Rows(every=True)).resolve(est.k)
+        shown = rows.pick(np.asarray(est.frequencies, dtype=float), definition.domain)
+        fields = {
+            "value": np.asarray(definition.domain, dtype=object),
+            "frequency": est.frequencies,
+            "std_error": est.std_errors,
+            "ci_low": est.ci_low,
+            "ci_high": est.ci_high,
+            "norm_sub": est.norm_sub,
+            "support_count": est.support_counts,
+            "cs_low": cs.low,
+            "cs_high": cs.high,
+            "p_value": p_values,
+            "distinguishable_from_zero": None if empty else ~np.asarray(zero, dtype=bool),
+            "cs_p_value": cs.p_values,
+            "cs_distinguishable_from_zero": (
+                None if empty or not self.sequence else np.asarray(cs.flags, dtype=bool)
+            ),
+        }
+        table: dict[str, Any] = columns_of(fields, shown)
+        extra: dict[str, Any] = {}
+        if rows.columns:
+            extra["columns"] = EstimateColumns.model_construct(**table)
         return Estimates(
             **answer_head(definition, m, est.n, window),
             confidence=est.confidence,
@@ -110,26 +139,11 @@ class FrequencyEstimator:
             reports_per_device=per_device.bound,
             reports_per_device_note=per_device.reason,
             post_processing=POST_PROCESSING_NOTE,
-            estimates=[
-                EstimateRow(
-                    value=label,
-                    frequency=json_float(est.frequencies[i]),
-                    std_error=json_float(est.std_errors[i]),
-                    ci_low=json_float(est.ci_low[i]),
-                    ci_high=json_float(est.ci_high[i]),
-                    norm_sub=json_float(est.norm_sub[i]),
-                    support_count=int(est.support_counts[i]),
-                    cs_low=json_float(cs.low[i]),
-                    cs_high=json_float(cs.high[i]),
-                    p_value=json_float(p_values[i]),
-                    distinguishable_from_zero=None if empty else not bool(zero[i]),
-                    cs_p_value=json_float(cs.p_values[i]),
-                    cs_distinguishable_from_zero=(
-                        None if empty or not self.sequence else bool(cs.flags[i])
-                    ),
-                )
-                for i, label in enumerate(definition.domain)
-            ],
+            estimates=[] if rows.columns else rows_of(table, EstimateRow),
+            values_total=est.k,
+            shown=rows.how,
+            rest=rest_of(shown, np.asarray(est.frequencies, dtype=float), np.asarray(est.norm_sub)),
+            **extra,
             alarms=alarm_models(definition, found),
             alarm_rate=ask.alarm_rate,
             poisoning_baseline=baseline,

@@ -4,10 +4,14 @@ See docs/statistics/joint.md.
 
 from __future__ import annotations
 
-from typing import ClassVar
+import math
+from typing import Any, ClassVar
+
+import numpy as np
 
 from aggregator.query.answers import (
     JointCell,
+    JointColumns,
     JointEstimates,
     JointMarginal,
 )
@@ -15,6 +19,7 @@ from aggregator.query.estimators.base import (
     Ask,
     Reader,
 )
+from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import json_float
@@ -31,34 +36,46 @@ JOINT_POST_PROCESSING = (
 
 
 def _joint_marginal(
-    definition: MetricDefinition, est: MarginalEstimate, seq: MarginalEstimate
+    definition: MetricDefinition, est: MarginalEstimate, seq: MarginalEstimate, rows: Rows
 ) -> JointMarginal:
     labels = [definition.attributes[a][1] for a in est.attributes]
-    data = est.to_dict(labels)
-    sequence = seq.to_dict(labels)["cells"]
+    frequencies = np.asarray(est.frequencies, dtype=float)
+    shown = rows.pick(frequencies, ())
+    where = np.unravel_index(shown, est.shape)
+    named = [np.asarray(labels[j], dtype=object)[w].tolist() for j, w in enumerate(where)]
+    cells = [list(names) for names in zip(*named, strict=True)]
+    table: dict[str, Any] = {"cell": cells} | columns_of(
+        {
+            "frequency": frequencies,
+            "std_error": est.std_errors,
+            "ci_low": est.ci_low,
+            "ci_high": est.ci_high,
+            "cs_low": seq.ci_low,
+            "cs_high": seq.ci_high,
+            "p_value": est.p_values,
+            "distinguishable_from_zero": np.asarray(est.distinguishable, dtype=bool),
+            "cs_p_value": seq.p_values if est.n else None,
+            "cs_distinguishable_from_zero": (
+                np.asarray(seq.distinguishable, dtype=bool) if est.n else None
+            ),
+            "consistent": est.consistent,
+        },
+        shown,
+    )
+    extra: dict[str, Any] = {}
+    if rows.columns:
+        extra["columns"] = JointColumns.model_construct(**table)
     return JointMarginal(
         attributes=[definition.attributes[a][0] for a in est.attributes],
         n=est.n,
         interval=est.interval,
         level=json_float(est.level),
         cs_level=json_float(seq.level),
-        cells=[
-            JointCell(
-                cell=row["cell"],
-                frequency=row["frequency"],
-                std_error=row["std_error"],
-                ci_low=row["ci_low"],
-                ci_high=row["ci_high"],
-                cs_low=cs["ci_low"],
-                cs_high=cs["ci_high"],
-                p_value=row["p_value"],
-                distinguishable_from_zero=row["distinguishable"],
-                cs_p_value=cs["p_value"] if est.n else None,
-                cs_distinguishable_from_zero=cs["distinguishable"] if est.n else None,
-                consistent=row["consistent"],
-            )
-            for row, cs in zip(data["cells"], sequence, strict=True)
-        ],
+        cells=[] if rows.columns else rows_of(table, JointCell),
+        cells_total=len(frequencies),
+        shown=rows.how,
+        rest=rest_of(shown, frequencies),
+        **extra,
     )
 
 
@@ -84,25 +101,24 @@ class JointEstimator:
         wanted = [list(a) for a in ask.marginals] or [
             [a] for a in range(len(definition.attributes))
         ]
-        out = [
-            _joint_marginal(
-                definition,
-                *(
-                    estimate_marginal(
-                        m,
-                        stats.support,
-                        attrs,
-                        ask.confidence,
-                        anytime=anytime,
-                        tables=tables,
-                        estimand=ask.estimand,
-                        multiplicity=ask.mode,
-                    )
-                    for anytime in (False, True)
-                ),
+        cells = sum(math.prod(m.sizes[a] for a in attrs) for attrs in wanted)
+        rows = (ask.rows or Rows(every=True)).resolve(cells, len(wanted))
+        out = []
+        for attrs in wanted:
+            est, seq = (
+                estimate_marginal(
+                    m,
+                    stats.support,
+                    attrs,
+                    ask.confidence,
+                    anytime=anytime,
+                    tables=tables,
+                    estimand=ask.estimand,
+                    multiplicity=ask.mode,
+                )
+                for anytime in (False, True)
             )
-            for attrs in wanted
-        ]
+            out.append(_joint_marginal(definition, est, seq, rows))
         return JointEstimates(
             metric=definition.name,
             version=definition.version,

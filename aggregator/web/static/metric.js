@@ -102,7 +102,7 @@
 
   function renderTopNote(est) {
     const note = $("top-note");
-    const k = est.estimates.length;
+    const k = est.values_total ?? est.estimates.length; // a large domain: the top rows came
     if (k <= TOP) { note.hidden = true; return; }
     note.hidden = false;
     note.replaceChildren(
@@ -221,20 +221,25 @@
         },
       });
     } else {
+      // The trend's windows hold every value in the domain's order; the estimate may show
+      // only its largest (a large domain), so a value is found in a window by its label.
+      const at = new Map(windows.length ? windows[0].estimates.map((r, j) => [r.value, j]) : []);
       const order = est.estimates.map((_, i) => i)
+        .filter((i) => at.has(est.estimates[i].value))
         .sort((a, b) => (est.estimates[b].frequency ?? 0) - (est.estimates[a].frequency ?? 0))
         .slice(0, TREND_SERIES);
       order.forEach((i, s) => {
         const color = L.colors.series[s % L.colors.series.length];
-        const f = windows.map((w) => w.estimates[i].frequency);
+        const j = at.get(est.estimates[i].value);
+        const f = windows.map((w) => w.estimates[j].frequency);
         const label = L.plotText(est.estimates[i].value); // a legend reads pseudo-HTML too
         traces.push({
           type: "scatter", mode: "lines+markers", name: label, whole: L.visible(est.estimates[i].value), meta: est.estimates[i].value, x, y: f,
           line: { color, width: 2 }, marker: { color, size: 7 },
           error_y: {
             type: "data", symmetric: false, color, thickness: 1, width: 2,
-            array: windows.map((w, j) => (high(w.estimates[i]) === null ? null : high(w.estimates[i]) - f[j])),
-            arrayminus: windows.map((w, j) => (low(w.estimates[i]) === null ? null : f[j] - low(w.estimates[i]))),
+            array: windows.map((w, m) => (high(w.estimates[j]) === null ? null : high(w.estimates[j]) - f[m])),
+            arrayminus: windows.map((w, m) => (low(w.estimates[j]) === null ? null : f[m] - low(w.estimates[j]))),
           },
           text, customdata: windows.map(() => label), hovertemplate: "%{text}<br>%{customdata}: %{y:.2%}<extra></extra>",
         });
@@ -282,7 +287,7 @@
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const multiplicity = state.intervals === "fdr" ? "fdr" : null;
     const [est, trend] = await Promise.all([
-      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, multiplicity, estimand: estimand() })),
+      L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, multiplicity, estimand: estimand(), values: state.showAll ? "all" : null })),
       L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, multiplicity, estimand: estimand() })),
     ]);
     const kind = est.kind || "categorical";

@@ -60,6 +60,7 @@ final class Definition {
         for (int i = 0; i < dom.size(); i++) idx.put(dom.get(i), i);
         break;
       case "numeric":
+      case "distribution":
         {
           List<Object> range = Params.list(data, "range");
           if (range.size() != 2 || !(range.get(0) instanceof Number) || !(range.get(1) instanceof Number)) {
@@ -68,7 +69,10 @@ final class Definition {
           lo = ((Number) range.get(0)).doubleValue();
           hi = ((Number) range.get(1)).doubleValue();
           if (!(lo < hi)) throw new IllegalArgumentException("'range' is [low, high] with low < high");
-          if (!(mechanism instanceof Mechanism.Numeric)) throw new IllegalArgumentException("a numeric metric's mechanism is duchi, pm or hybrid");
+          if (kind.equals("numeric") != (mechanism instanceof Mechanism.Numeric)
+              || kind.equals("distribution") != (mechanism instanceof Mechanism.Histogram)) {
+            throw new IllegalArgumentException("a numeric metric's mechanism is duchi, pm or hybrid; a distribution's hh");
+          }
           break;
         }
       case "string":
@@ -260,13 +264,18 @@ final class Definition {
   void payload(Object value, Rng rng, byte[] secret, StringBuilder out) {
     switch (kind) {
       case "numeric":
+      case "distribution":
         {
           if (!(value instanceof Number)) {
             throw new IllegalArgumentException("a numeric metric takes a number");
           }
           double x = ((Number) value).doubleValue();
           if (!(x >= low && x <= high)) throw new IllegalArgumentException("value outside the metric's range (or not finite)");
-          ((Mechanism.Numeric) mechanism).perturbScaled(Mechanism.scale(x, low, high), rng, out);
+          if (mechanism instanceof Mechanism.Histogram) {
+            ((Mechanism.Histogram) mechanism).perturbValue(x, low, high, rng, out);
+          } else {
+            ((Mechanism.Numeric) mechanism).perturbScaled(Mechanism.scale(x, low, high), rng, out);
+          }
           return;
         }
       case "string":

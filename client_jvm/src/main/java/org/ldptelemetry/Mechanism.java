@@ -111,6 +111,8 @@ abstract class Mechanism {
         return new Sketch(eps, params);
       case "joint":
         return new Joint(eps, params);
+      case "hh":
+        return new Histogram(eps, params);
       default:
         throw new IllegalArgumentException("unknown mechanism " + name);
     }
@@ -881,6 +883,54 @@ abstract class Mechanism {
       for (int a : groups[g]) cell = cell * sizes[a] + values[a];
       out.append("{\"g\":").append(g).append(',');
       oracles[g].fields(cell, rng, out);
+      out.append('}');
+    }
+  }
+
+  // -- distribution ------------------------------------------------------------------------
+
+  /**
+   * A distribution metric's hierarchical histogram: the value's bin, a uniform level l in
+   * 1..h (a draw only when h > 1), the bin's node at l through OUE over B^l.
+   */
+  static final class Histogram extends Mechanism {
+    final int bins;
+    final int branching;
+    final int height;
+    final boolean log;
+    private final Unary[] levels;
+
+    Histogram(double eps, Map<String, Object> params) {
+      super("hh", eps);
+      bins = Params.integer(params, "bins", 4, 4096);
+      branching = Params.integer(params, "branching", 2, 4096);
+      String scale = Params.string(params, "scale");
+      if (!scale.equals("linear") && !scale.equals("log")) throw new IllegalArgumentException("hh: scale is linear or log");
+      log = scale.equals("log");
+      int h = 0;
+      for (long d = 1; d < bins; d *= branching) h++;
+      if (Integer.bitCount(bins) != 1 || Integer.bitCount(branching) != 1 || Math.pow(branching, h) != bins) {
+        throw new IllegalArgumentException("hh: bins is a power of the branching factor, both powers of two");
+      }
+      height = h;
+      levels = new Unary[h];
+      for (int l = 1; l <= h; l++) levels[l - 1] = Unary.oue(eps, (int) Math.pow(branching, l));
+    }
+
+    /**
+     * client_sdk's bin_of: the same operations in the same order (StrictMath.log is fdlibm's,
+     * as the browser's).
+     */
+    int bin(double v, double lo, double hi) {
+      double t = log ? StrictMath.log(v / lo) / StrictMath.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
+      return (int) Math.min(bins - 1, Math.max(0, Math.floor(t)));
+    }
+
+    void perturbValue(double v, double lo, double hi, Rng rng, StringBuilder out) {
+      int leaf = bin(v, lo, hi);
+      int l = height > 1 ? 1 + (int) rng.randrange(height) : 1;
+      out.append("{\"l\":").append(l).append(',');
+      levels[l - 1].fields(leaf / (int) Math.pow(branching, height - l), rng, out);
       out.append('}');
     }
   }

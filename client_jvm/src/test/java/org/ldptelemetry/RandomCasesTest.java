@@ -100,7 +100,7 @@ class RandomCasesTest {
     }
     batch.append("]}");
     sameText(batch.toString(), (String) run.get("batch"), replay);
-    assertEquals("[categorical, joint, numeric, string]", kinds.toString(), replay);
+    assertEquals("[categorical, distribution, joint, numeric, string]", kinds.toString(), replay);
     System.out.println("compared " + cases.size() + " random definitions' reports and their batch (" + batch.length() + " bytes), byte for byte");
   }
 

@@ -1,0 +1,369 @@
+"""The read side at scale (issue 43): reads that never wait on each other, answers sized to
+be read, ten thousand metrics. Before/after in one run.
+
+Run on purpose, not as a test, with a checkout of the old code as the yardstick::
+
+    git worktree add --detach /tmp/old-scale main
+    .venv/bin/python benchmarks/bench_read_side.py isolation --before /tmp/old-scale
+    .venv/bin/python benchmarks/bench_read_side.py sizes --before /tmp/old-scale
+    .venv/bin/python benchmarks/bench_read_side.py metrics --before /tmp/old-scale
+
+For each tree (``--before``'s, then this one), ``ldp serve`` runs from that tree on
+loopback (embedded Redis, 2 web workers, 1 aggregator, no read token, per-source limits
+off), the metrics are defined and their reports uploaded with the SDK's encoder over
+HTTP, and the aggregator drains them. Then:
+
+* ``isolation``: a small estimate (4 values) asked ``--probes`` times (for at most
+  ``--probe-seconds``), one at a time,
+  while 0, 1 and 4 clients pull the heaviest reads in a loop (a 256×256 2-way marginal of
+  a 5×256 joint metric in full, a k = 65,536 estimate in full, a ``?by=`` of 64 groups
+  at k = 1,000 in full): its p50/p99/max, and how the heavy reads were answered.
+* ``sizes``: bytes and time of the default answer (and, after, of the explicit full
+  table and the column form) of a k = 65,536 estimate, a 256×256 joint marginal and a
+  ``?by=`` of 64 groups at k = 1,000: medians of ``--repeat``.
+* ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (after:
+  its first page and a search), ``/metrics`` (the Prometheus scrape) and the dashboard's
+  page, medians of ``--repeat``; the CPU the idle aggregator uses over ``--idle`` seconds.
+
+The machine is shared: the load average is printed at each step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
+from ldp_store.embedded import free_port  # noqa: E402
+
+TOKEN = "bench-read-side-admin-token"
+SMALL = ("bench.small", {"domain": ["a", "b", "c", "d"], "epsilon": 1.0})
+BIG = ("bench.big", {"domain": [f"v{i:05d}" for i in range(65_536)], "epsilon": 2.0})
+JOINT = (
+    "bench.joint",
+    {
+        "kind": "joint",
+        "attributes": [
+            {"name": f"a{j}", "domain": [f"x{i}" for i in range(256)]} for j in range(5)
+        ],
+        "epsilon": 4.0,
+    },
+)
+GROUPS = (
+    "bench.groups",
+    {
+        "domain": [f"v{i:04d}" for i in range(1000)],
+        "epsilon": 2.0,
+        "dimensions": [{"name": "region", "values": [f"r{i:02d}" for i in range(64)]}],
+    },
+)
+HEAVY_FULL = (
+    "/v1/estimates/bench.joint?marginal=a0,a1&values=all",
+    "/v1/estimates/bench.big?values=all",
+    "/v1/estimates/bench.groups?by=region&values=all",
+)
+"""The heaviest reads, asking for the full table (the old code ignores ``values``)."""
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def call(url: str, method: str = "GET", body: Any = None, token: str = "") -> Any:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
+    with urllib.request.urlopen(req, timeout=300) as r:
+        return json.loads(r.read())
+
+
+def fetch(url: str, path: str) -> tuple[int, int, float]:
+    """(status, bytes, seconds) of one GET on a fresh connection."""
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=300)
+    started = time.perf_counter()
+    try:
+        conn.request("GET", path)
+        reply = conn.getresponse()
+        size = len(reply.read())
+        return reply.status, size, time.perf_counter() - started
+    except (OSError, http.client.HTTPException):
+        return 0, 0, time.perf_counter() - started
+    finally:
+        conn.close()
+
+
+def serve(tree: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
+    env.update(
+        LDP_ADMIN_TOKEN=TOKEN,
+        LDP_SOURCE_REQUESTS_PER_SECOND="0",
+        LDP_SOURCE_REPORTS_PER_MINUTE="0",
+        LDP_ACCESS_LOG="off",
+        PYTHONPATH=str(tree),
+    )
+    args = [sys.executable, "-m", "ldp_server", "serve", "--port", str(port)]
+    args += ["--data-dir", str(data), "--web-workers", "2", "--aggregators", "1"]
+    process = subprocess.Popen(
+        args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            call(url + "/readyz")
+            return process, url
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"ldp serve from {tree} did not start") from None
+            time.sleep(0.5)
+
+
+def define(url: str, name: str, spec: dict[str, Any]) -> MetricDefinition:
+    call(f"{url}/v1/metrics/{name}", "PUT", spec, TOKEN)
+    return MetricDefinition.from_dict(call(f"{url}/v1/metrics/{name}"))
+
+
+def upload(url: str, reports: list[dict[str, Any]]) -> None:
+    for i in range(0, len(reports), 500):
+        for attempt in range(30):  # 503 + Retry-After under load: as the SDK, retry
+            try:
+                call(f"{url}/v1/reports", "POST", {"reports": reports[i : i + 500]})
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code != 503 or attempt == 29:
+                    raise
+                time.sleep(float(exc.headers.get("Retry-After") or 1))
+
+
+def populate(url: str, n: int) -> None:
+    """The four metrics of ``isolation`` and ``sizes``, ``n`` reports each, drained."""
+    rng = random.Random(43)
+    small = define(url, *SMALL)
+    big = define(url, *BIG)
+    joint = define(url, *JOINT)
+    groups = define(url, *GROUPS)
+    zipf = [1 / (i + 1) for i in range(256)]
+    reports = [build_report(small, rng.choice("abcd")) for _ in range(n)]
+    reports += [build_report(big, rng.randrange(65_536)) for _ in range(n)]
+    for _ in range(n):
+        row = [rng.choices(range(256), zipf)[0] for _ in range(5)]
+        reports.append(build_report(joint, row))
+    for _ in range(n):
+        region = {"region": f"r{rng.randrange(64):02d}"}
+        reports.append(build_report(groups, rng.randrange(1000), dimensions=region))
+    upload(url, reports)
+    deadline = time.monotonic() + 900
+    names = {SMALL[0], BIG[0], JOINT[0], GROUPS[0]}
+    while True:
+        try:
+            rows = call(f"{url}/v1/overview")["metrics"]
+        except OSError:  # 503: the read service busy or restarting
+            rows = []
+        if rows and all(row["n"] >= n for row in rows if row["name"] in names):
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError("the reports were not drained")
+        time.sleep(2.0)
+
+
+def run_tree(tree: Path, work: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-read-side-") as tmp:
+        process, url = serve(tree, Path(tmp) / "data")
+        try:
+            return work(url, Path(tmp) / "data")
+        finally:
+            process.terminate()
+            process.wait(60)
+
+
+def percentiles(times: list[float]) -> dict[str, float]:
+    times = sorted(times)
+    return {
+        "p50_ms": 1000 * statistics.median(times),
+        "p99_ms": 1000 * times[min(len(times) - 1, int(0.99 * len(times)))],
+        "max_ms": 1000 * times[-1],
+    }
+
+
+def heavy_reader(url: str, stop: threading.Event, got: dict[int, int], i: int) -> None:
+    turn = i
+    while not stop.is_set():
+        status, _, _ = fetch(url, HEAVY_FULL[turn % len(HEAVY_FULL)])
+        turn += 1
+        got[status] = got.get(status, 0) + 1
+        if status in (0, 503):
+            time.sleep(0.5)  # as a client told Retry-After would, roughly
+
+
+def isolation(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    populate(url, args.reports)
+    out: dict[str, Any] = {}
+    for heavy in (0, 1, 4):
+        stop = threading.Event()
+        got: dict[int, int] = {}
+        threads = [
+            threading.Thread(target=heavy_reader, args=(url, stop, got, i), daemon=True)
+            for i in range(heavy)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(2.0 if heavy else 0.0)  # the heavy reads under way
+        times = []
+        statuses: dict[int, int] = {}
+        until = time.monotonic() + args.probe_seconds
+        for _ in range(args.probes):
+            if time.monotonic() > until:
+                break  # the old code under heavy reads: a probe can take 40 s
+            status, _, took = fetch(url, f"/v1/estimates/{SMALL[0]}")
+            statuses[status] = statuses.get(status, 0) + 1
+            times.append(took)
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(300)
+        out[f"heavy={heavy}"] = {
+            **percentiles(times),
+            "probes": len(times),
+            "probe_status": statuses,
+            "heavy_status": got,
+            "load": load(),
+        }
+        print(f"  heavy readers {heavy}: {out[f'heavy={heavy}']}", flush=True)
+    return out
+
+
+SIZE_CASES = (
+    ("k=65,536", f"/v1/estimates/{BIG[0]}"),
+    ("joint 256x256", f"/v1/estimates/{JOINT[0]}?marginal=a0,a1"),
+    ("by= 64 groups, k=1,000", f"/v1/estimates/{GROUPS[0]}?by=region"),
+)
+SIZE_VARIANTS = (
+    ("default", ""),
+    ("values=all", "values=all"),
+    ("format=columns", "format=columns"),
+)
+
+
+def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    populate(url, args.reports)
+    out: dict[str, Any] = {}
+    for label, path in SIZE_CASES:
+        for variant, query in SIZE_VARIANTS:
+            if query and args.old:
+                continue  # the old code has neither
+            full = path + (("&" if "?" in path else "?") + query if query else "")
+            runs = [fetch(url, full) for _ in range(args.repeat)]
+            row = {
+                "status": runs[0][0],
+                "bytes": runs[0][1],
+                "median_ms": 1000 * statistics.median(r[2] for r in runs),
+                "load": load(),
+            }
+            out[f"{label} {variant}"] = row
+            print(f"  {label} {variant}: {row}", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("isolation", "sizes", "metrics"))
+    parser.add_argument("--before", type=Path, help="a checkout of the old code")
+    parser.add_argument("--after", type=Path, default=ROOT, help="the new code (this tree)")
+    parser.add_argument("--reports", type=int, default=5000)
+    parser.add_argument("--probes", type=int, default=200)
+    parser.add_argument("--probe-seconds", type=float, default=120.0)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--metrics", type=int, default=10_000)
+    parser.add_argument("--idle", type=float, default=30.0)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on the way out
+    trees = ([("before", args.before)] if args.before else []) + [("after", args.after)]
+    work = {"isolation": isolation, "sizes": sizes, "metrics": metrics}[args.what]
+    results = {}
+    for label, tree in trees:
+        print(f"{label} ({tree}), load {load()}", flush=True)
+        args.old = label == "before"
+        results[label] = run_tree(tree, lambda url, data, a=args: work(a, url, data))
+    print(json.dumps(results, indent=1))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def aggregators(data: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if " aggregate " in line and str(data) in line:
+            found.append(int(entry.name))
+    return found
+
+
+def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
+    from ldp_store.registry import Registry  # noqa: PLC0415
+
+    client = connect((data / REDIS_URL_FILE).read_text().strip())
+    registry = Registry(client)
+    started = time.monotonic()
+    for i in range(args.metrics):
+        spec = {"domain": ["a", "b", "c", "d"], "epsilon": 1.0, "description": f"metric {i}"}
+        registry.put(f"bench.m{i:05d}", spec)
+    print(f"  {args.metrics} metrics defined in {time.monotonic() - started:.0f} s", flush=True)
+    time.sleep(10.0)  # the aggregator finds the new streams
+    out: dict[str, Any] = {}
+    cases = [("overview", "/v1/overview"), ("scrape /metrics", "/metrics"), ("dashboard /", "/")]
+    if not args.old:
+        cases += [("overview ?q=m0999", "/v1/overview?q=m0999")]
+    for label, path in cases:
+        runs = [fetch(url, path) for _ in range(args.repeat)]
+        out[label] = {
+            "status": runs[0][0],
+            "bytes": runs[0][1],
+            "median_ms": 1000 * statistics.median(r[2] for r in runs),
+            "load": load(),
+        }
+        print(f"  {label}: {out[label]}", flush=True)
+    pids = aggregators(data)
+    before = sum(cpu_seconds(p) for p in pids)
+    time.sleep(args.idle)
+    used = sum(cpu_seconds(p) for p in pids) - before
+    out["idle aggregator"] = {
+        "cpu_share_of_a_core": used / args.idle,
+        "workers": len(pids),
+        "load": load(),
+    }
+    print(f"  idle aggregator: {out['idle aggregator']}", flush=True)
+    return out
+
+
+if __name__ == "__main__":
+    main()
