@@ -19,7 +19,7 @@ import math
 import os
 import secrets
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +28,7 @@ import redis
 
 from aggregator.alerts.rules import AlertSpec, check_spec, describe, observable_for
 from aggregator.query.alarms import checked_alarm_rate, current_alarms, tested
+from aggregator.query.suppression import hidden_groups
 from aggregator.query.window import read_counts, read_numeric, read_segments
 from aggregator.stats.alerting import (
     Observable,
@@ -39,9 +40,10 @@ from aggregator.stats.alerting import (
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.numeric import NumericStats
-from aggregator.stats.segments import group_by
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, group_by
 from client_sdk.wire import MetricDefinition
 from ldp_store import alerts as store
+from ldp_store import schema
 from ldp_store.registry import Registry
 
 __all__ = ["POISONING_INTERVAL", "Alerts", "AlarmChannels", "RuleRefused", "Sums", "message_of"]
@@ -104,6 +106,8 @@ class Alerts:
         clock: Unix time (tests pass their own).
         alarms: where the poisoning alarms of the metrics counted are sent (None: they
             are not tested here; the dashboard and ``/metrics`` still show them).
+        min_segment_reports: the breakdowns' least reports of a shown group
+            (``LDP_MIN_SEGMENT_REPORTS``): a rule on a group the breakdown hides waits.
     """
 
     def __init__(
@@ -113,8 +117,10 @@ class Alerts:
         public_url: str = "",
         clock: Callable[[], float] = time.time,
         alarms: AlarmChannels | None = None,
+        min_segment_reports: int = DEFAULT_MIN_SEGMENT_REPORTS,
     ) -> None:
         self.alarms = alarms
+        self.min_segment_reports = min_segment_reports
         self._alarms_due: dict[str, float] = {}
         self.redis = client
         self.registry = registry or Registry(client)
@@ -152,13 +158,38 @@ class Alerts:
     def _baseline(self, definition: MetricDefinition, spec: AlertSpec, at: float) -> Sums:
         if not spec.baseline_days:
             return self._sums(definition, spec)
-        today = datetime.fromtimestamp(at, tz=UTC).date()
         n = total = total_sq = 0
-        for back in range(1, spec.baseline_days + 1):
-            day = f"day:{today - timedelta(days=back):%Y-%m-%d}"
+        for day in self._baseline_days(spec, at):
             dn, dt, dsq = self._sums(definition, spec, day)
             n, total, total_sq = n + dn, total + dt, total_sq + dsq
         return n, total, total_sq
+
+    @staticmethod
+    def _baseline_days(spec: AlertSpec, at: float) -> list[str]:
+        today = datetime.fromtimestamp(at, tz=UTC).date()
+        return [
+            f"day:{today - timedelta(days=back):%Y-%m-%d}"
+            for back in range(1, (spec.baseline_days or 0) + 1)
+        ]
+
+    def _hidden(
+        self, definition: MetricDefinition, spec: AlertSpec, windows: Sequence[str]
+    ) -> str | None:
+        """Why a rule on one group cannot show its figures now: the metric's breakdown
+        hides the group in one of ``windows`` (the rule's n, estimate and interval would
+        disclose what the breakdown holds back); None when shown, or not a group rule."""
+        if spec.dimension is None:
+            return None
+        hidden = hidden_groups(self.redis, definition, self.min_segment_reports, also=windows)
+        for window in windows:
+            why = hidden.of(window, spec.dimension).get(spec.group or "")
+            if why is not None:
+                return (
+                    f"{spec.dimension}={spec.group} is hidden from the breakdown in {window} "
+                    f"({why}: fewer than {self.min_segment_reports} reports, or held back "
+                    "with such a group)"
+                )
+        return None
 
     # -- arming ---------------------------------------------------------------------------
     def arm(self, rule: dict[str, Any], definition: MetricDefinition) -> dict[str, Any]:
@@ -169,14 +200,30 @@ class Alerts:
         """
         spec = AlertSpec.model_validate(rule["spec"])
         now = self.clock()
-        obs = observable_for(definition)
         origin = self._sums(definition, spec)
+        # A group's reports before arming must be shown or none: the figures since arming
+        # and the group's all-time figure would otherwise give them.
+        shown = [*self._baseline_days(spec, now), *([schema.ALL] if origin[0] else [])]
+        waiting = self._hidden(definition, spec, shown) if shown else None
+        if waiting is not None:  # armed once shown (see _evaluate): no figure of it kept
+            waiting += ": the rule waits until it is shown"
+            return {
+                **rule,
+                "version": definition.version,
+                "armed_at": None,
+                "origin": None,
+                "baseline": None,
+                "expected_delay": None,
+                "waiting": waiting,
+            }
+        obs = observable_for(definition)
         armed = {
             **rule,
             "version": definition.version,
             "armed_at": now,
             "origin": list(origin),
             "baseline": None,
+            "waiting": None,
         }
         if spec.kind == "change":
             n, total, total_sq = self._real(definition, self._baseline(definition, spec, now))
@@ -231,6 +278,11 @@ class Alerts:
         if problems:
             raise RuleRefused(problems)
         assert definition is not None
+        hidden_baseline = self._hidden(definition, spec, self._baseline_days(spec, self.clock()))
+        if hidden_baseline is not None:  # past days: they would never show it
+            raise RuleRefused(
+                [f"a change against these baseline days would disclose them: {hidden_baseline}"]
+            )
         rule_id = secrets.token_hex(6)
         rule = {"id": rule_id, "spec": spec.model_dump(mode="json"), "created": self.clock()}
         armed = self.arm(rule, definition)
@@ -319,14 +371,18 @@ class Alerts:
         definition = self.registry.get(spec.metric)
         if definition is None:
             raise ValueError(f"metric {spec.metric!r} no longer exists")
-        if definition.version != rule["version"]:  # a new version: new parameters, re-arm
-            rule = self.arm(rule, definition)
+        if definition.version != rule["version"] or rule.get("armed_at") is None:
+            rule = self.arm(rule, definition)  # a new version's parameters, or now shown
             store.put_rule(self.redis, rule["id"], rule)
+        out: dict[str, Any] = {"at": self.clock(), "version": definition.version}
+        waiting = rule.get("waiting") or self._hidden(definition, spec, [schema.ALL])
+        if waiting is not None:  # hidden (again): nothing tested, nothing shown
+            return {**out, "firing": False, "waiting": waiting}
         obs = observable_for(definition)
         now_sums = self._sums(definition, spec)
         since = tuple(a - b for a, b in zip(now_sums, rule["origin"], strict=True))
         n, total, total_sq = self._real(definition, since)
-        out: dict[str, Any] = {"at": self.clock(), "n": n, "version": definition.version}
+        out["n"] = n
         if n <= 0:
             return {**out, "firing": False}
         if spec.kind == "change":

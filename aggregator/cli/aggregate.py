@@ -98,6 +98,10 @@ def aggregate(
 
     from aggregator.alerts.evaluate import AlarmChannels, Alerts
     from aggregator.alerts.notify import Notifier
+    from aggregator.stats.segments import (
+        DEFAULT_MIN_SEGMENT_REPORTS,
+        checked_min_segment_reports,
+    )
     from aggregator.stream import worker as stream_worker
     from ldp_store.connection import connect
 
@@ -113,6 +117,9 @@ def aggregate(
             client,
             public_url=os.environ.get("LDP_PUBLIC_URL", ""),
             alarms=AlarmChannels.from_environ(),
+            min_segment_reports=checked_min_segment_reports(
+                os.environ.get("LDP_MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
+            ),
         )
         w = stream_worker.Worker(
             client,

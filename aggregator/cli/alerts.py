@@ -81,7 +81,7 @@ def alerts_list(url: str, token: str | None, as_json: bool) -> None:
         now = (
             f"{last['estimate']:.4g} [{last['ci'][0]:.4g}, {last['ci'][1]:.4g}]"
             if "ci" in last
-            else last.get("error", "—")
+            else last.get("error") or r.get("waiting") or last.get("waiting") or "—"
         )
         table.add_row(r["id"], r["status"], r["summary"], f"{last.get('n', 0):,}", now)
     out.print(table)

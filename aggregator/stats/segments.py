@@ -18,12 +18,35 @@ from aggregator.stats.codecs import Counts
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition, segment_labels
 
-__all__ = ["DEFAULT_MIN_SEGMENT_REPORTS", "Suppression", "group_by", "suppress", "values_of"]
+__all__ = [
+    "DEFAULT_MIN_SEGMENT_REPORTS",
+    "Suppression",
+    "checked_min_segment_reports",
+    "group_by",
+    "suppress",
+    "values_of",
+]
 
 DEFAULT_MIN_SEGMENT_REPORTS = 50
 """Reports a group needs to be shown (k-anonymity-style threshold). Below a few dozen
 reports an LDP estimate is mostly noise anyway, and a group that small is close to
 naming the few devices in it."""
+
+
+def checked_min_segment_reports(raw: object) -> int:
+    """``LDP_MIN_SEGMENT_REPORTS`` as configured (``raw``).
+
+    Raises:
+        ValueError: not an integer of at least 1.
+    """
+    try:
+        value = int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        value = 0
+    if value < 1:
+        raise ValueError(f"LDP_MIN_SEGMENT_REPORTS must be an integer of at least 1, got {raw!r}")
+    return value
+
 
 Stats = Counts | NumericStats
 

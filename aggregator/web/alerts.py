@@ -16,6 +16,7 @@ from werkzeug.exceptions import BadRequest, Conflict, NotFound
 from aggregator.alerts.evaluate import Alerts, RuleRefused
 from aggregator.alerts.rules import AlertSpec
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.estimates import min_segment_reports
 from ldp_api.context import shared
 from ldp_api.models import Error, Model, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
@@ -51,11 +52,14 @@ class AlertRule(Model):
     """When it was defined (Unix seconds)."""
     version: int
     """The metric version it is armed on."""
-    armed_at: float
+    armed_at: float | None
     """Since when its reports are tested (Unix seconds): creation, a resolve or a new
-    metric version."""
-    origin: list[int]
+    metric version; None while it waits (``waiting``)."""
+    origin: list[int] | None
     """(n, Σ, Σ²) of the metric's reports when armed: the test uses the reports since."""
+    waiting: str | None = None
+    """Why the rule is not armed yet: its group is hidden from the metric's breakdown
+    (``LDP_MIN_SEGMENT_REPORTS``), and its figures would disclose it. Armed once shown."""
     baseline: dict[str, Any] | None
     """``change``: the baseline's n, estimate and interval (at α/2), frozen when armed."""
     expected_delay: dict[str, Any] | None
@@ -131,7 +135,12 @@ def _body(model: type[Model], optional: bool = False) -> Any:
 
 def _alerts() -> Alerts:
     ext = shared()
-    return Alerts(ext.redis, ext.registry, current_app.config.get("PUBLIC_URL") or "")
+    return Alerts(
+        ext.redis,
+        ext.registry,
+        current_app.config.get("PUBLIC_URL") or "",
+        min_segment_reports=min_segment_reports(),
+    )
 
 
 def _one(alerts: Alerts, rule_id: str) -> dict[str, Any]:

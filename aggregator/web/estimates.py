@@ -39,7 +39,7 @@ from aggregator.query.segments import segment_estimates
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
-from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
 from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
@@ -271,14 +271,10 @@ def min_segment_reports(app: Flask | None = None) -> int:
     Raises:
         ValueError: not an integer of at least 1.
     """
-    raw: Any = (app or current_app).config.get("MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
-    try:
-        value = int(raw)
-    except (TypeError, ValueError):
-        value = 0
-    if value < 1:
-        raise ValueError(f"LDP_MIN_SEGMENT_REPORTS must be an integer of at least 1, got {raw!r}")
-    return value
+    config = (app or current_app).config
+    return checked_min_segment_reports(
+        config.get("MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
+    )
 
 
 def segments_csv(body: SegmentEstimates) -> Response:

@@ -257,6 +257,102 @@ def test_a_group_rule_watches_only_its_group(redis_db: Any) -> None:
     assert "[platform=ios]" in store.firings(client)[rules["ios"]["id"]]["message"]
 
 
+PLATFORMS = [{"name": "platform", "values": ["ios", "android", "web"]}]
+
+
+def _send_groups(
+    client: Any, d: MetricDefinition, sizes: dict[str, tuple[list[float], int]]
+) -> None:
+    """``sizes``: per platform, the shares of its values and how many reports."""
+    rng = random.Random(sum(n for _, n in sizes.values()))
+    payloads = []
+    for platform, (shares, n) in sizes.items():
+        segment = d.segment({"platform": platform})
+        for v in rng.choices(range(d.k), shares, k=n):
+            payload = d.mechanism.perturb(v, rng=rng)
+            payload[SEGMENT_KEY] = segment  # what the collector adds beside a report
+            payloads.append(json.dumps(payload))
+    client.register_script(_LOADER)(keys=[keys.stream_key(d.name, d.version)], args=payloads)
+
+
+def _group_rule(alerts: Alerts, d: MetricDefinition, group: str, **spec: Any) -> dict[str, Any]:
+    body = {"value": "dark", **(spec or {"kind": "share_above", "level": 0.3})}
+    return alerts.create(AlertSpec(metric=d.name, dimension="platform", group=group, **body))
+
+
+def test_a_rule_on_a_group_the_breakdown_hides_shows_no_figure_until_it_is_shown(
+    redis_db: Any,
+) -> None:
+    """A group with fewer reports than LDP_MIN_SEGMENT_REPORTS is hidden from the breakdown;
+    a rule on it armed then would serve its all-time sums as the origin (and the figures
+    since, with the later all-time figure, would give them). It waits instead: no origin,
+    no n, no estimate, no firing, until the group is shown; then it is armed from there.
+    The old code armed it at once and served the hidden group's sums."""
+    client = redis_db.client()
+    d = _metric(client, dimensions=PLATFORMS)
+    alerts = Alerts(client, min_segment_reports=50)
+    _send_groups(client, d, {"ios": (NULL, 3000), "android": (NULL, 3000), "web": (NULL, 20)})
+    _drain(client, alerts)
+    rule = _group_rule(alerts, d, "web")
+    assert rule["origin"] is None and rule["armed_at"] is None
+    assert "platform=web is hidden from the breakdown in all (small" in rule["waiting"]
+    _send_groups(client, d, {"web": ([0.1, 0.8, 0.05, 0.05], 25)})  # 45: still hidden
+    _drain(client, alerts)
+    last = store.states(client)["last"][rule["id"]]
+    assert last["firing"] is False and "waiting" in last
+    assert not {"n", "estimate", "ci"} & set(last)
+    (listed,) = alerts.listing()
+    assert listed["origin"] is None and listed["waiting"]
+    _send_groups(client, d, {"web": (NULL, 100)})  # 145 reports: shown, armed from here
+    _drain(client, alerts)
+    (listed,) = alerts.listing()
+    assert listed["waiting"] is None and listed["origin"][0] == 145
+    assert store.firings(client) == {}
+    _send_groups(client, d, {"web": ([0.1, 0.8, 0.05, 0.05], 1500)})
+    _drain(client, alerts)
+    assert store.firings(client)[rule["id"]]["n"] == 1500
+
+
+def test_a_group_held_back_with_a_small_one_is_not_watched_either(redis_db: Any) -> None:
+    """ios and android large, web small: the breakdown holds back one large group with web
+    (the total minus the shown groups would give web); a rule on the held-back group
+    shows no figure and does not fire, while a rule on the shown one does."""
+    from aggregator.query.suppression import hidden_groups
+
+    client = redis_db.client()
+    d = _metric(client, dimensions=PLATFORMS)
+    alerts = Alerts(client, min_segment_reports=50)
+    _send_groups(client, d, {"ios": (NULL, 3000), "android": (NULL, 2000), "web": (NULL, 10)})
+    _drain(client, alerts)
+    hidden = hidden_groups(client, d, 50).of("all", "platform")
+    (held,) = set(hidden) - {"web"}
+    (shown,) = {"ios", "android"} - {held}
+    rules = {g: _group_rule(alerts, d, g) for g in (held, shown)}
+    assert rules[held]["waiting"] and "with_small" in rules[held]["waiting"]
+    assert rules[shown]["waiting"] is None
+    moved = ([0.2, 0.6, 0.1, 0.1], 3000)
+    _send_groups(client, d, {held: moved, shown: moved})
+    _drain(client, alerts)
+    assert set(store.firings(client)) == {rules[shown]["id"]}
+    assert "n" not in store.states(client)["last"][rules[held]["id"]]
+
+
+def test_a_change_rule_against_days_that_hide_its_group_is_refused(redis_db: Any) -> None:
+    """Baseline days are past: a group they hide stays hidden, and the baseline's
+    interval would disclose it; the rule is refused with the reason."""
+    import time
+
+    client = redis_db.client()
+    d = _metric(client, dimensions=PLATFORMS)
+    _send_groups(client, d, {"ios": (NULL, 3000), "android": (NULL, 3000), "web": (NULL, 20)})
+    _drain(client, Alerts(client))
+    tomorrow = Alerts(client, clock=lambda: time.time() + 86400, min_segment_reports=50)
+    with pytest.raises(RuleRefused, match="would disclose them: platform=web is hidden"):
+        _group_rule(tomorrow, d, "web", kind="change", min_change=0.05, baseline_days=1)
+    rule = _group_rule(tomorrow, d, "ios", kind="change", min_change=0.05, baseline_days=1)
+    assert rule["baseline"]["n"] == 3000
+
+
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
