@@ -127,9 +127,11 @@ def ensure_jvm() -> None:
 
 CLIENT_JS = ROOT / "client_js"
 BROWSER_TESTS = ROOT / "tests" / "browser"
+OIDC_TESTS = ROOT / "tests" / "oidc"
 NPM_PROJECTS = {
     CLIENT_JS: "client_js/dist and its types cannot be checked",
     BROWSER_TESTS: "the browser tests cannot run axe-core (they check the layout only)",
+    OIDC_TESTS: "the sign-in tests have no OpenID Connect provider (they are skipped)",
 }
 """Folders whose package-lock.json pins dev dependencies, and what is lost without them.
 client_js/: esbuild, which builds the module ``ldp serve`` serves (``npm run build``;
@@ -138,7 +140,8 @@ tests/collector/test_sdk_module.py runs to check that dist/ is what the sources 
 TypeScript, whose ``tsc --checkJs`` tests/test_client_js.py runs (both skipped without
 them), and the bundle benchmark; the JS tests themselves run on Node alone
 (tests/test_client_js.py). tests/browser/: axe-core, which test_layout_browser.py loads
-into every dashboard page."""
+into every dashboard page. tests/oidc/: oidc-provider, the real OpenID Connect provider
+the dashboard's sign-in tests start (tests/browser/test_signin_browser.py)."""
 
 
 def ensure_js() -> None:

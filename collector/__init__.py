@@ -35,7 +35,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from collector.throttle_log import ThrottleLog
-from ldp_api import auditing, auth, context
+from ldp_api import auditing, auth, context, sessions
 from ldp_edge.admission import Admission, IdentifySource, environ_key
 from ldp_edge.slow_bodies import BodyDeadline
 from ldp_store import connection
@@ -165,6 +165,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         client, app.config["AUDIT_RETENTION_DAYS"], app.config["AUDIT_MAX_ENTRIES"]
     )
     auditing.install(app, audit_log)  # every admin action, after its view
+    signin = sessions.install(app)  # a dashboard session is a credential too (LDP_OIDC_…)
     for blueprint in (
         api_metrics.bp,
         api_lifecycle.bp,
@@ -177,7 +178,12 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.register_blueprint(blueprint)
 
     # The source's keyed hash is taken first; then the address leaves the environ.
-    private = StripClientMetadata(app.wsgi_app, [environ_key(header)] if header else [])
+    # Only the dashboard's own session cookies pass, and only with sign-in configured.
+    private = StripClientMetadata(
+        app.wsgi_app,
+        [environ_key(header)] if header else [],
+        sessions.COOKIE_NAMES if signin is not None else (),
+    )
     # The Oblivious HTTP gateway serves its inner requests through `private` too; their
     # reports go to the shuffle pools (ohttp_shuffle).
     pool = ohttp_shuffle.install(app.config, services.appender, client, telemetry.registry)

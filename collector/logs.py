@@ -29,6 +29,7 @@ __all__ = [
     "ScrubRequestLines",
     "StripClientMetadata",
     "install_werkzeug_filter",
+    "own_cookies",
 ]
 
 CLIENT_ENVIRON_KEYS = (
@@ -66,16 +67,30 @@ class StripClientMetadata:
         app: the WSGI application to wrap.
         also: more environ keys to remove (the header a trusted proxy puts the client's
             address in, if it is not one of the above).
+        cookies: the names of the app's own cookies (the dashboard's session,
+            :data:`ldp_api.sessions.COOKIE_NAMES`) to let through; every other cookie is
+            removed, and with none named the whole ``Cookie`` header is.
     """
 
-    def __init__(self, app: WsgiApp, also: Iterable[str] = ()) -> None:
+    def __init__(self, app: WsgiApp, also: Iterable[str] = (), cookies: Iterable[str] = ()) -> None:
         self.app = app
         self.keys = _CLIENT_KEYS | frozenset(also)
+        self.cookies = frozenset(cookies)
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Serve the request with the client's metadata removed."""
         private = {k: v for k, v in environ.items() if k not in self.keys}
+        if self.cookies and "HTTP_COOKIE" in environ:
+            kept = own_cookies(environ["HTTP_COOKIE"], self.cookies)
+            if kept:
+                private["HTTP_COOKIE"] = kept
         return self.app(private, start_response)
+
+
+def own_cookies(header: str, names: frozenset[str]) -> str:
+    """The ``name=value`` pairs of a ``Cookie`` header whose name is in ``names``."""
+    pairs = (part.strip() for part in header.split(";"))
+    return "; ".join(p for p in pairs if p.partition("=")[0].strip() in names)
 
 
 _WERKZEUG_PREFIX = re.compile(r"^\S+ - - \[[^\]]*\] ")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.device import DeviceCaps
+from ldp_api import oidc
 from ldp_store import auditlog
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "SOURCE_REQUESTS_PER_SECOND",
     "MIN_TOKEN_LENGTH",
     "TOKEN_SETTINGS",
+    "TEXT_SETTINGS",
     "ConfigError",
     "checked",
     "check_tokens",
@@ -112,6 +114,19 @@ open door (issue 29)."""
 TOKEN_SETTINGS = ("ADMIN_TOKEN", "READ_TOKEN", "METRICS_TOKEN")
 """The secrets among the settings: read from the environment as text, never as JSON."""
 
+TEXT_SETTINGS = (
+    *TOKEN_SETTINGS,
+    "OIDC_ISSUER",
+    "OIDC_CLIENT_ID",
+    "OIDC_CLIENT_SECRET",
+    "OIDC_SCOPES",
+    "OIDC_ROLES_CLAIM",
+    "OIDC_REDIRECT_URI",
+)
+"""Settings read from the environment as written (a client id or secret of digits is
+still text); the rest go through ``from_prefixed_env``'s JSON (``LDP_OIDC_ROLES`` is a
+JSON object)."""
+
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
@@ -135,6 +150,16 @@ DEFAULTS: dict[str, Any] = {
     "REQUIRE_INGEST_KEY": False,
     "AUDIT_RETENTION_DAYS": auditlog.RETENTION_DAYS,
     "AUDIT_MAX_ENTRIES": auditlog.MAX_ENTRIES,
+    # Sign-in to the dashboard with OpenID Connect (ldp_api.oidc): off without an issuer.
+    "OIDC_ISSUER": None,
+    "OIDC_CLIENT_ID": None,
+    "OIDC_CLIENT_SECRET": None,
+    "OIDC_SCOPES": "openid email profile",
+    "OIDC_ROLES_CLAIM": "groups",
+    "OIDC_ROLES": None,
+    "OIDC_REDIRECT_URI": None,
+    "SESSION_SECONDS": oidc.SESSION_SECONDS,
+    "TRUST_FORWARDED_PROTO": False,
 }
 
 _POSITIVE_INTS = (
@@ -153,9 +178,10 @@ _LIMITS = ("SOURCE_REQUESTS_PER_SECOND", "SOURCE_REPORTS_PER_MINUTE", "REPLICA_A
 """Non-negative integers: 0 turns the limit (or the wait for replicas) off."""
 _DEVICE_CAPS = ("DEVICE_EPSILON_PER_DAY", "DEVICE_EPSILON_LIFETIME")
 """The device-wide caps the collector publishes (``client_sdk.device``): None or ε > 0."""
-_SWITCHES = ("REQUIRE_READ_TOKEN", "REQUIRE_INGEST_KEY")
+_SWITCHES = ("REQUIRE_READ_TOKEN", "REQUIRE_INGEST_KEY", "TRUST_FORWARDED_PROTO")
 """On/off settings: reads need a token (``metrics:read``) even without ``LDP_READ_TOKEN``
-(scoped tokens only); reports need an ingest key (scope ``ingest``)."""
+(scoped tokens only); reports need an ingest key (scope ``ingest``); a proxy's
+``X-Forwarded-Proto: https`` is believed (session cookies are then ``Secure``)."""
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
@@ -208,6 +234,10 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in _SWITCHES:
         out[key] = _switch(key, config.get(key, DEFAULTS[key]))
     out.update(check_tokens(config))
+    try:
+        oidc.settings_from(config)  # refused at start, not at the first sign-in
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     return out
 
 
@@ -253,10 +283,11 @@ def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
 
     Flask's ``from_prefixed_env`` parses every value as JSON: ``null`` became None (no
     token: reads open), ``0``/``false`` falsy, ``1e999`` the float inf. Secrets are text,
-    so the app factory puts these over what it parsed.
+    so the app factory puts these over what it parsed (and the other
+    :data:`TEXT_SETTINGS`).
     """
     env = os.environ if environ is None else environ
-    return {key: env[f"LDP_{key}"] for key in TOKEN_SETTINGS if f"LDP_{key}" in env}
+    return {key: env[f"LDP_{key}"] for key in TEXT_SETTINGS if f"LDP_{key}" in env}
 
 
 def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:

@@ -6,8 +6,10 @@ a blueprint of undocumented pages (the dashboard) has one for all its views. One
 ``before_request`` hook (:func:`install`) checks every request against it, so a route
 cannot forget its check, and a test derives the whole matrix from the document.
 
-Who may: the configured tokens (``LDP_ADMIN_TOKEN``: every scope; ``LDP_READ_TOKEN``:
-reads and ``/metrics``; ``LDP_METRICS_TOKEN``: ``/metrics``) and the scoped tokens of
+Who may: a signed-in operator's session (:mod:`ldp_api.sessions`, when no
+``Authorization`` header is sent), the configured tokens (``LDP_ADMIN_TOKEN``: every
+scope; ``LDP_READ_TOKEN``: reads and ``/metrics``; ``LDP_METRICS_TOKEN``: ``/metrics``)
+and the scoped tokens of
 :mod:`ldp_store.tokens`. Reads, ``/metrics`` and ingest stay open until a setting closes
 them (``READ_TOKEN``/``REQUIRE_READ_TOKEN``, ``METRICS_TOKEN``, ``REQUIRE_INGEST_KEY``), as
 before scoped tokens. Docs: docs/guides/teams.md.
@@ -91,6 +93,10 @@ class Policy:
     """Endpoints that need nothing even in such a blueprint (its CSS and JS)."""
     refusers: dict[str, Refuser] = field(default_factory=dict)
     """How a blueprint refuses, when not as JSON (the dashboard's pages)."""
+    session: Callable[[], Principal | Response | None] | None = None
+    """A signed-in operator's principal, when sign-in is configured
+    (:mod:`ldp_api.sessions`): asked only when no ``Authorization`` header was sent; a
+    Response is its refusal (a state-changing request without the CSRF token)."""
     _scopes: dict[str, str | None] = field(default_factory=dict)
 
     def protect(self, blueprint: str, scope: str, public: set[str] | frozenset[str]) -> None:
@@ -146,7 +152,11 @@ def scope_of(app: Flask, endpoint: str) -> str | None:
 def is_open(app: Flask, scope: str) -> bool:
     """Whether ``scope`` needs no credential on ``app`` (as configured)."""
     config = app.config
-    reads_closed = bool(config.get("READ_TOKEN")) or bool(config.get("REQUIRE_READ_TOKEN"))
+    reads_closed = (
+        bool(config.get("READ_TOKEN"))
+        or bool(config.get("REQUIRE_READ_TOKEN"))
+        or bool(config.get("OIDC_ISSUER"))  # with sign-in, reads want a session or a token
+    )
     if scope == "ingest":
         return not config.get("REQUIRE_INGEST_KEY")
     if scope == "metrics:read":
@@ -245,6 +255,12 @@ def check() -> Response | None:
     # read APIs their scripts call.
     text = _credential(basic=scope == "metrics:read" or request.blueprint == "dashboard")
     who = principal(app, text) if text is not None else None
+    policy = POLICY.get(app)
+    if text is None and policy.session is not None:
+        signed_in = policy.session()
+        if isinstance(signed_in, Response):
+            return signed_in
+        who = signed_in
     g.ldp_principal = who
     if is_open(app, scope) or (who is not None and scope in who.scopes):
         return None
@@ -257,14 +273,15 @@ def check() -> Response | None:
         reason = "missing"
     else:
         reason = "invalid"
-    policy = POLICY.get(app)
     refuser = policy.refusers.get(request.blueprint or "", refuse_json)
     return refuser(scope, reason)
 
 
 def _could_grant(app: Flask) -> bool:
-    """Whether anything could grant an admin scope: the admin token, or a scoped token."""
-    return bool(app.config.get("ADMIN_TOKEN")) or POLICY.get(app).tokens.any()
+    """Whether anything could grant an admin scope: the admin token, a scoped token, or a
+    signed-in owner."""
+    policy = POLICY.get(app)
+    return bool(app.config.get("ADMIN_TOKEN")) or policy.session is not None or policy.tokens.any()
 
 
 def current() -> Principal | None:

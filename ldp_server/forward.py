@@ -29,6 +29,9 @@ from typing import Any
 from flask import Flask
 from werkzeug.exceptions import HTTPException
 
+from collector.logs import own_cookies
+from ldp_api.sessions import COOKIE_NAMES
+
 __all__ = ["ForwardReads", "Lane"]
 
 Lane = Callable[[str, Mapping[str, Any], dict[str, Any]], bool]
@@ -41,8 +44,11 @@ PASSED_HEADERS = (
     "Accept-Encoding",
     "If-None-Match",
     "If-Modified-Since",
+    "X-CSRF-Token",
+    "X-Forwarded-Proto",
 )
-"""Request headers the read side looks at; nothing else about the client is sent on."""
+"""Request headers the read side looks at; nothing else about the client is sent on
+(of its cookies, only the dashboard's session: :data:`ldp_api.sessions.COOKIE_NAMES`)."""
 
 HOP_BY_HOP = frozenset(
     [
@@ -167,6 +173,9 @@ def _headers(env: dict[str, Any]) -> dict[str, str]:
         value = env.get("HTTP_" + name.upper().replace("-", "_"))
         if value is not None:
             found[name] = value
+    cookies = own_cookies(env.get("HTTP_COOKIE", ""), COOKIE_NAMES)
+    if cookies:
+        found["Cookie"] = cookies
     return found
 
 

@@ -40,6 +40,8 @@ __all__ = [
     "retired_key",
     "seeds_key",
     "seen_key",
+    "session_key",
+    "signin_key",
     "shard_of",
     "shuffled_key",
     "stream_key",
@@ -77,6 +79,16 @@ bytes) are shared by up to 32 reports, and a worker's read of N entries holds at
 def token_key(token_id: str) -> str:
     """One scoped token's record (a hash: its SHA-256, scopes, expiry, revocation)."""
     return f"{PREFIX}:token:{token_id}"
+
+
+def session_key(hashed_id: str) -> str:
+    """A dashboard session (:mod:`ldp_store.sessions`), by the SHA-256 of its cookie."""
+    return f"{PREFIX}:session:{hashed_id}"
+
+
+def signin_key(hashed_state: str) -> str:
+    """A sign-in under way (:mod:`ldp_store.sessions`), by the SHA-256 of its state."""
+    return f"{PREFIX}:signin:{hashed_state}"
 
 
 def metric_key(name: str) -> str:

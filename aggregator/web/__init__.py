@@ -15,6 +15,7 @@ request context (Redis, the metric registry, memory readings, the app's metrics:
 * :mod:`~aggregator.web.alerts`: ``/v1/alerts…`` (rules, their state, dead letters)
 * :mod:`~aggregator.web.dashboard`: ``/``, ``/ui/…``
 * :mod:`~aggregator.web.access`: the read token in front of all of them
+* :mod:`~aggregator.web.signin`: ``/ui/signin…``, ``/ui/signout`` (OpenID Connect)
 * :mod:`~aggregator.web.read_guard`: the bound and cache of expensive reads
 * :mod:`~aggregator.web.lanes`: which reads are expensive (``ldp serve``'s heavy lane)
 """
@@ -34,6 +35,7 @@ from aggregator.web import (
     lanes,
     plan,
     read_guard,
+    signin,
     status,
     strings,
 )
@@ -72,3 +74,4 @@ def install(app: Flask) -> None:
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     access.install(app)
+    signin.install(app)  # with LDP_OIDC_ISSUER: sign-in pages, refused pages sent there

@@ -1,18 +1,27 @@
-/* Alerts page: define a rule, acknowledge, resolve, silence or delete one (admin token). */
+/* Alerts page: define a rule, acknowledge, resolve, silence or delete one (admin token,
+   or the signed-in session with its CSRF token). */
 (function () {
   "use strict";
   const { page } = window.LDP;
   const form = document.getElementById("new-alert");
   const status = document.getElementById("alert-form-status");
 
+  const csrf = document.querySelector('meta[name="csrf-token"]');
+
   function token() {
-    return form.elements.namedItem("token").value;
+    const field = form.elements.namedItem("token");
+    return field ? field.value : "";
+  }
+
+  function credentials() {
+    if (token()) return { Authorization: "Bearer " + token() };
+    return csrf ? { "X-CSRF-Token": csrf.content } : {};
   }
 
   async function send(method, url, body) {
     const response = await fetch(url, {
       method: method,
-      headers: { "Content-Type": "application/json", Authorization: "Bearer " + token() },
+      headers: { "Content-Type": "application/json", ...credentials() },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     if (!response.ok) {
@@ -50,7 +59,7 @@
   document.getElementById("alerts-table").addEventListener("click", async function (event) {
     const button = event.target.closest("button[data-action]");
     if (!button) return;
-    if (!token()) {
+    if (!token() && !csrf) {
       status.textContent = "enter the admin token below first";
       return;
     }
