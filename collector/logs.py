@@ -52,6 +52,7 @@ CLIENT_ENVIRON_KEYS = (
 add), the user agent, the referer, cookies and the client's clock (``Date``)."""
 
 _CLIENT_KEYS = frozenset(CLIENT_ENVIRON_KEYS)
+_COOKIE_KEY = "HTTP_COOKIE"  # a request header, not a setting
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -80,10 +81,10 @@ class StripClientMetadata:
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         """Serve the request with the client's metadata removed."""
         private = {k: v for k, v in environ.items() if k not in self.keys}
-        if self.cookies and "HTTP_COOKIE" in environ:
-            kept = own_cookies(environ["HTTP_COOKIE"], self.cookies)
-            if kept:
-                private["HTTP_COOKIE"] = kept
+        header = environ.get(_COOKIE_KEY) if self.cookies else None
+        kept = own_cookies(header, self.cookies) if header else ""
+        if kept:
+            private[_COOKIE_KEY] = kept
         return self.app(private, start_response)
 
 

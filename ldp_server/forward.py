@@ -167,13 +167,16 @@ def _target(env: dict[str, Any]) -> str:
     return f"{target}?{query}" if query else target
 
 
+_COOKIE_KEY = "HTTP_COOKIE"  # a request header, not a setting
+
+
 def _headers(env: dict[str, Any]) -> dict[str, str]:
     found = {}
     for name in PASSED_HEADERS:
         value = env.get("HTTP_" + name.upper().replace("-", "_"))
         if value is not None:
             found[name] = value
-    cookies = own_cookies(env.get("HTTP_COOKIE", ""), COOKIE_NAMES)
+    cookies = own_cookies(env.get(_COOKIE_KEY) or "", COOKIE_NAMES)
     if cookies:
         found["Cookie"] = cookies
     return found

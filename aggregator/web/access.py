@@ -9,11 +9,12 @@ network). With one (config ``READ_TOKEN``, from ``LDP_READ_TOKEN``):
   (any user name): the browser asks once, then sends it with every page and with the
   pages' own ``fetch`` calls to the APIs, which therefore accept Basic too.
 
-Why not a cookie: the app never sees cookies. :class:`collector.logs.StripClientMetadata`
-removes the ``Cookie`` header (with addresses and user agents) from every request on
-purpose, so nothing in the process can tie a request to a client; the ``Authorization``
-header is the one credential the app reads. Use HTTPS in front of it, as for the admin
-token.
+Why not a cookie: :class:`collector.logs.StripClientMetadata` removes the ``Cookie``
+header (with addresses and user agents) from every request on purpose, so nothing in the
+process can tie a request to a client; the ``Authorization`` header is the credential
+the app reads. Only with sign-in configured (``LDP_OIDC_ISSUER``) do the dashboard's own
+session cookies get through (:mod:`ldp_api.sessions`). Use HTTPS in front of it, as for
+the admin token.
 
 The admin token (``LDP_ADMIN_TOKEN``) and scoped tokens granting ``metrics:read`` (``ldp
 tokens``) read too; ``LDP_REQUIRE_READ_TOKEN`` closes reads without a configured read
