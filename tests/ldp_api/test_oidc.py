@@ -8,83 +8,28 @@ unsigned token, and a key rotation followed by reading the JWKS again.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from joserfc import jwt
 from joserfc.jwk import OctKey, RSAKey
+from oidc_helpers import CLIENT, Issuer, rsa_keys, serving_issuer
 
 from collector.logs import StripClientMetadata
 from ldp_api.oidc import OidcSettings, Provider, SignInError, roles_of, settings_from
 from ldp_api.sessions import COOKIE_NAMES
 
-CLIENT = "ldp-dashboard"
-
-
-class Issuer:
-    """Discovery and JWKS of a provider whose keys the test changes."""
-
-    def __init__(self, key: RSAKey) -> None:
-        self.key = key
-        self.jwks_reads = 0
-        issuer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
-                if self.path == "/.well-known/openid-configuration":
-                    body: dict[str, Any] = {
-                        "issuer": issuer.url,
-                        "authorization_endpoint": f"{issuer.url}/auth",
-                        "token_endpoint": f"{issuer.url}/token",
-                        "jwks_uri": f"{issuer.url}/jwks",
-                        "id_token_signing_alg_values_supported": ["RS256", "HS256"],
-                    }
-                else:
-                    issuer.jwks_reads += 1
-                    body = {"keys": [issuer.key.as_dict(private=False)]}
-                data = json.dumps(body).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-
-    def sign(self, key: Any = None, alg: str = "RS256", **changes: Any) -> str:
-        now = int(time.time())
-        claims = {"iss": self.url, "sub": "u1", "aud": CLIENT, "iat": now, "exp": now + 300}
-        claims |= {"nonce": "n1", "email": "alice@example.org", "groups": ["ldp-owners"]}
-        claims.update(changes)
-        key = key or self.key
-        return jwt.encode({"alg": alg, "kid": key.kid}, claims, key)
-
 
 @pytest.fixture(scope="module")
 def keys() -> tuple[RSAKey, RSAKey]:
-    """Two RSA keys, made once (each takes a while)."""
-    return tuple(  # type: ignore[return-value]
-        RSAKey.generate_key(2048, parameters={"kid": kid}, private=True) for kid in ("one", "two")
-    )
+    return rsa_keys()
 
 
 @pytest.fixture
 def issuer(keys: tuple[RSAKey, RSAKey]) -> Iterator[Issuer]:
-    found = Issuer(keys[0])
-    thread = threading.Thread(target=found.server.serve_forever, daemon=True)
-    thread.start()
-    yield found
-    found.server.shutdown()
-    found.server.server_close()
+    with serving_issuer(keys[0]) as found:
+        yield found
 
 
 def _provider(issuer: Issuer) -> Provider:
