@@ -33,6 +33,7 @@ OIDC = Path(__file__).resolve().parents[1] / "oidc"
 CLIENT_ID = "ldp-dashboard"
 CLIENT_SECRET = "a-client-secret-of-the-test-provider"
 ADMIN_TOKEN = "admin-token-for-the-signin-test"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ROLES = {"ldp-owners": {"default": "owner"}, "other-viewers": {"other": "viewer"}}
 ACCOUNTS = {"alice": ["ldp-owners"], "bob": ["other-viewers"]}
 LIFETIME = 3600
@@ -145,6 +146,19 @@ def test_signing_in_out_expiry_and_key_rotation(browser: Any, server: Site) -> N
     )
     assert status == 400  # past the owner's check and the CSRF check: the body is empty
 
+    # The alerts page's form, signed in: no token field, the session and its CSRF token.
+    metric = {"domain": ["light", "dark"], "epsilon": 1.0, "mechanism": "grr"}
+    made = requests.put(f"{server.url}/v1/metrics/theme", json=metric, headers=ADMIN, timeout=5)
+    assert made.status_code == 201
+    page.reload()
+    assert page.locator("#new-alert input[name=token]").count() == 0
+    page.fill("#new-alert input[name=metric]", "theme")
+    page.fill("#new-alert input[name=value]", "dark")
+    page.fill("#new-alert input[name=level]", "0.5")
+    with page.expect_navigation():
+        page.click("#new-alert button[type=submit]")
+    assert page.locator("#alerts-table tr[data-rule]").count() == 1
+
     # The provider rotates its key; signing out and in again needs its new JWKS.
     old = sessions.SIGNIN.get(server.app).provider.keys()
     kid = requests.post(f"{server.issuer}/__rotate", timeout=5).json()["kid"]
@@ -156,6 +170,7 @@ def test_signing_in_out_expiry_and_key_rotation(browser: Any, server: Site) -> N
     assert page.locator("#signout").is_visible()
     assert kid in {k.kid for k in sessions.SIGNIN.get(server.app).provider.keys().keys}
     assert ("session.signout", "sso:alice@example.org", "ok") in _audit(server)
+    assert ("alert.create", "sso:alice@example.org", "ok") in _audit(server)
 
     # An expired session is sent back to sign-in (its record is gone too).
     store = sessions.SIGNIN.get(server.app).store
@@ -188,8 +203,7 @@ def test_no_role_in_the_project_is_refused_and_tokens_still_work(
     context.close()
     # Machines keep their tokens; without one (and no session) reads are closed.
     overview = f"{server.url}/v1/overview"
-    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-    assert requests.get(overview, headers=auth, timeout=5).status_code == 200
+    assert requests.get(overview, headers=ADMIN, timeout=5).status_code == 200
     assert requests.get(overview, timeout=5).status_code == 401
     # An answer not for a sign-in begun in this browser is refused, and logged.
     bad = requests.get(f"{server.url}/ui/signin/callback?state=x&code=y", timeout=5)
