@@ -9,10 +9,9 @@ cannot forget its check, and a test derives the whole matrix from the document.
 Who may: a signed-in operator's session (:mod:`ldp_api.sessions`, when no
 ``Authorization`` header is sent), the configured tokens (``LDP_ADMIN_TOKEN``: every
 scope; ``LDP_READ_TOKEN``: reads and ``/metrics``; ``LDP_METRICS_TOKEN``: ``/metrics``)
-and the scoped tokens of
-:mod:`ldp_store.tokens`. Reads, ``/metrics`` and ingest stay open until a setting closes
-them (``READ_TOKEN``/``REQUIRE_READ_TOKEN``, ``METRICS_TOKEN``, ``REQUIRE_INGEST_KEY``), as
-before scoped tokens. Docs: docs/guides/teams.md.
+and the scoped tokens of :mod:`ldp_store.tokens`. Reads, ``/metrics`` and ingest stay
+open until a setting closes them (``READ_TOKEN``/``REQUIRE_READ_TOKEN``, ``METRICS_TOKEN``,
+``REQUIRE_INGEST_KEY``; sign-in closes reads), as before scoped tokens. Docs: docs/guides/teams.md.
 """
 
 from __future__ import annotations
@@ -256,7 +255,9 @@ def check() -> Response | None:
     text = _credential(basic=scope == "metrics:read" or request.blueprint == "dashboard")
     who = principal(app, text) if text is not None else None
     policy = POLICY.get(app)
-    if text is None and policy.session is not None:
+    # A session never grants ingest: a signed-in browser's reports (the "Try it" page)
+    # are judged as any device's, with no CSRF token asked of them.
+    if text is None and policy.session is not None and scope != "ingest":
         signed_in = policy.session()
         if isinstance(signed_in, Response):
             return signed_in

@@ -95,6 +95,8 @@ def test_a_sessions_role_decides_and_its_csrf_token_guards_changes(
     assert (
         client.post("/v1/alerts", json={}, headers={"X-CSRF-Token": owner.csrf}).status_code == 400
     )
+    # A signed-in browser's reports (the "Try it" page) are a device's: no CSRF asked.
+    assert client.post("/v1/reports", json={"reports": []}).status_code != 403
 
     # Signing out needs the form's token too; then the cookie is worth nothing.
     assert client.post("/ui/signout", data={"csrf_token": "stale"}).status_code == 403
