@@ -49,9 +49,11 @@ class AuditRecord:
     action: str
     """``metric.create``, ``metric.change``, ``metric.retire``, ``metric.unretire``,
     ``metric.delete``, ``metric.export``, ``token.create``, ``token.rotate``,
-    ``token.revoke``, ``tokens.list``, ``audit.read``."""
+    ``token.revoke``, ``tokens.list``, ``audit.read``, ``session.signin`` (and failed
+    sign-ins), ``session.signout``."""
     actor: str
-    """Who: ``admin-token``, ``read-token``, a scoped token's prefix, or ``anonymous``."""
+    """Who: ``admin-token``, ``read-token``, a scoped token's prefix, ``sso:<e-mail>`` (a
+    signed-in person), or ``anonymous``."""
     project: str
     target: str
     """What: a metric name, a token prefix, or empty."""
