@@ -82,3 +82,36 @@ def test_a_missing_redis_url_is_refused_at_construction() -> None:
 def test_bad_limits_are_refused_at_construction(redis_db: Any, key: str, value: Any) -> None:
     with pytest.raises(ConfigError, match=key):
         create_app({"REDIS_URL": redis_db.url, key: value})
+
+
+def test_sign_in_settings_come_from_the_environment_as_written(
+    monkeypatch: pytest.MonkeyPatch, redis_db: Any
+) -> None:
+    monkeypatch.setenv("LDP_REDIS_URL", redis_db.url)
+    monkeypatch.setenv("LDP_OIDC_ISSUER", "https://idp.example/realms/acme")
+    monkeypatch.setenv("LDP_OIDC_CLIENT_ID", "12345")  # digits: still text
+    monkeypatch.setenv("LDP_OIDC_CLIENT_SECRET", "null")  # JSON-looking: still text
+    monkeypatch.setenv("LDP_OIDC_ROLES", '{"ldp-owners": {"default": "owner"}}')
+    monkeypatch.setenv("LDP_TRUST_FORWARDED_PROTO", "true")
+    app = create_app()
+    assert app.config["OIDC_CLIENT_ID"] == "12345"
+    assert app.config["OIDC_CLIENT_SECRET"] == "null"
+    assert app.config["OIDC_ROLES"] == {"ldp-owners": {"default": "owner"}}
+    assert app.config["TRUST_FORWARDED_PROTO"] is True
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ({}, "LDP_OIDC_CLIENT_ID"),
+        ({"OIDC_CLIENT_ID": "c", "OIDC_ROLES": {"g": {"default": "root"}}}, "LDP_OIDC_ROLES"),
+        ({"OIDC_CLIENT_ID": "c", "SESSION_SECONDS": 0}, "LDP_SESSION_SECONDS"),
+        ({"OIDC_CLIENT_ID": "c", "TRUST_FORWARDED_PROTO": "maybe"}, "TRUST_FORWARDED_PROTO"),
+    ],
+)
+def test_bad_sign_in_settings_are_refused_at_construction(
+    redis_db: Any, extra: dict[str, Any], named: str
+) -> None:
+    config = {"REDIS_URL": redis_db.url, "OIDC_ISSUER": "https://idp.example"}
+    with pytest.raises(ConfigError, match=named):
+        create_app(config | extra)
