@@ -62,8 +62,18 @@ def _block_mean(v: FloatArray, size: int) -> FloatArray:
     return np.repeat(means, size, axis=-1)
 
 
+SLICED_SUMS = 16
+"""Blocks of at most this many are summed as ``size`` strided slices: numpy reduces a
+short innermost axis ~10× slower than it adds whole rows (measured at size 4)."""
+
+
 def _block_sum(v: FloatArray, size: int) -> FloatArray:
     """Each row of ``v`` (…, D) summed over blocks of ``size`` (…, D/size)."""
+    if size <= SLICED_SUMS:
+        out = v[..., 0::size].copy()
+        for k in range(1, size):
+            out += v[..., k::size]
+        return out
     shape = v.shape
     return v.reshape(*shape[:-1], shape[-1] // size, size).sum(axis=-1)
 
@@ -179,11 +189,48 @@ class DistributionEstimate:
         total = f.sum()
         return f / total if total > 0 else np.full(self.m.bins, 1.0 / self.m.bins)
 
-    def _level_weights(self, queries: FloatArray) -> list[FloatArray]:
-        """w_l: the weight of each level-l node estimate in each query's answer."""
-        g = self._solve(queries)
-        return [self._weights[i] * _block_sum(g, self._sizes[i + 1]) for i in range(self.m.height)]
+    def _level_weights(self, means: list[FloatArray]) -> list[FloatArray]:
+        """w_l = c_l·Σ_{u's leaves}(S·a): the weight of each level-l node estimate in each
+        query's answer, from the queries' block means at every level (``means[k]``:
+        (Q, B^k), k = 0..h).
 
+        Summed over a level-l node's s_l leaves, (P_k − P_{k−1})a keeps only the terms
+        k ≤ l, s_l times the block means: w_l = c_l·s_l·Σ_{k=1}^{l} λ_k⁻¹(m_k − m_{k−1})
+        (each m_k spread to level l), accumulated level by level: O(Q·B^l), no D×D step.
+        """
+        b, sizes, c = self.m.branching, self._sizes, self._weights
+        inverse = np.concatenate(([0.0], 1.0 / self._lambdas, [0.0]))
+        above = -inverse[1] * means[0]  # Σ_{k<l} (λ_k⁻¹ − λ_{k+1}⁻¹)·m_k − λ_1⁻¹·m_0
+        out = []
+        for level in range(1, self.m.height + 1):
+            above = np.repeat(above, b, axis=1)
+            m = means[level]
+            out.append((c[level - 1] * sizes[level]) * (above + inverse[level] * m))
+            above += (inverse[level] - inverse[level + 1]) * m
+        return out
+
+    def _block_means(self, queries: FloatArray) -> list[FloatArray]:
+        """Each query row's block means at levels 0..h."""
+        rows = len(queries)
+        return [
+            queries.reshape(rows, -1, size).mean(axis=-1) if size > 1 else queries
+            for size in self._sizes
+        ]
+
+    def _interval_means(
+        self, lows: npt.NDArray[np.int64], highs: npt.NDArray[np.int64]
+    ) -> list[FloatArray]:
+        """The block means of the queries 1[lows ≤ i < highs] at levels 0..h: each block's
+        overlap with [low, high) over its size (never a D-wide query row)."""
+        out = []
+        for level, size in enumerate(self._sizes):
+            starts = np.arange(self.m.branching**level) * size
+            top = np.minimum(highs[:, None], starts + size)
+            bottom = np.maximum(lows[:, None], starts)
+            out.append(np.clip(top - bottom, 0, None) / size)
+        return out
+
+    @cached_property
     def _node_variances(self) -> list[tuple[FloatArray, FloatArray]]:
         """Per level: (each node's variance of y_l around its devices' share + share/n_l,
         the plug-in node shares F_l)."""
@@ -196,22 +243,43 @@ class DistributionEstimate:
             out.append((ldp + share / n_l, share))
         return out
 
-    def variances(self, queries: FloatArray) -> FloatArray:
-        """Var of each query row's answer aᵀx̃ (docs/statistics/distributions.md, §3)."""
-        total = np.zeros(len(queries))
+    def _variances(
+        self, means: list[FloatArray], linear: FloatArray, square: FloatArray
+    ) -> FloatArray:
+        """Var of each query's answer from its block means, a·f and (a∘a)·f (docs §3)."""
+        total = np.zeros(len(linear))
         for w, (v, share), n_l in zip(
-            self._level_weights(queries), self._node_variances(), self.n_levels, strict=True
+            self._level_weights(means), self._node_variances, self.n_levels, strict=True
         ):
             total += (w * w) @ v - (w @ share) ** 2 / n_l
-        f = self.plugin
-        spread = (queries * queries) @ f - (queries @ f) ** 2
+        spread = square - linear**2
         return np.maximum(total - spread / self.n, 0.0)
+
+    def variances(self, queries: FloatArray) -> FloatArray:
+        """Var of each query row's answer aᵀx̃ (docs/statistics/distributions.md, §3)."""
+        f = self.plugin
+        return self._variances(self._block_means(queries), queries @ f, (queries * queries) @ f)
+
+    def interval_variances(self, lows: npt.ArrayLike, highs: npt.ArrayLike) -> FloatArray:
+        """Var of the share of bins [low, high) for each pair, in chunks of
+        :data:`BAND_CELLS` node weights (O(D) memory per query, D×D never formed)."""
+        lo = np.asarray(lows, dtype=np.int64)
+        hi = np.asarray(highs, dtype=np.int64)
+        below = np.concatenate(([0.0], np.cumsum(self.plugin)))
+        chunk = max(1, BAND_CELLS // self.m.bins)
+        out = []
+        for start in range(0, len(lo), chunk):
+            a, b = lo[start : start + chunk], hi[start : start + chunk]
+            share = below[b] - below[a]
+            out.append(self._variances(self._interval_means(a, b), share, share))
+        return np.concatenate(out) if out else np.zeros(0)
 
     # -- answers -----------------------------------------------------------------------
     @cached_property
     def bin_std_errors(self) -> FloatArray:
         """Each bin's standard error."""
-        return np.sqrt(self.variances(np.eye(self.m.bins)))
+        at = np.arange(self.m.bins)
+        return np.sqrt(self.interval_variances(at, at + 1))
 
     @cached_property
     def _band_points(self) -> npt.NDArray[np.int64]:
@@ -228,11 +296,8 @@ class DistributionEstimate:
     @cached_property
     def cdf_std_errors(self) -> FloatArray:
         """Each band point's standard error."""
-        return np.sqrt(self.variances(self._prefixes()))
-
-    def _prefixes(self) -> FloatArray:
         points = self._band_points
-        return (np.arange(self.m.bins)[None, :] < points[:, None]).astype(np.float64)
+        return np.sqrt(self.interval_variances(np.zeros_like(points), points))
 
     @cached_property
     def band_critical(self) -> float:
@@ -240,38 +305,102 @@ class DistributionEstimate:
         estimate (:data:`BAND_DRAWS` draws; ≥ the pointwise z)."""
         se = self.cdf_std_errors
         gen = np.random.default_rng(20190401)  # fixed: a window's answer is reproducible
-        points = self._band_points - 1
+        points = self._band_points - 1  # evenly spaced: a strided view, not a gather
+        at = slice(int(points[0]), int(points[-1]) + 1, int(points[1] - points[0]))
+        inverse = np.where(se > 0, 1.0 / np.where(se > 0, se, 1.0), 0.0)
         maxima = []
         chunk = min(BAND_DRAWS, max(1, BAND_CELLS // self.m.bins))
         for start in range(0, BAND_DRAWS, chunk):
             draws = min(chunk, BAND_DRAWS - start)
-            prefix = np.cumsum(self._noise_draws(gen, draws), axis=1)[:, points]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                t = np.where(se > 0, np.abs(prefix) / se, 0.0)
-            maxima.append(t.max(axis=1))
+            errors = self._noise_draws(gen, draws)
+            np.cumsum(errors, axis=1, out=errors)
+            prefix = errors[:, at]
+            np.abs(prefix, out=prefix)
+            prefix *= inverse
+            maxima.append(prefix.max(axis=1))
         return max(float(np.quantile(np.concatenate(maxima), self.confidence)), self.z)
 
     def _noise_draws(self, gen: np.random.Generator, draws: int) -> FloatArray:
         """Draws of x̃'s error: each level's Gaussian LDP noise and its devices' sampling
         (the split of the n devices into levels: d_l = ξ_l/√n_l − Σ_m √n_m ξ_m / n with
-        ξ_l ~ N(0, diag f − ffᵀ) independent, whose covariances are the split's)."""
-        f, n, h = self.plugin, self.n, self.m.height
+        ξ_l ~ N(0, diag f − ffᵀ) independent, whose covariances are the split's).
+
+        ξ_l = √f∘z_l − (z_l·√f) f is only ever needed summed over level l's nodes and,
+        pooled, over every level's: the tree's node sums, built bottom-up. x̃'s error
+        S·Σ_l c_l·(level-l noise spread to its leaves) is then solved on the tree
+        (:meth:`_tree_solve`) without a D×D step: O(D) per draw and level, the leaf-wide
+        arrays worked in place.
+        """
+        f, n, h, b, d = self.plugin, self.n, self.m.height, self.m.branching, self.m.bins
         root = np.sqrt(f)
-        xis = []
-        for _ in range(h):
-            z = gen.standard_normal((draws, self.m.bins))
-            xis.append(root * z - np.outer(z @ root, f))
-        pooled = sum(math.sqrt(int(n_l)) * xi for n_l, xi in zip(self.n_levels, xis, strict=True))
-        b = np.zeros((draws, self.m.bins))
+        counts = [int(x) for x in self.n_levels]
+        node_sums: list[FloatArray] = []  # Σ over level l's nodes of √n_l·√f∘z_l
+        pooled = np.zeros((draws, d))  # Σ_m √n_m·√f∘z_m (leaves)
+        z = np.empty((draws, d))
+        for level in range(1, h + 1):
+            if level == h:
+                z = np.empty((draws, d))  # kept: it becomes the leaves' noise
+            gen.standard_normal(out=z)
+            z *= root * math.sqrt(counts[level - 1])
+            pooled += z
+            node_sums.append(_block_sum(z, self._sizes[level]) if level < h else z)
+        pooled_sums = [pooled]  # over level h, h − 1, …, 1's nodes
+        for _ in range(h - 1):
+            pooled_sums.append(_block_sum(pooled_sums[-1], b))
+        pooled_sums.reverse()
+        pooled_dot = pooled_sums[0].sum(axis=1)
+        noises = []
         for i, o in enumerate(self.m.oracles):
-            n_l, size = int(self.n_levels[i]), self._sizes[i + 1]
-            sampling = xis[i] / math.sqrt(n_l) - pooled / n
-            share = _block_sum(f, size)
+            n_l, own = counts[i], node_sums[i]
+            share = _block_sum(f, self._sizes[i + 1])
             p, q = o.p, o.q
             sd = np.sqrt((share * p * (1 - p) + (1 - share) * q * (1 - q)) / n_l) / (p - q)
-            noise = _block_sum(sampling, size) + sd * gen.standard_normal((draws, len(share)))
-            b += self._weights[i] * np.repeat(noise, size, axis=1)
-        return self._solve(b)
+            coef = own.sum(axis=1) / n_l - pooled_dot / n
+            if i < h - 1:
+                g = gen.standard_normal((draws, len(share)))
+                noise = own / n_l - pooled_sums[i] / n - np.outer(coef, share) + sd * g
+            else:  # the leaves: in place, in the pooled sum's buffer once it is used
+                noise = own
+                noise *= 1.0 / n_l
+                buffer = pooled_sums[i]
+                buffer *= 1.0 / n
+                noise -= buffer
+                np.multiply(coef[:, None], share[None, :], out=buffer)
+                noise -= buffer
+                gen.standard_normal(out=buffer)
+                buffer *= sd
+                noise += buffer
+            noises.append(noise)
+        return self._tree_solve(noises)
+
+    def _tree_solve(self, noises: list[FloatArray]) -> FloatArray:
+        """S·b for b = Σ_l c_l·(noises[l − 1] spread to its leaves), rows of draws (the
+        leaves' noise is overwritten).
+
+        S·b = Σ_k λ_k⁻¹(P_k − P_{k−1})b needs b's block means at every level k: the
+        coarser levels' noise spread down (i ≤ k) plus the finer ones' summed up (i > k)
+        over s_k leaves. The answer is then Σ_k γ_k·(mean_k spread to the leaves), with
+        γ_k = λ_k⁻¹ − λ_{k+1}⁻¹ (λ_{h+1}⁻¹ = 0, λ_0⁻¹ = 0), spread down level by level.
+        """
+        h, b, sizes = self.m.height, self.m.branching, self._sizes
+        c = self._weights
+        draws = len(noises[0])
+        below: list[FloatArray] = [c[h - 1] * _block_sum(noises[h - 1], b)]  # level h − 1
+        for k in range(h - 2, -1, -1):  # Σ_{i>k} c_i s_i·noise_i, over level k's nodes
+            below.append(_block_sum(below[-1] + (c[k] * sizes[k + 1]) * noises[k], b))
+        below.reverse()
+        gamma = -np.diff(np.concatenate(([0.0], 1.0 / self._lambdas, [0.0])))  # γ_0..γ_h
+        above = np.zeros((draws, 1))  # Σ_{i≤k} c_i·noise_i, spread to level k
+        out = gamma[0] * below[0] / sizes[0]
+        for k in range(1, h):
+            above = np.repeat(above, b, axis=1) + c[k - 1] * noises[k - 1]
+            out = np.repeat(out, b, axis=1) + gamma[k] * (above + below[k] / sizes[k])
+        # the leaves: mean_h = above_{h−1} spread + c_h·noise_h (nothing below them)
+        out += gamma[h] * above
+        leaves = noises[h - 1]
+        leaves *= gamma[h] * c[h - 1]
+        leaves += np.repeat(out, b, axis=1)
+        return leaves
 
     @property
     def z(self) -> float:
@@ -290,10 +419,8 @@ class DistributionEstimate:
     def range_share(self, low: float, high: float) -> RangeShare:
         """The share of values in [low, high], widened outward to bin edges."""
         i, j = self.bin_index(low, upper=False), self.bin_index(high, upper=True)
-        query = np.zeros((1, self.m.bins))
-        query[0, i:j] = 1.0
-        share = float(query[0] @ self.histogram)
-        se = math.sqrt(float(self.variances(query)[0]))
+        share = float(self.histogram[i:j].sum())
+        se = math.sqrt(float(self.interval_variances([i], [j])[0]))
         return RangeShare(
             float(self.edges[i]),
             float(self.edges[j]),

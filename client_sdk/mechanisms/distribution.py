@@ -46,7 +46,8 @@ MIN_BINS = 4
 
 MAX_BINS = 4096
 """Most bins: a leaf-level report is 4,096 OUE bits (684 base64 characters), and the
-server's simultaneous CDF band works on a D×D covariance (128 MiB at D = 4,096)."""
+server's simultaneous CDF band draws 2,000 × h leaf-wide Gaussian vectors (seconds of
+CPU at D = 4,096: 2.3 s measured on a loaded machine)."""
 
 SCALES = ("linear", "log")
 """``linear``: equal bins over [lo, hi]; ``log``: equal bins of log(v/lo) (lo > 0), for
