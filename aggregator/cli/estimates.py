@@ -26,6 +26,7 @@ from aggregator.cli.options import (
     MIN_SEGMENT_REPORTS,
     READ_CONFIDENCE,
     ReadFrom,
+    distribution_asks,
     read_options,
 )
 from aggregator.cli.source import Asked, Source, checked_name, reading
@@ -162,6 +163,7 @@ def _value_table(rows: list[dict[str, Any]], kind: str, by: str | None) -> Table
     help="The breakdown by one of the metric's public dimensions (as ?by= answers it; "
     "dimensions are not protected by ε).",
 )
+@distribution_asks
 @READ_CONFIDENCE
 @ESTIMAND
 @MIN_SEGMENT_REPORTS
@@ -174,6 +176,8 @@ def estimates(
     version: int | None,
     fmt: str,
     by: str | None,
+    ranges: list[tuple[float, float]],
+    quantiles: list[float] | None,
     confidence: float,
     estimand: str,
     min_segment_reports: int | None,
@@ -192,7 +196,8 @@ def estimates(
         definition = _definition(source, name, version, by)
         if isinstance(source, Local):  # the API refuses an expired window itself (404)
             _refuse_expired(source, definition, window)
-        n, rows = source.rows(definition, Asked(window, confidence, minimum, (), estimand))
+        asked = Asked(window, confidence, minimum, (), estimand, ranges, quantiles)
+        n, rows = source.rows(definition, asked)
         waiting = source.waiting_note(definition) if fmt == "table" else None
     if by is not None:  # that breakdown's groups only
         rows = [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]

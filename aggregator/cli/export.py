@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
@@ -33,6 +34,7 @@ from aggregator.cli.options import (
     MIN_SEGMENT_REPORTS,
     READ_CONFIDENCE,
     ReadFrom,
+    distribution_asks,
     read_options,
 )
 from aggregator.cli.source import Asked, Source, checked_name, reading
@@ -52,6 +54,8 @@ FLOAT_COLUMNS = {
     "ci_high",
     "cs_low",
     "cs_high",
+    "band_low",
+    "band_high",
     "norm_sub",
     "p_value",
 }
@@ -139,6 +143,7 @@ def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
     help="Default: parquet for a .parquet file, csv otherwise. Parquet needs pyarrow "
     "(pip install 'ldp-telemetry[export]').",
 )
+@distribution_asks
 @READ_CONFIDENCE
 @ESTIMAND
 @MIN_SEGMENT_REPORTS
@@ -153,6 +158,8 @@ def export(
     since: datetime | None,
     out_path: Path,
     fmt: str | None,
+    ranges: list[tuple[float, float]],
+    quantiles: list[float] | None,
     confidence: float,
     estimand: str,
     min_segment_reports: int | None,
@@ -169,7 +176,9 @@ def export(
     fmt = _format_of(out_path, fmt)
     with reading(ctx, read_from, min_segment_reports) as (source, minimum):
         plan = _plan(source, name, version, granularity, since, estimand)
-        rows = _read_rows(source, plan, confidence, minimum, estimand)
+        rows = _read_rows(
+            source, plan, Asked("all", confidence, minimum, (), estimand, ranges, quantiles)
+        )
     _write(out_path, fmt, rows)
     metrics = len({d.name for d, _ in plan})
     where = "standard output" if str(out_path) == "-" else out_path
@@ -256,13 +265,10 @@ def _plan(
 
 
 def _read_rows(
-    source: Source,
-    plan: list[tuple[MetricDefinition, str]],
-    confidence: float,
-    minimum: int | None,
-    estimand: str,
+    source: Source, plan: list[tuple[MetricDefinition, str]], asked: Asked
 ) -> list[dict[str, Any]]:
-    """Every planned window's rows, each version's hidden groups decided at once."""
+    """Every planned window's rows, each version's hidden groups decided at once
+    (``asked``: everything but the window and the windows read together)."""
     together: dict[tuple[str, int], list[str]] = {}
     for definition, window in plan:
         together.setdefault((definition.name, definition.version), []).append(window)
@@ -270,7 +276,7 @@ def _read_rows(
     with progress_bar("exporting windows", len(plan), len(plan) >= PROGRESS_FROM) as advance:
         for definition, window in plan:
             same = together[(definition.name, definition.version)]
-            rows += source.rows(definition, Asked(window, confidence, minimum, same, estimand))[1]
+            rows += source.rows(definition, replace(asked, window=window, together=same))[1]
             advance(1)
     return rows
 

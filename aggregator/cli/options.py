@@ -8,6 +8,7 @@ A command's own options stay beside it; an option used twice lives here.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -20,6 +21,7 @@ from aggregator.cli.remote import DEFAULT_URL
 from client_sdk import mechanisms
 
 __all__ = [
+    "distribution_asks",
     "AS_JSON",
     "CONCENTRATION",
     "DOMAIN",
@@ -312,6 +314,54 @@ ESTIMAND = click.option(
     "as the API's ?estimand=). Every row names it; string metrics offer reporters only.",
 )
 """Whose share the intervals are for, as ``ldp export`` and ``ldp estimates`` take it."""
+
+
+def _ranges(ctx: click.Context, param: click.Parameter, value: Any) -> list[tuple[float, float]]:
+    out = []
+    for text in value:
+        try:
+            low, high = (float(x) for x in text.split(","))
+        except ValueError:
+            raise click.BadParameter(f"two numbers LOW,HIGH, got {text!r}") from None
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise click.BadParameter(f"two finite numbers LOW <= HIGH, got {text!r}")
+        out.append((low, high))
+    if len(out) > 20:
+        raise click.BadParameter("at most 20 ranges (as the API's ?range=)")
+    return out
+
+
+def _quantiles(ctx: click.Context, param: click.Parameter, value: Any) -> list[float] | None:
+    if value is None:
+        return None
+    try:
+        ps = [float(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"comma-separated numbers in (0, 1), got {value!r}") from None
+    if not ps or len(ps) > 20 or not all(0 < p < 1 for p in ps):
+        raise click.BadParameter(f"at most 20 comma-separated numbers in (0, 1), got {value!r}")
+    return ps
+
+
+def distribution_asks(f: Any) -> Any:
+    """``--range LOW,HIGH`` (repeatable) and ``--quantiles P,…``: a distribution metric's
+    rows, as the API's ``?range=`` and ``?quantiles=`` (other kinds ignore them)."""
+    f = click.option(
+        "--quantiles",
+        callback=_quantiles,
+        metavar="P,…",
+        help="Distribution metrics: the quantiles' rows (default 0.5,0.9,0.95,0.99).",
+    )(f)
+    return click.option(
+        "--range",
+        "ranges",
+        multiple=True,
+        callback=_ranges,
+        metavar="LOW,HIGH",
+        help="Distribution metrics: add a row with the share of values in [LOW, HIGH] "
+        "(widened outward to bin edges) and its interval; repeatable.",
+    )(f)
+
 
 MIN_SEGMENT_REPORTS = click.option(
     "--min-segment-reports",

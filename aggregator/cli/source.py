@@ -66,6 +66,10 @@ class Asked:
     minimum: int | None
     together: Sequence[str] = ()
     estimand: str = "reporters"
+    ranges: Sequence[tuple[float, float]] = ()
+    """A distribution's ranges to add rows for (other kinds ignore them)."""
+    quantiles: Sequence[float] | None = None
+    """A distribution's quantiles (None: p50, p90, p95, p99)."""
 
 
 class Source(Protocol):
@@ -154,6 +158,8 @@ class Local:
                 stats,
                 self.hidden.get(ident),
                 asked.estimand,
+                asked.ranges,
+                asked.quantiles,
             )
             return stats.n, list(rows)
         except ValueError as exc:  # an estimand this kind does not offer
@@ -185,7 +191,7 @@ class Api:
     def _get(self, path: str, query: dict[str, Any] | None = None) -> Any:
         asked = {k: v for k, v in (query or {}).items() if v is not None}
         url = f"{self.url.rstrip('/')}{path}" + (
-            f"?{urllib.parse.urlencode(asked)}" if asked else ""
+            f"?{urllib.parse.urlencode(asked, doseq=True)}" if asked else ""
         )
         try:
             return remote.request_json(url, token=self.token)
@@ -237,6 +243,10 @@ class Api:
         version, window, confidence = definition.version, asked.window, asked.confidence
         query = {"version": version, "window": window, "confidence": confidence}
         query["estimand"] = asked.estimand
+        if definition.kind == "distribution":
+            query["range"] = [f"{a!r},{b!r}" for a, b in asked.ranges]
+            if asked.quantiles is not None:
+                query["quantiles"] = ",".join(repr(p) for p in asked.quantiles)
         body = self._get(f"/v1/export/{_quoted(definition.name)}", query)
         return int(body["n"]), list(body["rows"])
 

@@ -731,6 +731,10 @@ class ExportRow(Model):
     ci_high: Number
     cs_low: Number | Absent = None
     cs_high: Number | Absent = None
+    band_low: Number | Absent = None
+    """A distribution's CDF row (value ``< x``): the simultaneous band's lower end (it
+    holds at every edge at once, at the confidence)."""
+    band_high: Number | Absent = None
     norm_sub: Number | Absent = None
     """Norm-Sub (joint: the consistent estimate): post-processed, biased."""
     segment: str | Absent = None
@@ -754,7 +758,9 @@ class ExportRows(Model):
     rows: list[ExportRow]
     """Categorical: one per value, then the shown groups of each breakdown; numeric: the
     mean, then the groups; string: the discovered values; joint: every cell of every 1-
-    and 2-way marginal."""
+    and 2-way marginal; distribution: the quantiles (``p50``…), the ranges asked
+    (``range [a, b)``), every bin (``[a, b)``) and the CDF at every band point (``< x``,
+    with the simultaneous band)."""
 
 
 class ExportVersion(Model):

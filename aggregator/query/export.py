@@ -12,7 +12,7 @@ See docs/guides/data-lifecycle.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from aggregator.query.suppression import HiddenGroups
     from client_sdk.wire import MetricDefinition
 
-__all__ = ["COLUMNS", "export_windows", "window_rows"]
+__all__ = ["COLUMNS", "DISTRIBUTION_COLUMNS", "distribution_rows", "export_windows", "window_rows"]
 
 COLUMNS = tuple(ExportRow.model_fields)
 """One row's columns, in order (:class:`~aggregator.query.answers.ExportRow` says what
@@ -78,6 +78,8 @@ def window_rows(
     stats: Any = None,
     hidden: HiddenGroups | None = None,
     estimand: str = "reporters",
+    ranges: Sequence[tuple[float, float]] = (),
+    quantiles: Sequence[float] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """The rows of one window: counts read once, estimated as the API does (a breakdown's
     hidden groups have no row, as ``?by=`` shows none: groups below
@@ -134,9 +136,16 @@ def window_rows(
         yield from _joint_rows(definition, stats.support, confidence, head, estimand)
         return
     ask = Ask(confidence=confidence, estimand=estimand)
+    if definition.kind == "distribution":
+        ask = Ask(
+            confidence=confidence,
+            estimand=estimand,
+            ranges=list(ranges),
+            quantiles=None if quantiles is None else list(quantiles),
+        )
     body = estimate_window(reader, definition, window, ask, stats)
     if isinstance(body, DistributionEstimates):
-        yield from _distribution_rows(head, body)
+        yield from distribution_rows(head, body)
         return
     if definition.dimensions and hidden is None:  # read after the counts: they only grow
         minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
@@ -180,9 +189,31 @@ def quantile_label(p: float) -> str:
     return f"p{100 * p:.10g}"
 
 
-def _distribution_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
-    """A distribution's rows: each quantile (``p50``…: the estimate is the value), then
-    each bin (``[low, high)``: the estimate is its share)."""
+DISTRIBUTION_COLUMNS = (
+    "metric",
+    "version",
+    "window",
+    "n",
+    "confidence",
+    "value",
+    "estimate",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "band_low",
+    "band_high",
+)
+"""A distribution's CSV from ``GET /v1/estimates/<name>?format=csv``: the export's rows
+(:func:`distribution_rows`), the columns a distribution fills."""
+
+
+def distribution_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any]]:
+    """A distribution's rows: each quantile (``p50``…: the estimate is the value, the
+    interval the band's inversion), each range asked (``range [a, b)``), each bin
+    (``[a, b)``: its share), then the CDF at each band point (``< x``: the share below x,
+    its pointwise interval and the simultaneous band)."""
+    from aggregator.stats.intervals import z_value
+
     common = {**head, "n": body.n, "reports_per_device": 1}
     for q in body.quantiles:
         yield {
@@ -193,14 +224,27 @@ def _distribution_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, An
             "ci_low": q.ci_low,
             "ci_high": q.ci_high,
         }
-    for b in body.bins:
+    shares = [("range ", r) for r in body.ranges] + [("", b) for b in body.bins]
+    for prefix, r in shares:
         yield {
             **common,
-            "value": f"[{b.low:.6g}, {b.high:.6g})",
-            "estimate": b.share,
-            "std_error": b.std_error,
-            "ci_low": b.ci_low,
-            "ci_high": b.ci_high,
+            "value": f"{prefix}[{r.low:.6g}, {r.high:.6g})",
+            "estimate": r.share,
+            "std_error": r.std_error,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
+        }
+    z = z_value(body.confidence) if body.cdf else 0.0
+    for point in body.cdf:
+        yield {
+            **common,
+            "value": f"< {point.value:.6g}",
+            "estimate": point.cdf,
+            "std_error": point.std_error,
+            "ci_low": point.cdf - z * point.std_error,
+            "ci_high": point.cdf + z * point.std_error,
+            "band_low": point.band_low,
+            "band_high": point.band_high,
         }
 
 

@@ -34,6 +34,7 @@ from aggregator.query.answers import (
 )
 from aggregator.query.estimators import Ask, Reader, estimate_window, trend
 from aggregator.query.estimators.numeric import NUMERIC_FIELDS
+from aggregator.query.export import DISTRIBUTION_COLUMNS, distribution_rows
 from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.safe_text import csv_text
@@ -115,7 +116,9 @@ _CSV = Media(
     "With format=csv: one row per value (categorical: "
     f"{', '.join(CSV_HEAD)}, {', '.join(ROW_FIELDS)}, {', '.join(CSV_TAIL)}) or a single row "
     "(numeric: metric, version, window, n, confidence, range_low, range_high, "
-    f"{', '.join(NUMERIC_FIELDS)}); empty cells for null."
+    f"{', '.join(NUMERIC_FIELDS)}) or the export's rows (distribution: "
+    f"{', '.join(DISTRIBUTION_COLUMNS)}; value p50…, range [a, b), [a, b) for a bin, < x for "
+    "the CDF with its simultaneous band); empty cells for null."
 )
 
 
@@ -351,6 +354,22 @@ def _numeric_csv(body: MeanEstimate) -> Response:
     )
 
 
+def _distribution_csv(body: DistributionEstimates) -> Response:
+    """The export's rows of a distribution (quantiles, ranges, bins, CDF with its band)."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, DISTRIBUTION_COLUMNS, extrasaction="ignore", restval="")
+    writer.writeheader()
+    head = {"metric": body.metric, "version": body.version, "window": body.window}
+    for row in distribution_rows({**head, "confidence": body.confidence}, body):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
+    return Response(
+        out.getvalue(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
 MAX_RANGES = 20
 """Ranges one request may ask (each costs an O(D·h) solve)."""
 
@@ -368,7 +387,7 @@ def _numbers(text: str, what: str, pattern: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
-def _distribution_asked(
+def distribution_asked(
     definition: MetricDefinition,
 ) -> tuple[list[tuple[float, float]], list[float] | None]:
     """``?range=a,b`` (repeatable) and ``?quantiles=p,…``: checked for their form on every
@@ -489,9 +508,7 @@ def get_estimates(name: str) -> Any:
             f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
             + (f"its dimensions: {names}" if names else "it declares none")
         )
-    ranges, quantiles = _distribution_asked(definition)
-    if definition.kind == "distribution" and fmt == "csv":
-        raise BadRequest("a distribution metric's estimates are JSON only")
+    ranges, quantiles = distribution_asked(definition)
     marginals: list[list[int]] = []
     if definition.kind == "joint":
         marginals = requested(definition, request.args.get("marginal"), request.args.get("by"))
@@ -513,6 +530,8 @@ def get_estimates(name: str) -> Any:
         return joint_csv(found)
     if fmt == "csv" and isinstance(found, MeanEstimate):
         return _numeric_csv(found)
+    if fmt == "csv" and isinstance(found, DistributionEstimates):
+        return _distribution_csv(found)
     if fmt == "csv" and isinstance(found, Estimates):
         return _csv(found)
     return answer(found)

@@ -24,6 +24,7 @@ from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
 from aggregator.web.estimates import (
     confidence_asked,
     definition_of,
+    distribution_asked,
     estimand_asked,
     min_segment_reports,
     refuse_expired,
@@ -143,7 +144,18 @@ def get_export_rows(name: str) -> dict[str, Any]:
     reader = Reader(ext.redis, ext.registry, guarded)
     stats = estimator_for(definition).read(reader, definition, window)
     minimum = min_segment_reports()
-    rows = window_rows(reader, definition, window, confidence, minimum, stats, estimand=estimand)
+    ranges, quantiles = distribution_asked(definition)
+    rows = window_rows(
+        reader,
+        definition,
+        window,
+        confidence,
+        minimum,
+        stats,
+        estimand=estimand,
+        ranges=ranges,
+        quantiles=quantiles,
+    )
     return answer(
         ExportRows(
             metric=definition.name,

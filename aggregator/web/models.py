@@ -229,6 +229,16 @@ class ExportQuery(Model):
     estimand: Estimand = REPORTERS
     """As for the estimates: reporters or population (refused, 400, for string metrics);
     every row names it."""
+    range: Annotated[str, Field(max_length=MAX_NUMBERS_QUERY, pattern=RANGE_PATTERN)] | Absent = (
+        None
+    )
+    """Distribution metrics: a,b adds a row with the share of values in [a, b] (widened
+    outward to bin edges); repeatable (at most 20). Ignored for other kinds."""
+    quantiles: (
+        Annotated[str, Field(max_length=MAX_NUMBERS_QUERY, pattern=NUMBERS_PATTERN)] | Absent
+    ) = None
+    """Distribution metrics: the quantiles' rows, comma-separated p in (0, 1) (default
+    0.5,0.9,0.95,0.99). Ignored for other kinds."""
 
 
 class TrendQuery(Model):

@@ -4,6 +4,8 @@ and the dashboard page, from the committed counters."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 from typing import Any
@@ -70,7 +72,7 @@ def test_distribution_metric_through_the_worker_and_estimates_api(redis_db: Any,
         true = float(np.quantile(values, p))
         assert q["p"] == p and q["ci_low"] <= true <= q["ci_high"]
         assert q["ci_low"] <= q["value"] <= q["ci_high"]
-    for bad in ("range=5", "range=9,1", "range=a,b", "quantiles=0.5,1", "format=csv"):
+    for bad in ("range=5", "range=9,1", "range=a,b", "quantiles=0.5,1", "format=xml"):
         answer = web.get(f"/v1/estimates/page.load_ms?{bad}")
         assert answer.status_code == 400, (bad, answer.json)
 
@@ -87,3 +89,75 @@ def test_distribution_metric_through_the_worker_and_estimates_api(redis_db: Any,
     )
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output)
+
+
+def loaded(redis_db: Any, web: Any, values: list[float]) -> MetricDefinition:
+    """The metric created and ``values`` reported through the worker."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    created = web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin)
+    definition = MetricDefinition.from_dict(created.json)
+    rng = random.Random(7)
+    reports = [build_report(definition, v, rng) for v in values]
+    for start in range(0, len(reports), 500):
+        assert web.post("/v1/reports", json={"reports": reports[start : start + 500]}).status_code
+    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    return definition
+
+
+def test_distribution_csv_from_the_estimates_api_the_export_api_and_ldp_export(
+    redis_db: Any, web: Any
+) -> None:
+    """The same rows three ways: quantiles, the ranges asked, every bin and the CDF with
+    its simultaneous band; equal to the JSON answer's numbers, and the band holds the
+    true CDF at every edge (95 % simultaneous: a fixed seed, checked once)."""
+    gen = np.random.default_rng(9)
+    values = np.clip(gen.lognormal(np.log(300), 0.8, 4000), 1, 10000).tolist()
+    loaded(redis_db, web, values)
+    query = "range=100,1000&range=1,10000&quantiles=0.5,0.95"
+    body = web.get(f"/v1/estimates/page.load_ms?{query}").json
+    got = web.get(f"/v1/estimates/page.load_ms?{query}&format=csv")
+    assert got.status_code == 200 and got.mimetype == "text/csv"
+    rows = list(csv.DictReader(io.StringIO(got.get_data(as_text=True))))
+    labels = [r["value"] for r in rows]
+    assert labels[:4] == ["p50", "p95", "range [100, 1000)", "range [1, 10000)"]
+    assert len(rows) == 2 + 2 + 64 + 63
+    assert all(label.startswith("[") for label in labels[4:68])
+    assert all(label.startswith("< ") for label in labels[68:])
+    for row, q in zip(rows[:2], body["quantiles"], strict=True):
+        assert float(row["estimate"]) == q["value"] and float(row["ci_high"]) == q["ci_high"]
+    for row, r in zip(rows[2:4], body["ranges"], strict=True):
+        assert float(row["estimate"]) == r["share"] and float(row["std_error"]) == r["std_error"]
+    for row, b in zip(rows[4:68], body["bins"], strict=True):
+        assert float(row["estimate"]) == b["share"] and float(row["ci_low"]) == b["ci_low"]
+    for row, point in zip(rows[68:], body["cdf"], strict=True):
+        assert float(row["band_low"]) == point["band_low"]
+        truth = np.mean(np.array(values) < point["value"])
+        assert float(row["band_low"]) <= truth <= float(row["band_high"])
+        # the pointwise interval lies inside the band (c ≥ z)
+        assert float(row["band_low"]) <= float(row["ci_low"]) <= float(row["ci_high"])
+        assert float(row["ci_high"]) <= float(row["band_high"])
+
+    exported = web.get(f"/v1/export/page.load_ms?{query}").json
+    assert [r["value"] for r in exported["rows"]] == labels
+    assert [r["estimate"] for r in exported["rows"]] == [float(r["estimate"]) for r in rows]
+    assert exported["rows"][-1]["band_high"] == body["cdf"][-1]["band_high"]
+    for bad in ("range=9,1", "quantiles=0,0.5"):
+        assert web.get(f"/v1/export/page.load_ms?{bad}").status_code == 400
+
+    out = CliRunner().invoke(
+        main,
+        ["export", "page.load_ms", "--out", "-", "--redis-url", redis_db.url]
+        + ["--range", "100,1000", "--range", "1,10000", "--quantiles", "0.5,0.95"],
+    )
+    assert out.exit_code == 0, out.output
+    every = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert {r["window"] for r in every} >= {"all"} and len(every) % len(labels) == 0
+    lines = [r for r in every if r["window"] == "all"]  # the hour and the day too
+    assert [r["value"] for r in lines] == labels
+    assert [float(r["estimate"]) for r in lines] == [float(r["estimate"]) for r in rows]
+    assert [r["band_low"] for r in lines[68:]] == [r["band_low"] for r in rows[68:]]
+    for bad in (["--range", "9,1"], ["--range", "a"], ["--quantiles", "1.5"]):
+        refused = CliRunner().invoke(
+            main, ["export", "page.load_ms", "--out", "-", "--redis-url", redis_db.url, *bad]
+        )
+        assert refused.exit_code == 2 and "Traceback" not in refused.output, refused.output
