@@ -543,6 +543,24 @@ class MeanTrendPoint(Model):
     cs_high: Number
 
 
+MAX_DISTRIBUTION_TREND_WINDOWS = 30
+"""A distribution's trend returns at most 30 windows: each window's quantile intervals
+need that window's own simultaneous band (about 0.2 s of CPU at 1,024 bins, 2,000
+Gaussian draws), so 30 windows cost about 6 s, served in the read side's heavy lane."""
+
+
+class DistributionTrendPoint(Model):
+    """A distribution metric's quantiles in one window, each with the interval read off
+    that window's simultaneous CDF band (the window's own answer's numbers)."""
+
+    window: str
+    n: Annotated[int, Field(ge=0)]
+    ready: bool
+    """Whether every level has a report (else no quantile)."""
+    band_critical: Number
+    quantiles: list[QuantileAnswer]
+
+
 class Trend(Model):
     """One estimate per window, oldest first."""
 
@@ -554,8 +572,12 @@ class Trend(Model):
     """Whose share the categorical windows' intervals are for (as in the estimates)."""
     multiplicity: Multiplicity = EACH
     """As in the estimates: the level each window's intervals and flags are read at."""
-    windows: Annotated[list[TrendPoint | MeanTrendPoint], Field(max_length=MAX_TREND_WINDOWS)]
-    """The newest windows with counts (at most two weeks of hours), oldest first."""
+    windows: Annotated[
+        list[TrendPoint | MeanTrendPoint | DistributionTrendPoint],
+        Field(max_length=MAX_TREND_WINDOWS),
+    ]
+    """The newest windows with counts (at most two weeks of hours; a distribution's at
+    most :data:`MAX_DISTRIBUTION_TREND_WINDOWS`), oldest first."""
 
 
 class JointCell(Model):

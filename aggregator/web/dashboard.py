@@ -42,6 +42,7 @@ from werkzeug.exceptions import NotFound
 
 from aggregator.alerts.evaluate import Alerts
 from aggregator.alerts.rules import KINDS
+from aggregator.query.answers import MAX_DISTRIBUTION_TREND_WINDOWS
 from aggregator.query.relayed import relayed_guarantee
 from aggregator.web.models import CURVE_MECHANISMS, OVERVIEW_PAGE
 from aggregator.web.status import (
@@ -345,14 +346,18 @@ def _string_page(definition: MetricDefinition, d: dict[str, Any], current: int |
 
 
 def _distribution_page(definition: MetricDefinition, d: dict[str, Any], current: int | None) -> str:
-    """A distribution metric's page: the CDF with its simultaneous band, the quantiles."""
+    """A distribution metric's page: the CDF with its simultaneous band, the quantiles,
+    the quantiles over hour or day windows."""
     query: dict[str, Any] = {"name": definition.name, "version": definition.version}
     page = {
         "page": "distribution",
         "metric": d,
         "refresh": _refresh_seconds(),
         "scale": definition.histogram.scale,
-        "api": {"estimates": url_for("estimates.get_estimates", **query)},
+        "api": {
+            "estimates": url_for("estimates.get_estimates", **query),
+            "trend": url_for("estimates.get_trend", **query),
+        },
     }
     return render_template(
         "distribution.html",
@@ -360,6 +365,7 @@ def _distribution_page(definition: MetricDefinition, d: dict[str, Any], current:
         page=page,
         histogram=definition.histogram,
         current_version=current,
+        max_trend_windows=MAX_DISTRIBUTION_TREND_WINDOWS,
     )
 
 

@@ -539,7 +539,7 @@ def get_estimates(name: str) -> Any:
 
 @bp.get("/v1/estimates/<name>/trend")
 @documented(
-    "One estimate per hour or day window, oldest first.",
+    "One estimate per hour or day window, oldest first (a distribution: its quantiles).",
     {
         200: Reply("The windows.", Trend),
         400: Reply("A bad version, granularity, confidence, multiplicity or estimand.", Error),
@@ -570,11 +570,13 @@ def get_trend(name: str) -> dict[str, Any]:
     if granularity not in GRANULARITIES:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
     confidence, simultaneous, multiplicity = _confidence()
+    _, quantiles = distribution_asked(definition)
     ask = Ask(
         confidence=confidence,
         simultaneous=simultaneous,
         estimand=estimand_asked(definition),
         multiplicity=multiplicity,
+        quantiles=quantiles,
     )
     found: Trend = trend(
         Reader(client, registry, guarded), definition, granularity, ask, MAX_TREND_WINDOWS

@@ -62,6 +62,8 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
     (a string metric's discovery counts as :data:`HEAVY_ROWS` + 1)."""
     if definition.kind == "string":
         return HEAVY_ROWS + 1
+    if endpoint == "estimates.get_trend" and definition.kind == "distribution":
+        return HEAVY_ROWS + 1  # a simultaneous band per window: seconds of CPU
     if endpoint == "estimates.get_trend":  # every value of every window
         return (1 if definition.kind == "numeric" else definition.k) * MAX_TREND_WINDOWS
     if definition.kind == "numeric":

@@ -255,6 +255,11 @@ class TrendQuery(Model):
     """As for the estimates: each, fdr or simultaneous."""
     estimand: Estimand = REPORTERS
     """As for the estimates: reporters or population."""
+    quantiles: (
+        Annotated[str, Field(max_length=MAX_NUMBERS_QUERY, pattern=NUMBERS_PATTERN)] | Absent
+    ) = None
+    """Distribution metrics: comma-separated p in (0, 1) (default 0.5,0.9,0.95,0.99), each
+    window's quantiles with their intervals. Ignored for other kinds."""
 
 
 class StringPlanQuery(Model):

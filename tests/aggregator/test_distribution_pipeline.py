@@ -8,6 +8,7 @@ import csv
 import io
 import json
 import random
+import time
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from ldp_store import keys
 
 TOKEN = "test-admin-token-distribution"
 SPEC = {
@@ -161,3 +163,51 @@ def test_distribution_csv_from_the_estimates_api_the_export_api_and_ldp_export(
             main, ["export", "page.load_ms", "--out", "-", "--redis-url", redis_db.url, *bad]
         )
         assert refused.exit_code == 2 and "Traceback" not in refused.output, refused.output
+
+
+def test_quantiles_over_time_are_each_windows_own_answer(redis_db: Any, web: Any) -> None:
+    """Three hours, each its own population (medians 100, 300, 1000 ms): the trend gives
+    each hour's quantiles with the very numbers of that hour's own answer, and each p50
+    interval holds that hour's true median (the band's 95 % simultaneous coverage:
+    fixed seeds, checked once). The dashboard page asks for it."""
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    definition = MetricDefinition.from_dict(
+        web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin).json
+    )
+    client = redis_db.client()
+    stream = keys.stream_key(definition.name, definition.version)
+    rng = random.Random(11)
+    gen = np.random.default_rng(13)
+    now_hour = int(time.time()) // 3600 * 3600
+    truth = {}
+    for age, median in zip((3, 2, 1), (100.0, 300.0, 1000.0), strict=True):
+        start = (now_hour - age * 3600) * 1000
+        window = "hour:" + time.strftime("%Y-%m-%dT%H", time.gmtime(start / 1000))
+        values = np.clip(gen.lognormal(np.log(median), 0.5, 3000), 1, 10000)
+        truth[window] = float(np.quantile(values, 0.5))
+        pipe = client.pipeline(transaction=False)
+        for i, v in enumerate(values.tolist()):
+            payload = json.dumps(build_report(definition, v, rng)["payload"], separators=(",", ":"))
+            pipe.xadd(stream, {"p": payload}, id=f"{start + i}-0")
+        pipe.execute()
+    Worker(client, handle_signals=False, block_ms=10).run(once=True)
+
+    trend = web.get("/v1/estimates/page.load_ms/trend?granularity=hour&quantiles=0.5,0.9")
+    assert trend.status_code == 200, trend.json
+    points = trend.json["windows"]
+    assert [p["window"] for p in points] == sorted(truth)
+    for point in points:
+        assert point["n"] == 3000 and point["ready"]
+        own = web.get(f"/v1/estimates/page.load_ms?window={point['window']}&quantiles=0.5,0.9")
+        assert point["quantiles"] == own.json["quantiles"]
+        assert point["band_critical"] == own.json["band_critical"]
+        p50 = point["quantiles"][0]
+        assert p50["ci_low"] <= truth[point["window"]] <= p50["ci_high"]
+    medians = [p["quantiles"][0]["value"] for p in points]
+    assert medians == sorted(medians)  # the shift is seen: 100 → 300 → 1000 ms
+    days = web.get("/v1/estimates/page.load_ms/trend?granularity=day").json["windows"]
+    assert sum(p["n"] for p in days) == 9000
+    assert [q["p"] for q in days[-1]["quantiles"]] == [0.5, 0.9, 0.95, 0.99]
+    assert web.get("/v1/estimates/page.load_ms/trend?quantiles=2").status_code == 400
+    page = web.get("/ui/metric/page.load_ms").get_data(as_text=True)
+    assert "quantile-trend-chart" in page and "/v1/estimates/page.load_ms/trend" in page

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from aggregator.query.answers import Estimates, MeanEstimate, MeanTrendPoint, Trend, TrendPoint
+from aggregator.query.answers import (
+    MAX_DISTRIBUTION_TREND_WINDOWS,
+    DistributionTrendPoint,
+    Estimates,
+    MeanEstimate,
+    MeanTrendPoint,
+    Trend,
+    TrendPoint,
+)
 from aggregator.query.estimators.base import (
     Answer,
     Ask,
@@ -23,7 +31,10 @@ from aggregator.query.estimators.base import (
     Reader,
     shuffled_epsilon,
 )
-from aggregator.query.estimators.distribution import DistributionEstimator
+from aggregator.query.estimators.distribution import (
+    DistributionEstimator,
+    distribution_trend_point,
+)
 from aggregator.query.estimators.frequency import (
     FrequencyEstimator,
     MemoizedEstimator,
@@ -137,13 +148,18 @@ def trend(
         ValueError: a string metric (its values are discovered per window) or a joint one
             (its marginals are asked per window): no trend.
     """
-    if definition.kind in ("string", "joint", "distribution"):
+    if definition.kind in ("string", "joint"):
         raise ValueError(f"a {definition.kind} metric has no trend")
     windows = [
         w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")
     ]
-    points: list[TrendPoint | MeanTrendPoint] = []
+    points: list[TrendPoint | MeanTrendPoint | DistributionTrendPoint] = []
+    if definition.kind == "distribution":
+        max_windows = min(max_windows, MAX_DISTRIBUTION_TREND_WINDOWS)
     for window in sorted(windows[:max_windows]):
+        if definition.kind == "distribution":
+            points.append(distribution_trend_point(reader, definition, window, ask))
+            continue
         body = _estimate(reader, definition, window, ask)
         if isinstance(body, MeanEstimate):
             points.append(MeanTrendPoint.copied(body, window=window))

@@ -10,6 +10,7 @@ from aggregator.query.answers import (
     CdfPoint,
     DistributionBin,
     DistributionEstimates,
+    DistributionTrendPoint,
     QuantileAnswer,
     RangeAnswer,
 )
@@ -24,7 +25,7 @@ from aggregator.stats.distribution import (
 from aggregator.stats.intervals import json_float
 from client_sdk.wire import MetricDefinition
 
-__all__ = ["DistributionEstimator", "distribution_of"]
+__all__ = ["DistributionEstimator", "distribution_of", "distribution_trend_point"]
 
 
 def distribution_of(
@@ -33,6 +34,25 @@ def distribution_of(
     """The window's :class:`~aggregator.stats.distribution.DistributionEstimate`."""
     return estimate_distribution(
         definition.histogram, stats.support, definition.bin_edges(), confidence
+    )
+
+
+def distribution_trend_point(
+    reader: Reader, definition: MetricDefinition, window: str, ask: Ask
+) -> DistributionTrendPoint:
+    """One window of a trend: its quantiles (``ask.quantiles``, default p50, p90, p95,
+    p99), the very numbers of the window's own answer, without its bins' errors."""
+    est = distribution_of(
+        definition, read_counts(reader.client, definition, window), ask.confidence
+    )
+    asked = DEFAULT_QUANTILES if ask.quantiles is None else ask.quantiles
+    ready = est.ready
+    return DistributionTrendPoint(
+        window=window,
+        n=est.n,
+        ready=ready,
+        band_critical=json_float(est.band_critical) if ready else None,
+        quantiles=[QuantileAnswer(**est.quantile(p).__dict__) for p in asked] if ready else [],
     )
 
 
