@@ -19,6 +19,9 @@
   paper's "HHc"), and ours (weights per level). Their default ε = 1.1 and D = 2⁸ … 2¹⁰,
   N = 2²⁰ devices, a Cauchy population, the workload every range (D ≤ 256) or 10⁴ random
   ones.
+* ``compare``: HaarHRR (Cormode–Kulkarni–Srivastava §5) against the hierarchical
+  histogram auto picks, over ε ∈ {0.25 … 8}, D = 256, N = 2^20, every range;
+  ``coverage-haar``: the coverage grid for HaarHRR (a binary tree, B = 2).
 * ``cost``: SDK cost per report (µs, the Python SDK's ``build_report`` with the CSPRNG),
   server decode (reports/s through the codec's parse + count, one process: two workers
   run two of them), estimate time for 1,024 bins (fit, bin errors, the CDF band,
@@ -41,6 +44,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,10 +53,16 @@ sys.path.insert(0, str(ROOT))
 
 from aggregator.stats.distribution import estimate_distribution  # noqa: E402
 from aggregator.stats.distribution_codec import HistogramCodec  # noqa: E402
+from aggregator.stats.distribution_haar import (  # noqa: E402
+    estimate_haar,
+    sample_haar_counters,
+)
 from client_sdk.mechanisms.distribution import (  # noqa: E402
     HierarchicalHistogram,
+    bin_of,
     choose_distribution,
 )
+from client_sdk.mechanisms.haar import HaarHRR  # noqa: E402
 from client_sdk.wire import build_report, parse_spec  # noqa: E402
 
 SHAPES = ("uniform", "normal", "lognormal", "point", "bimodal")
@@ -78,8 +88,22 @@ def values(shape: str, n: int, gen: np.random.Generator) -> np.ndarray:
     return np.clip(x, 0.0, 1.0 - 1e-12)
 
 
-def coverage(reps: int, quick: bool) -> None:
-    print(f"## Coverage of 95 % intervals {load()}")
+def _windows(mechanism: str, eps: float, d: int, edges: np.ndarray) -> tuple[Any, int]:
+    """A window's estimate from a population's bins (drawn exactly), and the tree's B."""
+    if mechanism == "haar":
+        haar = HaarHRR(eps, d)
+        return (
+            lambda bins, gen: estimate_haar(haar, sample_haar_counters(haar, bins, gen), edges)
+        ), 2
+    m = HierarchicalHistogram(eps, d, 4)  # the tree (auto: flat at 64 bins)
+    codec = HistogramCodec(m)
+    return (
+        lambda bins, gen: estimate_distribution(m, codec.sample_counters(bins, gen), edges)
+    ), m.branching
+
+
+def coverage(reps: int, quick: bool, mechanism: str = "hh") -> None:
+    print(f"## Coverage of 95 % intervals, {mechanism} {load()}")
     d = 64
     edges = np.linspace(0.0, 1.0, d + 1)
     epsilons = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -90,8 +114,7 @@ def coverage(reps: int, quick: bool) -> None:
     pooled = {"range": [0, 0], "quantile": [0, 0]}
     worst = 1.0
     for eps in epsilons:
-        m = HierarchicalHistogram(eps, d, 4)  # the tree (auto: flat at 64 bins)
-        codec = HistogramCodec(m)
+        window, branching = _windows(mechanism, eps, d, edges)
         for n in sizes:
             for s, shape in enumerate(SHAPES):
                 gen = np.random.default_rng(1000 * s + n % 997 + int(eps * 10))
@@ -100,7 +123,7 @@ def coverage(reps: int, quick: bool) -> None:
                 below = np.concatenate(([0.0], np.cumsum(truth)))
                 hits = [0, 0, 0, 0]
                 for _ in range(reps):
-                    est = estimate_distribution(m, codec.sample_counters(bins, gen), edges)
+                    est = window(bins, gen)
                     for i, (a, b) in enumerate(ranges):
                         r = est.range_share(a, b)
                         lo, hi = round(r.low * d), round(r.high * d)
@@ -118,7 +141,7 @@ def coverage(reps: int, quick: bool) -> None:
                 pooled["quantile"][0] += hits[2] + hits[3]
                 pooled["quantile"][1] += 2 * reps
                 cells = " | ".join(f"{r:.0%}" for r in rates)
-                print(f"| {eps:g} | {n:,} | {shape} | {m.branching} | {cells} |", flush=True)
+                print(f"| {eps:g} | {n:,} | {shape} | {branching} | {cells} |", flush=True)
     for name, (hit, total) in pooled.items():
         rate = hit / total
         print(
@@ -176,8 +199,11 @@ def mse(reps: int, quick: bool) -> None:
         f"ε = {eps}, N = 2^20 = {n:,} devices, Cauchy population (location D/2, scale D/20), "
         f"{reps} reps; same reports for every estimator of a tree"
     )
-    print("| D | workload | flat (OUE) | HH_B raw | HH_B + uniform CI (HHc) | ours: weighted CI |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| D | workload | flat (OUE) | HH_B raw | HH_B + uniform CI (HHc) | ours: weighted CI "
+        "| HaarHRR |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for d in (256,) if quick else (256, 1024):
         gen = np.random.default_rng(d)
         x = gen.standard_cauchy(n) * (d / 20) + d / 2
@@ -194,7 +220,8 @@ def mse(reps: int, quick: bool) -> None:
         true_answers = truth[pairs[:, 1]] - truth[pairs[:, 0]]
         tree = choose_distribution(eps, d).mechanism
         flat = HierarchicalHistogram(eps, d, d)
-        errors = {"flat": [], "raw": [], "hhc": [], "ours": []}
+        errors = {"flat": [], "raw": [], "hhc": [], "ours": [], "haar": []}
+        haar = HaarHRR(eps, d)
         for _ in range(reps):
             c_flat = HistogramCodec(flat).sample_counters(bins, gen)
             f = estimate_distribution(flat, c_flat, np.arange(d + 1)).histogram
@@ -214,19 +241,66 @@ def mse(reps: int, quick: bool) -> None:
             sample_truth = truth[sample[:, 1]] - truth[sample[:, 0]]
             answers = np.array([_decomposition_answer(tree, raw, a, b) for a, b in sample])
             errors["raw"].append(np.mean((answers - sample_truth) ** 2))
+            c_haar = sample_haar_counters(haar, bins, gen)
             for key, hist in (
                 ("hhc", _uniform_consistency(tree, raw)),
                 ("ours", estimate_distribution(tree, counters, np.arange(d + 1)).histogram),
+                ("haar", estimate_haar(haar, c_haar, np.arange(d + 1)).histogram),
             ):
                 cdf = np.cumsum(np.r_[0, hist])
                 errors[key].append(
                     np.mean((cdf[pairs[:, 1]] - cdf[pairs[:, 0]] - true_answers) ** 2)
                 )
         cells = " | ".join(
-            f"{1e6 * np.mean(errors[k]):.3g}" for k in ("flat", "raw", "hhc", "ours")
+            f"{1e6 * np.mean(errors[k]):.3g}" for k in ("flat", "raw", "hhc", "ours", "haar")
         )
         print(
             f"| 2^{d.bit_length() - 1} (B = {tree.branching}) | {workload} | {cells} |", flush=True
+        )
+
+
+def compare(reps: int, quick: bool) -> None:
+    """HaarHRR against the hierarchical histogram (auto's B) over ε: CKS find HaarHRR
+    better at small ε; the same population, workload and N as ``mse``."""
+    print(f"## HaarHRR against the hierarchical histogram over ε (MSE ×10⁶) {load()}")
+    n, d = 1 << 20, 256
+    gen = np.random.default_rng(d)
+    x = gen.standard_cauchy(n) * (d / 20) + d / 2
+    bins = np.clip(x, 0, d - 1).astype(np.int64)
+    truth = np.concatenate(([0.0], np.cumsum(np.bincount(bins, minlength=d) / n)))
+    pairs = np.array([(a, b) for a in range(d) for b in range(a + 1, d + 1)])
+    true_answers = truth[pairs[:, 1]] - truth[pairs[:, 0]]
+    print(f"D = {d}, N = 2^20, Cauchy population, every range, {reps} reps")
+    print("| ε | HH (auto B) | HaarHRR | HaarHRR / HH | mean se of [D/4, D/2): HH, HaarHRR |")
+    print("|---|---|---|---|---|")
+    for eps in (0.5, 1.1, 2.0) if quick else (0.25, 0.5, 1.1, 2.0, 4.0, 8.0):
+        tree = choose_distribution(eps, d).mechanism
+        haar = HaarHRR(eps, d)
+        mse_of: dict[str, list[float]] = {"hh": [], "haar": []}
+        se_of: dict[str, list[float]] = {"hh": [], "haar": []}
+        for _ in range(reps):
+            for key, est in (
+                (
+                    "hh",
+                    estimate_distribution(
+                        tree, HistogramCodec(tree).sample_counters(bins, gen), np.arange(d + 1)
+                    ),
+                ),
+                (
+                    "haar",
+                    estimate_haar(haar, sample_haar_counters(haar, bins, gen), np.arange(d + 1)),
+                ),
+            ):
+                cdf = np.cumsum(np.r_[0, est.histogram])
+                mse_of[key].append(
+                    float(np.mean((cdf[pairs[:, 1]] - cdf[pairs[:, 0]] - true_answers) ** 2))
+                )
+                se_of[key].append(est.range_share(d / 4, d / 2).std_error)
+        hh, hr = 1e6 * np.mean(mse_of["hh"]), 1e6 * np.mean(mse_of["haar"])
+        print(
+            f"| {eps:g} | {hh:.3g} (B = {tree.branching}) | {hr:.3g} | {hr / hh:.2f} | "
+            f"{np.mean(se_of['hh']):.2e}, {np.mean(se_of['haar']):.2e} |",
+            flush=True,
         )
 
 
@@ -253,6 +327,16 @@ def cost(quick: bool) -> None:
     print(
         f"  yardstick: a numeric (mean) report, same run: "
         f"{(time.perf_counter() - start) / count * 1e6:.0f} µs"
+    )
+    haar = HaarHRR(1.0, 1024, "log")
+    leaves = [bin_of(v, 1, 60000, 1024, "log") for v in vals]
+    start = time.perf_counter()
+    for leaf in leaves:
+        haar.perturb(leaf)
+    print(
+        f"  HaarHRR (Python, CSPRNG) perturb, 1,024 bins: "
+        f"{(time.perf_counter() - start) / count * 1e6:.0f} µs per report (the mechanism "
+        "alone, not wired into build_report)"
     )
     codec = HistogramCodec(d.histogram)
     payloads = [r["payload"] for r in reports] * (10 if quick else 50)
@@ -335,7 +419,10 @@ def latency(quick: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "what", nargs="?", default="all", choices=("coverage", "mse", "cost", "latency", "all")
+        "what",
+        nargs="?",
+        default="all",
+        choices=("coverage", "coverage-haar", "mse", "compare", "cost", "latency", "all"),
     )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--quick", action="store_true")
@@ -346,8 +433,12 @@ def main() -> None:
         latency(args.quick)
     if args.what in ("mse", "all"):
         mse(max(3, args.reps // 8), args.quick)
+    if args.what in ("compare", "all"):
+        compare(max(3, args.reps // 8), args.quick)
     if args.what in ("coverage", "all"):
         coverage(args.reps, args.quick)
+    if args.what in ("coverage-haar", "all"):
+        coverage(args.reps, args.quick, "haar")
 
 
 if __name__ == "__main__":

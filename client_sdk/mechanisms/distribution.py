@@ -37,6 +37,8 @@ __all__ = [
     "DistributionChoice",
     "HierarchicalHistogram",
     "bin_of",
+    "check_bin",
+    "check_layout",
     "choose_distribution",
     "distribution_from_params",
 ]
@@ -71,6 +73,22 @@ def bin_of(value: float, low: float, high: float, bins: int, scale: str) -> int:
     return min(bins - 1, max(0, math.floor(t)))
 
 
+def check_bin(value: object, bins: int) -> int:
+    """``value`` as a bin index in range(bins), or ``ValueError``."""
+    if type(value) is not int or not 0 <= value < bins:
+        raise ValueError(f"a bin is an int in range(0, {bins}), got {value!r}")
+    return value
+
+
+def check_layout(bins: object, scale: object) -> None:
+    """``ValueError`` unless bins is a power of two in [MIN_BINS, MAX_BINS] and scale one
+    of :data:`SCALES` (the message says which)."""
+    if not _is_power_of_two(bins) or not MIN_BINS <= bins <= MAX_BINS:  # type: ignore[operator]
+        raise ValueError(f"bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], got {bins!r}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
+
+
 def _is_power_of_two(x: object) -> bool:
     return type(x) is int and x > 0 and x & (x - 1) == 0
 
@@ -99,15 +117,10 @@ class HierarchicalHistogram:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        if not _is_power_of_two(self.bins) or not MIN_BINS <= self.bins <= MAX_BINS:
-            raise ValueError(
-                f"bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], got {self.bins!r}"
-            )
+        check_layout(self.bins, self.scale)
         b, d = self.branching, self.bins
         if not _is_power_of_two(b) or b < 2 or (d.bit_length() - 1) % (b.bit_length() - 1):
             raise ValueError(f"branching must be a power of two B ≥ 2 with B^h = {d}, got {b!r}")
-        if self.scale not in SCALES:
-            raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {self.scale!r}")
 
     # -- layout ------------------------------------------------------------------------
     @property
@@ -144,9 +157,7 @@ class HierarchicalHistogram:
     # -- device ------------------------------------------------------------------------
     def check_value(self, value: object) -> int:
         """``value`` as a bin index in range(bins), or ``ValueError``."""
-        if type(value) is not int or not 0 <= value < self.bins:
-            raise ValueError(f"a bin is an int in range(0, {self.bins}), got {value!r}")
-        return value
+        return check_bin(value, self.bins)
 
     def perturb(self, value: object, rng: RandomSource | None = None) -> dict[str, Any]:
         """Report one bin: a uniform level (a draw only when h > 1), then the bin's node at
