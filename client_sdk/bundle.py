@@ -11,6 +11,12 @@ The file is JSON, or TOML when its name ends in ``.toml``::
     epsilon = 1.0
     version = 1          # optional: the version the server has for this spec
 
+The file is also the app's *metrics registry* (``ldp lint``, ``ldp generate``; see
+``docs/guides/metrics-as-code.md``): an ``[app]`` table (the device's privacy budget)
+and, per metric, the governance fields :data:`GOVERNANCE_FIELDS` (owners, a data-review
+link, an expiry date). Neither reaches the server's spec: the SDK and ``ldp serve``
+leave them out (:func:`split_version`), the linter reads them.
+
 Each table is a spec as ``PUT /v1/metrics/<name>`` takes it, plus an optional
 ``version``: the version number the server gives this spec. It defaults to 1, the
 version a server creates when ``ldp serve --metrics`` registers the file's spec for the
@@ -32,7 +38,19 @@ from typing import Any
 from client_sdk import wire
 from client_sdk.errors import DefinitionError
 
-__all__ = ["BUNDLE_VERSION", "load_bundle", "load_metrics_file", "split_version"]
+__all__ = [
+    "BUNDLE_VERSION",
+    "GOVERNANCE_FIELDS",
+    "load_bundle",
+    "load_metrics_file",
+    "split_version",
+]
+
+GOVERNANCE_FIELDS = ("owners", "data_review", "expires")
+"""A metric's registry fields for people, not for the protocol: who answers for it
+(``owners``: a list of e-mail addresses or handles), where its data review is
+(``data_review``: an https link), and when it stops being collected (``expires``: a date,
+``2027-06-30``, or ``"never"``). :func:`split_version` leaves them out of the spec."""
 
 BUNDLE_VERSION = 1
 """The version a spec without ``version`` stands for: the one a server creates when it
@@ -83,6 +101,7 @@ _SPEC_KEYS = frozenset(
         *wire.NUMERIC_SPEC_FIELDS,
         *wire.STRING_SPEC_FIELDS,
         *wire.JOINT_SPEC_FIELDS,
+        *GOVERNANCE_FIELDS,
         "version",
     }
 )
@@ -100,12 +119,13 @@ def _split_name(name: str, table: Mapping[str, Any]) -> str | None:
 
 
 def split_version(name: str, table: Mapping[str, Any]) -> tuple[dict[str, Any], int | None]:
-    """A file's table as the spec the registry takes, and the version it declares.
+    """A file's table as the spec the registry takes (without :data:`GOVERNANCE_FIELDS`),
+    and the version it declares.
 
     Raises:
         ValueError: ``version`` is not a positive integer.
     """
-    spec = dict(table)
+    spec = {key: value for key, value in table.items() if key not in GOVERNANCE_FIELDS}
     version = spec.pop("version", None)
     if version is not None and (
         isinstance(version, bool) or not isinstance(version, int) or version < 1

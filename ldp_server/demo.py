@@ -25,12 +25,14 @@ from scipy import stats
 
 from aggregator.query.window import read_counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from client_sdk.bundle import load_metrics_file, split_version
 from client_sdk.wire import MetricDefinition
 from ldp_store.embedded import private_folder
 from ldp_store.registry import Registry
 
 __all__ = [
     "DEMO_METRICS",
+    "DEMO_REGISTRY",
     "DemoResult",
     "define_metrics",
     "fresh_run_folder",
@@ -42,11 +44,6 @@ RUN_PREFIX = "run-"
 """Each demo run's embedded Redis lives in ``<data-dir>/run-<UTC time>``: its counts are
 its own population's, and earlier runs' folders are removed when the next starts."""
 
-COUNTRIES = [
-    "US", "IN", "BR", "DE", "GB", "FR", "JP", "ID", "MX", "IT", "ES", "CA", "KR", "TR", "PL",
-    "NL", "AU", "AR", "SE", "NG", "PH", "VN", "EG", "ZA", "CH", "BE", "AT", "NO", "DK", "FI",
-]  # fmt: skip
-
 
 def _zipf(k: int, s: float = 1.1) -> list[float]:
     w = [1 / (i + 1) ** s for i in range(k)]
@@ -54,42 +51,24 @@ def _zipf(k: int, s: float = 1.1) -> list[float]:
     return [x / total for x in w]
 
 
-DEMO_METRICS: dict[str, dict[str, Any]] = {
-    "app.theme": {
-        "spec": {
-            "domain": ["light", "dark", "auto", "high-contrast"],
-            "epsilon": 1.0,
-            "description": "The colour theme the app runs in.",
-        },
-        "shares": [0.52, 0.35, 0.11, 0.02],
-    },
-    "user.country": {
-        "spec": {
-            "domain": COUNTRIES,
-            "epsilon": 2.0,
-            "description": "Country from the device locale (ISO 3166-1 alpha-2).",
-        },
-        "shares": _zipf(len(COUNTRIES), 1.0),
-    },
-    "app.version": {
-        "spec": {
-            "domain": [f"5.{i}" for i in range(12)],
-            "epsilon": 1.0,
-            "description": "Installed app version.",
-        },
-        "shares": [
-            x / sum(0.75**i for i in range(12)) for x in (0.75 ** (11 - i) for i in range(12))
-        ],
-    },
-    "feature.first_used": {
-        "spec": {
-            "domain": [f"feature-{i:03d}" for i in range(256)],
-            "epsilon": 4.0,
-            "description": "The first feature a user opened this week (256 features).",
-        },
-        "shares": _zipf(256, 1.2),
-    },
+DEMO_REGISTRY = Path(__file__).with_name("demo_registry.toml")
+"""The demo's metrics as a registry (``ldp lint`` checks it; docs/guides/metrics-as-code.md)."""
+
+_SHARES: dict[str, list[float]] = {
+    "app.theme": [0.52, 0.35, 0.11, 0.02],
+    "user.country": _zipf(30, 1.0),  # 30 countries
+    "app.version": [
+        x / sum(0.75**i for i in range(12)) for x in (0.75 ** (11 - i) for i in range(12))
+    ],
+    "feature.first_used": _zipf(256, 1.2),
 }
+"""The simulated population's true shares of each metric's values."""
+
+DEMO_METRICS: dict[str, dict[str, Any]] = {
+    name: {"spec": split_version(name, table)[0], "shares": _SHARES[name]}
+    for name, table in load_metrics_file(DEMO_REGISTRY).items()
+}
+"""Each demo metric's spec (from :data:`DEMO_REGISTRY`) and its true shares."""
 
 
 def fresh_run_folder(data_dir: str | Path) -> tuple[Path, list[Path]]:

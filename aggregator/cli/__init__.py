@@ -3,6 +3,7 @@
 * :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
 * :mod:`~aggregator.cli.attack`: ``attack poison``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
+* :mod:`~aggregator.cli.catalog`: ``lint``, ``generate``, ``dictionary`` (the metrics registry)
 * :mod:`~aggregator.cli.export`: ``export``
 * :mod:`~aggregator.cli.estimates`: ``estimates``
 * :mod:`~aggregator.cli.aggregate`: ``aggregate``
@@ -25,6 +26,7 @@ from aggregator.cli import (
     alerts,
     attack,
     auditlog,
+    catalog,
     estimates,
     export,
     keys,
@@ -46,5 +48,6 @@ COMMANDS: tuple[click.Command, ...] = (
     alerts.alerts,
     tokens.tokens,
     auditlog.audit_log,
+    *catalog.COMMANDS,
 )
 """Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""

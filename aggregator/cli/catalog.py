@@ -1,0 +1,124 @@
+"""``ldp lint``, ``ldp generate`` and ``ldp dictionary``: the metrics registry as code.
+
+See ``docs/guides/metrics-as-code.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, date, datetime
+from typing import Any
+
+import click
+
+from aggregator.cli.console import echo_json
+
+__all__ = ["COMMANDS", "lint"]
+
+
+def _today(given: str | None) -> date:
+    if given is None:
+        return datetime.now(UTC).date()
+    try:
+        return date.fromisoformat(given)
+    except ValueError:
+        raise click.BadParameter(f"expected a date like 2026-12-02, got {given!r}") from None
+
+
+def _lint(path: str, today: str | None) -> Any:
+    from aggregator.catalog.lint import lint_file  # noqa: PLC0415
+
+    try:
+        return lint_file(path, _today(today))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _eps(value: float) -> str:
+    return "unbounded" if math.isinf(value) else f"{value:.3g}"
+
+
+def report_lines(result: Any) -> list[str]:
+    """The privacy-loss report under the findings: each metric's worst case and share."""
+    windows = result.windows()
+    lines = [
+        "",
+        f"privacy loss per device, worst case ({result.account.theorem}):",
+    ]
+    header = ["metric", "ε/report", "budget"] + [f"per {w}" for w in windows]
+    rows = [header]
+    for entry in result.registry.entries:
+        d = entry.definition
+        if d is None:
+            continue
+        b = d.budget
+        budget = f"{b.reports_per_period}/{b.period}" if b else "none"
+        if d.longitudinal:
+            budget += f", ε∞={d.privacy_bounds()['unlimited_same_value']:g}"
+        row = [entry.name, f"{d.mechanism.epsilon:g}", budget]
+        for w in windows:
+            value = result.account.windows[w].per_metric[entry.name]
+            share = result.share(entry.name, w)
+            row.append(_eps(value) + ("" if share is None else f" ({share:.0%})"))
+        rows.append(row)
+    total = ["total (caps applied)", "", ""]
+    limits = ["app budget", "", ""]
+    for w in windows:
+        loss = result.account.windows[w]
+        total.append(_eps(loss.total))
+        limit = result.registry.budget.limit(w) if result.registry.budget else None
+        limits.append("—" if limit is None else f"{limit:g}")
+    rows += [total, limits]
+    if result.account.delta is not None:
+        advanced = [f"advanced, δ={result.account.delta:g}", "", ""]
+        advanced += [_eps(result.account.windows[w].advanced or 0.0) for w in windows]
+        rows.append(advanced)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+    if result.account.delta is not None:
+        lines.append(
+            f"  advanced: {result.account.alternatives[0]}; sound for these pure ε-LDP "
+            "reports composed adaptively, and smaller only where many small reports add up"
+        )
+    return lines
+
+
+@click.command("lint")
+@click.argument("registry", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: one line per finding (file:line: rule: message), then the report; json: both.",
+)
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
+@click.option("--quiet", "-q", is_flag=True, help="Only the findings, not the privacy report.")
+@click.option("--today", help="Check expiry against this date (YYYY-MM-DD; default: today, UTC).")
+def lint(registry: str, fmt: str, strict: bool, quiet: bool, today: str | None) -> None:
+    """Check a metrics registry and add up each device's privacy loss across its metrics.
+
+    Exit status 1 when any error is found (with --strict, any warning too).
+    """
+    result = _lint(registry, today)
+    if fmt == "json":
+        echo_json(result.to_dict())
+    else:
+        for finding in result.findings:
+            click.echo(str(finding))
+        if not quiet:
+            for line in report_lines(result):
+                click.echo(line)
+            errors = sum(not f.warning for f in result.findings)
+            warnings = len(result.findings) - errors
+            click.echo(
+                f"{errors} errors, {warnings} warnings in {len(result.registry.entries)} metrics"
+            )
+    if result.failed(strict):
+        raise SystemExit(1)
+
+
+COMMANDS: tuple[click.Command, ...] = (lint,)
+"""The registry's commands, mounted by :mod:`aggregator.cli`."""
