@@ -120,5 +120,46 @@ def lint(registry: str, fmt: str, strict: bool, quiet: bool, today: str | None) 
         raise SystemExit(1)
 
 
-COMMANDS: tuple[click.Command, ...] = (lint,)
+@click.command("generate")
+@click.argument("language", type=click.Choice(["python", "ts", "java"]))
+@click.argument("registry", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Folder to write the generated source into (made if missing).",
+)
+@click.option(
+    "--package",
+    default="ldp.generated",
+    show_default=True,
+    help="Java: the package of the generated class.",
+)
+def generate(language: str, registry: str, out_dir: str, package: str) -> None:
+    """Typed metric APIs from a registry: Python (Literal types, for mypy), TypeScript for
+    the browser SDK (for tsc), Java for the JVM SDK (enums, for javac)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from aggregator.catalog import generate as gen  # noqa: PLC0415
+    from aggregator.catalog.registry_file import read_registry  # noqa: PLC0415
+
+    try:
+        reg = read_registry(registry)
+        source = Path(registry).name
+        if language == "java":
+            files = gen.java(reg, source, package)
+        else:
+            files = gen.generate(language, reg, source)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    for file in files:
+        target = Path(out_dir) / file.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(file.text, encoding="utf-8")
+        click.echo(f"wrote {target}")
+
+
+COMMANDS: tuple[click.Command, ...] = (lint, generate)
 """The registry's commands, mounted by :mod:`aggregator.cli`."""
