@@ -43,6 +43,7 @@ __all__ = [
     "GOVERNANCE_FIELDS",
     "load_bundle",
     "load_metrics_file",
+    "parse_metrics_text",
     "split_version",
 ]
 
@@ -72,23 +73,35 @@ def load_metrics_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     file = Path(path)
     try:
         text = file.read_text()
-        if file.suffix == ".toml":
+    except OSError as exc:
+        raise ValueError(f"cannot read metrics file {file}: {exc}") from None
+    return parse_metrics_text(text, toml=file.suffix == ".toml", where=str(file))
+
+
+def parse_metrics_text(text: str, toml: bool, where: str) -> dict[str, Any]:
+    """:func:`load_metrics_file` of a file's text (``where``: its name, for messages).
+
+    Raises:
+        ValueError: not TOML (or JSON), or the wrong shape.
+    """
+    try:
+        if toml:
             import tomllib  # here: only apps and servers that bundle TOML load it
 
             data = tomllib.loads(text)
         else:
             data = json.loads(text)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"cannot read metrics file {file}: {exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"cannot read metrics file {where}: {exc}") from None
     metrics = data.get("metrics", data) if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
-        raise ValueError(f"{file}: expected an object of metric name → definition")
-    if file.suffix == ".toml":
+        raise ValueError(f"{where}: expected an object of metric name → definition")
+    if toml:
         for name, table in metrics.items():
             dotted = _split_name(name, table)
             if dotted:
                 raise ValueError(
-                    f"{file}: metric {name!r} holds a table {dotted[len(name) + 1 :]!r}, which "
+                    f"{where}: metric {name!r} holds a table {dotted[len(name) + 1 :]!r}, which "
                     f"no metric spec has: TOML reads [metrics.{dotted}] as nested tables; "
                     f'quote a dotted name: [metrics."{dotted}"]'
                 )

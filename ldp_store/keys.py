@@ -20,6 +20,7 @@ __all__ = [
     "ENTRY_REPORTS",
     "GROUP",
     "METRICS_SET",
+    "REGISTRY_SOURCE_KEY",
     "SHUFFLE_MAX_DELAY",
     "SHUFFLE_MIN_BATCH",
     "claims_key",
@@ -56,6 +57,8 @@ __all__ = [
 PREFIX = "ldp"
 METRICS_SET = f"{PREFIX}:metrics"
 TOKENS_SET = f"{PREFIX}:tokens"
+REGISTRY_SOURCE_KEY = f"{PREFIX}:registry-source"
+"""The metrics registry ``ldp serve --metrics`` applied last (:mod:`ldp_store.registry_source`)."""
 """The ids of every scoped token (:mod:`ldp_store.tokens`), revoked and expired ones too."""
 SHUFFLE_MIN_BATCH = 100
 """B by default: a shuffle pool of relayed reports is released as soon as it holds B

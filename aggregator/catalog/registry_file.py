@@ -35,7 +35,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from client_sdk.bundle import GOVERNANCE_FIELDS, load_metrics_file, split_version
+from client_sdk.bundle import GOVERNANCE_FIELDS, parse_metrics_text, split_version
 from client_sdk.device import DeviceCaps
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import (
@@ -56,6 +56,7 @@ __all__ = [
     "Entry",
     "RegistryFile",
     "allowed_fields",
+    "parse_registry",
     "read_registry",
 ]
 
@@ -263,16 +264,28 @@ def allowed_fields(table: Mapping[str, Any]) -> set[str]:
 def read_registry(path: str | Path) -> RegistryFile:
     """Read a registry (TOML when its name ends in ``.toml``, JSON otherwise).
 
+    Raises:
+        ValueError: the file cannot be read or is not a registry at all.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read metrics file {path}: {exc}") from None
+    return parse_registry(text, str(path))
+
+
+def parse_registry(text: str, path: str) -> RegistryFile:
+    """A registry from its text (``path``: its name; TOML when it ends in ``.toml``).
+
     Every metric's spec is resolved as the server would; a refused spec is kept with its
     problems, so lint reports every metric at once.
 
     Raises:
-        ValueError: the file cannot be read or is not a registry at all.
+        ValueError: not TOML or JSON, or not a registry at all.
     """
-    file = Path(path)
-    metrics = load_metrics_file(file)
-    text = file.read_text()
-    if file.suffix == ".toml":
+    toml = path.endswith(".toml")
+    metrics = parse_metrics_text(text, toml, path)
+    if toml:
         import tomllib  # noqa: PLC0415
 
         top = tomllib.loads(text)
@@ -280,7 +293,7 @@ def read_registry(path: str | Path) -> RegistryFile:
         top = json.loads(text)
     app = top.get("app", {}) if "metrics" in top else {}
     registry = RegistryFile(
-        str(path), app if isinstance(app, Mapping) else {}, [], top, text.splitlines()
+        path, app if isinstance(app, Mapping) else {}, [], top, text.splitlines()
     )
     if not isinstance(app, Mapping):
         registry.problems.append((registry.line_of("app"), "app", "app must be a table"))

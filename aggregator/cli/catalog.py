@@ -97,12 +97,21 @@ def report_lines(result: Any) -> list[str]:
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit status 1).")
 @click.option("--quiet", "-q", is_flag=True, help="Only the findings, not the privacy report.")
 @click.option("--today", help="Check expiry against this date (YYYY-MM-DD; default: today, UTC).")
-def lint(registry: str, fmt: str, strict: bool, quiet: bool, today: str | None) -> None:
+@click.option(
+    "--html",
+    type=click.Path(dir_okay=False, writable=True),
+    help="Also write the privacy dictionary page (static HTML) to this file.",
+)
+def lint(
+    registry: str, fmt: str, strict: bool, quiet: bool, today: str | None, html: str | None
+) -> None:
     """Check a metrics registry and add up each device's privacy loss across its metrics.
 
     Exit status 1 when any error is found (with --strict, any warning too).
     """
     result = _lint(registry, today)
+    if html:
+        _write_dictionary(result, html)
     if fmt == "json":
         echo_json(result.to_dict())
     else:
@@ -161,5 +170,35 @@ def generate(language: str, registry: str, out_dir: str, package: str) -> None:
         click.echo(f"wrote {target}")
 
 
-COMMANDS: tuple[click.Command, ...] = (lint, generate)
+def _write_dictionary(result: Any, path: str) -> None:
+    from aggregator.catalog.dictionary import render_page  # noqa: PLC0415
+
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(render_page(result))
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc}") from None
+
+
+@click.command("dictionary")
+@click.argument("registry", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "-o",
+    "--out",
+    "out_file",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="The HTML file to write.",
+)
+@click.option("--today", help="Check expiry against this date (YYYY-MM-DD; default: today, UTC).")
+def dictionary(registry: str, out_file: str, today: str | None) -> None:
+    """Write the privacy dictionary of a registry as one static HTML page: every metric,
+    what it asks, its ε and share of the budget, owner, expiry, and what one report can
+    and cannot reveal."""
+    result = _lint(registry, today)
+    _write_dictionary(result, out_file)
+    click.echo(f"wrote {out_file} ({len(result.registry.entries)} metrics)")
+
+
+COMMANDS: tuple[click.Command, ...] = (lint, generate, dictionary)
 """The registry's commands, mounted by :mod:`aggregator.cli`."""

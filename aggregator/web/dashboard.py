@@ -14,6 +14,8 @@ Pages:
   to the collision floor, and the users needed to find values of a frequency;
 * ``/ui/metric/<name>`` of a joint metric — one attribute's shares with intervals, or
   its breakdown by another: grouped bars with intervals and a heatmap;
+* ``/ui/dictionary`` — the privacy dictionary of the registry ``ldp serve --metrics``
+  applied (:mod:`aggregator.catalog.dictionary`);
 * ``/ui/try`` — report a value of a categorical metric from this browser: the page
   perturbs it with the JavaScript SDK (``/sdk/ldp-telemetry/index.js``), shows the exact
   report that left it beside the true value, then the metric's n and estimates once the
@@ -34,6 +36,7 @@ import gzip
 import importlib.metadata
 import importlib.util
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,9 @@ from werkzeug.exceptions import NotFound
 
 from aggregator.alerts.evaluate import Alerts
 from aggregator.alerts.rules import KINDS
+from aggregator.catalog.dictionary import render_body
+from aggregator.catalog.lint import lint
+from aggregator.catalog.registry_file import parse_registry
 from aggregator.query.answers import MAX_DISTRIBUTION_TREND_WINDOWS
 from aggregator.query.relayed import relayed_guarantee
 from aggregator.web.models import CURVE_MECHANISMS, OVERVIEW_PAGE
@@ -62,6 +68,7 @@ from ldp_store import alerts as alert_store
 from ldp_store import keys
 from ldp_store.auditlog import AuditLog
 from ldp_store.lifecycle import human_bytes
+from ldp_store.registry_source import load_source
 from ldp_store.retention import duration_label
 
 __all__ = ["CONTENT_SECURITY_POLICY", "bp", "plotly_js_path"]
@@ -275,6 +282,19 @@ def alerts_page() -> str:
         api=page["api"],
         page=page,
     )
+
+
+@bp.get("/ui/dictionary")
+def dictionary() -> str:
+    """The privacy dictionary of the registry ``ldp serve --metrics`` applied
+    (:mod:`aggregator.catalog.dictionary`), its expiries checked against today (UTC)."""
+    source = load_source(shared().redis)
+    body = ""
+    if source is not None:
+        name, text = source
+        result = lint(parse_registry(text, name), datetime.now(UTC).date())
+        body = render_body(result)
+    return render_template("dictionary.html", body=body, page={"page": "dictionary"})
 
 
 @bp.get("/ui/metric/<name>")

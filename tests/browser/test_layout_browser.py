@@ -262,6 +262,7 @@ PAGES: dict[str, list[Visit]] = {
     "/ui/try": [Visit("/ui/try", (_send_one, _send_long))],
     "/ui/audit": [Visit("/ui/audit", admin=True)],
     "/ui/alerts": [Visit("/ui/alerts")],
+    "/ui/dictionary": [Visit("/ui/dictionary")],
 }
 """Every page (and state) to measure, by the dashboard route that serves it."""
 
