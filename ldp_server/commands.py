@@ -17,7 +17,7 @@ from rich.table import Table
 from aggregator.cli.console import err, out, progress_bar
 from aggregator.cli.options import ServerSettings, server_options, shown
 
-__all__ = ["demo", "serve", "wait"]
+__all__ = ["apply_metrics", "demo", "serve", "wait"]
 
 
 def _print_urls(server: Any) -> None:
@@ -90,16 +90,16 @@ def _start(settings: ServerSettings) -> Any:
     "--metrics",
     "metrics_file",
     type=click.Path(exists=True, dir_okay=False),
-    help="JSON or TOML file of metric definitions to create or update at start.",
+    help="JSON or TOML file of metric definitions to create or update at start; a metrics "
+    "registry (with an [app] table) only if it lints clean (ldp lint).",
 )
 def serve(settings: ServerSettings, metrics_file: str | None) -> None:
     """Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url."""
     from client_sdk.bundle import load_metrics_file, split_version  # noqa: PLC0415
-    from client_sdk.errors import DefinitionError  # noqa: PLC0415
-    from ldp_store.registry import Registry  # noqa: PLC0415
 
     specs: dict[str, tuple[dict[str, Any], int | None]] = {}
     if metrics_file:
+        _lint_gate(metrics_file)
         try:
             specs = {
                 name: split_version(name, table)
@@ -112,30 +112,90 @@ def serve(settings: ServerSettings, metrics_file: str | None) -> None:
         if specs:
             from ldp_store.connection import connect  # noqa: PLC0415
 
-            registry = Registry(connect(server.redis_url))
-            for name, (spec, declared) in specs.items():
-                try:
-                    change = registry.put(name, spec)
-                except DefinitionError as exc:
-                    raise click.ClickException(f"metric {name!r}: {exc}") from None
-                d = change.definition
-                if declared is not None and declared != d.version:
-                    # Apps bundle this file: their offline reports claim `declared`.
-                    raise click.ClickException(
-                        f"metric {name!r}: the file declares version {declared}, the "
-                        f"registry holds this spec as version {d.version}; apps bundling "
-                        f"the file would report under the wrong version: set version = "
-                        f"{d.version}"
-                    )
-                out.print(
-                    f"metric {d.name} v{d.version}: {d.mechanism.name} ε={d.mechanism.epsilon:g}"
-                )
+            assert metrics_file is not None
+            apply_metrics(connect(server.redis_url), metrics_file, specs)
         _print_urls(server)
         gave_up = _wait_until_stopped(server)
     finally:
         server.stop()
     if gave_up:
         raise SystemExit(1)
+
+
+def apply_metrics(
+    client: Any, path: str, specs: dict[str, tuple[dict[str, Any], int | None]]
+) -> None:
+    """Create or update each metric of the file at ``path``, saying what changed for each
+    (new, a new version, updated, unchanged), and keep the file for the dashboard's
+    privacy dictionary.
+
+    Raises:
+        click.ClickException: a spec the registry refuses, or a declared version that is
+            not the one the registry holds.
+    """
+    from client_sdk.errors import DefinitionError  # noqa: PLC0415
+    from ldp_store.registry import Registry  # noqa: PLC0415
+    from ldp_store.registry_source import save_source  # noqa: PLC0415
+
+    registry = Registry(client)
+    for name, (spec, declared) in specs.items():
+        try:
+            change = registry.put(name, spec)
+        except DefinitionError as exc:
+            raise click.ClickException(f"metric {name!r}: {exc}") from None
+        d = change.definition
+        if declared is not None and declared != d.version:
+            # Apps bundle this file: their offline reports claim `declared`.
+            raise click.ClickException(
+                f"metric {name!r}: the file declares version {declared}, the "
+                f"registry holds this spec as version {d.version}; apps bundling "
+                f"the file would report under the wrong version: set version = "
+                f"{d.version}"
+            )
+        out.print(
+            f"metric {d.name} v{d.version}: {d.mechanism.name} ε={d.mechanism.epsilon:g} "
+            f"({_what_changed(change)})",
+            highlight=False,
+        )
+    save_source(client, Path(path).name, Path(path).read_text())
+
+
+def _lint_gate(path: str) -> None:
+    """Refuse a registry (a file with an ``[app]`` table) that does not lint clean, before
+    anything starts; print its warnings. A plain metrics file (no ``[app]``) is not a
+    registry: its specs are checked as ever, by the server's own validation.
+
+    Raises:
+        click.ClickException: the registry has errors (each printed, file:line: rule).
+    """
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from aggregator.catalog.lint import lint_file  # noqa: PLC0415
+
+    try:
+        result = lint_file(path, datetime.now(UTC).date())
+    except ValueError:
+        return  # unreadable: the metrics file's own reading says why, below
+    if "app" not in result.registry.top_level:
+        return
+    for finding in result.findings:
+        err.print(str(finding), highlight=False, markup=False)
+    errors = sum(not f.warning for f in result.findings)
+    if errors:
+        raise click.ClickException(
+            f"{path} does not lint clean ({errors} errors): nothing applied, nothing "
+            "started; `ldp lint` says the same"
+        )
+
+
+def _what_changed(change: Any) -> str:
+    """How a put changed a metric, in words: new, a new version, updated or unchanged."""
+    d = change.definition
+    if change.created:
+        return "new" if d.version == 1 else f"changed: new version (v{d.version - 1} before)"
+    if change.changed:
+        return "updated: description, budget or retention; same version"
+    return "unchanged"
 
 
 @click.command()
