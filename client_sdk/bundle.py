@@ -37,6 +37,7 @@ from typing import Any
 
 from client_sdk import wire
 from client_sdk.errors import DefinitionError
+from client_sdk.wire.spec import DISTRIBUTION_SPEC_FIELDS
 
 __all__ = [
     "BUNDLE_VERSION",
@@ -114,6 +115,7 @@ _SPEC_KEYS = frozenset(
         *wire.NUMERIC_SPEC_FIELDS,
         *wire.STRING_SPEC_FIELDS,
         *wire.JOINT_SPEC_FIELDS,
+        *DISTRIBUTION_SPEC_FIELDS,
         *GOVERNANCE_FIELDS,
         "version",
     }

@@ -75,3 +75,14 @@ def test_a_json_file_is_taken_as_written(tmp_path: Path) -> None:
     path = tmp_path / "metrics.json"
     path.write_text('{"metrics": {"app": {"theme": {"domain": ["a"], "epsilon": 1}}}}')
     assert load_metrics_file(path) == {"app": {"theme": {"domain": ["a"], "epsilon": 1}}}
+
+
+def test_a_distribution_metric_with_its_distribution_table_loads(tmp_path: Path) -> None:
+    """A distribution metric's own ``distribution`` table is not a dotted name split by TOML
+    (the test fails on the old code, which did not know the key)."""
+    path = write(
+        tmp_path,
+        '[metrics."load.ms"]\nkind = "numeric"\nrange = [0, 1000]\nepsilon = 2.0\n'
+        "distribution = { bins = 256 }\n",
+    )
+    assert load_bundle(path)["load.ms"].kind == "distribution"
