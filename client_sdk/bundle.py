@@ -44,6 +44,8 @@ __all__ = [
     "GOVERNANCE_FIELDS",
     "load_bundle",
     "load_metrics_file",
+    "load_text",
+    "metrics_of",
     "parse_metrics_text",
     "split_version",
 ]
@@ -85,15 +87,31 @@ def parse_metrics_text(text: str, toml: bool, where: str) -> dict[str, Any]:
     Raises:
         ValueError: not TOML (or JSON), or the wrong shape.
     """
+    return metrics_of(load_text(text, toml, where), toml, where)
+
+
+def load_text(text: str, toml: bool, where: str) -> Any:
+    """A metrics file's text as data: TOML, or JSON.
+
+    Raises:
+        ValueError: not valid TOML (or JSON).
+    """
     try:
         if toml:
             import tomllib  # here: only apps and servers that bundle TOML load it
 
-            data = tomllib.loads(text)
-        else:
-            data = json.loads(text)
+            return tomllib.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise ValueError(f"cannot read metrics file {where}: {exc}") from None
+
+
+def metrics_of(data: Any, toml: bool, where: str) -> dict[str, Any]:
+    """The ``{name: table}`` of a metrics file's data (its ``metrics`` table, or the whole).
+
+    Raises:
+        ValueError: the wrong shape, or a dotted TOML name split into tables.
+    """
     metrics = data.get("metrics", data) if isinstance(data, dict) else None
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
         raise ValueError(f"{where}: expected an object of metric name → definition")

@@ -26,7 +26,6 @@ The format in full: ``docs/guides/metrics-as-code.md``.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -35,7 +34,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from client_sdk.bundle import GOVERNANCE_FIELDS, parse_metrics_text, split_version
+from client_sdk.bundle import GOVERNANCE_FIELDS, load_text, metrics_of, split_version
 from client_sdk.device import DeviceCaps
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import (
@@ -147,13 +146,22 @@ class RegistryFile:
     caps: DeviceCaps | None = None
     problems: list[tuple[int, str, str]] = field(default_factory=list)
     """Problems of the ``[app]`` table: (line, rule, message)."""
+    _header_lines: dict[str, int] | None = field(default=None, repr=False)
+
+    def table_line(self, table: str) -> int:
+        """The line of a table's header (``app`` or a metric's name), else 1."""
+        if self._header_lines is None:
+            self._header_lines = _headers(self.lines)
+        return self._header_lines.get(table, 0) + 1
 
     def line_of(self, key: str, table: str | None = None) -> int:
         """The line of ``key`` (in the metric or app ``table`` when given), else the
         table's, else 1."""
         start = 0
         if table is not None:
-            start = _header_line(self.lines, table)
+            if self._header_lines is None:
+                self._header_lines = _headers(self.lines)
+            start = self._header_lines.get(table, -1)
             if start < 0:
                 return 1
         for number in range(start, len(self.lines)):
@@ -165,21 +173,23 @@ class RegistryFile:
         return start + 1 if table is not None else 1
 
 
-def _header_line(lines: list[str], table: str) -> int:
-    """The 0-based line of a TOML ``[metrics."name"]`` / ``[app]`` header or a JSON
-    ``"name": {`` key; -1 when not found."""
-    if table == "app":
-        patterns = [r"^\s*\[app\]", r'^\s*"app"\s*:']
-    else:
-        quoted = re.escape(table)
-        patterns = [
-            rf'^\s*\[metrics\.("{quoted}"|{quoted})\]',
-            rf'^\s*"{quoted}"\s*:',
-        ]
+_HEADER = re.compile(
+    r'^\s*(?:\[(?:metrics\.(?:"(?P<quoted>[^"]+)"|(?P<bare>[^\].\s"]+))|(?P<app>app))\]'
+    r'|"(?P<json>[^"]+)"\s*:)'
+)
+"""A TOML ``[metrics."name"]``, ``[metrics.name]`` or ``[app]`` header, or a JSON key."""
+
+
+def _headers(lines: list[str]) -> dict[str, int]:
+    """Each table's first header line (0-based), in one pass: ``app`` and metric names
+    (a JSON key counts too; the first occurrence wins, as a table's header comes first)."""
+    found: dict[str, int] = {}
     for number, line in enumerate(lines):
-        if any(re.match(p, line) for p in patterns):
-            return number
-    return -1
+        match = _HEADER.match(line)
+        if match:
+            name = match.group("quoted") or match.group("bare") or match.group("app")
+            found.setdefault(name or match.group("json"), number)
+    return found
 
 
 def _is_other_table(line: str, table: str | None) -> bool:
@@ -284,13 +294,8 @@ def parse_registry(text: str, path: str) -> RegistryFile:
         ValueError: not TOML or JSON, or not a registry at all.
     """
     toml = path.endswith(".toml")
-    metrics = parse_metrics_text(text, toml, path)
-    if toml:
-        import tomllib  # noqa: PLC0415
-
-        top = tomllib.loads(text)
-    else:
-        top = json.loads(text)
+    top = load_text(text, toml, path)
+    metrics = metrics_of(top, toml, path)
     app = top.get("app", {}) if "metrics" in top else {}
     registry = RegistryFile(
         path, app if isinstance(app, Mapping) else {}, [], top, text.splitlines()
@@ -303,7 +308,7 @@ def parse_registry(text: str, path: str) -> RegistryFile:
     except ValueError as exc:
         registry.problems.append((registry.line_of("device_caps", "app"), "app", str(exc)))
     for name, table in metrics.items():
-        entry = Entry(name, table, max(1, _header_line(registry.lines, name) + 1))
+        entry = Entry(name, table, registry.table_line(name))
         try:
             known = {k: v for k, v in table.items() if k in allowed_fields(table)}
             spec, version = split_version(name, known)  # unknown keys: lint names them
