@@ -35,7 +35,7 @@ __all__ = [
 
 BASIC = (
     "basic sequential composition (Dwork–McSherry–Nissim–Smith 2006; Dwork & Roth 2014, "
-    "Thm 3.16): reports at ε₁, ε₂, … are together (ε₁ + ε₂ + …)-LDP"
+    "Thm 3.16): ε₁-, ε₂-, … LDP reports are together (ε₁ + ε₂ + …)-LDP"
 )
 ADVANCED = (
     "advanced composition (Dwork–Rothblum–Vadhan 2010; Dwork & Roth 2014, Thm 3.20, for "

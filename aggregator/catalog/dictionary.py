@@ -12,7 +12,7 @@ import math
 from html import escape
 
 from aggregator.catalog.lint import LintResult
-from aggregator.catalog.registry_file import Entry
+from aggregator.catalog.registry_file import MetricEntry
 
 __all__ = ["guess_bound", "render_body", "render_page", "reveals"]
 
@@ -26,7 +26,7 @@ def guess_bound(loss: float) -> float:
     return 1.0 / (1.0 + math.exp(-loss))
 
 
-def reveals(entry: Entry) -> tuple[list[str], list[str]]:
+def reveals(entry: MetricEntry) -> tuple[list[str], list[str]]:
     """What one report of the metric can and cannot reveal, in plain words."""
     d = entry.definition
     assert d is not None
@@ -65,7 +65,7 @@ def reveals(entry: Entry) -> tuple[list[str], list[str]]:
     return can, cannot
 
 
-def _asks(entry: Entry) -> str:
+def _asks(entry: MetricEntry) -> str:
     d = entry.definition
     assert d is not None
     if d.kind == "categorical":

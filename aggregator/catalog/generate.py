@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aggregator.catalog.registry_file import Entry, RegistryFile
+from aggregator.catalog.registry_file import MetricEntry, RegistryFile
 
 __all__ = ["LANGUAGES", "Generated", "generate"]
 
@@ -68,7 +68,7 @@ def _unique(names: dict[str, str], what: str) -> None:
         seen[ident] = original
 
 
-def _entries(reg: RegistryFile) -> list[Entry]:
+def _entries(reg: RegistryFile) -> list[MetricEntry]:
     bad = [f"{e.name} ({'; '.join(e.problems)})" for e in reg.entries if e.definition is None]
     if bad:
         raise ValueError(
@@ -84,7 +84,7 @@ def module_name(reg: RegistryFile) -> str:
     return snake(f"{app} metrics") if isinstance(app, str) and app else "metrics"
 
 
-def _doc(entry: Entry) -> list[str]:
+def _doc(entry: MetricEntry) -> list[str]:
     d = entry.definition
     assert d is not None
     lines = [d.description or entry.name]

@@ -16,7 +16,7 @@ from typing import Any
 from aggregator.catalog.composition import Account, MetricLoad, account
 from aggregator.catalog.registry_file import (
     APP_FIELDS,
-    Entry,
+    MetricEntry,
     RegistryFile,
     allowed_fields,
     read_registry,
@@ -144,7 +144,7 @@ def _json_number(value: float | None) -> float | str | None:
     return "unbounded" if math.isinf(value) else round(value, 6)
 
 
-def _governance(reg: RegistryFile, entry: Entry, today: date) -> list[Finding]:
+def _governance(reg: RegistryFile, entry: MetricEntry, today: date) -> list[Finding]:
     out = []
 
     def add(key: str, rule: str, message: str) -> None:
@@ -187,7 +187,7 @@ def _years_after(day: date, years: int) -> date:
         return day.replace(year=day.year + years, day=28)
 
 
-def load_of(entry: Entry) -> MetricLoad | None:
+def load_of(entry: MetricEntry) -> MetricLoad | None:
     """What a metric can cost a device (None: its spec is refused)."""
     d = entry.definition
     if d is None:

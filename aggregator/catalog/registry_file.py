@@ -52,7 +52,7 @@ __all__ = [
     "APP_BUDGET_FIELDS",
     "APP_FIELDS",
     "AppBudget",
-    "Entry",
+    "MetricEntry",
     "RegistryFile",
     "allowed_fields",
     "parse_registry",
@@ -99,7 +99,7 @@ class AppBudget:
 
 
 @dataclass
-class Entry:
+class MetricEntry:
     """One metric's table: its spec resolved (None: the spec is refused, ``problems``
     say why), its governance fields, and where it is in the file."""
 
@@ -139,7 +139,7 @@ class RegistryFile:
 
     path: str
     app: Mapping[str, Any]
-    entries: list[Entry]
+    entries: list[MetricEntry]
     top_level: Mapping[str, Any]
     lines: list[str]
     budget: AppBudget | None = None
@@ -296,7 +296,7 @@ def parse_registry(text: str, path: str) -> RegistryFile:
     toml = path.endswith(".toml")
     top = load_text(text, toml, path)
     metrics = metrics_of(top, toml, path)
-    app = top.get("app", {}) if "metrics" in top else {}
+    app = top.get("app", {})
     registry = RegistryFile(
         path, app if isinstance(app, Mapping) else {}, [], top, text.splitlines()
     )
@@ -308,7 +308,7 @@ def parse_registry(text: str, path: str) -> RegistryFile:
     except ValueError as exc:
         registry.problems.append((registry.line_of("device_caps", "app"), "app", str(exc)))
     for name, table in metrics.items():
-        entry = Entry(name, table, registry.table_line(name))
+        entry = MetricEntry(name, table, registry.table_line(name))
         try:
             known = {k: v for k, v in table.items() if k in allowed_fields(table)}
             spec, version = split_version(name, known)  # unknown keys: lint names them

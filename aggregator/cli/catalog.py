@@ -43,7 +43,7 @@ def report_lines(result: Any) -> list[str]:
     windows = result.windows()
     lines = [
         "",
-        f"privacy loss per device, worst case ({result.account.theorem}):",
+        f"worst-case privacy loss per device, by {result.account.theorem}:",
     ]
     header = ["metric", "ε/report", "budget"] + [f"per {w}" for w in windows]
     rows = [header]
