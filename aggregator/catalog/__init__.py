@@ -8,5 +8,5 @@ typed APIs and a privacy dictionary.
 * :mod:`~aggregator.catalog.generate`: ``ldp generate python|ts|java``
 * :mod:`~aggregator.catalog.dictionary`: the privacy dictionary page
 
-The guide: ``docs/guides/metrics-as-code.md``; the arithmetic: ``docs/concepts/composition.md``.
+The guide, with the arithmetic: ``docs/guides/metrics-as-code.md``.
 """

@@ -6,9 +6,9 @@ the worst case is every allowed report made (``r`` × the metric periods the win
 overlap), composed by **basic sequential composition** (Dwork, McSherry, Nissim & Smith
 2006; Dwork & Roth 2014, Theorem 3.16): ε-LDP randomizers applied adaptively to one
 device's data are together (Σ εᵢ)-LDP. Device-wide caps bound the sum. **Advanced
-composition** (Dwork, Rothblum & Vadhan 2010; Dwork & Roth Theorem 3.20, in its form for
-differing εᵢ) is offered beside it: an (ε', δ) guarantee, tighter only for many small
-reports. Derivation and worked cases: ``docs/concepts/composition.md``.
+composition** (Dwork, Rothblum & Vadhan 2010; Dwork & Roth Theorem 3.20, for differing
+εᵢ) is offered beside it: an (ε′, δ) guarantee, tighter only for many small reports.
+Derivation and worked cases: ``docs/guides/metrics-as-code.md``.
 """
 
 from __future__ import annotations
@@ -121,14 +121,16 @@ class MetricLoad:
         return self.epsilon, m
 
 
-def advanced_epsilon(
-    terms: Sequence[tuple[float, float]], delta: float, cap: float = math.inf
-) -> float:
+def advanced_epsilon(terms: Sequence[tuple[float, float]], delta: float) -> float:
     """ε′ of advanced composition of ``count`` ε-LDP randomizers per ``(ε, count)``.
 
-    √(2 ln(1/δ) Σ εᵢ²) + Σ εᵢ(e^{εᵢ} − 1) (Dwork & Roth 2014, Thm 3.20, whose Azuma
-    argument holds for differing εᵢ): the composition is (ε′, δ)-LDP. A device cap
-    ``cap`` on Σ εᵢ bounds Σ εᵢ² by max εᵢ·cap and Σ εᵢ(e^{εᵢ} − 1) by cap·(e^{max εᵢ} − 1).
+    √(2 ln(1/δ) Σ εᵢ²) + Σ εᵢ(e^{εᵢ} − 1): Dwork & Roth 2014, Thm 3.20, written for
+    differing εᵢ; it is at least Kairouz, Oh & Viswanath 2015, Thm 3.5 (whose drift term
+    is εᵢ(e^{εᵢ} − 1)/(e^{εᵢ} + 1)), so the composition is (ε′, δ)-LDP. Each εᵢ and count
+    is fixed beforehand (the metrics' budgets); a report left unsent (a device cap, an
+    app that reports less) only helps. Device caps are *not* used here: a cap decides
+    adaptively which reports run, and bounding Σ εᵢ that way needs a privacy filter
+    (Rogers, Roth, Ullman & Vadhan 2016), not this theorem.
 
     Raises:
         ValueError: δ outside (0, 1).
@@ -138,9 +140,8 @@ def advanced_epsilon(
     live = [(e, n) for e, n in terms if n > 0 and e > 0]
     if not live:
         return 0.0
-    largest = max(e for e, _ in live)
-    squares = min(sum(n * e * e for e, n in live), largest * cap)
-    drift = min(sum(n * e * math.expm1(e) for e, n in live), cap * math.expm1(largest))
+    squares = sum(n * e * e for e, n in live)
+    drift = sum(n * e * math.expm1(e) for e, n in live)
     return math.sqrt(2 * math.log(1 / delta) * squares) + drift
 
 
@@ -155,7 +156,8 @@ class WindowLoss:
     cap: float
     """The device caps' limit in this window (``inf``: none)."""
     advanced: float | None = None
-    """Advanced composition's ε′ at the registry's δ (None: no δ declared)."""
+    """Advanced composition's ε′ at the registry's δ (None: no δ declared), caps not
+    applied (see :func:`advanced_epsilon`)."""
 
     @property
     def total(self) -> float:
@@ -210,6 +212,6 @@ def account(
         cap = window_cap(caps, window)
         advanced = None
         if delta is not None:
-            advanced = advanced_epsilon([m.mechanisms(window, today) for m in metrics], delta, cap)
+            advanced = advanced_epsilon([m.mechanisms(window, today) for m in metrics], delta)
         windows[window] = WindowLoss(window, per_metric, sum(per_metric.values()), cap, advanced)
     return Account(windows, delta, BASIC, (ADVANCED,) if delta is not None else ())

@@ -165,9 +165,10 @@ def test_advanced_composition_by_hand() -> None:
     assert advanced_epsilon([(0.01, 1000)], 1e-6) == pytest.approx(expected)
     assert expected < 10.0  # tighter than basic composition's 10 here
     assert advanced_epsilon([(2.0, 5)], 1e-6) > 10.0  # and looser for few large ε
-    # A device cap of 1 bounds Σε²≤0.01 and Σε(e^ε−1)≤e^0.01−1.
-    capped = advanced_epsilon([(0.01, 1000)], 1e-6, cap=1.0)
-    assert capped == pytest.approx(math.sqrt(2 * math.log(1e6) * 0.01) + math.expm1(0.01))
+    # Device caps do not enter it (a cap chooses reports adaptively: a filter's job).
+    capped = account([MetricLoad("a", 0.01, 1000)], TODAY, DeviceCaps(0.5), delta=1e-6)
+    assert capped.windows["day"].advanced == pytest.approx(expected)
+    assert capped.windows["day"].total == 0.5
 
 
 def test_a_two_metric_registry_is_above_the_audited_epsilon(tmp_path: Path) -> None:
