@@ -113,8 +113,6 @@ def metrics_of(data: Any, toml: bool, where: str) -> dict[str, Any]:
         ValueError: the wrong shape, or a dotted TOML name split into tables.
     """
     metrics = data.get("metrics", data) if isinstance(data, dict) else None
-    if isinstance(data, dict) and "metrics" not in data and "app" in data:
-        metrics = {}  # a registry's [app] table and no metric yet
     if not isinstance(metrics, dict) or not all(isinstance(v, dict) for v in metrics.values()):
         raise ValueError(f"{where}: expected an object of metric name → definition")
     if toml:

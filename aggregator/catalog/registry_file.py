@@ -295,6 +295,11 @@ def parse_registry(text: str, path: str) -> RegistryFile:
     """
     toml = path.endswith(".toml")
     top = load_text(text, toml, path)
+    if isinstance(top, dict) and "app" in top and "metrics" not in top:
+        raise ValueError(
+            f"{path}: a registry keeps its metrics in a metrics table beside [app] "
+            '([metrics."name"] tables; none yet: an empty [metrics] table)'
+        )
     metrics = metrics_of(top, toml, path)
     app = top.get("app", {})
     registry = RegistryFile(

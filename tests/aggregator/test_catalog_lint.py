@@ -77,6 +77,12 @@ def test_each_rule_fails_its_registry_and_passes_the_clean_one(tmp_path: Path, r
     assert rule not in rules_of(write(tmp_path, APP + METRIC, "ok.toml"))
 
 
+def test_an_empty_registry_is_clean_and_needs_its_metrics_table(tmp_path: Path) -> None:
+    assert rules_of(write(tmp_path, APP + "[metrics]\n")) == set()
+    with pytest.raises(ValueError, match="an empty \\[metrics\\] table"):
+        lint_file(write(tmp_path, APP), TODAY)
+
+
 def test_app_rules(tmp_path: Path) -> None:
     assert "no-app-budget" in rules_of(write(tmp_path, METRIC))
     assert "unknown-field" in rules_of(write(tmp_path, APP + "epsilon_per_yr = 3\n" + METRIC))
