@@ -80,13 +80,23 @@ def check_spec(spec: AlertSpec, definition: MetricDefinition | None) -> list[str
     """Every problem of a rule against its metric's current definition (empty: valid)."""
     if definition is None:
         return [f"no metric named {spec.metric!r}"]
-    problems = []
-    numeric = definition.kind == "numeric"
     if definition.kind not in ("categorical", "numeric"):
         return [
             f"metric {spec.metric!r} is {definition.kind}: alerts watch categorical "
             "or numeric metrics"
         ]
+    return [
+        *_kind_problems(spec, definition),
+        *_value_problems(spec, definition),
+        *_level_problems(spec, definition),
+        *_group_problems(spec, definition),
+    ]
+
+
+def _kind_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
+    """A memoized metric, or a rule kind that does not fit the metric's kind."""
+    problems = []
+    numeric = definition.kind == "numeric"
     if definition.longitudinal:
         problems.append(
             f"metric {spec.metric!r} is memoized: a device's reports repeat one answer, "
@@ -96,19 +106,29 @@ def check_spec(spec: AlertSpec, definition: MetricDefinition | None) -> list[str
         problems.append(f"{spec.kind} needs a categorical metric; use mean_above/mean_below")
     if spec.kind.startswith("mean_") and not numeric:
         problems.append(f"{spec.kind} needs a numeric metric; use share_above/share_below")
-    if not numeric:
-        if spec.value is None:
-            problems.append("value: the domain value whose share is watched is required")
-        elif spec.value not in definition.domain:
-            problems.append(f"value {spec.value!r} is not in the domain of {spec.metric!r}")
-    elif spec.value is not None:
-        problems.append("value: a numeric metric has no domain values")
+    return problems
+
+
+def _value_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
+    """The watched domain value: required for a categorical metric, none for a numeric."""
+    if definition.kind == "numeric":
+        return [] if spec.value is None else ["value: a numeric metric has no domain values"]
+    if spec.value is None:
+        return ["value: the domain value whose share is watched is required"]
+    if spec.value not in definition.domain:
+        return [f"value {spec.value!r} is not in the domain of {spec.metric!r}"]
+    return []
+
+
+def _level_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
+    """The level (none for a change rule), and the settings only a change rule has."""
+    problems = []
     if spec.kind == "change":
         if spec.level is not None:
             problems.append("level: a change rule compares with its baseline, not a level")
     elif spec.level is None or not math.isfinite(spec.level):
         problems.append("level: a finite number is required")
-    elif numeric:
+    elif definition.kind == "numeric":
         lo, hi = definition.value_range or (-1.0, 1.0)
         if not lo < spec.level < hi:
             problems.append(f"level must lie inside the metric's range ({lo}, {hi})")
@@ -116,15 +136,21 @@ def check_spec(spec: AlertSpec, definition: MetricDefinition | None) -> list[str
         problems.append("level must be a share in (0, 1)")
     if spec.kind != "change" and (spec.min_change or spec.baseline_days):
         problems.append("min_change and baseline_days belong to change rules")
-    if (spec.dimension is None) != (spec.group is None):
-        problems.append("dimension and group go together")
-    elif spec.dimension is not None:
-        dims = dict(definition.dimensions)
-        if spec.dimension not in dims:
-            problems.append(f"metric {spec.metric!r} has no dimension {spec.dimension!r}")
-        elif spec.group not in dims[spec.dimension]:
-            problems.append(f"{spec.group!r} is not a value of dimension {spec.dimension!r}")
     return problems
+
+
+def _group_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
+    """The watched group: a dimension of the metric and one of its values, or neither."""
+    if (spec.dimension is None) != (spec.group is None):
+        return ["dimension and group go together"]
+    if spec.dimension is None:
+        return []
+    dims = dict(definition.dimensions)
+    if spec.dimension not in dims:
+        return [f"metric {spec.metric!r} has no dimension {spec.dimension!r}"]
+    if spec.group not in dims[spec.dimension]:
+        return [f"{spec.group!r} is not a value of dimension {spec.dimension!r}"]
+    return []
 
 
 def observable_for(definition: MetricDefinition) -> Observable:
