@@ -116,8 +116,29 @@ def validate(
     named = dict.fromkeys(pairs)  # each version once, in order of appearance
     if len(named) > max_versions:
         return None
+    plans = _plans(named, lookup, retired)
+    if plans is None:
+        return None
+    groups = _groups(named, pairs)
     colons = 1 + 4 * len(reports)  # the body's member, each report's four
-    plans: dict[tuple[str, int], tuple[MetricDefinition, _Plan]] = {}
+    for pair, positions in groups.items():
+        colons += plans[pair][1].fields * len(positions)
+    if batch.raw.count(b":") != colons:
+        return None
+    return _decoded(reports, bytes.fromhex(ids), groups, plans)
+
+
+Pair = tuple[str, int]
+
+
+def _plans(
+    named: dict[Pair, None],
+    lookup: Callable[[str, int], MetricDefinition | None],
+    retired: Callable[[str], float | None],
+) -> dict[Pair, tuple[MetricDefinition, _Plan]] | None:
+    """Each named version's definition and plan; None if one is unknown, retired, has
+    dimensions or a mechanism this path does not know."""
+    plans: dict[Pair, tuple[MetricDefinition, _Plan]] = {}
     for pair in named:
         definition = lookup(*pair)
         if definition is None or definition.dimensions or retired(pair[0]) is not None:
@@ -126,19 +147,29 @@ def validate(
         if plan is None:
             return None
         plans[pair] = (definition, plan)
+    return plans
+
+
+def _groups(named: dict[Pair, None], pairs: list[Pair]) -> dict[Pair, list[int]]:
+    """The positions of each version's reports, in order."""
     if len(named) == 1:
-        groups = {pair: list(range(len(reports))) for pair in named}
-    else:
-        groups = {pair: [] for pair in named}
-        for position, pair in enumerate(pairs):
-            groups[pair].append(position)
-    for pair, positions in groups.items():
-        colons += plans[pair][1].fields * len(positions)
-    if batch.raw.count(b":") != colons:
-        return None
-    raw_ids = bytes.fromhex(ids)
-    items: dict[tuple[str, int], list[Item]] = {}
-    shards: dict[tuple[str, int], int] = {}
+        return {pair: list(range(len(pairs))) for pair in named}
+    groups: dict[Pair, list[int]] = {pair: [] for pair in named}
+    for position, pair in enumerate(pairs):
+        groups[pair].append(position)
+    return groups
+
+
+def _decoded(
+    reports: list[_Report],
+    raw_ids: bytes,
+    groups: dict[Pair, list[int]],
+    plans: dict[Pair, tuple[MetricDefinition, _Plan]],
+) -> tuple[dict[Pair, list[Item]], dict[Pair, int]] | None:
+    """Each version's payloads decoded as one array and checked: its items and shards;
+    None at the first payload that is not valid."""
+    items: dict[Pair, list[Item]] = {}
+    shards: dict[Pair, int] = {}
     for pair, positions in groups.items():
         definition, plan = plans[pair]
         try:
@@ -163,7 +194,10 @@ def _int(lo: int, hi: int) -> Any:
     return Annotated[int, Meta(ge=lo, lt=hi)]
 
 
-def _fields(mechanism: object) -> tuple[list[tuple[str, Any]], Callable[..., bool] | None] | None:
+Fields = tuple[list[tuple[str, Any]], Callable[..., bool] | None]
+
+
+def _fields(mechanism: object) -> Fields | None:
     """A frequency oracle's payload fields as msgspec types, in the canonical order, and
     the check left for Python (a function of the decoded structs); None if unknown.
 
@@ -175,38 +209,55 @@ def _fields(mechanism: object) -> tuple[list[tuple[str, Any]], Callable[..., boo
     if isinstance(mechanism, StringSketch):
         if check is not StringSketch.check_payload or implausible is not StringSketch.implausible:
             return None
-        inner = _fields(mechanism.inner)
-        if inner is None:
-            return None
-        levels = ("l", _int(0, mechanism.max_length))
-        rows = ("r", _int(0, mechanism.rows))
-        return [levels, rows, *inner[0]], inner[1]
+        return _sketch_fields(mechanism)
     if not isinstance(mechanism, FrequencyOracle):
         return None
-    plain = implausible is FrequencyOracle.implausible
-    k = mechanism.domain_size
-    if check is GeneralizedRR.check_payload and plain:
-        return [("v", _int(0, k))], None
-    if check is PostRandomization.check_payload and plain:
-        return [("v", _int(0, k))], None
-    if check is HadamardResponse.check_payload and plain:
-        assert isinstance(mechanism, HadamardResponse)
-        return [("j", _int(0, mechanism.order))], None
-    if check is LocalHashing.check_payload and plain:
-        assert isinstance(mechanism, LocalHashing)
-        prime = mechanism.prime
-        return [("a", _int(1, prime)), ("b", _int(0, prime)), ("y", _int(0, mechanism.g))], None
-    if check is SubsetSelection.check_payload and plain:
-        assert isinstance(mechanism, SubsetSelection)
-        s = mechanism.s
-        values = Annotated[list[Annotated[int, Meta(ge=0, lt=k)]], Meta(min_length=s, max_length=s)]
-        return [("v", values)], _increasing
     if check is UnaryEncoding.check_payload and implausible is UnaryEncoding.implausible:
         assert isinstance(mechanism, UnaryEncoding)
         size = 4 * ((mechanism.nbytes + 2) // 3)
         bits = Annotated[str, Meta(min_length=size, max_length=size)]
         return [("b", bits)], _unary_check(mechanism)
-    return None
+    if implausible is not FrequencyOracle.implausible:
+        return None
+    fields = _PLAIN_FIELDS.get(check)
+    return None if fields is None else fields(mechanism)
+
+
+def _sketch_fields(sketch: StringSketch) -> Fields | None:
+    """A string sketch's level and row, then its inner oracle's fields."""
+    inner = _fields(sketch.inner)
+    if inner is None:
+        return None
+    levels = ("l", _int(0, sketch.max_length))
+    rows = ("r", _int(0, sketch.rows))
+    return [levels, rows, *inner[0]], inner[1]
+
+
+def _value_fields(mechanism: Any) -> Fields:
+    return [("v", _int(0, mechanism.domain_size))], None
+
+
+def _hashing_fields(mechanism: Any) -> Fields:
+    prime = mechanism.prime
+    return [("a", _int(1, prime)), ("b", _int(0, prime)), ("y", _int(0, mechanism.g))], None
+
+
+def _subset_fields(mechanism: Any) -> Fields:
+    s, k = mechanism.s, mechanism.domain_size
+    values = Annotated[list[Annotated[int, Meta(ge=0, lt=k)]], Meta(min_length=s, max_length=s)]
+    return [("v", values)], _increasing
+
+
+_PLAIN_FIELDS: dict[object, Callable[[Any], Fields]] = {
+    GeneralizedRR.check_payload: _value_fields,
+    PostRandomization.check_payload: _value_fields,
+    HadamardResponse.check_payload: lambda m: ([("j", _int(0, m.order))], None),
+    LocalHashing.check_payload: _hashing_fields,
+    SubsetSelection.check_payload: _subset_fields,
+}
+"""The payload fields of each mechanism (by its ``check_payload``) whose only checks left
+after the decode are the plain :meth:`FrequencyOracle.implausible` and, for subsets, the
+order of the values."""
 
 
 def _increasing(payloads: list[Any]) -> bool:
