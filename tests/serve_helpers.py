@@ -11,6 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tests.process_helpers import stop
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -37,9 +39,4 @@ def ldp_serve(args: list[str], env: dict[str, str], **popen: Any) -> Iterator[tu
             lines.append(line)
         yield lines[-1].split()[-1].rstrip("/"), serve
     finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop(serve, signal.SIGINT, 60)

@@ -23,7 +23,6 @@ import http.client
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +35,7 @@ from client_sdk import Client
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_store import keys, streams
 from ldp_store.embedded import free_port
+from tests.process_helpers import stop
 
 TOKEN = "admission-test-token"
 FLOODER, OTHER = "127.0.0.2", "127.0.0.3"
@@ -119,12 +119,7 @@ def collector(redis_db: Any, tmp_path: Path) -> Iterator[int]:
             time.sleep(0.1)
         yield port
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, signal.SIGTERM, 30)
 
 
 def _define(port: int) -> MetricDefinition:

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ldp_store.embedded import free_port
+from tests.process_helpers import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = 3_000
@@ -77,9 +78,4 @@ def test_a_small_headless_locust_load_against_ldp_serve_passes_its_checks(
         assert summary["intervals"] > 0 and summary["misses"] <= summary["miss_limit"]
         assert summary["failed"] == []
     finally:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop(serve, signal.SIGTERM, 30)

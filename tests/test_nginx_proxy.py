@@ -42,6 +42,7 @@ from client_sdk.wire import MetricDefinition, build_report
 from collector.settings import MAX_BODY_BYTES
 from ldp_edge.slow_bodies import MAX_SECONDS
 from ldp_store.embedded import free_port
+from tests.process_helpers import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "deploy" / "nginx.conf"
@@ -104,13 +105,7 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
 
 
 def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if process.poll() is None:
-        process.send_signal(sig)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop(process, sig, 20)
 
 
 @contextlib.contextmanager

@@ -51,6 +51,7 @@ from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from collector.context import services
 from ldp_server.app import create_server_app  # noqa: E402
 from ldp_store.embedded import free_port  # noqa: E402
+from tests.process_helpers import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "tests" / "schemathesis.toml"
@@ -159,12 +160,7 @@ def serve(redis_url: str, tokens: dict[str, str], logs: Path) -> Iterator[str]:
             time.sleep(0.2)
         yield url
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, signal.SIGTERM, 30)
 
 
 @pytest.fixture(params=list(MODES))

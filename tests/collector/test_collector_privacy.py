@@ -12,7 +12,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import threading
 import time
 import urllib.error
@@ -30,6 +29,7 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from client_sdk.wire import MetricDefinition
 from collector.logs import PrivateRequestHandler
 from ldp_store.embedded import free_port
+from tests.process_helpers import stop
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -285,12 +285,7 @@ def gunicorn(redis_db: Any, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield url, tmp_path
     finally:
         if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process, signal.SIGTERM, 30)
         output.close()
 
 

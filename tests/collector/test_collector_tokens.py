@@ -21,6 +21,7 @@ import pytest
 from collector import settings
 from collector.settings import ConfigError
 from ldp_server.app import create_server_app
+from tests.process_helpers import stop
 
 BAD_VALUES = ["null", "0", "false", "1e999", "short-token"]
 """What JSON parsing turned into None, falsy values or inf, and a plain short token."""
@@ -127,9 +128,4 @@ def test_ldp_serve_takes_an_empty_read_token_as_unset(tmp_path: Path) -> None:
         with urllib.request.urlopen(base + "/metrics", timeout=30) as answer:
             assert answer.status == 200
     finally:
-        serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(60)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop(serve, signal.SIGINT, 60)

@@ -29,6 +29,7 @@ from gunicorn_helpers import SERVER, start_gunicorn
 
 from ldp_server.cli import main
 from ldp_store.embedded import free_port
+from tests.process_helpers import stop
 
 ADMIN = "serve-tokens-admin-0123456"
 WORKERS = 4
@@ -80,12 +81,7 @@ def server(redis_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
             time.sleep(0.1)
         yield Web(process, port)
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, signal.SIGTERM, 30)
 
 
 def ldp(*args: str, url: str) -> Any:
