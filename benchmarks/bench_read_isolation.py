@@ -37,15 +37,16 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tree_server import load, serve_tree  # noqa: E402  (beside this script)
+
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
-from ldp_store.embedded import free_port  # noqa: E402
+from tests.http_helpers import call  # noqa: E402
 
 TOKEN = "bench-read-isolation-admin"
 STRING = {"kind": "string", "max_length": 16, "epsilon": 4.0}
@@ -53,44 +54,17 @@ THEME = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"
 SDK_TIMEOUT = 10.0
 
 
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def request(url: str, method: str = "GET", body: Any = None, token: str = "") -> Any:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())
+    return call(url, method, body, token, timeout=60)
 
 
 def serve(tree: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    env.update(
+    settings = dict(
         LDP_ADMIN_TOKEN=TOKEN,
         LDP_SOURCE_REQUESTS_PER_SECOND="0",
         LDP_SOURCE_REPORTS_PER_MINUTE="0",
-        PYTHONPATH=str(tree),
     )
-    args = [sys.executable, "-m", "ldp_server", "serve", "--port", str(port)]
-    args += ["--data-dir", str(data), "--web-workers", "2", "--aggregators", "1"]
-    process = subprocess.Popen(
-        args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            request(url + "/readyz")
-            return process, url
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"ldp serve from {tree} did not start") from None
-            time.sleep(0.5)
+    return serve_tree(tree, data, settings, seconds=90)
 
 
 def ingest(url: str, definition: MetricDefinition, seconds: float) -> dict[str, Any]:

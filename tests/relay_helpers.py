@@ -34,17 +34,6 @@ from ldp_store.embedded import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def call(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    """A JSON request to a running server; its JSON answer (urllib: no session kept)."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read().decode())
-
-
 def run_relay(gateway: str, cors_origins: str = "", *options: str) -> Iterator[str]:
     """Run ``ldp relay`` for ``gateway`` (one worker, more ``options`` if given); yield its
     URL once it answers; stop it."""

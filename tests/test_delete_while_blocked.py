@@ -15,8 +15,6 @@ import json
 import random
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from collector import create_app
 from ldp_server.cli import main
 from ldp_server.serve import Server
 from ldp_store import keys, streams
+from tests.http_helpers import status_call
 
 TOKEN = "test-admin-token-delete-blocked"
 SPEC = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
@@ -120,14 +119,7 @@ def ldp(*args: str) -> tuple[int, str]:
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return status_call(url, method, body, timeout=60)
 
 
 def test_ldp_serve_survives_the_newcomers_retire_and_delete_of_six_metrics(

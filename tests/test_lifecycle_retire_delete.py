@@ -34,6 +34,7 @@ from ldp_server.serve import Server
 from ldp_store import keys, lifecycle
 from ldp_store.auditlog import AUDIT_STREAM
 from ldp_store.embedded import free_port
+from tests.http_helpers import status_call
 
 TOKEN = "test-admin-token"
 THEME = ["light", "dark", "auto"]
@@ -74,15 +75,7 @@ def definition(url: str, name: str, version: int | None = None) -> MetricDefinit
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    req.add_header("Authorization", f"Bearer {TOKEN}")
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return status_call(url, method, body, TOKEN)
 
 
 def post(url: str, reports: list[dict[str, Any]]) -> tuple[int, Any]:

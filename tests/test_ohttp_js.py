@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from relay_helpers import Recording, call, run_relay
+from relay_helpers import Recording, run_relay
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
+from tests.http_helpers import call
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = (ROOT / "client_js" / "src").as_uri()

@@ -21,12 +21,13 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from relay_helpers import ROOT, age_pool, call, run_relay
+from relay_helpers import ROOT, age_pool, run_relay
 
 from client_sdk import Client
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
 from ldp_store import keys
+from tests.http_helpers import call
 
 THEME = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
 SENT = 30

@@ -16,15 +16,14 @@ import random
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.serve import Server
+from tests.http_helpers import call as _call
 
 READ = "read-token-36-36-36"
 THEME = {
@@ -34,16 +33,6 @@ THEME = {
     "dimensions": [{"name": "platform", "values": ["ios", "android"]}],
 }
 MINUTES = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0}
-
-
-def _call(url: str, method: str = "GET", body: Any = None, token: str = "") -> Any:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=30) as r:
-        return json.loads(r.read().decode())
 
 
 @pytest.fixture(scope="module")

@@ -36,6 +36,7 @@ from client_sdk.mechanisms import new_secret  # noqa: E402
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 from ldp_store.lifecycle import human_bytes  # noqa: E402
+from tests.http_helpers import answer  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {
@@ -86,14 +87,8 @@ TOL = 1e-9
 
 
 def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=10) as r:
-        text = r.read().decode()
-        return json.loads(text) if r.headers.get_content_type() == "application/json" else text
+    kind, text = answer(url, method, body, token, timeout=10)
+    return json.loads(text) if kind == "application/json" else text
 
 
 def send(url: str, metric: str, users: int, seed: int) -> None:

@@ -4,12 +4,9 @@ built once per session (under its file lock, so parallel workers share one build
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
-import urllib.request
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 
@@ -38,14 +35,3 @@ def built() -> ModuleType:
         pytest.skip(why)
     build.build_tests()
     return build
-
-
-def api(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    """One JSON request to a collector (``token``: the admin bearer token); its answer."""
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read().decode())

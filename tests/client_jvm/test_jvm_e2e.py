@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jvm_helpers import api, built
+from jvm_helpers import built
 from relay_helpers import run_relay
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
+from tests.http_helpers import call as api
 
 REPORTS = 10_000
 SPECS = {

@@ -18,9 +18,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from jvm_helpers import ROOT, api, built
+from jvm_helpers import ROOT, built
 
 from ldp_server.serve import Server
+from tests.http_helpers import call as api
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<lang>java|kotlin)\s*$")

@@ -9,7 +9,6 @@ Redis) must keep answering health checks and storing reports.
 
 from __future__ import annotations
 
-import json
 import socket
 import urllib.request
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ import pytest
 
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.serve import Server
+from tests.http_helpers import status_call
 
 SLOW_CLIENTS = 200
 """The issue's bar: at least 200 slow connections held at once."""
@@ -44,13 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def _call(url: str, method: str = "GET", body: Any = None, token: str = "") -> tuple[int, Any]:
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, method=method, headers=headers)
-    with urllib.request.urlopen(request, timeout=ANSWER_TIMEOUT) as r:
-        return r.status, json.loads(r.read())
+    return status_call(url, method, body, token, timeout=ANSWER_TIMEOUT)
 
 
 def _slow_sockets(server: Server, count: int) -> list[socket.socket]:
