@@ -32,6 +32,7 @@ __all__ = [
     "MAX_EPSILON",
     "MIN_EPSILON",
     "check_epsilon",
+    "compact_size",
     "FrequencyOracle",
     "OneValueReport",
     "epsilon_for_ratio",
@@ -54,6 +55,12 @@ report lists up to k/2 values; larger domains belong in a hierarchy or a sketch.
 _SAFETY = 1.0 - 1e-12
 """Sampling probabilities are built from e^ε·(1 − 10⁻¹²) so that float rounding can never
 push the realised likelihood ratio above e^ε; the cost in variance is 10⁻¹² relative."""
+
+
+def compact_size(payload: dict[str, Any]) -> int:
+    """Bytes of ``payload`` as compact JSON: its size on the wire (a mechanism's
+    ``wire_bytes`` is that of its largest payload)."""
+    return len(json.dumps(payload, separators=(",", ":")))
 
 
 def check_epsilon(epsilon: object) -> float:
@@ -234,7 +241,7 @@ class FrequencyOracle:
     @cached_property
     def wire_bytes(self) -> int:
         """Bytes of the largest payload as compact JSON: the report's size on the wire."""
-        return len(json.dumps(self.max_payload(), separators=(",", ":")))
+        return compact_size(self.max_payload())
 
     def params(self) -> dict[str, Any]:
         """Everything needed to rebuild this mechanism with :func:`create`."""

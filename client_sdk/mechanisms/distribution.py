@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import check_epsilon
+from client_sdk.mechanisms.base import check_epsilon, compact_size
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding
 
@@ -203,9 +203,7 @@ class HierarchicalHistogram:
     @property
     def wire_bytes(self) -> int:
         """Bytes of the largest payload as compact JSON."""
-        import json  # noqa: PLC0415
-
-        return len(json.dumps(self.max_payload(), separators=(",", ":")))
+        return compact_size(self.max_payload())
 
     def params(self) -> dict[str, Any]:
         """Everything :func:`distribution_from_params` needs."""

@@ -26,7 +26,12 @@ from itertools import combinations
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import MAX_DOMAIN_SIZE, FrequencyOracle, check_epsilon
+from client_sdk.mechanisms.base import (
+    MAX_DOMAIN_SIZE,
+    FrequencyOracle,
+    check_epsilon,
+    compact_size,
+)
 from client_sdk.mechanisms.hashing import LocalHashing
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rr import GeneralizedRR
@@ -306,9 +311,7 @@ class JointMechanism:
     @property
     def wire_bytes(self) -> int:
         """Bytes of the largest payload as compact JSON."""
-        import json  # noqa: PLC0415
-
-        return len(json.dumps(self.max_payload(), separators=(",", ":")))
+        return compact_size(self.max_payload())
 
     def params(self) -> dict[str, Any]:
         """Everything :func:`joint_from_params` needs."""

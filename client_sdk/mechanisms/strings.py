@@ -11,14 +11,13 @@ In full: ``docs/statistics/strings.md``.
 from __future__ import annotations
 
 import hashlib
-import json
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon
+from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon, compact_size
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rounding import exp
@@ -286,7 +285,7 @@ class StringSketch:
     @cached_property
     def wire_bytes(self) -> int:
         """Bytes of the largest payload as compact JSON."""
-        return len(json.dumps(self.max_payload(), separators=(",", ":")))
+        return compact_size(self.max_payload())
 
     def cell_variance(self, n: Any, frequency: Any = 0.0) -> Any:
         """Var of one cell's estimate F̂ = (G·C/n − q*)/(p* − q*) from n reports in all.
