@@ -14,15 +14,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from datetime import UTC, date, datetime
+from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from aggregator.query.answers import ExportRow
+from aggregator.query.answers import (
+    DistributionEstimates,
+    Estimates,
+    ExportRow,
+    MeanEstimate,
+    StringEstimates,
+)
+from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_for
+from aggregator.query.segments import segment_estimates
+from aggregator.query.suppression import HiddenGroups, hidden_groups
+from aggregator.query.window import list_windows
+from aggregator.stats.intervals import POPULATION, check_estimand, json_float
+from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+from ldp_store import schema
 
 if TYPE_CHECKING:
     import redis
 
-    from aggregator.query.estimators import Ask, Reader
-    from aggregator.query.suppression import HiddenGroups
     from client_sdk.wire import MetricDefinition
 
 __all__ = ["COLUMNS", "DISTRIBUTION_COLUMNS", "distribution_rows", "export_windows", "window_rows"]
@@ -43,8 +56,6 @@ def export_windows(
         granularity: ``hour``, ``day`` or ``all`` only (None: every window).
         since: only hour and day windows starting on or after this UTC date.
     """
-    from aggregator.query.window import list_windows
-    from ldp_store import schema
 
     chosen = []
     for window in list_windows(client, definition):
@@ -61,7 +72,6 @@ def export_windows(
 
 
 def _start(window: str) -> str:
-    from ldp_store import schema
 
     span = schema.window_span(window)
     if span is None:
@@ -96,16 +106,6 @@ def window_rows(
         ValueError: ``estimand`` population for a string metric (not offered: its
             discovered values' intervals are the reporters' only).
     """
-    from aggregator.query.answers import (
-        DistributionEstimates,
-        Estimates,
-        MeanEstimate,
-        StringEstimates,
-    )
-    from aggregator.query.estimators import Ask, estimate_window, estimator_for
-    from aggregator.query.suppression import hidden_groups
-    from aggregator.stats.intervals import POPULATION, check_estimand
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 
     check_estimand(estimand)
     if estimand == POPULATION and definition.kind == "string":
@@ -259,8 +259,6 @@ def _segment_rows(
     """The shown groups of a breakdown by each public dimension, as ``?by=`` answers
     them (suppressed groups have no row: an export releases what the API releases, under
     the same ``LDP_MIN_SEGMENT_REPORTS``)."""
-    from aggregator.query.answers import MeanEstimate
-    from aggregator.query.segments import segment_estimates
 
     if hidden is None:  # no dimensions
         return
@@ -320,10 +318,6 @@ def _joint_rows(
     """A joint metric's rows: every cell of every 1- and 2-way marginal, ``value`` as
     ``attr=label;attr=label``, ``n`` its group's reports, ``support_count`` the cell's
     summed support (C_S), ``norm_sub`` the consistent (post-processed) estimate."""
-    from itertools import combinations
-
-    from aggregator.stats.intervals import json_float
-    from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
 
     m = definition.joint
     tables = consistent_tables(m, counts) if counts[: len(m.groups)].sum() else None

@@ -16,8 +16,10 @@ In full: ``docs/statistics/joint.md``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -50,7 +52,7 @@ from aggregator.stats.multiplicity import (
     strictest_alpha,
 )
 from aggregator.stats.postprocess import norm_sub
-from client_sdk.mechanisms.joint import JointMechanism, SetOracle
+from client_sdk.mechanisms.joint import JointMechanism, SetOracle, choose_joint
 
 __all__ = [
     "CONSISTENCY_ROUNDS",
@@ -465,12 +467,6 @@ def plan_joint(
     Raises:
         ValueError: not exactly one of ``users`` and ``width``, or either out of range.
     """
-    import math
-    from itertools import combinations
-
-    from aggregator.stats.intervals import z_value
-    from client_sdk.mechanisms.joint import choose_joint
-
     if (users is None) == (width is None):
         raise ValueError("give exactly one of users and width")
     if users is not None and users < 1:
