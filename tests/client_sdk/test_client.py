@@ -21,6 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -260,24 +261,33 @@ def fake_time() -> FakeTime:
     return FakeTime()
 
 
+@contextmanager
+def client_maker(url: str, **defaults: Any) -> Iterator[Callable[..., Client]]:
+    """Make clients of ``url`` (an option ``url=`` overrides it), batching only on flush()
+    and with ``defaults`` unless told otherwise; shut down when the block ends (the
+    make_client fixtures of the SDK's tests)."""
+    made: list[Client] = []
+
+    def make(**options: Any) -> Client:
+        settings = {"flush_at": 10_000, "flush_interval": 3600.0, **defaults, **options}
+        client = Client(settings.pop("url", url), **settings)
+        made.append(client)
+        return client
+
+    try:
+        yield make
+    finally:
+        for client in made:
+            client.shutdown(timeout=0.2)
+
+
 @pytest.fixture
 def make_client(collector: Collector, fake_time: FakeTime) -> Iterator[Callable[..., Client]]:
     """Clients on the test collector, batching only on flush() unless told otherwise."""
-    clients: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        options.setdefault("flush_at", 10_000)
-        options.setdefault("flush_interval", 3600.0)
-        options.setdefault("sleep", fake_time.sleep)
-        options.setdefault("clock", fake_time.clock)
-        options.setdefault("timeout", 5.0)
-        client = Client(options.pop("url", collector.url), **options)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.shutdown(timeout=0.2)
+    with client_maker(
+        collector.url, sleep=fake_time.sleep, clock=fake_time.clock, timeout=5.0
+    ) as make:
+        yield make
 
 
 def queued_reports(client: Client) -> list[dict[str, Any]]:

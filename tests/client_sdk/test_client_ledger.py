@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_client import Answer, Collector
+from test_client import Answer, Collector, client_maker
 from test_client_store import held, stored
 
 from client_sdk import Client, wire
@@ -108,23 +108,9 @@ def clients_on(
 ) -> Iterator[Callable[..., Client]]:
     """Clients with the ledger in memory or in tmp_path/store, on the injected clock;
     shut down when the block ends (the ledger tests' and the device budget's fixture)."""
-    clients: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        if mode == "durable":
-            options.setdefault("storage_dir", tmp_path / "store")
-        options.setdefault("wallclock", clock)
-        options.setdefault("flush_at", 10_000)
-        options.setdefault("flush_interval", 3600.0)
-        client = Client(collector.url, **options)
-        clients.append(client)
-        return client
-
-    try:
+    durable = {"storage_dir": tmp_path / "store"} if mode == "durable" else {}
+    with client_maker(collector.url, wallclock=clock, **durable) as make:
         yield make
-    finally:
-        for client in clients:
-            client.shutdown(timeout=0.2)
 
 
 @pytest.fixture

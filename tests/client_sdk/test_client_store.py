@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server
+from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server, client_maker
 
 from client_sdk import Client
 from client_sdk.errors import StoreError
@@ -65,20 +65,8 @@ def collector() -> Iterator[PortCollector]:
 @pytest.fixture
 def make_client(collector: Collector, tmp_path: Path) -> Iterator[Callable[..., Client]]:
     """Durable clients on the test collector (storage in tmp_path/store by default)."""
-    clients: list[Client] = []
-
-    def make(**options: Any) -> Client:
-        options.setdefault("storage_dir", tmp_path / "store")
-        options.setdefault("flush_at", 10_000)
-        options.setdefault("flush_interval", 3600.0)
-        options.setdefault("timeout", 5.0)
-        client = Client(options.pop("url", collector.url), **options)
-        clients.append(client)
-        return client
-
-    yield make
-    for client in clients:
-        client.shutdown(timeout=0.2)
+    with client_maker(collector.url, storage_dir=tmp_path / "store", timeout=5.0) as make:
+        yield make
 
 
 def stored(directory: Path) -> list[dict[str, Any]]:
