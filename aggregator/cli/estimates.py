@@ -29,7 +29,10 @@ from aggregator.cli.options import (
     distribution_asks,
     read_options,
 )
-from aggregator.cli.source import Asked, Source, checked_name, reading
+from aggregator.cli.source import Asked, Local, Source, checked_name, reading
+from aggregator.safe_text import visible_parts
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+from ldp_store import schema
 
 __all__ = ["estimand_line", "estimates", "points", "shown_value"]
 
@@ -61,7 +64,6 @@ def _flag(row: dict[str, Any]) -> str:
 def shown_value(value: str) -> Text:
     """A value or label for a terminal: hidden characters as escapes in reverse video
     (:func:`aggregator.safe_text.visible_parts`), rich markup not interpreted."""
-    from aggregator.safe_text import visible_parts
 
     text = Text()
     for part, escaped in visible_parts(value):
@@ -189,7 +191,6 @@ def estimates(
     as ldp export does); with --by: each group of that dimension. Reads where ldp export
     reads: the ldp serve running here (--data-dir), --redis-url, or the API at --url with
     its read token (--token)."""
-    from aggregator.cli.source import Local
 
     _check_window(checked_name(name), window)
     with reading(ctx, read_from, min_segment_reports) as (source, minimum):
@@ -240,7 +241,6 @@ def _check_window(name: str, window: str) -> None:
     Raises:
         click.BadParameter: saying the forms a window takes.
     """
-    from ldp_store import schema
 
     try:
         schema.window_span(window)
@@ -311,7 +311,6 @@ def _refuse_expired(source: Any, definition: Any, window: str) -> None:
         click.ClickException: saying so.
     """
     from aggregator.query.window import list_windows
-    from ldp_store import schema
     from ldp_store.retention import RetentionPolicy, expired_message
 
     if window == schema.ALL or window in list_windows(source.client, definition):
@@ -327,7 +326,6 @@ def _breakdown(
 ) -> None:
     """Print a breakdown's shown groups, then the held-back ones."""
     from aggregator.query.segments import NOT_PROTECTED
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 
     minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
     out.print(Text(NOT_PROTECTED))

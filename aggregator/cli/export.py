@@ -38,6 +38,7 @@ from aggregator.cli.options import (
     read_options,
 )
 from aggregator.cli.source import Asked, Source, checked_name, reading
+from aggregator.safe_text import csv_text
 
 if TYPE_CHECKING:
     from client_sdk.wire import MetricDefinition
@@ -74,7 +75,6 @@ def write_csv(out: TextIO, rows: list[dict[str, Any]]) -> None:
     """``rows`` as CSV with the :data:`~aggregator.query.export.COLUMNS` header, text cells
     made safe."""
     from aggregator.query.export import COLUMNS
-    from aggregator.safe_text import csv_text
 
     writer = csv.DictWriter(out, COLUMNS, restval="")
     writer.writeheader()

@@ -23,12 +23,13 @@ import click
 
 from aggregator.cli import remote
 from aggregator.cli.options import ReadFrom
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
+from client_sdk.wire import MetricDefinition, check_name
 
 if TYPE_CHECKING:
     import redis
 
     from aggregator.query.suppression import HiddenGroups
-    from client_sdk.wire import MetricDefinition
     from ldp_store.registry import Registry
 
 __all__ = [
@@ -139,7 +140,6 @@ class Local:
         from aggregator.query.estimators import Reader, estimator_for  # noqa: PLC0415
         from aggregator.query.export import window_rows  # noqa: PLC0415
         from aggregator.query.suppression import hidden_groups  # noqa: PLC0415
-        from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS  # noqa: PLC0415
 
         reader = Reader(self.client, self.registry)
         stats = estimator_for(definition).read(reader, definition, asked.window)
@@ -213,8 +213,6 @@ class Api:
             raise
 
     def definition(self, name: str, version: int | None) -> MetricDefinition | None:  # noqa: D102
-        from client_sdk.wire import MetricDefinition  # noqa: PLC0415
-
         try:
             body = self._get(f"/v1/metrics/{_quoted(name)}", {"version": version})
         except click.ClickException as exc:
@@ -346,7 +344,6 @@ def checked_name(name: str) -> str:
     Raises:
         click.BadParameter: not a metric name.
     """
-    from client_sdk.wire import check_name  # noqa: PLC0415
 
     try:
         check_name(name)

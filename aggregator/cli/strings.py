@@ -16,6 +16,8 @@ import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
+from aggregator.stats.string_planning import tradeoff
+from client_sdk.mechanisms.strings import StringSketch
 
 __all__ = ["run_string_simulation", "show_string_plan"]
 
@@ -37,8 +39,6 @@ def show_string_plan(
     Raises:
         click.UsageError: both or neither of ``users`` and ``frequency``, or ε refused.
     """
-    from aggregator.stats.string_planning import tradeoff
-    from client_sdk.mechanisms.strings import StringSketch
 
     if (users is None) == (frequency is None):
         raise click.UsageError("give exactly one of --users and --find")
@@ -88,7 +88,6 @@ def show_string_plan(
 def _tradeoff_table(
     rows: list[Any], epsilon: float, users: int | None, frequency: float | None, power: float
 ) -> Table:
-    from client_sdk.mechanisms.strings import StringSketch
 
     asked = (
         f"frequency {users:,} users find" if users is not None else f"users to find {frequency:.3%}"
@@ -136,7 +135,6 @@ def run_string_simulation(
     from aggregator.stats.discovery import detection_threshold, discover
     from aggregator.stats.kinds import codec_for
     from aggregator.stats.strings import SketchEstimator
-    from client_sdk.mechanisms.strings import StringSketch
 
     if max_length < 3:
         raise click.UsageError("--max-length must be at least 3 for synthetic words")
