@@ -9,25 +9,22 @@ docs/guides/alerts.md.
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, out
-from aggregator.cli.remote import DEFAULT_URL, exchange, request_json
+from aggregator.cli.metrics import URL_OPTION
+from aggregator.cli.options import stacked
+from aggregator.cli.remote import exchange, request_json
 
 __all__ = ["alerts"]
 
 _KINDS = ("share_above", "share_below", "mean_above", "mean_below", "change")
 
-URL = click.option(
-    "--url",
-    envvar="LDP_URL",
-    default=DEFAULT_URL,
-    show_default=True,
-    help="The service (or LDP_URL).",
-)
+URL = URL_OPTION
 ADMIN = click.option("--token", envvar="LDP_ADMIN_TOKEN", help="Admin token (or LDP_ADMIN_TOKEN).")
 
 
@@ -121,46 +118,49 @@ def _action(url: str, token: str | None, rule_id: str, action: str, body: Any) -
     out.print(_line(rule), markup=False)
 
 
-@alerts.command("ack")
-@URL
-@click.argument("rule_id")
-@click.option("--note", default="", help="Kept with the event.")
-@ADMIN
+NOTE = click.option("--note", default="", help="Kept with the event.")
+
+
+def _on_rule(name: str, *options: Any) -> Callable[[Callable[..., None]], click.Command]:
+    """An ``ldp alerts`` command on one rule: ``--url``, ``RULE_ID``, ``options``, then the
+    admin ``--token``, in the order ``--help`` lists them."""
+
+    def make(command: Callable[..., None]) -> click.Command:
+        return alerts.command(name)(
+            stacked(URL, click.argument("rule_id"), *options, ADMIN)(command)
+        )
+
+    return make
+
+
+@_on_rule("ack", NOTE)
 def alerts_ack(url: str, rule_id: str, note: str, token: str | None) -> None:
     """Acknowledge a firing rule."""
     _action(url, token, rule_id, "acknowledge", {"note": note})
 
 
-@alerts.command("resolve")
-@URL
-@click.argument("rule_id")
-@click.option("--note", default="", help="Kept with the event.")
-@ADMIN
+@_on_rule("resolve", NOTE)
 def alerts_resolve(url: str, rule_id: str, note: str, token: str | None) -> None:
     """End a firing and re-arm the rule from now."""
     _action(url, token, rule_id, "resolve", {"note": note})
 
 
-@alerts.command("silence")
-@URL
-@click.argument("rule_id")
-@click.option(
-    "--seconds",
-    type=click.IntRange(min=0),
-    default=3600,
-    show_default=True,
-    help="How long (0: unsilence).",
+@_on_rule(
+    "silence",
+    click.option(
+        "--seconds",
+        type=click.IntRange(min=0),
+        default=3600,
+        show_default=True,
+        help="How long (0: unsilence).",
+    ),
 )
-@ADMIN
 def alerts_silence(url: str, rule_id: str, seconds: int, token: str | None) -> None:
     """Send no notifications of a rule for a while."""
     _action(url, token, rule_id, "silence", {"seconds": seconds})
 
 
-@alerts.command("delete")
-@URL
-@click.argument("rule_id")
-@ADMIN
+@_on_rule("delete")
 def alerts_delete(url: str, rule_id: str, token: str | None) -> None:
     """Forget a rule."""
     exchange(_rule_url(url, rule_id), "DELETE", None, _need(token))
