@@ -163,23 +163,41 @@ def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = N
     Raises:
         ValueError: ε, ε∞ or k out of range.
     """
-    if permanent_epsilon is None:
-        built = [
-            MECHANISMS[name](epsilon=epsilon, domain_size=domain_size) for name in AUTO_CANDIDATES
-        ]
-    else:
-        built = [
-            MECHANISMS[name](  # type: ignore[call-arg]
-                epsilon=epsilon, domain_size=domain_size, permanent_epsilon=permanent_epsilon
-            )
-            for name in MEMOIZED_AUTO_CANDIDATES
-        ]
+    built = _candidates(epsilon, domain_size, permanent_epsilon)
     ranked = tuple(sorted(built, key=lambda m: m.variance_star()))
     best = ranked[0].variance_star()
     tied = [m for m in ranked if m.variance_star() <= best * (1 + VARIANCE_TIE)]
     chosen = min(tied, key=lambda m: (m.wire_bytes, m.server_cost_rank, m.variance_star()))
-    eps, k = epsilon, domain_size
+    why = _why_chosen(chosen, ranked, tied)
+    grr_name = "grr" if permanent_epsilon is None else "memo-grr"
+    if chosen.name != grr_name:
+        why += _beside_grr(next(m for m in ranked if m.name == grr_name), epsilon, domain_size)
+    reason = f"ε = {epsilon:g}, k = {domain_size}: {why}"
+    return AutoChoice(mechanism=chosen, reason=reason, candidates=ranked)
+
+
+def _candidates(
+    epsilon: float, domain_size: int, permanent_epsilon: float | None
+) -> list[FrequencyOracle]:
+    """The mechanisms ``auto`` weighs for (ε, k): the memoized ones when ε∞ is given."""
+    if permanent_epsilon is None:
+        return [
+            MECHANISMS[name](epsilon=epsilon, domain_size=domain_size) for name in AUTO_CANDIDATES
+        ]
+    return [
+        MECHANISMS[name](  # type: ignore[call-arg]
+            epsilon=epsilon, domain_size=domain_size, permanent_epsilon=permanent_epsilon
+        )
+        for name in MEMOIZED_AUTO_CANDIDATES
+    ]
+
+
+def _why_chosen(
+    chosen: FrequencyOracle, ranked: tuple[FrequencyOracle, ...], tied: list[FrequencyOracle]
+) -> str:
+    """Why ``chosen`` won: the lowest variance, or the smallest report among the tied."""
     lowest = ranked[0]
+    best = lowest.variance_star()
     if chosen is lowest:
         why = f"{chosen.name} has the lowest variance (Var* = {best:.4g})"
     else:
@@ -193,15 +211,15 @@ def choose(epsilon: float, domain_size: int, permanent_epsilon: float | None = N
             f"{m.name} (Var* = {m.variance_star():.4g}, {m.wire_bytes} bytes)" for m in others
         )
         why += f"; tied with {listed}, it has the smallest report"
-    why += f" ({chosen.wire_bytes} bytes; server: {chosen.server_cost})"
-    grr_name = "grr" if permanent_epsilon is None else "memo-grr"
-    if chosen.name != grr_name:
-        grr = next(m for m in ranked if m.name == grr_name)
-        threshold = 3 * exp(eps) + 2
-        why += f"; {grr_name} would have Var* = {grr.variance_star():.4g}" + (
-            f" since k = {k} ≥ 3e^ε + 2 = {threshold:.3g}" if k >= threshold else ""
-        )
-    return AutoChoice(mechanism=chosen, reason=f"ε = {eps:g}, k = {k}: {why}", candidates=ranked)
+    return why + f" ({chosen.wire_bytes} bytes; server: {chosen.server_cost})"
+
+
+def _beside_grr(grr: FrequencyOracle, epsilon: float, k: int) -> str:
+    """What (memoized) GRR would have given, and why it loses when k ≥ 3e^ε + 2."""
+    threshold = 3 * exp(epsilon) + 2
+    return f"; {grr.name} would have Var* = {grr.variance_star():.4g}" + (
+        f" since k = {k} ≥ 3e^ε + 2 = {threshold:.3g}" if k >= threshold else ""
+    )
 
 
 def create(
@@ -227,18 +245,31 @@ def create(
         ValueError: unknown name, unknown option, or a parameter out of range.
     """
     if name == "auto":
-        permanent = options.pop("permanent_epsilon", None)
-        if options:
-            raise ValueError(f"auto takes no options but permanent_epsilon, got {sorted(options)}")
-        if epsilon is None or domain_size is None:
-            raise ValueError("auto needs epsilon and domain_size")
-        return choose(epsilon, domain_size, permanent).mechanism
+        return _create_auto(epsilon, domain_size, options)
     if name not in MECHANISMS:
         raise ValueError(f"unknown mechanism {name!r}; choose one of {', '.join(NAMES)}")
     if name == "rr":
         return _create_rr(epsilon, domain_size, options)
     if name == "pram":
         return _create_pram(epsilon, domain_size, options)
+    return _create_named(name, epsilon, domain_size, options)
+
+
+def _create_auto(
+    epsilon: float | None, domain_size: int | None, options: dict[str, Any]
+) -> FrequencyOracle:
+    permanent = options.pop("permanent_epsilon", None)
+    if options:
+        raise ValueError(f"auto takes no options but permanent_epsilon, got {sorted(options)}")
+    if epsilon is None or domain_size is None:
+        raise ValueError("auto needs epsilon and domain_size")
+    return choose(epsilon, domain_size, permanent).mechanism
+
+
+def _create_named(
+    name: str, epsilon: float | None, domain_size: int | None, options: dict[str, Any]
+) -> FrequencyOracle:
+    """Any mechanism but rr, pram and auto: ε and k, and the options it takes."""
     memoized = issubclass(MECHANISMS[name], Memoized)
     allowed = {"olh": {"g"}, "ss": {"s"}}.get(name, {"permanent_epsilon"} if memoized else set())
     unknown = set(options) - allowed
