@@ -95,6 +95,29 @@ class Transport(Protocol):
 _live: weakref.WeakSet[HTTPTransport] = weakref.WeakSet()
 
 
+def _checked_url(base_url: object) -> tuple[str, str, int | None, str]:
+    """The scheme, host, port (None: not given) and path of an http(s) URL with a host and
+    no query, fragment or credentials.
+
+    Raises:
+        ValueError: saying which of these ``base_url`` is not.
+    """
+    import urllib.parse  # here: an app that never builds a transport never loads it
+
+    if not isinstance(base_url, str):
+        raise ValueError(f"url must be a string, got {type(base_url).__name__}")
+    parts = urllib.parse.urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"url must be http:// or https:// with a host, got {base_url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError(f"url must have no query, fragment or credentials: {base_url!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"url has an invalid port: {base_url!r} ({exc})") from None
+    return parts.scheme, parts.hostname, port, parts.path
+
+
 class HTTPTransport:
     """HTTP/1.1 through a ``requests.Session``, safe across threads and forks.
 
@@ -127,27 +150,15 @@ class HTTPTransport:
         timeout: float = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
     ) -> None:
-        import urllib.parse  # here: an app that never builds a transport never loads it
-
-        if not isinstance(base_url, str):
-            raise ValueError(f"url must be a string, got {type(base_url).__name__}")
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be http:// or https:// with a host, got {base_url!r}")
-        if parts.query or parts.fragment or parts.username or parts.password:
-            raise ValueError(f"url must have no query, fragment or credentials: {base_url!r}")
-        try:
-            port = parts.port
-        except ValueError as exc:
-            raise ValueError(f"url has an invalid port: {base_url!r} ({exc})") from None
+        scheme, host, port, path = _checked_url(base_url)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
+        self._https = scheme == "https"
+        self._host = host
         # The scheme's default port is left out (RFC 3986 §6.2.3, as a browser's URL does):
         # the authority an Oblivious HTTP request names is then the web SDK's, byte for byte.
         self._port = None if port == (443 if self._https else 80) else port
-        self._prefix = parts.path.rstrip("/")
+        self._prefix = path.rstrip("/")
         self._root = self.base_url
         self.timeout = float(timeout)
         self._lock = threading.Lock()
