@@ -65,24 +65,9 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
         return ()
     out: list[tuple[str, tuple[str, ...]]] = []
     for place, name, values in named_lists(dimensions, "values", "dimensions", problems):
-        if not isinstance(values, list) or not values:
-            problems.append(f"{place}: values must be a non-empty list")
-            continue
-        bad = [
-            v
-            for v in values
-            if not isinstance(v, str) or not v.strip() or len(v) > MAX_LABEL_LENGTH
-        ]
-        if bad:
-            problems.append(
-                f"{place}: values must be non-empty strings of at most "
-                f"{MAX_LABEL_LENGTH} characters"
-            )
-            continue
-        if len(set(values)) != len(values):
-            problems.append(f"{place} has duplicate values")
-            continue
-        out.append((name, tuple(values)))
+        checked = _checked_values(values, place, problems)
+        if checked is not None:
+            out.append((name, checked))
     names = [name for name, _ in out]
     if len(set(names)) != len(names):
         problems.append(f"dimension names must be distinct, got {names}")
@@ -93,6 +78,22 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
             f"{MAX_SEGMENTS}, so that a dimension cannot become a device identifier"
         )
     return tuple(out)
+
+
+def _checked_values(values: object, place: str, problems: list[str]) -> tuple[str, ...] | None:
+    """One dimension's values, or None with the problem appended."""
+    if not isinstance(values, list) or not values:
+        problems.append(f"{place}: values must be a non-empty list")
+        return None
+    if any(not isinstance(v, str) or not v.strip() or len(v) > MAX_LABEL_LENGTH for v in values):
+        problems.append(
+            f"{place}: values must be non-empty strings of at most {MAX_LABEL_LENGTH} characters"
+        )
+        return None
+    if len(set(values)) != len(values):
+        problems.append(f"{place} has duplicate values")
+        return None
+    return tuple(values)
 
 
 def segment_count(dimensions: Dimensions) -> int:
