@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -24,6 +25,13 @@ from ldp_relay.limits import (
 __all__ = ["relay"]
 
 
+def _count(flag: str, default: int, least: int, help: str) -> Any:
+    """A whole-number option of at least ``least``, its default shown in ``--help``."""
+    return click.option(
+        flag, default=default, show_default=True, type=click.IntRange(min=least), help=help
+    )
+
+
 @click.command()
 @click.option(
     "--gateway",
@@ -34,32 +42,25 @@ __all__ = ["relay"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8100, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=2, show_default=True, type=click.IntRange(min=1))
-@click.option(
+@_count(
     "--requests-per-second",
-    default=DEFAULT_SOURCE_REQUESTS_PER_SECOND,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help=(
-        "Sealed requests (uploads and definition fetches) one device (address) may send "
-        "per second, and at once; 0: no limit."
-    ),
+    DEFAULT_SOURCE_REQUESTS_PER_SECOND,
+    0,
+    "Sealed requests (uploads and definition fetches) one device (address) may send "
+    "per second, and at once; 0: no limit.",
 )
-@click.option(
+@_count(
     "--source-connections",
-    default=DEFAULT_SOURCE_CONNECTIONS,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help=(
-        "Connections one device (address) may hold open at once, per worker; past it, 429 "
-        "at once. 0: no cap (also off with --source-header: the proxy in front caps)."
-    ),
+    DEFAULT_SOURCE_CONNECTIONS,
+    0,
+    "Connections one device (address) may hold open at once, per worker; past it, 429 "
+    "at once. 0: no cap (also off with --source-header: the proxy in front caps).",
 )
-@click.option(
+@_count(
     "--worker-connections",
-    default=DEFAULT_WORKER_CONNECTIONS,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="Connections one worker holds at once (slow ones included).",
+    DEFAULT_WORKER_CONNECTIONS,
+    1,
+    "Connections one worker holds at once (slow ones included).",
 )
 @click.option(
     "--source-header",
