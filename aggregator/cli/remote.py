@@ -66,15 +66,18 @@ def exchange(
     except ValueError:
         payload = None
     if r.status_code >= 400:
-        message = payload.get("error", r.reason) if isinstance(payload, dict) else r.reason
-        details = (payload.get("details") or []) if isinstance(payload, dict) else []
-        lines = "\n".join(f"  - {x}" for x in details)
-        raise click.ClickException(
-            f"{r.status_code}: {message}" + (f"\n{lines}" if lines else "")
-        ) from None
+        raise click.ClickException(_refusal(r.status_code, r.reason, payload)) from None
     if payload is None and r.content:
         raise click.ClickException(f"cannot read the answer of {url}: not JSON")
     return r.status_code, payload
+
+
+def _refusal(status: int, reason: str, payload: Any) -> str:
+    """A 4xx/5xx answer in words: its status, error and details (one a line)."""
+    message = payload.get("error", reason) if isinstance(payload, dict) else reason
+    details = (payload.get("details") or []) if isinstance(payload, dict) else []
+    lines = "\n".join(f"  - {x}" for x in details)
+    return f"{status}: {message}" + (f"\n{lines}" if lines else "")
 
 
 def _unreachable(url: str, exc: Exception) -> tuple[str, str]:
