@@ -16,7 +16,6 @@ In full: ``docs/statistics/joint.md``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
@@ -51,6 +50,7 @@ from aggregator.stats.multiplicity import (
     read_at_level,
     strictest_alpha,
 )
+from aggregator.stats.planning import check_users_or_width, users_and_width
 from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms.joint import JointMechanism, SetOracle, choose_joint
 
@@ -467,12 +467,7 @@ def plan_joint(
     Raises:
         ValueError: not exactly one of ``users`` and ``width``, or either out of range.
     """
-    if (users is None) == (width is None):
-        raise ValueError("give exactly one of users and width")
-    if users is not None and users < 1:
-        raise ValueError(f"users must be at least 1, got {users}")
-    if width is not None and not 0.0 < width < 1.0:
-        raise ValueError(f"width must be in (0, 1), got {width}")
+    check_users_or_width(users, width)
     z = z_value(confidence)
     choice = choose_joint(epsilon, tuple(sizes))
     d = len(choice.mechanism.sizes)
@@ -481,10 +476,6 @@ def plan_joint(
     for m in choice.candidates:
         for attrs in marginals:
             var = m.cell_variance_star(attrs)
-            if users is not None:
-                n, w = users, z * math.sqrt(var / users)
-            else:
-                assert width is not None
-                n, w = math.ceil(z * z * var / width**2), width
+            n, w = users_and_width(var, z, users, width)
             rows.append(JointPlanRow(m.method, attrs, var, w, n, m == choice.mechanism))
     return rows

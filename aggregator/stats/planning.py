@@ -61,6 +61,31 @@ class PlanRow:
     """The estimate's shift from a fraction β of fakes promoting this one value."""
 
 
+def check_users_or_width(users: int | None, width: float | None) -> None:
+    """A plan asks for exactly one of ``users`` (at least 1) and ``width`` (in (0, 1)).
+
+    Raises:
+        ValueError: saying which.
+    """
+    if (users is None) == (width is None):
+        raise ValueError("give exactly one of users and width")
+    if users is not None and users < 1:
+        raise ValueError(f"users must be at least 1, got {users}")
+    if width is not None and not 0.0 < width < 1.0:
+        raise ValueError(f"width must be in (0, 1), got {width}")
+
+
+def users_and_width(
+    var: float, z: float, users: int | None, width: float | None
+) -> tuple[int, float]:
+    """Users and half-width of an estimate of variance ``var``/n (Var*), given one of them:
+    w = z·√(Var*/n), or n = ⌈z²·Var*/w²⌉."""
+    if users is not None:
+        return users, z * math.sqrt(var / users)
+    assert width is not None
+    return math.ceil(z * z * var / width**2), width
+
+
 def plan(
     epsilon: float,
     domain_size: int,
@@ -80,12 +105,7 @@ def plan(
     """
     if not 0.0 < fake_fraction < 1.0:
         raise ValueError(f"fake_fraction must be in (0, 1), got {fake_fraction}")
-    if (users is None) == (width is None):
-        raise ValueError("give exactly one of users and width")
-    if users is not None and users < 1:
-        raise ValueError(f"users must be at least 1, got {users}")
-    if width is not None and not 0.0 < width < 1.0:
-        raise ValueError(f"width must be in (0, 1), got {width}")
+    check_users_or_width(users, width)
     z = z_value(confidence)
     chosen = mechanisms.choose(epsilon, domain_size).mechanism
     rows: list[PlanRow] = []
@@ -93,11 +113,7 @@ def plan(
     for m in [*built, *([given] if given is not None else [])]:
         name = m.name
         var = m.variance_star()
-        if users is not None:
-            n, w = users, z * math.sqrt(var / users)
-        else:
-            assert width is not None
-            n, w = math.ceil(z * z * var / width**2), width
+        n, w = users_and_width(var, z, users, width)
         gain = max_gain(m, fake_fraction)
         rows.append(PlanRow(name, var, m.wire_bytes, w, n, auto=m == chosen, max_gain=gain))
     rows.sort(key=lambda r: r.users if width is not None else r.half_width)
