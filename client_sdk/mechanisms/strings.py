@@ -106,6 +106,20 @@ def display(padded: bytes) -> str:
     return padded.rstrip(b"\x00").decode("utf-8", errors="replace")
 
 
+def _check_whole(field: str, x: object, low: int, high: int) -> None:
+    if isinstance(x, bool) or not isinstance(x, int) or not low <= x <= high:
+        raise ValueError(f"{field} must be an integer in [{low}, {high}], got {x!r}")
+
+
+def _check_salt(salt: object) -> None:
+    if not isinstance(salt, str) or not 2 <= len(salt) <= 64:
+        raise ValueError("salt must be a hex string of 2 to 64 digits")
+    try:
+        bytes.fromhex(salt)
+    except ValueError:
+        raise ValueError("salt must be a hex string of 2 to 64 digits") from None
+
+
 @dataclass(frozen=True)
 class StringSketch:
     """The string mechanism: one (level, row, cell) report through an inner oracle at ε.
@@ -140,20 +154,12 @@ class StringSketch:
             ("rows", 1, 256),
             ("cells", 2, 1 << 16),
         ):
-            x = getattr(self, field)
-            if isinstance(x, bool) or not isinstance(x, int) or not low <= x <= high:
-                raise ValueError(f"{field} must be an integer in [{low}, {high}], got {x!r}")
+            _check_whole(field, getattr(self, field), low, high)
         if self.counters > MAX_CELLS:
             raise ValueError(
                 f"max_length × rows × cells = {self.counters} counters exceeds {MAX_CELLS}"
             )
-        salt = self.salt
-        if not isinstance(salt, str) or not 2 <= len(salt) <= 64:
-            raise ValueError("salt must be a hex string of 2 to 64 digits")
-        try:
-            bytes.fromhex(salt)
-        except ValueError:
-            raise ValueError("salt must be a hex string of 2 to 64 digits") from None
+        _check_salt(self.salt)
 
     # -- parameters ----------------------------------------------------------------
     @property
