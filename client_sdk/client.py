@@ -70,7 +70,7 @@ from client_sdk.queue import (
     MemoryQueue,
     ReportQueue,
 )
-from client_sdk.transport import HTTPTransport, Transport
+from client_sdk.transport import HTTPTransport, Response, Transport
 from client_sdk.uploader import (
     RETRY_AFTER_CAP,
     RETRY_BASE,
@@ -309,29 +309,30 @@ class Client:
         """
         if not isinstance(metric, str):
             raise UnknownMetricError(f"a metric name is a string, not {type(metric).__name__}")
+        fresh = self._fresh(metric)
+        return fresh if fresh is not None else self._fetch(metric)
+
+    def _fresh(self, metric: str, now: float | None = None) -> wire.MetricDefinition | None:
+        """The cached definition while it is fresh (None: none is); a fresh "no such
+        metric" raises ``UnknownMetricError``. ``now``: the clock's, read if not given."""
         cached = self._cache.get(metric)
-        if cached is not None and self._clock() < cached.expires:
-            if cached.definition is None:
-                raise UnknownMetricError(cached.problem)
-            return cached.definition
-        return self._fetch(metric)
+        if cached is None or (self._clock() if now is None else now) >= cached.expires:
+            return None
+        if cached.definition is None:
+            raise UnknownMetricError(cached.problem)
+        return cached.definition
 
     def _fetch(self, metric: str) -> wire.MetricDefinition:
         with self._fetch_lock:  # one fetch at a time: a cold start asks once per metric
             now = self._clock()
-            cached = self._cache.get(metric)
-            if cached is not None and now < cached.expires:  # another thread just fetched it
-                if cached.definition is None:
-                    raise UnknownMetricError(cached.problem)
-                return cached.definition
+            fresh = self._fresh(metric, now)  # another thread just fetched it
+            if fresh is not None:
+                return fresh
             try:
                 wire.check_name(metric)
             except ValueError as exc:
                 raise UnknownMetricError(str(exc)) from None
-            stale = cached.definition if cached is not None else self._saved(metric, now)
-            if cached is None and stale is None and metric in self._bundle:
-                stale = self._bundle[metric]  # never fetched: the app's own, until it is
-                self._cache[metric] = _Cached(stale, now)  # stale at once: fetched first
+            stale = self._stale(metric, now)
             if now < self._unreachable_until:
                 if stale is not None:
                     return stale
@@ -340,15 +341,29 @@ class Client:
                 response = self._transport.get(METRICS_PATH + metric)
             except Exception as exc:
                 return self._unreachable(now, stale, type(exc).__name__, None)
-            status = response.status
-            if 200 <= status < 300:
-                return self._store(metric, response.json(), now)
-            if classify(status, None) == "drop":  # 404 and any other final answer
-                self._unknown(
-                    metric, now, f"the collector has no metric {metric!r} (HTTP {status})"
-                )
-            retry_after = parse_retry_after(response.headers.get("retry-after"), time.time())
-            return self._unreachable(now, stale, f"HTTP {status}", retry_after)
+            return self._answered(metric, response, now, stale)
+
+    def _stale(self, metric: str, now: float) -> wire.MetricDefinition | None:
+        """What to use if the collector does not answer: the cached definition, else the
+        saved one, else the bundle's (cached stale at once, so it is fetched first)."""
+        cached = self._cache.get(metric)
+        stale = cached.definition if cached is not None else self._saved(metric, now)
+        if cached is None and stale is None and metric in self._bundle:
+            stale = self._bundle[metric]  # never fetched: the app's own, until it is
+            self._cache[metric] = _Cached(stale, now)  # stale at once: fetched first
+        return stale
+
+    def _answered(
+        self, metric: str, response: Response, now: float, stale: wire.MetricDefinition | None
+    ) -> wire.MetricDefinition:
+        """The definition the collector's answer gives, or what its refusal leaves."""
+        status = response.status
+        if 200 <= status < 300:
+            return self._store(metric, response.json(), now)
+        if classify(status, None) == "drop":  # 404 and any other final answer
+            self._unknown(metric, now, f"the collector has no metric {metric!r} (HTTP {status})")
+        retry_after = parse_retry_after(response.headers.get("retry-after"), time.time())
+        return self._unreachable(now, stale, f"HTTP {status}", retry_after)
 
     def _store(self, metric: str, data: Any, now: float) -> wire.MetricDefinition:
         try:
