@@ -92,18 +92,8 @@ class Store(StoreState, Quotas):
             if charge is not None:
                 self._tally.check(charge)
             conn.execute(_INSERT, (item, metric, day, eps))
-            count, nbytes = self._count + 1, self._bytes + size
-            evicted: list[tuple[Any, ...]] = []
-            refunds: list[tuple[Any, ...]] = []
-            if count > self.max_count or nbytes > self.max_bytes:
-                cursor = conn.execute(_ROW + " ORDER BY id")
-                for row in cursor:
-                    evicted.append(row)
-                    count, nbytes = count - 1, nbytes - row[1]
-                    if count <= self.max_count and nbytes <= self.max_bytes:
-                        break
-                cursor.close()
-                refunds = self._retire(conn, evicted)
+            evicted, count, nbytes = self._oldest_over(conn, self._count + 1, self._bytes + size)
+            refunds = self._retire(conn, evicted) if evicted else []
             conn.commit()
             # Committed: now the caches may change.
             self._count, self._bytes = count, nbytes
@@ -115,6 +105,23 @@ class Store(StoreState, Quotas):
                     self._tally.add(row[2], row[3], -1, -row[4])
             self._committed(conn)
             return count
+
+    def _oldest_over(
+        self, conn: Transaction, count: int, nbytes: int
+    ) -> tuple[list[tuple[Any, ...]], int, int]:
+        """The oldest rows to evict so that ``count`` reports of ``nbytes`` bytes fit the
+        quotas (none when they fit), and the count and bytes left."""
+        evicted: list[tuple[Any, ...]] = []
+        if count <= self.max_count and nbytes <= self.max_bytes:
+            return evicted, count, nbytes
+        cursor = conn.execute(_ROW + " ORDER BY id")
+        for row in cursor:
+            evicted.append(row)
+            count, nbytes = count - 1, nbytes - row[1]
+            if count <= self.max_count and nbytes <= self.max_bytes:
+                break
+        cursor.close()
+        return evicted, count, nbytes
 
     def _retire(self, conn: Transaction, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """Delete rows; charges of rows ever sent become spent, the others are returned
