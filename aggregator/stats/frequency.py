@@ -317,15 +317,7 @@ def estimate_from_counts(
             multiplicity, or one that contradicts ``simultaneous``.
     """
     k = mechanism.domain_size
-    support = np.asarray(counts.support, dtype=np.int64)
-    if support.shape != (k,):
-        raise ValueError(f"support counts must have length {k}, got shape {support.shape}")
-    n = int(counts.n)
-    if n < 0 or support.min() < 0 or support.max() > n:
-        raise ValueError("support counts must lie in [0, n]")
-    names = tuple(str(x) for x in labels) if labels is not None else tuple(map(str, range(k)))
-    if len(names) != k:
-        raise ValueError(f"need {k} labels, got {len(names)}")
+    n, support, names = _checked_counts(k, counts, labels)
     r = _reports_per_device(mechanism, reports_per_device)
     population = check_estimand(estimand) == POPULATION
     mode = multiplicity_of(simultaneous, multiplicity)
@@ -451,6 +443,26 @@ def _reports_per_device(mechanism: FrequencyOracle, r: float) -> float:
     for mechanisms without memoization, whose reports carry fresh noise."""
     checked = checked_reports_per_device(r)
     return checked if isinstance(mechanism, Memoized) else 1.0
+
+
+def _checked_counts(
+    k: int, counts: Counts, labels: Sequence[str] | None
+) -> tuple[int, npt.NDArray[np.int64], tuple[str, ...]]:
+    """n, the k support counts (each in [0, n]) and the k labels ("0".."k-1" if none).
+
+    Raises:
+        ValueError: saying which does not fit.
+    """
+    support = np.asarray(counts.support, dtype=np.int64)
+    if support.shape != (k,):
+        raise ValueError(f"support counts must have length {k}, got shape {support.shape}")
+    n = int(counts.n)
+    if n < 0 or support.min() < 0 or support.max() > n:
+        raise ValueError("support counts must lie in [0, n]")
+    names = tuple(str(x) for x in labels) if labels is not None else tuple(map(str, range(k)))
+    if len(names) != k:
+        raise ValueError(f"need {k} labels, got {len(names)}")
+    return n, support, names
 
 
 def _variance(mechanism: FrequencyOracle, n: int, f: Any, r: float) -> Any:
