@@ -560,13 +560,8 @@ class Uploader:
         answer = response.json()
         if not isinstance(answer, dict):
             answer = {}
-        rejected: set[int] = set()
         retired = _retired(answer)
-        items = answer.get("rejected")
-        for item in items if isinstance(items, list) else ():
-            index = item.get("index") if isinstance(item, dict) else None
-            if type(index) is int and 0 <= index < len(entries):
-                rejected.add(index)
+        rejected = _rejected(answer, len(entries))
         delivered = len(entries) - len(rejected)
         accepted, duplicates = answer.get("accepted"), answer.get("duplicates")
         self._stats.add("batches")
@@ -586,6 +581,18 @@ class Uploader:
         self._stats.drop("retired", dropped, warn=False)  # on_retired warns, naming them
         if retired:
             self._on_retired(retired)
+
+
+def _rejected(answer: dict[str, Any], size: int) -> set[int]:
+    """The positions the collector's answer rejected in a batch of ``size`` reports (any
+    ``index`` that is not one of them is passed over)."""
+    rejected: set[int] = set()
+    items = answer.get("rejected")
+    for item in items if isinstance(items, list) else ():
+        index = item.get("index") if isinstance(item, dict) else None
+        if type(index) is int and 0 <= index < size:
+            rejected.add(index)
+    return rejected
 
 
 def _metric(entry: Entry) -> str | None:
