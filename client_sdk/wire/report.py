@@ -141,13 +141,7 @@ def check_report(
     fields = report.keys()  # a view compared with a set: no set built per report
     if fields != _FIELD_SET and fields != _FIELD_SET_DIMENSIONS:
         raise ReportError(_fields_problem(report))
-    name, version, rid = report["metric"], report["version"], report["id"]
-    if not isinstance(name, str) or not name:
-        raise ReportError("'metric' must be a metric name")
-    if type(version) is not int or version < 1:
-        raise ReportError("'version' must be a positive integer")
-    if not isinstance(rid, str) or len(rid) != 32 or rid.strip(_HEX_DIGITS):  # the pattern
-        raise ReportError("'id' must be 32 lowercase hex digits (16 random bytes)")
+    name, version, rid = _identity(report)
     definition = lookup(name, version) if len(name) <= MAX_NAME_LENGTH else None
     if definition is None:
         raise ReportError(f"unknown metric {name[:MAX_NAME_LENGTH]!r} version {version}")
@@ -161,6 +155,22 @@ def check_report(
     except PayloadError as exc:
         raise ReportError(str(exc)) from None
     return definition, rid, payload
+
+
+def _identity(report: dict[str, Any]) -> tuple[str, int, str]:
+    """A report's metric name, version and id, each checked.
+
+    Raises:
+        ReportError: the first that is not valid.
+    """
+    name, version, rid = report["metric"], report["version"], report["id"]
+    if not isinstance(name, str) or not name:
+        raise ReportError("'metric' must be a metric name")
+    if type(version) is not int or version < 1:
+        raise ReportError("'version' must be a positive integer")
+    if not isinstance(rid, str) or len(rid) != 32 or rid.strip(_HEX_DIGITS):  # the pattern
+        raise ReportError("'id' must be 32 lowercase hex digits (16 random bytes)")
+    return name, version, rid
 
 
 def _fields_problem(report: dict[Any, Any]) -> str:
