@@ -120,13 +120,7 @@ def suppress(reports: Mapping[str, int], minimum: int, forced: Collection[str] =
         (g for g in reports if g not in primary and g not in held),
         key=lambda g: (reports[g], g),
     )
-    complementary: list[str] = []
-    if primary or held:
-        while shown and (
-            len(primary) + len(held) + len(complementary) < 2
-            or sum(reports[g] for g in primary + held + complementary) < minimum
-        ):
-            complementary.append(shown.pop(0))
+    complementary = _complementary(reports, minimum, primary + held, shown)
     order = list(reports)
     return Suppression(
         shown=tuple(sorted(shown, key=order.index)),
@@ -134,3 +128,20 @@ def suppress(reports: Mapping[str, int], minimum: int, forced: Collection[str] =
         complementary=tuple(complementary),
         forced=tuple(held),
     )
+
+
+def _complementary(
+    reports: Mapping[str, int], minimum: int, hidden: list[str], shown: list[str]
+) -> list[str]:
+    """The smallest of ``shown`` (sorted smallest first; those taken are removed) to hide
+    beside ``hidden`` until at least two are hidden, holding at least ``minimum`` reports,
+    or none is shown (none when nothing is hidden)."""
+    complementary: list[str] = []
+    if not hidden:
+        return complementary
+    while shown and (
+        len(hidden) + len(complementary) < 2
+        or sum(reports[g] for g in hidden + complementary) < minimum
+    ):
+        complementary.append(shown.pop(0))
+    return complementary
