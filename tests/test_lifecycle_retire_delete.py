@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from relay_helpers import sealed_reports
-from werkzeug.serving import make_server
+from wsgi_helpers import serving
 
 from aggregator.stream.worker import Worker
 from client_sdk import Client
@@ -33,7 +32,6 @@ from ldp_server.cli import main
 from ldp_server.serve import Server
 from ldp_store import keys, lifecycle
 from ldp_store.auditlog import AUDIT_STREAM
-from ldp_store.embedded import free_port
 from tests.http_helpers import status_call
 
 TOKEN = "test-admin-token"
@@ -44,15 +42,8 @@ THEME = ["light", "dark", "auto"]
 def server_url(redis_db: Any) -> Iterator[str]:
     """``ldp serve``'s web app (collector + estimates) on a free port, on a real Redis."""
     app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    server = make_server("127.0.0.1", free_port(), app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        thread.join(5)
-        server.server_close()
+    with serving(app, threaded=True) as url:
+        yield url
 
 
 def ldp(*args: str, stdin: str | None = None) -> tuple[int, str]:

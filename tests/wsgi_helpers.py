@@ -14,9 +14,10 @@ from ldp_store.embedded import free_port
 
 
 @contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """Serve ``app`` on 127.0.0.1 until the block ends; yields its base URL."""
-    server = make_server("127.0.0.1", free_port(), app)
+def serving(app: Any, threaded: bool = False) -> Iterator[str]:
+    """Serve ``app`` on 127.0.0.1 until the block ends (a thread a request if
+    ``threaded``); yields its base URL."""
+    server = make_server("127.0.0.1", free_port(), app, threaded=threaded)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
