@@ -15,20 +15,10 @@ from typing import Any
 import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
 from prometheus_client.parser import text_string_to_metric_families
+from test_collector_admission import FLOODER, OTHER, Clock
 
 from collector.context import services
 from collector.throttle_log import THROTTLE_LOG_INTERVAL
-
-FLOODER = "203.0.113.66"
-OTHER = "198.51.100.23"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _post(client: Any, batch: list[Any], peer: str) -> Any:
