@@ -461,12 +461,13 @@ def joint_from_params(params: dict[str, Any]) -> JointMechanism:
         isinstance(g, list) for g in groups
     ):
         raise ValueError("sizes, groups and oracles are lists")
-    built = []
-    for p in oracles:
-        if not isinstance(p, dict) or p.get("mechanism") not in INNER:
-            raise ValueError(f"a group's oracle is one of {list(INNER)}")
-        options = {k: v for k, v in p.items() if k != "mechanism"}
-        built.append(INNER[p["mechanism"]](**options))
-    return JointMechanism(
-        params["epsilon"], tuple(sizes), tuple(tuple(g) for g in groups), tuple(built)
-    )
+    built = tuple(_inner_from_params(p) for p in oracles)
+    return JointMechanism(params["epsilon"], tuple(sizes), tuple(tuple(g) for g in groups), built)
+
+
+def _inner_from_params(params: object) -> FrequencyOracle:
+    """One group's oracle from its :meth:`params` (its ``mechanism`` one of :data:`INNER`)."""
+    if not isinstance(params, dict) or params.get("mechanism") not in INNER:
+        raise ValueError(f"a group's oracle is one of {list(INNER)}")
+    options = {k: v for k, v in params.items() if k != "mechanism"}
+    return INNER[params["mechanism"]](**options)
