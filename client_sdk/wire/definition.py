@@ -489,27 +489,32 @@ def _string_mechanism(
             f"max_length must be an integer number of bytes in [1, {MAX_STRING_LENGTH}], "
             f"got {max_length!r}"
         )
-    if options is None:
-        options = {}
-    if not isinstance(options, dict) or not set(options) <= set(STRING_OPTIONS):
-        problems.append(f"options of a string metric may hold only {list(STRING_OPTIONS)}")
-        return None
-    options = dict(options)
-    for key, low, high in (("rows", 1, 256), ("cells", 2, 1 << 16)):
-        if key in options:  # 0 means "from ε" inside the mechanism, never in a spec
-            value = _json_integer(options[key])
-            if value is None or not low <= value <= high:
-                problems.append(f"options.{key} must be an integer in [{low}, {high}]")
-            options[key] = value
-    if eps is None or length is None or problems:
+    checked = _string_options({} if options is None else options, problems)
+    if checked is None or eps is None or length is None or problems:
         return None
     try:
         return StringSketch(
-            epsilon=eps, max_length=length, **{"salt": derived_salt(name), **options}
+            epsilon=eps, max_length=length, **{"salt": derived_salt(name), **checked}
         )
     except (ValueError, TypeError) as exc:
         problems.append(f"mechanism: {exc}")
         return None
+
+
+def _string_options(options: object, problems: list[str]) -> dict[str, Any] | None:
+    """A string spec's sketch options, their sizes checked (problems appended); None when
+    it is not an object of :data:`STRING_OPTIONS`."""
+    if not isinstance(options, dict) or not set(options) <= set(STRING_OPTIONS):
+        problems.append(f"options of a string metric may hold only {list(STRING_OPTIONS)}")
+        return None
+    checked = dict(options)
+    for key, low, high in (("rows", 1, 256), ("cells", 2, 1 << 16)):
+        if key in checked:  # 0 means "from ε" inside the mechanism, never in a spec
+            value = _json_integer(checked[key])
+            if value is None or not low <= value <= high:
+                problems.append(f"options.{key} must be an integer in [{low}, {high}]")
+            checked[key] = value
+    return checked
 
 
 def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefinition:
