@@ -382,6 +382,32 @@ def raw_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArray]:
     return out
 
 
+def _agree(
+    m: JointMechanism,
+    tables: list[FloatArray],
+    live: list[int],
+    shared: list[int],
+    weights: dict[tuple[int, int], float],
+) -> None:
+    """Make every shared 1-way margin of the live groups' ``tables`` agree (in place), at
+    the ``weights``' (inverse variances) mean, each correction spread evenly over the
+    cells it sums."""
+    for a in shared:
+        holders = [g for g in live if a in m.groups[g]]
+        margins = {g: _reduce(m, g, tables[g], (a,)) for g in holders}
+        w = np.array([weights[(g, a)] for g in holders])
+        target = sum(wi * margins[g] for wi, g in zip(w, holders, strict=True)) / w.sum()
+        for g in holders:
+            held = m.groups[g]
+            shaped = tables[g].reshape(tuple(m.sizes[b] for b in held))
+            spread = m.group_sizes[g] // m.sizes[a]
+            fix = (target - margins[g]) / spread
+            axis = held.index(a)
+            view = [1] * len(held)
+            view[axis] = m.sizes[a]
+            tables[g] = (shaped + fix.reshape(view)).ravel()
+
+
 def consistent_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArray]:
     """Every group's table after consistency post-processing (CALM's, Zhang et al. §5).
 
@@ -405,27 +431,11 @@ def consistent_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArr
         if a in m.groups[g]
     }
 
-    def agree() -> None:
-        for a in shared:
-            holders = [g for g in live if a in m.groups[g]]
-            margins = {g: _reduce(m, g, tables[g], (a,)) for g in holders}
-            w = np.array([weights[(g, a)] for g in holders])
-            target = sum(wi * margins[g] for wi, g in zip(w, holders, strict=True)) / w.sum()
-            for g in holders:
-                held = m.groups[g]
-                shaped = tables[g].reshape(tuple(m.sizes[b] for b in held))
-                spread = m.group_sizes[g] // m.sizes[a]
-                fix = (target - margins[g]) / spread
-                axis = held.index(a)
-                view = [1] * len(held)
-                view[axis] = m.sizes[a]
-                tables[g] = (shaped + fix.reshape(view)).ravel()
-
     for _ in range(CONSISTENCY_ROUNDS):
-        agree()
+        _agree(m, tables, live, shared, weights)
         for g in live:
             tables[g] = norm_sub(tables[g])
-    agree()
+    _agree(m, tables, live, shared, weights)
     return tables
 
 
