@@ -119,6 +119,11 @@ class Relay:
         body = read_body(env, self.max_body_bytes)
         if body is None:
             return error(start_response, 413, "the request is too large")
+        return self._forward(body, start_response)
+
+    def _forward(self, body: bytes, start_response: WsgiStart) -> Iterable[bytes]:
+        """POST ``body`` to the gateway; its answer (status, the passed-back headers, body)
+        or a 502/504 of the relay's own."""
         try:
             answered = self.pool.request(
                 "POST",
