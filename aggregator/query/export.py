@@ -28,7 +28,7 @@ from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_
 from aggregator.query.segments import segment_estimates
 from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import list_windows
-from aggregator.stats.intervals import POPULATION, check_estimand, json_float
+from aggregator.stats.intervals import POPULATION, check_estimand, json_float, z_value
 from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from ldp_store import schema
@@ -212,8 +212,6 @@ def distribution_rows(head: dict[str, Any], body: Any) -> Iterator[dict[str, Any
     interval the band's inversion), each range asked (``range [a, b)``), each bin
     (``[a, b)``: its share), then the CDF at each band point (``< x``: the share below x,
     its pointwise interval and the simultaneous band)."""
-    from aggregator.stats.intervals import z_value
-
     common = {**head, "n": body.n, "reports_per_device": 1}
     for q in body.quantiles:
         yield {
