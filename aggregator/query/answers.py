@@ -53,7 +53,9 @@ __all__ = [
     "StringEstimates",
     "StringRow",
     "Trend",
+    "TrendColumns",
     "TrendPoint",
+    "TREND_VALUES",
 ]
 
 DEFAULT_CONFIDENCE = 0.95
@@ -62,8 +64,14 @@ DEFAULT_CONFIDENCE = 0.95
 GRANULARITIES = ("hour", "day")
 """The windows a trend can follow."""
 
-MAX_TREND_WINDOWS = 24 * 14
-"""A trend returns at most two weeks of hourly windows: a chart shows no more."""
+MAX_TREND_WINDOWS = 24 * 366
+"""A trend returns at most a year of hourly windows (the newest): every window the
+default retention keeps (14 days of hours, 400 days of days) and more, while a trend
+stays a few round trips and well under a second (docs/benchmarks/read-side.md)."""
+
+TREND_VALUES = 8
+"""Values a categorical trend shows by default: every value of a domain this small, else
+the 8 largest estimates over the trend's windows (a chart draws 6 lines)."""
 
 Number = float | None
 """A statistic; null when n is 0 (no estimate)."""
@@ -528,6 +536,29 @@ class TrendPoint(Model):
     reports_per_device: Annotated[int, Field(ge=1)]
     """As in the window's estimates: what its intervals assume."""
     estimates: list[EstimateRow]
+    """The trend's values (``shown``), in the same order in every window."""
+    rest: Rest | None = None
+    """The values not shown, summed; null when every value is shown."""
+
+
+class TrendColumns(Model):
+    """A categorical trend as arrays (?format=columns): one entry per window, and per
+    value one array over the windows. The same numbers as the windows' rows."""
+
+    window: list[str]
+    n: list[int]
+    reports_per_device: list[int]
+    values: list[str]
+    """The values shown, in the order of the arrays below."""
+    frequency: list[list[Number]]
+    """``frequency[i][j]``: value ``values[i]`` in window ``window[j]``."""
+    std_error: list[list[Number]]
+    ci_low: list[list[Number]]
+    ci_high: list[list[Number]]
+    cs_low: list[list[Number]]
+    cs_high: list[list[Number]]
+    rest_frequency: list[Number]
+    """Per window, the values not shown, summed (null without reports)."""
 
 
 class MeanTrendPoint(Model):
@@ -576,8 +607,18 @@ class Trend(Model):
         list[TrendPoint | MeanTrendPoint | DistributionTrendPoint],
         Field(max_length=MAX_TREND_WINDOWS),
     ]
-    """The newest windows with counts (at most two weeks of hours; a distribution's at
-    most :data:`MAX_DISTRIBUTION_TREND_WINDOWS`), oldest first."""
+    """Every window with counts that the retention keeps (at most the newest
+    ``MAX_TREND_WINDOWS``; a distribution's at most
+    :data:`MAX_DISTRIBUTION_TREND_WINDOWS`), oldest first; empty with ?format=columns
+    (see ``columns``)."""
+    values_total: Annotated[int, Field(ge=2)] | Absent = None
+    """A categorical metric's k: the values of the domain, shown or not."""
+    shown: Annotated[str, OneOf(SHOWN)] | Absent = None
+    """How the values were chosen: all (k ≤ 8, or ?values=all), top (the largest
+    estimates over the trend's windows: ?top=, or the default beyond 8 values), values
+    (?values=, in the order asked) or page (?offset=&limit=)."""
+    columns: TrendColumns | None = None
+    """With ?format=columns (categorical metrics): the windows as arrays."""
 
 
 class JointCell(Model):

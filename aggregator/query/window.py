@@ -10,7 +10,7 @@ See docs/architecture/pipeline.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -34,7 +34,9 @@ __all__ = [
     "newest_arrival",
     "per_shard",
     "read_counts",
+    "read_counts_many",
     "read_numeric",
+    "read_numeric_many",
     "read_segment_sizes",
     "read_segments",
     "read_seeds",
@@ -130,10 +132,37 @@ def read_counts(client: redis.Redis, definition: MetricDefinition, window: str =
         ValueError: corrupt counts: a field naming a value outside the domain, a packed
             string of the wrong length, or a count above n.
     """
+    return _summed(definition, window, _window_replies(client, definition, window))
+
+
+def read_counts_many(
+    client: redis.Redis, definition: MetricDefinition, windows: Sequence[str]
+) -> list[Counts]:
+    """:func:`read_counts` of many windows, read in a few round trips (a trend's months
+    of windows: :func:`ldp_store.scripts.read_windows`).
+
+    Raises:
+        ValueError: corrupt counts (as :func:`read_counts`).
+    """
+    shards = definition.shards
+    pairs = [(window, shard) for window in windows for shard in range(shards)]
+    replies = scripts.read_windows(
+        client, name=definition.name, version=definition.version, windows=pairs
+    )
+    return [
+        _summed(definition, window, replies[i * shards : (i + 1) * shards])
+        for i, window in enumerate(windows)
+    ]
+
+
+def _summed(
+    definition: MetricDefinition, window: str, replies: Sequence[scripts.WindowReply]
+) -> Counts:
+    """A window's counts from its shards' replies, summed (see :func:`read_counts`)."""
     k = definition.k
     n = 0
     support = np.zeros(k, dtype=np.int64)
-    for shard, (fields, packed, deltas) in enumerate(_window_replies(client, definition, window)):
+    for shard, (fields, packed, deltas) in enumerate(replies):
         key = keys.counts_key(definition.name, definition.version, window, shard)
         shard_n = 0
         shard_support = np.zeros(k, dtype=np.int64)
@@ -188,6 +217,31 @@ def read_numeric(
         plain, _ = schema.split_segments(cast(dict[bytes, bytes], fields))
         stats += NumericStats.from_fields(plain)
     return stats
+
+
+def read_numeric_many(
+    client: redis.Redis, definition: MetricDefinition, windows: Sequence[str]
+) -> list[NumericStats]:
+    """:func:`read_numeric` of many windows in one pipeline (on a Redis Cluster, one
+    round trip per node).
+
+    Raises:
+        ValueError: a field that numeric counts do not hold (corrupt counts).
+    """
+    name, version, shards = definition.name, definition.version, definition.shards
+    with client.pipeline(transaction=False) as pipe:
+        for window in windows:
+            for shard in range(shards):
+                pipe.hgetall(keys.counts_key(name, version, window, shard))
+        replies = pipe.execute()
+    out = []
+    for i in range(len(windows)):
+        stats = NumericStats.zeros()
+        for fields in replies[i * shards : (i + 1) * shards]:
+            plain, _ = schema.split_segments(cast(dict[bytes, bytes], fields))
+            stats += NumericStats.from_fields(plain)
+        out.append(stats)
+    return out
 
 
 def read_segments(

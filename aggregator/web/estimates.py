@@ -23,7 +23,6 @@ from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.query.answers import (
     GRANULARITIES,
-    MAX_TREND_WINDOWS,
     DistributionEstimates,
     Estimates,
     JointEstimates,
@@ -571,14 +570,16 @@ def get_trend(name: str) -> dict[str, Any]:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
     confidence, simultaneous, multiplicity = _confidence()
     _, quantiles = distribution_asked(definition)
+    fmt = request.args.get("format", "json")
+    if fmt not in ("json", "columns"):
+        raise BadRequest(f"format must be json or columns, got {fmt[:40]!r}")
     ask = Ask(
         confidence=confidence,
         simultaneous=simultaneous,
         estimand=estimand_asked(definition),
         multiplicity=multiplicity,
         quantiles=quantiles,
+        rows=rows_asked(definition, fmt),
     )
-    found: Trend = trend(
-        Reader(client, registry, guarded), definition, granularity, ask, MAX_TREND_WINDOWS
-    )
+    found: Trend = trend(Reader(client, registry, guarded), definition, granularity, ask)
     return answer(found)

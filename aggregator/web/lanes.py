@@ -24,7 +24,7 @@ from flask import Flask, request
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import ServiceUnavailable
 
-from aggregator.query.answers import MAX_TREND_WINDOWS
+from aggregator.query.answers import TREND_VALUES
 from aggregator.query.paging import Rows
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import shared
@@ -64,8 +64,8 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
         return HEAVY_ROWS + 1
     if endpoint == "estimates.get_trend" and definition.kind == "distribution":
         return HEAVY_ROWS + 1  # a simultaneous band per window: seconds of CPU
-    if endpoint == "estimates.get_trend":  # every value of every window
-        return (1 if definition.kind == "numeric" else definition.k) * MAX_TREND_WINDOWS
+    if endpoint == "estimates.get_trend":  # the values shown in every window kept
+        return _trend_values(definition, args) * TREND_WINDOWS
     if definition.kind == "numeric":
         return 1
     try:
@@ -94,6 +94,29 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
     if rows.values is not None:
         return len(rows.values) * len(parts)
     return sum(min(rows.limit or 0, part) for part in parts)
+
+
+TREND_WINDOWS = 400
+"""Windows a trend is costed at: the most the default retention keeps (400 days of day
+windows; 336 hours). A trend builds rows only for the values it shows."""
+
+
+def _trend_values(definition: MetricDefinition, args: MultiDict[str, str]) -> int:
+    if definition.kind == "numeric":
+        return 1
+    try:
+        asked = Rows.parse(args)
+    except ValueError:
+        return 0  # a 400 to come
+    if asked.every:
+        return definition.k
+    if asked.top:
+        return min(asked.top, definition.k)
+    if asked.values is not None:
+        return len(asked.values)
+    if asked.limit is not None:
+        return min(asked.limit, definition.k)
+    return min(TREND_VALUES, definition.k)
 
 
 def heavy_read(

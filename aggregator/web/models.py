@@ -260,6 +260,14 @@ class TrendQuery(Model):
     ) = None
     """Distribution metrics: comma-separated p in (0, 1) (default 0.5,0.9,0.95,0.99), each
     window's quantiles with their intervals. Ignored for other kinds."""
+    format: Annotated[str, OneOf(("json", "columns"))] = "json"
+    """json, or columns (categorical metrics): the windows as arrays, in ``columns``."""
+    top: Annotated[int, Field(ge=1, le=MAX_ROWS)] | Absent = None
+    """Categorical metrics: the values with the largest estimates over the trend's
+    windows, largest first. Default: every value while k ≤ 8, else the top 8."""
+    values: Annotated[str, Field(max_length=MAX_CANDIDATES_QUERY)] | Absent = None
+    """all (every value), or comma-separated values of a categorical metric, in that
+    order. Not with top."""
 
 
 class StringPlanQuery(Model):

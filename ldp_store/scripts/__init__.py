@@ -14,7 +14,7 @@ Each function registers its script once per client (:func:`ldp_store.scripts.cal
 | read | READ → :func:`read_batch` | worker | history or claim reads, one packed reply |
 | commit | COMMIT → :func:`commit_batch` | worker | acknowledge + count, exactly once; trim |
 | dead_letter | DEAD → :func:`dead` | worker | dead-letter undecodable entries once; trim |
-| window | WINDOW → :func:`read_window` | readers | a window's counts, one snapshot |
+| window | WINDOW → :func:`read_window`, :func:`read_windows` | readers | a window's counts |
 | fold | FOLD → :func:`fold_window` | worker | fold a window's deltas into its counts |
 | shuffle | SHUFFLE → :func:`shuffle_call` | collector, worker | a pool into the stream |
 | trim | TRIM, UNLINK | scripts above; lifecycle | trim below every group; unlink |
@@ -30,7 +30,7 @@ from ldp_store.scripts.fold import FOLD, fold_window
 from ldp_store.scripts.read import READ, read_batch
 from ldp_store.scripts.shuffle import SHUFFLE, shuffle_call
 from ldp_store.scripts.trim import UNLINK
-from ldp_store.scripts.window import WINDOW, read_window
+from ldp_store.scripts.window import WINDOW, WindowReply, read_window, read_windows
 
 __all__ = [
     "APPEND",
@@ -53,6 +53,8 @@ __all__ = [
     "fold_window",
     "forget_epochs",
     "read_batch",
+    "WindowReply",
     "read_window",
+    "read_windows",
     "shuffle_call",
 ]

@@ -53,8 +53,9 @@ def test_reads_are_heavy_by_the_rows_their_answer_builds(redis_db: Any) -> None:
     assert heavy("lane.words")  # a discovery
     assert not heavy("lane.mean")
     assert not heavy("lane.mean", "estimates.get_trend")  # a mean per window
-    assert not heavy("lane.small", "estimates.get_trend")  # 4 values × 336 windows
-    assert heavy("lane.groups", "estimates.get_trend")  # 100 values × 336 windows
+    assert not heavy("lane.small", "estimates.get_trend")  # 4 values × 400 windows
+    assert heavy("lane.groups", "estimates.get_trend")  # the top 8 × 400 windows
+    assert not heavy("lane.groups?values=v1,v2", "estimates.get_trend")  # 2 × 400
     assert not heavy("no.such")  # a 404, at once
     assert not heavy("lane.big?version=7")
     assert heavy("lane.big", "export.get_export_rows")

@@ -17,12 +17,9 @@ from typing import Any
 
 from aggregator.query.answers import (
     MAX_DISTRIBUTION_TREND_WINDOWS,
-    DistributionTrendPoint,
-    Estimates,
-    MeanEstimate,
+    MAX_TREND_WINDOWS,
     MeanTrendPoint,
     Trend,
-    TrendPoint,
 )
 from aggregator.query.estimators.base import (
     Answer,
@@ -43,8 +40,9 @@ from aggregator.query.estimators.frequency import (
 from aggregator.query.estimators.joint import JointEstimator
 from aggregator.query.estimators.numeric import NumericEstimator
 from aggregator.query.estimators.strings import StringEstimator
+from aggregator.query.estimators.timeline import categorical_trend
 from aggregator.query.relayed import relayed_waiting
-from aggregator.query.window import list_windows
+from aggregator.query.window import list_windows, read_numeric_many
 from client_sdk.mechanisms import Memoized, PostRandomization
 from client_sdk.wire import MetricDefinition
 
@@ -139,38 +137,47 @@ def trend(
     definition: MetricDefinition,
     granularity: str,
     ask: Ask,
-    max_windows: int,
+    max_windows: int = MAX_TREND_WINDOWS,
 ) -> Trend:
-    """One estimate per hour or day window (the newest ``max_windows``), oldest first; no
-    alarms.
+    """One estimate per hour or day window (every one the retention keeps, at most the
+    newest ``max_windows``), oldest first; no alarms.
+
+    A categorical trend shows the values ``ask.rows`` asks for (default: every value of
+    a domain of :data:`~aggregator.query.answers.TREND_VALUES`, else that many with the
+    largest estimates over the trend's windows), each window's statistics computed for
+    those values only (:func:`aggregator.stats.series.estimate_series`): the same
+    numbers as each window's own answer, at a cost in proportion to what is sent.
 
     Raises:
         ValueError: a string metric (its values are discovered per window) or a joint one
-            (its marginals are asked per window): no trend.
+            (its marginals are asked per window): no trend; a value asked for that the
+            metric does not have.
     """
     if definition.kind in ("string", "joint"):
         raise ValueError(f"a {definition.kind} metric has no trend")
     windows = [
         w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")
     ]
-    points: list[TrendPoint | MeanTrendPoint | DistributionTrendPoint] = []
     if definition.kind == "distribution":
         max_windows = min(max_windows, MAX_DISTRIBUTION_TREND_WINDOWS)
-    for window in sorted(windows[:max_windows]):
-        if definition.kind == "distribution":
-            points.append(distribution_trend_point(reader, definition, window, ask))
-            continue
-        body = _estimate(reader, definition, window, ask)
-        if isinstance(body, MeanEstimate):
-            points.append(MeanTrendPoint.copied(body, window=window))
-        elif isinstance(body, Estimates):
-            points.append(TrendPoint.copied(body, window=window))
-    return Trend(
-        metric=definition.name,
-        version=definition.version,
-        granularity=granularity,
-        confidence=ask.confidence,
-        estimand=ask.estimand,
-        multiplicity=ask.mode,
-        windows=points,
-    )
+    windows = sorted(windows[:max_windows])
+    head: dict[str, Any] = {
+        "metric": definition.name,
+        "version": definition.version,
+        "granularity": granularity,
+        "confidence": ask.confidence,
+        "estimand": ask.estimand,
+        "multiplicity": ask.mode,
+    }
+    if definition.kind == "distribution":
+        points = [distribution_trend_point(reader, definition, w, ask) for w in windows]
+        return Trend(**head, windows=list(points))
+    if definition.kind == "numeric":
+        sums = read_numeric_many(reader.client, definition, windows)
+        means = [
+            MeanTrendPoint.copied(_NUMERIC.estimate(reader, definition, w, stats, ask), window=w)
+            for w, stats in zip(windows, sums, strict=True)
+        ]
+        return Trend(**head, windows=list(means))
+    sequence = estimator_for(definition).sequence
+    return Trend(**head, **categorical_trend(reader, definition, windows, ask, sequence))

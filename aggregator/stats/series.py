@@ -1,0 +1,251 @@
+"""A frequency oracle's estimates of a few values over many windows, at once.
+
+A trend shows the values a chart draws (a handful) over months of windows; estimating
+every value of every window in full would cost W·k (:func:`estimate_from_counts` per
+window) where W·V is what is sent. Every statistic of one value in one window depends on
+that window's n and C(v) alone once the level a is fixed (α, or α/k simultaneous), so
+they are computed here for the V values asked, the confidence sequence for all W·V at
+once, with the same functions as the window's answer (bit-identical). The false
+discovery rate mode ("fdr") reads each window at a level set by all k p-values: those
+windows are estimated in full. See docs/architecture/read-side.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from aggregator.stats.anytime import anytime_p_value, frequency_cs
+from aggregator.stats.codecs import Counts
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.intervals import (
+    POPULATION,
+    REPORTERS,
+    check_estimand,
+    frequency_intervals,
+    interval_method,
+    interval_zero_p,
+    z_value,
+    zero_test,
+)
+from aggregator.stats.multiplicity import (
+    EACH,
+    FDR,
+    SIMULTANEOUS,
+    ZeroRead,
+    multiplicity_of,
+    read_at_level,
+    strictest_alpha,
+)
+from aggregator.stats.postprocess import norm_sub
+from client_sdk.mechanisms import FrequencyOracle, Memoized, PostRandomization
+
+__all__ = ["SERIES_FIELDS", "Series", "estimate_series"]
+
+SERIES_FIELDS = (
+    "frequency",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "norm_sub",
+    "cs_low",
+    "cs_high",
+    "p_value",
+    "cs_p_value",
+)
+"""The (W, V) float arrays of a :class:`Series`, as an estimate's rows name them."""
+
+
+@dataclass(frozen=True)
+class Series:
+    """V values' estimates in W windows: each array (W, V), NaN where n is 0.
+
+    ``distinguishable`` and ``cs_distinguishable`` are "0 outside the interval" (the
+    sequence), False without reports; ``level``, ``cs_level`` each window's (NaN: none).
+    """
+
+    n: np.ndarray
+    support: np.ndarray
+    frequency: np.ndarray
+    std_error: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    norm_sub: np.ndarray
+    cs_low: np.ndarray
+    cs_high: np.ndarray
+    p_value: np.ndarray
+    cs_p_value: np.ndarray
+    distinguishable: np.ndarray
+    cs_distinguishable: np.ndarray
+    rest_frequency: np.ndarray
+    """(W,): the frequencies of the values not shown, summed (NaN without reports)."""
+    rest_norm_sub: np.ndarray
+    """(W,): their Norm-Sub shares, summed."""
+    interval: tuple[str, ...]
+    """Each window's interval method (score or exact; "" without reports)."""
+
+
+def estimate_series(
+    mechanism: FrequencyOracle,
+    n: np.ndarray,
+    support: np.ndarray,
+    shown: np.ndarray,
+    confidence: float = 0.95,
+    *,
+    reports_per_device: np.ndarray | None = None,
+    estimand: str = REPORTERS,
+    multiplicity: str | None = None,
+    sequence: bool = True,
+) -> Series:
+    """The values ``shown`` of W windows, as each window's own answer has them.
+
+    Args:
+        mechanism: the mechanism every report was made with.
+        n: reports per window, shape (W,).
+        support: every value's support counts per window, shape (W, k).
+        shown: the indices of the V values wanted.
+        confidence: the intervals' level.
+        reports_per_device: r per window (W,); default 1.
+        estimand: reporters or population.
+        multiplicity: each (default), simultaneous or fdr.
+        sequence: compute the confidence sequence (NaN otherwise).
+
+    Raises:
+        ValueError: counts of the wrong shape, a bad level, estimand or mode.
+    """
+    counts = np.asarray(support, dtype=np.int64)
+    reports = np.asarray(n, dtype=np.int64)
+    k = mechanism.domain_size
+    if counts.ndim != 2 or counts.shape[1] != k or reports.shape != (counts.shape[0],):
+        raise ValueError(f"need (W,) reports and (W, {k}) counts, got {counts.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    mode = multiplicity_of(False, multiplicity)
+    population = check_estimand(estimand) == POPULATION
+    windows, values = counts.shape[0], len(shown)
+    rs = np.ones(windows) if reports_per_device is None else np.asarray(reports_per_device, float)
+    if not isinstance(mechanism, Memoized):
+        rs = np.ones(windows)
+    alpha = 1.0 - confidence
+    picked = counts[:, shown]
+    nan = np.full((windows, values), np.nan)
+    out = {name: nan.copy() for name in SERIES_FIELDS}
+    flags = np.zeros((windows, values), dtype=bool)
+    cs_flags = np.zeros((windows, values), dtype=bool)
+    methods = [""] * windows
+    hidden = np.ones(k, dtype=bool)
+    hidden[shown] = False
+    rest = np.full((2, windows), np.nan)
+    full = mode == FDR or isinstance(mechanism, PostRandomization)
+    for w in np.flatnonzero(reports > 0):
+        nw, r = int(reports[w]), float(rs[w])
+        if full:  # the level depends on every value: the window's answer in full
+            est = estimate_from_counts(
+                mechanism,
+                Counts(nw, counts[w]),
+                confidence,
+                reports_per_device=r,
+                estimand=estimand,
+                multiplicity=mode,
+            )
+            for name, got in (
+                ("frequency", est.frequencies),
+                ("std_error", est.std_errors),
+                ("ci_low", est.ci_low),
+                ("ci_high", est.ci_high),
+                ("norm_sub", est.norm_sub),
+                ("p_value", est.p_values),
+            ):
+                out[name][w] = np.asarray(got, dtype=float)[shown]
+            rest[:, w] = np.sum(est.frequencies[hidden]), np.sum(est.norm_sub[hidden])
+            flags[w] = np.asarray(est.distinguishable, dtype=bool)[shown]
+            methods[w] = est.interval
+            if sequence and not isinstance(mechanism, PostRandomization):
+                cs = est.sequence_read()
+                out["cs_low"][w], out["cs_high"][w] = cs.low[shown], cs.high[shown]
+                out["cs_p_value"][w], cs_flags[w] = cs.p_values[shown], cs.flags[shown]
+            continue
+        row = picked[w].astype(np.float64)
+        f = np.asarray(mechanism.debias(row, nw), dtype=np.float64)
+        plug_in = np.clip(f, 0.0, 1.0)
+        variance = _variance(mechanism, nw, plug_in, r)
+        if population:
+            variance = variance + r * plug_in * (1.0 - plug_in) / nw
+        out["frequency"][w], out["std_error"][w] = f, np.sqrt(variance)
+        every = np.asarray(mechanism.debias(counts[w].astype(np.float64), nw), dtype=np.float64)
+        shares = np.asarray(norm_sub(every), dtype=np.float64)
+        out["norm_sub"][w] = shares[shown]
+        rest[:, w] = np.sum(every[hidden]), np.sum(shares[hidden])
+        method = interval_method(mechanism, nw, r, z_value(1.0 - strictest_alpha(alpha, k, mode)))
+        zero_p = np.maximum(
+            interval_zero_p(mechanism, nw, row, r, method), zero_test(mechanism, nw, row, r)
+        )
+        a = alpha / k if mode == SIMULTANEOUS else alpha
+
+        def intervals_at(
+            level: float, nw: int = nw, row: np.ndarray = row, r: float = r, method: str = method
+        ) -> tuple[np.ndarray, np.ndarray]:
+            low, high, _ = frequency_intervals(
+                mechanism, nw, row, 1.0 - level, 1, r, estimand, method=method
+            )
+            return low, high
+
+        read = read_at_level(zero_p, a, EACH, intervals_at)
+        out["ci_low"][w], out["ci_high"][w], out["p_value"][w] = read.low, read.high, read.p_values
+        flags[w], methods[w] = read.flags, method
+    if sequence and not full:
+        a = alpha / k if mode == SIMULTANEOUS else alpha
+        seq = _sequences(mechanism, reports, picked, rs, a)
+        out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
+        cs_flags = seq.flags
+    return Series(
+        n=reports,
+        support=picked,
+        **out,
+        distinguishable=flags,
+        cs_distinguishable=cs_flags,
+        rest_frequency=rest[0],
+        rest_norm_sub=rest[1],
+        interval=tuple(methods),
+    )
+
+
+def _variance(mechanism: FrequencyOracle, n: int, f: np.ndarray, r: float) -> np.ndarray:
+    if r == 1:
+        return np.asarray(mechanism.variance(n, f), dtype=np.float64)
+    assert isinstance(mechanism, Memoized)
+    return np.asarray(mechanism.variance(n, f, reports_per_device=r), dtype=np.float64)
+
+
+def _sequences(
+    mechanism: FrequencyOracle, n: np.ndarray, picked: np.ndarray, rs: np.ndarray, a: float
+) -> ZeroRead:
+    """The confidence sequence of every (window, value) at per-interval level ``a``, read
+    as each window's answer reads it (:func:`aggregator.stats.frequency.sequence_read`):
+    computed once per distinct (n, C, r), all windows in one call per r."""
+    shape = picked.shape
+    low, high, zero_p = (np.full(shape, np.nan) for _ in range(3))
+    live = n > 0
+    for r in np.unique(rs[live]):
+        rows = live & (rs == r)
+        nn = np.broadcast_to(n[rows, None], picked[rows].shape).astype(np.float64).ravel()
+        cc = picked[rows].astype(np.float64).ravel()
+        pairs, at = np.unique(np.stack([nn, cc]), axis=1, return_inverse=True)
+        at = at.ravel()
+        p = anytime_p_value(pairs[0] / r, pairs[1] / r, pairs[1] / r, 0.0, 1.0, float(mechanism.q))
+        lo, hi = frequency_cs(mechanism, pairs[0], pairs[1], a, reports_per_device=float(r))
+        sub = picked[rows].shape
+        zero_p[rows] = np.asarray(p, dtype=np.float64)[at].reshape(sub)
+        low[rows] = np.asarray(lo, dtype=np.float64)[at].reshape(sub)
+        high[rows] = np.asarray(hi, dtype=np.float64)[at].reshape(sub)
+    flat = read_at_level(
+        np.where(np.isnan(zero_p), 1.0, zero_p).ravel(),
+        a,
+        EACH,
+        lambda _: (low.ravel(), high.ravel()),
+    )
+    flags = flat.flags.reshape(shape) & live[:, None]
+    p_values = np.where(live[:, None], flat.p_values.reshape(shape), math.nan)
+    return ZeroRead(flat.low.reshape(shape), flat.high.reshape(shape), p_values, flags, 1.0 - a)

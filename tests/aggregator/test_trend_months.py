@@ -1,0 +1,147 @@
+"""Trends over months (issue 43): every window the retention keeps, the values a chart
+shows, each window's numbers as its own answer has them.
+
+Counts are written straight into a real Redis (the windows' hashes and the windows set),
+months of hourly windows in one pipeline; the app reads them as the worker leaves them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import redis
+from flask.testing import FlaskClient
+
+from client_sdk.wire import MetricDefinition
+from ldp_server.app import create_server_app
+from ldp_store import keys
+from ldp_store.registry import Registry
+
+ADMIN = "admin-token-4343"
+K = 12
+SPEC = {"domain": [f"v{i:02d}" for i in range(K)], "epsilon": 1.0, "mechanism": "oue"}
+HOURS_KEPT = 90 * 86_400
+"""The hourly retention of these tests: 90 days (the default keeps 14)."""
+START = int(time.time()) // 3600 * 3600 - 60 * 86_400
+"""The first window's start: 60 days ago, on the hour."""
+
+
+def hour_name(t: int) -> str:
+    return "hour:" + np.datetime64(t, "s").astype("datetime64[h]").item().strftime("%Y-%m-%dT%H")
+
+
+def write_hours(client: redis.Redis, d: MetricDefinition, hours: int, seed: int = 43) -> list[str]:
+    """``hours`` hourly windows of counts from START on (n 40–400, OUE-like support);
+    returns their names, oldest first."""
+    rng = np.random.default_rng(seed)
+    names = []
+    with client.pipeline(transaction=False) as pipe:
+        for h in range(hours):
+            start = START + 3600 * h
+            name = hour_name(start)
+            n = int(rng.integers(40, 400))
+            shares = np.linspace(0.9, 0.2, K)  # value i supported by share_i of reports
+            support = rng.binomial(n, shares)
+            fields = {"n": n, **{f"c:{v}": int(c) for v, c in enumerate(support)}}
+            pipe.hset(keys.counts_key(d.name, d.version, name), mapping=fields)
+            pipe.zadd(keys.windows_key(d.name, d.version), {name: start * 1000})
+            names.append(name)
+        pipe.execute()
+    return names
+
+
+@pytest.fixture
+def web(redis_db: Any, monkeypatch: pytest.MonkeyPatch) -> FlaskClient:
+    monkeypatch.setenv("LDP_RETENTION_HOUR_SECONDS", str(HOURS_KEPT))
+    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": ADMIN, "TESTING": True})
+    return app.test_client()
+
+
+def define(redis_db: Any, spec: dict[str, Any] = SPEC, name: str = "app.months") -> Any:
+    registry = Registry(redis_db.client(), clock=lambda: START - 86_400)
+    return registry.put(name, spec).definition
+
+
+def test_a_trend_holds_every_window_kept_beyond_two_weeks(redis_db: Any, web: FlaskClient) -> None:
+    d = define(redis_db)
+    names = write_hours(redis_db.client(), d, 24 * 21)  # three weeks of hours
+    trend = web.get("/v1/estimates/app.months/trend?granularity=hour").json
+    assert [p["window"] for p in trend["windows"]] == names  # every one, oldest first
+    assert trend["values_total"] == K and trend["shown"] == "top"
+    shown = [[r["value"] for r in p["estimates"]] for p in trend["windows"]]
+    assert shown[0] == [f"v{i:02d}" for i in range(8)]  # the 8 largest over the windows
+    assert all(values == shown[0] for values in shown)
+    assert all(p["rest"]["values"] == K - 8 for p in trend["windows"])
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "&multiplicity=simultaneous", "&multiplicity=fdr", "&estimand=population"],
+)
+def test_each_point_is_the_window_s_own_answer(redis_db: Any, web: FlaskClient, query: str) -> None:
+    d = define(redis_db)
+    names = write_hours(redis_db.client(), d, 30, seed=7)
+    trend = web.get(f"/v1/estimates/app.months/trend?granularity=hour{query}").json
+    for point in (trend["windows"][0], trend["windows"][17], trend["windows"][-1]):
+        values = ",".join(r["value"] for r in point["estimates"])
+        window = web.get(f"/v1/estimates/app.months?window={point['window']}{query}").json
+        asked = web.get(
+            f"/v1/estimates/app.months?window={point['window']}&values={values}{query}"
+        ).json
+        assert point["estimates"] == asked["estimates"]  # bit for bit
+        assert point["n"] == window["n"]
+        full = web.get(f"/v1/estimates/app.months?window={point['window']}&values=all{query}").json[
+            "estimates"
+        ]
+        hidden = [r for r in full if r["value"] not in values.split(",")]
+        assert point["rest"]["frequency"] == pytest.approx(sum(r["frequency"] for r in hidden))
+        assert point["rest"]["norm_sub"] == pytest.approx(sum(r["norm_sub"] for r in hidden))
+    assert [p["window"] for p in trend["windows"]] == names
+
+
+def test_values_asked_and_the_column_form(redis_db: Any, web: FlaskClient) -> None:
+    d = define(redis_db)
+    names = write_hours(redis_db.client(), d, 40, seed=3)
+    rows = web.get("/v1/estimates/app.months/trend?values=v11,v03").json
+    assert rows["shown"] == "values"
+    assert all([r["value"] for r in p["estimates"]] == ["v11", "v03"] for p in rows["windows"])
+    columns = web.get("/v1/estimates/app.months/trend?values=v11,v03&format=columns").json
+    assert columns["windows"] == []
+    table = columns["columns"]
+    assert table["window"] == names and table["values"] == ["v11", "v03"]
+    for field in ("frequency", "std_error", "ci_low", "ci_high", "cs_low", "cs_high"):
+        for i in range(2):
+            assert table[field][i] == [p["estimates"][i][field] for p in rows["windows"]]
+    assert table["n"] == [p["n"] for p in rows["windows"]]
+    assert table["rest_frequency"] == [p["rest"]["frequency"] for p in rows["windows"]]
+    every = web.get("/v1/estimates/app.months/trend?values=all").json
+    assert every["shown"] == "all" and len(every["windows"][0]["estimates"]) == K
+    assert every["windows"][0]["rest"] is None
+
+
+def test_a_small_domain_shows_every_value(redis_db: Any, web: FlaskClient) -> None:
+    spec = {"domain": ["a", "b", "c"], "epsilon": 1.0, "mechanism": "grr"}
+    d = define(redis_db, spec, "app.small")
+    client = redis_db.client()
+    name = hour_name(START)
+    client.hset(keys.counts_key(d.name, d.version, name), mapping={"n": 5, "c:0": 3, "c:2": 2})
+    client.zadd(keys.windows_key(d.name, d.version), {name: START * 1000})
+    trend = web.get("/v1/estimates/app.small/trend").json
+    assert trend["shown"] == "all"
+    [point] = trend["windows"]
+    assert [r["value"] for r in point["estimates"]] == ["a", "b", "c"]
+    assert point["rest"] is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["values=nope", "top=0", "format=xml", "top=2&values=v01"],
+)
+def test_bad_trend_queries_are_400(redis_db: Any, web: FlaskClient, query: str) -> None:
+    define(redis_db)
+    answer = web.get(f"/v1/estimates/app.months/trend?{query}")
+    assert answer.status_code == 400, answer.json
+    assert answer.json["error"]
