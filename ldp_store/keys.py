@@ -20,6 +20,7 @@ __all__ = [
     "ENTRY_REPORTS",
     "GROUP",
     "METRICS_SET",
+    "REGISTRY_CHANGES",
     "REGISTRY_SOURCE_KEY",
     "SHUFFLE_MAX_DELAY",
     "SHUFFLE_MIN_BATCH",
@@ -56,6 +57,10 @@ __all__ = [
 
 PREFIX = "ldp"
 METRICS_SET = f"{PREFIX}:metrics"
+REGISTRY_CHANGES = f"{PREFIX}:registry:changes"
+"""A counter the registry increments after each new metric version: an idle aggregator
+worker reads this one key every few seconds instead of every metric's versions, and
+scans them all only when it moved (or once a minute)."""
 TOKENS_SET = f"{PREFIX}:tokens"
 REGISTRY_SOURCE_KEY = f"{PREFIX}:registry-source"
 """The metrics registry ``ldp serve --metrics`` applied last (:mod:`ldp_store.registry_source`)."""

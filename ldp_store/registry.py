@@ -346,6 +346,8 @@ class Registry:
                     break
                 except redis.WatchError:
                     continue
+        if created:  # after the version is written: a worker that sees it moved finds it
+            self.redis.incr(keys.REGISTRY_CHANGES)
         with self._lock:
             self._versions.pop((name, definition.version), None)
             self._unknown.pop((name, definition.version), None)

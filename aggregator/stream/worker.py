@@ -105,8 +105,14 @@ relayed reports below B is released by a worker once its bound has passed
 a round) after its bound, while any worker runs."""
 
 DISCOVER_INTERVAL = 5.0
-"""Seconds between registry scans for new metrics or versions: new metrics start being
-counted within seconds, at the cost of a few cheap reads."""
+"""Seconds between looks for new metrics or versions: new metrics start being counted
+within seconds, at the cost of one read (:data:`ldp_store.keys.REGISTRY_CHANGES`) while
+the registry has not changed."""
+
+FULL_DISCOVER_INTERVAL = 60.0
+"""Seconds between scans of every metric's versions while the registry's change counter
+stays put: a safety net for a version written without it (an older ``ldp``), at the
+cost of one pipelined read per metric a minute."""
 
 FOLD_EVERY = 8
 """Delta commits to a stream between two looks at its windows' delta lists (three LLENs)."""
@@ -234,6 +240,10 @@ class _Stream:
     claim_cursor: str = "0-0"
     next_claim: float = 0.0
     claim_passes: int = 0
+    quiet: bool = False
+    """No new entries when last read, and none since by the blocking read over every
+    stream: the round skips this stream's read of new entries (an idle worker's cost does
+    not grow with the streams it consumes; see ``Worker._wait_for_entries``)."""
     per_entry: int = 1
     """The most reports an entry held in the last read (at first: the most an entry may
     hold if the stream holds batch entries, else 1). A read asks for ``batch_size`` /
@@ -441,7 +451,10 @@ class Worker:
         """The cluster's idle poll interval, doubling up to block_ms (see
         :meth:`_wait_for_entries`); 0 after a round that handled entries."""
         self._next_discovery = 0.0
+        self._next_full_discovery = 0.0
+        self._registry_changes: bytes | None = None
         self._next_release = 0.0
+        self._once = False
         self._stopping = False
         self._blocking = False
 
@@ -475,49 +488,74 @@ class Worker:
         return restore
 
     # -- discovery ----------------------------------------------------------------------
-    def discover(self) -> list[str]:
+    def discover(self, full: bool = True) -> list[str]:
         """Find every version of every metric and join its stream's group.
+
+        Args:
+            full: scan every metric's versions; else only when the registry's change
+                counter moved since the last scan (or :data:`FULL_DISCOVER_INTERVAL` passed).
 
         Returns:
             The stream keys newly joined.
         """
+        now = time.monotonic()
+        self._next_discovery = now + self.discover_interval
+        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
+        if not full and changes == self._registry_changes and now < self._next_full_discovery:
+            return []
         added = []
-        for name in self.registry.names():
-            for version in self.registry.versions(name):
-                if (name, version) in self._known:
+        for name, version in self._all_versions():
+            if (name, version) in self._known:
+                continue
+            try:
+                definition = self.registry.get(name, version)
+            except DefinitionError as exc:
+                log.error("metric %s v%d: unreadable definition: %s", name, version, exc)
+                continue
+            if definition is None:
+                continue
+            codec = codec_for(definition.mechanism)
+            policy = self.retention.for_metric(definition)
+            for shard in range(definition.shards):  # each shard: its own stream and slot
+                key = keys.stream_key(name, version, shard)
+                if key in self._streams:  # joined before a failure on a later shard
                     continue
-                try:
-                    definition = self.registry.get(name, version)
-                except DefinitionError as exc:
-                    log.error("metric %s v%d: unreadable definition: %s", name, version, exc)
-                    continue
-                if definition is None:
-                    continue
-                codec = codec_for(definition.mechanism)
-                policy = self.retention.for_metric(definition)
-                for shard in range(definition.shards):  # each shard: its own stream and slot
-                    key = keys.stream_key(name, version, shard)
-                    if key in self._streams:  # joined before a failure on a later shard
-                        continue
-                    ensure_group(self.redis, key)
-                    expire_untimed(self.redis, definition, policy, shard)
-                    batches = self.redis.exists(keys.batched_key(name, version, shard))
-                    self._streams[key] = _Stream(
-                        definition=definition,
-                        codec=codec,
-                        key=key,
-                        dead=keys.dead_key(name, version, shard),
-                        windows=keys.windows_key(name, version, shard),
-                        claims=keys.claims_key(name, version, shard),
-                        shard=shard,
-                        per_entry=keys.ENTRY_REPORTS if batches else 1,
-                    )
-                    added.append(key)
-                    log.info("consuming %s (%s)", key, definition.mechanism.name)
-                self._known.add((name, version))
+                ensure_group(self.redis, key)
+                expire_untimed(self.redis, definition, policy, shard)
+                batches = self.redis.exists(keys.batched_key(name, version, shard))
+                self._streams[key] = _Stream(
+                    definition=definition,
+                    codec=codec,
+                    key=key,
+                    dead=keys.dead_key(name, version, shard),
+                    windows=keys.windows_key(name, version, shard),
+                    claims=keys.claims_key(name, version, shard),
+                    shard=shard,
+                    per_entry=keys.ENTRY_REPORTS if batches else 1,
+                )
+                added.append(key)
+                log.info("consuming %s (%s)", key, definition.mechanism.name)
+            self._known.add((name, version))
         self.stats.streams = len(self._streams)
-        self._next_discovery = time.monotonic() + self.discover_interval
+        # As read before the scan (a change during it is seen next time), once it is done.
+        self._registry_changes = changes
+        self._next_full_discovery = now + FULL_DISCOVER_INTERVAL
         return added
+
+    def _all_versions(self) -> list[tuple[str, int]]:
+        """Every (metric, version) of the registry, the versions of every metric read in
+        one pipeline (on a Redis Cluster, one round trip per node)."""
+        names = self.registry.names()
+        with self.redis.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.hkeys(keys.metric_key(name))
+            replies = pipe.execute()
+        found = []
+        for name, fields in zip(names, replies, strict=True):
+            texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
+            versions = sorted(int(f[1:]) for f in texts if f.startswith("v") and f[1:].isdigit())
+            found += [(name, version) for version in versions]
+        return found
 
     # -- the loop -----------------------------------------------------------------------
     def run(self, once: bool = False) -> WorkerStats:
@@ -538,6 +576,7 @@ class Worker:
         restore = self._install_signals()
         failures = 0
         self._reread_done = False
+        self._once = once
         try:
             while not self._stopping:
                 try:
@@ -558,6 +597,7 @@ class Worker:
                     self._sleep(wait)
                     for s in self._streams.values():
                         s.pending_cursor = "0"  # a batch in flight is still pending: reread
+                        s.quiet = False
                 except _Wakeup:
                     break
         finally:
@@ -574,7 +614,7 @@ class Worker:
     def _round(self, once: bool) -> bool:
         """One pass over every stream; returns True when burst mode is done."""
         if time.monotonic() >= self._next_discovery:
-            self.discover()
+            self.discover(full=False)
         if time.monotonic() >= self._next_release:
             self._next_release = time.monotonic() + RELEASE_INTERVAL
             self._release_due_pools()
@@ -597,6 +637,7 @@ class Worker:
                 log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
                 ensure_group(self.redis, stream.key)
                 stream.pending_cursor, stream.claim_cursor = "0", "0-0"
+                stream.quiet = False
         if self._counted and self.on_counted is not None:
             counted, self._counted = self._counted, set()
             try:
@@ -620,6 +661,11 @@ class Worker:
         members = [
             (s.definition.name, s.definition.version, s.shard) for s in self._streams.values()
         ]
+        if members and not self._cluster:
+            # One EXISTS over every pool (a released pool is deleted): idle, no pool holds
+            # a report, and that one call is all (a cluster looks at each: CROSSSLOT).
+            if not self.redis.exists(*(keys.pool_key(*m) for m in members)):
+                return
         released = shuffle.release_due(self.redis, members)
         if released:
             log.info("released %d relayed reports from pools at their bound", released)
@@ -673,8 +719,16 @@ class Worker:
             if delivery.ids:
                 self.stats.claimed += len(delivery.ids)
                 return self._handle(s, delivery)
+        if s.quiet:
+            return 0  # the blocking read over every stream found nothing new here
         delivery = self._fetch(s, ">")
-        return self._handle(s, delivery) if delivery.ids else 0
+        if not delivery.ids:
+            # Nothing new: until the blocking read says otherwise (it returns at once when
+            # a stream has undelivered entries), not read again. Polled where there is no
+            # such read: a cluster, or a burst that ends when nothing is left.
+            s.quiet = not (self._cluster or self._once)
+            return 0
+        return self._handle(s, delivery)
 
     def _fetch(self, s: _Stream, mode: str, start: str = "0-0") -> Delivery:
         if mode == ">":
@@ -764,6 +818,7 @@ class Worker:
         for key, stream in self._streams.items():
             entries = stream_entries(reply, key)
             if entries:
+                stream.quiet = False  # read its batch in the next round
                 self._handle(stream, Delivery.from_entries(entries))
 
     def _sleep(self, seconds: float) -> None:
