@@ -7,6 +7,7 @@ Run on purpose, not as a test, with a checkout of the old code as the yardstick:
     .venv/bin/python benchmarks/bench_read_side.py isolation --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py sizes --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py metrics --before /tmp/old-scale
+    .venv/bin/python benchmarks/bench_read_side.py trends --before /tmp/old-scale
 
 For each tree (``--before``'s, then this one), ``ldp serve`` runs from that tree on
 loopback (embedded Redis, 2 web workers, 1 aggregator, no read token, per-source limits
@@ -21,9 +22,15 @@ HTTP, and the aggregator drains them. Then:
 * ``sizes``: bytes and time of the default answer (and, after, of the explicit full
   table and the column form) of a k = 65,536 estimate, a 256×256 joint marginal and a
   ``?by=`` of 64 groups at k = 1,000: medians of ``--repeat``.
-* ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (after:
-  its first page and a search), ``/metrics`` (the Prometheus scrape) and the dashboard's
-  page, medians of ``--repeat``; the CPU the idle aggregator uses over ``--idle`` seconds.
+* ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
+  first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
+  which weighs Redis memory, then the median of the next ``--repeat``) and the
+  dashboard's page, medians of ``--repeat``; the CPU the idle aggregator uses over
+  ``--idle`` seconds, and the Redis commands per second meanwhile (INFO commandstats).
+* ``trends``: a k = 16 and a k = 1,024 metric with 90 days of hourly and 2 years of
+  daily windows (their counts written into Redis as the worker leaves them, packed;
+  the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
+  default answer, the column form, ``?values=`` of two), medians of ``--repeat``.
 
 The machine is shared: the load average is printed at each step.
 """
@@ -105,8 +112,13 @@ def fetch(url: str, path: str) -> tuple[int, int, float]:
         conn.close()
 
 
+EXTRA_ENV: dict[str, str] = {}
+"""More environment for ``ldp serve`` (the trends' retention)."""
+
+
 def serve(tree: Path, data: Path) -> tuple[subprocess.Popen[bytes], str]:
     settings = dict(
+        EXTRA_ENV,
         LDP_ADMIN_TOKEN=TOKEN,
         LDP_SOURCE_REQUESTS_PER_SECOND="0",
         LDP_SOURCE_REPORTS_PER_MINUTE="0",
@@ -263,7 +275,7 @@ def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("isolation", "sizes", "metrics"))
+    parser.add_argument("what", choices=("isolation", "sizes", "metrics", "trends"))
     parser.add_argument("--before", type=Path, help="a checkout of the old code")
     parser.add_argument("--after", type=Path, default=ROOT, help="the new code (this tree)")
     parser.add_argument("--reports", type=int, default=5000)
@@ -275,7 +287,12 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on the way out
     trees = ([("before", args.before)] if args.before else []) + [("after", args.after)]
-    work = {"isolation": isolation, "sizes": sizes, "metrics": metrics}[args.what]
+    work = {"isolation": isolation, "sizes": sizes, "metrics": metrics, "trends": trends}[args.what]
+    if args.what == "trends":
+        EXTRA_ENV.update(
+            LDP_RETENTION_HOUR_SECONDS=str(HOURS * 3600 + 7200),
+            LDP_RETENTION_DAY_SECONDS=str(DAYS * 86_400 + 172_800),
+        )
     results = {}
     for label, tree in trees:
         print(f"{label} ({tree}), load {load()}", flush=True)
@@ -315,9 +332,16 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     print(f"  {args.metrics} metrics defined in {time.monotonic() - started:.0f} s", flush=True)
     time.sleep(10.0)  # the aggregator finds the new streams
     out: dict[str, Any] = {}
-    cases = [("overview", "/v1/overview"), ("scrape /metrics", "/metrics"), ("dashboard /", "/")]
-    if not args.old:
-        cases += [("overview ?q=m0999", "/v1/overview?q=m0999")]
+    status, size, first = fetch(url, "/metrics")
+    out["first scrape /metrics"] = {"status": status, "bytes": size, "ms": 1000 * first}
+    print(f"  first scrape: {out['first scrape /metrics']}", flush=True)
+    cases = [
+        ("overview", "/v1/overview"),
+        ("overview ?limit=1", "/v1/overview?limit=1"),
+        ("overview ?q=m0999", "/v1/overview?q=m0999"),
+        ("scrape /metrics", "/metrics"),
+        ("dashboard /", "/"),
+    ]
     for label, path in cases:
         runs = [fetch(url, path) for _ in range(args.repeat)]
         out[label] = {
@@ -329,14 +353,90 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         print(f"  {label}: {out[label]}", flush=True)
     pids = aggregators(data)
     before = sum(cpu_seconds(p) for p in pids)
+    calls = redis_calls(client)
     time.sleep(args.idle)
     used = sum(cpu_seconds(p) for p in pids) - before
+    commands = redis_calls(client) - calls - 2  # the two INFO of this measurement
     out["idle aggregator"] = {
         "cpu_share_of_a_core": used / args.idle,
+        "redis_commands_per_second": commands / args.idle,
         "workers": len(pids),
         "load": load(),
     }
     print(f"  idle aggregator: {out['idle aggregator']}", flush=True)
+    return out
+
+
+def redis_calls(client: Any) -> int:
+    """Commands Redis has served, every client (INFO commandstats)."""
+    return sum(int(v["calls"]) for v in client.info("commandstats").values())
+
+
+HOURS, DAYS = 90 * 24, 2 * 365
+"""The trends' windows: 90 days of hours, 2 years of days (issue 43)."""
+
+
+def write_windows(client: Any, d: MetricDefinition, rng: random.Random) -> None:
+    """HOURS hourly and DAYS daily windows of counts, the newest ending now, as the worker
+    leaves them (n in the counts hash, the support counts packed)."""
+    import numpy as np  # noqa: PLC0415
+
+    from ldp_store import keys, schema  # noqa: PLC0415
+
+    now = int(time.time())
+    shares = np.array([1 / (i + 1) for i in range(d.k)])
+    gen = np.random.default_rng(rng.randrange(2**32))
+    spans = [("hour", 3600, HOURS), ("day", 86_400, DAYS)]
+    for kind, size, count in spans:
+        with client.pipeline(transaction=False) as pipe:
+            for i in range(count):
+                start = (now // size - count + 1 + i) * size
+                stamp = time.strftime(
+                    "%Y-%m-%dT%H" if kind == "hour" else "%Y-%m-%d", time.gmtime(start)
+                )
+                window = f"{kind}:{stamp}"
+                n = int(gen.integers(500, 5000))
+                support = gen.binomial(n, np.minimum(0.9, 0.1 + shares)).astype(
+                    schema.SUPPORT_DTYPE
+                )
+                pipe.hset(keys.counts_key(d.name, d.version, window), mapping={"n": n})
+                pipe.set(keys.support_key(d.name, d.version, window), support.tobytes())
+                pipe.zadd(keys.windows_key(d.name, d.version), {window: start * 1000})
+            pipe.execute()
+
+
+def trends(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
+
+    client = connect((data / REDIS_URL_FILE).read_text().strip())
+    rng = random.Random(43)
+    out: dict[str, Any] = {}
+    for k in (16, 1024):
+        spec = {"domain": [f"v{i:04d}" for i in range(k)], "epsilon": 2.0, "mechanism": "oue"}
+        d = define(url, f"bench.trend{k}", spec)
+        write_windows(client, d, rng)
+        base = f"/v1/estimates/bench.trend{k}/trend"
+        for label, query in (
+            ("hour", "?granularity=hour"),
+            ("hour columns", "?granularity=hour&format=columns"),
+            ("hour values=2", "?granularity=hour&values=v0000,v0001"),
+            ("day", "?granularity=day"),
+            ("day columns", "?granularity=day&format=columns"),
+        ):
+            runs = [fetch(url, base + query) for _ in range(args.repeat)]
+            windows = None
+            if runs[0][0] == 200:
+                body = json.loads(urllib.request.urlopen(url + base + query, timeout=600).read())
+                windows = len(body["windows"]) or len((body.get("columns") or {}).get("window", []))
+            out[f"k={k} {label}"] = {
+                "status": runs[0][0],
+                "windows": windows,
+                "kB": runs[0][1] / 1000,
+                "median_ms": 1000 * statistics.median(r[2] for r in runs),
+                "load": load(),
+            }
+            print(f"  k={k} {label}: {out[f'k={k} {label}']}", flush=True)
     return out
 
 

@@ -35,7 +35,7 @@ from ldp_store.lifecycle import MemoryReport
 if TYPE_CHECKING:
     from collector.memory import GuardReading
 
-__all__ = ["RATE_LIMITS", "REJECTION_CATEGORIES", "Telemetry"]
+__all__ = ["MEMORY_SERIES", "RATE_LIMITS", "REJECTION_CATEGORIES", "Telemetry"]
 
 REJECTION_CATEGORIES = ("shape", "field", "unknown_metric", "payload", "implausible", "retired")
 """Why a report was rejected: not an object with exactly the report fields; a bad
@@ -47,6 +47,11 @@ operator retired (``ldp metrics retire``)."""
 
 RATE_LIMITS = ("requests", "reports")
 """The buckets of :mod:`ldp_edge.admission` whose emptiness answers 429."""
+
+MEMORY_SERIES = 100
+"""Metrics with a ``ldp_redis_memory_bytes`` series: the largest; the others are summed in
+``ldp_redis_memory_other_metrics_bytes``. Memory matters where it is large, and a
+scrape of ten thousand metrics stays a few hundred series."""
 
 _UNMATCHED = "<unmatched>"
 """The endpoint label of requests that matched no route (404/405): any path a client
@@ -209,12 +214,19 @@ class _MemoryGauges(Collector):
         )
         per_metric = GaugeMetricFamily(
             "ldp_redis_memory_bytes",
-            "Redis memory of a metric's keys (MEMORY USAGE summed; read at most once a minute).",
+            f"Redis memory of a metric's keys, the {MEMORY_SERIES} largest (MEMORY USAGE "
+            "summed; read at most once a minute).",
             labels=["metric"],
         )
-        for name, size in sorted(m.by_metric.items()):
+        largest = sorted(m.by_metric.items(), key=lambda item: (-item[1], item[0]))
+        for name, size in sorted(largest[:MEMORY_SERIES]):
             per_metric.add_metric([name], size)
         yield per_metric
+        yield GaugeMetricFamily(
+            "ldp_redis_memory_other_metrics_bytes",
+            "Redis memory of the metrics without a ldp_redis_memory_bytes series, summed.",
+            value=sum(size for _, size in largest[MEMORY_SERIES:]),
+        )
         yield GaugeMetricFamily(
             "ldp_redis_used_memory_bytes", "Redis used_memory (all primaries).", value=m.used
         )

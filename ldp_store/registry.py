@@ -44,6 +44,7 @@ import redis
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, check_name, parse_spec
 from ldp_store import keys
+from ldp_store.scripts.many import read_many
 
 __all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange"]
 
@@ -266,16 +267,16 @@ class Registry:
 
     def all_current(self) -> list[MetricDefinition]:
         """The current definition of every metric, by name: the states not cached (or
-        older than :data:`CURRENT_TTL`) and the definitions not cached are read in one
-        pipeline each, not one round trip per metric."""
+        older than :data:`CURRENT_TTL`) are read in one call
+        (:func:`~ldp_store.scripts.read_many`), the definitions not cached in one
+        pipeline, not one round trip per metric."""
         names = self.names()
         now = time.monotonic()
         stale = [n for n in names if n not in self._state or now - self._state[n][0] >= CURRENT_TTL]
         if stale:
-            pipe = self.redis.pipeline(transaction=False)
-            for name in stale:
-                pipe.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
-            for name, raw in zip(stale, pipe.execute(), strict=True):
+            fields = ["current", "retired", "deleted"]
+            replies = read_many(self.redis, "HMGET", [keys.metric_key(n) for n in stale], *fields)
+            for name, raw in zip(stale, replies, strict=True):
                 self._remember(name, now, _state_of(raw))
         wanted = []
         for name in names:
@@ -284,7 +285,7 @@ class Registry:
                 wanted.append((name, state.current))
         with self._lock:
             missing = [key for key in wanted if key not in self._versions]
-        if missing:
+        if missing:  # once per version: definitions never change
             pipe = self.redis.pipeline(transaction=False)
             for name, version in missing:
                 pipe.hget(keys.metric_key(name), f"v{version}")

@@ -10,10 +10,11 @@ Nothing is stored: a few more ``HGETALL`` per read.
 
 The false-alarm rate per window is ``LDP_ALARM_RATE`` (config ``ALARM_RATE``, default
 :data:`~aggregator.stats.detect.DEFAULT_ALARM_RATE`). ``/metrics`` shows
-``ldp_poisoning_alarm{metric, kind, granularity}``: 1 while the newest hour (day) window,
+``ldp_poisoning_alarm{metric, kind, granularity}`` = 1 while the newest hour (day) window,
 or the all-time window (``granularity="all"``), of a metric's current version has an
-alarm of that kind, else 0 — a label set per metric and test, never per value. The tests:
-docs/security/poisoning.md and docs/statistics/poisoning-alarms.md.
+alarm of that kind — a label set per alarm raised, never per value, none while there is
+no alarm — and ``ldp_poisoning_metrics_tested``, the metrics with reports it tested. The
+tests: docs/security/poisoning.md and docs/statistics/poisoning-alarms.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from aggregator.query.answers import PoisoningAlarm, PoisoningBaseline
-from aggregator.query.window import list_windows, read_counts, read_seeds
+from aggregator.query.window import list_windows, read_counts, read_seeds, reports_counted_many
 from aggregator.stats.detect import (
     ALARM_KINDS,
     MIN_REPORTS,
@@ -213,7 +214,9 @@ def alarm_models(
 
 
 class AlarmGauges(Collector):
-    """``ldp_poisoning_alarm{metric, kind, granularity}`` for ``/metrics``, at scrape time.
+    """``ldp_poisoning_alarm{metric, kind, granularity}`` for ``/metrics``, at scrape time:
+    only the alarms raised (value 1), the metrics with reports tested (a metric without
+    any has nothing to test), their number in ``ldp_poisoning_metrics_tested``.
 
     Args:
         client: Redis.
@@ -227,11 +230,12 @@ class AlarmGauges(Collector):
         self.alpha = alpha
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        """One gauge per current metric version, test and window granularity."""
+        """A series per alarm raised, of the current versions with reports."""
         gauge = GaugeMetricFamily(
             "ldp_poisoning_alarm",
             "1 while the newest hour/day window (or the all-time window) of a metric has a "
-            "poisoning alarm of this kind (see GET /v1/estimates/<name>), else 0.",
+            "poisoning alarm of this kind (see GET /v1/estimates/<name>); no series while "
+            "it has none.",
             labels=["metric", "kind", "granularity"],
         )
         up = GaugeMetricFamily(
@@ -239,17 +243,18 @@ class AlarmGauges(Collector):
         )
         try:
             rows = []
-            for definition in self.registry.all_current():
-                if not tested(definition):
-                    continue
+            every = [d for d in self.registry.all_current() if tested(d)]
+            counted = reports_counted_many(self.client, every)
+            used = [d for d, n in zip(every, counted, strict=True) if n]
+            for definition in used:
                 raised = {
                     (a.kind, a.window.partition(":")[0])
                     for a in current_alarms(self.client, definition, self.alpha)
                 }
                 for kind in CATEGORICAL_KINDS:
                     for granularity in (*TRAILING, "all"):
-                        value = 1.0 if (kind, granularity) in raised else 0.0
-                        rows.append(([definition.name, kind, granularity], value))
+                        if (kind, granularity) in raised:
+                            rows.append(([definition.name, kind, granularity], 1.0))
         except (redis.RedisError, ValueError) as exc:
             log.warning("poisoning checks for /metrics failed: %s", exc)
             up.add_metric([], 0.0)
@@ -260,3 +265,8 @@ class AlarmGauges(Collector):
         up.add_metric([], 1.0)
         yield gauge
         yield up
+        yield GaugeMetricFamily(
+            "ldp_poisoning_metrics_tested",
+            "Metrics with reports whose newest windows the poisoning checks tested.",
+            value=len(used),
+        )

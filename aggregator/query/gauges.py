@@ -1,25 +1,25 @@
 """The pipeline's own gauges for ``/metrics``: per metric n, lag and dead letters; alerts.
 
-Read at scrape time from Redis (a few commands per metric's current version), as
-:class:`~aggregator.query.alarms.AlarmGauges` is. What the shipped Prometheus rules and
-Grafana dashboards (``deploy/prometheus/``, ``deploy/grafana/``) are built on; guide:
-docs/guides/alerts.md.
+Read at scrape time from Redis, every metric's current version in one pipeline
+(:func:`~aggregator.query.window.counters`). A metric's series are shown while it has
+anything to show (reports counted, waiting or dead-lettered): a deployment with ten
+thousand metrics defined and a few hundred in use scrapes a few hundred label sets, and
+``ldp_metrics_defined``/``ldp_metrics_active`` count the rest. What the shipped
+Prometheus rules and Grafana dashboards (``deploy/prometheus/``, ``deploy/grafana/``) are
+built on; guide: docs/guides/alerts.md; which series and why: docs/architecture/read-side.md.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import cast
 
 import redis
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from aggregator.query.window import lag, per_shard, reports_counted
-from client_sdk.wire import MetricDefinition
+from aggregator.query.window import counters
 from ldp_store import alerts as alert_store
-from ldp_store import keys
 from ldp_store.registry import Registry
 
 __all__ = ["PipelineGauges"]
@@ -27,17 +27,11 @@ __all__ = ["PipelineGauges"]
 log = logging.getLogger("ldp.aggregator.gauges")
 
 
-def _dead(client: redis.Redis, definition: MetricDefinition) -> int:
-    """Entries in the version's dead-letter streams, all shards."""
-    name, version = definition.name, definition.version
-    lengths = per_shard(client, definition, lambda c, s: c.xlen(keys.dead_key(name, version, s)))
-    return sum(cast(list[int], lengths))
-
-
 class PipelineGauges(Collector):
-    """``ldp_reports_counted``, ``ldp_lag_reports``, ``ldp_dead_letters`` (per metric,
-    current version) and ``ldp_alerts_firing``, ``ldp_alert_dead_letters``,
-    ``ldp_alert_outbox`` (the alert rules and their notifications).
+    """``ldp_reports_counted``, ``ldp_lag_reports``, ``ldp_dead_letters`` (per metric in
+    use, current version), ``ldp_metrics_defined``, ``ldp_metrics_active`` and
+    ``ldp_alerts_firing``, ``ldp_alert_dead_letters``, ``ldp_alert_outbox`` (the alert
+    rules and their notifications).
 
     Args:
         client: Redis.
@@ -71,16 +65,12 @@ class PipelineGauges(Collector):
             "ldp_pipeline_gauges_up", "1 if the pipeline gauges could read Redis, else 0."
         )
         try:
-            rows = []
-            for d in self.registry.all_current():
-                rows.append(
-                    (
-                        d.name,
-                        reports_counted(self.client, d),
-                        lag(self.client, d),
-                        _dead(self.client, d),
-                    )
-                )
+            every = self.registry.all_current()
+            rows = [
+                (d.name, c.n, c.lag, c.dead)
+                for d, c in zip(every, counters(self.client, every), strict=True)
+                if c.active
+            ]
             firing = len(alert_store.firings(self.client))
             dead_alerts = alert_store.dead_letter_count(self.client)
             outbox = alert_store.outbox_length(self.client)
@@ -95,6 +85,15 @@ class PipelineGauges(Collector):
             dead.add_metric([name], float(letters))
         up.add_metric([], 1.0)
         yield from (counted, waiting, dead, up)
+        yield GaugeMetricFamily(
+            "ldp_metrics_defined", "Metrics whose current version is defined.", value=len(every)
+        )
+        yield GaugeMetricFamily(
+            "ldp_metrics_active",
+            "Metrics with reports counted, waiting or dead-lettered: those with the series "
+            "above (a metric never reported to has none).",
+            value=len(rows),
+        )
         yield GaugeMetricFamily("ldp_alerts_firing", "Alert rules firing now.", value=firing)
         yield GaugeMetricFamily(
             "ldp_alert_dead_letters",

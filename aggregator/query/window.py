@@ -25,9 +25,11 @@ from ldp_store import keys, schema, scripts
 from ldp_store.connection import stream_gone
 
 __all__ = [
+    "Counters",
     "Lag",
     "add_deltas",
     "add_packed",
+    "counters",
     "lag",
     "lag_details",
     "list_windows",
@@ -41,6 +43,7 @@ __all__ = [
     "read_segments",
     "read_seeds",
     "reports_counted",
+    "reports_counted_many",
 ]
 
 
@@ -417,6 +420,69 @@ def lag(client: redis.Redis, definition: MetricDefinition) -> int:
     See :func:`lag_details` for the pending part on its own.
     """
     return lag_details(client, definition).length
+
+
+@dataclass(frozen=True)
+class Counters:
+    """What ``/metrics`` shows of a metric version, read with every other's at once."""
+
+    n: int
+    """Reports counted, all time (:func:`reports_counted`)."""
+    lag: int
+    """Reports in its streams not yet counted (:func:`lag`)."""
+    dead: int
+    """Entries in its dead-letter streams."""
+
+    @property
+    def active(self) -> bool:
+        """Anything to show: reports counted, waiting or dead-lettered."""
+        return bool(self.n or self.lag or self.dead)
+
+
+def counters(client: redis.Redis, definitions: Sequence[MetricDefinition]) -> list[Counters]:
+    """:class:`Counters` of every definition (every shard), in four calls
+    (:func:`ldp_store.scripts.read_many`): a scrape over ten thousand metrics, not four
+    round trips per metric."""
+    units = [(d, shard) for d in definitions for shard in range(d.shards)]
+    n = scripts.read_many(
+        client, "HGET", [keys.counts_key(d.name, d.version, "all", s) for d, s in units], "n"
+    )
+    lengths = scripts.read_many(
+        client, "XLEN", [keys.stream_key(d.name, d.version, s) for d, s in units]
+    )
+    batched = scripts.read_many(
+        client, "GET", [keys.batched_key(d.name, d.version, s) for d, s in units]
+    )
+    dead = scripts.read_many(
+        client, "XLEN", [keys.dead_key(d.name, d.version, s) for d, s in units]
+    )
+    found: list[Counters] = []
+    at = 0
+    for d in definitions:
+        span = slice(at, at + d.shards)
+        at += d.shards
+        found.append(
+            Counters(
+                sum(int(x or 0) for x in n[span]),
+                sum(int(x) for x in lengths[span]) + sum(int(x or 0) for x in batched[span]),
+                sum(int(x) for x in dead[span]),
+            )
+        )
+    return found
+
+
+def reports_counted_many(client: redis.Redis, definitions: Sequence[MetricDefinition]) -> list[int]:
+    """:func:`reports_counted` of every definition, in one call
+    (:func:`ldp_store.scripts.read_many`)."""
+    units = [(d, shard) for d in definitions for shard in range(d.shards)]
+    raw = scripts.read_many(
+        client, "HGET", [keys.counts_key(d.name, d.version, "all", s) for d, s in units], "n"
+    )
+    found, at = [], 0
+    for d in definitions:
+        found.append(sum(int(x or 0) for x in raw[at : at + d.shards]))
+        at += d.shards
+    return found
 
 
 def reports_counted(client: redis.Redis, definition: MetricDefinition) -> int:

@@ -544,12 +544,9 @@ class Worker:
 
     def _all_versions(self) -> list[tuple[str, int]]:
         """Every (metric, version) of the registry, the versions of every metric read in
-        one pipeline (on a Redis Cluster, one round trip per node)."""
+        one call (:func:`ldp_store.scripts.read_many`)."""
         names = self.registry.names()
-        with self.redis.pipeline(transaction=False) as pipe:
-            for name in names:
-                pipe.hkeys(keys.metric_key(name))
-            replies = pipe.execute()
+        replies = scripts.read_many(self.redis, "HKEYS", [keys.metric_key(n) for n in names])
         found = []
         for name, fields in zip(names, replies, strict=True):
             texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)

@@ -2,7 +2,8 @@
 beside their calls in ``rq/scripts.py``).
 
 Each script touches only keys of one metric version and shard, which share a hash tag
-(:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster. Beside each
+(:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster (but MANY,
+which reads many metrics' keys on one node, and is a pipeline on a cluster). Beside each
 script is the typed function that calls it: the only code that knows its KEYS/ARGV
 layout; callers pass named values (or, for the commit, one frozen :class:`CommitBatch`).
 Each function registers its script once per client (:func:`ldp_store.scripts.call.script`).
@@ -18,6 +19,7 @@ Each function registers its script once per client (:func:`ldp_store.scripts.cal
 | fold | FOLD → :func:`fold_window` | worker | fold a window's deltas into its counts |
 | shuffle | SHUFFLE → :func:`shuffle_call` | collector, worker | a pool into the stream |
 | trim | TRIM, UNLINK | scripts above; lifecycle | trim below every group; unlink |
+| many | MANY → :func:`read_many` | registry, gauges, worker | one read over many keys |
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ldp_store.scripts.call import ID_CHUNK, Call
 from ldp_store.scripts.commit import COMMIT, CommitBatch, Hours, commit_batch
 from ldp_store.scripts.dead_letter import DEAD, dead
 from ldp_store.scripts.fold import FOLD, fold_window
+from ldp_store.scripts.many import MANY, read_many
 from ldp_store.scripts.read import READ, read_batch
 from ldp_store.scripts.shuffle import SHUFFLE, shuffle_call
 from ldp_store.scripts.trim import UNLINK
@@ -38,6 +41,7 @@ __all__ = [
     "DEAD",
     "FOLD",
     "FORGET",
+    "MANY",
     "ID_CHUNK",
     "READ",
     "SHUFFLE",
@@ -54,6 +58,7 @@ __all__ = [
     "forget_epochs",
     "read_batch",
     "WindowReply",
+    "read_many",
     "read_window",
     "read_windows",
     "shuffle_call",
