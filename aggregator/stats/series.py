@@ -234,10 +234,12 @@ def _sequences(
         cc = picked[rows].astype(np.float64).ravel()
         pairs, at = np.unique(np.stack([nn, cc]), axis=1, return_inverse=True)
         at = at.ravel()
-        p = anytime_p_value(pairs[0] / r, pairs[1] / r, pairs[1] / r, 0.0, 1.0, float(mechanism.q))
+        dual = anytime_p_value(
+            pairs[0] / r, pairs[1] / r, pairs[1] / r, 0.0, 1.0, float(mechanism.q)
+        )
         lo, hi = frequency_cs(mechanism, pairs[0], pairs[1], a, reports_per_device=float(r))
         sub = picked[rows].shape
-        zero_p[rows] = np.asarray(p, dtype=np.float64)[at].reshape(sub)
+        zero_p[rows] = np.asarray(dual, dtype=np.float64)[at].reshape(sub)
         low[rows] = np.asarray(lo, dtype=np.float64)[at].reshape(sub)
         high[rows] = np.asarray(hi, dtype=np.float64)[at].reshape(sub)
     flat = read_at_level(
