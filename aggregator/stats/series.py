@@ -39,7 +39,6 @@ from aggregator.stats.multiplicity import (
     read_at_level,
     strictest_alpha,
 )
-from aggregator.stats.postprocess import norm_sub
 from client_sdk.mechanisms import FrequencyOracle, Memoized, PostRandomization
 
 __all__ = ["SERIES_FIELDS", "Series", "estimate_series"]
@@ -139,6 +138,8 @@ def estimate_series(
     hidden[shown] = False
     rest = np.full((2, windows), np.nan)
     full = mode == FDR or isinstance(mechanism, PostRandomization)
+    if not full:
+        _every_value(mechanism, reports, counts, shown, hidden, out["norm_sub"], rest)
     for w in np.flatnonzero(reports > 0):
         nw, r = int(reports[w]), float(rs[w])
         if full:  # the level depends on every value: the window's answer in full
@@ -174,10 +175,6 @@ def estimate_series(
         if population:
             variance = variance + r * plug_in * (1.0 - plug_in) / nw
         out["frequency"][w], out["std_error"][w] = f, np.sqrt(variance)
-        every = np.asarray(mechanism.debias(counts[w].astype(np.float64), nw), dtype=np.float64)
-        shares = np.asarray(norm_sub(every), dtype=np.float64)
-        out["norm_sub"][w] = shares[shown]
-        rest[:, w] = np.sum(every[hidden]), np.sum(shares[hidden])
         method = interval_method(mechanism, nw, r, z_value(1.0 - strictest_alpha(alpha, k, mode)))
         zero_p = np.maximum(
             interval_zero_p(mechanism, nw, row, r, method), zero_test(mechanism, nw, row, r)
@@ -210,6 +207,46 @@ def estimate_series(
         rest_norm_sub=rest[1],
         interval=tuple(methods),
     )
+
+
+ROWS_AT_ONCE = 1 << 21
+"""Window × value cells estimated in one numpy call by :func:`_every_value` (16 MB of
+float64): months of windows of a large domain go in chunks."""
+
+
+def _every_value(
+    mechanism: FrequencyOracle,
+    n: np.ndarray,
+    counts: np.ndarray,
+    shown: np.ndarray,
+    hidden: np.ndarray,
+    shares: np.ndarray,
+    rest: np.ndarray,
+) -> None:
+    """What needs every value of a window: its Norm-Sub shares (the projection onto the
+    simplex, :func:`~aggregator.stats.postprocess.norm_sub` row by row, the same sums in
+    the same order) and the rest's sums, for many windows per call; into ``shares``
+    (W, V) and ``rest`` (2, W)."""
+    live = np.flatnonzero(n > 0)
+    k = counts.shape[1]
+    step = max(1, ROWS_AT_ONCE // max(1, k))
+    ranks = np.arange(1, k + 1)
+    for start in range(0, len(live), step):
+        rows = live[start : start + step]
+        every = np.asarray(
+            mechanism.debias(counts[rows].astype(np.float64), n[rows, None]), dtype=np.float64
+        )
+        if not np.all(np.isfinite(every)):
+            raise ValueError("norm_sub needs finite estimates")
+        u = -np.sort(-every, axis=1)
+        cumulative = np.cumsum(u, axis=1) - 1.0
+        above = u - cumulative / ranks > 0
+        rho = k - 1 - np.argmax(above[:, ::-1], axis=1)
+        theta = cumulative[np.arange(len(rows)), rho] / (rho + 1)
+        projected = np.maximum(every - theta[:, None], 0.0)
+        shares[rows] = projected[:, shown]
+        rest[0, rows] = every[:, hidden].sum(axis=1)
+        rest[1, rows] = projected[:, hidden].sum(axis=1)
 
 
 def _variance(mechanism: FrequencyOracle, n: int, f: np.ndarray, r: float) -> np.ndarray:
