@@ -42,8 +42,8 @@ from typing import Any, cast
 import redis
 
 from client_sdk.errors import DefinitionError
-from client_sdk.wire import MetricDefinition, check_name, parse_spec
-from ldp_store import keys
+from client_sdk.wire import MetricDefinition, parse_spec
+from ldp_store import keys, projects
 from ldp_store.scripts.many import read_many
 
 __all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange"]
@@ -111,6 +111,20 @@ class MetricState:
 _NO_STATE = MetricState(None, None, frozenset())
 
 
+def _parse(name: str, raw: bytes | str) -> MetricDefinition:
+    """A stored definition of the metric stored as ``name`` (qualified: the JSON holds
+    the bare name, as served to apps)."""
+    definition = MetricDefinition.from_dict(json.loads(raw))
+    return definition if definition.name == name else replace(definition, name=name)
+
+
+def _dump(definition: MetricDefinition) -> str:
+    """A definition's stored JSON: its bare name (an app's), whatever its project."""
+    data = definition.to_dict()
+    data["name"] = projects.bare(definition.name)
+    return json.dumps(data)
+
+
 class RegistryChange:
     """The outcome of a put: the definition now current, and whether it is new."""
 
@@ -135,7 +149,13 @@ class Registry:
 
     # -- reads ---------------------------------------------------------------------------
     def names(self) -> list[str]:
-        """All metric names, sorted."""
+        """All metric names (qualified), sorted: of the request's project while
+        :data:`ldp_store.projects.CURRENT` is set, else of every project."""
+        project = projects.CURRENT.get()
+        return [n for n in self.every_name() if projects.in_project(n, project)]
+
+    def every_name(self) -> list[str]:
+        """Every project's metric names (qualified), sorted."""
         return sorted(x.decode() for x in self.redis.smembers(keys.METRICS_SET))  # type: ignore[union-attr]
 
     def state(self, name: str, fresh: bool = False) -> MetricState:
@@ -183,9 +203,7 @@ class Registry:
 
     def get(self, name: str, version: int | None = None) -> MetricDefinition | None:
         """A definition by name and version (default: current), or None if unknown."""
-        try:
-            check_name(name)
-        except ValueError:
+        if not projects.valid_qualified(name):
             return None
         state = self.state(name)
         if version is None and state.current is None:
@@ -215,7 +233,7 @@ class Registry:
                 while len(self._unknown) > CACHE_SIZE:
                     self._unknown.popitem(last=False)
             return None
-        definition = MetricDefinition.from_dict(json.loads(raw))
+        definition = _parse(name, raw)
         self._keep(key, definition)
         return definition
 
@@ -251,7 +269,7 @@ class Registry:
         if cached is not None and now - cached[0] < UNITS_TTL:
             return cached[1]
         count = 0
-        for name in self.names():
+        for name in self.every_name():
             if self.retired(name) is not None:
                 continue
             for version in self.versions(name):
@@ -291,7 +309,7 @@ class Registry:
                 pipe.hget(keys.metric_key(name), f"v{version}")
             for key, raw in zip(missing, pipe.execute(), strict=True):
                 if raw is not None:
-                    self._keep(key, MetricDefinition.from_dict(json.loads(raw)))
+                    self._keep(key, _parse(key[0], raw))
         with self._lock:
             found = [self._versions.get(key) for key in wanted]
         return [d for d in found if d is not None]
@@ -304,7 +322,8 @@ class Registry:
             DefinitionError: the spec is invalid (every problem listed).
             MetricRetired: the metric is retired and the spec would make a new version.
         """
-        proposed = parse_spec(name, spec)  # validates before touching Redis
+        # validates before touching Redis
+        proposed = replace(parse_spec(projects.bare(name), spec), name=name)
         key = keys.metric_key(name)
         self.redis.sadd(keys.METRICS_SET, name)  # first: see the module's docstring
         # transaction=True: redis-py's cluster pipeline WATCHes only in a transaction
@@ -318,9 +337,7 @@ class Registry:
                     current = None
                     if raw_current is not None and pipe.hexists(key, f"v{int(raw_current)}"):
                         version = int(raw_current)
-                        current = MetricDefinition.from_dict(
-                            json.loads(pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
-                        )
+                        current = _parse(name, pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
                     if current is not None and current.same_parameters(proposed):
                         # description, budget and retention are not decoding parameters:
                         # same version
@@ -339,7 +356,7 @@ class Registry:
                         definition = replace(proposed, version=last + 1)
                         changed = created = True
                     pipe.multi()
-                    pipe.hset(key, f"v{definition.version}", json.dumps(definition.to_dict()))
+                    pipe.hset(key, f"v{definition.version}", _dump(definition))
                     if created:
                         pipe.hset(key, f"t{definition.version}", int(self._clock()))
                     pipe.hset(key, "current", definition.version)
@@ -396,7 +413,7 @@ class Registry:
         raw = cast(dict[bytes, bytes], self.redis.hgetall(keys.metric_key(name)))
         for field, value in raw.items():
             if field.startswith(b"v") and field[1:].isdigit():
-                shards = MetricDefinition.from_dict(json.loads(value)).shards
+                shards = _parse(name, value).shards
                 version = int(field[1:])
                 found += [keys.retired_key(name, version, shard) for shard in range(shards)]
         return found
