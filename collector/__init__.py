@@ -27,6 +27,7 @@ from collector import (
     cors,
     ohttp_gateway,
     ohttp_shuffle,
+    quotas,
     settings,
 )
 from collector.context import Services
@@ -35,7 +36,7 @@ from collector.ingest import Appender
 from collector.logs import StripClientMetadata, install_werkzeug_filter
 from collector.telemetry import Telemetry
 from collector.throttle_log import ThrottleLog
-from ldp_api import auditing, auth, context, sessions
+from ldp_api import auditing, auth, context, projects, sessions
 from ldp_edge.admission import Admission, IdentifySource, environ_key
 from ldp_edge.slow_bodies import BodyDeadline
 from ldp_store import connection
@@ -161,6 +162,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     cors.install(app, app.config["CORS_ORIGINS"])  # ingest and definitions only
     telemetry.install(app)
     auth.install(app, TokenStore(client))  # every route's scope, before its view
+    projects.install(app)  # the request's project, after its scope check
+    quotas.QUOTAS.attach(app, quotas.ProjectQuotas(app.config["PROJECT_QUOTAS"]))
     audit_log = AuditLog(
         client, app.config["AUDIT_RETENTION_DAYS"], app.config["AUDIT_MAX_ENTRIES"]
     )

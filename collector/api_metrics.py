@@ -12,10 +12,12 @@ from collector.body import read_json
 from collector.context import services
 from collector.errors import ApiError
 from collector.models import MAX_VERSION_DIGITS, Metric, MetricList, MetricSpec, VersionQuery
+from collector.quotas import QUOTAS
 from collector.settings import device_budget
 from ldp_api.models import DeviceEpsilonCap, Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 from ldp_edge.answers import clip
+from ldp_store import projects
 from ldp_store.registry import MetricRetired
 
 __all__ = ["ADMIN_TOKEN", "bp", "retired_at", "version_arg"]
@@ -93,7 +95,11 @@ def published_device_budget() -> DeviceEpsilonCap | None:
         400: Reply("Invalid definition; every problem is in details.", Error),
         401: Reply("No bearer token.", Error, {"WWW-Authenticate": Header("Bearer.")}),
         403: Reply("Wrong token, or metric changes are disabled.", Error),
-        409: Reply("The metric is retired and the change would make a new version.", Error),
+        409: Reply(
+            "The metric is retired and the change would make a new version, or it is new "
+            "and its project holds its quota of metrics.",
+            Error,
+        ),
         413: Reply("The body is too large.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         503: UNAVAILABLE,
@@ -107,8 +113,10 @@ def published_device_budget() -> DeviceEpsilonCap | None:
 def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
     """Create or change a metric: 201 with a new version, 200 if the version is unchanged."""
     spec = read_json(request, current_app.config["MAX_BODY_BYTES"])
+    registry = services().registry
+    QUOTAS.get(current_app).admit_metric(registry.names, name, projects.project_of(name))
     try:
-        change = services().registry.put(name, spec)
+        change = registry.put(name, spec)
     except DefinitionError as exc:
         raise ApiError(400, "invalid metric definition", exc.problems) from None
     except MetricRetired as exc:

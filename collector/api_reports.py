@@ -6,13 +6,14 @@ from typing import Any
 
 from flask import Blueprint, current_app, request
 
-from collector import plain
+from collector import plain, quotas
 from collector.body import parse_json, read_body
 from collector.context import Services, services
 from collector.ingest import ingest, reports_of
 from collector.models import IngestError, IngestResult, ReportBatch
 from collector.ohttp_gateway import OBLIVIOUS_ENVIRON_KEY
 from collector.ohttp_shuffle import relayed
+from ldp_api import projects
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
 from ldp_edge.admission import SOURCE_ENVIRON_KEY, TooManyRequests
@@ -32,7 +33,8 @@ INGEST_KEY = Scheme(
 """What ``POST /v1/reports`` wants once ingest keys are required."""
 
 TOO_MANY = Reply(
-    "This source (address) sent more requests or reports than its limit allows; nothing "
+    "This source (address) sent more requests or reports than its limit allows, or the "
+    "project is at its reports-per-minute or memory quota (LDP_PROJECT_QUOTAS); nothing "
     "of the request was stored. Retry after Retry-After seconds.",
     Error,
     {"Retry-After": Header("Seconds until the bucket can pay for the request.", "integer")},
@@ -80,7 +82,12 @@ def post_reports() -> tuple[dict[str, Any], int]:
     if request.environ.get(OBLIVIOUS_ENVIRON_KEY):  # relayed: to the shuffle pools
         ctx = relayed(ctx)
     body = _admitted(ctx)
-    result = ingest(body, ctx, current_app.config["MAX_REPORTS"])
+    max_reports = current_app.config["MAX_REPORTS"]
+    project = projects.current()
+    plain_batch = isinstance(body, plain.PlainBatch)
+    count = len(body.reports) if plain_batch else len(reports_of(body, max_reports))
+    quotas.QUOTAS.get(current_app).admit_reports(ctx.redis, project, count)
+    result = ingest(body, ctx, max_reports, project=project)
     return answer(result), 202
 
 

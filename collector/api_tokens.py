@@ -27,10 +27,10 @@ from collector.models import (
     TokenPath,
     TokenRequest,
 )
-from ldp_api import auth
+from ldp_api import auth, projects
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
-from ldp_store.tokens import DEFAULT_PROJECT, KINDS, Token, TokenStore, UnknownToken
+from ldp_store.tokens import KINDS, Token, TokenStore, UnknownToken
 
 __all__ = ["bp", "info"]
 
@@ -131,7 +131,7 @@ def create_token() -> tuple[dict[str, Any], int]:
     if beyond:
         raise ApiError(403, f"this token cannot give scopes it does not hold: {beyond}")
     store = _store()
-    project = who.project or DEFAULT_PROJECT
+    project = who.project or projects.current()  # a configured token: ?project=, or default
     text, token = store.create(spec.name, scopes, project, spec.expires_in, who.actor)
     return answer(NewToken(token=text, **info(token, store.clock()))), 201
 
@@ -148,7 +148,8 @@ def list_tokens() -> dict[str, Any]:
     """The tokens the caller may manage."""
     store = _store()
     now = store.clock()
-    tokens = store.list(_who().project)
+    asked = request.args.get("project")  # a configured token's choice (else: every project)
+    tokens = store.list(_who().project or asked)
     return answer(TokenList(tokens=[TokenInfo(**info(t, now)) for t in tokens]))
 
 

@@ -30,11 +30,12 @@ from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestResult, Rejection, Retired
 from collector.replicas import ReplicaWait
 from ldp_edge.answers import clip
-from ldp_store import guard, keys, schema, scripts
+from ldp_store import guard, keys, projects, schema, scripts
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
     from collector.context import Services
+    from ldp_store.registry import Registry
 
 __all__ = [
     "MAX_VERSIONS_PER_REQUEST",
@@ -583,21 +584,35 @@ def _retired_meanwhile(
             batch.rejected.append(Rejection(index=index, error=error, reason="retired"))
 
 
-def _validated(body: object, ctx: Services, max_reports: int) -> tuple[Any, Validated]:
+def _lookup(registry: Registry, project: str) -> Callable[[str, int], MetricDefinition | None]:
+    """The registry's look-up of a report's (bare) metric name in ``project``: a name that
+    is not bare (``other/name``) is unknown, so a report reaches its own project only."""
+    if project == projects.DEFAULT:
+        return lambda name, version: None if "/" in name else registry.lookup(name, version)
+    return lambda name, version: (
+        None if "/" in name else registry.lookup(projects.qualify(project, name), version)
+    )
+
+
+def _validated(
+    body: object, ctx: Services, max_reports: int, project: str
+) -> tuple[Any, Validated]:
     """The body's reports and their validation: a plain batch checked as a whole when it
-    is plainly valid, else report by report (with every message).
+    is plainly valid, else report by report (with every message). Groups are keyed by
+    the stored (project-qualified) names.
 
     Raises:
         ApiError: 400/413 for a body of the wrong shape or size.
     """
+    lookup = _lookup(ctx.registry, project)
     if isinstance(body, plain.PlainBatch):
         registry = ctx.registry
-        found = plain.validate(body, registry.lookup, registry.refusing, MAX_VERSIONS_PER_REQUEST)
+        found = plain.validate(body, lookup, registry.refusing, MAX_VERSIONS_PER_REQUEST)
         if found is not None:
             return body.reports, Validated(groups=found[0], shards=found[1])
         body = parse_json(body.raw)  # not plainly valid: report by report
     reports = reports_of(body, max_reports)
-    return reports, validate(reports, ctx.registry.lookup, ctx.registry.refusing)
+    return reports, validate(reports, lookup, ctx.registry.refusing)
 
 
 def _count_rejections(batch: Validated, reports: int, telemetry: Any) -> None:
@@ -618,7 +633,11 @@ def _count_rejections(batch: Validated, reports: int, telemetry: Any) -> None:
 
 
 def ingest(
-    body: object, ctx: Services, max_reports: int, now: datetime | None = None
+    body: object,
+    ctx: Services,
+    max_reports: int,
+    now: datetime | None = None,
+    project: str = projects.DEFAULT,
 ) -> IngestResult:
     """Validate a ``POST /v1/reports`` body and append its valid reports.
 
@@ -628,6 +647,7 @@ def ingest(
         ctx: the app's services (registry, appender, telemetry).
         max_reports: the most reports one request may hold.
         now: the time that picks the replay sets; default: the current UTC time.
+        project: the project whose metrics the reports name (the ingest key's).
 
     Returns:
         Counts of appended and replayed reports, and every rejection.
@@ -640,7 +660,7 @@ def ingest(
             versions' reports are appended first; the retry finds them as replays).
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
-    reports, batch = _validated(body, ctx, max_reports)
+    reports, batch = _validated(body, ctx, max_reports, project)
     telemetry = ctx.telemetry
     _count_rejections(batch, len(reports), telemetry)
     if not batch.groups:

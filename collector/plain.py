@@ -141,7 +141,7 @@ def _plans(
     plans: dict[Pair, tuple[MetricDefinition, _Plan]] = {}
     for pair in named:
         definition = lookup(*pair)
-        if definition is None or definition.dimensions or retired(pair[0]) is not None:
+        if definition is None or definition.dimensions or retired(definition.name) is not None:
             return None
         plan = _plan_of(definition)
         if plan is None:
@@ -179,8 +179,9 @@ def _decoded(
         except (msgspec.DecodeError, ValueError):  # binascii.Error is a ValueError
             return None
         own_ids = [raw_ids[16 * i : 16 * i + 16] for i in positions]
-        items[pair] = list(zip(own_ids, map(_ENCODE, payloads), strict=True))
-        shards[pair] = definition.shards
+        stored = (definition.name, definition.version)  # the name qualified by its project
+        items[stored] = list(zip(own_ids, map(_ENCODE, payloads), strict=True))
+        shards[stored] = definition.shards
     return items, shards
 
 

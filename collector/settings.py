@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.device import DeviceCaps
+from collector.quotas import parse_quotas
 from ldp_api import oidc
 from ldp_store import auditlog
 
@@ -160,6 +161,7 @@ DEFAULTS: dict[str, Any] = {
     "OIDC_REDIRECT_URI": None,
     "SESSION_SECONDS": oidc.SESSION_SECONDS,
     "TRUST_FORWARDED_PROTO": False,
+    "PROJECT_QUOTAS": None,
 }
 
 _POSITIVE_INTS = (
@@ -236,6 +238,7 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
     out.update(check_tokens(config))
     try:
         oidc.settings_from(config)  # refused at start, not at the first sign-in
+        out["PROJECT_QUOTAS"] = parse_quotas(config.get("PROJECT_QUOTAS"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return out

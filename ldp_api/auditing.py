@@ -16,11 +16,11 @@ import redis
 from flask import Flask, Response, current_app, request
 from redis.exceptions import RedisClusterException
 
-from ldp_api import auth
+from ldp_api import auth, projects
 from ldp_api.context import Slot
 from ldp_api.openapi import operation_of
 from ldp_store.auditlog import AuditLog, AuditRecord
-from ldp_store.tokens import DEFAULT_PROJECT, parse
+from ldp_store.tokens import parse
 
 __all__ = ["AUDIT", "action_of", "install", "outcome_of"]
 
@@ -80,11 +80,10 @@ def record(response: Response) -> Response:
     action = action_of(app, endpoint, response.status_code)
     if action is None:
         return response
-    who = auth.current()
     entry = AuditRecord(
         action=action,
         actor=_actor(),
-        project=(who.project if who is not None else None) or DEFAULT_PROJECT,
+        project=projects.current(),
         target=_target(response),
         outcome=outcome_of(response.status_code),
         status=response.status_code,

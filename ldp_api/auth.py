@@ -44,6 +44,7 @@ __all__ = [
     "refuse_json",
     "requires",
     "scope_of",
+    "sent_principal",
 ]
 
 Reason = Literal["missing", "invalid", "lacking", "disabled"]
@@ -199,6 +200,14 @@ def principal(app: Flask, text: str) -> Principal | None:
     if token is None:
         return None
     return Principal(token.prefix, token.scopes, token.project, token)
+
+
+def sent_principal() -> Principal | None:
+    """Who the current request's credential is (None: none sent, or not valid), read
+    again: for the routes whose scope check needed none."""
+    text = _credential(basic=True)
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    return principal(app, text) if text is not None else None
 
 
 def _json(status: int, error: str, details: list[str], challenge: str | None) -> Response:

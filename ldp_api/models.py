@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic.json_schema import SkipJsonSchema
 from pydantic_core import CoreSchema, core_schema
 
@@ -30,6 +30,7 @@ from client_sdk.wire import (
     MIN_RETENTION_SECONDS,
     NAME_PATTERN,
 )
+from ldp_store import projects
 
 __all__ = [
     "Absent",
@@ -101,9 +102,12 @@ def answer(model: BaseModel) -> dict[str, Any]:
 
 
 MetricName = Annotated[
-    str, Field(max_length=MAX_NAME_LENGTH, pattern=f"^(?:{NAME_PATTERN.pattern})$")
+    str,
+    Field(max_length=MAX_NAME_LENGTH, pattern=f"^(?:{NAME_PATTERN.pattern})$"),
+    BeforeValidator(lambda v: projects.bare(v) if isinstance(v, str) else v),
 ]
-"""A metric's name (:func:`client_sdk.wire.check_name`)."""
+"""A metric's name (:func:`client_sdk.wire.check_name`); a stored name loses its project
+(``shop/signup`` is ``signup``), so no answer shows one and no body can name one."""
 
 
 class MetricPath(Model):

@@ -39,6 +39,8 @@ __all__ = [
     "made_key_of",
     "metric_key",
     "pool_key",
+    "project_patterns",
+    "quota_key",
     "retired_key",
     "seeds_key",
     "seen_key",
@@ -82,6 +84,17 @@ ENTRY_REPORTS = 32
 :data:`ldp_store.scripts.APPEND`): the per-entry costs (``XADD``, ``XACK``, the entry's
 bytes) are shared by up to 32 reports, and a worker's read of N entries holds at most
 32·N reports."""
+
+
+def quota_key(project: str, minute: int) -> str:
+    """Reports a project sent in one minute (Unix minutes), for its quota; expires."""
+    return f"{PREFIX}:quota:{project}:{minute}"
+
+
+def project_patterns(project: str) -> tuple[str, ...]:
+    """``SCAN`` patterns of every key of a (non-default) project's metrics: its versions'
+    keys and its registry hashes (a project name has no glob characters)."""
+    return (f"{PREFIX}:{{m:{project}/*", f"{PREFIX}:metric:{{{project}/*")
 
 
 def token_key(token_id: str) -> str:

@@ -36,6 +36,7 @@ from client_sdk.wire import check_name
 from ldp_api.context import shared
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
+from ldp_api.projects import qualified
 
 __all__ = ["bp"]
 
@@ -86,7 +87,7 @@ def get_export_windows() -> dict[str, Any]:
             check_name(metric)
         except ValueError as exc:
             raise BadRequest(f"metric: {exc}") from None
-    names = [metric] if metric is not None else ext.registry.names()
+    names = [qualified(metric)] if metric is not None else ext.registry.names()
     found = []
     for name in names:
         if metric is not None:  # one metric: every version, or the one asked for

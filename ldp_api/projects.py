@@ -1,0 +1,116 @@
+"""The project a request acts in, and its metric names qualified, in one hook.
+
+A scoped token acts in its own project; a configured token (and a request without
+one, on the routes that stay open) in the one ``?project=`` names, else ``default``.
+A scoped token asked to act in another project is refused (403). :func:`enter` runs
+after the scope check (:mod:`ldp_api.auth`): it sets
+:data:`ldp_store.projects.CURRENT` (every listing of the registry then holds the
+project's metrics only) and turns the URL's ``<name>`` into the stored, qualified name,
+so no view names another project's metric. URLs the app makes keep the project
+(:func:`keep_project`). Docs: docs/guides/teams.md.
+"""
+
+from __future__ import annotations
+
+from contextvars import Token as VarToken
+from typing import Any
+
+from flask import Flask, Response, g, jsonify, request
+
+from ldp_api import auth
+from ldp_api.models import Error, answer
+from ldp_store import projects
+
+__all__ = ["DEFAULT_ONLY", "current", "enter", "install", "qualified"]
+
+DEFAULT_ONLY = frozenset({"alerts", "dashboard.alerts_page", "ops.prometheus"})
+"""Blueprints and endpoints of the default project only: alert rules (not yet per
+project) and ``/metrics`` (the deployment's own telemetry, for its operators). Another
+project's request gets 404 there."""
+
+
+def current() -> str:
+    """The project of the current request: as :func:`enter` found it, else (a request
+    refused before it) the scoped token's, else ``default``."""
+    if "ldp_project" in g:
+        return str(g.ldp_project)
+    who = auth.current()
+    return who.project if who is not None and who.project else projects.DEFAULT
+
+
+def qualified(name: str) -> str:
+    """``name`` (a bare metric name) as stored in the current request's project."""
+    return projects.qualify(current(), name)
+
+
+def _refuse(status: int, error: str, details: list[str]) -> Response:
+    response = jsonify(answer(Error(error=error, details=details)))
+    response.status_code = status
+    return response
+
+
+def enter() -> Response | None:
+    """The ``before_request`` hook (after :func:`ldp_api.auth.check`): None to go on."""
+    if request.endpoint is None:
+        return None
+    who = auth.current() if "ldp_principal" in g else auth.sent_principal()
+    own = who.project if who is not None and who.token is not None else None
+    asked = request.args.get("project")
+    if asked is not None:
+        try:
+            projects.check_project(asked)
+        except ValueError as exc:
+            return _refuse(400, "invalid project", [str(exc)])
+        if own is not None and asked != own:
+            return _refuse(
+                403,
+                f"this token is of project {own!r}, not {asked!r}",
+                ["a scoped token acts in its own project only"],
+            )
+    project = own or asked or projects.DEFAULT
+    g.ldp_project = project
+    g.ldp_project_asked = asked
+    g.ldp_project_var = projects.CURRENT.set(project)
+    if project != projects.DEFAULT and (
+        request.blueprint in DEFAULT_ONLY or request.endpoint in DEFAULT_ONLY
+    ):
+        return _refuse(
+            404,
+            f"not available in project {project!r}",
+            ["alert rules and /metrics are the default project's (docs/guides/teams.md)"],
+        )
+    args = request.view_args
+    if args and isinstance(args.get("name"), str):
+        name = args["name"]
+        if "/" in name:  # never a bare name: no route reaches another project this way
+            return _refuse(404, "unknown metric", ["a metric name has no '/'"])
+        args["name"] = projects.qualify(project, name)
+    return None
+
+
+def leave(_: BaseException | None) -> None:
+    """The ``teardown_request`` hook: the request's project is no longer current."""
+    var: VarToken[str | None] | None = g.pop("ldp_project_var", None)
+    if var is not None:
+        try:
+            projects.CURRENT.reset(var)
+        except ValueError:  # set in another context (a copied one): leave it be
+            projects.CURRENT.set(None)
+
+
+def keep_project(endpoint: str, values: dict[str, Any]) -> None:
+    """The ``url_defaults`` hook: a URL made in a request names the bare metric, and the
+    project when the request named one (``?project=``)."""
+    name = values.get("name")
+    if isinstance(name, str):
+        values["name"] = projects.bare(name)
+    asked = g.get("ldp_project_asked") if g else None
+    if asked and "project" not in values:
+        values["project"] = asked
+
+
+def install(app: Flask) -> None:
+    """Attach the hooks to ``app`` (after :func:`ldp_api.auth.install`)."""
+    app.before_request(enter)
+    app.teardown_request(leave)
+    app.url_defaults(keep_project)

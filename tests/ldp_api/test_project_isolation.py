@@ -1,0 +1,264 @@
+"""Projects are isolated, fuzzed over every route: project ``alpha`` holds a metric, its
+reports, its tokens; every route of the OpenAPI document (and every dashboard page) is
+called with every kind of credential of another project (``beta``, the default project,
+none), with and without ``?project=alpha``, and no answer holds anything of alpha's and
+nothing changes (ldp_api/projects.py, docs/guides/teams.md).
+
+The routes come from the document, as the authorization matrix's do
+(tests/ldp_api/test_authorization_matrix.py), so a new route cannot skip this.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from test_authorization_matrix import (
+    ADMIN,
+    OPEN,
+    VALUES,
+    Credential,
+    closed_app,
+    routes,
+    snapshot,
+)
+
+from client_sdk.wire import MetricDefinition, build_report
+from collector import quotas
+from ldp_store.tokens import KINDS, SCOPES, TokenStore
+
+SECRET_LABELS = ["alpha-label-one", "alpha-label-two", "alpha-label-three"]
+SECRET_TEXT = "alpha-only-description"
+TOKEN_NAMES = ("alpha-admin-token-name", "alpha-ingest-key-name")
+ALPHA_SPEC = {
+    "domain": SECRET_LABELS,
+    "epsilon": 1.0,
+    "mechanism": "grr",
+    "description": SECRET_TEXT,
+}
+DEFAULT_SPEC = {"domain": ["x", "y"], "epsilon": 2.0, "mechanism": "grr"}
+NAME = VALUES["name"]
+"""Alpha's metric has the very name every route of the other projects is called with."""
+
+DEFINITIONS = {
+    ("get", "/v1/metrics"),
+    ("get", "/v1/metrics/{name}"),
+    ("get", "/sdk/ldp-telemetry/{name}"),
+}
+"""Open routes that serve a project's definitions to apps: public, as the default
+project's are, to whoever names the project (``?project=``) without a token."""
+
+
+ASSETS = OPEN - DEFINITIONS
+"""The open routes that hold nothing of a project's."""
+
+
+def state(client: Any) -> dict[bytes, bytes]:
+    """Every key's dump but the audit log's and the replay guard's id counts (which a
+    collector writes up to 0.1 s after alpha's own appends: ldp_store/guard.py)."""
+    return {k: v for k, v in snapshot(client).items() if not k.startswith(b"ldp:guard-ids:")}
+
+
+def bearer(text: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {text}"}
+
+
+def outsiders(store: TokenStore) -> list[Credential]:
+    """Every kind of token of beta and of the default project, and none."""
+    none: frozenset[str] = frozenset()
+    made = [Credential("none", None, none), Credential("garbage", "not-a-token", none)]
+    for project in ("beta", "default"):
+        for scope in SCOPES:
+            text, token = store.create(f"only {scope}", {scope}, project)
+            made.append(Credential(f"{project} {scope}", text, token.scopes))
+        for kind, scopes in KINDS.items():
+            text, _ = store.create(kind, scopes, project)
+            made.append(Credential(f"{project} {kind}", text, scopes))
+            made.append(Credential(f"{project} {kind} as Basic", text, scopes, basic=True))
+    return made
+
+
+def alpha(app: Flask, store: TokenStore) -> tuple[str, str]:
+    """Alpha's metric (with reports) and tokens; its admin token's text and prefix."""
+    admin, admin_token = store.create(TOKEN_NAMES[0], KINDS["admin"], "alpha")
+    ingest, _ = store.create(TOKEN_NAMES[1], KINDS["ingest"], "alpha")
+    client = app.test_client()
+    assert (
+        client.put(f"/v1/metrics/{NAME}", json=ALPHA_SPEC, headers=bearer(admin)).status_code == 201
+    )
+    got = client.get(f"/v1/metrics/{NAME}", headers=bearer(ingest))
+    assert got.status_code == 200 and got.json["name"] == NAME
+    definition = MetricDefinition.from_dict(got.json)
+    reports = [build_report(definition, SECRET_LABELS[i % 3]) for i in range(12)]
+    sent = client.post("/v1/reports", json={"reports": reports}, headers=bearer(ingest))
+    assert sent.status_code == 202 and sent.json["accepted"] == 12, sent.json
+    return admin, admin_token.prefix
+
+
+def markers() -> Iterator[bytes]:
+    """What only alpha's own answers hold (its tokens' prefixes are no secret: a caller
+    who names one in a URL sees it echoed, and its refused try in its own audit log)."""
+    yield SECRET_TEXT.encode()
+    yield from (label.encode() for label in [*SECRET_LABELS, *TOKEN_NAMES])
+
+
+def test_no_route_reaches_another_projects_data(redis_db: Any) -> None:
+    app = closed_app(redis_db.url)
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha_admin, alpha_prefix = alpha(app, store)
+    # The markers mean something: alpha's own token sees them where the others look.
+    own = app.test_client()
+    for url in (f"/v1/estimates/{NAME}", f"/ui/metric/{NAME}", "/v1/tokens", "/v1/overview"):
+        seen = own.get(url, headers=bearer(alpha_admin)).get_data()
+        assert any(m in seen for m in markers()), url
+    creds = outsiders(store)
+    table = list(routes(app))
+    before = state(redis_db.client())
+    client = app.test_client()
+    values = {**VALUES, "prefix": alpha_prefix}
+    wrong = []
+    calls = 0
+    for method, path, scope in table:
+        url = re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
+        # A route of no project's data (health, the document, the dashboard's assets) is
+        # asked with two credentials: its answer is slow and the same for all.
+        for cred in creds if (method, path) not in ASSETS else creds[:2]:
+            for suffix in ("", "?project=alpha"):
+                body = {} if method in ("post", "put") else None
+                got = client.open(
+                    url + suffix, method=method.upper(), json=body, headers=cred.headers()
+                )
+                calls += 1
+                where = f"{method.upper()} {path}{suffix} [{scope}] {cred.name}: {got.status_code}"
+                if got.status_code >= 500:
+                    wrong.append(f"{where} (a 5xx)")
+                anonymous = not cred.scopes  # no token, or none valid
+                public = anonymous and suffix and (method, path) in DEFINITIONS
+                if public:
+                    continue
+                leaked = [m for m in markers() if m in got.get_data()]
+                if leaked:
+                    wrong.append(f"{where} shows {leaked}")
+                if (
+                    suffix
+                    and cred.text is not None
+                    and cred.name.startswith("beta")
+                    and got.status_code < 400
+                ):
+                    wrong.append(f"{where}: a beta token let into alpha")
+    assert not wrong, "\n".join(wrong)
+    assert state(redis_db.client()) == before  # no change anywhere
+    print(f"isolation matrix: {len(table)} routes x {len(creds)} credentials x 2 = {calls} calls")
+    assert {(m, p) for m, p, s in table if s is None} == OPEN
+
+
+def test_same_name_in_two_projects_are_two_metrics(redis_db: Any) -> None:
+    """Names are unique within a project: default's ``app.none`` and alpha's are two
+    metrics, each fed by its own ingest key, and the default project is as before (the
+    keys have no project in them)."""
+    app = closed_app(redis_db.url)
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha(app, store)
+    client = app.test_client()
+    assert (
+        client.put(f"/v1/metrics/{NAME}", json=DEFAULT_SPEC, headers=bearer(ADMIN)).status_code
+        == 201
+    )
+    key, _ = store.create("default app", KINDS["ingest"])
+    definition = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}").json)
+    assert definition.domain == ("x", "y")
+    sent = client.post(
+        "/v1/reports", json={"reports": [build_report(definition, "x")]}, headers=bearer(key)
+    )
+    assert sent.status_code == 202 and sent.json["accepted"] == 1
+    r = redis_db.client()
+    assert r.xlen(f"ldp:{{m:{NAME}:1:0}}:reports") == 1  # today's key, unchanged
+    assert r.xlen(f"ldp:{{m:alpha/{NAME}:1:0}}:reports") == 1  # alpha's (one batch entry)
+    names = client.get("/v1/metrics", headers=bearer(ADMIN)).json["metrics"]
+    assert [(m["name"], m["domain"]) for m in names] == [(NAME, ["x", "y"])]
+    listed = client.get("/v1/metrics?project=alpha", headers=bearer(ADMIN)).json["metrics"]
+    assert [(m["name"], m["domain"]) for m in listed] == [(NAME, SECRET_LABELS)]
+    # A report naming alpha's stored name from the default project reaches nothing.
+    forged = {**build_report(definition, "x"), "metric": f"alpha/{NAME}"}
+    assert (
+        client.post("/v1/reports", json={"reports": [forged]}, headers=bearer(key)).status_code
+        == 400
+    )
+    assert r.xlen(f"ldp:{{m:alpha/{NAME}:1:0}}:reports") == 1
+
+
+@pytest.mark.parametrize("bad", ["Alpha", "a/b", "", "x" * 41, "a.b"])
+def test_a_bad_project_is_a_400(redis_db: Any, bad: str) -> None:
+    app = closed_app(redis_db.url)
+    got = app.test_client().get(f"/v1/metrics?project={bad}")
+    assert got.status_code == 400 and "project" in got.json["details"][0]
+
+
+def test_quotas_refuse_one_project_and_not_another(redis_db: Any) -> None:
+    app = closed_app(redis_db.url)
+    limits = quotas.parse_quotas(
+        {"alpha": {"metrics": 1, "reports_per_minute": 12}, "beta": {"metrics": 5}}
+    )
+    quotas.QUOTAS.attach(app, quotas.ProjectQuotas(limits))
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha_admin, _ = alpha(app, store)  # its one metric, and 12 reports: the minute's quota
+    client = app.test_client()
+    second = client.put("/v1/metrics/app.two", json=DEFAULT_SPEC, headers=bearer(alpha_admin))
+    assert (
+        second.status_code == 409
+        and "alpha" in second.json["error"]
+        and "quota" in second.json["error"]
+    )
+    ingest, _ = store.create("alpha app", KINDS["ingest"], "alpha")
+    definition = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=alpha").json)
+    one = {"reports": [build_report(definition, SECRET_LABELS[0])]}
+    refused = client.post("/v1/reports", json=one, headers=bearer(ingest))
+    assert refused.status_code == 429 and "quota of 12 reports a minute" in refused.json["error"]
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    # beta, meanwhile: its own metrics and reports as if alpha were idle.
+    beta_admin, _ = store.create("beta admin", KINDS["admin"], "beta")
+    beta_ingest, _ = store.create("beta app", KINDS["ingest"], "beta")
+    for name in ("app.two", NAME):
+        assert (
+            client.put(
+                f"/v1/metrics/{name}", json=DEFAULT_SPEC, headers=bearer(beta_admin)
+            ).status_code
+            == 201
+        )
+    beta_def = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=beta").json)
+    many = {"reports": [build_report(beta_def, "y") for _ in range(50)]}
+    assert client.post("/v1/reports", json=many, headers=bearer(beta_ingest)).status_code == 202
+    # The default project has no quota here: unchanged.
+    assert (
+        client.put("/v1/metrics/app.two", json=DEFAULT_SPEC, headers=bearer(ADMIN)).status_code
+        == 201
+    )
+
+
+def test_memory_quota_refuses_only_its_project(redis_db: Any) -> None:
+    app = closed_app(redis_db.url)
+    quotas.QUOTAS.attach(app, quotas.ProjectQuotas({"alpha": quotas.Quota(memory_bytes=4096)}))
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha(app, store)  # measured before its first reports: within the quota then
+    client = app.test_client()
+    ingest, _ = store.create("alpha app", KINDS["ingest"], "alpha")
+    definition = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=alpha").json)
+    big = {"reports": [build_report(definition, SECRET_LABELS[1]) for _ in range(200)]}
+    quota = quotas.QUOTAS.get(app)
+    quota._memory.clear()  # measure now, not MEMORY_TTL later
+    refused = client.post("/v1/reports", json=big, headers=bearer(ingest))
+    used = quota.memory_of(redis_db.client(), "alpha")
+    assert used > 4096
+    assert refused.status_code == 429 and "MiB of Redis" in refused.json["error"], refused.json
+    beta_admin, _ = store.create("beta admin", KINDS["admin"], "beta")
+    beta_ingest, _ = store.create("beta app", KINDS["ingest"], "beta")
+    assert (
+        client.put(f"/v1/metrics/{NAME}", json=DEFAULT_SPEC, headers=bearer(beta_admin)).status_code
+        == 201
+    )
+    beta_def = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=beta").json)
+    batch = {"reports": [build_report(beta_def, "x") for _ in range(200)]}
+    assert client.post("/v1/reports", json=batch, headers=bearer(beta_ingest)).status_code == 202
