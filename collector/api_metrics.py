@@ -114,7 +114,9 @@ def put_metric(name: str) -> tuple[dict[str, Any], int, dict[str, str]]:
     """Create or change a metric: 201 with a new version, 200 if the version is unchanged."""
     spec = read_json(request, current_app.config["MAX_BODY_BYTES"])
     registry = services().registry
-    QUOTAS.get(current_app).admit_metric(registry.names, name, projects.project_of(name))
+    QUOTAS.get(current_app).admit_metric(
+        lambda: [d.name for d in registry.all_current()], name, projects.project_of(name)
+    )
     try:
         change = registry.put(name, spec)
     except DefinitionError as exc:

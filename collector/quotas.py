@@ -20,7 +20,7 @@ import redis
 
 from collector.errors import ApiError
 from ldp_api.context import Slot
-from ldp_store import keys, projects
+from ldp_store import keys, lifecycle, projects
 
 __all__ = ["ANY", "MEMORY_TTL", "QUOTAS", "Quota", "ProjectQuotas", "parse_quotas"]
 
@@ -107,7 +107,8 @@ class ProjectQuotas:
         before the create: two creates at once may each pass a quota one short.
 
         Args:
-            names: the project's metric names (qualified), read only under a quota.
+            names: the project's metrics with a live version (qualified names; a deleted
+                one frees its place), read only under a quota.
             name: the metric asked for (qualified).
             project: its project.
         """
@@ -160,16 +161,7 @@ class ProjectQuotas:
             cached = self._memory.get(project)
             if cached is not None and now - cached[0] < MEMORY_TTL:
                 return cached[1]
-        total = 0
-        for pattern in keys.project_patterns(project):
-            batch = []
-            for key in client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-            if batch:
-                pipe = client.pipeline(transaction=False)
-                for key in batch:
-                    pipe.memory_usage(key, samples=0)
-                total += sum(int(x or 0) for x in pipe.execute())
+        total = lifecycle.weigh(client, lifecycle.project_keys(client, project)).bytes
         with self._lock:
             self._memory[project] = (now, total)
         return total

@@ -25,7 +25,7 @@ from typing import Any, cast
 import redis
 from redis.cluster import RedisCluster
 
-from ldp_store import keys, scripts
+from ldp_store import keys, projects, scripts
 from ldp_store.connection import is_cluster
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "MemoryUsage",
     "delete_keys",
     "guard_day_keys",
+    "project_keys",
     "human_bytes",
     "kind_of",
     "measure_memory",
@@ -64,14 +65,16 @@ DELETE_BATCH = 500
 """Keys per pipelined UNLINK round: one round trip per batch, each key on its own (a
 cluster pipeline sends each to its slot's node)."""
 
-_TAGGED = re.compile(rb"^ldp:\{m:([a-z0-9_.-]+):([0-9]+):([0-9]+)\}:([a-z_]+)")
-"""A version's key: name, version, shard and the first word of its kind."""
+_TAGGED = re.compile(rb"^ldp:\{m:([a-z0-9_./-]+):([0-9]+):([0-9]+)\}:([a-z_]+)")
+"""A version's key: name (``project/name`` outside the default project), version, shard
+and the first word of its kind."""
 
 
 def _pattern(name: str, version: int | None) -> str:
     """The SCAN pattern of every key of ``name`` (one version, or all of them).
 
-    Metric names hold only ``[a-z0-9_.-]`` (no glob character, no brace, no colon), so
+    Metric names hold only ``[a-z0-9_.-]`` (no glob character, no brace, no colon; a
+    project's adds its name and ``/``: :mod:`ldp_store.projects`), so
     ``ldp:{m:app:1:*`` cannot match ``app.x`` or version 10.
     """
     which = f"{version}:*" if version is not None else "*"
@@ -109,6 +112,16 @@ def version_keys(client: redis.Redis, name: str, version: int | None = None) -> 
             if version is None or int(match.group(2)) == version:
                 found.append(key)
     return sorted(found)
+
+
+def project_keys(client: redis.Redis, project: str) -> list[bytes]:
+    """Every key of a project's metrics, on every primary: what its memory quota weighs.
+    The default project's names have no prefix: its keys are the metrics' keys without
+    a ``/`` (the whole keyspace is scanned)."""
+    if project != projects.DEFAULT:
+        return [k for pattern in keys.project_patterns(project) for k in _scan(client, pattern)]
+    every = [f"{keys.PREFIX}:{{m:*", f"{keys.PREFIX}:metric:{{*"]
+    return [k for pattern in every for k in _scan(client, pattern) if b"/" not in k]
 
 
 def guard_day_keys(client: redis.Redis, day: str) -> list[bytes]:

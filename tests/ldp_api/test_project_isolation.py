@@ -26,8 +26,10 @@ from test_authorization_matrix import (
     snapshot,
 )
 
+from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import quotas
+from ldp_store import lifecycle
 from ldp_store.tokens import KINDS, SCOPES, TokenStore
 
 SECRET_LABELS = ["alpha-label-one", "alpha-label-two", "alpha-label-three"]
@@ -181,13 +183,19 @@ def test_same_name_in_two_projects_are_two_metrics(redis_db: Any) -> None:
     assert [(m["name"], m["domain"]) for m in names] == [(NAME, ["x", "y"])]
     listed = client.get("/v1/metrics?project=alpha", headers=bearer(ADMIN)).json["metrics"]
     assert [(m["name"], m["domain"]) for m in listed] == [(NAME, SECRET_LABELS)]
+    # A worker counts each project's reports into its own metric; reads stay apart.
+    Worker(r, handle_signals=False, block_ms=10).run(once=True)
+    alpha_reader, _ = store.create("alpha reader", KINDS["read"], "alpha")
+    mine = client.get(f"/v1/estimates/{NAME}", headers=bearer(alpha_reader)).json
+    theirs = client.get(f"/v1/estimates/{NAME}", headers=bearer(ADMIN)).json
+    assert (mine["n"], [e["value"] for e in mine["estimates"]]) == (12, SECRET_LABELS)
+    assert (theirs["n"], [e["value"] for e in theirs["estimates"]]) == (1, ["x", "y"])
     # A report naming alpha's stored name from the default project reaches nothing.
     forged = {**build_report(definition, "x"), "metric": f"alpha/{NAME}"}
-    assert (
-        client.post("/v1/reports", json={"reports": [forged]}, headers=bearer(key)).status_code
-        == 400
-    )
-    assert r.xlen(f"ldp:{{m:alpha/{NAME}:1:0}}:reports") == 1
+    sent = client.post("/v1/reports", json={"reports": [forged]}, headers=bearer(key))
+    assert sent.status_code == 400
+    Worker(r, handle_signals=False, block_ms=10).run(once=True)
+    assert client.get(f"/v1/estimates/{NAME}", headers=bearer(alpha_reader)).json["n"] == 12
 
 
 @pytest.mark.parametrize("bad", ["Alpha", "a/b", "", "x" * 41, "a.b"])
@@ -231,6 +239,12 @@ def test_quotas_refuse_one_project_and_not_another(redis_db: Any) -> None:
     beta_def = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=beta").json)
     many = {"reports": [build_report(beta_def, "y") for _ in range(50)]}
     assert client.post("/v1/reports", json=many, headers=bearer(beta_ingest)).status_code == 202
+    # Deleting alpha's metric frees its place, and every key of it goes.
+    assert client.post(f"/v1/metrics/{NAME}/retire", headers=bearer(alpha_admin)).status_code == 200
+    assert client.delete(f"/v1/metrics/{NAME}", headers=bearer(alpha_admin)).status_code == 200
+    assert not redis_db.client().keys("ldp:{m:alpha/*")
+    again = client.put("/v1/metrics/app.two", json=DEFAULT_SPEC, headers=bearer(alpha_admin))
+    assert again.status_code == 201
     # The default project has no quota here: unchanged.
     assert (
         client.put("/v1/metrics/app.two", json=DEFAULT_SPEC, headers=bearer(ADMIN)).status_code
@@ -262,3 +276,13 @@ def test_memory_quota_refuses_only_its_project(redis_db: Any) -> None:
     beta_def = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=beta").json)
     batch = {"reports": [build_report(beta_def, "x") for _ in range(200)]}
     assert client.post("/v1/reports", json=batch, headers=bearer(beta_ingest)).status_code == 202
+    # Each project weighs its own keys only; the default project's are those without '/'.
+    assert (
+        client.put(f"/v1/metrics/{NAME}", json=DEFAULT_SPEC, headers=bearer(ADMIN)).status_code
+        == 201
+    )
+    r = redis_db.client()
+    mine, beta, default = (lifecycle.project_keys(r, p) for p in ("alpha", "beta", "default"))
+    assert mine and all(k.startswith((b"ldp:{m:alpha/", b"ldp:metric:{alpha/")) for k in mine)
+    assert beta and not set(beta) & set(mine)
+    assert b"ldp:metric:{app.none}" in default and not set(default) & (set(mine) | set(beta))
