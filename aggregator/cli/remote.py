@@ -7,6 +7,7 @@ and a CA bundle (``REQUESTS_CA_BUNDLE``) come from the environment, as the SDK's
 
 from __future__ import annotations
 
+import os
 import urllib.parse
 from typing import Any
 
@@ -57,8 +58,12 @@ def exchange(
     headers = {"Accept": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
+    project = os.environ.get("LDP_PROJECT")  # a configured token's project (else default)
+    params = {"project": project} if project else None
     try:
-        r = requests.request(method, url, json=body, headers=headers, timeout=TIMEOUT_SECONDS)
+        r = requests.request(
+            method, url, json=body, headers=headers, params=params, timeout=TIMEOUT_SECONDS
+        )
     except requests.RequestException as exc:
         raise Unreachable(*_unreachable(url, exc)) from None
     try:
