@@ -53,6 +53,7 @@ from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
 from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Reply, documented
+from ldp_store import projects
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import CACHE_SIZE, Registry
 from ldp_store.retention import RetentionPolicy
@@ -117,6 +118,7 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
     a budget (unbounded).
     """
     d = definition.to_dict()
+    d["name"] = projects.bare(definition.name)  # as its project's people call it
     params = d.get("mechanism")
     params = params if isinstance(params, dict) else {}
     epsilon = params.get("epsilon")
@@ -285,7 +287,11 @@ def overview_body(
     retired = registry.retirements()  # as all_current read them: no round trip per metric
     spend = [{**_described(d), "retired_at": retired.get(d.name)} for d in every]
     needle = search.casefold()
-    matching = [d for d in every if not needle or needle in d.name.casefold() or needle in _text(d)]
+    matching = [
+        d
+        for d in every
+        if not needle or needle in projects.bare(d.name).casefold() or needle in _text(d)
+    ]
     page = matching[offset : offset + limit]
     rows = overview_rows(client, registry, reading, alpha, page)
     return {

@@ -286,3 +286,21 @@ def test_memory_quota_refuses_only_its_project(redis_db: Any) -> None:
     assert mine and all(k.startswith((b"ldp:{m:alpha/", b"ldp:metric:{alpha/")) for k in mine)
     assert beta and not set(beta) & set(mine)
     assert b"ldp:metric:{app.none}" in default and not set(default) & (set(mine) | set(beta))
+
+
+def test_the_dashboard_links_stay_in_the_project(redis_db: Any) -> None:
+    """Pages made for a project link to its metrics by their plain names, and keep the
+    ``?project=`` a configured token browsed with."""
+    app = closed_app(redis_db.url)
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha_admin, _ = alpha(app, store)
+    client = app.test_client()
+    mine = client.get("/", headers=bearer(alpha_admin)).get_data(as_text=True)
+    assert f'href="/ui/metric/{NAME}"' in mine and "alpha/" not in mine
+    page = client.get(f"/ui/metric/{NAME}", headers=bearer(alpha_admin)).get_data(as_text=True)
+    assert f"/v1/estimates/{NAME}" in page and "alpha/" not in page
+    browsed = client.get("/?project=alpha", headers=bearer(ADMIN)).get_data(as_text=True)
+    assert f'href="/ui/metric/{NAME}?project=alpha"' in browsed
+    page = client.get(f"/ui/metric/{NAME}?project=alpha", headers=bearer(ADMIN))
+    assert page.status_code == 200 and SECRET_TEXT in page.get_data(as_text=True)
+    assert "project=alpha" in re.search(r'"estimates": "([^"]+)"', page.get_data(as_text=True))[1]
