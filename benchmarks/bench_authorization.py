@@ -12,6 +12,11 @@ today), one with it on, whose requests carry a scoped ingest key.
   Redis ``HGETALL`` each time: a worker's first use of a token each half second); a read
   with a scoped read token; a read with the configured ``LDP_READ_TOKEN``; an admin
   route with the configured admin token.
+* **per project hook** — :func:`ldp_api.projects.enter`, the hook after the check that
+  finds the request's project and qualifies its metric name, timed alone (a scoped key
+  and a scoped read token of project ``shop``), and a project's reports-per-minute quota
+  check (``collector.quotas``: one pipelined ``INCRBY`` + ``EXPIRE``, only when
+  ``LDP_PROJECT_QUOTAS`` sets one).
 * **ingest throughput** — ``POST /v1/reports`` of ``--batch`` reports built with the SDK,
   ``--requests`` per phase, through Flask's test client (no HTTP server: the hook's share
   of the work is larger here than behind gunicorn, so this ratio is the pessimistic one);
@@ -33,12 +38,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flask import Flask
+from flask import Flask, request
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
-from ldp_api import auth  # noqa: E402
+from collector import quotas  # noqa: E402
+from ldp_api import auth, projects  # noqa: E402
 from ldp_server.app import create_server_app  # noqa: E402
 from ldp_store.embedded import EmbeddedRedis  # noqa: E402
 from ldp_store.tokens import KINDS, TokenStore  # noqa: E402
@@ -63,6 +69,36 @@ def per_check(app: Flask, path: str, method: str, token: str | None, checks: int
             for _ in range(checks):
                 auth.check()
             runs.append((time.perf_counter() - start) / checks * 1e6)
+    return statistics.median(runs)
+
+
+def per_hook(app: Flask, path: str, method: str, token: str | None, checks: int) -> float:
+    """Median over 5 runs of µs per ``projects.enter()`` (after one ``auth.check()``)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    runs = []
+    with app.test_request_context(path, method=method, headers=headers):
+        assert auth.check() is None, path
+        name = (request.view_args or {}).get("name")
+        assert projects.enter() is None, path
+        for _ in range(5):
+            start = time.perf_counter()
+            for _ in range(checks):
+                if name is not None:
+                    request.view_args["name"] = name  # type: ignore[index]
+                projects.enter()
+            runs.append((time.perf_counter() - start) / checks * 1e6)
+    return statistics.median(runs)
+
+
+def per_quota(redis: Any, checks: int) -> float:
+    """Median over 5 runs of µs per reports-per-minute quota check (within the quota)."""
+    quota = quotas.ProjectQuotas(quotas.parse_quotas({"shop": {"reports_per_minute": 10**12}}))
+    runs = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for _ in range(checks):
+            quota.admit_reports(redis, "shop", 100)
+        runs.append((time.perf_counter() - start) / checks * 1e6)
     return statistics.median(runs)
 
 
@@ -130,6 +166,19 @@ def run(server: EmbeddedRedis, args: argparse.Namespace) -> None:
     uncached = per_check(on, "/v1/reports", "POST", key, max(n // 20, 200))
     policy.tokens.cache_seconds = 0.5
     print(f"  {'ingest, scoped key, cache off (HGETALL)':40s} {uncached:8.2f}")
+
+    shop_key, _ = store.create("shop-app", KINDS["ingest"], "shop")
+    shop_reader, _ = store.create("shop-reader", KINDS["read"], "shop")
+    print(f"\nµs per project hook and quota check (median of 5 × {n} calls):")
+    hooks = [
+        ("project hook, ingest, shop's key", "/v1/reports", "POST", shop_key),
+        ("project hook, read, shop's read token", "/v1/estimates/bench.m", "GET", shop_reader),
+        ("project hook, read, default project", "/v1/estimates/bench.m", "GET", reader),
+    ]
+    for label, path, method, token in hooks:
+        print(f"  {label:40s} {per_hook(on, path, method, token, n):8.2f}")
+    quota_checks = max(n // 20, 200)
+    print(f"  {'reports/minute quota (INCRBY+EXPIRE)':40s} {per_quota(redis, quota_checks):8.2f}")
 
     definition = MetricDefinition.from_dict(off.test_client().get("/v1/metrics/bench.m").json or {})
     rng = random.Random(39)

@@ -51,11 +51,15 @@ def _refuse(status: int, error: str, details: list[str]) -> Response:
 
 def enter() -> Response | None:
     """The ``before_request`` hook (after :func:`ldp_api.auth.check`): None to go on."""
-    if request.endpoint is None:
+    req = request._get_current_object()  # type: ignore[attr-defined]  # one proxy look-up
+    endpoint = req.endpoint
+    if endpoint is None:
         return None
-    who = auth.current() if "ldp_principal" in g else auth.sent_principal()
+    state = g._get_current_object()
+    who = state.ldp_principal if "ldp_principal" in state else auth.sent_principal()
     own = who.project if who is not None and who.token is not None else None
-    asked = request.args.get("project")
+    query = req.args
+    asked = query["project"] if "project" in query else None  # .get raises inside: slow
     if asked is not None:
         try:
             projects.check_project(asked)
@@ -68,24 +72,30 @@ def enter() -> Response | None:
                 ["a scoped token acts in its own project only"],
             )
     project = own or asked or projects.DEFAULT
-    g.ldp_project = project
-    g.ldp_project_asked = asked
-    g.ldp_project_var = projects.CURRENT.set(project)
-    if project != projects.DEFAULT and (
-        request.blueprint in DEFAULT_ONLY or request.endpoint in DEFAULT_ONLY
-    ):
+    state.ldp_project = project
+    state.ldp_project_asked = asked
+    state.ldp_project_var = projects.CURRENT.set(project)
+    if project == projects.DEFAULT:
+        name = (req.view_args or {}).get("name")
+        if isinstance(name, str) and "/" in name:  # never a bare name: no route reaches
+            return _unknown()  # another project's metric this way
+        return None
+    if req.blueprint in DEFAULT_ONLY or endpoint in DEFAULT_ONLY:
         return _refuse(
             404,
             f"not available in project {project!r}",
             ["alert rules and /metrics are the default project's (docs/guides/teams.md)"],
         )
-    args = request.view_args
+    args = req.view_args
     if args and isinstance(args.get("name"), str):
-        name = args["name"]
-        if "/" in name:  # never a bare name: no route reaches another project this way
-            return _refuse(404, "unknown metric", ["a metric name has no '/'"])
-        args["name"] = projects.qualify(project, name)
+        if "/" in args["name"]:
+            return _unknown()
+        args["name"] = projects.qualify(project, args["name"])
     return None
+
+
+def _unknown() -> Response:
+    return _refuse(404, "unknown metric", ["a metric name has no '/'"])
 
 
 def leave(_: BaseException | None) -> None:
