@@ -16,6 +16,7 @@ from client_sdk.device import DeviceCaps
 from collector.quotas import parse_quotas
 from ldp_api import oidc
 from ldp_store import auditlog
+from ldp_store.projects import check_project
 
 __all__ = [
     "DEFAULTS",
@@ -162,6 +163,7 @@ DEFAULTS: dict[str, Any] = {
     "SESSION_SECONDS": oidc.SESSION_SECONDS,
     "TRUST_FORWARDED_PROTO": False,
     "PROJECT_QUOTAS": None,
+    "INGEST_KEY_PROJECTS": None,
 }
 
 _POSITIVE_INTS = (
@@ -239,9 +241,22 @@ def checked(config: Mapping[str, Any]) -> dict[str, Any]:
     try:
         oidc.settings_from(config)  # refused at start, not at the first sign-in
         out["PROJECT_QUOTAS"] = parse_quotas(config.get("PROJECT_QUOTAS"))
+        out["INGEST_KEY_PROJECTS"] = _projects(config.get("INGEST_KEY_PROJECTS"))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     return out
+
+
+def _projects(value: object) -> frozenset[str]:
+    """``INGEST_KEY_PROJECTS``: the projects whose reports need one of their ingest keys
+    (a comma- or space-separated string, or a list); unset: none beyond
+    ``REQUIRE_INGEST_KEY``'s."""
+    if value is None or value == "":
+        return frozenset()
+    items = value.replace(",", " ").split() if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ValueError(f"INGEST_KEY_PROJECTS must list project names, got {value!r}")
+    return frozenset(check_project(item) for item in items)
 
 
 def _positive_int(key: str, value: Any) -> int:

@@ -2,7 +2,8 @@
 
 A scoped token acts in its own project; a configured token (and a request without
 one, on the routes that stay open) in the one ``?project=`` names, else ``default``.
-A scoped token asked to act in another project is refused (403). :func:`enter` runs
+A scoped token asked to act in another project is refused (403), and a report to a
+project of ``LDP_INGEST_KEY_PROJECTS`` without an ingest key (401). :func:`enter` runs
 after the scope check (:mod:`ldp_api.auth`): it sets
 :data:`ldp_store.projects.CURRENT` (every listing of the registry then holds the
 project's metrics only) and turns the URL's ``<name>`` into the stored, qualified name,
@@ -15,7 +16,7 @@ from __future__ import annotations
 from contextvars import Token as VarToken
 from typing import Any
 
-from flask import Flask, Response, g, jsonify, request
+from flask import Flask, Response, current_app, g, jsonify, request
 
 from ldp_api import auth
 from ldp_api.models import Error, answer
@@ -72,6 +73,14 @@ def enter() -> Response | None:
                 ["a scoped token acts in its own project only"],
             )
     project = own or asked or projects.DEFAULT
+    if (
+        project in current_app.config.get("INGEST_KEY_PROJECTS", ())
+        and (who is None or "ingest" not in who.scopes)
+        and auth.scope_of(current_app, endpoint) == "ingest"
+    ):
+        # This project's reports need one of its keys (a key of another project was
+        # refused above, when it asked for this one; without ?project= it acts in its own).
+        return auth.refuse_json("ingest", "missing" if who is None else "invalid")
     state.ldp_project = project
     state.ldp_project_asked = asked
     state.ldp_project_var = projects.CURRENT.set(project)

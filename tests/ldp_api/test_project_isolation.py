@@ -29,6 +29,7 @@ from test_authorization_matrix import (
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import quotas
+from ldp_server.app import create_server_app
 from ldp_store import lifecycle
 from ldp_store.tokens import KINDS, SCOPES, TokenStore
 
@@ -304,3 +305,33 @@ def test_the_dashboard_links_stay_in_the_project(redis_db: Any) -> None:
     page = client.get(f"/ui/metric/{NAME}?project=alpha", headers=bearer(ADMIN))
     assert page.status_code == 200 and SECRET_TEXT in page.get_data(as_text=True)
     assert "project=alpha" in re.search(r'"estimates": "([^"]+)"', page.get_data(as_text=True))[1]
+
+
+def test_ingest_keys_can_be_required_for_one_project(redis_db: Any) -> None:
+    """``LDP_INGEST_KEY_PROJECTS=alpha``: alpha's reports need one of its ingest keys,
+    while the default project's (and beta's) stay open, as without the setting."""
+    app = create_server_app(
+        {
+            "REDIS_URL": redis_db.url,
+            "TESTING": True,
+            "ADMIN_TOKEN": ADMIN,
+            "INGEST_KEY_PROJECTS": "alpha",
+        }
+    )
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha(app, store)  # its reports, sent with its key: accepted
+    client = app.test_client()
+    definition = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}?project=alpha").json)
+    one = {"reports": [build_report(definition, SECRET_LABELS[0])]}
+    keyless = client.post("/v1/reports?project=alpha", json=one)
+    assert keyless.status_code == 401 and keyless.json["error"] == "an ingest key is required"
+    reader, _ = store.create("alpha reader", KINDS["read"], "alpha")
+    assert client.post("/v1/reports", json=one, headers=bearer(reader)).status_code == 401
+    beta_key, _ = store.create("beta app", KINDS["ingest"], "beta")
+    crossed = client.post("/v1/reports?project=alpha", json=one, headers=bearer(beta_key))
+    assert crossed.status_code == 403
+    made = client.put(f"/v1/metrics/{NAME}", json=DEFAULT_SPEC, headers=bearer(ADMIN))
+    assert made.status_code == 201
+    plain = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}").json)
+    sent = client.post("/v1/reports", json={"reports": [build_report(plain, "x")]})
+    assert sent.status_code == 202  # the default project: open, as before
