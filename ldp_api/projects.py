@@ -30,6 +30,10 @@ project) and ``/metrics`` (the deployment's own telemetry, for its operators). A
 project's request gets 404 there."""
 
 
+NOT_METRICS = frozenset({"sdk"})
+"""Blueprints whose ``<name>`` is no metric's (the SDK module's files): left as sent."""
+
+
 def current() -> str:
     """The project of the current request: as :func:`enter` found it, else (a request
     refused before it) the scoped token's, else ``default``."""
@@ -96,7 +100,7 @@ def enter() -> Response | None:
             ["alert rules and /metrics are the default project's (docs/guides/teams.md)"],
         )
     args = req.view_args
-    if args and isinstance(args.get("name"), str):
+    if args and isinstance(args.get("name"), str) and req.blueprint not in NOT_METRICS:
         if "/" in args["name"]:
             return _unknown()
         args["name"] = projects.qualify(project, args["name"])

@@ -302,6 +302,12 @@ def test_the_dashboard_links_stay_in_the_project(redis_db: Any) -> None:
     assert f"/v1/estimates/{NAME}" in page and "alpha/" not in page
     browsed = client.get("/?project=alpha", headers=bearer(ADMIN)).get_data(as_text=True)
     assert f'href="/ui/metric/{NAME}?project=alpha"' in browsed
+    # The SDK module's files are no metric: served in every project alike.
+    module = client.get("/sdk/ldp-telemetry/index.js")
+    assert module.status_code == 200
+    ingest, _ = store.create("alpha app", KINDS["ingest"], "alpha")
+    again = client.get("/sdk/ldp-telemetry/index.js", headers=bearer(ingest))
+    assert (again.status_code, again.get_data()) == (200, module.get_data())
     page = client.get(f"/ui/metric/{NAME}?project=alpha", headers=bearer(ADMIN))
     assert page.status_code == 200 and SECRET_TEXT in page.get_data(as_text=True)
     assert "project=alpha" in re.search(r'"estimates": "([^"]+)"', page.get_data(as_text=True))[1]
