@@ -30,6 +30,10 @@ project) and ``/metrics`` (the deployment's own telemetry, for its operators). A
 project's request gets 404 there."""
 
 
+DEPLOYMENT_WIDE = frozenset({"ops.prometheus"})
+"""Endpoints that list every project's metrics (for the default project's requests):
+``/metrics``, the platform team's scrape (counts and lag by stored name, no estimate)."""
+
 NOT_METRICS = frozenset({"sdk"})
 """Blueprints whose ``<name>`` is no metric's (the SDK module's files): left as sent."""
 
@@ -87,7 +91,9 @@ def enter() -> Response | None:
         return auth.refuse_json("ingest", "missing" if who is None else "invalid")
     state.ldp_project = project
     state.ldp_project_asked = asked
-    state.ldp_project_var = projects.CURRENT.set(project)
+    # /metrics is the deployment's: its gauges cover every project's metrics.
+    listed = None if endpoint in DEPLOYMENT_WIDE else project
+    state.ldp_project_var = projects.CURRENT.set(listed)
     if project == projects.DEFAULT:
         name = (req.view_args or {}).get("name")
         if isinstance(name, str) and "/" in name:  # never a bare name: no route reaches

@@ -191,6 +191,10 @@ def test_same_name_in_two_projects_are_two_metrics(redis_db: Any) -> None:
     theirs = client.get(f"/v1/estimates/{NAME}", headers=bearer(ADMIN)).json
     assert (mine["n"], [e["value"] for e in mine["estimates"]]) == (12, SECRET_LABELS)
     assert (theirs["n"], [e["value"] for e in theirs["estimates"]]) == (1, ["x", "y"])
+    # /metrics is the deployment's (the platform team's): every project's pipeline.
+    scrape = client.get("/metrics", headers=bearer(ADMIN)).get_data(as_text=True)
+    counted = re.findall(r'^ldp_reports_counted\{metric="([^"]+)"\} (\S+)$', scrape, re.M)
+    assert sorted(counted) == [(f"alpha/{NAME}", "12.0"), (NAME, "1.0")]
     # A report naming alpha's stored name from the default project reaches nothing.
     forged = {**build_report(definition, "x"), "metric": f"alpha/{NAME}"}
     sent = client.post("/v1/reports", json={"reports": [forged]}, headers=bearer(key))
