@@ -22,6 +22,7 @@ from ldp_api import auth
 from ldp_api.context import Slot, shared
 from ldp_api.models import Error, answer
 from ldp_api.oidc import ROLES, OidcSettings, Provider, settings_from
+from ldp_store.projects import check_project
 from ldp_store.sessions import Session, SessionStore
 from ldp_store.tokens import DEFAULT_PROJECT
 
@@ -84,9 +85,15 @@ def cookie_name(base: str) -> str:
 
 
 def project_of_request() -> str:
-    """The project a dashboard request acts in: the default project until requests name
-    one (every metric belongs to ``default`` today)."""
-    return DEFAULT_PROJECT
+    """The project a signed-in request acts in: its ``?project=``, else ``default``
+    (one not valid: ``default`` here, and :func:`ldp_api.projects.enter` answers 400)."""
+    query = request.args
+    if "project" not in query:
+        return DEFAULT_PROJECT
+    try:
+        return check_project(query["project"])
+    except ValueError:
+        return DEFAULT_PROJECT
 
 
 def session_of_request() -> tuple[str, Session] | None:

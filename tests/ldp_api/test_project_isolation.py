@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -29,8 +30,11 @@ from test_authorization_matrix import (
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import quotas
+from ldp_api.oidc import ROLES
+from ldp_api.sessions import SESSION_COOKIE
 from ldp_server.app import create_server_app
 from ldp_store import lifecycle
+from ldp_store.sessions import SessionStore
 from ldp_store.tokens import KINDS, SCOPES, TokenStore
 
 SECRET_LABELS = ["alpha-label-one", "alpha-label-two", "alpha-label-three"]
@@ -69,10 +73,44 @@ def bearer(text: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {text}"}
 
 
+@dataclass(frozen=True)
+class SignedIn(Credential):
+    """A dashboard session (OpenID Connect sign-in) with its roles, sent as its cookie."""
+
+    cookie: str = ""
+
+    def headers(self) -> dict[str, str]:
+        return {}  # the cookie is the test client's (set_cookie): see the matrix's loop
+
+
+def signin_app(redis_url: str) -> Flask:
+    """The closed app with sign-in on (the provider is never asked: sessions are made
+    directly in the store, as a sign-in leaves them)."""
+    config = closed_app(redis_url).config  # the same settings
+    return create_server_app(
+        {
+            "REDIS_URL": redis_url,
+            "TESTING": True,
+            "ADMIN_TOKEN": config["ADMIN_TOKEN"],
+            "READ_TOKEN": config["READ_TOKEN"],
+            "METRICS_TOKEN": config["METRICS_TOKEN"],
+            "REQUIRE_INGEST_KEY": True,
+            "OIDC_ISSUER": "https://idp.example",
+            "OIDC_CLIENT_ID": "ldp-dashboard",
+        }
+    )
+
+
 def outsiders(store: TokenStore) -> list[Credential]:
-    """Every kind of token of beta and of the default project, and none."""
+    """Every kind of token of beta and of the default project, a session with every role
+    in them, and none."""
     none: frozenset[str] = frozenset()
     made = [Credential("none", None, none), Credential("garbage", "not-a-token", none)]
+    sessions = SessionStore(store.redis)
+    for project in ("beta", "default"):
+        for role, scopes in ROLES.items():
+            cookie, _ = sessions.create(f"{role}@{project}", {project: role}, 3600)
+            made.append(SignedIn(f"{project} {role} session", "session", scopes, cookie=cookie))
     for project in ("beta", "default"):
         for scope in SCOPES:
             text, token = store.create(f"only {scope}", {scope}, project)
@@ -109,7 +147,7 @@ def markers() -> Iterator[bytes]:
 
 
 def test_no_route_reaches_another_projects_data(redis_db: Any) -> None:
-    app = closed_app(redis_db.url)
+    app = signin_app(redis_db.url)
     store = TokenStore(redis_db.client(), sleep=lambda s: None)
     alpha_admin, alpha_prefix = alpha(app, store)
     # The markers mean something: alpha's own token sees them where the others look.
@@ -124,35 +162,45 @@ def test_no_route_reaches_another_projects_data(redis_db: Any) -> None:
     values = {**VALUES, "prefix": alpha_prefix}
     wrong = []
     calls = 0
+    live: set[str] = set()  # credentials let through somewhere (in their own project)
     for method, path, scope in table:
         url = re.sub(r"{(\w+)}", lambda m: values[m.group(1)], path)
         # A route of no project's data (health, the document, the dashboard's assets) is
         # asked with two credentials: its answer is slow and the same for all.
         for cred in creds if (method, path) not in ASSETS else creds[:2]:
+            if isinstance(cred, SignedIn):
+                client.set_cookie(SESSION_COOKIE, cred.cookie)
+            else:
+                client.delete_cookie(SESSION_COOKIE)
             for suffix in ("", "?project=alpha"):
                 body = {} if method in ("post", "put") else None
                 got = client.open(
                     url + suffix, method=method.upper(), json=body, headers=cred.headers()
                 )
                 calls += 1
+                if scope is not None and got.status_code < 300:
+                    live.add(cred.name)
                 where = f"{method.upper()} {path}{suffix} [{scope}] {cred.name}: {got.status_code}"
                 if got.status_code >= 500:
                     wrong.append(f"{where} (a 5xx)")
-                anonymous = not cred.scopes  # no token, or none valid
+                # no token (or none valid), or a session: no project of its own there
+                anonymous = not cred.scopes or isinstance(cred, SignedIn)
                 public = anonymous and suffix and (method, path) in DEFINITIONS
                 if public:
                     continue
                 leaked = [m for m in markers() if m in got.get_data()]
                 if leaked:
                     wrong.append(f"{where} shows {leaked}")
-                if (
-                    suffix
-                    and cred.text is not None
-                    and cred.name.startswith("beta")
-                    and got.status_code < 400
-                ):
+                # (a 303 is the dashboard sending a session without the role to sign-in)
+                if suffix and cred.name.startswith("beta") and got.status_code < 300:
                     wrong.append(f"{where}: a beta token let into alpha")
     assert not wrong, "\n".join(wrong)
+    # The sessions were live: the default project's let through in it, beta's in beta.
+    assert {c.name for c in creds if isinstance(c, SignedIn) and "default" in c.name} <= live
+    for cred in creds:
+        if isinstance(cred, SignedIn) and cred.name.startswith("beta"):
+            client.set_cookie(SESSION_COOKIE, cred.cookie)
+            assert client.get("/v1/overview?project=beta").status_code == 200, cred.name
     assert state(redis_db.client()) == before  # no change anywhere
     print(f"isolation matrix: {len(table)} routes x {len(creds)} credentials x 2 = {calls} calls")
     assert {(m, p) for m, p, s in table if s is None} == OPEN
@@ -345,3 +393,21 @@ def test_ingest_keys_can_be_required_for_one_project(redis_db: Any) -> None:
     plain = MetricDefinition.from_dict(client.get(f"/v1/metrics/{NAME}").json)
     sent = client.post("/v1/reports", json={"reports": [build_report(plain, "x")]})
     assert sent.status_code == 202  # the default project: open, as before
+
+
+def test_a_session_acts_in_the_project_it_names_with_its_role_there(redis_db: Any) -> None:
+    """Signed in with a role in alpha only: alpha's pages with ``?project=alpha``, the
+    default project's refused (sent to sign in), as each project's role says."""
+    app = signin_app(redis_db.url)
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    alpha(app, store)
+    cookie, _ = SessionStore(store.redis).create("alice", {"alpha": "viewer"}, 3600)
+    client = app.test_client()
+    client.set_cookie(SESSION_COOKIE, cookie)
+    headers: dict[str, str] = {}
+    mine = client.get(f"/ui/metric/{NAME}?project=alpha", headers=headers)
+    assert mine.status_code == 200 and SECRET_TEXT in mine.get_data(as_text=True)
+    estimates = client.get(f"/v1/estimates/{NAME}?project=alpha", headers=headers)
+    assert estimates.status_code == 200 and estimates.json["n"] == 0
+    assert client.get(f"/ui/metric/{NAME}", headers=headers).status_code == 403  # no role
+    assert client.get(f"/v1/estimates/{NAME}", headers=headers).status_code in (401, 403)
