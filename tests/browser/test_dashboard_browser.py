@@ -86,8 +86,10 @@ TOL = 1e-9
 # -- the system ---------------------------------------------------------------------------
 
 
-def _request(url: str, method: str = "GET", body: Any = None, token: str | None = None) -> Any:
-    kind, text = answer(url, method, body, token, timeout=10)
+def _request(
+    url: str, method: str = "GET", body: Any = None, token: str | None = None, timeout: float = 10
+) -> Any:
+    kind, text = answer(url, method, body, token, timeout=timeout)
     return json.loads(text) if kind == "application/json" else text
 
 

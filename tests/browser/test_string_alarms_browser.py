@@ -1,11 +1,11 @@
 """A string metric's poisoning alarm on its page, in a real Chromium, on the real system.
 
+400 crafted sketch-cell reports (0.6 %) for ``=WEBSERVICE("http://x")`` through
+``POST /v1/reports``, put into 4 of the 8 rows of each level (issue 29, item 6(c)), and
 66,000 honest reports of a Zipf vocabulary (appended to the stream with entry ids in the
-current hour, as ``tests/test_poisoning_baseline_free_e2e.py`` does), then 400 crafted
-sketch-cell reports (0.6 %) for ``=WEBSERVICE("http://x")`` through ``POST /v1/reports``,
-put into 4 of the 8 rows of each level (issue 29, item 6(c)). The real aggregator worker
-counts them; the string page (drawn by ``strings.js``) must show the API's rows alarm in
-its banner, beside the discovered value.
+crafted reports' millisecond: their window, even when an hour ends meanwhile). The real
+aggregator worker counts them; the string page (drawn by ``strings.js``) must show the
+API's rows alarm in its banner, beside the discovered value.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
 from playwright.sync_api import expect  # noqa: E402
-from poisoning_helpers import append_this_hour  # noqa: E402
+from poisoning_helpers import append_beside_last, counted  # noqa: E402
 from test_alarms_browser import banner_lines, expected_lines, post  # noqa: E402
 from test_dashboard_browser import _request  # noqa: E402
 
@@ -32,7 +32,6 @@ from aggregator.stats.kinds import codec_for  # noqa: E402
 from client_sdk.mechanisms.strings import normalise  # noqa: E402
 from client_sdk.wire import MetricDefinition, new_report_id  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
-from ldp_store import schema  # noqa: E402
 
 NAME = "search.term"
 SPEC = {"kind": "string", "epsilon": 8.0, "max_length": 16}
@@ -42,9 +41,6 @@ TARGET = '=WEBSERVICE("http://x")'
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    left = schema.HOUR_MS - int(time.time() * 1000) % schema.HOUR_MS
-    if left < 120_000:  # the current window must hold all of its reports
-        time.sleep(left / 1000 + 1)
     data = tmp_path_factory.mktemp("string-alarms")
     with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
         definition = MetricDefinition.from_dict(
@@ -55,9 +51,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         vocab = synthetic_vocabulary(5_000, 16, seed=4)
         values = vocab[gen.choice(len(vocab), size=HONEST, p=zipf_shares(5_000, 1.1))]
         codec = codec_for(sketch)
-        client = redis.Redis.from_url(s.redis_url)
-        append_this_hour(client, definition, codec.to_payloads(codec.encode(values, gen)))
-        client.close()
+        honest = codec.to_payloads(codec.encode(values, gen))
         padded = normalise(TARGET, sketch.max_length)
         reports = []
         for i in range(CRAFTED):
@@ -71,11 +65,17 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                     "payload": payload,
                 }
             )
-        post(s.url, reports)
+        post(s.url, reports)  # one request: one append, one window
+        client = redis.Redis.from_url(s.redis_url)
+        append_beside_last(client, definition, honest)
         deadline = time.monotonic() + 120
-        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < HONEST + CRAFTED:
+        while counted(client, definition) < HONEST + CRAFTED:
             assert time.monotonic() < deadline, "not counted"
             time.sleep(0.5)
+        client.close()
+        # The API sees them all; and the discovery (a second of CPU, cached until the counts
+        # change) is made here, with time to spare on a loaded machine, not in the test.
+        assert _request(f"{s.url}/v1/estimates/{NAME}", timeout=60)["n"] == HONEST + CRAFTED
         yield s
 
 
