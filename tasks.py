@@ -181,8 +181,8 @@ def test(args: list[str]) -> None:
     _run(BIN / "mkdocs", "build", "--strict", "--quiet")
     # One worker more than cores: the tests wait on servers, sockets and subprocesses for
     # about a third of their time. Work stealing: a worker that runs out takes another's
-    # remaining tests (the slow modules run first: tests/conftest.py SLOW_FIRST), so all
-    # end together.
+    # remaining tests (the slow modules run first, dealt evenly to the workers:
+    # tests/conftest.py SLOW_FIRST), so all end together.
     xdist = ["-n", str((os.cpu_count() or 1) + 1), "--dist", "worksteal"]
     _run(BIN / "python", "-m", "pytest", *xdist, "--durations=15", *args)
 

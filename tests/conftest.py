@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,31 +127,114 @@ def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
             p.wait()
 
 
-SLOW_FIRST = (
-    "tests/test_schema_fuzz.py",
-    "tests/browser/test_layout_browser.py",
-    "tests/browser/test_string_alarms_browser.py",
-    "tests/test_delete_while_blocked.py",
-    "tests/aggregator/test_string_discovery.py",
-    "tests/test_poisoning_e2e.py",
-    "tests/ldp_server/test_demo_reruns.py",
-    "tests/test_poisoning_baseline_free_e2e.py",
-    "tests/test_nginx_proxy.py",
-    "tests/ldp_server/test_serve_slow_bodies.py",
-    "tests/test_supervision.py",
-    "tests/browser/test_dashboard_browser.py",
-    "tests/test_cluster_failover.py",
-    "tests/test_loadtests.py",
-    "tests/client_sdk/test_rounding.py",
-    "tests/test_admission_gunicorn.py",
-    "tests/test_serve_start.py",
+SLOW_FIRST: dict[str, float] = {
+    "tests/test_schema_fuzz.py": 760,
+    "tests/browser/test_layout_browser.py": 320,
+    "tests/aggregator/test_string_discovery.py": 310,
+    "tests/aggregator/test_flags_agree.py": 250,
+    "tests/browser/test_dashboard_browser.py": 200,
+    "tests/client_jvm/test_jvm_e2e.py": 170,
+    "tests/collector/test_collector_guard_budget.py": 160,
+    "tests/aggregator/test_worker.py": 150,
+    "tests/client_sdk/test_rounding.py": 140,
+    "tests/test_poisoning_e2e.py": 140,
+    "tests/aggregator/test_cli_over_http.py": 140,
+    "tests/test_firehose.py": 110,
+    "tests/test_serve_start.py": 95,
+    "tests/test_client_js.py": 90,
+    "tests/aggregator/test_tradeoff.py": 85,
+    "tests/test_loadtests.py": 80,
+    "tests/test_poisoning_baseline_free_e2e.py": 80,
+    "tests/client_jvm/test_jvm_examples.py": 80,
+    "tests/client_jvm/test_jvm_sdk.py": 70,
+    "tests/test_delete_while_blocked.py": 70,
+    "tests/test_architecture.py": 70,
+    "tests/test_supervision.py": 70,
+    "tests/ldp_server/test_demo_reruns.py": 65,
+    "tests/test_ohttp_e2e.py": 65,
+    "tests/aggregator/test_anytime.py": 65,
+    "tests/aggregator/test_honest_intervals.py": 65,
+    "tests/test_doc_examples.py": 50,
+    "tests/browser/test_alarms_browser.py": 45,
+    "tests/collector/test_collector_tokens.py": 45,
+    "tests/browser/test_string_alarms_browser.py": 25,
+}
+"""Modules whose tests take the longest, slowest first, with their seconds: a module's
+tests' ``--durations`` summed, in the full run of 2 December 2026 (3 workers at a load
+average near 18, so about twice CI's). They run first, dealt to the workers
+(:func:`_dealt`)."""
+
+SPLIT = frozenset(
+    {
+        "tests/test_schema_fuzz.py",
+        "tests/aggregator/test_string_discovery.py",
+        "tests/aggregator/test_flags_agree.py",
+    }
 )
-"""Modules whose tests take the longest (``--durations``), in that order: run first, so
-the workers of ``tasks.py test`` (xdist, work stealing) end together instead of one
-waiting for the other's last long test."""
+"""Slow modules with no module-scoped fixture, whose tests may run on different workers
+(each test taking an equal part of its module's seconds); any other module's tests stay
+together, so that its module-scoped server or browser starts once."""
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The :data:`SLOW_FIRST` modules first, each module's tests in their own order."""
+def _chunks(total: int, workers: int) -> list[int]:
+    """The sizes of the runs of tests xdist's work stealing first sends each worker, in
+    order: ``len(pending) // workers_left`` (``WorkStealingScheduling.check_schedule``)."""
+    sizes = []
+    for i in range(workers):
+        sizes.append(total // (workers - i))
+        total -= sizes[-1]
+    return sizes
+
+
+def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` ordered so that each of the ``workers`` starts with its share of the
+    :data:`SLOW_FIRST` modules (whole, but those of :data:`SPLIT`), shares of about equal
+    seconds (the slowest to the least loaded worker first).
+
+    Work stealing first sends each worker a run of consecutive tests and later moves tests
+    from the end of a worker's run to an idle one: slow modules all at the front would
+    all go to the first worker, one after the other, while the others ran the quick tests
+    and waited for it."""
+    units: dict[str, list[pytest.Item]] = {}
+    quick = []
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if module not in SLOW_FIRST:
+            quick.append(item)
+        else:
+            units.setdefault(item.nodeid if module in SPLIT else module, []).append(item)
+    per_test = Counter(item.nodeid.split("::")[0] for item in items)
+
+    def cost(unit: str) -> float:
+        module = unit.split("::")[0]
+        return SLOW_FIRST[module] / (per_test[module] if module in SPLIT else 1)
+
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    seconds = [0.0] * workers
+    for unit in sorted(units, key=cost, reverse=True):  # stable: a module's order kept
+        least = seconds.index(min(seconds))
+        shares[least].extend(units[unit])
+        seconds[least] += cost(unit)
+    ordered: list[pytest.Item] = []
+    for share, size in zip(shares, _chunks(len(items), workers), strict=True):
+        take = max(0, size - len(share))
+        ordered += share + quick[:take]
+        del quick[:take]
+    return ordered + quick
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The :data:`SLOW_FIRST` modules first, each module's tests in their own order; under
+    ``--dist worksteal`` (``tasks.py test``) dealt to the workers (:func:`_dealt`)."""
     rank = {path: i for i, path in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
+    # A worker's own options say --dist no; its controller's command line says how.
+    worker = getattr(config, "workerinput", None)
+    if worker is not None and worker["workercount"] > 1 and _work_stealing(worker["mainargv"]):
+        items[:] = _dealt(items, worker["workercount"])
+
+
+def _work_stealing(argv: list[str]) -> bool:
+    """Whether the xdist controller's command line ``argv`` chose ``--dist worksteal``."""
+    pairs = zip(argv, argv[1:], strict=False)
+    return "--dist=worksteal" in argv or ("--dist", "worksteal") in pairs
