@@ -1,5 +1,6 @@
 """Honest past hours for the poisoning tests: windows are their entries' arrival hours,
-and a test cannot wait hours, so the past is appended with entry ids in those hours."""
+and a test cannot wait hours, so the past is appended with entry ids in those hours (in
+batch entries, as the collector writes them)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,27 @@ def zipf_population(k: int) -> np.ndarray:
     return f / f.sum()
 
 
+def append_entries(
+    client: Any, definition: MetricDefinition, ms: int, seq: int, payloads: list[Any]
+) -> None:
+    """``payloads`` into the version's stream as the collector writes them: batch entries
+    of up to :data:`ldp_store.keys.ENTRY_REPORTS` reports (``s`` their sizes, ``b`` their
+    JSON comma-joined; the stream's batched count raised by the reports beyond one an
+    entry), with entry ids ``ms-seq``, ``ms-(seq + 1)``, … (their window: ``ms``'s)."""
+    stream = keys.stream_key(definition.name, definition.version)
+    per = keys.ENTRY_REPORTS
+    texts = [json.dumps(p, separators=(",", ":")) for p in payloads]
+    with client.pipeline(transaction=False) as pipe:
+        for n, at in enumerate(range(0, len(texts), per)):
+            part = texts[at : at + per]
+            sizes = ",".join(str(len(t.encode())) for t in part)
+            pipe.xadd(stream, {"s": sizes, "b": ",".join(part)}, id=f"{ms}-{seq + n}")
+        beyond = len(texts) - -(-len(texts) // per)
+        if beyond:
+            pipe.incrby(keys.batched_key(definition.name, definition.version), beyond)
+        pipe.execute()
+
+
 def append_past_hours(
     client: Any, definition: MetricDefinition, seed: int, reports: int, hours: int
 ) -> None:
@@ -28,31 +50,19 @@ def append_past_hours(
     gen = np.random.default_rng(seed)
     k = definition.k
     codec = codec_for(definition.oracle)
-    stream = keys.stream_key(definition.name, definition.version)
     this_hour = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
     for back in range(hours, 0, -1):
         start = this_hour - back * schema.HOUR_MS
         values = gen.choice(k, size=reports, p=zipf_population(k))
-        payloads = codec.to_payloads(codec.encode(values, gen))
-        with client.pipeline(transaction=False) as pipe:
-            for i, payload in enumerate(payloads):
-                entry = {"p": json.dumps(payload, separators=(",", ":"))}
-                pipe.xadd(stream, entry, id=f"{start}-{i + 1}")
-            pipe.execute()
+        append_entries(client, definition, start, 1, codec.to_payloads(codec.encode(values, gen)))
 
 
 def append_this_hour(client: Any, definition: MetricDefinition, payloads: list[Any]) -> None:
     """Honest payloads straight into the stream, with entry ids at the start of the current
     hour (a test's bulk of honest reports, faster than the collector; the window is the
     same)."""
-    stream = keys.stream_key(definition.name, definition.version)
     start = int(time.time() * 1000) // schema.HOUR_MS * schema.HOUR_MS
-    for chunk in range(0, len(payloads), 10_000):
-        with client.pipeline(transaction=False) as pipe:
-            for i, payload in enumerate(payloads[chunk : chunk + 10_000], start=chunk + 1):
-                entry = {"p": json.dumps(payload, separators=(",", ":"))}
-                pipe.xadd(stream, entry, id=f"{start}-{i}")
-            pipe.execute()
+    append_entries(client, definition, start, 1, payloads)
 
 
 def append_beside_last(client: Any, definition: MetricDefinition, payloads: list[Any]) -> str:
@@ -63,15 +73,9 @@ def append_beside_last(client: Any, definition: MetricDefinition, payloads: list
     """
     stream = keys.stream_key(definition.name, definition.version)
     last = client.xinfo_stream(stream)["last-generated-id"]
-    ms, seq = (
-        int(part) for part in (last.decode() if isinstance(last, bytes) else last).split("-")
-    )
-    for chunk in range(0, len(payloads), 10_000):
-        with client.pipeline(transaction=False) as pipe:
-            for i, payload in enumerate(payloads[chunk : chunk + 10_000], start=seq + chunk + 1):
-                entry = {"p": json.dumps(payload, separators=(",", ":"))}
-                pipe.xadd(stream, entry, id=f"{ms}-{i}")
-            pipe.execute()
+    text = last.decode() if isinstance(last, bytes) else last
+    ms, seq = (int(part) for part in text.split("-"))
+    append_entries(client, definition, ms, seq + 1, payloads)
     return schema.window_names(ms)[0]
 
 
