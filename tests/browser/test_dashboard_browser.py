@@ -631,6 +631,40 @@ def test_the_pages_flags_are_its_intervals_in_every_mode(
     watched.check()
 
 
+def test_an_answer_to_the_mode_before_a_click_is_not_drawn_as_the_new_modes(
+    watched: Watched, server: Server
+) -> None:
+    """A refresh of one mode still under way when the operator picks another: its answer
+    was drawn, and the page marked ready in the new mode, with the old mode's intervals
+    and caption (CI saw "the test of that value alone" under FDR). Now an answer to an
+    older question is dropped and the queued refresh draws the new mode."""
+    page, name = watched.page, "app.theme"
+    page.goto(f"{server.url}/ui/metric/{name}")
+    page.wait_for_selector("main[data-state='ready'][data-intervals='fixed']")
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        if "multiplicity" in route.request.url:
+            route.continue_()
+        else:
+            held.append(route)  # the fixed mode's answer, released after the click
+
+    estimates = f"{server.url}/v1/estimates/{name}"
+    page.route(lambda url: url.split("?")[0] == estimates, hold)
+    page.locator('#categorical-view [data-intervals="fixed"]').click()  # a refresh, held
+    deadline = time.monotonic() + 20
+    while not held:
+        assert time.monotonic() < deadline, "no estimates request to hold"
+        page.wait_for_timeout(50)
+    page.locator('#categorical-view [data-intervals="fdr"]').click()  # queued behind it
+    for route in held:
+        route.continue_()
+    page.wait_for_selector("main[data-state='ready'][data-intervals='fdr']")
+    caption = page.locator('#freq-caption [data-field="flags-note"]').text_content() or ""
+    assert "Benjamini–Hochberg" in caption
+    watched.check()
+
+
 def test_the_page_says_whose_share_and_offers_the_populations(
     watched: Watched, server: Server
 ) -> None:

@@ -283,13 +283,18 @@
 
   /* -- the loop --------------------------------------------------------------------- */
 
+  /** What a refresh asks for: an answer to an older question is not drawn. */
+  const question = () => JSON.stringify([state.intervals, state.window, state.granularity, estimand(), state.showAll]);
+
   async function refresh() {
+    const asked = question();
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const multiplicity = state.intervals === "fdr" ? "fdr" : null;
     const [est, trend] = await Promise.all([
       L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, multiplicity, estimand: estimand(), values: state.showAll ? "all" : null })),
       L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, multiplicity, estimand: estimand() })),
     ]);
+    if (question() !== asked) return; // a control changed meanwhile: the refresh it queued draws
     const kind = est.kind || "categorical";
     showKind(kind);
     $("fact-n").textContent = L.int(est.n);
