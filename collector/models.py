@@ -307,7 +307,8 @@ class DistributionSpec(Model):
     """ε per report."""
     distribution: DistributionShape | Absent = None
     mechanism: Annotated[str, OneOf(DISTRIBUTION_NAMES)] = "auto"
-    """hh (the hierarchical histogram), or auto: hh with auto's branching factor."""
+    """hh (the hierarchical histogram), haar (HaarHRR: one bit per report, level with hh at
+    ε ≤ 0.5), or auto: hh with auto's branching factor (its reason says when haar is level)."""
     description: Description = ""
     budget: DeviceBudget | None = None
     """A device-side limit: at most reports_per_period reports per period (null: none)."""

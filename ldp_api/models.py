@@ -19,7 +19,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from client_sdk import mechanisms
 from client_sdk.device import MAX_DEVICE_EPSILON
-from client_sdk.mechanisms.distribution import HierarchicalHistogram
+from client_sdk.mechanisms.distribution import HaarHRR, HierarchicalHistogram
 from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.wire import (
@@ -144,6 +144,7 @@ class Mechanism(Model):
                 StringSketch.name,
                 JointMechanism.name,
                 HierarchicalHistogram.name,
+                HaarHRR.name,
             ]
         ),
     ]

@@ -19,13 +19,22 @@ References:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import check_epsilon, compact_size
+from client_sdk.mechanisms.bins import (
+    MAX_BINS,
+    MIN_BINS,
+    SCALES,
+    bin_of,
+    check_bin,
+    check_layout,
+    is_power_of_two,
+)
+from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.unary import OptimizedUnaryEncoding
 
@@ -35,6 +44,8 @@ __all__ = [
     "MIN_BINS",
     "SCALES",
     "DistributionChoice",
+    "DistributionMechanism",
+    "HaarHRR",
     "HierarchicalHistogram",
     "bin_of",
     "check_bin",
@@ -43,54 +54,9 @@ __all__ = [
     "distribution_from_params",
 ]
 
-MIN_BINS = 4
-"""Fewest bins: fewer answers no quantile worth asking."""
-
-MAX_BINS = 4096
-"""Most bins: a leaf-level report is 4,096 OUE bits (684 base64 characters), and the
-server's simultaneous CDF band draws 2,000 × h leaf-wide Gaussian vectors (seconds of
-CPU at D = 4,096: 2.3 s measured on a loaded machine)."""
-
-SCALES = ("linear", "log")
-"""``linear``: equal bins over [lo, hi]; ``log``: equal bins of log(v/lo) (lo > 0), for
-heavy-tailed values such as latencies."""
-
-DISTRIBUTION_NAMES = ("hh", "auto")
-
-
-def bin_of(value: float, low: float, high: float, bins: int, scale: str) -> int:
-    """The bin of ``value`` ∈ [low, high] (checked by the caller), in range(bins).
-
-    Linear: ⌊(v − lo)/(hi − lo)·D⌋; log: ⌊log(v/lo)/log(hi/lo)·D⌋; both capped at D − 1
-    (v = hi). Every SDK evaluates exactly these operations in this order: the linear
-    ones are correctly rounded everywhere; ``log`` may differ by an ulp between
-    platforms, which moves a value only when it lies within an ulp of a bin edge.
-    """
-    if scale == "log":
-        t = math.log(value / low) / math.log(high / low) * bins
-    else:
-        t = (value - low) / (high - low) * bins
-    return min(bins - 1, max(0, math.floor(t)))
-
-
-def check_bin(value: object, bins: int) -> int:
-    """``value`` as a bin index in range(bins), or ``ValueError``."""
-    if type(value) is not int or not 0 <= value < bins:
-        raise ValueError(f"a bin is an int in range(0, {bins}), got {value!r}")
-    return value
-
-
-def check_layout(bins: object, scale: object) -> None:
-    """``ValueError`` unless bins is a power of two in [MIN_BINS, MAX_BINS] and scale one
-    of :data:`SCALES` (the message says which)."""
-    if not _is_power_of_two(bins) or not MIN_BINS <= bins <= MAX_BINS:  # type: ignore[operator]
-        raise ValueError(f"bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], got {bins!r}")
-    if scale not in SCALES:
-        raise ValueError(f"scale must be one of {', '.join(SCALES)}, got {scale!r}")
-
-
-def _is_power_of_two(x: object) -> bool:
-    return type(x) is int and x > 0 and x & (x - 1) == 0
+DISTRIBUTION_NAMES = ("hh", "haar", "auto")
+"""The distribution kind's mechanisms: ``hh`` (:class:`HierarchicalHistogram`), ``haar``
+(:class:`~client_sdk.mechanisms.haar.HaarHRR`), or ``auto`` (:func:`choose_distribution`)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +85,7 @@ class HierarchicalHistogram:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         check_layout(self.bins, self.scale)
         b, d = self.branching, self.bins
-        if not _is_power_of_two(b) or b < 2 or (d.bit_length() - 1) % (b.bit_length() - 1):
+        if not is_power_of_two(b) or b < 2 or (d.bit_length() - 1) % (b.bit_length() - 1):
             raise ValueError(f"branching must be a power of two B ≥ 2 with B^h = {d}, got {b!r}")
 
     # -- layout ------------------------------------------------------------------------
@@ -276,23 +242,59 @@ def choose_distribution(epsilon: float, bins: int, scale: str = "linear") -> Dis
     ranked = tuple(sorted(built, key=lambda m: (m.range_variance_star(), m.branching)))
     chosen = ranked[0]
     others = ", ".join(f"B={m.branching} {m.range_variance_star():.4g}" for m in ranked[1:])
+    haar = HaarHRR(epsilon, bins, scale)
     reason = (
         f"ε = {epsilon:g}, {bins} {scale} bins: hierarchical histogram with B = "
         f"{chosen.branching} (h = {chosen.height} levels, OUE per level) has the lowest "
-        f"n·Var of a range query ({chosen.range_variance_star():.4g}; {others or 'no other'})"
+        f"n·Var of a range query ({chosen.range_variance_star():.4g}; {others or 'no other'}); "
+        + _haar_note(epsilon, chosen, haar)
     )
     return DistributionChoice(chosen, reason, ranked)
 
 
-def distribution_from_params(params: dict[str, Any]) -> HierarchicalHistogram:
-    """Rebuild a distribution mechanism from :meth:`HierarchicalHistogram.params`.
+HAAR_LEVEL_EPSILON = 0.5
+"""The ε at or below which HaarHRR's range-query MSE is level with the consistent tree's
+(0.98–1.05× at D = 256, N = 2^20: docs/benchmarks/distributions.md, "HaarHRR against the
+hierarchical histogram"); above it the tree wins (1.35× at ε = 1.1, 53× at ε = 8)."""
+
+
+def _haar_note(epsilon: float, tree: HierarchicalHistogram, haar: HaarHRR) -> str:
+    """What ``auto``'s reason says of HaarHRR (``"mechanism": "haar"``), which it never
+    picks: level with the tree at small ε, never better on range queries."""
+    size = f"a {haar.wire_bytes}-byte payload against the tree's {tree.wire_bytes}"
+    if epsilon <= HAAR_LEVEL_EPSILON:
+        return (
+            f"at ε ≤ {HAAR_LEVEL_EPSILON:g} HaarHRR is level with it on range queries "
+            f"(0.98–1.05× the MSE in the benchmark) with {size}: declare "
+            '"mechanism": "haar" where reports must be tiny'
+        )
+    return (
+        f'HaarHRR ("haar", {size}) is kept out: above ε = {HAAR_LEVEL_EPSILON:g} its '
+        "one-bit reports give range queries 1.35× (ε = 1.1) to 53× (ε = 8) the tree's MSE"
+    )
+
+
+DistributionMechanism = HierarchicalHistogram | HaarHRR
+"""A distribution metric's mechanism object."""
+
+
+def distribution_from_params(params: dict[str, Any]) -> DistributionMechanism:
+    """Rebuild a distribution mechanism from its ``params()`` (hh or haar).
 
     Raises:
         ValueError: missing, extra or invalid parameters.
     """
+    haar_keys = {"mechanism", "epsilon", "bins", "scale"}
+    if isinstance(params, dict) and params.get("mechanism") == HaarHRR.name:
+        if set(params) != haar_keys:
+            raise ValueError(f"haar mechanism parameters are {sorted(haar_keys)}")
+        return HaarHRR(params["epsilon"], params["bins"], params["scale"])
     keys = {"mechanism", "epsilon", "bins", "branching", "scale"}
     if not isinstance(params, dict) or set(params) != keys or params["mechanism"] != "hh":
-        raise ValueError(f"distribution mechanism parameters are {sorted(keys)} (mechanism hh)")
+        raise ValueError(
+            f"distribution mechanism parameters are {sorted(keys)} (mechanism hh), "
+            f"or {sorted(haar_keys)} (mechanism haar)"
+        )
     return HierarchicalHistogram(
         params["epsilon"], params["bins"], params["branching"], params["scale"]
     )

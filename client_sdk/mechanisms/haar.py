@@ -21,14 +21,15 @@ References:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import check_epsilon, exp_epsilon, shade_down
-from client_sdk.mechanisms.distribution import check_bin, check_layout
+from client_sdk.mechanisms.base import check_epsilon, compact_size, exp_epsilon, shade_down
+from client_sdk.mechanisms.bins import check_bin, check_layout
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
 
 __all__ = ["HaarHRR", "hadamard_sign"]
@@ -148,6 +149,37 @@ class HaarHRR:
         if type(y) is not int or y not in (0, 1):
             raise PayloadError("haar payload: 'y' must be 0 or 1")
         return {"l": level, "r": r, "y": y}
+
+    def implausible(self, payload: dict[str, Any]) -> None:
+        """None: every valid one-bit report is one an honest device makes."""
+        return None
+
+    def max_payload(self) -> dict[str, Any]:
+        """A largest payload (the deepest level's last row)."""
+        level = self.height - 1
+        return {"l": level, "r": (1 << level) - 1, "y": 1}
+
+    @property
+    def wire_bytes(self) -> int:
+        """Bytes of the largest payload as compact JSON."""
+        return compact_size(self.max_payload())
+
+    @property
+    def realized_epsilon(self) -> float:
+        """ln p/(1 − p): the ε a report realises (≤ ``epsilon``)."""
+        return math.log(self.privacy_ratio())
+
+    def privacy_bounds(self) -> dict[str, Any]:
+        """One report is ε-LDP; reports compose sequentially (no memoization)."""
+        return {
+            "per_report": self.epsilon,
+            "unlimited_same_value": None,
+            "memoized": False,
+            "explanation": (
+                f"One report is {self.epsilon:g}-LDP; m reports cost m·{self.epsilon:g} "
+                "(sequential composition), whether or not the value changes: there is no cap."
+            ),
+        }
 
     def params(self) -> dict[str, Any]:
         """The parameters that rebuild the mechanism."""

@@ -12,6 +12,8 @@ from client_sdk import mechanisms
 from client_sdk.errors import DefinitionError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.mechanisms.distribution import (
+    DistributionMechanism,
+    HaarHRR,
     HierarchicalHistogram,
     bin_of,
     distribution_from_params,
@@ -66,7 +68,12 @@ class MetricDefinition:
     version: int
     domain: tuple[str, ...]
     mechanism: (
-        FrequencyOracle | NumericMechanism | StringSketch | JointMechanism | HierarchicalHistogram
+        FrequencyOracle
+        | NumericMechanism
+        | StringSketch
+        | JointMechanism
+        | HierarchicalHistogram
+        | HaarHRR
     )
     description: str = ""
     mechanism_reason: str = ""
@@ -95,7 +102,9 @@ class MetricDefinition:
     @property
     def k(self) -> int:
         """Domain size; for a string or joint metric, its counters (what its counts hold)."""
-        if isinstance(self.mechanism, StringSketch | JointMechanism | HierarchicalHistogram):
+        if isinstance(
+            self.mechanism, StringSketch | JointMechanism | HierarchicalHistogram | HaarHRR
+        ):
             return self.mechanism.counters
         return len(self.domain)
 
@@ -161,13 +170,13 @@ class MetricDefinition:
         return tuple(out)
 
     @property
-    def histogram(self) -> HierarchicalHistogram:
+    def histogram(self) -> DistributionMechanism:
         """The mechanism of a distribution metric.
 
         Raises:
             TypeError: the metric is not a distribution metric.
         """
-        if not isinstance(self.mechanism, HierarchicalHistogram):
+        if not isinstance(self.mechanism, HierarchicalHistogram | HaarHRR):
             raise TypeError(f"metric {self.name!r} is {self.kind}, not distribution")
         return self.mechanism
 
@@ -437,6 +446,7 @@ class _Common(NamedTuple):
             | StringSketch
             | JointMechanism
             | HierarchicalHistogram
+            | HaarHRR
         ),
         reason: str,
         kind: str,
@@ -596,7 +606,7 @@ def _distribution_from_dict(data: Mapping[str, Any], problems: list[str]) -> Met
         problems.append("a distribution metric has a range, not a domain")
     value_range = _check_range(data.get("range"), problems)
     common = _check_common(data, problems)
-    mech: HierarchicalHistogram | None = None
+    mech: DistributionMechanism | None = None
     try:
         mech = distribution_from_params(data.get("mechanism"))  # type: ignore[arg-type]
     except (ValueError, TypeError) as exc:

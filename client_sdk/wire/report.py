@@ -10,7 +10,7 @@ from typing import Any
 from client_sdk import mechanisms
 from client_sdk.errors import PayloadError, ReportError
 from client_sdk.mechanisms import NumericMechanism
-from client_sdk.mechanisms.distribution import HierarchicalHistogram
+from client_sdk.mechanisms.distribution import HaarHRR, HierarchicalHistogram
 from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.randomness import RandomSource
 from client_sdk.mechanisms.strings import (
@@ -87,7 +87,9 @@ def _build(
     secret: bytes | None,
 ) -> dict[str, Any]:
     mech = definition.mechanism
-    if isinstance(mech, StringSketch | JointMechanism | NumericMechanism | HierarchicalHistogram):
+    if isinstance(
+        mech, StringSketch | JointMechanism | NumericMechanism | HierarchicalHistogram | HaarHRR
+    ):
         report_id = new_report_id()  # drawn before the value is perturbed, as always
         payload = mech.perturb(_mechanism_input(definition, value), rng)
     else:
@@ -114,7 +116,7 @@ def _mechanism_input(definition: MetricDefinition, value: object) -> Any:
         return normalise_value(definition, value)
     if isinstance(definition.mechanism, JointMechanism):
         return definition.joint_value(value)
-    if isinstance(definition.mechanism, HierarchicalHistogram):
+    if isinstance(definition.mechanism, HierarchicalHistogram | HaarHRR):
         return definition.bin(value)
     return definition.scaled(value)
 

@@ -13,6 +13,8 @@ from client_sdk.mechanisms.distribution import (
     MAX_BINS,
     MIN_BINS,
     SCALES,
+    DistributionMechanism,
+    HaarHRR,
     HierarchicalHistogram,
     choose_distribution,
 )
@@ -206,7 +208,8 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
     if spec.get("kind") == "joint":
         return _parse_joint_spec(name, spec, version, problems)
     if spec.get("kind") == "distribution" or (
-        spec.get("kind") == "numeric" and ("distribution" in spec or spec.get("mechanism") == "hh")
+        spec.get("kind") == "numeric"
+        and ("distribution" in spec or spec.get("mechanism") in ("hh", "haar"))
     ):
         return _parse_distribution_spec(name, spec, version, problems)
     if spec.get("kind", "categorical") != "categorical":
@@ -304,10 +307,11 @@ def _parse_joint_spec(
 DISTRIBUTION_SPEC_FIELDS = {*COMMON_SPEC_FIELDS, "range", "distribution", "mechanism"}
 """What a distribution metric's spec holds: ``{"kind": "numeric", "range": [lo, hi],
 "epsilon": 1.0, "distribution": {"bins": 1024, "scale": "linear"|"log"}, "mechanism":
-"auto"|"hh"}`` (``"kind": "distribution"`` the same; ``{"resolution": r}`` instead of
+"auto"|"hh"|"haar"}`` (``"kind": "distribution"`` the same; ``{"resolution": r}`` instead of
 ``bins``: the fewest power-of-two bins at most r wide, on a linear scale), and budget,
-shards, retention and description as for other kinds. ``branching`` (B) may be set too;
-``auto`` picks it (:func:`~client_sdk.mechanisms.distribution.choose_distribution`)."""
+shards, retention and description as for other kinds. ``branching`` (B) may be set too
+(not with ``haar``, HaarHRR, which has none); ``auto`` picks it
+(:func:`~client_sdk.mechanisms.distribution.choose_distribution`)."""
 
 DISTRIBUTION_OPTIONS = ("bins", "resolution", "scale", "branching")
 
@@ -389,8 +393,15 @@ def _parse_distribution_spec(
     if problems or epsilon is None or value_range is None or shape is None:
         raise DefinitionError(problems or ["invalid distribution metric"])
     bins, scale, branching = shape
+    if spec.get("mechanism") == HaarHRR.name and branching is not None:
+        raise DefinitionError(
+            ["distribution.branching is the hierarchical histogram's; haar has none"]
+        )
     try:
-        if branching is None:
+        if spec.get("mechanism") == HaarHRR.name:
+            mech: DistributionMechanism = HaarHRR(epsilon, bins, scale)
+            reason = ""
+        elif branching is None:
             choice = choose_distribution(epsilon, bins, scale)
             mech, reason = choice.mechanism, choice.reason
         else:

@@ -12,6 +12,7 @@ import pytest
 from client_sdk import wire
 from client_sdk.errors import DefinitionError, PayloadError
 from client_sdk.mechanisms.distribution import (
+    HaarHRR,
     HierarchicalHistogram,
     bin_of,
     choose_distribution,
@@ -173,3 +174,63 @@ def test_auto_prefers_a_flat_histogram_for_few_bins_and_a_tree_for_many() -> Non
     assert choose_distribution(1.0, 1024).mechanism.height > 1
     with pytest.raises(ValueError, match="power of two"):
         choose_distribution(1.0, 100)
+
+
+def test_a_spec_may_declare_haar_and_it_round_trips_through_the_api_form() -> None:
+    d = wire.parse_spec("page.load_ms", {**LATENCY, "mechanism": "haar"})
+    assert isinstance(d.mechanism, HaarHRR) and d.kind == "distribution"
+    assert (d.mechanism.bins, d.mechanism.scale, d.mechanism.epsilon) == (1024, "log", 1.0)
+    assert d.k == 10 + 2 * 1023  # n_l of each level, then by r and by (r, y = 1)
+    assert d.to_dict()["mechanism"] == {
+        "mechanism": "haar",
+        "epsilon": 1.0,
+        "bins": 1024,
+        "scale": "log",
+    }
+    again = wire.MetricDefinition.from_dict(d.to_dict())
+    assert again.same_parameters(d) and again.to_dict() == d.to_dict()
+    report = wire.build_report(d, 250.0, rng=random.Random(3))
+    assert set(report["payload"]) == {"l", "r", "y"}
+    assert check_report(report, lambda name, v: d)[2] == report["payload"]
+    # kind numeric with mechanism haar and no distribution options: the default bins
+    plain = {"kind": "numeric", "range": [0, 1], "epsilon": 1, "mechanism": "haar"}
+    assert isinstance(wire.parse_spec("m", plain).mechanism, HaarHRR)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"distribution": {"bins": 64, "branching": 4}}, "haar has none"),
+        ({"distribution": {"bins": 1000}}, "power of two"),
+        ({"epsilon": 0}, "epsilon"),
+    ],
+)
+def test_a_bad_haar_spec_says_what_is_wrong(change: dict, problem: str) -> None:
+    with pytest.raises(DefinitionError) as info:
+        wire.parse_spec("page.load_ms", {**LATENCY, "mechanism": "haar", **change})
+    assert problem in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"mechanism": "haar", "epsilon": 1.0, "bins": 64},
+        {"mechanism": "haar", "epsilon": 1.0, "bins": 64, "scale": "log", "branching": 4},
+        {"mechanism": "haar", "epsilon": 1.0, "bins": 48, "scale": "log"},
+    ],
+)
+def test_haar_params_are_checked_when_a_definition_is_read(params: dict) -> None:
+    with pytest.raises(ValueError):
+        distribution_from_params(params)
+
+
+def test_auto_keeps_the_tree_and_says_when_haar_is_level() -> None:
+    small = wire.parse_spec("m", {**LATENCY, "epsilon": 0.5})
+    assert isinstance(small.mechanism, HierarchicalHistogram)
+    assert "HaarHRR is level" in small.mechanism_reason
+    assert '"mechanism": "haar"' in small.mechanism_reason
+    large = choose_distribution(2.0, 1024)
+    assert isinstance(large.mechanism, HierarchicalHistogram)
+    assert "HaarHRR" in large.reason and "kept out" in large.reason
+    haar = HaarHRR(0.5, 1024)
+    assert f"{haar.wire_bytes}-byte" in small.mechanism_reason
