@@ -498,7 +498,7 @@ class DistributionEstimates(Model):
     metric: str
     version: Version
     kind: Literal["distribution"]
-    mechanism: Annotated[str, OneOf(["hh"])]
+    mechanism: Annotated[str, OneOf(["hh", "haar"])]
     mechanism_reason: str
     epsilon: float
     mechanism_params: Mechanism

@@ -1,5 +1,7 @@
-"""The distribution metrics' codec: a batch of ``{"l", "b"}`` payloads becomes a window's
-counters (n_l of each level, then each level's OUE support counts).
+"""The distribution metrics' codecs: a batch of hierarchical-histogram ``{"l", "b"}``
+payloads becomes a window's counters (n_l of each level, then each level's OUE support
+counts); a batch of HaarHRR ``{"l", "r", "y"}`` payloads, n_l and each level's counts by
+row and by (row, y = 1).
 
 An implementation of :class:`~aggregator.stats.batch.Codec`, like the joint metrics' (a
 report's level plays the joint group's part): each level's part is parsed and counted by
@@ -19,8 +21,9 @@ import numpy.typing as npt
 from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
 from aggregator.stats.codecs import UnaryCodec
 from client_sdk.mechanisms.distribution import HierarchicalHistogram
+from client_sdk.mechanisms.haar import HaarHRR
 
-__all__ = ["HistogramCodec"]
+__all__ = ["HaarCodec", "HistogramCodec"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -135,3 +138,94 @@ class HistogramCodec:
             outside = gen.binomial(len(mine) - nodes, oracle.q)
             out[start : start + size] = inside + outside
         return out
+
+
+class HaarCodec:
+    """The :class:`~aggregator.stats.batch.Codec` of HaarHRR: a batch of ``{"l", "r", "y"}``
+    payloads becomes n_l of each level, then per level the counts by row r and by (r, y = 1)
+    (:attr:`~client_sdk.mechanisms.haar.HaarHRR.offsets`)."""
+
+    def __init__(self, mechanism: HaarHRR) -> None:
+        self.m = mechanism
+
+    def parse(self, payloads: Sequence[Any]) -> Batch:
+        """Validate and columnize payloads: columns ``l``, ``r`` and ``y``.
+
+        Raises:
+            PayloadError: naming the index and the problem of the first bad payload.
+        """
+        batch = self._parse_fast(payloads)
+        if batch is None:
+            raise_first_error(self.m, payloads)
+        assert batch is not None
+        return batch
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        h = self.m.height
+        rows = [
+            (p.get("l"), p.get("r"), p.get("y")) if type(p) is dict and len(p) == 3 else None
+            for p in payloads
+        ]
+        for row in rows:
+            if row is None:
+                return None
+            level, r, y = row
+            if type(level) is not int or not 0 <= level < h:
+                return None
+            if type(r) is not int or not 0 <= r < 1 << level or type(y) is not int:
+                return None
+            if y not in (0, 1):
+                return None
+        table = np.array(rows, dtype=np.int64).reshape(len(rows), 3)
+        return Batch(len(rows), {"l": table[:, 0], "r": table[:, 1], "y": table[:, 2]})
+
+    def count(self, batch: Batch) -> IntArray:
+        """The batch's counters: n_l, then per level the counts by r and by (r, y = 1)."""
+        out = np.zeros(self.m.counters, dtype=np.int64)
+        level, r, y = batch.columns["l"], batch.columns["r"], batch.columns["y"]
+        for lv in range(self.m.height):
+            mine = level == lv
+            size, start = 1 << lv, self.m.offsets[lv]
+            out[lv] = int(mine.sum())
+            out[start : start + size] = np.bincount(r[mine], minlength=size)
+            out[start + size : start + 2 * size] = np.bincount(r[mine & (y == 1)], minlength=size)
+        return out
+
+    def decode(self, payloads: Sequence[Any]) -> IntArray:
+        """parse + count."""
+        return self.count(self.parse(payloads))
+
+    def increments(self, batch: Batch) -> Increments:
+        """``n``, then the nonzero counters (:func:`support_increments`)."""
+        return support_increments(batch.n, self.count(batch))
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """None: the seed test is for local hashing."""
+        return []
+
+    def encode(self, values: npt.ArrayLike, gen: np.random.Generator) -> Batch:
+        """Perturb an array of bins in bulk, with the reports' exact law (simulation only:
+        numpy's generator)."""
+        bins = np.asarray(values, dtype=np.int64)
+        h = self.m.height
+        level = gen.integers(0, h, len(bins)) if h > 1 else np.zeros(len(bins), np.int64)
+        r = (gen.random(len(bins)) * (1 << level)).astype(np.int64)
+        shift = h - level
+        node = bins >> shift
+        sign = np.where((bins >> (shift - 1)) & 1, -1, 1)
+        bit = sign * np.where(np.bitwise_count(r & node) % 2 == 1, -1, 1)
+        kept = gen.random(len(bins)) < self.m.p
+        y = (np.where(kept, bit, -bit) > 0).astype(np.int64)
+        return Batch(len(bins), {"l": level.astype(np.int64), "r": r, "y": y})
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
+        """Payload dicts of a batch, as the SDK would have produced them."""
+        cols = (batch.columns["l"].tolist(), batch.columns["r"].tolist(), batch.columns["y"])
+        return [
+            {"l": lv, "r": r, "y": y}
+            for lv, r, y in zip(cols[0], cols[1], cols[2].tolist(), strict=True)
+        ]
+
+    def sample_counters(self, bins: npt.ArrayLike, gen: np.random.Generator) -> IntArray:
+        """A window's counters for devices holding ``bins`` (simulation only)."""
+        return self.count(self.encode(bins, gen))

@@ -12,12 +12,13 @@ from collections.abc import Sequence
 from typing import Any, overload
 
 from aggregator.stats.codecs import Counts, FrequencyCodec, frequency_codec
-from aggregator.stats.distribution_codec import HistogramCodec
+from aggregator.stats.distribution_codec import HaarCodec, HistogramCodec
 from aggregator.stats.joint_codec import JointCodec
 from aggregator.stats.numeric import NumericCodec
 from aggregator.stats.strings import StringCodec
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 from client_sdk.mechanisms.distribution import HierarchicalHistogram
+from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.mechanisms.joint import JointMechanism
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -28,6 +29,7 @@ KINDS: tuple[tuple[str, type[Any], type[Any]], ...] = (
     ("string", StringSketch, StringCodec),
     ("joint", JointMechanism, JointCodec),
     ("distribution", HierarchicalHistogram, HistogramCodec),
+    ("distribution", HaarHRR, HaarCodec),
 )
 """(kind, mechanism class, codec class) of each kind beside the frequency oracles, whose
 codec :func:`aggregator.stats.codecs.frequency_codec` picks by oracle."""
@@ -50,20 +52,24 @@ def codec_for(mechanism: JointMechanism) -> JointCodec: ...
 @overload
 def codec_for(mechanism: HierarchicalHistogram) -> HistogramCodec: ...
 @overload
+def codec_for(mechanism: HaarHRR) -> HaarCodec: ...
+@overload
 def codec_for(
     mechanism: FrequencyOracle
     | NumericMechanism
     | StringSketch
     | JointMechanism
-    | HierarchicalHistogram,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec: ...
+    | HierarchicalHistogram
+    | HaarHRR,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec | HaarCodec: ...
 def codec_for(
     mechanism: FrequencyOracle
     | NumericMechanism
     | StringSketch
     | JointMechanism
-    | HierarchicalHistogram,
-) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec:
+    | HierarchicalHistogram
+    | HaarHRR,
+) -> FrequencyCodec | NumericCodec | StringCodec | JointCodec | HistogramCodec | HaarCodec:
     """The batch codec of a mechanism object, of any kind.
 
     Raises:

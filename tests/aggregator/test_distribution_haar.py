@@ -13,6 +13,7 @@ import random
 import numpy as np
 import pytest
 
+from aggregator.stats.distribution_codec import HaarCodec
 from aggregator.stats.distribution_haar import (
     analyse,
     estimate_haar,
@@ -20,6 +21,7 @@ from aggregator.stats.distribution_haar import (
     sample_haar_counters,
     synthesise,
 )
+from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.haar import HaarHRR
 from tests.aggregator.test_distribution_stats import lowest_count, population
 
@@ -94,3 +96,26 @@ def test_range_and_quantile_intervals_cover(shape: str) -> None:
         hits["quantile"] += q.ci_low <= EDGES[j - 1] and EDGES[j] <= q.ci_high + 1e-12
     assert hits["range"] >= lowest_count(reps, 0.95)
     assert hits["quantile"] >= lowest_count(reps, 0.95)
+
+
+def test_the_worker_codec_counts_what_the_reference_counts() -> None:
+    """HaarCodec (the worker's, columnar) against :func:`haar_counters` (one payload at a
+    time), on SDK payloads; its bulk encoder has the SDK's law (same counters' shape), and
+    it refuses a bad payload with the reference checker's message and index."""
+    m = HaarHRR(1.0, D)
+    codec = HaarCodec(m)
+    rng = random.Random(4)
+    payloads = [m.perturb(rng.randrange(D), rng) for _ in range(3000)]
+    assert np.array_equal(codec.decode(payloads), haar_counters(m, payloads))
+    batch = codec.encode(np.random.default_rng(2).integers(0, D, 500), np.random.default_rng(3))
+    again = codec.to_payloads(batch)
+    assert np.array_equal(codec.decode(again), haar_counters(m, again))
+    for bad, says in (
+        ({"l": 6, "r": 0, "y": 0}, "'l'"),
+        ({"l": 1, "r": 2, "y": 0}, "'r'"),
+        ({"l": 1, "r": 1, "y": -1}, "'y'"),
+        ({"l": 1, "r": 1.0, "y": 0}, "'r'"),
+        ([1, 0, 0], "haar payload"),
+    ):
+        with pytest.raises(PayloadError, match=f"payload #1: .*{says}"):
+            codec.decode([payloads[0], bad])

@@ -22,7 +22,9 @@ from aggregator.stats.distribution import (
     DistributionEstimate,
     estimate_distribution,
 )
+from aggregator.stats.distribution_haar import estimate_haar
 from aggregator.stats.intervals import json_float
+from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.wire import MetricDefinition
 
 __all__ = ["DistributionEstimator", "distribution_of", "distribution_trend_point"]
@@ -31,10 +33,13 @@ __all__ = ["DistributionEstimator", "distribution_of", "distribution_trend_point
 def distribution_of(
     definition: MetricDefinition, stats: Counts, confidence: float
 ) -> DistributionEstimate:
-    """The window's :class:`~aggregator.stats.distribution.DistributionEstimate`."""
-    return estimate_distribution(
-        definition.histogram, stats.support, definition.bin_edges(), confidence
-    )
+    """The window's :class:`~aggregator.stats.distribution.DistributionEstimate`, by the
+    estimator of the definition's mechanism (the tree's constrained inference, or HaarHRR's
+    Walsh–Hadamard transform)."""
+    m = definition.histogram
+    if isinstance(m, HaarHRR):
+        return estimate_haar(m, stats.support, definition.bin_edges(), confidence)
+    return estimate_distribution(m, stats.support, definition.bin_edges(), confidence)
 
 
 def distribution_trend_point(
@@ -68,7 +73,7 @@ def intervals_note(confidence: float) -> str:
 
 
 class DistributionEstimator:
-    """Distribution metrics (hierarchical histograms): the counters in, the histogram,
+    """Distribution metrics (hierarchical histograms or HaarHRR): the counters in, the histogram,
     CDF, ranges and quantiles out (:mod:`aggregator.stats.distribution`)."""
 
     sequence: ClassVar[bool] = False
