@@ -739,6 +739,28 @@ WIRE_SPECS: list[tuple[str, dict[str, Any], Any]] = [
         },
         "p150",
     ),
+    (
+        "page.haar",  # HaarHRR, log scale: a level, a Hadamard row, one randomized bit
+        {
+            "kind": "numeric",
+            "range": [1, 60000],
+            "epsilon": 0.5,
+            "distribution": {"bins": 1024, "scale": "log"},
+            "mechanism": "haar",
+        },
+        1234.5,
+    ),
+    (
+        "battery.haar",  # linear, 4 bins: two levels, the top value
+        {
+            "kind": "distribution",
+            "range": [-5, 27.5],
+            "epsilon": 4.0,
+            "distribution": {"bins": 4},
+            "mechanism": "haar",
+        },
+        27.5,
+    ),
 ]
 """One definition of every mechanism and kind: each frequency oracle (``auto``'s OLH
 too), memoized, PRAM, the numeric mechanisms, strings, each joint layout (a GRR or OLH

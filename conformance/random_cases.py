@@ -153,6 +153,8 @@ def _distribution(r: random.Random) -> tuple[dict[str, Any], Any]:
     if r.random() < 0.3:
         divisors = [1 << b for b in range(1, 13) if (bins.bit_length() - 1) % b == 0]
         shape["branching"] = r.choice(divisors)
+    elif r.random() < 0.4:
+        spec["mechanism"] = "haar"
     spec["distribution"] = shape
     return spec, value
 

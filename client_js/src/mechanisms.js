@@ -525,8 +525,36 @@ function hh({ epsilon, bins, branching: B, scale: log }) {
     /** @param {number[]} value  [value, lo, hi], value in [lo, hi] @param {Rng} rng */
     perturb([v, lo, hi], rng) {
       const l = h > 1 ? 1 + rng.randrange(h) : 1;
-      const t = log == "log" ? Math.log(v / lo) / Math.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
-      return { l, ...oue(epsilon, B ** l).perturb(Math.floor(Math.min(bins - 1, Math.floor(t)) / B ** (h - l)), rng) };
+      return { l, ...oue(epsilon, B ** l).perturb(Math.floor(binOf(v, lo, hi, bins, log) / B ** (h - l)), rng) };
+    },
+  };
+}
+
+/** bin_of (client_sdk/mechanisms/bins.py): its operations, in its order.
+ *  @param {number} v @param {number} lo @param {number} hi @param {number} bins @param {string} log */
+function binOf(v, lo, hi, bins, log) {
+  const t = log == "log" ? Math.log(v / lo) / Math.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
+  return Math.min(bins - 1, Math.floor(t));
+}
+
+/** HaarHRR (client_sdk/mechanisms/haar.py): the value's bin, a uniform level l in 0..h−1
+ *  (a draw only when h > 1) and row r in range(2^l) (a draw only when l > 0), then the
+ *  sign of the bin's Haar coefficient at its node through Hadamard row r, kept with
+ *  p = e^ε/(e^ε + 1) (randomized response on one bit). @param {Params} params */
+function haar({ epsilon, bins, scale: log }) {
+  const h = Math.round(Math.log2(bins));
+  const { keep } = grr(epsilon, 2);
+  return {
+    name: "haar",
+    /** @param {number[]} value  [value, lo, hi], value in [lo, hi] @param {Rng} rng */
+    perturb([v, lo, hi], rng) {
+      const leaf = binOf(v, lo, hi, bins, log);
+      const l = h > 1 ? rng.randrange(h) : 0;
+      const r = l ? rng.randrange(2 ** l) : 0;
+      let c = r & (leaf >> (h - l));
+      let y = ((leaf >> (h - l - 1)) & 1) ^ 1; // 1: +1, the node's left half
+      while (c) { y ^= c & 1; c >>= 1; } // H[r, node] = (−1)^popcount(r & node)
+      return { l, r, y: bernoulli(rng, keep) ? y : y ^ 1 };
     },
   };
 }
@@ -550,6 +578,7 @@ export function build(params) {
     case "string-sketch": return sketch(params);
     case "joint": return joint(params);
     case "hh": return hh(params);
+    case "haar": return haar(params);
     default: throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
 }

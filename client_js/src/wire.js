@@ -108,7 +108,7 @@ export async function buildReport(definition, value, options = {}) {
     if (typeof value !== "number" || !(value >= lo && value <= hi)) {
       throw new RangeError(`value ${value} is outside the range [${lo}, ${hi}] of ${definition.name}`);
     }
-    payload = m.perturb(m.name == "hh" ? [value, lo, hi] : scale(value, lo, hi), rng);
+    payload = m.perturb(definition.kind == "distribution" ? [value, lo, hi] : scale(value, lo, hi), rng);
   } else if (definition.kind === "string") {
     payload = m.perturb(/** @type {string} */ (value), rng);
   } else if (definition.kind === "joint") {
