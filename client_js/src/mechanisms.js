@@ -515,46 +515,27 @@ function joint(params) {
   };
 }
 
-/** A distribution metric's hierarchical histogram (client_sdk/mechanisms/distribution.py):
- *  the value's bin (bin_of's operations, in its order), a uniform level l in 1..h (a draw
- *  only when h > 1), then the bin's node at l through OUE over B^l. @param {Params} params */
-function hh({ epsilon, bins, branching: B, scale: log }) {
-  const h = Math.round(Math.log(bins) / Math.log(B));
+/** A distribution metric's mechanism: the value's bin (bin_of's operations, in its order,
+ *  client_sdk/mechanisms/bins.py), then
+ *  - hh, the hierarchical histogram (client_sdk/mechanisms/distribution.py): a uniform
+ *    level l in 1..h (a draw only when h > 1), the bin's node at l through OUE over B^l;
+ *  - haar, HaarHRR (client_sdk/mechanisms/haar.py): a uniform level l in 0..h−1 (a draw
+ *    only when h > 1) and row r in range(2^l) (a draw only when l > 0), the sign of the
+ *    bin's Haar coefficient at its node (y = 1: +1, the left half) through Hadamard row
+ *    r, (−1)^popcount(r & node), kept with HR's p = e^ε/(e^ε + 1).
+ *  @param {Params} params */
+function tree({ mechanism: name, epsilon, bins, branching: B = 2, scale: log }) {
+  const h = Math.round(Math.log(bins) / Math.log(B)), hh = +(name == "hh"), p = hr(epsilon, 2).p;
   return {
-    name: "hh",
+    name, bins,
     /** @param {number[]} value  [value, lo, hi], value in [lo, hi] @param {Rng} rng */
     perturb([v, lo, hi], rng) {
-      const l = h > 1 ? 1 + rng.randrange(h) : 1;
-      return { l, ...oue(epsilon, B ** l).perturb(Math.floor(binOf(v, lo, hi, bins, log) / B ** (h - l)), rng) };
-    },
-  };
-}
-
-/** bin_of (client_sdk/mechanisms/bins.py): its operations, in its order.
- *  @param {number} v @param {number} lo @param {number} hi @param {number} bins @param {string} log */
-function binOf(v, lo, hi, bins, log) {
-  const t = log == "log" ? Math.log(v / lo) / Math.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
-  return Math.min(bins - 1, Math.floor(t));
-}
-
-/** HaarHRR (client_sdk/mechanisms/haar.py): the value's bin, a uniform level l in 0..h−1
- *  (a draw only when h > 1) and row r in range(2^l) (a draw only when l > 0), then the
- *  sign of the bin's Haar coefficient at its node through Hadamard row r, kept with
- *  p = e^ε/(e^ε + 1) (randomized response on one bit). @param {Params} params */
-function haar({ epsilon, bins, scale: log }) {
-  const h = Math.round(Math.log2(bins));
-  const { keep } = grr(epsilon, 2);
-  return {
-    name: "haar",
-    /** @param {number[]} value  [value, lo, hi], value in [lo, hi] @param {Rng} rng */
-    perturb([v, lo, hi], rng) {
-      const leaf = binOf(v, lo, hi, bins, log);
-      const l = h > 1 ? rng.randrange(h) : 0;
+      const t = log == "log" ? Math.log(v / lo) / Math.log(hi / lo) * bins : (v - lo) / (hi - lo) * bins;
+      const leaf = Math.min(bins - 1, Math.floor(t)), l = (h > 1 ? rng.randrange(h) : 0) + hh;
+      const node = Math.floor(leaf / B ** (h - l));
+      if (hh) return { l, ...oue(epsilon, B ** l).perturb(node, rng) };
       const r = l ? rng.randrange(2 ** l) : 0;
-      let c = r & (leaf >> (h - l));
-      let y = ((leaf >> (h - l - 1)) & 1) ^ 1; // 1: +1, the node's left half
-      while (c) { y ^= c & 1; c >>= 1; } // H[r, node] = (−1)^popcount(r & node)
-      return { l, r, y: bernoulli(rng, keep) ? y : y ^ 1 };
+      return { l, r, y: (popcount(r & node) ^ leaf >> h - l - 1 ^ +bernoulli(rng, p)) & 1 };
     },
   };
 }
@@ -577,8 +558,7 @@ export function build(params) {
     case "duchi": case "pm": case "hybrid": return numeric(name, eps);
     case "string-sketch": return sketch(params);
     case "joint": return joint(params);
-    case "hh": return hh(params);
-    case "haar": return haar(params);
+    case "hh": case "haar": return tree(params);
     default: throw new Error(`unknown mechanism ${JSON.stringify(name)}`);
   }
 }

@@ -19,15 +19,13 @@ export function mechanismOf(definition) {
   return m;
 }
 
-/** 16 fresh CSPRNG bytes as 32 lowercase hex digits. */
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 let idBytes = /** @type {((n: number) => Uint8Array) | null} */ (null);
 
+/** 16 fresh CSPRNG bytes as 32 lowercase hex digits. */
 export function newReportId() {
   idBytes ??= cryptoBytes(); // its own buffer: ids never share bytes with the noise
-  const b = idBytes(16);
   let id = "";
-  for (let i = 0; i < 16; i++) id += HEX[b[i]];
+  for (const b of idBytes(16)) id += (b | 256).toString(16).slice(1);
   return id;
 }
 
@@ -108,7 +106,7 @@ export async function buildReport(definition, value, options = {}) {
     if (typeof value !== "number" || !(value >= lo && value <= hi)) {
       throw new RangeError(`value ${value} is outside the range [${lo}, ${hi}] of ${definition.name}`);
     }
-    payload = m.perturb(definition.kind == "distribution" ? [value, lo, hi] : scale(value, lo, hi), rng);
+    payload = m.perturb(m.bins ? [value, lo, hi] : scale(value, lo, hi), rng);
   } else if (definition.kind === "string") {
     payload = m.perturb(/** @type {string} */ (value), rng);
   } else if (definition.kind === "joint") {
