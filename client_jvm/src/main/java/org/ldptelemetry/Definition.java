@@ -70,8 +70,8 @@ final class Definition {
           hi = ((Number) range.get(1)).doubleValue();
           if (!(lo < hi)) throw new IllegalArgumentException("'range' is [low, high] with low < high");
           if (kind.equals("numeric") != (mechanism instanceof Mechanism.Numeric)
-              || kind.equals("distribution") != (mechanism instanceof Mechanism.Histogram)) {
-            throw new IllegalArgumentException("a numeric metric's mechanism is duchi, pm or hybrid; a distribution's hh");
+              || kind.equals("distribution") != (mechanism instanceof Mechanism.Binned)) {
+            throw new IllegalArgumentException("a numeric metric's mechanism is duchi, pm or hybrid; a distribution's hh or haar");
           }
           break;
         }
@@ -271,8 +271,8 @@ final class Definition {
           }
           double x = ((Number) value).doubleValue();
           if (!(x >= low && x <= high)) throw new IllegalArgumentException("value outside the metric's range (or not finite)");
-          if (mechanism instanceof Mechanism.Histogram) {
-            ((Mechanism.Histogram) mechanism).perturbValue(x, low, high, rng, out);
+          if (mechanism instanceof Mechanism.Binned) {
+            ((Mechanism.Binned) mechanism).perturbValue(x, low, high, rng, out);
           } else {
             ((Mechanism.Numeric) mechanism).perturbScaled(Mechanism.scale(x, low, high), rng, out);
           }

@@ -113,6 +113,8 @@ abstract class Mechanism {
         return new Joint(eps, params);
       case "hh":
         return new Histogram(eps, params);
+      case "haar":
+        return new Haar(eps, params);
       default:
         throw new IllegalArgumentException("unknown mechanism " + name);
     }
@@ -890,31 +892,20 @@ abstract class Mechanism {
   // -- distribution ------------------------------------------------------------------------
 
   /**
-   * A distribution metric's hierarchical histogram: the value's bin, a uniform level l in
-   * 1..h (a draw only when h > 1), the bin's node at l through OUE over B^l.
+   * A distribution metric's mechanism: the value's bin (client_sdk/mechanisms/bins.py), then
+   * the mechanism's report of it.
    */
-  static final class Histogram extends Mechanism {
+  abstract static class Binned extends Mechanism {
     final int bins;
-    final int branching;
-    final int height;
     final boolean log;
-    private final Unary[] levels;
 
-    Histogram(double eps, Map<String, Object> params) {
-      super("hh", eps);
+    Binned(String name, double eps, Map<String, Object> params) {
+      super(name, eps);
       bins = Params.integer(params, "bins", 4, 4096);
-      branching = Params.integer(params, "branching", 2, 4096);
       String scale = Params.string(params, "scale");
-      if (!scale.equals("linear") && !scale.equals("log")) throw new IllegalArgumentException("hh: scale is linear or log");
+      if (!scale.equals("linear") && !scale.equals("log")) throw new IllegalArgumentException(name + ": scale is linear or log");
       log = scale.equals("log");
-      int h = 0;
-      for (long d = 1; d < bins; d *= branching) h++;
-      if (Integer.bitCount(bins) != 1 || Integer.bitCount(branching) != 1 || Math.pow(branching, h) != bins) {
-        throw new IllegalArgumentException("hh: bins is a power of the branching factor, both powers of two");
-      }
-      height = h;
-      levels = new Unary[h];
-      for (int l = 1; l <= h; l++) levels[l - 1] = Unary.oue(eps, (int) Math.pow(branching, l));
+      if (Integer.bitCount(bins) != 1) throw new IllegalArgumentException(name + ": bins is a power of two");
     }
 
     /**
@@ -926,12 +917,67 @@ abstract class Mechanism {
       return (int) Math.min(bins - 1, Math.max(0, Math.floor(t)));
     }
 
+    /** The payload of a report of v ∈ [lo, hi]. */
+    abstract void perturbValue(double v, double lo, double hi, Rng rng, StringBuilder out);
+  }
+
+  /**
+   * The hierarchical histogram: the value's bin, a uniform level l in 1..h (a draw only when
+   * h > 1), the bin's node at l through OUE over B^l.
+   */
+  static final class Histogram extends Binned {
+    final int branching;
+    final int height;
+    private final Unary[] levels;
+
+    Histogram(double eps, Map<String, Object> params) {
+      super("hh", eps, params);
+      branching = Params.integer(params, "branching", 2, 4096);
+      int h = 0;
+      for (long d = 1; d < bins; d *= branching) h++;
+      if (Integer.bitCount(branching) != 1 || Math.pow(branching, h) != bins) {
+        throw new IllegalArgumentException("hh: bins is a power of the branching factor, both powers of two");
+      }
+      height = h;
+      levels = new Unary[h];
+      for (int l = 1; l <= h; l++) levels[l - 1] = Unary.oue(eps, (int) Math.pow(branching, l));
+    }
+
+    @Override
     void perturbValue(double v, double lo, double hi, Rng rng, StringBuilder out) {
       int leaf = bin(v, lo, hi);
       int l = height > 1 ? 1 + (int) rng.randrange(height) : 1;
       out.append("{\"l\":").append(l).append(',');
       levels[l - 1].fields(leaf / (int) Math.pow(branching, height - l), rng, out);
       out.append('}');
+    }
+  }
+
+  /**
+   * HaarHRR (client_sdk/mechanisms/haar.py): the value's bin, a uniform level l in 0..h−1 (a
+   * draw only when h > 1) and row r in range(2^l) (a draw only when l > 0), then the sign of
+   * the bin's Haar coefficient at its node (y = 1: +1, the left half) through Hadamard row r,
+   * (−1)^popcount(r &amp; node), kept with p = e^ε/(e^ε + 1) (HR's p over two values).
+   */
+  static final class Haar extends Binned {
+    final int height;
+    private final Prob p;
+
+    Haar(double eps, Map<String, Object> params) {
+      super("haar", eps, params);
+      height = Integer.numberOfTrailingZeros(bins);
+      p = new Hr(eps, 2).p;
+    }
+
+    @Override
+    void perturbValue(double v, double lo, double hi, Rng rng, StringBuilder out) {
+      int leaf = bin(v, lo, hi);
+      int l = height > 1 ? (int) rng.randrange(height) : 0;
+      long r = l > 0 ? rng.randrange(1L << l) : 0;
+      int node = leaf >> (height - l);
+      int y = (Long.bitCount(r & node) ^ (leaf >> (height - l - 1)) ^ 1) & 1;
+      if (!rng.bernoulli(p)) y ^= 1;
+      out.append("{\"l\":").append(l).append(",\"r\":").append(r).append(",\"y\":").append(y).append('}');
     }
   }
 }
