@@ -28,7 +28,7 @@ from flask import Flask, Response, current_app, g, jsonify, request
 from ldp_api.context import Slot
 from ldp_api.models import Error, answer
 from ldp_api.openapi import operation_of
-from ldp_store.tokens import SCOPES, Token, TokenStore
+from ldp_store.tokens import SCOPES, Token, TokenStore, parse
 
 __all__ = [
     "CONFIGURED",
@@ -41,10 +41,12 @@ __all__ = [
     "install",
     "is_open",
     "principal",
+    "refuse",
     "refuse_json",
     "requires",
     "scope_of",
     "sent_principal",
+    "sent_scoped_token",
 ]
 
 Reason = Literal["missing", "invalid", "lacking", "disabled"]
@@ -210,6 +212,13 @@ def sent_principal() -> Principal | None:
     return principal(app, text) if text is not None else None
 
 
+def sent_scoped_token() -> bool:
+    """Whether the current request's credential is shaped like a scoped token
+    (``ldp_<id>_<secret>``), valid or not: such a token names a project."""
+    text = _credential(basic=True)
+    return text is not None and parse(text) is not None
+
+
 def _json(status: int, error: str, details: list[str], challenge: str | None) -> Response:
     response = jsonify(answer(Error(error=error, details=details)))
     response.status_code = status
@@ -283,7 +292,13 @@ def check() -> Response | None:
         reason = "missing"
     else:
         reason = "invalid"
-    refuser = policy.refusers.get(request.blueprint or "", refuse_json)
+    return refuse(scope, reason)
+
+
+def refuse(scope: str, reason: Reason) -> Response:
+    """The current request's refusal, as its blueprint refuses (the dashboard's pages),
+    else as JSON (:func:`refuse_json`)."""
+    refuser = POLICY.get(current_app).refusers.get(request.blueprint or "", refuse_json)
     return refuser(scope, reason)
 
 

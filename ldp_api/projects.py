@@ -2,7 +2,8 @@
 
 A scoped token acts in its own project; a configured token (and a request without
 one, on the routes that stay open) in the one ``?project=`` names, else ``default``.
-A scoped token asked to act in another project is refused (403), and a report to a
+A scoped token asked to act in another project is refused (403), one no longer valid
+(401: it names no project, and the default one is not its app's), and a report to a
 project of ``LDP_INGEST_KEY_PROJECTS`` without an ingest key (401). :func:`enter` runs
 after the scope check (:mod:`ldp_api.auth`): it sets
 :data:`ldp_store.projects.CURRENT` (every listing of the registry then holds the
@@ -33,6 +34,10 @@ project's request gets 404 there."""
 DEPLOYMENT_WIDE = frozenset({"ops.prometheus"})
 """Endpoints that list every project's metrics (for the default project's requests):
 ``/metrics``, the platform team's scrape (counts and lag by stored name, no estimate)."""
+
+DEFINITIONS = frozenset({"metrics.list_metrics", "metrics.get_metric"})
+"""The open endpoints that serve a project's definitions to apps (the app's ingest key
+says which project)."""
 
 NOT_METRICS = frozenset({"sdk"})
 """Blueprints whose ``<name>`` is no metric's (the SDK module's files): left as sent."""
@@ -67,6 +72,10 @@ def enter() -> Response | None:
     state = g._get_current_object()
     who = state.ldp_principal if "ldp_principal" in state else auth.sent_principal()
     own = who.project if who is not None and who.token is not None else None
+    if who is None and auth.sent_scoped_token():
+        refused = _stale_token(endpoint)
+        if refused is not None:
+            return refused
     query = req.args
     asked = query["project"] if "project" in query else None  # .get raises inside: slow
     if asked is not None:
@@ -111,6 +120,18 @@ def enter() -> Response | None:
             return _unknown()
         args["name"] = projects.qualify(project, args["name"])
     return None
+
+
+def _stale_token(endpoint: str) -> Response | None:
+    """The refusal of a scoped token that is no longer valid (revoked, expired, unknown) on
+    a route that acts in a project: it names no project any more, and the default one is
+    not its app's (its reports would count in a metric of the same name there)."""
+    scope = auth.scope_of(current_app, endpoint)
+    if scope is None and endpoint not in DEFINITIONS:
+        return None  # health, the document, the assets: nothing of a project's
+    if scope is None or scope == "ingest":
+        return auth.refuse_json("ingest", "invalid")
+    return auth.refuse(scope, "invalid")
 
 
 def _unknown() -> Response:
