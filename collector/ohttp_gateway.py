@@ -5,7 +5,8 @@
 Binary HTTP request inside, which must be ``POST /v1/reports`` or the read-only
 ``GET /v1/metrics/<name>`` (a definition), is served by the app itself, through the same
 WSGI stack, view, validation, limits and append as a direct one, from a fresh environ
-that holds no address or header of the sender (the relay). Its
+that holds no address or header of the sender (the relay), only the inner request's
+``authorization`` (the app's ingest key) besides what the route reads. Its
 answer goes back sealed, as ``message/ohttp-res``. A request under a key id the gateway
 does not hold gets RFC 9458 §5.3's ``ohttp-key`` problem, on which the SDK fetches the
 keys again. In full: ``docs/reference/ohttp.md``.
@@ -62,7 +63,8 @@ INNER_PATH = "/v1/reports"
 DEFINITION_PATH = "/v1/metrics/"
 """The route (followed by one metric name) an encapsulated ``GET`` may name: a device
 behind a relay fetches its definitions there too, so the collector never sees its
-address. Read-only, no credentials: served as a direct ``GET`` without a token."""
+address. Read-only: served as a direct ``GET``, with the app's ingest key if it sent one
+(which picks the project)."""
 
 _DEFINITION = re.compile(r"/v1/metrics/([^/]+)\Z")
 
@@ -93,8 +95,14 @@ per-device limits itself (``ldp relay``). 0: no limit."""
 
 INNER_HEADERS = ("content-type", "content-encoding")
 """Inner request headers passed to the app with a ``POST``: what ``POST /v1/reports``
-reads. Everything else a device put inside (a user agent, a cookie, a token) is dropped
-unread; an inner ``GET`` gets no header at all."""
+reads."""
+
+AUTHORIZATION = "authorization"
+"""The inner header passed with either route: the app's ingest key, which picks the
+project of its definitions and reports and, where keys are required, admits them (sealed,
+so the relay never reads it; the same for every device of the app, so it tells the
+collector nothing of the device). Everything else a device put inside (a user agent, a
+cookie) is dropped unread."""
 
 ANSWER_HEADERS = ("content-type", "retry-after")
 """Headers of the app's answer sealed into the encapsulated response."""
@@ -311,7 +319,9 @@ class ObliviousGateway:
                 OBLIVIOUS_ENVIRON_KEY: True,
             }
         )
-        for header in INNER_HEADERS if inner.method == "POST" else ():
+        for header in (
+            (*INNER_HEADERS, AUTHORIZATION) if inner.method == "POST" else (AUTHORIZATION,)
+        ):
             value = inner.header(header)
             if value is not None:
                 key = header.upper().replace("-", "_")

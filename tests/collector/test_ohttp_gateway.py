@@ -28,6 +28,7 @@ from collector.context import services
 from collector.ohttp_gateway import ObliviousGateway
 from ldp_store import keys, streams
 from ldp_store.ohttp_keys import KEYS_KEY, GatewayKeys
+from ldp_store.tokens import KINDS, TokenStore
 
 
 @pytest.fixture
@@ -171,7 +172,8 @@ def test_an_encapsulated_definition_fetch_gets_the_direct_answer(
     client: FlaskClient, theme: MetricDefinition, path: str
 ) -> None:
     """A device behind a relay fetches definitions sealed too: the same JSON as a direct
-    ``GET`` (a path prefix is the collector URL's), read-only whatever it carries."""
+    ``GET`` (a path prefix is the collector URL's), read-only whatever it carries (an
+    ``authorization`` that is no token grants nothing; a cookie is dropped)."""
     request = bhttp.BinaryRequest(
         "GET",
         "https",
@@ -185,6 +187,47 @@ def test_an_encapsulated_definition_fetch_gets_the_direct_answer(
     assert inner.status == 200 and inner.header("content-type") == "application/json"
     direct = client.get("/v1/metrics/app.theme" + path.partition("?")[1] + path.partition("?")[2])
     assert json.loads(inner.content) == direct.json
+
+
+def test_the_ingest_key_inside_picks_the_project_and_admits_the_reports(
+    redis_db: Any, theme: MetricDefinition
+) -> None:
+    """The app's ingest key rides inside the sealed request (the relay never reads it):
+    the gateway passes the inner ``authorization`` on, so a relayed definition fetch reads
+    the key's project's metric and a relayed upload counts there, in a project whose
+    reports need a key (before, both acted in the default project: its definition, and
+    its metric of the same name took what validated)."""
+    app = make_app(redis_db.url, SHUFFLE_MIN_BATCH=1, INGEST_KEY_PROJECTS="shop")
+    client = app.test_client()
+    store = TokenStore(redis_db.client(), sleep=lambda s: None)
+    admin, _ = store.create("shop admin", KINDS["admin"], "shop")
+    key, _ = store.create("shop app", KINDS["ingest"], "shop")
+    spec = {"domain": ["a", "b", "c", "d", "e"], "epsilon": 1.0, "mechanism": "grr"}
+    made = client.put(
+        "/v1/metrics/app.theme", json=spec, headers={"Authorization": f"Bearer {admin}"}
+    )
+    assert made.status_code == 201
+    config = key_config(client)
+    inside = (("authorization", f"Bearer {key}"),)
+
+    def sealed(method: str, path: str, body: bytes, headers: tuple[tuple[str, str], ...]) -> Any:
+        fields = headers + ((("content-type", "application/json"),) if body else ())
+        request = bhttp.BinaryRequest(method, "https", "collector.example", path, fields, body)
+        sealed, context = encapsulate_request(config, bhttp.encode_request(request))
+        return opened(post(client, sealed), context)
+
+    got = sealed("GET", "/v1/metrics/app.theme", b"", inside)
+    assert got.status == 200 and json.loads(got.content)["domain"] == spec["domain"]
+    shop = MetricDefinition.from_dict(json.loads(got.content))
+    body = json.dumps({"reports": reports(shop, 4)}).encode()
+    answered = sealed("POST", "/v1/reports", body, inside)
+    assert answered.status == 202, answered.content
+    redis = services(app).redis
+    assert streams.length(redis, keys.stream_key("shop/app.theme", 1)) == 4
+    assert stream_length(app, theme) == 0  # the default project's metric of that name
+    assert json.loads(sealed("GET", "/v1/metrics/app.theme", b"", ()).content)["domain"] == list(
+        theme.domain
+    )
 
 
 def test_wrong_type_and_method_get_clear_errors(client: FlaskClient) -> None:
