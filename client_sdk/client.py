@@ -161,7 +161,7 @@ class Client:
         self._transport: Transport = (
             options.transport
             if options.transport is not None
-            else HTTPTransport(url, options.timeout, options.session)
+            else HTTPTransport(url, options.timeout, options.session, options.ingest_key)
             if options.relay is None
             else ObliviousTransport(
                 url,
@@ -170,6 +170,7 @@ class Client:
                 options.session,
                 clock=options.clock,
                 pinned=options.relay_keys,
+                ingest_key=options.ingest_key,
             )
         )
         if isinstance(self._transport, ObliviousTransport):
@@ -360,6 +361,8 @@ class Client:
         status = response.status
         if 200 <= status < 300:
             return self._store(metric, response.json(), now)
+        if status in (401, 403):  # the ingest key: missing, revoked, or not one
+            self._unknown(metric, now, f"the collector refused the ingest key (HTTP {status})")
         if classify(status, None) == "drop":  # 404 and any other final answer
             self._unknown(metric, now, f"the collector has no metric {metric!r} (HTTP {status})")
         retry_after = parse_retry_after(response.headers.get("retry-after"), time.time())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -99,10 +100,18 @@ class ClientOptions:
             for ``relay``: then the keys are never fetched (a rotated-out key leaves the
             batches queued until the app ships the new ones); None: fetched from the
             collector when the client is made and refreshed apart from the uploads.
+        ingest_key: the app's ingest key (``ldp tokens create NAME --kind ingest``;
+            public, shipped in the app): sent as ``Authorization: Bearer <key>`` on every
+            definition fetch and upload, inside the sealed request with ``relay`` (never
+            to the relay in the clear). It picks the project of the metrics and, where
+            the collector requires keys, admits the reports; a 401 or 403 drops the
+            batch. Printable ASCII without spaces; None: no key. Not together with
+            ``transport`` (a transport of the app's own sends what it sends).
 
     Raises:
         ValueError: a setting outside its range, or both ``storage_dir`` and ``queue``,
-            or both ``session`` and ``transport``, or both ``relay`` and ``transport``,
+            or both ``session`` (or ``ingest_key``) and ``transport``, or both ``relay``
+            and ``transport``,
             or ``relay`` without the ``ohttp`` extra installed.
     """
 
@@ -126,6 +135,7 @@ class ClientOptions:
     device_budget: DeviceCaps | Mapping[str, Any] | None = None
     relay: str | None = None
     relay_keys: bytes | None = None
+    ingest_key: str | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any]) -> ClientOptions:
@@ -176,6 +186,7 @@ class ClientSettings(TypedDict, total=False):
     device_budget: DeviceCaps | Mapping[str, Any] | None
     relay: str | None
     relay_keys: bytes | None
+    ingest_key: str | None
 
 
 Check = Callable[[str, Any, ClientOptions], Any]
@@ -267,6 +278,24 @@ def _relay_keys(name: str, value: Any, options: ClientOptions) -> Any:
     return value
 
 
+def _ingest_key(name: str, value: Any, options: ClientOptions) -> Any:
+    if value is None:
+        return value
+    if not isinstance(value, str) or not _KEY.fullmatch(value):
+        shown = type(value).__name__ if not isinstance(value, str) else "a string with spaces"
+        raise ValueError(
+            "ingest_key must be the key's text (printable ASCII, no spaces: "
+            f"ldp tokens create NAME --kind ingest), got {shown}"
+        )
+    if options.transport is not None:
+        raise ValueError("give ingest_key or transport, not both")
+    return value
+
+
+_KEY = re.compile(r"[!-~]{1,1024}")
+"""An ingest key as a header may carry it: printable ASCII without spaces, not huge."""
+
+
 def _session(name: str, value: Any, options: ClientOptions) -> Any:
     if value is None:
         return value
@@ -295,6 +324,7 @@ _CHECKS: tuple[tuple[str, Check], ...] = (
     ("relay", _relay),
     ("relay_keys", _relay_keys),
     ("session", _session),
+    ("ingest_key", _ingest_key),
 )
 """Each setting that is checked, in the order checked, and its check."""
 

@@ -139,6 +139,8 @@ class HTTPTransport:
         timeout: seconds to connect and to wait for each read.
         session: a ``requests.Session`` to send through; None: the transport's own,
             made on the first request.
+        ingest_key: sent as ``Authorization: Bearer <key>`` with :meth:`get` and
+            :meth:`post` (not with :meth:`exchange`'s key fetches and relay posts).
 
     Raises:
         ValueError: a URL that is not http(s) with a host, or a non-positive timeout.
@@ -149,8 +151,10 @@ class HTTPTransport:
         base_url: str,
         timeout: float = DEFAULT_TIMEOUT,
         session: requests.Session | None = None,
+        ingest_key: str | None = None,
     ) -> None:
         scheme, host, port, path = _checked_url(base_url)
+        self._authorization = None if ingest_key is None else f"Bearer {ingest_key}"
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self._https = scheme == "https"
@@ -187,10 +191,10 @@ class HTTPTransport:
         return own
 
     def get(self, path: str) -> Response:  # noqa: D102
-        return self._request("GET", path, None)
+        return self._request("GET", path, None, authorized=True)
 
     def post(self, path: str, body: bytes) -> Response:  # noqa: D102
-        return self._request("POST", path, body)
+        return self._request("POST", path, body, authorized=True)
 
     def close(self) -> None:  # noqa: D102
         with self._lock:
@@ -212,10 +216,13 @@ class HTTPTransport:
         body: bytes | None,
         content_type: str = "application/json",
         accept: str = "application/json",
+        authorized: bool = False,
     ) -> Response:
         headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type
+        if authorized and self._authorization is not None:
+            headers["Authorization"] = self._authorization
         try:
             answer = self.session.request(
                 method,

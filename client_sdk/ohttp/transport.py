@@ -71,6 +71,8 @@ class ObliviousTransport:
         clock: monotonic seconds (key configuration age, refresh moments).
         pinned: an ``application/ohttp-keys`` body shipped with the app: used for every
             upload and never fetched; None: fetched from the collector.
+        ingest_key: the app's ingest key, sent as ``authorization`` inside every sealed
+            request (never on the request to the relay, nor on the key fetches).
 
     Raises:
         ValueError: ``pinned`` holds no configuration this client can use, or the
@@ -86,7 +88,11 @@ class ObliviousTransport:
         session: requests.Session | None = None,
         clock: Callable[[], float] = time.monotonic,
         pinned: bytes | None = None,
+        ingest_key: str | None = None,
     ) -> None:
+        self._authorization: tuple[tuple[str, str], ...] = (
+            () if ingest_key is None else (("authorization", f"Bearer {ingest_key}"),)
+        )
         self._direct = HTTPTransport(collector_url, timeout, session)
         self._relay = HTTPTransport(relay_url, timeout, session)
         parts = urllib.parse.urlsplit(self._direct.base_url)
@@ -186,7 +192,7 @@ class ObliviousTransport:
             self._scheme,
             self._authority,
             self._prefix + path,
-            () if body is None else (("content-type", "application/json"),),
+            (() if body is None else (("content-type", "application/json"),)) + self._authorization,
             b"" if body is None else body,
         )
         return bhttp.encode_request(request)
