@@ -210,6 +210,11 @@ export interface ClientOptions {
   now?: () => number;
   random?: () => number;
   rng?: Rng;
+  /** The app's ingest key (`ldp tokens create NAME --kind ingest`; public, shipped in the
+   *  app): sent as `Authorization: Bearer <key>` with every definition fetch and upload,
+   *  inside the sealed request with `relay` (never to the relay). It picks the project of
+   *  the metrics; a 401 or 403 drops the batch. */
+  ingestKey?: string;
   /** Send the reports through an Oblivious HTTP relay (a `Relay` of
    *  `ldp-telemetry-client/ohttp`); definitions are still fetched from `url`. */
   relay?: { fetch(url: string, init: RequestInit): Promise<Response>; prepare?(url: string): void };

@@ -4,7 +4,8 @@ edge applies (the collector's routes, its Oblivious HTTP gateway, the relay).
 An answer names an allowed page's origin only for the methods the resource takes from
 another origin; no credentials are ever allowed (a report carries none); a preflight may
 be cached for a day; ``Retry-After`` is exposed (the SDK's backoff reads it). With no
-origins configured nothing is added: same-origin only. In full: ``docs/guides/web.md``.
+origins configured nothing is added: same-origin only. ``Authorization`` may be sent: the
+app's ingest key (a header, not a browser credential: cookies stay refused). In full: ``docs/guides/web.md``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def cross_origin_headers(
         if requested not in methods:
             return headers
         headers["Access-Control-Allow-Methods"] = ", ".join(methods)
-        headers["Access-Control-Allow-Headers"] = "Content-Type"
+        headers["Access-Control-Allow-Headers"] = "Content-Type, Authorization"
         headers["Access-Control-Max-Age"] = str(PREFLIGHT_MAX_AGE)
     elif method in methods or (method == "HEAD" and "GET" in methods):
         headers["Access-Control-Expose-Headers"] = "Retry-After"

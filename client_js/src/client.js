@@ -90,6 +90,9 @@ const canonical = (x) => Array.isArray(x) ? `[${x.map(canonical).join(",")}]`
  * @property {() => number} [now]  wall clock in ms
  * @property {() => number} [random]  jitter of the backoff
  * @property {Rng} [rng]  the perturbation's randomness (tests); default the CSPRNG
+ * @property {string} [ingestKey]  the app's ingest key (public, shipped in the app): sent as
+ *   ``Authorization: Bearer <key>`` with every definition fetch and upload, inside the
+ *   sealed request with a relay (never to the relay); it picks the metrics' project
  * @property {{fetch(url: string, init: any): Promise<Response>, prepare?(url: string): void}} [relay]  send the reports
  *   and the definition fetches through an Oblivious HTTP relay: a ``Relay`` of
  *   ``ldp-telemetry-client/ohttp`` (only its key fetches reach the collector directly)
@@ -101,6 +104,10 @@ export class Client {
     this.url = url.replace(/\/+$/, "");
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.relay = options.relay ?? null;
+    const key = options.ingestKey;
+    /** @type {Record<string, string>} */
+    this._auth = key ? { Authorization: `Bearer ${key}` } : {};
+    new Headers(this._auth); // a TypeError now for a key no header can carry, not at each upload
     this.relay?.prepare?.(this.url); // its keys now, not just before a sealed upload
     this.storage = options.storage ?? defaultStorage();
     this._bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
@@ -514,13 +521,13 @@ export class Client {
    *  collector would otherwise see the device's address fetch a metric's definition just
    *  before the relayed upload that carries it). @param {string} url */
   _get(url) {
-    return this._fetch(url, { method: "GET" });
+    return this._fetch(url, { method: "GET", headers: this._auth });
   }
 
   /** POST a batch: directly, or through the relay (encapsulated; its answer decapsulated).
    *  @param {string} body @param {boolean} keepalive */
   _post(body, keepalive) {
-    return this._fetch(`${this.url}/v1/reports`, { method: "POST", headers: { "Content-Type": "application/json" }, body, keepalive, credentials: "omit" });
+    return this._fetch(`${this.url}/v1/reports`, { method: "POST", headers: { "Content-Type": "application/json", ...this._auth }, body, keepalive, credentials: "omit" });
   }
 
   /** Directly, or through the relay. @param {string} url @param {any} init */

@@ -7,79 +7,27 @@ drop, not a retry (docs/guides/teams.md#ingest-keys).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import requests
 
-from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_relay.forward import create_relay
-from ldp_server.app import create_server_app
 from ldp_store.tokens import KINDS, TokenStore
+from tests.ingest_key_helpers import NAME, READ, SHOP, Recorder, counted, shop_collector
 from tests.wsgi_helpers import serving
-
-ADMIN = "sdk-ingest-admin-token-01"
-READ = "sdk-ingest-read-token-002"
-NAME = "app.theme"
-SHOP = {"domain": ["light", "dark", "sepia"], "epsilon": 1.0, "mechanism": "grr"}
-DEFAULT = {"domain": ["x", "y"], "epsilon": 2.0, "mechanism": "grr"}
-
-
-def bearer(text: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {text}"}
-
-
-class Recorder:
-    """WSGI middleware in front of the relay: keeps each request's headers and body."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.seen: list[tuple[dict[str, str], bytes]] = []
-
-    def __call__(self, env: dict[str, Any], start: Callable[..., Any]) -> Iterable[bytes]:
-        import io
-
-        body = env["wsgi.input"].read(int(env.get("CONTENT_LENGTH") or 0))
-        env["wsgi.input"] = io.BytesIO(body)
-        self.seen.append(({k: str(v) for k, v in env.items() if k.startswith("HTTP_")}, body))
-        return self.app(env, start)
 
 
 @pytest.fixture
-def shop(redis_db: Any) -> Any:
-    """A collector whose project shop needs its ingest keys (reads closed), ``app.theme``
-    in shop and in the default project; yields (url, store)."""
-    app = create_server_app(
-        {
-            "REDIS_URL": redis_db.url,
-            "TESTING": True,
-            "ADMIN_TOKEN": ADMIN,
-            "READ_TOKEN": READ,
-            "INGEST_KEY_PROJECTS": "shop",
-            "SHUFFLE_MIN_BATCH": 1,
-        }
-    )
-    store = TokenStore(redis_db.client(), sleep=lambda s: None)
-    with serving(app, threaded=True) as url:
-        admin, _ = store.create("shop admin", KINDS["admin"], "shop")
-        for spec, token in ((SHOP, admin), (DEFAULT, ADMIN)):
-            made = requests.put(f"{url}/v1/metrics/{NAME}", json=spec, headers=bearer(token))
-            assert made.status_code == 201, made.text
-        yield url, store
+def shop(redis_db: Any) -> Iterator[tuple[str, TokenStore]]:
+    with shop_collector(redis_db.url) as served:
+        yield served
 
 
 def dropped(stats: dict[str, Any]) -> dict[str, int]:
     return {reason: n for reason, n in stats["dropped"].items() if n}
-
-
-def counted(redis_db: Any, url: str, token: str) -> int:
-    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
-    got = requests.get(f"{url}/v1/estimates/{NAME}", headers=bearer(token))
-    assert got.status_code == 200, got.text
-    return int(got.json()["n"])
 
 
 @pytest.mark.parametrize("sealed", [False, True], ids=["direct", "relay"])
@@ -100,8 +48,8 @@ def test_the_key_sends_the_reports_to_its_project(redis_db: Any, shop: Any, seal
         finally:
             client.shutdown()
     assert stats["sent"] == 20 and not dropped(stats), stats
-    assert counted(redis_db, url, reader) == 20
-    assert counted(redis_db, url, READ) == 0  # not the default project's app.theme
+    assert counted(redis_db.client(), url, reader) == 20
+    assert counted(redis_db.client(), url, READ) == 0  # not the default project's app.theme
     # Through the relay the key went sealed: neither a header nor bytes the relay read.
     assert len(relay.seen) == (2 if sealed else 0)  # the definition, the batch
     for headers, body in relay.seen:
@@ -124,7 +72,7 @@ def test_a_refused_key_drops_the_batch_without_retrying(redis_db: Any, shop: Any
         client.shutdown()
     assert dropped(stats) == {"rejected": 5} and stats["retries"] == 0, stats
     assert stats["last_error"] == "HTTP 401" and delays == []
-    assert counted(redis_db, url, reader) == 0
+    assert counted(redis_db.client(), url, reader) == 0
 
 
 def test_a_revoked_key_reads_no_definition(shop: Any) -> None:

@@ -47,7 +47,7 @@ def test_an_allowed_origin_gets_definitions_and_posts_reports(cors_client: Any) 
     assert pre.status_code == 200
     assert pre.headers["Access-Control-Allow-Origin"] == APP
     assert pre.headers["Access-Control-Allow-Methods"] == "POST"
-    assert pre.headers["Access-Control-Allow-Headers"] == "Content-Type"
+    assert pre.headers["Access-Control-Allow-Headers"] == "Content-Type, Authorization"
     assert pre.headers["Access-Control-Max-Age"] == "86400"
     posted = cors_client.post(
         "/v1/reports", json={"reports": reports(theme, 3)}, headers={"Origin": APP}

@@ -275,7 +275,7 @@ def test_an_allowed_origin_may_fetch_the_keys_and_post(redis_db: Any) -> None:
     )
     assert preflight.status_code == 204
     assert preflight.headers["Access-Control-Allow-Origin"] == page
-    assert preflight.headers["Access-Control-Allow-Headers"] == "Content-Type"
+    assert preflight.headers["Access-Control-Allow-Headers"] == "Content-Type, Authorization"
     keys_answer = client.get(GATEWAY_PATH, headers={"Origin": page})
     assert keys_answer.headers["Access-Control-Allow-Origin"] == page
     other = client.get(GATEWAY_PATH, headers={"Origin": "https://evil.example"})
