@@ -35,6 +35,8 @@ public final class Client implements java.io.Closeable {
   private final String url;
   private final ClientOptions options;
   private final Transport transport;
+  /** {@code "Bearer <ingest key>"}, or null: sent with every definition fetch and upload. */
+  private final String authorization;
   private final Store store;
   private final Stats stats = new Stats();
   private final Uploader uploader;
@@ -105,6 +107,7 @@ public final class Client implements java.io.Closeable {
     this.options = options;
     Transport base = options.transport != null ? options.transport : defaultTransport(options.timeoutMillis);
     this.transport = options.relay == null ? base : new Oblivious(url, options.relay, options.relayKeys, base, options.clock);
+    this.authorization = options.ingestKey == null ? null : "Bearer " + options.ingestKey;
     this.rng = new Rng(options.random != null ? options.random : RandomSource.secure());
     this.appCaps =
         Double.isNaN(options.devicePerDay) && Double.isNaN(options.deviceLifetime)
@@ -188,7 +191,7 @@ public final class Client implements java.io.Closeable {
       }
       Transport.Response response;
       try {
-        response = transport.exchange("GET", url + METRICS_PATH + metric, null, null, "application/json");
+        response = transport.exchange("GET", url + METRICS_PATH + metric, null, null, "application/json", authorization);
       } catch (IOException | RuntimeException e) {
         if (e.getClass().getName().equals("android.os.NetworkOnMainThreadException")) {
           fetchApart(metric); // Android's main thread may not wait on the network
@@ -655,7 +658,7 @@ public final class Client implements java.io.Closeable {
   private final class Host implements Uploader.Host {
     @Override
     public Transport.Response post(byte[] body) throws IOException {
-      return transport.exchange("POST", url + Uploader.REPORTS_PATH, body, "application/json", "application/json");
+      return transport.exchange("POST", url + Uploader.REPORTS_PATH, body, "application/json", "application/json", authorization);
     }
 
     @Override
@@ -684,7 +687,7 @@ public final class Client implements java.io.Closeable {
     }
 
     private boolean hasBundled(String metric, long version) throws IOException {
-      Transport.Response r = transport.exchange("GET", url + METRICS_PATH + metric + "?version=" + version, null, null, "application/json");
+      Transport.Response r = transport.exchange("GET", url + METRICS_PATH + metric + "?version=" + version, null, null, "application/json", authorization);
       Definition server = null;
       if (r.status() >= 200 && r.status() < 300) {
         try {

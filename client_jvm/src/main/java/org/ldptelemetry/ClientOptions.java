@@ -35,6 +35,7 @@ public final class ClientOptions {
   final double deviceLifetime;
   final String relay;
   final byte[] relayKeys;
+  final String ingestKey;
   final LongSupplier clock;
   final LongSupplier wallclock;
 
@@ -55,6 +56,7 @@ public final class ClientOptions {
     deviceLifetime = b.deviceLifetime;
     relay = b.relay;
     relayKeys = b.relayKeys == null ? null : b.relayKeys.clone();
+    ingestKey = b.ingestKey;
     clock = b.clock;
     wallclock = b.wallclock;
   }
@@ -82,6 +84,7 @@ public final class ClientOptions {
     private double deviceLifetime = Double.NaN;
     private String relay;
     private byte[] relayKeys;
+    private String ingestKey;
     private LongSupplier clock = () -> System.nanoTime() / 1_000_000;
     private LongSupplier wallclock = System::currentTimeMillis;
 
@@ -193,6 +196,19 @@ public final class ClientOptions {
       return this;
     }
 
+    /**
+     * The app's ingest key ({@code ldp tokens create NAME --kind ingest}; public, shipped in the
+     * app): sent as {@code Authorization: Bearer <key>} with every definition fetch and upload,
+     * inside the sealed request with {@link #relay} (never to the relay). It picks the project of
+     * the metrics and, where the collector requires keys, admits the reports; a 401 or 403 drops
+     * the batch. An app's own {@link #transport} must override {@link Transport#exchange(String,
+     * String, byte[], String, String, String)} to send it.
+     */
+    public Builder ingestKey(String key) {
+      this.ingestKey = key;
+      return this;
+    }
+
     /** Monotonic milliseconds (tests). */
     public Builder clock(LongSupplier millis) {
       this.clock = millis;
@@ -203,6 +219,15 @@ public final class ClientOptions {
     public Builder wallclock(LongSupplier millis) {
       this.wallclock = millis;
       return this;
+    }
+
+    private static boolean sendsAuthorization(Transport transport) {
+      try {
+        Class<?> s = String.class;
+        return transport.getClass().getMethod("exchange", s, s, byte[].class, s, s, s).getDeclaringClass() != Transport.class;
+      } catch (NoSuchMethodException e) {
+        return false;
+      }
     }
 
     private static void atLeast(String name, long value, long low) {
@@ -235,6 +260,13 @@ public final class ClientOptions {
         throw new IllegalArgumentException("relay must be an http(s) URL, got " + relay);
       }
       if (relayKeys != null && relay == null) throw new IllegalArgumentException("relayKeys needs relay");
+      if (ingestKey != null && !ingestKey.matches("[!-~]{1,1024}")) {
+        throw new IllegalArgumentException("ingestKey must be the key's text (printable ASCII, no spaces)");
+      }
+      if (ingestKey != null && transport != null && !sendsAuthorization(transport)) {
+        throw new IllegalArgumentException(
+            "ingestKey needs a transport that sends it: override Transport.exchange(..., authorization)");
+      }
       if (clock == null || wallclock == null) throw new IllegalArgumentException("clock and wallclock are required");
       return new ClientOptions(this);
     }

@@ -28,9 +28,16 @@ public final class HttpClientTransport implements Transport {
 
   @Override
   public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
+    return exchange(method, url, body, contentType, accept, null);
+  }
+
+  @Override
+  public Response exchange(String method, String url, byte[] body, String contentType, String accept, String authorization)
+      throws IOException {
     HttpRequest.Builder request = HttpRequest.newBuilder(URI.create(url)).timeout(timeout);
     if (contentType != null) request.header("Content-Type", contentType);
     if (accept != null) request.header("Accept", accept);
+    if (authorization != null) request.header("Authorization", authorization);
     request.method(method, body == null ? HttpRequest.BodyPublishers.noBody() : HttpRequest.BodyPublishers.ofByteArray(body));
     HttpResponse<byte[]> answer;
     try {

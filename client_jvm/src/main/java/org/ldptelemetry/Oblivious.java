@@ -99,6 +99,12 @@ final class Oblivious implements Transport {
 
   /** A known-length request, every section written (the empty trailers too), as the reference does. */
   static byte[] binaryRequest(String method, String scheme, String authority, String path, String contentType, byte[] body) {
+    return binaryRequest(method, scheme, authority, path, contentType, body, null);
+  }
+
+  /** As above, with an {@code authorization} field (the app's ingest key) after the content type. */
+  static byte[] binaryRequest(
+      String method, String scheme, String authority, String path, String contentType, byte[] body, String authorization) {
     ByteArrayOutputStream out = new ByteArrayOutputStream();
     varint(out, 0);
     for (String s : new String[] {method, scheme, authority, path}) withLength(out, s.getBytes(StandardCharsets.UTF_8));
@@ -106,6 +112,10 @@ final class Oblivious implements Transport {
     if (contentType != null) {
       withLength(fields, Hpke.ascii("content-type"));
       withLength(fields, contentType.getBytes(StandardCharsets.ISO_8859_1));
+    }
+    if (authorization != null) {
+      withLength(fields, Hpke.ascii("authorization"));
+      withLength(fields, authorization.getBytes(StandardCharsets.ISO_8859_1));
     }
     withLength(out, fields.toByteArray());
     withLength(out, body == null ? new byte[0] : body);
@@ -115,6 +125,11 @@ final class Oblivious implements Transport {
 
   /** {@code method url} (a POST with a JSON body) as the Binary HTTP request that is sealed. */
   static byte[] binaryRequest(String method, String url, byte[] body) throws IOException {
+    return binaryRequest(method, url, body, null);
+  }
+
+  /** As above, with the app's ingest key ({@code authorization}) inside, or none when null. */
+  static byte[] binaryRequest(String method, String url, byte[] body, String authorization) throws IOException {
     URI u;
     try {
       u = new URI(url);
@@ -127,7 +142,7 @@ final class Oblivious implements Transport {
     // RFC 3986 §6.2.2.1 and §6.2.3: the host in lower case, no default port
     String authority = u.getHost().toLowerCase(java.util.Locale.ROOT) + (defaultPort ? "" : ":" + port);
     String path = (u.getRawPath() == null || u.getRawPath().isEmpty() ? "/" : u.getRawPath()) + (u.getRawQuery() == null ? "" : "?" + u.getRawQuery());
-    return binaryRequest(method, scheme, authority, path, body == null ? null : "application/json", body);
+    return binaryRequest(method, scheme, authority, path, body == null ? null : "application/json", body, authorization);
   }
 
   private static final class Reader {
@@ -257,7 +272,14 @@ final class Oblivious implements Transport {
 
   @Override
   public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
-    byte[] request = binaryRequest(method, url, body);
+    return exchange(method, url, body, contentType, accept, null);
+  }
+
+  /** Sealed, with {@code authorization} (the app's ingest key) inside the sealed request only. */
+  @Override
+  public Response exchange(String method, String url, byte[] body, String contentType, String accept, String authorization)
+      throws IOException {
+    byte[] request = binaryRequest(method, url, body, authorization);
     for (int attempt = 0; attempt < 2; attempt++) {
       KeyConfig key = attempt == 0 ? current() : fetch();
       Sealed sealed;

@@ -25,6 +25,21 @@ public interface Transport extends AutoCloseable {
    */
   Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException;
 
+  /**
+   * As {@link #exchange(String, String, byte[], String, String)}, with {@code Authorization:
+   * authorization} when it is not null: the app's ingest key, {@code "Bearer <key>"}. The SDK's
+   * transports send it; an app's own must override this method to be given an ingest key
+   * ({@link ClientOptions.Builder#ingestKey}, checked when the options are built).
+   *
+   * @param authorization the Authorization header's value, or null
+   * @throws IOException no answer came (the client retries later)
+   */
+  default Response exchange(String method, String url, byte[] body, String contentType, String accept, String authorization)
+      throws IOException {
+    if (authorization != null) throw new IOException(getClass().getName() + " cannot send an ingest key");
+    return exchange(method, url, body, contentType, accept);
+  }
+
   @Override
   default void close() {}
 

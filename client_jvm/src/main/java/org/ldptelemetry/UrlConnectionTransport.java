@@ -24,6 +24,12 @@ public final class UrlConnectionTransport implements Transport {
 
   @Override
   public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
+    return exchange(method, url, body, contentType, accept, null);
+  }
+
+  @Override
+  public Response exchange(String method, String url, byte[] body, String contentType, String accept, String authorization)
+      throws IOException {
     HttpURLConnection c = (HttpURLConnection) new URL(url).openConnection();
     try {
       c.setConnectTimeout(timeout);
@@ -32,6 +38,7 @@ public final class UrlConnectionTransport implements Transport {
       c.setInstanceFollowRedirects(false);
       c.setRequestMethod(method);
       if (accept != null) c.setRequestProperty("Accept", accept);
+      if (authorization != null) c.setRequestProperty("Authorization", authorization);
       if (body != null) {
         c.setDoOutput(true);
         if (contentType != null) c.setRequestProperty("Content-Type", contentType);
