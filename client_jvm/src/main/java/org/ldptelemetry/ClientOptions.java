@@ -201,8 +201,8 @@ public final class ClientOptions {
      * app): sent as {@code Authorization: Bearer <key>} with every definition fetch and upload,
      * inside the sealed request with {@link #relay} (never to the relay). It picks the project of
      * the metrics and, where the collector requires keys, admits the reports; a 401 or 403 drops
-     * the batch. An app's own {@link #transport} must override {@link Transport#exchange(String,
-     * String, byte[], String, String, String)} to send it.
+     * the batch. Not together with an app's own {@link #transport} but through a relay (the
+     * transport then carries sealed requests, the key inside them).
      */
     public Builder ingestKey(String key) {
       this.ingestKey = key;
@@ -219,15 +219,6 @@ public final class ClientOptions {
     public Builder wallclock(LongSupplier millis) {
       this.wallclock = millis;
       return this;
-    }
-
-    private static boolean sendsAuthorization(Transport transport) {
-      try {
-        Class<?> s = String.class;
-        return transport.getClass().getMethod("exchange", s, s, byte[].class, s, s, s).getDeclaringClass() != Transport.class;
-      } catch (NoSuchMethodException e) {
-        return false;
-      }
     }
 
     private static void atLeast(String name, long value, long low) {
@@ -263,9 +254,9 @@ public final class ClientOptions {
       if (ingestKey != null && !ingestKey.matches("[!-~]{1,1024}")) {
         throw new IllegalArgumentException("ingestKey must be the key's text (printable ASCII, no spaces)");
       }
-      if (ingestKey != null && transport != null && !sendsAuthorization(transport)) {
+      if (ingestKey != null && transport != null && relay == null) {
         throw new IllegalArgumentException(
-            "ingestKey needs a transport that sends it: override Transport.exchange(..., authorization)");
+            "give ingestKey or transport, not both (your transport sends the Authorization header it wants)");
       }
       if (clock == null || wallclock == null) throw new IllegalArgumentException("clock and wallclock are required");
       return new ClientOptions(this);

@@ -28,8 +28,8 @@ public interface Transport extends AutoCloseable {
   /**
    * As {@link #exchange(String, String, byte[], String, String)}, with {@code Authorization:
    * authorization} when it is not null: the app's ingest key, {@code "Bearer <key>"}. The SDK's
-   * transports send it; an app's own must override this method to be given an ingest key
-   * ({@link ClientOptions.Builder#ingestKey}, checked when the options are built).
+   * transports send it; an app's own is given one only inside sealed requests, through a
+   * relay ({@link ClientOptions.Builder#ingestKey}), so it need not override this.
    *
    * @param authorization the Authorization header's value, or null
    * @throws IOException no answer came (the client retries later)
