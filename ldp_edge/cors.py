@@ -5,7 +5,8 @@ An answer names an allowed page's origin only for the methods the resource takes
 another origin; no credentials are ever allowed (a report carries none); a preflight may
 be cached for a day; ``Retry-After`` is exposed (the SDK's backoff reads it). With no
 origins configured nothing is added: same-origin only. ``Authorization`` may be sent: the
-app's ingest key (a header, not a browser credential: cookies stay refused). In full: ``docs/guides/web.md``.
+app's ingest key (a header, not a browser credential: cookies stay refused). In full:
+``docs/guides/web.md``.
 """
 
 from __future__ import annotations
