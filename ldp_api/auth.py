@@ -281,6 +281,8 @@ def check() -> Response | None:
             return signed_in
         who = signed_in
     g.ldp_principal = who
+    if who is None and text is not None and parse(text) is not None:
+        g.ldp_stale_token = True  # shaped like a scoped token, not valid (ldp_api.projects)
     if is_open(app, scope) or (who is not None and scope in who.scopes):
         return None
     reason: Reason

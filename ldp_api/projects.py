@@ -70,9 +70,14 @@ def enter() -> Response | None:
     if endpoint is None:
         return None
     state = g._get_current_object()
-    who = state.ldp_principal if "ldp_principal" in state else auth.sent_principal()
+    if "ldp_principal" in state:  # the scope check read the credential
+        who = state.ldp_principal
+        stale = "ldp_stale_token" in state
+    else:
+        who = auth.sent_principal()
+        stale = who is None and auth.sent_scoped_token()
     own = who.project if who is not None and who.token is not None else None
-    if who is None and auth.sent_scoped_token():
+    if stale:
         refused = _stale_token(endpoint)
         if refused is not None:
             return refused
