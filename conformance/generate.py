@@ -9,6 +9,7 @@ The format is described in ``conformance/README.md``; the protocol in ``docs/pro
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -817,13 +818,21 @@ OHTTP_KEY_ID = 7
 OHTTP_GATEWAY_KEY = hashlib.sha256(b"conformance:ohttp:gateway").digest()
 """The gateway's X25519 private key of these vectors (any 32 bytes are one)."""
 
-OHTTP_REQUESTS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("https://collector.example", "POST", "/v1/reports", "wire.json"),
-    ("http://127.0.0.1:8000/telemetry", "POST", "/v1/reports", '{"reports":[]}'),
-    ("https://collector.example", "GET", "/v1/metrics/app.theme", None),
-    ("https://[::1]:8443", "GET", "/v1/metrics/app.lang?version=3", None),
+OHTTP_INGEST_KEY = "ldp_0123456789ab_" + base64.urlsafe_b64encode(
+    hashlib.sha256(b"conformance:ohttp:ingest-key").digest()
+).decode().rstrip("=")
+"""An app's ingest key, sealed inside the requests that carry one (its shape only)."""
+
+OHTTP_REQUESTS: tuple[tuple[str, str, str, str | None, str | None], ...] = (
+    ("https://collector.example", "POST", "/v1/reports", "wire.json", None),
+    ("http://127.0.0.1:8000/telemetry", "POST", "/v1/reports", '{"reports":[]}', None),
+    ("https://collector.example", "GET", "/v1/metrics/app.theme", None, None),
+    ("https://[::1]:8443", "GET", "/v1/metrics/app.lang?version=3", None, None),
+    ("https://shop.example", "POST", "/v1/reports", '{"reports":[]}', OHTTP_INGEST_KEY),
+    ("https://shop.example", "GET", "/v1/metrics/app.theme", None, OHTTP_INGEST_KEY),
 )
-"""(collector URL, method, path, body: ``"wire.json"`` for its batch, None for a GET)."""
+"""(collector URL, method, path, body: ``"wire.json"`` for its batch, None for a GET,
+the app's ingest key or None)."""
 
 
 def gateway_keys(private_key: bytes, key_id: int) -> bytes:
@@ -835,7 +844,13 @@ def gateway_keys(private_key: bytes, key_id: int) -> bytes:
 
 
 def sealed_request(
-    keys: bytes, url: str, method: str, path: str, body: str | None, ephemeral: bytes
+    keys: bytes,
+    url: str,
+    method: str,
+    path: str,
+    body: str | None,
+    ephemeral: bytes,
+    ingest_key: str | None = None,
 ) -> dict[str, Any]:
     """``method path`` (with ``body``) to the collector at ``url`` as the SDK seals it
     through a relay for ``keys``: its Binary HTTP request and ``message/ohttp-req`` body
@@ -844,7 +859,9 @@ def sealed_request(
     from client_sdk.ohttp.keys import decode_key_configs
     from client_sdk.ohttp.transport import ObliviousTransport
 
-    transport = ObliviousTransport(url, "https://relay.example/relay", 5.0, pinned=keys)
+    transport = ObliviousTransport(
+        url, "https://relay.example/relay", 5.0, pinned=keys, ingest_key=ingest_key
+    )
     request = transport.binary_request(None if body is None else body.encode(), path, method)
     transport.close()
     sealed, _ = encapsulate_request(decode_key_configs(keys)[0], request, ephemeral_key=ephemeral)
@@ -853,6 +870,7 @@ def sealed_request(
         "method": method,
         "path": path,
         "body": body,
+        "ingest_key": ingest_key,
         "binary_request": request.hex(),
         "ephemeral_private_key": ephemeral.hex(),
         "ephemeral_public_key": public_key_of(ephemeral).hex(),
@@ -866,10 +884,11 @@ def ohttp_vectors() -> dict[str, Any]:
     keys = gateway_keys(OHTTP_GATEWAY_KEY, OHTTP_KEY_ID)
     batch = wire_vectors()["batch"]
     out = []
-    for n, (url, method, path, body) in enumerate(OHTTP_REQUESTS):
+    for n, (url, method, path, body, key) in enumerate(OHTTP_REQUESTS):
         ephemeral = hashlib.sha256(f"conformance:ohttp:ephemeral:{n}".encode()).digest()
         sent = batch if body == "wire.json" else body
-        out.append({**sealed_request(keys, url, method, path, sent, ephemeral), "body": body})
+        sealed = sealed_request(keys, url, method, path, sent, ephemeral, key)
+        out.append({**sealed, "body": body})
     return {
         "format": FORMAT,
         "gateway_private_key": OHTTP_GATEWAY_KEY.hex(),

@@ -220,7 +220,8 @@ test("Oblivious HTTP: each Binary HTTP request and its sealed body under fixed k
   const [config] = parseKeyConfigs(hex(o.keys));
   for (const r of o.requests) {
     const body = r.body === "wire.json" ? batch : r.body;
-    const init = r.method === "POST" ? { method: "POST", headers: { "Content-Type": "application/json" }, body } : { method: "GET" };
+    const auth = r.ingest_key ? { Authorization: `Bearer ${r.ingest_key}` } : {};
+    const init = r.method === "POST" ? { method: "POST", headers: { "Content-Type": "application/json", ...auth }, body } : { method: "GET", headers: auth };
     const request = binaryRequest(r.collector + r.path, init);
     assert.equal(toHex(request), r.binary_request, `${r.method} ${r.collector}${r.path}`);
     const ephemeral = { privateKey: await importPrivateKey(hex(r.ephemeral_private_key)), publicKey: hex(r.ephemeral_public_key) };

@@ -125,7 +125,8 @@ class OhttpTest {
       String collector = ((String) r.get("collector")).replaceAll("/+$", "");
       Object bodyName = r.get("body");
       byte[] body = bodyName == null ? null : ("wire.json".equals(bodyName) ? batch : (String) bodyName).getBytes(StandardCharsets.UTF_8);
-      byte[] request = Oblivious.binaryRequest((String) r.get("method"), collector + r.get("path"), body);
+      String auth = r.get("ingest_key") == null ? null : "Bearer " + r.get("ingest_key");
+      byte[] request = Oblivious.binaryRequest((String) r.get("method"), collector + r.get("path"), body, auth);
       assertEquals(r.get("binary_request"), toHex(request), r.get("method") + " " + collector + r.get("path"));
       byte[][] ephemeral = {hex((String) r.get("ephemeral_private_key")), hex((String) r.get("ephemeral_public_key"))};
       assertArrayEquals(ephemeral[1], Hpke.publicOf(ephemeral[0]));
