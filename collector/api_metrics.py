@@ -37,10 +37,19 @@ ADMIN_TOKEN = Scheme(
 """What the operators' routes want; :mod:`ldp_api.auth` checks each route's scope."""
 
 
+STALE_KEY = Reply(
+    "An app's ingest key (a scoped token) that is no longer valid: revoked, expired or "
+    "unknown. It names no project, so nothing is answered for it (the app drops its "
+    "reports).",
+    Error,
+)
+"""A definitions route's answer to a scoped token no longer valid (ldp_api/projects.py)."""
+
+
 @bp.get("/v1/metrics")
 @documented(
     "The current definition of every metric (with retired_at where it is retired).",
-    {200: Reply("The metrics.", MetricList), 503: UNAVAILABLE},
+    {200: Reply("The metrics.", MetricList), 401: STALE_KEY, 503: UNAVAILABLE},
 )
 def list_metrics() -> dict[str, Any]:
     """The current definition of every metric, each with its retirement (as
@@ -57,6 +66,7 @@ def list_metrics() -> dict[str, Any]:
     {
         200: Reply("The definition.", Metric),
         400: Reply("The version is not a positive integer.", Error),
+        401: STALE_KEY,
         404: Reply("No such metric or version.", Error),
         503: UNAVAILABLE,
     },
