@@ -107,7 +107,6 @@ export class Client {
     const key = options.ingestKey;
     /** @type {Record<string, string>} */
     this._auth = key ? { Authorization: `Bearer ${key}` } : {};
-    new Headers(this._auth); // a TypeError now for a key no header can carry, not at each upload
     this.relay?.prepare?.(this.url); // its keys now, not just before a sealed upload
     this.storage = options.storage ?? defaultStorage();
     this._bundle = new Map((options.definitions ?? []).map((d) => [d.name, d]));
@@ -521,7 +520,7 @@ export class Client {
    *  collector would otherwise see the device's address fetch a metric's definition just
    *  before the relayed upload that carries it). @param {string} url */
   _get(url) {
-    return this._fetch(url, { method: "GET", headers: this._auth });
+    return this._fetch(url, { headers: this._auth }); // GET: fetch's default, and the relay's
   }
 
   /** POST a batch: directly, or through the relay (encapsulated; its answer decapsulated).
@@ -532,7 +531,7 @@ export class Client {
 
   /** Directly, or through the relay. @param {string} url @param {any} init */
   _fetch(url, init) {
-    return this.relay ? this.relay.fetch(url, init) : this.fetch(url, init);
+    return (this.relay ?? this).fetch(url, init); // this.fetch is bound: the same call
   }
 
   /** Count a recoverable failure and try again after the backoff, which the origin's
