@@ -808,7 +808,10 @@ class Worker:
                 raise
             # A stream was deleted while we waited on it (Redis 7 unblocks the read with
             # UNBLOCKED; 6.2 keeps waiting): the next round's per-stream reads find which,
-            # and forget it (``ldp metrics delete``) or recreate its group (see _round).
+            # and forget it (``ldp metrics delete``) or recreate its group (see _round);
+            # every stream is read once more for that, quiet ones included.
+            for stream in self._streams.values():
+                stream.quiet = False
             return
         finally:
             self._blocking = False
