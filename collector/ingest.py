@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import redis
@@ -34,8 +34,20 @@ from ldp_store import guard, keys, projects, schema, scripts
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
-    from collector.context import Services
+    from collector.telemetry import Telemetry
     from ldp_store.registry import Registry
+
+
+class IngestContext(Protocol):
+    """What ingest uses of the collector's context (:class:`collector.context.Services`)."""
+
+    @property
+    def registry(self) -> Registry: ...
+    @property
+    def telemetry(self) -> Telemetry: ...
+    @property
+    def appender(self) -> Appender: ...
+
 
 __all__ = [
     "MAX_VERSIONS_PER_REQUEST",
@@ -595,7 +607,7 @@ def _lookup(registry: Registry, project: str) -> Callable[[str, int], MetricDefi
 
 
 def _validated(
-    body: object, ctx: Services, max_reports: int, project: str
+    body: object, ctx: IngestContext, max_reports: int, project: str
 ) -> tuple[Any, Validated]:
     """The body's reports and their validation: a plain batch checked as a whole when it
     is plainly valid, else report by report (with every message). Groups are keyed by
@@ -634,7 +646,7 @@ def _count_rejections(batch: Validated, reports: int, telemetry: Any) -> None:
 
 def ingest(
     body: object,
-    ctx: Services,
+    ctx: IngestContext,
     max_reports: int,
     now: datetime | None = None,
     project: str = projects.DEFAULT,
