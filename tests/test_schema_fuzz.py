@@ -90,15 +90,24 @@ METRICS: dict[str, dict[str, Any]] = {
 }
 """Categorical, numeric, memoized with a budget, sharded."""
 
+ALL_PHASES = ["--phases", "examples,coverage,fuzzing,stateful"]
 MODES = {
-    "open": ({}, []),
+    "open": ({}, ALL_PHASES),
     "tokens": (
         {"LDP_ADMIN_TOKEN": ADMIN_TOKEN, "LDP_READ_TOKEN": READ_TOKEN},
-        ["-H", f"Authorization: Bearer {ADMIN_TOKEN}"],
+        ["-H", f"Authorization: Bearer {ADMIN_TOKEN}", *ALL_PHASES],
     ),
-    "anonymous": ({"LDP_ADMIN_TOKEN": ADMIN_TOKEN, "LDP_READ_TOKEN": READ_TOKEN}, []),
+    # What this mode adds to the two above is each operation met without credentials:
+    # its documented examples and its coverage cases (valid, boundary and invalid
+    # input) reach every operation that way. Random fuzzing and stateful sequences of
+    # the same handlers run in the other two modes, "tokens" also without and with a
+    # wrong token for each protected request.
+    "anonymous": (
+        {"LDP_ADMIN_TOKEN": ADMIN_TOKEN, "LDP_READ_TOKEN": READ_TOKEN},
+        ["--phases", "examples,coverage"],
+    ),
 }
-"""The server's token settings and the credentials schemathesis sends, by mode."""
+"""The server's token settings and the CLI options schemathesis runs with, by mode."""
 
 
 def populate(redis_url: str) -> None:
@@ -168,14 +177,14 @@ def server(
     request: pytest.FixtureRequest, redis_db: Any, tmp_path: Path
 ) -> Iterator[tuple[str, list[str]]]:
     """A populated server in one of :data:`MODES`, and the CLI options of that mode."""
-    tokens, credentials = MODES[request.param]
+    tokens, options = MODES[request.param]
     populate(redis_db.url)
     for url in serve(redis_db.url, tokens, tmp_path):
-        yield url, credentials
+        yield url, options
 
 
 def test_the_api_does_what_its_document_says(server: tuple[str, list[str]], tmp_path: Path) -> None:
-    url, credentials = server
+    url, options = server
     command = [
         sys.executable,
         "-c",
@@ -192,7 +201,7 @@ def test_the_api_does_what_its_document_says(server: tuple[str, list[str]], tmp_
         "1",
         "--request-timeout",
         str(REQUEST_TIMEOUT),
-        *credentials,
+        *options,
     ]
     run = subprocess.run(
         command, cwd=tmp_path, capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False
