@@ -7,6 +7,9 @@ import dataclasses
 import os
 import signal
 import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -168,8 +171,6 @@ def _lint_gate(path: str) -> None:
     Raises:
         click.ClickException: the registry has errors (each printed, file:line: rule).
     """
-    from datetime import UTC, datetime  # noqa: PLC0415
-
     from aggregator.catalog.lint import lint_file  # noqa: PLC0415
 
     try:
@@ -313,8 +314,6 @@ to ``READY_TIMEOUT``, 120 s, for the web services on a slow machine)."""
 def wait(url: str, timeout: float) -> None:
     """Wait until the server at --url is ready (answers /readyz), e.g. after `ldp serve &`:
     by then its admin token is in <data-dir>/admin-token."""
-    import urllib.error  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
 
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flask import Flask
+from redis.exceptions import RedisClusterException
 
 from aggregator.query.window import Lag, lag_details, read_counts, read_numeric
 from aggregator.stats.kinds import codec_for
@@ -39,10 +40,11 @@ from collector.context import services
 from collector.ingest import Appender
 from ldp_server.app import create_server_app
 from ldp_store import keys, streams
-from ldp_store.connection import connect, is_cluster
+from ldp_store.connection import connect, is_cluster, unavailable
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import restart_once, start_worker, wait_until
+from tests.cluster_helpers import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cluster-admin-token"
@@ -341,11 +343,6 @@ def test_a_redis_62_cluster_counts_a_sharded_metric(redis62_cluster: Any) -> Non
 def test_a_lost_cluster_is_an_outage_not_a_crash(tmp_path: Path) -> None:
     """Every node gone: the collector answers 503 (the SDK keeps the reports), a running
     worker waits and retries instead of dying; a command that is wrong stays an error."""
-    from redis.exceptions import RedisClusterException  # noqa: PLC0415
-
-    from ldp_store.connection import unavailable  # noqa: PLC0415
-    from tests.cluster_helpers import LocalCluster  # noqa: PLC0415
-
     cluster = LocalCluster(tmp_path / "cluster").start()
     try:
         url = cluster.url.replace("redis://", "redis+cluster://")

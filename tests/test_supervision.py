@@ -33,7 +33,7 @@ from supervisor_helpers import held_down
 
 from aggregator.query.window import read_counts
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_server.serve import Server
+from ldp_server.serve import Server, _members, _signal, _ticks_now
 from ldp_server.supervise import (
     FAST_FAILURE_SECONDS,
     GIVE_UP_FAILURES,
@@ -420,8 +420,6 @@ time.sleep(60)
 def test_orphans_are_found_by_group_and_start_time_so_a_reused_id_is_spared() -> None:
     """Review finding of issue 12: after gunicorn's master died, its group id may be reused
     once the group is empty; only processes started before the death was seen count."""
-    from ldp_server.serve import _members, _signal, _ticks_now  # noqa: PLC0415
-
     before = _ticks_now()
     time.sleep(0.05)  # start times are in clock ticks (10 ms): the group starts later
     leader = subprocess.Popen([sys.executable, "-c", GROUP], start_new_session=True)

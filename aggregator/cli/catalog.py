@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import click
@@ -149,8 +150,6 @@ def lint(
 def generate(language: str, registry: str, out_dir: str, package: str) -> None:
     """Typed metric APIs from a registry: Python (Literal types, for mypy), TypeScript for
     the browser SDK (for tsc), Java for the JVM SDK (enums, for javac)."""
-    from pathlib import Path  # noqa: PLC0415
-
     from aggregator.catalog import generate as gen  # noqa: PLC0415
     from aggregator.catalog.registry_file import read_registry  # noqa: PLC0415
 

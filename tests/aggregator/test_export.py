@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import socket
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,14 +22,16 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.cli import console
+from aggregator.cli import console, remote
 from aggregator.stats.numeric import NumericStats, estimate_mean
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from ldp_server.serve import Server
 from ldp_store import keys, schema
 from ldp_store.connection import connect
+from ldp_store.embedded import REDIS_URL_FILE
 from ldp_store.registry import Registry
 
 TOKEN = "test-admin-token"
@@ -215,8 +218,6 @@ def test_export_refuses_bad_input_with_a_message(
 
 def closed_url() -> str:
     """A local URL nothing listens at (a port just freed)."""
-    import socket  # noqa: PLC0415
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"http://127.0.0.1:{s.getsockname()[1]}"
@@ -228,10 +229,6 @@ def test_export_finds_a_running_ldp_serve_by_its_data_dir(
     """New-user finding: after `ldp serve`, `ldp export` said 'pass --redis-url' although
     the embedded Redis's port is random; the serve's data dir now says where it is. With
     neither, it tries the API at the default address, and says all it tried."""
-    from aggregator.cli import remote  # noqa: PLC0415
-    from ldp_server.serve import Server  # noqa: PLC0415
-    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
-
     monkeypatch.setattr(remote, "DEFAULT_URL", closed_url())
 
     data = tmp_path / "ldp-data"

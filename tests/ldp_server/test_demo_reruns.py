@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import re
+import socket
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -57,8 +58,6 @@ def test_fresh_run_folder_keeps_what_is_not_a_finished_run(tmp_path: Path) -> No
 
 
 def test_a_taken_port_is_refused_before_any_data_is_removed(tmp_path: Path) -> None:
-    import socket  # noqa: PLC0415
-
     # An earlier run's folder as a run leaves it (its lock released; a real run's is
     # removed by the next run, the test above), not a real 50-user run (8 s).
     earlier = tmp_path / "run-20260101-000000"
