@@ -40,8 +40,12 @@ __all__ = [
     "SEED_BINS",
     "Batch",
     "Codec",
+    "FastParseCodec",
     "Increments",
+    "PartsCodec",
+    "SupportCodec",
     "delta_blob",
+    "int_columns",
     "raise_first_error",
     "seed_bins",
     "support_increments",
@@ -151,3 +155,128 @@ def raise_first_error(m: Any, payloads: Sequence[Any]) -> NoReturn:
         except PayloadError as exc:
             raise PayloadError(f"payload #{i}: {exc}") from None
     raise AssertionError("fast parser rejected a batch the reference checker accepts")
+
+
+def int_columns(payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
+    """Columns of int fields, each within [low, high); None if anything is off."""
+    width = len(bounds)
+    if not all(type(p) is dict and len(p) == width for p in payloads):
+        return None
+    columns: dict[str, np.ndarray] = {}
+    for name, (low, high) in bounds.items():
+        values = [p[name] for p in payloads]
+        if not all(type(x) is int for x in values):
+            return None
+        col = np.array(values, dtype=np.int64)
+        if col.size and (col.min() < low or col.max() >= high):
+            return None
+        columns[name] = col
+    return Batch(len(payloads), columns)
+
+
+class FastParseCodec:
+    """The shared part of the codecs: :meth:`parse` runs the fast parser ``_parse_fast``
+    (a :class:`Batch`, or None if anything is off) and otherwise raises the reference
+    checker's error; no seed increments."""
+
+    m: Any
+    _refused: tuple[type[Exception], ...] = ()
+    """Exceptions of ``_parse_fast`` that mean "refused", like None."""
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        raise NotImplementedError
+
+    def parse(self, payloads: Sequence[Any]) -> Batch:
+        """Validate and columnize payloads.
+
+        Raises:
+            PayloadError: naming the index and the problem of the first bad payload.
+        """
+        try:
+            batch = self._parse_fast(payloads)
+        except self._refused:
+            batch = None
+        if batch is None:
+            raise_first_error(self.m, payloads)
+        return batch
+
+    def seed_increments(self, batch: Batch) -> list[int]:
+        """None: only local hashing's reports carry a hash seed."""
+        return []
+
+
+class SupportCodec(FastParseCodec):
+    """A :class:`FastParseCodec` that counts: :meth:`increments` are ``n`` and the
+    counters of :meth:`count` (:func:`support_increments`)."""
+
+    def count(self, batch: Batch) -> npt.NDArray[np.int64]:
+        """The counters of a parsed batch."""
+        raise NotImplementedError
+
+    def increments(self, batch: Batch) -> Increments:
+        """What a parsed batch adds: ``n``, then its counters (:func:`support_increments`)."""
+        return support_increments(batch.n, self.count(batch))
+
+
+class PartsCodec(SupportCodec):
+    """A codec whose reports are split into parts by one int field ``key`` (a joint
+    metric's group ``g``, a histogram's level ``l``), part i holding key ``first + i``;
+    each part is parsed and counted by its own inner codec. The counters are n of each
+    part, then each part's counts at ``m.offsets[i]`` (``sizes[i]`` of them); a batch's
+    columns are ``key``, ``rows{i}`` and part i's own columns as ``{i}.{name}``."""
+
+    key: str
+    first: int
+    inner: Sequence[Any]
+    sizes: Sequence[int]
+
+    def _parse_part(self, i: int, part: list[Any]) -> Batch | None:
+        """Part i's payloads parsed by its inner codec (a ``key`` column is dropped)."""
+        raise NotImplementedError
+
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
+        keys = [p.get(self.key) if type(p) is dict else None for p in payloads]
+        first, end = self.first, self.first + len(self.inner)
+        if not all(type(x) is int and first <= x < end for x in keys):
+            return None
+        column = np.array(keys, dtype=np.int64)
+        columns: dict[str, np.ndarray] = {self.key: column}
+        for i in range(len(self.inner)):
+            rows = np.flatnonzero(column == first + i)
+            parsed = self._parse_part(i, [payloads[r] for r in rows.tolist()])
+            if parsed is None:
+                return None
+            columns[f"rows{i}"] = rows
+            for name, col in parsed.columns.items():
+                if name != self.key:
+                    columns[f"{i}.{name}"] = col
+        return Batch(len(payloads), columns)
+
+    def _part(self, batch: Batch, i: int) -> Batch:
+        prefix = f"{i}."
+        cols = {k[len(prefix) :]: v for k, v in batch.columns.items() if k.startswith(prefix)}
+        return Batch(len(batch.columns[f"rows{i}"]), cols)
+
+    def count(self, batch: Batch) -> npt.NDArray[np.int64]:
+        """The batch's counters: n of each part, then each part's counts."""
+        out = np.zeros(self.m.counters, dtype=np.int64)
+        for i, codec in enumerate(self.inner):
+            part = self._part(batch, i)
+            out[i] = part.n
+            if part.n:
+                start = self.m.offsets[i]
+                out[start : start + self.sizes[i]] = codec.count(part)
+        return out
+
+    def decode(self, payloads: Sequence[Any]) -> npt.NDArray[np.int64]:
+        """parse + count."""
+        return self.count(self.parse(payloads))
+
+    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
+        """Payload dicts of a batch, as the SDK would have produced them."""
+        out: list[dict[str, Any]] = [{} for _ in range(batch.n)]
+        for i, codec in enumerate(self.inner):
+            rows = batch.columns[f"rows{i}"].tolist()
+            for r, inner in zip(rows, codec.to_payloads(self._part(batch, i)), strict=True):
+                out[r] = {self.key: self.first + i, **inner}
+        return out

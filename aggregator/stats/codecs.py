@@ -30,10 +30,9 @@ import numpy.typing as npt
 from aggregator.stats.batch import (
     SEED_BINS,
     Batch,
-    Increments,
-    raise_first_error,
+    SupportCodec,
+    int_columns,
     seed_bins,
-    support_increments,
 )
 from client_sdk.errors import PayloadError
 from client_sdk.mechanisms import (
@@ -81,52 +80,16 @@ class Counts:
         return cls(0, np.zeros(k, dtype=np.int64))
 
 
-class FrequencyCodec:
+class FrequencyCodec(SupportCodec):
     """The :class:`~aggregator.stats.batch.Codec` of a frequency oracle: support counts."""
+
+    _refused = (KeyError, TypeError, ValueError, OverflowError, AttributeError, binascii.Error)
 
     def __init__(self, mechanism: FrequencyOracle) -> None:
         self.m = mechanism
         self.k = mechanism.domain_size
 
     # -- parsing ----------------------------------------------------------------------
-    def parse(self, payloads: Sequence[Any]) -> Batch:
-        """Validate and columnize payloads.
-
-        Raises:
-            PayloadError: naming the index and the problem of the first bad payload.
-        """
-        try:
-            batch = self._parse_fast(payloads)
-        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, binascii.Error):
-            batch = None
-        if batch is None:
-            raise_first_error(self.m, payloads)
-        assert batch is not None
-        return batch
-
-    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        raise NotImplementedError
-
-    def _int_columns(
-        self, payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]
-    ) -> Batch | None:
-        """Columns of int fields, each within [low, high); None if anything is off."""
-        names = tuple(bounds)
-        width = len(names)
-        if not all(type(p) is dict and len(p) == width for p in payloads):
-            return None
-        columns: dict[str, np.ndarray] = {}
-        for name in names:
-            values = [p[name] for p in payloads]
-            if not all(type(x) is int for x in values):
-                return None
-            col = np.array(values, dtype=np.int64)
-            low, high = bounds[name]
-            if col.size and (col.min() < low or col.max() >= high):
-                return None
-            columns[name] = col
-        return Batch(len(payloads), columns)
-
     # -- decoding ---------------------------------------------------------------------
     def count(self, batch: Batch) -> IntArray:
         """Support counts C(v), v in 0..k-1, of a parsed batch."""
@@ -136,14 +99,6 @@ class FrequencyCodec:
         """parse + count."""
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
-
-    def increments(self, batch: Batch) -> Increments:
-        """What a parsed batch adds: ``n``, then C(v) (:func:`support_increments`)."""
-        return support_increments(batch.n, self.count(batch))
-
-    def seed_increments(self, batch: Batch) -> list[int]:
-        """None: only local hashing's reports carry a hash seed."""
-        return []
 
     # -- simulation -------------------------------------------------------------------
     def encode(self, values: IntArray, gen: np.random.Generator) -> Batch:
@@ -182,7 +137,7 @@ class RRCodec(FrequencyCodec):
         return {"v": (0, self.k)}
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, self.int_bounds())
+        return int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:  # noqa: D102
         return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
@@ -210,7 +165,7 @@ class PramCodec(FrequencyCodec):
     m: PostRandomization
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, {"v": (0, self.k)})
+        return int_columns(payloads, {"v": (0, self.k)})
 
     def count(self, batch: Batch) -> IntArray:  # noqa: D102
         return np.bincount(batch.columns["v"], minlength=self.k).astype(np.int64)
@@ -333,7 +288,7 @@ class LocalHashCodec(FrequencyCodec):
         return {"a": (1, P), "b": (0, P), "y": (0, self.m.g)}
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, self.int_bounds())
+        return int_columns(payloads, self.int_bounds())
 
     def count(self, batch: Batch) -> IntArray:
         """Support counts, by whichever of two exact methods does less work for this batch.
@@ -455,7 +410,7 @@ class HadamardCodec(FrequencyCodec):
     m: HadamardResponse
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        return self._int_columns(payloads, {"j": (0, self.m.order)})
+        return int_columns(payloads, {"j": (0, self.m.order)})
 
     def count(self, batch: Batch) -> IntArray:  # noqa: D102
         return self.count_from_histogram(np.bincount(batch.columns["j"], minlength=self.m.order))

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
+from aggregator.stats.batch import Batch, PartsCodec, SupportCodec
 from aggregator.stats.codecs import UnaryCodec
 from client_sdk.mechanisms.distribution import HierarchicalHistogram
 from client_sdk.mechanisms.haar import HaarHRR
@@ -28,67 +28,23 @@ __all__ = ["HaarCodec", "HistogramCodec"]
 IntArray = npt.NDArray[np.int64]
 
 
-class HistogramCodec:
-    """The :class:`~aggregator.stats.batch.Codec` of a hierarchical histogram."""
+class HistogramCodec(PartsCodec):
+    """The :class:`~aggregator.stats.batch.Codec` of a hierarchical histogram: parts by
+    level ``l`` (1..h), each level's ``{"b"}`` bit rows counted by OUE's codec."""
+
+    key, first = "l", 1
 
     def __init__(self, mechanism: HierarchicalHistogram) -> None:
         self.m = mechanism
         self.inner = [UnaryCodec(o) for o in mechanism.oracles]
+        self.sizes = [mechanism.level_size(i + 1) for i in range(mechanism.height)]
 
-    def parse(self, payloads: Sequence[Any]) -> Batch:
-        """Validate and columnize payloads: column ``l`` plus each level's bit rows.
-
-        Raises:
-            PayloadError: naming the index and the problem of the first bad payload.
-        """
-        batch = self._parse_fast(payloads)
-        if batch is None:
-            raise_first_error(self.m, payloads)
-        assert batch is not None
-        return batch
-
-    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
-        h = self.m.height
-        levels = [p.get("l") if type(p) is dict and len(p) == 2 else None for p in payloads]
-        if not all(type(x) is int and 1 <= x <= h for x in levels):
+    def _parse_part(self, i: int, part: list[Any]) -> Batch | None:
+        if not part:
+            return Batch(0, {"bits": np.zeros((0, 1))})
+        if not all(len(p) == 2 for p in part):
             return None
-        column = np.array(levels, dtype=np.int64)
-        columns: dict[str, np.ndarray] = {"l": column}
-        for i, codec in enumerate(self.inner):
-            rows = np.flatnonzero(column == i + 1)
-            part = [{"b": payloads[r].get("b")} for r in rows.tolist()]
-            parsed = codec._parse_fast(part) if part else Batch(0, {"bits": np.zeros((0, 1))})
-            if parsed is None:
-                return None
-            columns[f"rows{i}"] = rows
-            columns[f"{i}.bits"] = parsed.columns["bits"]
-        return Batch(len(payloads), columns)
-
-    def _part(self, batch: Batch, i: int) -> Batch:
-        return Batch(len(batch.columns[f"rows{i}"]), {"bits": batch.columns[f"{i}.bits"]})
-
-    def count(self, batch: Batch) -> IntArray:
-        """The batch's counters: n_l, then each level's support counts."""
-        out = np.zeros(self.m.counters, dtype=np.int64)
-        for i, codec in enumerate(self.inner):
-            part = self._part(batch, i)
-            out[i] = part.n
-            if part.n:
-                start = self.m.offsets[i]
-                out[start : start + self.m.level_size(i + 1)] = codec.count(part)
-        return out
-
-    def decode(self, payloads: Sequence[Any]) -> IntArray:
-        """parse + count."""
-        return self.count(self.parse(payloads))
-
-    def increments(self, batch: Batch) -> Increments:
-        """``n``, then the nonzero counters (:func:`support_increments`)."""
-        return support_increments(batch.n, self.count(batch))
-
-    def seed_increments(self, batch: Batch) -> list[int]:
-        """None: the seed test is for local hashing."""
-        return []
+        return self.inner[i]._parse_fast([{"b": p.get("b")} for p in part])
 
     def levels(self, n: int, gen: np.random.Generator) -> IntArray:
         """Each of n devices' level, uniform over 1..h (simulation only)."""
@@ -107,15 +63,6 @@ class HistogramCodec:
             columns[f"rows{i}"] = rows
             columns[f"{i}.bits"] = codec.encode(nodes, gen).columns["bits"]
         return Batch(len(bins), columns)
-
-    def to_payloads(self, batch: Batch) -> list[dict[str, Any]]:
-        """Payload dicts of a batch, as the SDK would have produced them."""
-        out: list[dict[str, Any]] = [{} for _ in range(batch.n)]
-        for i, codec in enumerate(self.inner):
-            rows = batch.columns[f"rows{i}"].tolist()
-            for r, inner in zip(rows, codec.to_payloads(self._part(batch, i)), strict=True):
-                out[r] = {"l": i + 1, **inner}
-        return out
 
     def sample_counters(self, bins: npt.ArrayLike, gen: np.random.Generator) -> IntArray:
         """A window's counters for devices holding ``bins``, without building reports.
@@ -140,25 +87,13 @@ class HistogramCodec:
         return out
 
 
-class HaarCodec:
+class HaarCodec(SupportCodec):
     """The :class:`~aggregator.stats.batch.Codec` of HaarHRR: a batch of ``{"l", "r", "y"}``
-    payloads becomes n_l of each level, then per level the counts by row r and by (r, y = 1)
-    (:attr:`~client_sdk.mechanisms.haar.HaarHRR.offsets`)."""
+    payloads (columns ``l``, ``r`` and ``y``) becomes n_l of each level, then per level the
+    counts by row r and by (r, y = 1) (:attr:`~client_sdk.mechanisms.haar.HaarHRR.offsets`)."""
 
     def __init__(self, mechanism: HaarHRR) -> None:
         self.m = mechanism
-
-    def parse(self, payloads: Sequence[Any]) -> Batch:
-        """Validate and columnize payloads: columns ``l``, ``r`` and ``y``.
-
-        Raises:
-            PayloadError: naming the index and the problem of the first bad payload.
-        """
-        batch = self._parse_fast(payloads)
-        if batch is None:
-            raise_first_error(self.m, payloads)
-        assert batch is not None
-        return batch
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
         h = self.m.height
@@ -194,14 +129,6 @@ class HaarCodec:
     def decode(self, payloads: Sequence[Any]) -> IntArray:
         """parse + count."""
         return self.count(self.parse(payloads))
-
-    def increments(self, batch: Batch) -> Increments:
-        """``n``, then the nonzero counters (:func:`support_increments`)."""
-        return support_increments(batch.n, self.count(batch))
-
-    def seed_increments(self, batch: Batch) -> list[int]:
-        """None: the seed test is for local hashing."""
-        return []
 
     def encode(self, values: npt.ArrayLike, gen: np.random.Generator) -> Batch:
         """Perturb an array of bins in bulk, with the reports' exact law (simulation only:

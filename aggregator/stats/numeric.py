@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.anytime import mean_cs
-from aggregator.stats.batch import Batch, Increments, raise_first_error
+from aggregator.stats.batch import Batch, FastParseCodec, Increments
 from aggregator.stats.intervals import json_float, t_value, z_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
@@ -143,7 +143,7 @@ def _encode(m: NumericMechanism, x: FloatArray, gen: np.random.Generator) -> Int
     raise TypeError(f"no encoder for {type(m).__name__}")
 
 
-class NumericCodec:
+class NumericCodec(FastParseCodec):
     """The :class:`~aggregator.stats.batch.Codec` of a numeric mechanism: exact sums.
 
     A parsed :class:`~aggregator.stats.batch.Batch` has one int64 column ``y``: the reports
@@ -152,17 +152,6 @@ class NumericCodec:
 
     def __init__(self, mechanism: NumericMechanism) -> None:
         self.m = mechanism
-
-    def parse(self, payloads: Sequence[Any]) -> Batch:
-        """Validate and columnize payloads, as strictly as ``m.check_payload``.
-
-        Raises:
-            PayloadError: naming the index and the problem of the first bad payload.
-        """
-        batch = self._parse_fast(payloads)
-        if batch is None:
-            raise_first_error(self.m, payloads)
-        return batch
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
         if not all(type(p) is dict and len(p) == 1 and "y" in p for p in payloads):
@@ -189,10 +178,6 @@ class NumericCodec:
     def increments(self, batch: Batch) -> Increments:
         """What a parsed batch adds to a window's counts."""
         return self.stats(batch).increments()
-
-    def seed_increments(self, batch: Batch) -> list[int]:
-        """None: numeric reports carry no hash seed."""
-        return []
 
     def decode(self, payloads: Sequence[Any]) -> NumericStats:
         """parse + stats."""

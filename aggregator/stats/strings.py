@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from aggregator.stats.batch import Batch, Increments, raise_first_error, support_increments
+from aggregator.stats.batch import Batch, SupportCodec, int_columns
 from aggregator.stats.codecs import Counts
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
 
@@ -58,8 +58,10 @@ def mod_p(x: IntArray) -> IntArray:
     return np.where(x >= HASH_PRIME, x - HASH_PRIME, x)
 
 
-class StringCodec:
+class StringCodec(SupportCodec):
     """The :class:`~aggregator.stats.batch.Codec` of a string metric: sketch counts."""
+
+    _refused = (KeyError, TypeError, ValueError, OverflowError)
 
     def __init__(self, mechanism: StringSketch) -> None:
         self.m = mechanism
@@ -71,23 +73,9 @@ class StringCodec:
         self._b = pairs[:, :, 1]
 
     # -- parsing ----------------------------------------------------------------------
-    def parse(self, payloads: Sequence[Any]) -> Batch:
-        """Validate and columnize payloads.
-
-        Raises:
-            PayloadError: naming the index and the problem of the first bad payload.
-        """
+    def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
         m = self.m
-        bounds = {"l": (0, m.levels), "r": (0, m.rows), "v": (0, m.cells)}
-        batch: Batch | None = None
-        try:
-            batch = int_columns(payloads, bounds)
-        except (KeyError, TypeError, ValueError, OverflowError):
-            batch = None
-        if batch is None:
-            raise_first_error(self.m, payloads)
-        assert batch is not None
-        return batch
+        return int_columns(payloads, {"l": (0, m.levels), "r": (0, m.rows), "v": (0, m.cells)})
 
     # -- decoding ---------------------------------------------------------------------
     def count(self, batch: Batch) -> IntArray:
@@ -100,15 +88,6 @@ class StringCodec:
         """parse + count."""
         batch = self.parse(payloads)
         return Counts(batch.n, self.count(batch))
-
-    def increments(self, batch: Batch) -> Increments:
-        """What a parsed batch adds (:func:`support_increments`): a delta blob for all but
-        the smallest domains, which raise a counter each."""
-        return support_increments(batch.n, self.count(batch))
-
-    def seed_increments(self, batch: Batch) -> list[int]:
-        """None: the poisoning test's seed histograms are local hashing's."""
-        return []
 
     # -- hashing ----------------------------------------------------------------------
     def extend(self, phi: IntArray, byte: npt.NDArray[Any] | int) -> IntArray:
@@ -147,23 +126,6 @@ class StringCodec:
         names = list(batch.columns)
         cols = [batch.columns[name].tolist() for name in names]
         return [dict(zip(names, row, strict=True)) for row in zip(*cols, strict=True)]
-
-
-def int_columns(payloads: Sequence[Any], bounds: dict[str, tuple[int, int]]) -> Batch | None:
-    """Columns of int fields, each within [low, high); None if anything is off."""
-    width = len(bounds)
-    if not all(type(p) is dict and len(p) == width for p in payloads):
-        return None
-    columns: dict[str, np.ndarray] = {}
-    for name, (low, high) in bounds.items():
-        values = [p[name] for p in payloads]
-        if not all(type(x) is int for x in values):
-            return None
-        col = np.array(values, dtype=np.int64)
-        if col.size and (col.min() < low or col.max() >= high):
-            return None
-        columns[name] = col
-    return Batch(len(payloads), columns)
 
 
 @dataclass(frozen=True)
