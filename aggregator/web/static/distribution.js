@@ -103,15 +103,8 @@
   }
 
   async function refresh() {
-    let body;
-    try {
-      body = await L.getJSON(page.api.estimates);
-      $("cdf-error").hidden = true;
-    } catch (error) {
-      $("cdf-error").textContent = error.message;
-      $("cdf-error").hidden = false;
-      return;
-    }
+    const body = await L.getShown(page.api.estimates, "cdf-error");
+    if (body === null) return;
     $("fact-n").textContent = L.int(body.n);
     document.querySelectorAll('[data-field="confidence"]').forEach((e) => { e.textContent = Math.round(body.confidence * 100) + " %"; });
     renderQuantiles(body);
@@ -120,11 +113,5 @@
 
   L.poll(refresh, page.refresh || 0);
   const trendRefresher = L.poll(refreshTrend, page.refresh || 0);
-  document.querySelectorAll("[data-granularity]").forEach((button) => {
-    button.addEventListener("click", () => {
-      state.granularity = button.dataset.granularity;
-      document.querySelectorAll("[data-granularity]").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
-      trendRefresher.now();
-    });
-  });
+  L.segmented("granularity", (value) => { state.granularity = value; trendRefresher.now(); });
 })();

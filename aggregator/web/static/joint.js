@@ -102,15 +102,8 @@
       by: state.by && state.by !== state.attr ? state.by : null,
     });
     $("json-link").href = url;
-    let body;
-    try {
-      body = await L.getJSON(url);
-      $("breakdown-error").hidden = true;
-    } catch (error) {
-      $("breakdown-error").textContent = error.message;
-      $("breakdown-error").hidden = false;
-      return;
-    }
+    const body = await L.getShown(url, "breakdown-error");
+    if (body === null) return;
     $("fact-n").textContent = L.int(body.n);
     document.querySelectorAll('[data-field="confidence"]').forEach((e) => { e.textContent = Math.round(body.confidence * 100) + " %"; });
     const marginal = body.marginals[0];

@@ -23,6 +23,34 @@
     return response.json();
   };
 
+  /** GET a page's main JSON: null on failure, its message then shown in #errorId (which
+   * is hidden again on success). */
+  LDP.getShown = async function (url, errorId) {
+    const shown = document.getElementById(errorId);
+    try {
+      const body = await LDP.getJSON(url);
+      shown.hidden = true;
+      return body;
+    } catch (error) {
+      shown.textContent = error.message;
+      shown.hidden = false;
+      return null;
+    }
+  };
+
+  /** A button group: a click on a button with a `data-<name>` attribute (one word) marks
+   * the buttons of its value pressed and the others not, then calls pick with the value. */
+  LDP.segmented = function (name, pick) {
+    const buttons = document.querySelectorAll("[data-" + name + "]");
+    buttons.forEach((button) => {
+      button.addEventListener("click", () => {
+        const value = button.dataset[name];
+        buttons.forEach((b) => b.setAttribute("aria-pressed", String(b.dataset[name] === value)));
+        pick(value);
+      });
+    });
+  };
+
   /** A URL of this origin with query parameters set (null/undefined ones dropped). */
   LDP.url = function (path, params) {
     const u = new URL(path, window.location.origin);

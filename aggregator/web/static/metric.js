@@ -326,30 +326,9 @@
   }
 
   $("window-select").addEventListener("change", (e) => { state.window = e.target.value; setLinks(); refresher.now(); });
-  document.querySelectorAll("[data-granularity]").forEach((button) => {
-    button.addEventListener("click", () => {
-      state.granularity = button.dataset.granularity;
-      document.querySelectorAll("[data-granularity]").forEach((b) => b.setAttribute("aria-pressed", String(b === button)));
-      refresher.now();
-    });
-  });
-  document.querySelectorAll("[data-intervals]").forEach((button) => {
-    button.addEventListener("click", () => {
-      state.intervals = button.dataset.intervals;
-      document.querySelectorAll("[data-intervals]").forEach((b) =>
-        b.setAttribute("aria-pressed", String(b.dataset.intervals === state.intervals)));
-      refresher.now();
-    });
-  });
-  document.querySelectorAll("[data-share]").forEach((button) => {
-    button.addEventListener("click", () => {
-      state.estimand = button.dataset.share;
-      document.querySelectorAll("[data-share]").forEach((b) =>
-        b.setAttribute("aria-pressed", String(b.dataset.share === state.estimand)));
-      setLinks();
-      refresher.now();
-    });
-  });
+  L.segmented("granularity", (value) => { state.granularity = value; refresher.now(); });
+  L.segmented("intervals", (value) => { state.intervals = value; refresher.now(); });
+  L.segmented("share", (value) => { state.estimand = value; setLinks(); refresher.now(); });
   setLinks();
   const refresher = L.poll(refresh, page.refresh);
   /* The modes chosen on this page, for the panels beside it (the breakdown asks the API
