@@ -24,12 +24,15 @@ read side's answers to a refusal and the scope of the dashboard's pages.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from flask import Flask, Response, current_app, jsonify, render_template, request
 
 from ldp_api import auth
 from ldp_api.context import shared
 from ldp_api.models import Error, answer
-from ldp_api.openapi import Header, Reply, Scheme
+from ldp_api.openapi import Header, Reply, Scheme, View, documented
 from ldp_store.tokens import TokenStore
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "READ_TOKEN",
     "REALM",
     "UNAUTHORIZED",
+    "documented_read",
     "install",
     "read_token",
 ]
@@ -83,6 +87,14 @@ UNAUTHORIZED = Reply(
     },
 )
 """The 401 every read API's view documents (:func:`_refuse_api` answers it)."""
+
+
+def documented_read(
+    summary: str, replies: Mapping[int, Reply], **more: Any
+) -> Callable[[View], View]:
+    """:func:`~ldp_api.openapi.documented` for a read API: :data:`READ_TOKEN`'s schemes,
+    scope ``metrics:read``."""
+    return documented(summary, replies, security=READ_TOKEN, scope="metrics:read", **more)
 
 
 def read_token(app: Flask | None = None) -> str | None:

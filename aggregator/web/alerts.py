@@ -7,6 +7,7 @@ which the workers and ``ldp alerts`` use too. Guide: ``docs/guides/alerts.md``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from flask import Blueprint, current_app, request
@@ -15,11 +16,11 @@ from werkzeug.exceptions import BadRequest, Conflict, NotFound
 
 from aggregator.alerts.evaluate import Alerts, RuleRefused
 from aggregator.alerts.rules import AlertSpec
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.estimates import min_segment_reports
 from ldp_api.context import shared
 from ldp_api.models import Error, Model, answer
-from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, documented
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, Scheme, View, documented
 from ldp_store import alerts as store
 
 __all__ = ["ADMIN", "AlertList", "AlertRule", "bp"]
@@ -34,6 +35,16 @@ ADMIN = Scheme(
     unset="disabled",
 )
 """What a change to a rule wants (the same scheme as a metric change)."""
+
+
+def _operator(
+    summary: str, replies: Mapping[int, Reply], audit: str, **more: Any
+) -> Callable[[View], View]:
+    """:func:`documented` for a change of rules: the admin token, audited."""
+    return documented(
+        summary, replies, security=[ADMIN], scope="metrics:write", audit=audit, **more
+    )
+
 
 MAX_SILENCE_SECONDS = 30 * 86400
 """The longest silence: a month; a rule nobody wants for longer should be deleted."""
@@ -151,11 +162,9 @@ def _one(alerts: Alerts, rule_id: str) -> dict[str, Any]:
 
 
 @bp.get("/v1/alerts")
-@documented(
+@documented_read(
     "Every alert rule with its state, the recent events and the dead letters.",
     {200: Reply("The rules.", AlertList), 401: UNAUTHORIZED, 503: UNAVAILABLE},
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def list_alerts() -> dict[str, Any]:
     """Every rule, the newest 100 events, the newest 100 dead letters."""
@@ -169,17 +178,15 @@ def list_alerts() -> dict[str, Any]:
 
 
 @bp.post("/v1/alerts")
-@documented(
+@_operator(
     "Define an alert rule (operators only); it is armed at once.",
     {
         201: Reply("The rule, armed.", AlertRule),
         400: Reply("A rule its metric cannot hold; every problem in the error.", Error),
         **_ADMIN_REPLIES,
     },
+    "alert.create",
     body=AlertSpec,
-    security=[ADMIN],
-    scope="metrics:write",
-    audit="alert.create",
 )
 def create_alert() -> tuple[dict[str, Any], int]:
     """Store and arm a rule."""
@@ -193,7 +200,7 @@ def create_alert() -> tuple[dict[str, Any], int]:
 
 
 @bp.get("/v1/alerts/<rule_id>")
-@documented(
+@documented_read(
     "One alert rule with its state.",
     {
         200: Reply("The rule.", AlertRule),
@@ -202,8 +209,6 @@ def create_alert() -> tuple[dict[str, Any], int]:
         503: UNAVAILABLE,
     },
     path=AlertPath,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_alert(rule_id: str) -> dict[str, Any]:
     """One rule."""
@@ -211,13 +216,11 @@ def get_alert(rule_id: str) -> dict[str, Any]:
 
 
 @bp.delete("/v1/alerts/<rule_id>")
-@documented(
+@_operator(
     "Delete an alert rule (operators only).",
     {204: Reply("Deleted."), 404: Reply("No such rule.", Error), **_ADMIN_REPLIES},
+    "alert.delete",
     path=AlertPath,
-    security=[ADMIN],
-    scope="metrics:write",
-    audit="alert.delete",
 )
 def delete_alert(rule_id: str) -> tuple[str, int]:
     """Forget a rule."""
@@ -257,46 +260,36 @@ _CHANGE_REPLIES = {
 }
 
 
-@bp.post("/v1/alerts/<rule_id>/acknowledge")
-@documented(
-    "Acknowledge a firing rule (operators only).",
-    _CHANGE_REPLIES,
-    path=AlertPath,
-    body=AlertNote,
-    security=[ADMIN],
-    scope="metrics:write",
-    audit="alert.acknowledge",
-)
-def acknowledge_alert(rule_id: str) -> dict[str, Any]:
-    """Someone is on it: the rule stays firing, marked acknowledged."""
-    return _change(rule_id, "acknowledge")
+_CHANGES: dict[str, tuple[str, type[Model], str]] = {
+    "acknowledge": (
+        "Acknowledge a firing rule (operators only).",
+        AlertNote,
+        "Someone is on it: the rule stays firing, marked acknowledged.",
+    ),
+    "resolve": (
+        "Resolve a rule: end its firing and re-arm it from now (operators only).",
+        AlertNote,
+        "End the firing; the rule tests the reports from now on, with its own α.",
+    ),
+    "silence": (
+        "Send no notifications of a rule for a while (operators only).",
+        AlertSilence,
+        "Silence (or, with 0 seconds, unsilence) a rule's notifications.",
+    ),
+}
+"""The changes of a rule's state: ``POST /v1/alerts/<rule_id>/<action>``, each with its
+summary, its body and its view's docstring."""
 
 
-@bp.post("/v1/alerts/<rule_id>/resolve")
-@documented(
-    "Resolve a rule: end its firing and re-arm it from now (operators only).",
-    _CHANGE_REPLIES,
-    path=AlertPath,
-    body=AlertNote,
-    security=[ADMIN],
-    scope="metrics:write",
-    audit="alert.resolve",
-)
-def resolve_alert(rule_id: str) -> dict[str, Any]:
-    """End the firing; the rule tests the reports from now on, with its own α."""
-    return _change(rule_id, "resolve")
+def _change_view(action: str, summary: str, body: type[Model], doc: str) -> None:
+    def view(rule_id: str) -> dict[str, Any]:
+        return _change(rule_id, action)
+
+    view.__name__ = view.__qualname__ = f"{action}_alert"
+    view.__doc__ = doc
+    operation = _operator(summary, _CHANGE_REPLIES, f"alert.{action}", path=AlertPath, body=body)
+    bp.post(f"/v1/alerts/<rule_id>/{action}")(operation(view))
 
 
-@bp.post("/v1/alerts/<rule_id>/silence")
-@documented(
-    "Send no notifications of a rule for a while (operators only).",
-    _CHANGE_REPLIES,
-    path=AlertPath,
-    body=AlertSilence,
-    security=[ADMIN],
-    scope="metrics:write",
-    audit="alert.silence",
-)
-def silence_alert(rule_id: str) -> dict[str, Any]:
-    """Silence (or, with 0 seconds, unsilence) a rule's notifications."""
-    return _change(rule_id, "silence")
+for _action, (_summary, _body_model, _doc) in _CHANGES.items():
+    _change_view(_action, _summary, _body_model, _doc)

@@ -40,7 +40,7 @@ from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
@@ -59,7 +59,7 @@ from aggregator.web.strings import parse_candidates
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import shared
 from ldp_api.models import Error, MetricPath, answer
-from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply
 from ldp_store import schema
 from ldp_store.registry import Registry
 from ldp_store.retention import expired_message
@@ -413,7 +413,7 @@ def distribution_asked(
 
 
 @bp.get("/v1/estimates/<name>")
-@documented(
+@documented_read(
     "A metric's estimates with intervals in one window, as JSON or CSV.",
     {
         200: Reply(
@@ -466,8 +466,6 @@ def distribution_asked(
     "difference of served figures in any windows would give, and why).",
     path=MetricPath,
     query=EstimatesQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_estimates(name: str) -> Any:
     """Estimates of one metric version and window, as JSON or CSV."""
@@ -537,7 +535,7 @@ def get_estimates(name: str) -> Any:
 
 
 @bp.get("/v1/estimates/<name>/trend")
-@documented(
+@documented_read(
     "One estimate per hour or day window, oldest first (a distribution: its quantiles).",
     {
         200: Reply("The windows.", Trend),
@@ -548,8 +546,6 @@ def get_estimates(name: str) -> Any:
     },
     path=MetricPath,
     query=TrendQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_trend(name: str) -> dict[str, Any]:
     """One estimate per hour or day window, oldest first."""

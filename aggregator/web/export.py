@@ -20,7 +20,7 @@ from werkzeug.exceptions import BadRequest, NotFound
 from aggregator.query.answers import ExportRow, ExportRows, ExportVersion, ExportWindows
 from aggregator.query.estimators import Reader, estimator_for
 from aggregator.query.export import export_windows, window_rows
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.estimates import (
     confidence_asked,
     definition_of,
@@ -35,7 +35,7 @@ from aggregator.web.read_guard import guarded
 from client_sdk.wire import check_name
 from ldp_api.context import shared
 from ldp_api.models import Error, MetricPath, answer
-from ldp_api.openapi import UNAVAILABLE, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Reply
 from ldp_api.projects import qualified
 
 __all__ = ["bp"]
@@ -54,7 +54,7 @@ def _since() -> date | None:
 
 
 @bp.get("/v1/export")
-@documented(
+@documented_read(
     "The windows an export covers: each metric version's, oldest first.",
     {
         200: Reply("Each version's windows.", ExportWindows),
@@ -65,8 +65,6 @@ def _since() -> date | None:
     },
     description="What ldp export reads first over HTTP: then one GET /v1/export/<name> per window.",
     query=ExportWindowsQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
     audit="metric.export",
 )
 def get_export_windows() -> dict[str, Any]:
@@ -109,7 +107,7 @@ def get_export_windows() -> dict[str, Any]:
 
 
 @bp.get("/v1/export/<name>")
-@documented(
+@documented_read(
     "One window's rows of an export: counts and estimates, as ldp export writes them.",
     {
         200: Reply("The rows.", ExportRows),
@@ -130,8 +128,6 @@ def get_export_windows() -> dict[str, Any]:
     "follow LDP_MIN_SEGMENT_REPORTS.",
     path=MetricPath,
     query=ExportQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
     audit="metric.export",
 )
 def get_export_rows(name: str) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.stats.planning import half_width_curves, plan
 from aggregator.stats.robustness import DEFAULT_FAKE_FRACTION
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.models import (
     CURVE_MECHANISMS,
     DEFAULT_CONFIDENCE,
@@ -61,7 +61,7 @@ from aggregator.web.models import (
 from client_sdk import mechanisms
 from client_sdk.mechanisms import FrequencyOracle
 from ldp_api.models import Error, answer
-from ldp_api.openapi import Reply, documented
+from ldp_api.openapi import Reply
 
 __all__ = ["MAX_MATRIX_QUERY", "bp", "n_grid"]
 
@@ -107,7 +107,7 @@ def _common() -> tuple[float, int, float]:
 
 
 @bp.get("/v1/plan")
-@documented(
+@documented_read(
     "The half-width each mechanism gives N users, or the users each needs for a "
     "half-width; central Laplace as the trusted-curator reference.",
     {
@@ -117,8 +117,6 @@ def _common() -> tuple[float, int, float]:
     },
     description="Give exactly one of users and width.",
     query=PlanQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_plan() -> dict[str, Any]:
     """Half-widths for ``users`` users, or users for a half-width ``width``."""
@@ -168,7 +166,7 @@ def get_plan() -> dict[str, Any]:
 
 
 @bp.get("/v1/plan/curve")
-@documented(
+@documented_read(
     "The half-width against N on a log grid, per mechanism and for central Laplace.",
     {
         200: Reply("One curve per mechanism, then central Laplace.", Curves),
@@ -176,8 +174,6 @@ def get_plan() -> dict[str, Any]:
         401: UNAUTHORIZED,
     },
     query=CurveQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_curve() -> dict[str, Any]:
     """The half-width against N on a log grid, per mechanism and for central Laplace."""

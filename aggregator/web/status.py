@@ -39,7 +39,7 @@ from aggregator.query.relayed import relayed_waiting
 from aggregator.query.window import lag_details, list_windows, reports_counted
 from aggregator.stats.accounting import composed_epsilon, device_spend, epsilon_per_day_max
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.models import (
     MAX_CANDIDATES_QUERY,
     MAX_OVERVIEW_PAGE,
@@ -52,7 +52,7 @@ from client_sdk.device import DeviceCaps
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
 from ldp_api.models import Error, answer
-from ldp_api.openapi import UNAVAILABLE, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Reply
 from ldp_store import projects
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
 from ldp_store.registry import CACHE_SIZE, Registry
@@ -211,7 +211,7 @@ def overview_rows(
 
 
 @bp.get("/v1/overview")
-@documented(
+@documented_read(
     "Every metric's current version: definition, n, last window, lag.",
     {
         200: Reply("One row per metric of the page.", Overview),
@@ -220,8 +220,6 @@ def overview_rows(
         503: UNAVAILABLE,
     },
     query=OverviewQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_overview() -> dict[str, Any]:
     """Every metric's current version (a page) with n so far, last update, lag and memory."""

@@ -16,7 +16,7 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.stats.detect import Alarm, detect_sketch
 from aggregator.stats.string_planning import collision_floor, detectable_curve, string_plan
-from aggregator.web.access import READ_TOKEN, UNAUTHORIZED
+from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.models import (
     MAX_CANDIDATES,
     MAX_CANDIDATES_QUERY,
@@ -31,7 +31,7 @@ from aggregator.web.read_guard import cached
 from client_sdk.mechanisms.strings import StringSketch
 from client_sdk.wire import MetricDefinition
 from ldp_api.models import Error, answer
-from ldp_api.openapi import Reply, documented
+from ldp_api.openapi import Reply
 
 __all__ = ["bp", "overview_alarms", "parse_candidates"]
 
@@ -115,7 +115,7 @@ def _planned() -> tuple[float, int, float, float]:
 
 
 @bp.get("/v1/plan/strings")
-@documented(
+@documented_read(
     "What a string metric can find: the frequency N users find, or the users needed to "
     "find values of a frequency.",
     {
@@ -125,8 +125,6 @@ def _planned() -> tuple[float, int, float, float]:
     },
     description="Give exactly one of users and frequency.",
     query=StringPlanQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_string_plan() -> dict[str, object]:
     """The frequency ``users`` find, or the users a ``frequency`` needs."""
@@ -150,7 +148,7 @@ def get_string_plan() -> dict[str, object]:
 
 
 @bp.get("/v1/plan/strings/curve")
-@documented(
+@documented_read(
     "The frequency N users find against N on a log grid, down to the collision floor: "
     "the explorer's string mode.",
     {
@@ -159,8 +157,6 @@ def get_string_plan() -> dict[str, object]:
         401: UNAUTHORIZED,
     },
     query=StringCurveQuery,
-    security=READ_TOKEN,
-    scope="metrics:read",
 )
 def get_string_curve() -> dict[str, object]:
     """The frequency found with probability ``power`` at each N of a geometric grid."""
