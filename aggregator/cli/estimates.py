@@ -22,11 +22,9 @@ from rich.text import Text
 from aggregator.cli.console import echo_json, err, out
 from aggregator.cli.export import write_csv_stdout
 from aggregator.cli.options import (
-    ESTIMAND,
-    MIN_SEGMENT_REPORTS,
-    READ_CONFIDENCE,
+    EstimateAsks,
     ReadFrom,
-    distribution_asks,
+    estimate_asks,
     read_options,
 )
 from aggregator.cli.source import Asked, Local, Source, checked_name, reading
@@ -165,10 +163,7 @@ def _value_table(rows: list[dict[str, Any]], kind: str, by: str | None) -> Table
     help="The breakdown by one of the metric's public dimensions (as ?by= answers it; "
     "dimensions are not protected by ε).",
 )
-@distribution_asks
-@READ_CONFIDENCE
-@ESTIMAND
-@MIN_SEGMENT_REPORTS
+@estimate_asks
 @read_options
 @click.pass_context
 def estimates(
@@ -178,11 +173,7 @@ def estimates(
     version: int | None,
     fmt: str,
     by: str | None,
-    ranges: list[tuple[float, float]],
-    quantiles: list[float] | None,
-    confidence: float,
-    estimand: str,
-    min_segment_reports: int | None,
+    asks: EstimateAsks,
     read_from: ReadFrom,
 ) -> None:
     """Print one window's estimates with intervals (as GET /v1/estimates computes them).
@@ -193,11 +184,11 @@ def estimates(
     its read token (--token)."""
 
     _check_window(checked_name(name), window)
-    with reading(ctx, read_from, min_segment_reports) as (source, minimum):
+    with reading(ctx, read_from, asks.min_segment_reports) as (source, minimum):
         definition = _definition(source, name, version, by)
         if isinstance(source, Local):  # the API refuses an expired window itself (404)
             _refuse_expired(source, definition, window)
-        asked = Asked(window, confidence, minimum, (), estimand, ranges, quantiles)
+        asked = Asked.of(window, asks, minimum)
         n, rows = source.rows(definition, asked)
         waiting = source.waiting_note(definition) if fmt == "table" else None
     if by is not None:  # that breakdown's groups only
@@ -212,14 +203,14 @@ def estimates(
         header = (
             f"{definition.name} v{definition.version} · {definition.kind} · "
             f"{definition.mechanism.name} ε={definition.mechanism.epsilon:g} · window {window} "
-            f"· n = {n:,} · {confidence:.0%} intervals"
+            f"· n = {n:,} · {asks.confidence:.0%} intervals"
         )
         out.print(Text(header))
-        out.print(Text(estimand_line(definition.kind, estimand)))
+        out.print(Text(estimand_line(definition.kind, asks.estimand)))
         if waiting is not None:
             out.print(Text(waiting))
         if by is not None:
-            _breakdown(rows, definition, by, min_segment_reports)
+            _breakdown(rows, definition, by, asks.min_segment_reports)
         else:
             _whole(rows, definition)
 

@@ -30,11 +30,9 @@ import click
 
 from aggregator.cli.console import err, progress_bar
 from aggregator.cli.options import (
-    ESTIMAND,
-    MIN_SEGMENT_REPORTS,
-    READ_CONFIDENCE,
+    EstimateAsks,
     ReadFrom,
-    distribution_asks,
+    estimate_asks,
     read_options,
 )
 from aggregator.cli.source import Asked, Source, checked_name, reading
@@ -143,10 +141,7 @@ def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
     help="Default: parquet for a .parquet file, csv otherwise. Parquet needs pyarrow "
     "(pip install 'ldp-telemetry[export]').",
 )
-@distribution_asks
-@READ_CONFIDENCE
-@ESTIMAND
-@MIN_SEGMENT_REPORTS
+@estimate_asks
 @read_options
 @click.pass_context
 def export(
@@ -158,11 +153,7 @@ def export(
     since: datetime | None,
     out_path: Path,
     fmt: str | None,
-    ranges: list[tuple[float, float]],
-    quantiles: list[float] | None,
-    confidence: float,
-    estimand: str,
-    min_segment_reports: int | None,
+    asks: EstimateAsks,
     read_from: ReadFrom,
 ) -> None:
     """Write every window's counts and estimates with intervals to a file (CSV or Parquet).
@@ -174,17 +165,15 @@ def export(
     """
     _check_selection(name, every, version, granularity, since)
     fmt = _format_of(out_path, fmt)
-    with reading(ctx, read_from, min_segment_reports) as (source, minimum):
-        plan = _plan(source, name, version, granularity, since, estimand)
-        rows = _read_rows(
-            source, plan, Asked("all", confidence, minimum, (), estimand, ranges, quantiles)
-        )
+    with reading(ctx, read_from, asks.min_segment_reports) as (source, minimum):
+        plan = _plan(source, name, version, granularity, since, asks.estimand)
+        rows = _read_rows(source, plan, Asked.of("all", asks, minimum))
     _write(out_path, fmt, rows)
     metrics = len({d.name for d, _ in plan})
     where = "standard output" if str(out_path) == "-" else out_path
     err.print(
         f"exported {len(plan)} windows of {metrics} metrics ({len(rows)} rows, intervals "
-        f"for estimand {estimand}) from {source.where} to {where}"
+        f"for estimand {asks.estimand}) from {source.where} to {where}"
     )
 
 

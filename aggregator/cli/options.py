@@ -373,6 +373,25 @@ MIN_SEGMENT_REPORTS = click.option(
 """The least reports of a shown group, as the API reads it: ``ldp export`` and ``ldp
 estimates`` never release a group the API hides."""
 
+
+@dataclass(frozen=True)
+class EstimateAsks:
+    """What ``ldp export`` and ``ldp estimates`` ask of each window's estimates, as given."""
+
+    ranges: list[tuple[float, float]]
+    quantiles: list[float] | None
+    confidence: float
+    estimand: str
+    min_segment_reports: int | None
+
+
+def estimate_asks(command: F) -> F:
+    """:func:`distribution_asks`, ``--confidence``, ``--estimand`` and
+    ``--min-segment-reports``, handed to the command as ``asks``, an :class:`EstimateAsks`."""
+    options = stacked(distribution_asks, READ_CONFIDENCE, ESTIMAND, MIN_SEGMENT_REPORTS)
+    return options(grouped("asks", EstimateAsks)(command))
+
+
 REDIS_ENV = ["REDIS_URL", "LDP_REDIS_URL"]
 """Where ``--redis-url`` of the commands that read counts or streams is taken from."""
 

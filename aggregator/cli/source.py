@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import click
 
 from aggregator.cli import remote
-from aggregator.cli.options import ReadFrom
+from aggregator.cli.options import EstimateAsks, ReadFrom
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from client_sdk.wire import MetricDefinition, check_name
 
@@ -71,6 +71,12 @@ class Asked:
     """A distribution's ranges to add rows for (other kinds ignore them)."""
     quantiles: Sequence[float] | None = None
     """A distribution's quantiles (None: p50, p90, p95, p99)."""
+
+    @classmethod
+    def of(cls, window: str, asks: EstimateAsks, minimum: int | None) -> Asked:
+        """``window`` as the command's options ask for it, read one by one."""
+        ranges, quantiles = asks.ranges, asks.quantiles
+        return cls(window, asks.confidence, minimum, (), asks.estimand, ranges, quantiles)
 
 
 class Source(Protocol):

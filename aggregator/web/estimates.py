@@ -41,6 +41,7 @@ from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
 from aggregator.web.access import UNAUTHORIZED, documented_read
+from aggregator.web.downloads import csv_download
 from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
     DEFAULT_CONFIDENCE,
@@ -297,20 +298,19 @@ def segments_csv(body: SegmentEstimates) -> Response:
             )
             continue
         for row in found.estimates:
-            cells = {**answer(row), "value": csv_text(row.value)}
-            writer.writerow(
-                head
-                + [found.metric, found.version, found.window, found.n, found.confidence]
-                + [found.interval, found.estimand, found.reports_per_device]
-                + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
-                + [found.multiplicity, "" if found.level is None else found.level]
-                + [""]
-            )
-    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}-by-{body.by}.csv"
-    return Response(
-        out.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+            writer.writerow(head + _csv_row(found, row) + [""])
+    return csv_download(out.getvalue(), body, f"-by-{body.by}")
+
+
+def _csv_row(body: Estimates, row: Any) -> list[Any]:
+    """One estimate's cells: :data:`CSV_HEAD`'s, :data:`ROW_FIELDS`' (the value a label,
+    never a formula), then the multiplicity and level of :data:`CSV_TAIL`."""
+    cells = {**answer(row), "value": csv_text(row.value)}
+    return (
+        [body.metric, body.version, body.window, body.n, body.confidence]
+        + [body.interval, body.estimand, body.reports_per_device]
+        + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
+        + [body.multiplicity, "" if body.level is None else body.level]
     )
 
 
@@ -319,19 +319,8 @@ def _csv(body: Estimates) -> Response:
     writer = csv.writer(out)
     writer.writerow([*CSV_HEAD, *ROW_FIELDS, *CSV_TAIL])
     for row in body.estimates:
-        cells = {**answer(row), "value": csv_text(row.value)}  # a label: never a formula
-        writer.writerow(
-            [body.metric, body.version, body.window, body.n, body.confidence]
-            + [body.interval, body.estimand, body.reports_per_device]
-            + ["" if cells[c] is None else cells[c] for c in ROW_FIELDS]
-            + [body.multiplicity, "" if body.level is None else body.level]
-        )
-    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
-    return Response(
-        out.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+        writer.writerow(_csv_row(body, row))
+    return csv_download(out.getvalue(), body)
 
 
 def _numeric_csv(body: MeanEstimate) -> Response:
@@ -345,12 +334,7 @@ def _numeric_csv(body: MeanEstimate) -> Response:
         + body.range
         + ["" if cells[c] is None else cells[c] for c in NUMERIC_FIELDS]
     )
-    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
-    return Response(
-        out.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    return csv_download(out.getvalue(), body)
 
 
 def _distribution_csv(body: DistributionEstimates) -> Response:
@@ -361,12 +345,7 @@ def _distribution_csv(body: DistributionEstimates) -> Response:
     head = {"metric": body.metric, "version": body.version, "window": body.window}
     for row in distribution_rows({**head, "confidence": body.confidence}, body):
         writer.writerow({k: "" if v is None else v for k, v in row.items()})
-    filename = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
-    return Response(
-        out.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
-    )
+    return csv_download(out.getvalue(), body)
 
 
 MAX_RANGES = 20

@@ -21,6 +21,7 @@ from werkzeug.exceptions import BadRequest
 
 from aggregator.query.answers import JointEstimates
 from aggregator.safe_text import csv_text
+from aggregator.web.downloads import csv_download
 from client_sdk.wire import MetricDefinition
 
 __all__ = ["joint_csv", "requested"]
@@ -90,9 +91,4 @@ def joint_csv(body: JointEstimates) -> Response:
                     marginal.n,
                 ]
             )
-    name = f"{body.metric}-v{body.version}-{body.window.replace(':', '_')}.csv"
-    return Response(
-        out.getvalue(),
-        mimetype="text/csv",
-        headers={"Content-Disposition": f'attachment; filename="{name}"'},
-    )
+    return csv_download(out.getvalue(), body)
