@@ -24,8 +24,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray, IntArray
 from client_sdk.mechanisms import (
     FrequencyOracle,
     GeneralizedRR,
@@ -59,9 +59,6 @@ a second of numpy work (0.3 s at k = 1024, r = 8)."""
 
 SEARCH_CHUNK = 1 << 16
 """Seed pairs hashed per numpy step in the OLH search (r int64 columns each)."""
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 class Attack(Protocol):

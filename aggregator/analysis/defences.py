@@ -35,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.analysis.simulation import seed_histogram, simulate_reports
+from aggregator.stats.arrays import IntArray
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE, TRAILING, detect
 from aggregator.stats.frequency import estimate_from_counts
@@ -52,8 +53,6 @@ __all__ = [
     "plausibility",
     "summarise",
 ]
-
-IntArray = npt.NDArray[np.int64]
 
 
 class HonestWindows:

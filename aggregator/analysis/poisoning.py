@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from aggregator.analysis.crafting import InputManipulation, MaximalGain
 from aggregator.analysis.defences import (
@@ -29,6 +28,7 @@ from aggregator.analysis.defences import (
     summarise,
 )
 from aggregator.analysis.simulation import distribution, simulate_reports
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.kinds import codec_for
 from aggregator.stats.robustness import (
@@ -47,8 +47,6 @@ __all__ = [
     "TargetGain",
     "simulate_poisoning",
 ]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 # -- defences ----------------------------------------------------------------------------

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from aggregator.stats.anytime import Method, anytime_p_value, cs_bounded_mean, method_for
+from aggregator.stats.arrays import FloatArray
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
 
 __all__ = [
@@ -31,7 +31,6 @@ __all__ = [
     "level_fires",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 
 MAX_DELAY_REPORTS = 10**12
 """The largest detection delay :func:`expected_delay` reports; beyond it, "never" (the

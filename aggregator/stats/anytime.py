@@ -16,9 +16,9 @@ import math
 from typing import Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
+from aggregator.stats.arrays import FloatArray
 from client_sdk.mechanisms import (
     DuchiMechanism,
     FrequencyOracle,
@@ -38,7 +38,6 @@ __all__ = [
     "method_for",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 Method = Literal["bernoulli", "empirical-bernstein", "hoeffding"]
 METHODS: tuple[Method, ...] = ("bernoulli", "empirical-bernstein", "hoeffding")
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import IntArray
 from aggregator.stats.batch import (
     SEED_BINS,
     Batch,
@@ -53,7 +54,6 @@ __all__ = [
     "fwht",
 ]
 
-IntArray = npt.NDArray[np.int64]
 
 CHUNK_CELLS = 1 << 22
 """Work arrays are cut to about 4 M cells (32 MiB of int64) so decoding stays in

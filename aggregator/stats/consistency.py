@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.lazy import chi2_isf, chi2_sf, normal_isf
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -56,8 +57,6 @@ __all__ = [
     "sketch_rows_test",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 MIN_CELL_EXPECTED = 20.0
 """Honest reports per value at f = 0 (n·q*) the floor test needs: its null is drawn as a

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray, IntArray
 from aggregator.stats.batch import SEED_BINS, seed_bins
 from aggregator.stats.consistency import floor_test, groups_test, sketch_rows_test
 from aggregator.stats.lazy import chi2_isf, chi2_sf, normal_isf
@@ -78,9 +79,6 @@ OLH_ENUMERATION_CELLS = 1 << 25
 a second, once per mechanism): k up to about 300. Beyond it the support test is skipped
 for local hashing (against the maximal-gain attack it is nearly vacuous there anyway:
 a fake supports about k/g values, like an honest report)."""
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)

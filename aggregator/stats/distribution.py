@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.intervals import z_value
 from client_sdk.mechanisms.distribution import HierarchicalHistogram, choose_distribution
 
@@ -37,7 +38,6 @@ __all__ = [
     "estimate_distribution",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 
 DEFAULT_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 

@@ -18,14 +18,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import IntArray
 from aggregator.stats.batch import Batch, PartsCodec, SupportCodec
 from aggregator.stats.codecs import UnaryCodec
 from client_sdk.mechanisms.distribution import HierarchicalHistogram
 from client_sdk.mechanisms.haar import HaarHRR
 
 __all__ = ["HaarCodec", "HistogramCodec"]
-
-IntArray = npt.NDArray[np.int64]
 
 
 class HistogramCodec(PartsCodec):

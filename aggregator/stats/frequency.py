@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
 from aggregator.stats.anytime import anytime_p_value, frequency_cs
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import (
     POPULATION,
@@ -54,8 +55,6 @@ __all__ = ["ANYTIME", "FrequencyEstimate", "estimate", "estimate_from_counts"]
 
 ANYTIME = "anytime"
 """The interval kind of a confidence sequence."""
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def _frozen(a: npt.ArrayLike, dtype: Any = np.float64) -> np.ndarray:

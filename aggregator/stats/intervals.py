@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.accounting import checked_reports_per_device
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.lazy import scipy_special, scipy_stats
 
 __all__ = [
@@ -40,7 +41,6 @@ __all__ = [
     "zero_test",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 
 MIN_EXPECTED = 10.0
 """Expected support (and non-support) count below which the normal approximation is not

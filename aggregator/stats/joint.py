@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.anytime import anytime_p_value, frequency_cs
+from aggregator.stats.arrays import FloatArray, IntArray
 from aggregator.stats.intervals import (
     EXACT,
     POPULATION,
@@ -66,8 +67,6 @@ __all__ = [
     "plan_joint",
 ]
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 CONSISTENCY_ROUNDS = 20
 """Rounds of (make shared margins agree, project each table onto the simplex) before the

@@ -22,8 +22,6 @@ from client_sdk.mechanisms.joint import JointMechanism
 
 __all__ = ["JointCodec"]
 
-IntArray = npt.NDArray[np.int64]
-
 
 class JointCodec(PartsCodec):
     """The :class:`~aggregator.stats.batch.Codec` of a joint mechanism: its counters, by

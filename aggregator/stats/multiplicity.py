@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.intervals import benjamini_hochberg
 
 __all__ = [
@@ -42,7 +43,6 @@ __all__ = [
     "strictest_alpha",
 ]
 
-FloatArray = npt.NDArray[np.float64]
 
 EACH = "each"
 """Each interval at 1 − α, each flag the test of that value alone (the default)."""

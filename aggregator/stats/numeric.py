@@ -20,9 +20,9 @@ from operator import countOf, mul
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from aggregator.stats.anytime import mean_cs
+from aggregator.stats.arrays import FloatArray, IntArray
 from aggregator.stats.batch import Batch, FastParseCodec, Increments
 from aggregator.stats.intervals import json_float, t_value, z_value
 from client_sdk.mechanisms import (
@@ -44,9 +44,6 @@ __all__ = [
     "mean_interval",
     "min_report_variance",
 ]
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["norm_sub", "norm_sub_iterative"]
+from aggregator.stats.arrays import FloatArray
 
-FloatArray = npt.NDArray[np.float64]
+__all__ = ["norm_sub", "norm_sub_iterative"]
 
 
 def norm_sub(estimates: npt.ArrayLike) -> FloatArray:

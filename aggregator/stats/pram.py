@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import FloatArray
 from aggregator.stats.intervals import (
     EXACT,
     MIN_EXPECTED,
@@ -47,8 +48,6 @@ __all__ = [
     "pram_zero_p_values",
     "pram_zero_read",
 ]
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def pram_estimate(m: PostRandomization, n: int, support: npt.ArrayLike) -> FloatArray:

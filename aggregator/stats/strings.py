@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from aggregator.stats.arrays import IntArray
 from aggregator.stats.batch import Batch, SupportCodec, int_columns
 from aggregator.stats.codecs import Counts
 from client_sdk.mechanisms.strings import HASH_PRIME, StringSketch
@@ -34,7 +35,6 @@ __all__ = [
     "value_lengths",
 ]
 
-IntArray = npt.NDArray[np.int64]
 U8Array = npt.NDArray[np.uint8]
 
 
