@@ -9,7 +9,7 @@ computes its grid with the mechanisms' own variance) and writes one 150 dpi PNG.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -268,6 +268,36 @@ def _rows(points: Sequence[TradeoffPoint], name: str, **match: Any) -> list[Trad
     return sorted(found, key=lambda p: (p.epsilon, p.users))
 
 
+def _gap(points: Sequence[TradeoffPoint], epsilon: float, users: int) -> float:
+    """The best mechanism's theoretical error at (ε, N) over a trusted curator's."""
+    best = min(
+        p.theory_se
+        for p in points
+        if p.form == "epsilon"
+        and p.mechanism in MECHANISMS
+        and p.epsilon == epsilon
+        and p.users == users
+    )
+    return best / central_laplace_std(users, epsilon)
+
+
+def _theory_line(ax: Any, name: str, x: Iterable[float], se: Iterable[float]) -> None:
+    """A mechanism's theoretical standard error, in percentage points."""
+    ax.plot(
+        x,
+        [PP * v for v in se],
+        color=COLORS[name],
+        lw=2,
+        ls=LINESTYLES.get(name, "-"),
+        zorder=2,
+    )
+
+
+def _central_line(ax: Any, x: Iterable[float], se: Iterable[float]) -> None:
+    """The trusted curator's (central Laplace) standard error, in percentage points."""
+    ax.plot(x, [PP * v for v in se], color=COLORS["central"], ls="--", lw=2)
+
+
 def plot_error_vs_epsilon(
     points: Sequence[TradeoffPoint], path: Path, domain_size: int, users: int
 ) -> Path:
@@ -276,39 +306,15 @@ def plot_error_vs_epsilon(
     dense = np.geomspace(eps_grid[0], eps_grid[-1], THEORY_CURVE_POINTS)
     dist = points[0].distribution
     reps = _rows(points, MECHANISMS[0])[0].simulated_reps
-    gaps = [
-        min(
-            p.theory_se
-            for p in points
-            if p.form == "epsilon"
-            and p.mechanism in MECHANISMS
-            and p.epsilon == e
-            and p.users == users
-        )
-        / central_laplace_std(users, e)
-        for e in eps_grid
-    ]
+    gaps = [_gap(points, e, users) for e in eps_grid]
     with _slide_style():
         fig = _new_figure()
         ax = fig.add_subplot()
         for name in MECHANISMS:
-            ax.plot(
-                dense,
-                [PP * v for v in _theory_se(name, domain_size, users, dense, dist)],
-                color=COLORS[name],
-                lw=2,
-                ls=LINESTYLES.get(name, "-"),
-                zorder=2,
-            )
+            _theory_line(ax, name, dense, _theory_se(name, domain_size, users, dense, dist))
             sim = _rows(points, name, users=users)
             _markers(ax, name, [p.epsilon for p in sim], [p.simulated_rmse for p in sim])
-        ax.plot(
-            dense,
-            [PP * central_laplace_std(users, float(e)) for e in dense],
-            color=COLORS["central"],
-            ls="--",
-            lw=2,
-        )
+        _central_line(ax, dense, [central_laplace_std(users, float(e)) for e in dense])
         _log_axes(ax, eps_grid, [f"{e:g}" for e in eps_grid])
         ax.set_xlabel("privacy parameter ε per report (log scale; smaller = more private)")
         ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
@@ -332,39 +338,15 @@ def plot_error_vs_users(
     dist = points[0].distribution
     users = sorted({p.users for p in _rows(points, MECHANISMS[0])})
     reps = _rows(points, MECHANISMS[0])[0].simulated_reps
-    best = [
-        min(
-            p.theory_se
-            for p in points
-            if p.form == "epsilon"
-            and p.mechanism in MECHANISMS
-            and p.epsilon == epsilon
-            and p.users == n
-        )
-        / central_laplace_std(n, epsilon)
-        for n in (users[0], users[-1])
-    ]
+    best = [_gap(points, epsilon, n) for n in (users[0], users[-1])]
     with _slide_style():
         fig = _new_figure()
         ax = fig.add_subplot()
         for name in MECHANISMS:
             row = _rows(points, name, epsilon=epsilon)
-            ax.plot(
-                [p.users for p in row],
-                [PP * p.theory_se for p in row],
-                color=COLORS[name],
-                lw=2,
-                ls=LINESTYLES.get(name, "-"),
-                zorder=2,
-            )
+            _theory_line(ax, name, [p.users for p in row], [p.theory_se for p in row])
             _markers(ax, name, [p.users for p in row], [p.simulated_rmse for p in row])
-        ax.plot(
-            users,
-            [PP * central_laplace_std(n, epsilon) for n in users],
-            color=COLORS["central"],
-            ls="--",
-            lw=2,
-        )
+        _central_line(ax, users, [central_laplace_std(n, epsilon) for n in users])
         _log_axes(ax, users, [_fmt_users(n, exact_below=1e3) for n in users])
         ax.set_xlabel("users N (log scale)")
         ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
