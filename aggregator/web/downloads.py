@@ -15,12 +15,9 @@ __all__ = ["csv_download"]
 class Named(Protocol):
     """What names a file: the answer's metric, version and window."""
 
-    @property
-    def metric(self) -> str: ...
-    @property
-    def version(self) -> int: ...
-    @property
-    def window(self) -> str: ...
+    metric: str
+    version: int
+    window: str
 
 
 def csv_download(text: str, body: Named, suffix: str = "") -> Response:

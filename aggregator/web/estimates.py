@@ -15,6 +15,7 @@ import io
 import math
 import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import redis
@@ -466,15 +467,15 @@ def get_estimates(name: str) -> Any:
             candidates = parse_candidates(request.args.get("candidates"))
         except ValueError as exc:
             raise BadRequest(f"candidates: {exc}") from None
+    ask = Ask(
+        confidence=confidence,
+        simultaneous=simultaneous,
+        estimand=estimand,
+        multiplicity=multiplicity,
+        rows=rows,
+    )
     by = request.args.get("by")
     if by is not None and by in dict(definition.dimensions):
-        ask = Ask(
-            confidence=confidence,
-            simultaneous=simultaneous,
-            estimand=estimand,
-            multiplicity=multiplicity,
-            rows=rows,
-        )
         reader = Reader(client, registry, guarded)
         breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
         return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
@@ -488,16 +489,12 @@ def get_estimates(name: str) -> Any:
     marginals: list[list[int]] = []
     if definition.kind == "joint":
         marginals = requested(definition, request.args.get("marginal"), request.args.get("by"))
-    ask = Ask(
-        confidence=confidence,
-        simultaneous=simultaneous,
-        estimand=estimand,
-        multiplicity=multiplicity,
+    ask = replace(
+        ask,
         with_alarms=True,
         alarm_rate=alarm_rate(),
         candidates=candidates,
         marginals=marginals,
-        rows=rows,
         ranges=ranges,
         quantiles=quantiles,
     )

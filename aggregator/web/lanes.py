@@ -57,6 +57,14 @@ ALWAYS_HEAVY = frozenset(["export.get_export_rows"])
 """Endpoints expensive whatever they are asked: an export's rows of a window."""
 
 
+def _asked(args: MultiDict[str, str]) -> Rows | None:
+    """The rows the query asks for; None if it cannot (the view answers a 400)."""
+    try:
+        return Rows.parse(args)
+    except ValueError:
+        return None
+
+
 def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, str]) -> int:
     """The rows the answer to ``endpoint`` with query ``args`` builds for ``definition``
     (a string metric's discovery counts as :data:`HEAVY_ROWS` + 1)."""
@@ -68,9 +76,8 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
         return _trend_values(definition, args) * TREND_WINDOWS
     if definition.kind == "numeric":
         return 1
-    try:
-        asked = Rows.parse(args)
-    except ValueError:
+    asked = _asked(args)
+    if asked is None:
         return 0  # a 400 to come
     if args.get("format") == "csv" and asked == Rows():
         asked = Rows(every=True)
@@ -104,9 +111,8 @@ windows; 336 hours). A trend builds rows only for the values it shows."""
 def _trend_values(definition: MetricDefinition, args: MultiDict[str, str]) -> int:
     if definition.kind == "numeric":
         return 1
-    try:
-        asked = Rows.parse(args)
-    except ValueError:
+    asked = _asked(args)
+    if asked is None:
         return 0  # a 400 to come
     if asked.every:
         return definition.k
