@@ -150,12 +150,11 @@ def users_option(help: str, required: bool) -> Any:
 
 def confidence_option(default: float) -> Any:
     """``--confidence``, a level in (0, 1)."""
-    return click.option(
+    return shown(
         "--confidence",
-        default=default,
-        show_default=True,
-        type=click.FloatRange(0, 1, min_open=True, max_open=True),
-        help="Level of the intervals.",
+        default,
+        click.FloatRange(0, 1, min_open=True, max_open=True),
+        "Level of the intervals.",
     )
 
 
@@ -196,22 +195,20 @@ def domain_option(required: bool = True) -> Any:
 
 
 DOMAIN = domain_option()
-KIND = click.option(
+KIND = shown(
     "--kind",
-    default="categorical",
-    show_default=True,
-    type=click.Choice(["categorical", "string"]),
-    help="categorical: k known values (a frequency oracle); string: values without a "
+    "categorical",
+    click.Choice(["categorical", "string"]),
+    "categorical: k known values (a frequency oracle); string: values without a "
     "dictionary, found by discovery (a string sketch).",
 )
 
 
-PLAN_KIND = click.option(
+PLAN_KIND = shown(
     "--kind",
-    default="categorical",
-    show_default=True,
-    type=click.Choice(["categorical", "string", "joint", "distribution"]),
-    help="categorical: k known values (a frequency oracle); string: values without a "
+    "categorical",
+    click.Choice(["categorical", "string", "joint", "distribution"]),
+    "categorical: k known values (a frequency oracle); string: values without a "
     "dictionary, found by discovery (a string sketch); joint: a tuple of attributes "
     "(--sizes), its 1- and 2-way marginals; distribution: a number's quantiles (--bins; "
     "--width: the p95's half-width as a share of the range).",
@@ -304,12 +301,11 @@ READ_CONFIDENCE = shown(
 )
 """The intervals' level, as ``ldp export`` and ``ldp estimates`` take it."""
 
-ESTIMAND = click.option(
+ESTIMAND = shown(
     "--estimand",
-    default="reporters",
-    show_default=True,
-    type=click.Choice(["reporters", "population"]),
-    help="Whose share (or mean) the intervals are for: reporters, the devices that "
+    "reporters",
+    click.Choice(["reporters", "population"]),
+    "Whose share (or mean) the intervals are for: reporters, the devices that "
     "reported, or population, a larger population they are a random sample of (wider; "
     "as the API's ?estimand=). Every row names it; string metrics offer reporters only.",
 )

@@ -22,8 +22,9 @@ from aggregator.query.answers import (
     StringEstimates,
 )
 from aggregator.query.paging import Rows
-from aggregator.query.window import newest_arrival
+from aggregator.query.window import newest_arrival, read_counts
 from aggregator.stats.accounting import ReportsPerDevice, reports_per_device
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import DEFAULT_ALARM_RATE
 from aggregator.stats.frequency import FrequencyEstimate
 from aggregator.stats.intervals import POPULATION, REPORTERS
@@ -119,6 +120,15 @@ class Estimator(Protocol[S]):
     ) -> Answer:
         """The answer for the window from its statistic."""
         ...
+
+
+class CountsRead:
+    """The read of the kinds whose statistic is the window's counters as stored
+    (frequency, joint and distribution metrics)."""
+
+    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
+        """The window's counters (:func:`~aggregator.query.window.read_counts`)."""
+        return read_counts(reader.client, definition, window)
 
 
 # -- frequency oracles ------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from aggregator.query.answers import (
     QuantileAnswer,
     RangeAnswer,
 )
-from aggregator.query.estimators.base import Ask, Reader, answer_head
+from aggregator.query.estimators.base import Ask, CountsRead, Reader, answer_head
 from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.distribution import (
@@ -72,16 +72,12 @@ def intervals_note(confidence: float) -> str:
     )
 
 
-class DistributionEstimator:
+class DistributionEstimator(CountsRead):
     """Distribution metrics (hierarchical histograms or HaarHRR): the counters in, the histogram,
     CDF, ranges and quantiles out (:mod:`aggregator.stats.distribution`)."""
 
     sequence: ClassVar[bool] = False
     no_sequence: ClassVar[str] = "a distribution's band is for one look"
-
-    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
-        """The window's counters (:func:`~aggregator.query.window.read_counts`)."""
-        return read_counts(reader.client, definition, window)
 
     def estimate(
         self, reader: Reader, definition: MetricDefinition, window: str, stats: Counts, ask: Ask

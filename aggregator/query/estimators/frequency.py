@@ -26,6 +26,7 @@ from aggregator.query.estimators.base import (
     POST_PROCESSING_NOTE,
     PRAM_ANYTIME_NOTE,
     Ask,
+    CountsRead,
     Reader,
     _per_device,
     answer_head,
@@ -34,7 +35,6 @@ from aggregator.query.estimators.base import (
     shuffled_epsilon,
 )
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
-from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import Alarm
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
@@ -44,7 +44,7 @@ from client_sdk.wire import MetricDefinition
 from ldp_store import schema
 
 
-class FrequencyEstimator:
+class FrequencyEstimator(CountsRead):
     """The frequency oracles whose reports carry fresh noise: the GRR family (rr, grr,
     subset selection), the unary encodings (sue, oue), local hashing (olh, blh) and
     Hadamard response. One implementation serves them all: each is debiased through the
@@ -53,10 +53,6 @@ class FrequencyEstimator:
 
     sequence: ClassVar[bool] = True
     no_sequence: ClassVar[str] = ""
-
-    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
-        """The window's support counts (:func:`~aggregator.query.window.read_counts`)."""
-        return read_counts(reader.client, definition, window)
 
     def sequence_read(self, est: FrequencyEstimate) -> ZeroRead:
         """The answer's cs_low, cs_high with their flags and p-values, in the answer's

@@ -17,10 +17,10 @@ from aggregator.query.answers import (
 )
 from aggregator.query.estimators.base import (
     Ask,
+    CountsRead,
     Reader,
 )
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
-from aggregator.query.window import read_counts
 from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import json_float
 from aggregator.stats.joint import MarginalEstimate, consistent_tables, estimate_marginal
@@ -79,7 +79,7 @@ def _joint_marginal(
     )
 
 
-class JointEstimator:
+class JointEstimator(CountsRead):
     """Joint metrics (a tuple of attributes at one ε): the 1- and 2-way marginals asked
     for (``ask.marginals``; every 1-way one by default), each cell's unbiased frequency
     with its interval and confidence sequence, and the consistent (post-processed)
@@ -87,10 +87,6 @@ class JointEstimator:
 
     sequence: ClassVar[bool] = True
     no_sequence: ClassVar[str] = ""
-
-    def read(self, reader: Reader, definition: MetricDefinition, window: str) -> Counts:
-        """The window's counts over the groups' cells."""
-        return read_counts(reader.client, definition, window)
 
     def estimate(
         self, reader: Reader, definition: MetricDefinition, window: str, stats: Counts, ask: Ask
