@@ -298,6 +298,15 @@ def _central_line(ax: Any, x: Iterable[float], se: Iterable[float]) -> None:
     ax.plot(x, [PP * v for v in se], color=COLORS["central"], ls="--", lw=2)
 
 
+def _finish_error_plot(fig: Any, ax: Any, path: Path, reps: int, title: str, given: str) -> None:
+    """The y axis, titles (``given``: the setting; then the simulation's seeding), legend
+    and file of a standard-error plot."""
+    ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
+    _titles(fig, ax, title, f"{given}; simulation: numpy PCG64, seeded")
+    _legend(ax, _mechanism_handles(MECHANISMS) + _style_handles(reps))
+    fig.savefig(path, dpi=DPI)
+
+
 def plot_error_vs_epsilon(
     points: Sequence[TradeoffPoint], path: Path, domain_size: int, users: int
 ) -> Path:
@@ -317,17 +326,12 @@ def plot_error_vs_epsilon(
         _central_line(ax, dense, [central_laplace_std(users, float(e)) for e in dense])
         _log_axes(ax, eps_grid, [f"{e:g}" for e in eps_grid])
         ax.set_xlabel("privacy parameter ε per report (log scale; smaller = more private)")
-        ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
-        _titles(
-            fig,
-            ax,
+        title = (
             f"Local DP: {_round2(min(gaps))}–{_round2(max(gaps))}× the error of a trusted "
-            f"curator at N = {users:,}",
-            f"N = {users:,} users, k = {domain_size} values, {dist} population; "
-            "simulation: numpy PCG64, seeded",
+            f"curator at N = {users:,}"
         )
-        _legend(ax, _mechanism_handles(MECHANISMS) + _style_handles(reps))
-        fig.savefig(path, dpi=DPI)
+        given = f"N = {users:,} users, k = {domain_size} values, {dist} population"
+        _finish_error_plot(fig, ax, path, reps, title, given)
     return path
 
 
@@ -349,18 +353,13 @@ def plot_error_vs_users(
         _central_line(ax, users, [central_laplace_std(n, epsilon) for n in users])
         _log_axes(ax, users, [_fmt_users(n, exact_below=1e3) for n in users])
         ax.set_xlabel("users N (log scale)")
-        ax.set_ylabel("standard error of one frequency\n(percentage points, log scale)")
-        _titles(
-            fig,
-            ax,
+        title = (
             "Local error falls as 1/√N, central as 1/N: the gap grows from "
             f"{_round2(best[0])}× ({_fmt_users(users[0], 1e3)} users) to "
-            f"{_round2(best[1])}× ({_fmt_users(users[-1], 1e3)})",
-            f"ε = {epsilon:g} per report, k = {domain_size} values, {dist} population; "
-            "simulation: numpy PCG64, seeded",
+            f"{_round2(best[1])}× ({_fmt_users(users[-1], 1e3)})"
         )
-        _legend(ax, _mechanism_handles(MECHANISMS) + _style_handles(reps))
-        fig.savefig(path, dpi=DPI)
+        given = f"ε = {epsilon:g} per report, k = {domain_size} values, {dist} population"
+        _finish_error_plot(fig, ax, path, reps, title, given)
     return path
 
 
