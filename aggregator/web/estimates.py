@@ -467,13 +467,7 @@ def get_estimates(name: str) -> Any:
             candidates = parse_candidates(request.args.get("candidates"))
         except ValueError as exc:
             raise BadRequest(f"candidates: {exc}") from None
-    ask = Ask(
-        confidence=confidence,
-        simultaneous=simultaneous,
-        estimand=estimand,
-        multiplicity=multiplicity,
-        rows=rows,
-    )
+    ask = Ask(confidence, simultaneous, estimand, multiplicity, rows=rows)
     by = request.args.get("by")
     if by is not None and by in dict(definition.dimensions):
         reader = Reader(client, registry, guarded)
