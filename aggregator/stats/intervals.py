@@ -6,6 +6,7 @@ In full: ``docs/statistics/intervals.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
@@ -91,15 +92,20 @@ def variance_coefficients(mechanism: Any, n: int, r: float = 1) -> tuple[float, 
     return a, v1 - v0 - a, v0
 
 
-def check_estimand(estimand: str) -> str:
-    """``estimand`` if it is one of :data:`ESTIMANDS`.
+def checked_choice(what: str, value: str, choices: Collection[str], allowed: str) -> str:
+    """``value`` if it is one of ``choices``.
 
     Raises:
-        ValueError: naming the allowed values.
+        ValueError: "``what`` must be ``allowed``", with the value given.
     """
-    if estimand not in ESTIMANDS:
-        raise ValueError(f"estimand must be 'reporters' or 'population', got {estimand!r}")
-    return estimand
+    if value not in choices:
+        raise ValueError(f"{what} must be {allowed}, got {value!r}")
+    return value
+
+
+def check_estimand(estimand: str) -> str:
+    """``estimand`` if it is one of :data:`ESTIMANDS` (else ValueError naming them)."""
+    return checked_choice("estimand", estimand, ESTIMANDS, "'reporters' or 'population'")
 
 
 def sampling_coefficients(n: float, r: float = 1) -> tuple[float, float, float]:

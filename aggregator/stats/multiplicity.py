@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.arrays import FloatArray
-from aggregator.stats.intervals import benjamini_hochberg
+from aggregator.stats.intervals import benjamini_hochberg, checked_choice
 
 __all__ = [
     "EACH",
@@ -61,14 +61,9 @@ at [10⁻³⁰⁰, 1] (690 in log) and ends 690/2⁶⁴ ≈ 4·10⁻¹⁷ wide, 
 
 
 def check_multiplicity(mode: str) -> str:
-    """``mode`` if it is one of :data:`MULTIPLICITIES`.
-
-    Raises:
-        ValueError: naming the allowed values.
-    """
-    if mode not in MULTIPLICITIES:
-        raise ValueError(f"multiplicity must be one of {', '.join(MULTIPLICITIES)}, got {mode!r}")
-    return mode
+    """``mode`` if it is one of :data:`MULTIPLICITIES` (else ValueError naming them)."""
+    allowed = f"one of {', '.join(MULTIPLICITIES)}"
+    return checked_choice("multiplicity", mode, MULTIPLICITIES, allowed)
 
 
 def multiplicity_of(simultaneous: bool, multiplicity: str | None) -> str:
