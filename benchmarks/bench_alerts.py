@@ -32,25 +32,20 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from aggregator.stats.alerting import (  # noqa: E402
+from aggregator.stats.alerting import (
     Observable,
     change_fires,
     expected_delay,
     level_fires,
 )
-from aggregator.stats.anytime import cs_bounded_mean  # noqa: E402
-from client_sdk import mechanisms  # noqa: E402
-from client_sdk.mechanisms.numeric import create_numeric  # noqa: E402
+from aggregator.stats.anytime import cs_bounded_mean
+from client_sdk import mechanisms
+from client_sdk.mechanisms.numeric import create_numeric
 
 ALPHA = 0.05
 Z = 1.959964

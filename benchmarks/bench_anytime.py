@@ -29,16 +29,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from aggregator.stats.anytime import (  # noqa: E402
+from aggregator.stats.anytime import (
     METHODS,
     T_OPT,
     Method,
@@ -48,8 +43,8 @@ from aggregator.stats.anytime import (  # noqa: E402
     mean_cs,
     method_for,
 )
-from aggregator.stats.intervals import z_value  # noqa: E402
-from client_sdk.mechanisms import (  # noqa: E402
+from aggregator.stats.intervals import z_value
+from client_sdk.mechanisms import (
     DuchiMechanism,
     FrequencyOracle,
     HybridMechanism,
@@ -57,7 +52,7 @@ from client_sdk.mechanisms import (  # noqa: E402
     PiecewiseMechanism,
     create,
 )
-from client_sdk.mechanisms.numeric import SCALE  # noqa: E402
+from client_sdk.mechanisms.numeric import SCALE
 
 ALPHA = 0.05
 Z = z_value(1 - ALPHA)

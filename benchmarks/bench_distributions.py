@@ -41,29 +41,24 @@ import argparse
 import math
 import os
 import random
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from aggregator.stats.distribution import estimate_distribution  # noqa: E402
-from aggregator.stats.distribution_codec import HistogramCodec  # noqa: E402
-from aggregator.stats.distribution_haar import (  # noqa: E402
+from aggregator.stats.distribution import estimate_distribution
+from aggregator.stats.distribution_codec import HistogramCodec
+from aggregator.stats.distribution_haar import (
     estimate_haar,
     sample_haar_counters,
 )
-from client_sdk.mechanisms.distribution import (  # noqa: E402
+from client_sdk.mechanisms.distribution import (
     HierarchicalHistogram,
     bin_of,
     choose_distribution,
 )
-from client_sdk.mechanisms.haar import HaarHRR  # noqa: E402
-from client_sdk.wire import build_report, parse_spec  # noqa: E402
+from client_sdk.mechanisms.haar import HaarHRR
+from client_sdk.wire import build_report, parse_spec
 
 SHAPES = ("uniform", "normal", "lognormal", "point", "bimodal")
 

@@ -27,27 +27,22 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
 from scipy.stats import binom
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from aggregator import Counts, estimate_from_counts  # noqa: E402
-from aggregator.stats.intervals import (  # noqa: E402
+from aggregator import Counts, estimate_from_counts
+from aggregator.stats.intervals import (
     ESTIMANDS,
     SCORE,
     benjamini_hochberg,
     frequency_intervals,
     interval_method,
 )
-from aggregator.stats.kinds import codec_for  # noqa: E402
-from client_sdk.mechanisms import create  # noqa: E402
+from aggregator.stats.kinds import codec_for
+from client_sdk.mechanisms import create
 
 K = 1024
 ALPHA = 0.05

@@ -44,19 +44,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+import requests
 
-import requests  # noqa: E402
-
-from client_sdk.ohttp import bhttp  # noqa: E402
-from client_sdk.ohttp.encapsulation import (  # noqa: E402
+from client_sdk.ohttp import bhttp
+from client_sdk.ohttp.encapsulation import (
     decapsulate_request,
     encapsulate_request,
     generate_private_key,
     public_key_of,
 )
-from client_sdk.ohttp.keys import (  # noqa: E402
+from client_sdk.ohttp.keys import (
     GATEWAY_PATH,
     KEM_X25519_HKDF_SHA256,
     REQUEST_MEDIA_TYPE,
@@ -64,10 +61,11 @@ from client_sdk.ohttp.keys import (  # noqa: E402
     KeyConfig,
     decode_key_configs,
 )
-from client_sdk.wire import MetricDefinition, build_report, parse_spec  # noqa: E402
-from ldp_store import keys  # noqa: E402
-from ldp_store.embedded import EmbeddedRedis, free_port  # noqa: E402
+from client_sdk.wire import MetricDefinition, build_report, parse_spec
+from ldp_store import keys
+from ldp_store.embedded import EmbeddedRedis, free_port
 
+ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-admin-token-0001"
 SPEC = {"domain": [f"v{i}" for i in range(32)], "epsilon": 1.0, "mechanism": "oue"}
 
@@ -158,53 +156,35 @@ def start_collector(
         LDP_RELAY_REQUESTS_PER_SECOND="0",
         LDP_MAX_BACKLOG="100000000",
     )
-    out = open(logs / f"collector-{port}.log", "wb")  # noqa: SIM115
+    url = f"http://127.0.0.1:{port}"
+    args = ["gunicorn", "-c", "collector/gunicorn_conf.py", "collector:create_app()"]
+    return spawn(args, logs / f"collector-{port}.log", url + "/readyz", env), url
+
+
+def start_relay(gateway: str, logs: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    args = ["ldp_server", "relay", "--gateway", gateway, "--port", str(port), "--workers", "1"]
+    args += ["--requests-per-second", "0"]
+    return spawn(args, logs / "relay.log", url + "healthz"), url
+
+
+def spawn(
+    args: list[str], log: Path, ready: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``python -m ARGS`` from this checkout in a session of its own (``stop`` ends the
+    group), its output in ``log``; returned once ``ready`` answers 200."""
+    out = open(log, "wb")  # noqa: SIM115
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "collector/gunicorn_conf.py",
-            "collector:create_app()",
-        ],
+        [sys.executable, "-m", *args],
         cwd=ROOT,
         env=env,
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}"
-    wait(url + "/readyz")
-    return process, url
-
-
-def start_relay(gateway: str, logs: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    out = open(logs / "relay.log", "wb")  # noqa: SIM115
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ldp_server",
-            "relay",
-            "--gateway",
-            gateway,
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--requests-per-second",
-            "0",
-        ],
-        cwd=ROOT,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/"
-    wait(url + "healthz")
-    return process, url
+    wait(ready)
+    return process
 
 
 def wait(url: str) -> None:
