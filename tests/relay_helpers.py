@@ -34,22 +34,27 @@ from ldp_store.embedded import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_relay(gateway: str, cors_origins: str = "", *options: str) -> Iterator[str]:
+def run_relay(
+    gateway: str, cors_origins: str = "", *options: str, log: Path | None = None
+) -> Iterator[str]:
     """Run ``ldp relay`` for ``gateway`` (one worker, more ``options`` if given); yield its
-    URL once it answers; stop it."""
+    URL once it answers; stop it. With ``log``, all it prints goes to that file."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
     args = ["--gateway", gateway, "--port", str(port), "--workers", "1", *options]
     if cors_origins:
         args += ["--cors-origins", cors_origins]
+    out = open(log, "wb") if log else None  # noqa: SIM115 (the child keeps its own copy)
     process = subprocess.Popen(
         [sys.executable, "-m", "ldp_server", "relay", *args],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=out or subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if out else subprocess.PIPE,
         start_new_session=True,
     )
+    if out:
+        out.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -58,7 +63,8 @@ def run_relay(gateway: str, cors_origins: str = "", *options: str) -> Iterator[s
                 break
         except OSError:
             if process.poll() is not None:
-                err = process.stderr.read().decode() if process.stderr else ""
+                said = process.stderr.read().decode() if process.stderr else ""
+                err = log.read_text() if log else said
                 raise AssertionError(f"ldp relay exited: {err}") from None
             assert time.monotonic() < deadline, "ldp relay did not start"
             time.sleep(0.2)

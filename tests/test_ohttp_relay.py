@@ -4,10 +4,6 @@ needs, answers a page's preflight for allowed origins, and logs nothing about de
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -17,10 +13,10 @@ from typing import Any
 
 import pytest
 import requests
+from relay_helpers import run_relay
 
 from ldp_store.embedded import free_port
 
-ROOT = Path(__file__).resolve().parents[1]
 SEALED = bytes(range(256)) * 3
 PAGE = "https://app.example"
 
@@ -50,46 +46,12 @@ def relay(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     Recorder.seen = []
     gateway = ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=gateway.serve_forever, daemon=True).start()
-    port = free_port()
     log = tmp_path / "relay.out"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ldp_server",
-            "relay",
-            "--gateway",
-            f"http://127.0.0.1:{gateway.server_port}/.well-known/ohttp-gateway",
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-            "--cors-origins",
-            PAGE,
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=open(log, "wb"),
-        stderr=subprocess.STDOUT,  # noqa: SIM115
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, log.read_text()
-            try:
-                if requests.get(url + "healthz", timeout=2).status_code == 200:
-                    break
-            except requests.RequestException:
-                pass
-            assert time.monotonic() < deadline, log.read_text()
-            time.sleep(0.1)
-        yield url, log
+        gateway_url = f"http://127.0.0.1:{gateway.server_port}/.well-known/ohttp-gateway"
+        for url in run_relay(gateway_url, PAGE, log=log):
+            yield url, log
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(20)
         gateway.shutdown()
 
 
