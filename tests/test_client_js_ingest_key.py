@@ -5,19 +5,17 @@ not a retry (tests/ingest_key_helpers.py, docs/guides/teams.md#ingest-keys)."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from client_sdk.ohttp.keys import GATEWAY_PATH
-from ldp_relay.forward import create_relay
-from ldp_store.tokens import KINDS
-from tests.ingest_key_helpers import READ, Recorder, counted, shop_collector
-from tests.wsgi_helpers import serving
+from tests.ingest_key_helpers import (
+    check_a_refused_key_drops_the_batch_without_retrying,
+    check_the_key_sends_the_reports_to_its_project,
+    reported,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = (ROOT / "client_js" / "src").as_uri()
@@ -43,39 +41,13 @@ await client.shutdown();
 
 def run(url: str, key: str, relay: str, n: int) -> dict[str, Any]:
     assert NODE is not None
-    done = subprocess.run(
-        [NODE, "--input-type=module", "-e", CLIENT, url, key, relay, str(n)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return reported([NODE, "--input-type=module", "-e", CLIENT, url, key, relay, str(n)])
 
 
 @pytest.mark.parametrize("sealed", [False, True], ids=["direct", "relay"])
 def test_the_key_sends_the_reports_to_its_project(redis_db: Any, sealed: bool) -> None:
-    with shop_collector(redis_db.url) as (url, store):
-        key, _ = store.create("shop web app", KINDS["ingest"], "shop")
-        reader, _ = store.create("shop reader", KINDS["read"], "shop")
-        relay = Recorder(create_relay({"LDP_RELAY_GATEWAY": url + GATEWAY_PATH}))
-        with serving(relay, threaded=True) as relay_url:
-            got = run(url, key, relay_url + "/" if sealed else "", 20)
-        assert got["ok"] == 20 and got["stats"]["sent"] == 20, got
-        assert counted(redis_db.client(), url, reader) == 20
-        assert counted(redis_db.client(), url, READ) == 0
-        assert len(relay.seen) == (2 if sealed else 0)  # the definition, the batch
-        for headers, body in relay.seen:
-            assert "HTTP_AUTHORIZATION" not in headers and key.encode() not in body
+    check_the_key_sends_the_reports_to_its_project(redis_db, run, sealed, "shop web app")
 
 
 def test_a_refused_key_drops_the_batch_without_retrying(redis_db: Any) -> None:
-    """A token that reads shop's definitions but does not grant ingest: 401, dropped."""
-    with shop_collector(redis_db.url) as (url, store):
-        reader, _ = store.create("shop reader", KINDS["read"], "shop")
-        got = run(url, reader, "", 5)
-        stats = got["stats"]
-        assert stats["sent"] == 0 and stats["retries"] == 0, stats
-        assert sum(stats["dropped"].values()) == 5, stats
-        assert counted(redis_db.client(), url, reader) == 0
+    check_a_refused_key_drops_the_batch_without_retrying(redis_db, run)

@@ -13,49 +13,9 @@ import requests
 
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_server.app import create_server_app
 from ldp_store.tokens import KINDS, TokenStore
+from tests.ingest_key_helpers import DEFAULT, NAME, READ, SHOP, bearer, define, n_of, shop_app
 from tests.wsgi_helpers import serving
-
-ADMIN = "ingest-keys-admin-token-01"
-READ = "ingest-keys-read-token-002"
-NAME = "app.theme"
-SHOP = {"domain": ["light", "dark", "sepia"], "epsilon": 1.0, "mechanism": "grr"}
-DEFAULT = {"domain": ["x", "y"], "epsilon": 2.0, "mechanism": "grr"}
-
-
-def bearer(text: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {text}"}
-
-
-def shop_app(redis_url: str, **settings: Any) -> Any:
-    """Reads closed (a read token), shop's reports need one of its keys, the default
-    project's stay open."""
-    return create_server_app(
-        {
-            "REDIS_URL": redis_url,
-            "TESTING": True,
-            "ADMIN_TOKEN": ADMIN,
-            "READ_TOKEN": READ,
-            "INGEST_KEY_PROJECTS": "shop",
-            **settings,
-        }
-    )
-
-
-def define(url: str, store: TokenStore, shop_spec: dict[str, Any]) -> None:
-    """``app.theme`` in shop (by shop's admin token) and in the default project."""
-    admin, _ = store.create("shop admin", KINDS["admin"], "shop")
-    made = requests.put(f"{url}/v1/metrics/{NAME}", json=shop_spec, headers=bearer(admin))
-    assert made.status_code == 201, made.text
-    made = requests.put(f"{url}/v1/metrics/{NAME}", json=DEFAULT, headers=bearer(ADMIN))
-    assert made.status_code == 201, made.text
-
-
-def n_of(url: str, token: str) -> int:
-    got = requests.get(f"{url}/v1/estimates/{NAME}", headers=bearer(token))
-    assert got.status_code == 200, got.text
-    return int(got.json()["n"])
 
 
 def test_an_ingest_key_reads_its_projects_definitions_and_its_reports_count_there(
