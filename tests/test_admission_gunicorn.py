@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import signal
 import time
 from collections.abc import Iterator
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gunicorn_helpers import start_gunicorn
+from gunicorn_helpers import collector_env, start_gunicorn
 
 from client_sdk import Client
 from client_sdk.wire import MetricDefinition, build_report
@@ -89,18 +88,14 @@ class Connection:
 def collector(redis_db: Any, tmp_path: Path) -> Iterator[int]:
     """The collector under gunicorn on a free port, its logs in tmp_path; its port."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    env.update(
-        REDIS_URL=redis_db.url,
-        LDP_ADMIN_TOKEN=TOKEN,
-        LDP_BIND=f"127.0.0.1:{port}",
-        LDP_WEB_WORKERS="1",
-        LDP_MAX_REPORTS=str(MAX_REPORTS),
-        LDP_SOURCE_REPORTS_PER_MINUTE=str(REPORTS_PER_MINUTE),
-        LDP_SOURCE_REQUESTS_PER_SECOND=str(REQUESTS_PER_SECOND),
-        LDP_ACCESS_LOG=str(tmp_path / "access.log"),
-        LDP_ERROR_LOG=str(tmp_path / "error.log"),
-        LDP_LOG_LEVEL="debug",
+    env = collector_env(
+        redis_db.url,
+        port,
+        TOKEN,
+        tmp_path,
+        MAX_REPORTS=str(MAX_REPORTS),
+        SOURCE_REPORTS_PER_MINUTE=str(REPORTS_PER_MINUTE),
+        SOURCE_REQUESTS_PER_SECOND=str(REQUESTS_PER_SECOND),
     )
     with open(tmp_path / "output.log", "wb") as output:
         process = start_gunicorn(env, output)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
-import os
 import re
 import shutil
 import signal
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gunicorn_helpers import start_gunicorn
+from gunicorn_helpers import collector_env, start_gunicorn
 
 from client_sdk.ohttp import bhttp
 from client_sdk.ohttp.encapsulation import encapsulate_request
@@ -112,15 +111,13 @@ def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 def _stack(redis_server: Any, tmp: Path, worker_class: str) -> Iterator[tuple[int, Path]]:
     """(nginx's port, its folder): nginx → gunicorn (1 worker) → a real Redis."""
     upstream, port = free_port(), free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    env.update(
-        REDIS_URL=redis_server.url,
-        LDP_ADMIN_TOKEN=TOKEN,
-        LDP_BIND=f"127.0.0.1:{upstream}",
-        LDP_WEB_WORKERS="1",
-        LDP_WORKER_CLASS=worker_class,
-        LDP_ACCESS_LOG="off",
-        LDP_SOURCE_HEADER="X-Real-IP",  # as docker-compose.yml configures the collectors
+    env = collector_env(
+        redis_server.url,
+        upstream,
+        TOKEN,
+        WORKER_CLASS=worker_class,
+        ACCESS_LOG="off",
+        SOURCE_HEADER="X-Real-IP",  # as docker-compose.yml configures the collectors
     )
     with open(tmp / "gunicorn.log", "wb") as out:
         gunicorn = start_gunicorn(env, out)

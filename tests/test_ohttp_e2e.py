@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 import requests
 import requests.adapters
+from gunicorn_helpers import collector_env
 from relay_helpers import Recording
 
 from client_sdk import Client
@@ -101,16 +102,8 @@ class Stack:
         return process
 
     def start_collector(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-        env.update(
-            REDIS_URL=self.redis_url,
-            LDP_ADMIN_TOKEN=TOKEN,
-            LDP_BIND=f"127.0.0.1:{self.port}",
-            LDP_WEB_WORKERS="1",
-            LDP_ACCESS_LOG=str(self.logs / "access.log"),
-            LDP_ERROR_LOG=str(self.logs / "error.log"),
-            LDP_LOG_LEVEL="debug",
-            LDP_SHUFFLE_MIN_BATCH=str(self.min_batch),
+        env = collector_env(
+            self.redis_url, self.port, TOKEN, self.logs, SHUFFLE_MIN_BATCH=str(self.min_batch)
         )
         gunicorn = ["gunicorn", "-c", "collector/gunicorn_conf.py", "collector:create_app()"]
         self.collector = self._spawn("collector", gunicorn, env, self.url + "/readyz")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import signal
 import socket
@@ -23,7 +22,7 @@ from typing import Any
 import pytest
 from collector_helpers import ADMIN, PAGES_SPEC, THEME_SPEC, TOKEN, make_app, reports, scan_redis
 from flask import Flask, request
-from gunicorn_helpers import start_gunicorn
+from gunicorn_helpers import collector_env, start_gunicorn
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from client_sdk.wire import MetricDefinition
@@ -258,16 +257,7 @@ def _request(url: str, method: str = "GET", body: Any = None, headers: Any = Non
 def gunicorn(redis_db: Any, tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The collector under gunicorn with ``collector/gunicorn_conf.py``, logs in tmp_path."""
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LDP_")}
-    env.update(
-        REDIS_URL=redis_db.url,
-        LDP_ADMIN_TOKEN=TOKEN,
-        LDP_BIND=f"127.0.0.1:{port}",
-        LDP_WEB_WORKERS="1",
-        LDP_ACCESS_LOG=str(tmp_path / "access.log"),
-        LDP_ERROR_LOG=str(tmp_path / "error.log"),
-        LDP_LOG_LEVEL="debug",
-    )
+    env = collector_env(redis_db.url, port, TOKEN, tmp_path)
     output = open(tmp_path / "output.log", "wb")  # noqa: SIM115
     process = start_gunicorn(env, output)
     url = f"http://127.0.0.1:{port}"
