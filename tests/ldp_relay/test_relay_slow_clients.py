@@ -28,6 +28,7 @@ from test_ohttp_relay import SEALED, Recorder
 
 from ldp_edge.slow_bodies import MAX_SECONDS
 from ldp_relay.limits import DEFAULT_SOURCE_CONNECTIONS, KEEPALIVE_SECONDS
+from tests.socket_helpers import open_many
 
 ATTACKER = "127.0.0.66"
 HEAD = (
@@ -75,18 +76,14 @@ def unlimited_relay(gateway: str) -> Iterator[str]:
 def open_slow(url: str, count: int, head: bytes = HEAD) -> list[socket.socket]:
     """``count`` connections from :data:`ATTACKER` that sent ``head`` and then nothing."""
     host, port = url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
-    opened: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.create_connection((host, int(port)), 10, source_address=(ATTACKER, 0))
-            if head:
-                s.sendall(head)
-            opened.append(s)
-    except BaseException:
-        for s in opened:
-            s.close()
-        raise
-    return opened
+
+    def one(_: int) -> socket.socket:
+        s = socket.create_connection((host, int(port)), 10, source_address=(ATTACKER, 0))
+        if head:
+            s.sendall(head)
+        return s
+
+    return open_many(count, one)
 
 
 def answer_of(s: socket.socket) -> bytes | None:

@@ -24,6 +24,7 @@ from test_pipeline_e2e import put_metric
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_edge.slow_bodies import MAX_SECONDS
 from ldp_server.serve import Server
+from tests.socket_helpers import open_many
 
 SLOW = 150
 CHUNKED = 10
@@ -57,25 +58,20 @@ def call(url: str, body: Any = None) -> tuple[int, Any]:
 
 
 def open_slow(server: Server, count: int, chunked: int) -> list[socket.socket]:
-    opened: list[socket.socket] = []
-    try:
-        for i in range(count):
-            s = socket.create_connection((server.host, server.port), timeout=TIMEOUT)
-            framing = (
-                b"Transfer-Encoding: chunked\r\n\r\nf4240\r\n{"
-                if i < chunked
-                else b"Content-Length: 1000000\r\n\r\n{"
-            )
-            s.sendall(
-                b"POST /v1/reports HTTP/1.1\r\nHost: slow\r\n"
-                b"Content-Type: application/json\r\n" + framing
-            )
-            opened.append(s)
-    except BaseException:
-        for s in opened:
-            s.close()
-        raise
-    return opened
+    def one(i: int) -> socket.socket:
+        s = socket.create_connection((server.host, server.port), timeout=TIMEOUT)
+        framing = (
+            b"Transfer-Encoding: chunked\r\n\r\nf4240\r\n{"
+            if i < chunked
+            else b"Content-Length: 1000000\r\n\r\n{"
+        )
+        s.sendall(
+            b"POST /v1/reports HTTP/1.1\r\nHost: slow\r\n"
+            b"Content-Type: application/json\r\n" + framing
+        )
+        return s
+
+    return open_many(count, one)
 
 
 def closed_by_server(s: socket.socket) -> bool:

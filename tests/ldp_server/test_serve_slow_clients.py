@@ -19,6 +19,7 @@ import pytest
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.serve import Server
 from tests.http_helpers import status_call
+from tests.socket_helpers import open_many
 
 SLOW_CLIENTS = 200
 """The issue's bar: at least 200 slow connections held at once."""
@@ -49,17 +50,13 @@ def _call(url: str, method: str = "GET", body: Any = None, token: str = "") -> t
 
 def _slow_sockets(server: Server, count: int) -> list[socket.socket]:
     """``count`` connections, each holding the start of an unfinished POST."""
-    opened = []
-    try:
-        for _ in range(count):
-            s = socket.create_connection((server.host, server.port), timeout=ANSWER_TIMEOUT)
-            s.sendall(b"POST /v1/reports HTTP/1.1\r\nHost: slow\r\nX-Slow: ")
-            opened.append(s)
-    except BaseException:
-        for s in opened:
-            s.close()
-        raise
-    return opened
+
+    def one(_: int) -> socket.socket:
+        s = socket.create_connection((server.host, server.port), timeout=ANSWER_TIMEOUT)
+        s.sendall(b"POST /v1/reports HTTP/1.1\r\nHost: slow\r\nX-Slow: ")
+        return s
+
+    return open_many(count, one)
 
 
 def test_health_and_ingest_answer_while_200_clients_dribble_headers(server: Server) -> None:
