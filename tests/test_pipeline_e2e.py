@@ -16,6 +16,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,34 @@ def put_metric(server: Server, name: str, spec: dict[str, Any]) -> dict[str, Any
         return json.loads(r.read())
 
 
+def get(server: Server, path: str, timeout: float = 10) -> Any:
+    """The JSON answer of a GET of ``path``."""
+    with urllib.request.urlopen(f"{server.url}{path}", timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+@contextmanager
+def pipeline(
+    data: Path, metrics: dict[str, dict[str, Any]], aggregators: int = 2
+) -> Iterator[Server]:
+    """``ldp serve`` (2 web workers) with ``metrics`` defined; the recorders' connections
+    are closed before it stops."""
+    with Server(port=0, data_dir=data, web_workers=2, aggregators=aggregators, quiet=True) as s:
+        for name, spec in metrics.items():
+            put_metric(s, name, spec)
+        yield s
+        close_recorders()
+
+
+def recorded_client(url: str, seed: int) -> tuple[Recorder, Client]:
+    """A client (batches of 500, seeded) whose uploads a :class:`Recorder` keeps."""
+    recorder = Recorder(url)
+    client = Client(
+        url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(seed)
+    )
+    return recorder, client
+
+
 RESTART_DELAY = 3.0
 """Seconds the supervisor waits before restarting a crashed child (a test that must see
 the outage holds the restart instead: ``supervisor_helpers.held_down``)."""
@@ -152,10 +181,8 @@ def wait_counted(
 def simulate(
     url: str, users: int, seed: int, twice: bool = False
 ) -> tuple[Recorder, dict[str, np.ndarray], Client]:
-    recorder = Recorder(url, twice)
-    client = Client(
-        url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(seed)
-    )
+    recorder, client = recorded_client(url, seed)
+    recorder.twice = twice
     picker = random.Random(seed + 1)
     truth = {name: np.zeros(len(spec["domain"]), dtype=np.int64) for name, spec in METRICS.items()}
     shares = {

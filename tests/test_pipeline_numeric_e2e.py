@@ -8,24 +8,19 @@ client sent; the estimates API's mean is compared with the true mean.
 
 from __future__ import annotations
 
-import json
 import random
 import time
-import urllib.request
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-from test_pipeline_e2e import Recorder, close_recorders, put_metric
+from test_pipeline_e2e import get, pipeline, recorded_client
 
 from aggregator.query.window import read_numeric
 from aggregator.stats.numeric import NumericStats
-from client_sdk import Client
 from client_sdk.mechanisms.numeric import SCALE
-from client_sdk.transport import CallableTransport
 from ldp_server.serve import Server
 from ldp_store.registry import Registry
 
@@ -34,22 +29,12 @@ SPEC = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0, "description": "mi
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=2, quiet=True) as s:
-        put_metric(s, "session.minutes", SPEC)
+    with pipeline(tmp_path / "data", {"session.minutes": SPEC}) as s:
         yield s
-        close_recorders()
-
-
-def get(server: Server, path: str) -> Any:
-    with urllib.request.urlopen(f"{server.url}{path}", timeout=10) as response:
-        return json.loads(response.read())
 
 
 def test_session_minutes_end_to_end(server: Server) -> None:
-    recorder = Recorder(server.url)
-    client = Client(
-        server.url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(12)
-    )
+    recorder, client = recorded_client(server.url, 12)
     assert client.report("session.minutes", 12.5)
     truth = [12.5]
     picker = random.Random(13)

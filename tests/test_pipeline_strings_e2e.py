@@ -17,18 +17,15 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import redis
 from click.testing import CliRunner
-from test_pipeline_e2e import Recorder, close_recorders, put_metric
+from test_pipeline_e2e import get, pipeline, recorded_client
 
 from aggregator.query.window import read_counts
 from aggregator.stats.kinds import codec_for
-from client_sdk import Client
-from client_sdk.transport import CallableTransport
 from ldp_server.cli import main
 from ldp_server.serve import Server
 from ldp_store.registry import Registry
@@ -43,23 +40,13 @@ USERS = 6000
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setenv("LDP_SOURCE_REQUESTS_PER_SECOND", "0")
     monkeypatch.setenv("LDP_SOURCE_REPORTS_PER_MINUTE", "0")
-    with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=2, quiet=True) as s:
-        put_metric(s, "search.term", SPEC)
+    with pipeline(tmp_path / "data", {"search.term": SPEC}) as s:
         yield s
-        close_recorders()
-
-
-def get(server: Server, path: str) -> Any:
-    with urllib.request.urlopen(f"{server.url}{path}", timeout=60) as response:
-        return json.loads(response.read())
 
 
 def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
     server_tmp = tmp_path
-    recorder = Recorder(server.url)
-    client = Client(
-        server.url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(21)
-    )
+    recorder, client = recorded_client(server.url, 21)
     picker = random.Random(22)
     tail = [f"t{i:04d}" for i in range(2000)]
     for _ in range(USERS):
@@ -91,7 +78,7 @@ def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
     assert counts.n == offline.n == USERS
     np.testing.assert_array_equal(counts.support, offline.support)
 
-    body = get(server, "/v1/estimates/search.term?candidates=pizza,ramen,absent")
+    body = get(server, "/v1/estimates/search.term?candidates=pizza,ramen,absent", 60)
     assert body["kind"] == "string" and body["n"] == USERS
     found = {row["value"]: row for row in body["estimates"]}
     assert {"pizza", "sushi", "crêpe"} <= set(found)
@@ -133,6 +120,6 @@ def test_search_terms_end_to_end(server: Server, tmp_path: Path) -> None:
     # A bad query is a 400 with a message, never a 500.
     many = ",".join("v" for _ in range(101))
     with pytest.raises(urllib.error.HTTPError) as err:
-        get(server, "/v1/estimates/search.term?candidates=" + urllib.parse.quote(many))
+        get(server, "/v1/estimates/search.term?candidates=" + urllib.parse.quote(many), 60)
     assert err.value.code == 400
     assert "at most 100 candidates" in json.loads(err.value.read())["error"]

@@ -8,22 +8,18 @@ estimated through ``/v1/estimates``; the collector's published device-wide cap
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 import redis
-from test_pipeline_e2e import Recorder, close_recorders, offline_counts, put_metric, wait_counted
+from test_pipeline_e2e import get, offline_counts, pipeline, recorded_client, wait_counted
 
 from aggregator.query.window import read_counts
 from client_sdk import Client
-from client_sdk.transport import CallableTransport
 from ldp_server.serve import Server
 from ldp_store.registry import Registry
 from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
@@ -39,16 +35,8 @@ def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setenv("LDP_SOURCE_REQUESTS_PER_SECOND", "0")
     monkeypatch.setenv("LDP_SOURCE_REPORTS_PER_MINUTE", "0")
     monkeypatch.setenv("LDP_DEVICE_EPSILON_PER_DAY", str(PER_DAY))
-    with Server(port=0, data_dir=tmp_path / "data", web_workers=2, aggregators=1, quiet=True) as s:
-        put_metric(s, "user.age", AGES)
-        put_metric(s, "app.loud", LOUD)
+    with pipeline(tmp_path / "data", {"user.age": AGES, "app.loud": LOUD}, aggregators=1) as s:
         yield s
-        close_recorders()
-
-
-def get(server: Server, path: str) -> Any:
-    with urllib.request.urlopen(f"{server.url}{path}", timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def test_pram_through_the_pipeline_and_the_device_cap(server: Server) -> None:
@@ -56,10 +44,7 @@ def test_pram_through_the_pipeline_and_the_device_cap(server: Server) -> None:
         "epsilon_per_day": PER_DAY,
         "epsilon_lifetime": None,
     }
-    recorder = Recorder(server.url)
-    client = Client(
-        server.url, transport=CallableTransport(recorder), flush_at=500, rng=random.Random(9)
-    )
+    recorder, client = recorded_client(server.url, 9)
     truth = np.array([0.1, 0.4, 0.35, 0.15])
     values = [v for v, f in enumerate(truth) for _ in range(round(f * 1500))]
     random.Random(10).shuffle(values)
