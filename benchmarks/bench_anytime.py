@@ -44,14 +44,7 @@ from aggregator.stats.anytime import (
     method_for,
 )
 from aggregator.stats.intervals import z_value
-from client_sdk.mechanisms import (
-    DuchiMechanism,
-    FrequencyOracle,
-    HybridMechanism,
-    NumericMechanism,
-    PiecewiseMechanism,
-    create,
-)
+from client_sdk import mechanisms
 from client_sdk.mechanisms.numeric import SCALE
 
 ALPHA = 0.05
@@ -73,7 +66,7 @@ def widths(k: int) -> None:
     print(f"{'mech':>5} {'ε':>4} {'n':>10} {'CS half':>10} {'fixed half':>11} {'ratio':>6}")
     for name in NAMES:
         for eps in EPSILONS:
-            m = create(name, epsilon=eps, domain_size=k)
+            m = mechanisms.create(name, epsilon=eps, domain_size=k)
             for n in SIZES:
                 lo, hi = frequency_cs(m, n, round(n * m.q), ALPHA, clip=False)
                 fixed = Z * math.sqrt(m.variance(n, 0.0))
@@ -83,7 +76,7 @@ def widths(k: int) -> None:
 
 
 def ever_miss(
-    m: FrequencyOracle, f: float, streams: int, gen: np.random.Generator
+    m: mechanisms.FrequencyOracle, f: float, streams: int, gen: np.random.Generator
 ) -> tuple[float, float]:
     looks = np.unique(np.round(np.geomspace(100, 1_000_000, 200)).astype(np.int64))
     mu = m.q + f * (m.p - m.q)
@@ -107,13 +100,15 @@ def misses(k: int, streams: int, seed: int) -> None:
     gen = np.random.default_rng(seed)
     for name in NAMES:
         for eps in EPSILONS:
-            m = create(name, epsilon=eps, domain_size=k)
+            m = mechanisms.create(name, epsilon=eps, domain_size=k)
             for f in (0.0, 0.5):
                 cs, fixed = ever_miss(m, f, streams, gen)
                 print(f"{name:>5} {eps:>4g} {f:>4g} {cs:>7.2%} {fixed:>8.1%}")
 
 
-def frequency_ratio(m: FrequencyOracle, n: int, method: Method, design: float | None) -> float:
+def frequency_ratio(
+    m: mechanisms.FrequencyOracle, n: int, method: Method, design: float | None
+) -> float:
     count = round(n * m.q)
     lo, hi = cs_bounded_mean(
         n, count, count, 0.0, 1.0, ALPHA, method=method, design_variance=design
@@ -121,7 +116,7 @@ def frequency_ratio(m: FrequencyOracle, n: int, method: Method, design: float | 
     return (hi - lo) / 2 / (m.p - m.q) / (Z * math.sqrt(m.variance(n, 0.0)))
 
 
-def numeric_ratio(mech: NumericMechanism, n: int, x: float, method: Method) -> float:
+def numeric_ratio(mech: mechanisms.NumericMechanism, n: int, x: float, method: Method) -> float:
     total = round(n * x * SCALE)
     total_sq = round(n * mech.second_moment(x) * SCALE * SCALE)
     lo, hi = mean_cs(mech, n, total, total_sq, ALPHA, method=method, clip=False)
@@ -133,7 +128,7 @@ def boundaries() -> None:
     heads = ["bernoulli", "emp-bern", "emp-bern*", "hoeffding"]
     print(f"{'case':>22} " + " ".join(f"{h:>12}" for h in heads))
     for name, k in (("grr", 16), ("grr", 64), ("oue", 64), ("olh", 64)):
-        m = create(name, epsilon=1.0, domain_size=k)
+        m = mechanisms.create(name, epsilon=1.0, domain_size=k)
         cells = []
         cases: tuple[tuple[Method, float | None], ...] = (
             ("bernoulli", None),
@@ -148,7 +143,11 @@ def boundaries() -> None:
     print("  emp-bern: tuned for the range's variance ¼; emp-bern*: for q*(1 − q*), f = 0's")
     print(f"{'case':>22} " + " ".join(f"{h:>12}" for h in METHODS) + "   default")
     for eps in (0.5, 1.0, 2.0, 4.0):
-        for mech in (DuchiMechanism(eps), PiecewiseMechanism(eps), HybridMechanism(eps)):
+        for mech in (
+            mechanisms.DuchiMechanism(eps),
+            mechanisms.PiecewiseMechanism(eps),
+            mechanisms.HybridMechanism(eps),
+        ):
             cells = []
             for method in METHODS:
                 a, b = (numeric_ratio(mech, n, 0.9, method) for n in (10**4, 10**6))
