@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fork_helpers import in_child
 
 from client_sdk import Client, wire
 from client_sdk.errors import ReportError
@@ -949,26 +950,15 @@ def test_a_forked_child_reports_and_flushes_its_own_reports(
 ) -> None:
     client = make_client(clock=time.monotonic)
     assert client.report("app.theme", 0)  # parent: definition cached, uploader running
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never return into pytest
-        code = 1
-        try:
-            os.close(read_end)
-            before = client.stats()
-            reported = [client.report("app.theme", i) for i in (1, 2)]
-            flushed = client.flush(timeout=5)
-            result = {"before": before, "reported": reported, "flushed": flushed}
-            result["after"] = client.stats()
-            os.write(write_end, json.dumps(result).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        result = json.loads(pipe.read())
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def child() -> dict[str, Any]:
+        before = client.stats()
+        reported = [client.report("app.theme", i) for i in (1, 2)]
+        flushed = client.flush(timeout=5)
+        return {"before": before, "reported": reported, "flushed": flushed, "after": client.stats()}
+
+    _, result = in_child(child)
+    assert result is not None  # the child exited 0
     assert result["before"]["queued"] == 0 and result["before"]["worker_alive"] is False
     assert result["reported"] == [True, True] and result["flushed"] is True
     assert result["after"]["sent"] == 2 and result["after"]["reported"] == 2

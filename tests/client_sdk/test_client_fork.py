@@ -8,19 +8,18 @@ and counted as hung.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import signal
 import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fork_helpers import CHILD_TIMEOUT, in_child, reap
 from test_client import PAGE, THEME, THEME_LABELS, Collector
 
 from client_sdk import Client, wire
@@ -32,10 +31,6 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 FORKS = 100
 """Children forked beside a reporting thread (issue 44: 40 forks left 1 hung and 4
 unusable, 120 left 3 and 10)."""
-
-CHILD_TIMEOUT = 60.0
-"""Seconds a child may take to report once and exit before it counts as hung: a healthy
-one takes milliseconds; a hung one never exits."""
 
 DAILY = wire.parse_spec(
     "app.mode",
@@ -53,40 +48,6 @@ def collector() -> Iterator[Collector]:
     server = Collector(THEME, PAGE, DAILY).start()
     yield server
     server.stop()
-
-
-def reap(pid: int, timeout: float) -> int | None:
-    """Wait for child ``pid``; its exit code, or None if it had to be killed (hung)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(0.002)
-
-
-def in_child(work: Callable[[], dict[str, Any]]) -> tuple[int, dict[str, Any] | None]:
-    """Fork; the child runs ``work`` and sends its result back; never returns into pytest
-    in the child. Returns the child's pid and result (None if it hung or failed)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.close(read_end)
-            os.write(write_end, json.dumps(work()).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    code = reap(pid, CHILD_TIMEOUT)
-    with os.fdopen(read_end, "rb") as pipe:
-        data = pipe.read() if code == 0 else b""
-    return pid, json.loads(data) if data else None
 
 
 def test_forks_beside_a_reporting_thread_give_children_that_work(

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fork_helpers import in_child
 from test_client import PAGE, THEME, Answer, Collector, FakeTime, _Handler, _Server, client_maker
 
 from client_sdk import Client
@@ -384,25 +385,15 @@ def test_a_forked_child_opens_its_own_connection_and_both_deliver(
     assert client.report("app.theme", 0)  # the parent's connection is open
     parent_conn = client._durable._conn  # type: ignore[union-attr]
     assert parent_conn is not None
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never return into pytest
-        code = 1
-        try:
-            os.close(read_end)
-            reported = [client.report("app.theme", i) for i in (1, 2)]
-            own = client._durable._conn  # type: ignore[union-attr]
-            flushed = client.flush(timeout=5)
-            result = {"reported": reported, "flushed": flushed, "own": own is not parent_conn}
-            os.write(write_end, json.dumps(result).encode())
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as pipe:
-        result = json.loads(pipe.read())
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def child() -> dict[str, Any]:
+        reported = [client.report("app.theme", i) for i in (1, 2)]
+        own = client._durable._conn  # type: ignore[union-attr]
+        flushed = client.flush(timeout=5)
+        return {"reported": reported, "flushed": flushed, "own": own is not parent_conn}
+
+    _, result = in_child(child)
+    assert result is not None  # the child exited 0
     assert result == {"reported": [True, True], "flushed": True, "own": True}
     assert client.report("app.theme", 0)  # the parent's connection still works
     assert client.flush(timeout=5)
