@@ -14,11 +14,11 @@ from click.testing import CliRunner
 
 from aggregator.query.window import read_counts
 from aggregator.stats.distribution_codec import HaarCodec
-from aggregator.stream.worker import Worker
 from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from tests.ingest_helpers import post_and_count
 
 TOKEN = "test-admin-token-haar"
 SPEC = {
@@ -64,10 +64,7 @@ def test_haar_metric_through_the_collector_worker_and_estimates_api(
     gen = np.random.default_rng(5)
     values = np.clip(gen.lognormal(np.log(300), 0.8, N), 1, 10000).tolist()
     reports = [build_report(definition, v, rng) for v in values]
-    for start in range(0, len(reports), 500):
-        body = {"reports": reports[start : start + 500]}
-        assert web.post("/v1/reports", json=body).status_code == 202
-    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    post_and_count(web, redis_db.client(), reports)
 
     # exactly the counters the codec gives for the payloads sent: nothing lost or doubled
     expected = HaarCodec(definition.mechanism).decode([r["payload"] for r in reports])

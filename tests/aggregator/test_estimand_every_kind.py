@@ -26,6 +26,7 @@ from aggregator.stream.worker import Worker
 from client_sdk.mechanisms.joint import choose_joint
 from client_sdk.wire import MetricDefinition, build_report, parse_spec
 from ldp_server.app import create_server_app
+from tests.ingest_helpers import post_reports
 
 TOKEN = "admin-token-estimand-36"
 REPS = 400
@@ -115,11 +116,7 @@ def test_every_answer_names_its_estimand_and_honours_it(redis_db: Any, web: Any)
     ]
     reports += [build_report(minutes, rng.uniform(0, 120), rng) for _ in range(300)]
     reports += [build_report(words, rng.choice(["hello", "world"]), rng) for _ in range(300)]
-    for start in range(0, len(reports), 500):
-        assert (
-            web.post("/v1/reports", json={"reports": reports[start : start + 500]}).status_code
-            == 202
-        )
+    post_reports(web, reports)
     Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
 
     mine = web.get("/v1/estimates/app.pair").json
@@ -189,9 +186,7 @@ def test_breakdowns_exports_and_the_cli_name_and_honour_the_estimand(
         reports.append(build_report(theme, rng.choice(["light", "dark"]), rng, None, dims))
         reports.append(build_report(minutes, rng.uniform(0, 120), rng, None, dims))
     reports += [build_report(words, rng.choice(["hello", "world"]), rng) for _ in range(100)]
-    for start in range(0, len(reports), 500):
-        posted = web.post("/v1/reports", json={"reports": reports[start : start + 500]})
-        assert posted.status_code == 202, posted.json
+    post_reports(web, reports)
     Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
 
     plain = web.get("/v1/estimates/app.theme?by=platform").json

@@ -16,10 +16,10 @@ from click.testing import CliRunner
 from aggregator.query.window import read_counts
 from aggregator.stats.joint import estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
-from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from tests.ingest_helpers import post_and_count
 
 TOKEN = "test-admin-token-joint"
 SPEC = {
@@ -62,10 +62,7 @@ def test_joint_metric_through_the_worker_and_estimates_api(
     rng = random.Random(3)
     values = tuples(3000, 5)
     reports = [build_report(definition, v, rng) for v in values]
-    for start in range(0, len(reports), 500):
-        body = {"reports": reports[start : start + 500]}
-        assert web.post("/v1/reports", json=body).status_code == 202
-    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    post_and_count(web, redis_db.client(), reports)
 
     # exactly the counters the codec gives for the payloads sent: nothing lost or doubled
     expected = JointCodec(definition.joint).decode([r["payload"] for r in reports])

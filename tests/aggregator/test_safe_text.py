@@ -21,10 +21,10 @@ from click.testing import CliRunner
 
 from aggregator.cli import console
 from aggregator.safe_text import csv_text, visible, visible_parts
-from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
+from tests.ingest_helpers import post_and_count
 
 TOKEN = "test-admin-token"
 HOSTILE = [
@@ -101,10 +101,7 @@ def counted(redis_db: Any) -> Any:
     values = ['=HYPERLINK("x")', "pay\u200bpal\u200d.com", "-1+1"]
     reports = [build_report(labels, rng.choice([0, 6, 8]), rng) for _ in range(400)]
     reports += [build_report(terms, values[i % 3], rng) for i in range(3000)]
-    for start in range(0, len(reports), 500):
-        batch = {"reports": reports[start : start + 500]}
-        assert web.post("/v1/reports", json=batch).status_code == 202
-    Worker(redis_db.client(), handle_signals=False, block_ms=10).run(once=True)
+    post_and_count(web, redis_db.client(), reports)
     return redis_db, web, labels, terms
 
 
