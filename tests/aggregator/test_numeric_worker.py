@@ -30,6 +30,7 @@ from ldp_store import keys
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy
 from ldp_store.schema import window_names
+from tests.aggregator.test_worker import stream
 
 GROUP = keys.GROUP
 
@@ -52,10 +53,6 @@ def make_metric(
 ) -> MetricDefinition:
     spec = {"kind": "numeric", "range": [low, high], "epsilon": epsilon, "mechanism": mechanism}
     return Registry(client).put(name, spec).definition
-
-
-def stream(d: MetricDefinition) -> str:
-    return keys.stream_key(d.name, d.version)
 
 
 def perturbed(d: MetricDefinition, values: Sequence[float], seed: int) -> list[str]:

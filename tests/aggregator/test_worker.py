@@ -84,6 +84,22 @@ def offline(d: MetricDefinition, payloads: Sequence[str]) -> Counts:
     return Counts(len(payloads), support)
 
 
+def appended(
+    client: redis.Redis,
+    name: str,
+    mechanism: str,
+    k: int,
+    reports: int,
+    seed: int,
+    pool: int = 2000,
+) -> tuple[MetricDefinition, list[str]]:
+    """A new metric and its stream holding ``reports`` of its :func:`pooled` payloads."""
+    d = make_metric(client, name, mechanism, k=k)
+    payloads = pooled(d, reports, seed=seed, pool=pool)
+    append(client, d, payloads)
+    return d, payloads
+
+
 def append(client: redis.Redis, d: MetricDefinition, payloads: Sequence[str]) -> None:
     """XADD each payload as field ``p`` (in a script, 5,000 per call, for speed)."""
     loader = client.register_script(_LOADER)
@@ -376,9 +392,7 @@ def test_bulk_parse_never_merges_entries_fuzz() -> None:
 
 def test_trimming_keeps_exactly_what_some_group_still_needs(any_redis: Any) -> None:
     client = any_redis.client()
-    d = make_metric(client, "app.trim", "grr", k=4)
-    payloads = pooled(d, 1000, seed=4, pool=50)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.trim", "grr", 4, 1000, seed=4, pool=50)
     ensure_group(client, stream(d))
     # A live consumer holds entries 100..149 (delivered, not yet acked).
     client.xreadgroup(GROUP, "other", {stream(d): ">"}, count=100)
@@ -408,9 +422,7 @@ def test_trimming_keeps_exactly_what_some_group_still_needs(any_redis: Any) -> N
 
 def test_a_dead_consumers_entries_are_reclaimed(any_redis: Any) -> None:
     client = any_redis.client()
-    d = make_metric(client, "app.claim", "hr", k=16)
-    payloads = pooled(d, 3000, seed=6, pool=300)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.claim", "hr", 16, 3000, seed=6, pool=300)
     ensure_group(client, stream(d))
     client.xreadgroup(GROUP, "dead-worker", {stream(d): ">"}, count=1200)
     stats = worker(client, claim_idle_ms=0, batch_size=500).run(once=True)
@@ -505,9 +517,7 @@ def test_racing_workers_and_a_kill_count_exactly(
     once or dead-lettered once.
     """
     client = redis_db.client()
-    d = make_metric(client, "app.race", "olh", k=32)
-    payloads = pooled(d, 60_000, seed=31)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.race", "olh", 32, 60_000, seed=31)
     dead_key = keys.dead_key(d.name, d.version)
     # A dead consumer holds 5,000 entries: someone must take them over, whatever the timing.
     client.xgroup_create(stream(d), keys.GROUP, id="0", mkstream=True)
@@ -547,9 +557,7 @@ def test_sigterm_finishes_the_batch_and_exits_0(
     redis_db: Any, tmp_path: Path, processes: list[subprocess.Popen[bytes]]
 ) -> None:
     client = redis_db.client()
-    d = make_metric(client, "app.term", "grr", k=8)
-    payloads = pooled(d, 60_000, seed=41)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.term", "grr", 8, 60_000, seed=41)
     log = tmp_path / "term.log"
     proc = start_worker(redis_db.url, "t", log, "--batch-size", "1000")
     processes.append(proc)

@@ -21,6 +21,7 @@ from tests.aggregator.test_worker import (
     GROUP,
     append,
     append_ids,
+    appended,
     assert_counts,
     assert_drained,
     make_metric,
@@ -48,9 +49,7 @@ def fresh(w: Worker, client: redis.Redis, key: str) -> Any:
 
 def test_a_fresh_batch_is_acked_in_bulk(any_redis: Any) -> None:
     client = any_redis.client()
-    d = make_metric(client, "app.fast", "grr", k=8)
-    payloads = pooled(d, 2500, seed=11, pool=400)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.fast", "grr", 8, 2500, seed=11, pool=400)
     client.config_resetstat()
     stats = worker(client, name="w", batch_size=2500).run(once=True)
     assert stats.counted == 2500
@@ -62,9 +61,7 @@ def test_a_fresh_batch_is_acked_in_bulk(any_redis: Any) -> None:
 
 def test_a_claim_while_a_fresh_batch_is_in_flight_counts_each_once(any_redis: Any) -> None:
     client = any_redis.client()
-    d = make_metric(client, "app.race", "oue", k=16)
-    payloads = pooled(d, 600, seed=12, pool=200)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.race", "oue", 16, 600, seed=12, pool=200)
     slow = worker(client, name="slow", batch_size=1000)
     s, delivery = fresh(slow, client, stream(d))
     # The slow worker is presumed dead: another claims and counts its whole batch.
@@ -100,9 +97,7 @@ def test_a_partial_claim_recounts_exactly_the_rest(any_redis: Any) -> None:
 
 def test_two_processes_under_one_name_count_each_entry_once(any_redis: Any) -> None:
     client = any_redis.client()
-    d = make_metric(client, "app.twin", "sue", k=8)
-    payloads = pooled(d, 500, seed=14, pool=100)
-    append(client, d, payloads)
+    d, payloads = appended(client, "app.twin", "sue", 8, 500, seed=14, pool=100)
     first = worker(client, name="same", batch_size=1000)
     s, delivery = fresh(first, client, stream(d))
     # A second process with the same consumer name starts: its history read finds the
