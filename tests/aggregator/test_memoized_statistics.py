@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 from aggregator import estimate
-from aggregator.analysis.simulation import distribution, simulate_counts
+from aggregator.analysis.simulation import distribution
 from aggregator.stats.codecs import RRCodec, UnaryCodec
-from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.intervals import z_value
 from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import Memoized, create
+from tests.aggregator.test_statistics import run_simulation
 
 SECRET_BITS = 256
 
@@ -131,17 +131,8 @@ def test_vectorized_simulation_of_one_report_per_device(
 ) -> None:
     """The codecs' simulators draw single reports from the composed p*, q*."""
     m = build(name, k, eps, permanent)
-    gen = np.random.default_rng(k)
-    probs = distribution("zipf", k)
-    errors, variances, covered = [], [], []
-    for _ in range(runs):
-        true_counts = gen.multinomial(users, probs)
-        truth = true_counts / users
-        est = estimate_from_counts(m, simulate_counts(m, true_counts, gen, method))
-        errors.append(est.frequencies - truth)
-        variances.append(m.variance(users, truth))
-        covered.append((est.ci_low <= truth) & (truth <= est.ci_high))
-    check(np.array(errors), np.array(variances), np.array(covered))
+    assert m.domain_size == k
+    check(*run_simulation(m, users, runs, seed=k, method=method))
 
 
 @pytest.mark.parametrize(
