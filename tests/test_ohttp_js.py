@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from relay_helpers import Recording, run_relay
+from serve_helpers import defined_server
 
 from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
@@ -59,13 +60,9 @@ await client.shutdown();
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LDP_SHUFFLE_MIN_BATCH", "10")
-        data = tmp_path_factory.mktemp("ohttp-js")
-        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-            for name, spec in SPECS.items():
-                call(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
-            yield s
+    data = tmp_path_factory.mktemp("ohttp-js")
+    with defined_server(data, SPECS, {"LDP_SHUFFLE_MIN_BATCH": "10"}) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

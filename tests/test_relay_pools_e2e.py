@@ -28,6 +28,7 @@ from client_sdk.ohttp.keys import GATEWAY_PATH
 from ldp_server.serve import Server
 from ldp_store import keys
 from tests.http_helpers import call
+from tests.serve_helpers import defined_server
 
 THEME = {"domain": ["light", "dark", "auto"], "epsilon": 1.0, "mechanism": "grr"}
 SENT = 30
@@ -36,13 +37,10 @@ SENT = 30
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("LDP_SHUFFLE_MIN_BATCH", raising=False)
-        mp.delenv("LDP_SHUFFLE_MAX_DELAY", raising=False)
-        data = tmp_path_factory.mktemp("relay-pools")
-        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-            call(f"{s.url}/v1/metrics/app.theme", "PUT", THEME, s.admin_token)
-            yield s
+    data = tmp_path_factory.mktemp("relay-pools")
+    env = {"LDP_SHUFFLE_MIN_BATCH": None, "LDP_SHUFFLE_MAX_DELAY": None}
+    with defined_server(data, {"app.theme": THEME}, env) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

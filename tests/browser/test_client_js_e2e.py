@@ -26,6 +26,7 @@ if _missing:
 from test_dashboard_browser import _request  # noqa: E402
 
 from ldp_server.serve import Server  # noqa: E402
+from tests.serve_helpers import defined_server  # noqa: E402
 
 SPECS = {
     "app.theme": {"domain": ["light", "dark", "auto"], "epsilon": 1.0},
@@ -102,13 +103,9 @@ def origins() -> Iterator[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, origins: tuple[str, str]) -> Iterator[Server]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LDP_CORS_ORIGINS", origins[0])
-        data = tmp_path_factory.mktemp("e2e")
-        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-            for name, spec in {**SPECS, **HASHED_SPECS}.items():
-                _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
-            yield s
+    data = tmp_path_factory.mktemp("e2e")
+    with defined_server(data, {**SPECS, **HASHED_SPECS}, {"LDP_CORS_ORIGINS": origins[0]}) as s:
+        yield s
 
 
 def _counted(server: Server, specs: dict[str, Any] = SPECS) -> dict[str, int]:

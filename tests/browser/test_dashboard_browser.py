@@ -17,7 +17,8 @@ import random
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 from ldp_store.lifecycle import human_bytes  # noqa: E402
 from tests.http_helpers import answer  # noqa: E402
+from tests.serve_helpers import defined_server  # noqa: E402
 
 METRICS: dict[str, dict[str, Any]] = {
     "app.theme": {
@@ -128,13 +130,29 @@ def wait_counted(url: str, metric: str, n: int, timeout: float = 60) -> dict[str
         time.sleep(0.2)
 
 
+@contextmanager
+def counted_server(
+    data: Path, name: str, spec: dict[str, Any], reports: Iterable[tuple[Any, Any]]
+) -> Iterator[Server]:
+    """The real system (1 web worker, 1 aggregator) with ``name`` defined, its ``reports``
+    (value, dimensions) sent through the SDK (seeded) and counted."""
+    with defined_server(data, {name: spec}) as s:
+        client = Client(s.url, flush_at=500, rng=random.Random(5))
+        sent = 0
+        for value, dimensions in reports:
+            assert client.report(name, value, dimensions=dimensions)
+            sent += 1
+        assert client.flush(timeout=60)
+        client.shutdown()
+        wait_counted(s.url, name, sent)
+        yield s
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """The real system with the metrics defined and USERS devices' reports counted."""
     data = tmp_path_factory.mktemp("dashboard")
-    with Server(port=0, data_dir=data, web_workers=2, aggregators=1, quiet=True) as s:
-        for name, spec in METRICS.items():
-            _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+    with defined_server(data, METRICS, web_workers=2) as s:
         for i, name in enumerate(METRICS):
             send(s.url, name, USERS, seed=11 + 10 * i)
         try:

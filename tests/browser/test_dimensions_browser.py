@@ -10,7 +10,6 @@ leaving the server's origin.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,9 +20,8 @@ if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
 from playwright.sync_api import expect  # noqa: E402
-from test_dashboard_browser import _request, close, graph  # noqa: E402
+from test_dashboard_browser import _request, close, counted_server, graph  # noqa: E402
 
-from client_sdk import Client  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 
 NAME = "app.theme"
@@ -40,23 +38,14 @@ SIZES = {"ios": 600, "android": 400, "web": 20}
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("dims")
-    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-        _request(f"{s.url}/v1/metrics/{NAME}", "PUT", SPEC, s.admin_token)
-        client = Client(s.url, flush_at=500, rng=random.Random(5))
+    def reports() -> Iterator[tuple[str, dict[str, str]]]:
         picker = random.Random(6)
         for platform, n in SIZES.items():
             for i in range(n):
                 value = "dark" if platform == "android" or picker.random() < 0.3 else "light"
-                dims = {"platform": platform, "app_version": "2.0" if i % 2 else "1.0"}
-                assert client.report(NAME, value, dimensions=dims)
-        assert client.flush(timeout=60)
-        client.shutdown()
-        total = sum(SIZES.values())
-        deadline = time.monotonic() + 60
-        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < total:
-            assert time.monotonic() < deadline, "not counted"
-            time.sleep(0.2)
+                yield value, {"platform": platform, "app_version": "2.0" if i % 2 else "1.0"}
+
+    with counted_server(tmp_path_factory.mktemp("dims"), NAME, SPEC, reports()) as s:
         yield s
 
 

@@ -10,7 +10,6 @@ console errors or requests leaving the server's origin.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,9 +20,8 @@ if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
 from playwright.sync_api import expect  # noqa: E402
-from test_dashboard_browser import _request, close, graph  # noqa: E402
+from test_dashboard_browser import _request, close, counted_server, graph  # noqa: E402
 
-from client_sdk import Client  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 
 NAME = "app.crashes"
@@ -42,22 +40,14 @@ USERS = 3000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("joint")
-    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-        _request(f"{s.url}/v1/metrics/{NAME}", "PUT", SPEC, s.admin_token)
-        client = Client(s.url, flush_at=500, rng=random.Random(5))
+    def reports() -> Iterator[tuple[dict[str, str], None]]:
         picker = random.Random(6)
         for _ in range(USERS):
             os_ = picker.choices(["android", "ios", "web"], [5, 3, 2])[0]
             crash = "oom" if os_ == "android" and picker.random() < 0.5 else "none"
-            value = {"os": os_, "version": picker.choice(["1.0", "1.1", "2.0"]), "crash": crash}
-            assert client.report(NAME, value)
-        assert client.flush(timeout=60)
-        client.shutdown()
-        deadline = time.monotonic() + 60
-        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < USERS:
-            assert time.monotonic() < deadline, "not counted"
-            time.sleep(0.2)
+            yield {"os": os_, "version": picker.choice(["1.0", "1.1", "2.0"]), "crash": crash}, None
+
+    with counted_server(tmp_path_factory.mktemp("joint"), NAME, SPEC, reports()) as s:
         yield s
 
 

@@ -31,6 +31,7 @@ from test_dashboard_browser import _request  # noqa: E402
 
 from client_sdk.ohttp.keys import GATEWAY_PATH  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
+from tests.serve_helpers import defined_server  # noqa: E402
 
 CLIENT_JS = Path(__file__).resolve().parents[2] / "client_js"
 APPENDIX_A = json.loads((CLIENT_JS / "test" / "vectors" / "rfc9458-appendix-a.json").read_text())
@@ -161,16 +162,10 @@ def origin() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def collector(tmp_path_factory: pytest.TempPathFactory, origin: str) -> Iterator[Server]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("LDP_CORS_ORIGINS", origin)
-        # relayed reports are shuffled in batches of 50; the last few wait at most 1 s
-        mp.setenv("LDP_SHUFFLE_MIN_BATCH", "50")
-        mp.setenv("LDP_SHUFFLE_MAX_DELAY", "1")
-        data = tmp_path_factory.mktemp("ohttp-e2e")
-        with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-            for name, spec in SPECS.items():
-                _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
-            yield s
+    # relayed reports are shuffled in batches of 50; the last few wait at most 1 s
+    env = {"LDP_CORS_ORIGINS": origin, "LDP_SHUFFLE_MIN_BATCH": "50", "LDP_SHUFFLE_MAX_DELAY": "1"}
+    with defined_server(tmp_path_factory.mktemp("ohttp-e2e"), SPECS, env) as s:
+        yield s
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ server's origin.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -24,9 +23,8 @@ if _missing:
     pytest.skip(_missing, allow_module_level=True)
 
 from playwright.sync_api import expect  # noqa: E402
-from test_dashboard_browser import _request, graph, points  # noqa: E402
+from test_dashboard_browser import _request, counted_server, graph, points  # noqa: E402
 
-from client_sdk import Client  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 
 NAME = "search.term"
@@ -37,10 +35,7 @@ USERS = 3000
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("strings")
-    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-        _request(f"{s.url}/v1/metrics/{NAME}", "PUT", SPEC, s.admin_token)
-        client = Client(s.url, flush_at=500, rng=random.Random(5))
+    def reports() -> Iterator[tuple[str, None]]:
         picker = random.Random(6)
         tail = [f"w{i:03d}" for i in range(500)]
         for _ in range(USERS):
@@ -50,13 +45,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                     value = term
                     break
                 x -= share
-            assert client.report(NAME, value or picker.choice(tail))
-        assert client.flush(timeout=60)
-        client.shutdown()
-        deadline = time.monotonic() + 60
-        while _request(f"{s.url}/v1/estimates/{NAME}")["n"] < USERS:
-            assert time.monotonic() < deadline, "not counted"
-            time.sleep(0.2)
+            yield value or picker.choice(tail), None
+
+    with counted_server(tmp_path_factory.mktemp("strings"), NAME, SPEC, reports()) as s:
         yield s
 
 

@@ -27,6 +27,7 @@ from aggregator.web.dashboard import CONTENT_SECURITY_POLICY  # noqa: E402
 from collector.ingest import Refused  # noqa: E402
 from ldp_edge.admission import TooManyRequests  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
+from tests.serve_helpers import defined_server  # noqa: E402
 
 SPECS = {
     "app.theme": {"domain": ["light", "dark", "sepia-zq"], "epsilon": 1.0},
@@ -51,10 +52,7 @@ SPECS = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("try")
-    with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as s:
-        for name, spec in SPECS.items():
-            _request(f"{s.url}/v1/metrics/{name}", "PUT", spec, s.admin_token)
+    with defined_server(tmp_path_factory.mktemp("try"), SPECS) as s:
         yield s
 
 
