@@ -6,6 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from aggregator.stream.worker import Worker
+from client_sdk.wire import MetricDefinition
+from ldp_server.app import create_server_app
+
+TOKEN = "test-admin-token-ingest"
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 
 BATCH = 500
 """Reports a POST: a device's upload size."""
@@ -22,3 +27,16 @@ def post_and_count(web: Any, redis_client: Any, reports: list[dict[str, Any]]) -
     """:func:`post_reports`, then one pass of a stream worker over what waits."""
     post_reports(web, reports)
     Worker(redis_client, handle_signals=False, block_ms=10).run(once=True)
+
+
+def app_client(redis_url: str) -> Any:
+    """The server app (collector and read APIs, admin :data:`TOKEN`)'s Flask test client."""
+    app = create_server_app({"REDIS_URL": redis_url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
+    return app.test_client()
+
+
+def define(web: Any, name: str, spec: dict[str, Any]) -> MetricDefinition:
+    """Define ``name`` as ``spec`` (201 expected); its definition."""
+    created = web.put(f"/v1/metrics/{name}", json=spec, headers=ADMIN)
+    assert created.status_code == 201, created.json
+    return MetricDefinition.from_dict(created.json)

@@ -15,12 +15,10 @@ from click.testing import CliRunner
 from aggregator.query.window import read_counts
 from aggregator.stats.distribution_codec import HaarCodec
 from client_sdk.mechanisms.haar import HaarHRR
-from client_sdk.wire import MetricDefinition, build_report
-from ldp_server.app import create_server_app
+from client_sdk.wire import build_report
 from ldp_server.cli import main
-from tests.ingest_helpers import post_and_count
+from tests.ingest_helpers import app_client, define, post_and_count
 
-TOKEN = "test-admin-token-haar"
 SPEC = {
     "kind": "numeric",
     "range": [1, 10000],
@@ -33,17 +31,13 @@ N = 4000
 
 @pytest.fixture
 def web(redis_db: Any) -> Any:
-    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    return app.test_client()
+    return app_client(redis_db.url)
 
 
 def test_haar_metric_through_the_collector_worker_and_estimates_api(
     redis_db: Any, web: Any
 ) -> None:
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    created = web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin)
-    assert created.status_code == 201, created.json
-    definition = MetricDefinition.from_dict(created.json)
+    definition = define(web, "page.load_ms", SPEC)
     assert isinstance(definition.mechanism, HaarHRR) and definition.kind == "distribution"
 
     # the collector's strict checks: each bad payload is a 400 saying what is wrong

@@ -19,12 +19,10 @@ from aggregator.query.window import read_counts
 from aggregator.stats.distribution_codec import HistogramCodec
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
-from ldp_server.app import create_server_app
 from ldp_server.cli import main
 from ldp_store import keys
-from tests.ingest_helpers import post_and_count
+from tests.ingest_helpers import ADMIN, app_client, define, post_and_count
 
-TOKEN = "test-admin-token-distribution"
 SPEC = {
     "kind": "numeric",
     "range": [1, 10000],
@@ -36,15 +34,11 @@ SPEC = {
 
 @pytest.fixture
 def web(redis_db: Any) -> Any:
-    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    return app.test_client()
+    return app_client(redis_db.url)
 
 
 def test_distribution_metric_through_the_worker_and_estimates_api(redis_db: Any, web: Any) -> None:
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    created = web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin)
-    assert created.status_code == 201, created.json
-    definition = MetricDefinition.from_dict(created.json)
+    definition = define(web, "page.load_ms", SPEC)
     assert definition.kind == "distribution" and "B = " in definition.mechanism_reason
     rng = random.Random(3)
     gen = np.random.default_rng(5)
@@ -93,8 +87,7 @@ def test_distribution_metric_through_the_worker_and_estimates_api(redis_db: Any,
 
 def loaded(redis_db: Any, web: Any, values: list[float]) -> MetricDefinition:
     """The metric created and ``values`` reported through the worker."""
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    created = web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin)
+    created = web.put("/v1/metrics/page.load_ms", json=SPEC, headers=ADMIN)
     definition = MetricDefinition.from_dict(created.json)
     rng = random.Random(7)
     reports = [build_report(definition, v, rng) for v in values]
@@ -168,9 +161,8 @@ def test_quantiles_over_time_are_each_windows_own_answer(redis_db: Any, web: Any
     each hour's quantiles with the very numbers of that hour's own answer, and each p50
     interval holds that hour's true median (the band's 95 % simultaneous coverage:
     fixed seeds, checked once). The dashboard page asks for it."""
-    admin = {"Authorization": f"Bearer {TOKEN}"}
     definition = MetricDefinition.from_dict(
-        web.put("/v1/metrics/page.load_ms", json=SPEC, headers=admin).json
+        web.put("/v1/metrics/page.load_ms", json=SPEC, headers=ADMIN).json
     )
     client = redis_db.client()
     stream = keys.stream_key(definition.name, definition.version)

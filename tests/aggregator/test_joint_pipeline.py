@@ -16,12 +16,10 @@ from click.testing import CliRunner
 from aggregator.query.window import read_counts
 from aggregator.stats.joint import estimate_marginal
 from aggregator.stats.joint_codec import JointCodec
-from client_sdk.wire import MetricDefinition, build_report
-from ldp_server.app import create_server_app
+from client_sdk.wire import build_report
 from ldp_server.cli import main
-from tests.ingest_helpers import post_and_count
+from tests.ingest_helpers import ADMIN, app_client, define, post_and_count
 
-TOKEN = "test-admin-token-joint"
 SPEC = {
     "kind": "joint",
     "attributes": [
@@ -36,8 +34,7 @@ SPEC = {
 
 @pytest.fixture
 def web(redis_db: Any) -> Any:
-    app = create_server_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    return app.test_client()
+    return app_client(redis_db.url)
 
 
 def tuples(n: int, seed: int) -> list[dict[str, str]]:
@@ -54,10 +51,7 @@ def tuples(n: int, seed: int) -> list[dict[str, str]]:
 def test_joint_metric_through_the_worker_and_estimates_api(
     redis_db: Any, web: Any, tmp_path: Any
 ) -> None:
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    created = web.put("/v1/metrics/app.crashes", json=SPEC, headers=admin)
-    assert created.status_code == 201, created.json
-    definition = MetricDefinition.from_dict(created.json)
+    definition = define(web, "app.crashes", SPEC)
     assert definition.kind == "joint" and "pairwise" in definition.mechanism_reason
     rng = random.Random(3)
     values = tuples(3000, 5)
@@ -117,8 +111,7 @@ def test_joint_metric_through_the_worker_and_estimates_api(
 
 
 def test_bad_joint_queries_and_specs_are_4xx(web: Any) -> None:
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    assert web.put("/v1/metrics/app.crashes", json=SPEC, headers=admin).status_code == 201
+    assert web.put("/v1/metrics/app.crashes", json=SPEC, headers=ADMIN).status_code == 201
     for query, words in (
         ("marginal=cpu", "must name attributes"),
         ("marginal=os,os", "named twice"),
@@ -128,7 +121,7 @@ def test_bad_joint_queries_and_specs_are_4xx(web: Any) -> None:
         assert got.status_code == 400 and words in got.json["error"], got.json
     assert web.get("/v1/estimates/app.crashes/trend").status_code == 400
     bad = {**SPEC, "attributes": [{"name": "os", "domain": ["a", "b"]}]}
-    got = web.put("/v1/metrics/app.bad", json=bad, headers=admin)
+    got = web.put("/v1/metrics/app.bad", json=bad, headers=ADMIN)
     assert got.status_code == 400
     assert "attributes must be a list of 2 to 8" in got.json["details"][0]
     report = {"metric": "app.crashes", "version": 1, "id": "0" * 32, "payload": {"g": 7, "v": 0}}
