@@ -66,6 +66,9 @@ from ldp_store import keys
 from ldp_store.embedded import EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.process_helpers import spawn  # noqa: E402
+
 TOKEN = "bench-admin-token-0001"
 SPEC = {"domain": [f"v{i}" for i in range(32)], "epsilon": 1.0, "mechanism": "oue"}
 
@@ -158,7 +161,7 @@ def start_collector(
     )
     url = f"http://127.0.0.1:{port}"
     args = ["gunicorn", "-c", "collector/gunicorn_conf.py", "collector:create_app()"]
-    return spawn(args, logs / f"collector-{port}.log", url + "/readyz", env), url
+    return serve_process(args, logs / f"collector-{port}.log", url + "/readyz", env), url
 
 
 def start_relay(gateway: str, logs: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -166,23 +169,15 @@ def start_relay(gateway: str, logs: Path) -> tuple[subprocess.Popen[bytes], str]
     url = f"http://127.0.0.1:{port}/"
     args = ["ldp_server", "relay", "--gateway", gateway, "--port", str(port), "--workers", "1"]
     args += ["--requests-per-second", "0"]
-    return spawn(args, logs / "relay.log", url + "healthz"), url
+    return serve_process(args, logs / "relay.log", url + "healthz"), url
 
 
-def spawn(
+def serve_process(
     args: list[str], log: Path, ready: str, env: dict[str, str] | None = None
 ) -> subprocess.Popen[bytes]:
-    """``python -m ARGS`` from this checkout in a session of its own (``stop`` ends the
-    group), its output in ``log``; returned once ``ready`` answers 200."""
-    out = open(log, "wb")  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, "-m", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    """``python -m ARGS`` in a session of its own (``stop`` ends the group), its output in
+    ``log``; returned once ``ready`` answers 200."""
+    process = spawn(args, log, env)
     wait(ready)
     return process
 

@@ -1,10 +1,15 @@
-"""Stopping the servers a test started as processes (``ldp serve``, gunicorn, nginx)."""
+"""Starting servers as processes of their own (``python -m ...`` from this checkout) and
+stopping them (``ldp serve``, gunicorn, nginx, the relay)."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def stop(process: subprocess.Popen[Any], sig: int = signal.SIGTERM, grace: float = 30.0) -> None:
@@ -16,3 +21,17 @@ def stop(process: subprocess.Popen[Any], sig: int = signal.SIGTERM, grace: float
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def spawn(args: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``python -m ARGS`` from this checkout in a session (process group) of its own, all
+    it prints appended to ``log``."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )

@@ -41,6 +41,7 @@ from client_sdk.wire import MetricDefinition, build_report
 from collector.ohttp_gateway import KEY_CACHE_SECONDS
 from ldp_store import keys, streams
 from ldp_store.embedded import free_port
+from tests.process_helpers import spawn
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "e2e-admin-token-0123"
@@ -89,15 +90,7 @@ class Stack:
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str], ready: str) -> Popen:
         """Start ``cmd`` in a process group of its own, its output in ``{name}.out``, and
         wait until ``ready`` answers 200."""
-        out = open(self.logs / f"{name}.out", "ab")  # noqa: SIM115
-        process = subprocess.Popen(
-            [sys.executable, "-m", *cmd],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        process = spawn(cmd, self.logs / f"{name}.out", env)
         wait_ready(ready, process, self.logs / f"{name}.out")
         return process
 
