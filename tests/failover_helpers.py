@@ -140,6 +140,20 @@ class Outcome:
     """Exceptions a collector app let out instead of answering."""
 
 
+def device_client(tracker: Tracker, seed: int) -> Client:
+    """A device's SDK client uploading through ``tracker`` (small, frequent batches; retry
+    waits capped at 0.3 s), its randomness seeded."""
+    return Client(
+        "http://collector.invalid",
+        transport=CallableTransport(tracker),
+        flush_at=20,
+        flush_interval=0.2,
+        max_queue=1_000_000,
+        rng=random.Random(seed),
+        sleep=lambda delay: time.sleep(min(delay, 0.3)),
+    )
+
+
 def offline_support(d: MetricDefinition, reports: list[dict[str, Any]]) -> list[int]:
     """The support counts ``reports`` must give."""
     counts = np.zeros(d.k, dtype=np.int64)
@@ -237,15 +251,7 @@ def run_failover(
         stop_at = start + seconds
 
         def device(i: int) -> None:
-            sdk = Client(
-                "http://collector.invalid",
-                transport=CallableTransport(trackers[i]),
-                flush_at=20,
-                flush_interval=0.2,
-                max_queue=1_000_000,
-                rng=random.Random(seed * 100 + i),
-                sleep=lambda delay: time.sleep(min(delay, 0.3)),
-            )
+            sdk = device_client(trackers[i], seed * 100 + i)
             picker = random.Random(seed * 100 + 50 + i)
             sent = 0
             while time.monotonic() < stop_at or not over.is_set():

@@ -45,6 +45,7 @@ from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import restart_once, start_worker, wait_until
 from tests.cluster_helpers import LocalCluster
+from tests.failover_helpers import offline_support
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cluster-admin-token"
@@ -107,14 +108,6 @@ class Uploader:
             for report in json.loads(body or b"{}")["reports"]:
                 self.sent[report["id"]] = report
         return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
-
-
-def offline_support(d: MetricDefinition, reports: list[dict[str, Any]]) -> list[int]:
-    counts = np.zeros(d.k, dtype=np.int64)
-    for r in reports:
-        for u in d.mechanism.support(r["payload"]):
-            counts[u] += 1
-    return counts.tolist()
 
 
 def offline_numeric(reports: list[dict[str, Any]]) -> NumericStats:

@@ -27,8 +27,6 @@ from typing import Any
 
 from aggregator.query.window import lag_details, read_counts
 from aggregator.stream.worker import Worker
-from client_sdk import Client
-from client_sdk.transport import CallableTransport
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.connection import connect
@@ -38,6 +36,7 @@ from tests.failover_helpers import (
     TOKEN,
     Tracker,
     collector_app,
+    device_client,
     offline_support,
     start_workers,
 )
@@ -105,15 +104,7 @@ def test_a_hot_metric_s_slots_move_to_another_primary_under_load(tmp_path: Path)
         moved_at: list[float] = []
 
         def device(i: int) -> None:
-            sdk = Client(
-                "http://collector.invalid",
-                transport=CallableTransport(trackers[i]),
-                flush_at=20,
-                flush_interval=0.2,
-                max_queue=1_000_000,
-                rng=random.Random(300 + i),
-                sleep=lambda delay: time.sleep(min(delay, 0.3)),
-            )
+            sdk = device_client(trackers[i], 300 + i)
             picker = random.Random(400 + i)
             start, sent = time.monotonic(), 0
             # Report until the move is over, and a second more.
