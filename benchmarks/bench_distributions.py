@@ -21,7 +21,10 @@
   ones.
 * ``compare``: HaarHRR (Cormode–Kulkarni–Srivastava §5) against the hierarchical
   histogram auto picks, over ε ∈ {0.25 … 8}, D = 256, N = 2^20, every range;
-  ``coverage-haar``: the coverage grid for HaarHRR (a binary tree, B = 2).
+  ``coverage-haar``: the coverage grid for HaarHRR (a binary tree, B = 2). Both draw a
+  window's counters from their exact law given the population (multinomial splits into
+  levels and rows, binomial kept bits: no draw per report), so n = 10⁶ costs what 10³
+  does; ``--sizes 1e5,1e6`` picks the n.
 * ``cost``: SDK cost per report (µs, the Python SDK's ``build_report`` with the CSPRNG),
   server decode (reports/s through the codec's parse + count, one process: two workers
   run two of them), estimate time for 1,024 bins (fit, bin errors, the CDF band,
@@ -97,12 +100,15 @@ def _windows(mechanism: str, eps: float, d: int, edges: np.ndarray) -> tuple[Any
     ), m.branching
 
 
-def coverage(reps: int, quick: bool, mechanism: str = "hh") -> None:
+def coverage(
+    reps: int, quick: bool, mechanism: str = "hh", sizes: tuple[int, ...] | None = None
+) -> None:
     print(f"## Coverage of 95 % intervals, {mechanism} {load()}")
     d = 64
     edges = np.linspace(0.0, 1.0, d + 1)
     epsilons = (0.5, 1.0, 2.0, 4.0, 8.0)
-    sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000, 1_000_000)
+    if sizes is None:
+        sizes = (1_000, 10_000) if quick else (1_000, 10_000, 100_000, 1_000_000)
     ranges = ((0.25, 0.5), (0.05, 0.95))
     print("| ε | n | shape | B | range [.25,.5) | range [.05,.95) | p50 | p95 |")
     print("|---|---|---|---|---|---|---|---|")
@@ -421,7 +427,11 @@ def main() -> None:
     )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--sizes", default=None, help="coverage: the n of the grid, comma-separated (1e5,1e6)"
+    )
     args = parser.parse_args()
+    sizes = tuple(int(float(x)) for x in args.sizes.split(",")) if args.sizes else None
     if args.what in ("cost", "all"):
         cost(args.quick)
     if args.what in ("latency", "all"):
@@ -431,9 +441,9 @@ def main() -> None:
     if args.what in ("compare", "all"):
         compare(max(3, args.reps // 8), args.quick)
     if args.what in ("coverage", "all"):
-        coverage(args.reps, args.quick)
+        coverage(args.reps, args.quick, sizes=sizes)
     if args.what in ("coverage-haar", "all"):
-        coverage(args.reps, args.quick, "haar")
+        coverage(args.reps, args.quick, "haar", sizes)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,13 @@ def simulate(
     show_default=True,
     help="--kind distribution: the quantile planned for.",
 )
+@click.option(
+    "--mechanism",
+    type=click.Choice(("auto", "hh", "haar")),
+    default=None,
+    help="--kind distribution: the hierarchical histogram auto picks (auto, hh) or HaarHRR "
+    "(haar). [default: auto]",
+)
 @AS_JSON
 @click.pass_context
 def plan(
@@ -215,6 +222,7 @@ def plan(
     power: float,
     bins: int | None,
     quantile: float,
+    mechanism: str | None,
     as_json: bool,
 ) -> None:
     """Interval half-width N users buy, or N needed for a half-width, per mechanism.
@@ -236,10 +244,12 @@ def plan(
             ("domain_size", "sizes", "beta", "matrix", "max_length", "frequency"),
             "is not for --kind distribution (give --bins)",
         )
-        show_distribution_plan(epsilon, bins or 1024, quantile, users, width, confidence, as_json)
+        show_distribution_plan(
+            epsilon, bins or 1024, quantile, users, width, confidence, mechanism or "auto", as_json
+        )
         return
-    if bins is not None:
-        raise click.UsageError("--bins is for --kind distribution")
+    if bins is not None or mechanism is not None:
+        raise click.UsageError("--bins and --mechanism are for --kind distribution")
     if kind == "joint":
         refuse_given(
             ctx,
@@ -336,23 +346,31 @@ def show_distribution_plan(
     users: int | None,
     width: float | None,
     confidence: float,
+    mechanism: str,
     as_json: bool,
 ) -> None:
     """``ldp plan --kind distribution``: a quantile's half-width or the users for one."""
-    from aggregator.stats.distribution import plan_quantile
+    from aggregator.stats.distribution_plan import plan_quantile
 
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
     try:
-        row = plan_quantile(epsilon, bins, users=users, width=width, p=p, confidence=confidence)
+        row = plan_quantile(
+            epsilon, bins, users=users, width=width, p=p, confidence=confidence, mechanism=mechanism
+        )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if as_json:
         echo_json([row.__dict__])
         return
     label = f"p{100 * p:g}"
+    how = (
+        "HaarHRR, one bit per report"
+        if row.mechanism == "haar"
+        else f"hierarchical histogram, B = {row.branching}"
+    )
     out.print(
-        f"ε={epsilon:g}, {bins} bins (hierarchical histogram, B = {row.branching}): "
+        f"ε={epsilon:g}, {bins} bins ({how}): "
         f"{row.users:,} users give {label} within ±{row.half_width * 100:.3g} % of the range "
         f"({confidence:.0%}, simultaneous band c = {row.band_critical:.2f})"
     )

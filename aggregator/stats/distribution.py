@@ -25,12 +25,10 @@ import numpy.typing as npt
 
 from aggregator.stats.arrays import FloatArray
 from aggregator.stats.intervals import z_value
-from client_sdk.mechanisms.distribution import HierarchicalHistogram, choose_distribution
+from client_sdk.mechanisms.distribution import HierarchicalHistogram
 
 __all__ = [
     "BAND_DRAWS",
-    "QuantilePlan",
-    "plan_quantile",
     "DEFAULT_QUANTILES",
     "DistributionEstimate",
     "Quantile",
@@ -476,76 +474,6 @@ def estimate_distribution(
     return DistributionEstimate(
         m, np.asarray(edges, dtype=np.float64), values[: m.height], values, confidence
     )
-
-
-@dataclass(frozen=True)
-class QuantilePlan:
-    """What ``ldp plan --kind distribution`` prints: a quantile's half-width as a share of
-    the range, and the users it takes, for a uniform distribution (docs §7)."""
-
-    epsilon: float
-    bins: int
-    branching: int
-    p: float
-    users: int
-    half_width: float
-    """Of the quantile's interval, as a share of the range (a uniform distribution)."""
-    band_critical: float
-
-
-PLAN_REFERENCE = 1_000_000
-"""The n whose expected counters the plan's standard error is computed at; it scales as
-1/√n (both parts of the variance are ∝ 1/n)."""
-
-
-def plan_quantile(
-    epsilon: float,
-    bins: int,
-    *,
-    users: int | None = None,
-    width: float | None = None,
-    p: float = 0.95,
-    confidence: float = 0.95,
-) -> QuantilePlan:
-    """The half-width of the p-quantile's interval for ``users``, or the users for a
-    half-width ``width`` (a share of the range), under auto's mechanism.
-
-    For a uniform distribution the quantile interval's half-width in the range's units is
-    the CDF band's c·se at the quantile (the CDF's slope is 1 per range), plus half a bin
-    for the band's edges; a density d times the uniform's divides it by d.
-
-    Raises:
-        ValueError: neither or both of users and width, or a width a bin cannot reach.
-    """
-    if (users is None) == (width is None):
-        raise ValueError("give exactly one of users and width")
-    m = choose_distribution(epsilon, bins).mechanism
-    n0, h = PLAN_REFERENCE, m.height
-    counters = np.zeros(m.counters)
-    counters[:h] = n0 // h
-    for i, o in enumerate(m.oracles):
-        size = m.level_size(i + 1)
-        share = 1.0 / size
-        start = m.offsets[i]
-        counters[start : start + size] = (n0 // h) * (share * o.p + (1 - share) * o.q)
-    est = DistributionEstimate(
-        m, np.linspace(0.0, 1.0, bins + 1), counters[:h].astype(np.int64), counters, confidence
-    )
-    edge = min(bins - 1, max(1, round(p * bins)))
-    prefix = (np.arange(bins) < edge).astype(np.float64)[None, :]
-    se0 = math.sqrt(float(est.variances(prefix)[0]))
-    c = est.band_critical
-    half_bin = 0.5 / bins
-    if users is not None:
-        half = c * se0 * math.sqrt(n0 / users) + half_bin
-        return QuantilePlan(epsilon, bins, m.branching, p, users, half, c)
-    assert width is not None
-    if width <= half_bin:
-        raise ValueError(
-            f"±{width:g} of the range is finer than half a bin (1/{2 * bins}): more bins"
-        )
-    needed = math.ceil(n0 * (c * se0 / (width - half_bin)) ** 2)
-    return QuantilePlan(epsilon, bins, m.branching, p, needed, width, c)
 
 
 def to_dict(est: DistributionEstimate, ranges: Any = (), quantiles: Any = None) -> dict[str, Any]:

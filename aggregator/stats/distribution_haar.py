@@ -173,25 +173,29 @@ def haar_counters(m: HaarHRR, payloads: list[dict[str, Any]]) -> npt.NDArray[np.
 def sample_haar_counters(
     m: HaarHRR, bins: npt.ArrayLike, gen: np.random.Generator
 ) -> npt.NDArray[np.int64]:
-    """A window's counters for devices holding ``bins``, drawn with the reports' exact law
-    (level and row uniform, the bit kept with probability p; simulation only: numpy's
-    generator)."""
+    """A window's counters for devices holding ``bins``, drawn from the counters' exact
+    law without a draw per report (simulation only: numpy's generator): each bin's
+    devices split into levels (multinomial), each node's left and right halves' devices
+    into rows (multinomial), and the reports kept at each row binomially — the same law
+    as one uniform level, row and kept-bit per device, in O(D²) whatever n."""
     values = np.asarray(bins, dtype=np.int64)
-    h = m.height
-    level = gen.integers(0, h, len(values))
+    h, d = m.height, m.bins
+    held = np.bincount(values, minlength=d)
+    split = gen.multinomial(held, np.full(h, 1.0 / h))  # (D, h): each bin's devices per level
     out = np.zeros(m.counters, dtype=np.int64)
     for lv in range(h):
-        mine = values[level == lv]
-        size, shift = 1 << lv, h - lv
-        node = mine >> shift
-        sign = np.where((mine >> (shift - 1)) & 1, -1, 1)
-        r = gen.integers(0, size, len(mine))
-        parity = np.bitwise_count(r & node) % 2
-        bit = sign * np.where(parity == 1, -1, 1)
-        kept = gen.random(len(mine)) < m.p
-        y = np.where(kept, bit, -bit) > 0
+        size = 1 << lv
+        halves = split[:, lv].reshape(size, 2, -1).sum(axis=-1)  # (node, left/right)
+        rows = np.full(size, 1.0 / size)
+        left = gen.multinomial(halves[:, 0], rows)  # (node, row)
+        right = gen.multinomial(halves[:, 1], rows)
+        nodes = np.arange(size)
+        positive = np.bitwise_count(nodes[:, None] & nodes[None, :]) % 2 == 0  # H[j, r] = +1
+        plus = (left * positive + right * ~positive).sum(axis=0)  # true bit +1, by row
+        every = (left + right).sum(axis=0)
+        kept = gen.binomial(plus, m.p) + gen.binomial(every - plus, 1.0 - m.p)
         start = m.offsets[lv]
-        out[lv] = len(mine)
-        out[start : start + size] = np.bincount(r, minlength=size)
-        out[start + size : start + 2 * size] = np.bincount(r[y], minlength=size)
+        out[lv] = every.sum()
+        out[start : start + size] = every
+        out[start + size : start + 2 * size] = kept
     return out

@@ -59,6 +59,23 @@ def test_the_histogram_is_unbiased_and_its_variance_exact() -> None:
     assert 1 - slack - 0.15 <= ratio <= 1 + slack  # 0.15: the with-replacement excess
 
 
+def test_the_counters_sampled_whole_follow_the_reports_law() -> None:
+    """The exact-law sampler (multinomial splits, binomial bits) against a draw per report
+    (HaarCodec's encode): every counter's mean agrees within 4 standard errors of the
+    difference of two means over R windows each, at a small D and n."""
+    m = HaarHRR(1.0, 8)
+    gen = np.random.default_rng(9)
+    bins = gen.integers(0, 3, 600) * 2 + gen.integers(0, 2, 600)  # bins 0..5, uneven
+    reps = 400
+    whole = np.array([sample_haar_counters(m, bins, gen) for _ in range(reps)], dtype=float)
+    each = np.array([HaarCodec(m).sample_counters(bins, gen) for _ in range(reps)], dtype=float)
+    se = np.sqrt((whole.var(axis=0, ddof=1) + each.var(axis=0, ddof=1)) / reps)
+    gap = np.abs(whole.mean(axis=0) - each.mean(axis=0))
+    assert np.all(gap <= 4 * se + 1e-12)
+    ratio = whole.var(axis=0, ddof=1)[se > 0] / each.var(axis=0, ddof=1)[se > 0]
+    assert np.all(np.abs(ratio - 1) <= 4 * 2 / math.sqrt(reps - 1))  # two sample variances
+
+
 def test_the_sdks_reports_follow_the_simulated_law() -> None:
     """Reports made by HaarHRR.perturb (a seeded generator), counted by haar_counters:
     each range's z-score against the truth has mean 0 and sd ≤ 1 within their sampling
