@@ -30,6 +30,9 @@
   run two of them), estimate time for 1,024 bins (fit, bin errors, the CDF band,
   quantiles), wall and CPU time of each stage (CPU time is what the machine's load does
   not inflate), and the floor the band's Gaussian draws set.
+* ``trend``: quantiles over 90 days of hour windows at 1,024 bins, in one pass
+  (:func:`aggregator.stats.distribution_series.quantile_series`): time, the answer's
+  bytes, and a window's own answer (its band drawn) for scale.
 * ``latency``: a heavy-tailed latency sample (a lognormal with median 1.2 s and p95 4.0 s,
   near published web page-load percentiles), p50/p95 with intervals at ε = 1, 2, 4 and
   n = 10⁵, 10⁶.
@@ -381,6 +384,74 @@ def cost(quick: bool) -> None:
     )
 
 
+def trend(quick: bool) -> None:
+    """Quantiles over 90 days of hour windows (2,160) at 1,024 bins: the trend's one pass
+    over every window (each window's fit and CDF standard errors, Bonferroni's band)
+    beside a band drawn per window (the window's own answer), and the answer's bytes."""
+    from aggregator.query.answers import DistributionTrendPoint, QuantileAnswer
+    from aggregator.stats.distribution_series import quantile_series
+
+    print(f"## Quantiles over time: 90 days of hours, 1,024 bins {load()}")
+    hours = 24 * (7 if quick else 90)
+    for name in ("hh", "haar"):
+        d = parse_spec(
+            "page.load_ms",
+            {
+                "kind": "numeric",
+                "range": [1, 60000],
+                "epsilon": 1.0,
+                "distribution": {"bins": 1024, "scale": "log"},
+                "mechanism": name,
+            },
+        )
+        m = d.histogram
+        gen = np.random.default_rng(4)
+        rows = []
+        for _ in range(hours):
+            n = int(gen.integers(2_000, 20_000))
+            bins = np.clip(gen.normal(600, 120, n), 0, 1023).astype(np.int64)
+            rows.append(
+                sample_haar_counters(m, bins, gen)
+                if isinstance(m, HaarHRR)
+                else HistogramCodec(m).sample_counters(bins, gen)
+            )
+        table = np.array(rows)
+        edges = np.array(d.bin_edges())
+        wall, cpu = time.perf_counter(), time.process_time()
+        series = quantile_series(m, edges, table, (0.5, 0.9, 0.95, 0.99))
+        took = (time.perf_counter() - wall, time.process_time() - cpu)
+        points = [
+            DistributionTrendPoint(
+                window=f"hour:{w}",
+                n=int(series.n[w]),
+                ready=bool(series.ready[w]),
+                band_critical=series.band_critical,
+                quantiles=[QuantileAnswer(**q.__dict__) for q in series.quantiles[w]],
+            ).model_dump_json()
+            for w in range(hours)
+        ]
+        size = sum(len(p) for p in points) + hours
+        own = []
+        for w in range(3):
+            c = time.process_time()
+            est = (estimate_haar if isinstance(m, HaarHRR) else estimate_distribution)(
+                m,
+                table[w],
+                edges,  # type: ignore[arg-type]
+            )
+            [est.quantile(p) for p in (0.5, 0.9, 0.95, 0.99)]
+            own.append(time.process_time() - c)
+        print(
+            f"{name}: {hours:,} windows in {took[0]:.2f} s wall, {took[1]:.2f} s CPU "
+            f"({1e3 * took[1] / hours:.2f} ms CPU per window); the windows' JSON "
+            f"{size / 1e6:.2f} MB ({size / hours:.0f} B per window); band c = "
+            f"{series.band_critical:.2f} (Bonferroni) against the window's own drawn "
+            f"{est.band_critical:.2f}; a window's own answer: {1e3 * min(own):.0f} ms CPU "
+            f"(× {hours:,} = {min(own) * hours:.0f} s) {load()}",
+            flush=True,
+        )
+
+
 def latency(quick: bool) -> None:
     print(f"## A heavy-tailed latency sample {load()}")
     median, p95 = 1.2, 4.0  # seconds
@@ -423,7 +494,7 @@ def main() -> None:
         "what",
         nargs="?",
         default="all",
-        choices=("coverage", "coverage-haar", "mse", "compare", "cost", "latency", "all"),
+        choices=("coverage", "coverage-haar", "mse", "compare", "cost", "latency", "trend", "all"),
     )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--quick", action="store_true")
@@ -434,6 +505,8 @@ def main() -> None:
     sizes = tuple(int(float(x)) for x in args.sizes.split(",")) if args.sizes else None
     if args.what in ("cost", "all"):
         cost(args.quick)
+    if args.what in ("trend", "all"):
+        trend(args.quick)
     if args.what in ("latency", "all"):
         latency(args.quick)
     if args.what in ("mse", "all"):

@@ -574,21 +574,17 @@ class MeanTrendPoint(Model):
     cs_high: Number
 
 
-MAX_DISTRIBUTION_TREND_WINDOWS = 30
-"""A distribution's trend returns at most 30 windows: each window's quantile intervals
-need that window's own simultaneous band (about 0.2 s of CPU at 1,024 bins, 2,000
-Gaussian draws), so 30 windows cost about 6 s, served in the read side's heavy lane."""
-
-
 class DistributionTrendPoint(Model):
     """A distribution metric's quantiles in one window, each with the interval read off
-    that window's simultaneous CDF band (the window's own answer's numbers)."""
+    a band simultaneous over that window's CDF edges: the window's own fit and standard
+    errors, Bonferroni's critical value (no draws; a little above the window's own)."""
 
     window: str
     n: Annotated[int, Field(ge=0)]
     ready: bool
     """Whether every level has a report (else no quantile)."""
     band_critical: Number
+    """Bonferroni's z over the band's edges (the same in every window)."""
     quantiles: list[QuantileAnswer]
 
 
@@ -608,8 +604,7 @@ class Trend(Model):
         Field(max_length=MAX_TREND_WINDOWS),
     ]
     """Every window with counts that the retention keeps (at most the newest
-    ``MAX_TREND_WINDOWS``; a distribution's at most
-    :data:`MAX_DISTRIBUTION_TREND_WINDOWS`), oldest first; empty with ?format=columns
+    ``MAX_TREND_WINDOWS``), oldest first; empty with ?format=columns
     (see ``columns``)."""
     values_total: Annotated[int, Field(ge=2)] | Absent = None
     """A categorical metric's k: the values of the domain, shown or not."""

@@ -391,8 +391,9 @@ class LocalHashCodec(FrequencyCodec):
 
 
 def fwht(a: IntArray) -> IntArray:
-    """Fast Walsh–Hadamard transform: H·a with H[r, j] = (−1)^popcount(r & j), exact in int64."""
-    size = len(a)
+    """Fast Walsh–Hadamard transform: H·a with H[r, j] = (−1)^popcount(r & j), exact in int64
+    (of each row, for a 2-D ``a``)."""
+    size = np.shape(a)[-1]
     out = np.array(a, dtype=np.int64)
     h = 1
     while h < size:

@@ -34,6 +34,7 @@ __all__ = [
     "Quantile",
     "RangeShare",
     "estimate_distribution",
+    "read_quantile",
 ]
 
 
@@ -429,29 +430,40 @@ class DistributionEstimate:
         )
 
     def quantile(self, p: float) -> Quantile:
-        """The p-quantile, its interval from inverting the simultaneous band.
-
-        With the band covering F at every band point, q_p lies above the last point whose
-        upper band is below p and at or below the first point whose lower band reaches p.
-        """
+        """The p-quantile, its interval from inverting the simultaneous band
+        (:func:`read_quantile`)."""
         edges = self.edges[np.concatenate(([0], self._band_points, [self.m.bins]))]
         cdf = np.concatenate(([0.0], self.cdf, [1.0]))
         half = self.band_critical * np.concatenate(([0.0], self.cdf_std_errors, [0.0]))
-        upper, lower = cdf + half, cdf - half
-        above = np.flatnonzero(upper >= p)
-        low = float(edges[max(0, above[0] - 1)]) if len(above) else float(edges[-1])
-        reached = np.flatnonzero(lower >= p)
-        high = float(edges[reached[0]]) if len(reached) else float(edges[-1])
-        monotone = np.maximum.accumulate(np.clip(cdf, 0.0, 1.0))
-        j = int(np.searchsorted(monotone, p, "left"))
-        j = min(max(j, 1), len(edges) - 1)
-        f0, f1 = monotone[j - 1], monotone[j]
-        t = 0.5 if f1 <= f0 else (p - f0) / (f1 - f0)
-        if self.m.scale == "log":
-            value = float(edges[j - 1] * (edges[j] / edges[j - 1]) ** t)
-        else:
-            value = float(edges[j - 1] + t * (edges[j] - edges[j - 1]))
-        return Quantile(p, value, min(low, value), max(high, value))
+        return read_quantile(p, edges, cdf, half, self.m.scale == "log")
+
+
+def read_quantile(
+    p: float, edges: FloatArray, cdf: FloatArray, half: FloatArray, log_scale: bool
+) -> Quantile:
+    """The p-quantile read off a CDF band: F̂ ± ``half`` at ``edges`` (the range's ends
+    included, F̂ 0 and 1 there).
+
+    With the band covering F at every edge, q_p lies above the last edge whose upper band
+    is below p and at or below the first edge whose lower band reaches p. The point
+    estimate is where the running maximum of F̂ (clipped to [0, 1]) crosses p, linear
+    within its bin (geometric on a log scale).
+    """
+    upper, lower = cdf + half, cdf - half
+    above = np.flatnonzero(upper >= p)
+    low = float(edges[max(0, above[0] - 1)]) if len(above) else float(edges[-1])
+    reached = np.flatnonzero(lower >= p)
+    high = float(edges[reached[0]]) if len(reached) else float(edges[-1])
+    monotone = np.maximum.accumulate(np.clip(cdf, 0.0, 1.0))
+    j = int(np.searchsorted(monotone, p, "left"))
+    j = min(max(j, 1), len(edges) - 1)
+    f0, f1 = monotone[j - 1], monotone[j]
+    t = 0.5 if f1 <= f0 else (p - f0) / (f1 - f0)
+    if log_scale:
+        value = float(edges[j - 1] * (edges[j] / edges[j - 1]) ** t)
+    else:
+        value = float(edges[j - 1] + t * (edges[j] - edges[j - 1]))
+    return Quantile(p, value, min(low, value), max(high, value))
 
 
 def estimate_distribution(

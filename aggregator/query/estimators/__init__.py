@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from aggregator.query.answers import (
-    MAX_DISTRIBUTION_TREND_WINDOWS,
     MAX_TREND_WINDOWS,
     MeanTrendPoint,
     Trend,
@@ -30,7 +29,7 @@ from aggregator.query.estimators.base import (
 )
 from aggregator.query.estimators.distribution import (
     DistributionEstimator,
-    distribution_trend_point,
+    distribution_trend,
 )
 from aggregator.query.estimators.frequency import (
     FrequencyEstimator,
@@ -158,8 +157,6 @@ def trend(
     windows = [
         w for w in list_windows(reader.client, definition) if w.startswith(granularity + ":")
     ]
-    if definition.kind == "distribution":
-        max_windows = min(max_windows, MAX_DISTRIBUTION_TREND_WINDOWS)
     windows = sorted(windows[:max_windows])
     head: dict[str, Any] = {
         "metric": definition.name,
@@ -170,8 +167,7 @@ def trend(
         "multiplicity": ask.mode,
     }
     if definition.kind == "distribution":
-        points = [distribution_trend_point(reader, definition, w, ask) for w in windows]
-        return Trend(**head, windows=list(points))
+        return Trend(**head, windows=list(distribution_trend(reader, definition, windows, ask)))
     if definition.kind == "numeric":
         sums = read_numeric_many(reader.client, definition, windows)
         means = [

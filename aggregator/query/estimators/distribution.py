@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+import numpy as np
+
 from aggregator.query.answers import (
     CdfPoint,
     DistributionBin,
@@ -15,7 +17,7 @@ from aggregator.query.answers import (
     RangeAnswer,
 )
 from aggregator.query.estimators.base import Ask, CountsRead, Reader, answer_head
-from aggregator.query.window import read_counts
+from aggregator.query.window import read_counts, read_counts_many
 from aggregator.stats.codecs import Counts
 from aggregator.stats.distribution import (
     DEFAULT_QUANTILES,
@@ -23,11 +25,12 @@ from aggregator.stats.distribution import (
     estimate_distribution,
 )
 from aggregator.stats.distribution_haar import estimate_haar
+from aggregator.stats.distribution_series import quantile_series
 from aggregator.stats.intervals import json_float
 from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.wire import MetricDefinition
 
-__all__ = ["DistributionEstimator", "distribution_of", "distribution_trend_point"]
+__all__ = ["DistributionEstimator", "distribution_of", "distribution_trend"]
 
 
 def distribution_of(
@@ -42,23 +45,29 @@ def distribution_of(
     return estimate_distribution(m, stats.support, definition.bin_edges(), confidence)
 
 
-def distribution_trend_point(
-    reader: Reader, definition: MetricDefinition, window: str, ask: Ask
-) -> DistributionTrendPoint:
-    """One window of a trend: its quantiles (``ask.quantiles``, default p50, p90, p95,
-    p99), the very numbers of the window's own answer, without its bins' errors."""
-    est = distribution_of(
-        definition, read_counts(reader.client, definition, window), ask.confidence
-    )
-    asked = DEFAULT_QUANTILES if ask.quantiles is None else ask.quantiles
-    ready = est.ready
-    return DistributionTrendPoint(
-        window=window,
-        n=est.n,
-        ready=ready,
-        band_critical=json_float(est.band_critical) if ready else None,
-        quantiles=[QuantileAnswer(**est.quantile(p).__dict__) for p in asked] if ready else [],
-    )
+def distribution_trend(
+    reader: Reader, definition: MetricDefinition, windows: list[str], ask: Ask
+) -> list[DistributionTrendPoint]:
+    """Each window's quantiles (``ask.quantiles``, default p50, p90, p95, p99), the
+    windows read in a few round trips and estimated together
+    (:func:`aggregator.stats.distribution_series.quantile_series`): each window's own
+    fit and CDF standard errors, the interval read off a Bonferroni band."""
+    counts = read_counts_many(reader.client, definition, windows)
+    m = definition.histogram
+    table = np.array([c.support for c in counts], dtype=np.int64).reshape(len(counts), m.counters)
+    asked = DEFAULT_QUANTILES if ask.quantiles is None else tuple(ask.quantiles)
+    series = quantile_series(m, definition.bin_edges(), table, asked, ask.confidence)
+    critical = json_float(series.band_critical)
+    return [
+        DistributionTrendPoint(
+            window=window,
+            n=int(series.n[w]),
+            ready=bool(series.ready[w]),
+            band_critical=critical if series.ready[w] else None,
+            quantiles=[QuantileAnswer(**q.__dict__) for q in series.quantiles[w]],
+        )
+        for w, window in enumerate(windows)
+    ]
 
 
 def intervals_note(confidence: float) -> str:
