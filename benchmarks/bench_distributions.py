@@ -30,12 +30,16 @@
   run two of them), estimate time for 1,024 bins (fit, bin errors, the CDF band,
   quantiles), wall and CPU time of each stage (CPU time is what the machine's load does
   not inflate), and the floor the band's Gaussian draws set.
+* ``decode``: server decode throughput with two real workers (``ldp aggregate --once``
+  twice at once, benchmarks/drain_harness.py) for hh and haar at 1,024 log bins, a GRR
+  metric the yardstick; reports/s and CPU µs per report of Redis and the workers.
 * ``trend``: quantiles over 90 days of hour windows at 1,024 bins, in one pass
   (:func:`aggregator.stats.distribution_series.quantile_series`): time, the answer's
   bytes, and a window's own answer (its band drawn) for scale.
 * ``latency``: a heavy-tailed latency sample (a lognormal with median 1.2 s and p95 4.0 s,
   near published web page-load percentiles), p50/p95 with intervals at ε = 1, 2, 4 and
-  n = 10⁵, 10⁶.
+  n = 10⁵, 10⁶; the table, and a figure drawn with matplotlib (offline, Agg) into
+  ``docs/benchmarks/distributions-latency.png``.
 
 numpy's generator drives the simulations (not a CSPRNG; the same laws as the SDK's).
 Prints the load average before each section: the machine is shared.
@@ -384,6 +388,35 @@ def cost(quick: bool) -> None:
     )
 
 
+def decode(reports: int) -> None:
+    """Server decode throughput: ``reports`` SDK payloads of each metric appended to its
+    stream, drained by two real ``ldp aggregate --once`` workers at once
+    (benchmarks/drain_harness.py); a GRR metric (k = 16) is the same run's yardstick."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from drain_harness import run_drains
+
+    print(f"## Server decode, 2 workers {load()}")
+    hh = {"kind": "numeric", "range": [1, 60000], "epsilon": 1.0,
+          "distribution": {"bins": 1024, "scale": "log"}}  # fmt: skip
+    metrics = [
+        ("grr k=16 (yardstick)", {"domain": [f"v{i}" for i in range(16)], "epsilon": 1.0,
+                                  "mechanism": "grr"}),
+        ("hh 1,024 log bins", hh),
+        ("haar 1,024 log bins", {**hh, "mechanism": "haar"}),
+    ]  # fmt: skip
+
+    def payloads(d: Any, rng: random.Random, count: int) -> list[dict[str, Any]]:
+        if d.kind == "distribution":
+            values: list[Any] = [rng.lognormvariate(7.0, 1.0) for _ in range(count)]
+            values = [min(max(v, 1.0), 60000.0) for v in values]
+        else:
+            values = [rng.choice(d.domain) for _ in range(count)]
+        return [build_report(d, v, rng)["payload"] for v in values]
+
+    run_drains(metrics, "bench.decode", reports, payloads, workers=2)
+    print(f"  {load()}")
+
+
 def trend(quick: bool) -> None:
     """Quantiles over 90 days of hour windows (2,160) at 1,024 bins: the trend's one pass
     over every window (each window's fit and CDF standard errors, Bonferroni's band)
@@ -452,7 +485,13 @@ def trend(quick: bool) -> None:
         )
 
 
+PLOT = ROOT / "docs" / "benchmarks" / "distributions-latency.png"
+"""Where ``latency`` draws its figure (embedded in docs/benchmarks/distributions.md)."""
+
+
 def latency(quick: bool) -> None:
+    from aggregator.analysis.plots import plot_latency_quantiles
+
     print(f"## A heavy-tailed latency sample {load()}")
     median, p95 = 1.2, 4.0  # seconds
     sigma = math.log(p95 / median) / 1.6448536269514722
@@ -462,12 +501,14 @@ def latency(quick: bool) -> None:
         "epsilon": 1.0,
         "distribution": {"bins": 256, "scale": "log"},
     }
-    print(
+    setting = (
         f"lognormal, median {median} s, p95 {p95} s (σ = {sigma:.3f}), range [0.05, 60] s, "
         "256 log bins"
     )
+    print(setting)
     print("| ε | n | true p50 | p50 [interval] | true p95 | p95 [interval] |")
     print("|---|---|---|---|---|---|")
+    rows: list[dict[str, Any]] = []
     for eps in (1.0, 2.0, 4.0):
         d = parse_spec("page.load", {**spec, "epsilon": eps})
         m = d.histogram
@@ -481,11 +522,18 @@ def latency(quick: bool) -> None:
             row = [f"{eps:g}", f"{n:,}"]
             for p in (0.5, 0.95):
                 found = est.quantile(p)
+                truth = float(np.quantile(x, p))
+                rows.append(
+                    {"epsilon": eps, "n": n, "p": p, "truth": truth, "value": found.value,
+                     "ci_low": found.ci_low, "ci_high": found.ci_high}
+                )  # fmt: skip
                 row += [
-                    f"{np.quantile(x, p):.3f}",
+                    f"{truth:.3f}",
                     f"{found.value:.3f} [{found.ci_low:.3f}, {found.ci_high:.3f}]",
                 ]
             print("| " + " | ".join(row) + " |", flush=True)
+    plot_latency_quantiles(rows, PLOT, "A heavy-tailed latency sample: " + setting)
+    print(f"figure: {PLOT.relative_to(ROOT)}")
 
 
 def main() -> None:
@@ -498,6 +546,7 @@ def main() -> None:
     )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--reports", type=int, default=None, help="decode: per metric")
     parser.add_argument(
         "--sizes", default=None, help="coverage: the n of the grid, comma-separated (1e5,1e6)"
     )
@@ -505,6 +554,8 @@ def main() -> None:
     sizes = tuple(int(float(x)) for x in args.sizes.split(",")) if args.sizes else None
     if args.what in ("cost", "all"):
         cost(args.quick)
+    if args.what in ("decode", "all"):
+        decode(args.reports or 200_000)
     if args.what in ("trend", "all"):
         trend(args.quick)
     if args.what in ("latency", "all"):

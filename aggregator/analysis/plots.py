@@ -39,6 +39,7 @@ from client_sdk.mechanisms import BinaryRR
 __all__ = [
     "nearest",
     "plot_binary_rr",
+    "plot_latency_quantiles",
     "plot_error_vs_epsilon",
     "plot_error_vs_users",
     "plot_reconstruction",
@@ -636,6 +637,42 @@ def plot_shuffled_epsilon(
             "The server and Redis still see each report at ε₀",
         )
         _legend(ax, ax.get_legend_handles_labels()[0])
+        fig.savefig(path)
+    return path
+
+
+def plot_latency_quantiles(rows: Sequence[dict[str, Any]], path: Path, setting: str) -> Path:
+    """A latency sample's p50 and p95 estimates with their intervals against the truth,
+    one panel per quantile, a group per ε and a point per n (the distributions benchmark,
+    ``rows``: ``epsilon``, ``n``, ``p``, ``truth``, ``value``, ``ci_low``, ``ci_high``)."""
+    quantiles = sorted({r["p"] for r in rows})
+    epsilons = sorted({r["epsilon"] for r in rows})
+    sizes = sorted({r["n"] for r in rows})
+    with _slide_style():
+        fig = _new_figure(12.0, 5.6)
+        axes = fig.subplots(1, len(quantiles))
+        for ax, p in zip(np.atleast_1d(axes), quantiles, strict=True):
+            for i, eps in enumerate(epsilons):
+                for j, n in enumerate(sizes):
+                    (r,) = [x for x in rows if (x["p"], x["epsilon"], x["n"]) == (p, eps, n)]
+                    x = i + (j - (len(sizes) - 1) / 2) * 0.28
+                    color = list(COLORS.values())[j % len(COLORS)]
+                    low, high = r["value"] - r["ci_low"], r["ci_high"] - r["value"]
+                    ax.errorbar(
+                        [x], [r["value"]], yerr=[[low], [high]], fmt="o", color=color,
+                        capsize=5, lw=2, label=f"n = {n:,}" if i == 0 else None,
+                    )  # fmt: skip
+                    ax.plot([x - 0.12, x + 0.12], [r["truth"]] * 2, color="0.15", lw=2.5)
+            ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
+            ax.set_xticks(range(len(epsilons)), [f"ε = {e:g}" for e in epsilons])
+            ax.set_xlim(-0.6, len(epsilons) - 0.4)
+            ax.set_ylabel("seconds")
+            ax.set_title(f"p{100 * p:g}: estimate and 95 % interval (black: the truth)")
+            ax.legend(loc="upper right", fontsize=10)
+        fig.suptitle(setting, fontsize=12)
         fig.savefig(path)
     return path
 
