@@ -22,7 +22,11 @@
   metric (max_length 16, the automatic sketch at ε = 4), in Node 20 with the CSPRNG,
   beside the Python SDK's ``build_report`` for the same definitions as a yardstick.
 
-Run: ``python benchmarks/bench_client_js.py`` (after ``npm ci`` in client_js/). Prints
+  And the distributions (1,024 log bins, ε = 1): the hierarchical histogram
+  (``bench.hh``) and HaarHRR (``bench.haar``).
+
+Run: ``python benchmarks/bench_client_js.py`` (after ``npm ci`` in client_js/;
+``--timing``: report() alone, which needs only Node). Prints
 the load average before and after.
 """
 
@@ -54,12 +58,23 @@ GRR_ONLY = 'import { grr } from "./src/mechanisms.js"; export const m = grr(1.0,
 
 OUE = {"domain": [f"v{i}" for i in range(1024)], "epsilon": 1.0, "mechanism": "oue"}
 STRING = {"kind": "string", "max_length": 16, "epsilon": 4.0}
+HH = {"kind": "numeric", "range": [1, 60000], "epsilon": 1.0,
+      "distribution": {"bins": 1024, "scale": "log"}}  # fmt: skip
+HAAR = {**HH, "mechanism": "haar"}
+TIMED = {"bench.oue": OUE, "bench.string": STRING, "bench.hh": HH, "bench.haar": HAAR}
+VALUES: dict[str, list[object]] = {
+    "bench.oue": [0, 17, 1023],
+    "bench.string": ["café au lait", "ldp", "search term"],
+    "bench.hh": [17.0, 1023.0, 42000.0],
+    "bench.haar": [17.0, 1023.0, 42000.0],
+}
 
 NODE_TIMING = """
 import { buildReport } from "./src/index.js";
 const defs = JSON.parse(process.argv[2]);
+const valuesOf = JSON.parse(process.argv[3]);
 for (const d of defs) {
-  const values = d.kind === "string" ? ["café au lait", "ldp", "search term"] : [0, 17, 1023];
+  const values = valuesOf[d.name];
   for (let i = 0; i < 5000; i++) await buildReport(d, values[i % 3]);  // warm up
   const n = 5000;
   const t0 = performance.now();
@@ -138,6 +153,14 @@ def served_sizes() -> list[tuple[str, int, int, int, int]]:
 
 def main() -> None:
     print(f"load average at the start {os.getloadavg()[0]:.2f}")
+    if "--timing" not in sys.argv:
+        size_figures()
+    timing()
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
+
+
+def size_figures() -> None:
+    """The served, bundled and OHTTP figures."""
     for name, files, plain, gz, br in served_sizes():
         print(
             f"served by ldp serve, {name}: {files} file(s), {plain:,} B, {gz:,} B gzip, "
@@ -159,15 +182,15 @@ def main() -> None:
             f"= {(r['seal'] + r['open']) / r['size']:.1f} µs per report"
         )
 
-    defs = [
-        wire.parse_spec("bench.oue", OUE).to_dict(),
-        wire.parse_spec("bench.string", STRING).to_dict(),
-    ]
+
+def timing() -> None:
+    """report() in Node beside Python's build_report."""
+    defs = [wire.parse_spec(name, spec).to_dict() for name, spec in TIMED.items()]
     script = JS / "_bench_timing.mjs"
     script.write_text(NODE_TIMING)
     try:
         lines = subprocess.run(
-            ["node", str(script), json.dumps(defs)],
+            ["node", str(script), json.dumps(defs), json.dumps(VALUES)],
             cwd=JS,
             check=True,
             capture_output=True,
@@ -177,16 +200,15 @@ def main() -> None:
         script.unlink()
     js = dict(zip(lines[::2], lines[1::2], strict=True))
     node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
-    for d, spec in zip(defs, (OUE, STRING), strict=True):
-        definition = wire.parse_spec(d["name"], spec)
-        values = ["café au lait", "ldp", "search term"] if spec is STRING else [0, 17, 1023]
+    for d in defs:
+        definition = wire.parse_spec(d["name"], TIMED[d["name"]])
+        values = VALUES[d["name"]]
         n = 5000
         t0 = time.perf_counter()
         for i in range(n):
             wire.build_report(definition, values[i % 3])
         py = (time.perf_counter() - t0) / n * 1e6
         print(f"report() {d['name']}: JS (Node {node}) {js[d['name']]} µs, Python {py:.1f} µs")
-    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@
   time of the whole process (JVM exit included); the median of 5 runs
   (ColdStart.java).
 
+Distributions (1,024 log bins, ε = 1): ``bench.hh`` (the hierarchical histogram) and
+``bench.haar`` (HaarHRR). ``--only bench.hh,bench.haar`` times just those, no cold start.
+
 Run: ``python benchmarks/bench_client_jvm.py`` (the JDK 17; builds the jar first). Prints
 the load average before and after: the machine is shared, and the figures move with it.
 """
@@ -41,6 +44,9 @@ ROOT = Path(__file__).resolve().parent.parent
 OUE = {"domain": [f"v{i}" for i in range(1024)], "epsilon": 1.0, "mechanism": "oue"}
 GRR = {"domain": [f"g{i}" for i in range(8)], "epsilon": 1.0, "mechanism": "grr"}
 STRING = {"kind": "string", "max_length": 16, "epsilon": 4.0}
+HH = {"kind": "numeric", "range": [1, 60000], "epsilon": 1.0,
+      "distribution": {"bins": 1024, "scale": "log"}}  # fmt: skip
+HAAR = {**HH, "mechanism": "haar"}
 WARM, TIMED, COLD_RUNS = 100_000, 200_000, 5
 
 
@@ -78,6 +84,7 @@ def _serve(definition: dict[str, Any]) -> ThreadingHTTPServer:
 
 
 def main() -> None:
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
     print(f"load average at the start {os.getloadavg()[0]:.2f}")
     build = _build()
     java = subprocess.run(
@@ -85,8 +92,18 @@ def main() -> None:
     ).stderr
     print(java.splitlines()[0])
     print(f"jar: {build.JAR.stat().st_size:,} B ({build.JAR.name})")
-    specs = {"bench.oue": OUE, "bench.grr": GRR, "bench.string": STRING}
-    defs = {name: wire.parse_spec(name, spec) for name, spec in specs.items()}
+    specs = {
+        "bench.oue": OUE,
+        "bench.grr": GRR,
+        "bench.string": STRING,
+        "bench.hh": HH,
+        "bench.haar": HAAR,
+    }
+    defs = {
+        name: wire.parse_spec(name, spec)
+        for name, spec in specs.items()
+        if only is None or name in only
+    }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         (folder / "defs.json").write_text(json.dumps([d.to_dict() for d in defs.values()]))
@@ -114,6 +131,8 @@ def main() -> None:
             "bench.oue": [0, 17, 1023],
             "bench.grr": ["g0", "g1", "g2"],
             "bench.string": ["café au lait", "ldp", "search term"],
+            "bench.hh": [17.0, 1023.0, 42000.0],
+            "bench.haar": [17.0, 1023.0, 42000.0],
         }
         for name, definition in defs.items():
             n = 5000
@@ -122,6 +141,9 @@ def main() -> None:
                 wire.build_report(definition, values[name][i % 3])
             took = (time.perf_counter() - t0) / n * 1e6
             print(f"yardstick: Python build_report {name}: {took:.1f} µs")
+        if only is not None:  # --only a,b: report() alone, no cold start
+            print(f"load average at the end {os.getloadavg()[0]:.2f}")
+            return
         server = _serve(defs["bench.grr"].to_dict())
         url = f"http://127.0.0.1:{server.server_address[1]}"
         made, first, wall = [], [], []

@@ -30,11 +30,16 @@ Payloads = Callable[[MetricDefinition, random.Random, int], list[dict[str, Any]]
 
 
 def run_drains(
-    metrics: list[tuple[str, dict[str, Any]]], prefix: str, reports: int, payloads: Payloads
+    metrics: list[tuple[str, dict[str, Any]]],
+    prefix: str,
+    reports: int,
+    payloads: Payloads,
+    workers: int = 1,
 ) -> list[dict[str, Any]]:
     """Create each ``(label, spec)`` as ``{prefix}.{i}``, append ``reports`` payloads
     (round-robin over a pool of :data:`~bench_aggregator.POOL` from ``payloads``), drain
-    it and print its row; returns the rows (metric, reports, seconds, redis_us, worker_us).
+    it with ``workers`` burst-mode workers at once and print its row; returns the rows
+    (metric, reports, seconds, redis_us, worker_us: the workers' CPU summed).
 
     Every report must be counted (and, with dimensions, the segments must add up).
     """
@@ -49,7 +54,7 @@ def run_drains(
             client = redis.Redis.from_url(server.url)
             loader = client.register_script(_LOADER)
             before = _children_cpu()
-            drain(server.url, 1, None)  # nothing to drain: the worker's start-up alone
+            drain(server.url, workers, None)  # nothing to drain: the workers' start-up alone
             startup = _children_cpu() - before
             print(f"worker start-up (subtracted below): {startup:.2f} s CPU")
             for i, (label, spec) in enumerate(metrics):
@@ -64,7 +69,7 @@ def run_drains(
                     stop = min(reports, start + LOAD_CHUNK)
                     loader(keys=[stream], args=[pool[j % POOL] for j in range(start, stop)])
                 redis0, workers0 = _redis_cpu(client), _children_cpu()
-                elapsed = drain(server.url, 1, None)
+                elapsed = drain(server.url, workers, None)
                 redis_cpu = _redis_cpu(client) - redis0
                 worker_cpu = _children_cpu() - workers0 - startup
                 n = (read_numeric if definition.kind == "numeric" else read_counts)(

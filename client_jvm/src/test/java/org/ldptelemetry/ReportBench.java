@@ -44,6 +44,8 @@ public final class ReportBench {
       Object[] values =
           kind.equals("string")
               ? new Object[] {"café au lait", "ldp", "search term"}
+              : kind.equals("distribution")
+              ? new Object[] {17.0, 1023.0, 42000.0}
               : d.get("domain") != null && ((List<?>) d.get("domain")).size() > 100 ? new Object[] {0, 17, 1023} : new Object[] {0, 1, 2};
       ClientOptions.Builder options =
           ClientOptions.builder().transport(transport).flushAt(Integer.MAX_VALUE).flushIntervalMillis(Long.MAX_VALUE / 4).maxQueue(Integer.MAX_VALUE).maxQueueBytes(Long.MAX_VALUE);
