@@ -51,24 +51,27 @@ import argparse
 import math
 import os
 import random
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from aggregator.stats.distribution import estimate_distribution
-from aggregator.stats.distribution_codec import HistogramCodec
+from aggregator.stats.distribution_codec import HaarCodec, HistogramCodec
 from aggregator.stats.distribution_haar import (
     estimate_haar,
     sample_haar_counters,
 )
 from client_sdk.mechanisms.distribution import (
     HierarchicalHistogram,
-    bin_of,
     choose_distribution,
 )
 from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.wire import build_report, parse_spec
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SHAPES = ("uniform", "normal", "lognormal", "point", "bimodal")
 
@@ -336,16 +339,32 @@ def cost(quick: bool) -> None:
         f"  yardstick: a numeric (mean) report, same run: "
         f"{(time.perf_counter() - start) / count * 1e6:.0f} µs"
     )
-    haar = HaarHRR(1.0, 1024, "log")
-    leaves = [bin_of(v, 1, 60000, 1024, "log") for v in vals]
+    haar_d = parse_spec("page.load_ms", {**spec, "mechanism": "haar"})
     start = time.perf_counter()
-    for leaf in leaves:
-        haar.perturb(leaf)
+    haar_reports = [build_report(haar_d, v) for v in vals]
     print(
-        f"  HaarHRR (Python, CSPRNG) perturb, 1,024 bins: "
-        f"{(time.perf_counter() - start) / count * 1e6:.0f} µs per report (the mechanism "
-        "alone, not wired into build_report)"
+        f"  HaarHRR (Python, CSPRNG) build_report, 1,024 log bins: "
+        f"{(time.perf_counter() - start) / count * 1e6:.0f} µs per report"
     )
+    haar_codec = HaarCodec(haar_d.histogram)
+    haar_payloads = [r["payload"] for r in haar_reports] * (10 if quick else 50)
+    start = time.perf_counter()
+    haar_codec.decode(haar_payloads)
+    print(
+        f"server decode, HaarHRR (parse + count, one process): "
+        f"{len(haar_payloads) / (time.perf_counter() - start):,.0f} reports/s"
+    )
+    gen = np.random.default_rng(5)
+    haar_counters = sample_haar_counters(haar_d.histogram, gen.integers(0, 1024, 1_000_000), gen)
+    for _ in range(1 if quick else 3):
+        est = estimate_haar(haar_d.histogram, haar_counters, haar_d.bin_edges())
+        wall, cpu = time.perf_counter(), time.process_time()
+        [est.quantile(p) for p in (0.5, 0.9, 0.95, 0.99)], est.bin_std_errors
+        print(
+            f"estimate, HaarHRR, 1,024 bins (n = 10⁶; fit, bin and CDF errors, band, "
+            f"quantiles): {time.perf_counter() - wall:.2f} s wall, "
+            f"{time.process_time() - cpu:.2f} s CPU {load()}"
+        )
     codec = HistogramCodec(d.histogram)
     payloads = [r["payload"] for r in reports] * (10 if quick else 50)
     start = time.perf_counter()
@@ -542,7 +561,17 @@ def main() -> None:
         "what",
         nargs="?",
         default="all",
-        choices=("coverage", "coverage-haar", "mse", "compare", "cost", "latency", "trend", "all"),
+        choices=(
+            "coverage",
+            "coverage-haar",
+            "mse",
+            "compare",
+            "cost",
+            "latency",
+            "trend",
+            "decode",
+            "all",
+        ),
     )
     parser.add_argument("--reps", type=int, default=40)
     parser.add_argument("--quick", action="store_true")
