@@ -48,7 +48,6 @@ from aggregator.alerts.rules import KINDS
 from aggregator.catalog.dictionary import render_body
 from aggregator.catalog.lint import lint
 from aggregator.catalog.registry_file import parse_registry
-from aggregator.query.answers import MAX_TREND_WINDOWS
 from aggregator.query.relayed import relayed_guarantee
 from aggregator.web.models import CURVE_MECHANISMS, OVERVIEW_PAGE
 from aggregator.web.status import (
@@ -385,7 +384,6 @@ def _distribution_page(definition: MetricDefinition, d: dict[str, Any], current:
         page=page,
         histogram=definition.histogram,
         current_version=current,
-        max_trend_windows=MAX_TREND_WINDOWS,
     )
 
 
