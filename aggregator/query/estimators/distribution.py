@@ -17,7 +17,7 @@ from aggregator.query.answers import (
     RangeAnswer,
 )
 from aggregator.query.estimators.base import Ask, CountsRead, Reader, answer_head
-from aggregator.query.window import read_counts, read_counts_many
+from aggregator.query.window import read_counts_many
 from aggregator.stats.codecs import Counts
 from aggregator.stats.distribution import (
     DEFAULT_QUANTILES,
