@@ -458,7 +458,12 @@ def _checked_counts(
     n = int(counts.n)
     if n < 0 or support.min() < 0 or support.max() > n:
         raise ValueError("support counts must lie in [0, n]")
-    names = tuple(str(x) for x in labels) if labels is not None else tuple(map(str, range(k)))
+    if labels is None:
+        names = tuple(map(str, range(k)))
+    elif isinstance(labels, tuple) and all(type(x) is str for x in labels):
+        names = labels  # a definition's domain: already labels (no copy per request)
+    else:
+        names = tuple(str(x) for x in labels)
     if len(names) != k:
         raise ValueError(f"need {k} labels, got {len(names)}")
     return n, support, names

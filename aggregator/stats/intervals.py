@@ -161,12 +161,23 @@ def _score(
     return (-qb - root) / (2.0 * qa), (-qb + root) / (2.0 * qa)
 
 
+_DISTINCT_FROM = 64
+"""Counts above which the incomplete beta functions are evaluated once per distinct count
+(elementwise, so the same numbers): fewer calls where k is large, no sort where it is
+small."""
+
+
 def _exact(
-    mechanism: Any, n: float, support: FloatArray, alpha: Any
+    mechanism: Any, n: float, support: FloatArray, alpha: Any, once: bool = False
 ) -> tuple[FloatArray, FloatArray]:
     """Clopper–Pearson on μ = C/n, mapped to f (n and C may be deflated: floats; α one
     for all, or one per value)."""
     betaincinv = scipy_special().betaincinv
+    if not once and np.size(support) > _DISTINCT_FROM and np.ndim(alpha) == 0 and np.ndim(n) == 0:
+        distinct, at = np.unique(support, return_inverse=True)
+        low, high = _exact(mechanism, n, distinct, alpha, once=True)
+        shape = np.shape(support)
+        return low[at].reshape(shape), high[at].reshape(shape)
     low_mu = np.where(
         support > 0, betaincinv(np.maximum(support, 1e-12), n - support + 1, alpha / 2), 0.0
     )
@@ -257,11 +268,18 @@ def score_zero_p(f: npt.ArrayLike, variance_at_zero: npt.ArrayLike) -> FloatArra
     return np.asarray(np.minimum(1.0, 2.0 * ndtr(-np.abs(f) / scale)), dtype=np.float64)
 
 
-def _binomial_tails(n: Any, support: Any, rate: Any) -> tuple[FloatArray, FloatArray]:
+def _binomial_tails(
+    n: Any, support: Any, rate: Any, once: bool = False
+) -> tuple[FloatArray, FloatArray]:
     """P(X ≥ C) and P(X ≤ C) for X ~ Bin(n, rate), n and C possibly deflated (floats),
-    through the regularized incomplete beta function as :func:`_exact` inverts it."""
+    through the regularized incomplete beta function as :func:`_exact` inverts it. Each
+    count's tails are computed once (a few hundred distinct counts where k is 65,536)."""
     betainc = scipy_special().betainc
     counts = np.asarray(support, dtype=np.float64)
+    if not once and counts.size > _DISTINCT_FROM and np.ndim(n) == 0 and np.ndim(rate) == 0:
+        distinct, at = np.unique(counts, return_inverse=True)
+        upper, lower = _binomial_tails(n, distinct, rate, once=True)
+        return upper[at].reshape(counts.shape), lower[at].reshape(counts.shape)
     upper = np.where(counts > 0, betainc(np.maximum(counts, 1e-12), n - counts + 1, rate), 1.0)
     lower = np.where(
         counts < n, 1.0 - betainc(counts + 1, np.maximum(n - counts, 1e-12), rate), 1.0

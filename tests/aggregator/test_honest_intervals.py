@@ -372,3 +372,27 @@ def test_memoized_zero_p_values_are_valid_in_the_tail(
     p = np.array([zero_p_values(m, n, [c], reports)[0] for c in per_device.sum(axis=1)])
     for t in (1e-2, 1e-3):
         assert (p <= t).mean() <= t + 3 * math.sqrt(t / runs), t
+
+
+def test_large_tables_evaluate_each_distinct_count_once_with_the_same_numbers() -> None:
+    """The incomplete beta functions run once per distinct count when k is large: the
+    numbers are those of the elementwise call (they are elementwise)."""
+    import numpy as np
+
+    from aggregator.stats.intervals import _binomial_tails, _exact
+    from client_sdk.mechanisms.rr import GeneralizedRR
+
+    mechanism = GeneralizedRR(epsilon=1.0, domain_size=1000)
+    support = np.random.default_rng(3).binomial(400, 0.05, size=1000).astype(np.float64)
+    for got, want in zip(
+        _exact(mechanism, 400.0, support, 0.05),
+        _exact(mechanism, 400.0, support, 0.05, once=True),
+        strict=True,
+    ):
+        assert np.array_equal(got, want)
+    for got, want in zip(
+        _binomial_tails(400.0, support, 0.1),
+        _binomial_tails(400.0, support, 0.1, once=True),
+        strict=True,
+    ):
+        assert np.array_equal(got, want)
