@@ -237,6 +237,41 @@ def split_segments(
     return plain, segments
 
 
+def segment_count_fields(
+    fields: Mapping[bytes, bytes],
+) -> tuple[dict[int, int], list[int], list[int], list[int]] | None:
+    """A frequency counts hash's segment fields in one pass: each segment's n, and the
+    (segment, value, count) of every ``C(value)`` field as three lists; the totals'
+    fields skipped. None when a segment's field is neither (the general reading,
+    :func:`split_segments` then :func:`parse_field`, says which)."""
+    head_mark, count_mark, n_field = (
+        SEGMENT_PREFIX.encode(),
+        f"{COUNT_PREFIX}:".encode(),
+        N.encode(),
+    )
+    sizes: dict[int, int] = {}
+    segs: list[int] = []
+    values: list[int] = []
+    counts: list[int] = []
+    try:
+        for name, raw in fields.items():
+            head, _, rest = name.partition(b":")
+            if head[:1] != head_mark or not head[1:].isdigit():
+                continue  # the totals' fields
+            if rest == n_field:
+                segment = int(head[1:])
+                sizes[segment] = sizes.get(segment, 0) + int(raw)
+            elif rest[:2] == count_mark and rest[2:].isdigit():
+                segs.append(int(head[1:]))
+                values.append(int(rest[2:]))
+                counts.append(int(raw))
+            else:
+                return None
+    except ValueError:
+        return None
+    return sizes, segs, values, counts
+
+
 def read_n(client: Any, counts_key: str) -> Any:
     """``HGET`` of a counts hash's ``n`` (on a client: the reply, bytes or None; on a
     pipeline: queued)."""

@@ -8,8 +8,11 @@ In full: ``docs/concepts/dimensions.md``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aggregator.query.answers import Estimates, MeanEstimate, SegmentEstimates, SegmentGroup
-from aggregator.query.estimators import Ask, Reader, estimate_window
+from aggregator.query.estimators import Ask, Reader, estimate_groups
+from aggregator.query.memo import remembered
 from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import read_segments
 from aggregator.stats.multiplicity import EACH, FDR
@@ -70,6 +73,17 @@ def _common_level(groups: list[SegmentGroup], mode: str, confidence: float) -> f
     return levels.pop() if levels else confidence if mode == EACH else None
 
 
+def _groups_key(
+    reader: Reader, definition: MetricDefinition, window: str, dimension: str, sizes: list[int]
+) -> tuple[Any, ...]:
+    """What a window's groups' counts are a function of: the metric version (and when it
+    was created: a version deleted and made again), the window and the reports counted in
+    each segment, read just before (a batch counted changes some segment's n in the same
+    transaction as its counts, which only grow)."""
+    created = reader.registry.created(definition.name, definition.version)
+    return ("segments", definition.name, definition.version, created, window, dimension, *sizes)
+
+
 def segment_estimates(
     reader: Reader,
     definition: MetricDefinition,
@@ -99,7 +113,10 @@ def segment_estimates(
     values = values_of(definition, dimension)
     if hidden is None or window not in hidden.sizes:  # read first: counts only grow, so a
         hidden = hidden_groups(reader.client, definition, minimum, [window])  # group shown
-    groups = group_by(definition, read_segments(reader.client, definition, window), dimension)
+    groups = remembered(
+        _groups_key(reader, definition, window, dimension, hidden.sizes[window]),
+        lambda: group_by(definition, read_segments(reader.client, definition, window), dimension),
+    )
     why = hidden.of(window, dimension)  # then holds at least the minimum in ``groups``
     rows = ask.rows
     if rows is not None and definition.kind != "numeric":
@@ -112,10 +129,18 @@ def segment_estimates(
         alarm_rate=ask.alarm_rate,
         rows=rows,
     )
+    shown = [value for value in values if value not in why]
+    bodies = dict(
+        zip(
+            shown,
+            estimate_groups(reader, definition, window, plain, [groups[v] for v in shown]),
+            strict=True,
+        )
+    )
     out = []
     for value in values:
         if value not in why:
-            body = estimate_window(reader, definition, window, plain, stats=groups[value])
+            body = bodies[value]
             assert isinstance(body, Estimates | MeanEstimate)  # no dimensions on the others
             out.append(SegmentGroup(value=value, shown=True, reason=None, estimates=body))
             continue

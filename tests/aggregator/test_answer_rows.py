@@ -149,3 +149,58 @@ def test_a_large_marginal_and_a_breakdown_share_the_default_budget(web: Any) -> 
     assert all(e["rest"]["values"] == 300 - ANSWER_ROWS // 2 for e in shown)
     every = get(web, "/v1/estimates/rows.groups?by=region&values=all")["groups"]
     assert all(len(g["estimates"]["estimates"]) == 300 for g in every if g["shown"])
+
+
+def test_default_rows_of_a_breakdown_and_a_marginal_are_those_of_the_full_table(
+    web: Any,
+) -> None:
+    groups = get(web, "/v1/estimates/rows.groups?by=region")["groups"]
+    every = get(web, "/v1/estimates/rows.groups?by=region&values=all")["groups"]
+    assert [g["value"] for g in groups] == [g["value"] for g in every]
+    for part, full in zip(groups, every, strict=True):
+        if not part["shown"]:
+            continue
+        ranked = sorted(full["estimates"]["estimates"], key=lambda r: -r["frequency"])
+        assert part["estimates"]["estimates"] == ranked[: ANSWER_ROWS // 2]
+        head = {k: v for k, v in part["estimates"].items() if k not in ("estimates", "rest")}
+        assert head == {
+            k: v for k, v in full["estimates"].items() if k not in ("estimates", "rest", "shown")
+        } | {"shown": "top"}
+    marginal = get(web, "/v1/estimates/rows.joint?marginal=x,y")["marginals"][0]
+    cells = get(web, "/v1/estimates/rows.joint?marginal=x,y&values=all")["marginals"][0]["cells"]
+    assert marginal["cells"] == sorted(cells, key=lambda c: -c["frequency"])[:ANSWER_ROWS]
+
+
+def test_statistics_are_kept_until_the_counts_change(
+    redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read of counts already estimated reuses their statistics (the same answer,
+    nothing recomputed); a batch counted since is estimated afresh."""
+    import aggregator.query.estimators.frequency as frequency
+
+    calls = []
+    real = frequency.estimate_from_counts
+    monkeypatch.setattr(
+        frequency, "estimate_from_counts", lambda *a, **k: calls.append(1) or real(*a, **k)
+    )
+    redis_server.client().flushall()
+    registry = Registry(redis_server.client())
+    registry.put("rows.kept", {"domain": ["a", "b", "c"], "epsilon": 1.0})
+    definition = registry.get("rows.kept")
+    assert definition is not None
+    app = create_server_app({"REDIS_URL": redis_server.url, "TESTING": True})
+    client = app.test_client()
+    rng = random.Random(7)
+
+    def send(count: int) -> None:
+        reports = [build_report(definition, rng.choice("abc"), rng=rng) for _ in range(count)]
+        assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
+        Worker(redis_server.client(), handle_signals=False).run(once=True)
+
+    send(200)
+    first = get(client, "/v1/estimates/rows.kept")
+    assert get(client, "/v1/estimates/rows.kept") == first
+    assert len(calls) == 1
+    send(50)
+    later = get(client, "/v1/estimates/rows.kept")
+    assert len(calls) == 2 and later["n"] == 250

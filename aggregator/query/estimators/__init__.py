@@ -57,6 +57,7 @@ __all__ = [
     "PramEstimator",
     "Reader",
     "StringEstimator",
+    "estimate_groups",
     "estimate_window",
     "estimator_for",
     "shuffled_epsilon",
@@ -120,6 +121,18 @@ def estimate_window(
     found = _estimate(reader, definition, window, ask, stats)
     waiting = relayed_waiting(reader.client, definition)  # not in any window yet
     return found if waiting is None else found.model_copy(update={"relayed_waiting": waiting})
+
+
+def estimate_groups(
+    reader: Reader, definition: MetricDefinition, window: str, ask: Ask, stats: list[Any]
+) -> list[Answer]:
+    """:func:`estimate_window` of each of a breakdown's groups from its counts, the
+    metric's relayed reports (the same for every group) read once."""
+    found = [_estimate(reader, definition, window, ask, part) for part in stats]
+    waiting = relayed_waiting(reader.client, definition)
+    if waiting is None:
+        return found
+    return [one.model_copy(update={"relayed_waiting": waiting}) for one in found]
 
 
 def _estimate(

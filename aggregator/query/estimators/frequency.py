@@ -34,6 +34,7 @@ from aggregator.query.estimators.base import (
     intervals_note,
     shuffled_epsilon,
 )
+from aggregator.query.memo import counts_key, remembered
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import Alarm
@@ -69,15 +70,30 @@ class FrequencyEstimator(CountsRead):
         device they assume, the shuffled view's ε and (``ask.with_alarms``) its alarms (of
         the newest hour and day for ``all``)."""
         per_device = _per_device(reader, definition, window)
-        est = estimate_from_counts(
-            definition.oracle,
-            stats,
-            confidence=ask.confidence,
-            labels=definition.domain,
-            reports_per_device=per_device.bound,
-            estimand=ask.estimand,
-            multiplicity=ask.mode,
+        key = counts_key(
+            definition,
+            stats.n,
+            stats.support,
+            type(self).__name__,
+            ask.confidence,
+            ask.estimand,
+            ask.mode,
+            per_device.bound,
         )
+
+        def compute() -> tuple[FrequencyEstimate, ZeroRead]:
+            est = estimate_from_counts(
+                definition.oracle,
+                stats,
+                confidence=ask.confidence,
+                labels=definition.domain,
+                reports_per_device=per_device.bound,
+                estimand=ask.estimand,
+                multiplicity=ask.mode,
+            )
+            return est, self.sequence_read(est)
+
+        est, cs = remembered(key, compute)
         found: list[Alarm] = []
         baseline = None
         if ask.with_alarms:
@@ -90,7 +106,6 @@ class FrequencyEstimator(CountsRead):
                 baseline = baseline_of(definition, est.n, reports)
         m = definition.mechanism
         zero = est.indistinguishable_from_zero()
-        cs = self.sequence_read(est)
         p_values = (
             np.asarray(est.p_values, dtype=float)
             if est.p_values is not None

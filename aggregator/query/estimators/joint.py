@@ -20,6 +20,7 @@ from aggregator.query.estimators.base import (
     CountsRead,
     Reader,
 )
+from aggregator.query.memo import counts_key, remembered
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import json_float
@@ -93,28 +94,43 @@ class JointEstimator(CountsRead):
     ) -> JointEstimates:
         """The marginals of the window."""
         m = definition.joint
-        tables = consistent_tables(m, stats.support) if stats.n else None
         wanted = [list(a) for a in ask.marginals] or [
             [a] for a in range(len(definition.attributes))
         ]
         cells = sum(math.prod(m.sizes[a] for a in attrs) for attrs in wanted)
         rows = (ask.rows or Rows(every=True)).resolve(cells, len(wanted))
-        out = []
-        for attrs in wanted:
-            est, seq = (
-                estimate_marginal(
-                    m,
-                    stats.support,
-                    attrs,
-                    ask.confidence,
-                    anytime=anytime,
-                    tables=tables,
-                    estimand=ask.estimand,
-                    multiplicity=ask.mode,
+
+        def compute() -> list[tuple[MarginalEstimate, ...]]:
+            tables = consistent_tables(m, stats.support) if stats.n else None
+            return [
+                tuple(
+                    estimate_marginal(
+                        m,
+                        stats.support,
+                        attrs,
+                        ask.confidence,
+                        anytime=anytime,
+                        tables=tables,
+                        estimand=ask.estimand,
+                        multiplicity=ask.mode,
+                    )
+                    for anytime in (False, True)
                 )
-                for anytime in (False, True)
-            )
-            out.append(_joint_marginal(definition, est, seq, rows))
+                for attrs in wanted
+            ]
+
+        marginal = tuple(tuple(attrs) for attrs in wanted)
+        key = counts_key(
+            definition,
+            stats.n,
+            stats.support,
+            "joint",
+            marginal,
+            ask.confidence,
+            ask.estimand,
+            ask.mode,
+        )
+        out = [_joint_marginal(definition, est, seq, rows) for est, seq in remembered(key, compute)]
         return JointEstimates(
             metric=definition.name,
             version=definition.version,
