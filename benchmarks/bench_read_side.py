@@ -32,12 +32,16 @@ HTTP, and the aggregator drains them. Then:
   the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
   default answer, the column form, ``?values=`` of two), medians of ``--repeat``.
 
-The machine is shared: the load average is printed at each step.
+The machine is shared: the load average is printed at each step, and each answer's
+server CPU time (the web processes' CPU from ``/proc``, 10 ms ticks), since wall time
+under load cannot show what a request costs; ``first_*`` is the run's first read of an
+answer (nothing kept yet).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
 import os
@@ -112,6 +116,62 @@ def fetch(url: str, path: str) -> tuple[int, int, float]:
         conn.close()
 
 
+WEB_PIDS: list[int] = []
+"""The served tree's web processes (the ingest workers that forward and the read service's
+workers: every process of ``ldp serve`` but the aggregators and Redis), for the server
+CPU time a request costs (the machine is loaded: wall time alone cannot show it)."""
+
+
+def web_pids(root: int) -> list[int]:
+    """``root``'s descendants that serve HTTP (not an aggregator, not redis-server)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rpartition(")")[2].split()
+            line = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if " aggregate " not in line and "redis-server" not in line:
+            children.setdefault(int(stat[1]), []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return found
+
+
+def web_cpu() -> float:
+    """CPU seconds the web processes have used (user + system), those alive."""
+    total = 0.0
+    for pid in WEB_PIDS:
+        try:
+            total += cpu_seconds(pid)
+        except (OSError, IndexError):
+            continue
+    return total
+
+
+def timed(url: str, path: str, repeat: int) -> dict[str, Any]:
+    """Status, bytes, median wall ms and median server CPU ms of ``repeat`` GETs."""
+    runs, cpus = [], []
+    for _ in range(repeat):
+        before = web_cpu()
+        runs.append(fetch(url, path))
+        cpus.append(web_cpu() - before)
+    return {
+        "status": runs[0][0],
+        "bytes": runs[0][1],
+        "median_ms": 1000 * statistics.median(r[2] for r in runs),
+        "server_cpu_ms": 1000 * statistics.median(cpus),
+        "first_ms": 1000 * runs[0][2],  # the first read of these counts: nothing kept yet
+        "first_server_cpu_ms": 1000 * cpus[0],
+        "load": load(),
+    }
+
+
 EXTRA_ENV: dict[str, str] = {}
 """More environment for ``ldp serve`` (the trends' retention)."""
 
@@ -178,6 +238,7 @@ def populate(url: str, n: int) -> None:
 def run_tree(tree: Path, work: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-read-side-") as tmp:
         process, url = serve(tree, Path(tmp) / "data")
+        WEB_PIDS[:] = web_pids(process.pid)
         try:
             return work(url, Path(tmp) / "data")
         finally:
@@ -217,7 +278,9 @@ def isolation(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         for t in threads:
             t.start()
         time.sleep(2.0 if heavy else 0.0)  # the heavy reads under way
-        times = []
+        times: list[float] = []
+        cpus: list[float] = []
+        last = web_cpu()
         statuses: dict[int, int] = {}
         until = time.monotonic() + args.probe_seconds
         for _ in range(args.probes):
@@ -226,6 +289,10 @@ def isolation(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
             status, _, took = fetch(url, f"/v1/estimates/{SMALL[0]}")
             statuses[status] = statuses.get(status, 0) + 1
             times.append(took)
+            if not heavy:  # alone, the web processes' CPU is the probe's
+                cpu = web_cpu()
+                cpus.append(cpu - last)
+                last = cpu
             time.sleep(0.05)
         stop.set()
         for t in threads:
@@ -233,6 +300,7 @@ def isolation(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         out[f"heavy={heavy}"] = {
             **percentiles(times),
             "probes": len(times),
+            "server_cpu_ms_p50": 1000 * statistics.median(cpus) if cpus else None,
             "probe_status": statuses,
             "heavy_status": got,
             "load": load(),
@@ -261,13 +329,7 @@ def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
             if query and args.old:
                 continue  # the old code has neither
             full = path + (("&" if "?" in path else "?") + query if query else "")
-            runs = [fetch(url, full) for _ in range(args.repeat)]
-            row = {
-                "status": runs[0][0],
-                "bytes": runs[0][1],
-                "median_ms": 1000 * statistics.median(r[2] for r in runs),
-                "load": load(),
-            }
+            row = timed(url, full, args.repeat)
             out[f"{label} {variant}"] = row
             print(f"  {label} {variant}: {row}", flush=True)
     return out
@@ -297,7 +359,7 @@ def main() -> None:
     for label, tree in trees:
         print(f"{label} ({tree}), load {load()}", flush=True)
         args.old = label == "before"
-        results[label] = run_tree(tree, lambda url, data, a=args: work(a, url, data))
+        results[label] = run_tree(tree, functools.partial(work, args))
     print(json.dumps(results, indent=1))
 
 
@@ -424,18 +486,12 @@ def trends(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
             ("day", "?granularity=day"),
             ("day columns", "?granularity=day&format=columns"),
         ):
-            runs = [fetch(url, base + query) for _ in range(args.repeat)]
+            row = timed(url, base + query, args.repeat)
             windows = None
-            if runs[0][0] == 200:
+            if row["status"] == 200:
                 body = json.loads(urllib.request.urlopen(url + base + query, timeout=600).read())
                 windows = len(body["windows"]) or len((body.get("columns") or {}).get("window", []))
-            out[f"k={k} {label}"] = {
-                "status": runs[0][0],
-                "windows": windows,
-                "kB": runs[0][1] / 1000,
-                "median_ms": 1000 * statistics.median(r[2] for r in runs),
-                "load": load(),
-            }
+            out[f"k={k} {label}"] = {**row, "windows": windows, "kB": row.pop("bytes") / 1000}
             print(f"  k={k} {label}: {out[f'k={k} {label}']}", flush=True)
     return out
 
