@@ -1,8 +1,8 @@
 """String metrics: discovery quality, interval coverage and cost (a benchmark, not a test).
 
     PYTHONPATH=. python benchmarks/bench_strings.py [--quick]
-        [--section quality|coverage|cost|papers|memory|planning|languages]
-        [--rows 4:1e6,8:1e5] [--runs 10]
+        [--section quality|coverage|cost|papers|memory|planning|languages|lengths]
+        [--rows 4:1e6,8:1e5] [--runs 10] [--lengths 16,32,64] [--before TREE]
 
 quality: precision and recall of the top 20 and top 100 found against the truth, for
 n ∈ {10⁵, 10⁶, 10⁷}, ε ∈ {1, 2, 4, 8}, a synthetic vocabulary of 10⁵ words of 3–16
@@ -34,6 +34,14 @@ absent) and how many of those a device could not send, the share of selection-ad
 plain f̂ ± 1.96σ and for the true top 50 asked for by name. Not in the default run
 (~100 discoveries, 5–10 minutes at load 5): ``--section languages``.
 
+lengths: discovery's seconds and memory per max_length (16, 32, 64 at n = 10⁶, ε = 4,
+Zipf 1.1 over 10⁵ words of 3..max_length bytes), each length in a fresh process: the
+median of ``--repeat`` discoveries, the process's RSS before discovery and its peak
+after, tracemalloc's peak during one discovery, and a digest of what was found (values,
+estimates, variances, p-values, truncations, σ₀, values tested), so that two trees can be
+compared on identical counts. ``--before TREE`` runs the same children against another
+checkout (``git worktree add --detach /tmp/old main``), alternating with this one.
+
 cost: the SDK's perturb (CSPRNG) µs per report, bytes on the wire, the codec's count
 rate, discovery seconds per window and Redis bytes per window. The firehose's drain rate
 through real workers is measured by ``python -m loadtests.firehose --mechanism string``.
@@ -42,9 +50,12 @@ through real workers is measured by ``python -m loadtests.firehose --mechanism s
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import resource
 import time
+import tracemalloc
 import unicodedata
 from dataclasses import dataclass
 
@@ -52,7 +63,7 @@ import numpy as np
 
 from aggregator.analysis.string_simulation import score, simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary, word_list, zipf_shares
-from aggregator.stats.discovery import detection_threshold, discover
+from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.kinds import codec_for
 from aggregator.stats.strings import SketchEstimator
 from client_sdk.mechanisms.strings import StringSketch
@@ -398,19 +409,124 @@ def planning(points: list[tuple[float, int, float, int]]) -> None:
         )
 
 
+LENGTH_USERS = 1_000_000
+"""Reports of the lengths section's window."""
+
+
+def _rss_mib() -> float:
+    """The process's resident set now (Linux ``/proc``), MiB."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _digest(found: Discovery) -> str:
+    """A digest of everything a discovery reports (bit for bit)."""
+    h = hashlib.sha256()
+    h.update(b"".join(found.values))
+    for a in (found.frequency, found.variance, found.null_variance, found.p_values):
+        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
+    h.update(np.ascontiguousarray(found.truncation, dtype=np.float64).tobytes())
+    h.update(f"{found.null_std!r} {found.tested} {found.alpha!r}".encode())
+    return h.hexdigest()[:16]
+
+
+def length_child(length: int, repeat: int) -> None:
+    """One length in this process (``--child``): a JSON line of time, memory and digest."""
+    from aggregator.stats.lazy import scipy_stats
+
+    scipy_stats()  # the first discovery of a process imports scipy.stats: not its cost
+    sketch = StringSketch(epsilon=4.0, max_length=length, salt="b1")
+    vocab = synthetic_vocabulary(VOCABULARY, length, seed=1)
+    gen = np.random.default_rng(length)
+    counts, _ = simulate_counts(sketch, vocab, zipf_shares(VOCABULARY, 1.1), LENGTH_USERS, gen)
+    est = SketchEstimator(codec_for(sketch), counts)
+    del vocab
+    rss_before = _rss_mib()
+    took, cpu = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        found = discover(SketchEstimator(codec_for(sketch), counts))
+        took.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    tracemalloc.start()
+    discover(est)
+    traced = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    out = {
+        "length": length,
+        "seconds": float(np.median(took)),
+        "runs": [round(x, 2) for x in took],
+        "cpu": float(np.median(cpu)),
+        "rss_before": rss_before,
+        "peak_rss": peak_rss,
+        "traced_peak": traced,
+        "found": len(found.values),
+        "tested": found.tested,
+        "digest": _digest(found),
+        "load": os.getloadavg()[0],
+    }
+    print(json.dumps(out), flush=True)
+
+
+def lengths(sizes: list[int], repeat: int, before: str | None) -> None:
+    """Discovery's cost per max_length, each in a fresh process (see the module's docstring),
+    for this tree and optionally ``before``, alternating."""
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [("after", here)] if before is None else [("before", before), ("after", here)]
+    print(f"\n## Discovery per max_length (n = {LENGTH_USERS:.0e}, ε = 4, Zipf 1.1)")
+    print(
+        "| tree | max_length | s (median) | runs | CPU s | RSS before → peak (MiB) "
+        "| traced peak (MiB) | found / tested | digest | load (1 min) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for length in sizes:
+        for label, tree in trees:
+            env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
+            script = os.path.abspath(__file__)
+            args = [sys.executable, script, "--child", str(length), "--repeat", str(repeat)]
+            run = subprocess.run(args, env=env, cwd="/", capture_output=True, text=True, check=True)
+            r = json.loads(run.stdout.strip().splitlines()[-1])
+            print(
+                f"| {label} | {length} | {r['seconds']:.2f} | {r['runs']} | {r['cpu']:.2f} | "
+                f"{r['rss_before']:.0f} → {r['peak_rss']:.0f} | {r['traced_peak']:.0f} | "
+                f"{r['found']} / {r['tested']} | {r['digest']} | {r['load']:.2f} |",
+                flush=True,
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument(
         "--section",
-        choices=["quality", "coverage", "cost", "papers", "memory", "planning", "languages"],
+        choices=[
+            "quality",
+            "coverage",
+            "cost",
+            "papers",
+            "memory",
+            "planning",
+            "languages",
+            "lengths",
+        ],
         action="append",
     )
     ap.add_argument(
         "--rows", help="coverage rows as eps:n,eps:n (default: the four of COVERAGE_ROWS)"
     )
     ap.add_argument("--runs", type=int, help="coverage populations per row (default 10)")
+    ap.add_argument("--lengths", default="16,32,64", help="max_lengths of the lengths section")
+    ap.add_argument("--repeat", type=int, default=3, help="discoveries per length (median)")
+    ap.add_argument("--before", help="another checkout to run the lengths section against")
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.child:
+        length_child(args.child, args.repeat)
+        return
     sections = args.section or ["cost", "quality", "coverage"]
     print(load())
     if "cost" in sections:
@@ -436,6 +552,8 @@ def main() -> None:
         memory([10_000, 100_000, 1_000_000] if not args.quick else [10_000, 100_000])
     if "papers" in sections:
         papers(PAPER_SETTINGS[:1] if args.quick else PAPER_SETTINGS)
+    if "lengths" in sections:
+        lengths([int(x) for x in args.lengths.split(",")], args.repeat, args.before)
     print(load())
 
 

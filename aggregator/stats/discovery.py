@@ -338,8 +338,7 @@ def _test(
     order = np.argsort(-got.frequency, kind="stable")
     idx = idx[order]
     last = strong[-1] if len(strong) == m.levels else None  # what is known at full length
-    scale = null_scale(est, strong)
-    null = np.array([est.typical_null_variance(m.levels - 1, last)]) * scale[m.levels] ** 2
+    null = est.typical_null_variance(m.levels - 1, last) * null_scale(est, strong) ** 2
     return Discovery(
         values=as_padded(complete[idx]),
         frequency=got.frequency[order],
@@ -347,7 +346,7 @@ def _test(
         null_variance=got.null_variance[order],
         p_values=pvals[idx],
         tested=len(complete),
-        null_std=float(np.sqrt(null[0])),
+        null_std=float(np.sqrt(null)),
         alpha=alpha,
         truncation=truncation[order],
         known=strong,
@@ -410,17 +409,17 @@ class SaltNull:
     """Pr[T ≥ observed] for an absent value (1 where nothing could be computed)."""
     first: np.ndarray
     """The first level of each value (its null sums that level and those after it)."""
-    survival: dict[int, tuple[float, float, np.ndarray]] = field(repr=False)
-    """Per first level: (low, step, Pr[Σ ≥ low + k·step] for k = 0, 1, …)."""
+    survival: dict[int, tuple[float, float, int, np.ndarray]] = field(repr=False)
+    """Per first level: (low, step, start, Pr[Σ ≥ low + (start + k)·step] for k = 0, 1, …)."""
 
     def margin(self, p: float) -> np.ndarray:
         """Per value, how far its frequency could fall before its p-value rose above p,
         in frequency units ((T − t_p)/slope; NaN where no null was computed): the
         selection event {f̂ ≥ f̂ − margin} of a value Benjamini–Hochberg cut at p."""
         out = np.full(len(self.statistic), np.nan)
-        for level, (low, step, survival) in self.survival.items():
+        for level, (low, step, start, survival) in self.survival.items():
             here = np.flatnonzero(self.first == level)
-            k = int(np.argmax(survival <= p))  # the last entry is 0, so one exists
+            k = start + int(np.argmax(survival <= p))  # the last entry is 0, so one exists
             with np.errstate(divide="ignore", invalid="ignore"):
                 out[here] = (self.statistic[here] - (low + k * step)) / self.slope[here]
         return out
@@ -508,7 +507,10 @@ def salt_null(
     # (at a few dozen reports a level can hold 10⁻³⁰⁰ of it) would ask for a grid of 10³⁰⁰
     # points; on the coarser grid its cells' mass is still split so that its mean is kept.
     step = min(x for x in spread if x >= max(spread) * NEGLIGIBLE_SPREAD) / NULL_BINS_PER_SD
-    dist, low = np.ones(1), 0.0  # Pr[Σ = low + k·step], the sum over levels level..L−1
+    # Pr[Σ = low + (start + k)·step], the sum over levels level..L−1, kept only where
+    # Hoeffding's bound leaves more than NULL_TAIL of its mass outside (:data:`NULL_TAIL`).
+    dist, low, start = np.ones(1), 0.0, 0
+    centre, square_ranges = 0.0, 0.0  # E[Σ] and Σ of the rows' squared ranges, in steps
     for level in range(L - 1, -1, -1):
         table = atoms[level][1]
         floor = table.min(axis=1, keepdims=True)
@@ -524,16 +526,39 @@ def salt_null(
         row_index = np.broadcast_to(np.arange(m.rows)[:, None], below.shape)
         np.add.at(hist, (row_index, below), (1.0 - above) / m.cells)
         np.add.at(hist, (row_index, below + 1), above / m.cells)
-        dist = _convolve([dist, _convolve(list(hist))])
+        dist = _convolve([dist, _row_sum(hist)])
         low += float(floor.sum())
+        centre += float(position.mean(axis=1).sum())
+        square_ranges += float(((below.max(axis=1) + 1.0) ** 2).sum())
+        reach = np.sqrt(square_ranges * np.log(1 / NULL_TAIL) / 2)
+        first_kept = max(start, int(np.floor(centre - reach)))
+        end = min(start + len(dist), int(np.ceil(centre + reach)) + 1)
+        dist, start = dist[first_kept - start : end - start], first_kept
         here = np.flatnonzero(first == level)
         if len(here):
-            survival = np.append(np.cumsum(dist[::-1])[::-1], 0.0)  # Pr[Σ ≥ low + k·step]
+            # Pr[Σ ≥ low + (start + k)·step]
+            survival = np.append(np.cumsum(dist[::-1])[::-1], 0.0)
             # the grid point at or below T: Pr[Σ ≥ it] ≥ Pr[Σ ≥ T] (conservative by < 1 step)
-            k = np.clip(np.floor((observed[here] - low) / step), 0, len(dist))
+            k = np.clip(np.floor((observed[here] - low) / step) - start, 0, len(dist))
             out.p_values[here] = np.minimum(survival[k.astype(np.int64)], 1.0)
-            out.survival[level] = (low, step, survival)
+            out.survival[level] = (low, step, start, survival)
     return out
+
+
+def _row_sum(hist: np.ndarray) -> np.ndarray:
+    """The distribution of the sum of the rows of ``hist`` (independent grid variables,
+    each a probability vector from 0), convolved pairwise: each FFT is only as long as
+    the partial sum it makes, log₂(rows) rounds in all."""
+    parts = hist
+    while len(parts) > 1:
+        if len(parts) % 2:  # the point mass at 0 leaves a sum unchanged
+            parts = np.vstack([parts, np.eye(1, parts.shape[1])])
+        size = 2 * parts.shape[1] - 1
+        fft = 1 << (size - 1).bit_length()
+        spectra = np.fft.rfft(parts, fft, axis=1)
+        parts = np.fft.irfft(spectra[0::2] * spectra[1::2], fft, axis=1)[:, :size]
+        parts = np.clip(parts, 0.0, None)
+    return np.asarray(parts[0])
 
 
 def _convolve(parts: list[np.ndarray]) -> np.ndarray:
@@ -551,6 +576,14 @@ NEGLIGIBLE_SPREAD = 1e-3
 """A level whose T spreads less than this share of the widest level's does not set the
 salt null's grid: its variance is below 10⁻⁶ of that level's, and the grid's rounding adds
 at most step²/4 a row, as for any level."""
+
+NULL_TAIL = 1e-16
+"""Mass of the salt null left out on each side, per level: the sum over levels ℓ..L−1 is
+a sum of independent rows, each within its range r (in grid steps), so by Hoeffding's
+inequality no more than this lies beyond √(Σr²·ln(1/NULL_TAIL)/2) of its mean, and the
+distribution is kept only within. Every p-value moves by at most 2L·NULL_TAIL (10⁻¹⁴ at
+L = 64), below the FFT's own rounding; the full support, L·h rows wide, made each level's
+convolution longer than the last, and the walk's cost grow as L²."""
 
 NULL_BINS_PER_SD = 64
 """Grid steps per standard deviation of one level's T in :func:`salt_null`: splitting a
@@ -574,12 +607,12 @@ def decoys(length: int, max_length: int, count: int, seed: int = 0) -> np.ndarra
     return out
 
 
-def null_scale(est: SketchEstimator, levels: list[Known]) -> np.ndarray:
-    """Per value length 0..L: how much wider the z-scores of absent values spread than the
-    model's σ₀ says (at least 1), measured on decoys (an empirical null, after Efron).
-    Only the detection threshold uses it: the RMS of the z-scores says nothing of the
-    tail the test needs (at n = 10⁷, ε = 8: RMS 1.00, 17× a normal's tail beyond 4),
-    which :func:`salt_null` takes exactly.
+def null_scale(est: SketchEstimator, levels: list[Known]) -> float:
+    """How much wider the z-scores of absent full-length values spread than the model's σ₀
+    says (at least 1), measured on decoys (an empirical null, after Efron). Only the
+    detection threshold uses it, and it quotes full-length values: the RMS of the
+    z-scores says nothing of the tail the test needs (at n = 10⁷, ε = 8: RMS 1.00, 17× a
+    normal's tail beyond 4), which :func:`salt_null` takes exactly.
 
     The model's σ₀ leaves out two things the decoys see: values heavier than their
     neighbours but not yet known, whose mass lands in a decoy's cell with probability 1/m
@@ -587,15 +620,11 @@ def null_scale(est: SketchEstimator, levels: list[Known]) -> np.ndarray:
     Zipf 1.1 at ε = 4, n = 10⁶ the decoys' z spread 1.03–1.09× wider.
     """
     L = est.m.levels
-    scale = np.ones(L + 1)
-    for length in range(1, L + 1):
-        found = estimate_values(est, decoys(length, L, DECOYS_PER_LENGTH), levels)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = found.frequency / np.sqrt(found.null_variance)
-        z = z[np.isfinite(z)]
-        if len(z):
-            scale[length] = max(1.0, float(np.sqrt(np.mean(z * z))))
-    return scale
+    found = estimate_values(est, decoys(L, L, DECOYS_PER_LENGTH), levels)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = found.frequency / np.sqrt(found.null_variance)
+    z = z[np.isfinite(z)]
+    return max(1.0, float(np.sqrt(np.mean(z * z)))) if len(z) else 1.0
 
 
 def detection_threshold(null_std: float, tested: int, alpha: float = 0.05) -> float:
