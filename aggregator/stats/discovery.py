@@ -145,12 +145,14 @@ def _accept(
     accepted: list[int] = []
     freqs: list[float] = []
     h, cell_count = m.rows, m.cells
+    flat = cells + rows * cell_count  # the cells as indices into a flattened (h, m) table
+    residual = known.residual.reshape(-1)  # a view: the subtractions below show through
     for _ in range(PASSES):
         # A pass re-reads every candidate against what is known so far (the heavy values'
         # collisions blur every estimate until they are subtracted), keeps those within a
         # σ of the threshold, and accepts from them greedily in rounds of 1, 2, 4, …
         live = np.flatnonzero(alive_all)
-        sums = known.residual[rows, cells[live]].sum(axis=1)
+        sums = np.take(residual, flat).sum(axis=1)[live]
         pool = live[est.scores(level, sums, known) >= keep_z - 1.0]
         pool_cells = cells[pool]
         raw_sum = est.cell_freq[level][rows, pool_cells].sum(axis=1)
@@ -219,25 +221,25 @@ def discover(
         ended = np.zeros((int(ends.sum()), L), dtype=np.uint8)
         ended[:, :level] = prefixes[ends]
         ended_phi = codec.extend(prefix_phi[ends], 0)
-        ext = np.hstack(
-            [np.repeat(prefixes, 255, axis=0), np.tile(byte_values, len(prefixes))[:, None]]
-        )
-        before = np.repeat(prefix_state, 255)
+        parent = np.repeat(np.arange(len(prefixes)), 255)
+        ext = np.hstack([prefixes[parent], np.tile(byte_values, len(prefixes))[:, None]])
+        before = prefix_state[parent]
         ext_state = advance(before, ext[:, -1])
         ok = ext_state != DEAD
         if level == L - 1:  # full-length values are complete: they end with a character
             ok &= ext_state == BOUNDARY
         finished = np.flatnonzero(ok & (ext_state == BOUNDARY) & (before != BOUNDARY))
         ok[finished] = complete_nfc(ext[finished])
-        ext, ext_state = ext[ok], ext_state[ok]
-        ext_phi = codec.extend(np.repeat(prefix_phi, 255, axis=0)[ok], ext[:, -1])
-        complete_phi = codec.extend(complete_phi, 0)
-        if level == L - 1:  # full-length values are complete too
-            ended, ended_phi = np.vstack([ended, ext]), np.vstack([ended_phi, ext_phi])
-            ext, ext_phi = ext[:0], ext_phi[:0]
+        ext, ext_state, parent = ext[ok], ext_state[ok], parent[ok]
+        ext_cells = codec.extension_cells(prefix_phi, parent, ext[:, -1], level)
+        complete_phi = np.vstack([codec.extend(complete_phi, 0), ended_phi])
         complete = np.vstack([complete, ended])
-        complete_phi = np.vstack([complete_phi, ended_phi])
-        cells = codec.cells(np.vstack([ext_phi, complete_phi]), level)
+        if level == L - 1:  # full-length values are complete too
+            complete = np.vstack([complete, ext])
+            cells = np.vstack([codec.cells(complete_phi, level), ext_cells])
+            ext, ext_cells = ext[:0], ext_cells[:0]
+        else:
+            cells = np.vstack([ext_cells, codec.cells(complete_phi, level)])
         accepted, freqs, sure, known, strong = _accept(
             est, level, cells, keep_z, beam + len(complete)
         )
@@ -252,7 +254,8 @@ def discover(
             }
         levels.append(known)
         strong_levels.append(strong)
-        prefixes, prefix_phi, prefix_state = ext[opened], ext_phi[opened], ext_state[opened]
+        prefixes, prefix_state = ext[opened], ext_state[opened]
+        prefix_phi = codec.extend(prefix_phi[parent[opened]], prefixes[:, -1])
     return _test(est, complete, strong_levels, alpha, complete_cells)
 
 
@@ -287,6 +290,7 @@ def _at_levels(
     L = m.levels
     first = np.minimum(value_lengths(values), L - 1)
     phi = np.zeros((len(values), m.rows), dtype=np.int64)
+    where: dict[bytes, list[int]] | None = None  # each value's positions, when first needed
     for level in range(L):
         idx = np.flatnonzero(first <= level)
         if level_cells is None:
@@ -300,7 +304,14 @@ def _at_levels(
             cells = level_cells[level][: len(idx)]
         own = None
         if known is not None and known.accepted:
-            own = np.array([known.accepted.get(values[i].tobytes(), np.nan) for i in idx])
+            if where is None:
+                where = {}
+                for i, value in enumerate(values):
+                    where.setdefault(value.tobytes(), []).append(i)
+            own_all = np.full(len(values), np.nan)
+            for value, f in known.accepted.items():
+                own_all[where.get(value, [])] = f
+            own = own_all[idx]
         yield level, idx, cells, known, own
 
 
@@ -583,7 +594,7 @@ a sum of independent rows, each within its range r (in grid steps), so by Hoeffd
 inequality no more than this lies beyond √(Σr²·ln(1/NULL_TAIL)/2) of its mean, and the
 distribution is kept only within. Every p-value moves by at most 2L·NULL_TAIL (10⁻¹⁴ at
 L = 64), below the FFT's own rounding; the full support, L·h rows wide, made each level's
-convolution longer than the last, and the walk's cost grow as L²."""
+convolution longer than the last, and the null's cost grow as L²."""
 
 NULL_BINS_PER_SD = 64
 """Grid steps per standard deviation of one level's T in :func:`salt_null`: splitting a

@@ -97,6 +97,21 @@ class StringCodec(SupportCodec):
             b = b[:, None]
         return mod_p(phi * self._a[None, :] + b + 1)
 
+    def extension_cells(
+        self, phi: IntArray, parent: IntArray, byte: npt.NDArray[Any], level: int
+    ) -> IntArray:
+        """:meth:`cells` of prefixes ``parent`` (rows of ``phi``) extended by ``byte``,
+        without their φ: c·φ' + b ≡ c·(φ·a mod P) + (c·(byte + 1) + b) (mod P), the first
+        term per parent and the second per byte value, so each extension costs one
+        addition of two residues instead of two products and two reductions."""
+        c, b = self._c[level][None, :], self._b[level][None, :]
+        per_parent = mod_p(c * mod_p(phi * self._a[None, :]))
+        per_byte = mod_p(c * (np.arange(256, dtype=np.int64)[:, None] + 1) + b)
+        h = per_parent[parent] + per_byte[np.asarray(byte, dtype=np.int64)]
+        h -= HASH_PRIME * (h >= HASH_PRIME)
+        m = self.m.cells
+        return h & (m - 1) if m & (m - 1) == 0 else h % m
+
     def cells(self, phi: IntArray, level: int) -> IntArray:
         """H_{level,r}: the (N, h) cells of fingerprints at a level (0-based)."""
         c, b = self._c[level][None, :], self._b[level][None, :]
