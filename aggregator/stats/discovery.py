@@ -560,7 +560,7 @@ def _row_sum(hist: np.ndarray) -> np.ndarray:
     """The distribution of the sum of the rows of ``hist`` (independent grid variables,
     each a probability vector from 0), convolved pairwise: each FFT is only as long as
     the partial sum it makes, log₂(rows) rounds in all."""
-    parts = hist
+    parts, total = hist, len(hist) * (hist.shape[1] - 1) + 1
     while len(parts) > 1:
         if len(parts) % 2:  # the point mass at 0 leaves a sum unchanged
             parts = np.vstack([parts, np.eye(1, parts.shape[1])])
@@ -569,7 +569,7 @@ def _row_sum(hist: np.ndarray) -> np.ndarray:
         spectra = np.fft.rfft(parts, fft, axis=1)
         parts = np.fft.irfft(spectra[0::2] * spectra[1::2], fft, axis=1)[:, :size]
         parts = np.clip(parts, 0.0, None)
-    return np.asarray(parts[0])
+    return np.asarray(parts[0][:total])
 
 
 def _convolve(parts: list[np.ndarray]) -> np.ndarray:
