@@ -7,7 +7,9 @@ Every outcome of an upload is classified in one place, :func:`classify`:
 * ``retry`` — no answer (network error), 408, 429 and 5xx but 501: the batch stays
   queued and is retried after a capped exponential backoff with full jitter (1 s → 30 s,
   ×2) that honours ``Retry-After``; after every :data:`FAILURES_PER_RUN` failures in a
-  row the uploader pauses for :data:`RETRY_CAP` instead of spinning;
+  row the uploader pauses for :data:`RETRY_CAP` instead of spinning. A 503 that lists
+  ``retry`` positions (storage took the rest: a cluster shard down, say) keeps only those
+  queued; the rest is done as in a 2xx, and the backoff starts over;
 * ``drop``  — any other status: the batch will never be valid, it is dropped and
   counted (a 413 first halves the batch size, and drops only a single report).
 
@@ -38,6 +40,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from datetime import UTC
 from typing import Any, Literal
 
@@ -491,6 +494,13 @@ class Uploader:
             error = exc
         outcome = classify(None if response is None else response.status, error)
         if outcome == "retry":
+            later = _later(response, len(entries))
+            if later is not None and len(later) < len(entries):
+                # Storage took the rest of the batch: those leave the queue, and with
+                # progress made the backoff starts over (Retry-After still holds).
+                self._delivered(entries, response, later)
+                self._failures = 0
+                entries = [entries[i] for i in sorted(later)]
             return self._failed(entries, response, error)
         assert response is not None
         self._failures = 0
@@ -556,15 +566,20 @@ class Uploader:
         )
         return delay
 
-    def _delivered(self, entries: list[Entry], response: Response) -> None:
+    def _delivered(
+        self, entries: list[Entry], response: Response, later: AbstractSet[int] = frozenset()
+    ) -> None:
+        """A batch the collector answered: every report leaves the queue (those it
+        rejected dropped) but the positions of ``later``, which it did not store now."""
         answer = response.json()
         if not isinstance(answer, dict):
             answer = {}
         retired = _retired(answer)
-        rejected = _rejected(answer, len(entries))
-        delivered = len(entries) - len(rejected)
+        rejected = _rejected(answer, len(entries)) - later
+        delivered = len(entries) - len(rejected) - len(later)
         accepted, duplicates = answer.get("accepted"), answer.get("duplicates")
-        self._stats.add("batches")
+        if not later:
+            self._stats.add("batches")
         self._stats.add("sent", delivered)
         self._stats.add("accepted", accepted if type(accepted) is int else delivered)
         self._stats.add("duplicates", duplicates if type(duplicates) is int else 0)
@@ -573,7 +588,7 @@ class Uploader:
             detail = f"{len(rejected - gone)} of a batch of {len(entries)}"
             self._stats.drop("rejected", len(rejected - gone), detail)
             self._on_rejected(_metrics(entries[i] for i in rejected - gone))
-        self._queue.ack(e.key for e in entries)
+        self._queue.ack(e.key for i, e in enumerate(entries) if i not in later)
         self._retire(retired, len(gone))
 
     def _retire(self, retired: set[str], dropped: int) -> None:
@@ -583,16 +598,28 @@ class Uploader:
             self._on_retired(retired)
 
 
-def _rejected(answer: dict[str, Any], size: int) -> set[int]:
-    """The positions the collector's answer rejected in a batch of ``size`` reports (any
-    ``index`` that is not one of them is passed over)."""
+def _rejected(answer: dict[str, Any], size: int, field: str = "rejected") -> set[int]:
+    """The positions the collector's answer lists in ``field`` (``rejected``: refused
+    for good; ``retry``: not stored now) in a batch of ``size`` reports (any ``index``
+    that is not one of them is passed over)."""
     rejected: set[int] = set()
-    items = answer.get("rejected")
+    items = answer.get(field)
     for item in items if isinstance(items, list) else ():
         index = item.get("index") if isinstance(item, dict) else None
         if type(index) is int and 0 <= index < size:
             rejected.add(index)
     return rejected
+
+
+def _later(response: Response | None, size: int) -> set[int] | None:
+    """The positions a 503 asks to send again when it says storage took the others
+    (its ``retry`` list); None when it does not: the whole batch is to be sent again."""
+    if response is None or response.status != 503:
+        return None
+    answer = response.json()
+    if not isinstance(answer, dict) or not isinstance(answer.get("retry"), list):
+        return None
+    return _rejected(answer, size, "retry") or None
 
 
 def _metric(entry: Entry) -> str | None:

@@ -10,7 +10,7 @@ from collector import plain, quotas
 from collector.body import parse_json, read_body
 from collector.context import Services, services
 from collector.ingest import ingest, reports_of
-from collector.models import IngestError, IngestResult, ReportBatch
+from collector.models import IngestError, IngestRefusal, IngestResult, ReportBatch
 from collector.ohttp_gateway import OBLIVIOUS_ENVIRON_KEY
 from collector.ohttp_shuffle import relayed
 from ldp_api import projects
@@ -64,14 +64,22 @@ TOO_MANY = Reply(
         413: Reply("Too many reports, metric versions or bytes: split the batch.", Error),
         415: Reply("The body is not UTF-8 JSON.", Error),
         429: TOO_MANY,
-        503: UNAVAILABLE,
+        503: Reply(
+            "Storage could not take (all or some of) the batch now; retry after Retry-After "
+            "seconds. With retry, storage took the rest (a Redis Cluster shard down, a "
+            "stream's backlog full): send the listed positions alone; the other fields say "
+            "what became of the rest, as a 202's do. Without it: send the whole batch. "
+            "Resending what was stored is safe: it counts as duplicates.",
+            IngestRefusal,
+            UNAVAILABLE.headers,
+        ),
     },
     description="Each report is validated strictly against its metric version; valid ones "
     "are appended (once: replayed ids count as duplicates), invalid ones, ones of a retired "
     "metric (410 when all are) and ones the "
     "mechanism produces only with negligible probability are listed by index. Each source "
     "has a request and a report budget (429 when spent). 4xx but 429: drop the batch; "
-    "429 and 503: retry it after Retry-After.",
+    "429 and 503: retry it after Retry-After (a 503 that lists retry: those positions).",
     body=ReportBatch,
     security=[INGEST_KEY],
     scope="ingest",

@@ -17,7 +17,7 @@ from werkzeug.exceptions import HTTPException, InternalServerError, MethodNotAll
 
 from ldp_api.models import Error, answer
 from ldp_edge.answers import Refusal, clip
-from ldp_store.connection import unavailable
+from ldp_store.connection import out_of_memory, unavailable
 
 __all__ = ["ApiError", "Unavailable", "register_error_handlers"]
 
@@ -89,9 +89,8 @@ def _api_error(count: Count, exc: Refusal) -> Response:
 def _unavailable(count: Count, exc: Unavailable) -> Response:
     retry_after = exc.retry_after or int(current_app.config["RETRY_AFTER"])
     count(exc.reason)
-    response = _error(
-        503, exc.error, exc.details or [f"retry after {retry_after} s; nothing was lost"]
-    )
+    details = exc.details or [f"retry after {retry_after} s; nothing was lost"]
+    response = _json(503, exc.body().model_copy(update={"details": details}))
     response.headers["Retry-After"] = str(retry_after)
     return response
 
@@ -109,8 +108,7 @@ def _redis_error(count: Count, exc: Exception) -> Response:
     # The message names our own Redis (host, port), never the client: log it for
     # operators, do not send it to clients.
     log.warning("storage unavailable: %s: %s", type(exc).__name__, exc)
-    # Redis 7 answers OOM to the script call; 6.2 wraps it in "Error running script".
-    if isinstance(exc, redis.exceptions.OutOfMemoryError) or "-OOM " in str(exc):
+    if out_of_memory(exc):
         return _unavailable(count, Unavailable("storage is out of memory", "oom"))
     return _unavailable(count, Unavailable("storage is unavailable", "redis"))
 

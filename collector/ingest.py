@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 import redis
+from redis.exceptions import RedisClusterException
 
 from client_sdk.errors import ReportError
 from client_sdk.mechanisms import FrequencyOracle, NumericMechanism
@@ -27,10 +28,11 @@ from collector import plain
 from collector.body import parse_json
 from collector.errors import ApiError, Unavailable
 from collector.memory import MemoryGuard
-from collector.models import IngestError, IngestResult, Rejection, Retired
+from collector.models import IngestError, IngestRefusal, IngestResult, Rejection, Retired, Retry
 from collector.replicas import ReplicaWait
 from ldp_edge.answers import clip
 from ldp_store import guard, keys, projects, schema, scripts
+from ldp_store.connection import out_of_memory, unavailable
 from ldp_store.registry import retired_on
 
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ __all__ = [
     "SEEN_TTL_SECONDS",
     "Appender",
     "NoValidReport",
+    "PartlyStored",
     "Refused",
     "RetiredOnAppend",
     "RetiredOnly",
@@ -195,8 +198,10 @@ def _retired_error(name: str, since: float) -> str:
 
 
 class Refused(Unavailable):
-    """A 503 for one version's reports (its backlog is full, or the replay guard's shares
-    refuse them now), after ``appended`` of them were appended and ``duplicates`` found."""
+    """A 503 for some of one version's reports: the reports of ``ids`` were not stored
+    now (a shard's node is unavailable, its backlog is full, or the replay guard's shares
+    refuse them), after ``appended`` of the version's reports were appended and
+    ``duplicates`` found (the retry of ``ids`` may find some of them too)."""
 
     def __init__(
         self,
@@ -205,10 +210,103 @@ class Refused(Unavailable):
         appended: int,
         duplicates: int,
         retry_after: int | None = None,
+        ids: frozenset[bytes] = frozenset(),
     ) -> None:
         super().__init__(error, reason, retry_after)
         self.appended = appended
         self.duplicates = duplicates
+        self.ids = ids
+
+
+@dataclass
+class _Later:
+    """The shards of one version whose reports were not stored now, and why."""
+
+    ids: set[bytes] = field(default_factory=set)
+    errors: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    wait: int = 0
+
+    def add(self, part: list[Item], error: str, reason: str, wait: int | None = None) -> None:
+        self.ids.update(rid for rid, _ in part)
+        if error not in self.errors:
+            self.errors.append(error)
+        self.reasons.append(reason)
+        self.wait = max(self.wait, wait or 0)
+
+    def refused(self, appended: int, duplicates: int) -> Refused:
+        return Refused(
+            "; ".join(self.errors),
+            self.reasons[0],
+            appended,
+            duplicates,
+            self.wait or None,
+            frozenset(self.ids),
+        )
+
+
+def shard_down(exc: BaseException) -> bool:
+    """Whether a storage error of one shard's append says its node cannot take writes for
+    now (:func:`ldp_store.connection.unavailable`, or out of memory), not that a command is
+    wrong: the other shards' appends go on."""
+    return out_of_memory(exc) or unavailable(exc)
+
+
+class PartlyStored(Unavailable):
+    """The 503 of a batch some of whose valid reports were not stored now: ``retry``
+    lists them by position, and the body says what became of the rest (a client that
+    reads ``retry`` sends only those again; one that does not sends the whole batch,
+    whose stored reports then come back as duplicates).
+
+    Args:
+        reports: the request's reports.
+        batch: their validation.
+        later: each version's :class:`Refused` (the ids not stored, why).
+        accepted: reports appended.
+        duplicates: replays found.
+    """
+
+    def __init__(
+        self,
+        reports: list[Any],
+        batch: Validated,
+        later: list[Refused],
+        accepted: int,
+        duplicates: int,
+    ) -> None:
+        errors = list(dict.fromkeys(exc.error for exc in later))
+        wait = max((exc.retry_after or 0 for exc in later), default=0)
+        super().__init__("; ".join(errors), later[0].reason, wait or None)
+        why = {rid.hex(): exc.error for exc in later for rid in exc.ids}
+        done = {r.index for r in batch.rejected}
+        self.retry = [
+            Retry(index=i, error=clip(why[rid]))
+            for i, rid in enumerate(map(_id, reports))
+            if rid in why and i not in done
+        ]
+        self.accepted = accepted
+        self.duplicates = duplicates
+        self.rejected = batch.rejected
+        self.retired = batch.retirements()
+
+    def body(self) -> IngestRefusal:
+        """The JSON body: the error, and every report's fate but the accepted ones'."""
+        extra = {} if self.retired is None else {"retired": self.retired}
+        return IngestRefusal(
+            error=self.error,
+            details=self.details,
+            accepted=self.accepted,
+            duplicates=self.duplicates,
+            rejected=self.rejected,
+            retry=self.retry,
+            **extra,
+        )
+
+
+def _id(report: Any) -> str | None:
+    """A report's id, lower-case (a decoded report, or a plain batch's struct)."""
+    rid = report.get("id") if isinstance(report, dict) else getattr(report, "id", None)
+    return rid.lower() if isinstance(rid, str) else None
 
 
 def reports_of(body: object, max_reports: int) -> list[Any]:
@@ -411,8 +509,10 @@ class Appender:
 
         With ``shards`` > 1 the reports are split by :func:`ldp_store.keys.shard_of`
         their id and each shard's part is appended by its own script call (one hash slot
-        each). A full shard refuses the request after the others appended: the client's
-        retry finds those as replays.
+        each). A shard that cannot take its part now (its node unavailable or out of
+        memory, its replicas not confirming, its backlog full, its guard's share spent)
+        does not stop the others: its reports are listed in :class:`Refused` for the
+        client to send again, after the others were appended.
 
         Args:
             name: the metric.
@@ -425,11 +525,14 @@ class Appender:
             (appended, duplicates).
 
         Raises:
-            Refused: the reports would take a stream past ``max_backlog`` (reason
-                ``backlog``), or the replay guard's shares refuse some of them now
-                (reason ``guard``; those before them are appended).
+            Refused: some shards' reports were not stored now (``ids``): their node is
+                unavailable (reason ``redis``) or out of memory (``oom``), their replicas
+                did not confirm (``replica``), their slot is moving (``moved``), they
+                would take a stream past ``max_backlog`` (``backlog``), or the replay
+                guard's shares refuse some of them (``guard``; those before are
+                appended, and found as replays when sent again).
             RetiredOnAppend: the metric is retired (its reports, or a shard's, refused).
-            redis.RedisError: Redis is down or refused the write (e.g. OOM).
+            redis.RedisError: a command was wrong (a bug).
         """
         days = guard.day_pair(now)
         parts: dict[int, list[Item]] = {0: items}
@@ -437,40 +540,58 @@ class Appender:
             parts = {}
             for item in items:
                 parts.setdefault(keys.shard_of(item[0], shards), []).append(item)
-        added = duplicates = wait = 0
-        full = False
+        added = duplicates = 0
         since: float | None = None
         refused: list[bytes] = []
+        later = _Later()
         for shard, part in sorted(parts.items()):
-            reply = self._append_part(name, version, shard, days, part, now)
+            try:
+                reply = self._append_part(name, version, shard, days, part, now)
+            except Unavailable as exc:  # its replicas did not confirm, its slot is moving
+                later.add(part, exc.error, exc.reason, exc.retry_after)
+                continue
+            except (redis.RedisError, RedisClusterException) as exc:
+                if not shard_down(exc):
+                    raise
+                # This shard's node cannot take writes now (it died and its replica is
+                # not promoted yet, say): the version's other shards still can.
+                log.warning("storage: metric %s version %s shard %d refused: %s: %s",
+                            name, version, shard, type(exc).__name__, exc)  # fmt: skip
+                oom = out_of_memory(exc)
+                later.add(
+                    part,
+                    f"storage cannot take metric {name!r} version {version}'s reports of "
+                    f"shard {shard} now ({'out of memory' if oom else 'its node is unavailable'}"
+                    "); retry later",
+                    "oom" if oom else "redis",
+                )
+                continue
             added, duplicates = added + reply.appended, duplicates + reply.duplicates
-            full = full or reply.backlog
-            wait = max(wait, reply.refused)
             if reply.retired is not None:
                 since = reply.retired
                 refused += [rid for rid, _ in part]
+            elif reply.backlog:
+                later.add(
+                    part,
+                    f"metric {name!r} version {version} has a backlog near its limit of "
+                    f"{self.max_backlog} reports; retry later",
+                    "backlog",
+                )
+            elif reply.refused:
+                until = datetime.fromtimestamp(now.timestamp() + reply.refused, UTC)
+                later.add(
+                    part,
+                    f"metric {name!r} version {version} holds its share of the replay "
+                    f"guard's budget with ids younger than {guard.MIN_WINDOW // 60} minutes; "
+                    f"its reports are refused until about {until:%H:%M} UTC ({reply.refused} "
+                    "s), when its guard can forget older ids (other metrics are not refused)",
+                    "guard",
+                    reply.refused,
+                )
         if since is not None:
             raise RetiredOnAppend(name, since, added, duplicates, refused)
-        if full:
-            raise Refused(
-                f"metric {name!r} version {version} has a backlog near its limit of "
-                f"{self.max_backlog} reports; retry later",
-                "backlog",
-                added,
-                duplicates,
-            )
-        if wait:
-            until = datetime.fromtimestamp(now.timestamp() + wait, UTC)
-            raise Refused(
-                f"metric {name!r} version {version} holds its share of the replay guard's "
-                f"budget with ids younger than {guard.MIN_WINDOW // 60} minutes; its "
-                f"reports are refused until about {until:%H:%M} UTC ({wait} s), when "
-                f"its guard can forget older ids (other metrics are not refused)",
-                "guard",
-                added,
-                duplicates,
-                retry_after=wait,
-            )
+        if later.ids:
+            raise later.refused(added, duplicates)
         return added, duplicates
 
     def _append_part(
@@ -667,9 +788,10 @@ def ingest(
     Raises:
         ApiError: 400/413 for a body of the wrong shape or size, 400 if no report is
             valid (with every rejection), 410 if every report names a retired metric.
-        Unavailable: Redis is at its memory high-water mark, a stream's backlog is full,
-            or the replay guard's shares refuse a version's reports now (the other
-            versions' reports are appended first; the retry finds them as replays).
+        PartlyStored: some valid reports were not stored now (their shard's node is
+            unavailable, a stream's backlog is full, the replay guard's shares refuse
+            them, ...): the others were, and the 503 lists those to send again.
+        Unavailable: Redis is at its memory high-water mark (nothing stored).
         redis.RedisError: Redis is unavailable; the client should retry the batch.
     """
     reports, batch = _validated(body, ctx, max_reports, project)
@@ -681,7 +803,7 @@ def ingest(
     ctx.appender.memory.check(when)
     accepted = duplicates = 0
     refused = False
-    unavailable: list[Refused] = []
+    later: list[Refused] = []
     for (name, version), items in sorted(batch.groups.items()):
         shards = batch.shards.get((name, version), 1)
         try:
@@ -691,9 +813,9 @@ def ingest(
             _retired_meanwhile(batch, reports, version, exc)
             telemetry.rejected.labels(reason="retired").inc(len(exc.refused))
         except Refused as exc:
-            # One version's refusal does not stop the others' appends: the client's
-            # retry of the whole batch finds those as replays.
-            unavailable.append(exc)
+            # Some of this version's reports were not stored now; the others' appends go
+            # on, and the answer lists those to send again.
+            later.append(exc)
             added, replayed = exc.appended, exc.duplicates
         accepted += added
         duplicates += replayed
@@ -702,16 +824,12 @@ def ingest(
         if replayed:
             telemetry.duplicates.labels(metric=name).inc(replayed)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
-    if unavailable:  # first: a 4xx would have the client drop these reports
-        raise Unavailable(
-            "; ".join(exc.error for exc in unavailable),
-            unavailable[0].reason,
-            max((exc.retry_after or 0 for exc in unavailable), default=0) or None,
-        )
     if refused:
         batch.rejected.sort(key=lambda r: r.index)
-        if accepted + duplicates == 0:
-            _refuse(batch)
+    if later:  # before a 4xx: that would have the client drop these reports
+        raise PartlyStored(reports, batch, later, accepted, duplicates)
+    if refused and accepted + duplicates == 0:
+        _refuse(batch)
     retired = batch.retirements()
     return IngestResult(
         accepted=accepted,

@@ -7,6 +7,7 @@ In full: ``docs/guides/operating.md``.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -16,10 +17,13 @@ from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
+from redis.exceptions import RedisClusterException
 
 from collector.errors import Unavailable
 from ldp_store import guard, keys
-from ldp_store.connection import is_cluster
+from ldp_store.connection import is_cluster, unavailable
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "CHECK_INTERVAL",
@@ -207,15 +211,34 @@ class MemoryGuard:
         self._days: tuple[str, str] = ("", "")
         self._read_at = float("-inf")  # when memory was last read (the clock's seconds)
         self._counted_at = float("-inf")  # when the guard's counts were
+        self._failed_at = float("-inf")  # when a reading last failed (a node unavailable)
 
     def reading(self, now: datetime | None = None) -> GuardReading:
         """A reading whose memory is at most ``interval`` (near the mark ``near_interval``)
         seconds old and whose guard counts at most ``near_interval``; both read again at
         once when the UTC day changed.
 
+        When a node cannot be read (a cluster primary that died, until its replica takes
+        over), the last reading stands, and the nodes are read again ``interval`` later:
+        the appends to the other nodes go on meanwhile.
+
         Raises:
-            redis.RedisError: Redis is unavailable.
+            redis.RedisError: Redis is unavailable and there is no earlier reading.
         """
+        tick = self.clock()
+        if self.last is not None and tick - self._failed_at < self.interval:
+            return self.last
+        try:
+            return self._reading(now)
+        except (redis.RedisError, RedisClusterException) as exc:
+            if self.last is None or not unavailable(exc):
+                raise
+            log.warning("memory reading failed (%s: %s); the last one stands for %.1f s",
+                        type(exc).__name__, exc, self.interval)  # fmt: skip
+            self._failed_at = tick
+            return self.last
+
+    def _reading(self, now: datetime | None) -> GuardReading:
         now = now or datetime.now(UTC)
         days, wall = guard.day_pair(now), now.timestamp()
         last, tick = self.last, self.clock()

@@ -60,6 +60,7 @@ __all__ = [
     "Attribute",
     "CategoricalSpec",
     "IngestError",
+    "IngestRefusal",
     "JointSpec",
     "IngestResult",
     "KeyCount",
@@ -74,6 +75,7 @@ __all__ = [
     "ReportBatch",
     "Retired",
     "Retirement",
+    "Retry",
     "Status",
     "VersionQuery",
 ]
@@ -459,6 +461,33 @@ class IngestError(Error):
     rejected: list[Rejection] | Absent = None
     retired: list[Retired] | Absent = None
     """The retired metrics the rejected reports named (stop reporting them)."""
+
+
+class Retry(Model):
+    """A valid report not stored now (its shard of storage cannot take writes, its
+    stream's backlog is full, or its guard's share is spent): send it again later."""
+
+    index: int
+    """Its place in ``reports``."""
+    error: str
+
+
+class IngestRefusal(Error):
+    """The 503 of ``POST /v1/reports``. When storage took some of the batch (the shards
+    it could write), ``retry`` lists the positions to send again and the other fields
+    say what became of the rest; without ``retry``, every report is to be sent again."""
+
+    accepted: int | Absent = None
+    """Reports appended now."""
+    duplicates: int | Absent = None
+    """Replays of known ids (already appended)."""
+    rejected: list[Rejection] | Absent = None
+    """Reports that will never be valid (drop them)."""
+    retry: list[Retry] | Absent = None
+    """The valid reports not stored now: send these again (after ``Retry-After``), and
+    only these; every other position is done."""
+    retired: list[Retired] | Absent = None
+    """The retired metrics some rejected reports named (stop reporting them)."""
 
 
 class Retirement(Model):

@@ -42,6 +42,7 @@ __all__ = [
     "connect",
     "GONE_REPLIES",
     "is_cluster",
+    "out_of_memory",
     "redacted",
     "stream_gone",
     "unavailable",
@@ -171,6 +172,12 @@ def unavailable(exc: BaseException) -> bool:
             return True
         return any(words in str(exc) for words in _TRANSIENT_CLUSTER)
     return False
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is Redis refusing a write at ``maxmemory`` (Redis 7 answers ``OOM``
+    to the script call; 6.2 wraps it in "Error running script")."""
+    return isinstance(exc, redis.exceptions.OutOfMemoryError) or "-OOM " in str(exc)
 
 
 GONE_REPLIES = ("NOGROUP", "UNBLOCKED", "ERR no such key")

@@ -69,6 +69,12 @@ function refusalOf(status, answer) {
 /** ``x`` if it is an array, else an empty one (an answer's lists). @param {any} x @returns {any[]} */
 const list = (x) => (Array.isArray(x) ? x : []);
 
+/** The positions (``index``) an answer's list names in a batch of ``size`` (others passed
+ *  over): ``rejected``, refused for good; ``retry``, not stored now. @param {any} items
+ *  @param {number} size @returns {Set<number>} */
+const positions = (items, size) => new Set(list(items).map((r) => r?.index)
+  .filter((i) => Number.isInteger(i) && i >= 0 && i < size));
+
 const unreachable = () => Object.assign(new Error("unreachable"), { reason: "unreachable" });
 
 /** JSON with sorted keys, to compare parameters. @param {any} x @returns {string} */
@@ -486,18 +492,24 @@ export class Client {
       } catch (e) { error = e; }
       const status = response ? response.status : null;
       const outcome = classify(status, error);
-      if (outcome === "retry") return this._retryLater(response, error);
+      if (outcome === "retry" && status !== 503) return this._retryLater(response, error);
       const answer = await response?.json().catch(() => ({})) ?? {};
+      // A 503 that lists retry positions: storage took the rest of the batch (a cluster
+      // shard down, say); only those stay stored, to be sent again after the backoff.
+      const later = outcome === "retry" ? positions(answer.retry, batch.length) : null;
+      if (outcome === "retry" && !later?.size) return this._retryLater(response, error);
+      const done = later ? batch.filter((e, i) => !later.has(i)) : batch;
       const retired = new Set(list(answer.retired).map((r) => r?.metric));
       for (const m of retired) if (typeof m === "string") this.retired.add(m);
-      const ok = outcome === "ok"; // else the whole batch is refused
-      const rejected = new Set(ok ? list(answer.rejected).map((r) => r?.index) : batch.keys());
+      const ok = outcome !== "drop"; // else the whole batch is refused
+      const rejected = ok ? positions(answer.rejected, batch.length) : new Set(batch.keys());
+      for (const i of later ?? []) rejected.delete(i);
       const refused = batch.filter((e, i) => rejected.has(i));
       const gone = refused.filter((e) => retired.has(e.metric)).length;
       if (ok) {
-        this.counts.batches++;
-        this.counts.sent += batch.length - rejected.size;
-        this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : batch.length - rejected.size;
+        if (!later) this.counts.batches++;
+        this.counts.sent += done.length - rejected.size;
+        this.counts.accepted += Number.isInteger(answer.accepted) ? answer.accepted : done.length - rejected.size;
         this.counts.duplicates += Number.isInteger(answer.duplicates) ? answer.duplicates : 0;
       } else {
         this._lastError = `HTTP ${status}`;
@@ -510,8 +522,12 @@ export class Client {
       }
       if (gone) this._drop("retired", gone);
       // Answered: the batch leaves the storage, and the origin's backoff starts over.
-      await this.storage.change(() => ({ remove: batch.map((e) => e.key), state: { retry: null } })).catch(() => {});
-      this._forget(batch);
+      await this.storage.change(() => ({ remove: done.map((e) => e.key), state: { retry: null } })).catch(() => {});
+      this._forget(done);
+      if (later) {
+        this.failures = 0; // progress: the backoff starts over (Retry-After still holds)
+        return this._retryLater(response, null);
+      }
       await renew();
     }
   }

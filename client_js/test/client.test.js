@@ -30,6 +30,8 @@ function collector(definitions = [theme, limited, memo, minutes], extra = {}) {
   const state = {
     online: true, posts: /** @type {any[]} */ ([]), ids: new Set(), keepalive: 0,
     /** @type {Response[]} */ script: [], retired: new Set(), deviceBudget: undefined,
+    /** positions of the next batch not stored (a cluster shard down): a 503 lists them */
+    later: /** @type {number[]} */ ([]),
     ...extra,
   };
   /** @param {string} url @param {RequestInit} [init] */
@@ -53,11 +55,17 @@ function collector(definitions = [theme, limited, memo, minutes], extra = {}) {
     const body = JSON.parse(String(init.body));
     state.posts.push(body);
     let accepted = 0, duplicates = 0;
-    const rejected = [], retired = [];
+    const rejected = [], retired = [], later = state.later.map((index) => ({ index, error: "shard down" }));
+    state.later = [];
     body.reports.forEach((/** @type {any} */ r, /** @type {number} */ i) => {
+      if (later.some((x) => x.index === i)) return;
       if (state.retired.has(r.metric)) { rejected.push({ index: i }); retired.push({ metric: r.metric }); return; }
       if (state.ids.has(r.id)) duplicates++; else { state.ids.add(r.id); accepted++; }
     });
+    if (later.length) {
+      const answer = { error: "storage cannot take them now", details: [], accepted, duplicates, rejected, retry: later };
+      return Response.json(answer, { status: 503, headers: { "Retry-After": "2" } });
+    }
     return Response.json({ accepted, duplicates, rejected, retired });
   };
   return { fetch, state };
@@ -115,6 +123,32 @@ test("a 503 with Retry-After is retried no sooner than it says", async () => {
     await new Promise((r) => setImmediate(r));
     assert.equal(c.state.posts.length, 1);
     assert.equal(client.stats().queued, 0);
+  } finally {
+    mock.timers.reset();
+  }
+});
+
+test("a 503 listing retry positions keeps only those, sent again once", async () => {
+  mock.timers.enable({ apis: ["setTimeout", "Date"], now: T0 });
+  try {
+    const c = collector();
+    c.state.later = [1, 3];
+    const client = new Client("http://collector.test", options(c, { random: () => 0, now: Date.now }));
+    for (let i = 0; i < 5; i++) await client.report("app.theme", i % 3);
+    assert.equal(await client.flush(), false); // two stay queued
+    const first = c.state.posts[0].reports.map((/** @type {any} */ r) => r.id);
+    let s = client.stats();
+    assert.deepEqual([s.queued, s.sent, s.accepted, s.retries, s.batches], [2, 3, 3, 1, 0]);
+    mock.timers.tick(1_999);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(c.state.posts.length, 1, "Retry-After holds");
+    mock.timers.tick(1);
+    await client.uploading;
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(c.state.posts[1].reports.map((/** @type {any} */ r) => r.id), [first[1], first[3]]);
+    s = client.stats();
+    assert.deepEqual([s.queued, s.sent, s.accepted, s.duplicates, s.batches], [0, 5, 5, 0, 1]);
+    assert.equal(c.state.ids.size, 5);
   } finally {
     mock.timers.reset();
   }

@@ -57,6 +57,9 @@ class Answer:
     """Close the connection without answering."""
     reject: tuple[int, ...] = ()
     """Indices of the batch to reject in a 202 (as the collector does for invalid ones)."""
+    later: tuple[int, ...] = ()
+    """With a 503: indices of the batch not stored (a cluster shard down), the others
+    stored, and the answer's ``retry`` listing them (as the collector does)."""
 
 
 class _Server(ThreadingHTTPServer):
@@ -192,7 +195,7 @@ class Collector:
             if answer.drop:
                 handler.close_connection = True
                 return
-            if answer.status != 202:
+            if answer.status != 202 and not answer.later:
                 handler.send_json(answer.status, {"error": "scripted"}, answer.retry_after)
                 return
             reports = json.loads(body)["reports"]
@@ -202,6 +205,8 @@ class Collector:
             accepted = duplicates = 0
             rejected: list[dict[str, Any]] = []
             for index, report in enumerate(reports):
+                if index in answer.later:
+                    continue
                 if index in answer.reject:
                     rejected.append({"index": index, "error": "scripted rejection"})
                     continue
@@ -222,6 +227,11 @@ class Collector:
                 )
                 return
             body_out = {"accepted": accepted, "duplicates": duplicates, "rejected": rejected}
+            if answer.later:
+                retry = [{"index": i, "error": "shard down"} for i in answer.later]
+                body_out = {"error": "scripted", "details": [], **body_out, "retry": retry}
+                handler.send_json(answer.status, body_out, answer.retry_after)
+                return
         handler.send_json(202, body_out)
 
 
@@ -819,6 +829,39 @@ def test_202_with_rejected_indices_drops_those_and_delivers_the_rest(
     assert [r["id"] for r in collector.delivered] == [sent_ids[i] for i in (0, 2, 4)]
     stats = client.stats()
     assert (stats["sent"], stats["accepted"], stats["dropped"]["rejected"]) == (3, 3, 2)
+
+
+def test_a_503_listing_retry_positions_resends_only_those(
+    collector: Collector, make_client: Callable[..., Client], fake_time: FakeTime
+) -> None:
+    """A cluster shard down: the collector stored the rest of the batch and lists what to
+    send again; those alone are sent again, each stored once, and the one it rejected
+    is dropped, not sent again."""
+    collector.post_answers.append(Answer(503, retry_after="2", reject=(0,), later=(1, 4)))
+    client = make_client()
+    for i in range(6):
+        assert client.report("app.theme", i % 3)
+    sent_ids = [r["id"] for r in queued_reports(client)]
+    client.flush(timeout=5)  # False: one was dropped
+    assert wait_until(lambda: len(collector.posts) == 2 and not queued_reports(client))
+    resent = [r["id"] for r in json.loads(collector.posts[1])["reports"]]
+    assert resent == [sent_ids[1], sent_ids[4]]
+    assert sorted(r["id"] for r in collector.delivered) == sorted(sent_ids[1:])
+    assert fake_time.sleeps[0] >= 2  # Retry-After holds
+    stats = client.stats()
+    assert (stats["sent"], stats["accepted"], stats["dropped"]["rejected"]) == (5, 5, 1)
+    assert (stats["duplicates"], stats["retries"], stats["batches"]) == (0, 1, 1)
+
+
+def test_a_503_without_retry_positions_resends_the_whole_batch(
+    collector: Collector, make_client: Callable[..., Client]
+) -> None:
+    collector.post_answers.append(Answer(503, retry_after="1"))
+    client = make_client()
+    for i in range(3):
+        assert client.report("app.theme", i)
+    assert client.flush(timeout=5)
+    assert collector.reports_per_post() == [3, 3]
 
 
 def test_a_replayed_report_is_counted_as_duplicate(

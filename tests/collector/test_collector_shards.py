@@ -12,6 +12,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
+import redis
 from click.testing import CliRunner
 from collector_helpers import ADMIN, TOKEN, define, make_app, reports
 from flask.testing import FlaskClient
@@ -119,3 +120,46 @@ def test_ldp_metrics_create_takes_shards(redis_db: Any) -> None:
         assert app.test_client().get("/v1/metrics/app.hot").json["shards"] == 8
         too_many = CliRunner().invoke(main, [*args[:-1], str(MAX_SHARDS + 1)])
         assert too_many.exit_code == 2 and "--shards" in too_many.output
+
+
+def test_a_shard_that_cannot_be_written_refuses_its_reports_alone(
+    app: Any, client: FlaskClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One shard's node down (a cluster primary not yet failed over): the other shards'
+    reports and the other metrics' are stored; the 503 lists the down shard's positions
+    in ``retry`` (not in ``rejected``: those are dropped); sent again they are stored
+    once, and an SDK that resends the whole batch gets the rest back as duplicates."""
+    from collector.context import services
+
+    hot = define(client, "app.hot", HOT)
+    other = define(client, "app.other", {"domain": ["a", "b"], "epsilon": 1.0})
+    batch = reports(hot, 60, seed=5) + reports(other, 10, seed=6)
+    batch.insert(7, {**batch[7], "payload": "not a payload"})  # one invalid report
+    appender = services(app).appender
+    real = appender._append_part
+
+    def shard_two_down(name: str, version: int, shard: int, *args: Any) -> Any:
+        if name == "app.hot" and shard == 2:
+            raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:7002.")
+        return real(name, version, shard, *args)
+
+    monkeypatch.setattr(appender, "_append_part", shard_two_down)
+    down = [
+        i
+        for i, r in enumerate(batch)
+        if r["metric"] == "app.hot"
+        and i != 7
+        and keys.shard_of(bytes.fromhex(r["id"]), hot.shards) == 2
+    ]
+    answer = client.post("/v1/reports", json={"reports": batch})
+    assert answer.status_code == 503 and answer.headers["Retry-After"]
+    body = answer.json
+    assert [r["index"] for r in body["retry"]] == down and 5 < len(down) < 30
+    assert "shard 2" in body["retry"][0]["error"] and "7002" not in answer.get_data(True)
+    assert [r["index"] for r in body["rejected"]] == [7]
+    assert (body["accepted"], body["duplicates"]) == (len(batch) - 1 - len(down), 0)
+    monkeypatch.setattr(appender, "_append_part", real)
+    again = client.post("/v1/reports", json={"reports": [batch[i] for i in down]})
+    assert again.status_code == 202 and again.json["accepted"] == len(down)
+    whole = client.post("/v1/reports", json={"reports": batch}).json  # an older SDK
+    assert (whole["accepted"], whole["duplicates"]) == (0, len(batch) - 1)

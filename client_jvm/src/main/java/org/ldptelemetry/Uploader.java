@@ -16,7 +16,9 @@ import java.util.TimeZone;
  * in one place ({@link #classify}): 2xx ok; no answer, 408, 429 and 5xx except 501 retry
  * with full-jitter backoff (1 s → 30 s, ×2, a 30 s pause after every third failure in a
  * row, Retry-After a lower bound); anything else drops the batch (a 413 halves the batch
- * size first). A report leaves the store only after an ok or a drop (docs/protocol.md §1).
+ * size first). A 503 that lists {@code retry} positions (storage took the rest: a cluster
+ * shard down, say) keeps only those. A report leaves the store only after an ok or a drop
+ * (docs/protocol.md §1).
  */
 final class Uploader {
   static final long RETRY_BASE = 1_000;
@@ -316,6 +318,14 @@ final class Uploader {
       retire(retired, gone);
       return -1;
     }
+    Set<Integer> later = response.status() == 503 ? positions(answer(response), "retry", entries.size()) : Set.of();
+    if (!later.isEmpty() && later.size() < entries.size()) {
+      // Storage took the rest of the batch (a cluster shard down, say): those leave the
+      // queue, only the positions of retry are sent again; with progress made the
+      // backoff starts over (Retry-After still holds).
+      delivered(entries, response, later);
+      failures = 0;
+    }
     return failed(response, null);
   }
 
@@ -359,21 +369,35 @@ final class Uploader {
     return out;
   }
 
-  private void delivered(List<Store.Entry> entries, Transport.Response response) throws IOException {
-    Map<String, Object> answer = answer(response);
-    Set<Integer> rejected = new HashSet<>();
-    Object items = answer.get("rejected");
+  /** The positions an answer's list {@code field} names in a batch of {@code size} (others
+   *  passed over): {@code rejected}, refused for good; {@code retry}, not stored now. */
+  private static Set<Integer> positions(Map<String, Object> answer, String field, int size) {
+    Set<Integer> out = new HashSet<>();
+    Object items = answer.get(field);
     if (items instanceof List) {
       for (Object item : (List<?>) items) {
         Object index = item instanceof Map ? ((Map<?, ?>) item).get("index") : null;
-        if (index instanceof Long && (Long) index >= 0 && (Long) index < entries.size()) rejected.add(((Long) index).intValue());
+        if (index instanceof Long && (Long) index >= 0 && (Long) index < size) out.add(((Long) index).intValue());
       }
     }
+    return out;
+  }
+
+  private void delivered(List<Store.Entry> entries, Transport.Response response) throws IOException {
+    delivered(entries, response, Set.of());
+  }
+
+  /** A batch the collector answered: every report leaves the queue (those it rejected
+   *  dropped) but the positions of {@code later}, which it did not store now. */
+  private void delivered(List<Store.Entry> entries, Transport.Response response, Set<Integer> later) throws IOException {
+    Map<String, Object> answer = answer(response);
+    Set<Integer> rejected = positions(answer, "rejected", entries.size());
+    rejected.removeAll(later);
     Set<String> retired = retiredOf(answer);
-    int delivered = entries.size() - rejected.size();
+    int delivered = entries.size() - rejected.size() - later.size();
     Object accepted = answer.get("accepted");
     Object duplicates = answer.get("duplicates");
-    stats.add("batches", 1);
+    if (later.isEmpty()) stats.add("batches", 1);
     stats.add("sent", delivered);
     stats.add("accepted", accepted instanceof Long ? (Long) accepted : delivered);
     stats.add("duplicates", duplicates instanceof Long ? (Long) duplicates : 0);
@@ -392,7 +416,9 @@ final class Uploader {
       stats.drop("rejected", badCount);
       host.rejected(bad);
     }
-    store.ack(entries);
+    List<Store.Entry> done = new java.util.ArrayList<>();
+    for (int i = 0; i < entries.size(); i++) if (!later.contains(i)) done.add(entries.get(i));
+    store.ack(done);
     retire(retired, gone);
   }
 

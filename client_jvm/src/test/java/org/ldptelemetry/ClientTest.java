@@ -85,6 +85,35 @@ class ClientTest {
   }
 
   @Test
+  void a503ListingRetryPositionsSendsOnlyThoseAgain() throws Exception {
+    try (TestCollector collector = new TestCollector()) {
+      collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), ""));
+      // A cluster shard down: the collector stored positions 0, 2 and 4, rejected 5, and
+      // lists 1 and 3 to send again.
+      collector.scriptedBody = "{\"error\":\"shard down\",\"details\":[],\"accepted\":3,\"duplicates\":0,"
+          + "\"rejected\":[{\"index\":5,\"error\":\"bad\"}],\"retry\":[{\"index\":1,\"error\":\"x\"},{\"index\":3,\"error\":\"x\"}]}";
+      collector.script.add(new int[] {503, 1});
+      try (Client client = new Client(collector.url(), fast().build())) {
+        for (int i = 0; i < 6; i++) assertTrue(client.report("app.theme", i % 3));
+        assertFalse(client.flush(60_000), "the rejected one was dropped");
+        Map<String, Object> stats = client.stats();
+        assertEquals(0L, stats.get("queued"));
+        assertEquals(5L, stats.get("sent"));
+        assertEquals(1L, dropped(client, "rejected"));
+        assertEquals(1L, stats.get("retries"));
+        assertEquals(1L, stats.get("batches"));
+      }
+      List<?> first = (List<?>) map(Json.parse(collector.refused.get(0))).get("reports");
+      List<String> batches = collector.batches();
+      assertEquals(1, batches.size());
+      List<?> again = (List<?>) map(Json.parse(batches.get(0))).get("reports");
+      assertEquals(List.of(map(first.get(1)).get("id"), map(first.get(3)).get("id")),
+          List.of(map(again.get(0)).get("id"), map(again.get(1)).get("id")));
+      assertEquals(2, again.size());
+    }
+  }
+
+  @Test
   void flushIsTrueOnlyWhenNothingIsQueuedAndNothingWasDroppedSinceTheLastFlush() throws Exception {
     try (TestCollector collector = new TestCollector()) {
       collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), ""));

@@ -25,6 +25,8 @@ final class TestCollector implements AutoCloseable {
   final List<String> batches = new ArrayList<>();
   final List<String> requests = new ArrayList<>();
   final Deque<int[]> script = new ArrayDeque<>(); // {status, retryAfterSeconds or -1}
+  final List<String> refused = new ArrayList<>(); // the batches a scripted status answered
+  volatile String scriptedBody; // the body of the next scripted answer (default: an error)
   volatile String retiredInAnswer;
   volatile boolean definitionsDown; // GET /v1/metrics/… answers 503
 
@@ -82,7 +84,12 @@ final class TestCollector implements AutoCloseable {
         next = script.poll();
       }
       if (next != null && next[0] != 202) {
-        respond(x, next[0], "{\"error\":\"scripted\"}", next[1]);
+        String answer = scriptedBody;
+        scriptedBody = null;
+        synchronized (this) {
+          refused.add(new String(body, StandardCharsets.UTF_8));
+        }
+        respond(x, next[0], answer == null ? "{\"error\":\"scripted\"}" : answer, next[1]);
         return;
       }
       String text = new String(body, StandardCharsets.UTF_8);
