@@ -495,7 +495,7 @@ class Uploader:
         outcome = classify(None if response is None else response.status, error)
         if outcome == "retry":
             later = _later(response, len(entries))
-            if later is not None and len(later) < len(entries):
+            if response is not None and later is not None and len(later) < len(entries):
                 # Storage took the rest of the batch: those leave the queue, and with
                 # progress made the backoff starts over (Retry-After still holds).
                 self._delivered(entries, response, later)

@@ -40,10 +40,12 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, parse_spec
 from ldp_store import keys, projects
+from ldp_store.connection import unavailable
 from ldp_store.scripts.many import read_many
 
 __all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange"]
@@ -166,7 +168,17 @@ class Registry:
         cached = self._state.get(name)
         if cached and not fresh and now - cached[0] < CURRENT_TTL:
             return cached[1]
-        raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
+        try:
+            raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
+        except (redis.RedisError, RedisClusterException) as exc:
+            if not cached or fresh or not unavailable(exc):
+                raise
+            # The node of the name's slot is down (a cluster primary failing over): the
+            # state cached stands for another CURRENT_TTL, so the reports of this metric
+            # reach the append script (which reads the retirement of its own slot) and
+            # other metrics' reports are not refused with them.
+            self._remember(name, now, cached[1])
+            return cached[1]
         state = _state_of(raw)
         self._remember(name, now, state)
         return state

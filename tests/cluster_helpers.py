@@ -63,6 +63,9 @@ class LocalCluster(Service):
         replicas: replicas per primary (``servers[nodes:]``, primary ``i`` first).
         node_timeout: ``cluster-node-timeout`` in ms: how long a silent node takes to
             be marked failed (a failover takes about twice this).
+        full_coverage: ``cluster-require-full-coverage``: whether every node refuses
+            every command while a slot has no primary (Redis's default), or only that
+            slot's commands fail.
     """
 
     def __init__(
@@ -72,6 +75,7 @@ class LocalCluster(Service):
         binary: str | None = None,
         replicas: int = 0,
         node_timeout: int = 5000,
+        full_coverage: bool = True,
     ) -> None:
         self.servers: list[EmbeddedRedis] = []
         self.primaries = nodes
@@ -88,6 +92,7 @@ class LocalCluster(Service):
                         "--cluster-config-file", str((data / "nodes.conf").resolve()),
                         "--cluster-node-timeout", str(node_timeout),
                         "--repl-diskless-sync-delay", "0",  # replicas sync at once
+                        "--cluster-require-full-coverage", "yes" if full_coverage else "no",
                     ],
                 )
             )  # fmt: skip

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import redis
 from collector_helpers import define, make_app, reports
 
 from aggregator.stream.worker import Worker
@@ -160,3 +161,26 @@ def test_the_fullest_node_of_a_cluster_decides(cluster_db: Any) -> None:
         assert 0.6 < (guard.fill() or 0) < 0.8  # three nodes at about 30, 50 and 70 %
     finally:
         client.config_set("maxmemory", 0, target_nodes=client.ALL_NODES)
+
+
+def test_a_node_that_cannot_be_read_leaves_the_last_reading_for_an_interval(
+    own_redis: EmbeddedRedis,
+) -> None:
+    """A dead node (a cluster primary failing over) does not refuse every request: the
+    last reading stands, and the nodes are read again an interval later (no reading yet:
+    the error is the answer)."""
+    now = [0.0]
+    client = own_redis.client()
+    guard = MemoryGuard(client, 0.9, interval=1.0, near_interval=0.1, clock=lambda: now[0])
+    fresh = MemoryGuard(own_redis.client(), 0.9, clock=lambda: now[0])
+    before = guard.check()
+    own_redis.kill()
+    now[0] = 5.0
+    assert guard.check() is before
+    with pytest.raises(redis.ConnectionError):
+        fresh.check()
+    own_redis.start()
+    now[0] = 5.5
+    assert guard.check() is before  # within an interval of the failure: not read again
+    now[0] = 6.0
+    assert guard.check() is not before

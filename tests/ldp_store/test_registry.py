@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
-from ldp_store.registry import Registry
+import pytest
+import redis
+
+from ldp_store.embedded import EmbeddedRedis
+from ldp_store.registry import CURRENT_TTL, Registry
 
 SPEC = {"domain": ["a", "b"], "epsilon": 1.0}
 
@@ -33,3 +39,24 @@ def test_a_metric_another_process_just_created_is_found_at_once(redis_db: Any) -
     found = b.get("app.new")
     assert found is not None and found.version == 1
     assert b.current_version("app.new") == 1  # the fresh read refreshed the cache
+
+
+def test_a_metrics_state_stands_while_its_node_cannot_be_read(tmp_path: Path) -> None:
+    """The node of a metric's registry key is down (a cluster primary failing over): its
+    cached state stands, so its reports still reach the append script and the other
+    metrics' reports are not refused with them; a fresh read (an operator's decision)
+    still fails."""
+    server = EmbeddedRedis(tmp_path / "redis").start()
+    try:
+        registry = Registry(server.client())
+        registry.put("app.x", SPEC)
+        assert registry.current_version("app.x") == 1
+        server.kill()
+        registry._state["app.x"] = (time.monotonic() - 2 * CURRENT_TTL, registry.state("app.x"))
+        assert registry.current_version("app.x") == 1
+        with pytest.raises(redis.ConnectionError):
+            registry.state("app.x", fresh=True)
+        with pytest.raises(redis.ConnectionError):
+            registry.state("app.y")  # nothing cached: the error is the answer
+    finally:
+        server.stop()
