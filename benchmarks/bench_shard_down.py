@@ -44,26 +44,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from redis.crc import key_slot  # noqa: E402
 
 from aggregator.query.window import Lag, lag_details, read_counts  # noqa: E402
 from aggregator.stream.worker import Worker  # noqa: E402
 from client_sdk import Client  # noqa: E402
 from client_sdk.transport import CallableTransport, Response  # noqa: E402
-from client_sdk.wire import MetricDefinition  # noqa: E402
-from ldp_store import keys  # noqa: E402
 from ldp_store.connection import connect  # noqa: E402
 from tests.cluster_helpers import LocalCluster  # noqa: E402
 from tests.failover_helpers import (  # noqa: E402
     HOT,
     NODE_TIMEOUT_MS,
-    SPEC,
-    TOKEN,
     collector_app,
     start_workers,
 )
+from tests.shard_down_helpers import OTHERS, SPECS, define_workload  # noqa: E402
 
-OTHERS = [f"app.m{i}" for i in range(6)]
 DEVICES = 4
 RATE = 100.0
 KILL_AFTER = 3.0
@@ -132,28 +127,9 @@ def _run(
     over = threading.Event()
     try:
         app = collector_app(cluster.url, replica_acks=1)
-        specs = {HOT: SPEC, **{m: {"domain": ["a", "b", "c"], "epsilon": 1.0} for m in OTHERS}}
-        definitions: dict[str, MetricDefinition] = {}
-        for name, spec in specs.items():
-            answer = app.test_client().put(
-                f"/v1/metrics/{name}", json=spec, headers={"Authorization": f"Bearer {TOKEN}"}
-            )
-            definitions[name] = MetricDefinition.from_dict(answer.json)
+        work = define_workload(cluster, app)
+        definitions, victim_port, on_victim = work.definitions, work.victim_port, work.on_victim
         client = connect(cluster.url)
-        hot = definitions[HOT]
-        victim_port = int(client.get_node_from_key(keys.stream_key(HOT, hot.version, 0)).port)
-        victim_slots = {
-            slot
-            for lo, hi, port in cluster._slot_map(cluster.servers[0].client())
-            if port == victim_port
-            for slot in range(lo, hi + 1)
-        }
-
-        def on_victim(report: dict[str, Any]) -> bool:
-            d = definitions[report["metric"]]
-            shard = keys.shard_of(bytes.fromhex(report["id"]), d.shards)
-            return key_slot(keys.stream_key(d.name, d.version, shard).encode()) in victim_slots
-
         start_workers(cluster.url, workers, threads, errors, batch_size=200, block_ms=200)
         recorders = [Recorder(app, strip_retry) for _ in range(DEVICES)]
         start = time.monotonic()
@@ -173,7 +149,7 @@ def _run(
             sent = 0
             while not over.is_set():
                 name = picker.choice(names)
-                sdk.report(name, picker.choice(specs[name]["domain"]))
+                sdk.report(name, picker.choice(SPECS[name]["domain"]))
                 sent += 1
                 lag = start + sent / RATE - time.monotonic()
                 if lag > 0:

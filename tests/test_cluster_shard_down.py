@@ -19,28 +19,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.crc import key_slot
-
 from aggregator.query.window import Lag, lag_details, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, Response
-from client_sdk.wire import MetricDefinition
-from ldp_store import keys
 from ldp_store.connection import connect
 from tests.cluster_helpers import LocalCluster
 from tests.failover_helpers import (
     HOT,
     NODE_TIMEOUT_MS,
-    SPEC,
-    TOKEN,
     collector_app,
     offline_support,
     start_workers,
 )
-
-OTHERS = [f"app.m{i}" for i in range(6)]
-"""Small metrics beside the hot one: their slots spread over the three primaries."""
+from tests.shard_down_helpers import OTHERS, SPECS, define_workload
 
 
 def _wait(condition: Any, timeout: float, what: str) -> None:
@@ -79,28 +71,9 @@ def test_a_dead_primary_refuses_only_its_shards_and_the_sdk_resends_only_those(
     errors: list[str] = []
     try:
         app = collector_app(cluster.url, replica_acks=1)
-        admin = {"Authorization": f"Bearer {TOKEN}"}
-        definitions: dict[str, MetricDefinition] = {}
-        specs = {HOT: SPEC, **{m: {"domain": ["a", "b", "c"], "epsilon": 1.0} for m in OTHERS}}
-        for name, spec in specs.items():
-            answer = app.test_client().put(f"/v1/metrics/{name}", json=spec, headers=admin)
-            assert answer.status_code in (200, 201), answer.json
-            definitions[name] = MetricDefinition.from_dict(answer.json)
+        work = define_workload(cluster, app)
+        definitions, victim_port, on_victim = work.definitions, work.victim_port, work.on_victim
         client = connect(cluster.url)
-        hot = definitions[HOT]
-        victim_port = int(client.get_node_from_key(keys.stream_key(HOT, hot.version, 0)).port)
-        victim_slots = {
-            slot
-            for lo, hi, port in cluster._slot_map(cluster.servers[0].client())
-            if port == victim_port
-            for slot in range(lo, hi + 1)
-        }
-
-        def on_victim(report: dict[str, Any]) -> bool:
-            d = definitions[report["metric"]]
-            shard = keys.shard_of(bytes.fromhex(report["id"]), d.shards)
-            return key_slot(keys.stream_key(d.name, d.version, shard).encode()) in victim_slots
-
         start_workers(cluster.url, workers, threads, errors, batch_size=200, block_ms=200)
         recorder = Recorder(app)
         sdk = Client(
@@ -115,11 +88,11 @@ def test_a_dead_primary_refuses_only_its_shards_and_the_sdk_resends_only_those(
         made: list[str] = []
         for i in range(20):  # a first batch, while every node is up
             made.append(HOT if i % 2 else OTHERS[i % len(OTHERS)])
-            assert sdk.report(made[-1], picker.choice(specs[made[-1]]["domain"]))
+            assert sdk.report(made[-1], picker.choice(SPECS[made[-1]]["domain"]))
         assert sdk.flush(timeout=60)
         for i in range(120):
             made.append(HOT if i % 2 else OTHERS[i % len(OTHERS)])
-            assert sdk.report(made[-1], picker.choice(specs[made[-1]]["domain"]))
+            assert sdk.report(made[-1], picker.choice(SPECS[made[-1]]["domain"]))
 
         cluster.server_at(victim_port).kill()
         sdk.flush(timeout=0.5)  # the first try, refused in part
