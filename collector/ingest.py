@@ -588,7 +588,8 @@ class Appender:
                     "guard",
                     reply.refused,
                 )
-        if since is not None:
+        if since is not None:  # retired: so are the reports of shards that refused them
+            refused += [rid for rid, _ in items if rid in later.ids]
             raise RetiredOnAppend(name, since, added, duplicates, refused)
         if later.ids:
             raise later.refused(added, duplicates)
