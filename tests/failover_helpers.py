@@ -78,7 +78,8 @@ def collector_app(url: str, replica_acks: int) -> Flask:
 
 
 class Tracker:
-    """The SDK's transport into a collector app, remembering what was acknowledged."""
+    """The SDK's transport into a collector app, remembering what was acknowledged (a
+    202's reports, and those a 503 that lists ``retry`` positions stored)."""
 
     def __init__(self, app: Flask) -> None:
         self.app = app
@@ -112,10 +113,17 @@ class Tracker:
                 self.answered.append((start, r.status_code))
                 if r.status_code == 503 and not r.headers.get("Retry-After"):
                     self.retry_after_missing += 1
+                reports = json.loads(body or b"{}")["reports"]
                 if r.status_code == 202:
                     self.latencies.append((start, took))
-                    for report in json.loads(body or b"{}")["reports"]:
+                    for report in reports:
                         self.acked[report["id"]] = report
+                answer = r.json if r.status_code == 503 and isinstance(r.json, dict) else {}
+                if isinstance(answer.get("retry"), list):  # the rest was stored (and acked)
+                    left = {x["index"] for x in answer["retry"] + answer["rejected"]}
+                    for i, report in enumerate(reports):
+                        if i not in left:
+                            self.acked[report["id"]] = report
         return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
 
 
