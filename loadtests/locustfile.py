@@ -16,7 +16,7 @@ import json
 import logging
 import os
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -90,15 +90,7 @@ class Truth:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of a truth file."""
-        return {
-            "counts": self.counts,
-            "versions": self.versions,
-            "devices": self.devices,
-            "accepted": self.accepted,
-            "duplicates": self.duplicates,
-            "rejected": self.rejected,
-            "batches": self.batches,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 TRUTH = Truth()

@@ -33,6 +33,9 @@ __all__ = [
     "MIN_EPSILON",
     "check_epsilon",
     "compact_size",
+    "fields_of",
+    "sequential_bounds",
+    "WireSized",
     "FrequencyOracle",
     "OneValueReport",
     "epsilon_for_ratio",
@@ -61,6 +64,39 @@ def compact_size(payload: dict[str, Any]) -> int:
     """Bytes of ``payload`` as compact JSON: its size on the wire (a mechanism's
     ``wire_bytes`` is that of its largest payload)."""
     return len(json.dumps(payload, separators=(",", ":")))
+
+
+def fields_of(obj: object, *names: str) -> dict[str, Any]:
+    """``{name: obj.name}`` for each of ``names``, in that order: the plain-dict form of
+    an object's parameters (``params()``, ``to_dict()``)."""
+    return {name: getattr(obj, name) for name in names}
+
+
+def sequential_bounds(epsilon: float, explanation: str = "") -> dict[str, Any]:
+    """``privacy_bounds()`` of a mechanism that memoizes nothing: each report costs ε."""
+    return {
+        "per_report": epsilon,
+        "unlimited_same_value": None,
+        "memoized": False,
+        "explanation": explanation
+        or (
+            f"One report is {epsilon:g}-LDP; m reports cost m·{epsilon:g} "
+            "(sequential composition), whether or not the value changes: there is no cap."
+        ),
+    }
+
+
+class WireSized:
+    """The size on the wire of a mechanism's reports, from its largest payload."""
+
+    def max_payload(self) -> dict[str, Any]:
+        """A largest possible payload, to size the wire format."""
+        raise NotImplementedError
+
+    @cached_property
+    def wire_bytes(self) -> int:
+        """Bytes of the largest payload as compact JSON: the report's size on the wire."""
+        return compact_size(self.max_payload())
 
 
 def check_epsilon(epsilon: object) -> float:
@@ -119,7 +155,7 @@ def shade_down(prob: float, ratio: Callable[[Fraction], Fraction], epsilon: floa
 
 
 @dataclass(frozen=True)
-class FrequencyOracle:
+class FrequencyOracle(WireSized):
     """Base of the pure frequency oracles: validated parameters and the shared decoding.
 
     Args:
@@ -208,10 +244,6 @@ class FrequencyOracle:
         """Whether a (valid) report supports ``value``; override when cheaper than ``support``."""
         return value in self.support(payload)
 
-    def max_payload(self) -> dict[str, Any]:
-        """A largest possible payload, to size the wire format."""
-        raise NotImplementedError
-
     def implausible(self, payload: dict[str, Any]) -> Implausible | None:
         """Why a valid payload is one this mechanism produces with negligible probability.
 
@@ -238,17 +270,11 @@ class FrequencyOracle:
         """ln of :meth:`privacy_ratio`: the ε ``perturb`` actually realises (≤ ``epsilon``)."""
         return math.log(self.privacy_ratio())
 
-    @cached_property
-    def wire_bytes(self) -> int:
-        """Bytes of the largest payload as compact JSON: the report's size on the wire."""
-        return compact_size(self.max_payload())
-
     def params(self) -> dict[str, Any]:
         """Everything needed to rebuild this mechanism with :func:`create`."""
         return {
             "mechanism": self.name,
-            "epsilon": self.epsilon,
-            "domain_size": self.domain_size,
+            **fields_of(self, "epsilon", "domain_size"),
             **self.options(),
         }
 

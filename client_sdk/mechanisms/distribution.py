@@ -24,7 +24,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import check_epsilon, compact_size
+from client_sdk.mechanisms.base import WireSized, check_epsilon, fields_of, sequential_bounds
 from client_sdk.mechanisms.bins import (
     MAX_BINS,
     MIN_BINS,
@@ -60,7 +60,7 @@ DISTRIBUTION_NAMES = ("hh", "haar", "auto")
 
 
 @dataclass(frozen=True)
-class HierarchicalHistogram:
+class HierarchicalHistogram(WireSized):
     """A B-ary tree over D = B^h bins; one level's node per report, through OUE at ε.
 
     Args:
@@ -166,20 +166,9 @@ class HierarchicalHistogram:
         """A largest payload (a leaf-level report)."""
         return {"l": self.height, **self.oracles[-1].max_payload()}
 
-    @property
-    def wire_bytes(self) -> int:
-        """Bytes of the largest payload as compact JSON."""
-        return compact_size(self.max_payload())
-
     def params(self) -> dict[str, Any]:
         """Everything :func:`distribution_from_params` needs."""
-        return {
-            "mechanism": self.name,
-            "epsilon": self.epsilon,
-            "bins": self.bins,
-            "branching": self.branching,
-            "scale": self.scale,
-        }
+        return {"mechanism": self.name, **fields_of(self, "epsilon", "bins", "branching", "scale")}
 
     @property
     def realized_epsilon(self) -> float:
@@ -187,15 +176,7 @@ class HierarchicalHistogram:
         return max(o.realized_epsilon for o in self.oracles)
 
     def privacy_bounds(self) -> dict[str, Any]:  # noqa: D102
-        return {
-            "per_report": self.epsilon,
-            "unlimited_same_value": None,
-            "memoized": False,
-            "explanation": (
-                f"One report is {self.epsilon:g}-LDP; m reports cost m·{self.epsilon:g} "
-                "(sequential composition), whether or not the value changes: there is no cap."
-            ),
-        }
+        return sequential_bounds(self.epsilon)
 
     def range_variance_star(self) -> float:
         """A planning figure: n·Var of a range query holding a third of the values, without

@@ -28,7 +28,14 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import check_epsilon, compact_size, exp_epsilon, shade_down
+from client_sdk.mechanisms.base import (
+    WireSized,
+    check_epsilon,
+    exp_epsilon,
+    fields_of,
+    sequential_bounds,
+    shade_down,
+)
 from client_sdk.mechanisms.bins import check_bin, check_layout
 from client_sdk.mechanisms.randomness import RandomSource, bernoulli, default_rng
 
@@ -41,7 +48,7 @@ def hadamard_sign(r: int, j: int) -> int:
 
 
 @dataclass(frozen=True)
-class HaarHRR:
+class HaarHRR(WireSized):
     """Haar coefficients through Hadamard randomized response, one level per report.
 
     Args:
@@ -160,35 +167,17 @@ class HaarHRR:
         return {"l": level, "r": (1 << level) - 1, "y": 1}
 
     @property
-    def wire_bytes(self) -> int:
-        """Bytes of the largest payload as compact JSON."""
-        return compact_size(self.max_payload())
-
-    @property
     def realized_epsilon(self) -> float:
         """ln p/(1 − p): the ε a report realises (≤ ``epsilon``)."""
         return math.log(self.privacy_ratio())
 
     def privacy_bounds(self) -> dict[str, Any]:
         """One report is ε-LDP; reports compose sequentially (no memoization)."""
-        return {
-            "per_report": self.epsilon,
-            "unlimited_same_value": None,
-            "memoized": False,
-            "explanation": (
-                f"One report is {self.epsilon:g}-LDP; m reports cost m·{self.epsilon:g} "
-                "(sequential composition), whether or not the value changes: there is no cap."
-            ),
-        }
+        return sequential_bounds(self.epsilon)
 
     def params(self) -> dict[str, Any]:
         """The parameters that rebuild the mechanism."""
-        return {
-            "mechanism": self.name,
-            "epsilon": self.epsilon,
-            "bins": self.bins,
-            "scale": self.scale,
-        }
+        return {"mechanism": self.name, **fields_of(self, "epsilon", "bins", "scale")}
 
     def range_variance_star(self) -> float:
         """A planning figure: n·Var of a range query, at most two coefficients per level

@@ -29,8 +29,9 @@ from client_sdk.errors import PayloadError
 from client_sdk.mechanisms.base import (
     MAX_DOMAIN_SIZE,
     FrequencyOracle,
+    WireSized,
     check_epsilon,
-    compact_size,
+    sequential_bounds,
 )
 from client_sdk.mechanisms.hashing import LocalHashing
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
@@ -162,7 +163,7 @@ class SetOracle:
 
 
 @dataclass(frozen=True)
-class JointMechanism:
+class JointMechanism(WireSized):
     """Groups of attributes, each with its oracle at ε; a device reports through one.
 
     Args:
@@ -308,11 +309,6 @@ class JointMechanism:
         g = max(range(len(self.groups)), key=lambda i: self.oracles[i].wire_bytes)
         return {"g": g, **self.oracles[g].max_payload()}
 
-    @property
-    def wire_bytes(self) -> int:
-        """Bytes of the largest payload as compact JSON."""
-        return compact_size(self.max_payload())
-
     def params(self) -> dict[str, Any]:
         """Everything :func:`joint_from_params` needs."""
         return {
@@ -329,12 +325,9 @@ class JointMechanism:
         return max(o.realized_epsilon for o in self.oracles)
 
     def privacy_bounds(self) -> dict[str, Any]:  # noqa: D102
-        return {
-            "per_report": self.epsilon,
-            "unlimited_same_value": None,
-            "memoized": False,
-            "explanation": f"One report of the whole tuple is {self.epsilon:g}-LDP.",
-        }
+        return sequential_bounds(
+            self.epsilon, f"One report of the whole tuple is {self.epsilon:g}-LDP."
+        )
 
     # -- estimation helpers --------------------------------------------------------------
     def sources(self, attrs: tuple[int, ...]) -> list[int]:

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from client_sdk.errors import PayloadError
-from client_sdk.mechanisms.base import FrequencyOracle, check_epsilon, compact_size
+from client_sdk.mechanisms.base import FrequencyOracle, WireSized, check_epsilon, fields_of
 from client_sdk.mechanisms.plausibility import Implausible
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
 from client_sdk.mechanisms.rounding import exp
@@ -121,7 +121,7 @@ def _check_salt(salt: object) -> None:
 
 
 @dataclass(frozen=True)
-class StringSketch:
+class StringSketch(WireSized):
     """The string mechanism: one (level, row, cell) report through an inner oracle at ε.
 
     Args:
@@ -217,14 +217,8 @@ class StringSketch:
 
     def params(self) -> dict[str, Any]:
         """Everything needed to rebuild this mechanism (:func:`string_from_params`)."""
-        return {
-            "mechanism": self.name,
-            "epsilon": self.epsilon,
-            "max_length": self.max_length,
-            "rows": self.rows,
-            "cells": self.cells,
-            "salt": self.salt,
-        }
+        names = ("epsilon", "max_length", "rows", "cells", "salt")
+        return {"mechanism": self.name, **fields_of(self, *names)}
 
     # -- device --------------------------------------------------------------------
     def perturb(self, value: str | bytes, rng: RandomSource | None = None) -> dict[str, Any]:
@@ -287,11 +281,6 @@ class StringSketch:
     def max_payload(self) -> dict[str, Any]:
         """A largest possible payload, to size the wire format."""
         return {"l": self.levels - 1, "r": self.rows - 1, **self.inner.max_payload()}
-
-    @cached_property
-    def wire_bytes(self) -> int:
-        """Bytes of the largest payload as compact JSON."""
-        return compact_size(self.max_payload())
 
     def cell_variance(self, n: Any, frequency: Any = 0.0) -> Any:
         """Var of one cell's estimate F̂ = (G·C/n − q*)/(p* − q*) from n reports in all.

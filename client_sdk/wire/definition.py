@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, TypeVar
 
@@ -532,21 +532,49 @@ def _string_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDef
     if "domain" in data or "range" in data:
         problems.append("a string metric has a max_length, not a domain or range")
     common = _check_common(data, problems)
-    params = data.get("mechanism")
-    mech: StringSketch | None = None
-    try:
-        if not isinstance(params, dict):
-            raise ValueError("mechanism must be an object of mechanism parameters")
-        mech = string_from_params(params)
-    except (ValueError, TypeError) as exc:
-        problems.append(f"mechanism: {exc}")
+    mech = _parse_mechanism(_string_params, data, problems)
     if mech is not None and data.get("max_length") != mech.max_length:
         problems.append("max_length differs from the mechanism's")
+    return _definition(data, problems, common, mech, "string")
+
+
+def _string_params(params: object) -> StringSketch:
+    """A string metric's mechanism: only an object of parameters will do."""
+    if not isinstance(params, dict):
+        raise ValueError("mechanism must be an object of mechanism parameters")
+    return string_from_params(params)
+
+
+def _parse_mechanism(
+    parse: Callable[[Any], _M], data: Mapping[str, Any], problems: list[str]
+) -> _M | None:
+    """``parse`` of ``data["mechanism"]``, or None with the reason in ``problems``."""
+    try:
+        return parse(data.get("mechanism"))
+    except (ValueError, TypeError) as exc:
+        problems.append(f"mechanism: {exc}")
+        return None
+
+
+def _definition(
+    data: Mapping[str, Any],
+    problems: list[str],
+    common: _Common,
+    mech: Any,
+    kind: str,
+    **settings: Any,
+) -> MetricDefinition:
+    """The definition of a string, joint or distribution metric once all its checks have
+    run.
+
+    Raises:
+        DefinitionError: ``problems``, or no mechanism or integer version.
+    """
     version = data.get("version")
     if problems or mech is None or type(version) is not int:
         raise DefinitionError(problems or ["invalid definition"])
     reason = str(data.get("mechanism_reason", ""))
-    return common.definition(str(data.get("name")), version, mech, reason, "string")
+    return common.definition(str(data.get("name")), version, mech, reason, kind, **settings)
 
 
 def _check_attributes(
@@ -578,20 +606,10 @@ def _joint_from_dict(data: Mapping[str, Any], problems: list[str]) -> MetricDefi
         problems.append("a joint metric has attributes, not a domain or range")
     attributes = _check_attributes(data.get("attributes"), problems)
     common = _check_common(data, problems)
-    mech: JointMechanism | None = None
-    try:
-        mech = joint_from_params(data.get("mechanism"))  # type: ignore[arg-type]
-    except (ValueError, TypeError) as exc:
-        problems.append(f"mechanism: {exc}")
+    mech = _parse_mechanism(joint_from_params, data, problems)
     if mech is not None and attributes and mech.sizes != tuple(len(v) for _, v in attributes):
         problems.append("the mechanism's attribute sizes differ from the attributes'")
-    version = data.get("version")
-    if problems or mech is None or type(version) is not int:
-        raise DefinitionError(problems or ["invalid definition"])
-    reason = str(data.get("mechanism_reason", ""))
-    return common.definition(
-        str(data.get("name")), version, mech, reason, "joint", attributes=attributes
-    )
+    return _definition(data, problems, common, mech, "joint", attributes=attributes)
 
 
 def check_log_range(value_range: tuple[float, float] | None, problems: list[str]) -> None:
@@ -606,20 +624,10 @@ def _distribution_from_dict(data: Mapping[str, Any], problems: list[str]) -> Met
         problems.append("a distribution metric has a range, not a domain")
     value_range = _check_range(data.get("range"), problems)
     common = _check_common(data, problems)
-    mech: DistributionMechanism | None = None
-    try:
-        mech = distribution_from_params(data.get("mechanism"))  # type: ignore[arg-type]
-    except (ValueError, TypeError) as exc:
-        problems.append(f"mechanism: {exc}")
+    mech = _parse_mechanism(distribution_from_params, data, problems)
     if mech is not None and mech.scale == "log":
         check_log_range(value_range, problems)
-    version = data.get("version")
-    if problems or mech is None or type(version) is not int:
-        raise DefinitionError(problems or ["invalid definition"])
-    reason = str(data.get("mechanism_reason", ""))
-    return common.definition(
-        str(data.get("name")), version, mech, reason, "distribution", value_range=value_range
-    )
+    return _definition(data, problems, common, mech, "distribution", value_range=value_range)
 
 
 def with_dimensions(definition: MetricDefinition, dimensions: Dimensions) -> MetricDefinition:
