@@ -6,12 +6,9 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.time.Duration;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 
 /** The default transport on a JVM: {@code java.net.http.HttpClient} (not on Android). */
-public final class HttpClientTransport implements Transport {
+public final class HttpClientTransport extends AuthorizingTransport {
   private final HttpClient client;
   private final Duration timeout;
 
@@ -24,11 +21,6 @@ public final class HttpClientTransport implements Transport {
   public HttpClientTransport(HttpClient client, long timeoutMillis) {
     this.client = client;
     this.timeout = Duration.ofMillis(timeoutMillis);
-  }
-
-  @Override
-  public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
-    return exchange(method, url, body, contentType, accept, null);
   }
 
   @Override
@@ -48,10 +40,6 @@ public final class HttpClientTransport implements Transport {
     } catch (IllegalArgumentException e) {
       throw new IOException(e.getMessage(), e);
     }
-    Map<String, String> headers = new HashMap<>();
-    for (Map.Entry<String, List<String>> h : answer.headers().map().entrySet()) {
-      if (!h.getValue().isEmpty()) headers.put(h.getKey(), h.getValue().get(h.getValue().size() - 1));
-    }
-    return new Response(answer.statusCode(), headers, answer.body());
+    return new Response(answer.statusCode(), lastValues(answer.headers().map()), answer.body());
   }
 }

@@ -24,7 +24,7 @@ import java.util.function.LongSupplier;
  * §5.3) is fetched again once and the request sealed anew. As client_sdk/ohttp does; see
  * docs/reference/ohttp.md.
  */
-final class Oblivious implements Transport {
+final class Oblivious extends AuthorizingTransport {
   static final String GATEWAY_PATH = "/.well-known/ohttp-gateway";
   static final String KEYS_TYPE = "application/ohttp-keys";
   static final String REQUEST_TYPE = "message/ohttp-req";
@@ -269,11 +269,6 @@ final class Oblivious implements Transport {
   }
 
   // -- the transport ------------------------------------------------------------------------------
-
-  @Override
-  public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
-    return exchange(method, url, body, contentType, accept, null);
-  }
 
   /** Sealed, with {@code authorization} (the app's ingest key) inside the sealed request only. */
   @Override

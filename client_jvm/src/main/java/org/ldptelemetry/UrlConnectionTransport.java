@@ -6,25 +6,17 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.HttpURLConnection;
 import java.net.URL;
-import java.util.HashMap;
-import java.util.List;
-import java.util.Map;
 
 /**
  * A transport on {@code java.net.HttpURLConnection}: what Android has (it lacks {@code
  * java.net.http}), and the default there.
  */
-public final class UrlConnectionTransport implements Transport {
+public final class UrlConnectionTransport extends AuthorizingTransport {
   private final int timeout;
 
   /** @param timeoutMillis to connect, and to wait for each answer */
   public UrlConnectionTransport(long timeoutMillis) {
     this.timeout = (int) Math.min(Integer.MAX_VALUE, timeoutMillis);
-  }
-
-  @Override
-  public Response exchange(String method, String url, byte[] body, String contentType, String accept) throws IOException {
-    return exchange(method, url, body, contentType, accept, null);
   }
 
   @Override
@@ -56,11 +48,7 @@ public final class UrlConnectionTransport implements Transport {
           for (int n; (n = stream.read(chunk)) > 0; ) buf.write(chunk, 0, n);
         }
       }
-      Map<String, String> headers = new HashMap<>();
-      for (Map.Entry<String, List<String>> h : c.getHeaderFields().entrySet()) {
-        if (h.getKey() != null && !h.getValue().isEmpty()) headers.put(h.getKey(), h.getValue().get(h.getValue().size() - 1));
-      }
-      return new Response(status, headers, buf.toByteArray()); // the connection stays pooled
+      return new Response(status, lastValues(c.getHeaderFields()), buf.toByteArray()); // the connection stays pooled
     } catch (IOException | RuntimeException e) {
       c.disconnect();
       throw e;
