@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint
@@ -26,7 +27,7 @@ from collector.context import services
 from collector.errors import ApiError
 from collector.models import KeyCount, Retirement, VersionQuery
 from ldp_api.models import Error, MetricPath, answer
-from ldp_api.openapi import UNAVAILABLE, Header, Reply, documented
+from ldp_api.openapi import UNAVAILABLE, Header, Reply, View, documented
 from ldp_edge.answers import clip
 from ldp_store import keys, lifecycle
 from ldp_store.registry import CURRENT_TTL, Registry, retired_on
@@ -41,6 +42,21 @@ _AUTH: dict[int, Reply] = {
     404: Reply("No such metric or version.", Error),
     503: UNAVAILABLE,
 }
+
+
+def _operators(
+    summary: str, replies: dict[int, Reply], scope: str, audit: str, **more: Any
+) -> Callable[[View], View]:
+    """:func:`documented` for an operators-only route on one metric (admin token)."""
+    return documented(
+        summary,
+        {**replies, **_AUTH},
+        path=MetricPath,
+        security=[ADMIN_TOKEN],
+        scope=scope,
+        audit=audit,
+        **more,
+    )
 
 
 def _iso(since: float | None) -> str | None:
@@ -60,10 +76,12 @@ def _known(registry: Registry, name: str) -> list[int]:
     return versions
 
 
-def _registered(registry: Registry, name: str) -> None:
-    """404 unless the registry has ``name`` (deleted versions count: it may be retired)."""
+def _registered(registry: Registry, name: str) -> Registry:
+    """``registry``, or a 404 unless it has ``name`` (deleted versions count: it may be
+    retired)."""
     if not registry.redis.exists(keys.metric_key(name)):
         raise _unknown(name)
+    return registry
 
 
 def _which(registry: Registry, name: str, version: int | None) -> list[int]:
@@ -77,36 +95,28 @@ def _which(registry: Registry, name: str, version: int | None) -> list[int]:
 
 
 @bp.post("/v1/metrics/<name>/retire")
-@documented(
+@_operators(
     "Retire a metric: refuse its reports (410), keep its estimates (operators only).",
-    {200: Reply("Retired (since the first retire call).", Retirement), **_AUTH},
-    path=MetricPath,
-    security=[ADMIN_TOKEN],
-    scope="metrics:write",
-    audit="metric.retire",
+    {200: Reply("Retired (since the first retire call).", Retirement)},
+    "metrics:write",
+    "metric.retire",
 )
 def retire(name: str) -> dict[str, Any]:
     """Retire ``name`` (every version); repeating it keeps the first date."""
-    registry = services().registry
-    _registered(registry, name)
-    since = registry.retire(name)
+    since = _registered(services().registry, name).retire(name)
     return answer(Retirement(metric=name, retired=True, retired_at=_iso(since)))
 
 
 @bp.post("/v1/metrics/<name>/unretire")
-@documented(
+@_operators(
     "Take a retired metric's reports again (operators only).",
-    {200: Reply("Taking reports.", Retirement), **_AUTH},
-    path=MetricPath,
-    security=[ADMIN_TOKEN],
-    scope="metrics:write",
-    audit="metric.unretire",
+    {200: Reply("Taking reports.", Retirement)},
+    "metrics:write",
+    "metric.unretire",
 )
 def unretire(name: str) -> dict[str, Any]:
     """Take reports of ``name`` again."""
-    registry = services().registry
-    _registered(registry, name)
-    registry.unretire(name)
+    _registered(services().registry, name).unretire(name)
     return answer(Retirement(metric=name, retired=False, retired_at=None))
 
 
@@ -128,18 +138,15 @@ def _count(name: str, versions: list[int], deleted: bool) -> tuple[KeyCount, lis
 
 
 @bp.get("/v1/metrics/<name>/keys")
-@documented(
+@_operators(
     "What deleting a metric (or one version) would remove (operators only).",
     {
         200: Reply("The keys by kind and their memory.", KeyCount),
         400: Reply("The version is not a positive integer.", Error),
-        **_AUTH,
     },
-    path=MetricPath,
+    "metrics:delete",
+    "metric.keys",
     query=VersionQuery,
-    security=[ADMIN_TOKEN],
-    scope="metrics:delete",
-    audit="metric.keys",
 )
 def preview_delete(name: str) -> dict[str, Any]:
     """The keys of every version of ``name`` (or ``?version=N``), by kind, with bytes."""
@@ -149,21 +156,18 @@ def preview_delete(name: str) -> dict[str, Any]:
 
 
 @bp.delete("/v1/metrics/<name>")
-@documented(
+@_operators(
     "Delete every key of a metric's versions, or of one (operators only).",
     {
         200: Reply("Deleted: what was removed.", KeyCount),
         400: Reply("The version is not a positive integer.", Error),
         409: Reply("The current version of a metric that is not retired.", Error),
-        **_AUTH,
     },
+    "metrics:delete",
+    "metric.delete",
     description="Streams, consumer groups, counts, windows, replay sets, dead letters and "
     "the definitions. Export first (ldp export): estimates cannot be recomputed after.",
-    path=MetricPath,
     query=VersionQuery,
-    security=[ADMIN_TOKEN],
-    scope="metrics:delete",
-    audit="metric.delete",
 )
 def delete_metric(name: str) -> dict[str, Any]:
     """Delete ``name``'s versions (or ``?version=N``): their keys, then their definitions."""
