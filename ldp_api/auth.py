@@ -267,34 +267,40 @@ def check() -> Response | None:
     scope = scope_of(app, endpoint)
     if scope is None:
         return None
-    reads = scope in ("metrics:read", "prometheus:read")
     # HTTP Basic is the dashboard's (a browser asks for it once): its pages, and the
     # read APIs their scripts call.
     text = _credential(basic=scope == "metrics:read" or request.blueprint == "dashboard")
-    who = principal(app, text) if text is not None else None
-    policy = POLICY.get(app)
-    # A session never grants ingest: a signed-in browser's reports (the "Try it" page)
-    # are judged as any device's, with no CSRF token asked of them.
-    if text is None and policy.session is not None and scope != "ingest":
-        signed_in = policy.session()
-        if isinstance(signed_in, Response):
-            return signed_in
-        who = signed_in
+    who = _principal_of(app, text, scope)
+    if isinstance(who, Response):
+        return who
     g.ldp_principal = who
     if who is None and text is not None and parse(text) is not None:
         g.ldp_stale_token = True  # shaped like a scoped token, not valid (ldp_api.projects)
     if is_open(app, scope) or (who is not None and scope in who.scopes):
         return None
-    reason: Reason
+    return refuse(scope, _reason(app, scope, who, text))
+
+
+def _principal_of(app: Flask, text: str | None, scope: str) -> Principal | Response | None:
+    """Who the credential ``text`` names, else the signed-in session's (or its refusal)."""
+    if text is not None:
+        return principal(app, text)
+    session = POLICY.get(app).session
+    # A session never grants ingest: a signed-in browser's reports (the "Try it" page)
+    # are judged as any device's, with no CSRF token asked of them.
+    if session is not None and scope != "ingest":
+        return session()
+    return None
+
+
+def _reason(app: Flask, scope: str, who: Principal | None, text: str | None) -> Reason:
+    """Why a request without ``scope`` is refused."""
     if who is not None:
-        reason = "lacking"
-    elif not reads and scope != "ingest" and not _could_grant(app):
-        reason = "disabled"
-    elif text is None:
-        reason = "missing"
-    else:
-        reason = "invalid"
-    return refuse(scope, reason)
+        return "lacking"
+    reads = scope in ("metrics:read", "prometheus:read")
+    if not reads and scope != "ingest" and not _could_grant(app):
+        return "disabled"
+    return "missing" if text is None else "invalid"
 
 
 def refuse(scope: str, reason: Reason) -> Response:

@@ -70,36 +70,17 @@ def enter() -> Response | None:
     if endpoint is None:
         return None
     state = g._get_current_object()
-    if "ldp_principal" in state:  # the scope check read the credential
-        who = state.ldp_principal
-        stale = "ldp_stale_token" in state
-    else:
-        who = auth.sent_principal()
-        stale = who is None and auth.sent_scoped_token()
+    who, stale = _principal(state)
     own = who.project if who is not None and who.token is not None else None
-    if stale:
-        refused = _stale_token(endpoint)
-        if refused is not None:
-            return refused
     query = req.args
     asked = query["project"] if "project" in query else None  # .get raises inside: slow
-    if asked is not None:
-        try:
-            projects.check_project(asked)
-        except ValueError as exc:
-            return _refuse(400, "invalid project", [str(exc)])
-        if own is not None and asked != own:
-            return _refuse(
-                403,
-                f"this token is of project {own!r}, not {asked!r}",
-                ["a scoped token acts in its own project only"],
-            )
+    refused = _stale_token(endpoint) if stale else None
+    if refused is None:
+        refused = _check_asked(asked, own)
+    if refused is not None:
+        return refused
     project = own or asked or projects.DEFAULT
-    if (
-        project in current_app.config.get("INGEST_KEY_PROJECTS", ())
-        and (who is None or "ingest" not in who.scopes)
-        and auth.scope_of(current_app, endpoint) == "ingest"
-    ):
+    if _needs_ingest_key(project, who, endpoint):
         # This project's reports need one of its keys (a key of another project was
         # refused above, when it asked for this one; without ?project= it acts in its own).
         return auth.refuse_json("ingest", "missing" if who is None else "invalid")
@@ -108,6 +89,45 @@ def enter() -> Response | None:
     # /metrics is the deployment's: its gauges cover every project's metrics.
     listed = None if endpoint in DEPLOYMENT_WIDE else project
     state.ldp_project_var = projects.CURRENT.set(listed)
+    return _qualify_name(req, project, endpoint)
+
+
+def _principal(state: Any) -> tuple[auth.Principal | None, bool]:
+    """Who sent the request, and whether they sent a scoped token that is not valid."""
+    if "ldp_principal" in state:  # the scope check read the credential
+        return state.ldp_principal, "ldp_stale_token" in state
+    who = auth.sent_principal()
+    return who, who is None and auth.sent_scoped_token()
+
+
+def _check_asked(asked: str | None, own: str | None) -> Response | None:
+    """The refusal of a ``?project=`` that is not a project name, or not the token's own."""
+    if asked is None:
+        return None
+    try:
+        projects.check_project(asked)
+    except ValueError as exc:
+        return _refuse(400, "invalid project", [str(exc)])
+    if own is not None and asked != own:
+        return _refuse(
+            403,
+            f"this token is of project {own!r}, not {asked!r}",
+            ["a scoped token acts in its own project only"],
+        )
+    return None
+
+
+def _needs_ingest_key(project: str, who: auth.Principal | None, endpoint: str) -> bool:
+    """Whether a report route of a project of ``LDP_INGEST_KEY_PROJECTS`` lacks the key."""
+    return (
+        project in current_app.config.get("INGEST_KEY_PROJECTS", ())
+        and (who is None or "ingest" not in who.scopes)
+        and auth.scope_of(current_app, endpoint) == "ingest"
+    )
+
+
+def _qualify_name(req: Any, project: str, endpoint: str) -> Response | None:
+    """Turn the URL's ``<name>`` into the project's stored name (or refuse the route)."""
     if project == projects.DEFAULT:
         name = (req.view_args or {}).get("name")
         if isinstance(name, str) and "/" in name:  # never a bare name: no route reaches
