@@ -55,6 +55,11 @@ from client_sdk.wire.server import Retention, _check_retention, _check_shards
 
 _M = TypeVar("_M")
 
+AnyMechanism = (
+    FrequencyOracle | NumericMechanism | StringSketch | JointMechanism | DistributionMechanism
+)
+"""What a definition's reports use: every kind's mechanism."""
+
 
 @dataclass(frozen=True)
 class MetricDefinition:
@@ -67,14 +72,7 @@ class MetricDefinition:
     name: str
     version: int
     domain: tuple[str, ...]
-    mechanism: (
-        FrequencyOracle
-        | NumericMechanism
-        | StringSketch
-        | JointMechanism
-        | HierarchicalHistogram
-        | HaarHRR
-    )
+    mechanism: AnyMechanism
     description: str = ""
     mechanism_reason: str = ""
     kind: str = "categorical"
@@ -440,14 +438,7 @@ class _Common(NamedTuple):
         self,
         name: str,
         version: int,
-        mechanism: (
-            FrequencyOracle
-            | NumericMechanism
-            | StringSketch
-            | JointMechanism
-            | HierarchicalHistogram
-            | HaarHRR
-        ),
+        mechanism: AnyMechanism,
         reason: str,
         kind: str,
         *,

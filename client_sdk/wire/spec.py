@@ -338,46 +338,66 @@ def _check_distribution(
         return None
     if scale == "log":
         check_log_range(value_range, problems)
+    bins = _distribution_bins(options, scale, value_range, problems)
+    if bins is None:
+        return None
+    if "branching" not in options:
+        return bins, scale, None
+    branching = _json_integer(options["branching"])
+    if branching is None:
+        problems.append("distribution.branching must be an integer")
+        return None
+    return bins, scale, branching
+
+
+def _distribution_bins(
+    options: dict[str, Any],
+    scale: str,
+    value_range: tuple[float, float] | None,
+    problems: list[str],
+) -> int | None:
+    """The bins ``distribution`` asks for (``bins``, ``resolution`` or the default), or None
+    when they cannot be known."""
     if "bins" in options and "resolution" in options:
         problems.append("distribution takes bins or resolution, not both")
         return None
-    bins: int | None = DEFAULT_BINS
     if "resolution" in options:
-        width = options["resolution"]
-        if scale == "log":
-            problems.append("a log scale takes bins, not a resolution (its bins differ in width)")
-            return None
-        if isinstance(width, bool) or not isinstance(width, int | float) or not width > 0:
-            problems.append(f"distribution.resolution must be a number > 0, got {width!r}")
-            return None
-        if value_range is None:
-            return None
-        wanted = (value_range[1] - value_range[0]) / width
-        bins = MIN_BINS
-        while bins < wanted and bins <= MAX_BINS:
-            bins *= 2
-        if bins > MAX_BINS:
-            problems.append(
-                f"a resolution of {width!r} needs more than {MAX_BINS} bins over the range: "
-                "a coarser resolution or a log scale"
-            )
-            return None
-    elif "bins" in options:
-        bins = _json_integer(options["bins"])
-        if bins is None or bins < MIN_BINS or bins > MAX_BINS or bins & (bins - 1):
-            problems.append(
-                f"distribution.bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], "
-                f"got {options['bins']!r}"
-            )
-            return None
-    branching = None
-    if "branching" in options:
-        branching = _json_integer(options["branching"])
-        if branching is None:
-            problems.append("distribution.branching must be an integer")
-            return None
-    assert bins is not None
-    return bins, scale, branching
+        return _bins_of_resolution(options["resolution"], scale, value_range, problems)
+    if "bins" not in options:
+        return DEFAULT_BINS
+    bins = _json_integer(options["bins"])
+    if bins is None or bins < MIN_BINS or bins > MAX_BINS or bins & (bins - 1):
+        problems.append(
+            f"distribution.bins must be a power of two in [{MIN_BINS}, {MAX_BINS}], "
+            f"got {options['bins']!r}"
+        )
+        return None
+    return bins
+
+
+def _bins_of_resolution(
+    width: object, scale: str, value_range: tuple[float, float] | None, problems: list[str]
+) -> int | None:
+    """The fewest bins (a power of two) no wider than ``width`` over ``value_range``."""
+    if scale == "log":
+        problems.append("a log scale takes bins, not a resolution (its bins differ in width)")
+        return None
+    if isinstance(width, bool) or not isinstance(width, int | float) or not width > 0:
+        problems.append(f"distribution.resolution must be a number > 0, got {width!r}")
+        return None
+    if value_range is None:
+        return None
+    wanted = (value_range[1] - value_range[0]) / width
+    bins = MIN_BINS
+    while bins < wanted and bins <= MAX_BINS:
+        bins *= 2
+    if bins > MAX_BINS:
+        problems.append(
+            f"a resolution of {width!r} needs more than {MAX_BINS} bins over the range: "
+            "a coarser resolution or a log scale"
+        )
+        return None
+    return bins
 
 
 def _parse_distribution_spec(
