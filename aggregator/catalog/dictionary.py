@@ -90,82 +90,96 @@ def _eps(value: float) -> str:
 
 def render_body(result: LintResult) -> str:
     """The dictionary as an HTML fragment (every text escaped)."""
+    reg = result.registry
+    head = "".join(f"<th>per {w}</th>" for w in result.windows())
+    parts = [f'<section class="dictionary" data-registry="{escape(reg.path)}">']
+    parts += _summary(result, head)
+    for entry in reg.entries:
+        parts += _metric(result, entry, head)
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _summary(result: LintResult, head: str) -> list[str]:
+    """The title, the lint status (and findings, when any is an error), the totals."""
     reg, windows = result.registry, result.windows()
     app = escape(str(reg.app.get("name", reg.path)))
-    parts = [f'<section class="dictionary" data-registry="{escape(reg.path)}">']
-    parts.append(f"<h1>Privacy dictionary: {app}</h1>")
     errors = [f for f in result.findings if not f.warning]
     status = (
         f"lints clean ({len(result.findings)} warnings)"
         if not errors
         else f"{len(errors)} lint errors: not ready for review"
     )
-    parts.append(
+    parts = [
+        f"<h1>Privacy dictionary: {app}</h1>",
         f'<p class="lint-status" data-ok="{str(not errors).lower()}">As of '
         f"{result.today.isoformat()}: {escape(status)}. Worst case per device, by "
-        f"{escape(result.account.theorem)}.</p>"
-    )
+        f"{escape(result.account.theorem)}.</p>",
+    ]
     if errors:
         parts.append("<ul class='findings'>")
         parts += [f"<li><code>{escape(str(f))}</code></li>" for f in result.findings]
         parts.append("</ul>")
-    head = "".join(f"<th>per {w}</th>" for w in windows)
-    parts.append(
-        f'<div class="table-wrap"><table class="totals"><thead><tr><th></th>{head}</tr>'
-        "</thead><tbody>"
-    )
     worst = "".join(f"<td>{_eps(result.account.windows[w].total)}</td>" for w in windows)
     limits = [reg.budget.limit(w) if reg.budget else None for w in windows]
     budget = "".join(f"<td>{'—' if x is None else f'{x:g}'}</td>" for x in limits)
-    parts.append(f"<tr><th>worst-case ε, all metrics</th>{worst}</tr>")
-    parts.append(f"<tr><th>the app's budget</th>{budget}</tr></tbody></table></div>")
-    for entry in reg.entries:
-        d = entry.definition
-        name = escape(entry.name)
-        parts.append(f'<article class="metric" id="{name}"><h2>{name}</h2>')
-        if d is None:
-            parts.append(f"<p>Refused: {escape('; '.join(entry.problems))}</p></article>")
-            continue
-        review = entry.table.get("data_review")
-        link = (
-            f'<a href="{escape(review)}" rel="noreferrer">{escape(review)}</a>'
-            if isinstance(review, str) and review.startswith("https://")
-            else "none"
+    return parts + [
+        f'<div class="table-wrap"><table class="totals"><thead><tr><th></th>{head}</tr>'
+        "</thead><tbody>",
+        f"<tr><th>worst-case ε, all metrics</th>{worst}</tr>",
+        f"<tr><th>the app's budget</th>{budget}</tr></tbody></table></div>",
+    ]
+
+
+def _metric(result: LintResult, entry: MetricEntry, head: str) -> list[str]:
+    """One metric's article: what it asks, its settings, its share of the budget, and
+    what one report can and cannot reveal."""
+    d = entry.definition
+    name = escape(entry.name)
+    parts = [f'<article class="metric" id="{name}"><h2>{name}</h2>']
+    if d is None:
+        return parts + [f"<p>Refused: {escape('; '.join(entry.problems))}</p></article>"]
+    budget_text = f"{d.budget.reports_per_period} per {d.budget.period}" if d.budget else "no limit"
+    can, cannot = reveals(entry)
+    return [
+        *parts,
+        f"<p class='asks'><strong>Asks:</strong> {escape(d.description or '(no description)')}"
+        f" — {escape(_asks(entry))}.</p>",
+        "<dl>",
+        f"<dt>ε per report</dt><dd>{d.mechanism.epsilon:g} ({escape(d.mechanism.name)})</dd>",
+        f"<dt>reports</dt><dd>{escape(budget_text)}</dd>",
+        f"<dt>owners</dt><dd>{escape(', '.join(entry.owners) or 'none')}</dd>",
+        f"<dt>expires</dt><dd>{escape(str(entry.expires or 'not set'))}</dd>",
+        f"<dt>data review</dt><dd>{_review_link(entry)}</dd>",
+        "</dl>",
+        f"<div class='table-wrap'><table class='share'><thead><tr>{head}</tr></thead>"
+        f"<tbody><tr>{''.join(_shares(result, entry.name))}</tr></tbody></table></div>",
+        "<h3>What one report can reveal</h3><ul>",
+        *[f"<li>{escape(line)}</li>" for line in can],
+        "</ul><h3>What it cannot reveal</h3><ul>",
+        *[f"<li>{escape(line)}</li>" for line in cannot],
+        "</ul></article>",
+    ]
+
+
+def _review_link(entry: MetricEntry) -> str:
+    """The metric's data review as a link (an https URL only), else ``none``."""
+    review = entry.table.get("data_review")
+    if isinstance(review, str) and review.startswith("https://"):
+        return f'<a href="{escape(review)}" rel="noreferrer">{escape(review)}</a>'
+    return "none"
+
+
+def _shares(result: LintResult, name: str) -> list[str]:
+    """A metric's worst-case ε per window, with its share of the budget where there is one."""
+    cells = []
+    for w in result.windows():
+        value = result.account.windows[w].per_metric.get(name, 0.0)
+        share = result.share(name, w)
+        cells.append(
+            f"<td>{_eps(value)}" + ("" if share is None else f" ({share:.0%} of budget)") + "</td>"
         )
-        expires = entry.expires
-        shares = []
-        for w in windows:
-            value = result.account.windows[w].per_metric.get(entry.name, 0.0)
-            share = result.share(entry.name, w)
-            shares.append(
-                f"<td>{_eps(value)}"
-                + ("" if share is None else f" ({share:.0%} of budget)")
-                + "</td>"
-            )
-        budget_text = (
-            f"{d.budget.reports_per_period} per {d.budget.period}" if d.budget else "no limit"
-        )
-        parts += [
-            f"<p class='asks'><strong>Asks:</strong> {escape(d.description or '(no description)')}"
-            f" — {escape(_asks(entry))}.</p>",
-            "<dl>",
-            f"<dt>ε per report</dt><dd>{d.mechanism.epsilon:g} ({escape(d.mechanism.name)})</dd>",
-            f"<dt>reports</dt><dd>{escape(budget_text)}</dd>",
-            f"<dt>owners</dt><dd>{escape(', '.join(entry.owners) or 'none')}</dd>",
-            f"<dt>expires</dt><dd>{escape(str(expires or 'not set'))}</dd>",
-            f"<dt>data review</dt><dd>{link}</dd>",
-            "</dl>",
-            f"<div class='table-wrap'><table class='share'><thead><tr>{head}</tr></thead>"
-            f"<tbody><tr>{''.join(shares)}</tr></tbody></table></div>",
-        ]
-        can, cannot = reveals(entry)
-        parts.append("<h3>What one report can reveal</h3><ul>")
-        parts += [f"<li>{escape(line)}</li>" for line in can]
-        parts.append("</ul><h3>What it cannot reveal</h3><ul>")
-        parts += [f"<li>{escape(line)}</li>" for line in cannot]
-        parts.append("</ul></article>")
-    parts.append("</section>")
-    return "\n".join(parts)
+    return cells
 
 
 STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}

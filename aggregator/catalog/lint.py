@@ -215,63 +215,79 @@ def lint(reg: RegistryFile, today: date) -> LintResult:
         today: the date expiries are checked against (injected: tests fix it).
     """
     findings = [Finding(reg.path, line, rule, msg) for line, rule, msg in reg.problems]
-    for key in reg.top_level:
-        if key not in ("app", "metrics"):
-            findings.append(
-                Finding(
-                    reg.path,
-                    reg.line_of(key),
-                    "unknown-field",
-                    f'{key} is not a registry table; allowed: [app], [metrics."<name>"]',
-                )
-            )
-    for key in reg.app:
-        if key not in APP_FIELDS:
-            findings.append(
-                Finding(
-                    reg.path,
-                    reg.line_of(key, "app"),
-                    "unknown-field",
-                    f"app.{key} is not a field; allowed: {', '.join(APP_FIELDS)}",
-                )
-            )
+    findings += _unknown_tables(reg)
     loads = []
     for entry in reg.entries:
-        allowed = allowed_fields(entry.table)
-        for key in entry.table:
-            if key not in allowed:
-                findings.append(
-                    Finding(
-                        reg.path,
-                        reg.line_of(key, entry.name),
-                        "unknown-field",
-                        f"{entry.name}: {key} is not a field of this kind of metric; "
-                        f"allowed: {', '.join(sorted(allowed))}",
-                    )
-                )
-        for problem in entry.problems:
-            if not problem.startswith("unknown fields"):
-                findings.append(Finding(reg.path, entry.line, "spec", f"{entry.name}: {problem}"))
-        findings += _governance(reg, entry, today)
         load = load_of(entry)
-        if load is None:
-            continue
-        if load.reports is None:
-            findings.append(
-                Finding(
-                    reg.path,
-                    entry.line,
-                    "no-budget",
-                    f"{entry.name}: no budget, so a device may report it without end; add "
-                    'budget = { reports_per_period = 1, period = "day" }',
-                )
-            )
-        loads.append(load)
-    budget = reg.budget
-    delta = budget.delta if budget else None
-    acct = account(loads, today, reg.caps, delta)
-    if budget is None or all(budget.limit(w) is None for w in ("day", budget.period, "lifetime")):
+        findings += _entry_findings(reg, entry, today, load)
+        if load is not None:
+            loads.append(load)
+    acct = account(loads, today, reg.caps, reg.budget.delta if reg.budget else None)
+    findings += _budget_findings(reg, acct)
+    findings += _caps_findings(reg, acct)
+    findings.sort(key=lambda f: (f.line, f.rule))
+    return LintResult(reg, tuple(findings), acct, today)
+
+
+def _unknown_tables(reg: RegistryFile) -> list[Finding]:
+    """Top-level tables other than [app] and [metrics], and unknown keys of [app]."""
+    found = [
+        (reg.line_of(key), f'{key} is not a registry table; allowed: [app], [metrics."<name>"]')
+        for key in reg.top_level
+        if key not in ("app", "metrics")
+    ]
+    found += [
+        (reg.line_of(key, "app"), f"app.{key} is not a field; allowed: {', '.join(APP_FIELDS)}")
+        for key in reg.app
+        if key not in APP_FIELDS
+    ]
+    return [Finding(reg.path, line, "unknown-field", msg) for line, msg in found]
+
+
+def _entry_findings(
+    reg: RegistryFile, entry: MetricEntry, today: date, load: MetricLoad | None
+) -> list[Finding]:
+    """One metric's findings: unknown fields, spec problems, governance, no budget."""
+    allowed = allowed_fields(entry.table)
+    findings = [
+        Finding(
+            reg.path,
+            reg.line_of(key, entry.name),
+            "unknown-field",
+            f"{entry.name}: {key} is not a field of this kind of metric; "
+            f"allowed: {', '.join(sorted(allowed))}",
+        )
+        for key in entry.table
+        if key not in allowed
+    ]
+    findings += [
+        Finding(reg.path, entry.line, "spec", f"{entry.name}: {problem}")
+        for problem in entry.problems
+        if not problem.startswith("unknown fields")
+    ]
+    findings += _governance(reg, entry, today)
+    if load is not None and load.reports is None:
         findings.append(
+            Finding(
+                reg.path,
+                entry.line,
+                "no-budget",
+                f"{entry.name}: no budget, so a device may report it without end; add "
+                'budget = { reports_per_period = 1, period = "day" }',
+            )
+        )
+    return findings
+
+
+_BUDGET_KEYS = {"day": "epsilon_per_day", "lifetime": "epsilon_lifetime"}
+"""The [app.budget] key of each window (any other: the period's)."""
+
+
+def _budget_findings(reg: RegistryFile, acct: Account) -> list[Finding]:
+    """No app budget, or each window whose worst-case loss exceeds it."""
+    budget = reg.budget
+    if budget is None or all(budget.limit(w) is None for w in ("day", budget.period, "lifetime")):
+        return [
             Finding(
                 reg.path,
                 reg.line_of("budget", "app") if reg.app else 1,
@@ -279,49 +295,50 @@ def lint(reg: RegistryFile, today: date) -> LintResult:
                 "declare [app.budget] with epsilon_per_day, epsilon_per_period and "
                 "epsilon_lifetime: the total privacy loss is checked against it",
             )
-        )
-    else:
-        for window in dict.fromkeys(("day", budget.period, "lifetime")):
-            limit = budget.limit(window)
-            if limit is None:
-                continue
-            loss = acct.windows[window]
-            spent = loss.best if budget.accountant == "advanced" else loss.total
-            if spent > limit * (1 + 1e-12):
-                worst = sorted(loss.per_metric.items(), key=lambda kv: -kv[1])[:3]
-                top = ", ".join(f"{n} {_fmt(v)}" for n, v in worst)
-                how = (
-                    f"advanced composition at δ = {delta:g}"
-                    if budget.accountant == "advanced"
-                    else "sequential composition"
-                )
-                key = {"day": "epsilon_per_day", "lifetime": "epsilon_lifetime"}.get(
-                    window, "epsilon_per_period"
-                )
-                findings.append(
-                    Finding(
-                        reg.path,
-                        reg.line_of(key, "app"),
-                        "over-budget",
-                        f"worst-case ε per device per {window} is {_fmt(spent)} ({how}), "
-                        f"over the budget {limit:g}; largest: {top}",
-                    )
-                )
-    for window in ("day", "lifetime"):
+        ]
+    findings = []
+    for window in dict.fromkeys(("day", budget.period, "lifetime")):
+        limit = budget.limit(window)
+        if limit is None:
+            continue
         loss = acct.windows[window]
-        if loss.uncapped > loss.cap:
-            findings.append(
-                Finding(
-                    reg.path,
-                    reg.line_of("device_caps", "app"),
-                    "caps-refuse",
-                    f"warning: the metrics can ask ε {_fmt(loss.uncapped)} per device per "
-                    f"{window}, the device caps allow {_fmt(loss.cap)}: reports past the "
-                    "cap are refused, first come first served",
-                )
+        advanced = budget.accountant == "advanced"
+        spent = loss.best if advanced else loss.total
+        if spent <= limit * (1 + 1e-12):
+            continue
+        worst = sorted(loss.per_metric.items(), key=lambda kv: -kv[1])[:3]
+        top = ", ".join(f"{n} {_fmt(v)}" for n, v in worst)
+        how = (
+            f"advanced composition at δ = {budget.delta:g}"
+            if advanced
+            else "sequential composition"
+        )
+        findings.append(
+            Finding(
+                reg.path,
+                reg.line_of(_BUDGET_KEYS.get(window, "epsilon_per_period"), "app"),
+                "over-budget",
+                f"worst-case ε per device per {window} is {_fmt(spent)} ({how}), "
+                f"over the budget {limit:g}; largest: {top}",
             )
-    findings.sort(key=lambda f: (f.line, f.rule))
-    return LintResult(reg, tuple(findings), acct, today)
+        )
+    return findings
+
+
+def _caps_findings(reg: RegistryFile, acct: Account) -> list[Finding]:
+    """A warning for each window where the metrics can ask more than the device caps allow."""
+    return [
+        Finding(
+            reg.path,
+            reg.line_of("device_caps", "app"),
+            "caps-refuse",
+            f"warning: the metrics can ask ε {_fmt(loss.uncapped)} per device per "
+            f"{window}, the device caps allow {_fmt(loss.cap)}: reports past the "
+            "cap are refused, first come first served",
+        )
+        for window, loss in ((w, acct.windows[w]) for w in ("day", "lifetime"))
+        if loss.uncapped > loss.cap
+    ]
 
 
 def lint_file(path: str, today: date) -> LintResult:
