@@ -16,7 +16,7 @@ import math
 import re
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 import redis
 from flask import Blueprint, Flask, Response, current_app, request
@@ -455,18 +455,9 @@ def get_estimates(name: str) -> Any:
     refuse_expired(registry, definition, window)
     confidence, simultaneous, multiplicity = _confidence()
     estimand = estimand_asked(definition)
-    fmt = request.args.get("format", FORMATS[0])
-    if fmt not in FORMATS:
-        raise BadRequest(f"format must be one of {', '.join(FORMATS)}, got {fmt[:40]!r}")
+    fmt = _format_asked()
     rows = rows_asked(definition, fmt)
-    candidates: list[str] = []
-    if definition.kind == "string":
-        if fmt == "csv":
-            raise BadRequest("a string metric's estimates are JSON only")
-        try:
-            candidates = parse_candidates(request.args.get("candidates"))
-        except ValueError as exc:
-            raise BadRequest(f"candidates: {exc}") from None
+    candidates = _candidates_asked(definition, fmt)
     ask = Ask(confidence, simultaneous, estimand, multiplicity, rows=rows)
     by = request.args.get("by")
     if by is not None and by in dict(definition.dimensions):
@@ -474,11 +465,7 @@ def get_estimates(name: str) -> Any:
         breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
         return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
     if by is not None and definition.kind != "joint":
-        names = [name for name, _ in definition.dimensions]
-        raise BadRequest(
-            f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
-            + (f"its dimensions: {names}" if names else "it declares none")
-        )
+        _refuse_dimension(definition, by)
     ranges, quantiles = distribution_asked(definition)
     marginals: list[list[int]] = []
     if definition.kind == "joint":
@@ -493,13 +480,47 @@ def get_estimates(name: str) -> Any:
         quantiles=quantiles,
     )
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
-    if fmt == "csv" and isinstance(found, JointEstimates):
+    return _csv_of(found) if fmt == "csv" else answer(found)
+
+
+def _format_asked() -> str:
+    """``?format=``, one of :data:`FORMATS`."""
+    fmt = request.args.get("format", FORMATS[0])
+    if fmt not in FORMATS:
+        raise BadRequest(f"format must be one of {', '.join(FORMATS)}, got {fmt[:40]!r}")
+    return fmt
+
+
+def _candidates_asked(definition: MetricDefinition, fmt: str) -> list[str]:
+    """A string metric's ``?candidates=`` (and its estimates are JSON only)."""
+    if definition.kind != "string":
+        return []
+    if fmt == "csv":
+        raise BadRequest("a string metric's estimates are JSON only")
+    try:
+        return parse_candidates(request.args.get("candidates"))
+    except ValueError as exc:
+        raise BadRequest(f"candidates: {exc}") from None
+
+
+def _refuse_dimension(definition: MetricDefinition, by: str) -> NoReturn:
+    """The 400 of ``?by=`` naming no dimension of the metric."""
+    names = [name for name, _ in definition.dimensions]
+    raise BadRequest(
+        f"by: metric {definition.name!r} has no dimension {by[:64]!r}; "
+        + (f"its dimensions: {names}" if names else "it declares none")
+    )
+
+
+def _csv_of(found: Any) -> Any:
+    """The CSV of an estimate (as JSON when its kind has none)."""
+    if isinstance(found, JointEstimates):
         return joint_csv(found)
-    if fmt == "csv" and isinstance(found, MeanEstimate):
+    if isinstance(found, MeanEstimate):
         return _numeric_csv(found)
-    if fmt == "csv" and isinstance(found, DistributionEstimates):
+    if isinstance(found, DistributionEstimates):
         return _distribution_csv(found)
-    if fmt == "csv" and isinstance(found, Estimates):
+    if isinstance(found, Estimates):
         return _csv(found)
     return answer(found)
 

@@ -81,19 +81,28 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
         return 0  # a 400 to come
     if args.get("format") == "csv" and asked == Rows():
         asked = Rows(every=True)
-    if definition.kind == "joint":
-        sizes = {name: len(domain) for name, domain in definition.attributes}
-        named = [
-            part.strip()
-            for key in ("by", "marginal")
-            for part in (args.get(key) or "").split(",")
-            if part.strip()
-        ]
-        parts = [math.prod(sizes.get(name, 1) for name in named)] if named else list(sizes.values())
-    else:
+    parts = _joint_parts(definition, args) if definition.kind == "joint" else None
+    if parts is None:
         groups = dict(definition.dimensions).get(args.get("by") or "")
         parts = [definition.k] * (len(groups) if groups is not None else 1)
-    rows = asked.resolve(sum(parts), len(parts))
+    return _shown(asked.resolve(sum(parts), len(parts)), parts)
+
+
+def _joint_parts(definition: MetricDefinition, args: MultiDict[str, str]) -> list[int]:
+    """The cells of each table a joint estimate shows: the marginal named (``by``,
+    ``marginal``), else each attribute's."""
+    sizes = {name: len(domain) for name, domain in definition.attributes}
+    named = [
+        part.strip()
+        for key in ("by", "marginal")
+        for part in (args.get(key) or "").split(",")
+        if part.strip()
+    ]
+    return [math.prod(sizes.get(name, 1) for name in named)] if named else list(sizes.values())
+
+
+def _shown(rows: Rows, parts: list[int]) -> int:
+    """The rows ``rows`` shows of tables of ``parts`` cells each."""
     if rows.every:
         return sum(parts)
     if rows.top:
