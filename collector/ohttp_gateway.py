@@ -29,16 +29,9 @@ from prometheus_client import Counter
 
 from client_sdk.errors import ObliviousError, UnknownKeyIdError
 from client_sdk.ohttp import bhttp
+from client_sdk.ohttp import keys as ohttp_keys
 from client_sdk.ohttp.encapsulation import decapsulate_request
-from client_sdk.ohttp.keys import (
-    GATEWAY_PATH,
-    KEYS_MEDIA_TYPE,
-    PROBLEM_KEY,
-    REQUEST_MEDIA_TYPE,
-    RESPONSE_MEDIA_TYPE,
-    SEALING_OVERHEAD,
-    encode_key_configs,
-)
+from client_sdk.ohttp.keys import GATEWAY_PATH, PROBLEM_KEY
 from collector.ohttp_shuffle import PoolAppender, Shuffler
 from ldp_edge import cors
 from ldp_edge.admission import Admission, TooManyRequests
@@ -84,7 +77,7 @@ KEYS_MAX_AGE = 300
 """``Cache-Control: max-age`` of the published keys: a shared cache (or relay) may hand
 the same configuration to every device for five minutes, much less than the overlap."""
 
-ENCAPSULATION_OVERHEAD = SEALING_OVERHEAD
+ENCAPSULATION_OVERHEAD = ohttp_keys.SEALING_OVERHEAD
 """Bytes an encapsulated request may exceed the app's body limit by (the SDK keeps its
 framing within it; deploy/nginx.conf and ``ldp relay`` allow the same)."""
 
@@ -122,6 +115,16 @@ _SERVER_KEYS = (
     "wsgi.run_once",
 )
 """What an inner request's environ keeps of the outer one: the server's, not the peer's."""
+
+
+_REFUSALS: dict[str, tuple[int, str]] = {
+    "unavailable": (503, "storage is unavailable"),
+    "wrong_type": (415, "the gateway takes message/ohttp-req"),
+    "too_large": (413, "the encapsulated request is too large"),
+    "undecryptable": (400, "the encapsulated request cannot be opened"),
+}
+"""The gateway's own refusals, by outcome (the ``ldp_ohttp_gateway`` counter's label):
+status and message."""
 
 
 class ObliviousGateway:
@@ -213,9 +216,9 @@ class ObliviousGateway:
     ) -> Any:
         try:
             if method in ("GET", "HEAD"):
-                configs = encode_key_configs([k.config for k in self.live_keys()])
+                configs = ohttp_keys.encode_key_configs([k.config for k in self.live_keys()])
                 headers = {
-                    "Content-Type": KEYS_MEDIA_TYPE,
+                    "Content-Type": ohttp_keys.KEYS_MEDIA_TYPE,
                     "Cache-Control": f"max-age={KEYS_MAX_AGE}",
                 }
                 return answer(start_response, 200, headers, b"" if method == "HEAD" else configs)
@@ -230,24 +233,27 @@ class ObliviousGateway:
             return self._post(env, start_response)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
             log.warning("gateway keys unavailable: %s", type(exc).__name__)
-            self.outcomes.labels(outcome="unavailable").inc()
-            return error(
-                start_response,
-                503,
-                "storage is unavailable",
-                ["retry after 5 s"],
-                {"Retry-After": "5"},
+            return self._error(
+                start_response, "unavailable", ["retry after 5 s"], {"Retry-After": "5"}
             )
+
+    def _error(
+        self,
+        start_response: Callable[..., Any],
+        outcome: str,
+        details: list[str],
+        headers: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Count ``outcome``, then answer its error (:data:`_REFUSALS`)."""
+        self.outcomes.labels(outcome=outcome).inc()
+        status, message = _REFUSALS[outcome]
+        return error(start_response, status, message, details, headers)
 
     def _post(self, env: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         kind = env.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower()
-        if kind != REQUEST_MEDIA_TYPE:
-            self.outcomes.labels(outcome="wrong_type").inc()
-            return error(
-                start_response,
-                415,
-                "the gateway takes message/ohttp-req",
-                [f"Content-Type is {kind[:100] or 'none'!r}"],
+        if kind != ohttp_keys.REQUEST_MEDIA_TYPE:
+            return self._error(
+                start_response, "wrong_type", [f"Content-Type is {kind[:100] or 'none'!r}"]
             )
         if self.relay_admission is not None and self.relay_admission.enabled:
             try:
@@ -257,23 +263,14 @@ class ObliviousGateway:
                 return refuse(start_response, exc)
         body = read_body(env, self.max_bytes)
         if body is None:
-            self.outcomes.labels(outcome="too_large").inc()
-            return error(
-                start_response,
-                413,
-                "the encapsulated request is too large",
-                [f"at most {self.max_bytes} bytes"],
-            )
+            return self._error(start_response, "too_large", [f"at most {self.max_bytes} bytes"])
         try:
             plain, context = decapsulate_request(body, self._lookup)
         except UnknownKeyIdError as exc:
             self.outcomes.labels(outcome="unknown_key").inc()
             return _unknown_key(start_response, exc.key_id)
         except ObliviousError as exc:
-            self.outcomes.labels(outcome="undecryptable").inc()
-            return error(
-                start_response, 400, "the encapsulated request cannot be opened", [str(exc)]
-            )
+            return self._error(start_response, "undecryptable", [str(exc)])
         try:
             inner = bhttp.decode_request(plain)
         except ObliviousError as exc:
@@ -285,7 +282,7 @@ class ObliviousGateway:
             self.outcomes.labels(outcome="ok").inc()
             inner_answer = self._serve(env, inner)
         sealed = context.encapsulate_response(bhttp.encode_response(inner_answer))
-        headers = {"Content-Type": RESPONSE_MEDIA_TYPE, "Cache-Control": "no-store"}
+        headers = {"Content-Type": ohttp_keys.RESPONSE_MEDIA_TYPE, "Cache-Control": "no-store"}
         return answer(start_response, 200, headers, sealed)
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
