@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from flask import Flask, Response, g, request
@@ -63,78 +64,67 @@ class Telemetry:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.accepted = Counter(
-            "ldp_collector_reports_accepted",
-            "Reports appended to a stream.",
-            ["metric"],
-            registry=self.registry,
+        counter = partial(Counter, registry=self.registry)
+        histogram = partial(Histogram, registry=self.registry)
+        self.accepted = counter(
+            "ldp_collector_reports_accepted", "Reports appended to a stream.", ["metric"]
         )
-        self.duplicates = Counter(
+        self.duplicates = counter(
             "ldp_collector_reports_duplicate",
             "Reports discarded because their id was seen before (replays, client retries).",
             ["metric"],
-            registry=self.registry,
         )
-        self.rejected = Counter(
+        self.rejected = counter(
             "ldp_collector_reports_rejected",
             "Reports that failed validation, by reason category.",
             ["reason"],
-            registry=self.registry,
         )
-        self.implausible = Counter(
+        self.implausible = counter(
             "ldp_collector_reports_implausible",
             "Reports refused as implausible under their metric's mechanism, by the test "
             "they failed (too_few_ones, too_many_ones).",
             ["metric", "reason"],
-            registry=self.registry,
         )
-        self.rate_limited = Counter(
+        self.rate_limited = counter(
             "ldp_collector_rate_limited",
             "429 answers: a source's request or report bucket was empty (sources are "
             "not recorded, here or anywhere).",
             ["limit"],
-            registry=self.registry,
         )
-        self.rate_limited_reports = Counter(
+        self.rate_limited_reports = counter(
             "ldp_collector_rate_limited_reports",
             "Reports in requests answered 429, by the bucket that refused them (0 for the "
             "request bucket: it refuses before the body is read). Rising while users are "
             "honest means devices share an address (NAT, proxy): raise the limits.",
             ["limit"],
-            registry=self.registry,
         )
-        self.unavailable = Counter(
+        self.unavailable = counter(
             "ldp_collector_unavailable",
             "503 answers: storage down, out of memory, backlog over MAX_BACKLOG, no replica "
             "confirmed in REPLICA_WAIT_MS, or a slot moving between cluster nodes.",
             ["reason"],
-            registry=self.registry,
         )
-        self.guard_shortened = Counter(
+        self.guard_shortened = counter(
             "ldp_replay_guard_shortened",
             "Times this collector ended a metric version's replay-guard epoch early "
             "because the version held its share of the budget (LDP_GUARD_BUDGET): the "
             "epoch before was dropped (every id in it at least 30 minutes old), so "
             "replays of those reports are no longer refused.",
-            registry=self.registry,
         )
-        self.slow_bodies = Counter(
+        self.slow_bodies = counter(
             "ldp_collector_slow_bodies",
             "Requests answered 408 because their body came slower than the floor "
             "or took longer than the deadline (ldp_edge.slow_bodies).",
-            registry=self.registry,
         )
-        self.responses = Counter(
+        self.responses = counter(
             "ldp_collector_responses",
             "HTTP responses by endpoint and status.",
             ["endpoint", "status"],
-            registry=self.registry,
         )
-        self.latency = Histogram(
+        self.latency = histogram(
             "ldp_collector_request_duration_seconds",
             "Time from request start to response, by endpoint and method.",
             ["endpoint", "method"],
-            registry=self.registry,
         )
         for reason in REJECTION_CATEGORIES:  # export zeros, so rate() works from the start
             self.rejected.labels(reason=reason)
