@@ -307,13 +307,19 @@ def uniform_indices(rng: RandomSource, n: int, batch: int) -> Iterator[int]:
     mask = (1 << (n - 1).bit_length()) - 1
     size = 2 * (batch * (mask + 1) // n + 4)
     while True:
-        words = array("H", random_bytes(rng, size))
-        if _NATIVE_IS_BIG:  # pragma: no cover - the same stream on every platform
-            words.byteswap()
-        for word in words:
+        for word in _random_words(rng, size):
             word &= mask
             if word < n:
                 yield word
+
+
+def _random_words(rng: RandomSource, nbytes: int) -> array[int]:
+    """``nbytes`` random bytes as 16-bit little-endian words: the same stream on every
+    platform."""
+    words = array("H", random_bytes(rng, nbytes))
+    if _NATIVE_IS_BIG:  # pragma: no cover - a big-endian machine
+        words.byteswap()
+    return words
 
 
 _THRESHOLD_TABLES: dict[int, bytes] = {}
@@ -364,10 +370,7 @@ def subset_marks(rng: RandomSource, population: int, size: int) -> bytearray:
     # population/(mask + 1); a quarter more, so that one batch almost always does.
     nbytes = 2 * ((todo * (mask + 1) // candidates) * 5 // 4 + 4)
     while True:
-        batch = array("H", random_bytes(rng, nbytes))
-        if _NATIVE_IS_BIG:  # pragma: no cover - the same stream on every platform
-            batch.byteswap()
-        for i in batch:
+        for i in _random_words(rng, nbytes):
             i &= mask
             if i < population and marks[i] == old:
                 marks[i] = new
