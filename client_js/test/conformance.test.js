@@ -75,29 +75,37 @@ test("frequency oracles: probabilities and payloads", () => {
   }
 });
 
-test("joint mechanisms: every case, byte for byte", async () => {
+/** Replays every case of a vectors file and compares each payload's JSON; returns the count. */
+async function everyPayload(file, kind, valueOf, label) {
   let n = 0;
-  for (const entry of load("joint.json").mechanisms) {
+  for (const entry of load(file).mechanisms) {
     const m = build(entry.params);
     for (const c of entry.cases) {
-      const payload = await replay(c.random, (rng) => m.perturb(c.values, rng));
-      assert.equal(encodePayload(payload, "joint"), c.payload_json, `joint ${entry.method} ${c.values}`);
+      const payload = await replay(c.random, (rng) => m.perturb(valueOf(c), rng));
+      assert.equal(encodePayload(payload, kind), c.payload_json, label(entry, c));
       n++;
     }
   }
+  return n;
+}
+
+test("joint mechanisms: every case, byte for byte", async () => {
+  const n = await everyPayload(
+    "joint.json",
+    "joint",
+    (c) => c.values,
+    (entry, c) => `joint ${entry.method} ${c.values}`,
+  );
   assert.ok(n >= 36);
 });
 
 test("frequency oracles: every case, byte for byte", async () => {
-  let n = 0;
-  for (const entry of load("oracles.json").mechanisms) {
-    const m = build(entry.params);
-    for (const c of entry.cases) {
-      const payload = await replay(c.random, (rng) => m.perturb(c.value, rng));
-      assert.equal(encodePayload(payload, "categorical"), c.payload_json, `${entry.params.mechanism} ${c.value} ${c.random.slice(0, 16)}`);
-      n++;
-    }
-  }
+  const n = await everyPayload(
+    "oracles.json",
+    "categorical",
+    (c) => c.value,
+    (entry, c) => `${entry.params.mechanism} ${c.value} ${c.random.slice(0, 16)}`,
+  );
   assert.ok(n > 250);
 });
 
