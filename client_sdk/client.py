@@ -273,21 +273,14 @@ class Client:
         return datetime(latest.year, latest.month, latest.day, tzinfo=UTC).timestamp()
 
     def _new_uploader(self) -> Uploader:
-        options = self._options
         return Uploader(
             self._queue,
             self._transport,
             self._stats,
-            flush_at=options.flush_at,
-            flush_interval=options.flush_interval,
-            max_batch_reports=options.max_batch_reports,
-            max_batch_bytes=options.max_batch_bytes,
+            self._options,
             on_rejected=self._invalidate,
             on_retired=self._retire,
             vet=self._vet if self._bundle else None,
-            sleep=options.sleep,
-            clock=options.clock,
-            wallclock=options.wallclock,
         )
 
     # -- definitions ------------------------------------------------------------------

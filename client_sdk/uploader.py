@@ -45,6 +45,7 @@ from datetime import UTC
 from typing import Any, Literal
 
 from client_sdk.mechanisms import default_rng
+from client_sdk.options import ClientOptions
 from client_sdk.queue import Entry, ReportQueue
 from client_sdk.transport import Response, Transport
 
@@ -289,10 +290,10 @@ class Uploader:
         queue: where the reports wait.
         transport: how they are sent.
         stats: where outcomes are counted.
-        flush_at: queued reports that trigger an upload.
-        flush_interval: seconds after which queued reports are sent anyway.
-        max_batch_reports: most reports per request.
-        max_batch_bytes: most bytes per request body.
+        options: the client's options; the uploader reads ``flush_at``,
+            ``flush_interval``, ``max_batch_reports``, ``max_batch_bytes``, ``sleep`` (each
+            backoff delay; None: an interruptible wait), ``clock`` (the flush interval)
+            and ``wallclock`` (``Retry-After`` dates).
         on_rejected: called with the names of metrics the collector rejected reports of
             (so their definitions are fetched again).
         on_retired: called with the names of metrics the collector says are retired,
@@ -302,9 +303,6 @@ class Uploader:
             (their data possibly rewritten) and those to drop as ``bundle_mismatch``, or
             raises when it cannot decide now (the batch is retried like a failed upload).
             None sends every batch as queued.
-        sleep: called with each backoff delay; default: an interruptible wait.
-        clock: monotonic seconds, for the flush interval.
-        wallclock: Unix time, for ``Retry-After`` dates.
     """
 
     def __init__(
@@ -312,31 +310,23 @@ class Uploader:
         queue: ReportQueue,
         transport: Transport,
         stats: Stats,
+        options: ClientOptions,
         *,
-        flush_at: int,
-        flush_interval: float,
-        max_batch_reports: int,
-        max_batch_bytes: int,
         on_rejected: Callable[[set[str]], None],
         on_retired: Callable[[set[str]], None] = lambda names: None,
         vet: Callable[[list[Entry]], tuple[list[Entry], list[Entry]]] | None = None,
-        sleep: Callable[[float], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        wallclock: Callable[[], float] = time.time,
     ) -> None:
         self._queue = queue
         self._transport = transport
         self._stats = stats
-        self._flush_at = flush_at
-        self._flush_interval = flush_interval
-        self._batch_limit = max_batch_reports
-        self._body_limit = max_batch_bytes - len(b'{"reports":[]}')
+        self._options = options
+        self._flush_at = options.flush_at
+        self._flush_interval = options.flush_interval
+        self._batch_limit = options.max_batch_reports
+        self._body_limit = options.max_batch_bytes - len(b'{"reports":[]}')
         self._on_rejected = on_rejected
         self._on_retired = on_retired
         self._vet = vet
-        self._sleep = sleep
-        self._clock = clock
-        self._wallclock = wallclock
         self._rng = default_rng()  # jitter needs no secrecy, but this generator is at hand
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -441,7 +431,7 @@ class Uploader:
                 self._cond.notify_all()
                 self._cond.wait()
                 continue
-            now = self._clock()
+            now = self._options.clock()
             if self._pending_since is None:
                 self._pending_since = now
             if queued >= self._flush_at or self._flush_requested:
@@ -470,8 +460,8 @@ class Uploader:
                     self._paused = False
 
     def _wait(self, delay: float) -> None:
-        if self._sleep is not None:
-            self._sleep(delay)
+        if self._options.sleep is not None:
+            self._options.sleep(delay)
             return
         with self._cond:
             self._cond.wait_for(lambda: self._stopping, timeout=delay)
@@ -551,7 +541,9 @@ class Uploader:
         self._stats.error(type(error).__name__ if error is not None else f"HTTP {status}")
         retry_after = None
         if response is not None:
-            retry_after = parse_retry_after(response.headers.get("retry-after"), self._wallclock())
+            retry_after = parse_retry_after(
+                response.headers.get("retry-after"), self._options.wallclock()
+            )
         delay, paused = backoff_delay(self._failures, retry_after, self._rng)
         if paused:
             with self._cond:
