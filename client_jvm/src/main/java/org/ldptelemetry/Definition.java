@@ -320,25 +320,9 @@ final class Definition {
 
   private static void canonical(Object x, StringBuilder out) {
     if (x instanceof Map) {
-      out.append('{');
-      boolean first = true;
-      for (Map.Entry<?, ?> e : new TreeMap<>((Map<?, ?>) x).entrySet()) {
-        if (!first) out.append(',');
-        first = false;
-        Json.string(String.valueOf(e.getKey()), out);
-        out.append(':');
-        canonical(e.getValue(), out);
-      }
-      out.append('}');
+      Json.object(new TreeMap<>((Map<?, ?>) x), out, Definition::canonical);
     } else if (x instanceof List) {
-      out.append('[');
-      boolean first = true;
-      for (Object item : (List<?>) x) {
-        if (!first) out.append(',');
-        first = false;
-        canonical(item, out);
-      }
-      out.append(']');
+      Json.array((List<?>) x, out, Definition::canonical);
     } else if (x instanceof Number && !(x instanceof java.math.BigInteger)) {
       Exact.pyRepr(((Number) x).doubleValue(), out);
     } else {

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.BiConsumer;
 
 /**
  * JSON as the protocol writes it: a reader (objects keep their key order; integers are
@@ -46,25 +47,9 @@ public final class Json {
     } else if (value instanceof Number || value instanceof Boolean) {
       out.append(value);
     } else if (value instanceof Map) {
-      out.append('{');
-      boolean first = true;
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) value).entrySet()) {
-        if (!first) out.append(',');
-        first = false;
-        string(String.valueOf(e.getKey()), out);
-        out.append(':');
-        write(e.getValue(), out);
-      }
-      out.append('}');
+      object((Map<?, ?>) value, out, Json::write);
     } else if (value instanceof List) {
-      out.append('[');
-      boolean first = true;
-      for (Object item : (List<?>) value) {
-        if (!first) out.append(',');
-        first = false;
-        write(item, out);
-      }
-      out.append(']');
+      array((List<?>) value, out, Json::write);
     } else if (value instanceof int[]) {
       out.append('[');
       int[] items = (int[]) value;
@@ -78,7 +63,38 @@ public final class Json {
     }
   }
 
+  /** A JSON object in the map's key order, each value written by {@code value}. */
+  static void object(Map<?, ?> map, StringBuilder out, BiConsumer<Object, StringBuilder> value) {
+    out.append('{');
+    boolean first = true;
+    for (Map.Entry<?, ?> e : map.entrySet()) {
+      if (!first) out.append(',');
+      first = false;
+      string(String.valueOf(e.getKey()), out);
+      out.append(':');
+      value.accept(e.getValue(), out);
+    }
+    out.append('}');
+  }
+
+  /** A JSON array, each item written by {@code item}. */
+  static void array(List<?> items, StringBuilder out, BiConsumer<Object, StringBuilder> item) {
+    out.append('[');
+    boolean first = true;
+    for (Object x : items) {
+      if (!first) out.append(',');
+      first = false;
+      item.accept(x, out);
+    }
+    out.append(']');
+  }
+
   private static final char[] HEX = "0123456789abcdef".toCharArray();
+
+  /** The one-character escapes after a backslash, and the characters they stand for. */
+  private static final String ESCAPES = "\"\\/bfnrt";
+
+  private static final String ESCAPED = "\"\\/\b\f\n\r\t";
 
   /** A JSON string as Python's ensure_ascii encoder writes it. */
   static void string(String s, StringBuilder out) {
@@ -90,24 +106,11 @@ public final class Json {
         out.append(c);
         continue;
       }
-      switch (c) {
-        case '\n':
-          out.append("\\n");
-          break;
-        case '\r':
-          out.append("\\r");
-          break;
-        case '\t':
-          out.append("\\t");
-          break;
-        case '\b':
-          out.append("\\b");
-          break;
-        case '\f':
-          out.append("\\f");
-          break;
-        default:
-          out.append("\\u").append(HEX[c >>> 12]).append(HEX[(c >>> 8) & 15]).append(HEX[(c >>> 4) & 15]).append(HEX[c & 15]);
+      int simple = ESCAPED.indexOf(c); // a control character with a short escape
+      if (simple >= 0) {
+        out.append('\\').append(ESCAPES.charAt(simple));
+      } else {
+        out.append("\\u").append(HEX[c >>> 12]).append(HEX[(c >>> 8) & 15]).append(HEX[(c >>> 4) & 15]).append(HEX[c & 15]);
       }
     }
     out.append('"');
@@ -238,38 +241,19 @@ public final class Json {
         if (at + 1 >= s.length()) throw error("unterminated escape");
         char e = s.charAt(at + 1);
         at += 2;
-        switch (e) {
-          case '"':
-          case '\\':
-          case '/':
-            out.append(e);
-            break;
-          case 'b':
-            out.append('\b');
-            break;
-          case 'f':
-            out.append('\f');
-            break;
-          case 'n':
-            out.append('\n');
-            break;
-          case 'r':
-            out.append('\r');
-            break;
-          case 't':
-            out.append('\t');
-            break;
-          case 'u':
-            if (at + 4 > s.length()) throw error("short \\u escape");
-            try {
-              out.append((char) Integer.parseInt(s.substring(at, at + 4), 16));
-            } catch (NumberFormatException x) {
-              throw error("bad \\u escape");
-            }
-            at += 4;
-            break;
-          default:
-            throw error("bad escape");
+        int simple = ESCAPES.indexOf(e);
+        if (simple >= 0) {
+          out.append(ESCAPED.charAt(simple));
+        } else if (e == 'u') {
+          if (at + 4 > s.length()) throw error("short \\u escape");
+          try {
+            out.append((char) Integer.parseInt(s.substring(at, at + 4), 16));
+          } catch (NumberFormatException x) {
+            throw error("bad \\u escape");
+          }
+          at += 4;
+        } else {
+          throw error("bad escape");
         }
         start = at;
       }

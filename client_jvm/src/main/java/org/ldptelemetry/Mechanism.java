@@ -63,6 +63,11 @@ abstract class Mechanism {
     return prob;
   }
 
+  /** GRR's keep probability over {@code size} values, e/(e + size − 1), shaded down to ε. */
+  static double grrKeep(double e, int size, double eps) {
+    return shadeDown(e / (e + size - 1), f -> f.mul(fr(size - 1)).div(Exact.ONE.sub(f)), eps);
+  }
+
   static Frac fr(long n) {
     return Frac.of(n, 1);
   }
@@ -132,10 +137,7 @@ abstract class Mechanism {
       super(name, eps);
       this.k = k;
       double e = expEpsilon(eps);
-      double kept =
-          keepProbability > 0
-              ? keepProbability
-              : shadeDown(e / (e + k - 1), f -> f.mul(fr(k - 1)).div(Exact.ONE.sub(f)), eps);
+      double kept = keepProbability > 0 ? keepProbability : grrKeep(e, k, eps);
       this.keep = new Prob(kept);
       this.q = Exact.ONE.sub(Exact.frac(kept)).div(fr(k - 1)).toDouble();
     }
@@ -256,8 +258,7 @@ abstract class Mechanism {
       long pr = Math.max(k, g);
       while (!isPrime(pr)) pr++;
       this.prime = pr;
-      final int gg = g;
-      double kept = shadeDown(e / (e + g - 1), f -> f.mul(fr(gg - 1)).div(Exact.ONE.sub(f)), eps);
+      double kept = grrKeep(e, g, eps);
       this.keep = new Prob(kept);
       BigInteger bp = BigInteger.valueOf(pr);
       BigInteger bg = BigInteger.valueOf(g);

@@ -154,8 +154,7 @@ class ClientTest {
   @Test
   void aMetricsBudgetRefusesTheReportBeyondItsPeriod() throws Exception {
     try (TestCollector collector = new TestCollector()) {
-      String budget = ",\"budget\":{\"reports_per_period\":2,\"period\":\"week\"}";
-      collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), "").replace(",\"budget\":null", budget));
+      collector.definitions.put("app.theme", TestCollector.budgeted("app.theme", 2, "week"));
       try (Client client = new Client(collector.url(), fast().build())) {
         assertTrue(client.report("app.theme", "dark"));
         assertTrue(client.report("app.theme", "dark"));
@@ -320,8 +319,7 @@ class ClientTest {
   @Test
   void aClockSetBackDoesNotReopenASpentPeriod() throws Exception {
     try (TestCollector collector = new TestCollector()) {
-      String budget = ",\"budget\":{\"reports_per_period\":1,\"period\":\"day\"}";
-      collector.definitions.put("app.theme", TestCollector.definition("app.theme", 1, TestCollector.grr(1.0), "").replace(",\"budget\":null", budget));
+      collector.definitions.put("app.theme", TestCollector.budgeted("app.theme", 1, "day"));
       AtomicLong wall = new AtomicLong(20_000L * 86_400_000L + 3_600_000L);
       try (Client client = new Client(collector.url(), fast().wallclock(wall::get).build())) {
         assertTrue(client.report("app.theme", "dark"));

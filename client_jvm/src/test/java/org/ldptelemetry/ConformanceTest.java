@@ -8,6 +8,7 @@ import static org.ldptelemetry.Vectors.i;
 import static org.ldptelemetry.Vectors.list;
 import static org.ldptelemetry.Vectors.load;
 import static org.ldptelemetry.Vectors.map;
+import static org.ldptelemetry.Vectors.maps;
 import static org.ldptelemetry.Vectors.rat;
 import static org.ldptelemetry.Vectors.replay;
 import static org.ldptelemetry.Vectors.toHex;
@@ -37,8 +38,7 @@ class ConformanceTest {
     assertTrue(list(v.get("awkward")).size() >= 5);
     int n = 0;
     for (String table : new String[] {"table", "awkward"}) {
-      for (Object o : list(v.get(table))) {
-        Map<String, Object> row = map(o);
+      for (Map<String, Object> row : maps(v.get(table))) {
         double eps = ((Number) row.get("epsilon")).doubleValue();
         assertEquals(row.get("exp"), rat(Exact.exp(eps)), "exp(" + eps + ")");
         assertEquals(row.get("exp_epsilon"), rat(Mechanism.expEpsilon(eps)));
@@ -54,8 +54,7 @@ class ConformanceTest {
 
   @Test
   void frequencyOraclesProbabilities() {
-    for (Object o : list(load("oracles.json").get("mechanisms"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(load("oracles.json").get("mechanisms"))) {
       Mechanism m = Mechanism.build(map(entry.get("params")));
       Map<String, Object> probs = map(entry.get("probabilities"));
       String what = Json.write(entry.get("params"));
@@ -104,8 +103,7 @@ class ConformanceTest {
   @Test
   void frequencyOraclesEveryCaseByteForByte() {
     int n = 0;
-    for (Object o : list(load("oracles.json").get("mechanisms"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(load("oracles.json").get("mechanisms"))) {
       Mechanism m = Mechanism.build(map(entry.get("params")));
       for (Object co : list(entry.get("cases"))) {
         Map<String, Object> c = map(co);
@@ -120,8 +118,7 @@ class ConformanceTest {
   @Test
   void jointMechanismsEveryCaseByteForByte() {
     int n = 0;
-    for (Object o : list(load("joint.json").get("mechanisms"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(load("joint.json").get("mechanisms"))) {
       Mechanism.Joint m = (Mechanism.Joint) Mechanism.build(map(entry.get("params")));
       for (Object co : list(entry.get("cases"))) {
         Map<String, Object> c = map(co);
@@ -138,8 +135,7 @@ class ConformanceTest {
 
   @Test
   void memoizedSeedStreamPermanentResponseAndReports() {
-    for (Object o : list(load("memoized.json").get("mechanisms"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(load("memoized.json").get("mechanisms"))) {
       Mechanism.Memo m = (Mechanism.Memo) Mechanism.build(map(entry.get("params")));
       for (Object co : list(entry.get("cases"))) {
         Map<String, Object> c = map(co);
@@ -167,15 +163,13 @@ class ConformanceTest {
   @Test
   void numericScalingConstantsAndPayloadsAsText() {
     Map<String, Object> v = load("numeric.json");
-    for (Object o : list(v.get("scaling"))) {
-      Map<String, Object> s = map(o);
+    for (Map<String, Object> s : maps(v.get("scaling"))) {
       List<Object> range = list(s.get("range"));
       double x = Mechanism.scale(((Number) s.get("value")).doubleValue(), ((Number) range.get(0)).doubleValue(), ((Number) range.get(1)).doubleValue());
       assertEquals(s.get("x_exact"), rat(x));
     }
     int n = 0;
-    for (Object o : list(v.get("mechanisms"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(v.get("mechanisms"))) {
       Mechanism.Numeric m = (Mechanism.Numeric) Mechanism.build(map(entry.get("params")));
       Map<String, Object> constants = map(entry.get("constants"));
       if (constants.containsKey("window")) assertEquals(constants.get("window"), m.window.toString());
@@ -198,21 +192,17 @@ class ConformanceTest {
   @Test
   void stringsNormalisationSaltsCoefficientsCellsAndPayloads() {
     Map<String, Object> v = load("strings.json");
-    for (Object o : list(v.get("normalise"))) {
-      Map<String, Object> c = map(o);
+    for (Map<String, Object> c : maps(v.get("normalise"))) {
       assertEquals(c.get("padded"), toHex(Mechanism.normalise((String) c.get("value"), i(c.get("max_length")))), (String) c.get("value"));
     }
-    for (Object o : list(v.get("refused"))) {
-      Map<String, Object> c = map(o);
+    for (Map<String, Object> c : maps(v.get("refused"))) {
       assertThrows(IllegalArgumentException.class, () -> Mechanism.normalise((String) c.get("value"), i(c.get("max_length"))));
     }
-    for (Object o : list(v.get("derived_salts"))) {
-      Map<String, Object> s = map(o);
+    for (Map<String, Object> s : maps(v.get("derived_salts"))) {
       byte[] salt = Hashes.blake2b(("ldp-string:" + s.get("name")).getBytes(StandardCharsets.UTF_8), new byte[0], 16);
       assertEquals(s.get("salt"), toHex(salt));
     }
-    for (Object o : list(v.get("sketches"))) {
-      Map<String, Object> entry = map(o);
+    for (Map<String, Object> entry : maps(v.get("sketches"))) {
       Mechanism.Sketch m = (Mechanism.Sketch) Mechanism.build(map(entry.get("params")));
       assertEquals(map(entry.get("inner")).get("p"), rat(m.inner.keep.value));
       Map<String, Object> coefficients = map(entry.get("coefficients"));
@@ -247,8 +237,7 @@ class ConformanceTest {
     Map<String, Object> v = load("wire.json");
     StringBuilder batch = new StringBuilder("{\"reports\":[");
     boolean first = true;
-    for (Object o : list(v.get("reports"))) {
-      Map<String, Object> item = map(o);
+    for (Map<String, Object> item : maps(v.get("reports"))) {
       Definition d = Definition.parse(item.get("definition"));
       byte[] secret = item.get("secret") == null ? null : hex((String) item.get("secret"));
       @SuppressWarnings("unchecked")

@@ -46,6 +46,12 @@ final class TestCollector implements AutoCloseable {
         + ",\"mechanism_reason\":\"\",\"budget\":null,\"shards\":1,\"retention\":null" + extra + "}";
   }
 
+  /** A GRR (ε = 1) definition of version 1 with a budget of {@code reports} per {@code period}. */
+  static String budgeted(String name, int reports, String period) {
+    String budget = ",\"budget\":{\"reports_per_period\":" + reports + ",\"period\":\"" + period + "\"}";
+    return definition(name, 1, grr(1.0), "").replace(",\"budget\":null", budget);
+  }
+
   static String grr(double epsilon) {
     return "{\"mechanism\":\"grr\",\"epsilon\":" + epsilon + ",\"domain_size\":3}";
   }

@@ -42,6 +42,13 @@ final class Vectors {
     return (List<Object>) o;
   }
 
+  /** A list of JSON objects. */
+  static List<Map<String, Object>> maps(Object o) {
+    List<Map<String, Object>> out = new java.util.ArrayList<>();
+    for (Object x : list(o)) out.add(map(x));
+    return out;
+  }
+
   static byte[] hex(String h) {
     return Mechanism.hex(h);
   }
