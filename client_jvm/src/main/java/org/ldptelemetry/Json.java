@@ -171,10 +171,7 @@ public final class Json {
       Map<String, Object> out = new LinkedHashMap<>();
       at++;
       space();
-      if (at < s.length() && s.charAt(at) == '}') {
-        at++;
-        return out;
-      }
+      if (eat('}')) return out;
       while (true) {
         space();
         if (at >= s.length() || s.charAt(at) != '"') throw error("a key expected");
@@ -184,10 +181,7 @@ public final class Json {
         space();
         out.put(key, value(depth + 1));
         space();
-        if (at < s.length() && s.charAt(at) == ',') {
-          at++;
-          continue;
-        }
+        if (eat(',')) continue;
         expect('}');
         return out;
       }
@@ -197,26 +191,26 @@ public final class Json {
       List<Object> out = new ArrayList<>();
       at++;
       space();
-      if (at < s.length() && s.charAt(at) == ']') {
-        at++;
-        return out;
-      }
+      if (eat(']')) return out;
       while (true) {
         space();
         out.add(value(depth + 1));
         space();
-        if (at < s.length() && s.charAt(at) == ',') {
-          at++;
-          continue;
-        }
+        if (eat(',')) continue;
         expect(']');
         return out;
       }
     }
 
-    void expect(char c) {
-      if (at >= s.length() || s.charAt(at) != c) throw error("'" + c + "' expected");
+    /** Step over {@code c} if it comes next. */
+    boolean eat(char c) {
+      if (at >= s.length() || s.charAt(at) != c) return false;
       at++;
+      return true;
+    }
+
+    void expect(char c) {
+      if (!eat(c)) throw error("'" + c + "' expected");
     }
 
     String string() {
