@@ -166,6 +166,20 @@ def _send(pipe: Any, pending: Mapping[tuple[str, str], int]) -> None:
         pipe.expireat(keys.guard_ids_key(day), guard.expires_at(day))
 
 
+def _held_ids(*days: dict[bytes, Any]) -> dict[str, int]:
+    """Each unit's guard ids over the days' counts (a negative count: none)."""
+    held: dict[str, int] = {}
+    for counts in days:
+        for unit, ids in counts.items():
+            held[unit.decode()] = held.get(unit.decode(), 0) + max(0, int(ids))
+    return held
+
+
+def _total(counts: dict[bytes, Any]) -> int:
+    """A day's guard ids over every unit (a negative count: none)."""
+    return sum(max(0, int(x)) for x in counts.values())
+
+
 class MemoryGuard:
     """Answers 503 at the high-water mark of drainable memory, and reads the replay guard's
     ids against its budget (see the module's docstring).
@@ -252,15 +266,12 @@ class MemoryGuard:
             assert last is not None
             return last
         today, yesterday, refused = self._read_counts(days)
-        held: dict[str, int] = {}
-        for counts in (today, yesterday):
-            for unit, ids in counts.items():
-                held[unit.decode()] = held.get(unit.decode(), 0) + max(0, int(ids))
+        held = _held_ids(today, yesterday)
         self.last = GuardReading(
             nodes,
             held,
-            sum(max(0, int(x)) for x in today.values()),
-            sum(max(0, int(x)) for x in yesterday.values()),
+            _total(today),
+            _total(yesterday),
             self.units() if self.units is not None else max(1, len(held)),
             self.guard_share,
             {unit.decode(): float(until) for unit, until in refused.items()},

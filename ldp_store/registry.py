@@ -301,6 +301,20 @@ class Registry:
         (:func:`~ldp_store.scripts.read_many`), the definitions not cached in one
         pipeline, not one round trip per metric."""
         names = self.names()
+        self._refresh_states(names)
+        wanted = []
+        for name in names:
+            state = self._state[name][1] if name in self._state else _NO_STATE
+            if state.current is not None and state.current not in state.deleted:
+                wanted.append((name, state.current))
+        self._load_versions(wanted)
+        with self._lock:
+            found = [self._versions.get(key) for key in wanted]
+        return [d for d in found if d is not None]
+
+    def _refresh_states(self, names: list[str]) -> None:
+        """Read the states of ``names`` not cached or older than :data:`CURRENT_TTL`, in
+        one call."""
         now = time.monotonic()
         stale = [n for n in names if n not in self._state or now - self._state[n][0] >= CURRENT_TTL]
         if stale:
@@ -308,23 +322,20 @@ class Registry:
             replies = read_many(self.redis, "HMGET", [keys.metric_key(n) for n in stale], *fields)
             for name, raw in zip(stale, replies, strict=True):
                 self._remember(name, now, _state_of(raw))
-        wanted = []
-        for name in names:
-            state = self._state[name][1] if name in self._state else _NO_STATE
-            if state.current is not None and state.current not in state.deleted:
-                wanted.append((name, state.current))
+
+    def _load_versions(self, wanted: list[tuple[str, int]]) -> None:
+        """Read the definitions of ``wanted`` not cached, in one pipeline (once per
+        version: definitions never change)."""
         with self._lock:
             missing = [key for key in wanted if key not in self._versions]
-        if missing:  # once per version: definitions never change
-            pipe = self.redis.pipeline(transaction=False)
-            for name, version in missing:
-                pipe.hget(keys.metric_key(name), f"v{version}")
-            for key, raw in zip(missing, pipe.execute(), strict=True):
-                if raw is not None:
-                    self._keep(key, _parse(key[0], raw))
-        with self._lock:
-            found = [self._versions.get(key) for key in wanted]
-        return [d for d in found if d is not None]
+        if not missing:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for name, version in missing:
+            pipe.hget(keys.metric_key(name), f"v{version}")
+        for key, raw in zip(missing, pipe.execute(), strict=True):
+            if raw is not None:
+                self._keep(key, _parse(key[0], raw))
 
     # -- writes --------------------------------------------------------------------------
     def put(self, name: str, spec: Any) -> RegistryChange:
