@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from client_sdk import mechanisms
@@ -203,17 +203,23 @@ def _parse_spec(name: str, spec: object, version: int = 1) -> MetricDefinition:
         problems.append(str(exc))
     if not isinstance(spec, dict):
         raise DefinitionError([*problems, "the body must be a JSON object"])
-    if spec.get("kind") == "string":
-        return _parse_string_spec(name, spec, version, problems)
-    if spec.get("kind") == "joint":
-        return _parse_joint_spec(name, spec, version, problems)
-    if spec.get("kind") == "distribution" or (
-        spec.get("kind") == "numeric"
-        and ("distribution" in spec or spec.get("mechanism") in ("hh", "haar"))
-    ):
-        return _parse_distribution_spec(name, spec, version, problems)
-    if spec.get("kind", "categorical") != "categorical":
-        return _parse_numeric_spec(name, spec, version, problems)
+    return _PARSERS[_parser_of(spec)](name, spec, version, problems)
+
+
+def _parser_of(spec: dict[str, Any]) -> str:
+    """Which :data:`_PARSERS` entry reads ``spec``: its kind, but a numeric metric asked
+    for its distribution is a distribution metric, and any other kind goes to the
+    numeric parser (which names it)."""
+    kind = spec.get("kind", "categorical")
+    if kind == "numeric" and ("distribution" in spec or spec.get("mechanism") in ("hh", "haar")):
+        return "distribution"
+    return kind if kind in ("categorical", "string", "joint", "distribution") else "numeric"
+
+
+def _parse_categorical_spec(
+    name: str, spec: dict[str, Any], version: int, problems: list[str]
+) -> MetricDefinition:
+    """:func:`parse_spec` for a categorical metric (``problems`` so far: the name's)."""
     _check_fields(spec, SPEC_FIELDS, problems)
     domain = _check_domain(spec.get("domain"), problems)
     mech_name = spec.get("mechanism", "auto")
@@ -430,3 +436,13 @@ def _parse_distribution_spec(
     except ValueError as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
     return common.definition(name, version, mech, reason, "distribution", value_range=value_range)
+
+
+_PARSERS: dict[str, Callable[[str, dict[str, Any], int, list[str]], MetricDefinition]] = {
+    "categorical": _parse_categorical_spec,
+    "numeric": _parse_numeric_spec,
+    "string": _parse_string_spec,
+    "joint": _parse_joint_spec,
+    "distribution": _parse_distribution_spec,
+}
+"""The parser of each kind of spec (:func:`_parser_of` says which)."""
