@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.text.ParseException;
 import java.text.SimpleDateFormat;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
@@ -318,7 +319,7 @@ final class Uploader {
       retire(retired, gone);
       return -1;
     }
-    Set<Integer> later = response.status() == 503 ? positions(answer(response), "retry", entries.size()) : Set.of();
+    Set<Integer> later = response.status() == 503 ? positions(answer(response), "retry", entries.size()) : Collections.emptySet();
     if (!later.isEmpty() && later.size() < entries.size()) {
       // Storage took the rest of the batch (a cluster shard down, say): those leave the
       // queue, only the positions of retry are sent again; with progress made the
@@ -384,7 +385,7 @@ final class Uploader {
   }
 
   private void delivered(List<Store.Entry> entries, Transport.Response response) throws IOException {
-    delivered(entries, response, Set.of());
+    delivered(entries, response, Collections.emptySet());
   }
 
   /** A batch the collector answered: every report leaves the queue (those it rejected
