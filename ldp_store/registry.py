@@ -48,11 +48,19 @@ from ldp_store import keys, projects
 from ldp_store.connection import unavailable
 from ldp_store.scripts.many import read_many
 
-__all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange"]
+__all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange", "Snapshot"]
 
 CURRENT_TTL = 1.0
 """Seconds a process trusts its cached "current version" of a metric. Versions
 themselves never change, so they are cached without expiry (up to CACHE_SIZE)."""
+
+SNAPSHOT_TTL = 60.0
+"""Seconds a process keeps its list of every current definition while the registry's
+change counter stays put: the bound on how long a registry write that did not move the
+counter (an older ``ldp``) stays unseen there, as the aggregator's full rediscovery."""
+
+SNAPSHOTS = 64
+"""Projects whose lists of current definitions a process keeps at once."""
 
 CACHE_SIZE = 16_384
 """Definitions kept per process: above the 10,000 metrics a large deployment defines, so
@@ -136,6 +144,19 @@ class RegistryChange:
         self.changed = changed
 
 
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """Every current definition of a project, as read at one value of the registry's
+    change counter (:meth:`Registry.snapshot`)."""
+
+    changes: bytes | None
+    """The change counter when it was read."""
+    read_at: float
+    """When (monotonic seconds)."""
+    definitions: tuple[MetricDefinition, ...]
+    """By name."""
+
+
 class Registry:
     """Read and write metric definitions; reads are cached per process."""
 
@@ -148,6 +169,8 @@ class Registry:
         self._unknown: OrderedDict[tuple[str, int], float] = OrderedDict()
         """(name, version) → until when (monotonic) it is taken as unknown."""
         self._units: tuple[float, int] | None = None
+        self._snapshots: dict[str | None, Snapshot] = {}
+        """Per project: :meth:`all_current` as of a value of the change counter."""
 
     # -- reads ---------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -280,12 +303,32 @@ class Registry:
         cached = self._units
         if cached is not None and now - cached[0] < UNITS_TTL:
             return cached[1]
+        names = self.every_name()
+        hashes = [keys.metric_key(n) for n in names]
+        # Every metric's state and versions in two calls, the definitions not cached in one
+        # pipeline: not a few round trips per metric (seconds at ten thousand metrics).
+        states = read_many(self.redis, "HMGET", hashes, "current", "retired", "deleted")
+        fields = read_many(self.redis, "HKEYS", hashes)
+        live: list[tuple[str, int]] = []
+        for name, raw, found in zip(names, states, fields, strict=True):
+            state = _state_of(raw)
+            self._remember(name, now, state)
+            if state.retired is None:
+                texts = (f.decode() if isinstance(f, bytes) else str(f) for f in found)
+                live += [(name, int(f[1:])) for f in texts if f.startswith("v") and f[1:].isdigit()]
+        with self._lock:
+            missing = [key for key in live if key not in self._versions]
+        if missing:
+            with self.redis.pipeline(transaction=False) as pipe:
+                for name, version in missing:
+                    pipe.hget(keys.metric_key(name), f"v{version}")
+                for key, raw_definition in zip(missing, pipe.execute(), strict=True):
+                    if raw_definition is not None:
+                        self._keep(key, _parse(key[0], raw_definition))
         count = 0
-        for name in self.every_name():
-            if self.retired(name) is not None:
-                continue
-            for version in self.versions(name):
-                definition = self.get(name, version)
+        with self._lock:
+            for key in live:
+                definition = self._versions.get(key)
                 count += definition.shards if definition is not None else 1
         self._units = (now, max(1, count))
         return self._units[1]
@@ -296,12 +339,46 @@ class Registry:
         return {name: entry[1].retired for name, entry in self._state.items()}
 
     def all_current(self) -> list[MetricDefinition]:
-        """The current definition of every metric, by name: the states not cached (or
-        older than :data:`CURRENT_TTL`) are read in one call
-        (:func:`~ldp_store.scripts.read_many`), the definitions not cached in one
-        pipeline, not one round trip per metric."""
-        names = self.names()
-        self._refresh_states(names)
+        """The current definition of every metric (of the request's project), by name.
+
+        Kept while the registry's change counter (:data:`~ldp_store.keys.REGISTRY_CHANGES`,
+        moved by every new version, retire, unretire and delete) stays put, for at most
+        :data:`SNAPSHOT_TTL`: a page over ten thousand metrics then costs one ``GET``.
+        Otherwise every state is read in one call (:func:`~ldp_store.scripts.read_many`),
+        the definitions not cached in one pipeline, not one round trip per metric.
+        """
+        return list(self.snapshot().definitions)
+
+    def snapshot(self) -> Snapshot:
+        """:meth:`all_current` as kept: the same object while nothing changed, so a caller
+        can keep what it derives from the list (the overview's device-wide spend) with it.
+        """
+        project = projects.CURRENT.get()
+        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
+        now = time.monotonic()
+        with self._lock:
+            kept = self._snapshots.get(project)
+        if kept is not None and kept.changes == changes and now - kept.read_at < SNAPSHOT_TTL:
+            return kept
+        found = self._read_current(self.names(), now)
+        kept = Snapshot(changes, now, tuple(found))
+        with self._lock:
+            if len(self._snapshots) >= SNAPSHOTS:
+                self._snapshots.clear()
+            self._snapshots[project] = kept
+        return kept
+
+    def _changed(self) -> None:
+        """After a write other processes' snapshots must not keep: move the counter."""
+        self.redis.incr(keys.REGISTRY_CHANGES)
+        with self._lock:
+            self._snapshots.clear()
+
+    def _read_current(self, names: list[str], now: float) -> list[MetricDefinition]:
+        """The current definitions of ``names``: every state read in one call (the
+        counter moved, or a minute passed: any state may have changed), the definitions
+        not cached in one pipeline."""
+        self._refresh_states(names, now, every=True)
         wanted = []
         for name in names:
             state = self._state[name][1] if name in self._state else _NO_STATE
@@ -312,11 +389,14 @@ class Registry:
             found = [self._versions.get(key) for key in wanted]
         return [d for d in found if d is not None]
 
-    def _refresh_states(self, names: list[str]) -> None:
-        """Read the states of ``names`` not cached or older than :data:`CURRENT_TTL`, in
-        one call."""
-        now = time.monotonic()
-        stale = [n for n in names if n not in self._state or now - self._state[n][0] >= CURRENT_TTL]
+    def _refresh_states(self, names: list[str], now: float, *, every: bool = False) -> None:
+        """Read the states of ``names`` (``every`` one, or those not cached or older than
+        :data:`CURRENT_TTL`), in one call."""
+        stale = [
+            n
+            for n in names
+            if every or n not in self._state or now - self._state[n][0] >= CURRENT_TTL
+        ]
         if stale:
             fields = ["current", "retired", "deleted"]
             replies = read_many(self.redis, "HMGET", [keys.metric_key(n) for n in stale], *fields)
@@ -388,7 +468,10 @@ class Registry:
                 except redis.WatchError:
                     continue
         if created:  # after the version is written: a worker that sees it moved finds it
-            self.redis.incr(keys.REGISTRY_CHANGES)
+            self._changed()
+        elif changed:  # a description or budget: this process shows it at once
+            with self._lock:
+                self._snapshots.clear()
         with self._lock:
             self._versions.pop((name, definition.version), None)
             self._unknown.pop((name, definition.version), None)
@@ -418,6 +501,7 @@ class Registry:
             for marker in self._retired_keys(name):
                 pipe.set(marker, int(since))
             pipe.execute()
+        self._changed()
         return since
 
     def unretire(self, name: str) -> bool:
@@ -428,6 +512,7 @@ class Registry:
             for marker in self._retired_keys(name):
                 pipe.delete(marker)
             pipe.execute()
+        self._changed()
         return bool(removed)
 
     def _retired_keys(self, name: str) -> list[str]:
@@ -469,6 +554,7 @@ class Registry:
             for version in versions:
                 self._versions.pop((name, version), None)
         self._state.pop(name, None)
+        self._changed()
 
 
 __all__ += ["DefinitionError"]

@@ -60,3 +60,56 @@ def test_a_metrics_state_stands_while_its_node_cannot_be_read(tmp_path: Path) ->
             registry.state("app.y")  # nothing cached: the error is the answer
     finally:
         server.stop()
+
+
+def test_the_list_of_every_metric_is_kept_until_another_process_changes_the_registry(
+    redis_db: Any,
+) -> None:
+    client = redis_db.client()
+    here, there = Registry(client), Registry(redis_db.client())
+    spec = {"domain": ["a", "b"], "epsilon": 1.0}
+    for name in ("keep.a", "keep.b"):
+        there.put(name, spec)
+    first = here.snapshot()
+    assert [d.name for d in first.definitions] == ["keep.a", "keep.b"]
+    before = client.info("commandstats")
+    assert here.snapshot() is first  # nothing changed: kept
+    after = client.info("commandstats")
+    assert after["cmdstat_get"]["calls"] - before["cmdstat_get"]["calls"] == 1
+    assert after.get("cmdstat_smembers") == before.get("cmdstat_smembers")  # no list read
+    there.put("keep.c", spec)  # a new metric elsewhere: seen at the next look
+    assert [d.name for d in here.all_current()] == ["keep.a", "keep.b", "keep.c"]
+    there.retire("keep.a")
+    here.all_current()
+    assert here.retirements()["keep.a"] is not None
+    there.unretire("keep.a")
+    here.all_current()
+    assert here.retirements()["keep.a"] is None
+    there.forget("keep.b", [1])
+    assert [d.name for d in here.all_current()] == ["keep.a", "keep.c"]
+
+
+def test_the_guard_units_are_counted_in_a_few_round_trips(redis_db: Any) -> None:
+    client = redis_db.client()
+    writer = Registry(client)
+    spec = {"domain": ["a", "b"], "epsilon": 1.0}
+    for i in range(40):
+        writer.put(f"units.m{i:02d}", spec)
+    writer.put("units.wide", {**spec, "shards": 3})
+    writer.put("units.wide", {**spec, "shards": 2})  # version 2: both versions count
+    writer.put("units.gone", spec)
+    writer.retire("units.gone")
+    reader = Registry(client)
+    pool = client.connection_pool
+    original, taken = pool.get_connection, []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        taken.append(1)
+        return original(*args, **kwargs)
+
+    pool.get_connection = counted
+    try:
+        assert reader.units() == 40 + 3 + 2
+    finally:
+        pool.get_connection = original
+    assert len(taken) <= 4, len(taken)  # not a few per metric
