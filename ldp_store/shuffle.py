@@ -38,6 +38,7 @@ __all__ = [
     "release_due",
     "released",
     "waiting",
+    "waiting_many",
 ]
 
 RELEASE_TRIES = 3
@@ -167,10 +168,24 @@ def waiting(
     default_delay: float = keys.SHUFFLE_MAX_DELAY,
 ) -> Waiting | None:
     """What waits in a version's pools (every shard); None: nothing."""
-    states = pool_states(client, [(name, version, s) for s in range(shards)], default_delay)
-    dues = [s.due for s in states if s.due is not None]
-    total = sum(s.reports for s in states)
-    return Waiting(total, max(dues)) if total and dues else None
+    return waiting_many(client, [(name, version, shards)], default_delay)[0]
+
+
+def waiting_many(
+    client: redis.Redis,
+    versions: Sequence[tuple[str, int, int]],
+    default_delay: float = keys.SHUFFLE_MAX_DELAY,
+) -> list[Waiting | None]:
+    """:func:`waiting` of each (name, version, shards), the pools read in one pipeline."""
+    members = [(name, version, s) for name, version, shards in versions for s in range(shards)]
+    states = iter(pool_states(client, members, default_delay) if members else [])
+    found: list[Waiting | None] = []
+    for _, _, shards in versions:
+        mine = [next(states) for _ in range(shards)]
+        dues = [s.due for s in mine if s.due is not None]
+        total = sum(s.reports for s in mine)
+        found.append(Waiting(total, max(dues)) if total and dues else None)
+    return found
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from aggregator.query.answers import PoisoningAlarm, PoisoningBaseline
-from aggregator.query.window import list_windows, read_counts, read_seeds, reports_counted_many
+from aggregator.query.window import counters, list_windows, read_counts, read_seeds
 from aggregator.stats.detect import (
     ALARM_KINDS,
     MIN_REPORTS,
@@ -143,18 +143,28 @@ def window_checks(
     return alarms, trailing[0] if trailing is not None else 0
 
 
-def current_alarms(client: redis.Redis, definition: MetricDefinition, alpha: float) -> list[Alarm]:
-    """The alarms of the newest hour window, of the newest day window and of ``all``."""
-    return current_checks(client, definition, alpha)[0]
+def current_alarms(
+    client: redis.Redis,
+    definition: MetricDefinition,
+    alpha: float,
+    windows: list[str] | None = None,
+) -> list[Alarm]:
+    """The alarms of the newest hour window, of the newest day window and of ``all``
+    (``windows``: the version's windows, newest first, if already read)."""
+    return current_checks(client, definition, alpha, windows)[0]
 
 
 def current_checks(
-    client: redis.Redis, definition: MetricDefinition, alpha: float
+    client: redis.Redis,
+    definition: MetricDefinition,
+    alpha: float,
+    windows: list[str] | None = None,
 ) -> tuple[list[Alarm], int]:
     """:func:`current_alarms`, and the larger baseline of the newest hour and day."""
     if not tested(definition):
         return [], 0
-    windows = list_windows(client, definition)
+    if windows is None:
+        windows = list_windows(client, definition)
     found: list[Alarm] = []
     baseline = 0
     for granularity in ("hour", "day"):
@@ -244,8 +254,8 @@ class AlarmGauges(Collector):
         try:
             rows = []
             every = [d for d in self.registry.all_current() if tested(d)]
-            counted = reports_counted_many(self.client, every)
-            used = [d for d, n in zip(every, counted, strict=True) if n]
+            counted = counters(self.client, every)  # a reply of the metrics in use only
+            used = [d for d, c in zip(every, counted, strict=True) if c.n]
             for definition in used:
                 raised = {
                     (a.kind, a.window.partition(":")[0])

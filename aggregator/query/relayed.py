@@ -7,6 +7,7 @@ pool can span). In full: ``docs/security/threat-model.md``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import redis
@@ -17,7 +18,7 @@ from aggregator.stats.shuffling import relayed_view
 from client_sdk.wire import MetricDefinition
 from ldp_store import shuffle
 
-__all__ = ["relayed_epsilon", "relayed_guarantee", "relayed_waiting"]
+__all__ = ["relayed_epsilon", "relayed_guarantee", "relayed_waiting", "relayed_waiting_many"]
 
 
 def _utc(when: float) -> str:
@@ -27,7 +28,18 @@ def _utc(when: float) -> str:
 def relayed_waiting(client: redis.Redis, definition: MetricDefinition) -> RelayedWaiting | None:
     """The relayed reports of a version acknowledged but not yet in its stream; None if
     none wait."""
-    found = shuffle.waiting(client, definition.name, definition.version, definition.shards)
+    return relayed_waiting_many(client, [definition])[0]
+
+
+def relayed_waiting_many(
+    client: redis.Redis, definitions: Sequence[MetricDefinition]
+) -> list[RelayedWaiting | None]:
+    """:func:`relayed_waiting` of each definition, their pools read in one pipeline."""
+    versions = [(d.name, d.version, d.shards) for d in definitions]
+    return [_waiting(found) for found in shuffle.waiting_many(client, versions)]
+
+
+def _waiting(found: shuffle.Waiting | None) -> RelayedWaiting | None:
     if found is None:
         return None
     by = _utc(found.released_by)

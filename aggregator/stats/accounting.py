@@ -22,6 +22,7 @@ from client_sdk.wire import Budget, MetricDefinition
 from ldp_store import schema
 
 __all__ = [
+    "UNBOUNDED_NAMED",
     "ReportsPerDevice",
     "checked_reports_per_device",
     "composed_epsilon",
@@ -117,12 +118,18 @@ def epsilon_per_day_max(per_period: float | None, permanent: float | None) -> fl
     return per_period
 
 
+UNBOUNDED_NAMED = 20
+"""Metrics without a budget that the device-wide spend names: enough to find what to
+fix, where ten thousand names (150 kB) would be most of an overview page's bytes."""
+
+
 def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[str, Any]:
     """The most one device can spend per UTC day over every live metric, against the caps.
 
     Sequential composition across metrics: the per-metric maxima (``epsilon_per_day_max``
     of each overview row) add up. Retired metrics take no reports and are left out; one
-    metric without a budget makes the total unbounded (null), and is named.
+    metric without a budget makes the total unbounded (null): the first
+    :data:`UNBOUNDED_NAMED` of them by name are named, ``unbounded_total`` counts them all.
     """
     live = [r for r in rows if r.get("retired_at") is None]
     unbounded = [r["name"] for r in live if r.get("epsilon_per_day_max") is None]
@@ -130,7 +137,8 @@ def device_spend(rows: list[dict[str, Any]], caps: DeviceCaps | None) -> dict[st
     limits = caps or DeviceCaps()
     return {
         "epsilon_per_day_max": None if unbounded else round(total, 12),
-        "unbounded": unbounded,
+        "unbounded": sorted(unbounded)[:UNBOUNDED_NAMED],
+        "unbounded_total": len(unbounded),
         "epsilon_per_day_cap": limits.epsilon_per_day,
         "epsilon_lifetime_cap": limits.epsilon_lifetime,
     }

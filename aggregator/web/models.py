@@ -439,7 +439,10 @@ class DeviceSpend(Model):
     epsilon_per_day_max: float | None
     """Σ of the live metrics' ``epsilon_per_day_max``; null when one has no budget."""
     unbounded: list[str]
-    """The live metrics without a budget (what makes the total unbounded)."""
+    """The live metrics without a budget (what makes the total unbounded), the first 20
+    by name."""
+    unbounded_total: Annotated[int, Field(ge=0)] | Absent = None
+    """How many live metrics have no budget (``unbounded`` names at most 20 of them)."""
     epsilon_per_day_cap: float | None
     """``LDP_DEVICE_EPSILON_PER_DAY``: devices refuse reports past it (null: no cap)."""
     epsilon_lifetime_cap: float | None

@@ -35,10 +35,10 @@ from flask import Blueprint, Flask, current_app, has_app_context, request
 from werkzeug.exceptions import BadRequest
 
 from aggregator.query.alarms import alarm_models, checked_alarm_rate, current_alarms
-from aggregator.query.relayed import relayed_waiting
-from aggregator.query.window import lag_details, list_windows, reports_counted
+from aggregator.query.relayed import relayed_waiting_many
+from aggregator.query.window import counters, lag_details_many, list_windows_many
 from aggregator.stats.accounting import composed_epsilon, device_spend, epsilon_per_day_max
-from aggregator.stats.detect import DEFAULT_ALARM_RATE
+from aggregator.stats.detect import DEFAULT_ALARM_RATE, MIN_REPORTS, Alarm
 from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.models import (
     MAX_CANDIDATES_QUERY,
@@ -55,7 +55,7 @@ from ldp_api.models import Error, answer
 from ldp_api.openapi import UNAVAILABLE, Reply
 from ldp_store import projects
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
-from ldp_store.registry import CACHE_SIZE, Registry
+from ldp_store.registry import CACHE_SIZE, Registry, Snapshot
 from ldp_store.retention import RetentionPolicy
 
 __all__ = [
@@ -180,30 +180,49 @@ def overview_rows(
     definition, n, newest window, lag, memory (all versions), retirement, and the
     poisoning alarms of its newest hour and day windows and of the all-time window at
     false-alarm rate ``alpha`` (a string metric's: those of its last discovery,
-    :func:`~aggregator.web.strings.overview_alarms`)."""
+    :func:`~aggregator.web.strings.overview_alarms`).
+
+    The rows' counters, windows, pending entries and pools are read for all of them at
+    once (a few calls, whatever the page's length); only a metric with enough reports to
+    raise an alarm (:data:`~aggregator.stats.detect.MIN_REPORTS` over all time) has its
+    windows' counts read and tested.
+    """
+    page = registry.all_current() if definitions is None else definitions
+    counted = counters(client, page)
+    lags = lag_details_many(client, page, counted)
+    every_windows = list_windows_many(client, page)
+    waiting = relayed_waiting_many(client, page)
+    retired = registry.retirements()  # as all_current read them: no round trip per row
     rows = []
-    for definition in registry.all_current() if definitions is None else definitions:
+    for definition, count, details, windows, relayed in zip(
+        page, counted, lags, every_windows, waiting, strict=True
+    ):
         row = describe(definition)
-        windows = list_windows(client, definition)  # newest first
         hours = [w for w in windows if w.startswith("hour:")]
         days = [w for w in windows if w.startswith("day:")]
-        details = lag_details(client, definition)
-        found, labels = current_alarms(client, definition, alpha), None
+        found: list[Alarm] = []
+        labels = None
         if definition.kind == "string":
             found, labels = overview_alarms(definition, alpha)
+        elif count.n >= MIN_REPORTS:  # fewer reports in every window: no test can alarm
+            found = current_alarms(client, definition, alpha, windows)
         policy = retention_of(definition)
         row.update(
             {
                 "retention": {**policy.to_dict(), "note": policy.describe()},
-                "n": reports_counted(client, definition),
+                "n": count.n,
                 "last_window": hours[0] if hours else days[0] if days else None,
                 "lag": {"length": details.length, "pending": details.pending},
-                "relayed_waiting": relayed_waiting(client, definition),
+                "relayed_waiting": relayed,
                 "alarms": [a.model_dump() for a in alarm_models(definition, found, labels)],
                 "memory_bytes": (
                     None if memory is None else memory.by_metric.get(definition.name, 0)
                 ),
-                "retired_at": _retired_at(registry.retired(definition.name)),
+                "retired_at": _retired_at(
+                    retired[definition.name]
+                    if definition.name in retired
+                    else registry.retired(definition.name)
+                ),
             }
         )
         rows.append(row)
@@ -281,19 +300,21 @@ def overview_body(
     spend over every metric, the rows of the metrics matching ``search`` (in name or
     description, any case) from ``offset``, at most ``limit``."""
     reading = read_memory(memory)
-    every = registry.all_current()
-    retired = registry.retirements()  # as all_current read them: no round trip per metric
-    spend = [{**_described(d), "retired_at": retired.get(d.name)} for d in every]
+    snapshot = registry.snapshot()
+    spend, texts = _spend_of(registry, snapshot, caps)
     needle = search.casefold()
-    matching = [
-        d
-        for d in every
-        if not needle or needle in projects.bare(d.name).casefold() or needle in _text(d)
-    ]
-    page = matching[offset : offset + limit]
+    every = snapshot.definitions
+    matching = every
+    if needle:
+        matching = tuple(
+            d
+            for d, (name, text) in zip(every, texts, strict=True)
+            if needle in name or needle in text
+        )
+    page = list(matching[offset : offset + limit])
     rows = overview_rows(client, registry, reading, alpha, page)
     return {
-        "device": device_spend(spend, caps),
+        "device": spend,
         "metrics": rows,
         "total": len(matching),
         "offset": offset,
@@ -326,8 +347,32 @@ def _described(definition: MetricDefinition) -> dict[str, Any]:
     return found
 
 
-def _text(definition: MetricDefinition) -> str:
-    return str(_described(definition)["description"]).casefold()
+_SPEND: dict[int, tuple[Snapshot, DeviceCaps | None, dict[str, Any], list[tuple[str, str]]]] = {}
+"""Per registry: the device-wide spend and the searchable texts of its latest snapshot."""
+
+
+def _spend_of(
+    registry: Registry, snapshot: Snapshot, caps: DeviceCaps | None
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """The device-wide spend over every live metric of ``snapshot``, and each metric's
+    name and description (case folded, what ``?q=`` searches): computed once per
+    snapshot, so a page over ten thousand metrics does not go through them all."""
+    kept = _SPEND.get(id(registry))
+    if kept is not None and kept[0] is snapshot and kept[1] == caps:
+        return kept[2], kept[3]
+    retired = registry.retirements()  # as the snapshot read them: no round trip per metric
+    every = snapshot.definitions
+    spend = device_spend(
+        [{**_described(d), "retired_at": retired.get(d.name)} for d in every], caps
+    )
+    texts = [
+        (projects.bare(d.name).casefold(), str(_described(d)["description"]).casefold())
+        for d in every
+    ]
+    if len(_SPEND) >= 64:  # registries of a process: one, but tests make many
+        _SPEND.clear()
+    _SPEND[id(registry)] = (snapshot, caps, spend, texts)
+    return spend, texts
 
 
 def _guard_budget(maxmemory: int) -> int | None:

@@ -20,6 +20,7 @@ Each function registers its script once per client (:func:`ldp_store.scripts.cal
 | shuffle | SHUFFLE → :func:`shuffle_call` | collector, worker | a pool into the stream |
 | trim | TRIM, UNLINK | scripts above; lifecycle | trim below every group; unlink |
 | many | MANY → :func:`read_many` | registry, gauges, worker | one read over many keys |
+| many | IN_USE → :func:`units_in_use` | gauges, overview | many versions' counters, those in use |
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ldp_store.scripts.call import ID_CHUNK, Call
 from ldp_store.scripts.commit import COMMIT, CommitBatch, Hours, commit_batch
 from ldp_store.scripts.dead_letter import DEAD, dead
 from ldp_store.scripts.fold import FOLD, fold_window
-from ldp_store.scripts.many import MANY, read_many
+from ldp_store.scripts.many import IN_USE, MANY, UnitCounters, read_many, units_in_use
 from ldp_store.scripts.read import READ, read_batch
 from ldp_store.scripts.shuffle import SHUFFLE, shuffle_call
 from ldp_store.scripts.trim import UNLINK
@@ -41,6 +42,7 @@ __all__ = [
     "DEAD",
     "FOLD",
     "FORGET",
+    "IN_USE",
     "MANY",
     "ID_CHUNK",
     "READ",
@@ -51,6 +53,7 @@ __all__ = [
     "Call",
     "CommitBatch",
     "Hours",
+    "UnitCounters",
     "append_call",
     "commit_batch",
     "dead",
@@ -62,4 +65,5 @@ __all__ = [
     "read_window",
     "read_windows",
     "shuffle_call",
+    "units_in_use",
 ]

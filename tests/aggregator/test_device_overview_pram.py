@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from test_dashboard_api import ADMIN_TOKEN, bearer, define, make
 
+from aggregator.stats.accounting import UNBOUNDED_NAMED
 from aggregator.stream.worker import Worker
 from client_sdk.wire import build_report
 from tests.collector.test_collector_pram_device import AGES  # the age-band matrix
@@ -34,6 +35,7 @@ def test_the_overview_adds_up_the_most_a_device_can_spend_per_day(redis_db: Any)
     assert overview["device"] == {
         "epsilon_per_day_max": 6.0,
         "unbounded": [],
+        "unbounded_total": 0,
         "epsilon_per_day_cap": 5.0,
         "epsilon_lifetime_cap": 300.0,
     }
@@ -45,6 +47,20 @@ def test_the_overview_adds_up_the_most_a_device_can_spend_per_day(redis_db: Any)
     assert overview["device"]["unbounded"] == ["a.free"]
     page = client.get("/", headers=bearer(ADMIN_TOKEN)).text
     assert "unbounded" in page and "a.free has no budget" in page
+
+
+def test_the_device_spend_names_a_few_unbounded_metrics_and_counts_them_all(
+    redis_db: Any,
+) -> None:
+    client = make(redis_db.url).test_client()
+    for i in range(UNBOUNDED_NAMED + 5):
+        define(client, f"free.m{i:02d}", {"domain": ["x", "y"], "epsilon": 1.0})
+    device = client.get("/v1/overview", headers=bearer(ADMIN_TOKEN)).json["device"]
+    assert device["epsilon_per_day_max"] is None
+    assert device["unbounded"] == [f"free.m{i:02d}" for i in range(UNBOUNDED_NAMED)]
+    assert device["unbounded_total"] == UNBOUNDED_NAMED + 5
+    page = client.get("/", headers=bearer(ADMIN_TOKEN)).text
+    assert f"free.m{UNBOUNDED_NAMED - 1:02d} and 5 more have no budget" in page
 
 
 def test_without_caps_the_overview_says_none(redis_db: Any) -> None:
