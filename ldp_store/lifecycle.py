@@ -30,6 +30,7 @@ from ldp_store.connection import is_cluster
 
 __all__ = [
     "MEMORY_CACHE_SECONDS",
+    "MEMORY_FIRST_WAIT",
     "MEMORY_SCAN_KEYS",
     "SCAN_COUNT",
     "KeyReport",
@@ -60,6 +61,10 @@ MEMORY_CACHE_SECONDS = 60.0
 per viewer and Prometheus scrapes every 15 s or so, while memory per metric changes over
 hours (windows accumulate, replay sets expire); a SCAN of every key each time would cost
 Redis more than the whole ingest path."""
+
+MEMORY_FIRST_WAIT = 2.0
+"""Seconds a reader waits for the first memory reading of a process: a deployment of a
+few hundred metrics gets its figures at once; past that, the totals until it is done."""
 
 DELETE_BATCH = 500
 """Keys per pipelined UNLINK round: one round trip per batch, each key on its own (a
@@ -264,9 +269,14 @@ def measure_memory(
 
 
 class MemoryUsage:
-    """:func:`measure_memory`, cached for ``ttl`` seconds (see :data:`MEMORY_CACHE_SECONDS`).
+    """:func:`measure_memory`, cached for ``ttl`` seconds (see :data:`MEMORY_CACHE_SECONDS`)
+    and measured again off the reader's path.
 
-    Thread-safe: concurrent readers of an expired reading wait for one measurement.
+    A reading older than ``ttl`` is still answered while a thread of its own measures the
+    next (a SCAN weighing every key: seconds at ten thousand metrics, which a scrape or a
+    page view must not wait for). Before the first reading a reader waits up to ``wait``
+    seconds for it (a small deployment's takes milliseconds), then gets the totals alone
+    (``INFO memory``, ``partial``) until it is done. Thread-safe: one measurement at a time.
     """
 
     def __init__(
@@ -274,21 +284,63 @@ class MemoryUsage:
         client: redis.Redis,
         ttl: float = MEMORY_CACHE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        wait: float = MEMORY_FIRST_WAIT,
     ) -> None:
         self.client = client
         self.ttl = ttl
+        self.wait = wait
         self._clock = clock
         self._lock = threading.Lock()
         self._reading: MemoryReport | None = None
         self._read_at = float("-inf")
+        self._measuring: threading.Thread | None = None
+        self._failure: Exception | None = None
 
     def read(self) -> MemoryReport:
-        """The latest reading, measured again when older than ``ttl``."""
+        """The latest reading; measured again (in the background) when older than ``ttl``.
+
+        Raises:
+            redis.RedisError: Redis could not be read (no reading yet, or the last
+                measurement failed).
+        """
         with self._lock:
-            if self._reading is None or self._clock() - self._read_at >= self.ttl:
-                self._reading = measure_memory(self.client)
-                self._read_at = self._clock()
-            return self._reading
+            stale = self._reading is None or self._clock() - self._read_at >= self.ttl
+            measuring = self._measuring
+            if stale and measuring is None:
+                self._failure = None
+                measuring = self._measuring = threading.Thread(
+                    target=self._measure, name="ldp-memory", daemon=True
+                )
+                measuring.start()
+            if self._reading is not None:
+                return self._reading
+        if measuring is not None:  # always, without a reading
+            measuring.join(self.wait)
+        with self._lock:
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
+            if self._reading is not None:
+                return self._reading
+        nodes = _info_memory(self.client)  # the totals now, the per-metric figures later
+        return MemoryReport(
+            used=sum(int(n.get("used_memory", 0)) for n in nodes),
+            maxmemory=sum(int(n.get("maxmemory", 0) or 0) for n in nodes),
+            partial=True,
+            measured_at=time.time(),
+        )
+
+    def _measure(self) -> None:
+        try:
+            reading = measure_memory(self.client)
+        except Exception as exc:  # handed to the next reader  # noqa: BLE001
+            with self._lock:
+                self._failure, self._measuring = exc, None
+                if self._reading is not None:
+                    self._read_at = self._clock()  # try again after ttl, not at once
+            return
+        with self._lock:
+            self._reading, self._read_at, self._measuring = reading, self._clock(), None
 
     def forget(self) -> None:
         """Measure again at the next read (after a delete)."""
