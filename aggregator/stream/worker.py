@@ -454,6 +454,7 @@ class Worker:
         self._next_full_discovery = 0.0
         self._registry_changes: bytes | None = None
         self._next_release = 0.0
+        self._next_claim_check = 0.0
         self._once = False
         self._stopping = False
         self._blocking = False
@@ -615,6 +616,8 @@ class Worker:
         if time.monotonic() >= self._next_release:
             self._next_release = time.monotonic() + RELEASE_INTERVAL
             self._release_due_pools()
+        if time.monotonic() >= self._next_claim_check:
+            self._skip_empty_claims()
         handled = 0
         for stream in list(self._streams.values()):
             if self._stopping:
@@ -667,6 +670,28 @@ class Worker:
         if released:
             log.info("released %d relayed reports from pools at their bound", released)
 
+    def _claim_interval(self) -> float:
+        """Seconds between two claim passes over a stream."""
+        return max(MIN_CLAIM_INTERVAL, self.claim_idle_ms / 2000)
+
+    def _skip_empty_claims(self) -> None:
+        """Every claim interval, the length of every stream in one call
+        (:func:`ldp_store.scripts.read_many`): an empty stream has no pending entry (the
+        worker trims only what every group acknowledged), so its claim pass is counted
+        as done without an ``XAUTOCLAIM``. An idle worker's claim duty is then this one
+        call, not a script run per stream."""
+        now = time.monotonic()
+        interval = self._claim_interval()
+        self._next_claim_check = now + interval
+        waiting = [s for s in self._streams.values() if s.claim_cursor == "0-0"]
+        if not waiting:
+            return
+        lengths = scripts.read_many(self.redis, "XLEN", [s.key for s in waiting])
+        for s, length in zip(waiting, lengths, strict=True):
+            if not int(length) and now >= s.next_claim:
+                s.claim_passes += 1
+                s.next_claim = now + interval
+
     def _reread_own_pending(self) -> bool:
         """Before a burst ends, once: whether any stream still has entries pending under our
         name (then they are reread first).
@@ -712,7 +737,7 @@ class Worker:
             s.claim_cursor = delivery.cursor or "0-0"
             if s.claim_cursor == "0-0":  # a full pass: rest until entries may be idle enough
                 s.claim_passes += 1
-                s.next_claim = now + max(MIN_CLAIM_INTERVAL, self.claim_idle_ms / 2000)
+                s.next_claim = now + self._claim_interval()
             if delivery.ids:
                 self.stats.claimed += len(delivery.ids)
                 return self._handle(s, delivery)

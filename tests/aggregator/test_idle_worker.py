@@ -13,6 +13,7 @@ import redis
 
 from aggregator.query.window import reports_counted
 from aggregator.stream.worker import Worker
+from ldp_store import keys
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import append, perturbed
 
@@ -89,3 +90,62 @@ def test_a_report_arriving_while_idle_is_counted(redis_db: Any) -> None:
     finally:
         worker.stop()
         thread.join(10)
+
+
+def claim_commands(client: redis.Redis, metrics: int) -> dict[str, int]:
+    """Commands of an idle worker whose claim passes are due every 50 ms, over 10 rounds
+    after its first, at ``metrics`` metrics with empty streams."""
+    registry = Registry(client)
+    for i in range(metrics):
+        registry.put(f"claim.m{i:03d}", SPEC)
+    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=100)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while worker.stats.rounds < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rounds, before = worker.stats.rounds, calls(client)
+        while worker.stats.rounds < rounds + 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = calls(client)
+    finally:
+        worker.stop()
+        thread.join(10)
+    return {c: after[c] - before.get(c, 0) for c in after if after[c] > before.get(c, 0)}
+
+
+def test_an_idle_worker_claims_only_where_a_stream_holds_entries(redis_db: Any) -> None:
+    client = redis_db.client()
+    few = claim_commands(client, 3)
+    client.flushdb()
+    many = claim_commands(client, 300)
+    # Every claim interval one read of every stream's length, in one call; no XAUTOCLAIM
+    # of an empty stream (a script run per stream and interval, whatever its length).
+    assert "xautoclaim" not in many, many
+    client_sent = ("evalsha", "eval", "xreadgroup", "get", "exists")
+    spent_few = sum(few.get(c, 0) for c in client_sent)
+    spent_many = sum(many.get(c, 0) for c in client_sent)
+    assert spent_many <= spent_few + 5, (few, many)
+
+
+def test_a_dead_workers_entries_are_still_claimed(redis_db: Any) -> None:
+    client = redis_db.client()
+    registry = Registry(client)
+    quiet = [registry.put(f"claim.q{i}", SPEC).definition for i in range(20)]
+    d = registry.put("claim.busy", SPEC).definition
+    Worker(client, handle_signals=False).discover()  # the groups
+    append(client, d, perturbed(d, [1, 2, 3], seed=4))
+    client.xreadgroup(keys.GROUP, "dead-worker", {keys.stream_key(d.name, d.version): ">"})
+    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=100)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while reports_counted(client, d) != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert reports_counted(client, d) == 3 and worker.stats.claimed == 3
+    assert all(reports_counted(client, q) == 0 for q in quiet)
