@@ -25,8 +25,10 @@ HTTP, and the aggregator drains them. Then:
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
-  dashboard's page, medians of ``--repeat``; the CPU the idle aggregator uses over
-  ``--idle`` seconds, and the Redis commands per second meanwhile (INFO commandstats).
+  dashboard's page, medians of ``--repeat``, each with the CPU time the server's web
+  processes and Redis spent on it (wall time alone says little on a loaded machine); the
+  CPU the idle aggregator (and Redis) use over ``--idle`` seconds, and the Redis commands
+  per second meanwhile (INFO commandstats).
 * ``trends``: a k = 16 and a k = 1,024 metric with 90 days of hourly and 2 years of
   daily windows (their counts written into Redis as the worker leaves them, packed;
   the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
@@ -235,10 +237,15 @@ def populate(url: str, n: int) -> None:
         time.sleep(2.0)
 
 
+SERVERS: list[subprocess.Popen[bytes]] = []
+"""The ``ldp serve`` running now (its process tree's CPU is measured per request)."""
+
+
 def run_tree(tree: Path, work: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-read-side-") as tmp:
         process, url = serve(tree, Path(tmp) / "data")
         WEB_PIDS[:] = web_pids(process.pid)
+        SERVERS.append(process)
         try:
             return work(url, Path(tmp) / "data")
         finally:
@@ -368,6 +375,34 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def server_cpu(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of ``ldp serve``'s processes: its web processes
+    (gunicorn's and the read service's) and Redis; the aggregators are left out (their
+    idle work is measured on its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found = {"web": 0.0, "redis": 0.0}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            seconds = cpu_seconds(pid)
+        except (OSError, ValueError, IndexError):
+            continue
+        if " aggregate " in line:
+            continue
+        found["redis" if "redis-server" in line else "web"] += seconds
+    return found
+
+
 def aggregators(data: Path) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -394,8 +429,17 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     print(f"  {args.metrics} metrics defined in {time.monotonic() - started:.0f} s", flush=True)
     time.sleep(10.0)  # the aggregator finds the new streams
     out: dict[str, Any] = {}
+    before_cpu = server_cpu(SERVERS[-1].pid)
     status, size, first = fetch(url, "/metrics")
-    out["first scrape /metrics"] = {"status": status, "bytes": size, "ms": 1000 * first}
+    after_cpu = server_cpu(SERVERS[-1].pid)
+    out["first scrape /metrics"] = {
+        "status": status,
+        "bytes": size,
+        "ms": 1000 * first,
+        "server_cpu_ms": 1000 * (after_cpu["web"] - before_cpu["web"]),
+        "redis_cpu_ms": 1000 * (after_cpu["redis"] - before_cpu["redis"]),
+        "load": load(),
+    }
     print(f"  first scrape: {out['first scrape /metrics']}", flush=True)
     cases = [
         ("overview", "/v1/overview"),
@@ -404,23 +448,35 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         ("scrape /metrics", "/metrics"),
         ("dashboard /", "/"),
     ]
+    root = SERVERS[-1].pid
     for label, path in cases:
-        runs = [fetch(url, path) for _ in range(args.repeat)]
+        runs, web_cpu, redis_cpu = [], [], []
+        for _ in range(args.repeat):
+            before_cpu = server_cpu(root)
+            runs.append(fetch(url, path))
+            after_cpu = server_cpu(root)
+            web_cpu.append(after_cpu["web"] - before_cpu["web"])
+            redis_cpu.append(after_cpu["redis"] - before_cpu["redis"])
         out[label] = {
             "status": runs[0][0],
             "bytes": runs[0][1],
             "median_ms": 1000 * statistics.median(r[2] for r in runs),
+            "server_cpu_ms": 1000 * statistics.median(web_cpu),
+            "redis_cpu_ms": 1000 * statistics.median(redis_cpu),
             "load": load(),
         }
         print(f"  {label}: {out[label]}", flush=True)
     pids = aggregators(data)
     before = sum(cpu_seconds(p) for p in pids)
+    redis_before = server_cpu(SERVERS[-1].pid)["redis"]
     calls = redis_calls(client)
     time.sleep(args.idle)
     used = sum(cpu_seconds(p) for p in pids) - before
     commands = redis_calls(client) - calls - 2  # the two INFO of this measurement
+    redis_used = server_cpu(SERVERS[-1].pid)["redis"] - redis_before
     out["idle aggregator"] = {
         "cpu_share_of_a_core": used / args.idle,
+        "redis_cpu_share_of_a_core": redis_used / args.idle,
         "redis_commands_per_second": commands / args.idle,
         "workers": len(pids),
         "load": load(),
