@@ -25,14 +25,18 @@ def calls(client: redis.Redis) -> dict[str, int]:
     return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
 
 
-def idle_commands(client: redis.Redis, metrics: int) -> tuple[float, dict[str, int]]:
-    """Commands per idle round of a worker consuming ``metrics`` metrics, and by command."""
+def idle_commands(
+    client: redis.Redis, metrics: int, claim_idle_ms: int = 600_000
+) -> tuple[float, dict[str, int]]:
+    """Commands per idle round of a worker consuming ``metrics`` metrics, and by command.
+
+    Claim passes (every ``claim_idle_ms / 2``) are set far apart by default: what this
+    counts is the rest of a round.
+    """
     registry = Registry(client)
     for i in range(metrics):
         registry.put(f"idle.m{i:03d}", SPEC)
-    # Claim passes (every claim_idle_ms / 2 per stream) are set far apart: the one duty
-    # left per stream, they are not what this counts.
-    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=600_000)
+    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=claim_idle_ms)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
@@ -92,34 +96,11 @@ def test_a_report_arriving_while_idle_is_counted(redis_db: Any) -> None:
         thread.join(10)
 
 
-def claim_commands(client: redis.Redis, metrics: int) -> dict[str, int]:
-    """Commands of an idle worker whose claim passes are due every 50 ms, over 10 rounds
-    after its first, at ``metrics`` metrics with empty streams."""
-    registry = Registry(client)
-    for i in range(metrics):
-        registry.put(f"claim.m{i:03d}", SPEC)
-    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=100)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while worker.stats.rounds < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        rounds, before = worker.stats.rounds, calls(client)
-        while worker.stats.rounds < rounds + 10 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        after = calls(client)
-    finally:
-        worker.stop()
-        thread.join(10)
-    return {c: after[c] - before.get(c, 0) for c in after if after[c] > before.get(c, 0)}
-
-
 def test_an_idle_worker_claims_only_where_a_stream_holds_entries(redis_db: Any) -> None:
     client = redis_db.client()
-    few = claim_commands(client, 3)
+    _, few = idle_commands(client, 3, claim_idle_ms=100)  # a claim pass due every 50 ms
     client.flushdb()
-    many = claim_commands(client, 300)
+    _, many = idle_commands(client, 300, claim_idle_ms=100)
     # Every claim interval one read of every stream's length, in one call; no XAUTOCLAIM
     # of an empty stream (a script run per stream and interval, whatever its length).
     assert "xautoclaim" not in many, many

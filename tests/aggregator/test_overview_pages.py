@@ -16,6 +16,7 @@ from ldp_server.app import create_server_app
 from ldp_store import keys
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import append, perturbed
+from tests.round_trips import round_trips
 
 NAMES = ["app.alpha", "app.beta", "app.gamma", "web.delta", "web.epsilon"]
 
@@ -97,25 +98,6 @@ def test_a_page_reads_its_rows_at_once_and_says_what_one_metric_at_a_time_said(
     assert rows[waiting.name]["lag"] == {"length": 3, "pending": 0}
     assert rows[pending.name]["lag"] == {"length": 2, "pending": 2}
     assert rows[relayed.name]["relayed_waiting"] is not None
-
-
-def round_trips(client: Any, work: Any) -> int:
-    """Commands and pipelines ``work()`` sends (each takes a connection from the pool)."""
-    pool = client.connection_pool
-    taken = 0
-    original = pool.get_connection
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        nonlocal taken
-        taken += 1
-        return original(*args, **kwargs)
-
-    pool.get_connection = counted
-    try:
-        work()
-    finally:
-        pool.get_connection = original
-    return taken
 
 
 def test_a_page_costs_the_same_round_trips_whatever_its_rows(redis_db: Any) -> None:

@@ -12,14 +12,7 @@ import redis
 
 from ldp_store import lifecycle
 from ldp_store.lifecycle import MemoryReport, MemoryUsage
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.test_lifecycle_retire_delete import Ticks
 
 
 def test_a_stale_reading_is_answered_while_the_next_is_measured(
@@ -35,10 +28,10 @@ def test_a_stale_reading_is_answered_while_the_next_is_measured(
         return MemoryReport(by_metric={"m": len(taken)}, measured_at=float(len(taken)))
 
     monkeypatch.setattr(lifecycle, "measure_memory", measure)
-    clock = Clock()
+    clock = Ticks()
     memory = MemoryUsage(redis_db.client(), ttl=60.0, clock=clock, wait=5.0)
     assert memory.read().by_metric == {"m": 1}  # the first: waited for
-    clock.now = 61.0
+    clock.now += 61.0
     started.clear()
     # Stale: answered at once with the reading it has, while a thread takes the next
     assert memory.read().by_metric == {"m": 1}
