@@ -135,6 +135,13 @@ def _dump(definition: MetricDefinition) -> str:
     return json.dumps(data)
 
 
+def _stalled(exc: BaseException) -> bool:
+    """Whether ``exc`` is (or wraps) a read that timed out: the node holds the socket
+    and does not answer."""
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(exc, redis.TimeoutError) or isinstance(cause, redis.TimeoutError)
+
+
 class RegistryChange:
     """The outcome of a put: the definition now current, and whether it is new."""
 
@@ -194,12 +201,14 @@ class Registry:
         try:
             raw = self.redis.hmget(keys.metric_key(name), ["current", "retired", "deleted"])
         except (redis.RedisError, RedisClusterException) as exc:
-            if not cached or fresh or not unavailable(exc):
+            if not cached or fresh or not unavailable(exc) or _stalled(exc):
                 raise
             # The node of the name's slot is down (a cluster primary failing over): the
             # state cached stands for another CURRENT_TTL, so the reports of this metric
             # reach the append script (which reads the retirement of its own slot) and
-            # other metrics' reports are not refused with them.
+            # other metrics' reports are not refused with them. A node that timed out is
+            # stalled, not gone: the next command would wait as long again, so the
+            # request fails now (a 503 within the promised time).
             self._remember(name, now, cached[1])
             return cached[1]
         state = _state_of(raw)
