@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
 
 from aggregator.stats.kinds import codec_for
 from client_sdk.wire import MetricDefinition
@@ -86,3 +87,14 @@ def counted(client: Any, definition: MetricDefinition) -> int:
         int(client.hget(keys.counts_key(definition.name, definition.version, "all", s), "n") or 0)
         for s in range(definition.shards)
     )
+
+
+def alarm_gauges(metrics: str) -> dict[tuple[str, str, str], float]:
+    """The ``ldp_poisoning_alarm`` gauges of a ``/metrics`` page, by metric, kind and
+    granularity."""
+    return {
+        (s.labels["metric"], s.labels["kind"], s.labels["granularity"]): s.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "ldp_poisoning_alarm"
+        for s in family.samples
+    }

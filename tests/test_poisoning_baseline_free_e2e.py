@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 from markupsafe import escape
-from poisoning_helpers import append_this_hour
-from prometheus_client.parser import text_string_to_metric_families
+from poisoning_helpers import alarm_gauges, append_this_hour
 
 from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
 from aggregator.stats.kinds import codec_for
@@ -101,12 +100,7 @@ def test_crafted_grr_reports_on_a_fresh_metric_raise_the_floor_alarm(redis_db: A
     twin = web.get("/v1/estimates/fresh.twin").json
     assert twin["n"] == N and twin["alarms"] == []
 
-    gauges = {
-        (s.labels["metric"], s.labels["kind"], s.labels["granularity"]): s.value
-        for family in text_string_to_metric_families(web.get("/metrics").text)
-        if family.name == "ldp_poisoning_alarm"
-        for s in family.samples
-    }
+    gauges = alarm_gauges(web.get("/metrics").text)
     assert gauges[("fresh.page", "floor", "all")] == 1
     assert gauges[("fresh.page", "floor", "hour")] == 1
     assert sum(v for (metric, _, _), v in gauges.items() if metric == "fresh.twin") == 0

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 from markupsafe import escape
-from poisoning_helpers import append_past_hours, zipf_population
-from prometheus_client.parser import text_string_to_metric_families
+from poisoning_helpers import alarm_gauges, append_past_hours, zipf_population
 
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
@@ -100,12 +99,7 @@ def test_the_maximal_gain_attack_raises_an_alarm_in_its_window_and_honest_traffi
             body = web.get(f"/v1/estimates/{name}", query_string={"window": past}).json
             assert body["n"] == N and body["alarms"] == [], (name, past)
 
-    gauges = {
-        (s.labels["metric"], s.labels["kind"], s.labels["granularity"]): s.value
-        for family in text_string_to_metric_families(web.get("/metrics").text)
-        if family.name == "ldp_poisoning_alarm"
-        for s in family.samples
-    }
+    gauges = alarm_gauges(web.get("/metrics").text)
     assert gauges[("shop.page", "shift", "hour")] == 1
     assert sum(v for (metric, _, _), v in gauges.items() if metric == "shop.page-twin") == 0
 

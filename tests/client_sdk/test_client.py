@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from fork_helpers import in_child
@@ -131,6 +131,14 @@ class Collector:
     def start(self) -> Collector:
         self._thread.start()
         return self
+
+    @classmethod
+    def serving(cls, *definitions: MetricDefinition) -> Iterator[Self]:
+        """One started for a fixture to ``yield from``, stopped after the test."""
+        server = cls(*definitions)
+        server.start()
+        yield server
+        server.stop()
 
     def stop(self) -> None:
         """Stop listening and cut every open connection: the collector is down."""
@@ -262,9 +270,7 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(THEME, PAGE).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(THEME, PAGE)
 
 
 @pytest.fixture

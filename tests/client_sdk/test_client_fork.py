@@ -45,9 +45,7 @@ DAILY = wire.parse_spec(
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(THEME, PAGE, DAILY).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(THEME, PAGE, DAILY)
 
 
 def test_forks_beside_a_reporting_thread_give_children_that_work(

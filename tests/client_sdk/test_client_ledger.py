@@ -38,6 +38,7 @@ from client_sdk.queue import MemoryQueue
 from client_sdk.store import FILENAME
 from client_sdk.uploader import RETRY_CAP
 from ldp_store.registry import Registry
+from tests.clock import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,21 +76,9 @@ def at(year: int, month: int, day: int, hour: int = 12) -> float:
     return datetime(year, month, day, hour, tzinfo=UTC).timestamp()
 
 
-class Clock:
-    """An injected wall clock, moved by the tests."""
-
-    def __init__(self, when: float) -> None:
-        self.now = when
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(DAILY, WEEKLY, MONTHLY, FREE).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(DAILY, WEEKLY, MONTHLY, FREE)
 
 
 @pytest.fixture

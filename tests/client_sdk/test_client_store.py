@@ -58,9 +58,7 @@ class PortCollector(Collector):
 
 @pytest.fixture
 def collector() -> Iterator[PortCollector]:
-    server = PortCollector(THEME, PAGE).start()
-    yield server
-    server.stop()
+    yield from PortCollector.serving(THEME, PAGE)
 
 
 @pytest.fixture

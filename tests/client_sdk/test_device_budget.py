@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 from test_client import Collector
-from test_client_ledger import DAILY, FREE, Clock, at, clients_on
+from test_client_ledger import DAILY, FREE, at, clients_on
 
 from client_sdk import Client, wire
 from client_sdk.device import DeviceCaps, device_total
 from client_sdk.errors import DeviceBudgetExhaustedError
 from client_sdk.ledger import Charger, Tally
+from tests.clock import Clock
 
 MEMO = wire.parse_spec(
     "app.memo",
@@ -32,9 +33,7 @@ MEMO = wire.parse_spec(
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(DAILY, FREE, MEMO).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(DAILY, FREE, MEMO)
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from test_client import Collector
-from test_client_ledger import Clock, at, clients_on
+from test_client_ledger import at, clients_on
 
 from client_sdk import wire
+from tests.clock import Clock
 
 THEME = wire.parse_spec(
     "app.theme",
@@ -29,9 +30,7 @@ THEME = wire.parse_spec(
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(THEME).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(THEME)
 
 
 def test_dimensions_travel_beside_the_payload_and_cost_nothing_more(

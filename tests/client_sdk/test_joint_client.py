@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 from test_client import Collector
-from test_client_ledger import Clock, at, clients_on
+from test_client_ledger import at, clients_on
 
 from client_sdk import wire
+from tests.clock import Clock
 
 JOINT = wire.parse_spec(
     "app.crashes",
@@ -29,9 +30,7 @@ JOINT = wire.parse_spec(
 
 @pytest.fixture
 def collector() -> Iterator[Collector]:
-    server = Collector(JOINT).start()
-    yield server
-    server.stop()
+    yield from Collector.serving(JOINT)
 
 
 @pytest.mark.parametrize("mode", ["memory", "durable"])

@@ -24,24 +24,15 @@ from collector.context import services
 from collector.settings import ConfigError
 from ldp_edge.admission import MAX_SOURCES, Admission, TooManyRequests
 from ldp_store import keys, streams
+from tests.clock import Clock
 
 FLOODER = "203.0.113.66"
 OTHER = "198.51.100.23"
 
 
-class Clock:
-    """Monotonic seconds that move only when told."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def _clocked(app: Flask) -> Clock:
     """Give the app's limiter a clock the test moves (and a key made under it)."""
-    clock = Clock()
+    clock = Clock(1000.0)
     admission = services(app).admission
     admission.clock = clock
     admission.rotate()
@@ -57,7 +48,7 @@ def _post(client: FlaskClient, batch: list[Any], peer: str, **headers: str) -> A
     )
 
 
-def _samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def samples(client: FlaskClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     text = client.get("/metrics").data.decode()
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -90,7 +81,7 @@ def test_a_flood_from_one_source_gets_429_while_others_get_202(redis_db: Any) ->
     assert [
         _post(client, reports(theme, 1, seed=200 + i), FLOODER).status_code for i in range(6)
     ] == [202] * 5 + [429]
-    found = _samples(client)
+    found = samples(client)
     assert found[("ldp_collector_rate_limited_total", (("limit", "requests"),))] == 5
     assert found[("ldp_collector_rate_limited_total", (("limit", "reports"),))] == 0
     assert (
@@ -120,7 +111,7 @@ def test_reports_are_counted_per_source_and_a_refused_batch_is_stored_whole_late
     result = _post(client, second, FLOODER).json
     assert (result["accepted"], result["duplicates"]) == (200, 400)  # once each
     assert _stored(redis_db, theme) == 1200
-    found = _samples(client)
+    found = samples(client)
     assert found[("ldp_collector_rate_limited_total", (("limit", "reports"),))] == 2
 
 
@@ -145,7 +136,7 @@ def test_a_trusted_header_names_the_source_and_only_its_last_value(redis_db: Any
 
 
 def test_the_key_rotates_daily_and_takes_the_buckets_with_it() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     admission = Admission(1, 0, clock=clock)
     environ = {"REMOTE_ADDR": FLOODER}
     first = admission.source(environ)
@@ -164,7 +155,7 @@ def test_the_key_rotates_daily_and_takes_the_buckets_with_it() -> None:
 
 
 def test_forgotten_sources_are_the_least_recent_and_the_table_is_bounded() -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     admission = Admission(1, 0, clock=clock, max_sources=3)
     names = [admission.source({"REMOTE_ADDR": f"10.0.0.{i}"}) for i in range(5)]
     for name in names[:3]:
@@ -284,7 +275,7 @@ def test_an_all_ones_oue_report_is_refused_as_implausible_and_counted(redis_db: 
     zeros = {**_all_ones(pages), "id": new_report_id()}
     zeros["payload"] = {"b": base64.b64encode(bytes(16)).decode()}
     assert _post(client, [zeros], OTHER).status_code == 400
-    found = _samples(client)
+    found = samples(client)
     implausible = "ldp_collector_reports_implausible_total"
     assert found[(implausible, (("metric", "app.pages"), ("reason", "too_many_ones")))] == 2
     assert found[(implausible, (("metric", "app.pages"), ("reason", "too_few_ones")))] == 1

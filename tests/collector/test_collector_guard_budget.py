@@ -28,6 +28,7 @@ from collector.ingest import Appender, ingest
 from ldp_store import guard, keys, streams
 from ldp_store.embedded import EmbeddedRedis
 from ldp_store.lifecycle import guard_day_keys
+from tests.clock import Clock
 
 MAXMEMORY = 16_000_000
 """Far above what the tests store: the mark never answers, only the guard's budget."""
@@ -37,16 +38,6 @@ BUDGET_IDS = MAXMEMORY // 100 // guard.BYTES_PER_ID
 
 MONDAY = datetime(2030, 1, 7, 6, tzinfo=UTC)
 WINDOW = timedelta(seconds=guard.MIN_WINDOW)
-
-
-class Clock:
-    """The memory guard's monotonic clock, moved by the test."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

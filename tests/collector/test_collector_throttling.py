@@ -14,24 +14,15 @@ from typing import Any
 
 import pytest
 from collector_helpers import THEME_SPEC, define, make_app, reports
-from prometheus_client.parser import text_string_to_metric_families
-from test_collector_admission import FLOODER, OTHER, Clock
+from test_collector_admission import FLOODER, OTHER, samples
 
 from collector.context import services
 from collector.throttle_log import THROTTLE_LOG_INTERVAL
+from tests.clock import Clock
 
 
 def _post(client: Any, batch: list[Any], peer: str) -> Any:
     return client.post("/v1/reports", json={"reports": batch}, environ_base={"REMOTE_ADDR": peer})
-
-
-def _samples(client: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    text = client.get("/metrics").data.decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
 
 
 def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
@@ -41,7 +32,7 @@ def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
         redis_db.url, SOURCE_REQUESTS_PER_SECOND=3, SOURCE_REPORTS_PER_MINUTE=20, MAX_REPORTS=10
     )
     admission = services(app).admission
-    clock = Clock()
+    clock = Clock(1000.0)
     admission.clock = clock
     admission.rotate()
     client = app.test_client()
@@ -77,7 +68,7 @@ def test_throttling_is_logged_once_per_interval_without_the_address_and_counted(
     for peer in (FLOODER, OTHER):
         assert peer not in everything
         assert admission.source({"REMOTE_ADDR": peer}).hex() not in everything
-    found = _samples(client)
+    found = samples(client)
     assert found[("ldp_collector_rate_limited_total", (("limit", "requests"),))] == 3
     assert found[("ldp_collector_rate_limited_total", (("limit", "reports"),))] == 1
     assert found[("ldp_collector_rate_limited_reports_total", (("limit", "reports"),))] == 10

@@ -9,21 +9,12 @@ import pytest
 
 from ldp_store import keys
 from ldp_store.tokens import KINDS, TokenStore, UnknownToken, hash_of, parse
-
-
-class Clock:
-    """A wall clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.clock import Clock
 
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(1_800_000_000.0)
 
 
 @pytest.fixture
