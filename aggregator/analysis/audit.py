@@ -23,6 +23,7 @@ import numpy as np
 from scipy.stats import beta
 
 from client_sdk.mechanisms import FrequencyOracle, Memoized, NumericMechanism
+from client_sdk.mechanisms.base import fields_of
 from client_sdk.mechanisms.memoized import SECRET_BYTES
 from client_sdk.mechanisms.numeric import SCALE
 from client_sdk.mechanisms.randomness import RandomSource, default_rng
@@ -78,13 +79,9 @@ class AuditResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
+        names = ("mechanism", "bound", "declared_epsilon", "epsilon_lower_bound", "passed", "event")
         return {
-            "mechanism": self.mechanism,
-            "bound": self.bound,
-            "declared_epsilon": self.declared_epsilon,
-            "epsilon_lower_bound": self.epsilon_lower_bound,
-            "passed": self.passed,
-            "event": self.event,
+            **fields_of(self, *names),
             "inputs": list(self.inputs),
             "hits": list(self.hits),
             "trials_per_input": self.trials,

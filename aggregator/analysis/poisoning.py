@@ -36,6 +36,7 @@ from aggregator.stats.robustness import (
     gain_std,
 )
 from client_sdk.mechanisms import FrequencyOracle
+from client_sdk.mechanisms.base import fields_of
 
 __all__ = [
     "DEFENCES",
@@ -112,13 +113,9 @@ class PoisonResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
-            "mechanism": self.mechanism,
-            "users": self.users,
-            "fakes": self.fakes,
-            "beta": self.beta,
-            "distribution": self.distribution,
-            "runs": self.runs,
-            "seed": self.seed,
+            **fields_of(
+                self, "mechanism", "users", "fakes", "beta", "distribution", "runs", "seed"
+            ),
             "randomness": "simulation: numpy PCG64 (not a CSPRNG)",
             "mga_support": self.mga_support,
             "targets": [asdict(t) for t in self.targets],

@@ -32,6 +32,7 @@ from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.kinds import codec_for
 from client_sdk.mechanisms import FrequencyOracle, LocalHashing
+from client_sdk.mechanisms.base import fields_of
 
 __all__ = [
     "DISTRIBUTIONS",
@@ -129,17 +130,11 @@ class SimulationResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary and runs."""
         return {
-            "mechanism": self.mechanism,
-            "users": self.users,
-            "distribution": self.distribution,
-            "method": self.method,
+            **fields_of(self, "mechanism", "users", "distribution", "method"),
             "randomness": "simulation: numpy PCG64 (not a CSPRNG)",
-            "exact_joint": self.exact_joint,
-            "confidence": self.confidence,
-            "seed": self.seed,
-            "mse_ratio": self.mse_ratio,
-            "coverage": self.coverage,
-            "intervals": self.intervals,
+            **fields_of(
+                self, "exact_joint", "confidence", "seed", "mse_ratio", "coverage", "intervals"
+            ),
             "norm_sub_gain": self.norm_sub_gain(),
             "runs": [asdict(r) for r in self.runs],
         }

@@ -24,6 +24,7 @@ from aggregator.stats.batch import SEED_BINS, seed_bins
 from aggregator.stats.consistency import floor_test, groups_test, sketch_rows_test
 from aggregator.stats.lazy import chi2_isf, chi2_sf, normal_isf
 from client_sdk.mechanisms import FrequencyOracle, GeneralizedRR, LocalHashing, PostRandomization
+from client_sdk.mechanisms.base import fields_of
 from client_sdk.mechanisms.strings import display
 from client_sdk.mechanisms.unary import UnaryEncoding
 
@@ -101,16 +102,8 @@ class Alarm:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, for JSON."""
-        return {
-            "kind": self.kind,
-            "window": self.window,
-            "statistic": self.statistic,
-            "threshold": self.threshold,
-            "p_value": self.p_value,
-            "alpha": self.alpha,
-            "evidence": self.evidence,
-            "values": list(self.values),
-        }
+        names = ("kind", "window", "statistic", "threshold", "p_value", "alpha", "evidence")
+        return {**fields_of(self, *names), "values": list(self.values)}
 
 
 def _normal_tail(z: float) -> float:
