@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from click.testing import CliRunner
 
 from aggregator.query.window import read_counts
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from collector import create_app
-from ldp_server.cli import main
 from ldp_server.serve import Server
 from ldp_store import keys, streams
+from tests.cli_helpers import ldp
 from tests.http_helpers import status_call
 
 TOKEN = "test-admin-token-delete-blocked"
@@ -115,11 +114,6 @@ def test_a_worker_blocked_on_streams_that_are_deleted_goes_on(any_redis: Any) ->
 
 
 # -- the newcomer's sequence on the real `ldp serve` ----------------------------------------
-
-
-def ldp(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
 
 
 def http(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:

@@ -8,16 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from aggregator.cli import study
 from client_sdk import mechanisms
-from ldp_server.cli import main
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
+from tests.cli_helpers import ldp as run
 
 
 def test_simulate_json() -> None:

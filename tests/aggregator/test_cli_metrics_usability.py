@@ -11,32 +11,25 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from wsgi_helpers import serving
 
 from aggregator.analysis.audit import AuditResult
 from aggregator.cli import metrics as cli_metrics
 from aggregator.cli.study import inconclusive
-from collector import create_app
 from ldp_server import commands as cli_server
 from ldp_server.cli import main
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 from loadtests import run as loadrun
+from tests.cli_helpers import collector_serving
+from tests.cli_helpers import ldp as invoke
 
 TOKEN = "test-admin-token"
-
-
-def invoke(*args: str, charset: str = "utf-8") -> tuple[int, str]:
-    result = CliRunner(charset=charset).invoke(main, list(args))
-    return result.exit_code, result.output
 
 
 @pytest.fixture
 def collector_url(redis_db: Any) -> Iterator[str]:
     """A real collector (PUT/GET /v1/metrics) on a free port, on the session's Redis."""
-    app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    with serving(app) as url:
-        yield url
+    yield from collector_serving(redis_db.url, TOKEN)
 
 
 def create(url: str, name: str, *options: str) -> tuple[int, str]:

@@ -354,13 +354,19 @@ def test_a_memoized_metric_needs_a_budget(redis_db: Any) -> None:
     assert "needs a budget" in " ".join([response.json["error"], *response.json["details"]])
 
 
-def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any) -> None:
+def counted_memo(redis_db: Any, seed: int) -> tuple[FlaskClient, MetricDefinition]:
+    """The memoized metric ``app.memo`` defined, with 400 reports posted and counted."""
     client = make(redis_db.url).test_client()
     d = define(client, "app.memo", MEMO)
-    rng = random.Random(3)
+    rng = random.Random(seed)
     reports = [build_report(d, rng.choice(d.domain), rng, secret=bytes(32)) for _ in range(400)]
     assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
     Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    return client, d
+
+
+def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any) -> None:
+    client, d = counted_memo(redis_db, 3)
     body = client.get("/v1/estimates/app.memo").json
     # Created today: today plus one day for clock skew, 4 reports a day.
     assert body["reports_per_device"] == 8 and "4 per day" in body["reports_per_device_note"]
@@ -388,12 +394,7 @@ def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any)
 def test_estimates_state_the_shuffled_epsilon_with_its_condition(redis_db: Any) -> None:
     """Viewers of the estimates see a shuffled view: ε_c of the n reports, composed over
     the memoized metric's 8 reports per device, with the condition it rests on."""
-    client = make(redis_db.url).test_client()
-    d = define(client, "app.memo", MEMO)
-    rng = random.Random(4)
-    reports = [build_report(d, rng.choice(d.domain), rng, secret=bytes(32)) for _ in range(400)]
-    assert client.post("/v1/reports", json={"reports": reports}).status_code == 202
-    Worker(redis_db.client(), name="w", handle_signals=False).run(once=True)
+    client, d = counted_memo(redis_db, 4)
     shuffled = client.get("/v1/estimates/app.memo").json["shuffled_epsilon"]
     assert shuffled["reports_per_device"] == 8 and shuffled["devices"] == 50  # ⌈400/8⌉
     expected = amplification(d.mechanism.epsilon, 400, 8)

@@ -124,18 +124,13 @@ def test_plan_shows_pram_when_given_its_matrix(redis_db: Any) -> None:
     ).json  # noqa: E501
     (mine,) = [c for c in curve["curves"] if c["mechanism"] == "pram"]
     assert mine["current"] is True
-    bad = client.get(
-        "/v1/plan",
-        query_string={"epsilon": 1, "k": 4, "users": 10, "matrix": "[[0.5,0.5],[0.5,0.5]]"},
-        headers=auth,
-    )  # noqa: E501
-    assert bad.status_code == 400 and "is 2×2 for 4 values" in bad.json["error"]
-    singular = client.get(
-        "/v1/plan",
-        query_string={"epsilon": 1, "k": 2, "users": 10, "matrix": "[[0.5,0.5],[0.5,0.5]]"},
-        headers=auth,
-    )  # noqa: E501
-    assert singular.status_code == 400 and "singular" in singular.json["error"]
+    for k, error in ((4, "is 2×2 for 4 values"), (2, "singular")):
+        bad = client.get(
+            "/v1/plan",
+            query_string={"epsilon": 1, "k": k, "users": 10, "matrix": "[[0.5,0.5],[0.5,0.5]]"},
+            headers=auth,
+        )
+        assert bad.status_code == 400 and error in bad.json["error"], k
     alone = client.get("/v1/plan/curve?epsilon=1&k=4&mechanism=pram", headers=auth)
     assert alone.status_code == 400 and "needs its matrix" in alone.json["error"]
     define(client, "user.age", AGES)

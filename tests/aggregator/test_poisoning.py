@@ -18,14 +18,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from aggregator.analysis.crafting import InputManipulation, MaximalGain
 from aggregator.analysis.poisoning import DefenceVerdict, PoisonedBatch, simulate_poisoning
 from aggregator.stats.robustness import expected_gain, fake_count, max_gain
 from client_sdk import mechanisms
 from client_sdk.wire import MetricDefinition, check_report, new_report_id, parse_spec
-from ldp_server.cli import main
+from tests.cli_helpers import ldp
 
 Z = 4.5
 """Standard deviations allowed per comparison (see the module docstring)."""
@@ -269,8 +268,7 @@ def test_the_defences_do_not_move_the_gains() -> None:
 
 
 def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, ["attack", "poison", *args])
-    return result.exit_code, result.output
+    return ldp("attack", "poison", *args)
 
 
 def test_cli_prints_each_targets_gain_and_its_theory() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from aggregator.analysis.string_simulation import simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary
@@ -25,7 +24,7 @@ from aggregator.stats.string_planning import (
 from aggregator.stats.strings import SketchEstimator
 from client_sdk.mechanisms.strings import StringSketch
 from ldp_server.app import create_server_app
-from ldp_server.cli import main
+from tests.cli_helpers import ldp
 
 # -- σ₀ against simulation ------------------------------------------------------------------
 
@@ -158,31 +157,26 @@ def test_the_explorer_page_opens_in_string_mode(client: Any, query: str, status:
 # -- the CLI ----------------------------------------------------------------------------------
 
 
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(main, list(args))
-    return result.exit_code, result.output
-
-
 def test_ldp_plan_kind_string_finds_and_counts_users() -> None:
-    code, out = run("plan", "--kind", "string", "-e", "4", "--max-length", "16", "--find", "0.005")
+    code, out = ldp("plan", "--kind", "string", "-e", "4", "--max-length", "16", "--find", "0.005")
     need = string_plan(4.0, 16, frequency=0.005)
     assert code == 0, out
     assert f"{need.users:,} users find values of frequency ≥ 0.500%" in out
     assert "collision floor ignored" in out
     for e in TRADEOFF_EPSILONS:  # the table across ε
         assert f"{string_plan(e, 16, frequency=0.005).users:,}" in out
-    code, out = run("plan", "--kind", "string", "-e", "4", "-L", "16", "--users", "1000000")
+    code, out = ldp("plan", "--kind", "string", "-e", "4", "-L", "16", "--users", "1000000")
     assert code == 0 and f"{string_plan(4.0, 16, users=10**6).frequency:.3%}" in out
-    code, out = run("plan", "--kind", "string", "-e", "3", "-n", "10000", "--concentration", "0.01")
+    code, out = ldp("plan", "--kind", "string", "-e", "3", "-n", "10000", "--concentration", "0.01")
     floor = string_plan(3.0, 16, users=10_000, concentration=0.01).floor
     assert code == 0 and f"collision floor {floor:.3%} at Σf² = 0.01" in out
-    code, out = run("plan", "--kind", "string", "-e", "1", "-n", "100")
+    code, out = ldp("plan", "--kind", "string", "-e", "1", "-n", "100")
     assert code == 0 and "too few to find any value" in out and "none (over 100 %)" in out
 
 
 def test_ldp_plan_kind_string_json_is_the_api_answer() -> None:
     args = ("-e", "2.5", "-L", "8", "--find", "0.02", "--power", "0.8", "--json")
-    code, out = run("plan", "--kind", "string", *args)
+    code, out = ldp("plan", "--kind", "string", *args)
     assert code == 0, out
     body = json.loads(out)
     want = string_plan(2.5, 8, frequency=0.02, power=0.8)
@@ -210,7 +204,7 @@ def test_ldp_plan_kind_string_json_is_the_api_answer() -> None:
     ],
 )
 def test_ldp_plan_refuses_options_of_the_other_kind(args: tuple[str, ...], message: str) -> None:
-    code, out = run("plan", *args)
+    code, out = ldp("plan", *args)
     assert code == 2, out
     assert message in out and "Traceback" not in out
 
@@ -230,19 +224,19 @@ def test_ldp_plan_refuses_options_of_the_other_kind(args: tuple[str, ...], messa
 def test_ldp_simulate_refuses_options_of_the_other_kind(
     args: tuple[str, ...], message: str
 ) -> None:
-    code, out = run("simulate", *args)
+    code, out = ldp("simulate", *args)
     assert code == 2, out
     assert message in out and "Traceback" not in out
 
 
 def test_ldp_simulate_kind_string_is_seeded_and_scored() -> None:
     args = ("-e", "6", "-L", "6", "-n", "20000", "--vocabulary", "300", "--seed", "3")
-    code, out = run("simulate", "--kind", "string", *args, "--json")
+    code, out = ldp("simulate", "--kind", "string", *args, "--json")
     assert code == 0, out
     body = json.loads(out)
-    again = json.loads(run("simulate", "--kind", "string", *args, "--json")[1])
+    again = json.loads(ldp("simulate", "--kind", "string", *args, "--json")[1])
     body.pop("discovery_seconds"), again.pop("discovery_seconds")
     assert body == again
     assert body["users"] == 20000 and body["found"] >= 1 and body["top20_precision"] >= 0.9
-    code, out = run("simulate", "--kind", "string", *args)
+    code, out = ldp("simulate", "--kind", "string", *args)
     assert code == 0 and "top-20: precision" in out

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import pytest
 from scipy.stats import chisquare
+from test_privacy import grr_law, unary_law
 
 from client_sdk.mechanisms import Memoized, create
 
@@ -32,17 +33,8 @@ def prr_law(m: Memoized, v: int) -> dict[Output, Fraction]:
     """Law of the PRR of value v: GRR or a unary encoding at ε∞."""
     k = m.domain_size
     if m.name == "memo-grr":
-        p1 = Fraction(m.permanent.p)
-        return {(y,): p1 if y == v else (1 - p1) / (k - 1) for y in range(k)}
-    p1, q1 = Fraction(m.permanent.p), Fraction(m.permanent.q)
-    law = {}
-    for bits in itertools.product((0, 1), repeat=k):
-        pr = Fraction(1)
-        for u, b in enumerate(bits):
-            one = p1 if u == v else q1
-            pr *= one if b else 1 - one
-        law[bits] = pr
-    return law
+        return grr_law(Fraction(m.permanent.p), v, k)
+    return unary_law(Fraction(m.permanent.p), Fraction(m.permanent.q), v, k)
 
 
 def irr(m: Memoized, s: Output, y: Output) -> Fraction:

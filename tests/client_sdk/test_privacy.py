@@ -31,22 +31,31 @@ from client_sdk.mechanisms.randomness import (
 Output = tuple[int, ...]
 
 
+def grr_law(keep: Fraction, v: int, k: int) -> dict[Output, Fraction]:
+    """Exact output distribution of k-ary randomized response keeping ``v`` w.p. ``keep``."""
+    return {(y,): keep if y == v else (1 - keep) / (k - 1) for y in range(k)}
+
+
+def unary_law(p: Fraction, q: Fraction, v: int, k: int) -> dict[Output, Fraction]:
+    """Exact output distribution of a unary encoding of ``v``: its bit set w.p. ``p``,
+    each other bit w.p. ``q``."""
+    out = {}
+    for bits in itertools.product((0, 1), repeat=k):
+        pr = Fraction(1)
+        for u, b in enumerate(bits):
+            one = p if u == v else q
+            pr *= one if b else 1 - one
+        out[bits] = pr
+    return out
+
+
 def pmf(m, v: int) -> dict[Output, Fraction]:  # type: ignore[no-untyped-def]
     """Exact output distribution of mechanism ``m`` on input ``v``."""
     k = m.domain_size
     if m.name in ("rr", "grr"):
-        keep = Fraction(m.keep)
-        return {(y,): keep if y == v else (1 - keep) / (k - 1) for y in range(k)}
+        return grr_law(Fraction(m.keep), v, k)
     if m.name in ("sue", "oue"):
-        p, q = Fraction(m.p), Fraction(m.q)
-        out = {}
-        for bits in itertools.product((0, 1), repeat=k):
-            pr = Fraction(1)
-            for u, b in enumerate(bits):
-                one = p if u == v else q
-                pr *= one if b else 1 - one
-            out[bits] = pr
-        return out
+        return unary_law(Fraction(m.p), Fraction(m.q), v, k)
     if m.name in ("olh", "blh"):
         P, g, keep = m.prime, m.g, Fraction(m.keep)
         out = {}
