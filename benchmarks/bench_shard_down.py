@@ -56,6 +56,7 @@ from tests.failover_helpers import (  # noqa: E402
     NODE_TIMEOUT_MS,
     collector_app,
     start_workers,
+    stop_workers,
 )
 from tests.shard_down_helpers import OTHERS, SPECS, define_workload  # noqa: E402
 
@@ -218,10 +219,7 @@ def _run(
         }
     finally:
         over.set()
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(10)
+        stop_workers(workers, threads)
         cluster.stop()
 
 

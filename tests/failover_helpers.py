@@ -205,6 +205,14 @@ def start_workers(
         t.start()
 
 
+def stop_workers(workers: list[Worker], threads: list[threading.Thread]) -> None:
+    """Stop what :func:`start_workers` started, and wait for their threads."""
+    for w in workers:
+        w.stop()
+    for t in threads:
+        t.join(10)
+
+
 def run_failover(
     base: Path,
     replica_acks: int,
@@ -376,8 +384,5 @@ def run_failover(
         )
     finally:
         over.set()
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(10)
+        stop_workers(workers, threads)
         cluster.stop()

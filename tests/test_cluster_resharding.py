@@ -39,6 +39,7 @@ from tests.failover_helpers import (
     device_client,
     offline_support,
     start_workers,
+    stop_workers,
 )
 
 SPEC = {"domain": [f"screen-{i}" for i in range(16)], "epsilon": 1.0, "mechanism": "oue",
@@ -171,8 +172,5 @@ def test_a_hot_metric_s_slots_move_to_another_primary_under_load(tmp_path: Path)
                 there = cluster.server_at(port).client()
                 assert there.execute_command("CLUSTER COUNTKEYSINSLOT", slot) == 0
     finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(10)
+        stop_workers(workers, threads)
         cluster.stop()

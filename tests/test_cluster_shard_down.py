@@ -31,6 +31,7 @@ from tests.failover_helpers import (
     collector_app,
     offline_support,
     start_workers,
+    stop_workers,
 )
 from tests.shard_down_helpers import OTHERS, SPECS, define_workload
 
@@ -143,8 +144,5 @@ def test_a_dead_primary_refuses_only_its_shards_and_the_sdk_resends_only_those(
             assert counts.support.tolist() == offline_support(definitions[name], rs)
         assert all(t.is_alive() for t in threads) and not errors, errors
     finally:
-        for w in workers:
-            w.stop()
-        for t in threads:
-            t.join(10)
+        stop_workers(workers, threads)
         cluster.stop()

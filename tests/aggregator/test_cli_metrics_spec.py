@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from wsgi_helpers import serving
 
 from aggregator.cli.spec_flags import SPEC_FLAGS, build_spec
 from client_sdk.wire import (
@@ -22,8 +21,8 @@ from client_sdk.wire import (
     SPEC_FIELDS,
     STRING_SPEC_FIELDS,
 )
-from collector import create_app
 from ldp_server.cli import main
+from tests.cli_helpers import collector_serving
 
 TOKEN = "test-admin-token"
 
@@ -31,9 +30,7 @@ TOKEN = "test-admin-token"
 @pytest.fixture
 def url(redis_db: Any) -> Iterator[str]:
     """A real collector on a free port, on the session's Redis."""
-    app = create_app({"REDIS_URL": redis_db.url, "ADMIN_TOKEN": TOKEN, "TESTING": True})
-    with serving(app) as url:
-        yield url
+    yield from collector_serving(redis_db.url, TOKEN)
 
 
 def create(url: str, name: str, *options: str) -> tuple[int, str]:
@@ -81,6 +78,15 @@ def test_a_string_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> 
     assert by_flags == by_json and by_flags["max_length"] == 12
 
 
+def stored_alike(url: str, name: str, spec: dict[str, Any], *flags: str) -> None:
+    """``NAME.json`` put as ``spec`` and ``NAME.flags`` made by ``ldp metrics create`` with
+    ``flags``: the collector stores the same definition."""
+    assert put(url, f"{name}.json", spec)[0] == 201
+    code, out = create(url, f"{name}.flags", *flags)
+    assert code == 0, out
+    assert stored(url, f"{name}.flags") == stored(url, f"{name}.json")
+
+
 def test_a_joint_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> None:
     spec = {
         "kind": "joint",
@@ -90,11 +96,8 @@ def test_a_joint_metric_by_flags_stores_what_the_json_spec_stores(url: str) -> N
             {"name": "crash", "domain": ["none", "oom", "anr"]},
         ],
     }
-    assert put(url, "joint.json", spec)[0] == 201
     flags = ("--attribute", "os=android,ios", "--attribute", "crash=none,oom,anr")
-    code, out = create(url, "joint.flags", "--kind", "joint", "-e", "2", *flags)
-    assert code == 0, out
-    assert stored(url, "joint.flags") == stored(url, "joint.json")
+    stored_alike(url, "joint", spec, "--kind", "joint", "-e", "2", *flags)
     code, out = create(url, "joint.bad", "--kind", "joint", "-e", "2", "--attribute", "os")
     assert code != 0 and "--attribute takes NAME=a,b,c" in out
 
@@ -326,11 +329,8 @@ def test_dimensions_by_flags_store_what_the_json_spec_stores(url: str) -> None:
             {"name": "app_version", "values": ["1.0", "2.0"]},
         ],
     }
-    assert put(url, "dims.json", spec)[0] == 201
     flags = ("--dimension", "platform=ios,android,web", "--dimension", "app_version=1.0,2.0")
-    code, out = create(url, "dims.flags", "-d", "light,dark", "-e", "1", *flags)
-    assert code == 0, out
-    assert stored(url, "dims.flags") == stored(url, "dims.json")
+    stored_alike(url, "dims", spec, "-d", "light,dark", "-e", "1", *flags)
     code, out = create(url, "dims.bad", "-d", "a,b", "-e", "1", "--dimension", "platform")
     assert code != 0 and "--dimension takes NAME=a,b,c" in out
     many = (

@@ -41,6 +41,15 @@ def reports(
     ]
 
 
+def post_accepted(
+    client: FlaskClient, batch: list[Any], accepted: int, duplicates: int = 0
+) -> None:
+    """POST ``batch`` to ``/v1/reports``: a 202 with these counts and nothing rejected."""
+    response = client.post("/v1/reports", json={"reports": batch})
+    assert response.status_code == 202
+    assert response.json == {"accepted": accepted, "duplicates": duplicates, "rejected": []}
+
+
 def scan_redis(server: Any) -> list[tuple[bytes, list[bytes]]]:
     """Every key of ``server`` with every value in it, whatever its type."""
     r = server.client()

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from collector_helpers import THEME_SPEC, define, make_app, reports
+from collector_helpers import THEME_SPEC, define, make_app, post_accepted, reports
 from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition, build_report
@@ -33,9 +33,7 @@ def test_valid_reports_land_in_their_stream_with_only_the_payload(
     client: FlaskClient, theme: MetricDefinition, redis_db: Any
 ) -> None:
     batch = reports(theme, 50)
-    response = client.post("/v1/reports", json={"reports": batch})
-    assert response.status_code == 202
-    assert response.json == {"accepted": 50, "duplicates": 0, "rejected": []}
+    post_accepted(client, batch, 50)
     assert stream(redis_db, theme) == [compact(r["payload"]) for r in batch]  # order kept
     # Stored as batch entries of at most ENTRY_REPORTS reports: the sizes, then the
     # payloads comma-joined; nothing else (no id, no time, no address).
@@ -81,9 +79,7 @@ def test_a_replay_in_the_same_request_is_appended_once(
     client: FlaskClient, theme: MetricDefinition, redis_db: Any
 ) -> None:
     batch = reports(theme, 3)
-    response = client.post("/v1/reports", json={"reports": [*batch, batch[1], batch[1]]})
-    assert response.status_code == 202
-    assert response.json == {"accepted": 3, "duplicates": 2, "rejected": []}
+    post_accepted(client, [*batch, batch[1], batch[1]], 3, duplicates=2)
     assert len(stream(redis_db, theme)) == 3
 
 

@@ -7,7 +7,7 @@ import random
 from typing import Any
 
 import pytest
-from collector_helpers import ADMIN, THEME_SPEC, define
+from collector_helpers import ADMIN, THEME_SPEC, define, post_accepted
 from flask.testing import FlaskClient
 
 from client_sdk.mechanisms.numeric import SCALE
@@ -100,9 +100,7 @@ def test_numeric_reports_are_accepted_and_stored_as_compact_payloads(
     client: FlaskClient, minutes: MetricDefinition, redis_db: Any
 ) -> None:
     batch = numeric_reports(minutes, 40)
-    response = client.post("/v1/reports", json={"reports": batch})
-    assert response.status_code == 202
-    assert response.json == {"accepted": 40, "duplicates": 0, "rejected": []}
+    post_accepted(client, batch, 40)
     stored = stream_payloads(redis_db, minutes)
     assert stored == [json.dumps(r["payload"], separators=(",", ":")).encode() for r in batch]
     for raw in stored:  # the exact floats survive: y·2³⁰ is still an integer report
