@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from fork_helpers import CHILD_TIMEOUT, in_child, reap
 from test_client import PAGE, THEME, THEME_LABELS, Collector
+from test_client_ledger import budgeted
 
-from client_sdk import Client, wire
+from client_sdk import Client
 from client_sdk.store import FILENAME
 from client_sdk.store import sqlite as store_sqlite
 
@@ -32,15 +33,7 @@ FORKS = 100
 """Children forked beside a reporting thread (issue 44: 40 forks left 1 hung and 4
 unusable, 120 left 3 and 10)."""
 
-DAILY = wire.parse_spec(
-    "app.mode",
-    {
-        "domain": THEME_LABELS,
-        "epsilon": 1.0,
-        "mechanism": "grr",
-        "budget": {"reports_per_period": 3, "period": "day"},
-    },
-)
+DAILY = budgeted("app.mode", THEME_LABELS, 1.0, 3, "day")
 
 
 @pytest.fixture

@@ -42,33 +42,27 @@ from tests.clock import Clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
-DAILY = wire.parse_spec(
-    "app.theme",
-    {
-        "domain": ["light", "dark", "auto"],
-        "epsilon": 0.5,
-        "mechanism": "grr",
-        "budget": {"reports_per_period": 3, "period": "day"},
-    },
-)
-WEEKLY = wire.parse_spec(
-    "app.weekly",
-    {
-        "domain": ["a", "b"],
-        "epsilon": 1.0,
-        "mechanism": "grr",
-        "budget": {"reports_per_period": 2, "period": "week"},
-    },
-)
-MONTHLY = wire.parse_spec(
-    "app.monthly",
-    {
-        "domain": ["a", "b"],
-        "epsilon": 0.1,
-        "mechanism": "grr",
-        "budget": {"reports_per_period": 3, "period": "month"},
-    },
-)
+
+def budgeted(
+    name: str,
+    domain: list[str],
+    epsilon: float,
+    reports: int,
+    period: str,
+    permanent_epsilon: float | None = None,
+) -> wire.MetricDefinition:
+    """A GRR metric with a budget of ``reports`` a ``period`` (memoized at
+    ``permanent_epsilon`` if given)."""
+    spec: dict[str, Any] = {"domain": domain, "epsilon": epsilon, "mechanism": "grr"}
+    if permanent_epsilon is not None:
+        spec["longitudinal"] = {"permanent_epsilon": permanent_epsilon}
+    spec["budget"] = {"reports_per_period": reports, "period": period}
+    return wire.parse_spec(name, spec)
+
+
+DAILY = budgeted("app.theme", ["light", "dark", "auto"], 0.5, 3, "day")
+WEEKLY = budgeted("app.weekly", ["a", "b"], 1.0, 2, "week")
+MONTHLY = budgeted("app.monthly", ["a", "b"], 0.1, 3, "month")
 FREE = wire.parse_spec("app.free", {"domain": ["a", "b"], "epsilon": 2.0, "mechanism": "grr"})
 
 

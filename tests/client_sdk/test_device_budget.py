@@ -7,28 +7,19 @@ beside each definition, as the collector does); days are driven by an injected c
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from test_client import Collector
-from test_client_ledger import DAILY, FREE, at, clients_on
+from test_client_ledger import DAILY, FREE, at, budgeted
+from test_client_ledger import make_client as make_client  # the ledger tests' fixture
 
-from client_sdk import Client, wire
+from client_sdk import Client
 from client_sdk.device import DeviceCaps, device_total
 from client_sdk.errors import DeviceBudgetExhaustedError
 from client_sdk.ledger import Charger, Tally
 from tests.clock import Clock
 
-MEMO = wire.parse_spec(
-    "app.memo",
-    {
-        "domain": ["a", "b", "c"],
-        "epsilon": 1.0,
-        "mechanism": "grr",
-        "longitudinal": {"permanent_epsilon": 2.0},
-        "budget": {"reports_per_period": 10, "period": "day"},
-    },
-)
+MEMO = budgeted("app.memo", ["a", "b", "c"], 1.0, 10, "day", permanent_epsilon=2.0)
 
 
 @pytest.fixture
@@ -44,14 +35,6 @@ def clock() -> Clock:
 @pytest.fixture(params=["memory", "durable"])
 def mode(request: pytest.FixtureRequest) -> str:
     return str(request.param)
-
-
-@pytest.fixture
-def make_client(
-    collector: Collector, clock: Clock, tmp_path: Path, mode: str
-) -> Iterator[Callable[..., Client]]:
-    with clients_on(collector, clock, tmp_path, mode) as make:
-        yield make
 
 
 def test_a_report_past_the_daily_cap_is_refused_across_metrics(

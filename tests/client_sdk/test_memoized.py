@@ -419,6 +419,11 @@ def test_privacy_bounds_state_both_bounds_and_the_trade_off() -> None:
 DOMAIN = [f"v{i}" for i in range(6)]
 
 
+def budgeted(**fields: object) -> dict[str, object]:
+    """A spec over :data:`DOMAIN` at ε = 1 with ``fields`` and :data:`BUDGET`."""
+    return {"domain": DOMAIN, "epsilon": 1.0, **fields, "budget": BUDGET}
+
+
 @pytest.mark.parametrize(
     ("mechanism", "expected"),
     [
@@ -432,13 +437,7 @@ DOMAIN = [f"v{i}" for i in range(6)]
 def test_spec_longitudinal_resolves_to_the_memoized_mechanism(
     mechanism: str, expected: str
 ) -> None:
-    spec = {
-        "domain": DOMAIN,
-        "epsilon": 1.0,
-        "mechanism": mechanism,
-        "longitudinal": {"permanent_epsilon": 3},
-        "budget": BUDGET,
-    }
+    spec = budgeted(mechanism=mechanism, longitudinal={"permanent_epsilon": 3})
     d = wire.parse_spec("app.mode", spec, version=4)
     assert d.mechanism.name == expected and d.longitudinal
     assert d.mechanism.params()["permanent_epsilon"] == 3.0
@@ -449,25 +448,9 @@ def test_spec_longitudinal_resolves_to_the_memoized_mechanism(
 
 def test_spec_memo_mechanism_with_option_is_the_same_metric() -> None:
     by_option = wire.parse_spec(
-        "m",
-        {
-            "domain": DOMAIN,
-            "epsilon": 1.0,
-            "mechanism": "memo-grr",
-            "options": {"permanent_epsilon": 3},
-            "budget": BUDGET,
-        },
+        "m", budgeted(mechanism="memo-grr", options={"permanent_epsilon": 3})
     )
-    by_flag = wire.parse_spec(
-        "m",
-        {
-            "domain": DOMAIN,
-            "epsilon": 1.0,
-            "mechanism": "grr",
-            "longitudinal": {"permanent_epsilon": 3},
-            "budget": BUDGET,
-        },
-    )
+    by_flag = wire.parse_spec("m", budgeted(mechanism="grr", longitudinal={"permanent_epsilon": 3}))
     assert by_option.same_parameters(by_flag)
     plain = wire.parse_spec("m", {"domain": DOMAIN, "epsilon": 1.0, "mechanism": "grr"})
     assert not plain.same_parameters(by_flag) and not plain.longitudinal
@@ -500,15 +483,7 @@ def test_spec_longitudinal_errors(extra: dict[str, object], message: str) -> Non
 
 
 def test_build_report_needs_the_secret_for_a_longitudinal_metric() -> None:
-    d = wire.parse_spec(
-        "app.mode",
-        {
-            "domain": DOMAIN,
-            "epsilon": 1.0,
-            "longitudinal": {"permanent_epsilon": 4},
-            "budget": BUDGET,
-        },
-    )
+    d = wire.parse_spec("app.mode", budgeted(longitudinal={"permanent_epsilon": 4}))
     with pytest.raises(ValueError, match="longitudinal"):
         wire.build_report(d, "v2")
     with pytest.raises(ValueError, match="at least 16 bytes"):

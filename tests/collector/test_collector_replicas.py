@@ -54,14 +54,19 @@ def primary_and_replica(
         primary.stop()
 
 
-def test_waiting_for_a_replica_answers_once_the_replica_holds_the_reports(
-    primary_and_replica: tuple[EmbeddedRedis, EmbeddedRedis],
-) -> None:
-    primary, replica = primary_and_replica
+def wait_synced(replica: EmbeddedRedis) -> None:
+    """Until the replica's link to its primary is up (a bound against a hang)."""
     deadline = time.monotonic() + 10
     while replica.client().info("replication").get("master_link_status") != "up":
         assert time.monotonic() < deadline, "the replica never synced"
         time.sleep(0.02)
+
+
+def test_waiting_for_a_replica_answers_once_the_replica_holds_the_reports(
+    primary_and_replica: tuple[EmbeddedRedis, EmbeddedRedis],
+) -> None:
+    primary, replica = primary_and_replica
+    wait_synced(replica)
     client = make_app(primary.url, REPLICA_ACKS=1, REPLICA_WAIT_MS=900).test_client()
     theme = define(client, "app.theme", THEME_SPEC)
     stream = keys.stream_key(theme.name, theme.version)
@@ -110,10 +115,7 @@ def test_a_retry_of_unconfirmed_reports_waits_for_the_replica_too(
     waits for the primary's offset instead, and answers 202 only once the replica has
     caught up."""
     primary, replica = primary_and_replica
-    deadline = time.monotonic() + 10
-    while replica.client().info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < deadline, "the replica never synced"
-        time.sleep(0.02)
+    wait_synced(replica)
     first = make_app(primary.url, REPLICA_ACKS=1, REPLICA_WAIT_MS=100).test_client()
     other = make_app(primary.url, REPLICA_ACKS=1, REPLICA_WAIT_MS=100).test_client()
     theme = define(first, "app.theme", THEME_SPEC)
