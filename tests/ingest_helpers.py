@@ -40,3 +40,15 @@ def define(web: Any, name: str, spec: dict[str, Any]) -> MetricDefinition:
     created = web.put(f"/v1/metrics/{name}", json=spec, headers=ADMIN)
     assert created.status_code == 201, created.json
     return MetricDefinition.from_dict(created.json)
+
+
+def load_time_spec(epsilon: float, **more: Any) -> dict[str, Any]:
+    """A page-load-time distribution: 1 to 10,000 ms in 64 log-scale bins, at ``epsilon``,
+    with ``more`` fields."""
+    return {
+        "kind": "numeric",
+        "range": [1, 10000],
+        "epsilon": epsilon,
+        "distribution": {"bins": 64, "scale": "log"},
+        **more,
+    }

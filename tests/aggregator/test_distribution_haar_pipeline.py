@@ -17,15 +17,9 @@ from aggregator.stats.distribution_codec import HaarCodec
 from client_sdk.mechanisms.haar import HaarHRR
 from client_sdk.wire import build_report
 from ldp_server.cli import main
-from tests.ingest_helpers import app_client, define, post_and_count
+from tests.ingest_helpers import app_client, define, load_time_spec, post_and_count
 
-SPEC = {
-    "kind": "numeric",
-    "range": [1, 10000],
-    "epsilon": 2.0,
-    "distribution": {"bins": 64, "scale": "log"},
-    "mechanism": "haar",
-}
+SPEC = load_time_spec(2.0, mechanism="haar")
 N = 4000
 
 

@@ -21,15 +21,9 @@ from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.cli import main
 from ldp_store import keys
-from tests.ingest_helpers import ADMIN, app_client, define, post_and_count
+from tests.ingest_helpers import ADMIN, app_client, define, load_time_spec, post_and_count
 
-SPEC = {
-    "kind": "numeric",
-    "range": [1, 10000],
-    "epsilon": 4.0,
-    "distribution": {"bins": 64, "scale": "log"},
-    "description": "page load time (ms)",
-}
+SPEC = load_time_spec(4.0, description="page load time (ms)")
 
 
 @pytest.fixture

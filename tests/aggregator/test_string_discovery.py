@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import unicodedata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from aggregator.analysis.vocabulary import synthetic_vocabulary, word_list, zipf
 from aggregator.stats import discovery
 from aggregator.stats.codecs import Counts
 from aggregator.stats.discovery import (
+    Discovery,
     benjamini_hochberg,
     decoys,
     discover,
@@ -58,6 +60,24 @@ def test_codec_counts_equal_the_per_report_reference_and_hashes_agree() -> None:
         codec.parse([payloads[0], {"l": 0, "r": 0, "v": m.cells}])
 
 
+def run_estimates(
+    epsilon: float,
+    max_length: int,
+    run: int,
+    vocab: Any,
+    shares: Any,
+    users: int,
+    words: list[int],
+) -> tuple[Any, Any]:
+    """One population of run ``run`` (its salt and noise): the estimates of ``vocab[words]``
+    given every level's known values, and the true counts."""
+    m = StringSketch(epsilon=epsilon, max_length=max_length, salt=f"{run + 1:04x}")
+    gen = np.random.default_rng(run)
+    counts, truth = simulate_counts(m, vocab, shares, users, gen)
+    est = SketchEstimator(codec_for(m), counts)
+    return estimate_values(est, vocab[words], [est.known(lv) for lv in range(m.levels)]), truth
+
+
 def test_estimates_are_unbiased_and_their_variance_is_the_formula() -> None:
     """300 populations, each with a fresh salt and fresh noise: for three words, the mean
     of the estimates is within 4 standard errors of the truth, and the empirical variance
@@ -68,11 +88,7 @@ def test_estimates_are_unbiased_and_their_variance_is_the_formula() -> None:
     users, runs, words = 20_000, 300, [0, 3, 40]
     estimates, variances = [], []
     for run in range(runs):
-        m = StringSketch(epsilon=2.0, max_length=5, salt=f"{run + 1:04x}")
-        gen = np.random.default_rng(run)
-        counts, truth = simulate_counts(m, vocab, shares, users, gen)
-        est = SketchEstimator(codec_for(m), counts)
-        got = estimate_values(est, vocab[words], [est.known(level) for level in range(m.levels)])
+        got, truth = run_estimates(2.0, 5, run, vocab, shares, users, words)
         estimates.append(got.frequency - truth[words] / users)  # error against this population
         variances.append(got.variance)
     err, var = np.array(estimates), np.array(variances)
@@ -98,11 +114,7 @@ def test_a_dominant_short_words_variance_counts_each_report_once() -> None:
     users, runs = 5_000, 400
     errors, variances = [], []
     for run in range(runs):
-        m = StringSketch(epsilon=8.0, max_length=8, salt=f"{run + 1:04x}")
-        gen = np.random.default_rng(run)
-        counts, truth = simulate_counts(m, vocab, shares, users, gen)
-        est = SketchEstimator(codec_for(m), counts)
-        got = estimate_values(est, vocab[[short]], [est.known(lv) for lv in range(m.levels)])
+        got, truth = run_estimates(8.0, 8, run, vocab, shares, users, [short])
         errors.append(got.frequency[0] - truth[short] / users)
         variances.append(got.variance[0])
     ratio = np.var(errors) / np.mean(variances)
@@ -110,7 +122,9 @@ def test_a_dominant_short_words_variance_counts_each_report_once() -> None:
     assert 1 - bound < ratio < 1 + bound, ratio
 
 
-def test_discovery_finds_the_top_of_a_seeded_zipf_population() -> None:
+def seeded_zipf_discovery() -> tuple[Any, Any, SketchEstimator, Discovery]:
+    """Discovery at ε = 4 among 300,000 devices holding 5,000 synthetic 10-byte words,
+    Zipf(1.3): the words, their true counts, the estimator and what it found."""
     vocab = synthetic_vocabulary(5_000, 10, seed=4)
     m = StringSketch(epsilon=4.0, max_length=10, salt="5eed")
     counts, truth = simulate_counts(
@@ -118,6 +132,11 @@ def test_discovery_finds_the_top_of_a_seeded_zipf_population() -> None:
     )
     est = SketchEstimator(codec_for(m), counts)
     found = discover(est)
+    return vocab, truth, est, found
+
+
+def test_discovery_finds_the_top_of_a_seeded_zipf_population() -> None:
+    vocab, truth, est, found = seeded_zipf_discovery()
     top = score(found, vocab, truth, 10)
     assert top.recall >= 0.9 and top.precision >= 0.9, top
     # every value called present is a word, and its interval is honest about it
@@ -157,6 +176,26 @@ def test_small_counts_do_not_make_false_discoveries() -> None:
     assert found_false <= 1
 
 
+def false_discoveries_within_the_rate(max_length: int, users: int, least: int) -> None:
+    """Discovery at ε = 8 among ``users`` devices holding 100,000 synthetic words of
+    ``max_length`` bytes, Zipf(1.1): at least ``least`` values called present, and the
+    absent ones among them (V) within the 99.9 % point of Poisson(α·R)."""
+    vocab = synthetic_vocabulary(100_000, max_length, seed=1)
+    m = StringSketch(epsilon=8.0, max_length=max_length, salt="0001")
+    counts, _ = simulate_counts(
+        m, vocab, zipf_shares(100_000, 1.1), users, np.random.default_rng(7001)
+    )
+    found = discover(SketchEstimator(codec_for(m), counts))
+    words = {v.tobytes() for v in vocab}
+    false = sum(v not in words for v in found.values)
+    called = len(found.values)
+    assert called >= least, called  # the top of the population is found
+    assert poisson_sf(np.array([false]), np.array([found.alpha * called]))[0] >= 1e-3, (
+        false,
+        called,
+    )
+
+
 def test_false_discoveries_stay_within_the_benjamini_hochberg_rate() -> None:
     """ε = 8, 6-byte values (m = 2048 cells, h = 8 rows, cells of a few Poisson counts): the
     values called present that no device holds are at most what a false discovery rate
@@ -164,20 +203,7 @@ def test_false_discoveries_stay_within_the_benjamini_hochberg_rate() -> None:
     E[V] ≤ α·R; V a sum of rare independent-ish events). Before each value was tested
     against the variance of its own cells' content, this population gave 266 false of
     411 found (cells sharing a row with a heavy word were tested against an empty cell's σ₀)."""
-    vocab = synthetic_vocabulary(100_000, 6, seed=1)
-    m = StringSketch(epsilon=8.0, max_length=6, salt="0001")
-    counts, _ = simulate_counts(
-        m, vocab, zipf_shares(100_000, 1.1), 657_427, np.random.default_rng(7001)
-    )
-    found = discover(SketchEstimator(codec_for(m), counts))
-    words = {v.tobytes() for v in vocab}
-    false = sum(v not in words for v in found.values)
-    called = len(found.values)
-    assert called >= 100, called  # the top of the population is found
-    assert poisson_sf(np.array([false]), np.array([found.alpha * called]))[0] >= 1e-3, (
-        false,
-        called,
-    )
+    false_discoveries_within_the_rate(6, 657_427, least=100)
 
 
 def test_discovered_values_intervals_are_selection_adjusted() -> None:
@@ -215,20 +241,8 @@ def test_false_discoveries_stay_within_the_rate_where_the_walk_accepts_noise() -
     selected on, 33 of 192 values called present were no word (BH allows ≈ 10): the test
     must not depend on what the walk picked. Same bound as above: V at most the 99.9 %
     point of Poisson(α·R)."""
-    vocab = synthetic_vocabulary(100_000, 16, seed=1)
-    m = StringSketch(epsilon=8.0, max_length=16, salt="0001")
-    counts, _ = simulate_counts(
-        m, vocab, zipf_shares(100_000, 1.1), 3_000_000, np.random.default_rng(7001)
-    )
-    found = discover(SketchEstimator(codec_for(m), counts))
-    words = {v.tobytes() for v in vocab}
-    false = sum(v not in words for v in found.values)
-    called = len(found.values)
-    assert called >= 140, called  # the top of the population is found (159 words were)
-    assert poisson_sf(np.array([false]), np.array([found.alpha * called]))[0] >= 1e-3, (
-        false,
-        called,
-    )
+    # The top of the population is found (159 words were).
+    false_discoveries_within_the_rate(16, 3_000_000, least=140)
 
 
 def test_the_salt_null_is_uniform_on_decoys_and_its_margin_is_the_p_value_cut() -> None:
@@ -239,13 +253,7 @@ def test_the_salt_null_is_uniform_on_decoys_and_its_margin_is_the_p_value_cut() 
     nearest grid point instead shifted the one-level null by a third of its spread (0.023:
     cells of a few counts hold few distinct values). And :meth:`SaltNull.margin` at a cut
     p is ≥ 0 exactly where the p-value is ≤ p."""
-    vocab = synthetic_vocabulary(5_000, 10, seed=4)
-    m = StringSketch(epsilon=4.0, max_length=10, salt="5eed")
-    counts, _ = simulate_counts(
-        m, vocab, zipf_shares(5_000, 1.3), 300_000, np.random.default_rng(8)
-    )
-    est = SketchEstimator(codec_for(m), counts)
-    found = discover(est)
+    vocab, _, est, found = seeded_zipf_discovery()
     fake = np.vstack([decoys(4, 10, 4000, seed=1), decoys(10, 10, 4000, seed=2)])
     null = salt_null(est, found.known, fake)
     share = float(np.mean(null.p_values <= 0.05))

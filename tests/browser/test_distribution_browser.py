@@ -30,15 +30,10 @@ from client_sdk.wire import MetricDefinition, build_report  # noqa: E402
 from ldp_server.serve import Server  # noqa: E402
 from ldp_store import keys  # noqa: E402
 from tests.http_helpers import answer  # noqa: E402
+from tests.ingest_helpers import load_time_spec  # noqa: E402
 
 NAME = "page.load_ms"
-SPEC = {
-    "kind": "numeric",
-    "range": [1, 10000],
-    "epsilon": 4.0,
-    "distribution": {"bins": 64, "scale": "log"},
-    "description": "page load time (ms)",
-}
+SPEC = load_time_spec(4.0, description="page load time (ms)")
 HOURS = 6
 PER_HOUR = 1500
 MEDIANS = (100.0, 150.0, 220.0, 330.0, 500.0, 750.0)  # oldest first: a rising load time

@@ -547,6 +547,14 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
     assert all(column in description for column in columns)
 
 
+def answers_as_documented(server: FlaskClient, url: str, status: int) -> None:
+    """GET ``url``: the ``status`` expected, with an answer the document describes."""
+    doc = server.get("/openapi.json").json
+    response = server.get(url)
+    assert response.status_code == status, response.json
+    check_answer(doc, "get", url, response)
+
+
 @pytest.mark.parametrize(
     ("url", "status"),
     [
@@ -582,10 +590,7 @@ def test_csv_is_documented(server: FlaskClient, name: str) -> None:
     ],
 )
 def test_read_api_errors_are_documented(server: FlaskClient, url: str, status: int) -> None:
-    doc = server.get("/openapi.json").json
-    response = server.get(url)
-    assert response.status_code == status
-    check_answer(doc, "get", url, response)
+    answers_as_documented(server, url, status)
 
 
 def test_the_read_token_is_documented(redis_db: Any) -> None:
@@ -670,10 +675,7 @@ def test_security_follows_the_configuration(redis_db: Any) -> None:
     ],
 )
 def test_the_fuzzers_finds_answer_as_documented(server: FlaskClient, url: str, status: int) -> None:
-    doc = server.get("/openapi.json").json
-    response = server.get(url)
-    assert response.status_code == status, response.json
-    check_answer(doc, "get", url, response)
+    answers_as_documented(server, url, status)
 
 
 def test_json_integers_written_with_a_fraction_are_integers(redis_db: Any) -> None:
