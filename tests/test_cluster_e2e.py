@@ -43,7 +43,7 @@ from ldp_store import keys, streams
 from ldp_store.connection import connect, is_cluster, unavailable
 from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
-from tests.aggregator.test_worker import restart_once, start_worker, wait_until
+from tests.aggregator.test_worker import kill_a_of_two, restart_once, wait_until
 from tests.cluster_helpers import LocalCluster
 from tests.failover_helpers import offline_support
 
@@ -282,12 +282,7 @@ def test_kill_9_a_worker_on_a_cluster_then_restart_counts_exactly(
         return read_counts(client, d).n
 
     options = ("--batch-size", "250", "--block-ms", "100")
-    a = start_worker(cluster_db.url, "a", tmp_path / "a.log", *options)
-    b = start_worker(cluster_db.url, "b", tmp_path / "b.log", *options)
-    processes += [a, b]
-    wait_until(lambda: counted() >= 6_000, 60, "both workers under way")
-    a.send_signal(signal.SIGKILL)
-    a.wait()
+    b = kill_a_of_two(cluster_db.url, tmp_path, processes, lambda: counted() >= 6_000, *options)
     assert counted() < len(payloads), "killed too late to test anything"
 
     def pending_reports() -> int:  # the reports of the pending entries (batch entries)

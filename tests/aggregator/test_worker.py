@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +143,24 @@ def start_worker(url: str, name: str, log: Path, *options: str) -> subprocess.Po
     cmd = [sys.executable, "-m", "ldp_server", "aggregate", "--redis-url", url, "--name", name]
     with log.open("ab") as out:
         return subprocess.Popen([*cmd, *options], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+
+def kill_a_of_two(
+    url: str,
+    tmp_path: Path,
+    processes: list[subprocess.Popen[bytes]],
+    under_way: Callable[[], bool],
+    *options: str,
+) -> subprocess.Popen[bytes]:
+    """Workers ``a`` and ``b`` started with ``options`` (logs in ``tmp_path``); once
+    ``under_way()``, ``a`` killed with SIGKILL. ``b``, still running."""
+    a = start_worker(url, "a", tmp_path / "a.log", *options)
+    b = start_worker(url, "b", tmp_path / "b.log", *options)
+    processes += [a, b]
+    wait_until(under_way, 60, "both workers under way")
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    return b
 
 
 def restart_once(url: str, name: str) -> None:
@@ -528,12 +546,7 @@ def test_racing_workers_and_a_kill_count_exactly(
         return counted(client, d) + int(client.xlen(dead_key))
 
     options = ("--batch-size", "500", "--block-ms", "50", "--claim-idle-ms", "0")
-    a = start_worker(redis_db.url, "a", tmp_path / "a.log", *options)
-    b = start_worker(redis_db.url, "b", tmp_path / "b.log", *options)
-    processes += [a, b]
-    wait_until(lambda: done() >= 20_000, 60, "both workers under way")
-    a.send_signal(signal.SIGKILL)
-    a.wait()
+    b = kill_a_of_two(redis_db.url, tmp_path, processes, lambda: done() >= 20_000, *options)
     wait_until(
         lambda: done() >= len(payloads) and lag_details(client, d).pending == 0,
         60,

@@ -600,6 +600,13 @@ def test_unknown_metric_is_remembered_for_a_while(
     assert client.stats()["dropped"]["unknown_metric"] == 2
 
 
+def report_and_flush(client: Client, n: int) -> None:
+    """``n`` reports of app.theme (values 0, 1, 2, 0, …), all accepted, then flushed."""
+    for i in range(n):
+        assert client.report("app.theme", i % 3)
+    assert client.flush(timeout=5)
+
+
 # -- batching --------------------------------------------------------------------------------
 
 
@@ -607,9 +614,7 @@ def test_uploads_are_batched_by_count(
     collector: Collector, make_client: Callable[..., Client]
 ) -> None:
     client = make_client(max_batch_reports=5)
-    for i in range(12):
-        assert client.report("app.theme", i % 3)
-    assert client.flush(timeout=5)
+    report_and_flush(client, 12)
     assert collector.reports_per_post() == [5, 5, 2]
     assert client.stats()["batches"] == 3
 
@@ -678,9 +683,7 @@ def test_retryable_failures_are_retried_until_delivered(
     answer = Answer(drop=True) if failure == "dropped connection" else Answer(int(failure))
     collector.post_answers.extend([answer, answer])
     client = make_client()
-    for i in range(4):
-        assert client.report("app.theme", i % 3)
-    assert client.flush(timeout=5)
+    report_and_flush(client, 4)
     assert len(collector.delivered) == 4
     assert len(collector.posts) == 3
     stats = client.stats()
@@ -803,9 +806,7 @@ def test_413_halves_the_batch_until_the_collector_takes_it(
 ) -> None:
     collector.max_reports = 2
     client = make_client()
-    for i in range(5):
-        assert client.report("app.theme", i % 3)
-    assert client.flush(timeout=5)
+    report_and_flush(client, 5)
     assert collector.reports_per_post() == [5, 2, 2, 1]
     assert len(collector.delivered) == 5
     assert sum(client.stats()["dropped"].values()) == 0
@@ -1023,9 +1024,7 @@ def test_one_kept_alive_connection_serves_definitions_and_uploads(
     collector: Collector, make_client: Callable[..., Client]
 ) -> None:
     client = make_client(max_batch_reports=2)
-    for i in range(6):
-        assert client.report("app.theme", i % 3)
-    assert client.flush(timeout=5)
+    report_and_flush(client, 6)
     assert len(collector.posts) == 3 and len(collector.gets) == 1
     assert collector.connections == 1
 
