@@ -1,34 +1,12 @@
 """The uploader: one daemon thread that batches queued reports and delivers them.
 
-Every outcome of an upload is classified in one place, :func:`classify`:
-
-* ``ok``    — 2xx: the batch is done; indices the collector rejected in a 202 are
-  dropped (counted as ``rejected``);
-* ``retry`` — no answer (network error), 408, 429 and 5xx but 501: the batch stays
-  queued and is retried after a capped exponential backoff with full jitter (1 s → 30 s,
-  ×2) that honours ``Retry-After``; after every :data:`FAILURES_PER_RUN` failures in a
-  row the uploader pauses for :data:`RETRY_CAP` instead of spinning. A 503 that lists
-  ``retry`` positions (storage took the rest: a cluster shard down, say) keeps only those
-  queued; the rest is done as in a 2xx, and the backoff starts over;
-* ``drop``  — any other status: the batch will never be valid, it is dropped and
-  counted (a 413 first halves the batch size, and drops only a single report).
-
-Whatever the status, an answer's ``retired`` list names metrics an operator retired
-(a 410 when the batch held nothing else): their rejected reports count as ``retired``,
-not ``rejected``, and the client is told (``on_retired``) so it stops reporting them.
-
-A report leaves the queue only through an ``ok`` or a ``drop`` (``queue.ack``): with the
-durable store (``store/``) it stays on disk through any number of ``retry`` outcomes,
-restarts included, until one of those two.
-
-The thread starts on the first report (with a durable store: with the client, to send
-what an earlier run left), and the host app never sees its exceptions. A forked child
-gets a new uploader (see ``client.py``).
-
-References:
-    Janus (IETF DAP) upload retries; Glean's upload policy (delete on 4xx, at most three
-    recoverable failures per upload window); "Exponential Backoff And Jitter", AWS
-    Architecture Blog, 2015 (full jitter).
+Every outcome of an upload is classified in :func:`classify`: ``ok`` (2xx; a 503's
+``retry`` positions aside, the rest is done), ``retry`` (no answer, 408, 429, 5xx but
+501: kept, capped exponential backoff with full jitter, ``Retry-After`` honoured) or
+``drop`` (any other status; a 413 halves the batch first). A report leaves the queue
+(durable store included) only through ``ok`` or ``drop``. The thread starts on the first
+report and the host app never sees its exceptions; a forked child gets a new uploader.
+The outcomes, the answer's fields and the references: docs/protocol.md, section 1.
 """
 
 from __future__ import annotations
