@@ -455,6 +455,7 @@ class Worker:
         self._registry_changes: bytes | None = None
         self._next_release = 0.0
         self._next_claim_check = 0.0
+        self._claim_clock = 0.0  # when the streams' lengths were last read for claiming
         self._once = False
         self._stopping = False
         self._blocking = False
@@ -679,10 +680,11 @@ class Worker:
         (:func:`ldp_store.scripts.read_many`): an empty stream has no pending entry (the
         worker trims only what every group acknowledged), so its claim pass is counted
         as done without an ``XAUTOCLAIM``. An idle worker's claim duty is then this one
-        call, not a script run per stream."""
+        call, not a script run per stream. A stream's next pass starts in :meth:`_step`
+        only when it was due at this reading, however long the round then takes."""
         now = time.monotonic()
         interval = self._claim_interval()
-        self._next_claim_check = now + interval
+        self._claim_clock, self._next_claim_check = now, now + interval
         waiting = [s for s in self._streams.values() if s.claim_cursor == "0-0"]
         if not waiting:
             return
@@ -731,8 +733,8 @@ class Worker:
                 s.pending_cursor = delivery.ids[-1].decode()
                 return self._handle(s, delivery)
             s.pending_cursor = None
-        now = time.monotonic()
-        if now >= s.next_claim:
+        if s.claim_cursor != "0-0" or s.next_claim <= self._claim_clock:
+            now = time.monotonic()
             delivery = self._fetch(s, "claim", s.claim_cursor)
             s.claim_cursor = delivery.cursor or "0-0"
             if s.claim_cursor == "0-0":  # a full pass: rest until entries may be idle enough

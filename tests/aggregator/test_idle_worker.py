@@ -9,11 +9,12 @@ import threading
 import time
 from typing import Any
 
+import pytest
 import redis
 
 from aggregator.query.window import reports_counted
 from aggregator.stream.worker import Worker
-from ldp_store import keys
+from ldp_store import keys, scripts
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import append, perturbed
 
@@ -108,6 +109,23 @@ def test_an_idle_worker_claims_only_where_a_stream_holds_entries(redis_db: Any) 
     spent_few = sum(few.get(c, 0) for c in client_sent)
     spent_many = sum(many.get(c, 0) for c in client_sent)
     assert spent_many <= spent_few + 5, (few, many)
+
+
+def test_a_slow_round_starts_no_claim_pass_on_an_empty_stream(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that outlasts the claim interval (a loaded machine) does not turn the
+    streams the length reading found empty into ``XAUTOCLAIM`` runs."""
+    real = scripts.read_many
+
+    def slow_read(*args: Any, **kwargs: Any) -> Any:
+        lengths = real(*args, **kwargs)
+        time.sleep(0.08)  # longer than the 50 ms claim interval of claim_idle_ms=100
+        return lengths
+
+    monkeypatch.setattr(scripts, "read_many", slow_read)
+    _, spent = idle_commands(redis_db.client(), 30, claim_idle_ms=100)
+    assert "xautoclaim" not in spent, spent
 
 
 def test_a_dead_workers_entries_are_still_claimed(redis_db: Any) -> None:
