@@ -49,16 +49,14 @@ from aggregator.query.window import Lag, lag_details, read_counts  # noqa: E402
 from aggregator.stream.worker import Worker  # noqa: E402
 from client_sdk import Client  # noqa: E402
 from client_sdk.transport import CallableTransport, Response  # noqa: E402
-from ldp_store.connection import connect  # noqa: E402
 from tests.cluster_helpers import LocalCluster  # noqa: E402
 from tests.failover_helpers import (  # noqa: E402
     HOT,
     NODE_TIMEOUT_MS,
-    collector_app,
-    start_workers,
+    as_sdk_response,
     stop_workers,
 )
-from tests.shard_down_helpers import OTHERS, SPECS, define_workload  # noqa: E402
+from tests.shard_down_helpers import OTHERS, SPECS, start_workload  # noqa: E402
 
 DEVICES = 4
 RATE = 100.0
@@ -84,7 +82,7 @@ class Recorder:
         client = self.app.test_client()
         if method == "GET":
             r = client.get(path)
-            return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
+            return as_sdk_response(r)
         sent = time.monotonic()
         r = client.post(path, data=body, content_type="application/json")
         now = time.monotonic()
@@ -106,7 +104,7 @@ class Recorder:
             for i in acked:
                 self.acked.setdefault(reports[i]["id"], now)
             self.answers.append((sent, now, r.status_code, reports, stored))
-        return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, data)
+        return as_sdk_response(r, data)
 
 
 def run(
@@ -127,11 +125,8 @@ def _run(
     errors: list[str] = []
     over = threading.Event()
     try:
-        app = collector_app(cluster.url, replica_acks=1)
-        work = define_workload(cluster, app)
+        app, work, client = start_workload(cluster, workers, threads, errors)
         definitions, victim_port, on_victim = work.definitions, work.victim_port, work.on_victim
-        client = connect(cluster.url)
-        start_workers(cluster.url, workers, threads, errors, batch_size=200, block_ms=200)
         recorders = [Recorder(app, strip_retry) for _ in range(DEVICES)]
         start = time.monotonic()
         names = [HOT, HOT, HOT, *OTHERS]

@@ -62,6 +62,13 @@ send and receive buffers together (a few MB each), under the primary's 256 MB ou
 buffer limit for a replica."""
 
 
+def as_sdk_response(r: Any, data: bytes | None = None) -> Response:
+    """A Flask test client's answer as the SDK's transport returns it (``data`` instead
+    of its body when given)."""
+    body = r.data if data is None else data
+    return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, body)
+
+
 def collector_app(url: str, replica_acks: int) -> Flask:
     """A collector on ``url``: 503s say ``Retry-After: 1``; one address is many devices."""
     return create_app(
@@ -124,7 +131,7 @@ class Tracker:
                     for i, report in enumerate(reports):
                         if i not in left:
                             self.acked[report["id"]] = report
-        return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
+        return as_sdk_response(r)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from client_sdk.wire import MetricDefinition
 from ldp_store import keys
 from ldp_store.connection import connect
 from tests.cluster_helpers import LocalCluster
-from tests.failover_helpers import HOT, SPEC, TOKEN
+from tests.failover_helpers import HOT, SPEC, TOKEN, collector_app, start_workers
 
 OTHERS = [f"app.m{i}" for i in range(6)]
 """Small metrics beside the hot one: their slots spread over the three primaries."""
@@ -61,3 +61,15 @@ def define_workload(cluster: LocalCluster, app: Flask) -> Workload:
         return key_slot(keys.stream_key(d.name, d.version, shard).encode()) in victim_slots
 
     return Workload(definitions, victim_port, on_victim)
+
+
+def start_workload(
+    cluster: LocalCluster, workers: list[Any], threads: list[Any], errors: list[str]
+) -> tuple[Flask, Workload, Any]:
+    """A collector app on ``cluster`` (one replica's acknowledgement), :data:`SPECS`
+    defined through it, workers started (into ``workers``, ``threads``, ``errors``), and a
+    client of the cluster."""
+    app = collector_app(cluster.url, replica_acks=1)
+    work = define_workload(cluster, app)
+    start_workers(cluster.url, workers, threads, errors, batch_size=200, block_ms=200)
+    return app, work, connect(cluster.url)

@@ -45,7 +45,7 @@ from ldp_store.embedded import free_port
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import kill_a_of_two, restart_once, wait_until
 from tests.cluster_helpers import LocalCluster
-from tests.failover_helpers import offline_support
+from tests.failover_helpers import as_sdk_response, offline_support
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cluster-admin-token"
@@ -97,7 +97,7 @@ class Uploader:
         client = self.app.test_client()
         if method == "GET":
             r = client.get(path)
-            return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
+            return as_sdk_response(r)
         r = client.post(path, data=body, content_type="application/json")
         assert r.status_code == 202, r.json
         replay = self.other.test_client().post(path, data=body, content_type="application/json")
@@ -107,7 +107,7 @@ class Uploader:
             self.duplicates += replay.json["duplicates"]
             for report in json.loads(body or b"{}")["reports"]:
                 self.sent[report["id"]] = report
-        return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
+        return as_sdk_response(r)
 
 
 def offline_numeric(reports: list[dict[str, Any]]) -> NumericStats:

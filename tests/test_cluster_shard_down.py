@@ -23,17 +23,15 @@ from aggregator.query.window import Lag, lag_details, read_counts
 from aggregator.stream.worker import Worker
 from client_sdk import Client
 from client_sdk.transport import CallableTransport, Response
-from ldp_store.connection import connect
 from tests.cluster_helpers import LocalCluster
 from tests.failover_helpers import (
     HOT,
     NODE_TIMEOUT_MS,
-    collector_app,
+    as_sdk_response,
     offline_support,
-    start_workers,
     stop_workers,
 )
-from tests.shard_down_helpers import OTHERS, SPECS, define_workload
+from tests.shard_down_helpers import OTHERS, SPECS, start_workload
 
 
 def _wait(condition: Any, timeout: float, what: str) -> None:
@@ -59,7 +57,7 @@ class Recorder:
             r = client.post(path, data=body, content_type="application/json")
             with self.lock:
                 self.uploads.append((json.loads(body or b"{}")["reports"], r.status_code, r.json))
-        return Response(r.status_code, {k.lower(): v for k, v in r.headers.items()}, r.data)
+        return as_sdk_response(r)
 
 
 def test_a_dead_primary_refuses_only_its_shards_and_the_sdk_resends_only_those(
@@ -71,11 +69,8 @@ def test_a_dead_primary_refuses_only_its_shards_and_the_sdk_resends_only_those(
     threads: list[threading.Thread] = []
     errors: list[str] = []
     try:
-        app = collector_app(cluster.url, replica_acks=1)
-        work = define_workload(cluster, app)
+        app, work, client = start_workload(cluster, workers, threads, errors)
         definitions, victim_port, on_victim = work.definitions, work.victim_port, work.on_victim
-        client = connect(cluster.url)
-        start_workers(cluster.url, workers, threads, errors, batch_size=200, block_ms=200)
         recorder = Recorder(app)
         sdk = Client(
             "http://collector.invalid",
