@@ -172,19 +172,9 @@ def _accept(
             f = (resid_sum[best] / h - rest / cell_count) / (1 - 1 / cell_count)
             f = np.clip(f, 0.0, 1.0)
             chosen = pool_cells[idx[best]]
-            np.subtract.at(
-                known.residual, (np.broadcast_to(rows, chosen.shape), chosen), f[:, None]
-            )
-            known.mass += float(f.sum())
-            known.mass_sq += float((f * f).sum())
+            known.take_out(chosen, f)
             sure = z[best] >= STRONG_Z
-            np.subtract.at(
-                strong.residual,
-                (np.broadcast_to(rows, chosen[sure].shape), chosen[sure]),
-                f[sure, None],
-            )
-            strong.mass += float(f[sure].sum())
-            strong.mass_sq += float((f[sure] ** 2).sum())
+            strong.take_out(chosen[sure], f[sure])
             flags.extend(sure.tolist())
             accepted.extend(pool[idx[best]].tolist())
             freqs.extend(f.tolist())
@@ -342,7 +332,10 @@ def _test(
     keep = benjamini_hochberg(pvals, alpha)
     idx = np.flatnonzero(keep)
     tested = got
-    got = estimate_values(est, complete[idx], strong)
+    # complete holds its values by first level, so the called ones present at a level are
+    # the first of idx there, and their cells rows of that level's cells
+    called_cells = [cells[idx[idx < len(cells)]] for cells in level_cells]
+    got = estimate_values(est, complete[idx], strong, called_cells)
     cut_p = alpha * len(idx) / max(len(complete), 1)
     margin = null_test.margin(cut_p)[idx] if len(idx) else np.zeros(0)
     truncation = _truncation(est, complete[idx], tested.take(idx), margin, got, cut_p)
@@ -533,10 +526,15 @@ def salt_null(
         position = (table - floor) / step
         below = np.floor(position).astype(np.int64)
         above = position - below
-        hist = np.zeros((m.rows, int(below.max()) + 2))
-        row_index = np.broadcast_to(np.arange(m.rows)[:, None], below.shape)
-        np.add.at(hist, (row_index, below), (1.0 - above) / m.cells)
-        np.add.at(hist, (row_index, below + 1), above / m.cells)
+        width = int(below.max()) + 2
+        flat = (below + (np.arange(m.rows) * width)[:, None]).ravel()
+        # both shares summed into each bin in one pass, lower ones first (as two np.add.at
+        # calls would, several times faster)
+        hist = np.bincount(
+            np.concatenate([flat, flat + 1]),
+            np.concatenate([((1.0 - above) / m.cells).ravel(), (above / m.cells).ravel()]),
+            minlength=m.rows * width,
+        ).reshape(m.rows, width)
         dist = _convolve([dist, _row_sum(hist)])
         low += float(floor.sum())
         centre += float(position.mean(axis=1).sum())

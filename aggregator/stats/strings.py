@@ -255,6 +255,18 @@ class Known:
     accepted: dict[bytes, float] = field(default_factory=dict)
     """Complete values among them: padded value → its estimate (x's own share is added
     back when x itself is estimated)."""
+    moment: float | None = field(default=None, repr=False, compare=False)
+    """:meth:`SketchEstimator.collision_moment` of this residual once computed (a pass
+    over the level's whole table, asked for by every estimate at the level);
+    :meth:`take_out` forgets it."""
+
+    def take_out(self, cells: IntArray, f: np.ndarray) -> None:
+        """Take N values of estimates ``f`` out of their (N, h) ``cells``, in order."""
+        rows = np.broadcast_to(np.arange(self.residual.shape[0])[None, :], cells.shape)
+        np.subtract.at(self.residual, (rows, cells), f[:, None])
+        self.mass += float(f.sum())
+        self.mass_sq += float((f * f).sum())
+        self.moment = None
 
 
 class SketchEstimator:
@@ -312,11 +324,13 @@ class SketchEstimator:
         at ε = 8, n = 10⁷ where the walk accepts > 10³ such values at the last level."""
         if known is None:
             return float(self.second_moment[level])
-        m = self.m.cells
-        var = self.cell_noise[level]
-        squares = (known.residual * known.residual - var).sum(axis=1)
-        rest = 1.0 - min(max(known.mass, 0.0), 1.0)
-        return float(np.clip(((m * squares - rest**2) / (m - 1)).mean(), 0.0, 1.0))
+        if known.moment is None:
+            m = self.m.cells
+            var = self.cell_noise[level]
+            squares = (known.residual * known.residual - var).sum(axis=1)
+            rest = 1.0 - min(max(known.mass, 0.0), 1.0)
+            known.moment = float(np.clip(((m * squares - rest**2) / (m - 1)).mean(), 0.0, 1.0))
+        return known.moment
 
     def gather(self, level: int, cells: IntArray) -> Gathered:
         """The (N, h) raw cell estimates and counts of prefixes at a level."""

@@ -30,9 +30,11 @@ REFERENCE = Path(__file__).resolve().parents[1] / "data" / "string_discovery_ref
 WINDOWS = {
     "10 bytes, ε = 4": {"length": 10, "epsilon": 4.0, "users": 300_000, "zipf": 1.3},
     "24 bytes, ε = 8": {"length": 24, "epsilon": 8.0, "users": 200_000, "zipf": 1.1},
+    "64 bytes, ε = 4": {"length": 64, "epsilon": 4.0, "users": 500_000, "zipf": 1.3},
 }
-"""Seeded windows: a short value length, and one long enough that the salt null's old
-full support (L·h rows) was many times Hoeffding's window."""
+"""Seeded windows: a short value length, one long enough that the salt null's old full
+support (L·h rows) was many times Hoeffding's window, and the longest, where values
+complete at every level are tested across up to 64 levels."""
 
 EXACT = ("frequency", "variance", "null_variance", "truncation", "adjusted", "candidates")
 """What must come out bit for bit: none of it passes through the salt null's FFT."""
