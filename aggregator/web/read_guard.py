@@ -2,17 +2,20 @@
 
 A discovery walks every level of the sketch: about a second of CPU whatever the window
 holds. :class:`ReadGuard` (one per app) keeps each window's result until its counts
-change (keyed by n), runs one request's discovery for every request that asks for the
-same window meanwhile, runs it on a native thread so the worker's event loop keeps
-serving, and runs at most ``READ_DISCOVERIES`` at once per process: one more is refused
-with 503 and ``Retry-After`` instead of queueing CPU work nobody bounds. A window without
-reports never gets here (:class:`aggregator.query.estimators.StringEstimator` answers it
-empty). ``ldp serve`` also runs the read side in worker processes of their own, at a
-lower CPU priority than ingest (:mod:`ldp_server.serve`).
+change (keyed by n); once a window has one, a newer discovery runs behind the answer
+(:meth:`ReadGuard.get`), so only a window's first read waits for one. It runs one
+request's discovery for every request that asks for the same window meanwhile, on a
+native thread so the worker's event loop keeps serving, and at most
+``READ_DISCOVERIES`` at once per process: one more is refused with 503 and
+``Retry-After`` instead of queueing CPU work nobody bounds. A window without reports
+never gets here (:class:`aggregator.query.estimators.StringEstimator` answers it empty).
+``ldp serve`` also runs the read side in worker processes of their own, at a lower CPU
+priority than ingest (:mod:`ldp_server.serve`). In full: ``docs/architecture/read-side.md``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -37,12 +40,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 Key = tuple[str, int, str]
 """(metric, version, window)."""
 
 REDISCOVER_SECONDS = 30.0
-"""How long a window's discovery is reused while its reports keep arriving: a discovery
-costs about a second of CPU; the dashboard refreshes far more often."""
+"""How long a window's discovery is reused as it is while its reports keep arriving (a
+discovery costs about a second of CPU; the dashboard refreshes far more often); after
+that a newer one runs behind the answer."""
 
 CACHED_WINDOWS = 64
 """Discoveries kept per process (the newest windows of a few dozen string metrics)."""
@@ -91,10 +96,17 @@ class ReadGuard:
     Args:
         limit: discoveries run at once in this process.
         registry: where the counters go (the app's Prometheus registry), or None.
+        clock: seconds, for :data:`REDISCOVER_SECONDS` (tests pass their own).
     """
 
-    def __init__(self, limit: int = DEFAULT_DISCOVERIES, registry: Any = None) -> None:
+    def __init__(
+        self,
+        limit: int = DEFAULT_DISCOVERIES,
+        registry: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
+        self._clock = clock
         self._lock = threading.Lock()
         self._cache: OrderedDict[Key, tuple[int, float, Any]] = OrderedDict()
         self._flights: dict[Key, _Flight] = {}
@@ -118,21 +130,26 @@ class ReadGuard:
         return None if hit is None else hit[2]
 
     def get(self, key: Key, n: int, compute: Callable[[], T]) -> T:
-        """The discovery of window ``key`` holding ``n`` reports: cached while n is the
-        same (or for :data:`REDISCOVER_SECONDS` after it changed), else ``compute()``,
-        run once for all concurrent askers, off the event loop.
+        """The discovery of window ``key`` holding ``n`` reports: the last one made for
+        the window, if any, and then, when n changed at least :data:`REDISCOVER_SECONDS`
+        after it was made, a newer one starts behind the answer (unless one is under way
+        or ``limit`` are running: the next read tries again); else ``compute()``, run
+        once for all concurrent askers, off the event loop.
 
         Raises:
-            ServiceUnavailable: ``limit`` discoveries are running (with ``Retry-After``),
-                or the one this request waited for failed or took too long.
+            ServiceUnavailable: the window has no discovery yet and ``limit`` are running
+                (with ``Retry-After``), or the one this request waited for failed or took
+                too long.
         """
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             hit = self._cache.get(key)
-            if hit is not None and (hit[0] == n or now - hit[1] < REDISCOVER_SECONDS):
-                self._cache.move_to_end(key)
-                return hit[2]
             flight = self._flights.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+                due = hit[0] != n and now - hit[1] >= REDISCOVER_SECONDS
+                if not due or flight is not None or self._running >= self.limit:
+                    return hit[2]
             mine = flight is None
             if flight is None:
                 if self._running >= self.limit:
@@ -140,15 +157,31 @@ class ReadGuard:
                     raise _busy(f"{self._running} discoveries are running")
                 flight = self._flights[key] = _Flight()
                 self._running += 1
+        if hit is not None:
+            # a thread of its own (a greenlet where gevent patched threading: _off_loop
+            # moves the CPU to a native thread as for a request's own discovery)
+            threading.Thread(
+                target=self._rediscover,
+                args=(key, n, now, flight, lambda: _off_loop(compute)),
+                name="ldp-rediscovery",
+                daemon=True,
+            ).start()
+            return hit[2]
         if not mine:
             if not flight.done.wait(WAIT_SECONDS) or flight.result is None:
                 raise _busy("the discovery of this window did not finish")
             return flight.result
+        return self._run(key, n, now, flight, lambda: _off_loop(compute))
+
+    def _run(
+        self, key: Key, n: int, started: float, flight: _Flight, compute: Callable[[], T]
+    ) -> T:
+        """Run ``flight``'s discovery, keep it, and let its waiters go."""
         try:
             self.runs.inc()
-            result = _off_loop(compute)
+            result = compute()
             with self._lock:
-                self._cache[key] = (n, now, result)
+                self._cache[key] = (n, started, result)
                 self._cache.move_to_end(key)
                 while len(self._cache) > CACHED_WINDOWS:
                     self._cache.popitem(last=False)
@@ -159,6 +192,16 @@ class ReadGuard:
                 self._running -= 1
                 del self._flights[key]
             flight.done.set()
+
+    def _rediscover(
+        self, key: Key, n: int, started: float, flight: _Flight, compute: Callable[[], object]
+    ) -> None:
+        """:meth:`_run` behind an answer: a failure is logged, and the window keeps its
+        last discovery (the next read that finds it due tries again)."""
+        try:
+            self._run(key, n, started, flight, compute)
+        except Exception:
+            log.exception("rediscovering %s failed; its last discovery is served", key)
 
 
 def _busy(why: str) -> ServiceUnavailable:
