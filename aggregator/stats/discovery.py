@@ -234,7 +234,7 @@ def discover(
             est, level, cells, keep_z, beam + len(complete)
         )
         n_ext = len(ext)
-        complete_cells.append(cells[n_ext:])
+        complete_cells.append(cells[n_ext:].astype(np.uint16))  # m ≤ 2¹⁶: a quarter
         opened = [i for i in accepted if i < n_ext][:beam]
         for kept, only_strong in ((known, False), (strong, True)):
             kept.accepted = {
