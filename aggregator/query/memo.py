@@ -18,7 +18,7 @@ import numpy as np
 
 from client_sdk.wire import MetricDefinition
 
-__all__ = ["MEMO_BYTES", "counts_key", "remembered"]
+__all__ = ["MEMO_BYTES", "counts_key", "held_bytes", "remembered"]
 
 T = TypeVar("T")
 
@@ -40,9 +40,9 @@ def counts_key(definition: MetricDefinition, n: int, support: Any, *rest: Hashab
     return (definition.name, definition.version, labels, n, counts.dtype.str, digest, *rest)
 
 
-def _nbytes(value: Any, depth: int = 3) -> int:
-    """Bytes of the numpy arrays ``value`` holds (in its fields and items, three levels
-    down), and 256 for the rest."""
+def held_bytes(value: Any, depth: int = 3) -> int:
+    """Bytes of the numpy arrays ``value`` holds (in its fields and items, ``depth``
+    levels down), and 256 for the rest."""
     if isinstance(value, np.ndarray):
         return int(value.nbytes)
     if depth == 0:
@@ -53,7 +53,7 @@ def _nbytes(value: Any, depth: int = 3) -> int:
         parts = value.values()
     else:
         parts = (getattr(value, "__dict__", None) or {}).values()
-    return 256 + sum(_nbytes(x, depth - 1) for x in parts)
+    return 256 + sum(held_bytes(x, depth - 1) for x in parts)
 
 
 def remembered(key: Hashable, compute: Callable[[], T]) -> T:
@@ -65,7 +65,7 @@ def remembered(key: Hashable, compute: Callable[[], T]) -> T:
             _kept.move_to_end(key)
             return found[0]
     value = compute()
-    size = _nbytes(value)
+    size = held_bytes(value)
     with _lock:
         if key not in _kept:
             _kept[key] = (value, size)

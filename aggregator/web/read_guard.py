@@ -27,9 +27,11 @@ from flask import Flask, has_app_context
 from prometheus_client import Counter
 from werkzeug.exceptions import ServiceUnavailable
 
+from aggregator.query.memo import held_bytes
 from ldp_api.context import Slot, shared
 
 __all__ = [
+    "CACHED_BYTES",
     "CACHED_WINDOWS",
     "DEFAULT_DISCOVERIES",
     "REDISCOVER_SECONDS",
@@ -51,6 +53,16 @@ that a newer one runs behind the answer."""
 
 CACHED_WINDOWS = 64
 """Discoveries kept per process (the newest windows of a few dozen string metrics)."""
+
+CACHED_BYTES = 256 << 20
+"""Bytes of arrays the kept discoveries may hold per process, the oldest dropped first
+(the newest is always kept). A discovery is kept with its estimator, which holds the
+window's counts and the tables derived from them: ≈ 8 MiB at max_length 16 and 32 MiB at
+64 (ε = 4: 128 rows of 128 cells a level), so 64 windows of long strings held 2 GiB."""
+
+KEPT_DEPTH = 4
+"""How deep :func:`~aggregator.query.memo.held_bytes` looks into a kept result: (the
+discovery, its estimator) → the discovery → its list of levels → a level's table."""
 
 DEFAULT_DISCOVERIES = 1
 """Discoveries one process runs at once (``LDP_READ_DISCOVERIES``). Each is CPU-bound
@@ -108,7 +120,8 @@ class ReadGuard:
         self.limit = limit
         self._clock = clock
         self._lock = threading.Lock()
-        self._cache: OrderedDict[Key, tuple[int, float, Any]] = OrderedDict()
+        self._cache: OrderedDict[Key, tuple[int, float, Any, int]] = OrderedDict()
+        self._bytes = 0
         self._flights: dict[Key, _Flight] = {}
         self._running = 0
         self.runs = Counter(
@@ -180,11 +193,15 @@ class ReadGuard:
         try:
             self.runs.inc()
             result = compute()
+            size = held_bytes(result, KEPT_DEPTH)
             with self._lock:
-                self._cache[key] = (n, started, result)
-                self._cache.move_to_end(key)
-                while len(self._cache) > CACHED_WINDOWS:
-                    self._cache.popitem(last=False)
+                replaced = self._cache.pop(key, None)
+                self._bytes += size - (0 if replaced is None else replaced[3])
+                self._cache[key] = (n, started, result, size)
+                while len(self._cache) > 1 and (
+                    len(self._cache) > CACHED_WINDOWS or self._bytes > CACHED_BYTES
+                ):
+                    self._bytes -= self._cache.popitem(last=False)[1][3]
             flight.result = result
             return result
         finally:

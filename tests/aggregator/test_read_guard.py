@@ -1,16 +1,26 @@
 """The read guard serves a window's last discovery and makes the next one behind it
-(:mod:`aggregator.web.read_guard`): only a window's first read waits for a discovery."""
+(:mod:`aggregator.web.read_guard`): only a window's first read waits for a discovery;
+what it keeps is bounded in bytes."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 from werkzeug.exceptions import ServiceUnavailable
 
+from aggregator.analysis.string_simulation import simulate_counts
+from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares
+from aggregator.query.memo import held_bytes
+from aggregator.stats.discovery import discover
+from aggregator.stats.kinds import codec_for
+from aggregator.stats.strings import SketchEstimator
+from aggregator.web import read_guard
 from aggregator.web.read_guard import REDISCOVER_SECONDS, ReadGuard
+from client_sdk.mechanisms.strings import StringSketch
 
 KEY = ("app.words", 1, "all")
 WAIT = 30.0
@@ -111,3 +121,35 @@ def test_a_rediscovery_beyond_the_bound_waits_for_a_later_read() -> None:
         guard.get(("app.new", 1, "all"), 1, never)
     release.set()
     assert until_kept(guard, "at 20", 20, lambda: "at 20")
+
+
+def test_the_kept_discoveries_are_bounded_by_the_bytes_they_hold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The oldest windows are dropped once the kept results' arrays pass CACHED_BYTES;
+    the newest is kept whatever its size."""
+    monkeypatch.setattr(read_guard, "CACHED_BYTES", 3_000)
+    guard = ReadGuard(limit=1, clock=Clock())
+    keys = [("app.words", 1, f"w{i}") for i in range(4)]
+    for key in keys:
+        guard.get(key, 1, lambda: np.zeros(125))  # 1,000 bytes each
+    assert [guard.peek(key) is not None for key in keys] == [False, True, True, True]
+    big = ("app.big", 1, "all")
+    guard.get(big, 1, lambda: np.zeros(1_000))
+    assert [guard.peek(key) is not None for key in [*keys, big]] == [False] * 4 + [True]
+
+
+def test_a_kept_discovery_weighs_its_levels_tables_and_its_counts() -> None:
+    """What the guard keeps for a string window, (discovery, estimator), is weighed down to
+    each level's table of what is known (KEPT_DEPTH), not only its top-level arrays."""
+    sketch = StringSketch(epsilon=4.0, max_length=8, salt="5eed")
+    vocab = synthetic_vocabulary(500, 8, seed=1)
+    counts, _ = simulate_counts(
+        sketch, vocab, zipf_shares(500, 1.2), 50_000, np.random.default_rng(1)
+    )
+    est = SketchEstimator(codec_for(sketch), counts)
+    found = discover(est)
+    tables = sketch.levels * sketch.rows * sketch.cells * 8  # one float64 table a level
+    assert len(found.known) == sketch.levels
+    weight = held_bytes((found, est), read_guard.KEPT_DEPTH)
+    assert weight >= tables + est.cell_freq.nbytes + counts.support.nbytes
