@@ -36,8 +36,10 @@ plain f̂ ± 1.96σ and for the true top 50 asked for by name. Not in the defaul
 
 lengths: discovery's seconds and memory per max_length (16, 32, 64 at n = 10⁶, ε = 4,
 Zipf 1.1 over 10⁵ words of 3..max_length bytes), each length in a fresh process: the
-median of ``--repeat`` discoveries, the process's RSS before discovery and its peak
-after, tracemalloc's peak during one discovery, and a digest of what was found (values,
+median of ``--repeat`` discoveries, what a read answered from a kept discovery computes
+(the alarms' tests and the selection-adjusted intervals, kept per confidence), the
+process's RSS before discovery and its peak after, tracemalloc's peak during one
+discovery, and a digest of what was found (values,
 estimates, variances, p-values, truncations, σ₀, values tested), so that two trees can be
 compared on identical counts. ``--before TREE`` runs the same children against another
 checkout (``git worktree add --detach /tmp/old main``), alternating with this one.
@@ -63,6 +65,7 @@ import numpy as np
 
 from aggregator.analysis.string_simulation import score, simulate_counts
 from aggregator.analysis.vocabulary import synthetic_vocabulary, word_list, zipf_shares
+from aggregator.stats.detect import detect_sketch
 from aggregator.stats.discovery import Discovery, detection_threshold, discover
 from aggregator.stats.kinds import codec_for
 from aggregator.stats.strings import SketchEstimator
@@ -449,6 +452,13 @@ def length_child(length: int, repeat: int) -> None:
         took.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    found.adjusted(0.95)  # kept with the discovery: a read after the first reuses it
+    kept = []
+    for _ in range(repeat):
+        c = time.process_time()
+        detect_sketch(est, "all", found.values, found.known)
+        found.adjusted(0.95)
+        kept.append(time.process_time() - c)
     tracemalloc.start()
     discover(est)
     traced = tracemalloc.get_traced_memory()[1] / 2**20
@@ -458,6 +468,7 @@ def length_child(length: int, repeat: int) -> None:
         "seconds": float(np.median(took)),
         "runs": [round(x, 2) for x in took],
         "cpu": float(np.median(cpu)),
+        "kept_ms": 1000 * float(np.median(kept)),
         "rss_before": rss_before,
         "peak_rss": peak_rss,
         "traced_peak": traced,
@@ -479,10 +490,10 @@ def lengths(sizes: list[int], repeat: int, before: str | None) -> None:
     trees = [("after", here)] if before is None else [("before", before), ("after", here)]
     print(f"\n## Discovery per max_length (n = {LENGTH_USERS:.0e}, ε = 4, Zipf 1.1)")
     print(
-        "| tree | max_length | s (median) | runs | CPU s | RSS before → peak (MiB) "
-        "| traced peak (MiB) | found / tested | digest | load (1 min) |"
+        "| tree | max_length | s (median) | runs | CPU s | read from a kept discovery, CPU ms "
+        "| RSS before → peak (MiB) | traced peak (MiB) | found / tested | digest | load (1 min) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for length in sizes:
         for label, tree in trees:
             env = {**os.environ, "PYTHONPATH": os.path.abspath(tree)}
@@ -492,6 +503,7 @@ def lengths(sizes: list[int], repeat: int, before: str | None) -> None:
             r = json.loads(run.stdout.strip().splitlines()[-1])
             print(
                 f"| {label} | {length} | {r['seconds']:.2f} | {r['runs']} | {r['cpu']:.2f} | "
+                f"{r['kept_ms']:.1f} | "
                 f"{r['rss_before']:.0f} → {r['peak_rss']:.0f} | {r['traced_peak']:.0f} | "
                 f"{r['found']} / {r['tested']} | {r['digest']} | {r['load']:.2f} |",
                 flush=True,
