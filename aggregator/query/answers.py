@@ -722,7 +722,9 @@ class SegmentGroup(Model):
     reason: str | None = None
     """Why not shown (null when shown)."""
     estimates: Estimates | MeanEstimate | None = None
-    """The group's estimates, exactly as a whole metric's (null when not shown)."""
+    """The group's estimates, exactly as a whole metric's (null when not shown), but for
+    the notes every shown group shares: those are in the breakdown's ``notes``, once,
+    and empty here."""
 
 
 class SegmentEstimates(Model):
@@ -753,6 +755,11 @@ class SegmentEstimates(Model):
     """What the dimensions are: public labels, NOT protected by ε."""
     released: str
     """What this answer releases, and how suppression keeps a small group hidden."""
+    notes: dict[str, str] = Field(default_factory=dict)
+    """The notes every shown group's estimates share, by field (``intervals_note``,
+    ``flags_note``, ``anytime_note``, ``reports_per_device_note``, ``post_processing``,
+    ``shuffled_epsilon.condition``: a dot names a field's field): given once here and
+    left empty ("") in each group. A note that differs between groups stays in each."""
     groups: list[SegmentGroup]
 
 

@@ -4,12 +4,14 @@ table as before and the top rows of a large one with the rest summed; ?top=, ?va
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
 
 from aggregator.query.paging import ANSWER_ROWS
+from aggregator.query.segments import NOTES
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
@@ -204,3 +206,45 @@ def test_statistics_are_kept_until_the_counts_change(
     send(50)
     later = get(client, "/v1/estimates/rows.kept")
     assert len(calls) == 2 and later["n"] == 250
+
+
+def test_a_breakdown_of_64_groups_gives_its_notes_once_within_200_kB(redis_server: Any) -> None:
+    redis_server.client().flushall()
+    registry = Registry(redis_server.client())
+    regions = [f"r{i:02d}" for i in range(64)]
+    registry.put(
+        "warm.regions",
+        {
+            "domain": [f"v{i:04d}" for i in range(1000)],
+            "epsilon": 2.0,
+            "dimensions": [{"name": "region", "values": regions}],
+        },
+    )
+    definition = registry.get("warm.regions")
+    assert definition is not None
+    rng = random.Random(43)
+    reports = [
+        build_report(
+            definition, rng.randrange(1000), rng=rng, dimensions={"region": rng.choice(regions)}
+        )
+        for _ in range(5000)
+    ]
+    client = create_server_app({"REDIS_URL": redis_server.url, "TESTING": True}).test_client()
+    for start in range(0, len(reports), 500):
+        chunk = {"reports": reports[start : start + 500]}
+        assert client.post("/v1/reports", json=chunk).status_code == 202
+    Worker(redis_server.client(), handle_signals=False).run(once=True)
+    reply = client.get("/v1/estimates/warm.regions?by=region")
+    assert reply.status_code == 200
+    assert len(reply.data) <= 200_000
+    body = reply.get_json()
+    shown = [g["estimates"] for g in body["groups"] if g["shown"]]
+    assert len(shown) == 64  # each group's intervals_note names its n: it stays in each
+    assert set(body["notes"]) == set(NOTES) - {"intervals_note"}
+    for path, text in body["notes"].items():
+        assert text and reply.data.decode().count(json.dumps(text)) == 1
+        for group in shown:
+            field = group
+            for name in path.split("."):
+                field = field[name]
+            assert field == ""
