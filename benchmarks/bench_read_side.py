@@ -19,9 +19,12 @@ HTTP, and the aggregator drains them. Then:
   while 0, 1 and 4 clients pull the heaviest reads in a loop (a 256×256 2-way marginal of
   a 5×256 joint metric in full, a k = 65,536 estimate in full, a ``?by=`` of 64 groups
   at k = 1,000 in full): its p50/p99/max, and how the heavy reads were answered.
-* ``sizes``: bytes and time of the default answer (and, after, of the explicit full
-  table and the column form) of a k = 65,536 estimate, a 256×256 joint marginal and a
-  ``?by=`` of 64 groups at k = 1,000: medians of ``--repeat``.
+* ``sizes``: bytes and time of the default answer and the column form (``--full``: the
+  explicit full table too) of a k = 65,536 estimate, a 256×256 joint marginal and a
+  ``?by=`` of 64 groups at k = 1,000: the first read, then medians of ``--repeat``;
+  then ``--batches`` times a batch of ``--batch`` reports to each, a wait until the
+  server is quiet (the CPU it used meanwhile: a warm-up's), and each answer's first
+  read of the new counts.
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
@@ -206,35 +209,62 @@ def upload(url: str, reports: list[dict[str, Any]]) -> None:
                 time.sleep(float(exc.headers.get("Retry-After") or 1))
 
 
-def populate(url: str, n: int) -> None:
+def populate(url: str, n: int) -> list[MetricDefinition]:
     """The four metrics of ``isolation`` and ``sizes``, ``n`` reports each, drained."""
-    rng = random.Random(43)
-    small = define(url, *SMALL)
-    big = define(url, *BIG)
-    joint = define(url, *JOINT)
-    groups = define(url, *GROUPS)
+    defs = [define(url, *spec) for spec in (SMALL, BIG, JOINT, GROUPS)]
+    send(url, defs, n, random.Random(43))
+    return defs
+
+
+def send(url: str, defs: list[MetricDefinition], n: int, rng: random.Random) -> None:
+    """``n`` reports to each of ``defs`` (those of :func:`populate`, the small one left out
+    when absent), uploaded and drained."""
+    by_name = {d.name: d for d in defs}
     zipf = [1 / (i + 1) for i in range(256)]
-    reports = [build_report(small, rng.choice("abcd")) for _ in range(n)]
-    reports += [build_report(big, rng.randrange(65_536)) for _ in range(n)]
+    reports = []
+    if SMALL[0] in by_name:
+        reports += [build_report(by_name[SMALL[0]], rng.choice("abcd")) for _ in range(n)]
+    reports += [build_report(by_name[BIG[0]], rng.randrange(65_536)) for _ in range(n)]
     for _ in range(n):
         row = [rng.choices(range(256), zipf)[0] for _ in range(5)]
-        reports.append(build_report(joint, row))
+        reports.append(build_report(by_name[JOINT[0]], row))
     for _ in range(n):
         region = {"region": f"r{rng.randrange(64):02d}"}
-        reports.append(build_report(groups, rng.randrange(1000), dimensions=region))
+        reports.append(build_report(by_name[GROUPS[0]], rng.randrange(1000), dimensions=region))
+    before = counted(url)
     upload(url, reports)
     deadline = time.monotonic() + 900
-    names = {SMALL[0], BIG[0], JOINT[0], GROUPS[0]}
     while True:
-        try:
-            rows = call(f"{url}/v1/overview")["metrics"]
-        except OSError:  # 503: the read service busy or restarting
-            rows = []
-        if rows and all(row["n"] >= n for row in rows if row["name"] in names):
+        now = counted(url)
+        if now and all(now.get(d, 0) >= before.get(d, 0) + n for d in by_name):
             return
         if time.monotonic() > deadline:
             raise RuntimeError("the reports were not drained")
         time.sleep(2.0)
+
+
+def counted(url: str) -> dict[str, int]:
+    """Reports counted per metric (empty while the read service is busy: a 503)."""
+    try:
+        return {row["name"]: row["n"] for row in call(f"{url}/v1/overview")["metrics"]}
+    except OSError:
+        return {}
+
+
+def quiet(seconds: float, most: float) -> float:
+    """Wait until the web processes have used less than 20 ms of CPU in a second, twice
+    in a row, for at least ``seconds`` and at most ``most``: what a warm-up costs happens
+    meanwhile. Returns the CPU seconds they used."""
+    started, first = time.monotonic(), web_cpu()
+    calm, last = 0, first
+    while time.monotonic() - started < most:
+        time.sleep(1.0)
+        cpu = web_cpu()
+        calm = calm + 1 if cpu - last < 0.02 else 0
+        last = cpu
+        if calm >= 2 and time.monotonic() - started >= seconds:
+            break
+    return last - first
 
 
 SERVERS: list[subprocess.Popen[bytes]] = []
@@ -329,16 +359,37 @@ SIZE_VARIANTS = (
 
 
 def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
-    populate(url, args.reports)
+    """Each answer read ``--repeat`` times (its first read: nothing kept yet), then, after
+    a batch of ``--batch`` reports to each metric and a quiet server (a warm-up done), its
+    first read of the new counts."""
+    defs = populate(url, args.reports)
+    variants = [v for v in SIZE_VARIANTS if args.full or v[1] != "values=all"]
+    paths = {}
     out: dict[str, Any] = {}
     for label, path in SIZE_CASES:
-        for variant, query in SIZE_VARIANTS:
-            if query and args.old:
-                continue  # the old code has neither
+        for variant, query in variants:
             full = path + (("&" if "?" in path else "?") + query if query else "")
+            paths[f"{label} {variant}"] = full
             row = timed(url, full, args.repeat)
             out[f"{label} {variant}"] = row
             print(f"  {label} {variant}: {row}", flush=True)
+    for step in range(args.batches):
+        send(url, defs[1:], args.batch, random.Random(44 + step))
+        warm_cpu = quiet(5.0, 120.0)
+        print(f"  batch {step + 1} counted, server quiet: {warm_cpu:.2f} s CPU", flush=True)
+        for name, full in paths.items():
+            before = web_cpu()
+            status, size, seconds = fetch(url, full)
+            row = {
+                "status": status,
+                "bytes": size,
+                "after_batch_ms": 1000 * seconds,
+                "after_batch_server_cpu_ms": 1000 * (web_cpu() - before),
+                "warm_up_cpu_s": warm_cpu,
+                "load": load(),
+            }
+            out[f"{name} after batch {step + 1}"] = row
+            print(f"  {name} after batch {step + 1}: {row}", flush=True)
     return out
 
 
@@ -353,6 +404,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--metrics", type=int, default=10_000)
     parser.add_argument("--idle", type=float, default=30.0)
+    parser.add_argument("--full", action="store_true", help="sizes: ?values=all as well")
+    parser.add_argument("--batch", type=int, default=100, help="sizes: reports a batch")
+    parser.add_argument("--batches", type=int, default=2, help="sizes: batches after")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on the way out
     trees = ([("before", args.before)] if args.before else []) + [("after", args.after)]

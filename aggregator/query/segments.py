@@ -12,9 +12,9 @@ from typing import Any
 
 from aggregator.query.answers import Estimates, MeanEstimate, SegmentEstimates, SegmentGroup
 from aggregator.query.estimators import Ask, Reader, estimate_groups
-from aggregator.query.memo import remembered
+from aggregator.query.memo import off_loop, remembered
 from aggregator.query.suppression import HiddenGroups, hidden_groups
-from aggregator.query.window import read_segments
+from aggregator.query.window import parse_segments, segment_hashes
 from aggregator.stats.multiplicity import EACH, FDR
 from aggregator.stats.segments import group_by, values_of
 from aggregator.stats.suppression import Why
@@ -161,9 +161,12 @@ def segment_estimates(
     if hidden is None or window not in hidden.sizes:  # read first: counts only grow, so a
         hidden = hidden_groups(reader.client, definition, minimum, [window])  # group shown
 
+    def grouped() -> dict[str, Any]:
+        hashes = segment_hashes(reader.client, definition, window)
+        return off_loop(lambda: group_by(definition, parse_segments(definition, hashes), dimension))
+
     groups = remembered(
-        _groups_key(reader, definition, window, dimension, hidden.sizes[window]),
-        lambda: group_by(definition, read_segments(reader.client, definition, window), dimension),
+        _groups_key(reader, definition, window, dimension, hidden.sizes[window]), grouped
     )
     why = hidden.of(window, dimension)  # then holds at least the minimum in ``groups``
     rows = ask.rows

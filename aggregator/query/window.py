@@ -36,6 +36,7 @@ __all__ = [
     "list_windows",
     "list_windows_many",
     "newest_arrival",
+    "parse_segments",
     "per_shard",
     "read_counts",
     "read_counts_many",
@@ -46,6 +47,7 @@ __all__ = [
     "read_seeds",
     "reports_counted",
     "reports_counted_many",
+    "segment_hashes",
 ]
 
 
@@ -259,20 +261,36 @@ def read_segments(
     Raises:
         ValueError: corrupt counts (a value outside the domain, a count above n).
     """
-    name, version, k = definition.name, definition.version, definition.k
-    numeric = definition.kind == "numeric"
-    out: dict[int, Counts | NumericStats] = {}
-    replies = per_shard(
+    return parse_segments(definition, segment_hashes(client, definition, window))
+
+
+def segment_hashes(
+    client: redis.Redis, definition: MetricDefinition, window: str = "all"
+) -> list[dict[bytes, bytes]]:
+    """The counts hash of ``window`` in each shard, as Redis holds it (the I/O of
+    :func:`read_segments`)."""
+    name, version = definition.name, definition.version
+    return per_shard(
         client, definition, lambda c, s: c.hgetall(keys.counts_key(name, version, window, s))
     )
+
+
+def parse_segments(
+    definition: MetricDefinition, replies: list[dict[bytes, bytes]]
+) -> dict[int, Counts | NumericStats]:
+    """Each segment's counts in the shards' counts hashes ``replies`` (the pure part of
+    :func:`read_segments`, which says what it returns and raises)."""
+    k = definition.k
+    numeric = definition.kind == "numeric"
+    out: dict[int, Counts | NumericStats] = {}
     for fields in replies:
-        quick = None if numeric else _segment_counts(cast(dict[bytes, bytes], fields), k)
+        quick = None if numeric else _segment_counts(fields, k)
         if quick is not None:
             for segment, found in quick.items():
                 before = out.get(segment)
                 out[segment] = found + before if isinstance(before, Counts) else found
             continue
-        _, segments = schema.split_segments(cast(dict[bytes, bytes], fields))
+        _, segments = schema.split_segments(fields)
         for segment, part in segments.items():
             if numeric:
                 stats = NumericStats.from_fields(part)

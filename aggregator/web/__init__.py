@@ -70,6 +70,7 @@ def install(app: Flask) -> None:
     ext.telemetry.add_collector(PipelineGauges(ext.redis, ext.registry))
     estimates.min_segment_reports(app)  # refused at start, not at the first breakdown
     read_guard.install(app)
+    estimates.install_warmer(app)
     lanes.install(app)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)

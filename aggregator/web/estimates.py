@@ -37,6 +37,7 @@ from aggregator.query.estimators.numeric import NUMERIC_FIELDS
 from aggregator.query.export import DISTRIBUTION_COLUMNS, distribution_rows
 from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
+from aggregator.query.warm import Replay, Warmer
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
@@ -59,7 +60,7 @@ from aggregator.web.read_guard import guarded
 from aggregator.web.status import alarm_rate, retention_of
 from aggregator.web.strings import parse_candidates
 from client_sdk.wire import MetricDefinition
-from ldp_api.context import shared
+from ldp_api.context import Slot, shared
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply
 from ldp_store import schema
@@ -71,6 +72,7 @@ __all__ = [
     "confidence_asked",
     "definition_of",
     "estimand_asked",
+    "install_warmer",
     "min_segment_reports",
     "refuse_expired",
     "window_asked",
@@ -460,9 +462,18 @@ def get_estimates(name: str) -> Any:
     candidates = _candidates_asked(definition, fmt)
     ask = Ask(confidence, simultaneous, estimand, multiplicity, rows=rows)
     by = request.args.get("by")
+    warm = replace(ask, rows=WARM_ROWS)  # the same statistics, whatever the rows shown
     if by is not None and by in dict(definition.dimensions):
         reader = Reader(client, registry, guarded)
-        breakdown = segment_estimates(reader, definition, window, by, ask, min_segment_reports())
+        minimum = min_segment_reports()
+        started = time.perf_counter()
+        breakdown = segment_estimates(reader, definition, window, by, ask, minimum)
+        _keep_warm(
+            ("segments", definition.name, definition.version, window, by, repr(warm), minimum),
+            definition,
+            lambda r: segment_estimates(r, definition, window, by, warm, minimum),
+            started,
+        )
         return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
     if by is not None and definition.kind != "joint":
         _refuse_dimension(definition, by)
@@ -479,8 +490,43 @@ def get_estimates(name: str) -> Any:
         ranges=ranges,
         quantiles=quantiles,
     )
+    started = time.perf_counter()
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
+    if definition.kind in WARM_KINDS:
+        warm = replace(ask, rows=WARM_ROWS, with_alarms=False)
+        _keep_warm(
+            ("window", definition.name, definition.version, window, repr(warm)),
+            definition,
+            lambda r: estimate_window(r, definition, window, warm),
+            started,
+        )
     return _csv_of(found) if fmt == "csv" else answer(found)
+
+
+WARM_KINDS = ("categorical", "joint")
+"""The kinds whose statistics a process keeps (:mod:`aggregator.query.memo`), hence
+worth computing again before they are asked for (a breakdown: its groups' counts and
+each group's statistics, whatever its kind)."""
+
+WARM_ROWS = Rows(top=1)
+"""The rows a warm-up builds: the statistics kept are those of every row, whichever are
+shown; one row is the least answer to build around them."""
+
+WARMER: Slot[Warmer] = Slot("ldp_warmer", Warmer)
+"""The app's warmer (one per process: :mod:`aggregator.query.warm`)."""
+
+
+def install_warmer(app: Flask) -> None:
+    """Give ``app`` its warmer, reading with its Redis and registry."""
+    ext = shared(app=app)
+    WARMER.attach(app, Warmer(Reader(ext.redis, ext.registry)))
+
+
+def _keep_warm(key: Any, definition: MetricDefinition, replay: Replay, started: float) -> None:
+    """Tell the app's warmer a read was served (it keeps the expensive ones warm)."""
+    warmer = WARMER.find()
+    if warmer is not None:
+        warmer.note(key, definition, replay, time.perf_counter() - started)
 
 
 def _format_asked() -> str:

@@ -27,7 +27,7 @@ from flask import Flask, has_app_context
 from prometheus_client import Counter
 from werkzeug.exceptions import ServiceUnavailable
 
-from aggregator.query.memo import held_bytes
+from aggregator.query.memo import held_bytes, off_loop
 from ldp_api.context import Slot, shared
 
 __all__ = [
@@ -87,19 +87,6 @@ class _Flight:
 
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
-
-
-def _off_loop(work: Callable[[], T]) -> T:
-    """``work()`` on a native thread when gevent has patched this process (the calling
-    greenlet waits, the event loop serves other connections), else in this thread."""
-    try:
-        from gevent import get_hub, monkey  # type: ignore[import-untyped]  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - gevent is a dependency
-        return work()
-    if not monkey.is_module_patched("threading"):
-        return work()
-    result: T = get_hub().threadpool.spawn(work).get()
-    return result
 
 
 class ReadGuard:
@@ -171,11 +158,11 @@ class ReadGuard:
                 flight = self._flights[key] = _Flight()
                 self._running += 1
         if hit is not None:
-            # a thread of its own (a greenlet where gevent patched threading: _off_loop
+            # a thread of its own (a greenlet where gevent patched threading: off_loop
             # moves the CPU to a native thread as for a request's own discovery)
             threading.Thread(
                 target=self._rediscover,
-                args=(key, n, now, flight, lambda: _off_loop(compute)),
+                args=(key, n, now, flight, lambda: off_loop(compute)),
                 name="ldp-rediscovery",
                 daemon=True,
             ).start()
@@ -184,7 +171,7 @@ class ReadGuard:
             if not flight.done.wait(WAIT_SECONDS) or flight.result is None:
                 raise _busy("the discovery of this window did not finish")
             return flight.result
-        return self._run(key, n, now, flight, lambda: _off_loop(compute))
+        return self._run(key, n, now, flight, lambda: off_loop(compute))
 
     def _run(
         self, key: Key, n: int, started: float, flight: _Flight, compute: Callable[[], T]

@@ -34,7 +34,7 @@ from aggregator.query.estimators.base import (
     intervals_note,
     shuffled_epsilon,
 )
-from aggregator.query.memo import counts_key, remembered
+from aggregator.query.memo import counts_key, off_loop, remembered
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import Alarm
@@ -93,7 +93,7 @@ class FrequencyEstimator(CountsRead):
             )
             return est, self.sequence_read(est)
 
-        est, cs = remembered(key, compute)
+        est, cs = remembered(key, lambda: off_loop(compute))
         found: list[Alarm] = []
         baseline = None
         if ask.with_alarms:

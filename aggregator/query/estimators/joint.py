@@ -20,7 +20,7 @@ from aggregator.query.estimators.base import (
     CountsRead,
     Reader,
 )
-from aggregator.query.memo import counts_key, remembered
+from aggregator.query.memo import counts_key, off_loop, remembered
 from aggregator.query.paging import Rows, columns_of, rest_of, rows_of
 from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import json_float
@@ -130,7 +130,8 @@ class JointEstimator(CountsRead):
             ask.estimand,
             ask.mode,
         )
-        out = [_joint_marginal(definition, est, seq, rows) for est, seq in remembered(key, compute)]
+        kept = remembered(key, lambda: off_loop(compute))
+        out = [_joint_marginal(definition, est, seq, rows) for est, seq in kept]
         return JointEstimates(
             metric=definition.name,
             version=definition.version,
