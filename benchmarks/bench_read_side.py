@@ -23,8 +23,8 @@ HTTP, and the aggregator drains them. Then:
   explicit full table too) of a k = 65,536 estimate, a 256×256 joint marginal and a
   ``?by=`` of 64 groups at k = 1,000: the first read, then medians of ``--repeat``;
   then ``--batches`` times a batch of ``--batch`` reports to each, a wait until the
-  server is quiet (the CPU it used meanwhile: a warm-up's), and each answer's first
-  read of the new counts.
+  server is quiet (the CPU its web processes used from the upload on: ingest, the
+  overview's polls and any warm-up), and each answer's first read of the new counts.
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
@@ -374,8 +374,10 @@ def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
             out[f"{label} {variant}"] = row
             print(f"  {label} {variant}: {row}", flush=True)
     for step in range(args.batches):
+        started = web_cpu()
         send(url, defs[1:], args.batch, random.Random(44 + step))
-        warm_cpu = quiet(5.0, 120.0)
+        quiet(5.0, 120.0)
+        warm_cpu = web_cpu() - started  # ingest, the overview's polls and any warm-up
         print(f"  batch {step + 1} counted, server quiet: {warm_cpu:.2f} s CPU", flush=True)
         for name, full in paths.items():
             before = web_cpu()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import redis
 
 from aggregator.query.estimators.base import Reader
-from aggregator.query.window import reports_counted_many
+from aggregator.query.window import reports_counted, reports_counted_many
 from client_sdk.wire import MetricDefinition
 
 __all__ = ["IDLE_SECONDS", "POLL_SECONDS", "WARM_READS", "WARM_SECONDS", "Warmer"]
@@ -50,8 +50,8 @@ class _Kept:
     replay: Replay
     read_at: float
     n: int | None
-    """The metric version's reports counted when the read was last computed again
-    (None: not yet; the first pass reads it again, cheaply if nothing changed)."""
+    """The metric version's reports counted when the read was last computed (None:
+    unknown, Redis away; the next pass reads it again)."""
 
 
 class Warmer:
@@ -88,12 +88,17 @@ class Warmer:
             if found is not None:
                 found.read_at = now
                 self._kept.move_to_end(key)
-            elif seconds >= WARM_SECONDS:
-                self._kept[key] = _Kept(definition, replay, now, None)
-                while len(self._kept) > WARM_READS:
-                    self._kept.popitem(last=False)
-            else:
                 return
+            if seconds < WARM_SECONDS:
+                return
+        try:  # what the read just computed (a batch counted since: one warm-up missed)
+            n: int | None = reports_counted(self.reader.client, definition)
+        except redis.RedisError:
+            n = None
+        with self._lock:
+            self._kept[key] = _Kept(definition, replay, now, n)
+            while len(self._kept) > WARM_READS:
+                self._kept.popitem(last=False)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ldp-warm", daemon=True)
                 self._thread.start()
@@ -112,7 +117,7 @@ class Warmer:
         counted = reports_counted_many(self.reader.client, [v.definition for _, v in kept])
         done = 0
         for (key, read), n in zip(kept, counted, strict=True):
-            if read.n == n:  # None: noted since the last pass, counts unknown
+            if read.n == n:
                 continue
             read.n = n
             try:

@@ -212,16 +212,14 @@ def test_a_breakdown_of_64_groups_gives_its_notes_once_within_200_kB(redis_serve
     redis_server.client().flushall()
     registry = Registry(redis_server.client())
     regions = [f"r{i:02d}" for i in range(64)]
-    registry.put(
-        "warm.regions",
+    definition = registry.put(
+        "rows.regions",
         {
             "domain": [f"v{i:04d}" for i in range(1000)],
             "epsilon": 2.0,
             "dimensions": [{"name": "region", "values": regions}],
         },
-    )
-    definition = registry.get("warm.regions")
-    assert definition is not None
+    ).definition
     rng = random.Random(43)
     reports = [
         build_report(
@@ -234,7 +232,7 @@ def test_a_breakdown_of_64_groups_gives_its_notes_once_within_200_kB(redis_serve
         chunk = {"reports": reports[start : start + 500]}
         assert client.post("/v1/reports", json=chunk).status_code == 202
     Worker(redis_server.client(), handle_signals=False).run(once=True)
-    reply = client.get("/v1/estimates/warm.regions?by=region")
+    reply = client.get("/v1/estimates/rows.regions?by=region")
     assert reply.status_code == 200
     assert len(reply.data) <= 200_000
     body = reply.get_json()
