@@ -6,6 +6,7 @@ Run on purpose, not as a test, with a checkout of the old code as the yardstick:
     git worktree add --detach /tmp/old-scale main
     .venv/bin/python benchmarks/bench_read_side.py isolation --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py sizes --before /tmp/old-scale
+    .venv/bin/python benchmarks/bench_read_side.py warming --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py metrics --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py trends --before /tmp/old-scale
 
@@ -25,6 +26,10 @@ HTTP, and the aggregator drains them. Then:
   then ``--batches`` times a batch of ``--batch`` reports to each, a wait until the
   server is quiet (the CPU its web processes used from the upload on: ingest, the
   overview's polls and any warm-up), and each answer's first read of the new counts.
+* ``warming``: the small estimate probed (``--probes``, at most ``--probe-seconds``)
+  while batches of ``--batch`` reports keep arriving for the three large metrics,
+  whose default answers were read once: its p50/p99/max, the batches counted meanwhile
+  and the web processes' CPU.
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
@@ -395,9 +400,51 @@ def sizes(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     return out
 
 
+def warming(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    """The small estimate probed one at a time while batches of ``--batch`` reports
+    keep arriving for the three large metrics, whose default answers were read once
+    (kept warm, where the code keeps reads warm, by the read process that serves the
+    probes): what the warm-ups cost a cheap read."""
+    defs = populate(url, args.reports)
+    for _, path in SIZE_CASES:
+        fetch(url, path)
+    stop = threading.Event()
+    batches = [0]
+
+    def feed() -> None:
+        while not stop.is_set():
+            send(url, defs[1:], args.batch, random.Random(100 + batches[0]))
+            batches[0] += 1
+            stop.wait(1.0)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    started = web_cpu()
+    feeder.start()
+    times: list[float] = []
+    statuses: dict[int, int] = {}
+    until = time.monotonic() + args.probe_seconds
+    while len(times) < args.probes and time.monotonic() < until:
+        status, _, took = fetch(url, f"/v1/estimates/{SMALL[0]}")
+        statuses[status] = statuses.get(status, 0) + 1
+        times.append(took)
+        time.sleep(0.05)
+    stop.set()
+    feeder.join(300)
+    out = {
+        **percentiles(times),
+        "probes": len(times),
+        "probe_status": statuses,
+        "batches": batches[0],
+        "server_cpu_s": web_cpu() - started,
+        "load": load(),
+    }
+    print(f"  probes while batches arrive: {out}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("isolation", "sizes", "metrics", "trends"))
+    parser.add_argument("what", choices=("isolation", "sizes", "warming", "metrics", "trends"))
     parser.add_argument("--before", type=Path, help="a checkout of the old code")
     parser.add_argument("--after", type=Path, default=ROOT, help="the new code (this tree)")
     parser.add_argument("--reports", type=int, default=5000)
@@ -412,7 +459,13 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # stop the servers on the way out
     trees = ([("before", args.before)] if args.before else []) + [("after", args.after)]
-    work = {"isolation": isolation, "sizes": sizes, "metrics": metrics, "trends": trends}[args.what]
+    work = {
+        "isolation": isolation,
+        "sizes": sizes,
+        "warming": warming,
+        "metrics": metrics,
+        "trends": trends,
+    }[args.what]
     if args.what == "trends":
         EXTRA_ENV.update(
             LDP_RETENTION_HOUR_SECONDS=str(HOURS * 3600 + 7200),

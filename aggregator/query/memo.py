@@ -37,10 +37,10 @@ MEMO_BYTES = 64 << 20
 """Bytes of arrays a process keeps (oldest dropped first): a k = 65,536 estimate holds
 about 5 MB of statistics, a 4-value one a few hundred bytes."""
 
-FLIGHT_WAIT_SECONDS = 60.0
+FLIGHT_WAIT_SECONDS = 30.0
 """How long a read waits for the same statistics another read (or the warmer) is
-computing before it computes them itself: a breakdown's first read takes a few seconds
-of CPU at load 25, and the gunicorn worker timeout is 30 s."""
+computing before it computes them itself: a breakdown's first read takes up to 10 s at
+load 25, and the ingest workers that forward a read wait 40 s for its answer."""
 
 _lock = threading.Lock()
 _kept: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
