@@ -29,6 +29,7 @@ __all__ = [
     "check_estimand",
     "exact_zero_p",
     "min_expected",
+    "needs_exact",
     "benjamini_hochberg",
     "frequency_intervals",
     "interval_method",
@@ -82,13 +83,18 @@ def _variance(mechanism: Any, n: Any, f: Any, r: float) -> Any:
     return mechanism.variance(n, f, reports_per_device=r)
 
 
-def variance_coefficients(mechanism: Any, n: int, r: float = 1) -> tuple[float, float, float]:
+def variance_coefficients(mechanism: Any, n: Any, r: float = 1) -> tuple[Any, Any, Any]:
     """(a, b, c) with V(f) = a·f² + b·f + c: the mechanism's exact variance as a polynomial.
 
-    Read off ``mechanism.variance`` at f = 0, ½, 1 (it is at most quadratic in f).
+    Read off ``mechanism.variance`` at f = 0, ½, 1 (it is at most quadratic in f). Floats
+    for one n; arrays shaped as ``n`` for an array of them (a trend's windows).
     """
-    v0, vh, v1 = (float(_variance(mechanism, n, f, r)) for f in (0.0, 0.5, 1.0))
+    v0, vh, v1 = (
+        np.asarray(_variance(mechanism, n, f, r), dtype=np.float64) for f in (0.0, 0.5, 1.0)
+    )
     a = 2.0 * (v1 - 2.0 * vh + v0)
+    if np.ndim(a) == 0:
+        return float(a), float(v1 - v0 - a), float(v0)
     return a, v1 - v0 - a, v0
 
 
@@ -144,9 +150,15 @@ def interval_method(mechanism: Any, n: int, r: float = 1, z: float = Z_95) -> st
     """:data:`SCORE`, or :data:`EXACT` when n·min(q*, 1 − p*) is below
     :func:`min_expected` for the quantile z the interval reads (:data:`MIN_EXPECTED` at
     95 %)."""
-    effective = n / design_effect(mechanism, r)
+    return EXACT if bool(needs_exact(mechanism, n, r, z)) else SCORE
+
+
+def needs_exact(mechanism: Any, n: Any, r: float = 1, z: float = Z_95) -> np.ndarray:
+    """Whether :func:`interval_method` is :data:`EXACT` at each of ``n`` (an array of
+    windows' reports, or one)."""
+    effective = np.asarray(n) / design_effect(mechanism, r)
     small = effective * min(float(mechanism.q), 1.0 - float(mechanism.p))
-    return EXACT if small < min_expected(z) else SCORE
+    return np.asarray(small < min_expected(z), dtype=bool)
 
 
 def _score(
@@ -168,7 +180,7 @@ small."""
 
 
 def _exact(
-    mechanism: Any, n: float, support: FloatArray, alpha: Any, once: bool = False
+    mechanism: Any, n: Any, support: FloatArray, alpha: Any, once: bool = False
 ) -> tuple[FloatArray, FloatArray]:
     """Clopper–Pearson on μ = C/n, mapped to f (n and C may be deflated: floats; α one
     for all, or one per value)."""
@@ -192,7 +204,7 @@ def _exact(
 
 def frequency_intervals(
     mechanism: Any,
-    n: int,
+    n: Any,
     support: npt.ArrayLike,
     confidence: float,
     comparisons: int = 1,
@@ -204,7 +216,8 @@ def frequency_intervals(
 
     Args:
         mechanism: the frequency oracle the reports were made with.
-        n: reports (n ≥ 1).
+        n: reports (n ≥ 1); or, with ``method`` given, a column of them (W, 1), one per
+            row of ``support`` (a trend's windows, :mod:`aggregator.stats.series`).
         support: C(v) for each value.
         confidence: the level of each interval (of all together with ``comparisons`` = k:
             Bonferroni).
@@ -247,7 +260,8 @@ def frequency_intervals(
         lost = ~((low <= f) & (f <= high) & (low < high))
         if lost.any():
             deff = design_effect(mechanism, r)
-            exact_low, exact_high = _exact(mechanism, n / deff, counts[lost] / deff, alpha)
+            at = n if np.ndim(n) == 0 else np.broadcast_to(n, counts.shape)[lost]
+            exact_low, exact_high = _exact(mechanism, at / deff, counts[lost] / deff, alpha)
             low, high = np.array(low), np.array(high)
             low[lost], high[lost] = exact_low, exact_high
     else:
@@ -297,11 +311,12 @@ def exact_zero_p(mechanism: Any, n: float, support: npt.ArrayLike) -> FloatArray
 
 
 def interval_zero_p(
-    mechanism: Any, n: int, support: npt.ArrayLike, r: float, method: str
+    mechanism: Any, n: Any, support: npt.ArrayLike, r: float, method: str
 ) -> FloatArray:
     """The two-sided p-value of f = 0 that :func:`frequency_intervals` built by ``method``
     inverts: at level 1 − a its interval misses 0 exactly when this is ≤ a (either
-    estimand: the sampling term vanishes at f = 0)."""
+    estimand: the sampling term vanishes at f = 0). ``n`` one, or a column as
+    :func:`frequency_intervals` takes it."""
     counts = np.asarray(support, dtype=np.float64)
     if method == SCORE:
         f = np.asarray(mechanism.debias(counts, n), dtype=np.float64)
@@ -311,13 +326,14 @@ def interval_zero_p(
 
 
 def zero_test(
-    mechanism: Any, n: int, support: npt.ArrayLike, reports_per_device: float = 1
+    mechanism: Any, n: Any, support: npt.ArrayLike, reports_per_device: float = 1
 ) -> FloatArray:
     """The exact two-sided p-values of "f(v) = 0": 2·min of the count's two tails under
     f = 0 (:func:`zero_p_values` is the upper one), whatever the interval's regime.
 
     A flag is never raised on less than this test: an interval shown beside a flag is
     made to reach 0 wherever it cannot reject (:mod:`aggregator.stats.multiplicity`).
+    ``n`` one, or a column as :func:`frequency_intervals` takes it while r is 1.
     """
     counts = np.asarray(support, dtype=np.float64)
     r = checked_reports_per_device(reports_per_device)

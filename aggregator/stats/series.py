@@ -1,19 +1,20 @@
 """A frequency oracle's estimates of a few values over many windows, at once.
 
-A trend shows the values a chart draws (a handful) over months of windows; estimating
-every value of every window in full would cost W·k (:func:`estimate_from_counts` per
-window) where W·V is what is sent. Every statistic of one value in one window depends on
-that window's n and C(v) alone once the level a is fixed (α, or α/k simultaneous), so
-they are computed here for the V values asked, the confidence sequence for all W·V at
-once, with the same functions as the window's answer (bit-identical). The false
-discovery rate mode ("fdr") reads each window at a level set by all k p-values: those
-windows are estimated in full. See docs/architecture/read-side.md.
+A trend shows the values a chart draws (a handful) over months of windows. Every
+statistic of one value in one window depends on that window's n and C(v) alone once the
+level is fixed (α, or α/k simultaneous), so they are computed for the V values asked in
+one numpy pass over the (W, V) counts per (r, interval method), with the window's own
+formulas and n a column (bit-identical), the confidence sequence for all W·V at once,
+Norm-Sub only when asked. The false discovery rate mode ("fdr") reads each window at a
+level set by all k p-values, and PRAM debiases through every value: those windows are
+estimated in full. See docs/architecture/read-side.md.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,12 +22,14 @@ from aggregator.stats.anytime import anytime_p_value, frequency_cs
 from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.intervals import (
+    EXACT,
     POPULATION,
     REPORTERS,
+    SCORE,
     check_estimand,
     frequency_intervals,
-    interval_method,
     interval_zero_p,
+    needs_exact,
     z_value,
     zero_test,
 )
@@ -97,6 +100,7 @@ def estimate_series(
     estimand: str = REPORTERS,
     multiplicity: str | None = None,
     sequence: bool = True,
+    norm_sub: bool = True,
 ) -> Series:
     """The values ``shown`` of W windows, as each window's own answer has them.
 
@@ -110,6 +114,8 @@ def estimate_series(
         estimand: reporters or population.
         multiplicity: each (default), simultaneous or fdr.
         sequence: compute the confidence sequence (NaN otherwise).
+        norm_sub: compute the Norm-Sub shares, a projection of every value of every
+            window (NaN otherwise; a window estimated in full has them anyway).
 
     Raises:
         ValueError: counts of the wrong shape, a bad level, estimand or mode.
@@ -122,7 +128,7 @@ def estimate_series(
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
     mode = multiplicity_of(False, multiplicity)
-    population = check_estimand(estimand) == POPULATION
+    check_estimand(estimand)
     windows, values = counts.shape[0], len(shown)
     rs = np.ones(windows) if reports_per_device is None else np.asarray(reports_per_device, float)
     if not isinstance(mechanism, Memoized):
@@ -139,15 +145,15 @@ def estimate_series(
     rest = np.full((2, windows), np.nan)
     full = mode == FDR or isinstance(mechanism, PostRandomization)
     if not full:
-        _every_value(mechanism, reports, counts, shown, hidden, out["norm_sub"], rest)
-    for w in np.flatnonzero(reports > 0):
-        nw, r = int(reports[w]), float(rs[w])
-        if full:  # the level depends on every value: the window's answer in full
+        shares = out["norm_sub"] if norm_sub else None
+        _every_value(mechanism, reports, counts, shown, hidden, shares, rest)
+    if full:  # the level depends on every value: each window's answer in full
+        for w in np.flatnonzero(reports > 0):
             est = estimate_from_counts(
                 mechanism,
-                Counts(nw, counts[w]),
+                Counts(int(reports[w]), counts[w]),
                 confidence,
-                reports_per_device=r,
+                reports_per_device=float(rs[w]),
                 estimand=estimand,
                 multiplicity=mode,
             )
@@ -167,31 +173,24 @@ def estimate_series(
                 cs = est.sequence_read()
                 out["cs_low"][w], out["cs_high"][w] = cs.low[shown], cs.high[shown]
                 out["cs_p_value"][w], cs_flags[w] = cs.p_values[shown], cs.flags[shown]
-            continue
-        row = picked[w].astype(np.float64)
-        f = np.asarray(mechanism.debias(row, nw), dtype=np.float64)
-        plug_in = np.clip(f, 0.0, 1.0)
-        variance = _variance(mechanism, nw, plug_in, r)
-        if population:
-            variance = variance + r * plug_in * (1.0 - plug_in) / nw
-        out["frequency"][w], out["std_error"][w] = f, np.sqrt(variance)
-        method = interval_method(mechanism, nw, r, z_value(1.0 - strictest_alpha(alpha, k, mode)))
-        zero_p = np.maximum(
-            interval_zero_p(mechanism, nw, row, r, method), zero_test(mechanism, nw, row, r)
-        )
+    else:
         a = alpha / k if mode == SIMULTANEOUS else alpha
-
-        def intervals_at(
-            level: float, nw: int = nw, row: np.ndarray = row, r: float = r, method: str = method
-        ) -> tuple[np.ndarray, np.ndarray]:
-            low, high, _ = frequency_intervals(
-                mechanism, nw, row, 1.0 - level, 1, r, estimand, method=method
-            )
-            return low, high
-
-        read = read_at_level(zero_p, a, EACH, intervals_at)
-        out["ci_low"][w], out["ci_high"][w], out["p_value"][w] = read.low, read.high, read.p_values
-        flags[w], methods[w] = read.flags, method
+        z = z_value(1.0 - strictest_alpha(alpha, k, mode))
+        live = reports > 0
+        for r in np.unique(rs[live]):
+            for exact in (False, True):
+                rows = np.flatnonzero(
+                    live & (rs == r) & (needs_exact(mechanism, reports, float(r), z) == exact)
+                )
+                if len(rows):
+                    read = _windows_read(
+                        mechanism, reports[rows], picked[rows], float(r), a, estimand, exact
+                    )
+                    flags[rows] = read.pop("flags")
+                    for name, got in read.items():
+                        out[name][rows] = got
+                    for w in rows:
+                        methods[w] = EXACT if exact else SCORE
     if sequence and not full:
         a = alpha / k if mode == SIMULTANEOUS else alpha
         seq = _sequences(mechanism, reports, picked, rs, a)
@@ -209,6 +208,50 @@ def estimate_series(
     )
 
 
+def _windows_read(
+    mechanism: FrequencyOracle,
+    n: np.ndarray,
+    picked: np.ndarray,
+    r: float,
+    a: float,
+    estimand: str,
+    exact: bool,
+) -> dict[str, np.ndarray]:
+    """The estimates, standard errors, intervals (read at per-interval level ``a``),
+    p-values and flags of W windows alike in r and interval method, in one numpy pass
+    over their (W, V) counts: each window's answer's formulas
+    (:func:`~aggregator.stats.frequency.estimate_from_counts`) with n a column."""
+    method = EXACT if exact else SCORE
+    column = n[:, None]
+    row = picked.astype(np.float64)
+    f = np.asarray(mechanism.debias(row, column), dtype=np.float64)
+    plug_in = np.clip(f, 0.0, 1.0)
+    variance = _variance(mechanism, column, plug_in, r)
+    if check_estimand(estimand) == POPULATION:
+        variance = variance + r * plug_in * (1.0 - plug_in) / column
+    if r == 1:
+        tested = zero_test(mechanism, column, row, r)
+    else:  # a memoized pool's exact test convolves per window (n, r)
+        tested = np.stack([zero_test(mechanism, int(m), c, r) for m, c in zip(n, row, strict=True)])
+    zero_p = np.maximum(interval_zero_p(mechanism, column, row, r, method), tested)
+
+    def intervals_at(level: float) -> tuple[np.ndarray, np.ndarray]:
+        low, high, _ = frequency_intervals(
+            mechanism, column, row, 1.0 - level, 1, r, estimand, method=method
+        )
+        return low, high
+
+    read = read_at_level(zero_p, a, EACH, intervals_at)
+    return {
+        "frequency": f,
+        "std_error": np.sqrt(variance),
+        "ci_low": read.low,
+        "ci_high": read.high,
+        "p_value": read.p_values,
+        "flags": read.flags,
+    }
+
+
 ROWS_AT_ONCE = 1 << 21
 """Window × value cells estimated in one numpy call by :func:`_every_value` (16 MB of
 float64): months of windows of a large domain go in chunks."""
@@ -220,13 +263,13 @@ def _every_value(
     counts: np.ndarray,
     shown: np.ndarray,
     hidden: np.ndarray,
-    shares: np.ndarray,
+    shares: np.ndarray | None,
     rest: np.ndarray,
 ) -> None:
     """What needs every value of a window: its Norm-Sub shares (the projection onto the
     simplex, :func:`~aggregator.stats.postprocess.norm_sub` row by row, the same sums in
     the same order) and the rest's sums, for many windows per call; into ``shares``
-    (W, V) and ``rest`` (2, W)."""
+    (W, V; None: no projection) and ``rest`` (2, W)."""
     live = np.flatnonzero(n > 0)
     k = counts.shape[1]
     step = max(1, ROWS_AT_ONCE // max(1, k))
@@ -236,6 +279,9 @@ def _every_value(
         every = np.asarray(
             mechanism.debias(counts[rows].astype(np.float64), n[rows, None]), dtype=np.float64
         )
+        rest[0, rows] = every[:, hidden].sum(axis=1)
+        if shares is None:
+            continue
         if not np.all(np.isfinite(every)):
             raise ValueError("norm_sub needs finite estimates")
         u = -np.sort(-every, axis=1)
@@ -245,11 +291,10 @@ def _every_value(
         theta = cumulative[np.arange(len(rows)), rho] / (rho + 1)
         projected = np.maximum(every - theta[:, None], 0.0)
         shares[rows] = projected[:, shown]
-        rest[0, rows] = every[:, hidden].sum(axis=1)
         rest[1, rows] = projected[:, hidden].sum(axis=1)
 
 
-def _variance(mechanism: FrequencyOracle, n: int, f: np.ndarray, r: float) -> np.ndarray:
+def _variance(mechanism: FrequencyOracle, n: Any, f: np.ndarray, r: float) -> np.ndarray:
     if r == 1:
         return np.asarray(mechanism.variance(n, f), dtype=np.float64)
     assert isinstance(mechanism, Memoized)

@@ -1,0 +1,115 @@
+"""A trend's windows computed at once (:func:`aggregator.stats.series.estimate_series`)
+are each window's own answer (:func:`aggregator.stats.frequency.estimate_from_counts`):
+every categorical mechanism a metric can use, both estimands, every multiplicity mode,
+memoized pools of several reports per device, windows in both interval regimes and
+windows without reports.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from aggregator.stats.codecs import Counts
+from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.series import estimate_series
+from client_sdk.mechanisms import (
+    MECHANISMS,
+    FrequencyOracle,
+    Memoized,
+    PostRandomization,
+    create,
+)
+
+K = 6
+N = np.array([0, 12, 40, 90, 300, 1_000, 4_000, 25_000, 7, 150, 2_500, 600], dtype=np.int64)
+"""Reports per window: none, the exact regime (a few dozen) and the score regime."""
+SHOWN = np.array([4, 0, 2])
+"""Values shown, out of domain order: the trend's pick, not the domain's."""
+
+
+def mechanism(name: str) -> FrequencyOracle:
+    if name == "pram":
+        keep = 0.7
+        matrix = [[keep if i == j else (1 - keep) / (K - 1) for j in range(K)] for i in range(K)]
+        return create("pram", domain_size=K, matrix=matrix)
+    if name == "rr":
+        return create("rr", epsilon=1.0)
+    if name.startswith("memo-"):
+        return create(name, epsilon=1.0, domain_size=K, permanent_epsilon=3.0)
+    return create(name, epsilon=1.0, domain_size=K)
+
+
+def counts_of(m: FrequencyOracle, seed: int) -> np.ndarray:
+    """Support counts per window as reports of shares 0.4, 0.25, … would give them."""
+    rng = np.random.default_rng(seed)
+    k = m.domain_size
+    shares = np.linspace(2.0, 1.0, k) / np.linspace(2.0, 1.0, k).sum()
+    if isinstance(m, PostRandomization):  # one reported value per report
+        reported = shares @ np.asarray(m.matrix)
+        return np.stack([rng.multinomial(int(n), reported) for n in N]).astype(np.int64)
+    rate = np.clip(float(m.q) + (float(m.p) - float(m.q)) * shares, 0.0, 1.0)
+    return np.stack([rng.binomial(int(n), rate) for n in N]).astype(np.int64)
+
+
+@pytest.mark.parametrize("multiplicity", ["each", "simultaneous", "fdr"])
+@pytest.mark.parametrize("estimand", ["reporters", "population"])
+@pytest.mark.parametrize("name", sorted(MECHANISMS))
+def test_every_window_is_its_own_answer(name: str, estimand: str, multiplicity: str) -> None:
+    m = mechanism(name)
+    k = m.domain_size
+    shown = SHOWN[SHOWN < k]
+    support = counts_of(m, seed=len(name))
+    r = np.where(np.arange(len(N)) % 3 == 0, 3.0, 1.0) if isinstance(m, Memoized) else None
+    series = estimate_series(
+        m,
+        N,
+        support,
+        shown,
+        0.9,
+        reports_per_device=r,
+        estimand=estimand,
+        multiplicity=multiplicity,
+    )
+    sequence = name != "pram"
+    for w, n in enumerate(N):
+        if n == 0:
+            assert np.isnan(series.frequency[w]).all() and not series.distinguishable[w].any()
+            continue
+        est = estimate_from_counts(
+            m,
+            Counts(int(n), support[w]),
+            0.9,
+            reports_per_device=1.0 if r is None else float(r[w]),
+            estimand=estimand,
+            multiplicity=multiplicity,
+        )
+        for got, want in (
+            (series.frequency, est.frequencies),
+            (series.std_error, est.std_errors),
+            (series.ci_low, est.ci_low),
+            (series.ci_high, est.ci_high),
+            (series.norm_sub, est.norm_sub),
+            (series.p_value, est.p_values),
+        ):
+            np.testing.assert_array_equal(got[w], np.asarray(want)[shown])  # bit for bit
+        np.testing.assert_array_equal(series.distinguishable[w], est.distinguishable[shown])
+        assert series.interval[w] == est.interval
+        hidden = np.setdiff1d(np.arange(k), shown)
+        assert series.rest_frequency[w] == pytest.approx(est.frequencies[hidden].sum(), abs=1e-12)
+        if sequence:
+            cs = est.sequence_read()
+            np.testing.assert_array_equal(series.cs_low[w], cs.low[shown])
+            np.testing.assert_array_equal(series.cs_high[w], cs.high[shown])
+            np.testing.assert_array_equal(series.cs_distinguishable[w], cs.flags[shown])
+    assert {"score", "exact"} <= set(series.interval)  # both regimes were compared
+
+
+def test_norm_sub_only_where_asked() -> None:
+    m = mechanism("oue")
+    support = counts_of(m, seed=1)
+    every = estimate_series(m, N, support, SHOWN)
+    bare = estimate_series(m, N, support, SHOWN, norm_sub=False, sequence=False)
+    assert np.isnan(bare.norm_sub).all() and np.isnan(bare.cs_low).all()
+    np.testing.assert_array_equal(bare.ci_low, every.ci_low)
+    np.testing.assert_array_equal(bare.rest_frequency, every.rest_frequency)
