@@ -54,6 +54,9 @@ __all__ = [
     "StringRow",
     "Trend",
     "TrendColumns",
+    "TrendCompact",
+    "TREND_DEFAULT_FIELDS",
+    "TREND_FIELDS",
     "TrendPoint",
     "TREND_VALUES",
 ]
@@ -68,6 +71,11 @@ MAX_TREND_WINDOWS = 24 * 366
 """A trend returns at most a year of hourly windows (the newest): every window the
 default retention keeps (14 days of hours, 400 days of days) and more, while a trend
 stays a few round trips and well under a second (docs/benchmarks/read-side.md)."""
+
+TREND_FIELDS = ("frequency", "std_error", "ci_low", "ci_high", "cs_low", "cs_high", "norm_sub")
+"""The statistics a compact trend can give (``?fields=``)."""
+TREND_DEFAULT_FIELDS = ("frequency", "ci_low", "ci_high")
+"""What a chart of a trend draws: each value's estimate and its interval."""
 
 TREND_VALUES = 8
 """Values a categorical trend shows by default: every value of a domain this small, else
@@ -561,6 +569,33 @@ class TrendColumns(Model):
     """Per window, the values not shown, summed (null without reports)."""
 
 
+class TrendCompact(Model):
+    """A categorical trend as a chart draws it (the default form): per window its name
+    and n, per value shown one array over the windows of each statistic asked
+    (``?fields=``: the estimate and its interval by default). Each number is rounded
+    to the digit of the second significant digit of its standard error, never coarser:
+    off by at most a twentieth of that error (docs/architecture/read-side.md)."""
+
+    window: list[str]
+    n: list[int]
+    values: list[str]
+    """The values shown, in the order of the arrays below."""
+    fields: list[str]
+    """The statistics given, in the order asked."""
+    frequency: list[list[Number]] | Absent = None
+    """``frequency[i][j]``: value ``values[i]`` in window ``window[j]``."""
+    std_error: list[list[Number]] | Absent = None
+    """Two significant digits."""
+    ci_low: list[list[Number]] | Absent = None
+    ci_high: list[list[Number]] | Absent = None
+    cs_low: list[list[Number]] | Absent = None
+    cs_high: list[list[Number]] | Absent = None
+    norm_sub: list[list[Number]] | Absent = None
+    rest_frequency: list[Number] | Absent = None
+    """Per window, the values not shown, summed, at the finest digit of that window's
+    values (null without reports); left out when every value is shown."""
+
+
 class MeanTrendPoint(Model):
     """A numeric metric's mean in one window."""
 
@@ -604,8 +639,9 @@ class Trend(Model):
         Field(max_length=MAX_TREND_WINDOWS),
     ]
     """Every window with counts that the retention keeps (at most the newest
-    ``MAX_TREND_WINDOWS``), oldest first; empty with ?format=columns
-    (see ``columns``)."""
+    ``MAX_TREND_WINDOWS``), oldest first, with every statistic of the values shown
+    (categorical metrics: ?format=json); empty in the compact and column forms (see
+    ``compact``, ``columns``)."""
     values_total: Annotated[int, Field(ge=2)] | Absent = None
     """A categorical metric's k: the values of the domain, shown or not."""
     shown: Annotated[str, OneOf(SHOWN)] | Absent = None
@@ -614,6 +650,9 @@ class Trend(Model):
     (?values=, in the order asked) or page (?offset=&limit=)."""
     columns: TrendColumns | None = None
     """With ?format=columns (categorical metrics): the windows as arrays."""
+    compact: TrendCompact | Absent = None
+    """Categorical metrics, by default (?format=compact): the values shown as a chart
+    draws them; ``windows`` is then empty."""
 
 
 class JointCell(Model):

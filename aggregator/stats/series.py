@@ -44,7 +44,7 @@ from aggregator.stats.multiplicity import (
 )
 from client_sdk.mechanisms import FrequencyOracle, Memoized, PostRandomization
 
-__all__ = ["SERIES_FIELDS", "Series", "estimate_series"]
+__all__ = ["ERROR_DIGITS", "SERIES_FIELDS", "Series", "estimate_series", "round_to_error"]
 
 SERIES_FIELDS = (
     "frequency",
@@ -250,6 +250,30 @@ def _windows_read(
         "p_value": read.p_values,
         "flags": read.flags,
     }
+
+
+ERROR_DIGITS = 2
+"""Significant digits of a standard error kept by :func:`round_to_error`: the digit of
+the second is at most a tenth of the error, so the rounding moves a number by at most a
+twentieth of it (docs/architecture/read-side.md)."""
+
+
+def round_to_error(x: np.ndarray, std_error: np.ndarray) -> np.ndarray:
+    """``x`` rounded to the decimal digit of the :data:`ERROR_DIGITS`-th significant
+    digit of ``std_error`` (elementwise; a standard error rounds to itself so), as is
+    where the error is not a positive finite number or below 10⁻¹⁵.
+
+    With u = 10^(⌊log₁₀ SE⌋ − 1) ≤ SE/10, |round(x) − x| ≤ u/2 ≤ SE/20. The rounded
+    value is an integer over a power of ten, both exact in a float: the nearest float to
+    that decimal, which JSON prints as its few digits.
+    """
+    values = np.asarray(x, dtype=np.float64)
+    errors = np.broadcast_to(np.asarray(std_error, dtype=np.float64), values.shape)
+    ok = np.isfinite(errors) & (errors >= 1e-15) & np.isfinite(values)
+    digits = np.zeros(values.shape)
+    digits[ok] = np.maximum(ERROR_DIGITS - 1 - np.floor(np.log10(errors[ok])), 0.0)
+    scale = 10.0**digits
+    return np.where(ok, np.rint(values * scale) / scale + 0.0, values)
 
 
 ROWS_AT_ONCE = 1 << 21

@@ -24,6 +24,8 @@ from werkzeug.exceptions import BadRequest, NotFound
 
 from aggregator.query.answers import (
     GRANULARITIES,
+    TREND_DEFAULT_FIELDS,
+    TREND_FIELDS,
     DistributionEstimates,
     Estimates,
     JointEstimates,
@@ -46,6 +48,7 @@ from aggregator.web.access import UNAUTHORIZED, documented_read
 from aggregator.web.downloads import csv_download
 from aggregator.web.joint import joint_csv, requested
 from aggregator.web.models import (
+    COMPACT,
     DEFAULT_CONFIDENCE,
     FORMATS,
     MAX_CONFIDENCE,
@@ -53,6 +56,7 @@ from aggregator.web.models import (
     MIN_CONFIDENCE,
     NUMBERS_PATTERN,
     RANGE_PATTERN,
+    TREND_FORMATS,
     EstimatesQuery,
     TrendQuery,
 )
@@ -603,9 +607,10 @@ def get_trend(name: str) -> dict[str, Any]:
         raise BadRequest(f"granularity must be hour or day, got {granularity!r}")
     confidence, simultaneous, multiplicity = _confidence()
     _, quantiles = distribution_asked(definition)
-    fmt = request.args.get("format", "json")
-    if fmt not in ("json", "columns"):
-        raise BadRequest(f"format must be json or columns, got {fmt[:40]!r}")
+    fmt = request.args.get("format", COMPACT)
+    if fmt not in TREND_FORMATS:
+        raise BadRequest(f"format must be compact, json or columns, got {fmt[:40]!r}")
+    fields = _trend_fields() if fmt == COMPACT else None
     ask = Ask(
         confidence=confidence,
         simultaneous=simultaneous,
@@ -614,5 +619,23 @@ def get_trend(name: str) -> dict[str, Any]:
         quantiles=quantiles,
         rows=rows_asked(definition, fmt),
     )
-    found: Trend = trend(Reader(client, registry, guarded), definition, granularity, ask)
+    reader = Reader(client, registry, guarded)
+    found: Trend = trend(reader, definition, granularity, ask, fields=fields)
     return answer(found)
+
+
+def _trend_fields() -> tuple[str, ...]:
+    """``?fields=`` of a compact trend: statistics of :data:`TREND_FIELDS`, comma-separated
+    (default :data:`TREND_DEFAULT_FIELDS`).
+
+    Raises:
+        BadRequest: an empty list, or a name not in :data:`TREND_FIELDS`.
+    """
+    raw = request.args.get("fields")
+    if raw is None:
+        return TREND_DEFAULT_FIELDS
+    asked = tuple(dict.fromkeys(f.strip() for f in raw.split(",") if f.strip()))
+    unknown = [f[:40] for f in asked if f not in TREND_FIELDS]
+    if unknown or not asked:
+        raise BadRequest(f"fields must be some of {', '.join(TREND_FIELDS)}, got {unknown[:5]}")
+    return asked

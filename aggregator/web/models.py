@@ -36,6 +36,7 @@ __all__ = [
     "CURVE_MECHANISMS",
     "DEFAULT_CONFIDENCE",
     "DEFAULT_GRID",
+    "COMPACT",
     "FORMATS",
     "GRANULARITIES",
     "MAX_CONFIDENCE",
@@ -66,12 +67,19 @@ __all__ = [
     "StringCurveQuery",
     "StringPlan",
     "StringPlanQuery",
+    "TREND_FORMATS",
     "TrendQuery",
 ]
 
 FORMATS = ("json", "csv", "columns")
 """What ``GET /v1/estimates/<name>`` answers in: JSON, CSV, or JSON with each table's
 rows as one array per field (columns)."""
+
+COMPACT = "compact"
+TREND_FORMATS = (COMPACT, "json", "columns")
+"""What ``GET /v1/estimates/<name>/trend`` answers in: compact (the values shown as a
+chart draws them: the statistics asked, rounded to their standard errors), every
+statistic as rows per window (json), or as arrays (columns)."""
 
 MIN_CONFIDENCE = 0.5
 """The lowest level a request may ask for: an interval below it is more likely wrong
@@ -260,8 +268,16 @@ class TrendQuery(Model):
     ) = None
     """Distribution metrics: comma-separated p in (0, 1) (default 0.5,0.9,0.95,0.99), each
     window's quantiles with their intervals. Ignored for other kinds."""
-    format: Annotated[str, OneOf(("json", "columns"))] = "json"
-    """json, or columns (categorical metrics): the windows as arrays, in ``columns``."""
+    format: Annotated[str, OneOf(TREND_FORMATS)] = COMPACT
+    """Categorical metrics: compact (the default; in ``compact``): the values shown, each
+    an array over the windows of each statistic in ``fields``, every number rounded to
+    the second significant digit of its standard error; json: every statistic of every
+    value shown, one row each per window (in ``windows``); columns: those as arrays (in
+    ``columns``). Numeric and distribution trends answer ``windows`` in every format."""
+    fields: Annotated[str, Field(max_length=200)] | Absent = None
+    """A compact trend's statistics, comma-separated, from frequency, std_error, ci_low,
+    ci_high, cs_low, cs_high and norm_sub (default frequency,ci_low,ci_high: the estimate
+    and its interval). Ignored in the other formats."""
     top: Annotated[int, Field(ge=1, le=MAX_ROWS)] | Absent = None
     """Categorical metrics: the values with the largest estimates over the trend's
     windows, largest first. Default: every value while k ≤ 8, else the top 8."""

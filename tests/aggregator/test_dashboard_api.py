@@ -378,7 +378,7 @@ def test_memoized_estimates_assume_the_budgets_reports_per_device(redis_db: Any)
     assert np.all(assumed.ci_low < naive.ci_low)  # wider than one report per device
     csv_head = client.get("/v1/estimates/app.memo?format=csv").text.splitlines()[0]
     assert "reports_per_device" in csv_head and "p_value" in csv_head
-    trend = client.get("/v1/estimates/app.memo/trend?granularity=day").json
+    trend = client.get("/v1/estimates/app.memo/trend?granularity=day&format=json").json
     assert trend["windows"][0]["reports_per_device"] == 8
     plain = define(client)
     assert client.get(f"/v1/estimates/{plain.name}").json["reports_per_device"] == 1

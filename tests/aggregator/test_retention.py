@@ -222,7 +222,7 @@ def test_an_expired_window_answers_404_saying_when(
 
     answer = web.get(f"/v1/estimates/app.web?window={hour}")
     assert answer.status_code == 200 and answer.json["n"] == 3
-    trend = web.get("/v1/estimates/app.web/trend?granularity=hour").json
+    trend = web.get("/v1/estimates/app.web/trend?granularity=hour&format=json").json
     assert [p["window"] for p in trend["windows"]] == [hour]
 
     time.sleep(max(0.0, (policy.expires_at(hour) or 0) - time.time()) + 0.2)
@@ -236,7 +236,7 @@ def test_an_expired_window_answers_404_saying_when(
             f"({kind} windows are kept {kept})"
         )
         assert answer.json["error"] == expired_message(created, window, policy)
-    assert web.get("/v1/estimates/app.web/trend?granularity=hour").json["windows"] == []
+    assert web.get("/v1/estimates/app.web/trend?granularity=hour&format=json").json["windows"] == []
     assert web.get("/v1/estimates/app.web").json["n"] == 3  # all time: kept
 
     # A window that ended before the version existed never existed: its answer is as before.

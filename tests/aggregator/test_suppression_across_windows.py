@@ -112,7 +112,9 @@ def _collect(redis_db: Any, web: Any, definition: MetricDefinition) -> Any:
 
     windows = ["all"]
     for granularity in ("day", "hour"):
-        trend = _figures(web, definition, f"/v1/estimates/{NAME}/trend?granularity={granularity}")
+        trend = _figures(
+            web, definition, f"/v1/estimates/{NAME}/trend?format=json&granularity={granularity}"
+        )
         for point in trend.json["windows"]:
             windows.append(point["window"])
             serve(

@@ -68,13 +68,16 @@ def define(redis_db: Any, spec: dict[str, Any] = SPEC, name: str = "app.months")
 def test_a_trend_holds_every_window_kept_beyond_two_weeks(redis_db: Any, web: FlaskClient) -> None:
     d = define(redis_db)
     names = write_hours(redis_db.client(), d, 24 * 21)  # three weeks of hours
-    trend = web.get("/v1/estimates/app.months/trend?granularity=hour").json
+    trend = web.get("/v1/estimates/app.months/trend?granularity=hour&format=json").json
     assert [p["window"] for p in trend["windows"]] == names  # every one, oldest first
     assert trend["values_total"] == K and trend["shown"] == "top"
     shown = [[r["value"] for r in p["estimates"]] for p in trend["windows"]]
     assert shown[0] == [f"v{i:02d}" for i in range(8)]  # the 8 largest over the windows
     assert all(values == shown[0] for values in shown)
     assert all(p["rest"]["values"] == K - 8 for p in trend["windows"])
+    compact = web.get("/v1/estimates/app.months/trend?granularity=hour").json  # the default
+    assert compact["windows"] == [] and compact["compact"]["window"] == names
+    assert compact["compact"]["values"] == shown[0] and compact["shown"] == "top"
 
 
 @pytest.mark.parametrize(
@@ -84,7 +87,7 @@ def test_a_trend_holds_every_window_kept_beyond_two_weeks(redis_db: Any, web: Fl
 def test_each_point_is_the_window_s_own_answer(redis_db: Any, web: FlaskClient, query: str) -> None:
     d = define(redis_db)
     names = write_hours(redis_db.client(), d, 30, seed=7)
-    trend = web.get(f"/v1/estimates/app.months/trend?granularity=hour{query}").json
+    trend = web.get(f"/v1/estimates/app.months/trend?granularity=hour&format=json{query}").json
     for point in (trend["windows"][0], trend["windows"][17], trend["windows"][-1]):
         values = ",".join(r["value"] for r in point["estimates"])
         window = web.get(f"/v1/estimates/app.months?window={point['window']}{query}").json
@@ -105,7 +108,7 @@ def test_each_point_is_the_window_s_own_answer(redis_db: Any, web: FlaskClient, 
 def test_values_asked_and_the_column_form(redis_db: Any, web: FlaskClient) -> None:
     d = define(redis_db)
     names = write_hours(redis_db.client(), d, 40, seed=3)
-    rows = web.get("/v1/estimates/app.months/trend?values=v11,v03").json
+    rows = web.get("/v1/estimates/app.months/trend?values=v11,v03&format=json").json
     assert rows["shown"] == "values"
     assert all([r["value"] for r in p["estimates"]] == ["v11", "v03"] for p in rows["windows"])
     columns = web.get("/v1/estimates/app.months/trend?values=v11,v03&format=columns").json
@@ -117,7 +120,7 @@ def test_values_asked_and_the_column_form(redis_db: Any, web: FlaskClient) -> No
             assert table[field][i] == [p["estimates"][i][field] for p in rows["windows"]]
     assert table["n"] == [p["n"] for p in rows["windows"]]
     assert table["rest_frequency"] == [p["rest"]["frequency"] for p in rows["windows"]]
-    every = web.get("/v1/estimates/app.months/trend?values=all").json
+    every = web.get("/v1/estimates/app.months/trend?values=all&format=json").json
     assert every["shown"] == "all" and len(every["windows"][0]["estimates"]) == K
     assert every["windows"][0]["rest"] is None
 
@@ -129,7 +132,7 @@ def test_a_small_domain_shows_every_value(redis_db: Any, web: FlaskClient) -> No
     name = hour_name(START)
     client.hset(keys.counts_key(d.name, d.version, name), mapping={"n": 5, "c:0": 3, "c:2": 2})
     client.zadd(keys.windows_key(d.name, d.version), {name: START * 1000})
-    trend = web.get("/v1/estimates/app.small/trend").json
+    trend = web.get("/v1/estimates/app.small/trend?format=json").json
     assert trend["shown"] == "all"
     [point] = trend["windows"]
     assert [r["value"] for r in point["estimates"]] == ["a", "b", "c"]
@@ -138,10 +141,65 @@ def test_a_small_domain_shows_every_value(redis_db: Any, web: FlaskClient) -> No
 
 @pytest.mark.parametrize(
     "query",
-    ["values=nope", "top=0", "format=xml", "top=2&values=v01"],
+    ["values=nope", "top=0", "format=xml", "top=2&values=v01", "fields=mean", "fields=,"],
 )
 def test_bad_trend_queries_are_400(redis_db: Any, web: FlaskClient, query: str) -> None:
     define(redis_db)
     answer = web.get(f"/v1/estimates/app.months/trend?{query}")
     assert answer.status_code == 400, answer.json
     assert answer.json["error"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["", "&multiplicity=simultaneous", "&multiplicity=fdr", "&estimand=population"],
+)
+def test_the_compact_form_is_the_full_one_rounded_within_its_errors(
+    redis_db: Any, web: FlaskClient, query: str
+) -> None:
+    """Every number of the compact form is the full answer's, rounded to the second
+    significant digit u of its standard error: u ≤ SE/10, so |error| ≤ u/2 ≤ SE/20."""
+    d = define(redis_db)
+    write_hours(redis_db.client(), d, 48, seed=11)
+    full = web.get(f"/v1/estimates/app.months/trend?format=columns{query}").json["columns"]
+    every = "frequency,std_error,ci_low,ci_high,cs_low,cs_high,norm_sub"
+    compact = web.get(f"/v1/estimates/app.months/trend?fields={every}{query}").json["compact"]
+    assert compact["window"] == full["window"] and compact["values"] == full["values"]
+    assert compact["fields"] == every.split(",")
+    se = np.array(full["std_error"], dtype=float)
+    shares = web.get(f"/v1/estimates/app.months/trend?format=json{query}").json["windows"]
+    full["norm_sub"] = [[p["estimates"][i]["norm_sub"] for p in shares] for i in range(8)]
+    for field in every.split(","):
+        error = np.abs(np.array(compact[field], dtype=float) - np.array(full[field], dtype=float))
+        assert np.all(error <= se / 20 * (1 + 1e-9)), field
+        assert np.max(error / se) > 0.01, field  # rounded, not copied
+    digits = [
+        len(f"{x:.15g}".lstrip("-0.").replace(".", "")) for x in np.ravel(compact["std_error"])
+    ]
+    assert max(digits) <= 2  # a standard error keeps two significant digits
+    rest = np.array(compact["rest_frequency"], dtype=float) - np.array(full["rest_frequency"])
+    assert np.all(np.abs(rest) <= se.min(axis=0) / 20 * (1 + 1e-9))
+
+
+def test_a_compact_trend_gives_the_estimate_and_interval_unless_asked(
+    redis_db: Any, web: FlaskClient
+) -> None:
+    d = define(redis_db)
+    write_hours(redis_db.client(), d, 5, seed=5)
+    body = web.get("/v1/estimates/app.months/trend?values=v02,v07").json
+    compact = body["compact"]
+    assert compact["fields"] == ["frequency", "ci_low", "ci_high"]
+    assert set(compact) == {
+        "window",
+        "n",
+        "values",
+        "fields",
+        "frequency",
+        "ci_low",
+        "ci_high",
+        "rest_frequency",
+    }
+    assert compact["values"] == ["v02", "v07"] and len(compact["frequency"][0]) == 5
+    every = web.get("/v1/estimates/app.months/trend?values=all&fields=cs_low,frequency").json
+    assert set(every["compact"]) == {"window", "n", "values", "fields", "cs_low", "frequency"}
+    assert every["compact"]["fields"] == ["cs_low", "frequency"]  # in the order asked

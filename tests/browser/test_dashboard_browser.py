@@ -303,7 +303,7 @@ def test_metric_page_draws_k_bars_with_the_apis_intervals(watched: Watched, serv
     assert len(csv.splitlines()) == k + 1
     trend = {t["meta"]: t for t in graph(page, "trend-chart")}
     assert trend["n"]["y"] == [
-        w["n"] for w in _request(f"{server.url}/v1/estimates/{name}/trend")["windows"]
+        w["n"] for w in _request(f"{server.url}/v1/estimates/{name}/trend?format=json")["windows"]
     ]
     watched.check()
 

@@ -150,6 +150,7 @@ def trend(
     granularity: str,
     ask: Ask,
     max_windows: int = MAX_TREND_WINDOWS,
+    fields: tuple[str, ...] | None = None,
 ) -> Trend:
     """One estimate per hour or day window (every one the retention keeps, at most the
     newest ``max_windows``), oldest first; no alarms.
@@ -158,7 +159,10 @@ def trend(
     a domain of :data:`~aggregator.query.answers.TREND_VALUES`, else that many with the
     largest estimates over the trend's windows), each window's statistics computed for
     those values only (:func:`aggregator.stats.series.estimate_series`): the same
-    numbers as each window's own answer, at a cost in proportion to what is sent.
+    numbers as each window's own answer, at a cost in proportion to what is sent. With
+    ``fields`` (of :data:`~aggregator.query.answers.TREND_FIELDS`) it is compact: those
+    statistics only, rounded to their standard errors (numeric and distribution trends
+    are as without).
 
     Raises:
         ValueError: a string metric (its values are discovered per window) or a joint one
@@ -189,4 +193,4 @@ def trend(
         ]
         return Trend(**head, windows=list(means))
     sequence = estimator_for(definition).sequence
-    return Trend(**head, **categorical_trend(reader, definition, windows, ask, sequence))
+    return Trend(**head, **categorical_trend(reader, definition, windows, ask, sequence, fields))

@@ -13,13 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from aggregator.query.answers import TREND_VALUES, EstimateRow, Rest, TrendColumns, TrendPoint
+from aggregator.query.answers import (
+    TREND_VALUES,
+    EstimateRow,
+    Rest,
+    TrendColumns,
+    TrendCompact,
+    TrendPoint,
+)
 from aggregator.query.estimators.base import Ask, Reader
 from aggregator.query.paging import Rows, columns_of, rows_of
 from aggregator.query.window import newest_arrival, read_counts_many
 from aggregator.stats.accounting import reports_per_device
 from aggregator.stats.intervals import json_float
-from aggregator.stats.series import Series, estimate_series
+from aggregator.stats.series import Series, estimate_series, round_to_error
 from client_sdk.mechanisms import PostRandomization
 from client_sdk.wire import MetricDefinition
 
@@ -38,10 +45,16 @@ def trend_rows(asked: Rows | None, k: int) -> Rows:
 
 
 def categorical_trend(
-    reader: Reader, definition: MetricDefinition, windows: list[str], ask: Ask, sequence: bool
+    reader: Reader,
+    definition: MetricDefinition,
+    windows: list[str],
+    ask: Ask,
+    sequence: bool,
+    fields: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """The fields of a categorical :class:`~aggregator.query.answers.Trend` beyond its
-    head: ``windows`` (or ``columns``), ``values_total``, ``shown``.
+    head: ``windows`` (or ``columns``, or ``compact`` with ``fields``: those statistics
+    only, rounded to their standard errors), ``values_total``, ``shown``.
 
     Raises:
         ValueError: ``ask.rows`` names a value the metric does not have.
@@ -70,12 +83,16 @@ def categorical_trend(
         reports_per_device=np.array(bounds, dtype=float),
         estimand=ask.estimand,
         multiplicity=ask.mode,
-        sequence=sequence,
+        sequence=sequence and (fields is None or bool({"cs_low", "cs_high"} & set(fields))),
+        norm_sub=fields is None or "norm_sub" in fields,
     )
     labels = [definition.domain[i] for i in shown]
     hidden = k - len(set(shown.tolist()))
     out: dict[str, Any] = {"values_total": k, "shown": rows.how}
-    if rows.columns:
+    if fields is not None:
+        out["windows"] = []
+        out["compact"] = _compact(series, windows, labels, hidden, fields)
+    elif rows.columns:
         out["windows"] = []
         out["columns"] = _columns(series, windows, bounds, labels, hidden)
     else:
@@ -158,4 +175,23 @@ def _columns(
         cs_low=by_value(s.cs_low),
         cs_high=by_value(s.cs_high),
         rest_frequency=[None if x != x or not hidden else x for x in s.rest_frequency.tolist()],
+    )
+
+
+def _compact(
+    s: Series, windows: list[str], labels: list[str], hidden: int, fields: tuple[str, ...]
+) -> TrendCompact:
+    def by_value(a: np.ndarray) -> list[list[float | None]]:
+        rounded = round_to_error(a, s.std_error)
+        return [[None if x != x else x for x in column] for column in rounded.T.tolist()]
+
+    found: dict[str, Any] = {name: by_value(getattr(s, name)) for name in fields}
+    if hidden:
+        live = s.n > 0
+        finest = np.full(len(windows), np.nan)
+        finest[live] = np.min(s.std_error[live], axis=1, initial=np.inf)
+        rest = round_to_error(s.rest_frequency, finest)
+        found["rest_frequency"] = [None if x != x else x for x in rest.tolist()]
+    return TrendCompact.model_construct(
+        window=windows, n=s.n.tolist(), values=labels, fields=list(fields), **found
     )

@@ -271,6 +271,21 @@
     });
   }
 
+  /** A trend's windows, one row per value shown: a categorical trend comes compact (per
+   * value, one array over the windows of each statistic asked), a numeric one as rows. */
+  function trendWindows(trend) {
+    const c = trend.compact;
+    if (!c) return trend.windows || [];
+    return c.window.map((window, j) => ({
+      window, n: c.n[j],
+      estimates: c.values.map((value, i) => {
+        const row = { value };
+        c.fields.forEach((f) => { row[f] = c[f][i][j]; });
+        return row;
+      }),
+    }));
+  }
+
   function renderWindows(trend) {
     const select = $("window-select");
     const wanted = ["all", ...(trend.windows || []).map((w) => w.window).reverse()];
@@ -290,10 +305,13 @@
     const asked = question();
     const simultaneous = state.intervals === "simultaneous" ? "true" : null;
     const multiplicity = state.intervals === "fdr" ? "fdr" : null;
-    const [est, trend] = await Promise.all([
+    // The trend's statistics: each value's estimate and the interval drawn.
+    const fields = anytime() ? "frequency,cs_low,cs_high" : null;
+    const [est, answer] = await Promise.all([
       L.getJSON(L.url(page.api.estimates, { window: state.window === "all" ? null : state.window, simultaneous, multiplicity, estimand: estimand(), values: state.showAll ? "all" : null })),
-      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, multiplicity, estimand: estimand() })),
+      L.getJSON(L.url(page.api.trend, { granularity: state.granularity, simultaneous, multiplicity, estimand: estimand(), fields })),
     ]);
+    const trend = { ...answer, windows: trendWindows(answer) };
     if (question() !== asked) return; // a control changed meanwhile: the refresh it queued draws
     const kind = est.kind || "categorical";
     showKind(kind);
