@@ -40,7 +40,9 @@ HTTP, and the aggregator drains them. Then:
 * ``trends``: a k = 16 and a k = 1,024 metric with 90 days of hourly and 2 years of
   daily windows (their counts written into Redis as the worker leaves them, packed;
   the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
-  default answer, the column form, ``?values=`` of two), medians of ``--repeat``.
+  default answer, the compact form with the confidence sequence, the full rows
+  (``format=json``, the old default), the column form, ``?values=`` of two), medians of
+  ``--repeat``.
 
 The machine is shared: the load average is printed at each step, and each answer's
 server CPU time (the web processes' CPU from ``/proc``, 10 ms ticks), since wall time
@@ -632,6 +634,25 @@ def write_windows(client: Any, d: MetricDefinition, rng: random.Random) -> None:
             pipe.execute()
 
 
+TREND_CASES = (
+    ("hour", "?granularity=hour", True),
+    (
+        "hour fields=frequency,cs_low,cs_high",
+        "?granularity=hour&fields=frequency,cs_low,cs_high",
+        False,
+    ),
+    ("hour format=json", "?granularity=hour&format=json", False),
+    ("hour columns", "?granularity=hour&format=columns", True),
+    ("hour values=2", "?granularity=hour&values=v0000,v0001", True),
+    ("day", "?granularity=day", True),
+    ("day format=json", "?granularity=day&format=json", False),
+    ("day columns", "?granularity=day&format=columns", True),
+)
+"""The trends asked (label, query, asked of the old code too): each tree's default, the
+dashboard's compact form with the confidence sequence, the full rows and columns, two
+values."""
+
+
 def trends(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     from ldp_store.connection import connect  # noqa: PLC0415
     from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
@@ -644,18 +665,15 @@ def trends(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         d = define(url, f"bench.trend{k}", spec)
         write_windows(client, d, rng)
         base = f"/v1/estimates/bench.trend{k}/trend"
-        for label, query in (
-            ("hour", "?granularity=hour"),
-            ("hour columns", "?granularity=hour&format=columns"),
-            ("hour values=2", "?granularity=hour&values=v0000,v0001"),
-            ("day", "?granularity=day"),
-            ("day columns", "?granularity=day&format=columns"),
-        ):
+        for label, query, old in TREND_CASES:
+            if args.old and not old:
+                continue  # the old code has no compact form (its default is format=json)
             row = timed(url, base + query, args.repeat)
             windows = None
             if row["status"] == 200:
                 body = json.loads(urllib.request.urlopen(url + base + query, timeout=600).read())
-                windows = len(body["windows"]) or len((body.get("columns") or {}).get("window", []))
+                table = body.get("compact") or body.get("columns") or {}
+                windows = len(body["windows"]) or len(table.get("window", []))
             out[f"k={k} {label}"] = {**row, "windows": windows, "kB": row.pop("bytes") / 1000}
             print(f"  k={k} {label}: {out[f'k={k} {label}']}", flush=True)
     return out
