@@ -7,12 +7,14 @@ windows without reports.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import numpy as np
 import pytest
 
 from aggregator.stats.codecs import Counts
 from aggregator.stats.frequency import estimate_from_counts
-from aggregator.stats.series import estimate_series
+from aggregator.stats.series import estimate_series, round_to_error
 from client_sdk.mechanisms import (
     MECHANISMS,
     FrequencyOracle,
@@ -113,3 +115,24 @@ def test_norm_sub_only_where_asked() -> None:
     assert np.isnan(bare.norm_sub).all() and np.isnan(bare.cs_low).all()
     np.testing.assert_array_equal(bare.ci_low, every.ci_low)
     np.testing.assert_array_equal(bare.rest_frequency, every.rest_frequency)
+
+
+def test_rounding_to_the_error_moves_a_number_by_at_most_a_twentieth_of_it() -> None:
+    """u = 10^(⌊log₁₀ SE⌋ − 1) ≤ SE/10, so |round(x) − x| ≤ u/2 ≤ SE/20; the bound is
+    reached (SE just below a power of ten, x halfway between two digits), and the
+    rounded numbers print as their few digits."""
+    rng = np.random.default_rng(43)
+    se = 10.0 ** rng.uniform(-8, 1, 100_000)
+    x = rng.uniform(-1.5, 1.5, se.size)
+    rounded = round_to_error(x, se)
+    error = np.abs(rounded - x)
+    assert np.all(error <= se / 20 * (1 + 1e-9))
+    assert np.max(error / se) > 0.045  # near the bound: the rounding is as coarse as allowed
+    u = 10.0 ** (np.floor(np.log10(se)) - 1)
+    printed = [Decimal(repr(float(v))).as_tuple().exponent for v in rounded]
+    assert np.all(np.array(printed) >= np.log10(u).round())  # no digit printed below u
+    two = round_to_error(se, se)
+    assert np.all(np.abs(two - se) <= se / 20 * (1 + 1e-9))
+    kept = round_to_error(np.array([0.123456789, 0.5, np.nan]), np.array([np.nan, 0.0, 0.1]))
+    np.testing.assert_array_equal(kept[:2], [0.123456789, 0.5])  # no error known: as is
+    assert np.isnan(kept[2])
