@@ -13,6 +13,7 @@ In full: ``docs/statistics/anytime.md``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +36,7 @@ __all__ = [
     "cs_bounded_mean",
     "frequency_cs",
     "mean_cs",
+    "mean_cs_many",
     "method_for",
 ]
 
@@ -560,34 +562,65 @@ def mean_cs(
         ValueError: as :func:`cs_bounded_mean`.
     """
     if isinstance(mechanism_or_bounds, NumericMechanism):
-        mech = mechanism_or_bounds
-        k = mech.bound_units
-        if n < 0:
-            raise ValueError(f"n must be non-negative, got {n}")
-        if n and not -n * k <= total <= n * k:
-            raise ValueError("total must lie in [−n·C, n·C] (units)")
-        chosen = method or method_for(mech)
-        if n:
-            # exact integers → floats once: the mean and n²σ̂² without cancellation
-            m = np.asarray((int(total) + n * k) / (2 * n * k))
-            spread = n * int(total_sq) - int(total) ** 2
-            var = np.asarray(max(spread, 0) / (2.0 * n * k) ** 2)
-            var = np.minimum(var, m * (1 - m))
-        else:
-            m = var = np.asarray(np.nan)
-        design = np.asarray(mech.worst_case_variance() / (2 * mech.bound) ** 2)
-        lo_z, hi_z = _cs_z(np.asarray(float(n)), m, var, alpha, chosen, design)
-        c = mech.bound
-        lo, hi = float(-c + 2 * c * lo_z), float(-c + 2 * c * hi_z)
-        if clip:
-            lo, hi = min(max(lo, -1.0), 1.0), min(max(hi, -1.0), 1.0)
-        if value_range is not None:
-            a, b = value_range
-            half = (b - a) / 2
-            lo, hi = a + (lo + 1) * half, a + (hi + 1) * half
-        return lo, hi
+        lo, hi = mean_cs_many(
+            mechanism_or_bounds,
+            [n],
+            [total],
+            [total_sq],
+            alpha,
+            value_range=value_range,
+            method=method,
+            clip=clip,
+        )
+        return float(lo[0]), float(hi[0])
     low, high = mechanism_or_bounds
     lo_b, hi_b = cs_bounded_mean(
         n, total, total_sq, low, high, alpha, method=method or "empirical-bernstein"
     )
     return float(lo_b), float(hi_b)
+
+
+def mean_cs_many(
+    mechanism: NumericMechanism,
+    n: Sequence[int],
+    total: Sequence[float],
+    total_sq: Sequence[float],
+    alpha: float = 0.05,
+    *,
+    value_range: tuple[float, float] | None = None,
+    method: Method | None = None,
+    clip: bool = False,
+) -> tuple[FloatArray, FloatArray]:
+    """:func:`mean_cs` of many windows at once (a trend's): each window's exact sums
+    turned into floats as there, then one root-finding pass over the arrays. Within the
+    root finder's tolerance of each window's own call (its sums of mixture terms run
+    over an array, in another order: float rounding).
+
+    Raises:
+        ValueError: as :func:`mean_cs`.
+    """
+    k = mechanism.bound_units
+    size = len(n)
+    m, var = np.full(size, np.nan), np.full(size, np.nan)
+    for i, (count, t, sq) in enumerate(zip(n, total, total_sq, strict=True)):
+        if count < 0:
+            raise ValueError(f"n must be non-negative, got {count}")
+        if count and not -count * k <= t <= count * k:
+            raise ValueError("total must lie in [−n·C, n·C] (units)")
+        if count:
+            # exact integers → floats once: the mean and n²σ̂² without cancellation
+            m[i] = (int(t) + count * k) / (2 * count * k)
+            var[i] = max(count * int(sq) - int(t) ** 2, 0) / (2.0 * count * k) ** 2
+    var = np.minimum(var, m * (1 - m))
+    chosen = method or method_for(mechanism)
+    design = np.asarray(mechanism.worst_case_variance() / (2 * mechanism.bound) ** 2)
+    lo_z, hi_z = _cs_z(np.asarray(n, dtype=np.float64), m, var, alpha, chosen, design)
+    c = mechanism.bound
+    lo, hi = -c + 2 * c * lo_z, -c + 2 * c * hi_z
+    if clip:
+        lo, hi = np.clip(lo, -1.0, 1.0), np.clip(hi, -1.0, 1.0)
+    if value_range is not None:
+        a, b = value_range
+        half = (b - a) / 2
+        lo, hi = a + (lo + 1) * half, a + (hi + 1) * half
+    return np.asarray(lo, dtype=np.float64), np.asarray(hi, dtype=np.float64)

@@ -17,7 +17,7 @@ from flask.testing import FlaskClient
 
 from client_sdk.wire import MetricDefinition
 from ldp_server.app import create_server_app
-from ldp_store import keys
+from ldp_store import keys, schema
 from ldp_store.registry import Registry
 
 ADMIN = "admin-token-4343"
@@ -203,3 +203,37 @@ def test_a_compact_trend_gives_the_estimate_and_interval_unless_asked(
     every = web.get("/v1/estimates/app.months/trend?values=all&fields=cs_low,frequency").json
     assert set(every["compact"]) == {"window", "n", "values", "fields", "cs_low", "frequency"}
     assert every["compact"]["fields"] == ["cs_low", "frequency"]  # in the order asked
+
+
+@pytest.mark.parametrize("estimand", ["reporters", "population"])
+def test_a_numeric_trend_is_each_window_s_own_mean(
+    redis_db: Any, web: FlaskClient, estimand: str
+) -> None:
+    """A numeric trend answers windows in every format: each window's mean, standard error
+    and interval as its own answer has them, its confidence sequence within the root
+    finder's tolerance (computed for every window in one pass)."""
+    spec = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0, "mechanism": "pm"}
+    d = define(redis_db, spec, "app.minutes")
+    rng = np.random.default_rng(9)
+    units = int(d.mechanism.bound_units)
+    with redis_db.client().pipeline(transaction=False) as pipe:
+        for h in range(30):
+            name, n = hour_name(START + 3600 * h), int(rng.integers(0, 300))
+            ys = [int(y) for y in rng.integers(-units, units + 1, n)]
+            fields = schema.numeric_increments(n, sum(ys), sum(y * y for y in ys))
+            pipe.hset(
+                keys.counts_key(d.name, d.version, name),
+                mapping=dict(zip(fields[::2], fields[1::2], strict=True)),
+            )
+            pipe.zadd(keys.windows_key(d.name, d.version), {name: (START + 3600 * h) * 1000})
+        pipe.execute()
+    trend = web.get(f"/v1/estimates/app.minutes/trend?estimand={estimand}").json
+    assert "compact" not in trend and len(trend["windows"]) == 30
+    assert web.get(f"/v1/estimates/app.minutes/trend?format=json&estimand={estimand}").json == trend
+    for point in trend["windows"]:
+        own = web.get(f"/v1/estimates/app.minutes?window={point['window']}&estimand={estimand}")
+        for key in ("n", "mean", "std_error", "ci_low", "ci_high"):
+            assert point[key] == own.json[key], key
+        half = (own.json["cs_high"] - own.json["cs_low"]) / 2
+        assert point["cs_low"] == pytest.approx(own.json["cs_low"], abs=2e-5 * half)
+        assert point["cs_high"] == pytest.approx(own.json["cs_high"], abs=2e-5 * half)

@@ -17,7 +17,6 @@ from typing import Any
 
 from aggregator.query.answers import (
     MAX_TREND_WINDOWS,
-    MeanTrendPoint,
     Trend,
 )
 from aggregator.query.estimators.base import (
@@ -187,10 +186,6 @@ def trend(
         return Trend(**head, windows=list(distribution_trend(reader, definition, windows, ask)))
     if definition.kind == "numeric":
         sums = read_numeric_many(reader.client, definition, windows)
-        means = [
-            MeanTrendPoint.copied(_NUMERIC.estimate(reader, definition, w, stats, ask), window=w)
-            for w, stats in zip(windows, sums, strict=True)
-        ]
-        return Trend(**head, windows=list(means))
+        return Trend(**head, windows=list(_NUMERIC.trend(definition, windows, sums, ask)))
     sequence = estimator_for(definition).sequence
     return Trend(**head, **categorical_trend(reader, definition, windows, ask, sequence, fields))

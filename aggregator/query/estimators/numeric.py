@@ -7,9 +7,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
-from aggregator.query.answers import (
-    MeanEstimate,
-)
+from aggregator.query.answers import MeanEstimate, MeanTrendPoint
 from aggregator.query.estimators.base import (
     ANYTIME_NOTE,
     Ask,
@@ -17,6 +15,7 @@ from aggregator.query.estimators.base import (
     answer_head,
 )
 from aggregator.query.window import read_numeric
+from aggregator.stats.anytime import mean_cs_many
 from aggregator.stats.intervals import json_float
 from aggregator.stats.numeric import NumericEstimate, NumericStats, estimate_mean
 from client_sdk.wire import MetricDefinition
@@ -76,3 +75,34 @@ class NumericEstimator:
             mean_clipped=body["mean_clipped"],
             post_processing=NUMERIC_POST_PROCESSING_NOTE,
         )
+
+    def trend(
+        self, definition: MetricDefinition, windows: list[str], sums: list[NumericStats], ask: Ask
+    ) -> list[MeanTrendPoint]:
+        """Each window's mean as :meth:`estimate` has it, the confidence sequences of all
+        windows in one root-finding pass (:func:`~aggregator.stats.anytime.mean_cs_many`)."""
+        found = [estimate_mean(definition, stats, ask.confidence) for stats in sums]
+        if not found:
+            return []
+        first = found[0]
+        lows, highs = mean_cs_many(
+            first.mechanism,
+            [s.n for s in sums],
+            [s.total for s in sums],
+            [s.total_sq for s in sums],
+            1.0 - first.confidence,
+            value_range=first.value_range,
+        )
+        return [
+            MeanTrendPoint(
+                window=window,
+                n=est.n,
+                mean=json_float(est.mean),
+                std_error=json_float(est.std_error),
+                ci_low=json_float(est.ci_low),
+                ci_high=json_float(est.ci_high),
+                cs_low=json_float(float(low)),
+                cs_high=json_float(float(high)),
+            )
+            for window, est, low, high in zip(windows, found, lows, highs, strict=True)
+        ]
