@@ -42,7 +42,7 @@ HTTP, and the aggregator drains them. Then:
   the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
   default answer, the compact form with the confidence sequence, the full rows
   (``format=json``, the old default), the column form, ``?values=`` of two), medians of
-  ``--repeat``.
+  ``--repeat``; and a numeric metric's trend (pm) over the same windows, once.
 
 The machine is shared: the load average is printed at each step, and each answer's
 server CPU time (the web processes' CPU from ``/proc``, 10 ms ticks), since wall time
@@ -613,7 +613,7 @@ def write_windows(client: Any, d: MetricDefinition, rng: random.Random) -> None:
     from ldp_store import keys, schema  # noqa: PLC0415
 
     now = int(time.time())
-    shares = np.array([1 / (i + 1) for i in range(d.k)])
+    shares = np.array([1 / (i + 1) for i in range(d.k if d.kind == "categorical" else 0)])
     gen = np.random.default_rng(rng.randrange(2**32))
     spans = [("hour", 3600, HOURS), ("day", 86_400, DAYS)]
     for kind, size, count in spans:
@@ -625,11 +625,18 @@ def write_windows(client: Any, d: MetricDefinition, rng: random.Random) -> None:
                 )
                 window = f"{kind}:{stamp}"
                 n = int(gen.integers(500, 5000))
-                support = gen.binomial(n, np.minimum(0.9, 0.1 + shares)).astype(
-                    schema.SUPPORT_DTYPE
-                )
-                pipe.hset(keys.counts_key(d.name, d.version, window), mapping={"n": n})
-                pipe.set(keys.support_key(d.name, d.version, window), support.tobytes())
+                counts = keys.counts_key(d.name, d.version, window)
+                if d.kind == "numeric":  # reports spread over [−C, C] (in units), mean C/4
+                    units = float(d.mechanism.bound_units)
+                    ys = gen.uniform(-0.5 * units, units, n)
+                    fields = schema.numeric_increments(n, int(ys.sum()), int((ys * ys).sum()))
+                    pipe.hset(counts, mapping=dict(zip(fields[::2], fields[1::2], strict=True)))
+                else:
+                    support = gen.binomial(n, np.minimum(0.9, 0.1 + shares)).astype(
+                        schema.SUPPORT_DTYPE
+                    )
+                    pipe.hset(counts, mapping={"n": n})
+                    pipe.set(keys.support_key(d.name, d.version, window), support.tobytes())
                 pipe.zadd(keys.windows_key(d.name, d.version), {window: start * 1000})
             pipe.execute()
 
@@ -676,6 +683,13 @@ def trends(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
                 windows = len(body["windows"]) or len(table.get("window", []))
             out[f"k={k} {label}"] = {**row, "windows": windows, "kB": row.pop("bytes") / 1000}
             print(f"  k={k} {label}: {out[f'k={k} {label}']}", flush=True)
+    spec = {"kind": "numeric", "range": [0, 120], "epsilon": 1.0, "mechanism": "pm"}
+    d = define(url, "bench.trend_mean", spec)
+    write_windows(client, d, rng)
+    for granularity in ("hour", "day"):
+        row = timed(url, f"/v1/estimates/bench.trend_mean/trend?granularity={granularity}", 1)
+        out[f"mean {granularity}"] = {**row, "kB": row.pop("bytes") / 1000}
+        print(f"  mean {granularity}: {out[f'mean {granularity}']}", flush=True)
     return out
 
 
