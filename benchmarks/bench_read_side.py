@@ -281,6 +281,7 @@ SERVERS: list[subprocess.Popen[bytes]] = []
 def run_tree(tree: Path, work: Callable[[str, Path], dict[str, Any]]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-read-side-") as tmp:
         process, url = serve(tree, Path(tmp) / "data")
+        read_ready(url)
         WEB_PIDS[:] = web_pids(process.pid)
         SERVERS.append(process)
         try:
@@ -288,6 +289,15 @@ def run_tree(tree: Path, work: Callable[[str, Path], dict[str, Any]]) -> dict[st
         finally:
             process.terminate()
             process.wait(60)
+
+
+def read_ready(url: str, seconds: float = 120.0) -> None:
+    """Wait until the read service answers (``/readyz`` is the ingest side's): under load
+    its workers may start later, and a 503 meanwhile is no figure; their processes are
+    counted once they serve."""
+    deadline = time.monotonic() + seconds
+    while fetch(url, "/v1/overview?limit=1")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def percentiles(times: list[float]) -> dict[str, float]:
