@@ -30,6 +30,10 @@ VOLATILE = frozenset(
 )
 """Keys whose value is the clock's, not the counts'."""
 
+TREND_QUERIES = ("", "?format=json", "?format=columns")
+"""A trend's forms: the default (compact for a categorical metric), every statistic as
+rows, as columns."""
+
 REPORTS = 400
 SECRET = bytes(range(32))
 
@@ -124,7 +128,7 @@ def main() -> None:
             Worker(server.client(), handle_signals=False, block_ms=10).run(once=True)
             for name, definition in plan:
                 paths = [f"/v1/estimates/{name}{q}" for q in _queries(definition)]
-                paths += [f"/v1/estimates/{name}/trend{q}" for q in ("", "?format=columns")]
+                paths += [f"/v1/estimates/{name}/trend{q}" for q in TREND_QUERIES]
                 paths.append(f"/v1/export/{name}")
                 for path in paths:
                     print(f"{_digest(web.get(path))}  {path}")
