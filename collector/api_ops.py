@@ -102,7 +102,7 @@ def prometheus() -> Response:
     memory: MemoryReport | None = None
     guard: GuardReading | None = None
     try:
-        memory = ctx.memory.read()
+        memory = ctx.memory.read(wait=0.0)  # a first scrape waits for no SCAN
         guard = ctx.appender.memory.reading()
     except (redis.RedisError, RedisClusterException) as exc:  # counters still answer
         log.warning("redis memory not read for /metrics: %s", type(exc).__name__)

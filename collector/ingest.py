@@ -31,7 +31,7 @@ from collector.memory import MemoryGuard
 from collector.models import IngestError, IngestRefusal, IngestResult, Rejection, Retired, Retry
 from collector.replicas import ReplicaWait
 from ldp_edge.answers import clip
-from ldp_store import guard, keys, projects, schema, scripts
+from ldp_store import guard, in_use, keys, projects, schema, scripts
 from ldp_store.connection import out_of_memory, unavailable
 from ldp_store.registry import retired_on
 
@@ -499,6 +499,8 @@ class Appender:
         self._layouts: dict[tuple[str, int, int, tuple[str, str]], guard.Layout] = {}
         self._leftovers: dict[str, float] = {}  # dropped epochs another call ended: first seen
         self._refusals: dict[str, int] = {}  # the refusals this process listed, by unit
+        self.marks = in_use.Marks(client)
+        """The versions this process appended to, in the set ``/metrics`` reads."""
         self.shortened: Callable[[], None] = lambda: None
         """Called when an append ends an epoch early (the app counts it)."""
 
@@ -631,6 +633,7 @@ class Appender:
                 self.memory.note(unit, sum(reply.held))
                 if reply.appended:
                     self.memory.count(days[0], unit, reply.appended)
+                    self._mark(name, version)
                 until = int(now.timestamp()) + reply.refused
                 if reply.refused and self._refusals.get(unit) != until:
                     self.client.hset(keys.guard_refused_key(), unit, until)  # for /readyz
@@ -661,6 +664,14 @@ class Appender:
                 if reply.dropped:
                     scripts.forget_epochs(self.client, layout=layout, dropped=reply.dropped)
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def _mark(self, name: str, version: int) -> None:
+        """Mark the version in use; a failure waits for the next append (or the worker's
+        commit), the reports being stored already."""
+        try:
+            self.marks.mark(name, version)
+        except (redis.RedisError, RedisClusterException) as exc:
+            log.warning("metric %s version %d not marked in use: %s", name, version, exc)
 
     def _forget_leftovers(self, layout: guard.Layout, dropped: str) -> None:
         """Delete dropped epochs whose keys another call left (it failed, or is at it):

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 __all__ = [
     "ENTRY_REPORTS",
+    "DOORBELL",
     "GROUP",
+    "GUARD_UNITS_KEY",
+    "IN_USE",
     "METRICS_SET",
     "REGISTRY_CHANGES",
     "REGISTRY_SOURCE_KEY",
@@ -64,6 +67,18 @@ REGISTRY_CHANGES = f"{PREFIX}:registry:changes"
 worker reads this one key every few seconds instead of every metric's versions, and
 scans them all only when it moved (or once a minute)."""
 TOKENS_SET = f"{PREFIX}:tokens"
+GUARD_UNITS_KEY = f"{PREFIX}:registry:guard-units"
+"""The replay guard's unit count and the :data:`REGISTRY_CHANGES` value it was counted at
+(a hash, ``changes`` and ``units``): counted once per registry change, whichever process
+asks first (:meth:`ldp_store.registry.Registry.units`)."""
+IN_USE = f"{PREFIX}:in-use"
+"""The metric versions that ever had reports appended (``<name>:<version>`` members) and,
+once a scrape weighed every metric, the member ``*``: ``/metrics`` reads the counters
+of these only (:mod:`ldp_store.in_use`)."""
+DOORBELL = f"{PREFIX}:doorbell"
+"""A stream of the report streams that got entries (field ``s``: the stream's key), rung
+by the append and shuffle scripts on a single Redis: an idle aggregator worker blocks on
+this one key (:mod:`aggregator.stream.worker`), not on every stream."""
 REGISTRY_SOURCE_KEY = f"{PREFIX}:registry-source"
 """The metrics registry ``ldp serve --metrics`` applied last (:mod:`ldp_store.registry_source`)."""
 """The ids of every scoped token (:mod:`ldp_store.tokens`), revoked and expired ones too."""

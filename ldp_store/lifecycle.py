@@ -296,8 +296,12 @@ class MemoryUsage:
         self._measuring: threading.Thread | None = None
         self._failure: Exception | None = None
 
-    def read(self) -> MemoryReport:
+    def read(self, wait: float | None = None) -> MemoryReport:
         """The latest reading; measured again (in the background) when older than ``ttl``.
+
+        Args:
+            wait: seconds to wait for a process's first reading (None: the reader's
+                ``wait``; a scrape passes 0 and shows the totals until it is done).
 
         Raises:
             redis.RedisError: Redis could not be read (no reading yet, or the last
@@ -315,7 +319,7 @@ class MemoryUsage:
             if self._reading is not None:
                 return self._reading
         if measuring is not None:  # always, without a reading
-            measuring.join(self.wait)
+            measuring.join(self.wait if wait is None else wait)
         with self._lock:
             if self._failure is not None:
                 failure, self._failure = self._failure, None

@@ -46,7 +46,7 @@ from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, parse_spec
 from ldp_store import keys, projects
 from ldp_store.connection import unavailable
-from ldp_store.scripts.many import read_many
+from ldp_store.scripts.many import guard_units, read_many
 
 __all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange", "Snapshot"]
 
@@ -307,13 +307,41 @@ class Registry:
     def units(self) -> int:
         """The replay guard's units: every shard of every version of every metric not
         retired (at least 1; cached for :data:`UNITS_TTL`). The guard's reserve is split
-        equally among them (:mod:`ldp_store.guard`)."""
+        equally among them (:mod:`ldp_store.guard`).
+
+        Counted once per registry change for every process: the count is kept in Redis
+        (:data:`~ldp_store.keys.GUARD_UNITS_KEY`) with the change counter it was read at,
+        and a process whose counter matches takes it (one round trip); otherwise the
+        shards are summed in Redis (:func:`~ldp_store.scripts.guard_units`).
+        """
         now = time.monotonic()
         cached = self._units
         if cached is not None and now - cached[0] < UNITS_TTL:
             return cached[1]
+        with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(keys.REGISTRY_CHANGES)
+            pipe.hmget(keys.GUARD_UNITS_KEY, "changes", "units")
+            changes, (kept_at, kept) = pipe.execute()
+        if kept is not None and kept_at == (changes or b"0"):
+            count = int(kept)
+        else:
+            # As read before the count: a version made during it moves the counter after
+            # it, and the next reader counts again.
+            count = self._count_units()
+            self.redis.hset(
+                keys.GUARD_UNITS_KEY, mapping={"changes": changes or b"0", "units": count}
+            )
+        self._units = (now, max(1, count))
+        return self._units[1]
+
+    def _count_units(self) -> int:
+        """:meth:`units` counted from every metric's hash (in Redis, or here on a cluster)."""
         names = self.every_name()
         hashes = [keys.metric_key(n) for n in names]
+        summed = guard_units(self.redis, hashes)
+        if summed is not None:
+            return summed
+        now = time.monotonic()
         # Every metric's state and versions in two calls, the definitions not cached in one
         # pipeline: not a few round trips per metric (seconds at ten thousand metrics).
         states = read_many(self.redis, "HMGET", hashes, "current", "retired", "deleted")
@@ -339,8 +367,7 @@ class Registry:
             for key in live:
                 definition = self._versions.get(key)
                 count += definition.shards if definition is not None else 1
-        self._units = (now, max(1, count))
-        return self._units[1]
+        return count
 
     def retirements(self) -> dict[str, float | None]:
         """When each metric seen by :meth:`all_current` or :meth:`state` was retired (None:

@@ -29,7 +29,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from aggregator.query.answers import PoisoningAlarm, PoisoningBaseline
-from aggregator.query.window import counters, list_windows, read_counts, read_seeds
+from aggregator.query.gauges import InUse
+from aggregator.query.window import list_windows, read_counts, read_seeds
 from aggregator.stats.detect import (
     ALARM_KINDS,
     MIN_REPORTS,
@@ -232,12 +233,16 @@ class AlarmGauges(Collector):
         client: Redis.
         registry: the metric registry.
         alpha: the false-alarm rate per window.
+        in_use: the scrape's shared reading of the counters (None: one of its own).
     """
 
-    def __init__(self, client: redis.Redis, registry: Registry, alpha: float) -> None:
+    def __init__(
+        self, client: redis.Redis, registry: Registry, alpha: float, in_use: InUse | None = None
+    ) -> None:
         self.client = client
         self.registry = registry
         self.alpha = alpha
+        self.in_use = in_use or InUse(client, registry)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """A series per alarm raised, of the current versions with reports."""
@@ -253,9 +258,7 @@ class AlarmGauges(Collector):
         )
         try:
             rows = []
-            every = [d for d in self.registry.all_current() if tested(d)]
-            counted = counters(self.client, every)  # a reply of the metrics in use only
-            used = [d for d, c in zip(every, counted, strict=True) if c.n]
+            used = [d for d, c in self.in_use.read()[1] if c.n and tested(d)]
             for definition in used:
                 raised = {
                     (a.kind, a.window.partition(":")[0])

@@ -1,7 +1,8 @@
 """The pipeline's own gauges for ``/metrics``: per metric n, lag and dead letters; alerts.
 
-Read at scrape time from Redis, every metric's current version in one pipeline
-(:func:`~aggregator.query.window.counters`). A metric's series are shown while it has
+Read at scrape time from Redis: the counters of the current versions the writers marked
+in use (:mod:`ldp_store.in_use`; :func:`~aggregator.query.window.counters`), read once
+for the scrape's collectors (:class:`InUse`). A metric's series are shown while it has
 anything to show (reports counted, waiting or dead-lettered): a deployment with ten
 thousand metrics defined and a few hundred in use scrapes a few hundred label sets, and
 ``ldp_metrics_defined``/``ldp_metrics_active`` count the rest. What the shipped
@@ -12,19 +13,82 @@ built on; guide: docs/guides/alerts.md; which series and why: docs/architecture/
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 
 import redis
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from aggregator.query.window import counters
+from aggregator.query.window import Counters, counters
+from client_sdk.wire import MetricDefinition
 from ldp_store import alerts as alert_store
+from ldp_store import in_use, projects
 from ldp_store.registry import Registry
 
-__all__ = ["PipelineGauges"]
+__all__ = ["KEEP_SECONDS", "InUse", "PipelineGauges"]
 
 log = logging.getLogger("ldp.aggregator.gauges")
+
+KEEP_SECONDS = 1.0
+"""Seconds a reading of the counters serves the next collector: a scrape's collectors
+(the pipeline gauges, the poisoning alarms) run one after the other and share one pass."""
+
+
+class InUse:
+    """The current versions and the counters of those in use, read once per scrape.
+
+    Only the versions in :data:`~ldp_store.keys.IN_USE` are read (a few calls whatever
+    the number defined); while no full pass filled that set, every version is read once
+    and what is in use recorded (:func:`ldp_store.in_use.record_sweep`).
+
+    Args:
+        client: Redis.
+        registry: the metric registry.
+        clock: monotonic seconds (tests pass their own).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        registry: Registry,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.registry = registry
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._kept: tuple[float, str | None, int, list[tuple[MetricDefinition, Counters]]] | None
+        self._kept = None
+
+    def read(self) -> tuple[int, list[tuple[MetricDefinition, Counters]]]:
+        """How many metrics are defined, and each current version in use with its counters.
+
+        Raises:
+            redis.RedisError: Redis could not be read.
+        """
+        project, now = projects.CURRENT.get(), self.clock()
+        with self._lock:
+            kept = self._kept
+        if kept is not None and kept[1] == project and now - kept[0] < KEEP_SECONDS:
+            return kept[2], kept[3]
+        every = self.registry.all_current()
+        marked = in_use.marked(self.client)
+        maybe = (
+            every
+            if marked is None
+            else [d for d in every if in_use.member(d.name, d.version) in marked]
+        )
+        rows = [
+            (d, c) for d, c in zip(maybe, counters(self.client, maybe), strict=True) if c.active
+        ]
+        if marked is None:
+            found = [(d.name, d.version) for d, _ in rows]
+            in_use.record_sweep(self.client, found, every=project is None)
+        with self._lock:
+            self._kept = (now, project, len(every), rows)
+        return len(every), rows
 
 
 class PipelineGauges(Collector):
@@ -36,11 +100,15 @@ class PipelineGauges(Collector):
     Args:
         client: Redis.
         registry: the metric registry.
+        in_use: the scrape's shared reading of the counters (None: one of its own).
     """
 
-    def __init__(self, client: redis.Redis, registry: Registry) -> None:
+    def __init__(
+        self, client: redis.Redis, registry: Registry, in_use: InUse | None = None
+    ) -> None:
         self.client = client
         self.registry = registry
+        self.in_use = in_use or InUse(client, registry)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The gauges; none but ``ldp_pipeline_gauges_up`` 0 when Redis cannot be read."""
@@ -65,12 +133,8 @@ class PipelineGauges(Collector):
             "ldp_pipeline_gauges_up", "1 if the pipeline gauges could read Redis, else 0."
         )
         try:
-            every = self.registry.all_current()
-            rows = [
-                (d.name, c.n, c.lag, c.dead)
-                for d, c in zip(every, counters(self.client, every), strict=True)
-                if c.active
-            ]
+            defined, active = self.in_use.read()
+            rows = [(d.name, c.n, c.lag, c.dead) for d, c in active]
             firing = len(alert_store.firings(self.client))
             dead_alerts = alert_store.dead_letter_count(self.client)
             outbox = alert_store.outbox_length(self.client)
@@ -86,7 +150,7 @@ class PipelineGauges(Collector):
         up.add_metric([], 1.0)
         yield from (counted, waiting, dead, up)
         yield GaugeMetricFamily(
-            "ldp_metrics_defined", "Metrics whose current version is defined.", value=len(every)
+            "ldp_metrics_defined", "Metrics whose current version is defined.", value=defined
         )
         yield GaugeMetricFamily(
             "ldp_metrics_active",

@@ -37,7 +37,7 @@ from aggregator.stream.entries import (
 )
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition
-from ldp_store import keys, schema, scripts, shuffle
+from ldp_store import in_use, keys, schema, scripts, shuffle
 from ldp_store.connection import is_cluster, stream_gone, unavailable
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy, expire_untimed
@@ -442,6 +442,7 @@ class Worker:
         self._unfolded: dict[str, _Untidy] = {}
         """Per stream: the delta commits and windows since this worker last tidied them."""
         self._streams: dict[str, _Stream] = {}
+        self._marks = in_use.Marks(client)
         self._known: set[tuple[str, int]] = set()
         """Metric versions whose every shard is joined."""
         self._cluster = is_cluster(client)
@@ -1004,6 +1005,7 @@ class Worker:
         )
         reply = _committed(self.redis, call)
         if isinstance(reply, int):
+            self._marks.mark(definition.name, definition.version)  # for /metrics
             self._counted.add(definition.name)
             self.stats.counted += len(raw)
             self.stats.dead_lettered += len(dead)
@@ -1068,6 +1070,7 @@ class Worker:
         )
         self.stats.dead_lettered += moved
         if moved:
+            self._marks.mark(s.definition.name, s.definition.version)  # for /metrics
             log.warning(
                 "%s: %d entries dead-lettered to %s (first reason: %.200s)",
                 s.key,

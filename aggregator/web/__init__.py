@@ -25,7 +25,7 @@ from __future__ import annotations
 from flask import Blueprint, Flask
 
 from aggregator.query.alarms import AlarmGauges
-from aggregator.query.gauges import PipelineGauges
+from aggregator.query.gauges import InUse, PipelineGauges
 from aggregator.web import (
     access,
     alerts,
@@ -66,8 +66,11 @@ def install(app: Flask) -> None:
     """
     status.install_retention(app)
     ext = shared(app=app)
-    ext.telemetry.add_collector(AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app)))
-    ext.telemetry.add_collector(PipelineGauges(ext.redis, ext.registry))
+    counted = InUse(ext.redis, ext.registry)  # one pass over the counters for both
+    ext.telemetry.add_collector(
+        AlarmGauges(ext.redis, ext.registry, status.alarm_rate(app), counted)
+    )
+    ext.telemetry.add_collector(PipelineGauges(ext.redis, ext.registry, counted))
     estimates.min_segment_reports(app)  # refused at start, not at the first breakdown
     read_guard.install(app)
     estimates.install_warmer(app)

@@ -21,6 +21,7 @@ Each function registers its script once per client (:func:`ldp_store.scripts.cal
 | trim | TRIM, UNLINK | scripts above; lifecycle | trim below every group; unlink |
 | many | MANY → :func:`read_many` | registry, gauges, worker | one read over many keys |
 | many | IN_USE → :func:`units_in_use` | gauges, overview | many versions' counters, those in use |
+| many | GUARD_UNITS → :func:`guard_units` | registry | the replay guard's units, summed |
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from ldp_store.scripts.call import ID_CHUNK, Call
 from ldp_store.scripts.commit import COMMIT, CommitBatch, Hours, commit_batch
 from ldp_store.scripts.dead_letter import DEAD, dead
 from ldp_store.scripts.fold import FOLD, fold_window
-from ldp_store.scripts.many import IN_USE, MANY, UnitCounters, read_many, units_in_use
+from ldp_store.scripts.many import (
+    GUARD_UNITS,
+    IN_USE,
+    MANY,
+    UnitCounters,
+    guard_units,
+    read_many,
+    units_in_use,
+)
 from ldp_store.scripts.read import READ, read_batch
 from ldp_store.scripts.shuffle import SHUFFLE, shuffle_call
 from ldp_store.scripts.trim import UNLINK
@@ -42,6 +51,7 @@ __all__ = [
     "DEAD",
     "FOLD",
     "FORGET",
+    "GUARD_UNITS",
     "IN_USE",
     "MANY",
     "ID_CHUNK",
@@ -58,6 +68,7 @@ __all__ = [
     "commit_batch",
     "dead",
     "fold_window",
+    "guard_units",
     "forget_epochs",
     "read_batch",
     "WindowReply",

@@ -1,19 +1,28 @@
 """``/metrics`` at many metrics (issue 43): per-metric series only for the metrics in use,
-counts of the rest; every metric's counters read in a few calls, whatever their number.
+counts of the rest; the counters read of the versions the writers marked in use only
+(every metric's once, in a few calls, while no full pass filled that set).
 
 On a real Redis; the counts are written as the worker leaves them.
 """
 
 from __future__ import annotations
 
+import os
+import time
+from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from aggregator.query import gauges
 from aggregator.query.window import counters, lag, reports_counted
+from aggregator.stream.worker import Worker
+from collector.ingest import Appender
 from ldp_server.app import create_server_app
-from ldp_store import keys
+from ldp_store import in_use, keys
 from ldp_store.registry import Registry
+from tests.aggregator.test_worker import perturbed
 
 SPEC = {"domain": ["a", "b", "c", "d"], "epsilon": 1.0}
 DEFINED = 120
@@ -69,3 +78,47 @@ def test_counters_of_many_metrics_equal_the_one_by_one_reads(redis_db: Any) -> N
     assert [(c.n, c.lag, c.dead) for c in got] == [(0, 0, 1), (7, 5, 0)]
     assert [c.n for c in got] == [reports_counted(client, d) for d in (one, two)]
     assert [c.lag for c in got] == [lag(client, d) for d in (one, two)]
+
+
+def test_the_scrape_reads_only_the_versions_the_writers_marked(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appended (the collector), counted (the worker), lost and swept again: the series of
+    a metric in use, its counters read in one pass over the versions marked in use."""
+    client = redis_db.client()
+    registry = Registry(client)
+    defined = [registry.put(f"marked.m{i:02d}", SPEC).definition for i in range(50)]
+    used = defined[7]
+    passes: list[int] = []
+
+    def counted(client: Any, definitions: Any) -> Any:
+        passes.append(len(definitions))
+        return counters(client, definitions)
+
+    monkeypatch.setattr(gauges, "counters", counted)
+    web = create_server_app({"REDIS_URL": redis_db.url, "TESTING": True}).test_client()
+    assert "ldp_lag_reports" not in samples(web.get("/metrics").text)  # a sweep: none in use
+    assert passes == [50]
+
+    Appender(client, max_backlog=1000).append(
+        used.name,
+        used.version,
+        [(os.urandom(16), perturbed(used, [1], seed=1)[0])],
+        datetime.now(UTC),
+    )
+    time.sleep(gauges.KEEP_SECONDS)  # the reading the last scrape kept is done with
+    found = samples(web.get("/metrics").text)
+    assert [(s.labels["metric"], s.value) for s in found["ldp_lag_reports"]] == [(used.name, 1)]
+    assert passes[1:] == [1]  # one pass, over the one version marked
+
+    client.srem(keys.IN_USE, in_use.member(used.name, used.version))  # the collector's mark
+    Worker(client, handle_signals=False).run(once=True)  # marks what it counts
+    time.sleep(gauges.KEEP_SECONDS)
+    found = samples(web.get("/metrics").text)
+    assert [(s.labels["metric"], s.value) for s in found["ldp_reports_counted"]] == [(used.name, 1)]
+    assert found["ldp_poisoning_metrics_tested"][0].value == 1
+    client.delete(keys.IN_USE)  # lost (a Redis restored, say): the next scrape sweeps
+    time.sleep(gauges.KEEP_SECONDS)
+    found = samples(web.get("/metrics").text)
+    assert [(s.labels["metric"], s.value) for s in found["ldp_reports_counted"]] == [(used.name, 1)]
+    assert passes[2:] == [1, 50]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from collector_helpers import THEME_SPEC, TOKEN, define, make_app, reports
@@ -136,7 +137,13 @@ def test_prometheus_exports_redis_memory_per_metric_and_the_total(redis_db: Any)
         client = app.test_client()
         theme = define(client, "app.theme", THEME_SPEC)
         assert client.post("/v1/reports", json={"reports": reports(theme, 10)}).status_code == 202
-        found = samples(client)
+        found = samples(client)  # the first scrape: the totals, the SCAN under way
+        assert found[("ldp_redis_maxmemory_bytes", ())] == 512 * 1024 * 1024
+        for _ in range(200):  # until the process's first SCAN is done
+            found = samples(client)
+            if ("ldp_redis_memory_bytes", (("metric", "app.theme"),)) in found:
+                break
+            time.sleep(0.05)
         expected = measure_memory(redis_db.client())
         size = found[("ldp_redis_memory_bytes", (("metric", "app.theme"),))]
         assert size == expected.by_metric["app.theme"] > 0

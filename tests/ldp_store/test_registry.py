@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis
 
+from ldp_store import keys
 from ldp_store.embedded import EmbeddedRedis
 from ldp_store.registry import CURRENT_TTL, Registry
 from tests.round_trips import round_trips
@@ -104,3 +105,22 @@ def test_the_guard_units_are_counted_in_a_few_round_trips(redis_db: Any) -> None
     taken = round_trips(client, lambda: units.append(reader.units()))
     assert units == [40 + 3 + 2]
     assert taken <= 4, taken  # not a few per metric
+
+
+def test_the_guard_units_are_counted_once_per_registry_change(redis_db: Any) -> None:
+    """A count kept in Redis serves every process while the registry's change counter
+    stays put (one round trip); a new version, a retirement or a lost count is counted
+    again."""
+    client = redis_db.client()
+    writer, spec = Registry(client), {"domain": ["a", "b"], "epsilon": 1.0}
+    writer.put("units.a", spec)
+    writer.put("units.b", {**spec, "shards": 4})
+    assert Registry(client).units() == 5
+    taken = round_trips(client, Registry(client).units)
+    assert taken == 1, taken  # the kept count
+    writer.put("units.c", spec)
+    assert Registry(client).units() == 6
+    writer.retire("units.b")
+    assert Registry(client).units() == 2
+    client.delete(keys.GUARD_UNITS_KEY)
+    assert Registry(client).units() == 2
