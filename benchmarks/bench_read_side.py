@@ -35,8 +35,9 @@ HTTP, and the aggregator drains them. Then:
   which weighs Redis memory, then the median of the next ``--repeat``) and the
   dashboard's page, medians of ``--repeat``, each with the CPU time the server's web
   processes and Redis spent on it (wall time alone says little on a loaded machine); the
-  CPU the idle aggregator (and Redis) use over ``--idle`` seconds, and the Redis commands
-  per second meanwhile (INFO commandstats).
+  CPU the idle aggregator (and Redis) use over ``--idle`` seconds, the Redis commands
+  per second meanwhile (INFO commandstats), then the keys they name per second
+  (``MONITOR``, 10 s).
 * ``trends``: a k = 16 and a k = 1,024 metric with 90 days of hourly and 2 years of
   daily windows (their counts written into Redis as the worker leaves them, packed;
   the server keeps hours 90 days, days 2 years): each trend's bytes and time (the
@@ -602,8 +603,21 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
         "workers": len(pids),
         "load": load(),
     }
+    out["idle aggregator"]["keys_named_per_second"] = keys_named(client, min(10.0, args.idle))
     print(f"  idle aggregator: {out['idle aggregator']}", flush=True)
     return out
+
+
+def keys_named(client: Any, seconds: float) -> float:
+    """Keys (``ldp:`` arguments) the commands sent to Redis named per second, every client
+    (``MONITOR`` for ``seconds``, after the CPU figures: it costs Redis some)."""
+    named = 0
+    deadline = time.monotonic() + seconds
+    with client.monitor() as monitor:
+        while time.monotonic() < deadline:
+            command = monitor.next_command()["command"]
+            named += sum(word.startswith("ldp:") for word in command.split())
+    return named / seconds
 
 
 def redis_calls(client: Any) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "ENTRY_REPORTS",
     "DOORBELL",
+    "DOORBELL_LENGTH",
     "GROUP",
     "GUARD_UNITS_KEY",
     "IN_USE",
@@ -79,6 +80,10 @@ DOORBELL = f"{PREFIX}:doorbell"
 """A stream of the report streams that got entries (field ``s``: the stream's key), rung
 by the append and shuffle scripts on a single Redis: an idle aggregator worker blocks on
 this one key (:mod:`aggregator.stream.worker`), not on every stream."""
+DOORBELL_LENGTH = 10_000
+"""The doorbell's length cap (``XADD MAXLEN ~``): about a megabyte. A worker busy while
+more rings than this came finds the streams they named by its periodic sweep (every
+claim interval, one ``XLEN`` of every stream in one call), not by the bell."""
 REGISTRY_SOURCE_KEY = f"{PREFIX}:registry-source"
 """The metrics registry ``ldp serve --metrics`` applied last (:mod:`ldp_store.registry_source`)."""
 """The ids of every scoped token (:mod:`ldp_store.tokens`), revoked and expired ones too."""

@@ -46,11 +46,12 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = 120) -> 
 
 
 def blocked_readers(client: redis.Redis) -> int:
-    """Clients waiting in a blocking XREADGROUP right now (``CLIENT LIST`` flag ``b``)."""
+    """Clients waiting in a worker's blocking read right now (``CLIENT LIST`` flag ``b``):
+    an ``XREAD`` of the doorbell (an ``XREADGROUP`` of every stream before it)."""
     return sum(
         1
         for c in client.client_list()
-        if c.get("cmd") == "xreadgroup" and "b" in str(c.get("flags", ""))
+        if c.get("cmd") in ("xread", "xreadgroup") and "b" in str(c.get("flags", ""))
     )
 
 

@@ -104,6 +104,14 @@ relayed reports below B is released by a worker once its bound has passed
 (:func:`ldp_store.shuffle.release_due`), so it reaches its stream at most this much (plus
 a round) after its bound, while any worker runs."""
 
+POOL_SWEEP_INTERVAL = 60.0
+"""Seconds between two reads of every shuffle pool's length (one call) on a single Redis:
+the safety net for a pool whose ring was lost; rung pools are looked at every
+``RELEASE_INTERVAL``. A pool waits an hour by default, so a minute more is small."""
+
+POOL_SUFFIX = keys.pool_key("m", 1).rpartition("}")[2]
+"""What a shuffle pool's key ends with (its ring names it, not a stream)."""
+
 DISCOVER_INTERVAL = 5.0
 """Seconds between looks for new metrics or versions: new metrics start being counted
 within seconds, at the cost of one read (:data:`ldp_store.keys.REGISTRY_CHANGES`) while
@@ -241,9 +249,9 @@ class _Stream:
     next_claim: float = 0.0
     claim_passes: int = 0
     quiet: bool = False
-    """No new entries when last read, and none since by the blocking read over every
-    stream: the round skips this stream's read of new entries (an idle worker's cost does
-    not grow with the streams it consumes; see ``Worker._wait_for_entries``)."""
+    """No new entries when last read, and no ring of the doorbell since (nor entries at the
+    last sweep): the round skips this stream's read of new entries (an idle worker's cost
+    does not grow with the streams it consumes; see ``Worker._wait_for_entries``)."""
     per_entry: int = 1
     """The most reports an entry held in the last read (at first: the most an entry may
     hold if the stream holds batch entries, else 1). A read asks for ``batch_size`` /
@@ -460,6 +468,11 @@ class Worker:
         self._once = False
         self._stopping = False
         self._blocking = False
+        self._rung: bytes | None = None
+        """The doorbell's last ring this worker has seen (None: not read yet)."""
+        self._pooled: set[str] = set()
+        """Shuffle pools that may hold reports (rung, or found by the pools' sweep)."""
+        self._next_pool_sweep = 0.0
 
     # -- control ------------------------------------------------------------------------
     def stop(self) -> None:
@@ -507,7 +520,9 @@ class Worker:
         if not full and changes == self._registry_changes and now < self._next_full_discovery:
             return []
         added = []
-        for name, version in self._all_versions():
+        listed = self._all_versions()
+        self._forget_deleted(set(listed))
+        for name, version in listed:
             if (name, version) in self._known:
                 continue
             try:
@@ -544,6 +559,18 @@ class Worker:
         self._registry_changes = changes
         self._next_full_discovery = now + FULL_DISCOVER_INTERVAL
         return added
+
+    def _forget_deleted(self, listed: set[tuple[str, int]]) -> None:
+        """Stop consuming the versions the registry no longer lists (``ldp metrics
+        delete``): their streams are quiet and no ring names them, so no read of theirs
+        would fail to say so."""
+        for key, s in list(self._streams.items()):
+            version = (s.definition.name, s.definition.version)
+            if version not in listed:
+                log.info("%s was deleted with its version; no longer consumed", key)
+                del self._streams[key]
+                self._known.discard(version)
+                self._pooled.discard(keys.pool_key(*version, s.shard))
 
     def _all_versions(self) -> list[tuple[str, int]]:
         """Every (metric, version) of the registry, the versions of every metric read in
@@ -613,6 +640,7 @@ class Worker:
 
     def _round(self, once: bool) -> bool:
         """One pass over every stream; returns True when burst mode is done."""
+        self._bell_before_reads()
         if time.monotonic() >= self._next_discovery:
             self.discover(full=False)
         if time.monotonic() >= self._next_release:
@@ -659,16 +687,35 @@ class Worker:
 
     def _release_due_pools(self) -> None:
         """Release the shuffle pools whose bound has passed, of every version joined
-        (superseded and retired ones too: their reports were acknowledged)."""
-        members = [
-            (s.definition.name, s.definition.version, s.shard) for s in self._streams.values()
-        ]
+        (superseded and retired ones too: their reports were acknowledged).
+
+        On a single Redis only the pools that may hold reports are looked at: those the
+        doorbell rang for (the append script rings when it pools reports), and those the
+        sweep found, every :data:`POOL_SWEEP_INTERVAL`, with the length of every pool in
+        one call. A cluster looks at each (the doorbell would be CROSSSLOT).
+        """
+        members = {
+            keys.pool_key(s.definition.name, s.definition.version, s.shard): (
+                s.definition.name,
+                s.definition.version,
+                s.shard,
+            )
+            for s in self._streams.values()
+        }
         if members and not self._cluster:
-            # One EXISTS over every pool (a released pool is deleted): idle, no pool holds
-            # a report, and that one call is all (a cluster looks at each: CROSSSLOT).
-            if not self.redis.exists(*(keys.pool_key(*m) for m in members)):
+            now = time.monotonic()
+            if now >= self._next_pool_sweep:
+                self._next_pool_sweep = now + POOL_SWEEP_INTERVAL
+                pools = list(members)
+                lengths = scripts.read_many(self.redis, "XLEN", pools)
+                self._pooled |= {p for p, n in zip(pools, lengths, strict=True) if int(n)}
+            if not self._pooled:
                 return
-        released = shuffle.release_due(self.redis, members)
+            pools = sorted(p for p in self._pooled if p in members)
+            lengths = scripts.read_many(self.redis, "XLEN", pools)
+            self._pooled = {p for p, n in zip(pools, lengths, strict=True) if int(n)}
+            members = {p: members[p] for p in sorted(self._pooled)}
+        released = shuffle.release_due(self.redis, list(members.values()))
         if released:
             log.info("released %d relayed reports from pools at their bound", released)
 
@@ -691,7 +738,9 @@ class Worker:
             return
         lengths = scripts.read_many(self.redis, "XLEN", [s.key for s in waiting])
         for s, length in zip(waiting, lengths, strict=True):
-            if not int(length) and now >= s.next_claim:
+            if int(length):
+                s.quiet = False  # the sweep: entries a lost ring did not announce
+            elif now >= s.next_claim:
                 s.claim_passes += 1
                 s.next_claim = now + interval
 
@@ -745,12 +794,12 @@ class Worker:
                 self.stats.claimed += len(delivery.ids)
                 return self._handle(s, delivery)
         if s.quiet:
-            return 0  # the blocking read over every stream found nothing new here
+            return 0  # not rung since its last read found nothing new
         delivery = self._fetch(s, ">")
         if not delivery.ids:
-            # Nothing new: until the blocking read says otherwise (it returns at once when
-            # a stream has undelivered entries), not read again. Polled where there is no
-            # such read: a cluster, or a burst that ends when nothing is left.
+            # Nothing new: until the doorbell rings for it (or the sweep finds entries),
+            # not read again. Polled where there is no doorbell: a cluster, or a burst
+            # that ends when nothing is left.
             s.quiet = not (self._cluster or self._once)
             return 0
         return self._handle(s, delivery)
@@ -796,19 +845,24 @@ class Worker:
         return delivery
 
     def _wait_for_entries(self) -> None:
-        """Block until some stream has new entries (or ``block_ms`` passes), then handle them.
+        """Block until a stream is rung (or ``block_ms`` passes); its next read is then due.
 
-        One blocking read over every stream; only the few entries it returns go through
-        redis-py's reply parser, the rest are read in packed batches.
+        The append and shuffle scripts ring the doorbell (:data:`ldp_store.keys.DOORBELL`)
+        with the stream they added entries to, in the same script: one blocking ``XREAD``
+        of that one key from the last ring seen, whatever the number of streams. Race-free:
+        the ring seen last was read before the rounds that found its streams empty, so an
+        entry added after those reads rings after it and the read returns at once. A ring
+        lost (the doorbell trimmed past a busy worker, deleted, or an entry added without
+        one) is found by the sweep: every claim interval the length of every stream is read
+        in one call (:meth:`_skip_empty_claims`), and a quiet stream holding entries is read.
 
-        On a Redis Cluster that read would be a multi-key command across hash slots
-        (CROSSSLOT), and a blocking read can only wait on the streams of one slot, so
-        waiting on all of them would take a connection (and a thread) per stream. Instead
-        an idle worker polls: it sleeps, then the next round reads every stream once
-        (one cheap script call each). The pause starts at ``CLUSTER_POLL_MIN`` and
-        doubles while rounds find nothing, up to ``block_ms``: a new entry waits at most
-        ``block_ms``, a burst after a quiet moment is picked up within milliseconds, and
-        an idle worker costs the cluster about one call per stream per ``block_ms``.
+        On a Redis Cluster the doorbell would lie in another slot than the streams the
+        scripts write (CROSSSLOT), so an idle worker polls: it sleeps, then the next round
+        reads every stream once (one cheap script call each). The pause starts at
+        ``CLUSTER_POLL_MIN`` and doubles while rounds find nothing, up to ``block_ms``: a
+        new entry waits at most ``block_ms``, a burst after a quiet moment is picked up
+        within milliseconds, and an idle worker costs the cluster about one call per
+        stream per ``block_ms``.
         """
         if not self._streams:
             self._sleep(self.block_ms / 1000)
@@ -822,32 +876,33 @@ class Worker:
             if self._stopping:
                 return
             reply = cast(
-                list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes] | None]]]] | None,
-                self.redis.xreadgroup(
-                    keys.GROUP,
-                    self.name,
-                    {key: ">" for key in self._streams},
-                    count=1,
+                list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None,
+                self.redis.xread(
+                    {keys.DOORBELL: self._rung or b"0-0"},  # not read yet: every ring
+                    count=keys.DOORBELL_LENGTH,
                     block=self.block_ms,
                 ),
             )
-        except redis.ResponseError as exc:
-            if not stream_gone(exc):
-                raise
-            # A stream was deleted while we waited on it (Redis 7 unblocks the read with
-            # UNBLOCKED; 6.2 keeps waiting): the next round's per-stream reads find which,
-            # and forget it (``ldp metrics delete``) or recreate its group (see _round);
-            # every stream is read once more for that, quiet ones included.
-            for stream in self._streams.values():
-                stream.quiet = False
-            return
         finally:
             self._blocking = False
-        for key, stream in self._streams.items():
-            entries = stream_entries(reply, key)
-            if entries:
-                stream.quiet = False  # read its batch in the next round
-                self._handle(stream, Delivery.from_entries(entries))
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                self._rung = entry_id
+                key = fields.get(b"s", b"").decode()
+                stream = self._streams.get(key)
+                if stream is not None:
+                    stream.quiet = False  # read its batch in the next round
+                elif key.endswith(POOL_SUFFIX):
+                    self._pooled.add(key)  # a shuffle pool that got reports
+                else:  # a version not joined yet: look at the registry now
+                    self._next_discovery = 0.0
+
+    def _bell_before_reads(self) -> None:
+        """The doorbell's newest ring, read before the round's reads (see
+        :meth:`_wait_for_entries`)."""
+        if self._rung is None and not self._cluster:
+            newest = cast(list[tuple[bytes, Any]], self.redis.xrevrange(keys.DOORBELL, count=1))
+            self._rung = newest[0][0] if newest else b"0-0"
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -3,7 +3,8 @@ beside their calls in ``rq/scripts.py``).
 
 Each script touches only keys of one metric version and shard, which share a hash tag
 (:func:`ldp_store.keys.tag`), so every one runs unchanged on a Redis Cluster (but MANY,
-which reads many metrics' keys on one node, and is a pipeline on a cluster). Beside each
+which reads many metrics' keys on one node, and is a pipeline on a cluster; and APPEND
+and SHUFFLE ring the doorbell, :data:`ldp_store.keys.DOORBELL`, on a single Redis only). Beside each
 script is the typed function that calls it: the only code that knows its KEYS/ARGV
 layout; callers pass named values (or, for the commit, one frozen :class:`CommitBatch`).
 Each function registers its script once per client (:func:`ldp_store.scripts.call.script`).

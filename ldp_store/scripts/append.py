@@ -12,6 +12,7 @@ import msgspec.msgpack as msgpack
 import redis
 
 from ldp_store import guard, keys
+from ldp_store.connection import is_cluster
 from ldp_store.scripts.call import ID_CHUNK, Call, script
 
 __all__ = ["APPEND", "FORGET", "AppendReply", "append_call", "forget_epochs"]
@@ -21,8 +22,9 @@ APPEND = (
 -- KEYS: 1 the stream (or a shuffle pool), 2 the stream's batched-report count, 3 today's
 --       guard hash (the guard's state), 4 yesterday's, 5 and 6 the legacy replay sets of
 --       today and yesterday, 7 the bitmap of the current epoch's newest generation's
---       buckets whose expiry is set, 8.. guard buckets, last: the version's retirement
---       mark (all in one hash slot)
+--       buckets whose expiry is set, 8.. guard buckets, then the version's retirement
+--       mark (all in one hash slot), and last, with ARGV 20 > 0, the doorbell
+--       (ldp_store.keys.DOORBELL; a single Redis only: its own slot)
 -- ARGV: 1 max backlog (reports), 2 when today's guard expires (Unix s), 3 the current
 --       epoch as the caller believes it ('<name>:<generations>'), 4 the previous one,
 --       5 ids a bucket is sized for, 6 ids a bucket holds before a new generation starts,
@@ -41,7 +43,7 @@ APPEND = (
 --       13 today's name, 14 yesterday's, 15 now (Unix s), 16 today's start (Unix s),
 --       17 the ids this version's shard may hold whatever others hold (its reserve; -1:
 --       no budget), 18 the ids it may add beyond that (the pool's room), 19 the shortest
---       time an accepted id is remembered (s).
+--       time an accepted id is remembered (s), 20 the doorbell's length cap (0: none).
 -- Today's hash holds the guard's state: 'g' and 'n' the current epoch's generations and
 -- ids; when today's guard ended an epoch early, also 'c' its name ('<day>.<k>'), 't' its
 -- start, 'p', 'pg' and 'pn' the previous epoch's name, generations and ids (otherwise the
@@ -50,7 +52,8 @@ APPEND = (
 -- First refuse a retired metric's reports, then agree on the layout, then sort the
 -- reports into new ones and replays, then weigh the new ones against the shares and the
 -- backlog, then write: a refusal changes nothing.
-local retired = redis.call('GET', KEYS[#KEYS])
+local bell = tonumber(ARGV[20] or '0')
+local retired = redis.call('GET', KEYS[bell > 0 and #KEYS - 1 or #KEYS])
 if retired then return {-2, retired} end
 local function gens(s)
   local t = {}
@@ -223,6 +226,9 @@ for c = 1, new, per do
 end
 local beyond = new - math.ceil(new / per)
 if beyond > 0 then redis.call('INCRBY', KEYS[2], beyond) end
+if bell > 0 then  -- the stream or pool that got entries, for idle workers
+  redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', bell, '*', 's', KEYS[1])
+end
 -- A bucket's expiry is its day's, set once: when its bit in KEYS[7] is 0 (read from the
 -- whole bitmap, or by BITFIELD for a large one), the bit then set. With no bitmap, at
 -- every write (NX: from Redis 7.0, an expiry already set is neither changed nor written
@@ -462,7 +468,9 @@ def append_call(
     ]
     batched = keys.batched_key(layout.name, layout.version, layout.shard)
     retired = keys.retired_key(layout.name, layout.version, layout.shard)
-    return Call(script(client, APPEND), [stream, batched, *packed.keys, retired], args)
+    ring = [] if is_cluster(client) else [keys.DOORBELL]
+    args.append(keys.DOORBELL_LENGTH if ring else 0)
+    return Call(script(client, APPEND), [stream, batched, *packed.keys, retired, *ring], args)
 
 
 FORGET = """

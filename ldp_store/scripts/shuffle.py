@@ -7,15 +7,18 @@ from collections.abc import Sequence
 
 import redis
 
+from ldp_store import keys
+from ldp_store.connection import is_cluster
 from ldp_store.scripts.call import Call, script
 
 __all__ = ["SHUFFLE", "shuffle_call"]
 
 SHUFFLE = """
--- KEYS: 1 the shuffle pool, 2 the stream, 3 the pool's record (one hash slot)
+-- KEYS: 1 the shuffle pool, 2 the stream, 3 the pool's record (one hash slot), 4 (a
+--       single Redis only) the doorbell (ldp_store.keys.DOORBELL)
 -- ARGV: 1 n, the pool's length as the caller read it; 2 B, the least batch released
 -- before its time (0: only a due pool); 3 the release bound in ms if the record has none;
--- then a permutation of 1..n
+-- then a permutation of 1..n, then (with KEYS 4) the doorbell's length cap
 local n = tonumber(ARGV[1])
 local entries = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', n)
 if #entries < n then return -1 end
@@ -30,6 +33,9 @@ end
 for i = 4, n + 3 do
   local fields = entries[tonumber(ARGV[i])][2]
   redis.call('XADD', KEYS[2], '*', unpack(fields))
+end
+if #KEYS == 4 and n > 0 then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[n + 4], '*', 's', KEYS[2])
 end
 local ids = {}
 for _, entry in ipairs(entries) do
@@ -56,9 +62,10 @@ id: Redis's clock) has waited the pool's release bound (its record's ``delay_ms`
 caller cannot release a pool early by mistake. The pool's record counts what was
 released (``batches``, ``reports``, the ``smallest`` batch, when: ``released_ms``), what
 the shuffled ε_c is computed from. Reports came into the pool through :data:`APPEND`,
-whose replay guard already judged them. Answers ``n``; -1 when the pool holds fewer than
-``n`` (released by another caller meanwhile); -2 when it is neither full nor due: nothing
-done."""
+whose replay guard already judged them. On a single Redis it rings the doorbell
+(:data:`ldp_store.keys.DOORBELL`) with the stream, as :data:`APPEND` does. Answers
+``n``; -1 when the pool holds fewer than ``n`` (released by another caller meanwhile);
+-2 when it is neither full nor due: nothing done."""
 
 
 def shuffle_call(
@@ -81,8 +88,15 @@ def shuffle_call(
         min_batch: B: a pool of at least B goes at once; 0: only a due pool goes.
         default_delay_ms: the release bound of a pool whose record names none.
     """
+    ring = [] if is_cluster(client) else [keys.DOORBELL]  # its own slot: a single Redis
     return Call(
         script(client, SHUFFLE),
-        [pool, stream, record],
-        [len(order), min_batch, default_delay_ms, *order],
+        [pool, stream, record, *ring],
+        [
+            len(order),
+            min_batch,
+            default_delay_ms,
+            *order,
+            *([keys.DOORBELL_LENGTH] if ring else []),
+        ],
     )

@@ -1,12 +1,18 @@
 """An idle aggregator worker's Redis commands do not grow with the metrics it consumes
-(issue 43): counted with ``INFO commandstats`` over a few idle rounds at 3 and at 300
-metrics, on a real Redis. And a report that arrives while it idles is still counted.
+(issue 43): counted with ``INFO commandstats`` (and the keys they name with ``MONITOR``)
+over a few idle rounds at 3 and at 300 metrics, on a real Redis. And a report that
+arrives while it idles is still counted: rung by the collector's append, by a shuffle
+pool's release, for a new version, or with no ring at all (found by the sweep).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +20,9 @@ import redis
 
 from aggregator.query.window import reports_counted
 from aggregator.stream.worker import Worker
-from ldp_store import keys, scripts
+from client_sdk.wire import MetricDefinition
+from collector.ingest import Appender
+from ldp_store import keys, scripts, shuffle
 from ldp_store.registry import Registry
 from tests.aggregator.test_worker import append, perturbed
 
@@ -148,3 +156,90 @@ def test_a_dead_workers_entries_are_still_claimed(redis_db: Any) -> None:
         thread.join(10)
     assert reports_counted(client, d) == 3 and worker.stats.claimed == 3
     assert all(reports_counted(client, q) == 0 for q in quiet)
+
+
+def keys_named(client: redis.Redis, metrics: int) -> float:
+    """Keys (``ldp:`` arguments) named per idle round of a worker consuming ``metrics``
+    metrics, read with ``MONITOR``."""
+    registry = Registry(client)
+    for i in range(metrics):
+        registry.put(f"named.m{i:03d}", SPEC)
+    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=600_000)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    named = 0
+    try:
+        deadline = time.monotonic() + 60
+        while worker.stats.rounds < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with client.monitor() as monitor:
+            rounds = worker.stats.rounds
+            while worker.stats.rounds < rounds + 10 and time.monotonic() < deadline:
+                command = monitor.next_command()["command"]
+                named += sum(word.startswith("ldp:") for word in command.split())
+            done = worker.stats.rounds - rounds
+    finally:
+        worker.stop()
+        thread.join(10)
+    return named / done
+
+
+def test_an_idle_worker_names_as_few_keys_at_300_metrics_as_at_3(redis_db: Any) -> None:
+    client = redis_db.client()
+    few = keys_named(client, 3)
+    client.flushdb()
+    many = keys_named(client, 300)
+    # The doorbell and the registry's change counter, not every stream (600 a round).
+    assert many <= few + 1.0, (few, many)
+    assert many < 10, many
+
+
+@contextmanager
+def idle_worker(client: redis.Redis, claim_idle_ms: int = 600_000) -> Iterator[Worker]:
+    worker = Worker(client, handle_signals=False, block_ms=100, claim_idle_ms=claim_idle_ms)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        while worker.stats.rounds < 5:
+            time.sleep(0.05)
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(10)
+
+
+def counted_soon(client: redis.Redis, d: MetricDefinition, n: int) -> int:
+    deadline = time.monotonic() + 30
+    while reports_counted(client, d) != n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return reports_counted(client, d)
+
+
+def test_reports_rung_by_the_collector_and_a_pool_release_are_counted(redis_db: Any) -> None:
+    client = redis_db.client()
+    registry = Registry(client)
+    direct, relayed = (registry.put(f"bell.{m}", SPEC).definition for m in ("direct", "relayed"))
+    with idle_worker(client) as worker:
+        items = [(os.urandom(16), p) for p in perturbed(direct, [1, 2], seed=3)]
+        Appender(client, max_backlog=1000).append(
+            direct.name, direct.version, items, datetime.now(UTC)
+        )
+        assert counted_soon(client, direct, 2) == 2
+        pool = keys.pool_key(relayed.name, relayed.version, 0)
+        for payload in perturbed(relayed, [0, 3, 3], seed=4):
+            client.xadd(pool, {"p": payload})  # as the append script pools relayed reports
+        time.sleep(0.3)  # idle rounds: a pool below B is not the worker's to release yet
+        assert shuffle.release(client, relayed.name, relayed.version, 0, min_batch=3) == 3
+        assert counted_soon(client, relayed, 3) == 3
+        assert worker.stats.rounds > 10  # idle between
+
+
+def test_entries_without_a_ring_are_found_by_the_sweep(redis_db: Any) -> None:
+    client = redis_db.client()
+    d = Registry(client).put("bell.lost", SPEC).definition
+    with idle_worker(client, claim_idle_ms=200):  # a sweep every 100 ms
+        append(client, d, perturbed(d, [1], seed=5), ring=False)  # a ring lost
+        assert counted_soon(client, d, 1) == 1
+        client.delete(keys.DOORBELL)  # the doorbell itself lost
+        append(client, d, perturbed(d, [2, 2], seed=6))
+        assert counted_soon(client, d, 3) == 3

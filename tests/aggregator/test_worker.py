@@ -33,6 +33,7 @@ from aggregator.stream.worker import Worker, ensure_group
 from client_sdk.wire import MAX_RETENTION_SECONDS, MetricDefinition
 from ldp_server.cli import main
 from ldp_store import keys
+from ldp_store.connection import is_cluster
 from ldp_store.registry import Registry
 from ldp_store.retention import RetentionPolicy
 from ldp_store.schema import window_names
@@ -40,7 +41,12 @@ from ldp_store.schema import window_names
 ROOT = Path(__file__).resolve().parents[2]
 GROUP = keys.GROUP
 
-_LOADER = "for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'p', ARGV[i]) end return #ARGV"
+_LOADER = """
+for i = 1, #ARGV do redis.call('XADD', KEYS[1], '*', 'p', ARGV[i]) end
+if KEYS[2] then redis.call('XADD', KEYS[2], '*', 's', KEYS[1]) end
+return #ARGV
+"""
+"""XADD each ARGV to KEYS[1] and, given KEYS[2], ring that doorbell as the collector does."""
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -100,11 +106,15 @@ def appended(
     return d, payloads
 
 
-def append(client: redis.Redis, d: MetricDefinition, payloads: Sequence[str]) -> None:
-    """XADD each payload as field ``p`` (in a script, 5,000 per call, for speed)."""
+def append(
+    client: redis.Redis, d: MetricDefinition, payloads: Sequence[str], *, ring: bool = True
+) -> None:
+    """XADD each payload as field ``p`` (in a script, 5,000 per call, for speed), and ring
+    the doorbell as the collector's append does (on a single Redis, unless not ``ring``)."""
     loader = client.register_script(_LOADER)
+    bell = [keys.DOORBELL] if ring and not is_cluster(client) else []
     for i in range(0, len(payloads), 5000):
-        loader(keys=[stream(d)], args=list(payloads[i : i + 5000]))
+        loader(keys=[stream(d), *bell], args=list(payloads[i : i + 5000]))
 
 
 def append_ids(client: redis.Redis, d: MetricDefinition, payloads: Sequence[str]) -> list[bytes]:

@@ -178,16 +178,19 @@ def test_only_compensating_tampering_breaks_the_fence_and_it_says_so(any_redis: 
     assert w.stats.fence_broken == 2 and w.stats.counted == 0
 
 
-def test_the_blocking_read_commits_one_by_one(redis_db: Any) -> None:
+def test_a_ring_of_the_doorbell_makes_its_quiet_streams_read_due(redis_db: Any) -> None:
     client = redis_db.client()
     d = make_metric(client, "app.block", "grr", k=4)
     ensure_group(client, stream(d))
     w = worker(client, name="w", block_ms=50)
     w.discover()
+    w._round(once=False)  # read, found empty: quiet; then an idle wait
+    (s,) = w._streams.values()
+    assert s.quiet
     payloads = perturbed(d, [1, 2], seed=16)
-    append(client, d, payloads)
+    append(client, d, payloads)  # rings
     w._wait_for_entries()
-    assert w.stats.counted == 1  # the blocking read takes one entry
+    assert not s.quiet and w.stats.counted == 0  # the ring reads nothing itself
     w.run(once=True)
     assert_counts(client, d, offline(d, payloads))
 
@@ -198,7 +201,7 @@ def test_a_stream_deleted_under_the_blocking_read_is_recreated(redis_db: Any) ->
     w = worker(client, name="w", block_ms=50)
     w.discover()
     client.delete(stream(d))  # an operator deletes the stream: its group goes with it
-    w._wait_for_entries()  # NOGROUP: returns, the next round recreates the group
+    w._wait_for_entries()  # the doorbell: nothing; the next round finds NOGROUP, recreates
     payloads = perturbed(d, [0, 3], seed=21)
     w.run(once=True)
     append(client, d, payloads)
