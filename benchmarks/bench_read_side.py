@@ -591,15 +591,18 @@ def metrics(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     pids = aggregators(data)
     before = sum(cpu_seconds(p) for p in pids)
     redis_before = server_cpu(SERVERS[-1].pid)["redis"]
-    calls = redis_calls(client)
+    calls = redis_calls_by(client)
     time.sleep(args.idle)
     used = sum(cpu_seconds(p) for p in pids) - before
-    commands = redis_calls(client) - calls - 2  # the two INFO of this measurement
+    spent = {c: n - calls.get(c, 0) for c, n in redis_calls_by(client).items()}
+    spent["info"] -= 2  # the two INFO of this measurement
+    commands = sum(spent.values())
     redis_used = server_cpu(SERVERS[-1].pid)["redis"] - redis_before
     out["idle aggregator"] = {
         "cpu_share_of_a_core": used / args.idle,
         "redis_cpu_share_of_a_core": redis_used / args.idle,
         "redis_commands_per_second": commands / args.idle,
+        "most_sent": sorted(spent.items(), key=lambda item: -item[1])[:4],
         "workers": len(pids),
         "load": load(),
     }
@@ -620,9 +623,10 @@ def keys_named(client: Any, seconds: float) -> float:
     return named / seconds
 
 
-def redis_calls(client: Any) -> int:
-    """Commands Redis has served, every client (INFO commandstats)."""
-    return sum(int(v["calls"]) for v in client.info("commandstats").values())
+def redis_calls_by(client: Any) -> dict[str, int]:
+    """Commands Redis has served, every client, by command (INFO commandstats)."""
+    stats = client.info("commandstats").items()
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats}
 
 
 HOURS, DAYS = 90 * 24, 2 * 365

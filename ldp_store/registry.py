@@ -404,6 +404,36 @@ class Registry:
             self._snapshots[project] = kept
         return kept
 
+    def current_versions(self) -> dict[str, int]:
+        """Every metric's current version (of the request's project), by name, without
+        reading a definition: from the kept :meth:`snapshot` while the registry's change
+        counter stays put, else from every state, read in one call. A process's first
+        scrape at ten thousand metrics then reads no definition but those in use
+        (:meth:`definitions`)."""
+        project = projects.CURRENT.get()
+        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
+        now = time.monotonic()
+        with self._lock:
+            kept = self._snapshots.get(project)
+        if kept is not None and kept.changes == changes and now - kept.read_at < SNAPSHOT_TTL:
+            return {d.name: d.version for d in kept.definitions}
+        names = self.names()
+        self._refresh_states(names, now, every=True)
+        found = {}
+        for name in names:
+            state = self._state[name][1] if name in self._state else _NO_STATE
+            if state.current is not None and state.current not in state.deleted:
+                found[name] = state.current
+        return found
+
+    def definitions(self, wanted: list[tuple[str, int]]) -> list[MetricDefinition]:
+        """The definitions of these (name, version) pairs that exist, in order; those not
+        cached read in one pipeline."""
+        self._load_versions(wanted)
+        with self._lock:
+            found = [self._versions.get(key) for key in wanted]
+        return [d for d in found if d is not None]
+
     def _changed(self) -> None:
         """After a write other processes' snapshots must not keep: move the counter."""
         self.redis.incr(keys.REGISTRY_CHANGES)

@@ -73,13 +73,15 @@ class InUse:
             kept = self._kept
         if kept is not None and kept[1] == project and now - kept[0] < KEEP_SECONDS:
             return kept[2], kept[3]
-        every = self.registry.all_current()
         marked = in_use.marked(self.client)
-        maybe = (
-            every
-            if marked is None
-            else [d for d in every if in_use.member(d.name, d.version) in marked]
-        )
+        if marked is None:  # the sweep: every current version
+            maybe = self.registry.all_current()
+            defined = len(maybe)
+        else:  # the definitions of the current versions in use only
+            current = self.registry.current_versions()
+            defined = len(current)
+            wanted = [(n, v) for n, v in current.items() if in_use.member(n, v) in marked]
+            maybe = self.registry.definitions(wanted)
         rows = [
             (d, c) for d, c in zip(maybe, counters(self.client, maybe), strict=True) if c.active
         ]
@@ -87,8 +89,8 @@ class InUse:
             found = [(d.name, d.version) for d, _ in rows]
             in_use.record_sweep(self.client, found, every=project is None)
         with self._lock:
-            self._kept = (now, project, len(every), rows)
-        return len(every), rows
+            self._kept = (now, project, defined, rows)
+        return defined, rows
 
 
 class PipelineGauges(Collector):

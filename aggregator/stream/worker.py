@@ -473,6 +473,8 @@ class Worker:
         self._pooled: set[str] = set()
         """Shuffle pools that may hold reports (rung, or found by the pools' sweep)."""
         self._next_pool_sweep = 0.0
+        self._pools: dict[str, tuple[str, int, int]] | None = None
+        """Every joined version's shuffle pools (kept while the streams are the same)."""
 
     # -- control ------------------------------------------------------------------------
     def stop(self) -> None:
@@ -569,6 +571,7 @@ class Worker:
             if version not in listed:
                 log.info("%s was deleted with its version; no longer consumed", key)
                 del self._streams[key]
+                self._pools = None
                 self._known.discard(version)
                 self._pooled.discard(keys.pool_key(*version, s.shard))
 
@@ -662,6 +665,7 @@ class Worker:
                     # ``ldp metrics delete``: forget the version, do not recreate its keys
                     log.info("%s was deleted with its version; no longer consumed", stream.key)
                     self._streams.pop(stream.key, None)
+                    self._pools = None
                     self.stats.streams = len(self._streams)
                     continue
                 log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
@@ -694,14 +698,16 @@ class Worker:
         sweep found, every :data:`POOL_SWEEP_INTERVAL`, with the length of every pool in
         one call. A cluster looks at each (the doorbell would be CROSSSLOT).
         """
-        members = {
-            keys.pool_key(s.definition.name, s.definition.version, s.shard): (
-                s.definition.name,
-                s.definition.version,
-                s.shard,
-            )
-            for s in self._streams.values()
-        }
+        if self._pools is None or len(self._pools) != len(self._streams):
+            self._pools = {
+                keys.pool_key(s.definition.name, s.definition.version, s.shard): (
+                    s.definition.name,
+                    s.definition.version,
+                    s.shard,
+                )
+                for s in self._streams.values()
+            }
+        members = self._pools
         if members and not self._cluster:
             now = time.monotonic()
             if now >= self._next_pool_sweep:
