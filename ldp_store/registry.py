@@ -389,19 +389,14 @@ class Registry:
         """:meth:`all_current` as kept: the same object while nothing changed, so a caller
         can keep what it derives from the list (the overview's device-wide spend) with it.
         """
-        project = projects.CURRENT.get()
-        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
-        now = time.monotonic()
-        with self._lock:
-            kept = self._snapshots.get(project)
-        if kept is not None and kept.changes == changes and now - kept.read_at < SNAPSHOT_TTL:
+        kept, changes, now = self._kept()
+        if kept is not None:
             return kept
-        found = self._read_current(self.names(), now)
-        kept = Snapshot(changes, now, tuple(found))
+        kept = Snapshot(changes, now, tuple(self._read_current(self.names(), now)))
         with self._lock:
             if len(self._snapshots) >= SNAPSHOTS:
                 self._snapshots.clear()
-            self._snapshots[project] = kept
+            self._snapshots[projects.CURRENT.get()] = kept
         return kept
 
     def current_versions(self) -> dict[str, int]:
@@ -410,21 +405,10 @@ class Registry:
         counter stays put, else from every state, read in one call. A process's first
         scrape at ten thousand metrics then reads no definition but those in use
         (:meth:`definitions`)."""
-        project = projects.CURRENT.get()
-        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
-        now = time.monotonic()
-        with self._lock:
-            kept = self._snapshots.get(project)
-        if kept is not None and kept.changes == changes and now - kept.read_at < SNAPSHOT_TTL:
+        kept, _, now = self._kept()
+        if kept is not None:
             return {d.name: d.version for d in kept.definitions}
-        names = self.names()
-        self._refresh_states(names, now, every=True)
-        found = {}
-        for name in names:
-            state = self._state[name][1] if name in self._state else _NO_STATE
-            if state.current is not None and state.current not in state.deleted:
-                found[name] = state.current
-        return found
+        return dict(self._current_pairs(self.names(), now))
 
     def definitions(self, wanted: list[tuple[str, int]]) -> list[MetricDefinition]:
         """The definitions of these (name, version) pairs that exist, in order; those not
@@ -433,6 +417,17 @@ class Registry:
         with self._lock:
             found = [self._versions.get(key) for key in wanted]
         return [d for d in found if d is not None]
+
+    def _kept(self) -> tuple[Snapshot | None, bytes | None, float]:
+        """The project's kept snapshot while it stands (else None), the change counter
+        and the time (monotonic) it was read at."""
+        changes = cast(bytes | None, self.redis.get(keys.REGISTRY_CHANGES))
+        now = time.monotonic()
+        with self._lock:
+            kept = self._snapshots.get(projects.CURRENT.get())
+        if kept is not None and kept.changes == changes and now - kept.read_at < SNAPSHOT_TTL:
+            return kept, changes, now
+        return None, changes, now
 
     def _changed(self) -> None:
         """After a write other processes' snapshots must not keep: move the counter."""
@@ -444,16 +439,17 @@ class Registry:
         """The current definitions of ``names``: every state read in one call (the
         counter moved, or a minute passed: any state may have changed), the definitions
         not cached in one pipeline."""
+        return self.definitions(self._current_pairs(names, now))
+
+    def _current_pairs(self, names: list[str], now: float) -> list[tuple[str, int]]:
+        """(name, current version) of those of ``names`` that have one, every state read."""
         self._refresh_states(names, now, every=True)
-        wanted = []
+        found = []
         for name in names:
             state = self._state[name][1] if name in self._state else _NO_STATE
             if state.current is not None and state.current not in state.deleted:
-                wanted.append((name, state.current))
-        self._load_versions(wanted)
-        with self._lock:
-            found = [self._versions.get(key) for key in wanted]
-        return [d for d in found if d is not None]
+                found.append((name, state.current))
+        return found
 
     def _refresh_states(self, names: list[str], now: float, *, every: bool = False) -> None:
         """Read the states of ``names`` (``every`` one, or those not cached or older than
