@@ -215,8 +215,8 @@ def counted_soon(client: redis.Redis, d: MetricDefinition, n: int) -> int:
     return reports_counted(client, d)
 
 
-def test_reports_rung_by_the_collector_and_a_pool_release_are_counted(redis_db: Any) -> None:
-    client = redis_db.client()
+def test_reports_rung_by_the_collector_and_a_pool_release_are_counted(any_redis: Any) -> None:
+    client = any_redis.client()
     registry = Registry(client)
     direct, relayed = (registry.put(f"bell.{m}", SPEC).definition for m in ("direct", "relayed"))
     with idle_worker(client) as worker:
@@ -234,8 +234,8 @@ def test_reports_rung_by_the_collector_and_a_pool_release_are_counted(redis_db: 
         assert worker.stats.rounds > 10  # idle between
 
 
-def test_entries_without_a_ring_are_found_by_the_sweep(redis_db: Any) -> None:
-    client = redis_db.client()
+def test_entries_without_a_ring_are_found_by_the_sweep(any_redis: Any) -> None:
+    client = any_redis.client()
     d = Registry(client).put("bell.lost", SPEC).definition
     with idle_worker(client, claim_idle_ms=200):  # a sweep every 100 ms
         append(client, d, perturbed(d, [1], seed=5), ring=False)  # a ring lost
