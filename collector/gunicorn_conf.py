@@ -51,6 +51,10 @@ heavy lane, ``docs/architecture/read-side.md``); empty: one listener, every work
 HEAVY_WORKERS = int(os.environ.get("LDP_HEAVY_WORKERS") or 1) if HEAVY_BIND else 0
 """Workers that serve only ``HEAVY_BIND`` (the others never accept on it)."""
 
+LANE_ENV = "LDP_READ_LANE"
+"""Set in each worker to its lane (heavy, light; unset without lanes): the expensive
+reads a worker warms at start are those its lane served (``aggregator.query.warm``)."""
+
 HEAVY_NICENESS = 5
 """How much lower the heavy lane's CPU priority is than the other workers': when both want
 the CPU, a cheap read gets it (about three times the share, per Linux's weights)."""
@@ -138,6 +142,18 @@ def post_fork(server: Any, worker: Any) -> None:
         return
     heavy_port = int(HEAVY_BIND.rpartition(":")[2])
     heavy = getattr(worker, "ldp_lane", "") == "heavy"
+    os.environ[LANE_ENV] = "heavy" if heavy else "light"  # whose reads it keeps warm
     worker.sockets = [s for s in worker.sockets if (_port(s) == heavy_port) == heavy]
     if heavy:
         os.nice(HEAVY_NICENESS)
+
+
+def post_worker_init(worker: Any) -> None:
+    """The app is loaded in this worker (after the fork and gevent's patching): start
+    what it runs beside its requests (the read side's warm-ups, before the first read)."""
+    from flask import Flask  # noqa: PLC0415  # the app's, loaded by now
+
+    from ldp_api.context import worker_started  # noqa: PLC0415
+
+    if isinstance(worker.wsgi, Flask):
+        worker_started(worker.wsgi)

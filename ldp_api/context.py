@@ -10,6 +10,7 @@ policy) has a typed :class:`Slot` too. This module is the only one that touches
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar, overload
 
@@ -21,7 +22,15 @@ from prometheus_client.registry import Collector
 from ldp_store.lifecycle import MemoryUsage
 from ldp_store.registry import Registry
 
-__all__ = ["MetricsHooks", "SharedContext", "Slot", "attach", "shared"]
+__all__ = [
+    "MetricsHooks",
+    "SharedContext",
+    "Slot",
+    "attach",
+    "on_worker_start",
+    "shared",
+    "worker_started",
+]
 
 T = TypeVar("T")
 C = TypeVar("C", bound="SharedContext")
@@ -112,3 +121,19 @@ def shared(kind: type[SharedContext] | None = None, app: Flask | None = None) ->
     if kind is not None and not isinstance(found, kind):
         raise TypeError(f"the app's context is a {type(found).__name__}, not a {kind.__name__}")
     return found
+
+
+_WORKER_START = "ldp_worker_start"
+
+
+def on_worker_start(app: Flask, hook: Callable[[], None]) -> None:
+    """Call ``hook`` in each web server process that serves ``app``, once it is ready to
+    serve (:func:`worker_started`), not in a master that only forks them."""
+    app.extensions.setdefault(_WORKER_START, []).append(hook)
+
+
+def worker_started(app: Flask) -> None:
+    """``app`` is about to serve requests in this process (gunicorn's ``post_worker_init``,
+    after a fork and gevent's patching): run its :func:`on_worker_start` hooks."""
+    for hook in app.extensions.get(_WORKER_START, ()):
+        hook()

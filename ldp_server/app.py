@@ -16,7 +16,7 @@ from typing import Any
 from flask import Flask
 
 import aggregator.web
-from aggregator.web import lanes
+from aggregator.web import estimates, lanes
 from collector import create_app, settings
 from ldp_server.forward import ForwardReads
 
@@ -78,6 +78,7 @@ def create_ingest_app(
     upstream = upstream or os.environ.get("LDP_READ_UPSTREAM")
     heavy_upstream = heavy_upstream or os.environ.get("LDP_HEAVY_UPSTREAM")
     if upstream:
+        estimates.reads_forwarded(app)  # the read workers keep them warm
         names = [bp.name for bp in aggregator.web.BLUEPRINTS]
         app.wsgi_app = ForwardReads(  # type: ignore[method-assign, assignment]
             app.wsgi_app,

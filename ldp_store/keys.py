@@ -57,6 +57,7 @@ __all__ = [
     "tag",
     "token_key",
     "TOKENS_SET",
+    "warm_reads_key",
     "window_keys",
     "windows_key",
 ]
@@ -300,3 +301,10 @@ def shuffled_key(name: str, version: int, shard: int = 0) -> str:
     that pooled last set it, and what was released: ``batches``, ``reports``, the
     ``smallest`` batch, ``released_ms`` (:data:`ldp_store.scripts.SHUFFLE`)."""
     return f"{PREFIX}:{tag(name, version, shard)}:shuffled"
+
+
+def warm_reads_key(lane: str) -> str:
+    """The expensive reads a read lane's processes served lately (a sorted set of their
+    queries, scored by when last read: :mod:`aggregator.query.warm`); ``lane`` empty: a
+    read service of one lane. One key, in its own slot."""
+    return f"{PREFIX}:warm-reads:{lane or 'any'}"

@@ -1,26 +1,43 @@
 """Expensive reads kept warm: each read process remembers the expensive reads it served
 lately and, when their metric's counts change (a batch counted), reads them again on a
 thread of its own, so that their statistics are kept (:mod:`aggregator.query.memo`)
-before the next request asks. In full: docs/architecture/read-side.md.
+before the next request asks. The reads are also recorded in Redis, per read lane, so
+that a process that starts (or never served them) warms them before its first request.
+In full: docs/architecture/read-side.md.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, cast
 
 import redis
 
 from aggregator.query.estimators.base import Reader
 from aggregator.query.window import reports_counted, reports_counted_many
 from client_sdk.wire import MetricDefinition
+from ldp_store import keys
 
-__all__ = ["IDLE_SECONDS", "POLL_SECONDS", "WARM_READS", "WARM_SECONDS", "Warmer"]
+__all__ = [
+    "IDLE_SECONDS",
+    "LANE_ENV",
+    "LOAD_SECONDS",
+    "POLL_SECONDS",
+    "RECORD_SECONDS",
+    "WARM_READS",
+    "WARM_SECONDS",
+    "Replay",
+    "Revive",
+    "Warmer",
+    "spec_text",
+]
 
 log = logging.getLogger(__name__)
 
@@ -30,18 +47,43 @@ a cheaper one costs its next reader little, and its warm-up would cost every bat
 
 WARM_READS = 32
 """Reads kept warm per process, the most lately read first: a few dashboards' heavy
-tables; each warm-up costs up to a second or two of CPU per batch counted."""
+tables; each warm-up costs up to a second or two of CPU per batch counted. A read lane's
+record in Redis holds as many."""
 
 IDLE_SECONDS = 900.0
-"""A read no one has asked for in this long is no longer kept warm (a closed tab)."""
+"""A read no one has asked for in this long is no longer kept warm (a closed tab), nor
+recorded."""
 
 POLL_SECONDS = 1.0
 """How often the warmer reads the reports counted of the metrics it keeps warm (one
 call for all): a batch is noticed within this long."""
 
+RECORD_SECONDS = 60.0
+"""A read kept warm is recorded in Redis when first kept, then at most once in this
+long however often it is read: one write a minute per dashboard table, not per read."""
+
+LOAD_SECONDS = 60.0
+"""How often the warmer reads its lane's record (at its start, then this often): a read
+another process of the lane served is warm here within this long."""
+
+LANE_ENV = "LDP_READ_LANE"
+"""The read lane of this process (``heavy``, ``light``; unset: a read service of one
+lane), set by ``collector/gunicorn_conf.py`` in each worker."""
+
 Replay = Callable[[Reader], object]
 """A read again, with the reader given (its answer is dropped: what counts is what it
 leaves in the memo)."""
+
+Revive = Callable[[Reader, Mapping[str, Any]], tuple[MetricDefinition, Replay] | None]
+"""A recorded read's metric version and replay from its query (a read's ``spec``), or
+None when its metric is gone (deleted, retired). Raises ValueError, KeyError or
+TypeError on a query it cannot read."""
+
+
+def spec_text(spec: Mapping[str, Any]) -> str:
+    """The recorded form of a read's query (and what the warmer keys it by): its JSON,
+    keys sorted, no spaces."""
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass
@@ -51,7 +93,9 @@ class _Kept:
     read_at: float
     n: int | None
     """The metric version's reports counted when the read was last computed (None:
-    unknown, Redis away; the next pass reads it again)."""
+    never here, or unknown with Redis away; the next pass reads it again)."""
+    recorded_at: float
+    """When this process last recorded the read in Redis (-inf: not yet)."""
 
 
 class Warmer:
@@ -59,54 +103,165 @@ class Warmer:
 
     Args:
         reader: what the replays read with (the app's Redis and registry).
+        revive: a recorded read's replay from its query; None: reads are neither recorded
+            in Redis nor loaded from it.
         clock: seconds, for :data:`IDLE_SECONDS` (injected by tests).
+        wall: Unix seconds, the record's scores (shared by processes).
     """
 
-    def __init__(self, reader: Reader, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        reader: Reader,
+        revive: Revive | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.reader = reader
+        self.revive = revive
         self.clock = clock
+        self.wall = wall
         self.replays = 0
         """Reads computed again by :meth:`step`, for tests and the benchmark."""
         self._lock = threading.Lock()
-        self._kept: OrderedDict[Hashable, _Kept] = OrderedDict()
+        self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._pid = 0
 
+    def _own(self) -> None:
+        """Forget what a parent process kept (under the lock)."""
+        if os.getpid() != self._pid:  # a fork (gunicorn's workers): its own reads
+            self._pid, self._thread = os.getpid(), None
+            self._kept.clear()
+
+    def _key(self) -> str | None:
+        """This process's lane's record, or None when reads are not recorded."""
+        if self.revive is None:
+            return None
+        return keys.warm_reads_key(os.environ.get(LANE_ENV, ""))
+
+    def start(self) -> None:
+        """Start this process's thread now (a worker ready to serve): it loads the
+        lane's record and computes those reads before any request asks."""
+        with self._lock:
+            self._own()
+            self._start(at_once=True)
+
+    def _start(self, at_once: bool) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, args=(at_once,), name="ldp-warm", daemon=True
+            )
+            self._thread.start()
+
     def note(
-        self, key: Hashable, definition: MetricDefinition, replay: Replay, seconds: float
+        self,
+        spec: Mapping[str, Any],
+        definition: MetricDefinition,
+        replay: Replay,
+        seconds: float,
     ) -> None:
-        """A read was served: keep it warm if it took at least :data:`WARM_SECONDS`
-        (``key`` names what it computes: a read of the same statistics in another form
-        or with other rows has the same), or was kept warm already; starts this
-        process's thread at the first."""
+        """A read was served: keep it warm if it took at least :data:`WARM_SECONDS`,
+        or was kept warm already, and record it (:data:`RECORD_SECONDS`); starts this
+        process's thread at the first. ``spec`` is what it computes (its metric version
+        and the query's parameters that change its statistics, JSON: a read of the same
+        statistics in another form or with other rows has the same)."""
+        key = spec_text(spec)
         now = self.clock()
         with self._lock:
-            if os.getpid() != self._pid:  # a fork (gunicorn's workers): its own reads
-                self._pid, self._thread = os.getpid(), None
-                self._kept.clear()
+            self._own()
             found = self._kept.get(key)
             if found is not None:
                 found.read_at = now
                 self._kept.move_to_end(key)
-                return
-            if seconds < WARM_SECONDS:
-                return
+                if now - found.recorded_at < RECORD_SECONDS:
+                    return
+                found.recorded_at = now
+        if found is not None:
+            self._record(key)
+            return
+        if seconds < WARM_SECONDS:
+            return
         try:  # what the read just computed (a batch counted since: one warm-up missed)
             n: int | None = reports_counted(self.reader.client, definition)
         except redis.RedisError:
             n = None
         with self._lock:
-            self._kept[key] = _Kept(definition, replay, now, n)
+            self._kept[key] = _Kept(definition, replay, now, n, now)
             while len(self._kept) > WARM_READS:
                 self._kept.popitem(last=False)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="ldp-warm", daemon=True)
-                self._thread.start()
+            self._start(at_once=False)
+        self._record(key)
+
+    def _record(self, key: str) -> None:
+        """Record the read ``key`` as read now in the lane's record, which keeps the
+        newest :data:`WARM_READS` read within :data:`IDLE_SECONDS` (and vanishes when
+        none is)."""
+        shared = self._key()
+        if shared is None:
+            return
+        now = self.wall()
+        try:
+            pipe = self.reader.client.pipeline(transaction=False)
+            pipe.zadd(shared, {key: now})
+            pipe.zremrangebyscore(shared, "-inf", now - IDLE_SECONDS)
+            pipe.zremrangebyrank(shared, 0, -WARM_READS - 1)
+            pipe.pexpire(shared, int(IDLE_SECONDS * 1000))
+            pipe.execute()
+        except redis.RedisError as exc:  # the read is served; its record waits a minute
+            log.debug("recording a warm read failed (%s)", exc)
+
+    def load(self) -> int:
+        """Keep warm the reads of this lane's record not kept yet (computed at the next
+        :meth:`step`), and refresh when the others were read; drop from the record what
+        cannot be read again (a metric deleted or retired, a query not understood).
+        Returns how many reads it added.
+
+        Raises:
+            redis.RedisError: Redis away.
+        """
+        shared = self._key()
+        if shared is None or self.revive is None:
+            return 0
+        wall, now = self.wall(), self.clock()
+        found = cast(
+            list[tuple[bytes, float]],
+            self.reader.client.zrangebyscore(shared, wall - IDLE_SECONDS, "+inf", withscores=True),
+        )
+        dropped: list[bytes] = []
+        added = 0
+        for member, score in found:  # oldest first: the newest end the process's order
+            read_at = now - max(0.0, wall - float(score))
+            try:
+                key = member.decode()
+                with self._lock:
+                    self._own()
+                    kept = self._kept.get(key)
+                    if kept is not None:
+                        kept.read_at = max(kept.read_at, read_at)
+                        continue
+                revived = self.revive(self.reader, json.loads(key))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                log.debug("a warm read recorded cannot be read (%s); dropped", exc)
+                dropped.append(member)
+                continue
+            if revived is None:  # its metric deleted or retired
+                dropped.append(member)
+                continue
+            definition, replay = revived
+            with self._lock:
+                self._kept[key] = _Kept(definition, replay, read_at, None, now)
+                while len(self._kept) > WARM_READS:
+                    self._kept.popitem(last=False)
+            added += 1
+        if dropped:
+            self.reader.client.zrem(shared, *dropped)
+        return added
 
     def step(self) -> int:
         """Read the reports counted of every metric kept warm (one call) and read again
-        each read whose metric's count moved since it was computed; forget the reads
-        idle for :data:`IDLE_SECONDS`. Returns how many reads it computed again."""
+        each read whose metric's count moved since it was computed (or never computed
+        here); forget the reads idle for :data:`IDLE_SECONDS`. Returns how many reads it
+        computed again."""
         now = self.clock()
         with self._lock:
             for key in [k for k, v in self._kept.items() if now - v.read_at > IDLE_SECONDS]:
@@ -123,18 +278,35 @@ class Warmer:
             try:
                 read.replay(self.reader)
             except Exception:  # noqa: BLE001  # retired, deleted, Redis away: the next read says
-                log.debug("warm-up of %r failed; no longer kept warm", key, exc_info=True)
-                with self._lock:
-                    self._kept.pop(key, None)
+                log.debug("warm-up of %s failed; no longer kept warm", key, exc_info=True)
+                self._forget(key)
                 continue
             done += 1
         self.replays += done
         return done
 
-    def _run(self) -> None:
-        while True:
-            time.sleep(POLL_SECONDS)
+    def _forget(self, key: str) -> None:
+        """No longer keep ``key`` warm, here or (recorded) in the lane's other processes:
+        its next read records it again."""
+        with self._lock:
+            self._kept.pop(key, None)
+        shared = self._key()
+        if shared is not None:
             try:
+                self.reader.client.zrem(shared, key)
+            except redis.RedisError:
+                pass
+
+    def _run(self, at_once: bool) -> None:
+        loaded = -float("inf") if at_once else self.clock()
+        if not at_once:
+            time.sleep(POLL_SECONDS)
+        while True:
+            try:
+                if self.clock() - loaded >= LOAD_SECONDS:
+                    loaded = self.clock()
+                    self.load()
                 self.step()
-            except redis.RedisError as exc:
+            except Exception as exc:  # noqa: BLE001  # Redis away, a bug: the next pass
                 log.warning("warm-up pass failed (%s); next in %.0f s", exc, POLL_SECONDS)
+            time.sleep(POLL_SECONDS)

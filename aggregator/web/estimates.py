@@ -15,6 +15,7 @@ import io
 import math
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -64,7 +65,7 @@ from aggregator.web.read_guard import guarded
 from aggregator.web.status import alarm_rate, retention_of
 from aggregator.web.strings import parse_candidates
 from client_sdk.wire import MetricDefinition
-from ldp_api.context import Slot, shared
+from ldp_api.context import Slot, on_worker_start, shared
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Header, Media, Reply
 from ldp_store import schema
@@ -77,6 +78,7 @@ __all__ = [
     "definition_of",
     "estimand_asked",
     "install_warmer",
+    "reads_forwarded",
     "min_segment_reports",
     "refuse_expired",
     "window_asked",
@@ -466,18 +468,13 @@ def get_estimates(name: str) -> Any:
     candidates = _candidates_asked(definition, fmt)
     ask = Ask(confidence, simultaneous, estimand, multiplicity, rows=rows)
     by = request.args.get("by")
-    warm = replace(ask, rows=WARM_ROWS)  # the same statistics, whatever the rows shown
     if by is not None and by in dict(definition.dimensions):
         reader = Reader(client, registry, guarded)
         minimum = min_segment_reports()
         started = time.perf_counter()
         breakdown = segment_estimates(reader, definition, window, by, ask, minimum)
-        _keep_warm(
-            ("segments", definition.name, definition.version, window, by, repr(warm), minimum),
-            definition,
-            lambda r: segment_estimates(r, definition, window, by, warm, minimum),
-            started,
-        )
+        spec = _warm_spec(definition, window, ask, by=by, minimum=minimum)
+        _keep_warm(spec, definition, started)
         return segments_csv(breakdown) if fmt == "csv" else answer(breakdown)
     if by is not None and definition.kind != "joint":
         _refuse_dimension(definition, by)
@@ -497,13 +494,7 @@ def get_estimates(name: str) -> Any:
     started = time.perf_counter()
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
     if definition.kind in WARM_KINDS:
-        warm = replace(ask, rows=WARM_ROWS, with_alarms=False)
-        _keep_warm(
-            ("window", definition.name, definition.version, window, repr(warm)),
-            definition,
-            lambda r: estimate_window(r, definition, window, warm),
-            started,
-        )
+        _keep_warm(_warm_spec(definition, window, ask), definition, started)
     return _csv_of(found) if fmt == "csv" else answer(found)
 
 
@@ -521,16 +512,95 @@ WARMER: Slot[Warmer] = Slot("ldp_warmer", Warmer)
 
 
 def install_warmer(app: Flask) -> None:
-    """Give ``app`` its warmer, reading with its Redis and registry."""
+    """Give ``app`` its warmer, reading with its Redis and registry, and started in each
+    process that serves the app (its lane's recorded reads warm before a request)."""
     ext = shared(app=app)
-    WARMER.attach(app, Warmer(Reader(ext.redis, ext.registry)))
+    warmer = Warmer(Reader(ext.redis, ext.registry), revive=_revive)
+    WARMER.attach(app, warmer)
+    on_worker_start(app, warmer.start)
 
 
-def _keep_warm(key: Any, definition: MetricDefinition, replay: Replay, started: float) -> None:
+def reads_forwarded(app: Flask) -> None:
+    """``app``'s estimates are served by other processes (``ldp serve``'s read workers):
+    its warmer records, loads and warms nothing."""
+    WARMER.get(app).revive = None
+
+
+def _warm_spec(
+    definition: MetricDefinition,
+    window: str,
+    ask: Ask,
+    by: str | None = None,
+    minimum: int | None = None,
+) -> dict[str, Any]:
+    """What a read's statistics are a function of, besides the counts (JSON, recorded in
+    Redis: a metric version and query parameters, nothing of who asked): the rows shown
+    and the form do not change them."""
+    spec: dict[str, Any] = {
+        "metric": definition.name,
+        "version": definition.version,
+        "window": window,
+        "confidence": ask.confidence,
+        "simultaneous": ask.simultaneous,
+        "estimand": ask.estimand,
+        "multiplicity": ask.multiplicity,
+    }
+    if by is not None:
+        return {**spec, "read": "segments", "by": by, "minimum": minimum}
+    return {**spec, "read": "window", "marginals": [list(m) for m in ask.marginals]}
+
+
+def _warm_replay(definition: MetricDefinition, spec: Mapping[str, Any]) -> Replay:
+    """The read of ``spec`` again, building the least answer (:data:`WARM_ROWS`).
+
+    Raises:
+        ValueError: a query no read asks (the read, a window, a level, a mode).
+        KeyError, TypeError: a field missing or of another type.
+    """
+    window = str(spec["window"])
+    schema.window_span(window)
+    confidence = float(spec["confidence"])
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence}")
+    multiplicity = spec["multiplicity"]
+    ask = Ask(
+        confidence,
+        bool(spec["simultaneous"]),
+        str(spec["estimand"]),
+        None if multiplicity is None else str(multiplicity),
+        rows=WARM_ROWS,
+    )
+    ask.mode  # noqa: B018  # raises ValueError on an unknown mode
+    if ask.estimand not in ESTIMANDS:
+        raise ValueError(f"estimand {ask.estimand!r}")
+    if spec["read"] == "segments":
+        by, minimum = str(spec["by"]), int(spec["minimum"])
+        if by not in dict(definition.dimensions):
+            raise ValueError(f"no dimension {by!r}")
+        return lambda r: segment_estimates(r, definition, window, by, ask, minimum)
+    if spec["read"] == "window" and definition.kind in WARM_KINDS:
+        marginals = [[int(i) for i in m] for m in spec["marginals"]]
+        warm = replace(ask, marginals=marginals)
+        return lambda r: estimate_window(r, definition, window, warm)
+    raise ValueError(f"no warm read {spec['read']!r} of a {definition.kind} metric")
+
+
+def _revive(reader: Reader, spec: Mapping[str, Any]) -> tuple[MetricDefinition, Replay] | None:
+    """A recorded read's metric version and replay; None when the version is deleted or
+    the metric retired (:data:`aggregator.query.warm.Revive`)."""
+    name, version = str(spec["metric"]), int(spec["version"])
+    definition = reader.registry.get(name, version)
+    if definition is None or reader.registry.retired(name) is not None:
+        return None
+    return definition, _warm_replay(definition, spec)
+
+
+def _keep_warm(spec: dict[str, Any], definition: MetricDefinition, started: float) -> None:
     """Tell the app's warmer a read was served (it keeps the expensive ones warm)."""
     warmer = WARMER.find()
     if warmer is not None:
-        warmer.note(key, definition, replay, time.perf_counter() - started)
+        seconds = time.perf_counter() - started
+        warmer.note(spec, definition, _warm_replay(definition, spec), seconds)
 
 
 def _format_asked() -> str:

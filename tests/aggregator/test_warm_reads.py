@@ -1,6 +1,7 @@
 """Expensive reads kept warm (issue 43 item 2): the first read after a batch counted finds
 the statistics the process's warmer computed meanwhile, equal to a fresh computation's;
-a batch counted since is computed afresh."""
+a batch counted since is computed afresh. A process that never served a read (started
+since, another worker) warms its lane's reads recorded in Redis before a request asks."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from aggregator.query import memo, warm
 from aggregator.stream.worker import Worker
 from aggregator.web.estimates import WARMER
 from client_sdk.wire import build_report
-from ldp_server.app import create_server_app
+from ldp_api.context import worker_started
+from ldp_server.app import create_ingest_app, create_server_app
+from ldp_store import keys
 from ldp_store.registry import Registry
 from tests.aggregator.test_answer_rows import BIG
 from tests.aggregator.test_answer_rows import SPECS as ROWS_SPECS
@@ -129,3 +132,156 @@ def test_the_warmer_thread_notices_a_batch(
     computed = memo.stats().computed
     assert get(client, READS[2])["n"] == 250
     assert memo.stats().computed == computed
+
+
+ANY = keys.warm_reads_key("")
+
+
+def fresh_process(redis_server: Any) -> tuple[Any, Any]:
+    """A new app on the same Redis, and no statistics kept: what a read worker that just
+    started (or never served the reads) has."""
+    memo.clear()
+    app = create_server_app({"REDIS_URL": redis_server.url, "TESTING": True})
+    return app, app.test_client()
+
+
+@pytest.mark.parametrize("path", READS)
+def test_a_fresh_process_serves_its_first_heavy_read_warm(
+    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any, path: str
+) -> None:
+    _, client, send = served
+    send(300)
+    get(client, path)  # served by another process: recorded
+    app, client = fresh_process(redis_server)
+    warmer = WARMER.get(app)
+    assert warmer.load() == 1 and warmer.step() == 1  # warmed before any request
+    computed = memo.stats().computed
+    warmed = get(client, path)
+    assert memo.stats().computed == computed  # its first read computes nothing
+    memo.clear()
+    fresh = get(client, path)
+    assert memo.stats().computed > computed
+    assert json.dumps(warmed) == json.dumps(fresh)
+    assert warmer.load() == 0  # kept already
+
+
+def test_a_worker_warms_its_lane_at_start(
+    served: tuple[Any, Any, Callable[[int], None]],
+    redis_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, client, send = served
+    send(200)
+    monkeypatch.setenv(warm.LANE_ENV, "heavy")
+    get(client, READS[3])  # a heavy-lane read
+    monkeypatch.setenv(warm.LANE_ENV, "light")
+    get(client, READS[2])  # a light-lane read
+    app, client = fresh_process(redis_server)
+    warmer = WARMER.get(app)
+    worker_started(app)  # gunicorn's post_worker_init: the thread loads and warms at once
+    deadline = time.monotonic() + 60
+    while warmer.replays < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warmer.replays == 1  # the light lane's read only
+    computed = memo.stats().computed
+    get(client, READS[2])
+    assert memo.stats().computed == computed
+    assert warmer.load() == 0 and warmer.step() == 0  # the heavy lane's is not this one's
+
+
+def test_the_record_is_bounded_and_written_once_a_minute(
+    served: tuple[Any, Any, Callable[[int], None]],
+    redis_server: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app, client, send = served
+    monkeypatch.setattr(warm, "WARM_READS", 2)
+    send(100)
+    redis = redis_server.client()
+    warmer = WARMER.get(app)
+    now = [1000.0]
+    monkeypatch.setattr(warmer, "clock", lambda: now[0])
+    monkeypatch.setattr(warmer, "wall", lambda: now[0] + 2e9)
+    for path in (READS[0], READS[2], READS[3]):
+        get(client, path)
+        now[0] += 1
+    assert redis.zcard(ANY) == 2  # the newest two
+    assert 0 < redis.pttl(ANY) <= warm.IDLE_SECONDS * 1000  # gone when none is read
+    scores = dict(redis.zrange(ANY, 0, -1, withscores=True))
+    now[0] += warm.RECORD_SECONDS - 10
+    get(client, READS[3])
+    assert dict(redis.zrange(ANY, 0, -1, withscores=True)) == scores  # no write yet
+    now[0] += 10
+    get(client, READS[3])
+    assert max(redis.zrange(ANY, 0, -1, withscores=True), key=lambda m: m[1])[1] == now[0] + 2e9
+
+
+def test_a_read_not_read_for_15_minutes_is_not_warmed(
+    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
+) -> None:
+    _, client, send = served
+    send(100)
+    get(client, READS[0])
+    redis = redis_server.client()
+    (member,) = redis.zrange(ANY, 0, -1)
+    redis.zadd(ANY, {member: time.time() - warm.IDLE_SECONDS - 1})
+    app, _ = fresh_process(redis_server)
+    assert WARMER.get(app).load() == 0
+
+
+@pytest.mark.parametrize("gone", ["deleted", "retired"])
+def test_a_metric_gone_is_not_warmed_and_dropped_from_the_record(
+    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any, gone: str
+) -> None:
+    _, client, send = served
+    send(100)
+    get(client, READS[0])
+    get(client, READS[2])
+    registry = Registry(redis_server.client())
+    if gone == "deleted":
+        registry.forget("rows.big", [1])
+    else:
+        registry.retire("rows.big")
+    app, _ = fresh_process(redis_server)
+    warmer = WARMER.get(app)
+    assert warmer.load() == 1  # the joint metric's
+    assert warmer.step() == 1
+    (left,) = redis_server.client().zrange(ANY, 0, -1)
+    assert json.loads(left)["metric"] == "rows.joint"
+
+
+def test_a_bad_entry_is_ignored_and_dropped(
+    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
+) -> None:
+    _, client, send = served
+    send(100)
+    get(client, READS[0])
+    (good,) = redis_server.client().zrange(ANY, 0, -1)
+    spec = json.loads(good)
+    bad = [
+        "not json",
+        "[1, 2]",
+        json.dumps({"metric": "rows.big"}),
+        json.dumps({**spec, "read": "trend"}),
+        json.dumps({**spec, "window": "../../x"}),
+        json.dumps({**spec, "confidence": 7}),
+        json.dumps({**spec, "multiplicity": "none"}),
+        json.dumps({**spec, "version": 9}),
+        json.dumps({**spec, "metric": "NO SUCH{}"}),
+        json.dumps({**spec, "read": "segments", "by": "nowhere", "minimum": 1}),
+    ]
+    redis_server.client().zadd(ANY, {member: time.time() for member in bad})
+    app, _ = fresh_process(redis_server)
+    warmer = WARMER.get(app)
+    assert warmer.load() == 1 and warmer.step() == 1
+    assert redis_server.client().zrange(ANY, 0, -1) == [good]
+
+
+def test_the_ingest_workers_warm_nothing(
+    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
+) -> None:
+    _, client, send = served
+    send(100)
+    get(client, READS[0])
+    app = create_ingest_app({"REDIS_URL": redis_server.url, "TESTING": True}, "127.0.0.1:9")
+    assert WARMER.get(app).load() == 0  # ldp serve's read workers do
