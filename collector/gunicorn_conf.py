@@ -51,10 +51,6 @@ heavy lane, ``docs/architecture/read-side.md``); empty: one listener, every work
 HEAVY_WORKERS = int(os.environ.get("LDP_HEAVY_WORKERS") or 1) if HEAVY_BIND else 0
 """Workers that serve only ``HEAVY_BIND`` (the others never accept on it)."""
 
-LANE_ENV = "LDP_READ_LANE"
-"""Set in each worker to its lane (heavy, light; unset without lanes): the expensive
-reads a worker warms at start are those its lane served (``aggregator.query.warm``)."""
-
 HEAVY_NICENESS = 5
 """How much lower the heavy lane's CPU priority is than the other workers': when both want
 the CPU, a cheap read gets it (about three times the share, per Linux's weights)."""
@@ -142,7 +138,8 @@ def post_fork(server: Any, worker: Any) -> None:
         return
     heavy_port = int(HEAVY_BIND.rpartition(":")[2])
     heavy = getattr(worker, "ldp_lane", "") == "heavy"
-    os.environ[LANE_ENV] = "heavy" if heavy else "light"  # whose reads it keeps warm
+    # The reads a worker warms at start are those its lane served (aggregator.query.warm).
+    os.environ["LDP_READ_LANE"] = "heavy" if heavy else "light"
     worker.sockets = [s for s in worker.sockets if (_port(s) == heavy_port) == heavy]
     if heavy:
         os.nice(HEAVY_NICENESS)

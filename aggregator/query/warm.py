@@ -27,7 +27,6 @@ from ldp_store import keys
 
 __all__ = [
     "IDLE_SECONDS",
-    "LANE_ENV",
     "LOAD_SECONDS",
     "POLL_SECONDS",
     "RECORD_SECONDS",
@@ -65,10 +64,6 @@ long however often it is read: one write a minute per dashboard table, not per r
 LOAD_SECONDS = 60.0
 """How often the warmer reads its lane's record (at its start, then this often): a read
 another process of the lane served is warm here within this long."""
-
-LANE_ENV = "LDP_READ_LANE"
-"""The read lane of this process (``heavy``, ``light``; unset: a read service of one
-lane), set by ``collector/gunicorn_conf.py`` in each worker."""
 
 Replay = Callable[[Reader], object]
 """A read again, with the reader given (its answer is dropped: what counts is what it
@@ -137,7 +132,8 @@ class Warmer:
         """This process's lane's record, or None when reads are not recorded."""
         if self.revive is None:
             return None
-        return keys.warm_reads_key(os.environ.get(LANE_ENV, ""))
+        # The worker's lane, set by collector/gunicorn_conf.py (unset: one lane).
+        return keys.warm_reads_key(os.environ.get("LDP_READ_LANE", ""))
 
     def start(self) -> None:
         """Start this process's thread now (a worker ready to serve): it loads the

@@ -172,9 +172,9 @@ def test_a_worker_warms_its_lane_at_start(
 ) -> None:
     _, client, send = served
     send(200)
-    monkeypatch.setenv(warm.LANE_ENV, "heavy")
+    monkeypatch.setenv("LDP_READ_LANE", "heavy")
     get(client, READS[3])  # a heavy-lane read
-    monkeypatch.setenv(warm.LANE_ENV, "light")
+    monkeypatch.setenv("LDP_READ_LANE", "light")
     get(client, READS[2])  # a light-lane read
     app, client = fresh_process(redis_server)
     warmer = WARMER.get(app)
