@@ -7,6 +7,7 @@ Run on purpose, not as a test, with a checkout of the old code as the yardstick:
     .venv/bin/python benchmarks/bench_read_side.py isolation --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py sizes --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py warming --before /tmp/old-scale
+    .venv/bin/python benchmarks/bench_read_side.py restart --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py metrics --before /tmp/old-scale
     .venv/bin/python benchmarks/bench_read_side.py trends --before /tmp/old-scale
 
@@ -30,6 +31,11 @@ HTTP, and the aggregator drains them. Then:
   while batches of ``--batch`` reports keep arriving for the three large metrics,
   whose default answers were read once: its p50/p99/max, the batches counted meanwhile
   and the web processes' CPU.
+* ``restart``: the answers of ``sizes`` (default, and with ``--full`` the full table,
+  which the heavy lane serves) read once, then every read worker stopped (SIGTERM;
+  gunicorn starts new ones) and, once the server is quiet (what the new workers compute
+  at start happens meanwhile: its CPU and seconds), each answer's first read in the new
+  workers, and the next (the same counts: what a kept read costs).
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
@@ -455,9 +461,82 @@ def warming(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     return out
 
 
+def read_workers() -> list[int]:
+    """The read service's gunicorn workers (forks of its master, which serves
+    ``create_server_app``) among the served tree's processes."""
+    found = []
+    for pid in web_pids(SERVERS[-1].pid):
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            parent = int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+            above = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+        if "create_server_app" in line and "create_server_app" in above:
+            found.append(pid)
+    return found
+
+
+def restart(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
+    """Each answer read once, every read worker restarted, then (the server quiet) each
+    answer's first read in the new workers."""
+    populate(url, args.reports)
+    variants = [v for v in SIZE_VARIANTS if v[1] != "format=columns"]
+    variants = [v for v in variants if args.full or v[1] != "values=all"]
+    paths = {}
+    for label, path in SIZE_CASES:
+        for variant, query in variants:
+            full = path + (("&" if "?" in path else "?") + query if query else "")
+            paths[f"{label} {variant}"] = full
+            fetch(url, full)
+    time.sleep(2.0)
+    old = read_workers()
+    for pid in old:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        new = read_workers()
+        if len(new) >= len(old) and not set(new) & set(old):
+            break
+        time.sleep(0.2)
+    else:
+        raise RuntimeError("the read workers were not restarted")
+    restarted = time.monotonic()
+    WEB_PIDS[:] = web_pids(SERVERS[-1].pid)
+    start_cpu = quiet(5.0, 300.0)
+    out: dict[str, Any] = {
+        "restart": {
+            "workers": len(new),
+            "start_cpu_s": start_cpu,
+            "quiet_after_s": time.monotonic() - restarted,
+            "load": load(),
+        }
+    }
+    print(f"  read workers restarted: {out['restart']}", flush=True)
+    for name, full in paths.items():
+        before = web_cpu()
+        status, size, seconds = fetch(url, full)
+        middle = web_cpu()
+        _, _, again = fetch(url, full)  # the same counts again: what a kept read costs
+        row = {
+            "status": status,
+            "bytes": size,
+            "first_ms": 1000 * seconds,
+            "first_server_cpu_ms": 1000 * (middle - before),
+            "next_ms": 1000 * again,
+            "next_server_cpu_ms": 1000 * (web_cpu() - middle),
+            "load": load(),
+        }
+        out[f"{name} first read after restart"] = row
+        print(f"  {name} first read after restart: {row}", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("isolation", "sizes", "warming", "metrics", "trends"))
+    parser.add_argument(
+        "what", choices=("isolation", "sizes", "warming", "restart", "metrics", "trends")
+    )
     parser.add_argument("--before", type=Path, help="a checkout of the old code")
     parser.add_argument("--after", type=Path, default=ROOT, help="the new code (this tree)")
     parser.add_argument("--reports", type=int, default=5000)
@@ -476,6 +555,7 @@ def main() -> None:
         "isolation": isolation,
         "sizes": sizes,
         "warming": warming,
+        "restart": restart,
         "metrics": metrics,
         "trends": trends,
     }[args.what]

@@ -90,7 +90,8 @@ class _Kept:
     """The metric version's reports counted when the read was last computed (None:
     never here, or unknown with Redis away; the next pass reads it again)."""
     recorded_at: float
-    """When this process last recorded the read in Redis (-inf: not yet)."""
+    """When this process last recorded the read in Redis (-inf: not yet; a read loaded
+    from the record is recorded at its first read here)."""
 
 
 class Warmer:
@@ -245,7 +246,7 @@ class Warmer:
                 continue
             definition, replay = revived
             with self._lock:
-                self._kept[key] = _Kept(definition, replay, read_at, None, now)
+                self._kept[key] = _Kept(definition, replay, read_at, None, -float("inf"))
                 while len(self._kept) > WARM_READS:
                     self._kept.popitem(last=False)
             added += 1

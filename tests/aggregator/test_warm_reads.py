@@ -156,8 +156,11 @@ def test_a_fresh_process_serves_its_first_heavy_read_warm(
     warmer = WARMER.get(app)
     assert warmer.load() == 1 and warmer.step() == 1  # warmed before any request
     computed = memo.stats().computed
+    asked = time.time()
     warmed = get(client, path)
     assert memo.stats().computed == computed  # its first read computes nothing
+    (_, score), *_ = redis_server.client().zrange(ANY, 0, -1, withscores=True)
+    assert score >= asked  # and is recorded: the record keeps what is read
     memo.clear()
     fresh = get(client, path)
     assert memo.stats().computed > computed
