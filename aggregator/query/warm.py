@@ -122,6 +122,7 @@ class Warmer:
         self._kept: OrderedDict[str, _Kept] = OrderedDict()
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._stopped = threading.Event()
 
     def _own(self) -> None:
         """Forget what a parent process kept (under the lock)."""
@@ -294,10 +295,15 @@ class Warmer:
             except redis.RedisError:
                 pass
 
+    def stop(self) -> None:
+        """End this process's thread after its current pass (an app that is done with:
+        the tests' apps; a worker's thread ends with the worker)."""
+        self._stopped.set()
+
     def _run(self, at_once: bool) -> None:
         loaded = -float("inf") if at_once else self.clock()
-        if not at_once:
-            time.sleep(POLL_SECONDS)
+        if not at_once and self._stopped.wait(POLL_SECONDS):
+            return
         while True:
             try:
                 if self.clock() - loaded >= LOAD_SECONDS:
@@ -306,4 +312,5 @@ class Warmer:
                 self.step()
             except Exception as exc:  # noqa: BLE001  # Redis away, a bug: the next pass
                 log.warning("warm-up pass failed (%s); next in %.0f s", exc, POLL_SECONDS)
-            time.sleep(POLL_SECONDS)
+            if self._stopped.wait(POLL_SECONDS):
+                return

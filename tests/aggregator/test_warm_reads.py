@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -31,6 +31,10 @@ READS = (
     "/v1/estimates/rows.joint?marginal=x,y",
     "/v1/estimates/rows.groups?by=region",
 )
+
+
+Served = tuple[Any, Any, Callable[[int], None]]
+"""The app, its test client, and what sends a batch to each metric and counts it."""
 
 
 @pytest.fixture
@@ -59,7 +63,27 @@ def served(redis_server: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
         Worker(redis_server.client(), handle_signals=False).run(once=True)
 
     memo.clear()
+    APPS.append(app)
     return app, client, send
+
+
+APPS: list[Any] = []
+"""The apps a test made, whose warmers' threads end with it."""
+
+
+@pytest.fixture(autouse=True)
+def _stop_warmers() -> Iterator[None]:
+    yield
+    while APPS:
+        WARMER.get(APPS.pop()).stop()
+
+
+def replayed(warmer: warm.Warmer, count: int) -> bool:
+    """Whether ``warmer``'s thread has computed ``count`` reads again (within a minute)."""
+    deadline = time.monotonic() + 60
+    while warmer.replays < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return warmer.replays == count
 
 
 def get(client: Any, path: str) -> Any:
@@ -69,9 +93,7 @@ def get(client: Any, path: str) -> Any:
 
 
 @pytest.mark.parametrize("path", READS)
-def test_the_first_read_after_a_batch_is_served_from_the_warm_up(
-    served: tuple[Any, Any, Callable[[int], None]], path: str
-) -> None:
+def test_the_first_read_after_a_batch_is_served_from_the_warm_up(served: Served, path: str) -> None:
     app, client, send = served
     send(300)
     get(client, path)  # read once: kept warm from now on
@@ -88,7 +110,7 @@ def test_the_first_read_after_a_batch_is_served_from_the_warm_up(
 
 
 def test_a_batch_counted_after_the_warm_up_is_computed_afresh(
-    served: tuple[Any, Any, Callable[[int], None]],
+    served: Served,
 ) -> None:
     app, client, send = served
     send(200)
@@ -101,9 +123,7 @@ def test_a_batch_counted_after_the_warm_up_is_computed_afresh(
     assert body["n"] == 300 and memo.stats().computed == computed + 1
 
 
-def test_a_cheap_read_is_not_kept_warm(
-    served: tuple[Any, Any, Callable[[int], None]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_cheap_read_is_not_kept_warm(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     app, client, send = served
     monkeypatch.setattr(warm, "WARM_SECONDS", 3600.0)
     send(100)
@@ -112,23 +132,15 @@ def test_a_cheap_read_is_not_kept_warm(
     assert WARMER.get(app).step() == 0
 
 
-def test_the_warmer_thread_notices_a_batch(
-    served: tuple[Any, Any, Callable[[int], None]], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_warmer_thread_notices_a_batch(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     app, client, send = served
     monkeypatch.setattr(warm, "POLL_SECONDS", 0.05)
     send(200)
     get(client, READS[2])  # starts the thread
     warmer = WARMER.get(app)
 
-    def replayed(count: int) -> bool:
-        deadline = time.monotonic() + 60
-        while warmer.replays < count and time.monotonic() < deadline:
-            time.sleep(0.05)
-        return warmer.replays == count
-
     send(50)
-    assert replayed(1)  # the batch noticed
+    assert replayed(warmer, 1)  # the batch noticed
     computed = memo.stats().computed
     assert get(client, READS[2])["n"] == 250
     assert memo.stats().computed == computed
@@ -142,12 +154,13 @@ def fresh_process(redis_server: Any) -> tuple[Any, Any]:
     started (or never served the reads) has."""
     memo.clear()
     app = create_server_app({"REDIS_URL": redis_server.url, "TESTING": True})
+    APPS.append(app)
     return app, app.test_client()
 
 
 @pytest.mark.parametrize("path", READS)
 def test_a_fresh_process_serves_its_first_heavy_read_warm(
-    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any, path: str
+    served: Served, redis_server: Any, path: str
 ) -> None:
     _, client, send = served
     send(300)
@@ -169,7 +182,7 @@ def test_a_fresh_process_serves_its_first_heavy_read_warm(
 
 
 def test_a_worker_warms_its_lane_at_start(
-    served: tuple[Any, Any, Callable[[int], None]],
+    served: Served,
     redis_server: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -182,10 +195,7 @@ def test_a_worker_warms_its_lane_at_start(
     app, client = fresh_process(redis_server)
     warmer = WARMER.get(app)
     worker_started(app)  # gunicorn's post_worker_init: the thread loads and warms at once
-    deadline = time.monotonic() + 60
-    while warmer.replays < 1 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert warmer.replays == 1  # the light lane's read only
+    assert replayed(warmer, 1)  # the light lane's read only
     computed = memo.stats().computed
     get(client, READS[2])
     assert memo.stats().computed == computed
@@ -193,7 +203,7 @@ def test_a_worker_warms_its_lane_at_start(
 
 
 def test_the_record_is_bounded_and_written_once_a_minute(
-    served: tuple[Any, Any, Callable[[int], None]],
+    served: Served,
     redis_server: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -219,9 +229,7 @@ def test_the_record_is_bounded_and_written_once_a_minute(
     assert max(redis.zrange(ANY, 0, -1, withscores=True), key=lambda m: m[1])[1] == now[0] + 2e9
 
 
-def test_a_read_not_read_for_15_minutes_is_not_warmed(
-    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
-) -> None:
+def test_a_read_not_read_for_15_minutes_is_not_warmed(served: Served, redis_server: Any) -> None:
     _, client, send = served
     send(100)
     get(client, READS[0])
@@ -234,7 +242,7 @@ def test_a_read_not_read_for_15_minutes_is_not_warmed(
 
 @pytest.mark.parametrize("gone", ["deleted", "retired"])
 def test_a_metric_gone_is_not_warmed_and_dropped_from_the_record(
-    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any, gone: str
+    served: Served, redis_server: Any, gone: str
 ) -> None:
     _, client, send = served
     send(100)
@@ -253,9 +261,7 @@ def test_a_metric_gone_is_not_warmed_and_dropped_from_the_record(
     assert json.loads(left)["metric"] == "rows.joint"
 
 
-def test_a_bad_entry_is_ignored_and_dropped(
-    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
-) -> None:
+def test_a_bad_entry_is_ignored_and_dropped(served: Served, redis_server: Any) -> None:
     _, client, send = served
     send(100)
     get(client, READS[0])
@@ -280,9 +286,7 @@ def test_a_bad_entry_is_ignored_and_dropped(
     assert redis_server.client().zrange(ANY, 0, -1) == [good]
 
 
-def test_the_ingest_workers_warm_nothing(
-    served: tuple[Any, Any, Callable[[int], None]], redis_server: Any
-) -> None:
+def test_the_ingest_workers_warm_nothing(served: Served, redis_server: Any) -> None:
     _, client, send = served
     send(100)
     get(client, READS[0])
