@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from aggregator.query import memo, warm
+from aggregator.query.estimators.base import Reader
 from aggregator.stream.worker import Worker
 from aggregator.web.estimates import WARMER
 from client_sdk.wire import build_report
@@ -292,3 +293,30 @@ def test_the_ingest_workers_warm_nothing(served: Served, redis_server: Any) -> N
     get(client, READS[0])
     app = create_ingest_app({"REDIS_URL": redis_server.url, "TESTING": True}, "127.0.0.1:9")
     assert WARMER.get(app).load() == 0  # ldp serve's read workers do
+
+
+@pytest.mark.parametrize("cluster", ["redis_cluster", "redis62_cluster"])
+def test_the_record_on_a_redis_cluster(cluster: str, request: pytest.FixtureRequest) -> None:
+    nodes = request.getfixturevalue(cluster)
+    nodes.flushall()
+    client = nodes.client()
+    registry = Registry(client)
+    definition = registry.put("rows.big", SPECS["rows.big"]).definition
+    spec = {"metric": "rows.big", "version": definition.version, "read": "window"}
+    computed: list[str] = []
+
+    def replay(reader: Any) -> None:
+        computed.append("rows.big")
+
+    def revive(reader: Any, found: Any) -> Any:
+        return (reader.registry.get(found["metric"], found["version"]), replay)
+
+    served = warm.Warmer(Reader(client, registry), revive)
+    try:
+        served.note(spec, definition, replay, 1.0)  # kept and recorded (its thread waits)
+    finally:
+        served.stop()
+    client.zadd(ANY, {"not json": time.time()})
+    fresh = warm.Warmer(Reader(client, Registry(client)), revive)
+    assert fresh.load() == 1 and fresh.step() == 1 and computed == ["rows.big"]
+    assert client.zrange(ANY, 0, -1) == [warm.spec_text(spec).encode()]
