@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -147,7 +148,10 @@ class Warmer:
     def _start(self, at_once: bool) -> None:
         if self._thread is None:
             self._thread = threading.Thread(
-                target=self._run, args=(at_once,), name="ldp-warm", daemon=True
+                target=_run,
+                args=(weakref.ref(self), self._stopped, at_once),
+                name="ldp-warm",
+                daemon=True,
             )
             self._thread.start()
 
@@ -300,17 +304,32 @@ class Warmer:
         the tests' apps; a worker's thread ends with the worker)."""
         self._stopped.set()
 
-    def _run(self, at_once: bool) -> None:
-        loaded = -float("inf") if at_once else self.clock()
-        if not at_once and self._stopped.wait(POLL_SECONDS):
+    def _pass(self, loaded: float) -> float:
+        """One pass of the thread: the lane's record loaded when due, then :meth:`step`;
+        a failure of any kind is logged and the next pass runs (a shard down raises a
+        ``RedisClusterException``, which is no ``RedisError``). Returns when it last
+        loaded."""
+        try:
+            if self.clock() - loaded >= LOAD_SECONDS:
+                loaded = self.clock()
+                self.load()
+            self.step()
+        except Exception as exc:  # noqa: BLE001  # Redis away, a bug: the next pass
+            log.warning("warm-up pass failed (%s); next in %.0f s", exc, POLL_SECONDS)
+        return loaded
+
+
+def _run(ref: weakref.ref[Warmer], stopped: threading.Event, at_once: bool) -> None:
+    """A warmer's thread: a pass every :data:`POLL_SECONDS` until :meth:`Warmer.stop` or
+    until the warmer is gone. It holds the warmer weakly, so an app dropped (tests create
+    many) takes its thread and Redis client with it."""
+    warmer = ref()
+    loaded = -float("inf") if at_once or warmer is None else warmer.clock()
+    del warmer
+    if not at_once and stopped.wait(POLL_SECONDS):
+        return
+    while (warmer := ref()) is not None:
+        loaded = warmer._pass(loaded)
+        del warmer
+        if stopped.wait(POLL_SECONDS):
             return
-        while True:
-            try:
-                if self.clock() - loaded >= LOAD_SECONDS:
-                    loaded = self.clock()
-                    self.load()
-                self.step()
-            except Exception as exc:  # noqa: BLE001  # Redis away, a bug: the next pass
-                log.warning("warm-up pass failed (%s); next in %.0f s", exc, POLL_SECONDS)
-            if self._stopped.wait(POLL_SECONDS):
-                return

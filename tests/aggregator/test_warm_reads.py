@@ -5,6 +5,7 @@ since, another worker) warms its lane's reads recorded in Redis before a request
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import time
@@ -12,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from redis.exceptions import SlotNotCoveredError
 
 from aggregator.query import memo, warm
 from aggregator.query.estimators.base import Reader
@@ -320,3 +322,54 @@ def test_the_record_on_a_redis_cluster(cluster: str, request: pytest.FixtureRequ
     fresh = warm.Warmer(Reader(client, Registry(client)), revive)
     assert fresh.load() == 1 and fresh.step() == 1 and computed == ["rows.big"]
     assert client.zrange(ANY, 0, -1) == [warm.spec_text(spec).encode()]
+
+
+def waited(done: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Whether ``done()`` holds within ``seconds`` (a thread's work, polled)."""
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return done()
+
+
+def test_a_cluster_error_does_not_end_the_warm_thread(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass that fails with what a cluster client raises when a shard is down (a
+    RedisClusterException, which is no RedisError) is retried: the thread goes on."""
+    app, client, send = served
+    monkeypatch.setattr(warm, "POLL_SECONDS", 0.05)
+    real = warm.reports_counted_many
+    failed: list[bool] = []
+
+    def shard_down_once(*args: Any) -> list[int]:
+        if not failed:
+            failed.append(True)
+            raise SlotNotCoveredError("slot 1234 is not covered by the cluster")
+        return real(*args)
+
+    monkeypatch.setattr(warm, "reports_counted_many", shard_down_once)
+    send(200)
+    get(client, READS[0])  # starts the thread, whose first pass fails
+    warmer = WARMER.get(app)
+    assert waited(lambda: bool(failed))
+    send(50)
+    assert waited(lambda: warmer.replays == 1)  # the batch still noticed
+
+
+def test_an_apps_warm_thread_ends_with_the_app(
+    served: Served, redis_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A test suite creates many apps: each one's warm thread (and the Redis client it
+    reads with) goes when its app does, not at the end of the process."""
+    _, _, send = served
+    monkeypatch.setattr(warm, "POLL_SECONDS", 0.05)
+    send(100)
+    app = create_server_app({"REDIS_URL": redis_server.url, "TESTING": True})
+    get(app.test_client(), READS[0])
+    thread = WARMER.get(app)._thread
+    assert thread is not None and thread.is_alive()
+    del app
+    gc.collect()
+    thread.join(30)  # the thread polls every POLL_SECONDS
+    assert not thread.is_alive()
