@@ -790,12 +790,14 @@ class Worker:
                 return self._handle(s, delivery)
             s.pending_cursor = None
         if s.claim_cursor != "0-0" or s.next_claim <= self._claim_clock:
-            now = time.monotonic()
             delivery = self._fetch(s, "claim", s.claim_cursor)
             s.claim_cursor = delivery.cursor or "0-0"
             if s.claim_cursor == "0-0":  # a full pass: rest until entries may be idle enough
                 s.claim_passes += 1
-                s.next_claim = now + self._claim_interval()
+                # due at the next reading, which comes an interval after this one: timed
+                # from this step, a round longer than the step's offset in it would put
+                # the next pass off to the reading after
+                s.next_claim = self._claim_clock + self._claim_interval()
             if delivery.ids:
                 self.stats.claimed += len(delivery.ids)
                 return self._handle(s, delivery)

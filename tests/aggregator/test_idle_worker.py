@@ -243,3 +243,40 @@ def test_entries_without_a_ring_are_found_by_the_sweep(any_redis: Any) -> None:
         client.delete(keys.DOORBELL)  # the doorbell itself lost
         append(client, d, perturbed(d, [2, 2], seed=6))
         assert counted_soon(client, d, 3) == 3
+
+
+def test_a_stream_holding_entries_is_claimed_at_every_reading_of_a_slow_round(
+    redis_db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream that holds entries (here kept by a second group that never reads) gets
+    its claim pass every claim interval, at each length reading, however long the round
+    (a loaded machine): not at every other one, which doubles a dead worker's wait."""
+    client = redis_db.client()
+    d = Registry(client).put("claim.held", SPEC).definition
+    worker = Worker(client, handle_signals=False, block_ms=10, claim_idle_ms=100)
+    worker.discover()
+    stream = keys.stream_key(d.name, d.version)
+    client.xgroup_create(stream, "never-reads", id="0")  # the entries stay in the stream
+    append(client, d, perturbed(d, [1, 2, 3], seed=5))
+    real, readings = scripts.read_many, []
+
+    def slow_read(client: Any, command: str, names: list[str], *args: Any) -> Any:
+        lengths = real(client, command, names, *args)
+        if stream in names:  # the streams' length reading (not the pools' or registry's)
+            readings.append(True)
+            time.sleep(0.08)  # longer than the 50 ms claim interval of claim_idle_ms=100
+        return lengths
+
+    monkeypatch.setattr(scripts, "read_many", slow_read)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(readings) < 12 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(10)
+    passes = next(s.claim_passes for s in worker._streams.values() if s.key == stream)
+    assert client.xlen(stream) == 3 and reports_counted(client, d) == 3
+    assert passes >= len(readings) - 1, (passes, len(readings))
