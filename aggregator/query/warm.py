@@ -185,7 +185,7 @@ class Warmer:
             return
         try:  # what the read just computed (a batch counted since: one warm-up missed)
             n: int | None = reports_counted(self.reader.client, definition)
-        except redis.RedisError:
+        except (redis.RedisError, RedisClusterException):  # the answer is served all the same
             n = None
         with self._lock:
             self._kept[key] = _Kept(definition, replay, now, n, now)

@@ -373,3 +373,18 @@ def test_an_apps_warm_thread_ends_with_the_app(
     gc.collect()
     thread.join(30)  # the thread polls every POLL_SECONDS
     assert not thread.is_alive()
+
+
+def test_a_read_served_is_answered_when_keeping_it_warm_fails(
+    served: tuple[Any, Any, Callable[[int], None]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The count a read newly kept warm starts from is read after its answer was made:
+    a cluster error there (a shard just went down) leaves the read unwarmed, not a 500."""
+    _, client, send = served
+    send(100)
+
+    def shard_down(*args: Any) -> int:
+        raise SlotNotCoveredError("slot 1234 is not covered by the cluster")
+
+    monkeypatch.setattr(warm, "reports_counted", shard_down)
+    assert get(client, READS[0])["n"] == 100
