@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from aggregator.query.estimators.base import Reader
 from aggregator.query.window import reports_counted, reports_counted_many
@@ -209,7 +210,7 @@ class Warmer:
             pipe.zremrangebyrank(shared, 0, -WARM_READS - 1)
             pipe.pexpire(shared, int(IDLE_SECONDS * 1000))
             pipe.execute()
-        except redis.RedisError as exc:  # the read is served; its record waits a minute
+        except (redis.RedisError, RedisClusterException) as exc:  # served; recorded later
             log.debug("recording a warm read failed (%s)", exc)
 
     def load(self) -> int:
@@ -296,7 +297,7 @@ class Warmer:
         if shared is not None:
             try:
                 self.reader.client.zrem(shared, key)
-            except redis.RedisError:
+            except (redis.RedisError, RedisClusterException):
                 pass
 
     def stop(self) -> None:
