@@ -247,6 +247,9 @@ class _Stream:
     """Next history read position in our own pending list; None once drained."""
     claim_cursor: str = "0-0"
     next_claim: float = 0.0
+    claim_due: bool = False
+    """The last length reading found entries here and a claim pass due: the next step
+    starts one (a stream joined since waits for the next reading)."""
     claim_passes: int = 0
     quiet: bool = False
     """No new entries when last read, and no ring of the doorbell since (nor entries at the
@@ -735,7 +738,8 @@ class Worker:
         worker trims only what every group acknowledged), so its claim pass is counted
         as done without an ``XAUTOCLAIM``. An idle worker's claim duty is then this one
         call, not a script run per stream. A stream's next pass starts in :meth:`_step`
-        only when it was due at this reading, however long the round then takes."""
+        only when this reading found it due and holding entries, however long the round
+        then takes, and a stream joined since waits for the next reading."""
         now = time.monotonic()
         interval = self._claim_interval()
         self._claim_clock, self._next_claim_check = now, now + interval
@@ -746,6 +750,7 @@ class Worker:
         for s, length in zip(waiting, lengths, strict=True):
             if int(length):
                 s.quiet = False  # the sweep: entries a lost ring did not announce
+                s.claim_due = s.claim_due or now >= s.next_claim
             elif now >= s.next_claim:
                 s.claim_passes += 1
                 s.next_claim = now + interval
@@ -789,11 +794,11 @@ class Worker:
                 s.pending_cursor = delivery.ids[-1].decode()
                 return self._handle(s, delivery)
             s.pending_cursor = None
-        if s.claim_cursor != "0-0" or s.next_claim <= self._claim_clock:
+        if s.claim_cursor != "0-0" or s.claim_due:
             delivery = self._fetch(s, "claim", s.claim_cursor)
             s.claim_cursor = delivery.cursor or "0-0"
             if s.claim_cursor == "0-0":  # a full pass: rest until entries may be idle enough
-                s.claim_passes += 1
+                s.claim_passes, s.claim_due = s.claim_passes + 1, False
                 # due at the next reading, which comes an interval after this one: timed
                 # from this step, a round longer than the step's offset in it would put
                 # the next pass off to the reading after

@@ -75,6 +75,37 @@ def test_an_idle_worker_does_not_poll_each_metric(redis_db: Any) -> None:
     assert by_many.get("xreadgroup", 0) <= 12, by_many
 
 
+def test_a_stream_joined_between_readings_waits_for_the_next_one(redis_db: Any) -> None:
+    """A version found by discovery after the claim check read the lengths is not
+    claimed at once: an empty new stream gets no ``XAUTOCLAIM`` before a reading says
+    whether it holds entries."""
+    client = redis_db.client()
+    registry = Registry(client)
+    for i in range(3):
+        registry.put(f"join.m{i}", SPEC)
+    worker = Worker(client, handle_signals=False, block_ms=100)  # readings 5 min apart
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while worker.stats.rounds < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        before = calls(client).get("xautoclaim", 0)
+        later = registry.put("join.new", SPEC).definition
+        worker._next_discovery = 0.0  # the next round looks (no 5 s wait in a test)
+        key = keys.stream_key(later.name, later.version)
+        while key not in worker._streams and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rounds = worker.stats.rounds
+        while worker.stats.rounds < rounds + 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert key in worker._streams
+        assert calls(client).get("xautoclaim", 0) == before
+    finally:
+        worker.stop()
+        thread.join(10)
+
+
 def test_a_report_arriving_while_idle_is_counted(redis_db: Any) -> None:
     client = redis_db.client()
     registry = Registry(client)
