@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from aggregator.stats.arrays import IntArray
-from aggregator.stats.batch import Batch, PartsCodec, SupportCodec
+from aggregator.stats.batch import Batch, PartsCodec, SupportCodec, int_columns
 from aggregator.stats.codecs import UnaryCodec
 from client_sdk.mechanisms.distribution import HierarchicalHistogram
 from client_sdk.mechanisms.haar import HaarHRR
@@ -91,27 +91,17 @@ class HaarCodec(SupportCodec):
     payloads (columns ``l``, ``r`` and ``y``) becomes n_l of each level, then per level the
     counts by row r and by (r, y = 1) (:attr:`~client_sdk.mechanisms.haar.HaarHRR.offsets`)."""
 
+    _refused = (KeyError, OverflowError)
+
     def __init__(self, mechanism: HaarHRR) -> None:
         self.m = mechanism
 
     def _parse_fast(self, payloads: Sequence[Any]) -> Batch | None:
         h = self.m.height
-        rows = [
-            (p.get("l"), p.get("r"), p.get("y")) if type(p) is dict and len(p) == 3 else None
-            for p in payloads
-        ]
-        for row in rows:
-            if row is None:
-                return None
-            level, r, y = row
-            if type(level) is not int or not 0 <= level < h:
-                return None
-            if type(r) is not int or not 0 <= r < 1 << level or type(y) is not int:
-                return None
-            if y not in (0, 1):
-                return None
-        table = np.array(rows, dtype=np.int64).reshape(len(rows), 3)
-        return Batch(len(rows), {"l": table[:, 0], "r": table[:, 1], "y": table[:, 2]})
+        batch = int_columns(payloads, {"l": (0, h), "r": (0, 1 << (h - 1)), "y": (0, 2)})
+        if batch is None or np.any(batch.columns["r"] >> batch.columns["l"]):
+            return None  # row r of level l is below 2^l
+        return batch
 
     def count(self, batch: Batch) -> IntArray:
         """The batch's counters: n_l, then per level the counts by r and by (r, y = 1)."""
