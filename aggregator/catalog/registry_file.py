@@ -211,6 +211,23 @@ def _number(value: object) -> float:
     return float(value)
 
 
+_BUDGET_CHOICES = {"period": BUDGET_PERIODS, "accountant": ACCOUNTANTS}
+"""The ``[app.budget]`` fields that name one of a few words; the others are numbers."""
+
+
+def _budget_value(key: str, value: object) -> Any:
+    """``[app.budget]``'s ``key`` as the budget holds it, else ValueError."""
+    choices = _BUDGET_CHOICES.get(key)
+    if choices is not None:
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}")
+        return value
+    number = _number(value)
+    if key == "delta" and not number < 1:
+        raise ValueError("must be in (0, 1)")
+    return number
+
+
 def _app_budget(data: object, where: RegistryFile) -> AppBudget | None:
     if data is None:
         return None
@@ -230,19 +247,9 @@ def _app_budget(data: object, where: RegistryFile) -> AppBudget | None:
             )
             continue
         try:
-            if key == "period":
-                if value not in BUDGET_PERIODS:
-                    raise ValueError(f"must be one of {', '.join(BUDGET_PERIODS)}")
-            elif key == "accountant":
-                if value not in ACCOUNTANTS:
-                    raise ValueError(f"must be one of {', '.join(ACCOUNTANTS)}")
-            else:
-                if key == "delta" and not _number(value) < 1:
-                    raise ValueError("must be in (0, 1)")
+            values[key] = _budget_value(key, value)
         except ValueError as exc:
             where.problems.append((line, "app", f"app.budget.{key} {exc}, got {value!r}"))
-            continue
-        values[key] = value if key in ("period", "accountant") else float(value)
     budget = AppBudget(**values)
     if budget.accountant == "advanced" and budget.delta is None:
         where.problems.append(
