@@ -78,6 +78,10 @@ class LiveKey:
         config = KeyConfig(data["id"], KEM_X25519_HKDF_SHA256, public_key_of(private), SUPPORTED)
         return cls(config, private, float(data["created"]), data["expires"])
 
+    def accepted_at(self, when: float) -> bool:
+        """Whether the key is still accepted at Unix time ``when``."""
+        return self.expires is None or self.expires > when
+
 
 class GatewayKeys:
     """The rotation schedule of the gateway's keys, in Redis.
@@ -109,7 +113,7 @@ class GatewayKeys:
     def live(self) -> list[LiveKey]:
         """The live keys, the current one first, as stored (no rotation)."""
         now = self._time()
-        return _ordered([k for k in self._stored() if k.expires is None or k.expires > now])
+        return _ordered([k for k in self._stored() if k.accepted_at(now)])
 
     def ensure(self) -> list[LiveKey]:
         """The live keys after following the schedule: the first key is made, a current
@@ -117,10 +121,13 @@ class GatewayKeys:
         stored = self._stored()
         now = self._time()
         current = [k for k in stored if k.expires is None]
-        on_time = all(k.created + self.lifetime > now for k in current)
-        if current and on_time and all(k.expires is None or k.expires > now for k in stored):
+        if not self._due(current, now) and all(k.accepted_at(now) for k in stored):
             return _ordered(stored)
         return self._rotate(force=False)
+
+    def _due(self, current: list[LiveKey], now: float) -> bool:
+        """Whether a new key is due: no current key, or one past its lifetime."""
+        return not current or any(k.created + self.lifetime <= now for k in current)
 
     def rotate(self) -> list[LiveKey]:
         """Make a new current key now; the previous ones stay accepted for ``overlap``."""
@@ -135,22 +142,15 @@ class GatewayKeys:
                     stored = {
                         int(f): LiveKey.from_json(v) for f, v in pipe.hgetall(KEYS_KEY).items()
                     }
-                    expired = [
-                        i for i, k in stored.items() if k.expires is not None and k.expires <= now
-                    ]
+                    expired = [i for i, k in stored.items() if not k.accepted_at(now)]
                     live = {i: k for i, k in stored.items() if i not in expired}
                     current = [k for k in live.values() if k.expires is None]
-                    due = (
-                        force
-                        or not current
-                        or any(k.created + self.lifetime <= now for k in current)
-                    )
                     pipe.multi()
                     if expired:
                         pipe.hdel(KEYS_KEY, *map(str, expired))
-                    if due:
+                    if force or self._due(current, now):
                         for i, k in live.items():
-                            if k.expires is None or k.expires > now + self.overlap:
+                            if k.accepted_at(now + self.overlap):
                                 retired = LiveKey(
                                     k.config, k.private_key, k.created, now + self.overlap
                                 )
