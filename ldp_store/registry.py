@@ -34,7 +34,7 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -126,6 +126,12 @@ def _parse(name: str, raw: bytes | str) -> MetricDefinition:
     the bare name, as served to apps)."""
     definition = MetricDefinition.from_dict(json.loads(raw))
     return definition if definition.name == name else replace(definition, name=name)
+
+
+def _version_numbers(fields: Iterable[bytes | str]) -> list[int]:
+    """The versions a metric's hash defines, from its field names (``v<n>``)."""
+    texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
+    return [int(f[1:]) for f in texts if f.startswith("v") and f[1:].isdigit()]
 
 
 def _dump(definition: MetricDefinition) -> str:
@@ -301,8 +307,7 @@ class Registry:
 
     def versions(self, name: str) -> list[int]:
         """Every version of ``name`` (deleted ones excepted), ascending."""
-        fields = self.redis.hkeys(keys.metric_key(name))
-        return sorted(int(f[1:]) for f in (x.decode() for x in fields) if f.startswith("v"))  # type: ignore[union-attr]
+        return sorted(_version_numbers(self.redis.hkeys(keys.metric_key(name))))
 
     def units(self) -> int:
         """The replay guard's units: every shard of every version of every metric not
@@ -351,17 +356,8 @@ class Registry:
             state = _state_of(raw)
             self._remember(name, now, state)
             if state.retired is None:
-                texts = (f.decode() if isinstance(f, bytes) else str(f) for f in found)
-                live += [(name, int(f[1:])) for f in texts if f.startswith("v") and f[1:].isdigit()]
-        with self._lock:
-            missing = [key for key in live if key not in self._versions]
-        if missing:
-            with self.redis.pipeline(transaction=False) as pipe:
-                for name, version in missing:
-                    pipe.hget(keys.metric_key(name), f"v{version}")
-                for key, raw_definition in zip(missing, pipe.execute(), strict=True):
-                    if raw_definition is not None:
-                        self._keep(key, _parse(key[0], raw_definition))
+                live += [(name, version) for version in _version_numbers(found)]
+        self._load_versions(live)
         count = 0
         with self._lock:
             for key in live:
