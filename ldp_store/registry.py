@@ -48,7 +48,14 @@ from ldp_store import keys, projects
 from ldp_store.connection import unavailable
 from ldp_store.scripts.many import guard_units, read_many
 
-__all__ = ["MetricRetired", "MetricState", "Registry", "RegistryChange", "Snapshot"]
+__all__ = [
+    "MetricRetired",
+    "MetricState",
+    "Registry",
+    "RegistryChange",
+    "Snapshot",
+    "version_numbers",
+]
 
 CURRENT_TTL = 1.0
 """Seconds a process trusts its cached "current version" of a metric. Versions
@@ -128,7 +135,7 @@ def _parse(name: str, raw: bytes | str) -> MetricDefinition:
     return definition if definition.name == name else replace(definition, name=name)
 
 
-def _version_numbers(fields: Iterable[bytes | str]) -> list[int]:
+def version_numbers(fields: Iterable[bytes | str]) -> list[int]:
     """The versions a metric's hash defines, from its field names (``v<n>``)."""
     texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
     return [int(f[1:]) for f in texts if f.startswith("v") and f[1:].isdigit()]
@@ -307,7 +314,7 @@ class Registry:
 
     def versions(self, name: str) -> list[int]:
         """Every version of ``name`` (deleted ones excepted), ascending."""
-        return sorted(_version_numbers(self.redis.hkeys(keys.metric_key(name))))
+        return sorted(version_numbers(self.redis.hkeys(keys.metric_key(name))))
 
     def units(self) -> int:
         """The replay guard's units: every shard of every version of every metric not
@@ -356,7 +363,7 @@ class Registry:
             state = _state_of(raw)
             self._remember(name, now, state)
             if state.retired is None:
-                live += [(name, version) for version in _version_numbers(found)]
+                live += [(name, version) for version in version_numbers(found)]
         self._load_versions(live)
         count = 0
         with self._lock:

@@ -39,7 +39,7 @@ from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition
 from ldp_store import in_use, keys, schema, scripts, shuffle
 from ldp_store.connection import is_cluster, stream_gone, unavailable
-from ldp_store.registry import Registry
+from ldp_store.registry import Registry, version_numbers
 from ldp_store.retention import RetentionPolicy, expire_untimed
 from ldp_store.schema import Increments
 
@@ -585,9 +585,7 @@ class Worker:
         replies = scripts.read_many(self.redis, "HKEYS", [keys.metric_key(n) for n in names])
         found = []
         for name, fields in zip(names, replies, strict=True):
-            texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
-            versions = sorted(int(f[1:]) for f in texts if f.startswith("v") and f[1:].isdigit())
-            found += [(name, version) for version in versions]
+            found += [(name, version) for version in sorted(version_numbers(fields))]
         return found
 
     # -- the loop -----------------------------------------------------------------------
