@@ -28,7 +28,7 @@ from aggregator.query.estimators import Ask, Reader, estimate_window, estimator_
 from aggregator.query.segments import segment_estimates
 from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import list_windows
-from aggregator.stats.intervals import POPULATION, check_estimand, json_float, z_value
+from aggregator.stats.intervals import check_estimand, json_float, population_refused, z_value
 from aggregator.stats.joint import consistent_tables, estimate_marginal, marginal_support
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from ldp_store import schema
@@ -108,15 +108,11 @@ def window_rows(
     """
 
     check_estimand(estimand)
-    if estimand == POPULATION and definition.kind == "string":
+    why = population_refused(definition.kind, estimand)
+    if why is not None:
         raise ValueError(
-            f"estimand population is not offered for string metrics ({definition.name!r}): "
-            "a discovered value's interval is for the share among the devices that reported"
-        )
-    if estimand == POPULATION and definition.kind == "distribution":
-        raise ValueError(
-            f"estimand population is not offered for distribution metrics "
-            f"({definition.name!r}): the shares are among the devices that reported"
+            f"estimand population is not offered for {definition.kind} metrics "
+            f"({definition.name!r}): {why}"
         )
     m = definition.mechanism
     head = {

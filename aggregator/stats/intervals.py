@@ -24,6 +24,7 @@ __all__ = [
     "MIN_EXPECTED",
     "POPULATION",
     "REPORTERS",
+    "REPORTERS_ONLY",
     "SCORE",
     "Z_95",
     "check_estimand",
@@ -35,6 +36,7 @@ __all__ = [
     "interval_method",
     "interval_zero_p",
     "json_float",
+    "population_refused",
     "score_zero_p",
     "t_value",
     "variance_coefficients",
@@ -60,6 +62,18 @@ POPULATION = "population"
 """The share in a larger population the reporting devices are a random sample of: the
 sampling variance f(1 − f)/n is added (r·f(1 − f)/n with up to r reports per device)."""
 ESTIMANDS = (REPORTERS, POPULATION)
+
+REPORTERS_ONLY = {
+    "string": "a discovered value's interval is for the share among the devices that reported",
+    "distribution": "the shares are among the devices that reported",
+}
+"""The metric kinds whose intervals are the reporters' only (:data:`POPULATION` is not
+offered), and why."""
+
+
+def population_refused(kind: str, estimand: str) -> str | None:
+    """Why ``estimand`` is not offered for a metric of ``kind`` (None: it is)."""
+    return REPORTERS_ONLY.get(kind) if estimand == POPULATION else None
 
 
 def json_float(x: float) -> float | None:

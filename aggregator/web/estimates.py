@@ -42,7 +42,7 @@ from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.query.warm import Replay, Warmer
 from aggregator.safe_text import csv_text
-from aggregator.stats.intervals import ESTIMANDS, POPULATION, REPORTERS
+from aggregator.stats.intervals import ESTIMANDS, REPORTERS, population_refused
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
 from aggregator.web.access import UNAUTHORIZED, documented_read
@@ -260,17 +260,11 @@ def estimand_asked(definition: MetricDefinition) -> str:
     raw = request.args.get("estimand", REPORTERS)
     if raw not in ESTIMANDS:
         raise BadRequest(f"estimand must be reporters or population, got {raw[:40]!r}")
-    if raw == POPULATION and definition.kind == "string":
+    why = population_refused(definition.kind, raw)
+    if why is not None:
         raise BadRequest(
-            f"estimand=population is not offered for string metrics ({definition.name!r}): a "
-            "discovered value's interval is for the share among the devices that reported "
-            "(estimand=reporters)"
-        )
-    if raw == POPULATION and definition.kind == "distribution":
-        raise BadRequest(
-            f"estimand=population is not offered for distribution metrics "
-            f"({definition.name!r}): the shares are among the devices that reported "
-            "(estimand=reporters)"
+            f"estimand=population is not offered for {definition.kind} metrics "
+            f"({definition.name!r}): {why} (estimand=reporters)"
         )
     return raw
 
