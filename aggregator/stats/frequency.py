@@ -30,6 +30,7 @@ from aggregator.stats.codecs import Counts
 from aggregator.stats.intervals import (
     POPULATION,
     REPORTERS,
+    check_confidence,
     check_estimand,
     frequency_intervals,
     interval_method,
@@ -320,8 +321,7 @@ def estimate_from_counts(
     r = _reports_per_device(mechanism, reports_per_device)
     population = check_estimand(estimand) == POPULATION
     mode = multiplicity_of(simultaneous, multiplicity)
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_confidence(confidence)
     alpha = 1.0 - confidence
     method = "score"
     level = float("nan")

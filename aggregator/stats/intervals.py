@@ -27,6 +27,7 @@ __all__ = [
     "REPORTERS_ONLY",
     "SCORE",
     "Z_95",
+    "check_confidence",
     "check_estimand",
     "exact_zero_p",
     "min_expected",
@@ -81,10 +82,16 @@ def json_float(x: float) -> float | None:
     return None if math.isnan(x) else float(x)
 
 
-def z_value(confidence: float, comparisons: int = 1) -> float:
-    """Two-sided normal quantile for ``confidence``, Bonferroni-corrected over ``comparisons``."""
+def check_confidence(confidence: float) -> float:
+    """``confidence`` if it is a level in (0, 1) (else ValueError saying so)."""
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return confidence
+
+
+def z_value(confidence: float, comparisons: int = 1) -> float:
+    """Two-sided normal quantile for ``confidence``, Bonferroni-corrected over ``comparisons``."""
+    check_confidence(confidence)
     alpha = (1.0 - confidence) / comparisons
     # The lower tail's quantile, negated: 1 − α/2 rounds to 1.0 once α < 2.2e-16 (a
     # confidence of 0.9999999999999999, or many comparisons), where inv_cdf has no answer.
@@ -442,7 +449,7 @@ def t_value(confidence: float, df: int) -> float:
     Raises:
         ValueError: a bad confidence or df.
     """
-    z_value(confidence)  # checks the level
+    check_confidence(confidence)
     if isinstance(df, bool) or not isinstance(df, int) or df < 1:
         raise ValueError(f"degrees of freedom must be a positive int, got {df!r}")
     return float(scipy_special().stdtrit(df, 0.5 + confidence / 2.0))

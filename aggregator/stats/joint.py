@@ -32,6 +32,7 @@ from aggregator.stats.intervals import (
     REPORTERS,
     SCORE,
     _exact,
+    check_confidence,
     check_estimand,
     exact_zero_p,
     frequency_intervals,
@@ -233,8 +234,7 @@ def estimate_marginal(
     oracle = m.set_oracle(g, wanted, population=finite)
     shape = tuple(m.sizes[a] for a in wanted)
     cells = int(np.prod(shape))
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_confidence(confidence)
     support = np.asarray(oracle.scaled_support(summed.astype(np.float64)))
     if n == 0:
         nan = np.full(cells, np.nan)

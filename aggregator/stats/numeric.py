@@ -24,7 +24,7 @@ import numpy as np
 from aggregator.stats.anytime import mean_cs
 from aggregator.stats.arrays import FloatArray, IntArray
 from aggregator.stats.batch import Batch, FastParseCodec, Increments
-from aggregator.stats.intervals import json_float, t_value, z_value
+from aggregator.stats.intervals import check_confidence, json_float, t_value
 from client_sdk.mechanisms import (
     DuchiMechanism,
     HybridMechanism,
@@ -349,7 +349,7 @@ def _interval_in_units(
     m: NumericMechanism, stats: NumericStats, value_range: tuple[float, float], confidence: float
 ) -> tuple[float, float]:
     """:func:`mean_interval` in the metric's units (NaN with fewer than 2 reports)."""
-    z_value(confidence)  # the level's check, for every n
+    check_confidence(confidence)  # for every n
     if stats.n < 2:
         return math.nan, math.nan
     low, high = value_range
@@ -395,8 +395,7 @@ def estimate_mean(
         raise ValueError(f"n must be non-negative, got {stats.n}")
     low, high = definition.value_range
     if anytime:
-        if not 0.0 < confidence < 1.0:
-            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+        check_confidence(confidence)
         ci_low, ci_high = mean_cs(
             m, stats.n, stats.total, stats.total_sq, 1.0 - confidence, value_range=(low, high)
         )

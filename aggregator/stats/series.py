@@ -26,6 +26,7 @@ from aggregator.stats.intervals import (
     POPULATION,
     REPORTERS,
     SCORE,
+    check_confidence,
     check_estimand,
     frequency_intervals,
     interval_zero_p,
@@ -125,8 +126,7 @@ def estimate_series(
     k = mechanism.domain_size
     if counts.ndim != 2 or counts.shape[1] != k or reports.shape != (counts.shape[0],):
         raise ValueError(f"need (W,) reports and (W, {k}) counts, got {counts.shape}")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_confidence(confidence)
     mode = multiplicity_of(False, multiplicity)
     check_estimand(estimand)
     windows, values = counts.shape[0], len(shown)
