@@ -252,6 +252,20 @@ def shard_down(exc: BaseException) -> bool:
     return out_of_memory(exc) or unavailable(exc)
 
 
+def _shard_down_error(name: str, version: int, shard: int, exc: BaseException) -> tuple[str, str]:
+    """The error and reason of a shard whose node cannot take writes now (logged)."""
+    log.warning("storage: metric %s version %s shard %d refused: %s: %s",
+                name, version, shard, type(exc).__name__, exc)  # fmt: skip
+    why, reason = (
+        ("out of memory", "oom") if out_of_memory(exc) else ("its node is unavailable", "redis")
+    )
+    return (
+        f"storage cannot take metric {name!r} version {version}'s reports of shard {shard} "
+        f"now ({why}); retry later",
+        reason,
+    )
+
+
 class PartlyStored(Unavailable):
     """The 503 of a batch some of whose valid reports were not stored now: ``retry``
     lists them by position, and the body says what became of the rest (a client that
@@ -557,45 +571,45 @@ class Appender:
                     raise
                 # This shard's node cannot take writes now (it died and its replica is
                 # not promoted yet, say): the version's other shards still can.
-                log.warning("storage: metric %s version %s shard %d refused: %s: %s",
-                            name, version, shard, type(exc).__name__, exc)  # fmt: skip
-                oom = out_of_memory(exc)
-                later.add(
-                    part,
-                    f"storage cannot take metric {name!r} version {version}'s reports of "
-                    f"shard {shard} now ({'out of memory' if oom else 'its node is unavailable'}"
-                    "); retry later",
-                    "oom" if oom else "redis",
-                )
+                later.add(part, *_shard_down_error(name, version, shard, exc))
                 continue
             added, duplicates = added + reply.appended, duplicates + reply.duplicates
             if reply.retired is not None:
                 since = reply.retired
                 refused += [rid for rid, _ in part]
-            elif reply.backlog:
-                later.add(
-                    part,
-                    f"metric {name!r} version {version} has a backlog near its limit of "
-                    f"{self.max_backlog} reports; retry later",
-                    "backlog",
-                )
-            elif reply.refused:
-                until = datetime.fromtimestamp(now.timestamp() + reply.refused, UTC)
-                later.add(
-                    part,
-                    f"metric {name!r} version {version} holds its share of the replay "
-                    f"guard's budget with ids younger than {guard.MIN_WINDOW // 60} minutes; "
-                    f"its reports are refused until about {until:%H:%M} UTC ({reply.refused} "
-                    "s), when its guard can forget older ids (other metrics are not refused)",
-                    "guard",
-                    reply.refused,
-                )
+            elif (held := self._held_back(name, version, reply, now)) is not None:
+                later.add(part, *held)
         if since is not None:  # retired: so are the reports of shards that refused them
             refused += [rid for rid, _ in items if rid in later.ids]
             raise RetiredOnAppend(name, since, added, duplicates, refused)
         if later.ids:
             raise later.refused(added, duplicates)
         return added, duplicates
+
+    def _held_back(
+        self, name: str, version: int, reply: scripts.AppendReply, now: datetime
+    ) -> tuple[str, str, int | None] | None:
+        """Why a shard's reports were held back for later though its script ran (error,
+        reason, seconds to wait): a backlog near its limit, or the replay guard's share
+        spent; None when they were taken."""
+        if reply.backlog:
+            return (
+                f"metric {name!r} version {version} has a backlog near its limit of "
+                f"{self.max_backlog} reports; retry later",
+                "backlog",
+                None,
+            )
+        if reply.refused:
+            until = datetime.fromtimestamp(now.timestamp() + reply.refused, UTC)
+            return (
+                f"metric {name!r} version {version} holds its share of the replay "
+                f"guard's budget with ids younger than {guard.MIN_WINDOW // 60} minutes; "
+                f"its reports are refused until about {until:%H:%M} UTC ({reply.refused} "
+                "s), when its guard can forget older ids (other metrics are not refused)",
+                "guard",
+                reply.refused,
+            )
+        return None
 
     def _append_part(
         self,
