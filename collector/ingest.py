@@ -644,18 +644,7 @@ class Appender:
             if reply.retired is not None:
                 return reply
             if reply.layout is None:
-                self.memory.note(unit, sum(reply.held))
-                if reply.appended:
-                    self.memory.count(days[0], unit, reply.appended)
-                    self._mark(name, version)
-                until = int(now.timestamp()) + reply.refused
-                if reply.refused and self._refusals.get(unit) != until:
-                    self.client.hset(keys.guard_refused_key(), unit, until)  # for /readyz
-                    if len(self._refusals) >= MAX_LAYOUTS:
-                        self._refusals.clear()
-                    self._refusals[unit] = until
-                if reply.dropped:
-                    self._forget_leftovers(layout, reply.dropped)
+                self._settle(reply, layout, unit, now)
                 return reply
             layout = guard.Layout(name, version, shard, days, *reply.layout, reply.epochs)
             if len(self._layouts) >= MAX_LAYOUTS:
@@ -678,6 +667,25 @@ class Appender:
                 if reply.dropped:
                     scripts.forget_epochs(self.client, layout=layout, dropped=reply.dropped)
         raise Unavailable("the replay guard's layout kept changing; retry", "busy")
+
+    def _settle(
+        self, reply: scripts.AppendReply, layout: guard.Layout, unit: str, now: datetime
+    ) -> None:
+        """After a call the script ran with ``layout``: note what the guard's unit holds,
+        count the reports added to its day (and mark the version in use), list a refusal
+        for /readyz, and delete the dropped epochs other calls left."""
+        self.memory.note(unit, sum(reply.held))
+        if reply.appended:
+            self.memory.count(layout.days[0], unit, reply.appended)
+            self._mark(layout.name, layout.version)
+        until = int(now.timestamp()) + reply.refused
+        if reply.refused and self._refusals.get(unit) != until:
+            self.client.hset(keys.guard_refused_key(), unit, until)  # for /readyz
+            if len(self._refusals) >= MAX_LAYOUTS:
+                self._refusals.clear()
+            self._refusals[unit] = until
+        if reply.dropped:
+            self._forget_leftovers(layout, reply.dropped)
 
     def _mark(self, name: str, version: int) -> None:
         """Mark the version in use; a failure waits for the next append (or the worker's
