@@ -256,11 +256,8 @@ class MemoryGuard:
         now = now or datetime.now(UTC)
         days, wall = guard.day_pair(now), now.timestamp()
         last, tick = self.last, self.clock()
-        fresh = last is None or days != self._days
-        near = last is not None and (last.fill() or 0) >= self.high_water - NEAR
-        wait = self.near_interval if near else self.interval
         nodes = last.nodes if last is not None else ()
-        if fresh or tick - self._read_at >= wait:
+        if self._memory_due(last, days, tick):
             nodes, self._read_at = self._read_memory(), tick
         elif tick - self._counted_at < self.near_interval:
             assert last is not None
@@ -283,6 +280,14 @@ class MemoryGuard:
         if ended:
             self.client.hdel(keys.guard_refused_key(), *ended)
         return self.last
+
+    def _memory_due(self, last: GuardReading | None, days: tuple[str, str], tick: float) -> bool:
+        """Whether memory is read again: a first reading, a new day, or its interval
+        passed (the shorter one near the high-water mark)."""
+        if last is None or days != self._days:
+            return True
+        near = (last.fill() or 0) >= self.high_water - NEAR
+        return tick - self._read_at >= (self.near_interval if near else self.interval)
 
     def _read_memory(self) -> tuple[Any, ...]:
         """Each node's memory reading (every primary of a cluster)."""
