@@ -570,14 +570,19 @@ class Alerts:
         return out
 
 
+_SHARE_WORDS = ("the share", 100, ".2f", "%", " points")
+_MEAN_WORDS = ("the mean", 1, ".4g", "", "")
+"""How :func:`message_of` names a share and a mean, scales and formats them, and the
+unit of a difference."""
+
+
 def message_of(event: dict[str, Any], spec: AlertSpec) -> str:
     """What changed, by how much, with its interval, and where to look."""
-    share = spec.value is not None
+    noun, scale, spec_fmt, sign, unit = _SHARE_WORDS if spec.value is not None else _MEAN_WORDS
 
     def fmt(x: float) -> str:
-        return f"{100 * x:.2f}%" if share else f"{x:.4g}"
+        return f"{scale * x:{spec_fmt}}{sign}"
 
-    unit = " points" if share else ""
     est, (lo, hi) = event["estimate"], event["ci"]
     conf = f"{100 * event['confidence']:.4g}%"
     now = f"{fmt(est)} ({conf} anytime interval {fmt(lo)} to {fmt(hi)})"
@@ -585,7 +590,6 @@ def message_of(event: dict[str, Any], spec: AlertSpec) -> str:
         base = event["baseline"]
         b_lo, b_hi = base["ci"]
         diff = est - base["estimate"]
-        scale = 100 if share else 1
         what = (
             f"changed from {fmt(base['estimate'])} (baseline, {fmt(b_lo)} to {fmt(b_hi)}, "
             f"{base['n']:,} reports) to {now}: {scale * diff:+.3g}{unit}"
@@ -593,10 +597,10 @@ def message_of(event: dict[str, Any], spec: AlertSpec) -> str:
     else:
         level = float(spec.level or 0.0)
         side = "above" if spec.kind.endswith("above") else "below"
-        gap = (100 if share else 1) * abs(est - level)
+        gap = scale * abs(est - level)
         what = f"is {side} {fmt(level)}: now {now}, {gap:.3g}{unit} {side} the level"
     return (
-        f"{event['summary']}: {'the share' if share else 'the mean'} {what}; from "
+        f"{event['summary']}: {noun} {what}; from "
         f"{event['n']:,} reports since {_utc(event['armed_at'])} (version {event['version']}). "
         f"{event['link']}"
     )
