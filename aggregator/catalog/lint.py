@@ -161,23 +161,29 @@ def _governance(reg: RegistryFile, entry: MetricEntry, today: date) -> list[Find
     if not isinstance(review, str) or not review.startswith("https://"):
         shown = "missing" if review is None else f"{review!r} is not an https:// link"
         add("data_review", "missing-review", f"data_review is {shown}")
-    expires = entry.expires
+    expiry = _expiry_problem(entry.expires, today)
+    if expiry is not None:
+        add("expires", *expiry)
+    return out
+
+
+def _expiry_problem(expires: object, today: date) -> tuple[str, str] | None:
+    """The rule an ``expires`` breaks and the message, if it breaks one."""
     if expires is None:
-        add("expires", "missing-expiry", 'expires (a date like 2027-06-30, or "never") is missing')
-    elif expires == "never":
-        pass
-    elif not isinstance(expires, date):
-        add("expires", "missing-expiry", f'expires must be a date or "never", got {expires!r}')
-    elif expires < today:
-        add("expires", "expired", f"expired on {expires.isoformat()}")
-    elif expires > _years_after(today, MAX_EXPIRY_YEARS):
-        add(
-            "expires",
+        return "missing-expiry", 'expires (a date like 2027-06-30, or "never") is missing'
+    if expires == "never":
+        return None
+    if not isinstance(expires, date):
+        return "missing-expiry", f'expires must be a date or "never", got {expires!r}'
+    if expires < today:
+        return "expired", f"expired on {expires.isoformat()}"
+    if expires > _years_after(today, MAX_EXPIRY_YEARS):
+        return (
             "expiry-too-far",
             f"expires {expires.isoformat()}, more than {MAX_EXPIRY_YEARS} years from "
             f"{today.isoformat()}: set a nearer date and renew it after review",
         )
-    return out
+    return None
 
 
 def _years_after(day: date, years: int) -> date:
