@@ -130,10 +130,11 @@ def estimate_series(
     mode = multiplicity_of(False, multiplicity)
     check_estimand(estimand)
     windows, values = counts.shape[0], len(shown)
-    rs = np.ones(windows) if reports_per_device is None else np.asarray(reports_per_device, float)
-    if not isinstance(mechanism, Memoized):
-        rs = np.ones(windows)
+    rs = np.ones(windows)
+    if reports_per_device is not None and isinstance(mechanism, Memoized):
+        rs = np.asarray(reports_per_device, float)
     alpha = 1.0 - confidence
+    a = alpha / k if mode == SIMULTANEOUS else alpha  # each value's level
     picked = counts[:, shown]
     nan = np.full((windows, values), np.nan)
     out = {name: nan.copy() for name in SERIES_FIELDS}
@@ -174,7 +175,6 @@ def estimate_series(
                 out["cs_low"][w], out["cs_high"][w] = cs.low[shown], cs.high[shown]
                 out["cs_p_value"][w], cs_flags[w] = cs.p_values[shown], cs.flags[shown]
     else:
-        a = alpha / k if mode == SIMULTANEOUS else alpha
         z = z_value(1.0 - strictest_alpha(alpha, k, mode))
         live = reports > 0
         for r in np.unique(rs[live]):
@@ -192,7 +192,6 @@ def estimate_series(
                     for w in rows:
                         methods[w] = EXACT if exact else SCORE
     if sequence and not full:
-        a = alpha / k if mode == SIMULTANEOUS else alpha
         seq = _sequences(mechanism, reports, picked, rs, a)
         out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
         cs_flags = seq.flags
