@@ -198,23 +198,15 @@ def overview_rows(
         page, counted, lags, every_windows, waiting, strict=True
     ):
         row = describe(definition)
-        hours = [w for w in windows if w.startswith("hour:")]
-        days = [w for w in windows if w.startswith("day:")]
-        found: list[Alarm] = []
-        labels = None
-        if definition.kind == "string":
-            found, labels = overview_alarms(definition, alpha)
-        elif count.n >= MIN_REPORTS:  # fewer reports in every window: no test can alarm
-            found = current_alarms(client, definition, alpha, windows)
         policy = retention_of(definition)
         row.update(
             {
                 "retention": {**policy.to_dict(), "note": policy.describe()},
                 "n": count.n,
-                "last_window": hours[0] if hours else days[0] if days else None,
+                "last_window": _last_window(windows),
                 "lag": {"length": details.length, "pending": details.pending},
                 "relayed_waiting": relayed,
-                "alarms": [a.model_dump() for a in alarm_models(definition, found, labels)],
+                "alarms": _overview_alarms(client, definition, count.n, windows, alpha),
                 "memory_bytes": (
                     None if memory is None else memory.by_metric.get(definition.name, 0)
                 ),
@@ -227,6 +219,29 @@ def overview_rows(
         )
         rows.append(row)
     return rows
+
+
+def _last_window(windows: list[str]) -> str | None:
+    """The newest hour window of a metric (newest first), else its newest day window."""
+    for prefix in ("hour:", "day:"):
+        for window in windows:
+            if window.startswith(prefix):
+                return window
+    return None
+
+
+def _overview_alarms(
+    client: redis.Redis, definition: MetricDefinition, n: int, windows: list[str], alpha: float
+) -> list[dict[str, Any]]:
+    """A row's alarms: a string metric's of its last discovery, another's of its newest
+    windows (none below :data:`~aggregator.stats.detect.MIN_REPORTS` reports in all)."""
+    found: list[Alarm] = []
+    labels = None
+    if definition.kind == "string":
+        found, labels = overview_alarms(definition, alpha)
+    elif n >= MIN_REPORTS:  # fewer reports in every window: no test can alarm
+        found = current_alarms(client, definition, alpha, windows)
+    return [a.model_dump() for a in alarm_models(definition, found, labels)]
 
 
 @bp.get("/v1/overview")
