@@ -39,6 +39,22 @@ def _eps(value: float) -> str:
     return "unbounded" if math.isinf(value) else f"{value:.3g}"
 
 
+def _metric_row(result: Any, entry: Any, windows: list[str]) -> list[str]:
+    """A metric's row of the report: its ε per report, budget, and worst case (and share
+    of the app's budget) in each window."""
+    d = entry.definition
+    b = d.budget
+    budget = f"{b.reports_per_period}/{b.period}" if b else "none"
+    if d.longitudinal:
+        budget += f", ε∞={d.privacy_bounds()['unlimited_same_value']:g}"
+    row = [entry.name, f"{d.mechanism.epsilon:g}", budget]
+    for w in windows:
+        value = result.account.windows[w].per_metric[entry.name]
+        share = result.share(entry.name, w)
+        row.append(_eps(value) + ("" if share is None else f" ({share:.0%})"))
+    return row
+
+
 def report_lines(result: Any) -> list[str]:
     """The privacy-loss report under the findings: each metric's worst case and share."""
     windows = result.windows()
@@ -48,20 +64,9 @@ def report_lines(result: Any) -> list[str]:
     ]
     header = ["metric", "ε/report", "budget"] + [f"per {w}" for w in windows]
     rows = [header]
-    for entry in result.registry.entries:
-        d = entry.definition
-        if d is None:
-            continue
-        b = d.budget
-        budget = f"{b.reports_per_period}/{b.period}" if b else "none"
-        if d.longitudinal:
-            budget += f", ε∞={d.privacy_bounds()['unlimited_same_value']:g}"
-        row = [entry.name, f"{d.mechanism.epsilon:g}", budget]
-        for w in windows:
-            value = result.account.windows[w].per_metric[entry.name]
-            share = result.share(entry.name, w)
-            row.append(_eps(value) + ("" if share is None else f" ({share:.0%})"))
-        rows.append(row)
+    rows += [
+        _metric_row(result, e, windows) for e in result.registry.entries if e.definition is not None
+    ]
     total = ["total (caps applied)", "", ""]
     limits = ["app budget", "", ""]
     for w in windows:
@@ -70,19 +75,19 @@ def report_lines(result: Any) -> list[str]:
         limit = result.registry.budget.limit(w) if result.registry.budget else None
         limits.append("—" if limit is None else f"{limit:g}")
     rows += [total, limits]
+    notes = []
     if result.account.delta is not None:
         advanced = [f"advanced, δ={result.account.delta:g}", "", ""]
         advanced += [_eps(result.account.windows[w].advanced or 0.0) for w in windows]
         rows.append(advanced)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for row in rows:
-        lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
-    if result.account.delta is not None:
-        lines.append(
+        notes.append(
             f"  advanced: {result.account.alternatives[0]}; sound for these pure ε-LDP "
             "reports composed adaptively, and smaller only where many small reports add up"
         )
-    return lines
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for row in rows:
+        lines.append("  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(row)).rstrip())
+    return lines + notes
 
 
 @click.command("lint")
