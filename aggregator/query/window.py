@@ -10,7 +10,7 @@ See docs/architecture/pipeline.md.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -282,37 +282,46 @@ def parse_segments(
     :func:`read_segments`, which says what it returns and raises)."""
     k = definition.k
     numeric = definition.kind == "numeric"
-    out: dict[int, Counts | NumericStats] = {}
+    out: dict[int, Any] = {}
     for fields in replies:
-        quick = None if numeric else _segment_counts(fields, k)
-        if quick is not None:
-            for segment, found in quick.items():
-                before = out.get(segment)
-                out[segment] = found + before if isinstance(before, Counts) else found
-            continue
-        _, segments = schema.split_segments(fields)
-        for segment, part in segments.items():
-            if numeric:
-                stats = NumericStats.from_fields(part)
-                before = out.get(segment)
-                out[segment] = stats if before is None else cast(NumericStats, before) + stats
-                continue
-            n, support = 0, np.zeros(k, dtype=np.int64)
-            for raw_field, raw_value in part.items():
-                kind, v = schema.parse_field(raw_field)
-                if kind == "n":
-                    n += int(raw_value)
-                elif kind == "c" and 0 <= v < k:
-                    support[v] += int(raw_value)
-                else:
-                    raise ValueError(f"segment {segment}: field {raw_field!r} outside 0..{k - 1}")
-            if k and support.max() > n:
-                raise ValueError(f"segment {segment}: a support count above n = {n}")
+        for segment, found in _shard_segments(fields, k, numeric):
             before = out.get(segment)
-            if isinstance(before, Counts):
-                n, support = n + before.n, support + before.support
-            out[segment] = Counts(n, support)
+            out[segment] = found if before is None else before + found
     return out
+
+
+def _shard_segments(
+    fields: dict[bytes, bytes], k: int, numeric: bool
+) -> Iterable[tuple[int, Counts | NumericStats]]:
+    """Each segment's counts in one shard's counts hash (:func:`parse_segments`)."""
+    quick = None if numeric else _segment_counts(fields, k)
+    if quick is not None:
+        return quick.items()
+    _, segments = schema.split_segments(fields)
+    if numeric:
+        return [(segment, NumericStats.from_fields(part)) for segment, part in segments.items()]
+    return [(segment, _parsed_segment(segment, part, k)) for segment, part in segments.items()]
+
+
+def _parsed_segment(segment: int, part: Mapping[bytes, bytes], k: int) -> Counts:
+    """A segment's counts from its fields, the general way: each field checked.
+
+    Raises:
+        ValueError: a field that is not n or a count of a value in 0..k-1, or a count
+            above n.
+    """
+    n, support = 0, np.zeros(k, dtype=np.int64)
+    for raw_field, raw_value in part.items():
+        kind, v = schema.parse_field(raw_field)
+        if kind == "n":
+            n += int(raw_value)
+        elif kind == "c" and 0 <= v < k:
+            support[v] += int(raw_value)
+        else:
+            raise ValueError(f"segment {segment}: field {raw_field!r} outside 0..{k - 1}")
+    if k and support.max() > n:
+        raise ValueError(f"segment {segment}: a support count above n = {n}")
+    return Counts(n, support)
 
 
 def _segment_counts(fields: dict[bytes, bytes], k: int) -> dict[int, Counts] | None:
