@@ -37,6 +37,7 @@ from ldp_api.context import shared
 from ldp_api.models import Error, MetricPath, answer
 from ldp_api.openapi import UNAVAILABLE, Reply
 from ldp_api.projects import qualified
+from ldp_store.registry import Registry
 
 __all__ = ["bp"]
 
@@ -70,6 +71,28 @@ def _since() -> date | None:
 def get_export_windows() -> dict[str, Any]:
     """Each metric version's windows, as ``ldp export``'s options select them."""
     ext = shared()
+    metric, raw_version, granularity, since = _windows_asked()
+    names = [qualified(metric)] if metric is not None else ext.registry.names()
+    found = []
+    for name in names:
+        for v in _versions_asked(ext.registry, name, metric is not None, raw_version):
+            definition = ext.registry.get(name, v)
+            if definition is None:
+                continue
+            windows = export_windows(ext.redis, definition, granularity, since)
+            found.append(
+                ExportVersion(metric=name, version=v, kind=definition.kind, windows=windows)
+            )
+    return answer(ExportWindows(versions=found))
+
+
+def _windows_asked() -> tuple[str | None, str | None, str | None, date | None]:
+    """``?metric=``, ``?version=``, ``?granularity=`` and ``?since=``, checked together.
+
+    Raises:
+        BadRequest: a bad granularity or name, since with granularity=all, or a version
+            without its metric.
+    """
     metric = request.args.get("metric")
     raw_version = request.args.get("version")
     granularity = request.args.get("granularity")
@@ -85,25 +108,25 @@ def get_export_windows() -> dict[str, Any]:
             check_name(metric)
         except ValueError as exc:
             raise BadRequest(f"metric: {exc}") from None
-    names = [qualified(metric)] if metric is not None else ext.registry.names()
-    found = []
-    for name in names:
-        if metric is not None:  # one metric: every version, or the one asked for
-            versions = [definition_of(ext.registry, name).version] if raw_version else []
-            versions = versions or ext.registry.versions(name)
-            if not versions:
-                raise NotFound(f"unknown metric {name!r}")
-        else:
-            versions = ext.registry.versions(name)
-        for v in versions:
-            definition = ext.registry.get(name, v)
-            if definition is None:
-                continue
-            windows = export_windows(ext.redis, definition, granularity, since)
-            found.append(
-                ExportVersion(metric=name, version=v, kind=definition.kind, windows=windows)
-            )
-    return answer(ExportWindows(versions=found))
+    return metric, raw_version, granularity, since
+
+
+def _versions_asked(
+    registry: Registry, name: str, named: bool, raw_version: str | None
+) -> list[int]:
+    """The versions of ``name`` to list: every one, or for the one metric ``named`` the
+    version asked for.
+
+    Raises:
+        NotFound: the metric named has no version (or not the one asked for).
+    """
+    if not named:
+        return registry.versions(name)
+    versions = [definition_of(registry, name).version] if raw_version else []
+    versions = versions or registry.versions(name)
+    if not versions:
+        raise NotFound(f"unknown metric {name!r}")
+    return versions
 
 
 @bp.get("/v1/export/<name>")
