@@ -108,7 +108,7 @@ class Rows:
     def resolve(self, total: int, parts: int = 1) -> Rows:
         """The rows to show when the answer holds ``total`` rows in ``parts`` parts: the
         default made explicit (every row, or the top of each part), anything asked as is."""
-        if self.top or self.values is not None or self.every or self.limit is not None:
+        if self.every or self.how != ALL:  # asked for
             return self
         if total <= ANSWER_ROWS:
             return Rows(every=True, columns=self.columns)
