@@ -237,27 +237,33 @@ def audit(
     ev_x, ev_xp = (np.bincount(c[half:], minlength=k) for c in (under_x, under_xp))
     n_eval = trials - half
     event, swapped = _best_event(sel_x, sel_xp, half, alpha)
-    a, b = (ev_xp, ev_x) if swapped else (ev_x, ev_xp)
+    (a, first), (b, second) = (ev_x, "x"), (ev_xp, "x'")
+    inputs = (x, xp)
+    if swapped:  # the event is likelier under x' than under x
+        (a, first), (b, second) = (b, second), (a, first)
+        inputs = (xp, x)
     hits = (int(a[event].sum()), int(b[event].sum()))
     lower = max(0.0, _bound(hits[0], hits[1], n_eval, alpha))
-    what = "permanent response" if bound == "permanent" else "output"
-    if edges is None:
-        names = f"{what} " + " or ".join(CLASSES[i] for i in event)
-    else:
-        names = _describe_bins(event, edges)
-    first, second = ("x'", "x") if swapped else ("x", "x'")
     return AuditResult(
         mechanism=mechanism.params(),
         declared_epsilon=declared,
         epsilon_lower_bound=lower,
         passed=lower <= declared,
-        event=f"{names}: under {first} vs under {second}",
-        inputs=(xp, x) if swapped else (x, xp),
+        event=f"{_event_name(event, edges, bound)}: under {first} vs under {second}",
+        inputs=inputs,
         hits=hits,
         trials=n_eval,
         confidence=confidence,
         bound=bound,
     )
+
+
+def _event_name(event: list[int], edges: Any, bound: str) -> str:
+    """The event's classes (a frequency oracle's) or bins (a numeric mechanism's) in words."""
+    if edges is not None:
+        return _describe_bins(event, edges)
+    what = "permanent response" if bound == "permanent" else "output"
+    return f"{what} " + " or ".join(CLASSES[i] for i in event)
 
 
 def _classifier(
