@@ -28,7 +28,7 @@ from aggregator.analysis.defences import (
     summarise,
 )
 from aggregator.analysis.simulation import distribution, simulate_reports
-from aggregator.stats.arrays import FloatArray
+from aggregator.stats.arrays import FloatArray, IntArray
 from aggregator.stats.frequency import estimate_from_counts
 from aggregator.stats.kinds import codec_for
 from aggregator.stats.robustness import (
@@ -186,11 +186,11 @@ def simulate_poisoning(
         genuine, seeds = simulate_reports(mechanism, true_counts, gen)
         before = estimate_from_counts(mechanism, genuine).frequencies[t]
         honest = HonestWindows(mechanism, probs, users, defence_gen)
-        for attack in (mga, base):
+        for attack, key in ((mga, "mga"), (base, "base")):
             payloads = attack.payloads(fakes, gen)
             poisoned = genuine + codec.decode(payloads)
             after = estimate_from_counts(mechanism, poisoned).frequencies[t]
-            rows["mga" if attack is mga else "base"].append(after - before)
+            rows[key].append(after - before)
             if attack is mga:
                 rows["after"].append(after)
             batch = PoisonedBatch(
@@ -214,13 +214,31 @@ def simulate_poisoning(
         if progress:
             progress(1)
     a = {key: np.array(value) for key, value in rows.items()}
+    base_theory = expected_gain(mechanism, supports["input"], beta, a["f"]).mean(axis=0)
+    return PoisonResult(
+        mechanism=mechanism.params(),
+        users=users,
+        fakes=fakes,
+        distribution=dist,
+        runs=runs,
+        seed=seed,
+        targets=_target_gains(t, a, base_theory),
+        mga_support=[float(x) for x in supports["mga"]],
+        defences=verdicts,
+    )
+
+
+def _target_gains(
+    t: IntArray, a: dict[str, FloatArray], base_theory: FloatArray
+) -> list[TargetGain]:
+    """Each target's gains over the runs (``a``: each quantity's (runs, targets) rows)."""
+    runs = len(a["f"])
     mean_f = a["f"].mean(axis=0)
 
     def se(x: FloatArray) -> FloatArray:
         return x.std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros(x.shape[1])
 
-    base_theory = expected_gain(mechanism, supports["input"], beta, a["f"]).mean(axis=0)
-    gains = [
+    return [
         TargetGain(
             value=int(t[i]),
             frequency=float(mean_f[i]),
@@ -237,14 +255,3 @@ def simulate_poisoning(
         )
         for i in range(len(t))
     ]
-    return PoisonResult(
-        mechanism=mechanism.params(),
-        users=users,
-        fakes=fakes,
-        distribution=dist,
-        runs=runs,
-        seed=seed,
-        targets=gains,
-        mga_support=[float(x) for x in supports["mga"]],
-        defences=verdicts,
-    )
