@@ -661,18 +661,7 @@ class Worker:
             except redis.ResponseError as exc:
                 if not stream_gone(exc):
                     raise
-                definition = stream.definition
-                if not self.registry.exists(definition.name, definition.version):
-                    # ``ldp metrics delete``: forget the version, do not recreate its keys
-                    log.info("%s was deleted with its version; no longer consumed", stream.key)
-                    self._streams.pop(stream.key, None)
-                    self._pools = None
-                    self.stats.streams = len(self._streams)
-                    continue
-                log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
-                ensure_group(self.redis, stream.key)
-                stream.pending_cursor, stream.claim_cursor = "0", "0-0"
-                stream.quiet = False
+                self._lost_group(stream)
         if self._counted and self.on_counted is not None:
             counted, self._counted = self._counted, set()
             try:
@@ -689,6 +678,22 @@ class Worker:
             return not self._reread_own_pending()
         self._wait_for_entries()
         return False
+
+    def _lost_group(self, stream: _Stream) -> None:
+        """After a stream's group was found gone: forget the stream if its version was
+        deleted (``ldp metrics delete``: its keys are not recreated), else recreate the
+        group and read the stream from the start."""
+        definition = stream.definition
+        if not self.registry.exists(definition.name, definition.version):
+            log.info("%s was deleted with its version; no longer consumed", stream.key)
+            self._streams.pop(stream.key, None)
+            self._pools = None
+            self.stats.streams = len(self._streams)
+            return
+        log.warning("%s lost its group (stream deleted?); recreating it", stream.key)
+        ensure_group(self.redis, stream.key)
+        stream.pending_cursor, stream.claim_cursor = "0", "0-0"
+        stream.quiet = False
 
     def _release_due_pools(self) -> None:
         """Release the shuffle pools whose bound has passed, of every version joined
