@@ -241,22 +241,9 @@ def demo(
     for limit in ("LDP_SOURCE_REQUESTS_PER_SECOND", "LDP_SOURCE_REPORTS_PER_MINUTE"):
         os.environ.setdefault(limit, "0")
     if redis_url is None:  # the embedded store: a fresh one for each run
-        run_dir, removed = d.fresh_run_folder(data_dir)
-        if removed:
-            runs = (
-                "1 earlier demo run's data"
-                if len(removed) == 1
-                else (f"{len(removed)} earlier demo runs' data")
-            )
-            out.print(f"fresh data for this run in {run_dir} (removed {runs} from {data_dir})")
-        data_dir = str(run_dir)
-    try:
-        server = _start(dataclasses.replace(settings, data_dir=data_dir))
-    except click.ClickException:
-        run = Path(data_dir)
-        if redis_url is None and run.is_dir() and not any(run.iterdir()):
-            run.rmdir()  # this run's fresh folder, left empty by the failed start
-        raise
+        server = _start_fresh(dataclasses.replace(settings, data_dir=_fresh_folder(data_dir)))
+    else:
+        server = _start(settings)
     try:
         client = connect(server.redis_url)
         definitions = d.define_metrics(Registry(client))
@@ -296,6 +283,33 @@ def demo(
         server.stop()
     if gave_up:
         raise SystemExit(1)
+
+
+def _fresh_folder(data_dir: str) -> str:
+    """A fresh folder under ``data_dir`` for a demo run's embedded store (earlier runs'
+    data removed, and said so)."""
+    from ldp_server import demo as d  # noqa: PLC0415
+
+    run_dir, removed = d.fresh_run_folder(data_dir)
+    if removed:
+        runs = (
+            "1 earlier demo run's data"
+            if len(removed) == 1
+            else (f"{len(removed)} earlier demo runs' data")
+        )
+        out.print(f"fresh data for this run in {run_dir} (removed {runs} from {data_dir})")
+    return str(run_dir)
+
+
+def _start_fresh(settings: ServerSettings) -> Any:
+    """:func:`_start` in a fresh run folder, removed again if a failed start left it empty."""
+    try:
+        return _start(settings)
+    except click.ClickException:
+        run = Path(settings.data_dir)
+        if run.is_dir() and not any(run.iterdir()):
+            run.rmdir()
+        raise
 
 
 WAIT_TIMEOUT = 180.0
