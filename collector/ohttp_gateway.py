@@ -287,24 +287,10 @@ class ObliviousGateway:
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
         """The app's answer to the inner request, served from a fresh environ."""
-        path, _, query = inner.path.partition("?")
-        # A prefix before /v1/ is the collector URL's own (the SDK names it as it is).
-        match = _DEFINITION.search(path) if path.startswith("/") else None
-        name = "" if match is None else urllib.parse.unquote(match.group(1))
-        if name and "/" not in name:
-            if inner.method != "GET":
-                return _inner_error(405, "method not allowed", [f"allowed for {path[:100]}: GET"])
-            route = DEFINITION_PATH + name
-        elif path.startswith("/") and path.endswith(INNER_PATH):
-            if inner.method != "POST":
-                return _inner_error(405, "method not allowed", [f"allowed for {INNER_PATH}: POST"])
-            route, query = INNER_PATH, ""
-        else:
-            return _inner_error(
-                404,
-                "the gateway serves only POST /v1/reports and GET /v1/metrics/<name>",
-                [f"got {inner.method[:10]} {inner.path[:100]!r}"],
-            )
+        routed = _route(inner)
+        if isinstance(routed, bhttp.BinaryResponse):
+            return routed
+        route, query = routed
         environ: dict[str, Any] = {k: outer[k] for k in _SERVER_KEYS if k in outer}
         environ.update(
             {
@@ -342,6 +328,28 @@ class ObliviousGateway:
             (name.lower(), value) for name, value in headers if name.lower() in ANSWER_HEADERS
         )
         return bhttp.BinaryResponse(status[0], kept, content)
+
+
+def _route(inner: bhttp.BinaryRequest) -> tuple[str, str] | bhttp.BinaryResponse:
+    """The app's path and query string for an inner request (``GET`` of a definition,
+    ``POST`` of reports), else the error answering it (404, or 405 for another method)."""
+    path, _, query = inner.path.partition("?")
+    # A prefix before /v1/ is the collector URL's own (the SDK names it as it is).
+    match = _DEFINITION.search(path) if path.startswith("/") else None
+    name = "" if match is None else urllib.parse.unquote(match.group(1))
+    if name and "/" not in name:
+        if inner.method != "GET":
+            return _inner_error(405, "method not allowed", [f"allowed for {path[:100]}: GET"])
+        return DEFINITION_PATH + name, query
+    if path.startswith("/") and path.endswith(INNER_PATH):
+        if inner.method != "POST":
+            return _inner_error(405, "method not allowed", [f"allowed for {INNER_PATH}: POST"])
+        return INNER_PATH, ""
+    return _inner_error(
+        404,
+        "the gateway serves only POST /v1/reports and GET /v1/metrics/<name>",
+        [f"got {inner.method[:10]} {inner.path[:100]!r}"],
+    )
 
 
 def _unknown_key(start_response: Callable[..., Any], key_id: int) -> list[bytes]:
