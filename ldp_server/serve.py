@@ -590,21 +590,14 @@ class Server(Service):
             if w.poll() is None:
                 w.send_signal(signal.SIGTERM)
         for w in self.workers:
-            try:
-                w.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                w.kill()
-                w.wait()
+            _wait_or_kill(w)
         for web in (self.web, self.read):
-            if web is not None and web.poll() is None:
+            if web is None:
+                continue
+            if web.poll() is None:
                 web.send_signal(signal.SIGTERM)
-                try:
-                    web.wait(STOP_TIMEOUT)
-                except subprocess.TimeoutExpired:
-                    web.kill()
-                    web.wait()
-            if web is not None:
-                self._stop_orphans(web)  # workers of a master that died at the wrong moment
+                _wait_or_kill(web)
+            self._stop_orphans(web)  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
             (self.data_dir / REDIS_URL_FILE).unlink(missing_ok=True)
@@ -623,3 +616,12 @@ class Server(Service):
         if self._lock is not None:
             self._lock.close()  # closing the file releases the flock
             self._lock = None
+
+
+def _wait_or_kill(child: subprocess.Popen[Any]) -> None:
+    """Wait up to :data:`STOP_TIMEOUT` for a child told to stop, then kill it."""
+    try:
+        child.wait(STOP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
