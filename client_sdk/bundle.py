@@ -37,6 +37,7 @@ from typing import Any
 
 from client_sdk import wire
 from client_sdk.errors import DefinitionError
+from client_sdk.numbers import is_count
 from client_sdk.wire.spec import DISTRIBUTION_SPEC_FIELDS
 
 __all__ = [
@@ -160,9 +161,7 @@ def split_version(name: str, table: Mapping[str, Any]) -> tuple[dict[str, Any], 
     """
     spec = {key: value for key, value in table.items() if key not in GOVERNANCE_FIELDS}
     version = spec.pop("version", None)
-    if version is not None and (
-        isinstance(version, bool) or not isinstance(version, int) or version < 1
-    ):
+    if version is not None and not is_count(version):
         raise ValueError(f"metric {name!r}: version must be a positive integer, got {version!r}")
     return spec, version
 

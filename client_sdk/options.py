@@ -26,6 +26,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from client_sdk.device import DeviceCaps
+from client_sdk.numbers import is_count
 from client_sdk.queue import DEFAULT_MAX_BYTES, DEFAULT_MAX_COUNT
 from client_sdk.transport import DEFAULT_TIMEOUT
 
@@ -201,7 +202,7 @@ def _count(low: int) -> Check:
     """An integer >= ``low`` (not a bool)."""
 
     def check(name: str, value: Any, options: ClientOptions) -> Any:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        if not is_count(value, low):
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         return value
 

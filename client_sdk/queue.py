@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple, Protocol
 
 from client_sdk.errors import QueueFullError
+from client_sdk.numbers import is_count
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -118,7 +119,7 @@ class Quotas:
 
     def __init__(self, max_count: int, max_bytes: int) -> None:
         for name, value in (("max_count", max_count), ("max_bytes", max_bytes)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not is_count(value):
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         self.max_count = max_count
         self.max_bytes = max_bytes

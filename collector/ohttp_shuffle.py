@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 from prometheus_client import Counter
 
+from client_sdk.numbers import is_count
 from collector.ingest import Appender, Item, Refused, RetiredOnAppend
 from ldp_api.context import Slot
 from ldp_store import keys, shuffle
@@ -154,7 +155,7 @@ def install(
 
     batch = config.get("SHUFFLE_MIN_BATCH", DEFAULT_MIN_BATCH)
     delay = config.get("SHUFFLE_MAX_DELAY", DEFAULT_MAX_DELAY)
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+    if not is_count(batch):
         raise ConfigError(f"LDP_SHUFFLE_MIN_BATCH must be an integer >= 1, got {batch!r}")
     number = isinstance(delay, (int, float)) and not isinstance(delay, bool)
     if not number or not 0 < delay <= LONGEST_MAX_DELAY:

@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 
+from client_sdk.numbers import is_count
 from collector.errors import ApiError
 from ldp_api.context import Slot
 from ldp_store import keys, lifecycle, projects
@@ -71,7 +72,7 @@ def parse_quotas(value: Any) -> dict[str, Quota]:
                 f"got {str(limits)[:80]!r}"
             )
         for key, number in limits.items():
-            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            if not is_count(number):
                 raise ValueError(
                     f"PROJECT_QUOTAS[{project!r}].{key} must be a positive integer, got {number!r}"
                 )

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from client_sdk.device import DeviceCaps
+from client_sdk.numbers import is_count
 from collector.quotas import parse_quotas
 from ldp_api import oidc
 from ldp_store import auditlog
@@ -264,7 +265,7 @@ def _positive_int(key: str, value: Any) -> int:
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     top = _UPPER.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not is_count(value):
         raise ConfigError(f"{key} must be a positive integer, got {value!r}")
     if top is not None and value > top:
         raise ConfigError(f"{key} must be at most {top}, got {value!r}")
@@ -380,7 +381,7 @@ def _limit(key: str, value: object) -> int:
     """A rate limit: a non-negative integer (0: off)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_count(value, 0):
         raise ConfigError(f"{key} must be a non-negative integer (0: off), got {value!r}")
     return value
 

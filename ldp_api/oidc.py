@@ -26,6 +26,7 @@ from joserfc import jwt
 from joserfc.errors import InvalidKeyIdError, JoseError
 from joserfc.jwk import KeySet
 
+from client_sdk.numbers import is_count
 from ldp_store.tokens import ADMIN_SCOPES
 
 __all__ = [
@@ -152,7 +153,7 @@ def settings_from(config: Mapping[str, Any]) -> OidcSettings | None:
     seconds = config.get("SESSION_SECONDS", SESSION_SECONDS)
     if isinstance(seconds, str) and seconds.strip().isdigit():
         seconds = int(seconds)
-    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 1:
+    if not is_count(seconds):
         raise ValueError(f"LDP_SESSION_SECONDS must be a positive integer, got {seconds!r}")
     scopes = _text_setting(config, "OIDC_SCOPES") or OidcSettings.scopes
     if "openid" not in scopes.split():

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from aggregator.stats.accounting import checked_reports_per_device
 from aggregator.stats.arrays import FloatArray
 from aggregator.stats.lazy import scipy_special, scipy_stats
+from client_sdk.numbers import is_count
 
 __all__ = [
     "ESTIMANDS",
@@ -450,6 +451,6 @@ def t_value(confidence: float, df: int) -> float:
         ValueError: a bad confidence or df.
     """
     check_confidence(confidence)
-    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
+    if not is_count(df):
         raise ValueError(f"degrees of freedom must be a positive int, got {df!r}")
     return float(scipy_special().stdtrit(df, 0.5 + confidence / 2.0))
