@@ -53,7 +53,7 @@ def parse_quotas(value: Any) -> dict[str, Quota]:
     Raises:
         ValueError: anything else, with what was found.
     """
-    if value is None or value == "":
+    if value in (None, ""):
         return {}
     if isinstance(value, str):
         try:

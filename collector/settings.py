@@ -252,7 +252,7 @@ def _projects(value: object) -> frozenset[str]:
     """``INGEST_KEY_PROJECTS``: the projects whose reports need one of their ingest keys
     (a comma- or space-separated string, or a list); unset: none beyond
     ``REQUIRE_INGEST_KEY``'s."""
-    if value is None or value == "":
+    if value in (None, ""):
         return frozenset()
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     if not isinstance(items, list | tuple):
@@ -274,7 +274,7 @@ def _positive_int(key: str, value: Any) -> int:
 
 def _source_header(header: Any) -> str | None:
     """``SOURCE_HEADER``: an HTTP header name, or None (unset or empty)."""
-    if header is None or header == "":
+    if header in (None, ""):
         return None
     if isinstance(header, str) and _HEADER_NAME.fullmatch(header):
         return header
@@ -322,7 +322,7 @@ def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for key in TOKEN_SETTINGS:
         token = config.get(key)
-        if token is None or token == "":
+        if token in (None, ""):
             out[key] = None
             continue
         if not isinstance(token, str):
@@ -347,7 +347,7 @@ _ORIGIN = re.compile(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?|\*")
 def _origins(value: object) -> tuple[str, ...]:
     """The origins allowed cross-origin (``collector.cors``): a comma- or space-separated
     string, or a list; each ``scheme://host[:port]`` or ``*``; unset: none."""
-    if value is None or value == "":
+    if value in (None, ""):
         return ()
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     if not isinstance(items, list | tuple):

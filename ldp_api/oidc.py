@@ -103,7 +103,7 @@ class Identity:
 
 def _text_setting(config: Mapping[str, Any], key: str) -> str | None:
     value = config.get(key)
-    if value is None or value == "":
+    if value in (None, ""):
         return None
     if not isinstance(value, str):
         raise ValueError(f"LDP_{key} must be text, got {value!r}")
@@ -111,7 +111,7 @@ def _text_setting(config: Mapping[str, Any], key: str) -> str | None:
 
 
 def _role_map(value: Any) -> dict[str, dict[str, str]]:
-    if value is None or value == "":
+    if value in (None, ""):
         return {}
     if isinstance(value, str):
         try:

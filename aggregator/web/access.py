@@ -101,7 +101,7 @@ def read_token(app: Flask | None = None) -> str | None:
     """The configured read token, or None (the app factory reads it from the environment
     as text and refuses a short one: :func:`collector.settings.check_tokens`)."""
     token = (app or current_app).config.get("READ_TOKEN")
-    return None if token is None or token == "" else str(token)
+    return None if token in (None, "") else str(token)
 
 
 def _refuse_page() -> Response:

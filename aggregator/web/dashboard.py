@@ -182,7 +182,7 @@ _PERIODS = {3600: "hour", 86400: "day", 7 * 86400: "week", 30 * 86400: "30 days"
 @bp.app_template_filter("period_label")
 def period_label(period: Any) -> str:
     """A budget period for people: ``"day"`` as is, 86400 (seconds) as ``"day"``."""
-    if isinstance(period, bool) or period is None or period == "":
+    if isinstance(period, bool) or period in (None, ""):
         return "period"
     if isinstance(period, (int, float)):
         return _PERIODS.get(int(period), f"{period:g} s")
