@@ -384,7 +384,7 @@ def distribution_asked(
     if len(asked) > MAX_RANGES:
         raise BadRequest(f"range: at most {MAX_RANGES} ranges")
     for text, pair in zip(asked, pairs, strict=True):
-        if not all(math.isfinite(x) for x in pair) or not pair[0] <= pair[1]:
+        if not -math.inf < pair[0] <= pair[1] < math.inf:  # finite, ordered (NaN is not)
             raise BadRequest(f"range: two finite numbers a,b with a <= b, got {text[:64]!r}")
         ranges.append((pair[0], pair[1]))
     if quantiles is not None and (

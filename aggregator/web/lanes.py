@@ -25,7 +25,7 @@ from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import ServiceUnavailable
 
 from aggregator.query.answers import TREND_VALUES
-from aggregator.query.paging import Rows
+from aggregator.query.paging import ALL, Rows
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import shared
 
@@ -123,15 +123,9 @@ def _trend_values(definition: MetricDefinition, args: MultiDict[str, str]) -> in
     asked = _asked(args)
     if asked is None:
         return 0  # a 400 to come
-    if asked.every:
-        return definition.k
-    if asked.top:
-        return min(asked.top, definition.k)
-    if asked.values is not None:
-        return len(asked.values)
-    if asked.limit is not None:
-        return min(asked.limit, definition.k)
-    return min(TREND_VALUES, definition.k)
+    if asked.how == ALL and not asked.every:  # nothing asked: the trend's default
+        return min(TREND_VALUES, definition.k)
+    return _shown(asked, [definition.k])
 
 
 def heavy_read(
