@@ -21,7 +21,7 @@ from redis.exceptions import RedisClusterException
 
 from collector.errors import Unavailable
 from ldp_store import guard, keys
-from ldp_store.connection import is_cluster, unavailable
+from ldp_store.connection import is_cluster, node_infos, unavailable
 
 log = logging.getLogger(__name__)
 
@@ -62,20 +62,14 @@ def _fill(info: Mapping[str, Any]) -> float | None:
 def fullest(info: Mapping[str, Any]) -> float | None:
     """The highest fill of ``INFO memory``'s answer: one node's fields, or (a cluster
     client's answer) a mapping of node name to fields. None if no node has a limit."""
-    nodes = (
-        list(info.values()) if info and all(isinstance(v, dict) for v in info.values()) else [info]
-    )
-    fills = [f for f in (_fill(node) for node in nodes) if f is not None]
+    fills = [f for f in (_fill(node) for node in node_infos(info)) if f is not None]
     return max(fills) if fills else None
 
 
 def _nodes(info: Mapping[str, Any]) -> list[tuple[int, int]]:
     """(used, maxmemory) of each node of ``INFO memory``'s answer that has a limit."""
-    nodes = (
-        list(info.values()) if info and all(isinstance(v, dict) for v in info.values()) else [info]
-    )
     out = []
-    for node in nodes:
+    for node in node_infos(info):
         limit = int(node.get("maxmemory", 0) or 0)
         used = int(node.get("used_memory", 0)) - int(node.get("mem_not_counted_for_evict", 0))
         if limit > 0:

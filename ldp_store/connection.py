@@ -42,6 +42,7 @@ __all__ = [
     "connect",
     "GONE_REPLIES",
     "is_cluster",
+    "node_infos",
     "out_of_memory",
     "redacted",
     "stream_gone",
@@ -199,6 +200,14 @@ def stream_gone(exc: BaseException) -> bool:
 def is_cluster(client: object) -> bool:
     """Whether ``client`` talks to a Redis Cluster (a :class:`RedisCluster`)."""
     return isinstance(client, RedisCluster)
+
+
+def node_infos(info: Any) -> list[Any]:
+    """The nodes' answers in an ``INFO`` answer: a server's fields, or (a cluster client
+    asking several nodes) a mapping of node name to each one's fields."""
+    return (
+        list(info.values()) if info and all(isinstance(v, dict) for v in info.values()) else [info]
+    )
 
 
 def redacted(url: str) -> str:

@@ -26,7 +26,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from ldp_store import keys, projects, scripts
-from ldp_store.connection import is_cluster
+from ldp_store.connection import is_cluster, node_infos
 
 __all__ = [
     "MEMORY_CACHE_SECONDS",
@@ -233,10 +233,7 @@ class MemoryReport:
 
 def _info_memory(client: redis.Redis) -> list[dict[str, Any]]:
     if is_cluster(client):
-        info = cast(Any, client).info("memory", target_nodes=RedisCluster.PRIMARIES)
-        if info and all(isinstance(v, dict) for v in info.values()):
-            return list(info.values())
-        return [info]
+        return node_infos(cast(Any, client).info("memory", target_nodes=RedisCluster.PRIMARIES))
     return [client.info("memory")]
 
 
