@@ -280,9 +280,12 @@ def _check_alpha(alpha: float) -> float:
 
 
 def _z_stats(
-    n: Any, total: Any, total_sq: Any, low: float, high: float
+    n: Any, total: Any, total_sq: Any, low: float, high: float, method: str
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """(n, m, σ̂²) in z units, n = 0 giving NaN; sums outside [n·low, n·high] refused."""
+    """(n, m, σ̂²) in z units, n = 0 giving NaN; sums outside [n·low, n·high] refused, and
+    a missing total_sq where ``method`` needs it."""
+    if method == "empirical-bernstein" and total_sq is None:
+        raise ValueError("the empirical-Bernstein boundary needs total_sq")
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"need finite low < high, got [{low!r}, {high!r}]")
     nn = np.asarray(n, dtype=np.float64)
@@ -377,9 +380,7 @@ def cs_bounded_mean(
         ValueError: alpha outside (0, 1), an unknown method, low ≥ high, negative n, a
             total outside [n·low, n·high], or ``"empirical-bernstein"`` without total_sq.
     """
-    if method == "empirical-bernstein" and total_sq is None:
-        raise ValueError("the empirical-Bernstein boundary needs total_sq")
-    nn, m, var = _z_stats(n, total, total_sq, low, high)
+    nn, m, var = _z_stats(n, total, total_sq, low, high, method)
     width = high - low
     dv = (width * width / 4.0) if design_variance is None else float(design_variance)
     if not dv > 0:
@@ -421,9 +422,7 @@ def anytime_p_value(
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
-    if method == "empirical-bernstein" and total_sq is None:
-        raise ValueError("the empirical-Bernstein boundary needs total_sq")
-    nn, m, var = _z_stats(n, total, total_sq, low, high)
+    nn, m, var = _z_stats(n, total, total_sq, low, high, method)
     width = high - low
     mu = (np.asarray(mean, dtype=np.float64) - low) / width
     if np.any((mu < 0) | (mu > 1)):
