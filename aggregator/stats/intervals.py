@@ -359,8 +359,8 @@ def zero_test(
     """
     counts = np.asarray(support, dtype=np.float64)
     r = checked_reports_per_device(reports_per_device)
-    if r > 1 and hasattr(mechanism, "permanent") and hasattr(mechanism, "irr_keep"):
-        survival = _device_sum_survival(mechanism, n, math.ceil(r))
+    survival = _memoized_survival(mechanism, n, r)
+    if survival is not None:
         top = len(survival) - 1
         index = np.clip(np.ceil(counts), 0, top).astype(np.int64)
         upper = survival[index]
@@ -387,8 +387,8 @@ def zero_p_values(
     """
     counts = np.asarray(support, dtype=np.float64)
     r = checked_reports_per_device(reports_per_device)
-    if r > 1 and hasattr(mechanism, "permanent") and hasattr(mechanism, "irr_keep"):
-        survival = _device_sum_survival(mechanism, n, math.ceil(r))
+    survival = _memoized_survival(mechanism, n, r)
+    if survival is not None:
         index = np.clip(np.ceil(counts), 0, len(survival) - 1).astype(np.int64)
         return np.asarray(np.clip(survival[index], 0.0, 1.0), dtype=np.float64)
     betainc = scipy_special().betainc
@@ -396,6 +396,14 @@ def zero_p_values(
     # P(Bin(n, q) ≥ c) = I_q(c, n − c + 1), the regularized incomplete beta function.
     tail = np.where(counts > 0, betainc(np.maximum(counts, 1e-12), n - counts + 1, rate), 1.0)
     return np.asarray(tail, dtype=np.float64)
+
+
+def _memoized_survival(mechanism: Any, n: int, r: float) -> FloatArray | None:
+    """:func:`_device_sum_survival` where each device's ``r`` > 1 reports share a memoized
+    permanent response; None where reports are independent."""
+    if r > 1 and hasattr(mechanism, "permanent") and hasattr(mechanism, "irr_keep"):
+        return _device_sum_survival(mechanism, n, math.ceil(r))
+    return None
 
 
 @lru_cache(maxsize=32)
