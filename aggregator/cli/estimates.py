@@ -191,10 +191,7 @@ def estimates(
         asked = Asked.of(window, asks, minimum)
         n, rows = source.rows(definition, asked)
         waiting = source.waiting_note(definition) if fmt == "table" else None
-    if by is not None:  # that breakdown's groups only
-        rows = [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]
-    elif fmt == "table":  # the whole metric; a breakdown is asked for by name
-        rows = [r for r in rows if not r.get("segment")]
+    rows = _rows_shown(rows, by, fmt)
     if fmt == "csv":
         write_csv_stdout(rows)
     elif fmt == "json":
@@ -213,6 +210,16 @@ def estimates(
             _breakdown(rows, definition, by, asks.min_segment_reports)
         else:
             _whole(rows, definition)
+
+
+def _rows_shown(rows: list[dict[str, Any]], by: str | None, fmt: str) -> list[dict[str, Any]]:
+    """The rows of the breakdown ``by`` only; else, in a table, the whole metric's only (a
+    breakdown is asked for by name), or every row (CSV and JSON add the breakdowns')."""
+    if by is not None:
+        return [r for r in rows if str(r.get("segment") or "").startswith(f"{by}=")]
+    if fmt == "table":
+        return [r for r in rows if not r.get("segment")]
+    return rows
 
 
 def estimand_line(kind: str, estimand: str) -> str:
