@@ -236,8 +236,6 @@ def plan(
     --kind joint --sizes 3,4,16: a marginal cell's half-width (or the users for one), for
     every 1- and 2-way marginal, per layout auto weighs.
     """
-    from aggregator.stats.planning import plan as make_plan
-
     if kind == "distribution":
         refuse_given(
             ctx,
@@ -276,6 +274,23 @@ def plan(
     )
     if domain_size is None:
         raise click.UsageError("Missing option '--domain-size' / '-k' (or --kind string)")
+    _categorical_plan(epsilon, domain_size, users, width, confidence, beta, matrix, as_json)
+
+
+def _categorical_plan(
+    epsilon: float,
+    domain_size: int,
+    users: int | None,
+    width: float | None,
+    confidence: float,
+    beta: float,
+    matrix: str | None,
+    as_json: bool,
+) -> None:
+    """``ldp plan`` of a categorical metric: each mechanism's half-width or users (and a
+    given pram matrix's), and its robustness to a share ``beta`` of fake clients."""
+    from aggregator.stats.planning import plan as make_plan
+
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
     given = None if matrix is None else _pram_of(matrix, domain_size)
