@@ -58,19 +58,15 @@ def distribution(name: str, k: int, zipf_s: float = 1.1) -> npt.NDArray[np.float
     two-point: half on value 0, half on value 1; point: everyone has value 0.
     """
     v = np.arange(k, dtype=np.float64)
-    if name == "zipf":
-        w = 1.0 / (v + 1.0) ** zipf_s
-    elif name == "uniform":
-        w = np.ones(k)
-    elif name == "geometric":
-        w = 0.9**v
-    elif name == "two-point":
-        w = np.zeros(k)
-        w[:2] = 1.0
-    elif name == "point":
-        w = np.zeros(k)
-        w[0] = 1.0
-    else:
+    weights = {
+        "zipf": 1.0 / (v + 1.0) ** zipf_s,
+        "uniform": np.ones(k),
+        "geometric": 0.9**v,
+        "two-point": (v < 2).astype(np.float64),
+        "point": (v < 1).astype(np.float64),
+    }
+    w = weights.get(name)
+    if w is None:
         raise ValueError(f"unknown distribution {name!r}; choose one of {', '.join(DISTRIBUTIONS)}")
     return np.asarray(w / w.sum(), dtype=np.float64)
 
