@@ -36,6 +36,7 @@ import gzip
 import importlib.metadata
 import importlib.util
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -305,12 +306,9 @@ def metric(name: str) -> str | tuple[str, int]:
     if definition is None:
         return _missing(name)
     d = describe(definition)
-    if definition.kind == "string":
-        return _string_page(definition, d, ext.registry.current_version(name))
-    if definition.kind == "joint":
-        return _joint_page(definition, d, ext.registry.current_version(name))
-    if definition.kind == "distribution":
-        return _distribution_page(definition, d, ext.registry.current_version(name))
+    page_of = _KIND_PAGES.get(definition.kind)
+    if page_of is not None:  # a kind with a page of its own
+        return page_of(definition, d, ext.registry.current_version(name))
     policy = retention_of(definition)
     d["retention"] = {**policy.to_dict(), "note": policy.describe()}
     d["dimensions"] = [{"name": n, "values": list(v)} for n, v in definition.dimensions]
@@ -406,6 +404,14 @@ def _joint_page(definition: MetricDefinition, d: dict[str, Any], current: int | 
         attributes=definition.attributes,
         current_version=current,
     )
+
+
+_KIND_PAGES: dict[str, Callable[[MetricDefinition, dict[str, Any], int | None], str]] = {
+    "string": _string_page,
+    "joint": _joint_page,
+    "distribution": _distribution_page,
+}
+"""The kinds whose metric page is their own (the others share the categorical one)."""
 
 
 def _explorer_page(
