@@ -423,14 +423,19 @@ class Worker:
     ) -> None:
         if not name or any(c.isspace() for c in name):
             raise ValueError(f"consumer name must be non-empty without spaces, got {name!r}")
-        if not 1 <= batch_size <= MAX_BATCH_SIZE:
-            raise ValueError(f"batch_size must be in [1, {MAX_BATCH_SIZE}], got {batch_size}")
-        if block_ms < 1:
-            raise ValueError(f"block_ms must be at least 1, got {block_ms}")
-        if claim_idle_ms < 0:
-            raise ValueError(f"claim_idle_ms must be non-negative, got {claim_idle_ms}")
-        if max_deliveries < 1:
-            raise ValueError(f"max_deliveries must be at least 1, got {max_deliveries}")
+        for what, value, ok, wanted in (
+            (
+                "batch_size",
+                batch_size,
+                1 <= batch_size <= MAX_BATCH_SIZE,
+                f"in [1, {MAX_BATCH_SIZE}]",
+            ),
+            ("block_ms", block_ms, block_ms >= 1, "at least 1"),
+            ("claim_idle_ms", claim_idle_ms, claim_idle_ms >= 0, "non-negative"),
+            ("max_deliveries", max_deliveries, max_deliveries >= 1, "at least 1"),
+        ):
+            if not ok:
+                raise ValueError(f"{what} must be {wanted}, got {value}")
         if client.get_connection_kwargs().get("decode_responses"):
             raise ValueError("the worker needs a client with decode_responses=False")
         self.redis = client
