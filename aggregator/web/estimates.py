@@ -15,7 +15,7 @@ import io
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -628,14 +628,15 @@ def _refuse_dimension(definition: MetricDefinition, by: str) -> NoReturn:
 
 def _csv_of(found: Any) -> Any:
     """The CSV of an estimate (as JSON when its kind has none)."""
-    if isinstance(found, JointEstimates):
-        return joint_csv(found)
-    if isinstance(found, MeanEstimate):
-        return _numeric_csv(found)
-    if isinstance(found, DistributionEstimates):
-        return _distribution_csv(found)
-    if isinstance(found, Estimates):
-        return _csv(found)
+    writers: list[tuple[type, Callable[[Any], Any]]] = [
+        (JointEstimates, joint_csv),
+        (MeanEstimate, _numeric_csv),
+        (DistributionEstimates, _distribution_csv),
+        (Estimates, _csv),
+    ]
+    for kind, csv_of in writers:
+        if isinstance(found, kind):
+            return csv_of(found)
     return answer(found)
 
 
