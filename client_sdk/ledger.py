@@ -431,27 +431,30 @@ def summarize(
         n_today, e_today = spent(metric, day)
         n_life, e_life, first = lifetime.get(metric, (0, 0.0, day))
         entry: dict[str, Any] = {
-            "epsilon_per_report": None if definition is None else definition.mechanism.epsilon,
-            "bounds": None if definition is None else definition.privacy_bounds(),
+            "epsilon_per_report": None,
+            "bounds": None,
             "budget": None,
             "today": _window(metric, n_today, e_today, day, f"today ({day}, UTC)"),
             "period": None,
             "lifetime": _window(metric, n_life, e_life, first, f"since {first} (lifetime)"),
         }
-        budget = None if definition is None else definition.budget
-        if definition is not None and budget is not None:
-            since = period_start(today, budget.period).isoformat()
-            n_period, e_period = spent(metric, since)
-            entry["budget"] = {
-                **budget.to_dict(),
-                "epsilon_per_period": round(
-                    budget.reports_per_period * definition.mechanism.epsilon, 12
-                ),
-                "remaining_reports": max(0, budget.reports_per_period - n_period),
-            }
-            entry["period"] = _window(
-                metric, n_period, e_period, since, f"this {budget.period} (since {since}, UTC)"
-            )
+        if definition is not None:
+            entry["epsilon_per_report"] = definition.mechanism.epsilon
+            entry["bounds"] = definition.privacy_bounds()
+            budget = definition.budget
+            if budget is not None:
+                since = period_start(today, budget.period).isoformat()
+                n_period, e_period = spent(metric, since)
+                entry["budget"] = {
+                    **budget.to_dict(),
+                    "epsilon_per_period": round(
+                        budget.reports_per_period * definition.mechanism.epsilon, 12
+                    ),
+                    "remaining_reports": max(0, budget.reports_per_period - n_period),
+                }
+                entry["period"] = _window(
+                    metric, n_period, e_period, since, f"this {budget.period} (since {since}, UTC)"
+                )
         metrics[metric] = entry
         n_all_today, e_all_today = n_all_today + n_today, e_all_today + e_today
         n_all, e_all, first_all = n_all + n_life, e_all + e_life, min(first_all, first)
