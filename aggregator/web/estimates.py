@@ -293,9 +293,8 @@ def segments_csv(body: SegmentEstimates) -> Response:
         head = [csv_text(body.by), csv_text(group.value), group.shown, group.reason or ""]
         found = group.estimates
         if found is None or isinstance(found, MeanEstimate):
-            n = "" if found is None else found.n
+            n, mean = ("", "") if found is None else (found.n, found.mean)
             tail = [""] * (len(CSV_HEAD) - 5 + len(ROW_FIELDS) + len(CSV_TAIL))
-            mean = "" if found is None else found.mean
             writer.writerow(
                 [*head, body.metric, body.version, body.window, n, body.confidence, *tail, mean]
             )
