@@ -28,6 +28,7 @@ from aggregator.cli.options import (
     distribution_option,
     fake_fraction_option,
     trials_option,
+    usage_errors,
     users_option,
 )
 
@@ -177,7 +178,7 @@ def poison(
         TRAILING["hour"] if baseline_windows is None else baseline_windows,
     )
     with progress_bar(f"poisoning {m.name}", trials, enabled=not as_json) as advance:
-        try:
+        with usage_errors((ValueError, TypeError)):
             result = simulate_poisoning(
                 m,
                 values,
@@ -189,8 +190,6 @@ def poison(
                 defences=(plausibility, detection),
                 progress=advance,
             )
-        except (ValueError, TypeError) as exc:
-            raise click.UsageError(str(exc)) from None
     if as_json:
         echo_json(
             {**result.to_dict(), "alarm_rate": detection.alpha, "trailing": detection.trailing}
@@ -329,10 +328,8 @@ def reconstruct(
             param_hint="--users",
         )
     with progress_bar("reconstructing", total_runs(n, trials), enabled=not as_json) as advance:
-        try:
+        with usage_errors():
             result = run_reconstruction(n, queries, trials, seed, progress=advance)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
     if out_path is not None:
         from aggregator.analysis.plots import plot_reconstruction
 

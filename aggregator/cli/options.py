@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +43,7 @@ __all__ = [
     "VOCABULARY",
     "ZIPF_S",
     "build_mechanism",
+    "usage_errors",
     "confidence_option",
     "distribution_option",
     "domain_option",
@@ -104,6 +106,16 @@ MIN_WIDTH = 1e-9
 """A half-width of 10⁻⁹ already needs ~10¹⁸ users; smaller ones only underflow."""
 
 
+@contextmanager
+def usage_errors(refused: tuple[type[Exception], ...] = (ValueError,)) -> Iterator[None]:
+    """Report the ``refused`` errors raised inside as a usage error with their message:
+    the options given do not make a valid call."""
+    try:
+        yield
+    except refused as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def build_mechanism(
     name: str, epsilon: float, domain_size: int, permanent_epsilon: float | None = None
 ) -> mechanisms.FrequencyOracle:
@@ -120,10 +132,8 @@ def build_mechanism(
             f"not {name}"
         )
     options = {} if permanent_epsilon is None else {"permanent_epsilon": permanent_epsilon}
-    try:
+    with usage_errors():
         return mechanisms.create(name, epsilon=epsilon, domain_size=domain_size, **options)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
 
 
 MEMOIZED = tuple(n for n in mechanisms.NAMES if n.startswith("memo-"))

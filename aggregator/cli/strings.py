@@ -16,6 +16,7 @@ import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, err, out, progress_bar
+from aggregator.cli.options import usage_errors
 from aggregator.stats.string_planning import tradeoff
 from client_sdk.mechanisms.strings import StringSketch
 
@@ -42,10 +43,8 @@ def show_string_plan(
 
     if (users is None) == (frequency is None):
         raise click.UsageError("give exactly one of --users and --find")
-    try:
+    with usage_errors():
         rows = tradeoff(epsilon, max_length, users, frequency, concentration, power)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     found = next(r for r in rows if r.epsilon == epsilon)
     if as_json:
         echo_json({**found.to_dict(), "by_epsilon": [r.to_dict() for r in rows]})
@@ -139,12 +138,10 @@ def run_string_simulation(
     if max_length < 3:
         raise click.UsageError("--max-length must be at least 3 for synthetic words")
     gen = np.random.default_rng(seed)
-    try:
+    with usage_errors():
         sketch = StringSketch(
             epsilon=epsilon, max_length=max_length, salt=f"{gen.integers(1 << 32):08x}"
         )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     words = synthetic_vocabulary(vocabulary, max_length, seed=0 if seed is None else seed)
     shares = zipf_shares(vocabulary, zipf_s)
     with progress_bar("perturbing reports", users, enabled=not as_json) as advance:

@@ -41,6 +41,7 @@ from aggregator.cli.options import (
     refuse_given,
     shown,
     trials_option,
+    usage_errors,
     users_option,
 )
 from aggregator.cli.strings import run_string_simulation, show_string_plan
@@ -294,7 +295,7 @@ def _categorical_plan(
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
     given = None if matrix is None else _pram_of(matrix, domain_size)
-    try:
+    with usage_errors():
         rows = make_plan(
             epsilon,
             domain_size,
@@ -304,8 +305,6 @@ def _categorical_plan(
             fake_fraction=beta,
             given=given,
         )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     if as_json:
         echo_json([r.__dict__ for r in rows])
         return
@@ -369,12 +368,10 @@ def show_distribution_plan(
 
     if (users is None) == (width is None):
         raise click.UsageError("give exactly one of --users and --width")
-    try:
+    with usage_errors():
         row = plan_quantile(
             epsilon, bins, users=users, width=width, p=p, confidence=confidence, mechanism=mechanism
         )
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
     if as_json:
         echo_json([row.__dict__])
         return
@@ -470,10 +467,8 @@ def _audit_targets(
                 raise click.UsageError(f"{option} is not for numeric mechanisms ({name})")
         if bound not in (None, "report"):
             raise click.UsageError(f"--bound {bound}: {name} is not memoized; only 'report'")
-        try:
+        with usage_errors():
             return mechanisms.create_numeric(name, epsilon), ("report",)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
     if domain_size is None:
         raise click.UsageError(f"{name} needs --domain-size (-k)")
     m = build_mechanism(name, epsilon, domain_size, permanent_epsilon)
