@@ -145,9 +145,6 @@ def estimate_series(
     hidden[shown] = False
     rest = np.full((2, windows), np.nan)
     full = mode == FDR or isinstance(mechanism, PostRandomization)
-    if not full:
-        shares = out["norm_sub"] if norm_sub else None
-        _every_value(mechanism, reports, counts, shown, hidden, shares, rest)
     if full:  # the level depends on every value: each window's answer in full
         for w in np.flatnonzero(reports > 0):
             est = estimate_from_counts(
@@ -175,6 +172,8 @@ def estimate_series(
                 out["cs_low"][w], out["cs_high"][w] = cs.low[shown], cs.high[shown]
                 out["cs_p_value"][w], cs_flags[w] = cs.p_values[shown], cs.flags[shown]
     else:
+        shares = out["norm_sub"] if norm_sub else None
+        _every_value(mechanism, reports, counts, shown, hidden, shares, rest)
         z = z_value(1.0 - strictest_alpha(alpha, k, mode))
         live = reports > 0
         for r in np.unique(rs[live]):
@@ -191,10 +190,10 @@ def estimate_series(
                         out[name][rows] = got
                     for w in rows:
                         methods[w] = EXACT if exact else SCORE
-    if sequence and not full:
-        seq = _sequences(mechanism, reports, picked, rs, a)
-        out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
-        cs_flags = seq.flags
+        if sequence:
+            seq = _sequences(mechanism, reports, picked, rs, a)
+            out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
+            cs_flags = seq.flags
     return Series(
         n=reports,
         support=picked,
