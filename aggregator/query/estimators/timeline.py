@@ -22,7 +22,7 @@ from aggregator.query.answers import (
     TrendPoint,
 )
 from aggregator.query.estimators.base import Ask, Reader
-from aggregator.query.paging import Rows, columns_of, rows_of
+from aggregator.query.paging import ALL, Rows, columns_of, rows_of
 from aggregator.query.window import newest_arrival, read_counts_many
 from aggregator.stats.accounting import reports_per_device
 from aggregator.stats.intervals import json_float
@@ -37,7 +37,7 @@ def trend_rows(asked: Rows | None, k: int) -> Rows:
     """The values a trend shows: as asked, else every value of a domain of
     :data:`TREND_VALUES`, else the top :data:`TREND_VALUES`."""
     rows = asked or Rows()
-    if rows.top or rows.values is not None or rows.every or rows.limit is not None:
+    if rows.every or rows.how != ALL:  # asked for
         return rows
     if k <= TREND_VALUES:
         return Rows(every=True, columns=rows.columns)
