@@ -498,19 +498,21 @@ def lag_details_many(
                     pipe.xpending(keys.stream_key(d.name, d.version, shard), keys.GROUP)
             replies = iter(pipe.execute(raise_on_error=False))
         for d in busy:
-            total = 0
-            for _ in range(d.shards):
-                summary = next(replies)
-                if isinstance(summary, Exception):  # no stream or no group yet: none
-                    if not stream_gone(summary):
-                        raise summary
-                    continue
-                total += int(cast(dict[str, int], summary)["pending"])
-            pending[(d.name, d.version)] = total
+            pending[(d.name, d.version)] = sum(_pending(next(replies)) for _ in range(d.shards))
     return [
         Lag(c.lag, pending.get((d.name, d.version), 0))
         for d, c in zip(definitions, counted, strict=True)
     ]
+
+
+def _pending(summary: Any) -> int:
+    """A stream's pending entries from its ``XPENDING`` summary, or the error read in its
+    place (none: no stream or no group yet; another error is raised)."""
+    if isinstance(summary, Exception):
+        if not stream_gone(summary):
+            raise summary
+        return 0
+    return int(cast(dict[str, int], summary)["pending"])
 
 
 def lag(client: redis.Redis, definition: MetricDefinition) -> int:
