@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 from aggregator.query.answers import PoisoningAlarm, PoisoningBaseline
 from aggregator.query.gauges import InUse
 from aggregator.query.window import list_windows, read_counts, read_seeds
+from aggregator.stats.codecs import Counts
 from aggregator.stats.detect import (
     ALARM_KINDS,
     MIN_REPORTS,
@@ -127,13 +128,7 @@ def window_checks(
     )[: TRAILING[granularity]]
     m = definition.oracle
     now = read_counts(client, definition, window)
-    trailing = None
-    if older:
-        n, support = 0, np.zeros(m.domain_size, dtype=np.int64)
-        for w in older:
-            counts = read_counts(client, definition, w)
-            n, support = n + counts.n, support + counts.support
-        trailing = (n, support)
+    trailing = _pooled(client, definition, older)
     seeds = read_seeds(client, definition, window) if isinstance(m, LocalHashing) else None
     if seeds is not None and not seeds.any():
         seeds = None  # counted before seeds were kept
@@ -142,6 +137,17 @@ def window_checks(
         m, window, (now.n, now.support), trailing, seeds, alpha, definition.domain, baseline
     )
     return alarms, trailing[0] if trailing is not None else 0
+
+
+def _pooled(
+    client: redis.Redis, definition: MetricDefinition, windows: list[str]
+) -> tuple[int, np.ndarray] | None:
+    """(n, C) of ``windows`` pooled, the baseline of a window's shift test (None: none)."""
+    if not windows:
+        return None
+    zero = Counts.zeros(definition.oracle.domain_size)
+    pooled = sum((read_counts(client, definition, w) for w in windows), zero)
+    return pooled.n, pooled.support
 
 
 def current_alarms(
