@@ -427,18 +427,23 @@ def list_windows_many(
         replies = pipe.execute() if definitions else []
     found, at = [], 0
     for d in definitions:
-        mine = replies[at : at + 2 * d.shards]
+        found.append(_live_windows(replies[at : at + 2 * d.shards]))
         at += 2 * d.shards
-        starts: dict[str, float] = {}
-        expired: set[str] = set()
-        for members, gone in zip(mine[::2], mine[1::2], strict=True):
-            expired.update(_text(m) for m in cast(list[bytes | str], gone))
-            for member, score in cast(list[tuple[bytes | str, float]], members):
-                name = _text(member)
-                starts[name] = max(score, starts.get(name, score))
-        live = [name for name in starts if name not in expired]
-        found.append(sorted(live, key=lambda name: (-starts[name], name)))
     return found
+
+
+def _live_windows(replies: list[Any]) -> list[str]:
+    """One version's windows, newest first, from its shards' replies (each shard's
+    windows with their start, then its expired ones)."""
+    starts: dict[str, float] = {}
+    expired: set[str] = set()
+    for members, gone in zip(replies[::2], replies[1::2], strict=True):
+        expired.update(_text(m) for m in cast(list[bytes | str], gone))
+        for member, score in cast(list[tuple[bytes | str, float]], members):
+            name = _text(member)
+            starts[name] = max(score, starts.get(name, score))
+    live = [name for name in starts if name not in expired]
+    return sorted(live, key=lambda name: (-starts[name], name))
 
 
 def newest_arrival(client: redis.Redis, definition: MetricDefinition) -> float | None:
