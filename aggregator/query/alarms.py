@@ -250,6 +250,19 @@ class AlarmGauges(Collector):
         self.alpha = alpha
         self.in_use = in_use or InUse(client, registry)
 
+    def _raised(self, definition: MetricDefinition) -> list[tuple[list[str], float]]:
+        """A series (labels, 1) per kind and granularity of alarm ``definition`` has."""
+        raised = {
+            (a.kind, a.window.partition(":")[0])
+            for a in current_alarms(self.client, definition, self.alpha)
+        }
+        return [
+            ([definition.name, kind, granularity], 1.0)
+            for kind in CATEGORICAL_KINDS
+            for granularity in (*TRAILING, "all")
+            if (kind, granularity) in raised
+        ]
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """A series per alarm raised, of the current versions with reports."""
         gauge = GaugeMetricFamily(
@@ -263,17 +276,8 @@ class AlarmGauges(Collector):
             "ldp_poisoning_checks_up", "1 if the poisoning checks could read Redis, else 0."
         )
         try:
-            rows = []
             used = [d for d, c in self.in_use.read()[1] if c.n and tested(d)]
-            for definition in used:
-                raised = {
-                    (a.kind, a.window.partition(":")[0])
-                    for a in current_alarms(self.client, definition, self.alpha)
-                }
-                for kind in CATEGORICAL_KINDS:
-                    for granularity in (*TRAILING, "all"):
-                        if (kind, granularity) in raised:
-                            rows.append(([definition.name, kind, granularity], 1.0))
+            rows = [row for definition in used for row in self._raised(definition)]
         except (redis.RedisError, ValueError) as exc:
             log.warning("poisoning checks for /metrics failed: %s", exc)
             up.add_metric([], 0.0)
