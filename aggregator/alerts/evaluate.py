@@ -38,7 +38,7 @@ from aggregator.stats.alerting import (
     level_fires,
 )
 from aggregator.stats.codecs import Counts
-from aggregator.stats.detect import DEFAULT_ALARM_RATE
+from aggregator.stats.detect import DEFAULT_ALARM_RATE, Alarm
 from aggregator.stats.numeric import NumericStats
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, group_by
 from client_sdk.wire import MetricDefinition
@@ -342,30 +342,38 @@ class Alerts:
                 mark = f"{name}:{definition.version}:{alarm.window}:{alarm.kind}"
                 if not store.first_poisoning(self.redis, mark):
                     continue
-                values = [definition.domain[v] for v in alarm.values]
-                event: dict[str, Any] = {
-                    "type": "poisoning",
-                    "metric": name,
-                    "version": definition.version,
-                    "summary": f"possible poisoning of {name} ({alarm.kind}, {alarm.window})",
-                    "kind": alarm.kind,
-                    "window": alarm.window,
-                    "evidence": alarm.evidence,
-                    "values": values,
-                    "p_value": alarm.p_value,
-                    "alpha": alarm.alpha,
-                    "at": now,
-                    "link": self.link(name),
-                }
-                flagged = f" (values: {', '.join(values)})" if values else ""
-                event["message"] = (
-                    f"{event['summary']}: {alarm.evidence}{flagged}; p = {alarm.p_value:.3g} "
-                    f"at a false-alarm rate of {channels.rate:g} per window. {event['link']}"
-                )
+                event = self._poisoning_event(name, definition, alarm, channels.rate, now)
                 event["id"] = store.add_event(self.redis, event)
                 self.notify(event, channels.webhook, list(channels.email))
                 events.append(event)
         return events
+
+    def _poisoning_event(
+        self, name: str, definition: MetricDefinition, alarm: Alarm, rate: float, now: float
+    ) -> dict[str, Any]:
+        """The event of a poisoning alarm of metric ``name`` (its current ``definition``)
+        raised at false-alarm ``rate``."""
+        values = [definition.domain[v] for v in alarm.values]
+        event: dict[str, Any] = {
+            "type": "poisoning",
+            "metric": name,
+            "version": definition.version,
+            "summary": f"possible poisoning of {name} ({alarm.kind}, {alarm.window})",
+            "kind": alarm.kind,
+            "window": alarm.window,
+            "evidence": alarm.evidence,
+            "values": values,
+            "p_value": alarm.p_value,
+            "alpha": alarm.alpha,
+            "at": now,
+            "link": self.link(name),
+        }
+        flagged = f" (values: {', '.join(values)})" if values else ""
+        event["message"] = (
+            f"{event['summary']}: {alarm.evidence}{flagged}; p = {alarm.p_value:.3g} "
+            f"at a false-alarm rate of {rate:g} per window. {event['link']}"
+        )
+        return event
 
     def _evaluate(self, rule: dict[str, Any], spec: AlertSpec) -> dict[str, Any]:
         definition = self.registry.get(spec.metric)
