@@ -393,24 +393,7 @@ class Alerts:
         out["n"] = n
         if n <= 0:
             return {**out, "firing": False}
-        if spec.kind == "change":
-            base = rule["baseline"]
-            b_lo, b_hi = (float(obs.mean_of(x)) for x in base["ci"])
-            firing = change_fires(
-                obs, (n, total, total_sq), (b_lo, b_hi), spec.min_change, spec.alpha
-            )
-            alpha = spec.alpha / 2
-        else:
-            firing = level_fires(
-                obs,
-                n,
-                total,
-                total_sq,
-                float(spec.level or 0.0),
-                spec.kind.endswith("above"),
-                spec.alpha,
-            )
-            alpha = spec.alpha
+        firing, alpha = _fires(spec, obs, rule, (n, total, total_sq))
         lo, hi = interval(obs, n, total, total_sq, alpha)
         return {
             **out,
@@ -582,6 +565,20 @@ _SHARE_WORDS = ("the share", 100, ".2f", "%", " points")
 _MEAN_WORDS = ("the mean", 1, ".4g", "", "")
 """How :func:`message_of` names a share and a mean, scales and formats them, and the
 unit of a difference."""
+
+
+def _fires(
+    spec: AlertSpec, obs: Observable, rule: dict[str, Any], sums: tuple[int, float, float]
+) -> tuple[bool, float]:
+    """Whether a rule fires on the reports' sums since it was armed, and the level of the
+    interval it reads (each side of a change rule's test has half its alpha)."""
+    n, total, total_sq = sums
+    if spec.kind == "change":
+        b_lo, b_hi = (float(obs.mean_of(x)) for x in rule["baseline"]["ci"])
+        return change_fires(obs, sums, (b_lo, b_hi), spec.min_change, spec.alpha), spec.alpha / 2
+    above = spec.kind.endswith("above")
+    level = float(spec.level or 0.0)
+    return level_fires(obs, n, total, total_sq, level, above, spec.alpha), spec.alpha
 
 
 def message_of(event: dict[str, Any], spec: AlertSpec) -> str:
