@@ -393,8 +393,8 @@ def _security(
     open, its security optional; disabled: 403; or absent: documented without it), and
     whether it is absent."""
     off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
-    disabled = off and all(s.unset == "disabled" for s in operation.security)
-    absent = off and all(s.unset == "absent" for s in operation.security)
+    unset = {s.unset for s in operation.security} if off else set()  # what "off" means
+    disabled, absent = unset == {"disabled"}, unset == {"absent"}
     if operation.security and not disabled and not absent:
         entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
         schemes.update((s.name, s) for s in operation.security)
