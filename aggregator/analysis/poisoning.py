@@ -127,6 +127,35 @@ class PoisonResult:
         }
 
 
+def _target_gains(
+    t: IntArray, a: dict[str, FloatArray], base_theory: FloatArray
+) -> list[TargetGain]:
+    """Each target's gains over the runs (``a``: each quantity's (runs, targets) rows)."""
+    runs = len(a["f"])
+    mean_f = a["f"].mean(axis=0)
+
+    def se(x: FloatArray) -> FloatArray:
+        return x.std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros(x.shape[1])
+
+    return [
+        TargetGain(
+            value=int(t[i]),
+            frequency=float(mean_f[i]),
+            before=float(a["before"][:, i].mean()),
+            after=float(a["after"][:, i].mean()),
+            gain=float(a["mga"][:, i].mean()),
+            gain_se=float(se(a["mga"])[i]),
+            theory=float(a["theory"][:, i].mean()),
+            theory_std=float(np.sqrt(np.mean(a["std"][:, i] ** 2))),
+            baseline=float(a["base"][:, i].mean()),
+            baseline_se=float(se(a["base"])[i]),
+            baseline_theory=float(base_theory[i]),
+            baseline_std=float(np.sqrt(np.mean(a["bstd"][:, i] ** 2))),
+        )
+        for i in range(len(t))
+    ]
+
+
 def simulate_poisoning(
     mechanism: FrequencyOracle,
     targets: Sequence[int],
@@ -215,6 +244,7 @@ def simulate_poisoning(
             progress(1)
     a = {key: np.array(value) for key, value in rows.items()}
     base_theory = expected_gain(mechanism, supports["input"], beta, a["f"]).mean(axis=0)
+    gains = _target_gains(t, a, base_theory)
     return PoisonResult(
         mechanism=mechanism.params(),
         users=users,
@@ -222,36 +252,7 @@ def simulate_poisoning(
         distribution=dist,
         runs=runs,
         seed=seed,
-        targets=_target_gains(t, a, base_theory),
+        targets=gains,
         mga_support=[float(x) for x in supports["mga"]],
         defences=verdicts,
     )
-
-
-def _target_gains(
-    t: IntArray, a: dict[str, FloatArray], base_theory: FloatArray
-) -> list[TargetGain]:
-    """Each target's gains over the runs (``a``: each quantity's (runs, targets) rows)."""
-    runs = len(a["f"])
-    mean_f = a["f"].mean(axis=0)
-
-    def se(x: FloatArray) -> FloatArray:
-        return x.std(axis=0, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros(x.shape[1])
-
-    return [
-        TargetGain(
-            value=int(t[i]),
-            frequency=float(mean_f[i]),
-            before=float(a["before"][:, i].mean()),
-            after=float(a["after"][:, i].mean()),
-            gain=float(a["mga"][:, i].mean()),
-            gain_se=float(se(a["mga"])[i]),
-            theory=float(a["theory"][:, i].mean()),
-            theory_std=float(np.sqrt(np.mean(a["std"][:, i] ** 2))),
-            baseline=float(a["base"][:, i].mean()),
-            baseline_se=float(se(a["base"])[i]),
-            baseline_theory=float(base_theory[i]),
-            baseline_std=float(np.sqrt(np.mean(a["bstd"][:, i] ** 2))),
-        )
-        for i in range(len(t))
-    ]

@@ -275,17 +275,17 @@ def plan(
     )
     if domain_size is None:
         raise click.UsageError("Missing option '--domain-size' / '-k' (or --kind string)")
-    _categorical_plan(epsilon, domain_size, users, width, confidence, beta, matrix, as_json)
+    _categorical_plan(epsilon, domain_size, matrix, users, width, confidence, beta, as_json)
 
 
 def _categorical_plan(
     epsilon: float,
     domain_size: int,
+    matrix: str | None,
     users: int | None,
     width: float | None,
     confidence: float,
     beta: float,
-    matrix: str | None,
     as_json: bool,
 ) -> None:
     """``ldp plan`` of a categorical metric: each mechanism's half-width or users (and a
