@@ -319,15 +319,20 @@ def parse_registry(text: str, path: str) -> RegistryFile:
         registry.caps = DeviceCaps.parse(registry.app.get("device_caps"), "app.device_caps")
     except ValueError as exc:
         registry.problems.append((registry.line_of("device_caps", "app"), "app", str(exc)))
-    for name, table in metrics.items():
-        entry = MetricEntry(name, table, registry.table_line(name))
-        try:
-            known = {k: v for k, v in table.items() if k in allowed_fields(table)}
-            spec, version = split_version(name, known)  # unknown keys: lint names them
-            entry.definition = parse_spec(name, spec, version or 1)
-        except DefinitionError as exc:
-            entry.problems = list(exc.problems)
-        except ValueError as exc:
-            entry.problems = [str(exc)]
-        registry.entries.append(entry)
+    registry.entries += [_entry(name, table, registry) for name, table in metrics.items()]
     return registry
+
+
+def _entry(name: str, table: Mapping[str, Any], registry: RegistryFile) -> MetricEntry:
+    """A metric of the registry, its spec resolved as the server would (or its problems:
+    unknown keys are left for lint to name)."""
+    entry = MetricEntry(name, table, registry.table_line(name))
+    try:
+        known = {k: v for k, v in table.items() if k in allowed_fields(table)}
+        spec, version = split_version(name, known)
+        entry.definition = parse_spec(name, spec, version or 1)
+    except DefinitionError as exc:
+        entry.problems = list(exc.problems)
+    except ValueError as exc:
+        entry.problems = [str(exc)]
+    return entry
