@@ -554,13 +554,19 @@ def audit(
         else:
             echo_json({"passed": passed, "audits": [r.to_dict() for r in results]})
     for result in results:
-        if not as_json:
-            _print_audit(m, result, confidence)
-        warning = inconclusive(result, trials) if result.passed else None
-        if warning:
-            err.print(f"[yellow bold]warning:[/] {warning}")
+        _report_audit(m, result, confidence, trials, as_json)
     if not passed:
         sys.exit(1)
+
+
+def _report_audit(m: Any, result: Any, confidence: float, trials: int, as_json: bool) -> None:
+    """One audit's verdict as text (unless ``as_json``), and on stderr a warning when a
+    pass is inconclusive."""
+    if not as_json:
+        _print_audit(m, result, confidence)
+    warning = inconclusive(result, trials) if result.passed else None
+    if warning:
+        err.print(f"[yellow bold]warning:[/] {warning}")
 
 
 def _print_audit(m: Any, result: Any, confidence: float) -> None:
