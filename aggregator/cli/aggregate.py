@@ -92,16 +92,10 @@ def aggregate(
     once (nothing is lost: uncommitted entries stay pending under --name).
     """
     import logging
-    import os
 
     import redis
 
-    from aggregator.alerts.evaluate import AlarmChannels, Alerts
     from aggregator.alerts.notify import Notifier
-    from aggregator.stats.segments import (
-        DEFAULT_MIN_SEGMENT_REPORTS,
-        checked_min_segment_reports,
-    )
     from aggregator.stream import worker as stream_worker
     from ldp_store.connection import connect
 
@@ -113,25 +107,7 @@ def aggregate(
         )
     try:
         client = connect(redis_url)  # a server or a Redis Cluster
-        alerts = Alerts(
-            client,
-            public_url=os.environ.get("LDP_PUBLIC_URL", ""),
-            alarms=AlarmChannels.from_environ(),
-            min_segment_reports=checked_min_segment_reports(
-                os.environ.get("LDP_MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
-            ),
-        )
-        w = stream_worker.Worker(
-            client,
-            name=name,
-            batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
-            block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
-            claim_idle_ms=(
-                stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
-            ),
-            heartbeat=_progress_writer(progress_file) if progress_file else None,
-            on_counted=alerts.evaluate,  # alert rules, tested as their reports arrive
-        )
+        w = _worker(client, name, batch_size, block_ms, claim_idle_ms, progress_file)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     except redis.RedisError as exc:  # an explicit cluster URL whose seed is down
@@ -157,3 +133,42 @@ def aggregate(
             f"streams={s.streams}"
         )
     sys.exit(code)
+
+
+def _worker(
+    client: Any,
+    name: str,
+    batch_size: int | None,
+    block_ms: int | None,
+    claim_idle_ms: int | None,
+    progress_file: str | None,
+) -> Any:
+    """The stream worker of ``ldp aggregate``'s options (defaults where not given), with
+    the alert rules evaluated as their reports are counted.
+
+    Raises:
+        ValueError: a setting out of range (of the options or the environment).
+    """
+    from aggregator.alerts.evaluate import AlarmChannels, Alerts
+    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
+    from aggregator.stream import worker as stream_worker
+
+    alerts = Alerts(
+        client,
+        public_url=os.environ.get("LDP_PUBLIC_URL", ""),
+        alarms=AlarmChannels.from_environ(),
+        min_segment_reports=checked_min_segment_reports(
+            os.environ.get("LDP_MIN_SEGMENT_REPORTS", DEFAULT_MIN_SEGMENT_REPORTS)
+        ),
+    )
+    return stream_worker.Worker(
+        client,
+        name=name,
+        batch_size=batch_size or stream_worker.DEFAULT_BATCH_SIZE,
+        block_ms=block_ms or stream_worker.DEFAULT_BLOCK_MS,
+        claim_idle_ms=(
+            stream_worker.DEFAULT_CLAIM_IDLE_MS if claim_idle_ms is None else claim_idle_ms
+        ),
+        heartbeat=_progress_writer(progress_file) if progress_file else None,
+        on_counted=alerts.evaluate,  # alert rules, tested as their reports arrive
+    )
