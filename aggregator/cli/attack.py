@@ -153,7 +153,6 @@ def poison(
     honest trailing windows of the same population. A simulation (numpy's PCG64, not a
     CSPRNG).
     """
-    import numpy as np
 
     from aggregator.analysis.defences import AggregateDetection, plausibility
     from aggregator.analysis.poisoning import simulate_poisoning
@@ -164,14 +163,7 @@ def poison(
         raise click.UsageError("give --fake-fraction or --fakes, not both")
     m = build_mechanism(mechanism, epsilon, domain_size, permanent_epsilon)
     n = DEFAULT_USERS if users is None else users
-    count, values = parse_targets(targets_text, m.domain_size)
-    if count is not None:
-        if count > m.domain_size:
-            raise click.BadParameter(
-                f"{count} targets: the domain has {m.domain_size} values", param_hint="--targets"
-            )
-        values = sorted(np.random.default_rng(seed).choice(m.domain_size, count, replace=False))
-    assert values is not None
+    values = _targets(targets_text, m.domain_size, seed)
     m_fakes = fakes if fakes is not None else fake_count(n, 0.01 if beta is None else beta)
     detection = AggregateDetection(
         DEFAULT_ALARM_RATE if alarm_rate is None else alarm_rate,
@@ -197,6 +189,25 @@ def poison(
         return
     _print(m, result, trials)
     _print_defences(result, detection)
+
+
+def _targets(text: str, k: int, seed: int | None) -> list[int]:
+    """The values ``--targets`` names, or a count of them drawn at random (``seed``).
+
+    Raises:
+        click.BadParameter: more targets than the domain has values.
+    """
+    import numpy as np
+
+    count, values = parse_targets(text, k)
+    if count is None:
+        assert values is not None
+        return values
+    if count > k:
+        raise click.BadParameter(
+            f"{count} targets: the domain has {k} values", param_hint="--targets"
+        )
+    return sorted(np.random.default_rng(seed).choice(k, count, replace=False))
 
 
 def _print(m: Any, result: Any, trials: int) -> None:
