@@ -81,11 +81,17 @@ def rows_of(definition: MetricDefinition, endpoint: str, args: MultiDict[str, st
         return 0  # a 400 to come
     if args.get("format") == "csv" and asked == Rows():
         asked = Rows(every=True)
-    parts = _joint_parts(definition, args) if definition.kind == "joint" else None
-    if parts is None:
-        groups = dict(definition.dimensions).get(args.get("by") or "")
-        parts = [definition.k] * (len(groups) if groups is not None else 1)
+    parts = _parts(definition, args)
     return _shown(asked.resolve(sum(parts), len(parts)), parts)
+
+
+def _parts(definition: MetricDefinition, args: MultiDict[str, str]) -> list[int]:
+    """The rows of each table the answer shows: a joint metric's tables
+    (:func:`_joint_parts`), else one table of k values per group of ``by`` (or one)."""
+    if definition.kind == "joint":
+        return _joint_parts(definition, args)
+    groups = dict(definition.dimensions).get(args.get("by") or "")
+    return [definition.k] * (len(groups) if groups is not None else 1)
 
 
 def _joint_parts(definition: MetricDefinition, args: MultiDict[str, str]) -> list[int]:
