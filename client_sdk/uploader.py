@@ -462,14 +462,7 @@ class Uploader:
             error = exc
         outcome = classify(None if response is None else response.status, error)
         if outcome == "retry":
-            later = _later(response, len(entries))
-            if response is not None and later is not None and len(later) < len(entries):
-                # Storage took the rest of the batch: those leave the queue, and with
-                # progress made the backoff starts over (Retry-After still holds).
-                self._delivered(entries, response, later)
-                self._failures = 0
-                entries = [entries[i] for i in sorted(later)]
-            return self._failed(entries, response, error)
+            return self._failed(self._partly_stored(entries, response), response, error)
         assert response is not None
         self._failures = 0
         if outcome == "ok":
@@ -477,6 +470,17 @@ class Uploader:
         else:
             self._dropped(entries, response)
         return None
+
+    def _partly_stored(self, entries: list[Entry], response: Response | None) -> list[Entry]:
+        """The entries of a batch to retry: all, unless the answer says storage took the
+        rest (those leave the queue, and with progress made the backoff starts over;
+        Retry-After still holds)."""
+        later = _later(response, len(entries))
+        if response is None or later is None or len(later) >= len(entries):
+            return entries
+        self._delivered(entries, response, later)
+        self._failures = 0
+        return [entries[i] for i in sorted(later)]
 
     def _vetted(self, entries: list[Entry]) -> list[Entry]:
         """The entries ``vet`` lets through; the ones it refuses are counted and acked."""
@@ -514,9 +518,10 @@ class Uploader:
     ) -> float:
         """Count a recoverable failure; return the backoff before the next try."""
         status = None if response is None else response.status
+        what = type(error).__name__ if error is not None else f"HTTP {status}"
         self._failures += 1
         self._stats.add("retries")
-        self._stats.error(type(error).__name__ if error is not None else f"HTTP {status}")
+        self._stats.error(what)
         retry_after = None
         if response is not None:
             retry_after = parse_retry_after(
@@ -531,7 +536,7 @@ class Uploader:
         logger.info(
             "upload of %d reports failed (%s); retry in %.1f s",
             len(entries),
-            type(error).__name__ if error is not None else f"HTTP {status}",
+            what,
             delay,
         )
         return delay
