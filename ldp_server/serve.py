@@ -552,19 +552,9 @@ class Server(Service):
             if child is not None and child.poll() is not None:
                 # start() stops what did start and removes what this start created
                 raise RuntimeError(f"the {name} service exited with status {child.returncode}")
-            try:
-                with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        waiting.pop(0)
-                        continue
-            except urllib.error.HTTPError as exc:
-                if exc.code == 503 and _at_the_mark(exc):
-                    # Up, with Redis full of reports to count: the aggregator started
-                    # here is what drains it.
-                    waiting.pop(0)
-                    continue
-            except OSError:
-                pass
+            if _ready(url):
+                waiting.pop(0)
+                continue
             time.sleep(0.2)
         if waiting:
             raise RuntimeError(
@@ -625,3 +615,15 @@ def _wait_or_kill(child: subprocess.Popen[Any]) -> None:
     except subprocess.TimeoutExpired:
         child.kill()
         child.wait()
+
+
+def _ready(url: str) -> bool:
+    """Whether the service at ``url`` answers ``/readyz`` as ready, or as up with Redis
+    full of reports to count (the aggregator started beside it is what drains it)."""
+    try:
+        with urllib.request.urlopen(url + "/readyz", timeout=2) as r:
+            return bool(r.status == 200)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 503 and _at_the_mark(exc)
+    except OSError:
+        return False
