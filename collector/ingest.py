@@ -719,6 +719,14 @@ class Appender:
         return self._replicas.run(call)
 
 
+def _count_appended(telemetry: Any, name: str, added: int, replayed: int) -> None:
+    """Count a metric's reports appended and the replays found (the app's counters)."""
+    if added:
+        telemetry.accepted.labels(metric=name).inc(added)
+    if replayed:
+        telemetry.duplicates.labels(metric=name).inc(replayed)
+
+
 def _refuse(batch: Validated) -> None:
     """Raise the answer to a request of which no report was taken: 410 if every report
     names a retired metric, else 400."""
@@ -853,10 +861,7 @@ def ingest(
             added, replayed = exc.appended, exc.duplicates
         accepted += added
         duplicates += replayed
-        if added:
-            telemetry.accepted.labels(metric=name).inc(added)
-        if replayed:
-            telemetry.duplicates.labels(metric=name).inc(replayed)
+        _count_appended(telemetry, name, added, replayed)
     log.debug("appended %d reports, %d replays", accepted, duplicates)
     if refused:
         batch.rejected.sort(key=lambda r: r.index)
