@@ -342,6 +342,28 @@ def test_the_web_app_loads_no_matplotlib_or_scipy() -> None:
     assert not names & {"matplotlib", "scipy"}
 
 
+WORKER_STARTS = """
+import sys
+from ldp_api.context import worker_started
+from ldp_server.app import create_ingest_app, create_server_app
+config = {{"REDIS_URL": "{url}", "TESTING": True}}
+worker_started(create_ingest_app(config, upstream="127.0.0.1:9"))
+print("ingest", "scipy" in sys.modules)
+worker_started(create_server_app(config))
+print("reads", "scipy.special" in sys.modules and "scipy.stats" in sys.modules)
+"""
+
+
+def test_a_read_worker_loads_scipy_at_start_and_an_ingest_worker_never(redis_db: Any) -> None:
+    """The lazy import is paid by the worker's start, not by its first read (0.3–0.5 s);
+    an ingest worker, whose reads are forwarded, never pays it."""
+    code = WORKER_STARTS.format(url=redis_db.url)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert out.stdout.split() == ["ingest", "False", "reads", "True"], out.stderr[-2000:]
+
+
 READ_PACKAGE = ROOT / "aggregator" / "query"
 """The read side (a window's counts, estimators, alarms, answers): web views and the CLI
 both call it, so it may not need a web framework."""

@@ -11,6 +11,7 @@ docs/statistics/intervals.md and docs/statistics/shuffling.md.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import re
@@ -43,6 +44,7 @@ from aggregator.query.segments import segment_estimates
 from aggregator.query.warm import Replay, Warmer
 from aggregator.safe_text import csv_text
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS, population_refused
+from aggregator.stats.lazy import scipy_special, scipy_stats
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
 from aggregator.web.access import UNAUTHORIZED, documented_read
@@ -510,7 +512,16 @@ def install_warmer(app: Flask) -> None:
     ext = shared(app=app)
     warmer = Warmer(Reader(ext.redis, ext.registry), revive=_revive)
     WARMER.attach(app, warmer)
-    on_worker_start(app, warmer.start)
+    on_worker_start(app, functools.partial(_worker_start, warmer))
+
+
+def _worker_start(warmer: Warmer) -> None:
+    """A web worker about to serve: one that answers reads loads scipy now (0.3–0.5 s of
+    imports the first read would otherwise pay; the app imports it lazily, see
+    :mod:`aggregator.stats.lazy`), then its warmer starts."""
+    if warmer.revive is not None:  # not a process whose reads are forwarded
+        scipy_special(), scipy_stats()
+    warmer.start()
 
 
 def reads_forwarded(app: Flask) -> None:
