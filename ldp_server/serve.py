@@ -581,12 +581,15 @@ class Server(Service):
                 w.send_signal(signal.SIGTERM)
         for w in self.workers:
             _wait_or_kill(w)
-        for web in (self.web, self.read):
-            if web is None:
-                continue
+        # Both gunicorns at once: each takes seconds to drain (its gevent workers look once
+        # a second whether kept-alive connections are still open), and neither needs the
+        # other gone first.
+        webs = [web for web in (self.web, self.read) if web is not None]
+        for web in webs:
             if web.poll() is None:
                 web.send_signal(signal.SIGTERM)
-                _wait_or_kill(web)
+        for web in webs:
+            _wait_or_kill(web)
             self._stop_orphans(web)  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
