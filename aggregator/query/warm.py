@@ -34,6 +34,7 @@ __all__ = [
     "RECORD_SECONDS",
     "WARM_READS",
     "WARM_SECONDS",
+    "Later",
     "Replay",
     "Revive",
     "Warmer",
@@ -69,7 +70,15 @@ another process of the lane served is warm here within this long."""
 
 Replay = Callable[[Reader], object]
 """A read again, with the reader given (its answer is dropped: what counts is what it
-leaves in the memo)."""
+leaves in the memo, or a string window's discovery in the read guard). Raises
+:class:`Later` when it cannot run yet."""
+
+
+class Later(Exception):
+    """A replay that cannot run yet (a string window's discovery paced, or the process's
+    discoveries all running): the next pass tries it again, whether or not the counts
+    moved meanwhile."""
+
 
 Revive = Callable[[Reader, Mapping[str, Any]], tuple[MetricDefinition, Replay] | None]
 """A recorded read's metric version and replay from its query (a read's ``spec``), or
@@ -277,9 +286,12 @@ class Warmer:
         for (key, read), n in zip(kept, counted, strict=True):
             if read.n == n:
                 continue
-            read.n = n
+            before, read.n = read.n, n
             try:
                 read.replay(self.reader)
+            except Later:
+                read.n = before
+                continue
             except Exception:  # noqa: BLE001  # retired, deleted, Redis away: the next read says
                 log.debug("warm-up of %s failed; no longer kept warm", key, exc_info=True)
                 self._forget(key)

@@ -63,7 +63,7 @@ from aggregator.web.models import (
     EstimatesQuery,
     TrendQuery,
 )
-from aggregator.web.read_guard import guarded
+from aggregator.web.read_guard import GUARD, ReadGuard, discovery_replay, guarded
 from aggregator.web.status import alarm_rate, retention_of
 from aggregator.web.strings import parse_candidates
 from client_sdk.wire import MetricDefinition
@@ -490,13 +490,17 @@ def get_estimates(name: str) -> Any:
     found = estimate_window(Reader(client, registry, guarded), definition, window, ask)
     if definition.kind in WARM_KINDS:
         _keep_warm(_warm_spec(definition, window, ask), definition, started)
+    elif definition.kind == "string":  # the window's discovery and its intervals
+        spec = {**_warm_head(definition, window, ask.confidence), "read": "discovery"}
+        _keep_warm(spec, definition, started)
     return _csv_of(found) if fmt == "csv" else answer(found)
 
 
 WARM_KINDS = ("categorical", "joint")
 """The kinds whose statistics a process keeps (:mod:`aggregator.query.memo`), hence
 worth computing again before they are asked for (a breakdown: its groups' counts and
-each group's statistics, whatever its kind)."""
+each group's statistics, whatever its kind). A string metric's window keeps its
+discovery in the read guard, warmed through it (read ``discovery``)."""
 
 WARM_ROWS = Rows(top=1)
 """The rows a warm-up builds: the statistics kept are those of every row, whichever are
@@ -510,7 +514,8 @@ def install_warmer(app: Flask) -> None:
     """Give ``app`` its warmer, reading with its Redis and registry, and started in each
     process that serves the app (its lane's recorded reads warm before a request)."""
     ext = shared(app=app)
-    warmer = Warmer(Reader(ext.redis, ext.registry), revive=_revive)
+    revive = functools.partial(_revive, GUARD.get(app))
+    warmer = Warmer(Reader(ext.redis, ext.registry), revive=revive)
     WARMER.attach(app, warmer)
     on_worker_start(app, functools.partial(_worker_start, warmer))
 
@@ -541,10 +546,7 @@ def _warm_spec(
     Redis: a metric version and query parameters, nothing of who asked): the rows shown
     and the form do not change them."""
     spec: dict[str, Any] = {
-        "metric": definition.name,
-        "version": definition.version,
-        "window": window,
-        "confidence": ask.confidence,
+        **_warm_head(definition, window, ask.confidence),
         "simultaneous": ask.simultaneous,
         "estimand": ask.estimand,
         "multiplicity": ask.multiplicity,
@@ -554,8 +556,19 @@ def _warm_spec(
     return {**spec, "read": "window", "marginals": [list(m) for m in ask.marginals]}
 
 
-def _warm_replay(definition: MetricDefinition, spec: Mapping[str, Any]) -> Replay:
-    """The read of ``spec`` again, building the least answer (:data:`WARM_ROWS`).
+def _warm_head(definition: MetricDefinition, window: str, confidence: float) -> dict[str, Any]:
+    """What every recorded read names: the metric version, the window, the confidence."""
+    return {
+        "metric": definition.name,
+        "version": definition.version,
+        "window": window,
+        "confidence": confidence,
+    }
+
+
+def _warm_replay(guard: ReadGuard, definition: MetricDefinition, spec: Mapping[str, Any]) -> Replay:
+    """The read of ``spec`` again, building the least answer (:data:`WARM_ROWS`); a
+    string window's discovery through ``guard``.
 
     Raises:
         ValueError: a query no read asks (the read, a window, a level, a mode).
@@ -566,6 +579,8 @@ def _warm_replay(definition: MetricDefinition, spec: Mapping[str, Any]) -> Repla
     confidence = float(spec["confidence"])
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}")
+    if spec["read"] == "discovery" and definition.kind == "string":
+        return discovery_replay(guard, definition, window, confidence)
     multiplicity = spec["multiplicity"]
     ask = Ask(
         confidence,
@@ -589,14 +604,17 @@ def _warm_replay(definition: MetricDefinition, spec: Mapping[str, Any]) -> Repla
     raise ValueError(f"no warm read {spec['read']!r} of a {definition.kind} metric")
 
 
-def _revive(reader: Reader, spec: Mapping[str, Any]) -> tuple[MetricDefinition, Replay] | None:
-    """A recorded read's metric version and replay; None when the version is deleted or
-    the metric retired (:data:`aggregator.query.warm.Revive`)."""
+def _revive(
+    guard: ReadGuard, reader: Reader, spec: Mapping[str, Any]
+) -> tuple[MetricDefinition, Replay] | None:
+    """A recorded read's metric version and replay (a string window's discovery through
+    ``guard``, the app's); None when the version is deleted or the metric retired
+    (:data:`aggregator.query.warm.Revive`)."""
     name, version = str(spec["metric"]), int(spec["version"])
     definition = reader.registry.get(name, version)
     if definition is None or reader.registry.retired(name) is not None:
         return None
-    return definition, _warm_replay(definition, spec)
+    return definition, _warm_replay(guard, definition, spec)
 
 
 def _keep_warm(spec: dict[str, Any], definition: MetricDefinition, started: float) -> None:
@@ -604,7 +622,7 @@ def _keep_warm(spec: dict[str, Any], definition: MetricDefinition, started: floa
     warmer = WARMER.find()
     if warmer is not None:
         seconds = time.perf_counter() - started
-        warmer.note(spec, definition, _warm_replay(definition, spec), seconds)
+        warmer.note(spec, definition, _warm_replay(GUARD.get(), definition, spec), seconds)
 
 
 def _format_asked() -> str:

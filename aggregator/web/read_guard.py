@@ -9,6 +9,9 @@ native thread so the worker's event loop keeps serving, and at most
 ``READ_DISCOVERIES`` at once per process: one more is refused with 503 and
 ``Retry-After`` instead of queueing CPU work nobody bounds. A window without reports
 never gets here (:class:`aggregator.query.estimators.StringEstimator` answers it empty).
+The process's warmer (:mod:`aggregator.query.warm`) makes the discoveries of the string
+reads its lane records through the same guard (:meth:`ReadGuard.warm_state`), so that a
+read process that starts has them before its first request.
 ``ldp serve`` also runs the read side in worker processes of their own, at a lower CPU
 priority than ingest (:mod:`ldp_server.serve`). In full: ``docs/architecture/read-side.md``.
 """
@@ -20,14 +23,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, TypeVar
 
 from flask import Flask, has_app_context
 from prometheus_client import Counter
 from werkzeug.exceptions import ServiceUnavailable
 
+from aggregator.query.estimators.base import Reader
+from aggregator.query.estimators.strings import StringEstimator
 from aggregator.query.memo import held_bytes, off_loop
+from aggregator.query.warm import Later, Replay
+from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
 
 __all__ = [
@@ -36,7 +43,9 @@ __all__ = [
     "DEFAULT_DISCOVERIES",
     "REDISCOVER_SECONDS",
     "ReadGuard",
+    "WarmState",
     "cached",
+    "discovery_replay",
     "guarded",
     "install",
 ]
@@ -45,6 +54,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 Key = tuple[str, int, str]
 """(metric, version, window)."""
+WarmState = Literal["run", "later", "none"]
+"""What a warm-up of a window does (:meth:`ReadGuard.warm_state`)."""
 
 REDISCOVER_SECONDS = 30.0
 """How long a window's discovery is reused as it is while its reports keep arriving (a
@@ -76,6 +87,10 @@ MAX_DISCOVERIES = 64
 WAIT_SECONDS = 60.0
 """How long a request waits for another request's discovery of the same window before
 it answers 503 (a discovery takes seconds; the gunicorn worker timeout is 30 s)."""
+
+DROPPED_WINDOWS = 4 * CACHED_WINDOWS
+"""Windows dropped for the bounds that this process remembers, so that its warm-up does
+not make them again (each would drop another, every batch)."""
 
 RETRY_AFTER_SECONDS = 2
 """``Retry-After`` of a refused discovery: about one discovery's time."""
@@ -109,6 +124,7 @@ class ReadGuard:
         self._lock = threading.Lock()
         self._cache: OrderedDict[Key, tuple[int, float, Any, int]] = OrderedDict()
         self._bytes = 0
+        self._dropped: OrderedDict[Key, None] = OrderedDict()
         self._flights: dict[Key, _Flight] = {}
         self._running = 0
         self.runs = Counter(
@@ -128,6 +144,28 @@ class ReadGuard:
         with self._lock:
             hit = self._cache.get(key)
         return None if hit is None else hit[2]
+
+    def warm_state(self, key: Key) -> WarmState:
+        """What a warm-up of window ``key`` does now, before it reads the counts: "run"
+        (:meth:`get` with them: a first discovery, or the kept one with a newer behind
+        when due); "later" (the kept one is younger than :data:`REDISCOVER_SECONDS`, or
+        ``limit`` discoveries are running: the next pass asks again); "none" (one is
+        under way, or the window is not kept and making it would drop another: what is
+        kept stays within :data:`CACHED_WINDOWS` and :data:`CACHED_BYTES`)."""
+        now = self._clock()
+        with self._lock:
+            hit = self._cache.get(key)
+            if key in self._flights:
+                return "none"
+            if hit is not None:
+                return "later" if now - hit[1] < REDISCOVER_SECONDS else "run"
+            if (
+                key in self._dropped
+                or len(self._cache) >= CACHED_WINDOWS
+                or self._bytes >= CACHED_BYTES
+            ):
+                return "none"
+            return "later" if self._running >= self.limit else "run"
 
     def get(self, key: Key, n: int, compute: Callable[[], T]) -> T:
         """The discovery of window ``key`` holding ``n`` reports: the last one made for
@@ -185,10 +223,15 @@ class ReadGuard:
                 replaced = self._cache.pop(key, None)
                 self._bytes += size - (0 if replaced is None else replaced[3])
                 self._cache[key] = (n, started, result, size)
+                self._dropped.pop(key, None)
                 while len(self._cache) > 1 and (
                     len(self._cache) > CACHED_WINDOWS or self._bytes > CACHED_BYTES
                 ):
-                    self._bytes -= self._cache.popitem(last=False)[1][3]
+                    dropped, kept = self._cache.popitem(last=False)
+                    self._bytes -= kept[3]
+                    self._dropped[dropped] = None
+                while len(self._dropped) > DROPPED_WINDOWS:
+                    self._dropped.popitem(last=False)
             flight.result = result
             return result
         finally:
@@ -261,3 +304,34 @@ def guarded(key: Key, n: int, compute: Callable[[], T]) -> T:
     if not has_app_context():
         return compute()
     return GUARD.get().get(key, n, compute)
+
+
+def discovery_replay(
+    guard: ReadGuard, definition: MetricDefinition, window: str, confidence: float
+) -> Replay:
+    """The warm-up of a string read (:mod:`aggregator.query.warm`): its window's
+    discovery through ``guard`` (a first one, or the kept one with a newer one behind
+    when due: never more often than a request's read would make one), and its
+    selection-adjusted intervals at ``confidence``; the counts are read only when the
+    guard may run one (:meth:`ReadGuard.warm_state`).
+
+    Raises:
+        Later: the guard puts it off (paced, or its discoveries all running).
+    """
+    key = (definition.name, definition.version, window)
+    strings = StringEstimator()
+
+    def replay(reader: Reader) -> None:
+        state = guard.warm_state(key)
+        if state == "later":
+            raise Later(f"the discovery of {key} is paced or the guard is busy")
+        if state == "none":
+            return
+        counts = strings.read(reader, definition, window)
+        try:
+            found, _ = strings.discovery(replace(reader, run=guard.get), definition, window, counts)
+        except ServiceUnavailable as exc:  # another request's discovery took the bound
+            raise Later(str(exc)) from None
+        found.adjusted(confidence)
+
+    return replay
