@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 from aggregator.query import warm
+from aggregator.query.estimators import strings
+from aggregator.stats.discovery import discover
 from aggregator.stream.worker import Worker
 from aggregator.web import read_guard
 from aggregator.web.estimates import WARMER
@@ -128,19 +131,32 @@ def test_a_fresh_process_serves_its_first_string_read_from_its_warm_up(
     assert json.dumps(warmed) == json.dumps(fresh)  # equal to a fresh computation
 
 
-def test_a_worker_started_makes_the_discovery_its_first_read_waits_for(
-    words: Any, redis_server: Any
+def test_a_first_read_during_the_start_up_warm_up_waits_on_its_discovery(
+    words: Any, redis_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, client, send = words
     send(1500)
     get(client)
+    started, release = threading.Event(), threading.Event()
+
+    def held(est: Any) -> Any:
+        started.set()
+        assert release.wait(60)
+        return discover(est)
+
+    monkeypatch.setattr(strings, "discover", held)
     app, client = fresh_process(redis_server)
     worker_started(app)  # gunicorn's post_worker_init: the thread warms at once
-    get(client)  # finds the warm-up's discovery, or waits on it: one flight
-    deadline = time.monotonic() + 60
-    while WARMER.get(app).replays + discoveries(app) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert discoveries(app) == 1
+    assert started.wait(60)  # the warm-up's discovery under way
+    answered: list[Any] = []
+    reader = threading.Thread(target=lambda: answered.append(get(client)))
+    reader.start()
+    reader.join(0.5)
+    assert not answered  # the request waits on the warm-up's flight...
+    release.set()
+    reader.join(60)
+    assert answered and discoveries(app) == 1  # ...and runs no other
+    assert WARMER.get(app).replays <= 1
 
 
 def test_a_warm_up_when_counts_moved_respects_the_rediscovery_pacing(
