@@ -35,7 +35,10 @@ HTTP, and the aggregator drains them. Then:
   which the heavy lane serves) read once, then every read worker stopped (SIGTERM;
   gunicorn starts new ones) and, once the server is quiet (what the new workers compute
   at start happens meanwhile: its CPU and seconds), each answer's first read in the new
-  workers, and the next (the same counts: what a kept read costs).
+  workers, and the next (the same counts: what a kept read costs). ``--strings N``: a
+  string metric as well (max_length 64, ε = 4, N simulated reports over 10⁵ words of
+  Zipf 1.1, its counts written into Redis as the worker leaves them) and its default
+  read (window all: one discovery).
 * ``metrics``: ``--metrics`` metrics (default 10,000) defined: ``/v1/overview`` (its
   first page, a page of one, a search), ``/metrics`` (the Prometheus scrape: the first,
   which weighs Redis memory, then the median of the next ``--repeat``) and the
@@ -477,6 +480,32 @@ def read_workers() -> list[int]:
     return found
 
 
+WORDS = ("bench.words", {"kind": "string", "max_length": 64, "epsilon": 4.0})
+
+
+def write_words(url: str, data: Path, users: int) -> str:
+    """The string metric of ``restart --strings``: ``users`` simulated reports' counts in
+    its window all (as the worker leaves them). Returns its read's path."""
+    import numpy as np  # noqa: PLC0415
+
+    from aggregator.analysis.string_simulation import simulate_counts  # noqa: PLC0415
+    from aggregator.analysis.vocabulary import synthetic_vocabulary, zipf_shares  # noqa: PLC0415
+    from ldp_store import keys, schema  # noqa: PLC0415
+    from ldp_store.connection import connect  # noqa: PLC0415
+    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
+
+    d = define(url, *WORDS)
+    sketch = d.sketch
+    vocab = synthetic_vocabulary(100_000, sketch.max_length, seed=1)
+    gen = np.random.default_rng(64)
+    counts, _ = simulate_counts(sketch, vocab, zipf_shares(100_000, 1.1), users, gen)
+    client = connect((data / REDIS_URL_FILE).read_text().strip())
+    client.hset(keys.counts_key(d.name, d.version, "all"), mapping={"n": counts.n})
+    support = counts.support.astype(schema.SUPPORT_DTYPE).tobytes()
+    client.set(keys.support_key(d.name, d.version, "all"), support)
+    return f"/v1/estimates/{d.name}"
+
+
 def restart(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     """Each answer read once, every read worker restarted, then (the server quiet) each
     answer's first read in the new workers."""
@@ -484,6 +513,9 @@ def restart(args: argparse.Namespace, url: str, data: Path) -> dict[str, Any]:
     variants = [v for v in SIZE_VARIANTS if v[1] != "format=columns"]
     variants = [v for v in variants if args.full or v[1] != "values=all"]
     paths = {}
+    if args.strings:
+        paths["words (max_length 64)"] = write_words(url, data, args.strings)
+        fetch(url, paths["words (max_length 64)"])
     for label, path in SIZE_CASES:
         for variant, query in variants:
             full = path + (("&" if "?" in path else "?") + query if query else "")
@@ -546,6 +578,7 @@ def main() -> None:
     parser.add_argument("--metrics", type=int, default=10_000)
     parser.add_argument("--idle", type=float, default=30.0)
     parser.add_argument("--full", action="store_true", help="sizes: ?values=all as well")
+    parser.add_argument("--strings", type=int, default=0, help="restart: a string metric's n")
     parser.add_argument("--batch", type=int, default=100, help="sizes: reports a batch")
     parser.add_argument("--batches", type=int, default=2, help="sizes: batches after")
     args = parser.parse_args()
