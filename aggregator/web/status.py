@@ -49,6 +49,7 @@ from aggregator.web.models import (
 )
 from aggregator.web.strings import overview_alarms
 from client_sdk.device import DeviceCaps
+from client_sdk.mechanisms import Memoized
 from client_sdk.wire import MetricDefinition
 from ldp_api.context import Slot, shared
 from ldp_api.models import Error, answer
@@ -118,43 +119,30 @@ def describe(definition: MetricDefinition) -> dict[str, Any]:
     a budget (unbounded).
     """
     d = definition.to_dict()
-    d["name"] = projects.bare(definition.name)  # as its project's people call it
-    params = d.get("mechanism")
-    params = params if isinstance(params, dict) else {}
-    epsilon = params.get("epsilon")
-    domain = d.get("domain")
-    budget = d.get("budget") if isinstance(d.get("budget"), dict) else None
-    per_period: float | None = None
-    period: Any = None
+    params = d["mechanism"]
+    mechanism = definition.mechanism
+    permanent = mechanism.permanent_epsilon if isinstance(mechanism, Memoized) else None
+    budget = definition.budget
+    per_period = None
     if budget is not None:
-        reports = budget.get("reports_per_period")
-        period = budget.get("period")
-        if isinstance(reports, (int, float)) and isinstance(epsilon, (int, float)):
-            per_period = composed_epsilon(float(epsilon), float(reports))
-    longitudinal = d.get("longitudinal")
-    permanent = longitudinal.get("permanent_epsilon") if isinstance(longitudinal, dict) else None
-    if permanent is None:  # a memoized mechanism carries ε∞ among its parameters
-        permanent = params.get("permanent_epsilon")
-    if not isinstance(permanent, (int, float)) or isinstance(permanent, bool):
-        permanent = None
-    per_day = epsilon_per_day_max(per_period, None if permanent is None else float(permanent))
+        per_period = composed_epsilon(float(params["epsilon"]), float(budget.reports_per_period))
     return {
-        "name": d.get("name", definition.name),
-        "version": d.get("version", definition.version),
-        "kind": d.get("kind") or "categorical",
-        "description": d.get("description") or "",
-        "mechanism": params.get("mechanism"),
+        "name": projects.bare(definition.name),  # as its project's people call it
+        "version": definition.version,
+        "kind": definition.kind,
+        "description": definition.description,
+        "mechanism": params["mechanism"],
         "mechanism_params": params,
-        "mechanism_reason": d.get("mechanism_reason") or "",
-        "epsilon": epsilon,
-        "k": len(domain) if isinstance(domain, list) and domain else None,
+        "mechanism_reason": definition.mechanism_reason,
+        "epsilon": params["epsilon"],
+        "k": len(d.get("domain", ())) or None,
         "range": d.get("range"),
-        "budget": budget,
+        "budget": d["budget"],
         "epsilon_per_period": per_period,
-        "period": period,
-        "longitudinal": bool(longitudinal) or permanent is not None,
+        "period": None if budget is None else budget.period,
+        "longitudinal": permanent is not None,
         "permanent_epsilon": permanent,
-        "epsilon_per_day_max": per_day,
+        "epsilon_per_day_max": epsilon_per_day_max(per_period, permanent),
     }
 
 

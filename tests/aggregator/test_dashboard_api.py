@@ -262,16 +262,6 @@ def test_overview_has_n_last_window_and_lag(redis_db: Any) -> None:
     assert "app.theme" in page and ">40<" in page
 
 
-class _Definition:
-    """What describe() reads of a definition: its name, version and to_dict()."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.name, self.version, self._data = data["name"], data["version"], data
-
-    def to_dict(self) -> dict[str, Any]:
-        return self._data
-
-
 def test_describe_shows_budget_and_memoization_when_a_definition_has_them() -> None:
     base = {
         "name": "app.theme",
@@ -280,21 +270,18 @@ def test_describe_shows_budget_and_memoization_when_a_definition_has_them() -> N
         "domain": ["a", "b"],
         "mechanism": {"mechanism": "grr", "epsilon": 0.5, "domain_size": 2},
     }
-    plain = describe(_Definition(base))  # type: ignore[arg-type]
+    plain = describe(MetricDefinition.from_dict(base))
     assert plain["epsilon_per_period"] is None and plain["budget"] is None
+    memoized = {"mechanism": "memo-grr", "epsilon": 0.5, "domain_size": 2, "permanent_epsilon": 3.0}
     rich = describe(
-        _Definition(  # type: ignore[arg-type]
-            {
-                **base,
-                "budget": {"reports_per_period": 4, "period": "day"},
-                "longitudinal": {"permanent_epsilon": 3.0},
-            }
+        MetricDefinition.from_dict(
+            {**base, "budget": {"reports_per_period": 4, "period": "day"}, "mechanism": memoized}
         )
     )
     assert rich["epsilon_per_period"] == 2.0 and rich["period"] == "day"
-    assert rich["permanent_epsilon"] == 3.0
+    assert rich["permanent_epsilon"] == 3.0 and rich["longitudinal"]
     numeric = describe(
-        _Definition(  # type: ignore[arg-type]
+        MetricDefinition.from_dict(
             {
                 "name": "session.minutes",
                 "version": 1,
