@@ -122,21 +122,28 @@ def _value_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
 
 def _level_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
     """The level (none for a change rule), and the settings only a change rule has."""
-    problems = []
     if spec.kind == "change":
-        if spec.level is not None:
-            problems.append("level: a change rule compares with its baseline, not a level")
-    elif spec.level is None or not math.isfinite(spec.level):
+        if spec.level is None:
+            return []
+        return ["level: a change rule compares with its baseline, not a level"]
+    problems = []
+    if spec.level is None or not math.isfinite(spec.level):
         problems.append("level: a finite number is required")
-    elif definition.kind == "numeric":
-        lo, hi = definition.value_range or (-1.0, 1.0)
+    else:
+        lo, hi, inside = _level_range(definition)
         if not lo < spec.level < hi:
-            problems.append(f"level must lie inside the metric's range ({lo}, {hi})")
-    elif not 0.0 < spec.level < 1.0:
-        problems.append("level must be a share in (0, 1)")
-    if spec.kind != "change" and (spec.min_change or spec.baseline_days):
+            problems.append(f"level must {inside}")
+    if spec.min_change or spec.baseline_days:
         problems.append("min_change and baseline_days belong to change rules")
     return problems
+
+
+def _level_range(definition: MetricDefinition) -> tuple[float, float, str]:
+    """The open interval a level lies in, and its words: the metric's range, or (0, 1)."""
+    if definition.kind != "numeric":
+        return 0.0, 1.0, "be a share in (0, 1)"
+    lo, hi = definition.value_range or (-1.0, 1.0)
+    return lo, hi, f"lie inside the metric's range ({lo}, {hi})"
 
 
 def _group_problems(spec: AlertSpec, definition: MetricDefinition) -> list[str]:
