@@ -13,6 +13,7 @@ estimated in full. See docs/architecture/read-side.md.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,21 +176,13 @@ def estimate_series(
         shares = out["norm_sub"] if norm_sub else None
         _every_value(mechanism, reports, counts, shown, hidden, shares, rest)
         z = z_value(1.0 - strictest_alpha(alpha, k, mode))
-        live = reports > 0
-        for r in np.unique(rs[live]):
-            for exact in (False, True):
-                rows = np.flatnonzero(
-                    live & (rs == r) & (needs_exact(mechanism, reports, float(r), z) == exact)
-                )
-                if len(rows):
-                    read = _windows_read(
-                        mechanism, reports[rows], picked[rows], float(r), a, estimand, exact
-                    )
-                    flags[rows] = read.pop("flags")
-                    for name, got in read.items():
-                        out[name][rows] = got
-                    for w in rows:
-                        methods[w] = EXACT if exact else SCORE
+        for rows, r, exact in _alike(mechanism, reports, rs, z):
+            read = _windows_read(mechanism, reports[rows], picked[rows], r, a, estimand, exact)
+            flags[rows] = read.pop("flags")
+            for name, got in read.items():
+                out[name][rows] = got
+            for w in rows:
+                methods[w] = EXACT if exact else SCORE
         if sequence:
             seq = _sequences(mechanism, reports, picked, rs, a)
             out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
@@ -204,6 +197,20 @@ def estimate_series(
         rest_norm_sub=rest[1],
         interval=tuple(methods),
     )
+
+
+def _alike(
+    mechanism: FrequencyOracle, reports: np.ndarray, rs: np.ndarray, z: float
+) -> Iterator[tuple[np.ndarray, float, bool]]:
+    """The windows with reports in the groups read together by :func:`_windows_read`:
+    (rows, r, exact), alike in reports per device r and in interval method."""
+    live = reports > 0
+    for r in np.unique(rs[live]):
+        exact = needs_exact(mechanism, reports, float(r), z)
+        for method in (False, True):
+            rows = np.flatnonzero(live & (rs == r) & (exact == method))
+            if len(rows):
+                yield rows, float(r), method
 
 
 def _windows_read(
