@@ -104,11 +104,42 @@ def _doc(entry: MetricEntry, d: MetricDefinition) -> list[str]:
     return [line.replace("\\", "/").replace('"""', "'").replace("*/", "* /") for line in lines]
 
 
+@dataclass(frozen=True)
+class _Spelling:
+    """How a language spells a metric's value type: a union of labels, a record of named
+    fields (its name, and its (field, type) pairs), and a string and a number."""
+
+    union: Callable[[tuple[str, ...]], str]
+    record: Callable[[str, list[tuple[str, str]]], str]
+    scalars: dict[str, str]
+    """The type of each other kind's value, by kind (``number``: any other kind)."""
+
+    def value_type(self, name: str, d: MetricDefinition) -> str:
+        """The type of the value of ``d`` (named ``name`` if it needs a declaration)."""
+        if d.kind == "categorical":
+            return self.union(d.domain)
+        if d.kind == "joint":
+            return self.record(name, self.fields(d.attributes))
+        return self.scalars.get(d.kind, self.scalars["number"])
+
+    def fields(self, pairs: tuple[tuple[str, tuple[str, ...]], ...]) -> list[tuple[str, str]]:
+        """Each named field's type: a union of its labels."""
+        return [(field, self.union(labels)) for field, labels in pairs]
+
+
 # -- Python ------------------------------------------------------------------------------------
 
 
 def _py_literal(labels: tuple[str, ...]) -> str:
     return "Literal[" + ", ".join(json.dumps(label) for label in labels) + "]"
+
+
+def _typed_dict(name: str, fields: list[tuple[str, str]]) -> str:
+    pairs = ", ".join(f"{json.dumps(field)}: {kind}" for field, kind in fields)
+    return f'TypedDict("{name}", {{{pairs}}})'
+
+
+_PYTHON = _Spelling(_py_literal, _typed_dict, {"string": "str", "number": "float"})
 
 
 def python(reg: RegistryFile, source: str) -> list[Generated]:
@@ -132,21 +163,12 @@ def python(reg: RegistryFile, source: str) -> list[Generated]:
     for e, d in entries:
         ident = snake(e.name)
         value_type = camel(e.name, upper=True)
-        if d.kind == "categorical":
-            out.append(f"{value_type} = {_py_literal(d.domain)}")
-        elif d.kind == "joint":
-            fields = ", ".join(
-                f"{json.dumps(a)}: {_py_literal(labels)}" for a, labels in d.attributes
-            )
-            out.append(f'{value_type} = TypedDict("{value_type}", {{{fields}}})')
-        else:
-            out.append(f"{value_type} = {'str' if d.kind == 'string' else 'float'}")
+        out.append(f"{value_type} = {_PYTHON.value_type(value_type, d)}")
         params = f"self, value: {value_type}"
         call = f"self._client.report({json.dumps(e.name)}, value"
         if d.dimensions:
             dims = f"{value_type}Dimensions"
-            fields = ", ".join(f"{json.dumps(n)}: {_py_literal(v)}" for n, v in d.dimensions)
-            out.append(f'{dims} = TypedDict("{dims}", {{{fields}}})')
+            out.append(f"{dims} = {_typed_dict(dims, _PYTHON.fields(d.dimensions))}")
             params += f", dimensions: {dims}"
             call += ", {k: str(v) for k, v in dimensions.items()}"
         body = [f"    def {ident}({params}) -> bool:", '        """' + _doc(e, d)[0]]
@@ -184,6 +206,15 @@ def _ts_union(labels: tuple[str, ...]) -> str:
     return " | ".join(json.dumps(label) for label in labels)
 
 
+def _ts_object(name: str, fields: list[tuple[str, str]]) -> str:
+    """An object type (``name`` unused: TypeScript's type declares it)."""
+    pairs = "; ".join(f"{json.dumps(field)}: {kind}" for field, kind in fields)
+    return f"{{ {pairs} }}"
+
+
+_TYPESCRIPT = _Spelling(_ts_union, _ts_object, {"string": "string", "number": "number"})
+
+
 def typescript(reg: RegistryFile, source: str) -> list[Generated]:
     """A TypeScript module for the browser SDK (``ldp-telemetry-client``)."""
     entries = _entries(reg, camel)
@@ -200,22 +231,12 @@ def typescript(reg: RegistryFile, source: str) -> list[Generated]:
     methods = []
     for e, d in entries:
         value_type = camel(e.name, upper=True)
-        if d.kind == "categorical":
-            out.append(f"export type {value_type} = {_ts_union(d.domain)};")
-        elif d.kind == "joint":
-            fields = "; ".join(
-                f"{json.dumps(a)}: {_ts_union(labels)}" for a, labels in d.attributes
-            )
-            out.append(f"export type {value_type} = {{ {fields} }};")
-        else:
-            out.append(
-                f"export type {value_type} = {'string' if d.kind == 'string' else 'number'};"
-            )
+        out.append(f"export type {value_type} = {_TYPESCRIPT.value_type(value_type, d)};")
         params = f"value: {value_type}"
         call = f"this.client.report({json.dumps(e.name)}, value"
         if d.dimensions:
-            fields = "; ".join(f"{json.dumps(n)}: {_ts_union(v)}" for n, v in d.dimensions)
-            out.append(f"export type {value_type}Dimensions = {{ {fields} }};")
+            fields = _ts_object(value_type, _TYPESCRIPT.fields(d.dimensions))
+            out.append(f"export type {value_type}Dimensions = {fields};")
             params += f", dimensions: {value_type}Dimensions"
             call += ", dimensions"
         body = ["  /**", *(f"   * {line}" for line in _doc(e, d)), "   */"]
