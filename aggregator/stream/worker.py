@@ -723,18 +723,19 @@ class Worker:
             now = time.monotonic()
             if now >= self._next_pool_sweep:
                 self._next_pool_sweep = now + POOL_SWEEP_INTERVAL
-                pools = list(members)
-                lengths = scripts.read_many(self.redis, "XLEN", pools)
-                self._pooled |= {p for p, n in zip(pools, lengths, strict=True) if int(n)}
+                self._pooled |= self._holding(list(members))
             if not self._pooled:
                 return
-            pools = sorted(p for p in self._pooled if p in members)
-            lengths = scripts.read_many(self.redis, "XLEN", pools)
-            self._pooled = {p for p, n in zip(pools, lengths, strict=True) if int(n)}
+            self._pooled = self._holding(sorted(p for p in self._pooled if p in members))
             members = {p: members[p] for p in sorted(self._pooled)}
         released = shuffle.release_due(self.redis, list(members.values()))
         if released:
             log.info("released %d relayed reports from pools at their bound", released)
+
+    def _holding(self, pools: list[str]) -> set[str]:
+        """Which of ``pools`` hold reports: their lengths read in one call."""
+        lengths = scripts.read_many(self.redis, "XLEN", pools)
+        return {p for p, n in zip(pools, lengths, strict=True) if int(n)}
 
     def _claim_interval(self) -> float:
         """Seconds between two claim passes over a stream."""
