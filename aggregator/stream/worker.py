@@ -667,22 +667,31 @@ class Worker:
                 if not stream_gone(exc):
                     raise
                 self._lost_group(stream)
+        self._tell_counted()
+        if handled:
+            self._idle_wait = 0.0
+            return False
+        self._tidy_all()  # nothing new this round: leave no batch boundaries behind
+        if once:
+            return self._burst_done()
+        self._wait_for_entries()
+        return False
+
+    def _tell_counted(self) -> None:
+        """Hand the watcher (``on_counted``) the versions counted since it was last told."""
         if self._counted and self.on_counted is not None:
             counted, self._counted = self._counted, set()
             try:
                 self.on_counted(counted)
             except Exception:  # a watcher's failure must not stop the counting
                 log.exception("after counting %s", sorted(counted))
-        if handled:
-            self._idle_wait = 0.0
+
+    def _burst_done(self) -> bool:
+        """After a round that found nothing new: whether a burst is done (every stream's
+        own pending entries and claim pass read, and nothing of ours pending since)."""
+        if not all(s.pending_cursor is None and s.claim_passes for s in self._streams.values()):
             return False
-        self._tidy_all()  # nothing new this round: leave no batch boundaries behind
-        if once:
-            if not all(s.pending_cursor is None and s.claim_passes for s in self._streams.values()):
-                return False
-            return not self._reread_own_pending()
-        self._wait_for_entries()
-        return False
+        return not self._reread_own_pending()
 
     def _lost_group(self, stream: _Stream) -> None:
         """After a stream's group was found gone: forget the stream if its version was
