@@ -149,25 +149,31 @@ class GatewayKeys:
                     if expired:
                         pipe.hdel(KEYS_KEY, *map(str, expired))
                     if force or self._due(current, now):
-                        for i, k in live.items():
-                            if k.accepted_at(now + self.overlap):
-                                retired = LiveKey(
-                                    k.config, k.private_key, k.created, now + self.overlap
-                                )
-                                pipe.hset(KEYS_KEY, str(i), retired.to_json())
-                        new_id = _free_id(live, current)
-                        private = generate_private_key()
-                        config = KeyConfig(
-                            new_id, KEM_X25519_HKDF_SHA256, public_key_of(private), SUPPORTED
-                        )
-                        pipe.hset(
-                            KEYS_KEY, str(new_id), LiveKey(config, private, now, None).to_json()
-                        )
+                        self._replace_current(pipe, live, current, now)
                     pipe.execute()
                 except redis.WatchError:
                     continue
             return self.live()
         raise redis.exceptions.ConnectionError("the gateway keys kept changing; try again")
+
+    def _replace_current(
+        self,
+        pipe: redis.client.Pipeline,
+        live: dict[int, LiveKey],
+        current: list[LiveKey],
+        now: float,
+    ) -> None:
+        """Queue on ``pipe`` a new current key, made now, and the retirement of every live
+        key still accepted ``overlap`` from now (it is accepted until then)."""
+        retires = now + self.overlap
+        for i, k in live.items():
+            if k.accepted_at(retires):
+                retired = LiveKey(k.config, k.private_key, k.created, retires)
+                pipe.hset(KEYS_KEY, str(i), retired.to_json())
+        new_id = _free_id(live, current)
+        private = generate_private_key()
+        config = KeyConfig(new_id, KEM_X25519_HKDF_SHA256, public_key_of(private), SUPPORTED)
+        pipe.hset(KEYS_KEY, str(new_id), LiveKey(config, private, now, None).to_json())
 
 
 def _ordered(keys: list[LiveKey]) -> list[LiveKey]:
