@@ -25,6 +25,8 @@ from typing import Any, cast
 
 import redis
 
+from ldp_store.connection import as_text
+
 __all__ = [
     "DEAD_KEPT",
     "EVENTS_KEPT",
@@ -70,17 +72,13 @@ def _key(name: str) -> str:
     return f"{TAG}:{name}"
 
 
-def _text(x: bytes | str) -> str:
-    return x.decode() if isinstance(x, bytes) else x
-
-
 def _load(raw: bytes | str | None) -> dict[str, Any] | None:
     return None if raw is None else cast(dict[str, Any], json.loads(raw))
 
 
 def _all(client: redis.Redis, name: str) -> dict[str, dict[str, Any]]:
     raw = client.hgetall(_key(name))
-    return {_text(k): cast(dict[str, Any], json.loads(v)) for k, v in raw.items()}
+    return {as_text(k): cast(dict[str, Any], json.loads(v)) for k, v in raw.items()}
 
 
 # -- rules (operators) --------------------------------------------------------------------
@@ -157,7 +155,7 @@ def states(client: redis.Redis) -> dict[str, dict[str, dict[str, Any]]]:
             pipe.hgetall(_key(name))
         replies = pipe.execute()
     return {
-        name: {_text(k): json.loads(v) for k, v in cast(dict[Any, Any], reply).items()}
+        name: {as_text(k): json.loads(v) for k, v in cast(dict[Any, Any], reply).items()}
         for name, reply in zip(names, replies, strict=True)
     }
 
@@ -182,7 +180,7 @@ def add_event(client: redis.Redis, event: dict[str, Any]) -> str:
         maxlen=EVENTS_KEPT,
         approximate=True,
     )
-    return _text(entry)
+    return as_text(entry)
 
 
 def recent_events(client: redis.Redis, count: int = 100) -> list[dict[str, Any]]:
@@ -191,7 +189,7 @@ def recent_events(client: redis.Redis, count: int = 100) -> list[dict[str, Any]]
     out = []
     for entry_id, fields in entries:
         event = json.loads(fields[b"event"] if b"event" in fields else fields["event"])
-        event["id"] = _text(entry_id)
+        event["id"] = as_text(entry_id)
         out.append(event)
     return out
 
@@ -209,7 +207,7 @@ def ensure_outbox_group(client: redis.Redis) -> None:
 def enqueue(client: redis.Redis, delivery: dict[str, Any]) -> str:
     """Add a notification to send (never trimmed: each is removed once handled)."""
     entry = client.xadd(_key("outbox"), {"d": json.dumps(delivery, sort_keys=True)})
-    return _text(entry)
+    return as_text(entry)
 
 
 def read_outbox(
@@ -231,7 +229,7 @@ def read_outbox(
                 client.xack(_key("outbox"), OUTBOX_GROUP, entry_id)
                 continue
             raw = fields[b"d"] if b"d" in fields else fields["d"]
-            out.append((_text(entry_id), cast(dict[str, Any], json.loads(raw))))
+            out.append((as_text(entry_id), cast(dict[str, Any], json.loads(raw))))
     return out
 
 

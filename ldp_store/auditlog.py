@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ldp_store import keys
+from ldp_store.connection import as_text
 
 if TYPE_CHECKING:
     import redis
@@ -70,10 +71,6 @@ class AuditRecord:
         return asdict(self)
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 _MAX_PART = 2**64 - 1
 
 
@@ -115,11 +112,11 @@ class AuditLog:
         """Append ``entry``; entries past the retention or the cap go. Returns its id."""
         fields = {name: str(getattr(entry, name)) for name in FIELDS}
         cap = self.max_entries
-        added = _text(self.redis.xadd(AUDIT_STREAM, fields, maxlen=cap, approximate=False))  # type: ignore[arg-type]
+        added = as_text(self.redis.xadd(AUDIT_STREAM, fields, maxlen=cap, approximate=False))  # type: ignore[arg-type]
         # The ids are Redis's clock: the retention is counted from the new entry's.
         oldest_ms = int(added.split("-", 1)[0]) - self.retention_days * 86_400_000
         self.redis.xtrim(AUDIT_STREAM, minid=f"{oldest_ms}-0", approximate=False)
-        return _text(added)
+        return as_text(added)
 
     def read(self, limit: int, before: str | None = None) -> list[AuditRecord]:
         """The newest ``limit`` entries (older than the id ``before``), newest first.
@@ -133,8 +130,8 @@ class AuditLog:
         rows = self.redis.xrevrange(AUDIT_STREAM, max=top, min="-", count=limit)
         out = []
         for raw_id, raw in rows or []:
-            fields = {_text(k): _text(v) for k, v in (raw or {}).items()}
-            entry_id = _text(raw_id)
+            fields = {as_text(k): as_text(v) for k, v in (raw or {}).items()}
+            entry_id = as_text(raw_id)
             ms = int(entry_id.split("-", 1)[0])
             stamp = datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
             out.append(

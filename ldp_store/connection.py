@@ -210,6 +210,12 @@ def node_infos(info: Any) -> list[Any]:
     )
 
 
+def as_text(reply: Any) -> str:
+    """A reply's bytes as text (a client made with ``decode_responses`` gives str already;
+    any other value, as ``str`` writes it)."""
+    return reply.decode() if isinstance(reply, bytes) else str(reply)
+
+
 def redacted(url: str) -> str:
     """``url`` with its password (if any) replaced by ``***``: for messages and logs."""
     parts = urlsplit(url)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 import redis
 
 from ldp_store import keys
+from ldp_store.connection import as_text
 
 __all__ = ["MARK_SECONDS", "SWEPT", "Marks", "marked", "member", "record_sweep"]
 
@@ -67,7 +68,7 @@ class Marks:
 def marked(client: redis.Redis) -> set[str] | None:
     """The members of the set, or None when no full pass filled it yet (:data:`SWEPT`)."""
     raw = client.smembers(keys.IN_USE)
-    found = {m.decode() if isinstance(m, bytes) else str(m) for m in raw}
+    found = {as_text(m) for m in raw}
     return found if SWEPT in found else None
 
 

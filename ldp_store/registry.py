@@ -45,7 +45,7 @@ from redis.exceptions import RedisClusterException
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, parse_spec
 from ldp_store import keys, projects
-from ldp_store.connection import unavailable
+from ldp_store.connection import as_text, unavailable
 from ldp_store.scripts.many import guard_units, read_many
 
 __all__ = [
@@ -137,7 +137,7 @@ def _parse(name: str, raw: bytes | str) -> MetricDefinition:
 
 def version_numbers(fields: Iterable[bytes | str]) -> list[int]:
     """The versions a metric's hash defines, from its field names (``v<n>``)."""
-    texts = (f.decode() if isinstance(f, bytes) else str(f) for f in fields)
+    texts = (as_text(f) for f in fields)
     return [int(f[1:]) for f in texts if f.startswith("v") and f[1:].isdigit()]
 
 

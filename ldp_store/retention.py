@@ -39,6 +39,7 @@ import redis
 
 from client_sdk.wire import MetricDefinition, Retention
 from ldp_store import keys, schema
+from ldp_store.connection import as_text
 
 __all__ = [
     "DEFAULT_DAY_SECONDS",
@@ -179,7 +180,7 @@ def expire_untimed(
     """
     name, version = definition.name, definition.version
     members = cast(list[bytes | str], client.zrange(keys.windows_key(name, version, shard), 0, -1))
-    windows = [m.decode() if isinstance(m, bytes) else m for m in members]
+    windows = [as_text(m) for m in members]
     windows = [w for w in windows if w != schema.ALL and schema.WINDOW_PATTERN.fullmatch(w)]
     if not windows:
         return 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ldp_store.connection import as_text
+
 __all__ = [
     "ALL",
     "SEGMENT_KEY",
@@ -137,7 +139,7 @@ def parse_field(name: bytes | str) -> Field:
     Raises:
         ValueError: a name that no counts hash holds (corrupt counts).
     """
-    text = name.decode() if isinstance(name, bytes) else name
+    text = as_text(name)
     if text == N:
         return "n", 0
     prefix, _, index = text.partition(":")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ldp_store import keys
+from ldp_store.connection import as_text
 
 if TYPE_CHECKING:
     import redis
@@ -32,10 +33,6 @@ password and a second factor; an attempt not finished by then starts over."""
 
 def _hashed(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ class SessionStore:
         raw: dict[Any, Any] = self.client.hgetall(key)
         if not raw:
             return None
-        record = {_text(k): _text(v) for k, v in raw.items()}
+        record = {as_text(k): as_text(v) for k, v in raw.items()}
         try:
             session = Session(
                 record["actor"],
@@ -141,5 +138,5 @@ class SessionStore:
         raw, _ = pipe.execute()
         if raw is None:
             return None
-        found = json.loads(_text(raw))
+        found = json.loads(as_text(raw))
         return Attempt(found["verifier"], found["nonce"], found["next"])

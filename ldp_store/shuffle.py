@@ -25,6 +25,7 @@ from typing import cast
 import redis
 
 from ldp_store import keys
+from ldp_store.connection import as_text
 from ldp_store.scripts import shuffle_call
 
 __all__ = [
@@ -126,7 +127,7 @@ def pool_states(
         oldest = None
         if first:
             entry_id = first[0][0]
-            text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            text = as_text(entry_id)
             oldest = int(text.split("-")[0]) / 1000
         delay = default_delay if bound is None else int(bound) / 1000
         states.append(PoolState(int(length), oldest, delay))

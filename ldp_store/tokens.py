@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ldp_store import keys
+from ldp_store.connection import as_text
 
 if TYPE_CHECKING:  # the command line reads SCOPES without loading redis
     import redis
@@ -76,10 +77,6 @@ flood of made-up ids costs memory no more than time."""
 
 _TEXT = re.compile(r"ldp_([0-9a-f]{12})_[A-Za-z0-9_-]{43}")
 _ID = re.compile(r"[0-9a-f]{12}")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 class UnknownToken(LookupError):
@@ -155,7 +152,7 @@ class Token:
     @classmethod
     def of(cls, token_id: str, fields: Mapping[Any, Any]) -> Token:
         """A record read back from Redis."""
-        f = {_text(k): _text(v) for k, v in fields.items()}
+        f = {as_text(k): as_text(v) for k, v in fields.items()}
 
         def stamp(name: str) -> float | None:
             return float(f[name]) if f.get(name) else None
@@ -287,7 +284,7 @@ class TokenStore:
 
     def list(self, project: str | None = None) -> list[Token]:
         """Every token (of ``project``), oldest first, revoked and expired ones too."""
-        ids = sorted(_text(m) for m in self.redis.smembers(keys.TOKENS_SET))
+        ids = sorted(as_text(m) for m in self.redis.smembers(keys.TOKENS_SET))
         pipe = self.redis.pipeline(transaction=False)
         for found in ids:
             pipe.hgetall(keys.token_key(found))

@@ -22,7 +22,7 @@ from aggregator.stats.detect import SEED_BINS
 from aggregator.stats.numeric import NumericStats
 from client_sdk.wire import MetricDefinition
 from ldp_store import keys, schema, scripts
-from ldp_store.connection import stream_gone
+from ldp_store.connection import as_text, stream_gone
 
 __all__ = [
     "Counters",
@@ -49,10 +49,6 @@ __all__ = [
     "reports_counted_many",
     "segment_hashes",
 ]
-
-
-def _text(x: bytes | str) -> str:
-    return x.decode() if isinstance(x, bytes) else x
 
 
 def per_shard(
@@ -438,9 +434,9 @@ def _live_windows(replies: list[Any]) -> list[str]:
     starts: dict[str, float] = {}
     expired: set[str] = set()
     for members, gone in zip(replies[::2], replies[1::2], strict=True):
-        expired.update(_text(m) for m in cast(list[bytes | str], gone))
+        expired.update(as_text(m) for m in cast(list[bytes | str], gone))
         for member, score in cast(list[tuple[bytes | str, float]], members):
-            name = _text(member)
+            name = as_text(member)
             starts[name] = max(score, starts.get(name, score))
     live = [name for name in starts if name not in expired]
     return sorted(live, key=lambda name: (-starts[name], name))

@@ -21,6 +21,7 @@ import redis
 from aggregator.stats.batch import Batch, Codec
 from client_sdk.mechanisms import PayloadError
 from client_sdk.wire import MetricDefinition
+from ldp_store.connection import as_text
 from ldp_store.schema import SEGMENT_KEY
 
 __all__ = [
@@ -191,7 +192,7 @@ def stream_entries(reply: Any, key: str) -> list[Sequence[Any]]:
     """
     pairs = reply.items() if isinstance(reply, dict) else (reply or [])
     for name, entries in pairs:
-        if (name.decode() if isinstance(name, bytes) else name) == key:
+        if as_text(name) == key:
             return list(entries)
     return []
 

@@ -12,7 +12,7 @@ import msgspec.msgpack as msgpack
 import redis
 
 from ldp_store import guard, keys
-from ldp_store.connection import is_cluster
+from ldp_store.connection import as_text, is_cluster
 from ldp_store.scripts.call import ID_CHUNK, Call, script
 
 __all__ = ["APPEND", "FORGET", "AppendReply", "append_call", "forget_epochs"]
@@ -395,7 +395,7 @@ class AppendReply:
                 (today, yesterday),
                 (current, previous),
                 ended=ended,
-                dropped=_text(reply[4]),
+                dropped=as_text(reply[4]),
             )
         appended, duplicates, backlog, refused, count, before, dropped = reply
         return cls(
@@ -404,12 +404,8 @@ class AppendReply:
             bool(int(backlog)),
             refused=int(refused),
             held=(int(count), int(before)),
-            dropped=_text(dropped),
+            dropped=as_text(dropped),
         )
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def append_call(
