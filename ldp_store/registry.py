@@ -135,6 +135,37 @@ def _parse(name: str, raw: bytes | str) -> MetricDefinition:
     return definition if definition.name == name else replace(definition, name=name)
 
 
+def _proposed_version(
+    proposed: MetricDefinition,
+    current: MetricDefinition | None,
+    raw_retired: bytes | str | None,
+    raw_deleted: bytes | str | None,
+) -> tuple[MetricDefinition, bool, bool]:
+    """What a put of ``proposed`` writes over ``current`` (of a metric retired at
+    ``raw_retired``, whose versions ``raw_deleted`` lists as deleted), whether it changes
+    anything, and whether it is a new version.
+
+    The same decoding parameters keep the version (description, budget and retention
+    are not decoding parameters); others make the version after every one used so far.
+
+    Raises:
+        MetricRetired: a new version of a retired metric.
+    """
+    if current is not None and current.same_parameters(proposed):
+        definition = replace(
+            current,
+            description=proposed.description,
+            budget=proposed.budget,
+            retention=proposed.retention,
+        )
+        return definition, definition != current, False
+    if raw_retired is not None:
+        raise MetricRetired(proposed.name, float(raw_retired))
+    deleted = json.loads(raw_deleted) if raw_deleted is not None else []
+    last = max([current.version if current else 0, *deleted])
+    return replace(proposed, version=last + 1), True, True
+
+
 def version_numbers(fields: Iterable[bytes | str]) -> list[int]:
     """The versions a metric's hash defines, from its field names (``v<n>``)."""
     texts = (as_text(f) for f in fields)
@@ -506,23 +537,9 @@ class Registry:
                     if raw_current is not None and pipe.hexists(key, f"v{int(raw_current)}"):
                         version = int(raw_current)
                         current = _parse(name, pipe.hget(key, f"v{version}"))  # type: ignore[arg-type]
-                    if current is not None and current.same_parameters(proposed):
-                        # description, budget and retention are not decoding parameters:
-                        # same version
-                        definition = replace(
-                            current,
-                            description=proposed.description,
-                            budget=proposed.budget,
-                            retention=proposed.retention,
-                        )
-                        changed, created = definition != current, False
-                    else:
-                        if raw_retired is not None:
-                            raise MetricRetired(name, float(raw_retired))
-                        deleted = json.loads(raw_deleted) if raw_deleted is not None else []
-                        last = max([current.version if current else 0, *deleted])
-                        definition = replace(proposed, version=last + 1)
-                        changed = created = True
+                    definition, changed, created = _proposed_version(
+                        proposed, current, raw_retired, raw_deleted
+                    )
                     pipe.multi()
                     pipe.hset(key, f"v{definition.version}", _dump(definition))
                     if created:
