@@ -266,8 +266,8 @@ SPEC_FLAGS: tuple[SpecFlag, ...] = (
 def flags_of(problem: str) -> list[str]:
     """The flags a parse_spec problem is about: ``"budget.period must..."`` → --budget-period,
     ``"budget must be..."`` → both budget flags; [] when it names no key."""
-    head = re.match(r"[a-z_.]*", problem)
-    key = head.group() if head else ""
+    key = re.split(r"[^a-z_.]", problem, maxsplit=1)[0]  # the key the problem starts with
+    top = key.split(".")[0]
     if re.search(r"\bmatrix\b", problem):  # pram's matrix comes in an option
         return ["--option matrix=…"]
     named = [  # a deeper key the problem names (longitudinal.permanent_epsilon, …)
@@ -275,10 +275,10 @@ def flags_of(problem: str) -> list[str]:
         for row in SPEC_FLAGS
         if len(row.path) > 1 and re.search(rf"\b{re.escape(row.path[-1])}\b", problem)
     ]
-    if named and key.split(".")[0] in ("", "mechanism"):
+    if named and top in ("", "mechanism"):
         return named
     exact = [row.flag for row in SPEC_FLAGS if ".".join(row.path) == key]
-    return exact or [row.flag for row in SPEC_FLAGS if row.path[0] == key.split(".")[0]]
+    return exact or [row.flag for row in SPEC_FLAGS if row.path[0] == top]
 
 
 def spec_options(command: Callable[..., Any]) -> Callable[..., Any]:
