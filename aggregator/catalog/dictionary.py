@@ -121,7 +121,7 @@ def _summary(result: LintResult, head: str) -> list[str]:
         parts += [f"<li><code>{escape(str(f))}</code></li>" for f in result.findings]
         parts.append("</ul>")
     worst = "".join(f"<td>{_eps(result.account.windows[w].total)}</td>" for w in windows)
-    limits = [reg.budget.limit(w) if reg.budget else None for w in windows]
+    limits = [result.limit(w) for w in windows]
     budget = "".join(f"<td>{'—' if x is None else f'{x:g}'}</td>" for x in limits)
     return parts + [
         f'<div class="table-wrap"><table class="totals"><thead><tr><th></th>{head}</tr>'

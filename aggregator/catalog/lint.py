@@ -95,9 +95,13 @@ class LintResult:
         period = self.registry.budget.period if self.registry.budget else "week"
         return list(dict.fromkeys(["day", period, "year", "lifetime"]))
 
+    def limit(self, window: str) -> float | None:
+        """The app's budget in ``window`` (None: no budget there)."""
+        return self.registry.budget.limit(window) if self.registry.budget else None
+
     def share(self, metric: str, window: str) -> float | None:
         """A metric's share of the app's budget in ``window`` (None: no budget there)."""
-        budget = self.registry.budget.limit(window) if self.registry.budget else None
+        budget = self.limit(window)
         if budget is None:
             return None
         return self.account.windows[window].per_metric.get(metric, 0.0) / budget
@@ -113,7 +117,7 @@ class LintResult:
                 "uncapped_epsilon": _json_number(loss.uncapped),
                 "device_cap": _json_number(loss.cap),
                 "advanced_epsilon": None if loss.advanced is None else _json_number(loss.advanced),
-                "budget": budget.limit(window) if budget else None,
+                "budget": self.limit(window),
                 "metrics": {
                     name: {
                         "epsilon": _json_number(value),

@@ -72,7 +72,7 @@ def report_lines(result: Any) -> list[str]:
     for w in windows:
         loss = result.account.windows[w]
         total.append(_eps(loss.total))
-        limit = result.registry.budget.limit(w) if result.registry.budget else None
+        limit = result.limit(w)
         limits.append("—" if limit is None else f"{limit:g}")
     rows += [total, limits]
     notes = []
