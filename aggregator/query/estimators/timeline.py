@@ -62,11 +62,7 @@ def categorical_trend(
     k = definition.k
     counts = read_counts_many(reader.client, definition, windows)
     n = np.array([c.n for c in counts], dtype=np.int64)
-    support = (
-        np.stack([np.asarray(c.support, dtype=np.int64) for c in counts])
-        if counts
-        else np.zeros((0, k), dtype=np.int64)
-    )
+    support = np.array([c.support for c in counts], dtype=np.int64).reshape(len(counts), k)
     now = time.time()
     if definition.budget is not None:  # as a window's answer: never before reports arrived
         now = max(now, newest_arrival(reader.client, definition) or now)
