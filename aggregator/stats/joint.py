@@ -423,19 +423,27 @@ def consistent_tables(m: JointMechanism, counts: npt.ArrayLike) -> list[FloatArr
     if len(live) <= 1:
         return [norm_sub(t) if g in live else t for g, t in enumerate(tables)]
     shared = [a for a in range(len(m.sizes)) if sum(a in m.groups[g] for g in live) > 1]
-    weights = {
-        (g, a): 1.0 / float(m.set_oracle(g, (a,)).variance(int(sizes[g])))
-        for g in live
-        for a in shared
-        if a in m.groups[g]
-    }
-
+    weights = _margin_weights(m, sizes, live, shared)
     for _ in range(CONSISTENCY_ROUNDS):
         _agree(m, tables, live, shared, weights)
         for g in live:
             tables[g] = norm_sub(tables[g])
     _agree(m, tables, live, shared, weights)
     return tables
+
+
+def _margin_weights(
+    m: JointMechanism, sizes: IntArray, live: list[int], shared: list[int]
+) -> dict[tuple[int, int], float]:
+    """Each live group's weight in the agreed value of each ``shared`` 1-way margin it
+    holds, by (group, attribute): the inverse of that margin's variance at the group's
+    reports (CALM's inverse-variance weighted mean)."""
+    return {
+        (g, a): 1.0 / float(m.set_oracle(g, (a,)).variance(int(sizes[g])))
+        for g in live
+        for a in shared
+        if a in m.groups[g]
+    }
 
 
 def consistent_marginal(
