@@ -459,16 +459,8 @@ def _audit_targets(
 ) -> tuple[Any, tuple[str, ...]]:
     """The mechanism to audit and the bounds to check, or a clear usage error."""
     if name in mechanisms.NUMERIC_MECHANISMS:
-        for given, option in (
-            (domain_size, "--domain-size"),
-            (permanent_epsilon, "--permanent-epsilon"),
-        ):
-            if given is not None:
-                raise click.UsageError(f"{option} is not for numeric mechanisms ({name})")
-        if bound not in (None, "report"):
-            raise click.UsageError(f"--bound {bound}: {name} is not memoized; only 'report'")
-        with usage_errors():
-            return mechanisms.create_numeric(name, epsilon), ("report",)
+        given = {"--domain-size": domain_size, "--permanent-epsilon": permanent_epsilon}
+        return _numeric_audit_target(name, epsilon, bound, given)
     if domain_size is None:
         raise click.UsageError(f"{name} needs --domain-size (-k)")
     m = build_mechanism(name, epsilon, domain_size, permanent_epsilon)
@@ -481,6 +473,20 @@ def _audit_targets(
     if bound == "both" or (bound is None and memoized):
         return m, ("report", "permanent")
     return m, (bound or "report",)
+
+
+def _numeric_audit_target(
+    name: str, epsilon: float, bound: str | None, given: dict[str, Any]
+) -> tuple[Any, tuple[str, ...]]:
+    """A numeric mechanism to audit (one report's bound only: none is memoized), or a
+    usage error for an option of ``given`` (by flag) that is not for it."""
+    for option, value in given.items():
+        if value is not None:
+            raise click.UsageError(f"{option} is not for numeric mechanisms ({name})")
+    if bound not in (None, "report"):
+        raise click.UsageError(f"--bound {bound}: {name} is not memoized; only 'report'")
+    with usage_errors():
+        return mechanisms.create_numeric(name, epsilon), ("report",)
 
 
 @click.command()
