@@ -39,6 +39,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -576,20 +577,13 @@ class Server(Service):
         """Workers (finish their batch), then the web and read services, then Redis."""
         with self._restarting:  # waits for a restart under way; no more after it
             self._stopping = True
-        for w in self.workers:
-            if w.poll() is None:
-                w.send_signal(signal.SIGTERM)
-        for w in self.workers:
-            _wait_or_kill(w)
+        _stop_together(self.workers)
         # Both gunicorns at once: each takes seconds to drain (its gevent workers look once
         # a second whether kept-alive connections are still open), and neither needs the
         # other gone first.
         webs = [web for web in (self.web, self.read) if web is not None]
+        _stop_together(webs)
         for web in webs:
-            if web.poll() is None:
-                web.send_signal(signal.SIGTERM)
-        for web in webs:
-            _wait_or_kill(web)
             self._stop_orphans(web)  # workers of a master that died at the wrong moment
         if self.redis is not None:
             self.redis.stop()
@@ -609,6 +603,16 @@ class Server(Service):
         if self._lock is not None:
             self._lock.close()  # closing the file releases the flock
             self._lock = None
+
+
+def _stop_together(children: Sequence[subprocess.Popen[Any]]) -> None:
+    """Tell every child still running to stop (SIGTERM), then wait for each in turn (see
+    :func:`_wait_or_kill`): their shutdowns overlap."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        _wait_or_kill(child)
 
 
 def _wait_or_kill(child: subprocess.Popen[Any]) -> None:
