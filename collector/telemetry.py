@@ -190,6 +190,11 @@ class _MemoryGauges(Collector):
         self.memory = memory
         self.guard = guard
 
+    def describe(self) -> Iterable[Metric]:
+        """Nothing: registering the collector reads no Redis (without ``describe``,
+        prometheus_client calls :meth:`collect` at registration, at app creation)."""
+        return iter(())
+
     def collect(self) -> Iterable[Metric]:
         if self.guard is not None:
             yield from _guard_gauges(self.guard)

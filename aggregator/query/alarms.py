@@ -263,6 +263,11 @@ class AlarmGauges(Collector):
             if (kind, granularity) in raised
         ]
 
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """Nothing: registering the collector reads no Redis (without ``describe``,
+        prometheus_client calls :meth:`collect` at registration, at app creation)."""
+        return iter(())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """A series per alarm raised, of the current versions with reports."""
         gauge = GaugeMetricFamily(

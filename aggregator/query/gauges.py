@@ -112,6 +112,11 @@ class PipelineGauges(Collector):
         self.registry = registry
         self.in_use = in_use or InUse(client, registry)
 
+    def describe(self) -> Iterator[GaugeMetricFamily]:
+        """Nothing: registering the collector reads no Redis (without ``describe``,
+        prometheus_client calls :meth:`collect` at registration, at app creation)."""
+        return iter(())
+
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The gauges; none but ``ldp_pipeline_gauges_up`` 0 when Redis cannot be read."""
         counted = GaugeMetricFamily(

@@ -259,10 +259,14 @@ def test_reports_rung_by_the_collector_and_a_pool_release_are_counted(any_redis:
         pool = keys.pool_key(relayed.name, relayed.version, 0)
         for payload in perturbed(relayed, [0, 3, 3], seed=4):
             client.xadd(pool, {"p": payload})  # as the append script pools relayed reports
-        time.sleep(0.3)  # idle rounds: a pool below B is not the worker's to release yet
+        # idle rounds (a pool below B is not the worker's to release yet): the release's
+        # ring must wake a worker that is blocked on the doorbell
+        rounds, deadline = worker.stats.rounds, time.monotonic() + 30
+        while worker.stats.rounds < rounds + 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert worker.stats.rounds >= rounds + 3
         assert shuffle.release(client, relayed.name, relayed.version, 0, min_batch=3) == 3
         assert counted_soon(client, relayed, 3) == 3
-        assert worker.stats.rounds > 10  # idle between
 
 
 def test_entries_without_a_ring_are_found_by_the_sweep(any_redis: Any) -> None:

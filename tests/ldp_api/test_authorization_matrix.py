@@ -22,6 +22,7 @@ from flask import Flask
 
 from ldp_api import auth
 from ldp_server.app import create_server_app
+from ldp_store import keys
 from ldp_store.auditlog import AUDIT_STREAM, AuditLog
 from ldp_store.tokens import KINDS, SCOPES, TokenStore
 
@@ -121,9 +122,20 @@ def credentials(store: TokenStore) -> list[Credential]:
     return made
 
 
+DERIVED = {
+    AUDIT_STREAM.encode(),
+    keys.IN_USE.encode(),
+    keys.GUARD_UNITS_KEY.encode(),
+    *(keys.warm_reads_key(lane).encode() for lane in ("", "light", "heavy")),
+}
+"""Keys a read may write that hold nothing a request stored: the audit log (it records
+the refusals), the versions in use (a scrape's sweep fills it from the counters), the
+guard's unit count (a cache of the registry's), the reads kept warm (queries)."""
+
+
 def snapshot(client: Any) -> dict[bytes, bytes]:
-    """Every key's dump but the audit log's (which records the refusals)."""
-    return {k: client.dump(k) for k in client.keys("*") if k != AUDIT_STREAM.encode()}
+    """Every key's dump but the :data:`DERIVED` ones."""
+    return {k: client.dump(k) for k in client.keys("*") if k not in DERIVED}
 
 
 def operations(app: Flask) -> Iterator[tuple[str, str, dict[str, Any]]]:
