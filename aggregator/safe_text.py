@@ -8,13 +8,22 @@ spreadsheet. :func:`visible` writes every character that does not print as an es
 CLI's tables); :func:`csv_text` adds OWASP's rule for CSV injection. JSON and Parquet
 keep the raw text. The dashboard's twin is ``LDP.visible`` in ``web/static/ldp.js``
 (the same characters, the same escapes; a browser test holds the two together).
+:func:`comma_list` reads a list that people typed (``?fields=``, an environment variable).
 """
 
 from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["FORMULA_STARTS", "csv_text", "escape", "is_hidden", "visible", "visible_parts"]
+__all__ = [
+    "FORMULA_STARTS",
+    "comma_list",
+    "csv_text",
+    "escape",
+    "is_hidden",
+    "visible",
+    "visible_parts",
+]
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cn", "Cs", "Zl", "Zp"})
 """Controls, format characters (zero-width, bidi embeddings, overrides and isolates, tag
@@ -72,3 +81,9 @@ def csv_text(text: str) -> str:
     """
     shown = visible(text)
     return "'" + shown if shown.startswith(FORMULA_STARTS) else shown
+
+
+def comma_list(raw: str) -> tuple[str, ...]:
+    """The items of a comma-separated list, each stripped, the empty ones left out:
+    ``" a, ,b,"`` is ``("a", "b")``."""
+    return tuple(filter(None, (part.strip() for part in raw.split(","))))

@@ -30,6 +30,7 @@ from aggregator.alerts.rules import AlertSpec, check_spec, describe, observable_
 from aggregator.query.alarms import checked_alarm_rate, current_alarms, tested
 from aggregator.query.suppression import hidden_groups
 from aggregator.query.window import read_counts, read_numeric, read_segments
+from aggregator.safe_text import comma_list
 from aggregator.stats.alerting import (
     Observable,
     change_fires,
@@ -79,7 +80,7 @@ class AlarmChannels:
         email = os.environ.get("LDP_ALARM_EMAIL", "")
         return cls(
             webhook=os.environ.get("LDP_ALARM_WEBHOOK") or None,
-            email=tuple(a.strip() for a in email.split(",") if a.strip()),
+            email=comma_list(email),
             rate=checked_alarm_rate(os.environ.get("LDP_ALARM_RATE", DEFAULT_ALARM_RATE)),
         )
 

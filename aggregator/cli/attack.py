@@ -31,6 +31,7 @@ from aggregator.cli.options import (
     usage_errors,
     users_option,
 )
+from aggregator.safe_text import comma_list
 
 __all__ = ["attack", "parse_targets"]
 
@@ -64,7 +65,7 @@ def parse_targets(text: str, k: int) -> tuple[int | None, list[int] | None]:
             if count < 1:
                 raise click.BadParameter(f"a count of targets must be at least 1, got {count}")
             return count, None
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in comma_list(text)]
     except ValueError:
         raise click.BadParameter(
             f"{text[:40]!r} is neither a count (8) nor a list of values (3,17 or 3,)"

@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, TypeAdapter
 
 from aggregator.query.answers import Rest
+from aggregator.safe_text import comma_list
 from aggregator.stats.intervals import json_float
 
 __all__ = [
@@ -88,7 +89,7 @@ class Rows:
         values = None
         every = raw == ALL
         if raw is not None and not every:
-            values = tuple(v.strip() for v in raw.split(",") if v.strip())
+            values = comma_list(raw)
             if not values:
                 raise ValueError("values must be all or comma-separated values of the metric")
         if offset is not None and limit is None:

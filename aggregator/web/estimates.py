@@ -42,7 +42,7 @@ from aggregator.query.export import DISTRIBUTION_COLUMNS, distribution_rows
 from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.query.warm import Replay, Warmer
-from aggregator.safe_text import csv_text
+from aggregator.safe_text import comma_list, csv_text
 from aggregator.stats.intervals import ESTIMANDS, REPORTERS, population_refused
 from aggregator.stats.lazy import scipy_special, scipy_stats
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
@@ -727,7 +727,7 @@ def _trend_fields() -> tuple[str, ...]:
     raw = request.args.get("fields")
     if raw is None:
         return TREND_DEFAULT_FIELDS
-    asked = tuple(dict.fromkeys(f.strip() for f in raw.split(",") if f.strip()))
+    asked = tuple(dict.fromkeys(comma_list(raw)))
     unknown = [f[:40] for f in asked if f not in TREND_FIELDS]
     if unknown or not asked:
         raise BadRequest(f"fields must be some of {', '.join(TREND_FIELDS)}, got {unknown[:5]}")

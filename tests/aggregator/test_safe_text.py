@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.cli import console
-from aggregator.safe_text import csv_text, visible, visible_parts
+from aggregator.safe_text import comma_list, csv_text, visible, visible_parts
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
@@ -224,3 +224,13 @@ def test_ldp_estimates_refuses_bad_input_with_a_message(
     assert result.exit_code != 0
     assert says in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("raw", "items"),
+    [("a", ("a",)), (" a, ,b,", ("a", "b")), ("", ()), (" , ", ()), ("x y ,z", ("x y", "z"))],
+)
+def test_comma_list_strips_each_item_and_leaves_out_the_empty_ones(
+    raw: str, items: tuple[str, ...]
+) -> None:
+    assert comma_list(raw) == items
