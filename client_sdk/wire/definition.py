@@ -364,16 +364,13 @@ class MetricDefinition:
         problems: list[str] = []
         name, version = _identity(data, problems)
         kind = data.get("kind", "categorical")
+        other = _OTHER_KINDS.get(str(kind))  # str: a kind as stored may be any JSON value
+        if other is not None:
+            return other(data, problems)
         numeric = kind == "numeric"
         value_range = _check_range(data.get("range"), problems) if numeric else None
         if numeric and "domain" in data:
             problems.append("a numeric metric has a range, not a domain")
-        if kind == "string":
-            return _string_from_dict(data, problems)
-        if kind == "joint":
-            return _joint_from_dict(data, problems)
-        if kind == "distribution":
-            return _distribution_from_dict(data, problems)
         domain = () if numeric else _check_domain(data.get("domain"), problems)
         common = _check_common(data, problems)  # shards absent (older versions): 1
         if kind not in KINDS:
@@ -619,6 +616,15 @@ def _distribution_from_dict(data: Mapping[str, Any], problems: list[str]) -> Met
     if mech is not None and mech.scale == "log":
         check_log_range(value_range, problems)
     return _definition(data, problems, common, mech, "distribution", value_range=value_range)
+
+
+_OTHER_KINDS: dict[str, Callable[[Mapping[str, Any], list[str]], MetricDefinition]] = {
+    "string": _string_from_dict,
+    "joint": _joint_from_dict,
+    "distribution": _distribution_from_dict,
+}
+"""The kinds whose definition :meth:`MetricDefinition.from_dict` hands to a function of
+their own (categorical and numeric are read in the method itself)."""
 
 
 def with_dimensions(definition: MetricDefinition, dimensions: Dimensions) -> MetricDefinition:
