@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import redis
@@ -120,8 +120,7 @@ class GatewayKeys:
         key past its lifetime is replaced, expired keys are dropped."""
         stored = self._stored()
         now = self._time()
-        current = [k for k in stored if k.expires is None]
-        if not self._due(current, now) and all(k.accepted_at(now) for k in stored):
+        if not self._due(_current(stored), now) and all(k.accepted_at(now) for k in stored):
             return _ordered(stored)
         return self._rotate(force=False)
 
@@ -142,12 +141,11 @@ class GatewayKeys:
                     stored = {
                         int(f): LiveKey.from_json(v) for f, v in pipe.hgetall(KEYS_KEY).items()
                     }
-                    expired = [i for i, k in stored.items() if not k.accepted_at(now)]
-                    live = {i: k for i, k in stored.items() if i not in expired}
-                    current = [k for k in live.values() if k.expires is None]
+                    live = {i: k for i, k in stored.items() if k.accepted_at(now)}
+                    current = _current(live.values())
                     pipe.multi()
-                    if expired:
-                        pipe.hdel(KEYS_KEY, *map(str, expired))
+                    if expired := stored.keys() - live.keys():
+                        pipe.hdel(KEYS_KEY, *map(str, sorted(expired)))
                     if force or self._due(current, now):
                         self._replace_current(pipe, live, current, now)
                     pipe.execute()
@@ -174,6 +172,11 @@ class GatewayKeys:
         private = generate_private_key()
         config = KeyConfig(new_id, KEM_X25519_HKDF_SHA256, public_key_of(private), SUPPORTED)
         pipe.hset(KEYS_KEY, str(new_id), LiveKey(config, private, now, None).to_json())
+
+
+def _current(keys: Iterable[LiveKey]) -> list[LiveKey]:
+    """The current keys among ``keys``: those not retiring (no expiry set)."""
+    return [k for k in keys if k.expires is None]
 
 
 def _ordered(keys: list[LiveKey]) -> list[LiveKey]:
