@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from aggregator.query.answers import (
+    TREND_FIELDS,
     TREND_VALUES,
     EstimateRow,
     Rest,
@@ -70,6 +71,7 @@ def categorical_trend(
     bounds = [reports_per_device(definition, created, w, now).bound for w in windows]
     rows = trend_rows(ask.rows, k)
     shown = rows.pick(_pooled(definition, n, support), definition.domain)
+    computed = TREND_FIELDS if fields is None else fields  # the full answer has them all
     series = estimate_series(
         definition.oracle,
         n,
@@ -79,8 +81,8 @@ def categorical_trend(
         reports_per_device=np.array(bounds, dtype=float),
         estimand=ask.estimand,
         multiplicity=ask.mode,
-        sequence=sequence and (fields is None or bool({"cs_low", "cs_high"} & set(fields))),
-        norm_sub=fields is None or "norm_sub" in fields,
+        sequence=sequence and not {"cs_low", "cs_high"}.isdisjoint(computed),
+        norm_sub="norm_sub" in computed,
     )
     labels = [definition.domain[i] for i in shown]
     hidden = k - len(set(shown.tolist()))
