@@ -180,8 +180,8 @@ def expire_untimed(
     """
     name, version = definition.name, definition.version
     members = cast(list[bytes | str], client.zrange(keys.windows_key(name, version, shard), 0, -1))
-    windows = [as_text(m) for m in members]
-    windows = [w for w in windows if w != schema.ALL and schema.WINDOW_PATTERN.fullmatch(w)]
+    listed = map(as_text, members)
+    windows = [w for w in listed if w != schema.ALL and schema.WINDOW_PATTERN.fullmatch(w)]
     if not windows:
         return 0
     window_keys = [keys.window_keys(name, version, w, shard) for w in windows]
