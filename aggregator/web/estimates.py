@@ -43,7 +43,13 @@ from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.query.warm import Replay, Warmer
 from aggregator.safe_text import comma_list, csv_text
-from aggregator.stats.intervals import ESTIMANDS, REPORTERS, population_refused
+from aggregator.stats.intervals import (
+    ESTIMANDS,
+    REPORTERS,
+    check_confidence,
+    check_estimand,
+    population_refused,
+)
 from aggregator.stats.lazy import scipy_special, scipy_stats
 from aggregator.stats.multiplicity import MULTIPLICITIES, multiplicity_of
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
@@ -576,22 +582,18 @@ def _warm_replay(guard: ReadGuard, definition: MetricDefinition, spec: Mapping[s
     """
     window = str(spec["window"])
     schema.window_span(window)
-    confidence = float(spec["confidence"])
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence {confidence}")
+    confidence = check_confidence(float(spec["confidence"]))
     if spec["read"] == "discovery" and definition.kind == "string":
         return discovery_replay(guard, definition, window, confidence)
     multiplicity = spec["multiplicity"]
     ask = Ask(
         confidence,
         bool(spec["simultaneous"]),
-        str(spec["estimand"]),
+        check_estimand(str(spec["estimand"])),
         None if multiplicity is None else str(multiplicity),
         rows=WARM_ROWS,
     )
     ask.mode  # noqa: B018  # raises ValueError on an unknown mode
-    if ask.estimand not in ESTIMANDS:
-        raise ValueError(f"estimand {ask.estimand!r}")
     if spec["read"] == "segments":
         by, minimum = str(spec["by"]), int(spec["minimum"])
         if by not in dict(definition.dimensions):
