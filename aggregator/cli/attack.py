@@ -16,7 +16,7 @@ import click
 from rich import box
 from rich.table import Table
 
-from aggregator.cli.console import echo_json, out, progress_bar
+from aggregator.cli.console import echo_json, or_dash, out, progress_bar
 from aggregator.cli.options import (
     AS_JSON,
     DOMAIN,
@@ -371,7 +371,7 @@ def reconstruct(
             f"{p.noise_std:.3g}",
             f"{p.recovered:.3f}",
             f"{p.recovered_se:.3f}",
-            "—" if p.bound is None else f"{p.bound:.3f}",
+            or_dash(p.bound, ".3f"),
         )
     out.print(table)
     out.print(

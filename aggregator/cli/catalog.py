@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from aggregator.cli.console import echo_json
+from aggregator.cli.console import echo_json, or_dash
 
 __all__ = ["COMMANDS", "lint"]
 
@@ -73,7 +73,7 @@ def report_lines(result: Any) -> list[str]:
         loss = result.account.windows[w]
         total.append(_eps(loss.total))
         limit = result.limit(w)
-        limits.append("—" if limit is None else f"{limit:g}")
+        limits.append(or_dash(limit, "g"))
     rows += [total, limits]
     notes = []
     if result.account.delta is not None:

@@ -18,7 +18,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["Advance", "echo_json", "err", "out", "progress_bar"]
+__all__ = ["Advance", "echo_json", "err", "or_dash", "out", "progress_bar"]
 
 err = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)  # long URLs and messages stay on one line in logs and pipes
@@ -38,6 +38,12 @@ def echo_json(data: Any) -> None:
     except (UnicodeEncodeError, LookupError):
         text = json.dumps(data, indent=2)
     click.echo(text)
+
+
+def or_dash(value: object, spec: str = "") -> str:
+    """A table cell: ``value`` formatted by ``spec`` (``format(value, spec)``), a dash
+    when it is None (not defined, not measured)."""
+    return "—" if value is None else format(value, spec)
 
 
 class Advance(Protocol):

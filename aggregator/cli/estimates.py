@@ -19,7 +19,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from aggregator.cli.console import echo_json, err, out
+from aggregator.cli.console import echo_json, err, or_dash, out
 from aggregator.cli.export import write_csv_stdout
 from aggregator.cli.options import (
     EstimateAsks,
@@ -46,7 +46,7 @@ def _pct(x: float | None) -> str:
 
 
 def _num(x: float | None) -> str:
-    return "—" if x is None else f"{x:.4g}"
+    return or_dash(x, ".4g")
 
 
 def _flag(row: dict[str, Any]) -> str:

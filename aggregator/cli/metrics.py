@@ -8,7 +8,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from aggregator.cli.console import echo_json, out
+from aggregator.cli.console import echo_json, or_dash, out
 from aggregator.cli.remote import DEFAULT_URL, exchange, request_json
 from aggregator.cli.spec_flags import build_spec, flags_of, read_spec_file, spec_options
 from client_sdk.errors import DefinitionError
@@ -92,7 +92,7 @@ def metrics_list(url: str, as_json: bool) -> None:
             str(m["version"]),
             m["mechanism"]["mechanism"],
             f"{per_report:g}",
-            "—" if permanent is None else f"{permanent:g}",
+            or_dash(permanent, "g"),
             _budget(m.get("budget"), per_report),
             _values(m),
             (m.get("retired_at") or "no")[:10],  # the day is enough; --json has the time

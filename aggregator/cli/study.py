@@ -16,7 +16,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from aggregator.cli.console import echo_json, err, out, progress_bar
+from aggregator.cli.console import echo_json, err, or_dash, out, progress_bar
 from aggregator.cli.options import (
     AS_JSON,
     CONCENTRATION,
@@ -135,7 +135,7 @@ def simulate(
             f"{r.expected_mse:.4e}",
             f"{r.mse_ratio:.3f}",
             f"{r.covered}/{r.intervals}",
-            "—" if r.norm_sub_mse is None else f"{r.norm_sub_mse:.4e}",
+            or_dash(r.norm_sub_mse, ".4e"),
         )
     out.print(table)
     out.print(
@@ -338,8 +338,8 @@ def _show_plan(
     for r in rows:
         table.add_row(
             r.name + (" (auto)" if r.auto else ""),
-            "—" if r.variance_star is None else f"{r.variance_star:.4g}",
-            "—" if r.wire_bytes is None else str(r.wire_bytes),
+            or_dash(r.variance_star, ".4g"),
+            or_dash(r.wire_bytes),
             f"{r.half_width * 100:.4f}",
             f"{r.users:,}",
             f"+{r.max_gain * 100:.3g}",
