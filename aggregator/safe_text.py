@@ -8,16 +8,19 @@ spreadsheet. :func:`visible` writes every character that does not print as an es
 CLI's tables); :func:`csv_text` adds OWASP's rule for CSV injection. JSON and Parquet
 keep the raw text. The dashboard's twin is ``LDP.visible`` in ``web/static/ldp.js``
 (the same characters, the same escapes; a browser test holds the two together).
-:func:`comma_list` reads a list that people typed (``?fields=``, an environment variable).
+:func:`comma_list` reads a list that people typed (``?fields=``, an environment variable),
+and :func:`not_among` quotes the items of one that are not allowed, shortened.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Container, Iterable
 
 __all__ = [
     "FORMULA_STARTS",
     "comma_list",
+    "not_among",
     "csv_text",
     "escape",
     "is_hidden",
@@ -87,3 +90,9 @@ def comma_list(raw: str) -> tuple[str, ...]:
     """The items of a comma-separated list, each stripped, the empty ones left out:
     ``" a, ,b,"`` is ``("a", "b")``."""
     return tuple(filter(None, (part.strip() for part in raw.split(","))))
+
+
+def not_among(items: Iterable[str], allowed: Container[str]) -> list[str]:
+    """The ``items`` not in ``allowed``, each cut to 40 characters (to be quoted in a
+    refusal, whatever length was sent)."""
+    return [item[:40] for item in items if item not in allowed]

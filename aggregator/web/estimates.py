@@ -42,7 +42,7 @@ from aggregator.query.export import DISTRIBUTION_COLUMNS, distribution_rows
 from aggregator.query.paging import Rows
 from aggregator.query.segments import segment_estimates
 from aggregator.query.warm import Replay, Warmer
-from aggregator.safe_text import comma_list, csv_text
+from aggregator.safe_text import comma_list, csv_text, not_among
 from aggregator.stats.intervals import (
     ESTIMANDS,
     REPORTERS,
@@ -250,8 +250,7 @@ def rows_asked(definition: MetricDefinition, fmt: str) -> Rows:
                 "values: a joint metric's cells are chosen with top, offset/limit or values=all"
             )
         if definition.kind == "categorical":
-            known = set(definition.domain)
-            unknown = [v[:40] for v in rows.values if v not in known]
+            unknown = not_among(rows.values, set(definition.domain))
             if unknown:
                 raise BadRequest(f"values: not values of {definition.name!r}: {unknown[:5]}")
     if fmt == "csv" and rows == Rows():
@@ -730,7 +729,7 @@ def _trend_fields() -> tuple[str, ...]:
     if raw is None:
         return TREND_DEFAULT_FIELDS
     asked = tuple(dict.fromkeys(comma_list(raw)))
-    unknown = [f[:40] for f in asked if f not in TREND_FIELDS]
+    unknown = not_among(asked, TREND_FIELDS)
     if unknown or not asked:
         raise BadRequest(f"fields must be some of {', '.join(TREND_FIELDS)}, got {unknown[:5]}")
     return asked

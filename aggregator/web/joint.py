@@ -20,7 +20,7 @@ from flask import Response
 from werkzeug.exceptions import BadRequest
 
 from aggregator.query.answers import JointEstimates
-from aggregator.safe_text import comma_list, csv_text
+from aggregator.safe_text import comma_list, csv_text, not_among
 from aggregator.web.downloads import csv_download
 from client_sdk.wire import MetricDefinition
 
@@ -32,7 +32,7 @@ def _attributes(definition: MetricDefinition, raw: str | None, what: str) -> lis
     if raw is None:
         return []
     wanted = comma_list(raw)
-    unknown = [w[:40] for w in wanted if w not in names]
+    unknown = not_among(wanted, names)
     if unknown or not wanted:
         raise BadRequest(f"{what} must name attributes of {definition.name!r}: {names}")
     return [names.index(w) for w in wanted]

@@ -20,7 +20,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator.cli import console
-from aggregator.safe_text import comma_list, csv_text, visible, visible_parts
+from aggregator.safe_text import comma_list, csv_text, not_among, visible, visible_parts
 from client_sdk.wire import MetricDefinition, build_report
 from ldp_server.app import create_server_app
 from ldp_server.cli import main
@@ -234,3 +234,8 @@ def test_comma_list_strips_each_item_and_leaves_out_the_empty_ones(
     raw: str, items: tuple[str, ...]
 ) -> None:
     assert comma_list(raw) == items
+
+
+def test_not_among_quotes_the_refused_items_shortened() -> None:
+    assert not_among(["a", "b" * 50, "c"], {"a"}) == ["b" * 40, "c"]
+    assert not_among(("a",), ["a"]) == []
