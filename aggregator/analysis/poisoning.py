@@ -194,7 +194,7 @@ def simulate_poisoning(
         ValueError: bad targets, users, fakes or runs.
         TypeError: a mechanism without a crafting rule.
     """
-    if users < 1 or fakes < 1 or runs < 1:
+    if min(users, fakes, runs) < 1:
         raise ValueError("users, fakes and runs must be at least 1")
     gen = np.random.default_rng(seed)
     mga = MaximalGain(mechanism, targets, gen)

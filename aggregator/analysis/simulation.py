@@ -207,7 +207,7 @@ def simulate(
         method: "counts" (sufficient statistics) or "reports" (every report).
         progress: called with 1 after each run.
     """
-    if users < 1 or reps < 1:
+    if min(users, reps) < 1:
         raise ValueError("users and reps must be at least 1")
     gen = np.random.default_rng(seed)
     probs = distribution(dist, mechanism.domain_size)
