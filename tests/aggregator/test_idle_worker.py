@@ -83,13 +83,8 @@ def test_a_stream_joined_between_readings_waits_for_the_next_one(redis_db: Any) 
     registry = Registry(client)
     for i in range(3):
         registry.put(f"join.m{i}", SPEC)
-    worker = Worker(client, handle_signals=False, block_ms=100)  # readings 5 min apart
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
+    with idle_worker(client) as worker:  # length readings 5 min apart
         deadline = time.monotonic() + 60
-        while worker.stats.rounds < 5 and time.monotonic() < deadline:
-            time.sleep(0.05)
         before = calls(client).get("xautoclaim", 0)
         later = registry.put("join.new", SPEC).definition
         worker._next_discovery = 0.0  # the next round looks (no 5 s wait in a test)
@@ -101,9 +96,6 @@ def test_a_stream_joined_between_readings_waits_for_the_next_one(redis_db: Any) 
             time.sleep(0.05)
         assert key in worker._streams
         assert calls(client).get("xautoclaim", 0) == before
-    finally:
-        worker.stop()
-        thread.join(10)
 
 
 def test_a_report_arriving_while_idle_is_counted(redis_db: Any) -> None:
