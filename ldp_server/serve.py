@@ -26,6 +26,7 @@ embedded Redis, in that order, so nothing accepted is lost.
 from __future__ import annotations
 
 import fcntl
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -200,9 +201,16 @@ def _signal(pid: int, group: int, started_by: int | None, sig: signal.Signals) -
 
 
 def _collector_file(name: str) -> Path:
-    """A file of the installed :mod:`collector` package, found without importing it (the
-    supervisor loads no Flask)."""
-    spec = importlib.util.find_spec("collector")
+    """A file of the :mod:`collector` package the children will import, found without
+    importing it (the supervisor loads no Flask).
+
+    A child (``python -m gunicorn``) looks in its working directory and ``PYTHONPATH``
+    before the installed packages, so a checkout put there serves its own gunicorn config
+    beside its own app, not this process's.
+    """
+    ahead = [os.getcwd(), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    spec = importlib.machinery.PathFinder.find_spec("collector", ahead)
+    spec = spec or importlib.util.find_spec("collector")
     assert spec is not None and spec.origin is not None, "the collector is not installed"
     return Path(spec.origin).parent / name
 
