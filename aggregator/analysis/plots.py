@@ -378,64 +378,14 @@ def plot_binary_rr(points: Sequence[TradeoffPoint], path: Path) -> Path:
     survey = [n for n in SURVEY_USERS if n in swept] or sorted({swept[0], swept[-1]})
     dense = np.geomspace(eps_grid[0], eps_grid[-1], THEORY_CURVE_POINTS)
     dist = rr_points[0].distribution
-    coin = BinaryRR.coin_flip()
     shades = ("#0b7285", "#e8590c", "#5f3dc4")
     with _slide_style():
         fig = _new_figure()
         ax = fig.add_subplot()
         handles: list[Any] = []
         for n, shade in zip(survey, shades, strict=False):
-            ax.plot(
-                dense, [PP * v for v in _theory_se(BINARY, 2, n, dense, dist)], color=shade, lw=2.2
-            )
-            sim = _rows(points, BINARY, users=n)
-            _markers(
-                ax, BINARY, [p.epsilon for p in sim], [p.simulated_rmse for p in sim], color=shade
-            )
-            ax.plot(
-                dense,
-                [PP * central_laplace_std(n, float(e)) for e in dense],
-                color=shade,
-                ls="--",
-                lw=2,
-            )
-            (cf,) = [p for p in points if p.form == COIN_FLIP and p.users == n]
-            ax.plot(
-                [cf.epsilon],
-                [PP * cf.theory_se],
-                marker="*",
-                markersize=18,
-                color=shade,
-                markeredgecolor="black",
-                markeredgewidth=0.8,
-                ls="none",
-                zorder=4,
-            )
-            ax.annotate(
-                f"95%: ±{_round2(PP * 1.96 * cf.theory_se)} pp\n"
-                f"central: ±{_round2(PP * 1.96 * cf.central_laplace_se)} pp",
-                xy=(cf.epsilon, PP * cf.theory_se),
-                xytext=(14, 6),
-                textcoords="offset points",
-                fontsize=10.5,
-                color=shade,
-                va="bottom",
-                fontweight="bold",
-            )
-            handles += [
-                Line2D([], [], color=shade, lw=2.2, marker="o", label=f"binary RR, N = {n:,}"),
-                Line2D([], [], color=shade, lw=2, ls="--", label=f"central Laplace, N = {n:,}"),
-            ]
-        ax.axvline(coin.epsilon, color="0.3", ls=":", lw=1.5, zorder=1)
-        ax.text(
-            coin.epsilon * 1.04,
-            0.02,
-            f"seeds' coin flip:\nkeep the truth w.p. 3/4,\nε = ln 3 ≈ {coin.epsilon:.3g}",
-            transform=ax.get_xaxis_transform(),
-            fontsize=10.5,
-            color="0.25",
-            va="bottom",
-        )
+            handles += _binary_rr_at(ax, points, n, dense, dist, shade)
+        _coin_flip_line(ax, BinaryRR.coin_flip())
         handles += [
             Line2D(
                 [],
@@ -454,20 +404,7 @@ def plot_binary_rr(points: Sequence[TradeoffPoint], path: Path) -> Path:
         ax.set_xlim(*xlim)
         ax.set_xlabel("privacy parameter ε per answer (log scale)")
         ax.set_ylabel('standard error of the "yes" share\n(percentage points, log scale)')
-        top = ax.twiny()
-        top.set_xscale("log")
-        top.set_xlim(*xlim)
-        flips = [(BinaryRR.from_flip_probability(p).epsilon, p) for p in FLIP_PROBABILITIES]
-        flips = [(e, p) for e, p in flips if xlim[0] <= e <= xlim[1]]
-        top.set_xticks([e for e, _ in flips], [f"{p:g}" for _, p in flips])
-        top.xaxis.set_minor_locator(NullLocator())
-        top.grid(False)
-        top.spines["top"].set_visible(True)
-        top.set_xlabel(
-            "the same design as a flip probability p   (ε = ln((1 − p)/p))",
-            fontsize=11.5,
-            labelpad=6,
-        )
+        _flip_probability_axis(ax, xlim)
         _titles(
             fig,
             ax,
@@ -477,6 +414,87 @@ def plot_binary_rr(points: Sequence[TradeoffPoint], path: Path) -> Path:
         _legend(ax, handles)
         fig.savefig(path, dpi=DPI)
     return path
+
+
+def _binary_rr_at(
+    ax: Any, points: Sequence[TradeoffPoint], n: int, dense: Any, dist: str, shade: str
+) -> list[Any]:
+    """Binary RR's error at N = ``n`` by ε (theory, simulation, the coin-flip star) beside
+    central Laplace's, in one shade; returns their legend handles."""
+    ax.plot(dense, [PP * v for v in _theory_se(BINARY, 2, n, dense, dist)], color=shade, lw=2.2)
+    sim = _rows(points, BINARY, users=n)
+    _markers(ax, BINARY, [p.epsilon for p in sim], [p.simulated_rmse for p in sim], color=shade)
+    ax.plot(
+        dense,
+        [PP * central_laplace_std(n, float(e)) for e in dense],
+        color=shade,
+        ls="--",
+        lw=2,
+    )
+    (cf,) = [p for p in points if p.form == COIN_FLIP and p.users == n]
+    _coin_flip_star(ax, cf, shade)
+    return [
+        Line2D([], [], color=shade, lw=2.2, marker="o", label=f"binary RR, N = {n:,}"),
+        Line2D([], [], color=shade, lw=2, ls="--", label=f"central Laplace, N = {n:,}"),
+    ]
+
+
+def _coin_flip_star(ax: Any, cf: TradeoffPoint, shade: str) -> None:
+    """The coin-flip design's point, with its 95 % margin and central Laplace's beside."""
+    ax.plot(
+        [cf.epsilon],
+        [PP * cf.theory_se],
+        marker="*",
+        markersize=18,
+        color=shade,
+        markeredgecolor="black",
+        markeredgewidth=0.8,
+        ls="none",
+        zorder=4,
+    )
+    ax.annotate(
+        f"95%: ±{_round2(PP * 1.96 * cf.theory_se)} pp\n"
+        f"central: ±{_round2(PP * 1.96 * cf.central_laplace_se)} pp",
+        xy=(cf.epsilon, PP * cf.theory_se),
+        xytext=(14, 6),
+        textcoords="offset points",
+        fontsize=10.5,
+        color=shade,
+        va="bottom",
+        fontweight="bold",
+    )
+
+
+def _coin_flip_line(ax: Any, coin: BinaryRR) -> None:
+    """A dotted line at the seeds' coin-flip ε, labelled."""
+    ax.axvline(coin.epsilon, color="0.3", ls=":", lw=1.5, zorder=1)
+    ax.text(
+        coin.epsilon * 1.04,
+        0.02,
+        f"seeds' coin flip:\nkeep the truth w.p. 3/4,\nε = ln 3 ≈ {coin.epsilon:.3g}",
+        transform=ax.get_xaxis_transform(),
+        fontsize=10.5,
+        color="0.25",
+        va="bottom",
+    )
+
+
+def _flip_probability_axis(ax: Any, xlim: tuple[float, float]) -> None:
+    """A top axis naming, at their ε, the flip probabilities p within ``xlim``."""
+    top = ax.twiny()
+    top.set_xscale("log")
+    top.set_xlim(*xlim)
+    flips = [(BinaryRR.from_flip_probability(p).epsilon, p) for p in FLIP_PROBABILITIES]
+    flips = [(e, p) for e, p in flips if xlim[0] <= e <= xlim[1]]
+    top.set_xticks([e for e, _ in flips], [f"{p:g}" for _, p in flips])
+    top.xaxis.set_minor_locator(NullLocator())
+    top.grid(False)
+    top.spines["top"].set_visible(True)
+    top.set_xlabel(
+        "the same design as a flip probability p   (ε = ln((1 − p)/p))",
+        fontsize=11.5,
+        labelpad=6,
+    )
 
 
 def plot_users_needed(path: Path, epsilons: Sequence[float]) -> Path:
