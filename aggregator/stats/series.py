@@ -21,7 +21,7 @@ import numpy as np
 
 from aggregator.stats.anytime import anytime_p_value, frequency_cs
 from aggregator.stats.codecs import Counts
-from aggregator.stats.frequency import estimate_from_counts
+from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
 from aggregator.stats.intervals import (
     EXACT,
     POPULATION,
@@ -125,28 +125,19 @@ def estimate_series(
     counts = np.asarray(support, dtype=np.int64)
     reports = np.asarray(n, dtype=np.int64)
     k = mechanism.domain_size
-    if counts.ndim != 2 or counts.shape[1] != k or reports.shape != (counts.shape[0],):
-        raise ValueError(f"need (W,) reports and (W, {k}) counts, got {counts.shape}")
+    _check_shapes(reports, counts, k)
     check_confidence(confidence)
     mode = multiplicity_of(False, multiplicity)
     check_estimand(estimand)
-    windows, values = counts.shape[0], len(shown)
-    rs = np.ones(windows)
+    rs = np.ones(counts.shape[0])
     if reports_per_device is not None and isinstance(mechanism, Memoized):
         rs = np.asarray(reports_per_device, float)
-    alpha = 1.0 - confidence
-    a = alpha / k if mode == SIMULTANEOUS else alpha  # each value's level
-    picked = counts[:, shown]
-    nan = np.full((windows, values), np.nan)
-    out = {name: nan.copy() for name in SERIES_FIELDS}
-    flags = np.zeros((windows, values), dtype=bool)
-    cs_flags = np.zeros((windows, values), dtype=bool)
-    methods = [""] * windows
+    cols = _Columns.empty(counts.shape[0], len(shown))
     hidden = np.ones(k, dtype=bool)
     hidden[shown] = False
-    rest = np.full((2, windows), np.nan)
-    full = mode == FDR or isinstance(mechanism, PostRandomization)
-    if full:  # the level depends on every value: each window's answer in full
+    picked = counts[:, shown]
+    if mode == FDR or isinstance(mechanism, PostRandomization):
+        # the level depends on every value: each window's answer in full
         for w in np.flatnonzero(reports > 0):
             est = estimate_from_counts(
                 mechanism,
@@ -156,47 +147,116 @@ def estimate_series(
                 estimand=estimand,
                 multiplicity=mode,
             )
-            for name, got in (
-                ("frequency", est.frequencies),
-                ("std_error", est.std_errors),
-                ("ci_low", est.ci_low),
-                ("ci_high", est.ci_high),
-                ("norm_sub", est.norm_sub),
-                ("p_value", est.p_values),
-            ):
-                out[name][w] = np.asarray(got, dtype=float)[shown]
-            rest[:, w] = np.sum(est.frequencies[hidden]), np.sum(est.norm_sub[hidden])
-            flags[w] = np.asarray(est.distinguishable, dtype=bool)[shown]
-            methods[w] = est.interval
-            if sequence and not isinstance(mechanism, PostRandomization):
-                cs = est.sequence_read()
-                out["cs_low"][w], out["cs_high"][w] = cs.low[shown], cs.high[shown]
-                out["cs_p_value"][w], cs_flags[w] = cs.p_values[shown], cs.flags[shown]
-    else:
-        shares = out["norm_sub"] if norm_sub else None
-        _every_value(mechanism, reports, counts, shown, hidden, shares, rest)
-        z = z_value(1.0 - strictest_alpha(alpha, k, mode))
-        for rows, r, exact in _alike(mechanism, reports, rs, z):
-            read = _windows_read(mechanism, reports[rows], picked[rows], r, a, estimand, exact)
-            flags[rows] = read.pop("flags")
-            for name, got in read.items():
-                out[name][rows] = got
-            for w in rows:
-                methods[w] = EXACT if exact else SCORE
-        if sequence:
-            seq = _sequences(mechanism, reports, picked, rs, a)
-            out["cs_low"], out["cs_high"], out["cs_p_value"] = seq.low, seq.high, seq.p_values
-            cs_flags = seq.flags
-    return Series(
-        n=reports,
-        support=picked,
-        **out,
-        distinguishable=flags,
-        cs_distinguishable=cs_flags,
-        rest_frequency=rest[0],
-        rest_norm_sub=rest[1],
-        interval=tuple(methods),
-    )
+            cols.put_window(int(w), est, shown, hidden, sequence)
+        return cols.series(reports, picked)
+    shares = cols.out["norm_sub"] if norm_sub else None
+    _every_value(mechanism, reports, counts, shown, hidden, shares, cols.rest)
+    alpha = 1.0 - confidence
+    _read_at_once(cols, mechanism, reports, picked, rs, alpha, estimand, mode)
+    if sequence:
+        a = _value_alpha(alpha, k, mode)
+        cols.put_sequences(_sequences(mechanism, reports, picked, rs, a))
+    return cols.series(reports, picked)
+
+
+def _check_shapes(reports: np.ndarray, counts: np.ndarray, k: int) -> None:
+    """Raises ValueError unless there are (W,) reports and (W, k) counts."""
+    if counts.ndim != 2 or counts.shape[1] != k or reports.shape != (counts.shape[0],):
+        raise ValueError(f"need (W,) reports and (W, {k}) counts, got {counts.shape}")
+
+
+def _value_alpha(alpha: float, k: int, mode: str) -> float:
+    """Each value's level: α, or α/k when the k values are read simultaneously."""
+    return alpha / k if mode == SIMULTANEOUS else alpha
+
+
+@dataclass
+class _Columns:
+    """A :class:`Series`' arrays as they are filled, window by window or all at once."""
+
+    out: dict[str, np.ndarray]
+    """The :data:`SERIES_FIELDS`, each (W, V)."""
+    flags: np.ndarray
+    cs_flags: np.ndarray
+    methods: list[str]
+    rest: np.ndarray
+    """(2, W): the rest's frequencies and Norm-Sub shares, summed."""
+
+    @classmethod
+    def empty(cls, windows: int, values: int) -> _Columns:
+        """NaN estimates, no flags, no methods: what a window without reports keeps."""
+        nan = np.full((windows, values), np.nan)
+        return cls(
+            out={name: nan.copy() for name in SERIES_FIELDS},
+            flags=np.zeros((windows, values), dtype=bool),
+            cs_flags=np.zeros((windows, values), dtype=bool),
+            methods=[""] * windows,
+            rest=np.full((2, windows), np.nan),
+        )
+
+    def put_window(
+        self, w: int, est: FrequencyEstimate, shown: np.ndarray, hidden: np.ndarray, sequence: bool
+    ) -> None:
+        """Window ``w``'s values from its answer estimated in full (``est``); its
+        confidence sequence too if asked and the mechanism has one."""
+        for name, got in (
+            ("frequency", est.frequencies),
+            ("std_error", est.std_errors),
+            ("ci_low", est.ci_low),
+            ("ci_high", est.ci_high),
+            ("norm_sub", est.norm_sub),
+            ("p_value", est.p_values),
+        ):
+            self.out[name][w] = np.asarray(got, dtype=float)[shown]
+        self.rest[:, w] = np.sum(est.frequencies[hidden]), np.sum(est.norm_sub[hidden])
+        self.flags[w] = np.asarray(est.distinguishable, dtype=bool)[shown]
+        self.methods[w] = est.interval
+        if sequence and not isinstance(est.mechanism, PostRandomization):
+            cs = est.sequence_read()
+            self.out["cs_low"][w], self.out["cs_high"][w] = cs.low[shown], cs.high[shown]
+            self.out["cs_p_value"][w], self.cs_flags[w] = cs.p_values[shown], cs.flags[shown]
+
+    def put_sequences(self, seq: ZeroRead) -> None:
+        """Every window's confidence sequence, read at once."""
+        self.out["cs_low"], self.out["cs_high"] = seq.low, seq.high
+        self.out["cs_p_value"], self.cs_flags = seq.p_values, seq.flags
+
+    def series(self, reports: np.ndarray, picked: np.ndarray) -> Series:
+        """The filled arrays as a :class:`Series`."""
+        return Series(
+            n=reports,
+            support=picked,
+            **self.out,
+            distinguishable=self.flags,
+            cs_distinguishable=self.cs_flags,
+            rest_frequency=self.rest[0],
+            rest_norm_sub=self.rest[1],
+            interval=tuple(self.methods),
+        )
+
+
+def _read_at_once(
+    cols: _Columns,
+    mechanism: FrequencyOracle,
+    reports: np.ndarray,
+    picked: np.ndarray,
+    rs: np.ndarray,
+    alpha: float,
+    estimand: str,
+    mode: str,
+) -> None:
+    """The estimates, intervals, p-values and flags of every window with reports, read a
+    group of alike windows (:func:`_alike`) per numpy pass, into ``cols``."""
+    k = mechanism.domain_size
+    a = _value_alpha(alpha, k, mode)
+    z = z_value(1.0 - strictest_alpha(alpha, k, mode))
+    for rows, r, exact in _alike(mechanism, reports, rs, z):
+        read = _windows_read(mechanism, reports[rows], picked[rows], r, a, estimand, exact)
+        cols.flags[rows] = read.pop("flags")
+        for name, got in read.items():
+            cols.out[name][rows] = got
+        for w in rows:
+            cols.methods[w] = EXACT if exact else SCORE
 
 
 def _alike(
