@@ -11,7 +11,7 @@ In full: ``docs/statistics/poisoning-alarms.md``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
@@ -351,21 +351,17 @@ def detect(
     baseline_ok = trailing is not None and trailing[0] >= MIN_REPORTS
     kinds = tests_for(m, baseline_ok)
     n, support = now[0], np.asarray(now[1], dtype=np.int64)
-    names = labels or [str(v) for v in range(m.domain_size)]
-    alarms: list[Alarm] = []
     if n < MIN_REPORTS or not kinds:
-        return alarms
+        return []
     share = alpha / len(kinds)
-    found = [
-        _shift_alarm(m, window, (n, support), trailing, share, names, baseline)
-        if trailing is not None and baseline_ok
-        else None,
-        _floor_alarm(m, window, n, support, share) if "floor" in kinds else None,
-        _seeds_alarm(m, window, n, seeds, share)
-        if "seeds" in kinds and seeds is not None
-        else None,
-        _support_alarm(m, window, n, support, share) if "support" in kinds else None,
-    ]
+    names = labels or [str(v) for v in range(m.domain_size)]
+    run: dict[AlarmKind, Callable[[], Alarm | None]] = {
+        "shift": lambda: _shift_alarm(m, window, (n, support), trailing, share, names, baseline),
+        "floor": lambda: _floor_alarm(m, window, n, support, share),
+        "seeds": lambda: _seeds_alarm(m, window, n, seeds, share),
+        "support": lambda: _support_alarm(m, window, n, support, share),
+    }
+    found = [run[kind]() for kind in kinds]
     return [alarm for alarm in found if alarm is not None]
 
 
@@ -373,12 +369,14 @@ def _shift_alarm(
     m: FrequencyOracle,
     window: str,
     now: tuple[int, IntArray],
-    trailing: tuple[int, npt.ArrayLike],
+    trailing: tuple[int, npt.ArrayLike] | None,
     share: float,
     names: Sequence[str],
     baseline: str,
 ) -> Alarm | None:
-    """The ``shift`` alarm against the pooled baseline, if the test rejects."""
+    """The ``shift`` alarm against the pooled baseline, if the test rejects (it runs only
+    with a baseline: :func:`tests_for`)."""
+    assert trailing is not None
     n, support = now
     n2, c2 = trailing[0], np.asarray(trailing[1], dtype=np.int64)
     z, pv, reject = shift_test(m, (n, support), (n2, c2), share)
@@ -425,10 +423,13 @@ def _floor_alarm(
 
 
 def _seeds_alarm(
-    m: FrequencyOracle, window: str, n: int, seeds: npt.ArrayLike, share: float
+    m: FrequencyOracle, window: str, n: int, seeds: npt.ArrayLike | None, share: float
 ) -> Alarm | None:
-    """The ``seeds`` alarm (local hashing), if the test rejects."""
+    """The ``seeds`` alarm (local hashing), if the window's seeds were kept and the test
+    rejects."""
     assert isinstance(m, LocalHashing)
+    if seeds is None:
+        return None
     found = seeds_test(m, seeds, share)
     if found is None or not found[2] <= share:
         return None
@@ -485,55 +486,63 @@ def detect_sketch(
         known: what the discovery knew at each level (``Discovery.known``).
         alpha: the window's false-alarm rate; ``rows`` divides its half over the values.
     """
-    m = est.m
-    alarms: list[Alarm] = []
     if est.n < MIN_REPORTS:
-        return alarms
+        return []
     share = alpha / 2
+    found = [_groups_alarm(est, window, share), _rows_alarm(est, window, values, known, share)]
+    return [alarm for alarm in found if alarm is not None]
+
+
+def _groups_alarm(est: SketchEstimator, window: str, share: float) -> Alarm | None:
+    """The ``groups`` alarm of a sketch, if the test rejects."""
+    m = est.m
     found = groups_test(m, est.cell_counts.reshape(-1), share)
-    if found is not None and found[2] <= share:
-        chi2, threshold, p_value, bins, fullest = found
-        alarms.append(
-            Alarm(
-                "groups",
-                window,
-                chi2,
-                threshold,
-                p_value,
-                share,
-                f"reports are not spread over the sketch's {m.groups:,} (level, row) groups "
-                f"as devices spread them (uniformly): chi-square {chi2:,.0f} over {bins:,} "
-                f"bins (threshold {threshold:,.0f}); the fullest group holds {fullest:,} "
-                f"where {est.n / m.groups:,.0f} are expected — reports crafted into a few rows",
-            )
-        )
-    if values:
-        padded = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), m.levels)
-        per_value = share / len(values)
-        rows = sketch_rows_test(est, padded, known, per_value)
-        flagged = [
-            i for i in np.argsort(rows.p_values, kind="stable") if rows.p_values[i] <= per_value
-        ]
-        if flagged:
-            top = int(flagged[0])
-            names = [display(v) for v in values]
-            alarms.append(
-                Alarm(
-                    "rows",
-                    window,
-                    float(rows.statistic[top]),
-                    rows.threshold,
-                    float(rows.p_values[top]),
-                    per_value,
-                    f"{names[top]!r} was discovered, but its reports sit in few of the "
-                    f"sketch's rows: its fullest row of each level holds "
-                    f"{_pct(float(rows.top_row_share[top]))} of the level's reports where "
-                    f"devices, picking rows uniformly, put about {_pct(1 / m.rows)}; the "
-                    f"median over the {rows.levels} levels of the rows' dispersion is "
-                    f"z = {rows.statistic[top]:.1f} (threshold {rows.threshold:.1f}, "
-                    f"Bonferroni over the {len(values)} discovered values)"
-                    + (f"; {len(flagged)} values so" if len(flagged) > 1 else ""),
-                    tuple(int(i) for i in flagged),
-                )
-            )
-    return alarms
+    if found is None or not found[2] <= share:
+        return None
+    chi2, threshold, p_value, bins, fullest = found
+    return Alarm(
+        "groups",
+        window,
+        chi2,
+        threshold,
+        p_value,
+        share,
+        f"reports are not spread over the sketch's {m.groups:,} (level, row) groups "
+        f"as devices spread them (uniformly): chi-square {chi2:,.0f} over {bins:,} "
+        f"bins (threshold {threshold:,.0f}); the fullest group holds {fullest:,} "
+        f"where {est.n / m.groups:,.0f} are expected — reports crafted into a few rows",
+    )
+
+
+def _rows_alarm(
+    est: SketchEstimator, window: str, values: Sequence[bytes], known: list[Known], share: float
+) -> Alarm | None:
+    """The ``rows`` alarm of the discovered ``values`` (``share`` split over them, by
+    Bonferroni), if the test rejects for one."""
+    if not values:
+        return None
+    m = est.m
+    padded = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), m.levels)
+    per_value = share / len(values)
+    rows = sketch_rows_test(est, padded, known, per_value)
+    flagged = [i for i in np.argsort(rows.p_values, kind="stable") if rows.p_values[i] <= per_value]
+    if not flagged:
+        return None
+    top = int(flagged[0])
+    return Alarm(
+        "rows",
+        window,
+        float(rows.statistic[top]),
+        rows.threshold,
+        float(rows.p_values[top]),
+        per_value,
+        f"{display(values[top])!r} was discovered, but its reports sit in few of the "
+        f"sketch's rows: its fullest row of each level holds "
+        f"{_pct(float(rows.top_row_share[top]))} of the level's reports where "
+        f"devices, picking rows uniformly, put about {_pct(1 / m.rows)}; the "
+        f"median over the {rows.levels} levels of the rows' dispersion is "
+        f"z = {rows.statistic[top]:.1f} (threshold {rows.threshold:.1f}, "
+        f"Bonferroni over the {len(values)} discovered values)"
+        + (f"; {len(flagged)} values so" if len(flagged) > 1 else ""),
+        tuple(int(i) for i in flagged),
+    )
