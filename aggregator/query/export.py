@@ -107,13 +107,7 @@ def window_rows(
             discovered values' intervals are the reporters' only).
     """
 
-    check_estimand(estimand)
-    why = population_refused(definition.kind, estimand)
-    if why is not None:
-        raise ValueError(
-            f"estimand population is not offered for {definition.kind} metrics "
-            f"({definition.name!r}): {why}"
-        )
+    _check_offered(definition, estimand)
     m = definition.mechanism
     head = {
         "metric": definition.name,
@@ -131,14 +125,7 @@ def window_rows(
     if definition.kind == "joint":
         yield from _joint_rows(definition, stats.support, confidence, head, estimand)
         return
-    ask = Ask(confidence=confidence, estimand=estimand)
-    if definition.kind == "distribution":
-        ask = Ask(
-            confidence=confidence,
-            estimand=estimand,
-            ranges=list(ranges),
-            quantiles=None if quantiles is None else list(quantiles),
-        )
+    ask = _ask(definition.kind, confidence, estimand, ranges, quantiles)
     body = estimate_window(reader, definition, window, ask, stats)
     if isinstance(body, DistributionEstimates):
         yield from distribution_rows(head, body)
@@ -146,38 +133,78 @@ def window_rows(
     if definition.dimensions and hidden is None:  # read after the counts: they only grow
         minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
         hidden = hidden_groups(reader.client, definition, minimum, [window])
+    if isinstance(body, StringEstimates):
+        yield from _string_rows(head, body)
+        return
     if isinstance(body, MeanEstimate):
+        yield _mean_row(head, stats, body)
+    else:
+        assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
+        yield from _frequency_rows(head, body)
+    yield from _segment_rows(reader, definition, window, ask, head, hidden)
+
+
+def _check_offered(definition: MetricDefinition, estimand: str) -> None:
+    """Raises ValueError for an unknown estimand, or population where the metric's kind
+    does not offer it."""
+    check_estimand(estimand)
+    why = population_refused(definition.kind, estimand)
+    if why is not None:
+        raise ValueError(
+            f"estimand population is not offered for {definition.kind} metrics "
+            f"({definition.name!r}): {why}"
+        )
+
+
+def _ask(
+    kind: str,
+    confidence: float,
+    estimand: str,
+    ranges: Sequence[tuple[float, float]],
+    quantiles: Sequence[float] | None,
+) -> Ask:
+    """What the API is asked for a window of a metric of ``kind``: a distribution's
+    ranges and quantiles too."""
+    if kind != "distribution":
+        return Ask(confidence=confidence, estimand=estimand)
+    return Ask(
+        confidence=confidence,
+        estimand=estimand,
+        ranges=list(ranges),
+        quantiles=None if quantiles is None else list(quantiles),
+    )
+
+
+def _mean_row(head: dict[str, Any], stats: Any, body: MeanEstimate) -> dict[str, Any]:
+    """A mean's row: its sums in units beside the estimate."""
+    return {
+        **head,
+        "n": stats.n,
+        "reports_per_device": 1,
+        "sum_units": str(stats.total),
+        "sum_sq_units": str(stats.total_sq),
+        "estimate": body.mean,
+        "std_error": body.std_error,
+        "ci_low": body.ci_low,
+        "ci_high": body.ci_high,
+        "cs_low": body.cs_low,
+        "cs_high": body.cs_high,
+    }
+
+
+def _string_rows(head: dict[str, Any], body: StringEstimates) -> Iterator[dict[str, Any]]:
+    """A string metric's rows: one per discovered value."""
+    for r in body.estimates:
         yield {
             **head,
-            "n": stats.n,
+            "n": body.n,
             "reports_per_device": 1,
-            "sum_units": str(stats.total),
-            "sum_sq_units": str(stats.total_sq),
-            "estimate": body.mean,
-            "std_error": body.std_error,
-            "ci_low": body.ci_low,
-            "ci_high": body.ci_high,
-            "cs_low": body.cs_low,
-            "cs_high": body.cs_high,
+            "value": r.value,
+            "estimate": r.frequency,
+            "std_error": r.std_error,
+            "ci_low": r.ci_low,
+            "ci_high": r.ci_high,
         }
-        yield from _segment_rows(reader, definition, window, ask, head, hidden)
-        return
-    if isinstance(body, StringEstimates):  # the discovered values
-        for r in body.estimates:
-            yield {
-                **head,
-                "n": body.n,
-                "reports_per_device": 1,
-                "value": r.value,
-                "estimate": r.frequency,
-                "std_error": r.std_error,
-                "ci_low": r.ci_low,
-                "ci_high": r.ci_high,
-            }
-        return
-    assert isinstance(body, Estimates)  # joint metrics' rows are _joint_rows'
-    yield from _frequency_rows(head, body)
-    yield from _segment_rows(reader, definition, window, ask, head, hidden)
 
 
 def quantile_label(p: float) -> str:
