@@ -116,27 +116,40 @@ def window_checks(
     granularity = window.partition(":")[0]
     if granularity not in (*TRAILING, "all") or not tested(definition):
         return [], 0
+    m = definition.oracle
     if granularity == "all":
-        m = definition.oracle
         counts = read_counts(client, definition, window)
         alarms = detect(m, window, (counts.n, counts.support), None, None, alpha, definition.domain)
         return alarms, 0
     if windows is None:
         windows = list_windows(client, definition)
-    older = sorted(
-        (w for w in windows if w.startswith(granularity + ":") and w < window), reverse=True
-    )[: TRAILING[granularity]]
-    m = definition.oracle
+    older = _previous(windows, window, granularity)
     now = read_counts(client, definition, window)
     trailing = _pooled(client, definition, older)
-    seeds = read_seeds(client, definition, window) if isinstance(m, LocalHashing) else None
-    if seeds is not None and not seeds.any():
-        seeds = None  # counted before seeds were kept
+    seeds = _kept_seeds(client, definition, window)
     baseline = f"the {len(older)} previous {granularity}s"
     alarms = detect(
         m, window, (now.n, now.support), trailing, seeds, alpha, definition.domain, baseline
     )
     return alarms, trailing[0] if trailing is not None else 0
+
+
+def _previous(windows: list[str], window: str, granularity: str) -> list[str]:
+    """The windows of ``granularity`` before ``window``, newest first, as many as its
+    baseline pools (:data:`TRAILING`)."""
+    older = (w for w in windows if w.startswith(granularity + ":") and w < window)
+    return sorted(older, reverse=True)[: TRAILING[granularity]]
+
+
+def _kept_seeds(
+    client: redis.Redis, definition: MetricDefinition, window: str
+) -> np.ndarray | None:
+    """The window's seed histogram (local hashing), None where none was kept (another
+    mechanism, or counted before seeds were kept)."""
+    if not isinstance(definition.oracle, LocalHashing):
+        return None
+    seeds = read_seeds(client, definition, window)
+    return seeds if seeds.any() else None
 
 
 def _pooled(
