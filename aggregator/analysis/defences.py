@@ -27,6 +27,7 @@ SIMULATION ONLY: numpy's PCG64, not a CSPRNG.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -254,24 +255,21 @@ def summarise(verdicts: Sequence[DefenceVerdict]) -> list[DefenceSummary]:
     groups: dict[tuple[str, str], list[DefenceVerdict]] = {}
     for v in verdicts:
         groups.setdefault((v.defence, v.attack), []).append(v)
-    summaries = []
-    for (defence, attack), group in groups.items():
-        gains = [v.gain for v in group if v.gain is not None]
-        kinds: dict[str, int] = {}
-        for v in group:
-            for kind in dict.fromkeys(v.alarms):
-                kinds[kind] = kinds.get(kind, 0) + 1
-        summaries.append(
-            DefenceSummary(
-                defence,
-                attack,
-                len(group),
-                sum(v.alarm for v in group),
-                sum(v.flagged for v in group),
-                sum(v.checked for v in group),
-                float(np.mean(gains)) if gains else None,
-                kinds,
-                [v.alarm for v in group],
-            )
-        )
-    return summaries
+    return [_summary(defence, attack, group) for (defence, attack), group in groups.items()]
+
+
+def _summary(defence: str, attack: str, group: list[DefenceVerdict]) -> DefenceSummary:
+    """One (defence, attack)'s runs summed up."""
+    gains = [v.gain for v in group if v.gain is not None]
+    alarms = Counter(kind for v in group for kind in dict.fromkeys(v.alarms))
+    return DefenceSummary(
+        defence,
+        attack,
+        len(group),
+        sum(v.alarm for v in group),
+        sum(v.flagged for v in group),
+        sum(v.checked for v in group),
+        float(np.mean(gains)) if gains else None,
+        dict(alarms),
+        [v.alarm for v in group],
+    )
