@@ -565,34 +565,10 @@ def plot_reconstruction(result: Any, path: Path) -> Path:
             "laplace": "central Laplace, ε per answer (m answers compose to m·ε)",
             "ldp": "local DP: ε-randomized bits, debiased sums",
         }
-        for kind, style in KIND_STYLES.items():
+        for kind in KIND_STYLES:
             rows = [p for p in points if p.kind == kind]
-            if not rows:
-                continue
-            x = [max(p.noise_std, floor) for p in rows]
-            y = [p.recovered for p in rows]
-            ax.errorbar(
-                x,
-                y,
-                yerr=[1.96 * p.recovered_se for p in rows],
-                ls="-" if kind == "bounded" else "none",
-                lw=1.5,
-                capsize=3,
-                label=labels[kind],
-                **style,
-            )
-            for p, xi in zip(rows, x, strict=True):
-                if kind in ("laplace", "ldp"):
-                    ax.annotate(
-                        f"ε={p.level:g}",
-                        (xi, p.recovered),
-                        textcoords="offset points",
-                        xytext=(6, -12),
-                        fontsize=9,
-                        color=style["color"],
-                    )
-                if kind == "ldp" and p.bound is not None:
-                    ax.hlines(p.bound, xi / 1.6, xi * 1.6, color=style["color"], lw=2.5, alpha=0.5)
+            if rows:
+                _recovered_by(ax, kind, rows, labels[kind], floor)
         ax.axvline(math.sqrt(n), color="0.4", ls="--", lw=1.5)
         ax.text(math.sqrt(n) * 1.05, 0.47, "√n", color="0.3", fontsize=12)
         ax.axhline(0.5, color="0.6", ls=":", lw=1.5)
@@ -619,6 +595,35 @@ def plot_reconstruction(result: Any, path: Path) -> Path:
         ax.legend(loc="lower left", framealpha=0.95)
         fig.savefig(path)
     return path
+
+
+def _recovered_by(ax: Any, kind: str, rows: Sequence[Any], label: str, floor: float) -> None:
+    """One protection's fraction recovered against noise (±1.96 se; noise 0 drawn at
+    ``floor``), each ε written beside its point and LDP's per-report bound marked."""
+    style = KIND_STYLES[kind]
+    x = [max(p.noise_std, floor) for p in rows]
+    ax.errorbar(
+        x,
+        [p.recovered for p in rows],
+        yerr=[1.96 * p.recovered_se for p in rows],
+        ls="-" if kind == "bounded" else "none",
+        lw=1.5,
+        capsize=3,
+        label=label,
+        **style,
+    )
+    for p, xi in zip(rows, x, strict=True):
+        if kind in ("laplace", "ldp"):
+            ax.annotate(
+                f"ε={p.level:g}",
+                (xi, p.recovered),
+                textcoords="offset points",
+                xytext=(6, -12),
+                fontsize=9,
+                color=style["color"],
+            )
+        if kind == "ldp" and p.bound is not None:
+            ax.hlines(p.bound, xi / 1.6, xi * 1.6, color=style["color"], lw=2.5, alpha=0.5)
 
 
 def plot_shuffled_epsilon(
