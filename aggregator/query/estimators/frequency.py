@@ -20,6 +20,7 @@ from aggregator.query.answers import (
     EstimateColumns,
     EstimateRow,
     Estimates,
+    PoisoningBaseline,
 )
 from aggregator.query.estimators.base import (
     ANYTIME_NOTE,
@@ -94,16 +95,7 @@ class FrequencyEstimator(CountsRead):
             return est, self.sequence_read(est)
 
         est, cs = remembered(key, lambda: off_loop(compute))
-        found: list[Alarm] = []
-        baseline = None
-        if ask.with_alarms:
-            found, reports = (
-                current_checks(reader.client, definition, ask.alarm_rate)
-                if window == schema.ALL
-                else window_checks(reader.client, definition, window, ask.alarm_rate)
-            )
-            if tested(definition):
-                baseline = baseline_of(definition, est.n, reports)
+        found, baseline = _alarms(reader, definition, window, ask, est.n)
         m = definition.mechanism
         zero = est.indistinguishable_from_zero()
         p_values = (
@@ -160,6 +152,21 @@ class FrequencyEstimator(CountsRead):
             poisoning_baseline=baseline,
             shuffled_epsilon=shuffled_epsilon(m.epsilon, est.n, per_device.budgeted),
         )
+
+
+def _alarms(
+    reader: Reader, definition: MetricDefinition, window: str, ask: Ask, n: int
+) -> tuple[list[Alarm], PoisoningBaseline | None]:
+    """The window's alarms (of the newest hour and day for ``all``) and its poisoning
+    baseline (None for an untested metric), if the ask wants them."""
+    if not ask.with_alarms:
+        return [], None
+    found, reports = (
+        current_checks(reader.client, definition, ask.alarm_rate)
+        if window == schema.ALL
+        else window_checks(reader.client, definition, window, ask.alarm_rate)
+    )
+    return found, baseline_of(definition, n, reports) if tested(definition) else None
 
 
 class MemoizedEstimator(FrequencyEstimator):
