@@ -220,10 +220,16 @@ def shuffled_epsilon(epsilon: float, n: int, budgeted: int | None) -> ShuffledEp
     return ShuffledEpsilon.of(shuffled_view(epsilon, n, budgeted))
 
 
-def _per_device(reader: Reader, definition: MetricDefinition, window: str) -> ReportsPerDevice:
+def per_device_now(reader: Reader, definition: MetricDefinition) -> float:
+    """The time a window's reports-per-device bound is read at: now, and with a budget
+    never before the newest report arrived (this clock behind Redis's)."""
     now = time.time()
     if definition.budget is not None:
-        # Never a bound that ends before reports arrived (this clock behind Redis's).
         now = max(now, newest_arrival(reader.client, definition) or now)
+    return now
+
+
+def _per_device(reader: Reader, definition: MetricDefinition, window: str) -> ReportsPerDevice:
+    now = per_device_now(reader, definition)
     created = reader.registry.created(definition.name, definition.version)
     return reports_per_device(definition, created, window, now)

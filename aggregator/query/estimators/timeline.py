@@ -8,7 +8,6 @@ full: docs/architecture/read-side.md.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -22,9 +21,9 @@ from aggregator.query.answers import (
     TrendCompact,
     TrendPoint,
 )
-from aggregator.query.estimators.base import Ask, Reader
+from aggregator.query.estimators.base import Ask, Reader, per_device_now
 from aggregator.query.paging import ALL, Rows, columns_of, rows_of
-from aggregator.query.window import newest_arrival, read_counts_many
+from aggregator.query.window import read_counts_many
 from aggregator.stats.accounting import reports_per_device
 from aggregator.stats.intervals import json_float
 from aggregator.stats.series import Series, estimate_series, round_to_error
@@ -64,9 +63,7 @@ def categorical_trend(
     counts = read_counts_many(reader.client, definition, windows)
     n = np.array([c.n for c in counts], dtype=np.int64)
     support = np.array([c.support for c in counts], dtype=np.int64).reshape(len(counts), k)
-    now = time.time()
-    if definition.budget is not None:  # as a window's answer: never before reports arrived
-        now = max(now, newest_arrival(reader.client, definition) or now)
+    now = per_device_now(reader, definition)  # as a window's answer reads it
     created = reader.registry.created(definition.name, definition.version)
     bounds = [reports_per_device(definition, created, w, now).bound for w in windows]
     rows = trend_rows(ask.rows, k)
@@ -86,12 +83,10 @@ def categorical_trend(
     )
     labels = [definition.domain[i] for i in shown]
     hidden = k - len(set(shown.tolist()))
-    out: dict[str, Any] = {"values_total": k, "shown": rows.how}
+    out: dict[str, Any] = {"values_total": k, "shown": rows.how, "windows": []}
     if fields is not None:
-        out["windows"] = []
         out["compact"] = _compact(series, windows, labels, hidden, fields)
     elif rows.columns:
-        out["windows"] = []
         out["columns"] = _columns(series, windows, bounds, labels, hidden)
     else:
         out["windows"] = [
