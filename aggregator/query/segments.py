@@ -13,6 +13,7 @@ from typing import Any
 from aggregator.query.answers import Estimates, MeanEstimate, SegmentEstimates, SegmentGroup
 from aggregator.query.estimators import Ask, Reader, estimate_groups
 from aggregator.query.memo import off_loop, remembered
+from aggregator.query.paging import Rows
 from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.query.window import parse_segments, segment_hashes
 from aggregator.stats.multiplicity import EACH, FDR
@@ -131,6 +132,14 @@ def _groups_key(
     return ("segments", definition.name, definition.version, created, window, dimension, *sizes)
 
 
+def _group_rows(ask: Ask, definition: MetricDefinition, groups: int) -> Rows | None:
+    """The rows each of ``groups`` groups shows: as asked (a numeric metric's always), a
+    frequency metric's default resolved over the groups, which share its budget."""
+    if ask.rows is None or definition.kind == "numeric":
+        return ask.rows
+    return ask.rows.resolve(groups * definition.k, groups)
+
+
 def segment_estimates(
     reader: Reader,
     definition: MetricDefinition,
@@ -169,16 +178,13 @@ def segment_estimates(
         _groups_key(reader, definition, window, dimension, hidden.sizes[window]), grouped
     )
     why = hidden.of(window, dimension)  # then holds at least the minimum in ``groups``
-    rows = ask.rows
-    if rows is not None and definition.kind != "numeric":
-        rows = rows.resolve(len(values) * definition.k, len(values))  # the groups share it
     plain = Ask(
         confidence=ask.confidence,
         simultaneous=ask.simultaneous,
         estimand=ask.estimand,
         multiplicity=ask.multiplicity,
         alarm_rate=ask.alarm_rate,
-        rows=rows,
+        rows=_group_rows(ask, definition, len(values)),
     )
     shown = [value for value in values if value not in why]
     bodies = dict(
