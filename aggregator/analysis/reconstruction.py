@@ -184,23 +184,37 @@ def run_reconstruction(
     if m < 1:
         raise ValueError(f"need at least one query, got {m}")
     rng = np.random.default_rng(seed)
-    points = []
-    for kind, level in _settings(
-        users, default_bounds(users) if bounds is None else bounds, laplace, ldp
-    ):
-        hits = []
-        std = 0.0
-        for _ in range(trials):
-            secret = rng.integers(0, 2, size=users)
-            matrix = rng.integers(0, 2, size=(m, users))
-            given, std = answers(kind, secret, matrix, level, rng)
-            hits.append(float(np.mean(reconstruct(matrix, given) == secret)))
-            if progress is not None:
-                progress(1)
-        se = float(np.std(hits, ddof=1) / math.sqrt(trials)) if trials > 1 else 0.0
-        bound = ldp_bound(level) if kind == "ldp" else None
-        points.append(ReconstructionPoint(kind, level, std, float(np.mean(hits)), se, bound))
+    chosen = default_bounds(users) if bounds is None else bounds
+    points = [
+        _attacked(rng, kind, level, users, m, trials, progress)
+        for kind, level in _settings(users, chosen, laplace, ldp)
+    ]
     return ReconstructionResult(users, m, trials, seed, points)
+
+
+def _attacked(
+    rng: np.random.Generator,
+    kind: str,
+    level: float,
+    users: int,
+    m: int,
+    trials: int,
+    progress: Callable[[int], None] | None,
+) -> ReconstructionPoint:
+    """One protection's point: ``trials`` fresh databases of ``users`` bits, each
+    attacked with ``m`` random subset-sum queries answered under (``kind``, ``level``)."""
+    hits = []
+    std = 0.0
+    for _ in range(trials):
+        secret = rng.integers(0, 2, size=users)
+        matrix = rng.integers(0, 2, size=(m, users))
+        given, std = answers(kind, secret, matrix, level, rng)
+        hits.append(float(np.mean(reconstruct(matrix, given) == secret)))
+        if progress is not None:
+            progress(1)
+    se = float(np.std(hits, ddof=1) / math.sqrt(trials)) if trials > 1 else 0.0
+    bound = ldp_bound(level) if kind == "ldp" else None
+    return ReconstructionPoint(kind, level, std, float(np.mean(hits)), se, bound)
 
 
 def total_runs(
