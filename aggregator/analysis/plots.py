@@ -675,29 +675,36 @@ def plot_latency_quantiles(rows: Sequence[dict[str, Any]], path: Path, setting: 
         fig = _new_figure(12.0, 5.6)
         axes = fig.subplots(1, len(quantiles))
         for ax, p in zip(np.atleast_1d(axes), quantiles, strict=True):
-            for i, eps in enumerate(epsilons):
-                for j, n in enumerate(sizes):
-                    (r,) = [x for x in rows if (x["p"], x["epsilon"], x["n"]) == (p, eps, n)]
-                    x = i + (j - (len(sizes) - 1) / 2) * 0.28
-                    color = list(COLORS.values())[j % len(COLORS)]
-                    low, high = r["value"] - r["ci_low"], r["ci_high"] - r["value"]
-                    ax.errorbar(
-                        [x], [r["value"]], yerr=[[low], [high]], fmt="o", color=color,
-                        capsize=5, lw=2, label=f"n = {n:,}" if i == 0 else None,
-                    )  # fmt: skip
-                    ax.plot([x - 0.12, x + 0.12], [r["truth"]] * 2, color="0.15", lw=2.5)
-            ax.set_yscale("log")
-            plain = FuncFormatter(lambda v, _: f"{v:g}")
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain)
-            ax.set_xticks(range(len(epsilons)), [f"ε = {e:g}" for e in epsilons])
-            ax.set_xlim(-0.6, len(epsilons) - 0.4)
-            ax.set_ylabel("seconds")
-            ax.set_title(f"p{100 * p:g}: estimate and 95 % interval (black: the truth)")
-            ax.legend(loc="upper right", fontsize=10)
+            _quantile_panel(ax, [r for r in rows if r["p"] == p], p, epsilons, sizes)
         fig.suptitle(setting, fontsize=12)
         fig.savefig(path)
     return path
+
+
+def _quantile_panel(
+    ax: Any, rows: Sequence[dict[str, Any]], p: float, epsilons: list[Any], sizes: list[Any]
+) -> None:
+    """The quantile ``p``'s panel: a group per ε, a point per n, the truth a black bar."""
+    for i, eps in enumerate(epsilons):
+        for j, n in enumerate(sizes):
+            (r,) = [x for x in rows if (x["epsilon"], x["n"]) == (eps, n)]
+            x = i + (j - (len(sizes) - 1) / 2) * 0.28
+            color = list(COLORS.values())[j % len(COLORS)]
+            low, high = r["value"] - r["ci_low"], r["ci_high"] - r["value"]
+            ax.errorbar(
+                [x], [r["value"]], yerr=[[low], [high]], fmt="o", color=color,
+                capsize=5, lw=2, label=f"n = {n:,}" if i == 0 else None,
+            )  # fmt: skip
+            ax.plot([x - 0.12, x + 0.12], [r["truth"]] * 2, color="0.15", lw=2.5)
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.set_xticks(range(len(epsilons)), [f"ε = {e:g}" for e in epsilons])
+    ax.set_xlim(-0.6, len(epsilons) - 0.4)
+    ax.set_ylabel("seconds")
+    ax.set_title(f"p{100 * p:g}: estimate and 95 % interval (black: the truth)")
+    ax.legend(loc="upper right", fontsize=10)
 
 
 def run_tradeoff(
