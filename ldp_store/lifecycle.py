@@ -237,6 +237,13 @@ def _info_memory(client: redis.Redis) -> list[dict[str, Any]]:
     return [client.info("memory")]
 
 
+def _totals(client: redis.Redis) -> tuple[int, int]:
+    """``used_memory`` and ``maxmemory`` summed over the primaries (0: no limit)."""
+    nodes = _info_memory(client)
+    used = sum(int(n.get("used_memory", 0)) for n in nodes)
+    return used, sum(int(n.get("maxmemory", 0) or 0) for n in nodes)
+
+
 def measure_memory(
     client: redis.Redis, limit: int = MEMORY_SCAN_KEYS, now: float | None = None
 ) -> MemoryReport:
@@ -253,11 +260,11 @@ def measure_memory(
             by_metric[name] = by_metric.get(name, 0) + size
             if match.group(4) in (b"guard", b"seen"):
                 guard += size
-    nodes = _info_memory(client)
+    used, maxmemory = _totals(client)
     return MemoryReport(
         by_metric=by_metric,
-        used=sum(int(n.get("used_memory", 0)) for n in nodes),
-        maxmemory=sum(int(n.get("maxmemory", 0) or 0) for n in nodes),
+        used=used,
+        maxmemory=maxmemory,
         keys=len(found),
         guard=guard,
         partial=partial,
@@ -323,13 +330,8 @@ class MemoryUsage:
                 raise failure
             if self._reading is not None:
                 return self._reading
-        nodes = _info_memory(self.client)  # the totals now, the per-metric figures later
-        return MemoryReport(
-            used=sum(int(n.get("used_memory", 0)) for n in nodes),
-            maxmemory=sum(int(n.get("maxmemory", 0) or 0) for n in nodes),
-            partial=True,
-            measured_at=time.time(),
-        )
+        used, maxmemory = _totals(self.client)  # the totals now, the per-metric figures later
+        return MemoryReport(used=used, maxmemory=maxmemory, partial=True, measured_at=time.time())
 
     def _measure(self) -> None:
         try:

@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -126,6 +126,17 @@ class MetricState:
 
 
 _NO_STATE = MetricState(None, None, frozenset())
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _put_bounded(cache: OrderedDict[_K, _V], key: _K, value: _V) -> None:
+    """Set ``cache[key]``, then drop the oldest entries past :data:`CACHE_SIZE`."""
+    cache[key] = value
+    while len(cache) > CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 def _parse(name: str, raw: bytes | str) -> MetricDefinition:
@@ -266,9 +277,7 @@ class Registry:
 
     def _keep(self, key: tuple[str, int], definition: MetricDefinition) -> None:
         with self._lock:
-            self._versions[key] = definition
-            while len(self._versions) > CACHE_SIZE:
-                self._versions.popitem(last=False)
+            _put_bounded(self._versions, key, definition)
 
     def current_version(self, name: str) -> int | None:
         """The current version of ``name`` (cached for CURRENT_TTL), or None."""
@@ -316,10 +325,8 @@ class Registry:
         raw = self.redis.hget(keys.metric_key(name), f"v{version}")
         if raw is None:
             with self._lock:
-                self._unknown[key] = time.monotonic() + UNKNOWN_TTL
+                _put_bounded(self._unknown, key, time.monotonic() + UNKNOWN_TTL)
                 self._unknown.move_to_end(key)
-                while len(self._unknown) > CACHE_SIZE:
-                    self._unknown.popitem(last=False)
             return None
         definition = _parse(name, raw)
         self._keep(key, definition)

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import cast
 
 import redis
@@ -164,6 +165,14 @@ def expired_message(definition: MetricDefinition, window: str, policy: Retention
     )
 
 
+def _pttls(client: redis.Redis, names: Iterable[str]) -> list[int]:
+    """The PTTL of each key, read in one pipeline (-1: no expiry, -2: no key)."""
+    with client.pipeline(transaction=False) as pipe:
+        for key in names:
+            pipe.pttl(key)
+        return cast(list[int], pipe.execute())
+
+
 def expire_untimed(
     client: redis.Redis, definition: MetricDefinition, policy: RetentionPolicy, shard: int = 0
 ) -> int:
@@ -185,11 +194,7 @@ def expire_untimed(
     if not windows:
         return 0
     window_keys = [keys.window_keys(name, version, w, shard) for w in windows]
-    with client.pipeline(transaction=False) as pipe:
-        for group in window_keys:
-            for key in group:
-                pipe.pttl(key)
-        ttls = pipe.execute()
+    ttls = _pttls(client, chain.from_iterable(window_keys))
     now_ms = time.time() * 1000
     expired: list[str] = []
     with client.pipeline(transaction=False) as pipe:

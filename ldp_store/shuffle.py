@@ -219,6 +219,4 @@ def released(client: redis.Redis, name: str, version: int, shards: int = 1) -> R
             smallest.append(s)
         if d is not None:
             delays.append(d / 1000)
-    return Releases(
-        batches, reports, min(smallest) if smallest else None, max(delays) if delays else None
-    )
+    return Releases(batches, reports, min(smallest, default=None), max(delays, default=None))
