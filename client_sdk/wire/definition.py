@@ -37,6 +37,7 @@ from client_sdk.wire.dimensions import (
     MAX_SEGMENTED_COUNTERS,
     Dimensions,
     check_dimensions,
+    check_distinct,
     name_mismatch,
     named_lists,
     segment_count,
@@ -159,12 +160,10 @@ class MetricDefinition:
             )
         out = []
         for (name, labels), item in zip(self.attributes, items, strict=True):
-            if isinstance(item, str) and item in labels:
-                out.append(labels.index(item))
-            elif type(item) is int and 0 <= item < len(labels):
-                out.append(item)
-            else:
+            index = _label_index(labels, item)
+            if index is None:
                 raise ValueError(f"attribute {name!r} of metric {self.name!r} has no such value")
+            out.append(index)
         return tuple(out)
 
     @property
@@ -368,10 +367,7 @@ class MetricDefinition:
         if other is not None:
             return other(data, problems)
         numeric = kind == "numeric"
-        value_range = _check_range(data.get("range"), problems) if numeric else None
-        if numeric and "domain" in data:
-            problems.append("a numeric metric has a range, not a domain")
-        domain = () if numeric else _check_domain(data.get("domain"), problems)
+        domain, value_range = _domain_or_range(data, numeric, problems)
         common = _check_common(data, problems)  # shards absent (older versions): 1
         if kind not in KINDS:
             problems.append(f"unknown metric kind {kind!r}; one of {', '.join(KINDS)}")
@@ -379,13 +375,42 @@ class MetricDefinition:
         if problems or mech is None:
             raise DefinitionError(problems or ["invalid definition"])
         assert isinstance(version, int)
-        # a pram metric stored before pram had a reason gets it here
-        reason = str(data.get("mechanism_reason", "")) or (
-            mech.reason() if isinstance(mech, PostRandomization) else ""
-        )
+        reason = _stored_reason(data, mech)
         return common.definition(
             name, version, mech, reason, str(kind), domain=domain, value_range=value_range
         )
+
+
+def _domain_or_range(
+    data: Mapping[str, Any], numeric: bool, problems: list[str]
+) -> tuple[tuple[str, ...], tuple[float, float] | None]:
+    """A categorical metric's domain (and no range), or a numeric one's range (and no
+    domain), checked."""
+    if not numeric:
+        return _check_domain(data.get("domain"), problems), None
+    value_range = _check_range(data.get("range"), problems)
+    if "domain" in data:
+        problems.append("a numeric metric has a range, not a domain")
+    return (), value_range
+
+
+def _stored_reason(data: Mapping[str, Any], mech: FrequencyOracle | NumericMechanism) -> str:
+    """Why the mechanism was chosen, as stored; a pram metric stored before pram had a
+    reason gets its own."""
+    stored = str(data.get("mechanism_reason", ""))
+    if stored or not isinstance(mech, PostRandomization):
+        return stored
+    return mech.reason()
+
+
+def _label_index(labels: tuple[str, ...], item: object) -> int | None:
+    """The index of ``item`` among an attribute's ``labels`` (given as a label or as an
+    index), None when it is neither."""
+    if isinstance(item, str) and item in labels:
+        return labels.index(item)
+    if type(item) is int and 0 <= item < len(labels):
+        return item
+    return None
 
 
 def _identity(data: Mapping[str, Any], problems: list[str]) -> tuple[str, Any]:
@@ -582,9 +607,7 @@ def _check_attributes(
         if len(labels) > MAX_ATTRIBUTE_SIZE:
             problems.append(f"{place} has more than {MAX_ATTRIBUTE_SIZE} values")
         out.append((name, labels))
-    names = [name for name, _ in out]
-    if len(set(names)) != len(names):
-        problems.append(f"attribute names must be distinct, got {names}")
+    check_distinct(out, "attribute", problems)
     return tuple(out)
 
 

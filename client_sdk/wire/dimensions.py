@@ -68,16 +68,24 @@ def check_dimensions(dimensions: object, problems: list[str]) -> Dimensions:
         checked = _checked_values(values, place, problems)
         if checked is not None:
             out.append((name, checked))
-    names = [name for name, _ in out]
-    if len(set(names)) != len(names):
-        problems.append(f"dimension names must be distinct, got {names}")
-    segments = math.prod(len(values) for _, values in out)
+    check_distinct(out, "dimension", problems)
+    segments = segment_count(tuple(out))
     if out and segments > MAX_SEGMENTS:
         problems.append(
             f"dimensions make {segments} segments (the product of their value counts); at most "
             f"{MAX_SEGMENTS}, so that a dimension cannot become a device identifier"
         )
     return tuple(out)
+
+
+def check_distinct(
+    named: list[tuple[str, tuple[str, ...]]], what: str, problems: list[str]
+) -> None:
+    """Append a problem when two of ``named`` (a metric's dimensions, a joint metric's
+    attributes: ``what``) share a name."""
+    names = [name for name, _ in named]
+    if len(set(names)) != len(names):
+        problems.append(f"{what} names must be distinct, got {names}")
 
 
 def _checked_values(values: object, place: str, problems: list[str]) -> tuple[str, ...] | None:

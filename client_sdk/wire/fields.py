@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from typing import Any
 
 from client_sdk import mechanisms
@@ -49,8 +50,7 @@ def _check_domain(domain: object, problems: list[str]) -> tuple[str, ...]:
             problems.append(f"domain[{i}] is longer than {MAX_LABEL_LENGTH} characters")
         else:
             labels.append(label)
-    seen: set[str] = set()
-    duplicates = sorted({x for x in labels if x in seen or seen.add(x)})  # type: ignore[func-returns-value]
+    duplicates = _repeated(labels)
     if duplicates:
         problems.append(f"domain has duplicate labels: {duplicates}")
     if not 2 <= len(domain) <= mechanisms.MAX_DOMAIN_SIZE:
@@ -58,6 +58,11 @@ def _check_domain(domain: object, problems: list[str]) -> tuple[str, ...]:
             f"domain must have between 2 and {mechanisms.MAX_DOMAIN_SIZE} labels, got {len(domain)}"
         )
     return tuple(labels)
+
+
+def _repeated(labels: list[str]) -> list[str]:
+    """The labels given more than once, sorted."""
+    return sorted(label for label, count in Counter(labels).items() if count > 1)
 
 
 def _check_epsilon(epsilon: object, problems: list[str]) -> float | None:

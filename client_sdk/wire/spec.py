@@ -418,24 +418,34 @@ def _parse_distribution_spec(
     common = _check_spec_common(spec, problems)
     if problems or epsilon is None or value_range is None or shape is None:
         raise DefinitionError(problems or ["invalid distribution metric"])
-    bins, scale, branching = shape
+    _, _, branching = shape
     if spec.get("mechanism") == HaarHRR.name and branching is not None:
         raise DefinitionError(
             ["distribution.branching is the hierarchical histogram's; haar has none"]
         )
     try:
-        if spec.get("mechanism") == HaarHRR.name:
-            mech: DistributionMechanism = HaarHRR(epsilon, bins, scale)
-            reason = ""
-        elif branching is None:
-            choice = choose_distribution(epsilon, bins, scale)
-            mech, reason = choice.mechanism, choice.reason
-        else:
-            mech = HierarchicalHistogram(epsilon, bins, branching, scale)
-            reason = ""
+        mech, reason = _distribution_mechanism(spec.get("mechanism"), epsilon, shape)
     except ValueError as exc:
         raise DefinitionError([f"mechanism: {exc}"]) from None
     return common.definition(name, version, mech, reason, "distribution", value_range=value_range)
+
+
+def _distribution_mechanism(
+    named: object, epsilon: float, shape: tuple[int, str, int | None]
+) -> tuple[DistributionMechanism, str]:
+    """The mechanism of a distribution spec (``named``: its ``mechanism``; ``shape``: its
+    bins, scale and branching) and why it was chosen ("" when the spec chose it).
+
+    Raises:
+        ValueError: the mechanism's parameters are out of range.
+    """
+    bins, scale, branching = shape
+    if named == HaarHRR.name:
+        return HaarHRR(epsilon, bins, scale), ""
+    if branching is None:
+        choice = choose_distribution(epsilon, bins, scale)
+        return choice.mechanism, choice.reason
+    return HierarchicalHistogram(epsilon, bins, branching, scale), ""
 
 
 _PARSERS: dict[str, Callable[[str, dict[str, Any], int, list[str]], MetricDefinition]] = {
