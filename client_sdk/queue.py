@@ -194,18 +194,21 @@ class MemoryQueue(Quotas):
             head = items[0].key if items else self._next_key
             done = {key for key in done if key > head}
             if done:  # acked out of order: rare, so a linear pass is fine
-                kept = deque(e for e in items if e.key not in done)
-                self._bytes = sum(len(e.data) for e in kept)
-                self._items = kept
+                self._keep_only(lambda e: e.key not in done)
 
     def discard(self, drop: Callable[[bytes], bool]) -> int:
         """Remove the items ``drop`` says to (e.g. a retired metric's); return how many."""
         with self._lock:
-            kept = deque(e for e in self._items if not drop(e.data))
-            n = len(self._items) - len(kept)
-            self._items = kept
-            self._bytes = sum(len(e.data) for e in kept)
-            return n
+            return self._keep_only(lambda e: not drop(e.data))
+
+    def _keep_only(self, keep: Callable[[Entry], bool]) -> int:
+        """Keep the items ``keep`` accepts, in order (a linear pass, under the lock);
+        return how many went."""
+        kept = deque(e for e in self._items if keep(e))
+        gone = len(self._items) - len(kept)
+        self._items = kept
+        self._bytes = sum(len(e.data) for e in kept)
+        return gone
 
     def clear(self) -> int:  # noqa: D102
         with self._lock:

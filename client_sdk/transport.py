@@ -266,13 +266,20 @@ def _root_cause(exc: BaseException) -> BaseException:
         seen.add(id(current))
         if isinstance(current, OSError) and type(current).__module__ in _SOCKET_MODULES:
             found = current
-        reason = getattr(current, "reason", None)
-        args = getattr(current, "args", ())
-        nested = reason if isinstance(reason, BaseException) else None
-        if nested is None and args and isinstance(args[0], BaseException):
-            nested = args[0]
-        current = nested or current.__cause__ or current.__context__
+        current = _wrapped(current)
     return found
+
+
+def _wrapped(error: BaseException) -> BaseException | None:
+    """The error ``error`` wraps: its ``reason`` (urllib3's), its first argument
+    (``requests``'), else its cause or context; None when there is none."""
+    reason = getattr(error, "reason", None)
+    if isinstance(reason, BaseException):
+        return reason
+    args = getattr(error, "args", ())
+    if args and isinstance(args[0], BaseException):
+        return args[0]
+    return error.__cause__ or error.__context__
 
 
 _SOCKET_MODULES = ("builtins", "socket", "ssl")

@@ -552,12 +552,11 @@ class Uploader:
         retired = _retired(answer)
         rejected = _rejected(answer, len(entries)) - later
         delivered = len(entries) - len(rejected) - len(later)
-        accepted, duplicates = answer.get("accepted"), answer.get("duplicates")
         if not later:
             self._stats.add("batches")
         self._stats.add("sent", delivered)
-        self._stats.add("accepted", accepted if type(accepted) is int else delivered)
-        self._stats.add("duplicates", duplicates if type(duplicates) is int else 0)
+        self._stats.add("accepted", _count(answer, "accepted", delivered))
+        self._stats.add("duplicates", _count(answer, "duplicates", 0))
         gone = {i for i in rejected if _metric(entries[i]) in retired}
         if rejected - gone:
             detail = f"{len(rejected - gone)} of a batch of {len(entries)}"
@@ -571,6 +570,13 @@ class Uploader:
         self._stats.drop("retired", dropped, warn=False)  # on_retired warns, naming them
         if retired:
             self._on_retired(retired)
+
+
+def _count(answer: dict[str, Any], field: str, default: int) -> int:
+    """The count the collector's answer gives in ``field``, ``default`` when it gives
+    none (or not an integer)."""
+    value = answer.get(field)
+    return value if type(value) is int else default
 
 
 def _rejected(answer: dict[str, Any], size: int, field: str = "rejected") -> set[int]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from client_sdk.errors import ObliviousError
 from client_sdk.ohttp import bhttp
-from client_sdk.ohttp.encapsulation import encapsulate_request
+from client_sdk.ohttp.encapsulation import ClientContext, encapsulate_request
 from client_sdk.ohttp.keys import (
     GATEWAY_PATH,
     KEYS_MEDIA_TYPE,
@@ -167,19 +167,13 @@ class ObliviousTransport:
                 # It does not know the key it just published (replicas out of step for a
                 # few seconds): try later, keep the reports.
                 raise OSError("the gateway refused the key it publishes; retrying later")
-            if answer.status != 200 or not answer.headers.get("content-type", "").startswith(
-                RESPONSE_MEDIA_TYPE
-            ):
+            if not _is_sealed(answer):
                 if method == "GET" and classify(answer.status, None) == "drop":
                     # The relay or gateway refused the sealed request (a 400: it could not
                     # be opened): the collector said nothing about the metric.
                     raise OSError(f"the relay or gateway answered HTTP {answer.status}")
                 return answer
-            try:
-                inner = bhttp.decode_response(context.decapsulate_response(answer.body))
-            except ObliviousError as exc:
-                raise OSError(f"the gateway's answer cannot be opened: {exc}") from None
-            return Response(inner.status, dict(inner.headers), inner.content)
+            return _opened(context, answer)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def binary_request(
@@ -314,6 +308,26 @@ def _speaks(config: KeyConfig) -> bool:
     except ObliviousError:
         return False
     return True
+
+
+def _is_sealed(answer: Response) -> bool:
+    """Whether ``answer`` is the gateway's encapsulated answer (a 200 of the OHTTP
+    response media type), not the relay's or the gateway's own."""
+    kind = answer.headers.get("content-type", "")
+    return answer.status == 200 and kind.startswith(RESPONSE_MEDIA_TYPE)
+
+
+def _opened(context: ClientContext, answer: Response) -> Response:
+    """The collector's answer sealed in the gateway's ``answer``.
+
+    Raises:
+        OSError: it cannot be opened.
+    """
+    try:
+        inner = bhttp.decode_response(context.decapsulate_response(answer.body))
+    except ObliviousError as exc:
+        raise OSError(f"the gateway's answer cannot be opened: {exc}") from None
+    return Response(inner.status, dict(inner.headers), inner.content)
 
 
 def _is_unknown_key(answer: Response) -> bool:
