@@ -291,13 +291,7 @@ class PartlyStored(Unavailable):
         errors = list(dict.fromkeys(exc.error for exc in later))
         wait = max((exc.retry_after or 0 for exc in later), default=0)
         super().__init__("; ".join(errors), later[0].reason, wait or None)
-        why = {rid.hex(): exc.error for exc in later for rid in exc.ids}
-        done = {r.index for r in batch.rejected}
-        self.retry = [
-            Retry(index=i, error=clip(why[rid]))
-            for i, rid in enumerate(map(_id, reports))
-            if rid in why and i not in done
-        ]
+        self.retry = _retries(reports, batch, later)
         self.accepted = accepted
         self.duplicates = duplicates
         self.rejected = batch.rejected
@@ -315,6 +309,17 @@ class PartlyStored(Unavailable):
             retry=self.retry,
             **extra,
         )
+
+
+def _retries(reports: list[Any], batch: Validated, later: list[Refused]) -> list[Retry]:
+    """The reports to send again (among ``later``'s ids, not rejected), each with why."""
+    why = {rid.hex(): exc.error for exc in later for rid in exc.ids}
+    done = {r.index for r in batch.rejected}
+    return [
+        Retry(index=i, error=clip(why[rid]))
+        for i, rid in enumerate(map(_id, reports))
+        if rid in why and i not in done
+    ]
 
 
 def _id(report: Any) -> str | None:

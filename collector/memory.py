@@ -174,6 +174,13 @@ def _total(counts: dict[bytes, Any]) -> int:
     return sum(max(0, int(x)) for x in counts.values())
 
 
+def _forget_ended(client: redis.Redis, refused: Mapping[str, float], wall: float) -> None:
+    """Delete the guard's refusals that ended :data:`REFUSALS_KEPT` before ``wall``."""
+    ended = [unit for unit, until in refused.items() if until < wall - REFUSALS_KEPT]
+    if ended:
+        client.hdel(keys.guard_refused_key(), *ended)
+
+
 class MemoryGuard:
     """Answers 503 at the high-water mark of drainable memory, and reads the replay guard's
     ids against its budget (see the module's docstring).
@@ -270,9 +277,7 @@ class MemoryGuard:
         self._days, self._counted_at = days, tick
         self._held = dict(held)
         self._pool_used = self.last.pool_used()
-        ended = [u for u, until in self.last.refused.items() if until < wall - REFUSALS_KEPT]
-        if ended:
-            self.client.hdel(keys.guard_refused_key(), *ended)
+        _forget_ended(self.client, self.last.refused, wall)
         return self.last
 
     def _memory_due(self, last: GuardReading | None, days: tuple[str, str], tick: float) -> bool:

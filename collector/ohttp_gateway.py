@@ -271,19 +271,23 @@ class ObliviousGateway:
             return _unknown_key(start_response, exc.key_id)
         except ObliviousError as exc:
             return self._error(start_response, "undecryptable", [str(exc)])
+        inner_answer = self._inner_answer(env, plain)
+        sealed = context.encapsulate_response(bhttp.encode_response(inner_answer))
+        headers = {"Content-Type": ohttp_keys.RESPONSE_MEDIA_TYPE, "Cache-Control": "no-store"}
+        return answer(start_response, 200, headers, sealed)
+
+    def _inner_answer(self, outer: Mapping[str, Any], plain: bytes) -> bhttp.BinaryResponse:
+        """The answer to the decapsulated request ``plain``: the app's, or a 400 when it
+        is not a binary HTTP request (each counted)."""
         try:
             inner = bhttp.decode_request(plain)
         except ObliviousError as exc:
             self.outcomes.labels(outcome="malformed").inc()
-            inner_answer = _inner_error(
+            return _inner_error(
                 400, "the encapsulated message is not a binary HTTP request", [str(exc)]
             )
-        else:
-            self.outcomes.labels(outcome="ok").inc()
-            inner_answer = self._serve(env, inner)
-        sealed = context.encapsulate_response(bhttp.encode_response(inner_answer))
-        headers = {"Content-Type": ohttp_keys.RESPONSE_MEDIA_TYPE, "Cache-Control": "no-store"}
-        return answer(start_response, 200, headers, sealed)
+        self.outcomes.labels(outcome="ok").inc()
+        return self._serve(outer, inner)
 
     def _serve(self, outer: Mapping[str, Any], inner: bhttp.BinaryRequest) -> bhttp.BinaryResponse:
         """The app's answer to the inner request, served from a fresh environ."""
@@ -291,24 +295,7 @@ class ObliviousGateway:
         if isinstance(routed, bhttp.BinaryResponse):
             return routed
         route, query = routed
-        environ: dict[str, Any] = {k: outer[k] for k in _SERVER_KEYS if k in outer}
-        environ.update(
-            {
-                "REQUEST_METHOD": inner.method,
-                "PATH_INFO": route,
-                "QUERY_STRING": query,
-                "CONTENT_LENGTH": str(len(inner.content)),
-                "wsgi.input": io.BytesIO(inner.content),
-                OBLIVIOUS_ENVIRON_KEY: True,
-            }
-        )
-        for header in (
-            (*INNER_HEADERS, AUTHORIZATION) if inner.method == "POST" else (AUTHORIZATION,)
-        ):
-            value = inner.header(header)
-            if value is not None:
-                key = header.upper().replace("-", "_")
-                environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
+        environ = _inner_environ(outer, inner, route, query)
         status: list[int] = []
         headers: list[tuple[str, str]] = []
 
@@ -328,6 +315,30 @@ class ObliviousGateway:
             (name.lower(), value) for name, value in headers if name.lower() in ANSWER_HEADERS
         )
         return bhttp.BinaryResponse(status[0], kept, content)
+
+
+def _inner_environ(
+    outer: Mapping[str, Any], inner: bhttp.BinaryRequest, route: str, query: str
+) -> dict[str, Any]:
+    """A fresh environ for the inner request to ``route`` with ``query``: the outer
+    request's server keys, the inner one's method, body and allowed headers."""
+    environ: dict[str, Any] = {k: outer[k] for k in _SERVER_KEYS if k in outer}
+    environ.update(
+        {
+            "REQUEST_METHOD": inner.method,
+            "PATH_INFO": route,
+            "QUERY_STRING": query,
+            "CONTENT_LENGTH": str(len(inner.content)),
+            "wsgi.input": io.BytesIO(inner.content),
+            OBLIVIOUS_ENVIRON_KEY: True,
+        }
+    )
+    for header in (*INNER_HEADERS, AUTHORIZATION) if inner.method == "POST" else (AUTHORIZATION,):
+        value = inner.header(header)
+        if value is not None:
+            key = header.upper().replace("-", "_")
+            environ[key if key == "CONTENT_TYPE" else "HTTP_" + key] = value
+    return environ
 
 
 def _route(inner: bhttp.BinaryRequest) -> tuple[str, str] | bhttp.BinaryResponse:

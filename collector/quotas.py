@@ -62,27 +62,33 @@ def parse_quotas(value: Any) -> dict[str, Quota]:
             raise ValueError(f"PROJECT_QUOTAS must be a JSON object: {exc}") from None
     if not isinstance(value, Mapping):
         raise ValueError(f"PROJECT_QUOTAS must be a JSON object, got {str(value)[:80]!r}")
-    out: dict[str, Quota] = {}
-    for project, limits in value.items():
-        if project != ANY:
-            projects.check_project(project)
-        if not isinstance(limits, Mapping) or set(limits) - _FIELDS:
-            raise ValueError(
-                f"PROJECT_QUOTAS[{project!r}] must be an object of {sorted(_FIELDS)}, "
-                f"got {str(limits)[:80]!r}"
-            )
-        for key, number in limits.items():
-            if not is_count(number):
-                raise ValueError(
-                    f"PROJECT_QUOTAS[{project!r}].{key} must be a positive integer, got {number!r}"
-                )
-        memory = limits.get("memory_mb")
-        out[project] = Quota(
-            limits.get("metrics"),
-            limits.get("reports_per_minute"),
-            None if memory is None else memory * 2**20,
+    return {project: _quota(project, limits) for project, limits in value.items()}
+
+
+def _quota(project: str, limits: object) -> Quota:
+    """One project's entry of ``LDP_PROJECT_QUOTAS`` (``project``: its key).
+
+    Raises:
+        ValueError: a bad project name, or not an object of positive integers.
+    """
+    if project != ANY:
+        projects.check_project(project)
+    if not isinstance(limits, Mapping) or set(limits) - _FIELDS:
+        raise ValueError(
+            f"PROJECT_QUOTAS[{project!r}] must be an object of {sorted(_FIELDS)}, "
+            f"got {str(limits)[:80]!r}"
         )
-    return out
+    for key, number in limits.items():
+        if not is_count(number):
+            raise ValueError(
+                f"PROJECT_QUOTAS[{project!r}].{key} must be a positive integer, got {number!r}"
+            )
+    memory = limits.get("memory_mb")
+    return Quota(
+        limits.get("metrics"),
+        limits.get("reports_per_minute"),
+        None if memory is None else memory * 2**20,
+    )
 
 
 @dataclass
