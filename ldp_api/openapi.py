@@ -361,13 +361,7 @@ def _entry(
     schemes: dict[str, Scheme],
 ) -> dict[str, Any]:
     """One operation's object; the security schemes it names are added to ``schemes``."""
-    entry: dict[str, Any] = {"summary": operation.summary}
-    if operation.scope is not None:
-        entry["x-scope"] = operation.scope
-    if operation.audit is not None:
-        entry["x-audit"] = operation.audit
-    if operation.description:
-        entry["description"] = operation.description
+    entry = _head(operation)
     parameters = _parameters(operation.path, "path") + _parameters(operation.query, "query")
     if parameters:
         entry["parameters"] = parameters
@@ -385,6 +379,17 @@ def _entry(
     return entry
 
 
+def _head(operation: Operation) -> dict[str, Any]:
+    """An operation's summary, then its ``x-scope``, ``x-audit`` and description when
+    it has them."""
+    optional = {
+        "x-scope": operation.scope,
+        "x-audit": operation.audit,
+        "description": operation.description or None,
+    }
+    return {"summary": operation.summary} | {k: v for k, v in optional.items() if v is not None}
+
+
 def _security(
     app: Flask, operation: Operation, entry: dict[str, Any], schemes: dict[str, Scheme]
 ) -> tuple[bool, bool]:
@@ -392,16 +397,27 @@ def _security(
     operation's schemes is switched on (then no 401 can come back, and the operation is
     open, its security optional; disabled: 403; or absent: documented without it), and
     whether it is absent."""
-    off = bool(operation.security) and not any(s.asked(app) for s in operation.security)
-    unset = {s.unset for s in operation.security} if off else set()  # what "off" means
+    security = operation.security
+    off = bool(security) and not any(s.asked(app) for s in security)
+    unset = {s.unset for s in security} if off else set()  # what "off" means
     disabled, absent = unset == {"disabled"}, unset == {"absent"}
-    if operation.security and not disabled and not absent:
-        entry["security"] = [{s.name: []} for s in operation.security] + ([{}] if off else [])
-        schemes.update((s.name, s) for s in operation.security)
     if disabled:
-        names = ", ".join(str(s.setting) for s in operation.security)
-        entry["description"] = (
-            f"Disabled on this server ({names} is not set): answers 403. "
-            + entry.get("description", "")
-        ).strip()
+        entry["description"] = _disabled(security, entry.get("description", ""))
+    elif security and not absent:
+        entry["security"] = _requirements(security, optional=off)
+        schemes.update((s.name, s) for s in security)
     return off, absent
+
+
+def _requirements(security: Sequence[Scheme], optional: bool) -> list[dict[str, list[str]]]:
+    """The security requirements of an operation: any one of its schemes, or none (an
+    empty requirement) when it is ``optional``."""
+    requirements: list[dict[str, list[str]]] = [{s.name: []} for s in security]
+    return [*requirements, {}] if optional else requirements
+
+
+def _disabled(security: Sequence[Scheme], description: str) -> str:
+    """The description of an operation whose schemes are switched off on this server,
+    so that it answers 403."""
+    names = ", ".join(str(s.setting) for s in security)
+    return f"Disabled on this server ({names} is not set): answers 403. {description}".strip()
