@@ -74,6 +74,20 @@ def _product(sizes: tuple[int, ...]) -> int:
     return math.prod(sizes)
 
 
+def _check_sizes(sizes: tuple[int, ...]) -> None:
+    """A joint metric's attribute value counts: 2 to MAX_ATTRIBUTES attributes, each of
+    2 to MAX_ATTRIBUTE_SIZE values.
+
+    Raises:
+        ValueError: with the limit broken.
+    """
+    if not 2 <= len(sizes) <= MAX_ATTRIBUTES:
+        raise ValueError(f"a joint metric has 2 to {MAX_ATTRIBUTES} attributes, got {len(sizes)}")
+    for k in sizes:
+        if type(k) is not int or not 2 <= k <= MAX_ATTRIBUTE_SIZE:
+            raise ValueError(f"each attribute has 2 to {MAX_ATTRIBUTE_SIZE} values, got {sizes}")
+
+
 def _best_oracle(epsilon: float, k: int) -> FrequencyOracle:
     """The lower-variance of GRR and OLH over k values (GRR on ties: no hash to decode)."""
     grr = GeneralizedRR(epsilon=epsilon, domain_size=k)
@@ -186,20 +200,13 @@ class JointMechanism(WireSized):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        d = len(self.sizes)
-        if not 2 <= d <= MAX_ATTRIBUTES:
-            raise ValueError(f"a joint metric has 2 to {MAX_ATTRIBUTES} attributes, got {d}")
-        for k in self.sizes:
-            if type(k) is not int or not 2 <= k <= MAX_ATTRIBUTE_SIZE:
-                raise ValueError(
-                    f"each attribute has 2 to {MAX_ATTRIBUTE_SIZE} values, got {self.sizes}"
-                )
+        _check_sizes(self.sizes)
         if not self.groups or len(self.groups) != len(self.oracles):
             raise ValueError("a joint mechanism needs one oracle per group, and a group")
         for attrs, oracle in zip(self.groups, self.oracles, strict=True):
             self._check_group(attrs, oracle)
         covered = {a for attrs in self.groups for a in attrs}
-        if covered != set(range(d)):
+        if covered != set(range(len(self.sizes))):
             raise ValueError("every attribute must be in some group")
         if self.counters > MAX_COUNTERS:
             raise ValueError(

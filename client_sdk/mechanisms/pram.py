@@ -137,14 +137,20 @@ def privacy_ratio_of(rows: Matrix) -> Fraction | None:
 _PRIME = (1 << 61) - 1
 
 
+def _residues(rows: Matrix, prime: int) -> list[list[int]] | None:
+    """The matrix's entries as residues mod a prime, None when a denominator vanishes
+    mod it."""
+    if any(e.denominator % prime == 0 for row in rows for e in row):
+        return None
+    return [[e.numerator * pow(e.denominator, -1, prime) % prime for e in row] for row in rows]
+
+
 def _rank_mod(rows: Matrix, prime: int) -> int | None:
     """The rank of the matrix mod a prime, None when a denominator vanishes mod it."""
+    a = _residues(rows, prime)
+    if a is None:
+        return None
     k = len(rows)
-    a: list[list[int]] = []
-    for row in rows:
-        if any(e.denominator % prime == 0 for e in row):
-            return None
-        a.append([e.numerator * pow(e.denominator, -1, prime) % prime for e in row])
     rank = 0
     for col in range(k):
         pivot = next((r for r in range(rank, k) if a[r][col]), None)
