@@ -180,13 +180,14 @@ def waiting_many(
     """:func:`waiting` of each (name, version, shards), the pools read in one pipeline."""
     members = [(name, version, s) for name, version, shards in versions for s in range(shards)]
     states = iter(pool_states(client, members, default_delay) if members else [])
-    found: list[Waiting | None] = []
-    for _, _, shards in versions:
-        mine = [next(states) for _ in range(shards)]
-        dues = [s.due for s in mine if s.due is not None]
-        total = sum(s.reports for s in mine)
-        found.append(Waiting(total, max(dues)) if total and dues else None)
-    return found
+    return [_waiting([next(states) for _ in range(shards)]) for _, _, shards in versions]
+
+
+def _waiting(pools: list[PoolState]) -> Waiting | None:
+    """What waits in one version's pools (one per shard); None: nothing."""
+    dues = [s.due for s in pools if s.due is not None]
+    total = sum(s.reports for s in pools)
+    return Waiting(total, max(dues)) if total and dues else None
 
 
 @dataclass(frozen=True)
