@@ -312,6 +312,14 @@ def test_the_storage_package_imports_neither_service() -> None:
 
 
 def loaded_by(args: list[str]) -> set[str]:
+    """Top-level packages a Python process of a service imported (its ``-X importtime``
+    trace, which must name the aggregator or the collector)."""
+    names = traced_imports(args)
+    assert "aggregator" in names or "collector" in names, sorted(names)
+    return names
+
+
+def traced_imports(args: list[str]) -> set[str]:
     """Top-level packages a Python process imported, from its ``-X importtime`` trace."""
     out = subprocess.run(
         [sys.executable, "-X", "importtime", *args],
@@ -325,8 +333,27 @@ def loaded_by(args: list[str]) -> set[str]:
     for line in out.stderr.splitlines():
         if line.startswith("import time:") and "|" in line:
             names.add(line.rsplit("|", 1)[1].strip().split(".")[0])
-    assert "aggregator" in names or "collector" in names, out.stderr[-2000:]
+    assert names, out.stderr[-2000:]
     return names
+
+
+CLI_HEAVY_STACKS = {"numpy", "redis", "flask", "werkzeug", "scipy", "matplotlib", "requests"}
+"""What the ``ldp`` commands' own jobs need, and the bare ``ldp --help`` does not."""
+
+
+def test_the_command_list_imports_no_command_module() -> None:
+    """``ldp --help`` lists the commands from the group's table (``ldp_server/cli.py``):
+    no command module, so no command's stack."""
+    names = traced_imports(["-m", "ldp_server", "--help"])
+    assert {"click", "ldp_server"} <= names
+    assert not names & {*CLI_HEAVY_STACKS, "aggregator", "collector", "ldp_store"}
+
+
+def test_a_command_imports_its_own_module_only() -> None:
+    """``ldp wait --help`` (a command that needs no Redis client, numpy aside) imports the
+    module of ``wait`` and not those of its siblings."""
+    names = traced_imports(["-m", "ldp_server", "wait", "--help"])
+    assert not names & {"flask", "werkzeug", "scipy", "matplotlib", "collector"}
 
 
 def test_the_stream_worker_process_loads_no_flask_matplotlib_or_scipy(redis_db: Any) -> None:

@@ -13,41 +13,6 @@
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
 
 The ``ldp`` group itself, with ``serve`` and ``demo``, is assembled by the composition
-root (:mod:`ldp_server.cli`). Each command imports what its job needs when it runs, so
-``ldp --help`` loads neither numpy nor Redis.
+root (:mod:`ldp_server.cli`), which names each command's module and imports only the
+invoked command's: a command module imports what its job needs at its top.
 """
-
-from __future__ import annotations
-
-import click
-
-from aggregator.cli import (
-    aggregate,
-    alerts,
-    attack,
-    auditlog,
-    catalog,
-    estimates,
-    export,
-    keys,
-    metrics,
-    study,
-    tokens,
-)
-
-__all__ = ["COMMANDS"]
-
-COMMANDS: tuple[click.Command, ...] = (
-    *study.COMMANDS,
-    attack.attack,
-    metrics.metrics,
-    aggregate.aggregate,
-    export.export,
-    estimates.estimates,
-    keys.keys,
-    alerts.alerts,
-    tokens.tokens,
-    auditlog.audit_log,
-    *catalog.COMMANDS,
-)
-"""Every ``ldp`` command of the aggregator (what :mod:`ldp_server.cli` mounts)."""
