@@ -12,6 +12,10 @@ from typing import Any
 
 import click
 
+from aggregator.catalog import generate as gen
+from aggregator.catalog.dictionary import render_page
+from aggregator.catalog.lint import lint_file
+from aggregator.catalog.registry_file import read_registry
 from aggregator.cli.console import echo_json, or_dash
 
 __all__ = ["COMMANDS", "lint"]
@@ -27,8 +31,6 @@ def _today(given: str | None) -> date:
 
 
 def _lint(path: str, today: str | None) -> Any:
-    from aggregator.catalog.lint import lint_file  # noqa: PLC0415
-
     try:
         return lint_file(path, _today(today))
     except ValueError as exc:
@@ -155,9 +157,6 @@ def lint(
 def generate(language: str, registry: str, out_dir: str, package: str) -> None:
     """Typed metric APIs from a registry: Python (Literal types, for mypy), TypeScript for
     the browser SDK (for tsc), Java for the JVM SDK (enums, for javac)."""
-    from aggregator.catalog import generate as gen  # noqa: PLC0415
-    from aggregator.catalog.registry_file import read_registry  # noqa: PLC0415
-
     try:
         reg = read_registry(registry)
         source = Path(registry).name
@@ -175,8 +174,6 @@ def generate(language: str, registry: str, out_dir: str, package: str) -> None:
 
 
 def _write_dictionary(result: Any, path: str) -> None:
-    from aggregator.catalog.dictionary import render_page  # noqa: PLC0415
-
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(render_page(result))

@@ -28,9 +28,12 @@ from aggregator.cli.options import (
     read_options,
 )
 from aggregator.cli.source import Asked, Local, Source, checked_name, reading
+from aggregator.query.segments import NOT_PROTECTED
+from aggregator.query.window import list_windows
 from aggregator.safe_text import visible_parts
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from ldp_store import schema
+from ldp_store.retention import RetentionPolicy, expired_message
 
 __all__ = ["estimand_line", "estimates", "points", "shown_value"]
 
@@ -308,9 +311,6 @@ def _refuse_expired(source: Any, definition: Any, window: str) -> None:
     Raises:
         click.ClickException: saying so.
     """
-    from aggregator.query.window import list_windows
-    from ldp_store.retention import RetentionPolicy, expired_message
-
     if window == schema.ALL or window in list_windows(source.client, definition):
         return
     policy = RetentionPolicy.from_environ().for_metric(definition)
@@ -323,8 +323,6 @@ def _breakdown(
     rows: list[dict[str, Any]], definition: Any, by: str, min_segment_reports: int | None
 ) -> None:
     """Print a breakdown's shown groups, then the held-back ones."""
-    from aggregator.query.segments import NOT_PROTECTED
-
     minimum = min_segment_reports or DEFAULT_MIN_SEGMENT_REPORTS
     out.print(Text(NOT_PROTECTED))
     shown = {str(r["segment"]).split("=", 1)[1] for r in rows}

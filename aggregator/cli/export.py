@@ -36,6 +36,7 @@ from aggregator.cli.options import (
     read_options,
 )
 from aggregator.cli.source import Asked, Source, checked_name, reading
+from aggregator.query.export import COLUMNS
 from aggregator.safe_text import csv_text
 
 if TYPE_CHECKING:
@@ -72,8 +73,6 @@ TEXT_COLUMNS = {"value"}
 def write_csv(out: TextIO, rows: list[dict[str, Any]]) -> None:
     """``rows`` as CSV with the :data:`~aggregator.query.export.COLUMNS` header, text cells
     made safe."""
-    from aggregator.query.export import COLUMNS
-
     writer = csv.DictWriter(out, COLUMNS, restval="")
     writer.writeheader()
     for row in rows:
@@ -95,10 +94,9 @@ def write_csv_stdout(rows: list[dict[str, Any]]) -> None:
 
 
 def _write_parquet(out: Path | BinaryIO, rows: list[dict[str, Any]]) -> None:
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    # the optional "export" extra, for --format parquet alone
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
     import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-
-    from aggregator.query.export import COLUMNS
 
     def kind(column: str) -> Any:
         if column in INTEGER_COLUMNS:

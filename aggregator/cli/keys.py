@@ -8,16 +8,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from aggregator.cli.console import out
 from aggregator.cli.options import redis_options, shown
-from aggregator.cli.source import redis_url_of
-
-if TYPE_CHECKING:
-    from ldp_store.ohttp_keys import GatewayKeys, LiveKey
+from ldp_store.connection import connect
+from ldp_store.embedded import REDIS_URL_FILE
+from ldp_store.ohttp_keys import GatewayKeys, LiveKey
 
 __all__ = ["keys"]
 
@@ -28,10 +26,24 @@ def _when(seconds: float | None) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _store(redis_url: str | None, data_dir: Path, lifetime: float, overlap: float) -> GatewayKeys:
-    from ldp_store.connection import connect  # noqa: PLC0415
-    from ldp_store.ohttp_keys import GatewayKeys  # noqa: PLC0415
+def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
+    """The URL given, or that of the embedded Redis of the ``ldp serve`` on ``data_dir``.
 
+    Raises:
+        click.UsageError: neither.
+    """
+    if redis_url:
+        return redis_url
+    found = data_dir / REDIS_URL_FILE
+    if not found.is_file():
+        raise click.UsageError(
+            f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
+            "of the one that is), or pass --redis-url / set REDIS_URL"
+        )
+    return found.read_text().strip()
+
+
+def _store(redis_url: str | None, data_dir: Path, lifetime: float, overlap: float) -> GatewayKeys:
     return GatewayKeys(connect(redis_url_of(redis_url, data_dir)), lifetime, overlap)
 
 

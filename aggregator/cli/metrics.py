@@ -9,10 +9,12 @@ import click
 from rich.table import Table
 
 from aggregator.cli.console import echo_json, or_dash, out
-from aggregator.cli.remote import DEFAULT_URL, exchange, request_json
+from aggregator.cli.options import DEFAULT_URL
+from aggregator.cli.remote import exchange, request_json
 from aggregator.cli.spec_flags import build_spec, flags_of, read_spec_file, spec_options
 from client_sdk.errors import DefinitionError
 from client_sdk.wire import MetricDefinition, check_name, parse_spec
+from ldp_store.lifecycle import human_bytes
 
 __all__ = ["metrics"]
 
@@ -220,8 +222,6 @@ def _need_token(token: str | None) -> str:
 
 def _removal(body: dict[str, Any]) -> str:
     """What a delete removes, for people: keys by kind and their memory."""
-    from ldp_store.lifecycle import human_bytes
-
     kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(body["by_kind"].items())) or "none"
     versions = ", ".join(f"v{v}" for v in body["versions"])
     return (

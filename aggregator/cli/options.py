@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from aggregator.cli.remote import DEFAULT_URL
 from client_sdk import mechanisms
 
 __all__ = [
     "distribution_asks",
+    "DEFAULT_URL",
     "AS_JSON",
     "CONCENTRATION",
     "DOMAIN",
@@ -417,6 +417,10 @@ class ReadFrom:
     data_dir: Path
 
 
+DEFAULT_URL = "http://127.0.0.1:8000"
+"""Where ``ldp serve`` listens by default, and where the commands that talk to it go."""
+
+
 def read_options(command: F) -> F:
     """``--url``, ``--token``, ``--redis-url`` and ``--data-dir``: where ``ldp export`` and
     ``ldp estimates`` read, handed to the command as ``read_from``, a :class:`ReadFrom`."""
@@ -450,7 +454,7 @@ def read_options(command: F) -> F:
 
 def redis_options(command: F) -> F:
     """``--redis-url`` and ``--data-dir``: the Redis ``ldp keys`` works on (resolve them
-    with :func:`aggregator.cli.source.redis_url_of`)."""
+    with :func:`aggregator.cli.keys.redis_url_of`)."""
     return stacked(
         click.option(
             "--redis-url",

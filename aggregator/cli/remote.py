@@ -12,11 +12,9 @@ import urllib.parse
 from typing import Any
 
 import click
+import requests
 
-__all__ = ["DEFAULT_URL", "Unreachable", "exchange", "request_json"]
-
-DEFAULT_URL = "http://127.0.0.1:8000"
-"""Where ``ldp serve`` listens by default."""
+__all__ = ["Unreachable", "exchange", "request_json"]
 
 TIMEOUT_SECONDS = 30
 """How long a command waits for an answer: a string metric's discovery takes about a
@@ -51,8 +49,6 @@ def exchange(
         click.ClickException: a 4xx/5xx answer (its status, error and details), or an
             answer that is not JSON.
     """
-    import requests  # noqa: PLC0415  # only the commands that call the server load it
-
     if not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--url must start with http:// or https://, got {url!r}")
     headers = {"Accept": "application/json"}
@@ -87,8 +83,6 @@ def _refusal(status: int, reason: str, payload: Any) -> str:
 
 def _unreachable(url: str, exc: Exception) -> tuple[str, str]:
     """Where a request got no answer, and why in words."""
-    import requests  # noqa: PLC0415
-
     parts = urllib.parse.urlsplit(url)
     where = f"{parts.scheme}://{parts.netloc}"
     text = str(exc)

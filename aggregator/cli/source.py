@@ -16,21 +16,22 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import click
+import redis
 
 from aggregator.cli import remote
-from aggregator.cli.options import EstimateAsks, ReadFrom
+from aggregator.cli.options import DEFAULT_URL, EstimateAsks, ReadFrom
+from aggregator.query.estimators import Reader, estimator_for
+from aggregator.query.export import export_windows, window_rows
+from aggregator.query.relayed import relayed_waiting
+from aggregator.query.suppression import HiddenGroups, hidden_groups
 from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS
 from client_sdk.wire import MetricDefinition, check_name
-
-if TYPE_CHECKING:
-    import redis
-
-    from aggregator.query.suppression import HiddenGroups
-    from ldp_store.registry import Registry
+from ldp_store.connection import connect
+from ldp_store.embedded import REDIS_URL_FILE
+from ldp_store.registry import Registry
 
 __all__ = [
     "Api",
@@ -41,7 +42,6 @@ __all__ = [
     "checked_name",
     "local_minimum",
     "reading",
-    "redis_url_of",
     "source_of",
 ]
 
@@ -125,8 +125,6 @@ class Local:
     def plan(  # noqa: D102
         self, name: str | None, version: int | None, granularity: str | None, since: date | None
     ) -> list[Planned]:
-        from aggregator.query.export import export_windows  # noqa: PLC0415
-
         found = []
         for metric in [name] if name is not None else self.registry.names():
             versions = [version] if version else self.registry.versions(metric)
@@ -143,10 +141,6 @@ class Local:
         return found
 
     def rows(self, definition: MetricDefinition, asked: Asked) -> tuple[int, list[dict[str, Any]]]:  # noqa: D102
-        from aggregator.query.estimators import Reader, estimator_for  # noqa: PLC0415
-        from aggregator.query.export import window_rows  # noqa: PLC0415
-        from aggregator.query.suppression import hidden_groups  # noqa: PLC0415
-
         reader = Reader(self.client, self.registry)
         stats = estimator_for(definition).read(reader, definition, asked.window)
         ident = (definition.name, definition.version)
@@ -172,8 +166,6 @@ class Local:
             raise click.ClickException(str(exc)) from None
 
     def waiting_note(self, definition: MetricDefinition) -> str | None:  # noqa: D102
-        from aggregator.query.relayed import relayed_waiting  # noqa: PLC0415
-
         waiting = relayed_waiting(self.client, definition)
         return None if waiting is None else waiting.note
 
@@ -265,25 +257,6 @@ def _quoted(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-def redis_url_of(redis_url: str | None, data_dir: Path) -> str:
-    """The URL given, or that of the embedded Redis of the ``ldp serve`` on ``data_dir``.
-
-    Raises:
-        click.UsageError: neither.
-    """
-    if redis_url:
-        return redis_url
-    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
-
-    found = data_dir / REDIS_URL_FILE
-    if not found.is_file():
-        raise click.UsageError(
-            f"no Redis to read: no ldp serve is running on {data_dir} (pass --data-dir "
-            "of the one that is), or pass --redis-url / set REDIS_URL"
-        )
-    return found.read_text().strip()
-
-
 def source_of(read_from: ReadFrom) -> Source:
     """Where to read, in the order of the module: a Redis named, a URL named, the local
     ``ldp serve``'s Redis, the default URL.
@@ -291,8 +264,6 @@ def source_of(read_from: ReadFrom) -> Source:
     Raises:
         click.ClickException: a Redis named or found that does not answer.
     """
-    from ldp_store.embedded import REDIS_URL_FILE  # noqa: PLC0415
-
     if read_from.redis_url:
         return _local(read_from.redis_url)
     if read_from.url:
@@ -304,7 +275,7 @@ def source_of(read_from: ReadFrom) -> Source:
         f"no Redis to read: no ldp serve is running on {read_from.data_dir} (no {found}) and "
         "no --redis-url or REDIS_URL"
     )
-    return Api(remote.DEFAULT_URL, read_from.token, fallback=tried)
+    return Api(DEFAULT_URL, read_from.token, fallback=tried)
 
 
 @contextmanager
@@ -317,12 +288,10 @@ def reading(
     Raises:
         click.ClickException: Redis is unreachable.
     """
-    import redis as redis_py  # noqa: PLC0415
-
     try:
         source = source_of(read_from)
         yield source, local_minimum(ctx, source, min_segment_reports)
-    except (redis_py.RedisError, redis_py.exceptions.RedisClusterException) as exc:
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
         raise click.ClickException(f"Redis is unreachable: {exc}") from None
 
 
@@ -359,8 +328,5 @@ def checked_name(name: str) -> str:
 
 
 def _local(redis_url: str) -> Local:
-    from ldp_store.connection import connect  # noqa: PLC0415
-    from ldp_store.registry import Registry  # noqa: PLC0415
-
     client = connect(redis_url)
     return Local(client, Registry(client), redis_url.rpartition("@")[2])

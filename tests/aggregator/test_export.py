@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from aggregator import Counts, estimate_from_counts
-from aggregator.cli import console, remote
+from aggregator.cli import console, source
 from aggregator.stats.numeric import NumericStats, estimate_mean
 from aggregator.stream.worker import Worker
 from client_sdk.wire import MetricDefinition, build_report
@@ -229,7 +229,7 @@ def test_export_finds_a_running_ldp_serve_by_its_data_dir(
     """New-user finding: after `ldp serve`, `ldp export` said 'pass --redis-url' although
     the embedded Redis's port is random; the serve's data dir now says where it is. With
     neither, it tries the API at the default address, and says all it tried."""
-    monkeypatch.setattr(remote, "DEFAULT_URL", closed_url())
+    monkeypatch.setattr(source, "DEFAULT_URL", closed_url())
 
     data = tmp_path / "ldp-data"
     with Server(port=0, data_dir=data, web_workers=1, aggregators=1, quiet=True) as server:
@@ -249,7 +249,7 @@ def test_export_finds_a_running_ldp_serve_by_its_data_dir(
         env={"REDIS_URL": "", "LDP_REDIS_URL": "", "LDP_URL": ""},
     )  # fmt: skip
     assert result.exit_code == 2 and "no ldp serve is running on" in result.output
-    assert f"no ldp serve answered at {remote.DEFAULT_URL} (connection refused)" in " ".join(
+    assert f"no ldp serve answered at {source.DEFAULT_URL} (connection refused)" in " ".join(
         result.output.split()
     )
 
