@@ -9,8 +9,9 @@ workers into ``ldp serve`` and the ``ldp`` command line (docs/architecture/layou
 * :mod:`~ldp_server.forward`: the read routes forwarded from the ingest to the read service
 * :mod:`~ldp_server.demo`: a simulated population through real HTTP, estimates against
   the truth
-* :mod:`~ldp_server.cli`: the ``ldp`` group (:mod:`aggregator.cli`'s commands, and
-  ``serve`` and ``demo`` from :mod:`~ldp_server.commands`); ``python -m ldp_server``
+* :mod:`~ldp_server.cli`: the ``ldp`` group (:mod:`aggregator.cli`'s commands, ``serve``
+  from :mod:`~ldp_server.commands`, ``demo`` from :mod:`~ldp_server.demo_command`, ``wait``
+  from :mod:`~ldp_server.wait`), each imported when invoked; ``python -m ldp_server``
 
 It is the only package that imports both :mod:`collector` and :mod:`aggregator`, and no
 package imports it (``tests/test_architecture.py``).

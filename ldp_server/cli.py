@@ -94,7 +94,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Who did which admin action (metrics, tokens, exports), when, and how it ended.",
     ),
     "demo": LazyCommand(
-        "ldp_server.commands:demo",
+        "ldp_server.demo_command:demo",
         "Serve, define demo metrics, simulate users through real HTTP, compare with the truth.",
     ),
     "dictionary": LazyCommand(
@@ -152,7 +152,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace.",
     ),
     "wait": LazyCommand(
-        "ldp_server.commands:wait",
+        "ldp_server.wait:wait",
         "Wait until the server at --url is ready (answers /readyz), e.g. after `ldp serve &`: "
         "by then its admin token is in <data-dir>/admin-token.",
     ),

@@ -97,10 +97,10 @@ def test_metrics_show_prints_unicode(collector_url: str) -> None:
 def test_admin_token_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
     server = SimpleNamespace(redis_url="redis://x", url="http://h:1", data_dir=str(tmp_path))
     monkeypatch.setenv("LDP_ADMIN_TOKEN", "chosen")
-    cli_server._print_urls(server)
+    cli_server.print_urls(server)
     assert "taken from LDP_ADMIN_TOKEN" in capsys.readouterr().out
     monkeypatch.delenv("LDP_ADMIN_TOKEN")
-    cli_server._print_urls(server)
+    cli_server.print_urls(server)
     assert "set LDP_ADMIN_TOKEN to choose your own" in capsys.readouterr().out
 
 
