@@ -86,7 +86,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Measured threats: fake clients (poison), reconstruction from aggregates.",
     ),
     "audit": LazyCommand(
-        "aggregator.cli.study:audit",
+        "aggregator.cli.audit:audit",
         "Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε.",
     ),
     "audit-log": LazyCommand(
@@ -128,7 +128,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "The metric registry: list, show, create or change metrics (as GET/PUT do).",
     ),
     "plan": LazyCommand(
-        "aggregator.cli.study:plan",
+        "aggregator.cli.plan:plan",
         "Interval half-width N users buy, or N needed for a half-width, per mechanism.",
     ),
     "relay": LazyCommand(
@@ -140,7 +140,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Run collector, aggregator workers and dashboard; embedded Redis unless --redis-url.",
     ),
     "simulate": LazyCommand(
-        "aggregator.cli.study:simulate",
+        "aggregator.cli.simulate:simulate",
         "Simulate populations: MSE against the exact variance, and interval coverage.",
     ),
     "tokens": LazyCommand(
@@ -148,7 +148,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "Scoped tokens: create, list, rotate, revoke (stored hashed; shown once).",
     ),
     "tradeoff": LazyCommand(
-        "aggregator.cli.study:tradeoff",
+        "aggregator.cli.tradeoff:tradeoff",
         "Privacy–utility–N: CSV and plots of error vs ε and N, per mechanism, vs central Laplace.",
     ),
     "wait": LazyCommand(

@@ -1,6 +1,8 @@
-"""The aggregator's ``ldp`` commands: one module per command group (as ``rq/cli/``).
+"""The aggregator's ``ldp`` commands: one module per command or group (as ``rq/cli/``).
 
-* :mod:`~aggregator.cli.study`: ``simulate``, ``plan``, ``audit``, ``tradeoff``
+* :mod:`~aggregator.cli.simulate`, :mod:`~aggregator.cli.plan`, :mod:`~aggregator.cli.audit`,
+  :mod:`~aggregator.cli.tradeoff`: the offline studies, one module each (their stacks
+  differ: scipy for the audit, matplotlib for the tradeoff's plots)
 * :mod:`~aggregator.cli.attack`: ``attack poison``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
 * :mod:`~aggregator.cli.catalog`: ``lint``, ``generate``, ``dictionary`` (the metrics registry)

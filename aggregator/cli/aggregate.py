@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -10,9 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import click
+import redis
 
+from aggregator.alerts.evaluate import AlarmChannels, Alerts
+from aggregator.alerts.notify import Notifier
 from aggregator.cli.console import err
 from aggregator.cli.options import REDIS_ENV, shown
+from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
+from aggregator.stream import worker as stream_worker
+from ldp_store.connection import connect
 
 __all__ = ["aggregate"]
 
@@ -91,14 +98,6 @@ def aggregate(
     The first SIGTERM or Ctrl-C finishes the current batch and exits; a second stops at
     once (nothing is lost: uncommitted entries stay pending under --name).
     """
-    import logging
-
-    import redis
-
-    from aggregator.alerts.notify import Notifier
-    from aggregator.stream import worker as stream_worker
-    from ldp_store.connection import connect
-
     if not redis_url:
         raise click.UsageError("no Redis to consume: pass --redis-url or set REDIS_URL")
     if not logging.getLogger().handlers:
@@ -149,10 +148,6 @@ def _worker(
     Raises:
         ValueError: a setting out of range (of the options or the environment).
     """
-    from aggregator.alerts.evaluate import AlarmChannels, Alerts
-    from aggregator.stats.segments import DEFAULT_MIN_SEGMENT_REPORTS, checked_min_segment_reports
-    from aggregator.stream import worker as stream_worker
-
     alerts = Alerts(
         client,
         public_url=os.environ.get("LDP_PUBLIC_URL", ""),

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from aggregator.cli import study
+from aggregator.cli import audit as audit_command
 from client_sdk import mechanisms
 from tests.cli_helpers import ldp as run
 
@@ -112,7 +112,7 @@ def test_audit_exits_1_when_a_bound_exceeds_the_declared_epsilon(
     code, out = run("audit", "-m", "duchi", "-e", "1", "-t", "4000")
     assert code == 1 and "FAIL duchi" in out
     broken = HotPermanentGRR(epsilon=1.0, domain_size=8, permanent_epsilon=4.0)
-    monkeypatch.setattr(study, "build_mechanism", lambda *args: broken)
+    monkeypatch.setattr(audit_command, "build_mechanism", lambda *args: broken)
     # 20,000 trials an input, not the default 200,000: the permanent bound found is ε∞ ≥ 5.19
     # (the broken response is drawn at ε∞ + 2 = 6), far above the declared 4; what this test
     # checks is the CLI's verdicts and exit code, the audit's power is test_memoized_audit's.

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from aggregator.analysis.audit import AuditResult
 from aggregator.cli import metrics as cli_metrics
-from aggregator.cli.study import inconclusive
+from aggregator.cli.audit import inconclusive
 from ldp_server import commands as cli_server
 from ldp_server.cli import main
 from ldp_store.embedded import free_port

@@ -29,7 +29,7 @@ from click.testing import CliRunner
 
 from aggregator.analysis import plots, tradeoff
 from aggregator.analysis.simulation import distribution
-from aggregator.cli import study
+from aggregator.cli import tradeoff as tradeoff_command
 from aggregator.stats.planning import central_laplace_std
 from client_sdk import mechanisms
 from client_sdk.mechanisms import BinaryRR
@@ -249,7 +249,7 @@ def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
         yield advance
 
-    monkeypatch.setattr(study, "progress_bar", recording_bar)
+    monkeypatch.setattr(tradeoff_command, "progress_bar", recording_bar)
     out = tmp_path / "slides"
     result = CliRunner().invoke(ldp_main, ["tradeoff", "--out", str(out), "--reps", "2"])
     assert result.exit_code == 0, result.output
