@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-__all__ = ["COMMANDS", "LazyCommand", "LazyGroup", "main"]
+__all__ = ["ATTACKS", "COMMANDS", "GROUPS", "LazyCommand", "LazyGroup", "main"]
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,6 @@ COMMANDS: dict[str, LazyCommand] = {
     "alerts": LazyCommand(
         "aggregator.cli.alerts:alerts",
         "Alert rules on the estimates, with a false-alarm guarantee (docs: Alerts guide).",
-    ),
-    "attack": LazyCommand(
-        "aggregator.cli.attack:attack",
-        "Measured threats: fake clients (poison), reconstruction from aggregates.",
     ),
     "audit": LazyCommand(
         "aggregator.cli.audit:audit",
@@ -157,7 +153,30 @@ COMMANDS: dict[str, LazyCommand] = {
         "by then its admin token is in <data-dir>/admin-token.",
     ),
 }
-"""Every ``ldp`` command: its name, where it is defined, its one-line help."""
+"""Every ``ldp`` command but the groups of :data:`GROUPS`: its name, where it is defined,
+its one-line help."""
+
+ATTACKS: dict[str, LazyCommand] = {
+    "poison": LazyCommand(
+        "aggregator.cli.poison:poison",
+        "Fake clients: the maximal gain attack against the real decoders, per target.",
+    ),
+    "reconstruct": LazyCommand(
+        "aggregator.cli.reconstruct:reconstruct",
+        "Dinur & Nissim's reconstruction attack: exact aggregates give the data back.",
+    ),
+}
+"""``ldp attack``'s commands, each with its own stack (scipy's linear programs for
+``reconstruct`` alone)."""
+
+GROUPS: tuple[LazyGroup, ...] = (
+    LazyGroup(
+        "attack",
+        lazy=ATTACKS,
+        help="Measured threats: fake clients (poison), reconstruction from aggregates.",
+    ),
+)
+"""The ``ldp`` groups whose commands are imported one by one, like ``ldp``'s."""
 
 
 @click.group(
@@ -168,3 +187,7 @@ COMMANDS: dict[str, LazyCommand] = {
 @click.version_option(package_name="ldp-telemetry")
 def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
+
+
+for _group in GROUPS:
+    main.add_command(_group)

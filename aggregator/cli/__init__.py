@@ -3,7 +3,8 @@
 * :mod:`~aggregator.cli.simulate`, :mod:`~aggregator.cli.plan`, :mod:`~aggregator.cli.audit`,
   :mod:`~aggregator.cli.tradeoff`: the offline studies, one module each (their stacks
   differ: scipy for the audit, matplotlib for the tradeoff's plots)
-* :mod:`~aggregator.cli.attack`: ``attack poison``
+* :mod:`~aggregator.cli.poison`, :mod:`~aggregator.cli.reconstruct`: ``attack poison``,
+  ``attack reconstruct``
 * :mod:`~aggregator.cli.metrics`: ``metrics list|show|create|retire|unretire|delete``
 * :mod:`~aggregator.cli.catalog`: ``lint``, ``generate``, ``dictionary`` (the metrics registry)
 * :mod:`~aggregator.cli.export`: ``export``
@@ -14,7 +15,8 @@
 * :mod:`~aggregator.cli.options`: options the study commands share
 * :mod:`~aggregator.cli.console`: rich output, JSON, progress bars
 
-The ``ldp`` group itself, with ``serve`` and ``demo``, is assembled by the composition
-root (:mod:`ldp_server.cli`), which names each command's module and imports only the
-invoked command's: a command module imports what its job needs at its top.
+The ``ldp`` group itself (and ``ldp attack``), with ``serve`` and ``demo``, is assembled
+by the composition root (:mod:`ldp_server.cli`), which names each command's module and
+imports only the invoked command's: a command module imports what its job needs at its
+top.
 """
