@@ -57,9 +57,12 @@ def click_envvars(command: click.Command) -> set[str]:
     for param in command.params:
         envvar = getattr(param, "envvar", None)
         found.update([envvar] if isinstance(envvar, str) else envvar or [])
-    if isinstance(command, click.Group):
-        for sub in command.commands.values():
-            found |= click_envvars(sub)
+    if isinstance(command, click.Group):  # its commands as click finds them (lazy ones too)
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None:
+                found |= click_envvars(sub)
     return found
 
 
