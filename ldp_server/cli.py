@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-__all__ = ["ATTACKS", "COMMANDS", "GROUPS", "LazyCommand", "LazyGroup", "main"]
+__all__ = ["ATTACKS", "COMMANDS", "LazyCommand", "LazyGroup", "attack", "main"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,9 @@ class LazyCommand:
 
 class LazyGroup(click.Group):
     """A group whose commands are imported when invoked (or their help asked), not when
-    the group is built."""
+    the group is built. ``commands`` holds only those added eagerly (none here): tools
+    that read the tree (mkdocs-click, shell completion) go through :meth:`list_commands`
+    and :meth:`get_command`, as click itself does."""
 
     def __init__(self, *args: Any, lazy: dict[str, LazyCommand], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -53,13 +55,13 @@ class LazyGroup(click.Group):
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:  # noqa: D102
-        if cmd_name in self.lazy and cmd_name not in self.commands:
-            self.add_command(self.lazy[cmd_name].load(), cmd_name)
+        if cmd_name in self.lazy:
+            return self.lazy[cmd_name].load()  # a module imported once, then found in sys.modules
         return super().get_command(ctx, cmd_name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """The commands and their one-line help, as click writes them, from the table for
-        the commands not imported yet."""
+        """The commands and their one-line help, as click writes them, the lazy ones' from
+        the table (their modules not imported)."""
         listed = [
             (name, self.commands.get(name) or click.Command(name, help=self.lazy[name].summary))
             for name in self.list_commands(ctx)
@@ -72,6 +74,27 @@ class LazyGroup(click.Group):
             formatter.write_dl([(name, c.get_short_help_str(limit)) for name, c in shown])
 
 
+ATTACKS: dict[str, LazyCommand] = {
+    "poison": LazyCommand(
+        "aggregator.cli.poison:poison",
+        "Fake clients: the maximal gain attack against the real decoders, per target.",
+    ),
+    "reconstruct": LazyCommand(
+        "aggregator.cli.reconstruct:reconstruct",
+        "Dinur & Nissim's reconstruction attack: exact aggregates give the data back.",
+    ),
+}
+"""``ldp attack``'s commands, each with its own stack (scipy's linear programs for
+``reconstruct`` alone)."""
+
+attack = LazyGroup(
+    "attack",
+    lazy=ATTACKS,
+    help="Measured threats: fake clients (poison), reconstruction from aggregates.",
+)
+"""``ldp attack``: a lazy group like ``ldp``."""
+
+
 COMMANDS: dict[str, LazyCommand] = {
     "aggregate": LazyCommand(
         "aggregator.cli.aggregate:aggregate",
@@ -80,6 +103,10 @@ COMMANDS: dict[str, LazyCommand] = {
     "alerts": LazyCommand(
         "aggregator.cli.alerts:alerts",
         "Alert rules on the estimates, with a false-alarm guarantee (docs: Alerts guide).",
+    ),
+    "attack": LazyCommand(
+        "ldp_server.cli:attack",
+        "Measured threats: fake clients (poison), reconstruction from aggregates.",
     ),
     "audit": LazyCommand(
         "aggregator.cli.audit:audit",
@@ -153,30 +180,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "by then its admin token is in <data-dir>/admin-token.",
     ),
 }
-"""Every ``ldp`` command but the groups of :data:`GROUPS`: its name, where it is defined,
-its one-line help."""
-
-ATTACKS: dict[str, LazyCommand] = {
-    "poison": LazyCommand(
-        "aggregator.cli.poison:poison",
-        "Fake clients: the maximal gain attack against the real decoders, per target.",
-    ),
-    "reconstruct": LazyCommand(
-        "aggregator.cli.reconstruct:reconstruct",
-        "Dinur & Nissim's reconstruction attack: exact aggregates give the data back.",
-    ),
-}
-"""``ldp attack``'s commands, each with its own stack (scipy's linear programs for
-``reconstruct`` alone)."""
-
-GROUPS: tuple[LazyGroup, ...] = (
-    LazyGroup(
-        "attack",
-        lazy=ATTACKS,
-        help="Measured threats: fake clients (poison), reconstruction from aggregates.",
-    ),
-)
-"""The ``ldp`` groups whose commands are imported one by one, like ``ldp``'s."""
+"""Every ``ldp`` command: its name, where it is defined, its one-line help."""
 
 
 @click.group(
@@ -187,7 +191,3 @@ GROUPS: tuple[LazyGroup, ...] = (
 @click.version_option(package_name="ldp-telemetry")
 def main() -> None:
     """ldp-telemetry: usage telemetry under local differential privacy."""
-
-
-for _group in GROUPS:
-    main.add_command(_group)
