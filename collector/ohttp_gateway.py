@@ -33,6 +33,7 @@ from client_sdk.ohttp import keys as ohttp_keys
 from client_sdk.ohttp.encapsulation import decapsulate_request
 from client_sdk.ohttp.keys import GATEWAY_PATH, PROBLEM_KEY
 from collector.ohttp_shuffle import PoolAppender, Shuffler
+from collector.settings import ConfigError
 from ldp_edge import cors
 from ldp_edge.admission import Admission, TooManyRequests
 from ldp_edge.answers import answer, error, read_body, refuse
@@ -418,8 +419,6 @@ def install(
 
 def _number(name: str, value: object, least: float | None = None) -> float:
     """A setting that must be a number > 0 (or >= ``least``)."""
-    from collector.settings import ConfigError
-
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     if not ok or (value <= 0 if least is None else value < least):  # type: ignore[operator]
         bound = "> 0" if least is None else f">= {least:g}"

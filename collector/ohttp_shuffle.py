@@ -30,6 +30,7 @@ from prometheus_client import Counter
 
 from client_sdk.numbers import is_count
 from collector.ingest import Appender, Item, Refused, RetiredOnAppend
+from collector.settings import ConfigError
 from ldp_api.context import Slot
 from ldp_store import keys, shuffle
 
@@ -151,8 +152,6 @@ def install(
     """The pool appender for relayed reports, from ``SHUFFLE_MIN_BATCH`` and
     ``SHUFFLE_MAX_DELAY``; None when B is 1 (no shuffling: relayed reports go straight
     to the streams)."""
-    from collector.settings import ConfigError
-
     batch = config.get("SHUFFLE_MIN_BATCH", DEFAULT_MIN_BATCH)
     delay = config.get("SHUFFLE_MAX_DELAY", DEFAULT_MAX_DELAY)
     if not is_count(batch):
