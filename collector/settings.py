@@ -16,6 +16,14 @@ from client_sdk.device import DeviceCaps
 from client_sdk.numbers import is_count
 from collector.quotas import parse_quotas
 from ldp_api import oidc
+from ldp_api.text_settings import (
+    MIN_TOKEN_LENGTH,
+    TEXT_SETTINGS,
+    TOKEN_SETTINGS,
+    ConfigError,
+    check_tokens,
+    tokens_from_env,
+)
 from ldp_store import auditlog
 from ldp_store.projects import check_project
 
@@ -107,29 +115,6 @@ reports each) in one go, then 333 a second. The largest device budget (1,000,000
 a day) is 12 a second; a device far below it. Must be at least ``MAX_REPORTS``, or a full
 batch could never pass. Many devices behind one NAT address share it: raise it there."""
 
-MIN_TOKEN_LENGTH = 16
-"""Characters a token must have at least. A token is a bearer secret that anyone on the
-network may guess at; 16 characters of ``secrets.token_urlsafe`` are 96 bits. Shorter
-values are refused at start, not accepted as weak: that is also what turns a value that
-reads as JSON (``null``, ``0``, ``false``, ``1e999``) into a clear error instead of an
-open door (issue 29)."""
-
-TOKEN_SETTINGS = ("ADMIN_TOKEN", "READ_TOKEN", "METRICS_TOKEN")
-"""The secrets among the settings: read from the environment as text, never as JSON."""
-
-TEXT_SETTINGS = (
-    *TOKEN_SETTINGS,
-    "OIDC_ISSUER",
-    "OIDC_CLIENT_ID",
-    "OIDC_CLIENT_SECRET",
-    "OIDC_SCOPES",
-    "OIDC_ROLES_CLAIM",
-    "OIDC_REDIRECT_URI",
-)
-"""Settings read from the environment as written (a client id or secret of digits is
-still text); the rest go through ``from_prefixed_env``'s JSON (``LDP_OIDC_ROLES`` is a
-JSON object)."""
-
 DEFAULTS: dict[str, Any] = {
     "REDIS_URL": None,
     "ADMIN_TOKEN": None,
@@ -190,10 +175,6 @@ _SWITCHES = ("REQUIRE_READ_TOKEN", "REQUIRE_INGEST_KEY", "TRUST_FORWARDED_PROTO"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"", "0", "false", "no", "off"}
 _HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
-
-
-class ConfigError(ValueError):
-    """The collector is misconfigured; raised by ``create_app``, never per request."""
 
 
 def redis_url_from_env(environ: Mapping[str, str] | None = None) -> str | None:
@@ -295,50 +276,6 @@ def _device_cap(key: str, value: Any) -> Any:
         return DeviceCaps.check_cap(value, key)
     except ValueError as exc:
         raise ConfigError(f"{exc} (unset: no cap)") from None
-
-
-def tokens_from_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The tokens of the environment (``LDP_ADMIN_TOKEN``, …) exactly as written.
-
-    Flask's ``from_prefixed_env`` parses every value as JSON: ``null`` became None (no
-    token: reads open), ``0``/``false`` falsy, ``1e999`` the float inf. Secrets are text,
-    so the app factory puts these over what it parsed (and the other
-    :data:`TEXT_SETTINGS`).
-    """
-    env = os.environ if environ is None else environ
-    return {key: env[f"LDP_{key}"] for key in TEXT_SETTINGS if f"LDP_{key}" in env}
-
-
-def check_tokens(config: Mapping[str, Any]) -> dict[str, str | None]:
-    """The tokens of ``config``: None when unset or empty, else a string of at least
-    :data:`MIN_TOKEN_LENGTH` characters.
-
-    An empty value means unset (compose passes ``LDP_READ_TOKEN: ${LDP_READ_TOKEN:-}``).
-
-    Raises:
-        ConfigError: a token is not text, or is shorter than the minimum (the message
-            names the variable, never the value).
-    """
-    out: dict[str, str | None] = {}
-    for key in TOKEN_SETTINGS:
-        token = config.get(key)
-        if token in (None, ""):
-            out[key] = None
-            continue
-        if not isinstance(token, str):
-            raise ConfigError(
-                f"LDP_{key} must be text, got a {type(token).__name__}; tokens are read "
-                "from the environment as they are written"
-            )
-        if len(token.strip()) < MIN_TOKEN_LENGTH or token != token.strip():
-            raise ConfigError(
-                f"LDP_{key} is too short or has surrounding spaces: a token needs at least "
-                f"{MIN_TOKEN_LENGTH} characters (make one with "
-                "`python3 -c 'import secrets; print(secrets.token_urlsafe(24))'`), or unset "
-                "it"
-            )
-        out[key] = token
-    return out
 
 
 _ORIGIN = re.compile(r"https?://[a-z0-9.-]+(:[0-9]{1,5})?|\*")

@@ -9,6 +9,8 @@ agree on lives here, as the Redis contract lives in :mod:`ldp_store`:
   metric name of a URL;
 * :mod:`ldp_api.openapi`: how a view documents itself (:func:`~ldp_api.openapi.documented`)
   and the OpenAPI 3.1 document built from what an app routes;
+* :mod:`ldp_api.text_settings`: the settings read from the environment as text, the
+  bearer tokens among them, and their checks (the app factory's and ``ldp serve``'s);
 * :mod:`ldp_api.context`: what every request of one app shares (Redis, the metric
   registry, memory readings, the app's metrics), attached once, read through one typed
   accessor (:func:`~ldp_api.context.shared`).

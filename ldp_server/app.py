@@ -17,25 +17,15 @@ from flask import Flask
 
 import aggregator.web
 from aggregator.web import estimates, lanes
-from collector import create_app, settings
+from collector import create_app
 from ldp_server.forward import ForwardReads
 
-__all__ = ["READ_ENDPOINTS", "check_tokens", "create_ingest_app", "create_server_app"]
+__all__ = ["READ_ENDPOINTS", "create_ingest_app", "create_server_app"]
 
 READ_ENDPOINTS = ("ops.prometheus",)
 """Collector endpoints the read workers answer in ``ldp serve``: ``/metrics``, whose
 poisoning alarms (:class:`aggregator.query.alarms.AlarmGauges`) read and test every
 metric's recent windows at each scrape."""
-
-
-def check_tokens() -> None:
-    """Refuse, before anything starts, the environment's tokens the app would refuse
-    (``ldp serve`` calls it so a bad token is a message, not a web child that dies).
-
-    Raises:
-        collector.settings.ConfigError: a token is too short (or not text).
-    """
-    settings.check_tokens(settings.tokens_from_env())
 
 
 def create_server_app(test_config: dict[str, Any] | None = None) -> Flask:

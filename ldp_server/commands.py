@@ -19,7 +19,7 @@ from aggregator.cli.console import err, out
 from aggregator.cli.options import ServerSettings, server_options
 from client_sdk.bundle import load_metrics_file, split_version
 from client_sdk.errors import DefinitionError
-from ldp_server.app import check_tokens
+from ldp_api.text_settings import ConfigError, check_tokens, tokens_from_env
 from ldp_server.serve import Server
 from ldp_store.connection import connect, redacted
 from ldp_store.embedded import free_port
@@ -76,8 +76,8 @@ def start(settings: ServerSettings) -> Any:
         click.ClickException: a token or the start refused, with where the logs are.
     """
     try:
-        check_tokens()
-    except ValueError as exc:  # the collector's ConfigError
+        check_tokens(tokens_from_env())  # the app would refuse them: say so before a child dies
+    except ConfigError as exc:
         raise click.ClickException(f"could not start: {exc}") from None
 
     data_dir = settings.data_dir

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 import redis
-from scipy import stats
 
 from aggregator.query.window import read_counts
 from aggregator.stats.frequency import FrequencyEstimate, estimate_from_counts
+from aggregator.stats.lazy import scipy_stats
 from client_sdk.bundle import load_metrics_file, split_version
 from client_sdk.wire import MetricDefinition
 from ldp_store.embedded import private_folder
@@ -176,7 +176,7 @@ class DemoResult:
         the range holding 95 % of runs (binomial; the intervals of one metric are not
         independent, so take the range as a guide, not a test)."""
         total = sum(len(self.truth[name]) for name in self.estimates)
-        low, high = stats.binom.interval(0.95, total, 1 - confidence)
+        low, high = scipy_stats().binom.interval(0.95, total, 1 - confidence)
         return (1 - confidence) * total, int(low), int(high)
 
     def misses(self) -> tuple[int, int]:

@@ -356,6 +356,10 @@ def test_the_command_list_imports_no_command_module() -> None:
         ("attack poison", {"scipy", "matplotlib", "flask"}),  # not reconstruct's
         ("plan", {"scipy", "matplotlib", "flask", "requests"}),  # not audit's or tradeoff's
         ("lint", {"scipy", "matplotlib", "flask", "requests"}),
+        # The supervisor checks tokens with ldp_api.text_settings, not the app; scipy at first use.
+        ("serve", {"flask", "werkzeug", "collector", "scipy", "matplotlib"}),
+        ("demo", {"flask", "werkzeug", "collector", "scipy", "matplotlib"}),
+        ("audit", {"scipy", "matplotlib", "flask"}),
     ],
 )
 def test_a_command_loads_its_own_stack_not_its_siblings(command: str, not_loaded: set[str]) -> None:

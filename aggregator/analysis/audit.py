@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta
 
+from aggregator.stats.lazy import scipy_stats
 from client_sdk.mechanisms import FrequencyOracle, Memoized, NumericMechanism
 from client_sdk.mechanisms.base import fields_of
 from client_sdk.mechanisms.memoized import SECRET_BYTES
@@ -49,11 +49,15 @@ are."""
 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
     """Exact two-sided binomial interval at level 1 − alpha."""
-    lo = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
+    lo = (
+        0.0
+        if successes == 0
+        else float(scipy_stats().beta.ppf(alpha / 2, successes, trials - successes + 1))
+    )
     hi = (
         1.0
         if successes == trials
-        else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+        else float(scipy_stats().beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
     )
     return lo, hi
 
