@@ -17,6 +17,7 @@ The URL is checked by the transport that uses it
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import re
@@ -332,8 +333,6 @@ _CHECKS: tuple[tuple[str, Check], ...] = (
 
 def _check_relay(relay: object, transport: object) -> None:
     """A relay URL is a string, comes without ``transport``, and needs the HPKE extra."""
-    import importlib.util
-
     if not isinstance(relay, str) or not relay.startswith(("http://", "https://")):
         raise ValueError(f"relay must be an http:// or https:// URL, got {relay!r}")
     if transport is not None:

@@ -27,6 +27,14 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
 from client_sdk import mechanisms, wire  # noqa: E402
 from client_sdk.mechanisms import base, joint, memoized, numeric, rounding, strings  # noqa: E402
 from client_sdk.mechanisms.randomness import SecureRandom  # noqa: E402
+from client_sdk.ohttp.encapsulation import encapsulate_request, public_key_of  # noqa: E402
+from client_sdk.ohttp.keys import (  # noqa: E402
+    SUPPORTED,
+    KeyConfig,
+    decode_key_configs,
+    encode_key_configs,
+)
+from client_sdk.ohttp.transport import ObliviousTransport  # noqa: E402
 
 VECTORS = Path(__file__).resolve().parent / "vectors"
 
@@ -837,8 +845,6 @@ the app's ingest key or None)."""
 
 def gateway_keys(private_key: bytes, key_id: int) -> bytes:
     """The ``application/ohttp-keys`` of one X25519 gateway key (its config alone)."""
-    from client_sdk.ohttp.encapsulation import public_key_of
-    from client_sdk.ohttp.keys import SUPPORTED, KeyConfig, encode_key_configs
 
     return encode_key_configs([KeyConfig(key_id, 0x0020, public_key_of(private_key), SUPPORTED)])
 
@@ -855,9 +861,6 @@ def sealed_request(
     """``method path`` (with ``body``) to the collector at ``url`` as the SDK seals it
     through a relay for ``keys``: its Binary HTTP request and ``message/ohttp-req`` body
     under the ephemeral private key ``ephemeral``."""
-    from client_sdk.ohttp.encapsulation import encapsulate_request, public_key_of
-    from client_sdk.ohttp.keys import decode_key_configs
-    from client_sdk.ohttp.transport import ObliviousTransport
 
     transport = ObliviousTransport(
         url, "https://relay.example/relay", 5.0, pinned=keys, ingest_key=ingest_key
