@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -114,6 +115,10 @@ def aggregate(
     code = 0
     # alert notifications: sent by a thread of each worker process (one consumer each)
     notifier = None if once else Notifier(client, name).start()
+    # What start-up built (modules, definitions, tables) lives as long as the process:
+    # frozen, no collection scans it again; each batch's garbage is young.
+    gc.collect()
+    gc.freeze()
     try:
         w.run(once=once)
     except stream_worker.WorkerAborted as exc:
