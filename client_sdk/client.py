@@ -1040,45 +1040,20 @@ atexit.register(_shutdown_at_exit)
 
 def _invalid_why(definition: wire.MetricDefinition, value: object) -> str:
     """Why ``value`` is not one of the metric's, in words that do not contain it."""
-    return _WHY_INVALID.get(definition.kind, _categorical_why)(definition, value)
-
-
-def _numeric_why(definition: wire.MetricDefinition, value: object) -> str:
-    """:func:`_invalid_why` for a numeric or distribution metric."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        return f"wrong type: a numeric metric takes a number, got {type(value).__name__}"
-    return "value outside the metric's range (or not finite)"
-
-
-def _joint_why(definition: wire.MetricDefinition, value: object) -> str:
-    """:func:`_invalid_why` for a joint metric."""
-    names = [name for name, _ in definition.attributes]
-    return f"a joint metric takes {{attribute: label}} for exactly {names}, each a known label"
-
-
-def _string_why(definition: wire.MetricDefinition, value: object) -> str:
-    """:func:`_invalid_why` for a string metric."""
-    if not isinstance(value, str):
-        return f"wrong type: a string metric takes a str, got {type(value).__name__}"
-    return "value holds NUL (the padding) or is not encodable as UTF-8"
-
-
-def _categorical_why(definition: wire.MetricDefinition, value: object) -> str:
-    """:func:`_invalid_why` for a categorical metric."""
+    kind = type(value).__name__
+    if definition.kind in ("numeric", "distribution"):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return f"wrong type: a numeric metric takes a number, got {kind}"
+        return "value outside the metric's range (or not finite)"
+    if definition.kind == "joint":
+        names = [name for name, _ in definition.attributes]
+        return f"a joint metric takes {{attribute: label}} for exactly {names}, each a known label"
+    if definition.kind == "string":
+        if not isinstance(value, str):
+            return f"wrong type: a string metric takes a str, got {kind}"
+        return "value holds NUL (the padding) or is not encodable as UTF-8"
     if isinstance(value, bool) or not isinstance(value, str | int):
-        return (
-            "wrong type: a categorical metric takes a label (str) or an index (int), "
-            f"got {type(value).__name__}"
-        )
+        return f"wrong type: a categorical metric takes a label (str) or an index (int), got {kind}"
     if isinstance(value, str):
         return "not a label of the metric's domain"
     return "index outside the metric's domain"
-
-
-_WHY_INVALID: dict[str, Callable[[wire.MetricDefinition, object], str]] = {
-    "numeric": _numeric_why,
-    "distribution": _numeric_why,
-    "joint": _joint_why,
-    "string": _string_why,
-}
-"""Each kind's :func:`_invalid_why` (categorical: any other kind)."""

@@ -104,10 +104,7 @@ COMMANDS: dict[str, LazyCommand] = {
         "aggregator.cli.alerts:alerts",
         "Alert rules on the estimates, with a false-alarm guarantee (docs: Alerts guide).",
     ),
-    "attack": LazyCommand(
-        "ldp_server.cli:attack",
-        "Measured threats: fake clients (poison), reconstruction from aggregates.",
-    ),
+    "attack": LazyCommand("ldp_server.cli:attack", attack.help or ""),
     "audit": LazyCommand(
         "aggregator.cli.audit:audit",
         "Lower-bound the ε the real perturb code realises; exit 1 if above the declared ε.",
